@@ -1,0 +1,177 @@
+# ringside build. Everything generated goes under $(BUILD); the source tree is
+# never written to (except by `make format`).
+#
+#   make            build/ringside and one static library per component
+#   make test       build and run every test; exits non-zero on any failure
+#   make asan       the same tests under AddressSanitizer + UBSan, in build/asan
+#   make deps       install the Debian packages the build needs (idempotent)
+#   make bench | fuzz | demo | install | clean | format
+
+BUILD ?= build
+PREFIX ?= /usr/local
+DESTDIR ?=
+# Set by `make asan`; a comma-separated -fsanitize= list.
+SANITIZE ?=
+
+CXX ?= g++
+AR ?= ar
+PROTOC ?= protoc
+PKG_CONFIG ?= pkg-config
+
+.DEFAULT_GOAL := all
+.DELETE_ON_ERROR:
+.SUFFIXES:
+
+# --- Dependencies -------------------------------------------------------------
+
+# Debian packages (bookworm) that building, testing and running ringside need.
+DEB_PACKAGES := \
+  g++ make clang llvm clang-format pkg-config \
+  libbpf-dev bpftool libelf-dev zlib1g-dev \
+  libprotobuf-dev protobuf-compiler \
+  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
+  nlohmann-json3-dev libsystemd-dev
+
+PKGS := protobuf nlohmann_json \
+  absl_status absl_statusor absl_strings absl_str_format absl_flags absl_flags_parse \
+  absl_time absl_synchronization absl_flat_hash_map
+
+# Evaluated lazily so that `make deps` works before pkg-config exists.
+PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
+PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS))
+TEST_LIBS = $(shell $(PKG_CONFIG) --libs gmock gtest_main)
+
+# --- Flags --------------------------------------------------------------------
+
+WARNINGS := -Wall -Wextra -Werror
+CPPFLAGS += -I. -isystem $(BUILD)/gen -MMD -MP
+CXXFLAGS ?= -O2 -g
+CXXFLAGS += -std=c++20 $(WARNINGS)
+LDFLAGS ?=
+ifneq ($(SANITIZE),)
+  SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
+  CXXFLAGS += $(SAN_FLAGS)
+  LDFLAGS += $(SAN_FLAGS)
+endif
+
+# --- Sources ------------------------------------------------------------------
+
+COMPONENTS := buffer ftrace bpf agent
+
+PROTO_SRCS := $(shell find protos -name '*.proto' | sort)
+PROTO_CCS := $(PROTO_SRCS:protos/%.proto=$(BUILD)/gen/%.pb.cc)
+PROTO_HDRS := $(PROTO_SRCS:protos/%.proto=$(BUILD)/gen/%.pb.h)
+PROTO_OBJS := $(PROTO_CCS:%.cc=%.o)
+# Generated sources are kept (not deleted as intermediates) so that rebuilds
+# after an edit do not regenerate them.
+.SECONDARY: $(PROTO_CCS) $(PROTO_HDRS)
+
+# The sources of a component: its top level and internal/, minus main.cc.
+component_srcs = $(filter-out agent/main.cc,$(wildcard $(1)/*.cc $(1)/internal/*.cc))
+component_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(call component_srcs,$(1)))
+component_lib = $(BUILD)/lib/libringside_$(1).a
+
+LIBS := $(foreach c,$(COMPONENTS),$(call component_lib,$(c))) $(BUILD)/lib/libringside_protos.a
+# Link order: dependents before their dependencies.
+LINK_LIBS := $(call component_lib,agent) $(call component_lib,buffer) \
+  $(call component_lib,ftrace) $(call component_lib,bpf) $(BUILD)/lib/libringside_protos.a
+
+BIN := $(BUILD)/ringside
+
+TEST_DIRS := $(sort $(patsubst tests/%/,%,$(dir $(wildcard tests/*/*_test.cc))))
+TEST_BINS := $(TEST_DIRS:%=$(BUILD)/tests/%_test)
+test_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard tests/$(1)/*_test.cc tests/$(1)/testing/*.cc))
+
+ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
+  $(BUILD)/obj/agent/main.o $(PROTO_OBJS) $(foreach d,$(TEST_DIRS),$(call test_objs,$(d)))
+
+# --- Rules --------------------------------------------------------------------
+
+.PHONY: all test run-tests asan bench fuzz demo deps install clean format
+
+all: $(BIN) $(LIBS)
+
+$(BUILD)/gen/%.pb.cc $(BUILD)/gen/%.pb.h: protos/%.proto $(PROTO_SRCS)
+	@mkdir -p $(BUILD)/gen
+	$(PROTOC) -Iprotos --cpp_out=$(BUILD)/gen $<
+
+# Generated code is compiled without -Werror: its warnings are protoc's to fix.
+$(BUILD)/gen/%.pb.o: $(BUILD)/gen/%.pb.cc
+	$(CXX) $(CPPFLAGS) $(filter-out -Werror,$(CXXFLAGS)) $(PKG_CFLAGS) -c $< -o $@
+
+# Every object may include any generated header, so they all exist first.
+$(BUILD)/obj/%.o: %.cc | $(PROTO_HDRS)
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+# Tests that run the CLI find it here.
+$(BUILD)/obj/tests/%.o: CPPFLAGS += -DRINGSIDE_BUILD_DIR='"$(abspath $(BUILD))"'
+
+$(BUILD)/lib/libringside_protos.a: $(PROTO_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+
+define component_rules
+$(call component_lib,$(1)): $(call component_objs,$(1))
+	@mkdir -p $$(@D)
+	rm -f $$@ && $$(AR) rcs $$@ $$^
+endef
+$(foreach c,$(COMPONENTS),$(eval $(call component_rules,$(c))))
+
+$(BIN): $(BUILD)/obj/agent/main.o $(LINK_LIBS)
+	$(CXX) $(LDFLAGS) $^ $(PKG_LIBS) -o $@
+
+define test_rules
+$(BUILD)/tests/$(1)_test: $(call test_objs,$(1)) $(LINK_LIBS)
+	@mkdir -p $$(@D)
+	$$(CXX) $$(LDFLAGS) $$^ $$(TEST_LIBS) $$(PKG_LIBS) -o $$@
+endef
+$(foreach d,$(TEST_DIRS),$(eval $(call test_rules,$(d))))
+
+# `make test` is one of the two commands a newcomer runs on a fresh machine, so
+# it installs missing packages first (a quick no-op when they are present).
+test: deps
+	@$(MAKE) --no-print-directory run-tests
+
+run-tests: $(BIN) $(TEST_BINS)
+	@tools/run_tests.sh $(TEST_BINS)
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=address,undefined run-tests
+
+bench:
+	@echo "make bench: there are no benchmarks yet; they arrive with the TraceBuffer" \
+	  "benchmark issue (tests/bench/)." >&2; exit 1
+
+fuzz:
+	@echo "make fuzz: there are no fuzzers yet; they arrive with the TraceBuffer" \
+	  "fuzzing issue (tests/fuzz/)." >&2; exit 1
+
+demo: deps
+	@echo "make demo: 'ringside record' does not exist yet, so there is nothing to demo." \
+	  "Today ringside offers 'ringside inspect FILE'; see README.md." >&2; exit 1
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed$$' \
+	    || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing; \
+	fi
+
+install: $(BIN)
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ringside
+
+clean:
+	rm -rf $(BUILD)
+
+format:
+	find buffer ftrace bpf agent tests -name '*.cc' -o -name '*.h' -o -name '*.c' \
+	  | xargs -r clang-format -i
+
+-include $(ALL_OBJS:.o=.d)
