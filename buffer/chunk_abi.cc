@@ -1,0 +1,86 @@
+#include "buffer/chunk_abi.h"
+
+#include <algorithm>
+
+namespace ringside::buffer {
+
+void WriteChunkHeader(const ChunkHeader& header, uint8_t* dst) {
+  const uint16_t packets = static_cast<uint16_t>((header.num_fragments & kMaxFragmentsPerChunk) |
+                                                 ((header.flags & 0x3f) << 10));
+  for (int i = 0; i < 4; i++) dst[i] = static_cast<uint8_t>(header.chunk_id >> (8 * i));
+  dst[4] = static_cast<uint8_t>(header.writer_id);
+  dst[5] = static_cast<uint8_t>(header.writer_id >> 8);
+  dst[6] = static_cast<uint8_t>(packets);
+  dst[7] = static_cast<uint8_t>(packets >> 8);
+}
+
+bool ReadChunkHeader(const uint8_t* chunk, size_t size, ChunkHeader* header) {
+  if (size < kChunkHeaderSize) return false;
+  header->chunk_id = static_cast<ChunkID>(chunk[0]) | static_cast<ChunkID>(chunk[1]) << 8 |
+                     static_cast<ChunkID>(chunk[2]) << 16 | static_cast<ChunkID>(chunk[3]) << 24;
+  header->writer_id = static_cast<WriterID>(chunk[4] | chunk[5] << 8);
+  const uint16_t packets = static_cast<uint16_t>(chunk[6] | chunk[7] << 8);
+  header->num_fragments = packets & kMaxFragmentsPerChunk;
+  header->flags = static_cast<uint8_t>(packets >> 10);
+  return true;
+}
+
+void WriteRedundantVarint(uint32_t value, uint8_t* dst) {
+  for (size_t i = 0; i < kFragmentHeaderSize; i++) {
+    const uint8_t more = i + 1 < kFragmentHeaderSize ? 0x80 : 0;
+    dst[i] = static_cast<uint8_t>((value >> (7 * i)) & 0x7f) | more;
+  }
+}
+
+size_t ReadFragmentSize(const uint8_t* p, const uint8_t* end, uint32_t* size) {
+  uint32_t value = 0;
+  for (size_t i = 0; i < kFragmentHeaderSize; i++) {
+    if (p + i >= end) return 0;
+    value |= static_cast<uint32_t>(p[i] & 0x7f) << (7 * i);
+    if ((p[i] & 0x80) == 0) {
+      *size = value;
+      return i + 1;
+    }
+  }
+  return 0;  // A fifth byte would be needed: not a valid fragment header.
+}
+
+ChunkBuilder& ChunkBuilder::AddFragment(std::string_view data) {
+  uint8_t header[kFragmentHeaderSize];
+  WriteRedundantVarint(static_cast<uint32_t>(data.size()), header);
+  payload_.append(reinterpret_cast<const char*>(header), sizeof(header));
+  payload_.append(data);
+  fragments_++;
+  return *this;
+}
+
+ChunkBuilder& ChunkBuilder::AddDropMarker() {
+  uint8_t header[kFragmentHeaderSize];
+  WriteRedundantVarint(kPacketSizeDropPacket, header);
+  payload_.append(reinterpret_cast<const char*>(header), sizeof(header));
+  fragments_++;
+  return *this;
+}
+
+ChunkBuilder& ChunkBuilder::AddRawBytes(std::string_view bytes) {
+  payload_.append(bytes);
+  return *this;
+}
+
+ChunkBuilder& ChunkBuilder::PadTo(size_t payload_size) {
+  if (payload_.size() < payload_size) payload_.resize(payload_size, '\0');
+  return *this;
+}
+
+uint16_t ChunkBuilder::num_fragments() const {
+  return num_fragments_override_ >= 0 ? static_cast<uint16_t>(num_fragments_override_) : fragments_;
+}
+
+std::vector<uint8_t> ChunkBuilder::Build() const {
+  std::vector<uint8_t> chunk(kChunkHeaderSize + payload_.size());
+  WriteChunkHeader(ChunkHeader{chunk_id_, writer_id_, num_fragments(), flags_}, chunk.data());
+  std::copy(payload_.begin(), payload_.end(), chunk.begin() + kChunkHeaderSize);
+  return chunk;
+}
+
+}  // namespace ringside::buffer

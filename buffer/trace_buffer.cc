@@ -1,0 +1,766 @@
+#include "buffer/trace_buffer.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ringside::buffer {
+namespace {
+
+// Local TBChunk flags, above the three ABI flags.
+constexpr uint8_t kIncomplete = 1 << 3;   // Scraped: the last fragment is not readable.
+constexpr uint8_t kCorrupted = 1 << 4;    // Fragments were dropped as malformed: report it.
+constexpr uint8_t kErased = 1 << 5;       // Consumed or overwritten: dead space.
+constexpr uint8_t kSeen = 1 << 6;         // The ChunkID gap check was done.
+constexpr uint8_t kLostInErase = 1 << 7;  // Unread bytes were erased by an overwrite.
+
+constexpr uint32_t kPaddingBit = 1;
+constexpr uint32_t kAlignment = 4;
+
+uint32_t AlignUp(uint32_t n) { return (n + kAlignment - 1) & ~(kAlignment - 1); }
+
+// True if ChunkID `a` comes after `b`, modulo 2^32.
+bool IsAfter(ChunkID a, ChunkID b) { return static_cast<int32_t>(a - b) > 0; }
+
+// The result of walking a producer's chunk payload once, at commit time.
+struct Tokenized {
+  uint32_t payload_size = 0;          // Bytes of readable fragments.
+  uint32_t last_fragment_offset = 0;  // Where the last readable fragment starts.
+  bool corrupted = false;             // A fragment broke the ABI; it and the rest are dropped.
+};
+
+// Walks `num_fragments` fragments of `src`. For a scraped (incomplete) chunk
+// the last fragment may still be being written: it is neither parsed nor
+// counted as readable.
+Tokenized Tokenize(const uint8_t* src, size_t size, uint16_t num_fragments, bool complete) {
+  Tokenized t;
+  const uint8_t* end = src + size;
+  const int readable = complete ? num_fragments : num_fragments - 1;
+  uint32_t offset = 0;
+  for (int i = 0; i < readable; i++) {
+    uint32_t fragment_size = 0;
+    const size_t header = ReadFragmentSize(src + offset, end, &fragment_size);
+    if (header == 0) {
+      t.corrupted = true;
+      break;
+    }
+    const uint64_t data_size = fragment_size == kPacketSizeDropPacket ? 0 : fragment_size;
+    if (offset + header + data_size > size) {
+      t.corrupted = true;
+      break;
+    }
+    t.last_fragment_offset = offset;
+    offset += static_cast<uint32_t>(header + data_size);
+  }
+  t.payload_size = offset;
+  return t;
+}
+
+}  // namespace
+
+// The header of every chunk stored in the buffer, followed by its payload.
+// A padding record is just the first word, with kPaddingBit set; it can be as
+// small as 4 bytes, so only that word may be read before checking it.
+struct TraceBuffer::TBChunk {
+  uint32_t size_and_padding;  // Outer size (header + reserved payload), | kPaddingBit.
+  ChunkID chunk_id;
+  ProducerID producer_id;
+  WriterID writer_id;
+  uint16_t payload_size;          // Readable fragment bytes.
+  uint16_t payload_consumed;      // Bytes read (or erased) so far; a fragment boundary.
+  uint16_t last_fragment_offset;  // Start of the last readable fragment (for patches).
+  uint8_t flags;                  // ABI flags | local flags.
+  uint8_t reserved;
+
+  uint32_t outer_size() const { return size_and_padding & ~kPaddingBit; }
+  uint8_t* payload() { return reinterpret_cast<uint8_t*>(this) + sizeof(TBChunk); }
+};
+
+namespace {
+constexpr uint32_t kTBChunkHeaderSize = 20;
+}  // namespace
+
+std::unique_ptr<TraceBuffer> TraceBuffer::Create(size_t size_bytes, OverwritePolicy policy) {
+  static_assert(sizeof(TBChunk) == kTBChunkHeaderSize);
+  if (size_bytes < kMinSize || size_bytes > kMaxSize) return nullptr;
+  const size_t size = (size_bytes + 4095) & ~size_t{4095};
+  if (size > kMaxSize) return nullptr;
+  void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (memory == MAP_FAILED) return nullptr;
+  return std::unique_ptr<TraceBuffer>(new TraceBuffer(static_cast<uint8_t*>(memory), size, policy));
+}
+
+TraceBuffer::TraceBuffer(uint8_t* memory, size_t size, OverwritePolicy policy)
+    : memory_(memory), size_(size), policy_(policy) {
+  stats_.buffer_size = size;
+}
+
+TraceBuffer::~TraceBuffer() { munmap(memory_, size_); }
+
+TraceBuffer::TBChunk* TraceBuffer::ChunkAt(uint32_t offset) const {
+  return reinterpret_cast<TBChunk*>(memory_ + offset);
+}
+
+namespace {
+uint32_t FirstWordAt(const uint8_t* memory, uint32_t offset) {
+  uint32_t word;
+  std::memcpy(&word, memory + offset, sizeof(word));
+  return word;
+}
+}  // namespace
+
+TraceBuffer::SequenceState* TraceBuffer::FindSequence(ProducerID producer_id, WriterID writer_id) {
+  auto it = sequences_.find(SequenceKey(producer_id, writer_id));
+  return it == sequences_.end() ? nullptr : &it->second;
+}
+
+TraceBuffer::SequenceState& TraceBuffer::GetOrCreateSequence(ProducerID producer_id,
+                                                             WriterID writer_id,
+                                                             ClientIdentity identity) {
+  auto [it, inserted] = sequences_.try_emplace(SequenceKey(producer_id, writer_id));
+  SequenceState& seq = it->second;
+  if (inserted) {
+    seq.producer_id = producer_id;
+    seq.writer_id = writer_id;
+  }
+  seq.identity = identity;
+  return seq;
+}
+
+ptrdiff_t TraceBuffer::FindChunkIndex(const SequenceState& seq, ChunkID chunk_id) const {
+  const size_t n = seq.chunks.size();
+  if (n == 0) return -1;
+  const ChunkID front = seq.chunks.front().chunk_id;
+  const uint32_t distance = chunk_id - front;
+  // Fast path: the ChunkIDs in the queue are contiguous.
+  if (distance < n && seq.chunks[distance].chunk_id == chunk_id) return distance;
+  // Otherwise binary search: the queue is sorted by distance from the front.
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (seq.chunks[mid].chunk_id - front < distance) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo < n && seq.chunks[lo].chunk_id == chunk_id ? static_cast<ptrdiff_t>(lo) : -1;
+}
+
+void TraceBuffer::AddLoss(SequenceState& seq, uint32_t reasons) {
+  seq.pending_loss |= reasons | kDataLossPresent;
+}
+
+void TraceBuffer::OnSequenceEmpty(SequenceState& seq) {
+  RemoveFromEmptyList(seq);
+  seq.empty_stamp = ++empty_stamp_counter_;
+  empty_sequences_.emplace(seq.empty_stamp, SequenceKey(seq.producer_id, seq.writer_id));
+  while (empty_sequences_.size() > kKeepLastEmptySeq) {
+    auto oldest = empty_sequences_.begin();
+    sequences_.erase(oldest->second);
+    empty_sequences_.erase(oldest);
+  }
+}
+
+void TraceBuffer::RemoveFromEmptyList(SequenceState& seq) {
+  if (seq.empty_stamp == 0) return;
+  empty_sequences_.erase(seq.empty_stamp);
+  seq.empty_stamp = 0;
+}
+
+// --- Writing -----------------------------------------------------------------
+
+void TraceBuffer::CopyChunkUntrusted(ProducerID producer_id_trusted,
+                                     ClientIdentity client_identity_trusted, WriterID writer_id,
+                                     ChunkID chunk_id, uint16_t num_fragments, uint8_t chunk_flags,
+                                     bool chunk_complete, const uint8_t* src, size_t size) {
+  if (read_only_) return;
+  InvalidateReadIterator();
+  SequenceState& seq = GetOrCreateSequence(producer_id_trusted, writer_id, client_identity_trusted);
+  // Keep the sequence off the sweep list while we work on it: making room for
+  // the chunk may empty other sequences and trigger a sweep.
+  RemoveFromEmptyList(seq);
+
+  if ((chunk_flags & ~kAllChunkFlags) != 0 || num_fragments > kMaxFragmentsPerChunk) {
+    stats_.abi_violations++;
+    chunk_flags &= kAllChunkFlags;
+  }
+  if (size > kMaxChunkPayloadSize || (size > 0 && src == nullptr)) {
+    // Not a chunk any producer can have: refuse it whole.
+    stats_.abi_violations++;
+    stats_.data_loss_chunk_corrupted++;
+    AddLoss(seq, kDataLossChunkCorrupted);
+  } else if (const ptrdiff_t index = FindChunkIndex(seq, chunk_id); index >= 0) {
+    Recommit(seq, static_cast<size_t>(index), chunk_flags, chunk_complete, src, size,
+             num_fragments);
+  } else if (seq.has_last_consumed && !IsAfter(chunk_id, seq.last_consumed)) {
+    // The sequence already moved past this ChunkID. The one legitimate case is
+    // the final commit of a scraped chunk that an overwrite evicted: admit it
+    // again, skipping the bytes that were consumed before the eviction.
+    const bool readmit = chunk_complete && seq.has_evicted_incomplete &&
+                         seq.evicted_incomplete_id == chunk_id && seq.last_consumed == chunk_id;
+    const Tokenized t = Tokenize(src, size, num_fragments, chunk_complete);
+    if (readmit && t.payload_size >= seq.evicted_incomplete_consumed) {
+      seq.has_evicted_incomplete = false;
+      seq.last_consumed = chunk_id - 1;
+      stats_.chunks_relocated++;
+      StoreChunk(seq, chunk_id, chunk_flags, chunk_complete, src, size, num_fragments,
+                 seq.evicted_incomplete_consumed);
+    } else {
+      stats_.abi_violations++;  // A stale or duplicate chunk.
+    }
+  } else {
+    StoreChunk(seq, chunk_id, chunk_flags, chunk_complete, src, size, num_fragments, 0);
+  }
+
+  if (seq.chunks.empty() && seq.empty_stamp == 0) OnSequenceEmpty(seq);
+}
+
+void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags, bool complete,
+                             const uint8_t* src, size_t size, uint16_t num_fragments,
+                             uint16_t already_consumed) {
+  const Tokenized t = Tokenize(src, size, num_fragments, complete);
+  uint8_t local_flags = 0;
+  if (t.corrupted) {
+    // The malformed fragment and everything after it are gone, including any
+    // last fragment that continued or awaited patches.
+    stats_.abi_violations++;
+    flags &= ~(kLastPacketContinuesOnNextChunk | kChunkNeedsPatching);
+    local_flags |= kCorrupted;
+  }
+  if (!complete) {
+    // The unreadable last fragment is the only one that could continue or
+    // need patches.
+    flags &= ~(kLastPacketContinuesOnNextChunk | kChunkNeedsPatching);
+    local_flags |= kIncomplete;
+  }
+  // A scraped chunk reserves its whole size, so its final commit fits in place.
+  const uint32_t reserved = complete ? t.payload_size : static_cast<uint32_t>(size);
+  const uint32_t outer = AlignUp(kTBChunkHeaderSize + reserved);
+
+  const int64_t offset = AllocateChunk(outer);
+  if (offset < 0) {
+    stats_.chunks_discarded++;
+    AddLoss(seq, 0);
+    return;
+  }
+  if (seq.has_last_consumed && !IsAfter(chunk_id, seq.last_consumed)) {
+    // Making room overwrote later chunks of this very sequence (possible only
+    // for an out-of-order or re-admitted chunk): storing it now would break
+    // FIFO order, so it is lost with them.
+    WritePadding(static_cast<uint32_t>(offset), outer);
+    stats_.chunks_discarded++;
+    AddLoss(seq, kDataLossOverwrite);
+    return;
+  }
+  TBChunk* c = ChunkAt(static_cast<uint32_t>(offset));
+  c->size_and_padding = outer;
+  c->chunk_id = chunk_id;
+  c->producer_id = seq.producer_id;
+  c->writer_id = seq.writer_id;
+  c->payload_size = static_cast<uint16_t>(t.payload_size);
+  c->payload_consumed = std::min<uint16_t>(already_consumed, c->payload_size);
+  c->last_fragment_offset = static_cast<uint16_t>(t.last_fragment_offset);
+  c->flags = flags | local_flags;
+  c->reserved = 0;
+  if (reserved > 0) std::memcpy(c->payload(), src, reserved);
+
+  InsertChunkRef(seq, ChunkRef{chunk_id, static_cast<uint32_t>(offset)});
+  live_chunks_++;
+  stats_.chunks_written++;
+  stats_.bytes_written += outer;
+}
+
+void TraceBuffer::InsertChunkRef(SequenceState& seq, ChunkRef ref) {
+  RemoveFromEmptyList(seq);
+  if (seq.chunks.empty() || IsAfter(ref.chunk_id, seq.chunks.back().chunk_id)) {
+    seq.chunks.push_back(ref);
+    return;
+  }
+  // Out of order (SMB scraping): insert in ChunkID order.
+  stats_.chunks_committed_out_of_order++;
+  size_t pos = seq.chunks.size();
+  while (pos > 0 && IsAfter(seq.chunks[pos - 1].chunk_id, ref.chunk_id)) pos--;
+  seq.chunks.insert(pos, ref);
+}
+
+void TraceBuffer::Recommit(SequenceState& seq, size_t index, uint8_t flags, bool complete,
+                           const uint8_t* src, size_t size, uint16_t num_fragments) {
+  const ChunkRef ref = seq.chunks[index];
+  TBChunk* old = ChunkAt(ref.offset);
+  const Tokenized t = Tokenize(src, size, num_fragments, complete);
+
+  if ((old->flags & kIncomplete) == 0) {
+    if (!complete) return;  // A late scrape of a chunk already committed.
+    // A complete chunk committed twice: harmless if it is the same chunk (its
+    // last fragment may have been patched since, so only sizes and what was
+    // already read are compared); anything else is a producer bug.
+    if (!t.corrupted && t.payload_size == old->payload_size &&
+        std::memcmp(src, old->payload(), old->payload_consumed) == 0) {
+      stats_.chunks_rewritten++;
+    } else {
+      stats_.abi_violations++;
+    }
+    return;
+  }
+
+  // The final commit (or a newer scrape) of a scraped chunk. Its readable
+  // fragments must come back unchanged; it may add fragments after them.
+  if (t.corrupted || t.payload_size < old->payload_size ||
+      std::memcmp(src, old->payload(), old->payload_size) != 0) {
+    stats_.abi_violations++;  // A shorter or garbled recommit.
+    return;
+  }
+  const uint32_t reserved = complete ? t.payload_size : static_cast<uint32_t>(size);
+  if (kTBChunkHeaderSize + reserved <= old->outer_size()) {
+    // In place, keeping the read position.
+    std::memcpy(old->payload() + old->payload_size, src + old->payload_size,
+                reserved - old->payload_size);
+    old->payload_size = static_cast<uint16_t>(t.payload_size);
+    old->last_fragment_offset = static_cast<uint16_t>(t.last_fragment_offset);
+    uint8_t new_flags = flags | (old->flags & kSeen);
+    if (!complete) {
+      new_flags &= ~(kLastPacketContinuesOnNextChunk | kChunkNeedsPatching);
+      new_flags |= kIncomplete;
+    }
+    old->flags = new_flags;
+    seq.stalled_in_pass = 0;
+    stats_.chunks_rewritten++;
+    return;
+  }
+
+  // It outgrew its reservation: store it anew and retire the old copy.
+  const uint16_t consumed = old->payload_consumed;
+  old->flags |= kErased;
+  seq.chunks.erase(index);
+  live_chunks_--;
+  stats_.chunks_relocated++;
+  seq.stalled_in_pass = 0;
+  StoreChunk(seq, ref.chunk_id, flags, complete, src, size, num_fragments, consumed);
+}
+
+int64_t TraceBuffer::AllocateChunk(uint32_t outer_size) {
+  if (policy_ == OverwritePolicy::kDiscard) {
+    if (discard_full_ || wr_ + uint64_t{outer_size} > size_) {
+      discard_full_ = true;
+      return -1;
+    }
+    const uint32_t offset = wr_;
+    wr_ += outer_size;
+    data_end_ = wr_;
+    used_size_ = std::max<size_t>(used_size_, wr_);
+    return offset;
+  }
+  if (outer_size > size_) return -1;
+  if (wr_ + uint64_t{outer_size} > size_) {
+    // Wrap: what is left of the older lap above wr_ is the oldest data.
+    if (data_end_ > wr_) DeleteRange(wr_, data_end_);
+    data_end_ = wr_;
+    wr_ = 0;
+    stats_.write_wrap_count++;
+  }
+  const uint32_t offset = wr_;
+  const uint32_t end = wr_ + outer_size;
+  if (data_end_ > wr_) {
+    const uint32_t deleted_to = DeleteRange(wr_, std::min(end, data_end_));
+    if (deleted_to > end) WritePadding(end, deleted_to - end);
+  }
+  wr_ = end;
+  if (wr_ > data_end_) data_end_ = wr_;
+  used_size_ = std::max<size_t>(used_size_, wr_);
+  return offset;
+}
+
+uint32_t TraceBuffer::DeleteRange(uint32_t begin, uint32_t end) {
+  uint32_t offset = begin;
+  while (offset < end) {
+    const uint32_t word = FirstWordAt(memory_, offset);
+    const uint32_t outer = word & ~kPaddingBit;
+    if (word & kPaddingBit) {
+      stats_.padding_bytes_cleared += outer;
+    } else if ((ChunkAt(offset)->flags & kErased) == 0) {
+      DeleteChunk(offset);
+    }
+    offset += outer;
+  }
+  return offset;
+}
+
+void TraceBuffer::DeleteChunk(uint32_t offset) {
+  TBChunk* c = ChunkAt(offset);
+  SequenceState* seq = FindSequence(c->producer_id, c->writer_id);
+  if (seq == nullptr) {  // Cannot happen: live chunks keep their sequence.
+    c->flags |= kErased;
+    return;
+  }
+  PacketSequenceProperties props{seq->producer_id, seq->identity, seq->writer_id};
+  while (ReadInSequence(*seq, offset, Mode::kErase, &observer_packet_)) {
+    if (observer_) observer_(props, observer_packet_);
+  }
+}
+
+void TraceBuffer::WritePadding(uint32_t offset, uint32_t size) {
+  const uint32_t word = size | kPaddingBit;
+  std::memcpy(memory_ + offset, &word, sizeof(word));
+  stats_.padding_bytes_written += size;
+}
+
+bool TraceBuffer::TryPatchChunkContents(ProducerID producer_id, WriterID writer_id,
+                                        ChunkID chunk_id, const Patch* patches, size_t n,
+                                        bool other_patches_pending) {
+  SequenceState* seq = read_only_ ? nullptr : FindSequence(producer_id, writer_id);
+  const ptrdiff_t index = seq ? FindChunkIndex(*seq, chunk_id) : -1;
+  if (index < 0) {
+    stats_.patches_failed += n;
+    return false;
+  }
+  TBChunk* c = ChunkAt(seq->chunks[static_cast<size_t>(index)].offset);
+  if ((c->flags & kChunkNeedsPatching) == 0 || (c->flags & kIncomplete) != 0) {
+    stats_.patches_failed += n;
+    return false;
+  }
+  // Patches may only touch the data of the last fragment: the one a writer
+  // leaves open. Anything else is refused, and the fragment is dropped so the
+  // sequence does not wait for it forever.
+  uint32_t fragment_size = 0;
+  const uint8_t* last = c->payload() + c->last_fragment_offset;
+  const size_t header = ReadFragmentSize(last, c->payload() + c->payload_size, &fragment_size);
+  const uint32_t data_begin = c->last_fragment_offset + static_cast<uint32_t>(header);
+  bool valid = header > 0 && fragment_size != kPacketSizeDropPacket;
+  for (size_t i = 0; valid && i < n; i++) {
+    const size_t off = patches[i].offset_untrusted;
+    valid = off >= data_begin && off <= c->payload_size && c->payload_size - off >= 4;
+  }
+  if (!valid) {
+    stats_.patches_failed += n;
+    stats_.abi_violations++;
+    c->payload_size = c->last_fragment_offset;
+    c->flags &= ~(kLastPacketContinuesOnNextChunk | kChunkNeedsPatching);
+    c->flags |= kCorrupted;
+    seq->stalled_in_pass = 0;
+    return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    std::memcpy(c->payload() + patches[i].offset_untrusted, patches[i].data.data(), 4);
+  }
+  stats_.patches_succeeded += n;
+  if (!other_patches_pending) {
+    c->flags &= ~kChunkNeedsPatching;
+    seq->stalled_in_pass = 0;
+  }
+  return true;
+}
+
+// --- Reading -----------------------------------------------------------------
+
+void TraceBuffer::BeginRead() {
+  read_pass_++;
+  read_iterator_valid_ = true;
+  reading_target_ = false;
+  if (data_end_ > wr_) {
+    rd_ = wr_;
+    rd_in_older_lap_ = true;
+  } else {
+    rd_ = 0;
+    rd_in_older_lap_ = false;
+  }
+}
+
+bool TraceBuffer::AdvanceReadCursor() {
+  rd_ += FirstWordAt(memory_, rd_) & ~kPaddingBit;
+  if (rd_in_older_lap_ && rd_ >= data_end_) {
+    rd_ = 0;
+    rd_in_older_lap_ = false;
+  }
+  return rd_in_older_lap_ || rd_ < wr_;
+}
+
+bool TraceBuffer::ReadNextTracePacket(TracePacket* packet,
+                                      PacketSequenceProperties* sequence_properties,
+                                      uint32_t* previous_packet_on_sequence_dropped) {
+  if (!read_iterator_valid_) BeginRead();
+  packet->Clear();
+  if (!rd_in_older_lap_ && rd_ >= wr_) return false;
+  for (;;) {
+    if (!reading_target_) {
+      const uint32_t word = FirstWordAt(memory_, rd_);
+      SequenceState* seq = nullptr;
+      if ((word & kPaddingBit) == 0 && (ChunkAt(rd_)->flags & kErased) == 0) {
+        seq = FindSequence(ChunkAt(rd_)->producer_id, ChunkAt(rd_)->writer_id);
+      }
+      if (seq == nullptr || seq->stalled_in_pass == read_pass_) {
+        if (!AdvanceReadCursor()) return false;
+        continue;
+      }
+      reading_target_ = true;
+    }
+    TBChunk* target = ChunkAt(rd_);
+    SequenceState* seq = FindSequence(target->producer_id, target->writer_id);
+    if (seq != nullptr && ReadInSequence(*seq, rd_, Mode::kRead, packet)) {
+      *sequence_properties =
+          PacketSequenceProperties{seq->producer_id, seq->identity, seq->writer_id};
+      *previous_packet_on_sequence_dropped = seq->pending_loss;
+      seq->pending_loss = 0;
+      return true;
+    }
+    reading_target_ = false;
+    if (!AdvanceReadCursor()) return false;
+  }
+}
+
+void TraceBuffer::Consume(SequenceState& seq, TBChunk* c, uint32_t new_consumed, Mode mode) {
+  if (mode == Mode::kErase && new_consumed > c->payload_consumed) {
+    c->flags |= kLostInErase;
+    AddLoss(seq, kDataLossOverwrite);
+  }
+  c->payload_consumed = static_cast<uint16_t>(new_consumed);
+}
+
+void TraceBuffer::PopFrontChunk(SequenceState& seq, Mode mode) {
+  const ChunkRef ref = seq.chunks.front();
+  TBChunk* c = ChunkAt(ref.offset);
+  if (mode == Mode::kErase) {
+    const bool incomplete = (c->flags & kIncomplete) != 0;
+    if ((c->flags & kLostInErase) != 0 || incomplete) {
+      stats_.chunks_overwritten++;
+      stats_.bytes_overwritten += c->outer_size();
+      stats_.data_loss_overwrite++;
+      AddLoss(seq, kDataLossOverwrite);
+    }
+    if (incomplete) {
+      seq.has_evicted_incomplete = true;
+      seq.evicted_incomplete_id = ref.chunk_id;
+      seq.evicted_incomplete_consumed = c->payload_consumed;
+    }
+  } else {
+    stats_.chunks_read++;
+    stats_.bytes_read += c->outer_size();
+  }
+  c->flags |= kErased;
+  seq.chunks.pop_front();
+  live_chunks_--;
+  seq.last_consumed = ref.chunk_id;
+  seq.has_last_consumed = true;
+  if (seq.chunks.empty()) OnSequenceEmpty(seq);
+}
+
+bool TraceBuffer::ReadInSequence(SequenceState& seq, uint32_t target_offset, Mode mode,
+                                 TracePacket* packet) {
+  for (;;) {
+    if (seq.chunks.empty() || (ChunkAt(target_offset)->flags & kErased) != 0) return false;
+    if (mode == Mode::kRead && seq.stalled_in_pass == read_pass_) return false;
+
+    const ChunkRef ref = seq.chunks.front();
+    TBChunk* c = ChunkAt(ref.offset);
+    if ((c->flags & kSeen) == 0) {
+      c->flags |= kSeen;
+      // The first chunk a sequence ever shows is 0 unless earlier ones were lost.
+      const ChunkID expected = seq.has_last_consumed ? seq.last_consumed + 1 : 0;
+      if (c->chunk_id != expected) {
+        stats_.data_loss_read_gap++;
+        stats_.data_loss_missing_chunks += c->chunk_id - expected;
+        AddLoss(seq, kDataLossReadGap);
+      }
+    }
+
+    const uint32_t consumed = c->payload_consumed;
+    if (consumed >= c->payload_size) {
+      if (c->flags & kCorrupted) {
+        c->flags &= ~kCorrupted;
+        stats_.data_loss_chunk_corrupted++;
+        AddLoss(seq, kDataLossChunkCorrupted);
+      }
+      if ((c->flags & kIncomplete) && mode == Mode::kRead) {
+        seq.stalled_in_pass = read_pass_;  // The final commit may add more.
+        return false;
+      }
+      PopFrontChunk(seq, mode);
+      continue;
+    }
+
+    uint32_t fragment_size = 0;
+    const uint8_t* payload = c->payload();
+    const size_t header =
+        ReadFragmentSize(payload + consumed, payload + c->payload_size, &fragment_size);
+    const bool drop = fragment_size == kPacketSizeDropPacket;
+    const uint32_t data_offset = consumed + static_cast<uint32_t>(header);
+    const uint32_t data_size = drop ? 0 : fragment_size;
+    if (header == 0 || data_offset + uint64_t{data_size} > c->payload_size) {
+      // Only a patch could have broken a fragment validated at commit time.
+      stats_.abi_violations++;
+      c->flags |= kCorrupted;
+      Consume(seq, c, c->payload_size, mode);
+      continue;
+    }
+    const uint32_t fragment_end = data_offset + data_size;
+    const bool is_first = consumed == 0;
+    const bool is_last = fragment_end == c->payload_size && (c->flags & kIncomplete) == 0;
+
+    if (is_last && (c->flags & kChunkNeedsPatching) && mode == Mode::kRead) {
+      seq.stalled_in_pass = read_pass_;
+      return false;
+    }
+    if (drop) {
+      Consume(seq, c, fragment_end, mode);
+      stats_.trace_writer_packet_loss++;
+      AddLoss(seq, kDataLossWriterAbort);
+      continue;
+    }
+    if (is_first && (c->flags & kFirstPacketContinuesFromPrevChunk)) {
+      // A continuation whose beginning is gone.
+      Consume(seq, c, fragment_end, mode);
+      stats_.data_loss_orphan_continuation++;
+      AddLoss(seq, kDataLossOrphanContinuation);
+      continue;
+    }
+    if (!(is_last && (c->flags & kLastPacketContinuesOnNextChunk))) {
+      Consume(seq, c, fragment_end, mode);
+      if (data_size == 0) continue;  // An empty packet carries nothing.
+      packet->Clear();
+      packet->AddSlice(payload + data_offset, data_size);
+      return true;
+    }
+    switch (Reassemble(seq, mode, packet)) {
+      case Reassembly::kDone:
+        return true;
+      case Reassembly::kNeedMoreData:
+        seq.stalled_in_pass = read_pass_;
+        return false;
+      case Reassembly::kLost:
+        continue;
+    }
+  }
+}
+
+TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
+                                                TracePacket* packet) {
+  TBChunk* begin = ChunkAt(seq.chunks.front().offset);
+  uint32_t size = 0;
+  const size_t header = ReadFragmentSize(begin->payload() + begin->payload_consumed,
+                                         begin->payload() + begin->payload_size, &size);
+  reassembly_pieces_.clear();
+  reassembly_pieces_.push_back(
+      TracePacket::Slice{begin->payload() + begin->payload_consumed + header, size});
+
+  uint32_t lost_reason = 0;
+  ChunkID prev_id = seq.chunks.front().chunk_id;
+  size_t i = 1;
+  TBChunk* end_chunk = nullptr;
+  uint32_t end_fragment_end = 0;
+  for (;; i++) {
+    if (i >= seq.chunks.size()) {
+      // The rest has not been committed yet: wait, unless the chunk is going.
+      lost_reason = mode == Mode::kRead ? 0u : uint32_t{kDataLossOverwrite};
+      break;
+    }
+    const ChunkRef ref = seq.chunks[i];
+    TBChunk* next = ChunkAt(ref.offset);
+    if (ref.chunk_id != prev_id + 1) {
+      lost_reason = kDataLossReassemblyGap;
+      break;
+    }
+    if ((next->flags & kFirstPacketContinuesFromPrevChunk) == 0 || next->payload_consumed != 0) {
+      lost_reason = kDataLossReassemblyBrokenChain;
+      break;
+    }
+    if (next->payload_size == 0) {
+      if (next->flags & kIncomplete) {
+        // Its final commit may bring the fragment: wait, unless erasing.
+        lost_reason = mode == Mode::kRead ? 0u : uint32_t{kDataLossOverwrite};
+      } else {
+        lost_reason = kDataLossReassemblyBrokenChain;
+      }
+      break;
+    }
+    uint32_t piece_size = 0;
+    const size_t piece_header =
+        ReadFragmentSize(next->payload(), next->payload() + next->payload_size, &piece_size);
+    const bool drop = piece_size == kPacketSizeDropPacket;
+    const uint32_t piece_data_size = drop ? 0 : piece_size;
+    if (piece_header == 0 || piece_header + uint64_t{piece_data_size} > next->payload_size) {
+      lost_reason = kDataLossChunkCorrupted;
+      break;
+    }
+    const uint32_t piece_end = static_cast<uint32_t>(piece_header) + piece_data_size;
+    const bool piece_is_last = piece_end == next->payload_size && (next->flags & kIncomplete) == 0;
+    if (piece_is_last && (next->flags & kChunkNeedsPatching) && mode == Mode::kRead) break;
+    if (drop) {
+      // The writer abandoned this packet; the marker is consumed with it.
+      Consume(seq, next, piece_end, mode);
+      stats_.trace_writer_packet_loss++;
+      lost_reason = kDataLossWriterAbort;
+      break;
+    }
+    reassembly_pieces_.push_back(
+        TracePacket::Slice{next->payload() + piece_header, piece_data_size});
+    if (piece_is_last && (next->flags & kLastPacketContinuesOnNextChunk)) {
+      prev_id = ref.chunk_id;
+      continue;
+    }
+    end_chunk = next;
+    end_fragment_end = piece_end;
+    break;
+  }
+
+  if (end_chunk == nullptr && lost_reason == 0) {
+    stats_.readaheads_failed++;
+    return Reassembly::kNeedMoreData;
+  }
+  if (end_chunk == nullptr) {
+    // Drop the beginning; whatever follows reads on (orphans are flagged).
+    Consume(seq, begin, begin->payload_size, mode);
+    switch (lost_reason) {
+      case kDataLossReassemblyGap:
+        stats_.data_loss_reassembly_gap++;
+        break;
+      case kDataLossReassemblyBrokenChain:
+        stats_.data_loss_reassembly_broken_chain++;
+        break;
+      case kDataLossChunkCorrupted:
+        stats_.data_loss_chunk_corrupted++;
+        break;
+      default:
+        break;
+    }
+    AddLoss(seq, lost_reason);
+    return Reassembly::kLost;
+  }
+
+  packet->AssignOwned(reassembly_pieces_);
+  stats_.readaheads_succeeded++;
+  // Consume the beginning and every middle chunk whole, and the first
+  // fragment of the end chunk, which stays for its other packets.
+  for (size_t j = 0; j < i; j++) {
+    TBChunk* c = ChunkAt(seq.chunks.front().offset);
+    Consume(seq, c, c->payload_size, mode);
+    PopFrontChunk(seq, mode);
+  }
+  Consume(seq, end_chunk, end_fragment_end, mode);
+  return Reassembly::kDone;
+}
+
+// --- Cloning -----------------------------------------------------------------
+
+std::unique_ptr<TraceBuffer> TraceBuffer::CloneReadOnly() const {
+  std::unique_ptr<TraceBuffer> clone = Create(size_, policy_);
+  if (clone == nullptr) return nullptr;
+  // Only the bytes ever written are copied, so the clone commits no more
+  // memory than the original.
+  std::memcpy(clone->memory_, memory_, used_size_);
+  clone->read_only_ = true;
+  clone->wr_ = wr_;
+  clone->data_end_ = data_end_;
+  clone->used_size_ = used_size_;
+  clone->discard_full_ = discard_full_;
+  clone->live_chunks_ = live_chunks_;
+  clone->read_pass_ = read_pass_;
+  clone->sequences_ = sequences_;
+  clone->empty_sequences_ = empty_sequences_;
+  clone->empty_stamp_counter_ = empty_stamp_counter_;
+  clone->stats_ = stats_;
+  return clone;
+}
+
+}  // namespace ringside::buffer

@@ -1,0 +1,322 @@
+#ifndef RINGSIDE_BUFFER_TRACE_BUFFER_H_
+#define RINGSIDE_BUFFER_TRACE_BUFFER_H_
+
+#include <sys/types.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/node_hash_map.h"
+#include "buffer/chunk_abi.h"
+#include "buffer/internal/circular_queue.h"
+#include "buffer/trace_packet.h"
+
+namespace ringside::buffer {
+
+// Who committed a chunk, as the agent verified it (never read from the chunk).
+struct ClientIdentity {
+  uid_t uid = static_cast<uid_t>(-1);
+  pid_t pid = 0;
+};
+
+// The sequence a packet read from the buffer belongs to.
+struct PacketSequenceProperties {
+  ProducerID producer_id_trusted = 0;
+  ClientIdentity client_identity_trusted;
+  WriterID writer_id = 0;
+};
+
+// Bits of the `previous_packet_on_sequence_dropped` value of
+// ReadNextTracePacket(): the values of TracePacket.DataLossReason.
+enum DataLoss : uint32_t {
+  kDataLossPresent = 1,
+  kDataLossReadGap = 2,
+  kDataLossChunkCorrupted = 4,
+  kDataLossOrphanContinuation = 8,
+  kDataLossReassemblyGap = 16,
+  kDataLossReassemblyBrokenChain = 32,
+  kDataLossOverwrite = 64,
+  kDataLossWriterAbort = 128,
+  kDataLossSmbFull = 256,
+};
+
+// The central buffer of the agent: producers' chunks go in, whole TracePackets
+// come out, every loss on the way is counted and flagged on the next packet of
+// the sequence that suffered it. TraceBufferV2 semantics
+// (shared/seeds/tracebuffer-v2-design.txt), with Perfetto's API names.
+//
+// Memory layout. Chunks are copied into one flat region, bump-pointer style,
+// each as a 20-byte TBChunk header followed by its fragments, 4-byte aligned.
+// When a chunk does not fit before the end, the writer wraps to 0 and the tail
+// is abandoned. Writing over older chunks first "deletes" them (see Overwrites).
+//
+//       0                         wr_                 data_end_         size_
+//       +-------+----+-----+------+----------+----+---+--------+----------+
+//       | A3    | B2 | pad | A4   | B1 (old) | A1 | A2|B? ...  | abandoned|
+//       +-------+----+-----+------+----------+----+---+--------+----------+
+//       |<--- newer lap: [0, wr_) --->|<- older lap: [wr_, data_end_) ->|
+//
+// Buffer order (oldest first) is [wr_, data_end_) then [0, wr_).
+//
+// Sequences. A sequence is {ProducerID, WriterID}. Each has a SequenceState
+// holding the offsets of its chunks sorted by ChunkID (out-of-order commits
+// from SMB scraping are inserted in place), the last ChunkID it consumed (to
+// detect gaps), and the losses not yet reported.
+//
+// Reading is a two-layer walk. The outer layer visits chunks in buffer order,
+// which keeps packets of different sequences roughly in the order they were
+// written. For each chunk it meets, the inner layer (ReadInSequence) reads
+// that chunk's sequence in ChunkID order, from the sequence's oldest chunk up
+// to the chunk the outer walk is on, so each sequence stays FIFO even when its
+// chunks were committed out of order:
+//
+//   buffer order:   A1  B1  B3  A2  B2          (B3 committed before B2)
+//   outer walk at B3 -> inner walk of B: B2, B3   (B2 is read first)
+//   outer walk at A2 -> inner walk of A: A2
+//   outer walk at B2 -> already consumed, skipped
+//
+// A packet split over chunks is reassembled by following the next ChunkIDs of
+// its sequence; that may consume the first fragment of a chunk beyond the one
+// the outer walk is on, whose other packets are left for later.
+//
+// Stalls. A chunk still waiting for patches (kChunkNeedsPatching) cannot have
+// its last fragment read; a scraped chunk (chunk_complete = false) cannot have
+// its last fragment read at all, and may be completed by a later recommit. The
+// inner walk stops there and the sequence is skipped until the next
+// BeginRead(); other sequences keep reading.
+//
+// Overwrites. Deleting chunks to make room runs the same inner walk in erase
+// mode: it never stalls, hands every valid packet to the overwrite observer (in
+// sequence order) and flags the loss on the sequence. A chunk that was fully
+// read before it is overwritten is not a loss.
+//
+// Nothing from a producer is trusted: sizes, counts, flags, patch offsets and
+// recommits that break the ABI are counted in abi_violations and never read or
+// written out of bounds; the rest of the sequence's valid data still reads.
+//
+// Memory is committed lazily (an anonymous mapping touched only where written)
+// and state refers to the buffer by offsets, never by pointers, so
+// CloneReadOnly() is a plain copy.
+//
+// Not thread-safe: one owner thread does everything.
+class TraceBuffer {
+ public:
+  enum class OverwritePolicy {
+    kOverwrite,  // RING_BUFFER: the newest data overwrites the oldest.
+    kDiscard,    // DISCARD: once the end is reached nothing more is accepted.
+  };
+
+  // A 4-byte patch of a chunk's payload. Offsets count from the first byte of
+  // the chunk payload (the first fragment's size header).
+  struct Patch {
+    size_t offset_untrusted = 0;
+    std::array<uint8_t, 4> data{};
+  };
+
+  // Counters with Perfetto's BufferStats names. Cumulative; bytes include the
+  // 20-byte TBChunk headers.
+  struct Stats {
+    uint64_t buffer_size = 0;
+    uint64_t bytes_written = 0;
+    uint64_t bytes_overwritten = 0;  // Unread data lost to the ring.
+    uint64_t bytes_read = 0;
+    uint64_t padding_bytes_written = 0;
+    uint64_t padding_bytes_cleared = 0;
+    uint64_t chunks_written = 0;
+    uint64_t chunks_rewritten = 0;  // Recommits applied in place.
+    uint64_t chunks_relocated = 0;  // Recommits that needed a new place.
+    uint64_t chunks_overwritten = 0;
+    uint64_t chunks_discarded = 0;
+    uint64_t chunks_read = 0;
+    uint64_t chunks_committed_out_of_order = 0;
+    uint64_t write_wrap_count = 0;
+    uint64_t patches_succeeded = 0;
+    uint64_t patches_failed = 0;
+    uint64_t readaheads_succeeded = 0;
+    uint64_t readaheads_failed = 0;
+    uint64_t abi_violations = 0;
+    uint64_t trace_writer_packet_loss = 0;
+    // Losses by cause (one loss may have several causes).
+    uint64_t data_loss_read_gap = 0;
+    uint64_t data_loss_chunk_corrupted = 0;
+    uint64_t data_loss_orphan_continuation = 0;
+    uint64_t data_loss_reassembly_gap = 0;
+    uint64_t data_loss_reassembly_broken_chain = 0;
+    uint64_t data_loss_overwrite = 0;
+    uint64_t data_loss_missing_chunks = 0;
+  };
+
+  // Called with each valid packet of chunks about to be overwritten, in
+  // sequence order, before they are gone (the ProtoVM hook).
+  using OverwriteObserver =
+      std::function<void(const PacketSequenceProperties&, const TracePacket&)>;
+
+  // Empty sequence states kept alive so a returning writer's gaps are still
+  // detected; older empty ones are swept.
+  static constexpr size_t kKeepLastEmptySeq = 1024;
+  static constexpr size_t kMinSize = 4096;
+  static constexpr size_t kMaxSize = (size_t{1} << 32) - 4096;  // Offsets are 32-bit.
+
+  // Returns nullptr if `size_bytes` is below kMinSize or above kMaxSize, or if
+  // the memory cannot be mapped. The size is rounded up to a multiple of 4 KiB.
+  static std::unique_ptr<TraceBuffer> Create(size_t size_bytes,
+                                             OverwritePolicy policy = OverwritePolicy::kOverwrite);
+
+  ~TraceBuffer();
+  TraceBuffer(const TraceBuffer&) = delete;
+  TraceBuffer& operator=(const TraceBuffer&) = delete;
+
+  // Copies a chunk payload (`src`, `size`: what follows the 8-byte chunk
+  // header) into the buffer. `chunk_complete` is false for a chunk scraped
+  // while its writer may still be writing its last fragment. Committing a
+  // ChunkID the sequence still holds is a recommit (see the class comment).
+  void CopyChunkUntrusted(ProducerID producer_id_trusted, ClientIdentity client_identity_trusted,
+                          WriterID writer_id, ChunkID chunk_id, uint16_t num_fragments,
+                          uint8_t chunk_flags, bool chunk_complete, const uint8_t* src,
+                          size_t size);
+
+  // Applies `n` patches to the last fragment of a chunk. When
+  // `other_patches_pending` is false the chunk stops waiting for patches.
+  // Returns false if the chunk is not (or no longer) in the buffer or a patch
+  // lies outside the chunk's last fragment (then the fragment is dropped and
+  // the loss flagged).
+  bool TryPatchChunkContents(ProducerID producer_id, WriterID writer_id, ChunkID chunk_id,
+                             const Patch* patches, size_t n, bool other_patches_pending);
+
+  // Starts a read pass from the oldest data. Sequences stalled in the previous
+  // pass are tried again.
+  void BeginRead();
+
+  // Reads the next packet into *packet. *previous_packet_on_sequence_dropped is
+  // 0 when nothing was lost on the sequence before this packet, else a DataLoss
+  // bitmask of the causes. Returns false when the pass has no more packets.
+  bool ReadNextTracePacket(TracePacket* packet, PacketSequenceProperties* sequence_properties,
+                           uint32_t* previous_packet_on_sequence_dropped);
+
+  // A new buffer with the same contents, state and stats that can only be read.
+  std::unique_ptr<TraceBuffer> CloneReadOnly() const;
+
+  void SetOverwriteObserver(OverwriteObserver observer) { observer_ = std::move(observer); }
+
+  const Stats& stats() const { return stats_; }
+  size_t size() const { return size_; }
+  // Bytes of the buffer touched so far (the high-water mark of writes).
+  size_t used_size() const { return used_size_; }
+  // True while the buffer holds chunks with unread data.
+  bool has_data() const { return live_chunks_ > 0; }
+  bool read_only() const { return read_only_; }
+  OverwritePolicy overwrite_policy() const { return policy_; }
+  // Number of sequence states alive (for the sweeping tests).
+  size_t sequence_count_for_testing() const { return sequences_.size(); }
+
+ private:
+  struct TBChunk;
+  struct ChunkRef {
+    ChunkID chunk_id = 0;
+    uint32_t offset = 0;
+  };
+  struct SequenceState {
+    ProducerID producer_id = 0;
+    WriterID writer_id = 0;
+    ClientIdentity identity;
+    // Chunks in the buffer, sorted by ChunkID (modulo 2^32 from the front).
+    internal::CircularQueue<ChunkRef> chunks;
+    // The last ChunkID consumed (read or erased); valid if has_last_consumed.
+    ChunkID last_consumed = 0;
+    bool has_last_consumed = false;
+    // A scraped chunk that was evicted before its final commit arrived: its
+    // ChunkID and how many payload bytes had been consumed, so the final
+    // commit can be admitted again without duplicates.
+    bool has_evicted_incomplete = false;
+    ChunkID evicted_incomplete_id = 0;
+    uint16_t evicted_incomplete_consumed = 0;
+    // DataLoss bits to report on the next packet read from the sequence.
+    uint32_t pending_loss = 0;
+    // The read pass in which the sequence stalled (0: never).
+    uint64_t stalled_in_pass = 0;
+    // Key in empty_sequences_ while the sequence is empty (0: not listed).
+    uint64_t empty_stamp = 0;
+  };
+  enum class Mode { kRead, kErase };
+  enum class Reassembly { kDone, kNeedMoreData, kLost };
+
+  TraceBuffer(uint8_t* memory, size_t size, OverwritePolicy policy);
+
+  static uint32_t SequenceKey(ProducerID p, WriterID w) { return uint32_t{p} << 16 | w; }
+  TBChunk* ChunkAt(uint32_t offset) const;
+  SequenceState* FindSequence(ProducerID producer_id, WriterID writer_id);
+  SequenceState& GetOrCreateSequence(ProducerID producer_id, WriterID writer_id,
+                                     ClientIdentity identity);
+  // Index in seq.chunks of `chunk_id`, or -1. O(1) when the ids are contiguous.
+  ptrdiff_t FindChunkIndex(const SequenceState& seq, ChunkID chunk_id) const;
+
+  // Writing.
+  void Recommit(SequenceState& seq, size_t index, uint8_t flags, bool complete, const uint8_t* src,
+                size_t size, uint16_t num_fragments);
+  // Reserves `outer_size` bytes at the write cursor, deleting what is there.
+  // Returns the offset, or -1 if the buffer refuses the chunk (DISCARD full).
+  int64_t AllocateChunk(uint32_t outer_size);
+  // Deletes every chunk that starts in [begin, end); returns the end of the
+  // last one (which may lie past `end`).
+  uint32_t DeleteRange(uint32_t begin, uint32_t end);
+  void WritePadding(uint32_t offset, uint32_t size);
+  // Copies a chunk into newly allocated space and queues it on `seq`.
+  void StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags, bool complete,
+                  const uint8_t* src, size_t size, uint16_t num_fragments,
+                  uint16_t already_consumed);
+  void InsertChunkRef(SequenceState& seq, ChunkRef ref);
+
+  // Reading.
+  bool ReadInSequence(SequenceState& seq, uint32_t target_offset, Mode mode, TracePacket* packet);
+  Reassembly Reassemble(SequenceState& seq, Mode mode, TracePacket* packet);
+  // Removes the front chunk of `seq` (fully consumed, or erased in kErase).
+  void PopFrontChunk(SequenceState& seq, Mode mode);
+  void AddLoss(SequenceState& seq, uint32_t reasons);
+  void OnSequenceEmpty(SequenceState& seq);
+  void RemoveFromEmptyList(SequenceState& seq);
+  // Marks the fragment bytes [c.payload_consumed, new_consumed) consumed; in
+  // erase mode they are lost to the reader.
+  void Consume(SequenceState& seq, TBChunk* c, uint32_t new_consumed, Mode mode);
+  void DeleteChunk(uint32_t offset);
+  void InvalidateReadIterator() { read_iterator_valid_ = false; }
+  bool AdvanceReadCursor();
+
+  uint8_t* memory_;
+  size_t size_;
+  OverwritePolicy policy_;
+  bool read_only_ = false;
+
+  uint32_t wr_ = 0;        // Write cursor.
+  uint32_t data_end_ = 0;  // End of the older lap; chunks tile [wr_, data_end_).
+  size_t used_size_ = 0;   // High-water mark.
+  bool discard_full_ = false;
+  uint64_t live_chunks_ = 0;
+
+  // Read pass state.
+  uint64_t read_pass_ = 0;
+  bool read_iterator_valid_ = false;
+  uint32_t rd_ = 0;  // Outer walk cursor.
+  bool rd_in_older_lap_ = false;
+  bool reading_target_ = false;  // An inner walk targets the chunk at rd_.
+
+  absl::node_hash_map<uint32_t, SequenceState> sequences_;
+  // Empty sequences by the time they became empty (oldest first).
+  absl::btree_map<uint64_t, uint32_t> empty_sequences_;
+  uint64_t empty_stamp_counter_ = 0;
+
+  OverwriteObserver observer_;
+  Stats stats_;
+
+  // Scratch for reassembly (kept to avoid allocating per packet).
+  std::vector<TracePacket::Slice> reassembly_pieces_;
+  TracePacket observer_packet_;
+};
+
+}  // namespace ringside::buffer
+
+#endif  // RINGSIDE_BUFFER_TRACE_BUFFER_H_

@@ -1,0 +1,27 @@
+#include "buffer/trace_packet.h"
+
+namespace ringside::buffer {
+
+void TracePacket::AppendFramedTo(std::string* out) const {
+  out->push_back('\x0a');  // Trace.packet: field 1, length-delimited.
+  uint64_t n = size_;
+  while (n >= 0x80) {
+    out->push_back(static_cast<char>((n & 0x7f) | 0x80));
+    n >>= 7;
+  }
+  out->push_back(static_cast<char>(n));
+  AppendTo(out);
+}
+
+void TracePacket::AssignOwned(const std::vector<Slice>& pieces) {
+  size_t total = 0;
+  for (const Slice& s : pieces) total += s.size;
+  slices_.clear();
+  owned_.clear();
+  owned_.reserve(total);
+  for (const Slice& s : pieces) owned_.append(reinterpret_cast<const char*>(s.data), s.size);
+  size_ = owned_.size();
+  slices_.push_back(Slice{reinterpret_cast<const uint8_t*>(owned_.data()), owned_.size()});
+}
+
+}  // namespace ringside::buffer

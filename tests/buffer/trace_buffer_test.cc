@@ -1,0 +1,841 @@
+#include "buffer/trace_buffer.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "buffer/chunk_abi.h"
+#include "gtest/gtest.h"
+
+namespace ringside::buffer {
+namespace {
+
+using OverwritePolicy = TraceBuffer::OverwritePolicy;
+
+constexpr uint32_t kTBChunkHeader = 20;  // Bytes the buffer adds to each chunk.
+
+// A chunk whose stored size is exactly `outer` bytes: one fragment of filler.
+ChunkBuilder ChunkOfOuterSize(ChunkID id, WriterID w, uint32_t outer, char fill) {
+  ChunkBuilder b(id, w);
+  b.AddFragment(std::string(outer - kTBChunkHeader - kFragmentHeaderSize, fill));
+  return b;
+}
+
+struct ReadPacket {
+  ProducerID producer = 0;
+  WriterID writer = 0;
+  std::string data;
+  uint32_t loss = 0;
+};
+
+class TraceBufferTest : public ::testing::Test {
+ protected:
+  void CreateBuffer(size_t size, OverwritePolicy policy = OverwritePolicy::kOverwrite) {
+    buf_ = TraceBuffer::Create(size, policy);
+    ASSERT_NE(buf_, nullptr);
+  }
+
+  void Commit(ProducerID p, const ChunkBuilder& b, bool complete = true) {
+    buf_->CopyChunkUntrusted(p, ClientIdentity{1000, 42}, b.writer_id(), b.chunk_id(),
+                             b.num_fragments(), b.flags(), complete, b.payload_data(),
+                             b.payload().size());
+  }
+
+  static std::vector<ReadPacket> ReadAllFrom(TraceBuffer* buffer) {
+    std::vector<ReadPacket> out;
+    buffer->BeginRead();
+    TracePacket packet;
+    PacketSequenceProperties props;
+    uint32_t loss = 0;
+    while (buffer->ReadNextTracePacket(&packet, &props, &loss)) {
+      EXPECT_EQ(props.client_identity_trusted.uid, 1000u);
+      out.push_back(
+          ReadPacket{props.producer_id_trusted, props.writer_id, packet.ToString(), loss});
+    }
+    return out;
+  }
+  std::vector<ReadPacket> ReadAll() { return ReadAllFrom(buf_.get()); }
+
+  // Just the packet contents, in read order.
+  std::vector<std::string> ReadData() {
+    std::vector<std::string> data;
+    for (const ReadPacket& p : ReadAll()) data.push_back(p.data);
+    return data;
+  }
+
+  void TearDown() override {
+    if (!buf_) return;
+    const TraceBuffer::Stats& s = buf_->stats();
+    // Every chunk written is at most once read or overwritten.
+    EXPECT_LE(s.chunks_read + s.chunks_overwritten, s.chunks_written + s.chunks_relocated);
+    EXPECT_LE(s.bytes_read + s.bytes_overwritten, s.bytes_written);
+    EXPECT_LE(s.padding_bytes_cleared, s.padding_bytes_written);
+    EXPECT_LE(buf_->used_size(), buf_->size());
+    EXPECT_EQ(s.buffer_size, buf_->size());
+  }
+
+  std::unique_ptr<TraceBuffer> buf_;
+};
+
+std::vector<std::string> Data(std::initializer_list<const char*> items) {
+  return std::vector<std::string>(items.begin(), items.end());
+}
+
+// --- Creation ----------------------------------------------------------------
+
+TEST_F(TraceBufferTest, CreateRejectsBadSizesAndRoundsUpToPages) {
+  EXPECT_EQ(TraceBuffer::Create(0), nullptr);
+  EXPECT_EQ(TraceBuffer::Create(4095), nullptr);
+  EXPECT_EQ(TraceBuffer::Create(size_t{8} << 30), nullptr);
+  auto b = TraceBuffer::Create(5000);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->size(), 8192u);
+  EXPECT_FALSE(b->has_data());
+  EXPECT_EQ(b->used_size(), 0u);
+}
+
+// --- Basic writing and reading -----------------------------------------------
+
+TEST_F(TraceBufferTest, ReadsBackWholePacketsOfASequenceInOrder) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("p1").AddFragment("p2"));
+  Commit(1, ChunkBuilder(1, 1).AddFragment("p3"));
+  EXPECT_TRUE(buf_->has_data());
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].data, "p1");
+  EXPECT_EQ(r[2].data, "p3");
+  for (const ReadPacket& p : r) EXPECT_EQ(p.loss, 0u);
+  EXPECT_FALSE(buf_->has_data());
+  EXPECT_EQ(buf_->stats().chunks_read, 2u);
+  // Reading is destructive.
+  EXPECT_TRUE(ReadAll().empty());
+}
+
+TEST_F(TraceBufferTest, PacketsOfDifferentSequencesComeOutInBufferOrder) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("A1"));
+  Commit(2, ChunkBuilder(0, 1).AddFragment("B1"));
+  Commit(1, ChunkBuilder(1, 1).AddFragment("A2"));
+  Commit(1, ChunkBuilder(0, 2).AddFragment("C1"));
+  EXPECT_EQ(ReadData(), Data({"A1", "B1", "A2", "C1"}));
+}
+
+TEST_F(TraceBufferTest, UnfragmentedPacketIsASliceOfTheBuffer) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("zero-copy"));
+  buf_->BeginRead();
+  TracePacket packet;
+  PacketSequenceProperties props;
+  uint32_t loss;
+  ASSERT_TRUE(buf_->ReadNextTracePacket(&packet, &props, &loss));
+  ASSERT_EQ(packet.slices().size(), 1u);
+  std::string framed;
+  packet.AppendFramedTo(&framed);
+  EXPECT_EQ(framed, std::string("\x0a\x09zero-copy", 11));
+}
+
+TEST_F(TraceBufferTest, ChunksAreStoredFourByteAlignedWithTheirHeader) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("x"));  // 20 + 4 + 1 -> 28.
+  EXPECT_EQ(buf_->stats().bytes_written, 28u);
+  EXPECT_EQ(buf_->used_size(), 28u);
+  Commit(1, ChunkBuilder(1, 1).AddFragment("xyz"));  // 20 + 4 + 3 -> 28.
+  EXPECT_EQ(buf_->used_size(), 56u);
+}
+
+TEST_F(TraceBufferTest, EmptyPacketsAreSkipped) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("").AddFragment("a"));
+  EXPECT_EQ(ReadData(), Data({"a"}));
+}
+
+// --- Ring buffer: wrap, overwrite, padding -----------------------------------
+
+TEST_F(TraceBufferTest, WrapOverwritesOldestChunksAndFlagsTheLoss) {
+  CreateBuffer(4096);
+  // Ten chunks of 1000 bytes: the buffer holds four.
+  for (ChunkID id = 0; id < 10; id++) {
+    Commit(1, ChunkOfOuterSize(id, 1, 1000, static_cast<char>('a' + id)));
+  }
+  const TraceBuffer::Stats& s = buf_->stats();
+  EXPECT_EQ(s.chunks_written, 10u);
+  EXPECT_EQ(s.write_wrap_count, 2u);
+  EXPECT_EQ(s.chunks_overwritten, 6u);
+  EXPECT_EQ(s.bytes_overwritten, 6000u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].data[0], 'g');
+  EXPECT_EQ(r[3].data[0], 'j');
+  EXPECT_EQ(r[0].loss, kDataLossPresent | kDataLossOverwrite);
+  EXPECT_EQ(r[1].loss, 0u);
+}
+
+TEST_F(TraceBufferTest, ReaderThatKeepsUpAcrossWrapsSeesNoLoss) {
+  CreateBuffer(4096);
+  std::vector<std::string> got;
+  for (ChunkID id = 0; id < 50; id++) {
+    Commit(1, ChunkOfOuterSize(id, 1, 700 + 4 * (id % 5), 'x'));
+    for (const ReadPacket& p : ReadAll()) {
+      EXPECT_EQ(p.loss, 0u);
+      got.push_back(p.data);
+    }
+  }
+  EXPECT_EQ(got.size(), 50u);
+  EXPECT_GT(buf_->stats().write_wrap_count, 5u);
+  EXPECT_EQ(buf_->stats().chunks_overwritten, 0u);
+  EXPECT_EQ(buf_->stats().bytes_overwritten, 0u);
+}
+
+TEST_F(TraceBufferTest, FullyReadChunkThatIsOverwrittenIsNotALoss) {
+  CreateBuffer(4096);
+  Commit(1, ChunkOfOuterSize(0, 1, 2000, 'a'));
+  ASSERT_EQ(ReadAll().size(), 1u);
+  Commit(1, ChunkOfOuterSize(1, 1, 2000, 'b'));
+  Commit(1, ChunkOfOuterSize(2, 1, 2000, 'c'));  // Wraps over chunk 0.
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].loss, 0u);
+  EXPECT_EQ(buf_->stats().chunks_overwritten, 0u);
+}
+
+TEST_F(TraceBufferTest, PartialOverwriteLeavesPaddingThatIsSkipped) {
+  CreateBuffer(4096);
+  Commit(1, ChunkOfOuterSize(0, 1, 3000, 'a'));
+  Commit(2, ChunkOfOuterSize(0, 1, 1000, 'b'));
+  // Wraps and overwrites half of chunk A0: the rest of it becomes padding.
+  Commit(3, ChunkOfOuterSize(0, 1, 1500, 'c'));
+  EXPECT_EQ(buf_->stats().padding_bytes_written, 1500u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].data[0], 'b');
+  EXPECT_EQ(r[1].data[0], 'c');
+  // Writing over the padding clears it.
+  Commit(3, ChunkOfOuterSize(1, 1, 2000, 'd'));
+  EXPECT_EQ(buf_->stats().padding_bytes_cleared, 1500u);
+}
+
+TEST_F(TraceBufferTest, PaddingCanBeSmallerThanAChunkHeader) {
+  CreateBuffer(4096);
+  Commit(1, ChunkOfOuterSize(0, 1, 1004, 'a'));
+  Commit(1, ChunkOfOuterSize(1, 1, 3000, 'b'));
+  Commit(2, ChunkOfOuterSize(0, 1, 1000, 'c'));  // Leaves 4 bytes of A0 as padding.
+  EXPECT_EQ(buf_->stats().padding_bytes_written, 4u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].data[0], 'b');
+  EXPECT_EQ(r[1].data[0], 'c');
+}
+
+// --- DISCARD -----------------------------------------------------------------
+
+TEST_F(TraceBufferTest, DiscardStopsAcceptingAtTheEndReadOrNot) {
+  CreateBuffer(4096, OverwritePolicy::kDiscard);
+  for (ChunkID id = 0; id < 4; id++) Commit(1, ChunkOfOuterSize(id, 1, 1000, 'a'));
+  EXPECT_EQ(ReadAll().size(), 4u);
+  // Even though everything was read, the end was reached: nothing more.
+  Commit(1, ChunkOfOuterSize(4, 1, 1000, 'b'));
+  Commit(1, ChunkOfOuterSize(5, 1, 40, 'c'));
+  EXPECT_EQ(buf_->stats().chunks_discarded, 2u);
+  EXPECT_EQ(buf_->stats().write_wrap_count, 0u);
+  EXPECT_TRUE(ReadAll().empty());
+}
+
+// --- Fragmentation -----------------------------------------------------------
+
+TEST_F(TraceBufferTest, ReassemblesPacketFragmentedOverManyChunks) {
+  CreateBuffer(8192);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("before").AddFragment("he").set_flags(
+                kLastPacketContinuesOnNextChunk));
+  Commit(1, ChunkBuilder(1, 1).AddFragment("ll").set_flags(kFirstPacketContinuesFromPrevChunk |
+                                                           kLastPacketContinuesOnNextChunk));
+  Commit(1, ChunkBuilder(2, 1).AddFragment("o,").set_flags(kFirstPacketContinuesFromPrevChunk |
+                                                           kLastPacketContinuesOnNextChunk));
+  Commit(1, ChunkBuilder(3, 1).AddFragment(" world").AddFragment("after").set_flags(
+                kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].data, "before");
+  EXPECT_EQ(r[1].data, "hello, world");
+  EXPECT_EQ(r[2].data, "after");
+  for (const ReadPacket& p : r) EXPECT_EQ(p.loss, 0u);
+  EXPECT_EQ(buf_->stats().readaheads_succeeded, 1u);
+  EXPECT_EQ(buf_->stats().chunks_read, 4u);
+}
+
+TEST_F(TraceBufferTest, FragmentedPacketWaitsForItsLastChunk) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").AddFragment("b1").set_flags(
+                kLastPacketContinuesOnNextChunk));
+  Commit(2, ChunkBuilder(0, 1).AddFragment("other"));
+  EXPECT_EQ(ReadData(), Data({"a", "other"}));
+  EXPECT_EQ(buf_->stats().readaheads_failed, 1u);
+  Commit(1, ChunkBuilder(1, 1).AddFragment("b2").set_flags(kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, "b1b2");
+  EXPECT_EQ(r[0].loss, 0u);
+}
+
+TEST_F(TraceBufferTest, ReassemblesAcrossTheWrapPoint) {
+  CreateBuffer(4096);
+  Commit(9, ChunkOfOuterSize(0, 1, 2800, 'z'));
+  ASSERT_EQ(ReadAll().size(), 1u);
+  // Chunk 0 of seq 1 sits at the end of the buffer, chunk 1 wraps to 0.
+  ChunkBuilder first(0, 1);
+  first.AddFragment(std::string(900, 'h')).set_flags(kLastPacketContinuesOnNextChunk);
+  Commit(1, first);
+  ChunkBuilder second(1, 1);
+  second.AddFragment(std::string(900, 't')).set_flags(kFirstPacketContinuesFromPrevChunk);
+  Commit(1, second);
+  EXPECT_EQ(buf_->stats().write_wrap_count, 1u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, std::string(900, 'h') + std::string(900, 't'));
+  EXPECT_EQ(r[0].loss, 0u);
+}
+
+// --- Out-of-order commits and ChunkIDs ---------------------------------------
+
+TEST_F(TraceBufferTest, OutOfOrderBatchIsReadInChunkIdOrder) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("c0"));
+  Commit(1, ChunkBuilder(2, 1).AddFragment("c2"));
+  Commit(2, ChunkBuilder(0, 1).AddFragment("other"));
+  Commit(1, ChunkBuilder(1, 1).AddFragment("c1"));
+  EXPECT_EQ(buf_->stats().chunks_committed_out_of_order, 1u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].data, "c0");
+  // The outer walk meets c2 first; the inner walk reads c1 before it.
+  EXPECT_EQ(r[1].data, "c1");
+  EXPECT_EQ(r[2].data, "c2");
+  EXPECT_EQ(r[3].data, "other");
+  for (const ReadPacket& p : r) EXPECT_EQ(p.loss, 0u);
+}
+
+TEST_F(TraceBufferTest, ChunkIdGapAfterSortingIsAReadGapLoss) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("c0"));
+  Commit(1, ChunkBuilder(3, 1).AddFragment("c3"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].loss, 0u);
+  EXPECT_EQ(r[1].loss, kDataLossPresent | kDataLossReadGap);
+  EXPECT_EQ(buf_->stats().data_loss_read_gap, 1u);
+  EXPECT_EQ(buf_->stats().data_loss_missing_chunks, 2u);
+}
+
+TEST_F(TraceBufferTest, FirstChunkOfASequenceOtherThanZeroMeansEarlierDataWasLost) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(5, 1).AddFragment("late"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].loss, kDataLossPresent | kDataLossReadGap);
+}
+
+TEST_F(TraceBufferTest, ChunkIdsWrapAroundAt2To32) {
+  CreateBuffer(8192);
+  const ChunkID ids[] = {0xfffffffe, 0xffffffff, 0, 1};
+  Commit(1, ChunkBuilder(ids[0], 1).AddFragment("a"));
+  Commit(1, ChunkBuilder(ids[1], 1).AddFragment("b1").set_flags(kLastPacketContinuesOnNextChunk));
+  Commit(1,
+         ChunkBuilder(ids[2], 1).AddFragment("b2").set_flags(kFirstPacketContinuesFromPrevChunk));
+  Commit(1, ChunkBuilder(ids[3], 1).AddFragment("c"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].data, "a");
+  EXPECT_EQ(r[1].data, "b1b2");
+  EXPECT_EQ(r[2].data, "c");
+  EXPECT_EQ(r[1].loss, 0u);
+  EXPECT_EQ(r[2].loss, 0u);
+}
+
+TEST_F(TraceBufferTest, OutOfOrderAcrossChunkIdWrapSortsCorrectly) {
+  CreateBuffer(8192);
+  Commit(1, ChunkBuilder(0xffffffff, 1).AddFragment("x"));
+  ReadAll();
+  Commit(1, ChunkBuilder(1, 1).AddFragment("b"));
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].data, "a");
+  EXPECT_EQ(r[1].data, "b");
+  EXPECT_EQ(r[0].loss, 0u);
+}
+
+// --- Losses ------------------------------------------------------------------
+
+TEST_F(TraceBufferTest, DropPacketMarkerFlagsWriterAbortOnTheNextPacket) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a"));
+  Commit(1, ChunkBuilder(1, 1).AddDropMarker().AddFragment("b").set_flags(
+                kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[1].data, "b");
+  EXPECT_EQ(r[1].loss, kDataLossPresent | kDataLossWriterAbort);
+  EXPECT_EQ(buf_->stats().trace_writer_packet_loss, 1u);
+}
+
+TEST_F(TraceBufferTest, DropMarkerInsideAFragmentedPacketAbortsOnlyThatPacket) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").AddFragment("half").set_flags(
+                kLastPacketContinuesOnNextChunk));
+  Commit(1, ChunkBuilder(1, 1).AddDropMarker().AddFragment("b").set_flags(
+                kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].data, "a");
+  EXPECT_EQ(r[1].data, "b");
+  EXPECT_EQ(r[1].loss, kDataLossPresent | kDataLossWriterAbort);
+}
+
+TEST_F(TraceBufferTest, MissingMiddleChunkIsAReassemblyGap) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("p1").set_flags(kLastPacketContinuesOnNextChunk));
+  Commit(1, ChunkBuilder(2, 1).AddFragment("p3").AddFragment("next").set_flags(
+                kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, "next");
+  EXPECT_TRUE(r[0].loss & kDataLossReassemblyGap);
+  EXPECT_TRUE(r[0].loss & kDataLossPresent);
+  EXPECT_EQ(buf_->stats().data_loss_reassembly_gap, 1u);
+}
+
+TEST_F(TraceBufferTest, ContinuationWithoutItsFlagIsABrokenChain) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("p1").set_flags(kLastPacketContinuesOnNextChunk));
+  Commit(1, ChunkBuilder(1, 1).AddFragment("whole"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, "whole");
+  EXPECT_EQ(r[0].loss, kDataLossPresent | kDataLossReassemblyBrokenChain);
+}
+
+TEST_F(TraceBufferTest, ContinuationWithoutItsBeginningIsAnOrphan) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("tail").AddFragment("ok").set_flags(
+                kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, "ok");
+  EXPECT_EQ(r[0].loss, kDataLossPresent | kDataLossOrphanContinuation);
+}
+
+TEST_F(TraceBufferTest, LossIsReportedOnlyOnItsOwnSequence) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a0"));
+  Commit(2, ChunkBuilder(0, 1).AddFragment("b0"));
+  Commit(1, ChunkBuilder(2, 1).AddFragment("a2"));
+  Commit(2, ChunkBuilder(1, 1).AddFragment("b1"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 4u);
+  for (const ReadPacket& p : r) {
+    EXPECT_EQ(p.loss != 0, p.data == "a2") << p.data;
+  }
+}
+
+// --- Hostile producers -------------------------------------------------------
+
+TEST_F(TraceBufferTest, FragmentSizePastTheEndIsAnAbiViolationAndEarlierFragmentsRead) {
+  CreateBuffer(4096);
+  ChunkBuilder b(0, 1);
+  b.AddFragment("good").AddRawBytes(std::string("\x84\x80\x80\x00xx", 6)).set_num_fragments(2);
+  Commit(1, b);
+  Commit(1, ChunkBuilder(1, 1).AddFragment("later"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].data, "good");
+  EXPECT_EQ(r[0].loss, 0u);
+  EXPECT_EQ(r[1].data, "later");
+  EXPECT_EQ(r[1].loss, kDataLossPresent | kDataLossChunkCorrupted);
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+}
+
+TEST_F(TraceBufferTest, JumboVarintFragmentSizeIsAnAbiViolation) {
+  CreateBuffer(4096);
+  ChunkBuilder b(0, 1);
+  b.AddFragment("ok").AddRawBytes(std::string("\x81\x80\x80\x80\x00z", 6)).set_num_fragments(2);
+  Commit(1, b);
+  EXPECT_EQ(ReadData(), Data({"ok"}));
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+}
+
+TEST_F(TraceBufferTest, FragmentCountBeyondTheContentIsAnAbiViolation) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").AddFragment("b").set_num_fragments(9));
+  EXPECT_EQ(ReadData(), Data({"a", "b"}));
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+}
+
+TEST_F(TraceBufferTest, NonRedundantShortVarintSizesAreAccepted) {
+  CreateBuffer(4096);
+  ChunkBuilder b(0, 1);
+  b.AddRawBytes(std::string("\x03"
+                            "abc"
+                            "\x82\x00"
+                            "de",
+                            8))
+      .set_num_fragments(2);
+  Commit(1, b);
+  EXPECT_EQ(ReadData(), Data({"abc", "de"}));
+  EXPECT_EQ(buf_->stats().abi_violations, 0u);
+}
+
+TEST_F(TraceBufferTest, OversizedChunkIsRefusedAndFlagged) {
+  CreateBuffer(1 << 20);
+  std::string huge(kMaxChunkPayloadSize + 1, 'x');
+  buf_->CopyChunkUntrusted(1, ClientIdentity{1000, 1}, 1, 0, 1, 0, true,
+                           reinterpret_cast<const uint8_t*>(huge.data()), huge.size());
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+  EXPECT_EQ(buf_->stats().chunks_written, 0u);
+  Commit(1, ChunkBuilder(1, 1).AddFragment("next"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].loss & kDataLossChunkCorrupted);
+}
+
+TEST_F(TraceBufferTest, ZeroSizedChunkKeepsChunkIdsContiguous) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a"));
+  Commit(1, ChunkBuilder(1, 1));  // No fragments, no payload.
+  Commit(1, ChunkBuilder(2, 1).AddFragment("c"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[1].loss, 0u);
+  EXPECT_EQ(buf_->stats().abi_violations, 0u);
+}
+
+TEST_F(TraceBufferTest, UnknownChunkFlagsAreAnAbiViolation) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").set_flags(0x20));
+  EXPECT_EQ(ReadData(), Data({"a"}));
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+}
+
+TEST_F(TraceBufferTest, RandomGarbageChunksNeverCrashAndValidDataStillReads) {
+  for (uint32_t seed = 0; seed < 200; seed++) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    CreateBuffer(4096 * (1 + seed % 4));
+    for (int i = 0; i < 40; i++) {
+      std::string garbage(rng() % 3000, '\0');
+      for (char& c : garbage) c = static_cast<char>(rng());
+      buf_->CopyChunkUntrusted(static_cast<ProducerID>(rng() % 3), ClientIdentity{1000, 1},
+                               static_cast<WriterID>(rng() % 3), rng() % 8,
+                               static_cast<uint16_t>(rng() % 1100), static_cast<uint8_t>(rng()),
+                               rng() % 2, reinterpret_cast<const uint8_t*>(garbage.data()),
+                               garbage.size());
+      if (rng() % 4 == 0) {
+        TraceBuffer::Patch patch{rng() % 4000, {1, 2, 3, 4}};
+        buf_->TryPatchChunkContents(static_cast<ProducerID>(rng() % 3),
+                                    static_cast<WriterID>(rng() % 3), rng() % 8, &patch, 1,
+                                    rng() % 2);
+      }
+      if (rng() % 3 == 0) ReadAll();
+    }
+    // A well-behaved sequence keeps working next to the garbage.
+    Commit(77, ChunkBuilder(0, 1).AddFragment("valid"));
+    std::vector<ReadPacket> r = ReadAll();
+    ASSERT_FALSE(r.empty());
+    EXPECT_EQ(r.back().data, "valid");
+    EXPECT_EQ(r.back().producer, 77);
+    TearDown();
+  }
+}
+
+// --- Patches -----------------------------------------------------------------
+
+TEST_F(TraceBufferTest, PatchStallsOnlyItsSequence) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1)
+                .AddFragment("a0")
+                .AddFragment("XXXX-begin")
+                .set_flags(kLastPacketContinuesOnNextChunk | kChunkNeedsPatching));
+  Commit(1, ChunkBuilder(1, 1).AddFragment("-end").set_flags(kFirstPacketContinuesFromPrevChunk));
+  Commit(2, ChunkBuilder(0, 1).AddFragment("b0"));
+  Commit(2, ChunkBuilder(1, 1).AddFragment("b1"));
+  // Sequence 1 stalls after a0; sequence 2 is read in full.
+  EXPECT_EQ(ReadData(), Data({"a0", "b0", "b1"}));
+
+  // The patch lands in the data of the last fragment: "a0" takes 4 + 2
+  // bytes, then the fragment's own 4-byte header.
+  TraceBuffer::Patch patch{10, {'D', 'O', 'N', 'E'}};
+  EXPECT_TRUE(buf_->TryPatchChunkContents(1, 1, 0, &patch, 1, /*other_patches_pending=*/false));
+  EXPECT_EQ(buf_->stats().patches_succeeded, 1u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, "DONE-begin-end");
+  EXPECT_EQ(r[0].loss, 0u);
+}
+
+TEST_F(TraceBufferTest, ChunkStaysStalledWhileOtherPatchesArePending) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("12345678").set_flags(kChunkNeedsPatching));
+  TraceBuffer::Patch p1{4, {'a', 'b', 'c', 'd'}};
+  EXPECT_TRUE(buf_->TryPatchChunkContents(1, 1, 0, &p1, 1, /*other_patches_pending=*/true));
+  EXPECT_TRUE(ReadAll().empty());
+  TraceBuffer::Patch p2{8, {'e', 'f', 'g', 'h'}};
+  EXPECT_TRUE(buf_->TryPatchChunkContents(1, 1, 0, &p2, 1, /*other_patches_pending=*/false));
+  EXPECT_EQ(ReadData(), Data({"abcdefgh"}));
+}
+
+TEST_F(TraceBufferTest, PatchAtBadOffsetIsRejectedCountedAndDoesNotStallForever) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a0").AddFragment("open").set_flags(
+                kLastPacketContinuesOnNextChunk | kChunkNeedsPatching));
+  Commit(1, ChunkBuilder(1, 1).AddFragment("rest").AddFragment("b").set_flags(
+                kFirstPacketContinuesFromPrevChunk));
+  // Offset 0 is the first fragment's header, not the open fragment's data.
+  TraceBuffer::Patch bad{0, {9, 9, 9, 9}};
+  EXPECT_FALSE(buf_->TryPatchChunkContents(1, 1, 0, &bad, 1, false));
+  TraceBuffer::Patch past_end{12, {9, 9, 9, 9}};
+  EXPECT_FALSE(buf_->TryPatchChunkContents(1, 1, 0, &past_end, 1, false));
+  EXPECT_EQ(buf_->stats().patches_failed, 2u);
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].data, "a0");
+  EXPECT_EQ(r[1].data, "b");
+  EXPECT_TRUE(r[1].loss & kDataLossChunkCorrupted);
+}
+
+TEST_F(TraceBufferTest, PatchForAChunkNoLongerInTheBufferFails) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a"));
+  ReadAll();
+  TraceBuffer::Patch patch{4, {1, 2, 3, 4}};
+  EXPECT_FALSE(buf_->TryPatchChunkContents(1, 1, 0, &patch, 1, false));
+  EXPECT_FALSE(buf_->TryPatchChunkContents(5, 5, 0, &patch, 1, false));
+  EXPECT_EQ(buf_->stats().patches_failed, 2u);
+}
+
+TEST_F(TraceBufferTest, StallEndsWhenThePatchPendingChunkIsOverwritten) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment(std::string(1500, 'p')).set_flags(kChunkNeedsPatching));
+  Commit(1, ChunkOfOuterSize(1, 1, 1000, 'q'));
+  EXPECT_TRUE(ReadAll().empty());
+  Commit(2, ChunkOfOuterSize(0, 1, 1500, 'r'));
+  Commit(2, ChunkOfOuterSize(1, 1, 1500, 's'));  // Wraps over chunk 0 of seq 1.
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].data[0], 'q');
+  EXPECT_EQ(r[0].loss, kDataLossPresent | kDataLossOverwrite);
+  EXPECT_EQ(buf_->stats().chunks_overwritten, 1u);
+}
+
+// --- Scraped (incomplete) chunks and recommits -------------------------------
+
+TEST_F(TraceBufferTest, LastFragmentOfAScrapedChunkIsNeverRead) {
+  CreateBuffer(4096);
+  ChunkBuilder b(0, 1);
+  b.AddFragment("one").AddFragment("two").AddFragment("thr");
+  Commit(1, b, /*complete=*/false);
+  EXPECT_EQ(ReadData(), Data({"one", "two"}));
+  EXPECT_TRUE(buf_->has_data());
+  EXPECT_TRUE(ReadAll().empty());  // Stalled, not erased.
+}
+
+TEST_F(TraceBufferTest, FinalCommitAfterPartialReadCompletesWithoutDuplicatesOrLoss) {
+  CreateBuffer(4096);
+  ChunkBuilder scraped(0, 1);
+  scraped.AddFragment("one").AddFragment("two").AddFragment("th").PadTo(200);
+  Commit(1, scraped, false);
+  EXPECT_EQ(ReadData(), Data({"one", "two"}));
+  ChunkBuilder final_chunk(0, 1);
+  final_chunk.AddFragment("one").AddFragment("two").AddFragment("three").AddFragment("four");
+  Commit(1, final_chunk, true);
+  EXPECT_EQ(buf_->stats().chunks_rewritten, 1u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].data, "three");
+  EXPECT_EQ(r[1].data, "four");
+  EXPECT_EQ(r[0].loss, 0u);
+}
+
+TEST_F(TraceBufferTest, FinalCommitBeforeAnyReadReadsEverythingOnce) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").AddFragment("b").PadTo(100), false);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").AddFragment("b").AddFragment("c"), true);
+  EXPECT_EQ(ReadData(), Data({"a", "b", "c"}));
+}
+
+TEST_F(TraceBufferTest, ShorterOrGarbledRecommitIsRejected) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("one").AddFragment("two").AddFragment("x"), false);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("one"), true);                     // Shorter.
+  Commit(1, ChunkBuilder(0, 1).AddFragment("ONE").AddFragment("two"), true);  // Garbled.
+  EXPECT_EQ(buf_->stats().abi_violations, 2u);
+  EXPECT_EQ(ReadData(), Data({"one", "two"}));
+}
+
+TEST_F(TraceBufferTest, CompleteChunkCommittedTwiceIsReadOnce) {
+  CreateBuffer(4096);
+  ChunkBuilder b(0, 1);
+  b.AddFragment("a").AddFragment("b");
+  Commit(1, b);
+  Commit(1, b);
+  EXPECT_EQ(buf_->stats().chunks_rewritten, 1u);
+  buf_->BeginRead();
+  TracePacket packet;
+  PacketSequenceProperties props;
+  uint32_t loss;
+  ASSERT_TRUE(buf_->ReadNextTracePacket(&packet, &props, &loss));
+  EXPECT_EQ(packet.ToString(), "a");
+  Commit(1, b);  // Again, after a partial read.
+  EXPECT_EQ(ReadData(), Data({"b"}));
+  EXPECT_EQ(buf_->stats().abi_violations, 0u);
+}
+
+TEST_F(TraceBufferTest, RecommitOfAChunkAlreadyConsumedIsRejected) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a"));
+  ReadAll();
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a"));
+  EXPECT_TRUE(ReadAll().empty());
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+}
+
+TEST_F(TraceBufferTest, ScrapedChunkThatOutgrowsItsReservationIsRelocated) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").AddFragment("b"), false);
+  EXPECT_EQ(ReadData(), Data({"a"}));
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").AddFragment("bbbbbbbbbb").AddFragment("c"), true);
+  EXPECT_EQ(buf_->stats().chunks_relocated, 1u);
+  EXPECT_EQ(ReadData(), Data({"bbbbbbbbbb", "c"}));
+}
+
+TEST_F(TraceBufferTest, IncompleteStallEndsOnOverwriteAndFinalCommitIsReadmitted) {
+  CreateBuffer(4096);
+  ChunkBuilder scraped(0, 1);
+  scraped.AddFragment("one").AddFragment("tw").PadTo(2000);  // Reserves 2020 bytes at 0.
+  Commit(1, scraped, false);
+  EXPECT_EQ(ReadData(), Data({"one"}));
+  Commit(2, ChunkOfOuterSize(0, 1, 1500, 'x'));
+  Commit(2, ChunkOfOuterSize(1, 1, 1000, 'y'));  // Wraps over the scraped chunk.
+  EXPECT_EQ(buf_->stats().chunks_overwritten, 1u);
+  ChunkBuilder final_chunk(0, 1);
+  final_chunk.AddFragment("one").AddFragment("two");
+  Commit(1, final_chunk, true);
+  EXPECT_EQ(buf_->stats().chunks_relocated, 1u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].data[0], 'x');
+  EXPECT_EQ(r[1].data[0], 'y');
+  // "one" was read before the eviction: only the rest comes back.
+  EXPECT_EQ(r[2].data, "two");
+  EXPECT_EQ(r[2].loss, kDataLossPresent | kDataLossOverwrite);
+}
+
+// --- Overwrite observer ------------------------------------------------------
+
+TEST_F(TraceBufferTest, OverwriteObserverGetsPacketsInSequenceOrderBeforeTheyAreGone) {
+  CreateBuffer(4096);
+  std::vector<std::string> observed;
+  buf_->SetOverwriteObserver([&](const PacketSequenceProperties& props, const TracePacket& p) {
+    EXPECT_EQ(props.producer_id_trusted, 1);
+    observed.push_back(p.ToString());
+  });
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").AddFragment(std::string(1500, 'b')));  // [0, 1532)
+  Commit(1, ChunkBuilder(2, 1).AddFragment(std::string(1000, 'd')));  // [1532, 2556)
+  Commit(1, ChunkBuilder(1, 1).AddFragment(std::string(1000, 'c')));  // [2556, 3580), out of order
+  Commit(2, ChunkOfOuterSize(0, 1, 1500, 'z'));  // Wraps: deletes seq 1's chunk 0.
+  ASSERT_EQ(observed.size(), 2u);
+  EXPECT_EQ(observed[0], "a");
+  EXPECT_EQ(observed[1], std::string(1500, 'b'));
+  Commit(2, ChunkOfOuterSize(1, 1, 1500, 'y'));  // Deletes chunk 2, so chunk 1 goes first.
+  ASSERT_EQ(observed.size(), 4u);
+  EXPECT_EQ(observed[2], std::string(1000, 'c'));
+  EXPECT_EQ(observed[3], std::string(1000, 'd'));
+  EXPECT_EQ(buf_->stats().chunks_overwritten, 3u);
+}
+
+// --- Sequence state sweeping -------------------------------------------------
+
+TEST_F(TraceBufferTest, EmptySequencesAreSweptKeepingTheLast1024) {
+  CreateBuffer(1 << 20);
+  for (WriterID w = 0; w < 3000; w++) {
+    Commit(1, ChunkBuilder(0, w).AddFragment("x"));
+    ReadAll();
+  }
+  EXPECT_LE(buf_->sequence_count_for_testing(), TraceBuffer::kKeepLastEmptySeq + 1);
+  // A recently emptied sequence still detects its gap.
+  Commit(1, ChunkBuilder(2, 2999).AddFragment("y"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].loss, kDataLossPresent | kDataLossReadGap);
+  // ...and its next contiguous chunk reads without a loss.
+  Commit(1, ChunkBuilder(3, 2999).AddFragment("z"));
+  EXPECT_EQ(ReadAll()[0].loss, 0u);
+}
+
+TEST_F(TraceBufferTest, BusySequenceDoesNotPushIdleOnesOutOfTheSweepWindow) {
+  CreateBuffer(1 << 20);
+  Commit(1, ChunkBuilder(0, 500).AddFragment("idle"));
+  ReadAll();
+  // One writer empties its sequence thousands of times.
+  for (ChunkID id = 0; id < 5000; id++) {
+    Commit(2, ChunkBuilder(id, 1).AddFragment("busy"));
+    ReadAll();
+  }
+  Commit(1, ChunkBuilder(1, 500).AddFragment("back"));
+  EXPECT_EQ(ReadAll()[0].loss, 0u);  // Its state survived: no false gap.
+}
+
+// --- Cloning -----------------------------------------------------------------
+
+TEST_F(TraceBufferTest, CloneReadsExactlyWhatTheOriginalWouldHaveRead) {
+  CreateBuffer(4096);
+  for (ChunkID id = 0; id < 7; id++) Commit(1, ChunkOfOuterSize(id, 1, 900, 'a' + id));
+  Commit(2, ChunkBuilder(0, 1).AddFragment("b0").set_flags(kLastPacketContinuesOnNextChunk));
+  std::unique_ptr<TraceBuffer> clone = buf_->CloneReadOnly();
+  ASSERT_NE(clone, nullptr);
+  EXPECT_TRUE(clone->read_only());
+  // The original keeps accepting writes after the clone.
+  Commit(2, ChunkBuilder(1, 1).AddFragment("b1").set_flags(kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> from_clone = ReadAllFrom(clone.get());
+  std::vector<ReadPacket> from_original = ReadAll();
+  ASSERT_EQ(from_clone.size(), 3u);
+  ASSERT_EQ(from_original.size(), 4u);
+  for (size_t i = 0; i < from_clone.size(); i++) {
+    EXPECT_EQ(from_clone[i].data, from_original[i].data);
+    EXPECT_EQ(from_clone[i].loss, from_original[i].loss);
+  }
+  EXPECT_EQ(from_original[3].data, "b0b1");
+  EXPECT_EQ(clone->stats().chunks_written, 8u);
+}
+
+TEST_F(TraceBufferTest, CloneRefusesWrites) {
+  CreateBuffer(4096);
+  std::unique_ptr<TraceBuffer> clone = buf_->CloneReadOnly();
+  clone->CopyChunkUntrusted(1, ClientIdentity{}, 1, 0, 0, 0, true, nullptr, 0);
+  EXPECT_EQ(clone->stats().chunks_written, 0u);
+  TraceBuffer::Patch patch;
+  EXPECT_FALSE(clone->TryPatchChunkContents(1, 1, 0, &patch, 1, false));
+}
+
+size_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t total = 0, resident = 0;
+  statm >> total >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+TEST_F(TraceBufferTest, MemoryIsCommittedLazilyForTheBufferAndItsClone) {
+  const size_t before = ResidentBytes();
+  CreateBuffer(size_t{1} << 30);
+  for (ChunkID id = 0; id < 256; id++) Commit(1, ChunkOfOuterSize(id, 1, 4096, 'm'));
+  std::unique_ptr<TraceBuffer> clone = buf_->CloneReadOnly();
+  const size_t after = ResidentBytes();
+  // 1 MiB written, so about 2 MiB resident for both, nowhere near 2 GiB.
+  EXPECT_LT(after - std::min(after, before), size_t{16} << 20);
+  EXPECT_EQ(clone->used_size(), size_t{1} << 20);
+}
+
+}  // namespace
+}  // namespace ringside::buffer
