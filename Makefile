@@ -30,7 +30,7 @@ DEB_PACKAGES := \
   libbpf-dev bpftool libelf-dev zlib1g-dev \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
-  nlohmann-json3-dev libsystemd-dev
+  nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev
 
 PKGS := protobuf nlohmann_json \
   absl_status absl_statusor absl_strings absl_str_format absl_flags absl_flags_parse \
@@ -87,7 +87,7 @@ ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests asan bench fuzz demo deps install clean format
+.PHONY: all test run-tests asan bench fuzz fuzz-run fuzz-corpus demo deps install clean format
 
 all: $(BIN) $(LIBS)
 
@@ -143,9 +143,39 @@ bench:
 	@echo "make bench: there are no benchmarks yet; they arrive with the TraceBuffer" \
 	  "benchmark issue (tests/bench/)." >&2; exit 1
 
-fuzz:
-	@echo "make fuzz: there are no fuzzers yet; they arrive with the TraceBuffer" \
-	  "fuzzing issue (tests/fuzz/)." >&2; exit 1
+# --- Fuzzing (clang libFuzzer) -------------------------------------------------
+
+FUZZ_SECONDS ?= 60
+FUZZ_DIR := $(BUILD)/fuzz
+FUZZ_CXX ?= clang++
+FUZZ_CXXFLAGS := -std=c++20 -O1 -g $(WARNINGS) -I. \
+  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+BUFFER_SRCS := $(call component_srcs,buffer)
+BUFFER_HDRS := $(wildcard buffer/*.h buffer/internal/*.h)
+HARNESS := tests/buffer/testing/buffer_harness.cc tests/buffer/testing/buffer_harness.h
+
+$(FUZZ_DIR)/trace_buffer_fuzzer: tests/fuzz/trace_buffer_fuzzer.cc $(BUFFER_SRCS) $(BUFFER_HDRS) $(HARNESS)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $(filter %.cc,$^) $(shell $(PKG_CONFIG) --cflags --libs absl_strings absl_node_hash_map absl_hash absl_raw_hash_set) -o $@
+
+$(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_generator.cc
+	@mkdir -p $(@D)
+	$(CXX) -std=c++20 -O2 $(WARNINGS) $< -o $@
+
+# Runs every fuzzer for FUZZ_SECONDS on the committed seed corpus (new inputs
+# go to build/, never into the source tree).
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-run
+
+fuzz-run: $(FUZZ_DIR)/trace_buffer_fuzzer
+	@mkdir -p $(FUZZ_DIR)/corpus/trace_buffer
+	$(FUZZ_DIR)/trace_buffer_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -max_len=8192 $(FUZZ_DIR)/corpus/trace_buffer tests/fuzz/corpus/trace_buffer
+
+# Regenerates the committed seed corpus.
+fuzz-corpus: $(FUZZ_DIR)/trace_buffer_corpus_generator
+	rm -rf tests/fuzz/corpus/trace_buffer && mkdir -p tests/fuzz/corpus/trace_buffer
+	$< tests/fuzz/corpus/trace_buffer 64
 
 demo: deps
 	@echo "make demo: 'ringside record' does not exist yet, so there is nothing to demo." \

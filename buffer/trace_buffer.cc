@@ -79,6 +79,7 @@ struct TraceBuffer::TBChunk {
 
 namespace {
 constexpr uint32_t kTBChunkHeaderSize = 20;
+constexpr size_t kGuardSize = 4096;
 }  // namespace
 
 std::unique_ptr<TraceBuffer> TraceBuffer::Create(size_t size_bytes, OverwritePolicy policy) {
@@ -86,10 +87,17 @@ std::unique_ptr<TraceBuffer> TraceBuffer::Create(size_t size_bytes, OverwritePol
   if (size_bytes < kMinSize || size_bytes > kMaxSize) return nullptr;
   const size_t size = (size_bytes + 4095) & ~size_t{4095};
   if (size > kMaxSize) return nullptr;
-  void* memory = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (memory == MAP_FAILED) return nullptr;
-  return std::unique_ptr<TraceBuffer>(new TraceBuffer(static_cast<uint8_t*>(memory), size, policy));
+  // Inaccessible guard pages on both sides turn any access outside the
+  // buffer into a fault instead of a silent read of other memory.
+  void* base = mmap(nullptr, size + 2 * kGuardSize, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return nullptr;
+  uint8_t* memory = static_cast<uint8_t*>(base) + kGuardSize;
+  if (mprotect(memory, size, PROT_READ | PROT_WRITE) != 0) {
+    munmap(base, size + 2 * kGuardSize);
+    return nullptr;
+  }
+  return std::unique_ptr<TraceBuffer>(new TraceBuffer(memory, size, policy));
 }
 
 TraceBuffer::TraceBuffer(uint8_t* memory, size_t size, OverwritePolicy policy)
@@ -97,7 +105,7 @@ TraceBuffer::TraceBuffer(uint8_t* memory, size_t size, OverwritePolicy policy)
   stats_.buffer_size = size;
 }
 
-TraceBuffer::~TraceBuffer() { munmap(memory_, size_); }
+TraceBuffer::~TraceBuffer() { munmap(memory_ - kGuardSize, size_ + 2 * kGuardSize); }
 
 TraceBuffer::TBChunk* TraceBuffer::ChunkAt(uint32_t offset) const {
   return reinterpret_cast<TBChunk*>(memory_ + offset);
