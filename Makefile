@@ -82,12 +82,16 @@ TEST_DIRS := $(sort $(patsubst tests/%/,%,$(dir $(wildcard tests/*/*_test.cc))))
 TEST_BINS := $(TEST_DIRS:%=$(BUILD)/tests/%_test)
 test_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard tests/$(1)/*_test.cc tests/$(1)/testing/*.cc))
 
+BENCH_SRCS := $(wildcard tests/bench/*_benchmark.cc)
+BENCH_BINS := $(BENCH_SRCS:tests/bench/%.cc=$(BUILD)/bench/%)
+
 ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
-  $(BUILD)/obj/agent/main.o $(PROTO_OBJS) $(foreach d,$(TEST_DIRS),$(call test_objs,$(d)))
+  $(BUILD)/obj/agent/main.o $(PROTO_OBJS) $(foreach d,$(TEST_DIRS),$(call test_objs,$(d))) \
+  $(BENCH_SRCS:%.cc=$(BUILD)/obj/%.o)
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests asan bench fuzz fuzz-run fuzz-corpus demo deps install clean format
+.PHONY: all test run-tests asan bench bench-run fuzz fuzz-run fuzz-corpus demo deps install clean format
 
 all: $(BIN) $(LIBS)
 
@@ -139,9 +143,17 @@ run-tests: $(BIN) $(TEST_BINS)
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=address,undefined run-tests
 
-bench:
-	@echo "make bench: there are no benchmarks yet; they arrive with the TraceBuffer" \
-	  "benchmark issue (tests/bench/)." >&2; exit 1
+$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LINK_LIBS)
+	@mkdir -p $(@D)
+	$(CXX) $(LDFLAGS) $^ $(shell $(PKG_CONFIG) --libs benchmark) $(PKG_LIBS) -o $@
+
+# Benchmarks run on an optimised build; each prints its ratios to the memcpy
+# baselines measured in the same run.
+bench: deps
+	@$(MAKE) --no-print-directory bench-run
+
+bench-run: $(BENCH_BINS)
+	@for b in $(BENCH_BINS); do $$b || exit 1; done
 
 # --- Fuzzing (clang libFuzzer) -------------------------------------------------
 

@@ -32,19 +32,6 @@ void WriteRedundantVarint(uint32_t value, uint8_t* dst) {
   }
 }
 
-size_t ReadFragmentSize(const uint8_t* p, const uint8_t* end, uint32_t* size) {
-  uint32_t value = 0;
-  for (size_t i = 0; i < kFragmentHeaderSize; i++) {
-    if (p + i >= end) return 0;
-    value |= static_cast<uint32_t>(p[i] & 0x7f) << (7 * i);
-    if ((p[i] & 0x80) == 0) {
-      *size = value;
-      return i + 1;
-    }
-  }
-  return 0;  // A fifth byte would be needed: not a valid fragment header.
-}
-
 ChunkBuilder& ChunkBuilder::AddFragment(std::string_view data) {
   uint8_t header[kFragmentHeaderSize];
   WriteRedundantVarint(static_cast<uint32_t>(data.size()), header);

@@ -74,8 +74,24 @@ void WriteRedundantVarint(uint32_t value, uint8_t* dst);
 
 // Reads a fragment size header at `p`, not reading at or past `end`. Accepts
 // 1- to 4-byte varints. Returns the number of header bytes, or 0 if the varint
-// is truncated by `end` or longer than 4 bytes.
-size_t ReadFragmentSize(const uint8_t* p, const uint8_t* end, uint32_t* size);
+// is truncated by `end` or longer than 4 bytes. Inline: it runs per fragment.
+inline size_t ReadFragmentSize(const uint8_t* p, const uint8_t* end, uint32_t* size) {
+  if (end - p >= 4 && (p[0] & p[1] & p[2] & 0x80) && !(p[3] & 0x80)) {
+    // The usual redundant 4-byte form.
+    *size = (p[0] & 0x7fu) | (p[1] & 0x7fu) << 7 | (p[2] & 0x7fu) << 14 | uint32_t{p[3]} << 21;
+    return 4;
+  }
+  uint32_t value = 0;
+  for (size_t i = 0; i < kFragmentHeaderSize; i++) {
+    if (p + i >= end) return 0;
+    value |= static_cast<uint32_t>(p[i] & 0x7f) << (7 * i);
+    if ((p[i] & 0x80) == 0) {
+      *size = value;
+      return i + 1;
+    }
+  }
+  return 0;  // A fifth byte would be needed: not a valid fragment header.
+}
 
 // Builds chunks fragment by fragment: the agent's writer and the tests use it.
 //

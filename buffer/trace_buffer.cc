@@ -15,7 +15,12 @@ constexpr uint8_t kErased = 1 << 5;       // Consumed or overwritten: dead space
 constexpr uint8_t kSeen = 1 << 6;         // The ChunkID gap check was done.
 constexpr uint8_t kLostInErase = 1 << 7;  // Unread bytes were erased by an overwrite.
 
+// The low bits of a record's first word (sizes are multiples of 4).
 constexpr uint32_t kPaddingBit = 1;
+// Padding that only marks the unused tail of the newest chunk, given back at
+// once to the next write: not counted in the padding stats.
+constexpr uint32_t kTransientBit = 2;
+constexpr uint32_t kSizeMask = ~uint32_t{3};
 constexpr uint32_t kAlignment = 4;
 
 uint32_t AlignUp(uint32_t n) { return (n + kAlignment - 1) & ~(kAlignment - 1); }
@@ -73,7 +78,7 @@ struct TraceBuffer::TBChunk {
   uint8_t flags;                  // ABI flags | local flags.
   uint8_t reserved;
 
-  uint32_t outer_size() const { return size_and_padding & ~kPaddingBit; }
+  uint32_t outer_size() const { return size_and_padding & kSizeMask; }
   uint8_t* payload() { return reinterpret_cast<uint8_t*>(this) + sizeof(TBChunk); }
 };
 
@@ -229,7 +234,28 @@ void TraceBuffer::CopyChunkUntrusted(ProducerID producer_id_trusted,
 void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags, bool complete,
                              const uint8_t* src, size_t size, uint16_t num_fragments,
                              uint16_t already_consumed) {
-  const Tokenized t = Tokenize(src, size, num_fragments, complete);
+  // Copy first, then validate the copy: the fragment walk is a chain of
+  // dependent loads, cheap on the lines just written and slow on a source
+  // that is cold in this core's cache. The unused tail is given back after.
+  const uint32_t max_outer = AlignUp(kTBChunkHeaderSize + static_cast<uint32_t>(size));
+  const int64_t offset = AllocateChunk(max_outer);
+  if (offset < 0) {
+    stats_.chunks_discarded++;
+    AddLoss(seq, 0);
+    return;
+  }
+  if (seq.has_last_consumed && !IsAfter(chunk_id, seq.last_consumed)) {
+    // Making room overwrote later chunks of this very sequence (possible only
+    // for an out-of-order or re-admitted chunk): storing it now would break
+    // FIFO order, so it is lost with them.
+    WritePadding(static_cast<uint32_t>(offset), max_outer);
+    stats_.chunks_discarded++;
+    AddLoss(seq, kDataLossOverwrite);
+    return;
+  }
+  TBChunk* c = ChunkAt(static_cast<uint32_t>(offset));
+  if (size > 0) std::memcpy(c->payload(), src, size);
+  const Tokenized t = Tokenize(c->payload(), size, num_fragments, complete);
   uint8_t local_flags = 0;
   if (t.corrupted) {
     // The malformed fragment and everything after it are gone, including any
@@ -244,26 +270,12 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
     flags &= ~(kLastPacketContinuesOnNextChunk | kChunkNeedsPatching);
     local_flags |= kIncomplete;
   }
-  // A scraped chunk reserves its whole size, so its final commit fits in place.
+  // A scraped chunk keeps its whole size, so its final commit fits in place.
   const uint32_t reserved = complete ? t.payload_size : static_cast<uint32_t>(size);
   const uint32_t outer = AlignUp(kTBChunkHeaderSize + reserved);
-
-  const int64_t offset = AllocateChunk(outer);
-  if (offset < 0) {
-    stats_.chunks_discarded++;
-    AddLoss(seq, 0);
-    return;
+  if (outer < max_outer) {
+    GiveBackTail(static_cast<uint32_t>(offset) + outer, static_cast<uint32_t>(offset) + max_outer);
   }
-  if (seq.has_last_consumed && !IsAfter(chunk_id, seq.last_consumed)) {
-    // Making room overwrote later chunks of this very sequence (possible only
-    // for an out-of-order or re-admitted chunk): storing it now would break
-    // FIFO order, so it is lost with them.
-    WritePadding(static_cast<uint32_t>(offset), outer);
-    stats_.chunks_discarded++;
-    AddLoss(seq, kDataLossOverwrite);
-    return;
-  }
-  TBChunk* c = ChunkAt(static_cast<uint32_t>(offset));
   c->size_and_padding = outer;
   c->chunk_id = chunk_id;
   c->producer_id = seq.producer_id;
@@ -273,12 +285,23 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
   c->last_fragment_offset = static_cast<uint16_t>(t.last_fragment_offset);
   c->flags = flags | local_flags;
   c->reserved = 0;
-  if (reserved > 0) std::memcpy(c->payload(), src, reserved);
 
   InsertChunkRef(seq, ChunkRef{chunk_id, static_cast<uint32_t>(offset)});
   live_chunks_++;
   stats_.chunks_written++;
   stats_.bytes_written += outer;
+}
+
+void TraceBuffer::GiveBackTail(uint32_t new_end, uint32_t old_end) {
+  if (data_end_ > old_end) {
+    // Older chunks follow: mark the gap so the tiling holds until the next
+    // write reclaims it.
+    const uint32_t word = (old_end - new_end) | kPaddingBit | kTransientBit;
+    std::memcpy(memory_ + new_end, &word, sizeof(word));
+  } else {
+    data_end_ = new_end;
+  }
+  wr_ = new_end;
 }
 
 void TraceBuffer::InsertChunkRef(SequenceState& seq, ChunkRef ref) {
@@ -378,6 +401,8 @@ int64_t TraceBuffer::AllocateChunk(uint32_t outer_size) {
   wr_ = end;
   if (wr_ > data_end_) data_end_ = wr_;
   used_size_ = std::max<size_t>(used_size_, wr_);
+  // The next write starts by reading the record at wr_: fetch it now.
+  if (wr_ < data_end_) __builtin_prefetch(memory_ + wr_);
   return offset;
 }
 
@@ -385,9 +410,9 @@ uint32_t TraceBuffer::DeleteRange(uint32_t begin, uint32_t end) {
   uint32_t offset = begin;
   while (offset < end) {
     const uint32_t word = FirstWordAt(memory_, offset);
-    const uint32_t outer = word & ~kPaddingBit;
+    const uint32_t outer = word & kSizeMask;
     if (word & kPaddingBit) {
-      stats_.padding_bytes_cleared += outer;
+      if ((word & kTransientBit) == 0) stats_.padding_bytes_cleared += outer;
     } else if ((ChunkAt(offset)->flags & kErased) == 0) {
       DeleteChunk(offset);
     }
@@ -403,10 +428,45 @@ void TraceBuffer::DeleteChunk(uint32_t offset) {
     c->flags |= kErased;
     return;
   }
-  PacketSequenceProperties props{seq->producer_id, seq->identity, seq->writer_id};
-  while (ReadInSequence(*seq, offset, Mode::kErase, &observer_packet_)) {
-    if (observer_) observer_(props, observer_packet_);
+  if (observer_) {
+    // Reconstruct every packet in sequence order for the observer.
+    PacketSequenceProperties props{seq->producer_id, seq->identity, seq->writer_id};
+    while (ReadInSequence(*seq, offset, Mode::kErase, &observer_packet_)) {
+      observer_(props, observer_packet_);
+    }
+    return;
   }
+  // Nobody wants the packets: drop whole chunks, in sequence order up to the
+  // target, without tokenizing them. The losses are the same; a packet that
+  // continued into a surviving chunk is reported there as an orphan.
+  while (!seq->chunks.empty()) {
+    const ChunkRef ref = seq->chunks.front();
+    TBChunk* front = ChunkAt(ref.offset);
+    CheckForGap(*seq, front);
+    if (front->payload_consumed < front->payload_size)
+      Consume(*seq, front, front->payload_size, Mode::kErase);
+    if (front->flags & kCorrupted) ReportCorruption(*seq, front);
+    PopFrontChunk(*seq, Mode::kErase);
+    if (ref.offset == offset) break;
+  }
+}
+
+void TraceBuffer::CheckForGap(SequenceState& seq, TBChunk* c) {
+  if (c->flags & kSeen) return;
+  c->flags |= kSeen;
+  // The first chunk a sequence ever shows is 0 unless earlier ones were lost.
+  const ChunkID expected = seq.has_last_consumed ? seq.last_consumed + 1 : 0;
+  if (c->chunk_id != expected) {
+    stats_.data_loss_read_gap++;
+    stats_.data_loss_missing_chunks += c->chunk_id - expected;
+    AddLoss(seq, kDataLossReadGap);
+  }
+}
+
+void TraceBuffer::ReportCorruption(SequenceState& seq, TBChunk* c) {
+  c->flags &= ~kCorrupted;
+  stats_.data_loss_chunk_corrupted++;
+  AddLoss(seq, kDataLossChunkCorrupted);
 }
 
 void TraceBuffer::WritePadding(uint32_t offset, uint32_t size) {
@@ -477,7 +537,7 @@ void TraceBuffer::BeginRead() {
 }
 
 bool TraceBuffer::AdvanceReadCursor() {
-  rd_ += FirstWordAt(memory_, rd_) & ~kPaddingBit;
+  rd_ += FirstWordAt(memory_, rd_) & kSizeMask;
   if (rd_in_older_lap_ && rd_ >= data_end_) {
     rd_ = 0;
     rd_in_older_lap_ = false;
@@ -503,10 +563,18 @@ bool TraceBuffer::ReadNextTracePacket(TracePacket* packet,
         continue;
       }
       reading_target_ = true;
+      // Overlap the misses of the next chunk in buffer order with this one.
+      const uint32_t next = rd_ + (word & kSizeMask);
+      const uint32_t prefetch_end = static_cast<uint32_t>(std::min<size_t>(next + 4096, size_));
+      for (uint32_t line = next; line < prefetch_end; line += 64) {
+        __builtin_prefetch(memory_ + line);
+      }
+      // Stays valid for the pass: sweeping only removes sequences that were
+      // already empty before this one, and writes end the pass.
+      reading_seq_ = seq;
     }
-    TBChunk* target = ChunkAt(rd_);
-    SequenceState* seq = FindSequence(target->producer_id, target->writer_id);
-    if (seq != nullptr && ReadInSequence(*seq, rd_, Mode::kRead, packet)) {
+    SequenceState* seq = reading_seq_;
+    if (ReadInSequence(*seq, rd_, Mode::kRead, packet)) {
       *sequence_properties =
           PacketSequenceProperties{seq->producer_id, seq->identity, seq->writer_id};
       *previous_packet_on_sequence_dropped = seq->pending_loss;
@@ -560,26 +628,19 @@ bool TraceBuffer::ReadInSequence(SequenceState& seq, uint32_t target_offset, Mod
     if (seq.chunks.empty() || (ChunkAt(target_offset)->flags & kErased) != 0) return false;
     if (mode == Mode::kRead && seq.stalled_in_pass == read_pass_) return false;
 
-    const ChunkRef ref = seq.chunks.front();
-    TBChunk* c = ChunkAt(ref.offset);
-    if ((c->flags & kSeen) == 0) {
-      c->flags |= kSeen;
-      // The first chunk a sequence ever shows is 0 unless earlier ones were lost.
-      const ChunkID expected = seq.has_last_consumed ? seq.last_consumed + 1 : 0;
-      if (c->chunk_id != expected) {
-        stats_.data_loss_read_gap++;
-        stats_.data_loss_missing_chunks += c->chunk_id - expected;
-        AddLoss(seq, kDataLossReadGap);
+    TBChunk* c = ChunkAt(seq.chunks.front().offset);
+    if ((c->flags & kSeen) == 0 && mode == Mode::kRead) {
+      // First visit: the fragment walk ahead is a chain of dependent loads,
+      // so fetch every line of the chunk now to overlap the misses.
+      for (uint32_t line = 0; line < c->payload_size; line += 64) {
+        __builtin_prefetch(c->payload() + line);
       }
     }
+    CheckForGap(seq, c);
 
     const uint32_t consumed = c->payload_consumed;
     if (consumed >= c->payload_size) {
-      if (c->flags & kCorrupted) {
-        c->flags &= ~kCorrupted;
-        stats_.data_loss_chunk_corrupted++;
-        AddLoss(seq, kDataLossChunkCorrupted);
-      }
+      if (c->flags & kCorrupted) ReportCorruption(seq, c);
       if ((c->flags & kIncomplete) && mode == Mode::kRead) {
         seq.stalled_in_pass = read_pass_;  // The final commit may add more.
         return false;

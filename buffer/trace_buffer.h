@@ -265,6 +265,8 @@ class TraceBuffer {
   // last one (which may lie past `end`).
   uint32_t DeleteRange(uint32_t begin, uint32_t end);
   void WritePadding(uint32_t offset, uint32_t size);
+  // Shrinks the newest allocation, [.., old_end), to end at new_end.
+  void GiveBackTail(uint32_t new_end, uint32_t old_end);
   // Copies a chunk into newly allocated space and queues it on `seq`.
   void StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags, bool complete,
                   const uint8_t* src, size_t size, uint16_t num_fragments,
@@ -277,6 +279,9 @@ class TraceBuffer {
   // Removes the front chunk of `seq` (fully consumed, or erased in kErase).
   void PopFrontChunk(SequenceState& seq, Mode mode);
   void AddLoss(SequenceState& seq, uint32_t reasons);
+  // The ChunkID gap check, done once per chunk when it reaches the front.
+  void CheckForGap(SequenceState& seq, TBChunk* c);
+  void ReportCorruption(SequenceState& seq, TBChunk* c);
   void OnSequenceEmpty(SequenceState& seq);
   void RemoveFromEmptyList(SequenceState& seq);
   // Marks the fragment bytes [c.payload_consumed, new_consumed) consumed; in
@@ -302,7 +307,8 @@ class TraceBuffer {
   bool read_iterator_valid_ = false;
   uint32_t rd_ = 0;  // Outer walk cursor.
   bool rd_in_older_lap_ = false;
-  bool reading_target_ = false;  // An inner walk targets the chunk at rd_.
+  bool reading_target_ = false;           // An inner walk targets the chunk at rd_.
+  SequenceState* reading_seq_ = nullptr;  // Its sequence, while reading_target_.
 
   absl::node_hash_map<uint32_t, SequenceState> sequences_;
   // Empty sequences by the time they became empty (oldest first).

@@ -1,0 +1,292 @@
+// TraceBuffer benchmarks, in the shapes of the TraceBufferV2 design doc's
+// table, each next to a memcpy baseline measured in the same run:
+//
+//   BM_TraceBuffer_WR_SingleWriter     bytes committed per second, one sequence
+//   BM_TraceBuffer_WR_MultipleWriters  the same with 64 interleaved sequences
+//   BM_TraceBuffer_RD_MixedPackets     packet bytes read (and copied out) per second
+//   BM_TraceBuffer_Patch/0,/10,/-1     ns per patch: newest chunk, 10 back, gone
+//   BM_TraceBuffer_CloneReadOnly       bytes cloned per second
+//   BM_Memcpy_Ring                     memcpy of the same chunks into a ring as big
+//                                      as the buffer (baseline of WR and RD)
+//   BM_Memcpy_Whole                    memcpy of a whole buffer into new memory
+//                                      (baseline of the clone, which must do that)
+//
+// After the usual output, a table gives each figure as a ratio to its baseline.
+
+#include <sys/mman.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "buffer/chunk_abi.h"
+#include "buffer/trace_buffer.h"
+
+namespace ringside::buffer {
+namespace {
+
+constexpr size_t kBufferSize = 64 << 20;  // Wraps every ~16K chunks.
+constexpr size_t kChunkSize = 4096;
+constexpr size_t kPayloadSize = kChunkSize - kChunkHeaderSize;
+
+// A 4 KiB chunk full of packets of 60..400 bytes, like a busy ftrace writer's.
+ChunkBuilder MakeChunk(ChunkID id, WriterID writer, uint32_t seed) {
+  std::mt19937 rng(seed);
+  ChunkBuilder b(id, writer);
+  for (;;) {
+    const size_t left = kPayloadSize - b.payload().size();
+    if (left < kFragmentHeaderSize + 60) break;
+    const size_t size = std::min<size_t>(60 + rng() % 340, left - kFragmentHeaderSize);
+    b.AddFragment(std::string(size, static_cast<char>('a' + rng() % 26)));
+  }
+  return b;
+}
+
+void Commit(TraceBuffer* buffer, ProducerID producer, const ChunkBuilder& b, ChunkID id) {
+  buffer->CopyChunkUntrusted(producer, ClientIdentity{0, 0}, b.writer_id(), id, b.num_fragments(),
+                             b.flags(), true, b.payload_data(), b.payload().size());
+}
+
+void BM_TraceBuffer_WR_SingleWriter(benchmark::State& state) {
+  auto buffer = TraceBuffer::Create(kBufferSize);
+  const ChunkBuilder chunk = MakeChunk(0, 1, 1);
+  ChunkID id = 0;
+  for (auto _ : state) Commit(buffer.get(), 1, chunk, id++);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * chunk.payload().size()));
+  state.counters["wraps"] = static_cast<double>(buffer->stats().write_wrap_count);
+}
+BENCHMARK(BM_TraceBuffer_WR_SingleWriter);
+
+void BM_TraceBuffer_WR_MultipleWriters(benchmark::State& state) {
+  constexpr int kWriters = 64;
+  auto buffer = TraceBuffer::Create(kBufferSize);
+  std::vector<ChunkBuilder> chunks;
+  for (int w = 0; w < kWriters; w++) chunks.push_back(MakeChunk(0, static_cast<WriterID>(w), w));
+  std::vector<ChunkID> ids(kWriters, 0);
+  size_t bytes = 0;
+  uint32_t next = 0;
+  for (auto _ : state) {
+    const int w = static_cast<int>((next++ * 7) % kWriters);  // Interleaved, not round-robin.
+    Commit(buffer.get(), static_cast<ProducerID>(1 + w % 4), chunks[w], ids[w]++);
+    bytes += chunks[w].payload().size();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_TraceBuffer_WR_MultipleWriters);
+
+// Fills the buffer with 8 sequences of mixed packets; every fourth chunk ends
+// in a packet fragmented into the next chunk. Returns the packet bytes held.
+size_t FillMixed(TraceBuffer* buffer, std::vector<ChunkID>* ids, uint32_t seed) {
+  std::mt19937 rng(seed);
+  size_t written = 0;
+  for (size_t i = 0; written + kChunkSize * 2 < buffer->size(); i++) {
+    const WriterID w = static_cast<WriterID>(rng() % ids->size());
+    ChunkID& id = (*ids)[w];
+    ChunkBuilder b(id, w);
+    size_t packets = 0;
+    for (;;) {
+      const size_t left = kPayloadSize - b.payload().size();
+      const size_t size = rng() % 8 == 0 ? 1500 + rng() % 1000 : 20 + rng() % 300;
+      if (left < kFragmentHeaderSize + size) break;
+      b.AddFragment(std::string(size, 'p'));
+      packets += size;
+    }
+    const bool split = i % 4 == 0;
+    if (split) b.AddFragment(std::string(200, 's')).set_flags(kLastPacketContinuesOnNextChunk);
+    Commit(buffer, 1, b, id++);
+    ChunkBuilder tail(id, w);
+    if (split) {
+      tail.AddFragment(std::string(300, 't')).set_flags(kFirstPacketContinuesFromPrevChunk);
+      tail.AddFragment(std::string(100, 'u'));
+      Commit(buffer, 1, tail, id++);
+      packets += 600;
+    }
+    written += b.payload().size() + tail.payload().size() + 40;
+  }
+  return written;
+}
+
+void BM_TraceBuffer_RD_MixedPackets(benchmark::State& state) {
+  auto buffer = TraceBuffer::Create(kBufferSize);
+  std::vector<ChunkID> ids(8, 0);
+  std::string out;
+  out.reserve(1 << 20);
+  TracePacket packet;
+  PacketSequenceProperties props;
+  uint32_t loss = 0;
+  size_t bytes = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    FillMixed(buffer.get(), &ids, static_cast<uint32_t>(bytes));
+    state.ResumeTiming();
+    buffer->BeginRead();
+    while (buffer->ReadNextTracePacket(&packet, &props, &loss)) {
+      // Copy each packet out, as the file writer does.
+      if (out.size() + packet.size() > out.capacity()) out.clear();
+      packet.AppendTo(&out);
+      bytes += packet.size();
+    }
+  }
+  benchmark::DoNotOptimize(out.data());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_TraceBuffer_RD_MixedPackets)->Unit(benchmark::kMillisecond);
+
+// Baseline of WR and RD: the same chunks memcpy'd one after the other, in the
+// same order, into a destination as large as the buffer, wrapping at its end.
+// /1: the single writer's chunk; /64: the 64 writers' chunks, interleaved.
+void BM_Memcpy_Ring(benchmark::State& state) {
+  const int writers = static_cast<int>(state.range(0));
+  std::vector<uint8_t> ring(kBufferSize);
+  std::memset(ring.data(), 0, ring.size());  // Fault the pages in, as the buffer's are.
+  std::vector<ChunkBuilder> chunks;
+  for (int w = 0; w < writers; w++) {
+    chunks.push_back(writers == 1 ? MakeChunk(0, 1, 1) : MakeChunk(0, static_cast<WriterID>(w), w));
+  }
+  size_t offset = 0, bytes = 0;
+  uint32_t next = 0;
+  for (auto _ : state) {
+    const ChunkBuilder& chunk = chunks[(next++ * 7) % writers];
+    const size_t n = chunk.payload().size();
+    if (offset + n > ring.size()) offset = 0;
+    std::memcpy(ring.data() + offset, chunk.payload_data(), n);
+    offset += (n + 20 + 3) & ~size_t{3};  // The same stride as the buffer's.
+    bytes += n;
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_Memcpy_Ring)->Arg(1)->Arg(64);
+
+// /0: the newest chunk; /10: ten chunks back in its sequence; /-1: a chunk
+// that is no longer in the buffer.
+void BM_TraceBuffer_Patch(benchmark::State& state) {
+  auto buffer = TraceBuffer::Create(kBufferSize);
+  const int back = static_cast<int>(state.range(0));
+  ChunkID last = 0;
+  // 10,000 chunks of 8 sequences, all waiting for patches.
+  for (ChunkID id = 0; id < 1250; id++) {
+    for (WriterID w = 0; w < 8; w++) {
+      ChunkBuilder b(id, w);
+      b.AddFragment(std::string(300, 'x')).set_flags(kChunkNeedsPatching);
+      Commit(buffer.get(), 1, b, id);
+    }
+    last = id;
+  }
+  const ChunkID target = back < 0 ? last + 1000 : last - static_cast<ChunkID>(back);
+  TraceBuffer::Patch patch{100, {1, 2, 3, 4}};
+  bool ok = true;
+  for (auto _ : state) {
+    ok = buffer->TryPatchChunkContents(1, 3, target, &patch, 1, /*other_patches_pending=*/true);
+    benchmark::DoNotOptimize(ok);
+  }
+  if (ok != (back >= 0)) state.SkipWithError("patch result not as expected");
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+BENCHMARK(BM_TraceBuffer_Patch)->Arg(0)->Arg(10)->Arg(-1);
+
+void BM_TraceBuffer_CloneReadOnly(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0)) << 20;
+  auto buffer = TraceBuffer::Create(size);
+  std::vector<ChunkID> ids(8, 0);
+  FillMixed(buffer.get(), &ids, 7);
+  for (auto _ : state) {
+    std::unique_ptr<TraceBuffer> clone = buffer->CloneReadOnly();
+    benchmark::DoNotOptimize(clone.get());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * buffer->used_size()));
+}
+BENCHMARK(BM_TraceBuffer_CloneReadOnly)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond);
+
+// Baseline of the clone: a whole buffer memcpy'd into freshly mapped memory
+// (a clone cannot reuse memory, so the page faults are part of the job).
+void BM_Memcpy_Whole(benchmark::State& state) {
+  const size_t size = static_cast<size_t>(state.range(0)) << 20;
+  std::vector<uint8_t> source(size, 's');
+  for (auto _ : state) {
+    void* dst = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    std::memcpy(dst, source.data(), size);
+    benchmark::DoNotOptimize(dst);
+    munmap(dst, size);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
+}
+BENCHMARK(BM_Memcpy_Whole)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond);
+
+// Prints the usual console output, then each figure against its baseline.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      // With repetitions, compare medians; otherwise the single run.
+      if (run.error_occurred) continue;
+      if (run.run_type == Run::RT_Aggregate && run.aggregate_name != "median") continue;
+      const std::string name = run.run_name.str();
+      auto bps = run.counters.find("bytes_per_second");
+      if (bps != run.counters.end()) bytes_per_second_[name] = bps->second.value;
+      ns_per_op_[name] =
+          run.GetAdjustedRealTime() * (run.time_unit == benchmark::kMillisecond ? 1e6 : 1.0);
+    }
+  }
+
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    auto& out = GetOutputStream();
+    out << "\nTraceBuffer vs memcpy baselines (same run)\n";
+    const std::pair<const char*, const char*> ratios[] = {
+        {"BM_TraceBuffer_WR_SingleWriter", "BM_Memcpy_Ring/1"},
+        {"BM_TraceBuffer_WR_MultipleWriters", "BM_Memcpy_Ring/64"},
+        {"BM_TraceBuffer_RD_MixedPackets", "BM_Memcpy_Ring/1"},
+        {"BM_TraceBuffer_CloneReadOnly/64", "BM_Memcpy_Whole/64"},
+        {"BM_TraceBuffer_CloneReadOnly/256", "BM_Memcpy_Whole/256"},
+    };
+    char line[200];
+    for (const auto& [name, base] : ratios) {
+      if (!bytes_per_second_.count(name) || !bytes_per_second_.count(base)) continue;
+      const double a = bytes_per_second_[name], b = bytes_per_second_[base];
+      std::snprintf(line, sizeof(line), "  %-36s %8.2f GiB/s  %5.2fx %s (%.2f GiB/s)\n", name,
+                    a / (1 << 30), a / b, base, b / (1 << 30));
+      out << line;
+    }
+    for (const char* name :
+         {"BM_TraceBuffer_Patch/0", "BM_TraceBuffer_Patch/10", "BM_TraceBuffer_Patch/-1"}) {
+      if (!ns_per_op_.count(name)) continue;
+      std::snprintf(line, sizeof(line), "  %-36s %8.1f ns per patch\n", name, ns_per_op_[name]);
+      out << line;
+    }
+  }
+
+ private:
+  std::map<std::string, double> bytes_per_second_;
+  std::map<std::string, double> ns_per_op_;
+};
+
+}  // namespace
+}  // namespace ringside::buffer
+
+int main(int argc, char** argv) {
+  // Medians of 5 runs unless told otherwise: single runs on a shared machine
+  // vary by 20%.
+  std::vector<char*> args(argv, argv + argc);
+  std::string repetitions = "--benchmark_repetitions=5";
+  std::string aggregates = "--benchmark_report_aggregates_only=true";
+  bool has_repetitions = false;
+  for (char* a : args) has_repetitions |= std::string(a).find("repetitions") != std::string::npos;
+  if (!has_repetitions) {
+    args.insert(args.begin() + 1, {repetitions.data(), aggregates.data()});
+  }
+  int args_count = static_cast<int>(args.size());
+  benchmark::Initialize(&args_count, args.data());
+  argc = args_count;
+  argv = args.data();
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  ringside::buffer::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}
