@@ -170,6 +170,12 @@ $(FUZZ_DIR)/trace_buffer_fuzzer: tests/fuzz/trace_buffer_fuzzer.cc $(BUFFER_SRCS
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $(filter %.cc,$^) $(shell $(PKG_CONFIG) --cflags --libs absl_strings absl_node_hash_map absl_hash absl_raw_hash_set) -o $@
 
+FTRACE_PARSER_SRCS := ftrace/page_parser.cc ftrace/page_parser.h ftrace/event_format.h
+
+$(FUZZ_DIR)/page_parser_fuzzer: tests/fuzz/page_parser_fuzzer.cc $(FTRACE_PARSER_SRCS)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $(filter %.cc,$^) -o $@
+
 $(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_generator.cc
 	@mkdir -p $(@D)
 	$(CXX) -std=c++20 -O2 $(WARNINGS) $< -o $@
@@ -179,10 +185,12 @@ $(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_genera
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-run
 
-fuzz-run: $(FUZZ_DIR)/trace_buffer_fuzzer
-	@mkdir -p $(FUZZ_DIR)/corpus/trace_buffer
+fuzz-run: $(FUZZ_DIR)/trace_buffer_fuzzer $(FUZZ_DIR)/page_parser_fuzzer
+	@mkdir -p $(FUZZ_DIR)/corpus/trace_buffer $(FUZZ_DIR)/corpus/page_parser
 	$(FUZZ_DIR)/trace_buffer_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -max_len=8192 $(FUZZ_DIR)/corpus/trace_buffer tests/fuzz/corpus/trace_buffer
+	$(FUZZ_DIR)/page_parser_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -max_len=8192 $(FUZZ_DIR)/corpus/page_parser tests/fuzz/corpus/page_parser
 
 # Regenerates the committed seed corpus.
 fuzz-corpus: $(FUZZ_DIR)/trace_buffer_corpus_generator

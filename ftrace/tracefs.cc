@@ -1,0 +1,322 @@
+#include "ftrace/tracefs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace ringside::ftrace {
+namespace {
+
+constexpr char kTracingMount[] = "/sys/kernel/tracing";
+constexpr char kDebugTracing[] = "/sys/kernel/debug/tracing";
+
+absl::Status ErrnoStatus(int err, const std::string& what) {
+  std::string message = absl::StrCat(what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(absl::StrCat(
+          message, " (tracefs needs root or CAP_SYS_ADMIN, and a kernel not in lockdown)"));
+    case EINVAL:
+      return absl::InvalidArgumentError(message);
+    case EBUSY:
+      return absl::FailedPreconditionError(message);
+    default:
+      return absl::UnavailableError(message);
+  }
+}
+
+bool IsTracefsRoot(const std::string& dir) {
+  struct stat st;
+  return stat((dir + "/events").c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+         stat((dir + "/trace_marker").c_str(), &st) == 0;
+}
+
+bool ProcessAlive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+
+// The pid at the end of "ringside-<name>-<pid>", or 0.
+pid_t OwnerPid(const std::string& instance_name) {
+  const size_t dash = instance_name.rfind('-');
+  int pid = 0;
+  if (dash == std::string::npos || !absl::SimpleAtoi(instance_name.substr(dash + 1), &pid)) {
+    return 0;
+  }
+  return pid;
+}
+
+}  // namespace
+
+absl::StatusOr<Tracefs> Tracefs::Open() {
+  for (const char* dir : {kTracingMount, kDebugTracing}) {
+    if (IsTracefsRoot(dir)) return Tracefs(dir, false);
+  }
+  if (mount("nodev", kTracingMount, "tracefs", 0, nullptr) != 0) {
+    const int err = errno;
+    if (err == ENODEV) {
+      return absl::UnavailableError(
+          "this kernel has no tracefs (built without CONFIG_TRACING?): ftrace events are "
+          "unavailable");
+    }
+    if (err == EPERM || err == EACCES) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("tracefs is not mounted and mounting it at ", kTracingMount,
+                       " was refused: it needs CAP_SYS_ADMIN (run as root)"));
+    }
+    return ErrnoStatus(err, absl::StrCat("mounting tracefs at ", kTracingMount));
+  }
+  if (!IsTracefsRoot(kTracingMount)) {
+    umount(kTracingMount);
+    return absl::UnavailableError(
+        absl::StrCat("mounted tracefs at ", kTracingMount, " but it has no events"));
+  }
+  return Tracefs(kTracingMount, true);
+}
+
+absl::Status Tracefs::Unmount() {
+  if (!mounted_by_us_) return absl::OkStatus();
+  if (umount(root_.c_str()) != 0) return ErrnoStatus(errno, "unmounting " + root_);
+  mounted_by_us_ = false;
+  return absl::OkStatus();
+}
+
+bool Tracefs::Exists(const std::string& relative_path) const {
+  struct stat st;
+  return stat((root_ + "/" + relative_path).c_str(), &st) == 0;
+}
+
+absl::StatusOr<std::string> Tracefs::Read(const std::string& relative_path) const {
+  const std::string path = root_ + "/" + relative_path;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "cannot open " + path);
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      close(fd);
+      return ErrnoStatus(err, "cannot read " + path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+absl::Status Tracefs::Write(const std::string& relative_path, const std::string& value) const {
+  const std::string path = root_ + "/" + relative_path;
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC | O_TRUNC);
+  if (fd < 0) return ErrnoStatus(errno, "cannot open " + path);
+  ssize_t n;
+  do {
+    n = write(fd, value.data(), value.size());
+  } while (n < 0 && errno == EINTR);
+  const int err = errno;
+  close(fd);
+  if (n < 0) return ErrnoStatus(err, absl::StrCat("writing '", value, "' to ", path));
+  if (static_cast<size_t>(n) != value.size()) {
+    return absl::UnavailableError(absl::StrCat("short write of '", value, "' to ", path));
+  }
+  return absl::OkStatus();
+}
+
+// --- Instance ----------------------------------------------------------------
+
+std::vector<std::string> Instance::RemoveStaleInstances(const Tracefs& tracefs) {
+  std::vector<std::string> removed;
+  DIR* dir = opendir((tracefs.root() + "/instances").c_str());
+  if (dir == nullptr) return removed;
+  std::vector<std::string> names;
+  while (dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.rfind(kPrefix, 0) == 0) names.push_back(name);
+  }
+  closedir(dir);
+  for (const std::string& name : names) {
+    const pid_t pid = OwnerPid(name);
+    if (pid <= 0 || ProcessAlive(pid)) continue;
+    const std::string rel = "instances/" + name;
+    // Best effort: stop it, then remove it.
+    (void)tracefs.Write(rel + "/tracing_on", "0");
+    (void)tracefs.Write(rel + "/events/enable", "0");
+    if (rmdir((tracefs.root() + "/" + rel).c_str()) == 0) removed.push_back(name);
+  }
+  return removed;
+}
+
+absl::StatusOr<std::unique_ptr<Instance>> Instance::Create(const Tracefs& tracefs,
+                                                           const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("bad instance name '", name, "'"));
+  }
+  RemoveStaleInstances(tracefs);
+  const std::string rel = absl::StrCat("instances/", kPrefix, name, "-", getpid());
+  const std::string path = tracefs.root() + "/" + rel;
+  if (mkdir(path.c_str(), 0700) != 0) {
+    if (errno != EEXIST) return ErrnoStatus(errno, "cannot create ftrace instance " + path);
+    // Ours (same pid) from an earlier Create: start from a clean one.
+    (void)tracefs.Write(rel + "/tracing_on", "0");
+    (void)tracefs.Write(rel + "/events/enable", "0");
+    if (rmdir(path.c_str()) != 0 || mkdir(path.c_str(), 0700) != 0) {
+      return ErrnoStatus(errno, "cannot recreate ftrace instance " + path);
+    }
+  }
+  std::unique_ptr<Instance> instance(new Instance(tracefs, rel));
+  // A new instance traces at once; nothing until we are configured.
+  if (absl::Status s = instance->SetTracingOn(false); !s.ok()) return s;
+  return instance;
+}
+
+Instance::~Instance() { (void)Remove(); }
+
+absl::Status Instance::Remove() {
+  if (removed_) return absl::OkStatus();
+  (void)SetTracingOn(false);
+  (void)DisableAllEvents();
+  if (rmdir(path().c_str()) != 0) {
+    return ErrnoStatus(errno,
+                       "cannot remove ftrace instance " + path() + " (is a reader still open?)");
+  }
+  removed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Instance::EnableOne(const std::string& group, const std::string& name,
+                                 const std::string& filter) {
+  const std::string dir = name == "*" ? absl::StrCat(relative_path_, "/events/", group)
+                                      : absl::StrCat(relative_path_, "/events/", group, "/", name);
+  if (!filter.empty()) {
+    if (absl::Status s = tracefs_.Write(dir + "/filter", filter); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("bad filter '", filter, "' for ", group, "/", name,
+                                                 ": ", s.message()));
+    }
+  }
+  return tracefs_.Write(dir + "/enable", "1");
+}
+
+Instance::EnableResult Instance::EnableEvents(const std::vector<EventSpec>& events) {
+  EnableResult result;
+  for (const EventSpec& spec : events) {
+    std::vector<std::string> parts = absl::StrSplit(spec.event, absl::MaxSplits('/', 1));
+    if (parts.size() != 2 || parts[0].empty() || parts[1].empty()) {
+      result.failed.emplace_back(
+          spec.event, absl::InvalidArgumentError(absl::StrCat(
+                          "'", spec.event, "' is not an event: write group/name or group/*")));
+      continue;
+    }
+    const std::string& group = parts[0];
+    const std::string& name = parts[1];
+    const std::string dir =
+        name == "*" ? "events/" + group : absl::StrCat("events/", group, "/", name);
+    if (!tracefs_.Exists(relative_path_ + "/" + dir)) {
+      result.unknown.push_back(spec.event);
+      continue;
+    }
+    if (absl::Status s = EnableOne(group, name, spec.filter); !s.ok()) {
+      result.failed.emplace_back(spec.event, s);
+      continue;
+    }
+    result.enabled.push_back(spec.event);
+  }
+  return result;
+}
+
+absl::Status Instance::DisableAllEvents() {
+  return tracefs_.Write(relative_path_ + "/events/enable", "0");
+}
+
+absl::StatusOr<uint32_t> Instance::SetBufferSizeKb(uint32_t per_cpu_kb) {
+  if (absl::Status s = tracefs_.Write(relative_path_ + "/buffer_size_kb", absl::StrCat(per_cpu_kb));
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::string> applied = tracefs_.Read(relative_path_ + "/buffer_size_kb");
+  if (!applied.ok()) return applied.status();
+  // "1408" or, before first use, "7 (expanded: 1408)".
+  uint32_t kb = 0;
+  std::string first(absl::StripAsciiWhitespace(*applied));
+  first = first.substr(0, first.find(' '));
+  if (!absl::SimpleAtoi(first, &kb)) {
+    return absl::InternalError(absl::StrCat("cannot parse buffer_size_kb '", *applied, "'"));
+  }
+  return kb;
+}
+
+absl::StatusOr<std::string> Instance::SetTraceClock(const std::string& clock) {
+  if (absl::Status s = tracefs_.Write(relative_path_ + "/trace_clock", clock); !s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("this kernel refuses trace_clock '", clock, "': ", s.message()));
+  }
+  absl::StatusOr<std::string> clocks = tracefs_.Read(relative_path_ + "/trace_clock");
+  if (!clocks.ok()) return clocks.status();
+  // "local global [boot] ...": the selected one is in brackets.
+  const size_t open = clocks->find('[');
+  const size_t close = clocks->find(']', open);
+  if (open == std::string::npos || close == std::string::npos) {
+    return absl::InternalError(absl::StrCat("cannot parse trace_clock '", *clocks, "'"));
+  }
+  return clocks->substr(open + 1, close - open - 1);
+}
+
+absl::Status Instance::SetTracingOn(bool on) {
+  return tracefs_.Write(relative_path_ + "/tracing_on", on ? "1" : "0");
+}
+
+absl::Status Instance::Clear() { return tracefs_.Write(relative_path_ + "/trace", ""); }
+
+absl::StatusOr<Instance::CpuStats> Instance::ReadCpuStats(int cpu) const {
+  absl::StatusOr<std::string> text =
+      tracefs_.Read(absl::StrCat(relative_path_, "/per_cpu/cpu", cpu, "/stats"));
+  if (!text.ok()) return text.status();
+  return ParseCpuStats(*text);
+}
+
+absl::StatusOr<Instance::CpuStats> ParseCpuStats(const std::string& text) {
+  Instance::CpuStats stats;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    const size_t colon = line.find(':');
+    if (colon == absl::string_view::npos) continue;
+    const absl::string_view key = absl::StripAsciiWhitespace(line.substr(0, colon));
+    const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
+    bool ok = true;
+    if (key == "entries")
+      ok = absl::SimpleAtoi(value, &stats.entries);
+    else if (key == "overrun")
+      ok = absl::SimpleAtoi(value, &stats.overrun);
+    else if (key == "commit overrun")
+      ok = absl::SimpleAtoi(value, &stats.commit_overrun);
+    else if (key == "bytes")
+      ok = absl::SimpleAtoi(value, &stats.bytes);
+    else if (key == "oldest event ts")
+      ok = absl::SimpleAtod(value, &stats.oldest_event_ts);
+    else if (key == "now ts")
+      ok = absl::SimpleAtod(value, &stats.now_ts);
+    else if (key == "dropped events")
+      ok = absl::SimpleAtoi(value, &stats.dropped_events);
+    else if (key == "read events")
+      ok = absl::SimpleAtoi(value, &stats.read_events);
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("per-CPU stats: cannot parse '", key, "' value '", value, "'"));
+    }
+  }
+  return stats;
+}
+
+}  // namespace ringside::ftrace

@@ -1,0 +1,125 @@
+#ifndef RINGSIDE_FTRACE_TRACEFS_H_
+#define RINGSIDE_FTRACE_TRACEFS_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ringside::ftrace {
+
+// The tracefs mount. Touches only what event tracing needs: never the
+// function-tracer files (set_ftrace_filter, ...) nor
+// /proc/sys/kernel/ftrace_enabled, which some kernels and sandboxes refuse.
+class Tracefs {
+ public:
+  // Finds tracefs at /sys/kernel/tracing or /sys/kernel/debug/tracing, and
+  // mounts it at /sys/kernel/tracing if it is mounted nowhere and we may.
+  // kUnavailable when the kernel has no tracefs; kPermissionDenied (naming
+  // CAP_SYS_ADMIN / lockdown) when we may not use or mount it.
+  static absl::StatusOr<Tracefs> Open();
+  // For tests: tracefs at `root`, as is.
+  static Tracefs AtRootForTesting(std::string root) { return Tracefs(std::move(root), false); }
+
+  const std::string& root() const { return root_; }
+  // True if Open() mounted it (Unmount() then leaves the system as found).
+  bool mounted_by_us() const { return mounted_by_us_; }
+  absl::Status Unmount();
+
+  // Reads / writes a file below the root, with errors naming the file.
+  absl::StatusOr<std::string> Read(const std::string& relative_path) const;
+  absl::Status Write(const std::string& relative_path, const std::string& value) const;
+  bool Exists(const std::string& relative_path) const;
+
+ private:
+  Tracefs(std::string root, bool mounted_by_us)
+      : root_(std::move(root)), mounted_by_us_(mounted_by_us) {}
+  std::string root_;
+  bool mounted_by_us_ = false;
+};
+
+// One kernel ring buffer of our own: instances/ringside-<name>-<pid>. Never
+// the top-level buffer, so ringside coexists with trace-cmd, perf or another
+// ringside. Removed (tracing off, directory gone) on destruction.
+class Instance {
+ public:
+  static constexpr char kPrefix[] = "ringside-";
+
+  // Creates the instance, first removing stale ones left by a ringside that
+  // died (named ringside-*-<pid> with no such process).
+  static absl::StatusOr<std::unique_ptr<Instance>> Create(const Tracefs& tracefs,
+                                                          const std::string& name);
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  // Removes instances/ringside-*-<pid> whose pid is not alive. Returns the
+  // names removed.
+  static std::vector<std::string> RemoveStaleInstances(const Tracefs& tracefs);
+
+  // What enabling a list of events did. Each event is "group/name" or
+  // "group/*", optionally with a filter.
+  struct EventSpec {
+    std::string event;
+    std::string filter;
+  };
+  struct EnableResult {
+    std::vector<std::string> enabled;
+    // Requested events this kernel does not have.
+    std::vector<std::string> unknown;
+    // Existing events that could not be enabled, with the reason (permission,
+    // bad filter).
+    std::vector<std::pair<std::string, absl::Status>> failed;
+  };
+  EnableResult EnableEvents(const std::vector<EventSpec>& events);
+  absl::Status DisableAllEvents();
+
+  // Each returns the value the kernel applied (it rounds sizes).
+  absl::StatusOr<uint32_t> SetBufferSizeKb(uint32_t per_cpu_kb);
+  absl::StatusOr<std::string> SetTraceClock(const std::string& clock);
+  absl::Status SetTracingOn(bool on);
+  // Discards what the buffers hold.
+  absl::Status Clear();
+
+  // Per-CPU ring buffer accounting, from per_cpu/cpuN/stats.
+  struct CpuStats {
+    uint64_t entries = 0;
+    uint64_t overrun = 0;
+    uint64_t commit_overrun = 0;
+    uint64_t bytes = 0;
+    double oldest_event_ts = 0;
+    double now_ts = 0;
+    uint64_t dropped_events = 0;
+    uint64_t read_events = 0;
+  };
+  absl::StatusOr<CpuStats> ReadCpuStats(int cpu) const;
+
+  // Path below the tracefs root ("instances/ringside-x-123").
+  const std::string& relative_path() const { return relative_path_; }
+  std::string path() const { return tracefs_.root() + "/" + relative_path_; }
+  const Tracefs& tracefs() const { return tracefs_; }
+  // Removes the instance now; the destructor does nothing afterwards.
+  absl::Status Remove();
+
+ private:
+  Instance(Tracefs tracefs, std::string relative_path)
+      : tracefs_(std::move(tracefs)), relative_path_(std::move(relative_path)) {}
+  absl::Status EnableOne(const std::string& group, const std::string& name,
+                         const std::string& filter);
+
+  Tracefs tracefs_;
+  std::string relative_path_;
+  bool removed_ = false;
+};
+
+// Parses the text of per_cpu/cpuN/stats.
+absl::StatusOr<Instance::CpuStats> ParseCpuStats(const std::string& text);
+
+}  // namespace ringside::ftrace
+
+#endif  // RINGSIDE_FTRACE_TRACEFS_H_

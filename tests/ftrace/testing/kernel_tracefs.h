@@ -1,0 +1,25 @@
+#ifndef RINGSIDE_TESTS_FTRACE_TESTING_KERNEL_TRACEFS_H_
+#define RINGSIDE_TESTS_FTRACE_TESTING_KERNEL_TRACEFS_H_
+
+#include "absl/status/statusor.h"
+#include "ftrace/tracefs.h"
+
+namespace ringside::ftrace::testing {
+
+// The machine's tracefs for tests against the real kernel, opened (and
+// mounted if need be) once per test binary; unmounted at exit if the tests
+// mounted it, so the kernel is left as it was found. Tests skip, naming the
+// missing privilege, when it cannot be had.
+const absl::StatusOr<Tracefs>& KernelTracefs();
+
+}  // namespace ringside::ftrace::testing
+
+// Skips the current test when tracefs cannot be used here.
+#define RINGSIDE_REQUIRE_TRACEFS()                                                                \
+  do {                                                                                            \
+    if (!::ringside::ftrace::testing::KernelTracefs().ok()) {                                     \
+      GTEST_SKIP() << "needs tracefs: " << ::ringside::ftrace::testing::KernelTracefs().status(); \
+    }                                                                                             \
+  } while (0)
+
+#endif  // RINGSIDE_TESTS_FTRACE_TESTING_KERNEL_TRACEFS_H_
