@@ -80,7 +80,9 @@ BIN := $(BUILD)/ringside
 
 TEST_DIRS := $(sort $(patsubst tests/%/,%,$(dir $(wildcard tests/*/*_test.cc))))
 TEST_BINS := $(TEST_DIRS:%=$(BUILD)/tests/%_test)
-test_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard tests/$(1)/*_test.cc tests/$(1)/testing/*.cc))
+# A folder's tests, its own helpers, and the helpers every test binary shares.
+test_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard tests/$(1)/*_test.cc tests/$(1)/testing/*.cc \
+  tests/testing/*.cc))
 
 BENCH_SRCS := $(wildcard tests/bench/*_benchmark.cc)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.cc=$(BUILD)/bench/%)

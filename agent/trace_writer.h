@@ -45,7 +45,7 @@ class ProtoMessage {
   void AppendFixed32(uint32_t field, uint32_t value);
   void AppendFixed64(uint32_t field, uint64_t value);
   inline void AppendBytes(uint32_t field, const void* data, size_t size);
-  void AppendString(uint32_t field, std::string_view s) { AppendBytes(field, s.data(), s.size()); }
+  void AppendString(uint32_t field, absl::string_view s) { AppendBytes(field, s.data(), s.size()); }
   // A packed repeated varint field (e.g. compact_sched's columns).
   template <typename T>
   void AppendPackedVarInts(uint32_t field, const T* values, size_t count) {

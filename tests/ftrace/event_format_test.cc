@@ -3,7 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tests/ftrace/testing/kernel_tracefs.h"
+#include "tests/testing/kernel_tracefs.h"
 
 namespace ringside::ftrace {
 namespace {

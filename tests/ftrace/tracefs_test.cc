@@ -18,7 +18,7 @@
 #include "ftrace/event_format.h"
 #include "ftrace/page_parser.h"
 #include "gtest/gtest.h"
-#include "tests/ftrace/testing/kernel_tracefs.h"
+#include "tests/testing/kernel_tracefs.h"
 
 namespace ringside::ftrace {
 namespace {

@@ -1,5 +1,5 @@
-#ifndef RINGSIDE_TESTS_FTRACE_TESTING_KERNEL_TRACEFS_H_
-#define RINGSIDE_TESTS_FTRACE_TESTING_KERNEL_TRACEFS_H_
+#ifndef RINGSIDE_TESTS_TESTING_KERNEL_TRACEFS_H_
+#define RINGSIDE_TESTS_TESTING_KERNEL_TRACEFS_H_
 
 #include "absl/status/statusor.h"
 #include "ftrace/tracefs.h"
@@ -22,4 +22,4 @@ const absl::StatusOr<Tracefs>& KernelTracefs();
     }                                                                                             \
   } while (0)
 
-#endif  // RINGSIDE_TESTS_FTRACE_TESTING_KERNEL_TRACEFS_H_
+#endif  // RINGSIDE_TESTS_TESTING_KERNEL_TRACEFS_H_

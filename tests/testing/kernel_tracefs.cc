@@ -1,4 +1,4 @@
-#include "tests/ftrace/testing/kernel_tracefs.h"
+#include "tests/testing/kernel_tracefs.h"
 
 #include <optional>
 

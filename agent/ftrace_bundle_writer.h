@@ -1,0 +1,82 @@
+#ifndef RINGSIDE_AGENT_FTRACE_BUNDLE_WRITER_H_
+#define RINGSIDE_AGENT_FTRACE_BUNDLE_WRITER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "agent/trace_writer.h"
+#include "ftrace/event_table.h"
+#include "ftrace/page_parser.h"
+
+namespace ringside::agent {
+
+// Turns the raw events of one CPU into FtraceEventBundle packets:
+//  - sched_switch and sched_waking in compact_sched (Perfetto's columnar
+//    form: delta timestamps, comms interned per bundle) unless disabled;
+//  - print, sched_wakeup(_new), sched_process_fork/exec/exit/free,
+//    task_newtask and task_rename as typed messages;
+//  - any other event in the generic form (field names and values), so
+//    nothing enabled is silently dropped.
+// Not thread-safe; one per reader thread.
+class FtraceBundleWriter {
+ public:
+  struct Options {
+    bool compact_sched = true;
+  };
+  struct Stats {
+    uint64_t bundles = 0;
+    uint64_t events = 0;
+    uint64_t compact_events = 0;
+    uint64_t generic_events = 0;
+    uint64_t unknown_events = 0;  // Ids not in the event table: skipped, counted.
+  };
+
+  FtraceBundleWriter(const ftrace::EventTable* table, Options options);
+
+  // Writes `events` (from one CPU, in order) as one bundle packet.
+  // `lost_events`: the kernel lost events on this CPU before the first one.
+  void WriteBundle(TraceWriter* writer, uint32_t cpu, const std::vector<ftrace::RawEvent>& events,
+                   bool lost_events);
+
+  const Stats& stats() const { return stats_; }
+
+ private:
+  // How one known event's fields map onto its typed message.
+  struct Plan {
+    uint32_t event_field = 0;  // Field number in FtraceEvent's oneof (0: generic).
+    std::vector<std::pair<const ftrace::FieldFormat*, uint32_t>> fields;
+    const ftrace::FieldFormat* common_pid = nullptr;
+    // compact_sched inputs.
+    const ftrace::FieldFormat* prev_state = nullptr;
+    const ftrace::FieldFormat* pid = nullptr;  // next_pid / pid
+    const ftrace::FieldFormat* prio = nullptr;
+    const ftrace::FieldFormat* comm = nullptr;
+    const ftrace::FieldFormat* target_cpu = nullptr;
+  };
+  const Plan& PlanFor(const ftrace::EventTable::Entry& entry);
+  void WriteTyped(ProtoMessage* bundle, const ftrace::RawEvent& e,
+                  const ftrace::EventTable::Entry& entry, const Plan& plan);
+  uint32_t InternComm(absl::string_view comm);
+
+  const ftrace::EventTable* table_;
+  Options options_;
+  absl::flat_hash_map<uint32_t, Plan> plans_;
+  Stats stats_;
+
+  // compact_sched columns of the bundle being written (capacity reused).
+  std::vector<uint64_t> switch_ts_;
+  std::vector<int64_t> switch_prev_state_;
+  std::vector<int32_t> switch_next_pid_, switch_next_prio_;
+  std::vector<uint32_t> switch_comm_;
+  std::vector<uint64_t> waking_ts_;
+  std::vector<int32_t> waking_pid_, waking_target_cpu_, waking_prio_;
+  std::vector<uint32_t> waking_comm_;
+  std::vector<std::string> interned_;
+  size_t interned_count_ = 0;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_FTRACE_BUNDLE_WRITER_H_
