@@ -82,7 +82,7 @@ absl::Status FtraceDataSource::Start() {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return absl::InternalError("eventfd failed");
   started_ = true;
-  thread_ = std::thread([this] { ReaderLoop(); });
+  if (config_.reader_thread) thread_ = std::thread([this] { ReaderLoop(); });
   return absl::OkStatus();
 }
 

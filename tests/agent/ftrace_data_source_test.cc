@@ -144,8 +144,7 @@ TEST(FtraceDataSourceTest, TinyBufferBurstReportsOverrunAndLostEventsWithoutCras
   config.instance_name = "t-ds-burst";
   config.events = {{"sched/sched_switch", ""}};
   config.buffer_size_kb = 8;
-  config.drain_period_ms = 60000;  // The reader does not drain during the burst.
-  config.buffer_percent = 100;
+  config.reader_thread = false;  // Nothing drains during the burst.
   auto ds = FtraceDataSource::Create(*ftrace::testing::KernelTracefs(), config, &producer);
   ASSERT_TRUE(ds.ok()) << ds.status();
   ASSERT_TRUE((*ds)->Start().ok());
