@@ -93,7 +93,7 @@ ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests asan bench bench-run fuzz fuzz-run fuzz-corpus demo deps install clean format
+.PHONY: all test run-tests asan bench bench-run fuzz fuzz-run fuzz-corpus demo run-demo deps install clean format
 
 all: $(BIN) $(LIBS)
 
@@ -199,9 +199,16 @@ fuzz-corpus: $(FUZZ_DIR)/trace_buffer_corpus_generator
 	rm -rf tests/fuzz/corpus/trace_buffer && mkdir -p tests/fuzz/corpus/trace_buffer
 	$< tests/fuzz/corpus/trace_buffer 64
 
+# `make demo`: 10 s of this machine with the embedded default config.
 demo: deps
-	@echo "make demo: 'ringside record' does not exist yet, so there is nothing to demo." \
-	  "Today ringside offers 'ringside inspect FILE'; see README.md." >&2; exit 1
+	@$(MAKE) --no-print-directory run-demo
+
+run-demo: $(BIN)
+	$(BIN) record -o $(BUILD)/demo.pftrace --duration 10s
+	$(BIN) inspect $(BUILD)/demo.pftrace
+	@echo
+	@echo "Open $(BUILD)/demo.pftrace in https://ui.perfetto.dev (Open trace file)," \
+	  "or query it with trace_processor_shell."
 
 deps:
 	@missing=""; \

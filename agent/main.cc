@@ -9,6 +9,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "agent/inspect_command.h"
+#include "agent/record_command.h"
 #include "agent/version.h"
 
 namespace {
@@ -17,6 +18,8 @@ constexpr char kUsage[] =
     "ringside COMMAND [flags] [args]\n"
     "\n"
     "Commands:\n"
+    "  record [-c config.pbtxt] [-o out.pftrace] [--duration 10s] [-- CMD ARGS...]\n"
+    "                          record this machine (while CMD runs) into a trace file\n"
     "  inspect [--json] FILE   summarize a trace file: packets by type and sequence,\n"
     "                          losses, time range, processes, non-zero stats\n"
     "  help                    show this text\n"
@@ -44,6 +47,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(positional.begin() + 2, positional.end());
 
   if (command == "inspect") return ringside::agent::RunInspectCommand(args);
+  if (command == "record") return ringside::agent::RunRecordCommand(args);
   if (command == "help") {
     std::printf("%s\n", kUsage);
     return 0;

@@ -469,22 +469,23 @@ class Harness {
 
   void CheckStats() {
     const TraceBuffer::Stats& s = buffer_->stats();
-#define RINGSIDE_STATS_FIELDS(X)                                                          \
-  X(bytes_written)                                                                        \
-  X(bytes_overwritten)                                                                    \
-  X(bytes_read)                                                                           \
-  X(padding_bytes_written)                                                                \
-  X(padding_bytes_cleared)                                                                \
-  X(chunks_written)                                                                       \
-  X(chunks_rewritten)                                                                     \
-  X(chunks_relocated)                                                                     \
-  X(chunks_overwritten)                                                                   \
-  X(chunks_discarded) X(chunks_read) X(chunks_committed_out_of_order) X(write_wrap_count) \
-      X(patches_succeeded) X(patches_failed) X(readaheads_succeeded) X(readaheads_failed) \
-          X(abi_violations) X(trace_writer_packet_loss) X(data_loss_read_gap)             \
-              X(data_loss_chunk_corrupted) X(data_loss_orphan_continuation)               \
-                  X(data_loss_reassembly_gap) X(data_loss_reassembly_broken_chain)        \
-                      X(data_loss_overwrite) X(data_loss_missing_chunks)
+#define RINGSIDE_STATS_FIELDS(X)                                                           \
+  X(bytes_written)                                                                         \
+  X(bytes_overwritten)                                                                     \
+  X(bytes_read)                                                                            \
+  X(padding_bytes_written)                                                                 \
+  X(padding_bytes_cleared)                                                                 \
+  X(chunks_written)                                                                        \
+  X(chunks_rewritten)                                                                      \
+  X(chunks_relocated)                                                                      \
+  X(chunks_overwritten)                                                                    \
+  X(chunks_discarded)                                                                      \
+  X(chunks_read) X(chunks_committed_out_of_order) X(write_wrap_count) X(patches_succeeded) \
+      X(patches_failed) X(readaheads_succeeded) X(readaheads_failed) X(abi_violations)     \
+          X(trace_writer_packet_loss) X(data_loss_read_gap) X(data_loss_chunk_corrupted)   \
+              X(data_loss_orphan_continuation) X(data_loss_reassembly_gap)                 \
+                  X(data_loss_reassembly_broken_chain) X(data_loss_overwrite)              \
+                      X(data_loss_missing_chunks)
 #define RINGSIDE_CHECK_NOT_DOWN(f) \
   if (s.f < last_stats_.f) Fail("stat " #f " went down");
     RINGSIDE_STATS_FIELDS(RINGSIDE_CHECK_NOT_DOWN)

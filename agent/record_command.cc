@@ -1,0 +1,136 @@
+#include "agent/record_command.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/config_loader.h"
+#include "agent/recording.h"
+
+ABSL_FLAG(std::string, c, "", "record: config file (protobuf text format); default: embedded");
+ABSL_FLAG(std::string, o, "ringside.pftrace", "record: output trace file");
+ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
+          "record: how long to record (e.g. 10s); default: the config's duration_ms");
+
+namespace ringside::agent {
+namespace {
+
+// Starts `args` as a child process; returns its pid or -1.
+pid_t Spawn(const std::vector<std::string>& args) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  // The child gets the default signal mask back.
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  std::fprintf(stderr, "ringside record: cannot run %s: %s\n", argv[0], std::strerror(errno));
+  _exit(127);
+}
+
+}  // namespace
+
+int RunRecordCommand(const std::vector<std::string>& args) {
+  config::TraceConfig config;
+  const std::string config_path = absl::GetFlag(FLAGS_c);
+  if (config_path.empty()) {
+    config = DefaultRecordConfig();
+  } else {
+    absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(config_path);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "ringside record: %s\n", std::string(loaded.status().message()).c_str());
+      return 2;
+    }
+    config = *loaded;
+  }
+  absl::Duration duration = absl::GetFlag(FLAGS_duration);
+  if (duration == absl::ZeroDuration()) duration = absl::Milliseconds(config.duration_ms());
+  const std::string output = absl::GetFlag(FLAGS_o);
+
+  // Signals are taken synchronously by this thread; every thread started
+  // from here on inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<Recording>> recording = Recording::Create(config, output);
+  if (!recording.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n",
+                 std::string(recording.status().message()).c_str());
+    return 1;
+  }
+  for (const std::string& w : (*recording)->warnings()) {
+    std::fprintf(stderr, "ringside record: warning: %s\n", w.c_str());
+  }
+  if (absl::Status s = (*recording)->Start(); !s.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+
+  pid_t child = -1;
+  int child_status = 0;
+  if (!args.empty()) child = Spawn(args);
+  const bool tty = isatty(STDERR_FILENO);
+  const absl::Time deadline = child > 0 || duration == absl::ZeroDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + duration;
+  const char* why = "duration reached";
+  for (;;) {
+    if (absl::Now() >= deadline) break;
+    const absl::Duration wait = std::min(absl::Milliseconds(500), deadline - absl::Now());
+    timespec ts = absl::ToTimespec(wait);
+    const int sig = sigtimedwait(&signals, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM) {
+      why = sig == SIGINT ? "interrupted" : "terminated";
+      break;
+    }
+    if (sig == SIGCHLD && child > 0 && waitpid(child, &child_status, WNOHANG) == child) {
+      why = "command exited";
+      break;
+    }
+    if (tty) {
+      const Recording::Progress p = (*recording)->progress();
+      std::fprintf(
+          stderr, "\r[ringside] %6.1f s  %9.0f events/s  %5.1f MiB written  %s lost   ",
+          p.elapsed_s, p.elapsed_s > 0 ? static_cast<double>(p.events) / p.elapsed_s : 0,
+          static_cast<double>(p.bytes_written) / (1 << 20),
+          absl::StrFormat("%.1f MiB", static_cast<double>(p.bytes_lost) / (1 << 20)).c_str());
+    }
+  }
+  if (tty) std::fprintf(stderr, "\n");
+  if (child > 0 && std::strcmp(why, "command exited") != 0) {
+    kill(child, SIGTERM);
+    waitpid(child, &child_status, 0);
+  }
+
+  absl::StatusOr<uint64_t> packets = (*recording)->StopAndWrite();
+  if (!packets.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(packets.status().message()).c_str());
+    return 1;
+  }
+  std::fprintf(stderr,
+               "ringside record: %s; wrote %s (%llu packets). Open it in "
+               "https://ui.perfetto.dev or summarize it with 'ringside inspect %s'.\n",
+               why, output.c_str(), static_cast<unsigned long long>(*packets), output.c_str());
+  if (child > 0) {
+    if (WIFEXITED(child_status)) return WEXITSTATUS(child_status);
+    if (WIFSIGNALED(child_status)) return 128 + WTERMSIG(child_status);
+  }
+  return 0;
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,413 @@
+#include "agent/recording.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "agent/version.h"
+#include "ftrace/tracefs.h"
+
+namespace ringside::agent {
+namespace {
+
+using trace::TracePacket;
+
+// Packets the recorder writes itself go on this sequence; data sources get
+// 2, 3, ...
+constexpr uint32_t kServiceSequenceId = 1;
+
+int64_t ClockNs(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Appends Trace.packet framing and `bytes` to *out.
+void AppendFramed(const std::string& bytes, std::string* out) {
+  out->push_back('\x0a');
+  uint64_t n = bytes.size();
+  while (n >= 0x80) {
+    out->push_back(static_cast<char>((n & 0x7f) | 0x80));
+    n >>= 7;
+  }
+  out->push_back(static_cast<char>(n));
+  out->append(bytes);
+}
+
+void AppendVarIntField(uint32_t field, uint64_t value, std::string* out) {
+  uint64_t tag = uint64_t{field} << 3;
+  while (tag >= 0x80) {
+    out->push_back(static_cast<char>((tag & 0x7f) | 0x80));
+    tag >>= 7;
+  }
+  out->push_back(static_cast<char>(tag));
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
+  const std::string tmp = absl::StrCat(path, ".tmp-", getpid());
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
+  }
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return absl::ResourceExhaustedError(absl::StrCat("writing ", tmp, ": ", std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    unlink(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat("flushing ", tmp, ": ", std::strerror(errno)));
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("renaming ", tmp, " to ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+trace::TracePacket ScanProcesses() {
+  TracePacket packet;
+  packet.set_timestamp(static_cast<uint64_t>(ClockNs(CLOCK_BOOTTIME)));
+  trace::ProcessTree* tree = packet.mutable_process_tree();
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return packet;
+  while (dirent* entry = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
+    const std::string dir = absl::StrCat("/proc/", pid);
+    const std::string status = ReadSmallFile(dir + "/status");
+    if (status.empty()) continue;  // Gone meanwhile.
+    trace::ProcessTree::Process* p = tree->add_processes();
+    p->set_pid(pid);
+    std::string comm;
+    for (absl::string_view line : absl::StrSplit(status, '\n')) {
+      if (absl::ConsumePrefix(&line, "PPid:")) {
+        int ppid = 0;
+        if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &ppid)) p->set_ppid(ppid);
+      } else if (absl::ConsumePrefix(&line, "Uid:")) {
+        int uid = 0;
+        std::vector<std::string> ids = absl::StrSplit(absl::StripAsciiWhitespace(line), '\t');
+        if (!ids.empty() && absl::SimpleAtoi(ids[0], &uid)) p->set_uid(uid);
+      } else if (absl::ConsumePrefix(&line, "Name:")) {
+        comm = std::string(absl::StripAsciiWhitespace(line));
+      }
+    }
+    const std::string cmdline = ReadSmallFile(dir + "/cmdline");
+    if (cmdline.empty()) {
+      p->add_cmdline(comm);  // Kernel threads: the comm, as Perfetto does.
+    } else {
+      for (absl::string_view arg : absl::StrSplit(cmdline, '\0', absl::SkipEmpty())) {
+        p->add_cmdline(std::string(arg));
+      }
+    }
+    DIR* tasks = opendir((dir + "/task").c_str());
+    if (tasks == nullptr) continue;
+    while (dirent* t = readdir(tasks)) {
+      int tid = 0;
+      if (!absl::SimpleAtoi(t->d_name, &tid)) continue;
+      trace::ProcessTree::Thread* thread = tree->add_threads();
+      thread->set_tid(tid);
+      thread->set_tgid(pid);
+      thread->set_name(std::string(absl::StripTrailingAsciiWhitespace(
+          ReadSmallFile(absl::StrCat(dir, "/task/", tid, "/comm")))));
+    }
+    closedir(tasks);
+  }
+  closedir(proc);
+  tree->set_collection_end_timestamp(static_cast<uint64_t>(ClockNs(CLOCK_BOOTTIME)));
+  return packet;
+}
+
+absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::TraceConfig& config,
+                                                             std::string output_path) {
+  std::unique_ptr<Recording> r(new Recording(config, std::move(output_path)));
+  {
+    absl::MutexLock lock(&r->mu_);
+    for (const auto& b : config.buffers()) {
+      auto policy = b.fill_policy() == config::TraceConfig::BufferConfig::DISCARD
+                        ? buffer::TraceBuffer::OverwritePolicy::kDiscard
+                        : buffer::TraceBuffer::OverwritePolicy::kOverwrite;
+      auto tb = buffer::TraceBuffer::Create(size_t{b.size_kb()} * 1024, policy);
+      if (tb == nullptr) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cannot allocate a buffer of ", b.size_kb(), " KiB"));
+      }
+      r->buffers_.push_back(std::move(tb));
+    }
+  }
+  std::optional<absl::StatusOr<ftrace::Tracefs>> tracefs;
+  buffer::ProducerID next_producer = 1;
+  for (const auto& ds : config.data_sources()) {
+    const config::DataSourceConfig& c = ds.config();
+    if (c.name() != "linux.ftrace") continue;
+    if (!tracefs) {
+      tracefs = ftrace::Tracefs::Open();
+      if (tracefs->ok()) r->tracefs_ = **tracefs;
+    }
+    if (!tracefs->ok()) {
+      r->warnings_.push_back(absl::StrCat("linux.ftrace disabled: ", tracefs->status().message()));
+      continue;
+    }
+    Source source;
+    source.target_buffer = c.target_buffer();
+    source.producer = std::make_unique<ProducerBuffer>(
+        next_producer++, buffer::ClientIdentity{getuid(), getpid()}, ProducerBuffer::Options{});
+    FtraceDataSource::Config fc;
+    fc.instance_name = absl::StrCat("record", next_producer - 1);
+    for (const std::string& e : c.ftrace_config().ftrace_events()) fc.events.push_back({e, ""});
+    if (c.ftrace_config().buffer_size_kb() > 0)
+      fc.buffer_size_kb = c.ftrace_config().buffer_size_kb();
+    if (c.ftrace_config().drain_period_ms() > 0)
+      fc.drain_period_ms = c.ftrace_config().drain_period_ms();
+    if (c.ftrace_config().drain_buffer_percent() > 0) {
+      fc.buffer_percent = c.ftrace_config().drain_buffer_percent();
+    }
+    if (c.ftrace_config().has_compact_sched()) {
+      fc.compact_sched = c.ftrace_config().compact_sched().enabled();
+    }
+    absl::StatusOr<std::unique_ptr<FtraceDataSource>> f =
+        FtraceDataSource::Create(**tracefs, fc, source.producer.get());
+    if (!f.ok()) {
+      r->warnings_.push_back(absl::StrCat("linux.ftrace disabled: ", f.status().message()));
+      continue;
+    }
+    for (const std::string& e : (*f)->enable_result().unknown) {
+      r->warnings_.push_back(absl::StrCat("linux.ftrace: this kernel has no event ", e));
+    }
+    for (const auto& [e, s] : (*f)->enable_result().failed) {
+      r->warnings_.push_back(absl::StrCat("linux.ftrace: ", s.message()));
+    }
+    source.ftrace = std::move(*f);
+    r->sources_.push_back(std::move(source));
+  }
+  return r;
+}
+
+Recording::~Recording() {
+  stop_.store(true);
+  if (owner_.joinable()) owner_.join();
+}
+
+TracePacket Recording::ClockSnapshot() const {
+  TracePacket packet;
+  packet.set_timestamp(static_cast<uint64_t>(ClockNs(CLOCK_BOOTTIME)));
+  trace::ClockSnapshot* s = packet.mutable_clock_snapshot();
+  for (auto [id, clock] : {std::pair{trace::ClockSnapshot::Clock::BOOTTIME, CLOCK_BOOTTIME},
+                           std::pair{trace::ClockSnapshot::Clock::MONOTONIC, CLOCK_MONOTONIC},
+                           std::pair{trace::ClockSnapshot::Clock::REALTIME, CLOCK_REALTIME}}) {
+    trace::ClockSnapshot::Clock* c = s->add_clocks();
+    c->set_clock_id(id);
+    c->set_timestamp(static_cast<uint64_t>(ClockNs(clock)));
+  }
+  s->set_primary_trace_clock(trace::ClockSnapshot::Clock::BOOTTIME);
+  return packet;
+}
+
+absl::Status Recording::Start() {
+  start_boottime_ns_ = ClockNs(CLOCK_BOOTTIME);
+  start_clocks_ = ClockSnapshot();
+  start_processes_ = ScanProcesses();
+  for (Source& s : sources_) {
+    if (s.ftrace == nullptr) continue;
+    if (absl::Status st = s.ftrace->Start(); !st.ok()) {
+      warnings_.push_back(absl::StrCat("linux.ftrace did not start: ", st.message()));
+      s.ftrace.reset();
+    }
+  }
+  owner_ = std::thread([this] { OwnerLoop(); });
+  return absl::OkStatus();
+}
+
+void Recording::DrainAll() {
+  absl::MutexLock lock(&mu_);
+  for (Source& s : sources_) s.producer->DrainInto(buffers_[s.target_buffer].get());
+}
+
+void Recording::OwnerLoop() {
+  while (!stop_.load()) {
+    DrainAll();
+    usleep(100 * 1000);
+  }
+}
+
+Recording::Progress Recording::progress() const {
+  Progress p;
+  p.elapsed_s = static_cast<double>(ClockNs(CLOCK_BOOTTIME) - start_boottime_ns_) / 1e9;
+  for (const Source& s : sources_) {
+    if (s.ftrace != nullptr) p.events += s.ftrace->stats().events;
+  }
+  absl::MutexLock lock(&mu_);
+  for (const auto& b : buffers_) {
+    const auto& st = b->stats();
+    p.bytes_written += st.bytes_written;
+    p.buffer_size += b->size();
+    p.bytes_lost += st.bytes_overwritten;
+  }
+  return p;
+}
+
+absl::StatusOr<uint64_t> Recording::StopAndWrite() {
+  for (Source& s : sources_) {
+    if (s.ftrace != nullptr) s.ftrace->Stop();
+  }
+  stop_.store(true);
+  if (owner_.joinable()) owner_.join();
+  DrainAll();
+  const int64_t end_ns = ClockNs(CLOCK_BOOTTIME);
+  // The instances are gone: leave tracefs as we found it.
+  for (Source& s : sources_) s.ftrace.reset();
+  if (tracefs_.has_value()) (void)tracefs_->Unmount();
+
+  std::string out;
+  uint64_t packets = 0;
+  auto emit = [&](TracePacket p) {
+    p.set_trusted_packet_sequence_id(kServiceSequenceId);
+    AppendFramed(p.SerializeAsString(), &out);
+    packets++;
+  };
+
+  TracePacket uuid;
+  std::random_device rd;
+  const uint64_t msb = uint64_t{rd()} << 32 | rd();
+  const uint64_t lsb = uint64_t{rd()} << 32 | rd();
+  uuid.mutable_trace_uuid()->set_msb(static_cast<int64_t>(msb));
+  uuid.mutable_trace_uuid()->set_lsb(static_cast<int64_t>(lsb));
+  emit(uuid);
+
+  TracePacket info;
+  utsname u;
+  if (uname(&u) == 0) {
+    auto* un = info.mutable_system_info()->mutable_utsname();
+    un->set_sysname(u.sysname);
+    un->set_version(u.version);
+    un->set_release(u.release);
+    un->set_machine(u.machine);
+  }
+  info.mutable_system_info()->set_tracing_service_version(absl::StrCat("ringside ", kVersion));
+  info.mutable_system_info()->set_page_size(static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
+  info.mutable_system_info()->set_num_cpus(static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_CONF)));
+  time_t now = time(nullptr);
+  tm local;
+  localtime_r(&now, &local);
+  info.mutable_system_info()->set_timezone_off_mins(static_cast<int32_t>(local.tm_gmtoff / 60));
+  emit(info);
+  emit(start_clocks_);
+  TracePacket cfg;
+  *cfg.mutable_trace_config() = config_;
+  emit(cfg);
+  emit(start_processes_);
+  TracePacket started;
+  started.set_timestamp(static_cast<uint64_t>(start_boottime_ns_));
+  started.mutable_service_event()->set_tracing_started(true);
+  emit(started);
+
+  // The data: each packet gets its sequence id (and its loss flags) appended,
+  // as fields appended to a serialized message merge into it.
+  std::map<uint32_t, uint32_t> sequence_ids;
+  {
+    absl::MutexLock lock(&mu_);
+    std::string bytes;
+    for (auto& b : buffers_) {
+      b->BeginRead();
+      buffer::TracePacket packet;
+      buffer::PacketSequenceProperties props;
+      uint32_t loss = 0;
+      while (b->ReadNextTracePacket(&packet, &props, &loss)) {
+        const uint32_t key = uint32_t{props.producer_id_trusted} << 16 | props.writer_id;
+        auto [it, inserted] =
+            sequence_ids.try_emplace(key, static_cast<uint32_t>(sequence_ids.size()) + 2);
+        bytes.clear();
+        packet.AppendTo(&bytes);
+        AppendVarIntField(TracePacket::kTrustedUidFieldNumber,
+                          static_cast<uint32_t>(props.client_identity_trusted.uid), &bytes);
+        AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, it->second, &bytes);
+        if (loss != 0)
+          AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &bytes);
+        AppendFramed(bytes, &out);
+        packets++;
+      }
+    }
+  }
+
+  emit(ScanProcesses());
+  emit(ClockSnapshot());
+  TracePacket stats;
+  stats.set_timestamp(static_cast<uint64_t>(end_ns));
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& b : buffers_) {
+      const buffer::TraceBuffer::Stats& s = b->stats();
+      auto* bs = stats.mutable_trace_stats()->add_buffer_stats();
+      bs->set_buffer_size(s.buffer_size);
+      bs->set_bytes_written(s.bytes_written);
+      bs->set_bytes_overwritten(s.bytes_overwritten);
+      bs->set_bytes_read(s.bytes_read);
+      bs->set_padding_bytes_written(s.padding_bytes_written);
+      bs->set_padding_bytes_cleared(s.padding_bytes_cleared);
+      bs->set_chunks_written(s.chunks_written);
+      bs->set_chunks_rewritten(s.chunks_rewritten);
+      bs->set_chunks_overwritten(s.chunks_overwritten);
+      bs->set_chunks_discarded(s.chunks_discarded);
+      bs->set_chunks_read(s.chunks_read);
+      bs->set_chunks_committed_out_of_order(s.chunks_committed_out_of_order);
+      bs->set_write_wrap_count(s.write_wrap_count);
+      bs->set_patches_succeeded(s.patches_succeeded);
+      bs->set_patches_failed(s.patches_failed);
+      bs->set_readaheads_succeeded(s.readaheads_succeeded);
+      bs->set_readaheads_failed(s.readaheads_failed);
+      bs->set_abi_violations(s.abi_violations);
+      bs->set_trace_writer_packet_loss(s.trace_writer_packet_loss);
+      bs->set_data_loss_overwrite(s.data_loss_overwrite);
+      bs->set_data_loss_read_gap(s.data_loss_read_gap);
+    }
+  }
+  stats.mutable_trace_stats()->set_total_buffers(static_cast<uint32_t>(config_.buffers_size()));
+  emit(stats);
+  TracePacket disabled;
+  disabled.set_timestamp(static_cast<uint64_t>(end_ns));
+  disabled.mutable_service_event()->set_tracing_disabled(true);
+  emit(disabled);
+
+  if (absl::Status s = WriteFileAtomically(output_path_, out); !s.ok()) return s;
+  return packets;
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,91 @@
+#ifndef RINGSIDE_AGENT_RECORDING_H_
+#define RINGSIDE_AGENT_RECORDING_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/ftrace_data_source.h"
+#include "agent/producer_buffer.h"
+#include "buffer/trace_buffer.h"
+#include "ftrace/tracefs.h"
+#include "ringside/config/trace_config.pb.h"
+#include "ringside/trace/trace_packet.pb.h"
+
+namespace ringside::agent {
+
+// One recording session: the configured buffers, the data sources feeding
+// them, and the trace file written at the end.
+//
+//   data source threads ──► ProducerBuffer ──(owner thread, every 100 ms)──► TraceBuffers
+//   StopAndWrite(): stop sources, drain, write file (temp name, fsync, rename)
+//
+// The file holds, in order: trace_uuid, system_info, the start clock_snapshot,
+// the effective trace_config, a process_tree of /proc at start,
+// service_event(tracing_started), every buffer's packets (with their
+// trusted_packet_sequence_id and previous_packet_dropped), a process_tree at
+// the end, the end clock_snapshot, trace_stats and service_event(tracing_disabled).
+class Recording {
+ public:
+  struct Progress {
+    double elapsed_s = 0;
+    uint64_t events = 0;
+    uint64_t bytes_written = 0;  // Into the buffers.
+    uint64_t buffer_size = 0;
+    uint64_t bytes_lost = 0;  // Overwritten unread, discarded, kernel overruns.
+  };
+
+  static absl::StatusOr<std::unique_ptr<Recording>> Create(const config::TraceConfig& config,
+                                                           std::string output_path);
+  ~Recording();
+
+  absl::Status Start();
+  // Stops every source, drains them and writes the file. Returns the number
+  // of packets written.
+  absl::StatusOr<uint64_t> StopAndWrite();
+
+  Progress progress() const;
+  // Data sources that could not start, with why (the rest keep recording).
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+ private:
+  Recording(config::TraceConfig config, std::string output_path)
+      : config_(std::move(config)), output_path_(std::move(output_path)) {}
+  struct Source {
+    std::unique_ptr<ProducerBuffer> producer;
+    std::unique_ptr<FtraceDataSource> ftrace;
+    uint32_t target_buffer = 0;
+  };
+  void OwnerLoop();
+  void DrainAll();
+  trace::TracePacket ClockSnapshot() const;
+
+  config::TraceConfig config_;
+  std::string output_path_;
+  // Unmounted at the end if this recording mounted it.
+  std::optional<ftrace::Tracefs> tracefs_;
+  std::vector<Source> sources_;
+  std::vector<std::string> warnings_;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<buffer::TraceBuffer>> buffers_ ABSL_GUARDED_BY(mu_);
+
+  std::thread owner_;
+  std::atomic<bool> stop_{false};
+  int64_t start_boottime_ns_ = 0;
+  trace::TracePacket start_clocks_;
+  trace::TracePacket start_processes_;
+};
+
+// A ProcessTree packet of every process and thread in /proc.
+trace::TracePacket ScanProcesses();
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_RECORDING_H_

@@ -1,0 +1,72 @@
+#include "agent/config_loader.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ringside::agent {
+namespace {
+
+TEST(ConfigLoaderTest, EmbeddedDefaultIsValidAndRecordsSchedAndProcessEvents) {
+  const config::TraceConfig cfg = DefaultRecordConfig();
+  ASSERT_EQ(cfg.buffers_size(), 1);
+  EXPECT_EQ(cfg.buffers(0).size_kb(), 65536u);
+  ASSERT_EQ(cfg.data_sources_size(), 1);
+  const auto& ftrace = cfg.data_sources(0).config().ftrace_config();
+  std::vector<std::string> events(ftrace.ftrace_events().begin(), ftrace.ftrace_events().end());
+  EXPECT_NE(std::find(events.begin(), events.end(), "sched/sched_switch"), events.end());
+  EXPECT_NE(std::find(events.begin(), events.end(), "sched/sched_process_exec"), events.end());
+  EXPECT_EQ(cfg.duration_ms(), 10000u);
+}
+
+TEST(ConfigLoaderTest, SyntaxErrorsNameFileLineAndColumn) {
+  absl::StatusOr<config::TraceConfig> cfg =
+      ParseConfig("buffers { size_kb: 1024 }\nduration_ms: 10\nbogus_field: 3\n", "my.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string m(cfg.status().message());
+  EXPECT_NE(m.find("my.pbtxt: line 3, column 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("bogus_field"), std::string::npos) << m;
+
+  cfg = ParseConfig("buffers { size_kb: -5 }", "x.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("line 1"), std::string::npos) << cfg.status();
+}
+
+TEST(ConfigLoaderTest, UnknownDataSourceListsTheKnownOnes) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.nope\" } }\n", "c.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  const std::string m(cfg.status().message());
+  EXPECT_NE(m.find("'linux.nope' is not a data source"), std::string::npos) << m;
+  EXPECT_NE(m.find("known: linux.ftrace"), std::string::npos) << m;
+}
+
+TEST(ConfigLoaderTest, SemanticErrorsNameTheField) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig("duration_ms: 5\n", "c.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("no buffers"), std::string::npos);
+  cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\n"
+      "data_sources { config { name: \"linux.ftrace\" target_buffer: 1 "
+      "ftrace_config { ftrace_events: \"sched/sched_switch\" } } }\n",
+      "c.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("data_sources[0].config.target_buffer is 1"),
+            std::string::npos)
+      << cfg.status();
+  cfg = ParseConfig("buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.ftrace\" } }",
+                    "c.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("ftrace_events"), std::string::npos);
+}
+
+TEST(ConfigLoaderTest, MissingFileIsNotFound) {
+  EXPECT_EQ(LoadConfigFile("/nonexistent/ringside.pbtxt").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace ringside::agent
