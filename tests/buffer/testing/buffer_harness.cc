@@ -469,28 +469,38 @@ class Harness {
 
   void CheckStats() {
     const TraceBuffer::Stats& s = buffer_->stats();
-#define RINGSIDE_STATS_FIELDS(X)                                                           \
-  X(bytes_written)                                                                         \
-  X(bytes_overwritten)                                                                     \
-  X(bytes_read)                                                                            \
-  X(padding_bytes_written)                                                                 \
-  X(padding_bytes_cleared)                                                                 \
-  X(chunks_written)                                                                        \
-  X(chunks_rewritten)                                                                      \
-  X(chunks_relocated)                                                                      \
-  X(chunks_overwritten)                                                                    \
-  X(chunks_discarded)                                                                      \
-  X(chunks_read) X(chunks_committed_out_of_order) X(write_wrap_count) X(patches_succeeded) \
-      X(patches_failed) X(readaheads_succeeded) X(readaheads_failed) X(abi_violations)     \
-          X(trace_writer_packet_loss) X(data_loss_read_gap) X(data_loss_chunk_corrupted)   \
-              X(data_loss_orphan_continuation) X(data_loss_reassembly_gap)                 \
-                  X(data_loss_reassembly_broken_chain) X(data_loss_overwrite)              \
-                      X(data_loss_missing_chunks)
-#define RINGSIDE_CHECK_NOT_DOWN(f) \
-  if (s.f < last_stats_.f) Fail("stat " #f " went down");
-    RINGSIDE_STATS_FIELDS(RINGSIDE_CHECK_NOT_DOWN)
-#undef RINGSIDE_CHECK_NOT_DOWN
-#undef RINGSIDE_STATS_FIELDS
+    using S = TraceBuffer::Stats;
+    static constexpr std::pair<const char*, uint64_t S::*> kCounters[] = {
+        {"bytes_written", &S::bytes_written},
+        {"bytes_overwritten", &S::bytes_overwritten},
+        {"bytes_read", &S::bytes_read},
+        {"padding_bytes_written", &S::padding_bytes_written},
+        {"padding_bytes_cleared", &S::padding_bytes_cleared},
+        {"chunks_written", &S::chunks_written},
+        {"chunks_rewritten", &S::chunks_rewritten},
+        {"chunks_relocated", &S::chunks_relocated},
+        {"chunks_overwritten", &S::chunks_overwritten},
+        {"chunks_discarded", &S::chunks_discarded},
+        {"chunks_read", &S::chunks_read},
+        {"chunks_committed_out_of_order", &S::chunks_committed_out_of_order},
+        {"write_wrap_count", &S::write_wrap_count},
+        {"patches_succeeded", &S::patches_succeeded},
+        {"patches_failed", &S::patches_failed},
+        {"readaheads_succeeded", &S::readaheads_succeeded},
+        {"readaheads_failed", &S::readaheads_failed},
+        {"abi_violations", &S::abi_violations},
+        {"trace_writer_packet_loss", &S::trace_writer_packet_loss},
+        {"data_loss_read_gap", &S::data_loss_read_gap},
+        {"data_loss_chunk_corrupted", &S::data_loss_chunk_corrupted},
+        {"data_loss_orphan_continuation", &S::data_loss_orphan_continuation},
+        {"data_loss_reassembly_gap", &S::data_loss_reassembly_gap},
+        {"data_loss_reassembly_broken_chain", &S::data_loss_reassembly_broken_chain},
+        {"data_loss_overwrite", &S::data_loss_overwrite},
+        {"data_loss_missing_chunks", &S::data_loss_missing_chunks},
+    };
+    for (const auto& [name, field] : kCounters) {
+      if (s.*field < last_stats_.*field) Fail(absl::StrCat("stat ", name, " went down"));
+    }
     if (buffer_->used_size() > buffer_->size()) Fail("used_size beyond size");
     last_stats_ = s;
   }
