@@ -32,7 +32,7 @@ DEB_PACKAGES := \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev
 
-PKGS := protobuf nlohmann_json \
+PKGS := protobuf nlohmann_json libbpf \
   absl_status absl_statusor absl_strings absl_str_format absl_flags absl_flags_parse \
   absl_time absl_synchronization absl_flat_hash_map
 
@@ -64,7 +64,7 @@ PROTO_HDRS := $(PROTO_SRCS:protos/%.proto=$(BUILD)/gen/%.pb.h)
 PROTO_OBJS := $(PROTO_CCS:%.cc=%.o)
 # Generated sources are kept (not deleted as intermediates) so that rebuilds
 # after an edit do not regenerate them.
-.SECONDARY: $(PROTO_CCS) $(PROTO_HDRS)
+.SECONDARY: $(PROTO_CCS) $(PROTO_HDRS) $(BPF_PROGS:bpf/%.bpf.c=$(BUILD)/bpf/%.bpf.o)
 
 # The sources of a component: its top level and internal/, minus main.cc.
 component_srcs = $(filter-out agent/main.cc,$(wildcard $(1)/*.cc $(1)/internal/*.cc))
@@ -77,6 +77,14 @@ LINK_LIBS := $(call component_lib,agent) $(call component_lib,buffer) \
   $(call component_lib,ftrace) $(call component_lib,bpf) $(BUILD)/lib/libringside_protos.a
 
 BIN := $(BUILD)/ringside
+
+# BPF: vmlinux.h from this machine's BTF, programs compiled with clang, and
+# libbpf skeletons that bpf/*_source.cc include.
+BPF_PROGS := $(wildcard bpf/*.bpf.c)
+BPF_SKELS := $(BPF_PROGS:bpf/%.bpf.c=$(BUILD)/bpf/%.skel.h)
+VMLINUX_BTF := /sys/kernel/btf/vmlinux
+BPF_CLANG ?= clang
+BPF_ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
 
 TEST_DIRS := $(sort $(patsubst tests/%/,%,$(dir $(wildcard tests/*/*_test.cc))))
 TEST_BINS := $(TEST_DIRS:%=$(BUILD)/tests/%_test)
@@ -109,6 +117,23 @@ $(BUILD)/gen/%.pb.o: $(BUILD)/gen/%.pb.cc
 $(BUILD)/obj/%.o: %.cc | $(PROTO_HDRS)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+$(BUILD)/bpf/vmlinux.h:
+	@mkdir -p $(@D)
+	@if [ ! -r $(VMLINUX_BTF) ]; then \
+	  echo "bpf/: this kernel has no BTF ($(VMLINUX_BTF) is missing): the CO-RE BPF" \
+	    "programs cannot be built here (needs CONFIG_DEBUG_INFO_BTF=y)." >&2; exit 1; fi
+	bpftool btf dump file $(VMLINUX_BTF) format c > $@
+
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events.h)
+	$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
+
+$(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	bpftool gen skeleton $< name $* > $@
+
+# The C++ side of bpf/ includes the skeletons.
+$(call component_objs,bpf): CPPFLAGS += -I$(BUILD)/bpf
+$(call component_objs,bpf): | $(BPF_SKELS)
 
 # Tests that run the CLI find it here.
 $(BUILD)/obj/tests/%.o: CPPFLAGS += -DRINGSIDE_BUILD_DIR='"$(abspath $(BUILD))"'
