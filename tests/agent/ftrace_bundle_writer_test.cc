@@ -15,6 +15,7 @@
 #include "ftrace/event_format.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace_packet.pb.h"
+#include "tests/agent/testing/read_packets.h"
 #include "tests/testing/kernel_tracefs.h"
 
 namespace ringside::agent {
@@ -95,14 +96,8 @@ std::vector<trace::TracePacket> WriteAndReadBack(FtraceBundleWriter* w, uint32_t
   writer->Flush();
   producer.DrainInto(tb.get());
   std::vector<trace::TracePacket> out;
-  tb->BeginRead();
-  buffer::TracePacket packet;
-  buffer::PacketSequenceProperties props;
-  uint32_t loss;
-  while (tb->ReadNextTracePacket(&packet, &props, &loss)) {
-    out.emplace_back();
-    EXPECT_TRUE(out.back().ParseFromString(packet.ToString()));
-  }
+  for (testing::ReadPacket& r : testing::ReadAllPackets(tb.get()))
+    out.push_back(std::move(r.packet));
   return out;
 }
 
@@ -288,13 +283,8 @@ TEST(FtraceEndToEndTest, EventsOfARealWorkloadBecomeBundlesAndCountsMatchTheKern
   EXPECT_EQ(raw_total, kernel_read);
 
   uint64_t switches = 0, execs = 0, prints = 0, generic = 0;
-  tb->BeginRead();
-  buffer::TracePacket packet;
-  buffer::PacketSequenceProperties props;
-  uint32_t loss;
-  while (tb->ReadNextTracePacket(&packet, &props, &loss)) {
-    trace::TracePacket p;
-    ASSERT_TRUE(p.ParseFromString(packet.ToString()));
+  for (const testing::ReadPacket& r : testing::ReadAllPackets(tb.get())) {
+    const trace::TracePacket& p = r.packet;
     const auto& cs = p.ftrace_events().compact_sched();
     switches += static_cast<uint64_t>(cs.switch_timestamp_size());
     for (int i = 0; i < cs.switch_next_pid_size(); i++) EXPECT_GE(cs.switch_next_pid(i), 0);

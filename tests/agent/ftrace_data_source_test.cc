@@ -13,6 +13,7 @@
 #include "buffer/trace_buffer.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace_packet.pb.h"
+#include "tests/agent/testing/read_packets.h"
 #include "tests/testing/kernel_tracefs.h"
 
 namespace ringside::agent {
@@ -27,13 +28,8 @@ struct Recorded {
 
 Recorded ReadBack(buffer::TraceBuffer* tb, const std::string& marker_prefix) {
   Recorded r;
-  tb->BeginRead();
-  buffer::TracePacket packet;
-  buffer::PacketSequenceProperties props;
-  uint32_t loss;
-  while (tb->ReadNextTracePacket(&packet, &props, &loss)) {
-    trace::TracePacket p;
-    EXPECT_TRUE(p.ParseFromString(packet.ToString()));
+  for (const testing::ReadPacket& read : testing::ReadAllPackets(tb)) {
+    const trace::TracePacket& p = read.packet;
     if (p.has_ftrace_stats()) r.stats.push_back(p.ftrace_stats());
     if (!p.has_ftrace_events()) continue;
     if (p.ftrace_events().lost_events()) r.bundles_with_lost_events++;

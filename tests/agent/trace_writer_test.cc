@@ -11,33 +11,16 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace_packet.pb.h"
+#include "tests/agent/testing/read_packets.h"
 
 namespace ringside::agent {
 namespace {
 
 using trace::TracePacket;
 
-struct Read {
-  TracePacket packet;
-  uint32_t loss = 0;
-  buffer::WriterID writer = 0;
-};
+using Read = testing::ReadPacket;
 
-std::vector<Read> ReadAll(buffer::TraceBuffer* buffer) {
-  std::vector<Read> out;
-  buffer->BeginRead();
-  buffer::TracePacket packet;
-  buffer::PacketSequenceProperties props;
-  uint32_t loss = 0;
-  while (buffer->ReadNextTracePacket(&packet, &props, &loss)) {
-    Read r;
-    EXPECT_TRUE(r.packet.ParseFromString(packet.ToString())) << "packet of " << packet.size();
-    r.loss = loss;
-    r.writer = props.writer_id;
-    out.push_back(std::move(r));
-  }
-  return out;
-}
+std::vector<Read> ReadAll(buffer::TraceBuffer* buffer) { return testing::ReadAllPackets(buffer); }
 
 ProducerBuffer::Options PoolOptions(size_t chunks, PoolExhaustedPolicy policy) {
   ProducerBuffer::Options o;

@@ -1,0 +1,25 @@
+#ifndef RINGSIDE_TESTS_AGENT_TESTING_READ_PACKETS_H_
+#define RINGSIDE_TESTS_AGENT_TESTING_READ_PACKETS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "buffer/trace_buffer.h"
+#include "ringside/trace/trace_packet.pb.h"
+
+namespace ringside::agent::testing {
+
+// A packet read back from a TraceBuffer, decoded with libprotobuf.
+struct ReadPacket {
+  trace::TracePacket packet;
+  uint32_t loss = 0;  // previous_packet_on_sequence_dropped.
+  buffer::WriterID writer = 0;
+};
+
+// Reads every packet of one pass over `buffer`; a packet libprotobuf cannot
+// decode fails the current test.
+std::vector<ReadPacket> ReadAllPackets(buffer::TraceBuffer* buffer);
+
+}  // namespace ringside::agent::testing
+
+#endif  // RINGSIDE_TESTS_AGENT_TESTING_READ_PACKETS_H_
