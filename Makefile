@@ -64,7 +64,7 @@ PROTO_HDRS := $(PROTO_SRCS:protos/%.proto=$(BUILD)/gen/%.pb.h)
 PROTO_OBJS := $(PROTO_CCS:%.cc=%.o)
 # Generated sources are kept (not deleted as intermediates) so that rebuilds
 # after an edit do not regenerate them.
-.SECONDARY: $(PROTO_CCS) $(PROTO_HDRS) $(BPF_PROGS:bpf/%.bpf.c=$(BUILD)/bpf/%.bpf.o)
+.SECONDARY: $(PROTO_CCS) $(PROTO_HDRS)
 
 # The sources of a component: its top level and internal/, minus main.cc.
 component_srcs = $(filter-out agent/main.cc,$(wildcard $(1)/*.cc $(1)/internal/*.cc))
@@ -82,6 +82,7 @@ BIN := $(BUILD)/ringside
 # libbpf skeletons that bpf/*_source.cc include.
 BPF_PROGS := $(wildcard bpf/*.bpf.c)
 BPF_SKELS := $(BPF_PROGS:bpf/%.bpf.c=$(BUILD)/bpf/%.skel.h)
+.SECONDARY: $(BPF_PROGS:bpf/%.bpf.c=$(BUILD)/bpf/%.bpf.o)
 VMLINUX_BTF := /sys/kernel/btf/vmlinux
 BPF_CLANG ?= clang
 BPF_ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
@@ -125,11 +126,11 @@ $(BUILD)/bpf/vmlinux.h:
 	    "programs cannot be built here (needs CONFIG_DEBUG_INFO_BTF=y)." >&2; exit 1; fi
 	bpftool btf dump file $(VMLINUX_BTF) format c > $@
 
-$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events.h)
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events.h bpf/*.bpf.h)
 	$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
 
 $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
-	bpftool gen skeleton $< name $* > $@
+	bpftool gen skeleton $< name rs_$* > $@
 
 # The C++ side of bpf/ includes the skeletons.
 $(call component_objs,bpf): CPPFLAGS += -I$(BUILD)/bpf

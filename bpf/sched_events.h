@@ -1,29 +1,10 @@
-/* Record layouts shared by the BPF programs (kernel side) and their C++
- * consumers: fixed-width fields only, so both sides agree byte for byte. */
+/* Scheduling records (bpf/sched.bpf.c). */
 #ifndef RINGSIDE_BPF_SCHED_EVENTS_H_
 #define RINGSIDE_BPF_SCHED_EVENTS_H_
 
-#ifndef __VMLINUX_H__
-#include <linux/types.h>
-#endif
+#include "bpf/common_events.h"
 
-#define RS_TASK_COMM_LEN 16
-/* Rings are indexed by CPU; more CPUs than this are not recorded. */
-#define RS_MAX_CPUS 1024
-
-enum rs_event_type {
-  RS_EV_SCHED_SWITCH = 1,
-  RS_EV_MAX = 16, /* Size of the drop-counter array. */
-};
-
-/* Every record starts with this header. */
-struct rs_event_header {
-  __u16 type; /* enum rs_event_type */
-  __u16 size; /* Of the whole record, header included. */
-  __u32 cpu;
-  __u64 ts_ns; /* bpf_ktime_get_boot_ns(): CLOCK_BOOTTIME. */
-};
-
+/* RS_EV_SCHED_SWITCH: prev leaves the CPU, next gets it. */
 struct rs_sched_switch {
   struct rs_event_header h;
   __s32 prev_pid;
@@ -32,9 +13,34 @@ struct rs_sched_switch {
   __s32 next_tgid;
   __s32 prev_prio;
   __s32 next_prio;
-  __s64 prev_state;
+  __s64 prev_state; /* As ftrace reports it (TASK_* bits, TASK_REPORT_MAX = preempted). */
   char prev_comm[RS_TASK_COMM_LEN];
   char next_comm[RS_TASK_COMM_LEN];
+};
+
+/* RS_EV_SCHED_WAKEUP and RS_EV_SCHED_WAKEUP_NEW: `pid` becomes runnable on
+ * `target_cpu`; the waker is the task that ran the wakeup. */
+struct rs_sched_wakeup {
+  struct rs_event_header h;
+  __s32 pid;
+  __s32 tgid;
+  __s32 prio;
+  __s32 target_cpu;
+  __s32 waker_pid;
+  __s32 waker_tgid;
+  char comm[RS_TASK_COMM_LEN];
+};
+
+/* RS_EV_SCHED_MIGRATE: `pid` moves from orig_cpu to dest_cpu. */
+struct rs_sched_migrate {
+  struct rs_event_header h;
+  __s32 pid;
+  __s32 tgid;
+  __s32 prio;
+  __s32 orig_cpu;
+  __s32 dest_cpu;
+  __s32 pad;
+  char comm[RS_TASK_COMM_LEN];
 };
 
 #endif /* RINGSIDE_BPF_SCHED_EVENTS_H_ */

@@ -1,0 +1,283 @@
+#include "bpf/event_source.h"
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "bpf/common_events.h"
+#include "incidents.skel.h"
+#include "process.skel.h"
+#include "sched.skel.h"
+
+namespace ringside::bpf {
+namespace {
+
+// libbpf's messages, kept for the error of a failed load (the verifier log).
+std::string& LibbpfLog() {
+  static std::string log;
+  return log;
+}
+
+int CaptureLibbpfOutput(enum libbpf_print_level level, const char* format, va_list args) {
+  if (level == LIBBPF_DEBUG) return 0;
+  char line[1024];
+  vsnprintf(line, sizeof(line), format, args);
+  std::string& log = LibbpfLog();
+  if (log.size() < 64 * 1024) log += line;
+  return 0;
+}
+
+absl::Status LoadError(int err, const std::string& what) {
+  if (err == EPERM || err == EACCES) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        what, ": ", std::strerror(err),
+        " (BPF needs root or CAP_BPF + CAP_PERFMON; check kernel.unprivileged_bpf_disabled)"));
+  }
+  if (err == ENOMEM) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, ": out of locked memory; raise RLIMIT_MEMLOCK (ulimit -l) or the memcg limit"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": ", std::strerror(err), "\n", LibbpfLog()));
+}
+
+// What this kernel's BTF says about the tracepoints our programs use.
+class KernelTracepoints {
+ public:
+  KernelTracepoints() : btf_(btf__load_vmlinux_btf()) {}
+  ~KernelTracepoints() { btf__free(btf_); }
+  bool ok() const { return btf_ != nullptr; }
+
+  bool Has(absl::string_view tracepoint) const { return Proto(tracepoint) != nullptr; }
+  // Whether the tracepoint's first argument (after the context) is a pointer.
+  bool FirstArgIsPointer(absl::string_view tracepoint) const {
+    const btf_type* proto = Proto(tracepoint);
+    if (proto == nullptr || btf_vlen(proto) < 2) return false;
+    const btf_param* params = btf_params(proto);
+    const btf_type* t = btf__type_by_id(btf_, params[1].type);
+    while (t != nullptr && (btf_is_typedef(t) || btf_is_mod(t))) t = btf__type_by_id(btf_, t->type);
+    return t != nullptr && btf_is_ptr(t);
+  }
+
+ private:
+  // btf_trace_<name> is a typedef of a pointer to the probe's prototype.
+  const btf_type* Proto(absl::string_view tracepoint) const {
+    const std::string name = absl::StrCat("btf_trace_", tracepoint);
+    const int id = btf__find_by_name_kind(btf_, name.c_str(), BTF_KIND_TYPEDEF);
+    if (id < 0) return nullptr;
+    const btf_type* t = btf__type_by_id(btf_, btf__type_by_id(btf_, id)->type);
+    if (t == nullptr || !btf_is_ptr(t)) return nullptr;
+    t = btf__type_by_id(btf_, t->type);
+    return t != nullptr && btf_is_func_proto(t) ? t : nullptr;
+  }
+
+  btf* btf_;
+};
+
+// Load steps every program group shares: the same ring and drop maps, the
+// filters, and leaving out programs the kernel cannot attach.
+template <typename Skel>
+absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, int rings_fd,
+                          int drops_fd, const KernelTracepoints& kernel,
+                          std::vector<std::string>* skipped) {
+  const EventSource::Filters& f = options.filters;
+  skel->rodata->filter_num_tgids = static_cast<uint32_t>(f.tgids.size());
+  for (size_t i = 0; i < f.tgids.size(); i++) skel->rodata->filter_tgids[i] = f.tgids[i];
+  skel->rodata->filter_cgroup_id = f.cgroup_id;
+  skel->rodata->filter_max_prio = f.max_prio;
+  if (bpf_map__reuse_fd(skel->maps.rings, rings_fd) != 0 ||
+      bpf_map__reuse_fd(skel->maps.drops, drops_fd) != 0) {
+    return LoadError(errno, "sharing the rings between the BPF objects");
+  }
+  bpf_program* prog;
+  bpf_object__for_each_program(prog, skel->obj) {
+    const absl::string_view section = bpf_program__section_name(prog);
+    absl::string_view tracepoint = section.substr(section.find('/') + 1);
+    bool load = kernel.Has(tracepoint);
+    if (!load) skipped->push_back(absl::StrCat(bpf_program__name(prog), " (", section, ")"));
+    // Two flavours of oom/mark_victim: (task, uid) since 6.8, (pid) before.
+    if (tracepoint == "mark_victim" && load) {
+      const bool task_flavour = kernel.FirstArgIsPointer(tracepoint);
+      load = task_flavour == (absl::string_view(bpf_program__name(prog)) == "handle_mark_victim");
+    }
+    bpf_program__set_autoload(prog, load);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& options) {
+  struct stat st;
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0) {
+    return absl::UnavailableError(
+        "this kernel has no BTF (/sys/kernel/btf/vmlinux): CO-RE BPF programs cannot load; "
+        "use the ftrace sources instead");
+  }
+  if (options.filters.tgids.size() > RS_MAX_FILTER_TGIDS) {
+    return absl::InvalidArgumentError(absl::StrCat("at most ", RS_MAX_FILTER_TGIDS,
+                                                   " tgids can be filtered on, not ",
+                                                   options.filters.tgids.size()));
+  }
+  libbpf_set_print(CaptureLibbpfOutput);
+  LibbpfLog().clear();
+  std::unique_ptr<EventSource> s(new EventSource());
+  s->num_cpus_ = libbpf_num_possible_cpus();
+  if (s->num_cpus_ <= 0 || s->num_cpus_ > RS_MAX_CPUS) {
+    return absl::UnavailableError(absl::StrCat("unsupported CPU count ", s->num_cpus_));
+  }
+  // Ring size: a power of two number of pages.
+  s->ring_size_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  while (s->ring_size_ < options.ring_size_per_cpu) s->ring_size_ <<= 1;
+  const uint32_t ring_size = static_cast<uint32_t>(s->ring_size_);
+
+  // The maps every program shares. The outer array's inner-map template
+  // fixes the ring size the programs are verified against.
+  const int template_fd =
+      bpf_map_create(BPF_MAP_TYPE_RINGBUF, "rs_ring_tmpl", 0, 0, ring_size, nullptr);
+  if (template_fd < 0) return LoadError(errno, "creating a BPF ring buffer");
+  LIBBPF_OPTS(bpf_map_create_opts, outer_opts, .inner_map_fd = static_cast<__u32>(template_fd));
+  s->rings_fd_ = bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "rs_rings", sizeof(uint32_t),
+                                sizeof(uint32_t), static_cast<uint32_t>(s->num_cpus_), &outer_opts);
+  const int outer_errno = errno;
+  close(template_fd);
+  if (s->rings_fd_ < 0) return LoadError(outer_errno, "creating the per-CPU ring array");
+  s->drops_fd_ = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_drops", sizeof(uint32_t),
+                                sizeof(uint64_t), RS_EV_MAX, nullptr);
+  if (s->drops_fd_ < 0) return LoadError(errno, "creating the drop counters");
+  for (int cpu = 0; cpu < s->num_cpus_; cpu++) {
+    const int fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "rs_ring", 0, 0, ring_size, nullptr);
+    if (fd < 0) return LoadError(errno, absl::StrCat("creating the ring of CPU ", cpu));
+    s->ring_fds_.push_back(fd);
+    const uint32_t key = static_cast<uint32_t>(cpu);
+    if (bpf_map_update_elem(s->rings_fd_, &key, &fd, BPF_ANY) != 0) {
+      return LoadError(errno, absl::StrCat("installing the ring of CPU ", cpu));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<RingReader>> reader =
+      RingReader::Create(s->ring_fds_, s->ring_size_);
+  if (!reader.ok()) return reader.status();
+  s->reader_ = std::move(*reader);
+  if (absl::Status st = s->LoadGroups(options); !st.ok()) return st;
+  return s;
+}
+
+absl::Status EventSource::LoadGroups(const Options& options) {
+  KernelTracepoints kernel;
+  if (!kernel.ok()) return LoadError(errno, "reading the kernel's BTF");
+  if (options.sched) {
+    if ((sched_ = rs_sched__open()) == nullptr) return LoadError(errno, "opening bpf/sched");
+    if (auto st = PrepareGroup(sched_, options, rings_fd_, drops_fd_, kernel, &skipped_);
+        !st.ok()) {
+      return st;
+    }
+    if (int err = rs_sched__load(sched_); err != 0) return LoadError(-err, "loading bpf/sched");
+  }
+  if (options.process) {
+    if ((process_ = rs_process__open()) == nullptr) return LoadError(errno, "opening bpf/process");
+    if (auto st = PrepareGroup(process_, options, rings_fd_, drops_fd_, kernel, &skipped_);
+        !st.ok()) {
+      return st;
+    }
+    if (int err = rs_process__load(process_); err != 0) {
+      return LoadError(-err, "loading bpf/process");
+    }
+  }
+  if (options.incidents) {
+    if ((incidents_ = rs_incidents__open()) == nullptr) {
+      return LoadError(errno, "opening bpf/incidents");
+    }
+    if (auto st = PrepareGroup(incidents_, options, rings_fd_, drops_fd_, kernel, &skipped_);
+        !st.ok()) {
+      return st;
+    }
+    if (int err = rs_incidents__load(incidents_); err != 0) {
+      return LoadError(-err, "loading bpf/incidents");
+    }
+  }
+  return absl::OkStatus();
+}
+
+EventSource::~EventSource() {
+  Detach();
+  if (sched_ != nullptr) rs_sched__destroy(sched_);
+  if (process_ != nullptr) rs_process__destroy(process_);
+  if (incidents_ != nullptr) rs_incidents__destroy(incidents_);
+  reader_.reset();  // Unmaps the rings before their fds close.
+  for (int fd : ring_fds_) close(fd);
+  if (rings_fd_ >= 0) close(rings_fd_);
+  if (drops_fd_ >= 0) close(drops_fd_);
+}
+
+absl::Status EventSource::Attach() {
+  if (sched_ != nullptr) {
+    if (int err = rs_sched__attach(sched_); err != 0) {
+      return LoadError(-err, "attaching bpf/sched");
+    }
+  }
+  if (process_ != nullptr) {
+    if (int err = rs_process__attach(process_); err != 0) {
+      return LoadError(-err, "attaching bpf/process");
+    }
+  }
+  if (incidents_ != nullptr) {
+    if (int err = rs_incidents__attach(incidents_); err != 0) {
+      return LoadError(-err, "attaching bpf/incidents");
+    }
+  }
+  return absl::OkStatus();
+}
+
+void EventSource::Detach() {
+  if (sched_ != nullptr) rs_sched__detach(sched_);
+  if (process_ != nullptr) rs_process__detach(process_);
+  if (incidents_ != nullptr) rs_incidents__detach(incidents_);
+}
+
+std::vector<uint64_t> EventSource::drops_per_cpu(uint32_t event_type) const {
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(num_cpus_), 0);
+  if (bpf_map_lookup_elem(drops_fd_, &event_type, per_cpu.data()) != 0) {
+    std::fill(per_cpu.begin(), per_cpu.end(), 0);
+  }
+  return per_cpu;
+}
+
+uint64_t EventSource::drops(uint32_t event_type) const {
+  uint64_t total = 0;
+  for (uint64_t v : drops_per_cpu(event_type)) total += v;
+  return total;
+}
+
+std::vector<EventSource::ProgramStats> EventSource::program_stats() const {
+  std::vector<ProgramStats> out;
+  for (bpf_object* obj : {sched_ ? sched_->obj : nullptr, process_ ? process_->obj : nullptr,
+                          incidents_ ? incidents_->obj : nullptr}) {
+    if (obj == nullptr) continue;
+    bpf_program* prog;
+    bpf_object__for_each_program(prog, obj) {
+      const int fd = bpf_program__fd(prog);
+      if (fd < 0) continue;  // Not loaded on this kernel.
+      bpf_prog_info info;
+      std::memset(&info, 0, sizeof(info));
+      uint32_t len = sizeof(info);
+      if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) continue;
+      out.push_back(ProgramStats{bpf_program__name(prog), info.run_cnt, info.run_time_ns,
+                                 info.recursion_misses});
+    }
+  }
+  return out;
+}
+
+int EventSource::EnableKernelStats() { return bpf_enable_stats(BPF_STATS_RUN_TIME); }
+
+}  // namespace ringside::bpf

@@ -1,0 +1,106 @@
+#ifndef RINGSIDE_BPF_EVENT_SOURCE_H_
+#define RINGSIDE_BPF_EVENT_SOURCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bpf/ring_reader.h"
+
+struct rs_sched;
+struct rs_process;
+struct rs_incidents;
+
+namespace ringside::bpf {
+
+// Loads and attaches the ringside BPF programs — sched (bpf/sched.bpf.c),
+// process (bpf/process.bpf.c) and incidents (bpf/incidents.bpf.c), each
+// group optional — and reads their records from one BPF ring buffer per
+// CPU. Every group writes into the same rings, so a CPU's records come out
+// in the order they were reserved. Records are the structs of
+// bpf/*_events.h, each starting with rs_event_header.
+//
+// Everything is detached and closed on destruction, so a test that fails
+// half-way leaves no program attached. Not thread-safe, except Wake().
+class EventSource {
+ public:
+  // Rodata filters, fixed at load; all off by default. A task is recorded
+  // when it passes every filter that is on (sched_switch: prev or next).
+  struct Filters {
+    std::vector<int32_t> tgids;  // At most RS_MAX_FILTER_TGIDS.
+    uint64_t cgroup_id = 0;      // cgroup v2 id: the inode number of its directory.
+    int32_t max_prio = -1;       // Kernel prio (0-99 RT, 100-139 normal); -1: off.
+  };
+  struct Options {
+    size_t ring_size_per_cpu = 1 << 20;  // Bytes; rounded up to a power of two pages.
+    bool sched = true;
+    bool process = true;
+    bool incidents = true;
+    Filters filters;
+  };
+  struct ProgramStats {
+    std::string name;
+    uint64_t run_count = 0;    // Filled while kernel BPF stats are on
+    uint64_t run_time_ns = 0;  // (EnableKernelStats or kernel.bpf_stats_enabled).
+    uint64_t missed = 0;       // Runs the kernel skipped (recursion): events lost.
+  };
+
+  // Opens and loads the programs. Errors say what to do: kPermissionDenied
+  // naming CAP_BPF/CAP_PERFMON, kResourceExhausted for the memlock limit,
+  // kUnavailable for a kernel without BTF, kInvalidArgument with the
+  // verifier's log for a rejected program. Programs whose tracepoint this
+  // kernel lacks are skipped and listed in skipped_programs().
+  static absl::StatusOr<std::unique_ptr<EventSource>> Load(const Options& options);
+  ~EventSource();
+  EventSource(const EventSource&) = delete;
+  EventSource& operator=(const EventSource&) = delete;
+
+  absl::Status Attach();
+  void Detach();
+
+  // See RingReader: waits up to `timeout_ms`, then hands every available
+  // record to `callback` in per-CPU batches.
+  absl::StatusOr<uint64_t> Poll(int timeout_ms, const RingReader::BatchCallback& callback) {
+    return reader_->Poll(timeout_ms, callback);
+  }
+  uint64_t Drain(const RingReader::BatchCallback& callback) { return reader_->Drain(callback); }
+  void Wake() { reader_->Wake(); }
+
+  // Reserve failures of an event type, per CPU and summed.
+  std::vector<uint64_t> drops_per_cpu(uint32_t event_type) const;
+  uint64_t drops(uint32_t event_type) const;
+
+  // Kernel-side statistics of every loaded program.
+  std::vector<ProgramStats> program_stats() const;
+  // Turns on the kernel's per-program run time accounting until the
+  // returned fd is closed (BPF_ENABLE_STATS). Returns -1 with errno on error.
+  static int EnableKernelStats();
+
+  const std::vector<std::string>& skipped_programs() const { return skipped_; }
+  int num_cpus() const { return num_cpus_; }
+  size_t ring_size() const { return ring_size_; }
+  const RingReader& reader() const { return *reader_; }
+
+ private:
+  EventSource() = default;
+  absl::Status LoadGroups(const Options& options);
+
+  ::rs_sched* sched_ = nullptr;
+  ::rs_process* process_ = nullptr;
+  ::rs_incidents* incidents_ = nullptr;
+  int rings_fd_ = -1;  // ARRAY_OF_MAPS: CPU -> ring.
+  int drops_fd_ = -1;  // PERCPU_ARRAY: event type -> count.
+  std::vector<int> ring_fds_;
+  std::unique_ptr<RingReader> reader_;
+  std::vector<std::string> skipped_;
+  int num_cpus_ = 0;
+  size_t ring_size_ = 0;
+};
+
+}  // namespace ringside::bpf
+
+#endif  // RINGSIDE_BPF_EVENT_SOURCE_H_

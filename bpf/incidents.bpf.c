@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Incidents: what went wrong. OOM kills, fatal signals, core dumps. */
+/* rings.bpf.h first: it brings vmlinux.h, which the record header needs. */
+#include "bpf/rings.bpf.h"
+
+#include "bpf/incident_events.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define RS_SIGILL 4
+#define RS_SIGABRT 6
+#define RS_SIGBUS 7
+#define RS_SIGFPE 8
+#define RS_SIGKILL 9
+#define RS_SIGSEGV 11
+#define RS_NSIG 64
+
+/* Kernels since 6.8: the victim task and its uid. */
+SEC("tp_btf/mark_victim")
+int BPF_PROG(handle_mark_victim, struct task_struct* task, uid_t uid) {
+  struct rs_oom_kill* e = rs_reserve(RS_EV_OOM_KILL, sizeof(*e));
+  if (!e) return 0;
+  e->pid = task->pid;
+  e->tgid = task->tgid;
+  e->uid = uid;
+  e->killer_pid = bpf_get_current_pid_tgid() >> 32;
+  __builtin_memcpy(e->comm, task->comm, RS_TASK_COMM_LEN);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+/* Older kernels report only the victim's pid; the loader picks this one
+ * when the kernel's mark_victim has no task argument. */
+SEC("tp_btf/mark_victim")
+int BPF_PROG(handle_mark_victim_pid, int pid) {
+  struct rs_oom_kill* e = rs_reserve(RS_EV_OOM_KILL, sizeof(*e));
+  if (!e) return 0;
+  e->pid = pid;
+  e->tgid = 0;
+  e->uid = 0;
+  e->killer_pid = bpf_get_current_pid_tgid() >> 32;
+  __builtin_memset(e->comm, 0, RS_TASK_COMM_LEN);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+static __always_inline bool fatal_by_default(int sig) {
+  return sig == RS_SIGSEGV || sig == RS_SIGBUS || sig == RS_SIGILL || sig == RS_SIGFPE ||
+         sig == RS_SIGABRT;
+}
+
+/* Sent, not yet delivered: here the sender is still known. A signal counts
+ * as fatal when the target will take its default action (a fault with the
+ * signal blocked or ignored has been reset to the default by now). */
+SEC("tp_btf/signal_generate")
+int BPF_PROG(handle_signal_generate, int sig, struct kernel_siginfo* info, struct task_struct* task,
+             int group, int result) {
+  if (result != TRACE_SIGNAL_DELIVERED) return 0;
+  if (sig != RS_SIGKILL) {
+    if (!fatal_by_default(sig)) return 0;
+    const unsigned int index = (unsigned int)(sig - 1);
+    if (index >= RS_NSIG) return 0;
+    void* handler = BPF_CORE_READ(task, sighand, action[index].sa.sa_handler);
+    if (handler != NULL) return 0; /* Caught or ignored: not fatal. */
+  }
+  if (rs_filters_on() && !rs_task_selected(task)) return 0;
+  struct rs_fatal_signal* e = rs_reserve(RS_EV_FATAL_SIGNAL, sizeof(*e));
+  if (!e) return 0;
+  struct task_struct* sender = bpf_get_current_task_btf();
+  e->sig = sig;
+  /* SEND_SIG_NOINFO / SEND_SIG_PRIV are small constants, not pointers. */
+  e->si_code = (unsigned long)info > 4096 ? BPF_CORE_READ(info, si_code) : 0;
+  e->sender_pid = sender->pid;
+  e->sender_tgid = sender->tgid;
+  e->target_pid = task->pid;
+  e->target_tgid = task->tgid;
+  __builtin_memcpy(e->sender_comm, sender->comm, RS_TASK_COMM_LEN);
+  __builtin_memcpy(e->target_comm, task->comm, RS_TASK_COMM_LEN);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+/* A process's last thread exits with the core-dump bit in its exit code. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_core_dump_exit, struct task_struct* p) {
+  const int code = p->exit_code;
+  if ((code & 0x80) == 0 || (code & 0x7f) == 0) return 0;
+  if (BPF_CORE_READ(p, signal, live.counter) != 0) return 0;
+  if (rs_filters_on() && !rs_task_selected(p)) return 0;
+  struct rs_core_dump* e = rs_reserve(RS_EV_CORE_DUMP, sizeof(*e));
+  if (!e) return 0;
+  e->pid = p->pid;
+  e->tgid = p->tgid;
+  e->sig = code & 0x7f;
+  e->pad = 0;
+  __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}

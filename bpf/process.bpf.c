@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Process lifecycle: what ran. */
+/* rings.bpf.h first: it brings vmlinux.h, which the record header needs. */
+#include "bpf/rings.bpf.h"
+
+#include "bpf/process_events.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(handle_process_fork, struct task_struct* parent, struct task_struct* child) {
+  if (rs_filters_on() && !rs_task_selected(parent)) return 0;
+  struct rs_process_fork* e = rs_reserve(RS_EV_PROCESS_FORK, sizeof(*e));
+  if (!e) return 0;
+  e->parent_pid = parent->pid;
+  e->parent_tgid = parent->tgid;
+  e->child_pid = child->pid;
+  e->child_tgid = child->tgid;
+  __builtin_memcpy(e->parent_comm, parent->comm, RS_TASK_COMM_LEN);
+  __builtin_memcpy(e->child_comm, child->comm, RS_TASK_COMM_LEN);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(handle_process_exec, struct task_struct* p, pid_t old_pid, struct linux_binprm* bprm) {
+  if (rs_filters_on() && !rs_task_selected(p)) return 0;
+  struct rs_process_exec* e = rs_reserve(RS_EV_PROCESS_EXEC, sizeof(*e));
+  if (!e) return 0;
+  e->pid = p->pid;
+  e->tgid = p->tgid;
+  e->old_pid = old_pid;
+  e->ppid = BPF_CORE_READ(p, real_parent, tgid);
+  const __u64 uid_gid = bpf_get_current_uid_gid();
+  e->uid = (__u32)uid_gid;
+  e->gid = (__u32)(uid_gid >> 32);
+  e->pad = 0;
+  __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
+  long n = bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), BPF_CORE_READ(bprm, filename));
+  e->filename_len = n > 0 ? (__u16)(n - 1) : 0;
+  /* The new image's argument block is in place by now. */
+  const unsigned long arg_start = BPF_CORE_READ(p, mm, arg_start);
+  const unsigned long arg_end = BPF_CORE_READ(p, mm, arg_end);
+  __u64 len = arg_end > arg_start ? arg_end - arg_start : 0;
+  if (len > RS_ARGV_LEN) len = RS_ARGV_LEN;
+  if (len > 0 && bpf_probe_read_user(e->argv, len, (const void*)arg_start) != 0) len = 0;
+  e->argv_len = (__u16)len;
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+/* The group-dead argument is newer than the tracepoint; the signal's live
+ * count (already decremented here) says the same on every kernel. */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_process_exit, struct task_struct* p) {
+  if (rs_filters_on() && !rs_task_selected(p)) return 0;
+  struct rs_process_exit* e = rs_reserve(RS_EV_PROCESS_EXIT, sizeof(*e));
+  if (!e) return 0;
+  e->pid = p->pid;
+  e->tgid = p->tgid;
+  e->exit_code = p->exit_code;
+  e->group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
+  __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}
+
+SEC("tp_btf/task_rename")
+int BPF_PROG(handle_task_rename, struct task_struct* task, const char* comm) {
+  if (rs_filters_on() && !rs_task_selected(task)) return 0;
+  struct rs_task_rename* e = rs_reserve(RS_EV_TASK_RENAME, sizeof(*e));
+  if (!e) return 0;
+  e->pid = task->pid;
+  e->tgid = task->tgid;
+  __builtin_memcpy(e->old_comm, task->comm, RS_TASK_COMM_LEN);
+  __builtin_memset(e->new_comm, 0, RS_TASK_COMM_LEN);
+  bpf_probe_read_kernel_str(e->new_comm, sizeof(e->new_comm), comm);
+  bpf_ringbuf_submit(e, 0);
+  return 0;
+}

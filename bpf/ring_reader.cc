@@ -1,0 +1,146 @@
+#include "bpf/ring_reader.h"
+
+#include <linux/bpf.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringside::bpf {
+namespace {
+
+absl::Status Errno(const std::string& what) {
+  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+uint64_t LoadAcquire(const uint64_t* p) {
+  return std::atomic_ref<const uint64_t>(*p).load(std::memory_order_acquire);
+}
+
+uint32_t LoadAcquire32(const uint32_t* p) {
+  return std::atomic_ref<const uint32_t>(*p).load(std::memory_order_acquire);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Create(absl::Span<const int> fds,
+                                                               size_t ring_size) {
+  std::unique_ptr<RingReader> r(new RingReader());
+  r->page_size_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (ring_size == 0 || (ring_size & (ring_size - 1)) != 0 || ring_size % r->page_size_ != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ring size ", ring_size, " is not a power-of-two number of pages"));
+  }
+  r->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (r->epoll_fd_ < 0) return Errno("epoll_create1");
+  r->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (r->wake_fd_ < 0) return Errno("eventfd");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = UINT32_MAX;
+  if (epoll_ctl(r->epoll_fd_, EPOLL_CTL_ADD, r->wake_fd_, &ev) != 0) return Errno("epoll_ctl");
+  r->rings_.reserve(fds.size());
+  for (size_t i = 0; i < fds.size(); i++) {
+    Ring ring;
+    // Page 0: the consumer position, ours to write. Then the producer
+    // position page and the data, which the kernel maps twice in a row.
+    void* cons = mmap(nullptr, r->page_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i], 0);
+    if (cons == MAP_FAILED) return Errno(absl::StrCat("mapping ring ", i, "'s consumer page"));
+    ring.consumer_pos = static_cast<uint64_t*>(cons);
+    ring.data_map_size = r->page_size_ + 2 * ring_size;
+    void* prod = mmap(nullptr, ring.data_map_size, PROT_READ, MAP_SHARED, fds[i],
+                      static_cast<off_t>(r->page_size_));
+    if (prod == MAP_FAILED) {
+      munmap(cons, r->page_size_);
+      return Errno(absl::StrCat("mapping ring ", i, "'s data"));
+    }
+    ring.producer_pos = static_cast<const uint64_t*>(prod);
+    ring.data = static_cast<const uint8_t*>(prod) + r->page_size_;
+    ring.mask = ring_size - 1;
+    r->rings_.push_back(ring);
+    ev.events = EPOLLIN;
+    ev.data.u32 = static_cast<uint32_t>(i);
+    if (epoll_ctl(r->epoll_fd_, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
+      return Errno(absl::StrCat("adding ring ", i, " to epoll"));
+    }
+  }
+  r->batch_.reserve(kMaxBatch);
+  return r;
+}
+
+RingReader::~RingReader() {
+  for (Ring& ring : rings_) {
+    munmap(ring.consumer_pos, page_size_);
+    munmap(const_cast<uint64_t*>(ring.producer_pos), ring.data_map_size);
+  }
+  if (wake_fd_ >= 0) close(wake_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+uint64_t RingReader::ConsumeRing(uint32_t index, const BatchCallback& callback) {
+  Ring& ring = rings_[index];
+  uint64_t consumed = 0;
+  uint64_t cons = *ring.consumer_pos;  // Only we write it.
+  for (;;) {
+    const uint64_t prod = LoadAcquire(ring.producer_pos);
+    if (cons >= prod) break;
+    batch_.clear();
+    uint64_t pos = cons;
+    while (pos < prod && batch_.size() < kMaxBatch) {
+      const auto* hdr = reinterpret_cast<const uint32_t*>(ring.data + (pos & ring.mask));
+      const uint32_t len = LoadAcquire32(hdr);
+      if (len & BPF_RINGBUF_BUSY_BIT) break;  // Reserved, not yet submitted: wait for it.
+      const uint32_t size = len & ~(BPF_RINGBUF_BUSY_BIT | BPF_RINGBUF_DISCARD_BIT);
+      if ((len & BPF_RINGBUF_DISCARD_BIT) == 0) {
+        batch_.push_back(
+            RecordView{reinterpret_cast<const uint8_t*>(hdr) + BPF_RINGBUF_HDR_SZ, size});
+      }
+      pos += (static_cast<uint64_t>(size) + BPF_RINGBUF_HDR_SZ + 7) & ~uint64_t{7};
+    }
+    if (!batch_.empty()) callback(index, absl::MakeConstSpan(batch_));
+    consumed += batch_.size();
+    if (pos == cons) break;  // Blocked on a busy record.
+    cons = pos;
+    std::atomic_ref<uint64_t>(*ring.consumer_pos).store(cons, std::memory_order_release);
+  }
+  return consumed;
+}
+
+uint64_t RingReader::Drain(const BatchCallback& callback) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < rings_.size(); i++) n += ConsumeRing(i, callback);
+  return n;
+}
+
+absl::StatusOr<uint64_t> RingReader::Poll(int timeout_ms, const BatchCallback& callback) {
+  epoll_event events[64];
+  const int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
+  if (n < 0 && errno != EINTR) return Errno("epoll_wait on the BPF rings");
+  for (int i = 0; i < n; i++) {
+    if (events[i].data.u32 == UINT32_MAX) {
+      uint64_t v;
+      while (read(wake_fd_, &v, sizeof(v)) == sizeof(v)) {
+      }
+    }
+  }
+  // Every ring, not just the ready ones: the kernel only signals a ring
+  // whose consumer had caught up, so a busy ring may not be in the list.
+  return Drain(callback);
+}
+
+void RingReader::Wake() {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+}
+
+size_t RingReader::pending_bytes(size_t i) const {
+  return static_cast<size_t>(LoadAcquire(rings_[i].producer_pos) - *rings_[i].consumer_pos);
+}
+
+}  // namespace ringside::bpf

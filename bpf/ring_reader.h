@@ -1,0 +1,81 @@
+#ifndef RINGSIDE_BPF_RING_READER_H_
+#define RINGSIDE_BPF_RING_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace ringside::bpf {
+
+// One record as it sits in a ring: valid until the batch callback returns.
+struct RecordView {
+  const void* data;
+  uint32_t size;
+};
+
+// Consumes a set of BPF ring buffers (one per CPU) by mapping them
+// directly: records are handed out in place, in batches per ring, and the
+// ring space is released when the batch callback returns. One epoll set
+// covers every ring plus an eventfd, so a blocked Poll() can be woken from
+// another thread.
+//
+// Not thread-safe except Wake(): one thread polls.
+class RingReader {
+ public:
+  // Called with the records of one ring (`ring` = index into the fds given
+  // to Create, which for our rings is the CPU), in the order reserved.
+  using BatchCallback = std::function<void(uint32_t ring, absl::Span<const RecordView> records)>;
+
+  // `fds` are BPF_MAP_TYPE_RINGBUF maps of `ring_size` bytes each. The
+  // reader does not own them (they must outlive it).
+  static absl::StatusOr<std::unique_ptr<RingReader>> Create(absl::Span<const int> fds,
+                                                            size_t ring_size);
+  ~RingReader();
+  RingReader(const RingReader&) = delete;
+  RingReader& operator=(const RingReader&) = delete;
+
+  // Waits up to `timeout_ms` (-1: forever, 0: not at all) until a ring has
+  // data or Wake() is called, then consumes everything available in every
+  // ring. Returns the number of records.
+  absl::StatusOr<uint64_t> Poll(int timeout_ms, const BatchCallback& callback);
+  // Consumes what is available without waiting.
+  uint64_t Drain(const BatchCallback& callback);
+  // Makes a Poll() in progress (or the next one) return at once.
+  void Wake();
+
+  // Bytes written but not yet consumed in ring `i`.
+  size_t pending_bytes(size_t i) const;
+  size_t num_rings() const { return rings_.size(); }
+
+  // Most records handed to one callback; the ring space they hold is
+  // released after each batch, so producers get room back while a long
+  // drain is still running.
+  static constexpr size_t kMaxBatch = 1024;
+
+ private:
+  struct Ring {
+    uint64_t* consumer_pos = nullptr;        // Shared page we write.
+    const uint64_t* producer_pos = nullptr;  // Read-only page the kernel writes.
+    const uint8_t* data = nullptr;           // Mapped twice, so records never wrap.
+    size_t mask = 0;
+    size_t data_map_size = 0;
+  };
+  RingReader() = default;
+  uint64_t ConsumeRing(uint32_t index, const BatchCallback& callback);
+
+  std::vector<Ring> rings_;
+  std::vector<RecordView> batch_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  size_t page_size_ = 0;
+};
+
+}  // namespace ringside::bpf
+
+#endif  // RINGSIDE_BPF_RING_READER_H_

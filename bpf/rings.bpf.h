@@ -1,0 +1,99 @@
+/* What every ringside BPF object shares: the per-CPU staging rings, the
+ * per-CPU drop counters, the rodata filters, and the helpers that reserve a
+ * record. The C++ loader creates the maps once and hands the same fds to
+ * every object, so all programs write into one ring per CPU and the records
+ * of a CPU stay in the order they were reserved, whatever their type. */
+#ifndef RINGSIDE_BPF_RINGS_BPF_H_
+#define RINGSIDE_BPF_RINGS_BPF_H_
+
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "bpf/common_events.h"
+
+struct rs_ring {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 1 << 20); /* The loader supplies the real template. */
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+  __uint(max_entries, RS_MAX_CPUS);
+  __type(key, __u32);
+  __array(values, struct rs_ring);
+} rings SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, RS_EV_MAX);
+  __type(key, __u32);
+  __type(value, __u64);
+} drops SEC(".maps");
+
+/* Filters, set by the loader before load; all off by default. A task is
+ * selected when it passes every filter that is on. */
+const volatile __u32 filter_num_tgids = 0;
+const volatile __s32 filter_tgids[RS_MAX_FILTER_TGIDS] = {};
+const volatile __u64 filter_cgroup_id = 0; /* cgroup v2 id (inode of its directory). */
+const volatile __s32 filter_max_prio = -1; /* Kernel prio: 0-99 RT, 100-139 normal. */
+
+static __always_inline bool rs_filters_on(void) {
+  return filter_num_tgids != 0 || filter_cgroup_id != 0 || filter_max_prio >= 0;
+}
+
+static __always_inline bool rs_task_selected(struct task_struct* t) {
+  if (filter_num_tgids != 0) {
+    const __s32 tgid = BPF_CORE_READ(t, tgid);
+    bool found = false;
+    for (__u32 i = 0; i < RS_MAX_FILTER_TGIDS; i++) {
+      if (i < filter_num_tgids && filter_tgids[i] == tgid) found = true;
+    }
+    if (!found) return false;
+  }
+  if (filter_cgroup_id != 0 && BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id) != filter_cgroup_id) {
+    return false;
+  }
+  if (filter_max_prio >= 0 && BPF_CORE_READ(t, prio) > filter_max_prio) return false;
+  return true;
+}
+
+static __always_inline void rs_count_drop(__u32 type) {
+  __u64* n = bpf_map_lookup_elem(&drops, &type);
+  if (n) *n += 1;
+}
+
+/* Reserves `size` bytes in the current CPU's ring and fills the header, or
+ * counts a drop of `type` and returns NULL. */
+static __always_inline void* rs_reserve(__u32 type, __u32 size) {
+  __u32 cpu = bpf_get_smp_processor_id();
+  void* ring = bpf_map_lookup_elem(&rings, &cpu);
+  if (!ring) {
+    rs_count_drop(type);
+    return NULL;
+  }
+  struct rs_event_header* h = bpf_ringbuf_reserve(ring, size, 0);
+  if (!h) {
+    rs_count_drop(type);
+    return NULL;
+  }
+  h->type = type;
+  h->size = size;
+  h->cpu = cpu;
+  h->ts_ns = bpf_ktime_get_boot_ns();
+  return h;
+}
+
+/* The CPU a task is queued on; the field moved into thread_info in 5.16. */
+struct task_struct___pre_5_16 {
+  unsigned int cpu;
+};
+
+static __always_inline __s32 rs_task_cpu(struct task_struct* t) {
+  if (bpf_core_field_exists(t->thread_info.cpu)) return BPF_CORE_READ(t, thread_info.cpu);
+  return BPF_CORE_READ((struct task_struct___pre_5_16*)t, cpu);
+}
+
+#endif /* RINGSIDE_BPF_RINGS_BPF_H_ */
