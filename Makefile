@@ -132,6 +132,17 @@ $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events
 $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	bpftool gen skeleton $< name rs_$* > $@
 
+# Benchmark-only BPF programs (tests/bench/*.bpf.c).
+BENCH_BPF_SKELS := $(patsubst tests/bench/%.bpf.c,$(BUILD)/bench/bpf/%.skel.h,$(wildcard tests/bench/*.bpf.c))
+$(BUILD)/bench/bpf/%.bpf.o: tests/bench/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events.h bpf/*.bpf.h)
+	@mkdir -p $(@D)
+	$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
+
+$(BUILD)/bench/bpf/%.skel.h: $(BUILD)/bench/bpf/%.bpf.o
+	bpftool gen skeleton $< name rs_$* > $@
+$(BENCH_SRCS:%.cc=$(BUILD)/obj/%.o): CPPFLAGS += -I$(BUILD)/bench/bpf -I$(BUILD)/bpf
+$(BENCH_SRCS:%.cc=$(BUILD)/obj/%.o): | $(BENCH_BPF_SKELS)
+
 # The C++ side of bpf/ includes the skeletons.
 $(call component_objs,bpf): CPPFLAGS += -I$(BUILD)/bpf
 $(call component_objs,bpf): | $(BPF_SKELS)

@@ -84,6 +84,11 @@ class EventSource {
   int num_cpus() const { return num_cpus_; }
   size_t ring_size() const { return ring_size_; }
   const RingReader& reader() const { return *reader_; }
+  // The shared maps, for programs outside bpf/ (the benchmarks' filler)
+  // that write into the same rings, and for other consumers to compare with.
+  int rings_map_fd() const { return rings_fd_; }
+  int drops_map_fd() const { return drops_fd_; }
+  const std::vector<int>& ring_fds() const { return ring_fds_; }
 
  private:
   EventSource() = default;

@@ -25,7 +25,7 @@ int BPF_PROG(handle_mark_victim, struct task_struct* task, uid_t uid) {
   e->uid = uid;
   e->killer_pid = bpf_get_current_pid_tgid() >> 32;
   __builtin_memcpy(e->comm, task->comm, RS_TASK_COMM_LEN);
-  bpf_ringbuf_submit(e, 0);
+  rs_submit(e);
   return 0;
 }
 
@@ -40,7 +40,7 @@ int BPF_PROG(handle_mark_victim_pid, int pid) {
   e->uid = 0;
   e->killer_pid = bpf_get_current_pid_tgid() >> 32;
   __builtin_memset(e->comm, 0, RS_TASK_COMM_LEN);
-  bpf_ringbuf_submit(e, 0);
+  rs_submit(e);
   return 0;
 }
 
@@ -76,7 +76,7 @@ int BPF_PROG(handle_signal_generate, int sig, struct kernel_siginfo* info, struc
   e->target_tgid = task->tgid;
   __builtin_memcpy(e->sender_comm, sender->comm, RS_TASK_COMM_LEN);
   __builtin_memcpy(e->target_comm, task->comm, RS_TASK_COMM_LEN);
-  bpf_ringbuf_submit(e, 0);
+  rs_submit(e);
   return 0;
 }
 
@@ -94,6 +94,6 @@ int BPF_PROG(handle_core_dump_exit, struct task_struct* p) {
   e->sig = code & 0x7f;
   e->pad = 0;
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
-  bpf_ringbuf_submit(e, 0);
+  rs_submit(e);
   return 0;
 }

@@ -18,7 +18,7 @@ int BPF_PROG(handle_process_fork, struct task_struct* parent, struct task_struct
   e->child_tgid = child->tgid;
   __builtin_memcpy(e->parent_comm, parent->comm, RS_TASK_COMM_LEN);
   __builtin_memcpy(e->child_comm, child->comm, RS_TASK_COMM_LEN);
-  bpf_ringbuf_submit(e, 0);
+  rs_submit(e);
   return 0;
 }
 
@@ -45,7 +45,7 @@ int BPF_PROG(handle_process_exec, struct task_struct* p, pid_t old_pid, struct l
   if (len > RS_ARGV_LEN) len = RS_ARGV_LEN;
   if (len > 0 && bpf_probe_read_user(e->argv, len, (const void*)arg_start) != 0) len = 0;
   e->argv_len = (__u16)len;
-  bpf_ringbuf_submit(e, 0);
+  rs_submit(e);
   return 0;
 }
 
@@ -61,7 +61,7 @@ int BPF_PROG(handle_process_exit, struct task_struct* p) {
   e->exit_code = p->exit_code;
   e->group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
-  bpf_ringbuf_submit(e, 0);
+  rs_submit(e);
   return 0;
 }
 
@@ -75,6 +75,6 @@ int BPF_PROG(handle_task_rename, struct task_struct* task, const char* comm) {
   __builtin_memcpy(e->old_comm, task->comm, RS_TASK_COMM_LEN);
   __builtin_memset(e->new_comm, 0, RS_TASK_COMM_LEN);
   bpf_probe_read_kernel_str(e->new_comm, sizeof(e->new_comm), comm);
-  bpf_ringbuf_submit(e, 0);
+  rs_submit(e);
   return 0;
 }

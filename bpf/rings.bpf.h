@@ -86,6 +86,21 @@ static __always_inline void* rs_reserve(__u32 type, __u32 size) {
   return h;
 }
 
+/* Submits a record from rs_reserve(). The consumer is woken only once the
+ * ring is a quarter full: it drains on its own period otherwise. Waking it
+ * per record costs an irq_work (a self-IPI: microseconds in a VM) on every
+ * event, which measured 4.6 us per sched_switch here instead of ~0.3. */
+static __always_inline void rs_submit(void* record) {
+  __u32 cpu = ((struct rs_event_header*)record)->cpu;
+  void* ring = bpf_map_lookup_elem(&rings, &cpu);
+  __u64 flags = BPF_RB_NO_WAKEUP;
+  if (ring &&
+      bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) / 4) {
+    flags = BPF_RB_FORCE_WAKEUP;
+  }
+  bpf_ringbuf_submit(record, flags);
+}
+
 /* The CPU a task is queued on; the field moved into thread_info in 5.16. */
 struct task_struct___pre_5_16 {
   unsigned int cpu;

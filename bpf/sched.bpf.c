@@ -20,7 +20,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct
   e->prev_state = prev_state;
   __builtin_memcpy(e->prev_comm, prev->comm, RS_TASK_COMM_LEN);
   __builtin_memcpy(e->next_comm, next->comm, RS_TASK_COMM_LEN);
-  bpf_ringbuf_submit(e, 0);
+  rs_submit(e);
   return 0;
 }
 
@@ -36,7 +36,7 @@ static __always_inline int emit_wakeup(__u32 type, struct task_struct* p) {
   e->waker_pid = waker->pid;
   e->waker_tgid = waker->tgid;
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
-  bpf_ringbuf_submit(e, 0);
+  rs_submit(e);
   return 0;
 }
 
@@ -62,6 +62,6 @@ int BPF_PROG(handle_sched_migrate_task, struct task_struct* p, int dest_cpu) {
   e->dest_cpu = dest_cpu;
   e->pad = 0;
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
-  bpf_ringbuf_submit(e, 0);
+  rs_submit(e);
   return 0;
 }
