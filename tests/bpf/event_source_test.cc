@@ -261,7 +261,7 @@ TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
     ours += e.prev_pid != 0 && e.h.ts_ns >= t1 && e.h.ts_ns <= t2;
   }
   for (uint64_t ts : *kernel_ts) kernel += ts >= t1 && ts <= t2;
-  EXPECT_GT(kernel, 12000);  // 6,000 sleeps: each switches out and back in.
+  EXPECT_GE(kernel, 6000);  // 6,000 sleeps: each switches a child (not idle) out.
   // A switch whose two timestamps straddle t1 or t2 counts on one side
   // only: at most one per CPU and edge.
   EXPECT_LE(std::abs(ours - kernel), 2 * source->num_cpus()) << ours << " vs " << kernel;
