@@ -114,8 +114,12 @@ $(BUILD)/gen/%.pb.cc $(BUILD)/gen/%.pb.h: protos/%.proto $(PROTO_SRCS)
 $(BUILD)/gen/%.pb.o: $(BUILD)/gen/%.pb.cc
 	$(CXX) $(CPPFLAGS) $(filter-out -Werror,$(CXXFLAGS)) $(PKG_CFLAGS) -c $< -o $@
 
-# Every object may include any generated header, so they all exist first.
-$(BUILD)/obj/%.o: %.cc | $(PROTO_HDRS)
+# Every object may include any generated header, so they all exist first,
+# and a changed .proto rebuilds them all: -MMD leaves headers found through
+# -isystem (build/gen) out of the .d files, so those cannot say which
+# objects use which messages. Mixing objects built against two versions of
+# a message links and reads garbage.
+$(BUILD)/obj/%.o: %.cc $(PROTO_HDRS)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(PKG_CFLAGS) -c $< -o $@
 

@@ -15,20 +15,27 @@ constexpr char kDefaultConfig[] = R"pb(
   buffers { size_kb: 65536 fill_policy: RING_BUFFER }
   data_sources {
     config {
+      name: "linux.bpf"
+      target_buffer: 0
+      bpf_config { ring_size_kb: 4096 drain_period_ms: 100 }
+    }
+  }
+  data_sources {
+    config {
       name: "linux.ftrace"
       target_buffer: 0
       ftrace_config {
-        ftrace_events: "sched/sched_switch"
-        ftrace_events: "sched/sched_waking"
-        ftrace_events: "sched/sched_wakeup_new"
-        ftrace_events: "sched/sched_process_fork"
-        ftrace_events: "sched/sched_process_exec"
-        ftrace_events: "sched/sched_process_exit"
         ftrace_events: "sched/sched_process_free"
-        ftrace_events: "task/task_newtask"
-        ftrace_events: "task/task_rename"
         ftrace_events: "power/cpu_frequency"
         ftrace_events: "power/cpu_idle"
+        bpf_fallback_events: "sched/sched_switch"
+        bpf_fallback_events: "sched/sched_waking"
+        bpf_fallback_events: "sched/sched_wakeup_new"
+        bpf_fallback_events: "sched/sched_process_fork"
+        bpf_fallback_events: "sched/sched_process_exec"
+        bpf_fallback_events: "sched/sched_process_exit"
+        bpf_fallback_events: "task/task_newtask"
+        bpf_fallback_events: "task/task_rename"
         buffer_size_kb: 4096
         drain_period_ms: 250
       }
@@ -56,7 +63,7 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
 }  // namespace
 
 const std::vector<std::string>& KnownDataSources() {
-  static const auto* known = new std::vector<std::string>{"linux.ftrace"};
+  static const auto* known = new std::vector<std::string>{"linux.bpf", "linux.ftrace"};
   return *known;
 }
 

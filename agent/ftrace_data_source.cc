@@ -187,6 +187,11 @@ void FtraceDataSource::WriteStats(int phase) {
   for (int cpu = 0; cpu < num_cpus_; cpu++) {
     absl::StatusOr<ftrace::Instance::CpuStats> s = instance_->ReadCpuStats(cpu);
     if (!s.ok()) continue;
+    if (s->overrun + s->dropped_events != 0) {
+      absl::MutexLock lock(&losses_mu_);
+      // The counters only grow: the last phase's values are the totals.
+      overruns_[cpu] = s->overrun + s->dropped_events;
+    }
     ProtoMessage* c = stats->BeginNested(FS::kCpuStatsFieldNumber);
     c->AppendVarInt(CS::kCpuFieldNumber, static_cast<uint64_t>(cpu));
     c->AppendVarInt(CS::kEntriesFieldNumber, s->entries);
@@ -209,6 +214,11 @@ void FtraceDataSource::WriteStats(int phase) {
     stats->AppendString(FS::kFailedFtraceEventsFieldNumber,
                         absl::StrCat(e, ": ", status.message()));
   }
+}
+
+std::map<int, uint64_t> FtraceDataSource::overruns() const {
+  absl::MutexLock lock(&losses_mu_);
+  return overruns_;
 }
 
 FtraceDataSource::Stats FtraceDataSource::stats() const {

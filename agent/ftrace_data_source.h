@@ -3,12 +3,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/ftrace_bundle_writer.h"
 #include "agent/producer_buffer.h"
 #include "agent/trace_writer.h"
@@ -69,6 +71,9 @@ class FtraceDataSource {
   uint32_t applied_buffer_size_kb() const { return applied_buffer_size_kb_; }
   const std::string& applied_trace_clock() const { return applied_clock_; }
   Stats stats() const;
+  // Events the kernel lost per CPU (overrun + dropped), as of the last
+  // FtraceStats written (END_OF_TRACE after Stop()); only non-zero CPUs.
+  std::map<int, uint64_t> overruns() const;
 
  private:
   FtraceDataSource(Config config, ProducerBuffer* producer)
@@ -101,6 +106,9 @@ class FtraceDataSource {
   // Reused per drain.
   std::vector<uint8_t> pages_;
   std::vector<ftrace::RawEvent> events_;
+
+  mutable absl::Mutex losses_mu_;
+  std::map<int, uint64_t> overruns_ ABSL_GUARDED_BY(losses_mu_);
 
   std::atomic<uint64_t> pages_read_{0}, pages_malformed_{0}, events_count_{0}, pages_with_lost_{0},
       lost_stored_{0};

@@ -17,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/version.h"
@@ -173,8 +174,48 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::Trace
       r->buffers_.push_back(std::move(tb));
     }
   }
-  std::optional<absl::StatusOr<ftrace::Tracefs>> tracefs;
   buffer::ProducerID next_producer = 1;
+  auto new_source = [&](const config::DataSourceConfig& c) {
+    Source source;
+    source.name = c.name();
+    source.target_buffer = c.target_buffer();
+    source.producer = std::make_unique<ProducerBuffer>(
+        next_producer++, buffer::ClientIdentity{getuid(), getpid()}, ProducerBuffer::Options{});
+    return source;
+  };
+  // BPF first: whether it loads decides the ftrace sources' fallback events.
+  int bpf_loaded = 0;
+  for (const auto& ds : config.data_sources()) {
+    const config::DataSourceConfig& c = ds.config();
+    if (c.name() != "linux.bpf") continue;
+    Source source = new_source(c);
+    const config::BpfConfig& bc = c.bpf_config();
+    BpfDataSource::Config cfg;
+    cfg.source.sched = bc.sched();
+    cfg.source.process = bc.process();
+    cfg.source.incidents = bc.incidents();
+    if (bc.ring_size_kb() > 0)
+      cfg.source.ring_size_per_cpu = size_t{bc.ring_size_kb()} * 1024;
+    else
+      cfg.source.ring_size_per_cpu = size_t{4096} * 1024;
+    cfg.source.filters.tgids.assign(bc.filter_tgid().begin(), bc.filter_tgid().end());
+    cfg.source.filters.cgroup_id = bc.filter_cgroup_id();
+    cfg.source.filters.max_prio = bc.has_filter_max_prio() ? bc.filter_max_prio() : -1;
+    if (bc.drain_period_ms() > 0) cfg.drain_period_ms = bc.drain_period_ms();
+    absl::StatusOr<std::unique_ptr<BpfDataSource>> b =
+        BpfDataSource::Create(cfg, source.producer.get());
+    if (!b.ok()) {
+      r->warnings_.push_back(absl::StrCat("linux.bpf disabled: ", b.status().message()));
+      continue;
+    }
+    for (const std::string& p : (*b)->skipped_programs()) {
+      r->warnings_.push_back(absl::StrCat("linux.bpf: this kernel cannot attach ", p));
+    }
+    source.bpf = std::move(*b);
+    r->sources_.push_back(std::move(source));
+    bpf_loaded++;
+  }
+  std::optional<absl::StatusOr<ftrace::Tracefs>> tracefs;
   for (const auto& ds : config.data_sources()) {
     const config::DataSourceConfig& c = ds.config();
     if (c.name() != "linux.ftrace") continue;
@@ -186,13 +227,18 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::Trace
       r->warnings_.push_back(absl::StrCat("linux.ftrace disabled: ", tracefs->status().message()));
       continue;
     }
-    Source source;
-    source.target_buffer = c.target_buffer();
-    source.producer = std::make_unique<ProducerBuffer>(
-        next_producer++, buffer::ClientIdentity{getuid(), getpid()}, ProducerBuffer::Options{});
+    Source source = new_source(c);
     FtraceDataSource::Config fc;
     fc.instance_name = absl::StrCat("record", next_producer - 1);
     for (const std::string& e : c.ftrace_config().ftrace_events()) fc.events.push_back({e, ""});
+    if (bpf_loaded == 0 && c.ftrace_config().bpf_fallback_events_size() > 0) {
+      for (const std::string& e : c.ftrace_config().bpf_fallback_events()) {
+        fc.events.push_back({e, ""});
+      }
+      r->warnings_.push_back(absl::StrCat(
+          "linux.ftrace: recording ", absl::StrJoin(c.ftrace_config().bpf_fallback_events(), ", "),
+          " with ftrace in place of BPF"));
+    }
     if (c.ftrace_config().buffer_size_kb() > 0)
       fc.buffer_size_kb = c.ftrace_config().buffer_size_kb();
     if (c.ftrace_config().drain_period_ms() > 0)
@@ -246,10 +292,17 @@ absl::Status Recording::Start() {
   start_clocks_ = ClockSnapshot();
   start_processes_ = ScanProcesses();
   for (Source& s : sources_) {
-    if (s.ftrace == nullptr) continue;
-    if (absl::Status st = s.ftrace->Start(); !st.ok()) {
-      warnings_.push_back(absl::StrCat("linux.ftrace did not start: ", st.message()));
-      s.ftrace.reset();
+    if (s.bpf != nullptr) {
+      if (absl::Status st = s.bpf->Start(); !st.ok()) {
+        warnings_.push_back(absl::StrCat("linux.bpf did not start: ", st.message()));
+        s.bpf.reset();
+      }
+    }
+    if (s.ftrace != nullptr) {
+      if (absl::Status st = s.ftrace->Start(); !st.ok()) {
+        warnings_.push_back(absl::StrCat("linux.ftrace did not start: ", st.message()));
+        s.ftrace.reset();
+      }
     }
   }
   owner_ = std::thread([this] { OwnerLoop(); });
@@ -273,6 +326,7 @@ Recording::Progress Recording::progress() const {
   p.elapsed_s = static_cast<double>(ClockNs(CLOCK_BOOTTIME) - start_boottime_ns_) / 1e9;
   for (const Source& s : sources_) {
     if (s.ftrace != nullptr) p.events += s.ftrace->stats().events;
+    if (s.bpf != nullptr) p.events += s.bpf->events();
   }
   absl::MutexLock lock(&mu_);
   for (const auto& b : buffers_) {
@@ -287,13 +341,45 @@ Recording::Progress Recording::progress() const {
 absl::StatusOr<uint64_t> Recording::StopAndWrite() {
   for (Source& s : sources_) {
     if (s.ftrace != nullptr) s.ftrace->Stop();
+    if (s.bpf != nullptr) s.bpf->Stop();
   }
   stop_.store(true);
   if (owner_.joinable()) owner_.join();
   DrainAll();
   const int64_t end_ns = ClockNs(CLOCK_BOOTTIME);
+  // Losses before the buffers, taken before the sources go away.
+  trace::TraceStats staging;
+  for (const Source& s : sources_) {
+    const ProducerBuffer::Stats ps = s.producer->stats();
+    auto* p = staging.add_ringside_producer_stats();
+    p->set_data_source(s.name);
+    p->set_chunks_committed(ps.chunks_committed);
+    p->set_pool_exhausted(ps.pool_exhausted);
+    p->set_stall_timeouts(ps.stall_timeouts);
+    if (s.bpf != nullptr) {
+      for (const BpfDataSource::Loss& l : s.bpf->Losses()) {
+        auto* loss = staging.add_ringside_staging_loss();
+        loss->set_data_source(s.name);
+        loss->set_cpu(l.cpu);
+        loss->set_kind(l.kind);
+        loss->set_events_lost(l.events);
+      }
+    }
+    if (s.ftrace != nullptr) {
+      for (const auto& [cpu, n] : s.ftrace->overruns()) {
+        auto* loss = staging.add_ringside_staging_loss();
+        loss->set_data_source(s.name);
+        loss->set_cpu(static_cast<uint32_t>(cpu));
+        loss->set_kind("ftrace_overrun");
+        loss->set_events_lost(n);
+      }
+    }
+  }
   // The instances are gone: leave tracefs as we found it.
-  for (Source& s : sources_) s.ftrace.reset();
+  for (Source& s : sources_) {
+    s.ftrace.reset();
+    s.bpf.reset();
+  }
   if (tracefs_.has_value()) (void)tracefs_->Unmount();
 
   std::string out;
@@ -371,6 +457,7 @@ absl::StatusOr<uint64_t> Recording::StopAndWrite() {
   emit(ClockSnapshot());
   TracePacket stats;
   stats.set_timestamp(static_cast<uint64_t>(end_ns));
+  *stats.mutable_trace_stats() = staging;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& b : buffers_) {

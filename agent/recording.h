@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/bpf_data_source.h"
 #include "agent/ftrace_data_source.h"
 #include "agent/producer_buffer.h"
 #include "buffer/trace_buffer.h"
@@ -59,7 +60,9 @@ class Recording {
       : config_(std::move(config)), output_path_(std::move(output_path)) {}
   struct Source {
     std::unique_ptr<ProducerBuffer> producer;
+    std::string name;  // The config's data source name.
     std::unique_ptr<FtraceDataSource> ftrace;
+    std::unique_ptr<BpfDataSource> bpf;
     uint32_t target_buffer = 0;
   };
   void OwnerLoop();

@@ -9,15 +9,26 @@
 namespace ringside::agent {
 namespace {
 
+// BPF records scheduling, processes and incidents; ftrace adds what BPF
+// does not cover, and takes over scheduling and processes without BPF.
 TEST(ConfigLoaderTest, EmbeddedDefaultIsValidAndRecordsSchedAndProcessEvents) {
   const config::TraceConfig cfg = DefaultRecordConfig();
   ASSERT_EQ(cfg.buffers_size(), 1);
   EXPECT_EQ(cfg.buffers(0).size_kb(), 65536u);
-  ASSERT_EQ(cfg.data_sources_size(), 1);
-  const auto& ftrace = cfg.data_sources(0).config().ftrace_config();
+  ASSERT_EQ(cfg.data_sources_size(), 2);
+  const config::DataSourceConfig& bpf = cfg.data_sources(0).config();
+  EXPECT_EQ(bpf.name(), "linux.bpf");
+  EXPECT_TRUE(bpf.bpf_config().sched() && bpf.bpf_config().process() &&
+              bpf.bpf_config().incidents());
+  const auto& ftrace = cfg.data_sources(1).config().ftrace_config();
   std::vector<std::string> events(ftrace.ftrace_events().begin(), ftrace.ftrace_events().end());
-  EXPECT_NE(std::find(events.begin(), events.end(), "sched/sched_switch"), events.end());
-  EXPECT_NE(std::find(events.begin(), events.end(), "sched/sched_process_exec"), events.end());
+  EXPECT_NE(std::find(events.begin(), events.end(), "power/cpu_frequency"), events.end());
+  EXPECT_EQ(std::find(events.begin(), events.end(), "sched/sched_switch"), events.end());
+  std::vector<std::string> fallback(ftrace.bpf_fallback_events().begin(),
+                                    ftrace.bpf_fallback_events().end());
+  EXPECT_NE(std::find(fallback.begin(), fallback.end(), "sched/sched_switch"), fallback.end());
+  EXPECT_NE(std::find(fallback.begin(), fallback.end(), "sched/sched_process_exec"),
+            fallback.end());
   EXPECT_EQ(cfg.duration_ms(), 10000u);
 }
 
@@ -41,7 +52,7 @@ TEST(ConfigLoaderTest, UnknownDataSourceListsTheKnownOnes) {
   ASSERT_FALSE(cfg.ok());
   const std::string m(cfg.status().message());
   EXPECT_NE(m.find("'linux.nope' is not a data source"), std::string::npos) << m;
-  EXPECT_NE(m.find("known: linux.ftrace"), std::string::npos) << m;
+  EXPECT_NE(m.find("known: linux.bpf, linux.ftrace"), std::string::npos) << m;
 }
 
 TEST(ConfigLoaderTest, SemanticErrorsNameTheField) {

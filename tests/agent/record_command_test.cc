@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,93 @@ TEST(RecordCommandTest, RecordsAValidSelfContainedTraceWithKernelEvents) {
   EXPECT_GT(bundles, 0);
   EXPECT_GT(events, 0u);
   EXPECT_GT(t.packet(4).process_tree().processes_size(), 1);
+  unlink(out.c_str());
+}
+
+// The proof, with the embedded default config (BPF where it loads,
+// ftrace in its place otherwise): sched events on every online CPU, the
+// workload's execs with their filenames, every pid that ran resolvable to
+// a name, and the stats of every stage.
+TEST(RecordCommandTest, DefaultConfigRecordsSchedOnEveryCpuExecsAndResolvablePids) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string out = TempPath("default.pftrace");
+  // Busy on every CPU for a moment, then 30 execs of /bin/true.
+  const std::string workload =
+      "for c in $(seq $(nproc)); do (i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done) & done; "
+      "wait; for i in $(seq 30); do /bin/true; done";
+  ASSERT_EQ(RunRingside({"record", "-o", out, "--", "/bin/sh", "-c", workload}), 0);
+  const trace::Trace t = ReadTrace(out);
+  std::set<uint32_t> cpus_with_switches;
+  std::set<int32_t> named;  // pids a descriptor or event gives a name to
+  std::set<int32_t> ran;    // pids switched in
+  int true_execs = 0, trace_stats = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    trace_stats += p.has_trace_stats();
+    for (const auto& th : p.process_tree().threads()) named.insert(th.tid());
+    for (const auto& pr : p.process_tree().processes()) named.insert(pr.pid());
+    if (!p.has_ftrace_events()) continue;
+    const auto& b = p.ftrace_events();
+    const auto& cs = b.compact_sched();
+    if (cs.switch_timestamp_size() > 0) cpus_with_switches.insert(b.cpu());
+    for (int i = 0; i < cs.switch_next_pid_size(); i++) {
+      ran.insert(cs.switch_next_pid(i));
+      // compact_sched names every task it switches in.
+      if (!cs.intern_table(static_cast<int>(cs.switch_next_comm_index(i))).empty()) {
+        named.insert(cs.switch_next_pid(i));
+      }
+    }
+    for (const trace::FtraceEvent& e : b.event()) {
+      if (e.has_sched_switch()) {
+        cpus_with_switches.insert(b.cpu());
+        ran.insert(e.sched_switch().next_pid());
+        named.insert(e.sched_switch().next_pid());
+      }
+      if (e.has_sched_process_fork()) named.insert(e.sched_process_fork().child_pid());
+      if (e.has_sched_process_exec()) {
+        named.insert(e.sched_process_exec().pid());
+        true_execs += e.sched_process_exec().filename() == "/bin/true";
+      }
+    }
+  }
+  EXPECT_EQ(cpus_with_switches.size(), static_cast<size_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  EXPECT_EQ(true_execs, 30);
+  ran.erase(0);  // The idle tasks.
+  for (int32_t pid : ran) EXPECT_TRUE(named.count(pid)) << "pid " << pid << " has no name";
+  EXPECT_EQ(trace_stats, 1);
+  unlink(out.c_str());
+}
+
+// When linux.bpf cannot load, the ftrace source records its fallback
+// events, so scheduling and execs are still there.
+TEST(RecordCommandTest, FtraceTakesOverWhenBpfCannotLoad) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string cfg = TempPath("nobpf.pbtxt");
+  std::ofstream f(cfg);
+  f << "buffers { size_kb: 8192 }\n"
+       "data_sources { config { name: \"linux.bpf\" bpf_config {";
+  for (int i = 0; i < 17; i++) f << " filter_tgid: " << i + 1;  // One more than BPF takes.
+  f << " } } }\n"
+       "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+       "  ftrace_events: \"power/cpu_idle\"\n"
+       "  bpf_fallback_events: \"sched/sched_switch\"\n"
+       "  bpf_fallback_events: \"sched/sched_process_exec\" } } }\n";
+  f.close();
+  const std::string out = TempPath("nobpf.pftrace");
+  ASSERT_EQ(RunRingside({"record", "-c", cfg, "-o", out, "--", "/bin/sh", "-c",
+                         "for i in 1 2 3; do /bin/true; done"}),
+            0);
+  const trace::Trace t = ReadTrace(out);
+  uint64_t switches = 0;
+  int execs = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    switches += static_cast<uint64_t>(p.ftrace_events().compact_sched().switch_timestamp_size());
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      execs += e.sched_process_exec().filename() == "/bin/true";
+    }
+  }
+  EXPECT_GT(switches, 0u);
+  EXPECT_EQ(execs, 3);
+  unlink(cfg.c_str());
   unlink(out.c_str());
 }
 
