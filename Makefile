@@ -66,8 +66,21 @@ PROTO_OBJS := $(PROTO_CCS:%.cc=%.o)
 # after an edit do not regenerate them.
 .SECONDARY: $(PROTO_CCS) $(PROTO_HDRS)
 
+# BPF needs this machine's BTF to build (vmlinux.h). Without it, bpf/ is
+# built with event_source_unavailable.cc instead of the programs: loading
+# them reports that this build has no BPF, and `ringside record` falls back
+# to ftrace. Everything else builds and runs as usual.
+VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
+HAVE_BTF := $(if $(wildcard $(VMLINUX_BTF)),yes,)
+ifeq ($(HAVE_BTF),)
+  NO_BPF_SRCS := bpf/event_source.cc
+  $(warning bpf/: this kernel has no BTF ($(VMLINUX_BTF) is missing): the CO-RE BPF programs cannot be built here (needs CONFIG_DEBUG_INFO_BTF=y). Building without them; ringside record will use ftrace only.)
+else
+  NO_BPF_SRCS := bpf/event_source_unavailable.cc
+endif
+
 # The sources of a component: its top level and internal/, minus main.cc.
-component_srcs = $(filter-out agent/main.cc,$(wildcard $(1)/*.cc $(1)/internal/*.cc))
+component_srcs = $(filter-out agent/main.cc $(NO_BPF_SRCS),$(wildcard $(1)/*.cc $(1)/internal/*.cc))
 component_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(call component_srcs,$(1)))
 component_lib = $(BUILD)/lib/libringside_$(1).a
 
@@ -83,7 +96,6 @@ BIN := $(BUILD)/ringside
 BPF_PROGS := $(wildcard bpf/*.bpf.c)
 BPF_SKELS := $(BPF_PROGS:bpf/%.bpf.c=$(BUILD)/bpf/%.skel.h)
 .SECONDARY: $(BPF_PROGS:bpf/%.bpf.c=$(BUILD)/bpf/%.bpf.o)
-VMLINUX_BTF := /sys/kernel/btf/vmlinux
 BPF_CLANG ?= clang
 BPF_ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
 
@@ -94,6 +106,9 @@ test_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard tests/$(1)/*_test.cc tes
   tests/testing/*.cc))
 
 BENCH_SRCS := $(wildcard tests/bench/*_benchmark.cc)
+ifeq ($(HAVE_BTF),)
+  BENCH_SRCS := $(filter-out tests/bench/bpf_benchmark.cc,$(BENCH_SRCS))
+endif
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.cc=$(BUILD)/bench/%)
 
 ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
@@ -149,7 +164,9 @@ $(BENCH_SRCS:%.cc=$(BUILD)/obj/%.o): | $(BENCH_BPF_SKELS)
 
 # The C++ side of bpf/ includes the skeletons.
 $(call component_objs,bpf): CPPFLAGS += -I$(BUILD)/bpf
+ifneq ($(HAVE_BTF),)
 $(call component_objs,bpf): | $(BPF_SKELS)
+endif
 
 # Tests that run the CLI find it here.
 $(BUILD)/obj/tests/%.o: CPPFLAGS += -DRINGSIDE_BUILD_DIR='"$(abspath $(BUILD))"'

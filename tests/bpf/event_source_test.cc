@@ -232,9 +232,9 @@ class FtraceSchedSwitchReference {
 
 TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
   RINGSIDE_REQUIRE_TRACEFS();
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, WithRingSize(8 << 20));
   KernelStatsScope stats;
   ASSERT_TRUE(stats.ok()) << "BPF_ENABLE_STATS: " << std::strerror(errno);
-  RINGSIDE_LOAD_BPF_OR_SKIP(source, WithRingSize(8 << 20));
   FtraceSchedSwitchReference reference;
   ASSERT_TRUE(reference.Start().ok());
   ASSERT_TRUE(source->Attach().ok());
@@ -274,9 +274,9 @@ TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
 }
 
 TEST(EventSourceTest, TinyRingUnderAStormDropsExactlyWhatIsMissing) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, WithRingSize(4096));
   KernelStatsScope stats;
   ASSERT_TRUE(stats.ok()) << "BPF_ENABLE_STATS: " << std::strerror(errno);
-  RINGSIDE_LOAD_BPF_OR_SKIP(source, WithRingSize(4096));
   ASSERT_TRUE(source->Attach().ok());
   // Nobody reads while the storm runs: the 4 KiB rings overflow.
   const pid_t child = SwitchStorm(3000);

@@ -1,0 +1,33 @@
+// bpf::EventSource in a build made on a machine without BTF (see the
+// Makefile): the programs could not be compiled, so loading them reports
+// that, and callers fall back to what they can do without BPF.
+#include "bpf/event_source.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace ringside::bpf {
+
+absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options&) {
+  return absl::UnavailableError(
+      "this ringside was built without its BPF programs: the build machine's kernel had no BTF "
+      "(/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF=y); rebuild on a kernel with BTF");
+}
+
+// Never constructed: Load() above is the only way to make one.
+EventSource::~EventSource() = default;
+absl::Status EventSource::Attach() { return absl::UnavailableError("no BPF in this build"); }
+void EventSource::Detach() {}
+absl::Status EventSource::LoadGroups(const Options&) {
+  return absl::UnavailableError("no BPF in this build");
+}
+std::vector<uint64_t> EventSource::drops_per_cpu(uint32_t) const { return {}; }
+uint64_t EventSource::drops(uint32_t) const { return 0; }
+std::vector<EventSource::ProgramStats> EventSource::program_stats() const { return {}; }
+int EventSource::EnableKernelStats() {
+  errno = ENOSYS;
+  return -1;
+}
+
+}  // namespace ringside::bpf
