@@ -101,10 +101,12 @@ absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
           absl::StrCat(file_name, ": data_sources[", i, "].config.target_buffer is ",
                        ds.target_buffer(), " but there are only ", cfg.buffers_size(), " buffers"));
     }
-    if (ds.name() == "linux.ftrace" && ds.ftrace_config().ftrace_events_size() == 0) {
+    if (ds.name() == "linux.ftrace" && ds.ftrace_config().ftrace_events_size() == 0 &&
+        ds.ftrace_config().bpf_fallback_events_size() == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           file_name, ": data_sources[", i,
-          "]: linux.ftrace needs ftrace_config { ftrace_events: \"group/name\" ... }"));
+          "]: linux.ftrace needs ftrace_config { ftrace_events: \"group/name\" ... } (or "
+          "bpf_fallback_events)"));
     }
   }
   return cfg;

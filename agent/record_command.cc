@@ -16,7 +16,8 @@
 #include "agent/recording.h"
 
 ABSL_FLAG(std::string, c, "", "record: config file (protobuf text format); default: embedded");
-ABSL_FLAG(std::string, o, "ringside.pftrace", "record: output trace file");
+ABSL_FLAG(std::string, o, "",
+          "record: output trace file; default: the config's output_path, else ringside.pftrace");
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "record: how long to record (e.g. 10s); default: the config's duration_ms");
 
@@ -56,7 +57,9 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   }
   absl::Duration duration = absl::GetFlag(FLAGS_duration);
   if (duration == absl::ZeroDuration()) duration = absl::Milliseconds(config.duration_ms());
-  const std::string output = absl::GetFlag(FLAGS_o);
+  std::string output = absl::GetFlag(FLAGS_o);
+  if (output.empty()) output = config.output_path();
+  if (output.empty()) output = "ringside.pftrace";
 
   // Signals are taken synchronously by this thread; every thread started
   // from here on inherits the mask.
@@ -91,6 +94,10 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   const char* why = "duration reached";
   for (;;) {
     if (absl::Now() >= deadline) break;
+    if ((*recording)->file_limit_reached()) {
+      why = "max_file_size_bytes reached";
+      break;
+    }
     const absl::Duration wait = std::min(absl::Milliseconds(500), deadline - absl::Now());
     timespec ts = absl::ToTimespec(wait);
     const int sig = sigtimedwait(&signals, nullptr, &ts);

@@ -219,6 +219,9 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::Trace
   for (const auto& ds : config.data_sources()) {
     const config::DataSourceConfig& c = ds.config();
     if (c.name() != "linux.ftrace") continue;
+    const bool fallback = bpf_loaded == 0 && c.ftrace_config().bpf_fallback_events_size() > 0;
+    // Only fallback events, and BPF is there: nothing for ftrace to do.
+    if (c.ftrace_config().ftrace_events_size() == 0 && !fallback) continue;
     if (!tracefs) {
       tracefs = ftrace::Tracefs::Open();
       if (tracefs->ok()) r->tracefs_ = **tracefs;
@@ -231,7 +234,7 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::Trace
     FtraceDataSource::Config fc;
     fc.instance_name = absl::StrCat("record", next_producer - 1);
     for (const std::string& e : c.ftrace_config().ftrace_events()) fc.events.push_back({e, ""});
-    if (bpf_loaded == 0 && c.ftrace_config().bpf_fallback_events_size() > 0) {
+    if (fallback) {
       for (const std::string& e : c.ftrace_config().bpf_fallback_events()) {
         fc.events.push_back({e, ""});
       }
@@ -305,8 +308,49 @@ absl::Status Recording::Start() {
       }
     }
   }
+  if (config_.write_into_file()) {
+    stream_fd_ = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (stream_fd_ < 0) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot create ", output_path_, ": ", std::strerror(errno)));
+    }
+    std::string header;
+    AppendHeader(&header);
+    if (absl::Status st = WriteToStream(header); !st.ok()) return st;
+  }
   owner_ = std::thread([this] { OwnerLoop(); });
   return absl::OkStatus();
+}
+
+absl::Status Recording::WriteToStream(const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(stream_fd_, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::ResourceExhaustedError(
+          absl::StrCat("writing ", output_path_, ": ", std::strerror(errno)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  file_bytes_.fetch_add(bytes.size());
+  if (config_.max_file_size_bytes() > 0 && file_bytes_.load() >= config_.max_file_size_bytes()) {
+    file_limit_reached_.store(true);
+  }
+  return absl::OkStatus();
+}
+
+void Recording::StreamBuffers() {
+  std::string out;
+  {
+    absl::MutexLock lock(&mu_);
+    AppendBufferPackets(&out);
+  }
+  if (out.empty()) return;
+  if (absl::Status st = WriteToStream(out); !st.ok() && stream_error_.ok()) {
+    // Reported by StopAndWrite; the recording goes on into the buffers.
+    stream_error_ = st;
+  }
 }
 
 void Recording::DrainAll() {
@@ -315,8 +359,23 @@ void Recording::DrainAll() {
 }
 
 void Recording::OwnerLoop() {
+  const int64_t flush_ns = int64_t{config_.flush_period_ms()} * 1000000;
+  const int64_t write_ns =
+      int64_t{config_.file_write_period_ms() > 0 ? config_.file_write_period_ms() : 5000} * 1000000;
+  int64_t last_flush = ClockNs(CLOCK_MONOTONIC), last_write = last_flush;
   while (!stop_.load()) {
+    const int64_t now = ClockNs(CLOCK_MONOTONIC);
+    if (flush_ns > 0 && now - last_flush >= flush_ns) {
+      // A flush that does not wait for the writers: what they have written
+      // so far into chunks still open is committed as scraped chunks.
+      for (Source& s : sources_) s.producer->ScrapeWriters();
+      last_flush = now;
+    }
     DrainAll();
+    if (stream_fd_ >= 0 && now - last_write >= write_ns) {
+      StreamBuffers();
+      last_write = now;
+    }
     usleep(100 * 1000);
   }
 }
@@ -383,75 +442,12 @@ absl::StatusOr<uint64_t> Recording::StopAndWrite() {
   if (tracefs_.has_value()) (void)tracefs_->Unmount();
 
   std::string out;
-  uint64_t packets = 0;
-  auto emit = [&](TracePacket p) {
-    p.set_trusted_packet_sequence_id(kServiceSequenceId);
-    AppendFramed(p.SerializeAsString(), &out);
-    packets++;
-  };
-
-  TracePacket uuid;
-  std::random_device rd;
-  const uint64_t msb = uint64_t{rd()} << 32 | rd();
-  const uint64_t lsb = uint64_t{rd()} << 32 | rd();
-  uuid.mutable_trace_uuid()->set_msb(static_cast<int64_t>(msb));
-  uuid.mutable_trace_uuid()->set_lsb(static_cast<int64_t>(lsb));
-  emit(uuid);
-
-  TracePacket info;
-  utsname u;
-  if (uname(&u) == 0) {
-    auto* un = info.mutable_system_info()->mutable_utsname();
-    un->set_sysname(u.sysname);
-    un->set_version(u.version);
-    un->set_release(u.release);
-    un->set_machine(u.machine);
-  }
-  info.mutable_system_info()->set_tracing_service_version(absl::StrCat("ringside ", kVersion));
-  info.mutable_system_info()->set_page_size(static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
-  info.mutable_system_info()->set_num_cpus(static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_CONF)));
-  time_t now = time(nullptr);
-  tm local;
-  localtime_r(&now, &local);
-  info.mutable_system_info()->set_timezone_off_mins(static_cast<int32_t>(local.tm_gmtoff / 60));
-  emit(info);
-  emit(start_clocks_);
-  TracePacket cfg;
-  *cfg.mutable_trace_config() = config_;
-  emit(cfg);
-  emit(start_processes_);
-  TracePacket started;
-  started.set_timestamp(static_cast<uint64_t>(start_boottime_ns_));
-  started.mutable_service_event()->set_tracing_started(true);
-  emit(started);
-
-  // The data: each packet gets its sequence id (and its loss flags) appended,
-  // as fields appended to a serialized message merge into it.
-  std::map<uint32_t, uint32_t> sequence_ids;
+  if (stream_fd_ < 0) AppendHeader(&out);
   {
     absl::MutexLock lock(&mu_);
-    std::string bytes;
-    for (auto& b : buffers_) {
-      b->BeginRead();
-      buffer::TracePacket packet;
-      buffer::PacketSequenceProperties props;
-      uint32_t loss = 0;
-      while (b->ReadNextTracePacket(&packet, &props, &loss)) {
-        const uint32_t key = uint32_t{props.producer_id_trusted} << 16 | props.writer_id;
-        auto [it, inserted] =
-            sequence_ids.try_emplace(key, static_cast<uint32_t>(sequence_ids.size()) + 2);
-        bytes.clear();
-        packet.AppendTo(&bytes);
-        AppendVarIntField(TracePacket::kTrustedUidFieldNumber,
-                          static_cast<uint32_t>(props.client_identity_trusted.uid), &bytes);
-        AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, it->second, &bytes);
-        if (loss != 0)
-          AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &bytes);
-        AppendFramed(bytes, &out);
-        packets++;
-      }
-    }
+    AppendBufferPackets(&out);
   }
+  auto emit = [&](TracePacket p) { AppendService(std::move(p), &out); };
 
   emit(ScanProcesses());
   emit(ClockSnapshot());
@@ -493,8 +489,91 @@ absl::StatusOr<uint64_t> Recording::StopAndWrite() {
   disabled.mutable_service_event()->set_tracing_disabled(true);
   emit(disabled);
 
+  if (stream_fd_ >= 0) {
+    absl::Status st = WriteToStream(out);
+    if (st.ok() && fsync(stream_fd_) != 0) {
+      st = absl::UnavailableError(
+          absl::StrCat("flushing ", output_path_, ": ", std::strerror(errno)));
+    }
+    close(stream_fd_);
+    stream_fd_ = -1;
+    if (!stream_error_.ok()) return stream_error_;
+    if (!st.ok()) return st;
+    return packets_;
+  }
   if (absl::Status s = WriteFileAtomically(output_path_, out); !s.ok()) return s;
-  return packets;
+  return packets_;
+}
+
+void Recording::AppendService(TracePacket p, std::string* out) {
+  p.set_trusted_packet_sequence_id(kServiceSequenceId);
+  AppendFramed(p.SerializeAsString(), out);
+  packets_++;
+}
+
+void Recording::AppendHeader(std::string* out) {
+  TracePacket uuid;
+  std::random_device rd;
+  const uint64_t msb = uint64_t{rd()} << 32 | rd();
+  const uint64_t lsb = uint64_t{rd()} << 32 | rd();
+  uuid.mutable_trace_uuid()->set_msb(static_cast<int64_t>(msb));
+  uuid.mutable_trace_uuid()->set_lsb(static_cast<int64_t>(lsb));
+  AppendService(uuid, out);
+
+  TracePacket info;
+  utsname u;
+  if (uname(&u) == 0) {
+    auto* un = info.mutable_system_info()->mutable_utsname();
+    un->set_sysname(u.sysname);
+    un->set_version(u.version);
+    un->set_release(u.release);
+    un->set_machine(u.machine);
+    info.mutable_system_info()->set_hostname(u.nodename);
+  }
+  info.mutable_system_info()->set_tracing_service_version(absl::StrCat("ringside ", kVersion));
+  info.mutable_system_info()->set_page_size(static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
+  info.mutable_system_info()->set_num_cpus(static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_CONF)));
+  time_t now = time(nullptr);
+  tm local;
+  localtime_r(&now, &local);
+  info.mutable_system_info()->set_timezone_off_mins(static_cast<int32_t>(local.tm_gmtoff / 60));
+  AppendService(info, out);
+  AppendService(start_clocks_, out);
+  TracePacket cfg;
+  *cfg.mutable_trace_config() = config_;
+  AppendService(cfg, out);
+  AppendService(start_processes_, out);
+  TracePacket started;
+  started.set_timestamp(static_cast<uint64_t>(start_boottime_ns_));
+  started.mutable_service_event()->set_tracing_started(true);
+  AppendService(started, out);
+}
+
+// The data: each packet gets its sequence id (and its loss flags) appended,
+// as fields appended to a serialized message merge into it. Reading consumes
+// what was read, so each call appends only what is new.
+void Recording::AppendBufferPackets(std::string* out) {
+  std::string bytes;
+  for (auto& b : buffers_) {
+    b->BeginRead();
+    buffer::TracePacket packet;
+    buffer::PacketSequenceProperties props;
+    uint32_t loss = 0;
+    while (b->ReadNextTracePacket(&packet, &props, &loss)) {
+      const uint32_t key = uint32_t{props.producer_id_trusted} << 16 | props.writer_id;
+      auto [it, inserted] =
+          sequence_ids_.try_emplace(key, static_cast<uint32_t>(sequence_ids_.size()) + 2);
+      bytes.clear();
+      packet.AppendTo(&bytes);
+      AppendVarIntField(TracePacket::kTrustedUidFieldNumber,
+                        static_cast<uint32_t>(props.client_identity_trusted.uid), &bytes);
+      AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, it->second, &bytes);
+      if (loss != 0)
+        AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &bytes);
+      AppendFramed(bytes, out);
+      packets_++;
+    }
+  }
 }
 
 }  // namespace ringside::agent

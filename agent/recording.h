@@ -2,6 +2,7 @@
 #define RINGSIDE_AGENT_RECORDING_H_
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,6 +53,9 @@ class Recording {
   absl::StatusOr<uint64_t> StopAndWrite();
 
   Progress progress() const;
+  // Streaming only: the file reached the config's max_file_size_bytes; the
+  // caller should stop the recording.
+  bool file_limit_reached() const { return file_limit_reached_.load(); }
   // Data sources that could not start, with why (the rest keep recording).
   const std::vector<std::string>& warnings() const { return warnings_; }
 
@@ -67,6 +71,14 @@ class Recording {
   };
   void OwnerLoop();
   void DrainAll();
+  // The packets before any data: uuid, system_info, clocks, config, the
+  // process tree at start, tracing_started.
+  void AppendHeader(std::string* out);
+  void AppendService(trace::TracePacket p, std::string* out);
+  void AppendBufferPackets(std::string* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // write_into_file: appends whole packets to the open output file.
+  absl::Status WriteToStream(const std::string& bytes);
+  void StreamBuffers();
   trace::TracePacket ClockSnapshot() const;
 
   config::TraceConfig config_;
@@ -78,6 +90,14 @@ class Recording {
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<buffer::TraceBuffer>> buffers_ ABSL_GUARDED_BY(mu_);
+
+  // Trusted sequence ids given out so far, by {producer, writer}.
+  std::map<uint32_t, uint32_t> sequence_ids_ ABSL_GUARDED_BY(mu_);
+  uint64_t packets_ = 0;  // Written so far (header, data, trailer).
+  int stream_fd_ = -1;    // write_into_file: the output file, open while recording.
+  absl::Status stream_error_;
+  std::atomic<uint64_t> file_bytes_{0};
+  std::atomic<bool> file_limit_reached_{false};
 
   std::thread owner_;
   std::atomic<bool> stop_{false};

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
 #include "tests/testing/kernel_tracefs.h"
@@ -66,6 +68,17 @@ TEST(RecordCommandTest, RecordsAValidSelfContainedTraceWithKernelEvents) {
     EXPECT_TRUE(p.has_trusted_packet_sequence_id());
     uuid += p.has_trace_uuid();
     system_info += p.has_system_info();
+    if (p.has_system_info()) {
+      utsname u;
+      ASSERT_EQ(uname(&u), 0);
+      EXPECT_EQ(p.system_info().hostname(), u.nodename);
+      EXPECT_GT(p.system_info().num_cpus(), 0u);
+    }
+    if (p.has_trace_stats()) {
+      // Every data source reports its producer-side figures.
+      EXPECT_GE(p.trace_stats().ringside_producer_stats_size(), 1);
+      EXPECT_EQ(p.trace_stats().buffer_stats_size(), 1);
+    }
     clocks += p.has_clock_snapshot();
     config += p.has_trace_config();
     trees += p.has_process_tree();
@@ -173,6 +186,85 @@ TEST(RecordCommandTest, FtraceTakesOverWhenBpfCannotLoad) {
   }
   EXPECT_GT(switches, 0u);
   EXPECT_EQ(execs, 3);
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+}
+
+// write_into_file: the file is a valid trace while it grows, and at the end
+// holds every packet exactly once (reads consume, scraped chunks completed
+// later are not read twice).
+TEST(RecordCommandTest, StreamingWritesAValidGrowingFileWithoutDuplicates) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string cfg = TempPath("stream.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 8192 }\n"
+                        "data_sources { config { name: \"linux.bpf\" } }\n"
+                        "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                        "  bpf_fallback_events: \"sched/sched_switch\"\n"
+                        "  bpf_fallback_events: \"sched/sched_process_exec\" } } }\n"
+                        "write_into_file: true\nfile_write_period_ms: 100\nflush_period_ms: 150\n";
+  const std::string out = TempPath("stream.pftrace");
+  pid_t pid = 0;
+  RunRingside({"record", "-c", cfg, "-o", out, "--", "/bin/sh", "-c",
+               "for i in $(seq 40); do /bin/true; sleep 0.03; done"},
+              &pid, /*wait=*/false);
+  int snapshots = 0;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    usleep(150 * 1000);
+    struct stat st;
+    if (stat(out.c_str(), &st) != 0 || st.st_size == 0) continue;
+    const trace::Trace t = ReadTrace(out);  // Parses: whole packets only.
+    ASSERT_GT(t.packet_size(), 0);
+    EXPECT_TRUE(t.packet(0).has_trace_uuid());
+    snapshots++;
+  }
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_GE(snapshots, 3);
+  const trace::Trace t = ReadTrace(out);
+  std::set<std::string> bundles;
+  int execs = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    if (!p.has_ftrace_events()) continue;
+    const std::string key =
+        std::to_string(p.trusted_packet_sequence_id()) + p.ftrace_events().SerializeAsString();
+    EXPECT_TRUE(bundles.insert(key).second) << "a bundle was written twice";
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      execs += e.sched_process_exec().filename() == "/bin/true";
+    }
+  }
+  EXPECT_EQ(execs, 40);
+  EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+}
+
+// max_file_size_bytes ends a streaming recording, with a complete file.
+TEST(RecordCommandTest, StreamingStopsAtMaxFileSize) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string cfg = TempPath("max.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 8192 }\n"
+                        "data_sources { config { name: \"linux.bpf\" } }\n"
+                        "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                        "  bpf_fallback_events: \"sched/sched_switch\" } } }\n"
+                        "write_into_file: true\nfile_write_period_ms: 100\n"
+                        "max_file_size_bytes: 200000\n";
+  const std::string out = TempPath("max.pftrace");
+  // A workload that outlasts the test unless the size limit stops ringside.
+  const pid_t busy = fork();
+  if (busy == 0) {
+    for (int i = 0; i < 200000; i++) usleep(20);
+    _exit(0);
+  }
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(RunRingside({"record", "-c", cfg, "-o", out, "--duration", "60s"}), 0);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  kill(busy, SIGKILL);
+  waitpid(busy, nullptr, 0);
+  struct stat st;
+  ASSERT_EQ(stat(out.c_str(), &st), 0);
+  EXPECT_GE(st.st_size, 200000);
+  const trace::Trace t = ReadTrace(out);
+  EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
   unlink(cfg.c_str());
   unlink(out.c_str());
 }
