@@ -212,7 +212,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LINK_LIBS)
 bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: $(BENCH_BINS)
+bench-run: $(BENCH_BINS) $(BIN)
 	@for b in $(BENCH_BINS); do $$b || exit 1; done
 
 # --- Fuzzing (clang libFuzzer) -------------------------------------------------

@@ -64,7 +64,11 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Create(absl::Span<const 
     ring.data = static_cast<const uint8_t*>(prod) + r->page_size_;
     ring.mask = ring_size - 1;
     r->rings_.push_back(ring);
-    ev.events = EPOLLIN;
+    // Edge-triggered: only the kernel's wakeups (a ring a quarter full, see
+    // rs_submit) end a wait. Level-triggered, a ring that always has a few
+    // records (any busy CPU) would end every wait at once, and the reader
+    // would spin on tiny batches.
+    ev.events = EPOLLIN | EPOLLET;
     ev.data.u32 = static_cast<uint32_t>(i);
     if (epoll_ctl(r->epoll_fd_, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
       return Errno(absl::StrCat("adding ring ", i, " to epoll"));

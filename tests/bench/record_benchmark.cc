@@ -1,0 +1,123 @@
+// What `ringside record` costs the machine it records: the agent's CPU time
+// per million events and its peak RSS, while a scheduling storm runs (pairs
+// of processes ping-ponging a byte over pipes, as `perf bench sched pipe` and
+// hackbench do). BM_Record/bpf is the default config (BPF); BM_Record/ftrace
+// records the same events with ftrace only, as the baseline of the same run.
+// Needs root; the events are counted from the trace written.
+
+#include <benchmark/benchmark.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "ringside/trace/trace.pb.h"
+
+namespace {
+
+const std::string kBin = std::string(RINGSIDE_BUILD_DIR) + "/ringside";
+
+// A pair of processes passing a byte back and forth until killed.
+std::vector<pid_t> StartStorm(int pairs) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < pairs; i++) {
+    int ab[2], ba[2];
+    if (pipe(ab) != 0 || pipe(ba) != 0) break;
+    for (int side = 0; side < 2; side++) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        const int in = side == 0 ? ba[0] : ab[0];
+        const int out = side == 0 ? ab[1] : ba[1];
+        char c = 0;
+        if (side == 0 && write(out, &c, 1) != 1) _exit(1);
+        while (read(in, &c, 1) == 1 && write(out, &c, 1) == 1) {
+        }
+        _exit(0);
+      }
+      pids.push_back(pid);
+    }
+    close(ab[0]);
+    close(ab[1]);
+    close(ba[0]);
+    close(ba[1]);
+  }
+  return pids;
+}
+
+uint64_t CountEvents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  ringside::trace::Trace t;
+  if (!t.ParseFromString(bytes)) return 0;
+  uint64_t n = 0;
+  for (const auto& p : t.packet()) {
+    n += static_cast<uint64_t>(p.ftrace_events().event_size() +
+                               p.ftrace_events().compact_sched().switch_timestamp_size() +
+                               p.ftrace_events().compact_sched().waking_timestamp_size());
+  }
+  return n;
+}
+
+void BM_Record(benchmark::State& state, bool bpf) {
+  if (geteuid() != 0) return state.SkipWithError("needs root (BPF and tracefs)");
+  const std::string cfg = "/tmp/ringside_bench_record.pbtxt";
+  const std::string out = "/tmp/ringside_bench_record.pftrace";
+  {
+    std::ofstream f(cfg);
+    f << "buffers { size_kb: 262144 }\n";
+    if (bpf) f << "data_sources { config { name: \"linux.bpf\" } }\n";
+    f << "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n";
+    for (const char* e : {"sched/sched_switch", "sched/sched_waking", "sched/sched_wakeup_new",
+                          "sched/sched_process_fork", "sched/sched_process_exec",
+                          "sched/sched_process_exit", "task/task_rename"}) {
+      f << "  " << (bpf ? "bpf_fallback_events" : "ftrace_events") << ": \"" << e << "\"\n";
+    }
+    f << "  buffer_size_kb: 16384 } } }\n";
+  }
+  double cpu_s = 0, max_rss_kb = 0;
+  uint64_t events = 0;
+  for (auto _ : state) {
+    const std::vector<pid_t> storm = StartStorm(2);
+    const pid_t rec = fork();
+    if (rec == 0) {
+      if (freopen("/dev/null", "w", stderr) == nullptr) _exit(125);
+      execl(kBin.c_str(), kBin.c_str(), "record", "-c", cfg.c_str(), "-o", out.c_str(),
+            "--duration", "3s", static_cast<char*>(nullptr));
+      _exit(126);
+    }
+    int status = 0;
+    rusage ru{};
+    wait4(rec, &status, 0, &ru);
+    for (pid_t p : storm) kill(p, SIGKILL);
+    for (pid_t p : storm) waitpid(p, nullptr, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      return state.SkipWithError("ringside record failed");
+    }
+    cpu_s += static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+             static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    max_rss_kb = std::max(max_rss_kb, static_cast<double>(ru.ru_maxrss));
+    events += CountEvents(out);
+  }
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+  state.SetItemsProcessed(static_cast<int64_t>(events));
+  state.counters["agent_cpu_s_per_M_events"] =
+      events ? cpu_s / (static_cast<double>(events) / 1e6) : 0;
+  state.counters["events_per_agent_cpu_s"] = cpu_s > 0 ? static_cast<double>(events) / cpu_s : 0;
+  state.counters["peak_rss_MiB"] = max_rss_kb / 1024;
+  state.counters["events_recorded"] =
+      static_cast<double>(events) / static_cast<double>(state.iterations());
+}
+
+BENCHMARK_CAPTURE(BM_Record, bpf, true)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(2);
+BENCHMARK_CAPTURE(BM_Record, ftrace, false)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(2);
+
+}  // namespace
+
+BENCHMARK_MAIN();
