@@ -1,6 +1,10 @@
 #include "agent/bpf_data_source.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
+#include "bpf/process_events.h"
 
 namespace ringside::agent {
 
@@ -58,8 +62,56 @@ absl::Status BpfDataSource::Start() {
   return absl::OkStatus();
 }
 
+void BpfDataSource::TellTracker(absl::Span<const bpf::RecordView> records) {
+  DescriptorTracker* t = config_.tracker;
+  auto comm = [](const char* c) { return std::string_view(c, strnlen(c, RS_TASK_COMM_LEN)); };
+  for (const bpf::RecordView& r : records) {
+    rs_event_header h;
+    if (r.size < sizeof(h)) continue;
+    std::memcpy(&h, r.data, sizeof(h));
+    switch (h.type) {
+      case RS_EV_PROCESS_FORK: {
+        rs_process_fork e;
+        if (r.size < sizeof(e)) break;
+        std::memcpy(&e, r.data, sizeof(e));
+        t->OnFork(h.ts_ns, e.parent_pid, e.parent_tgid, e.child_pid, e.child_tgid,
+                  comm(e.child_comm));
+        break;
+      }
+      case RS_EV_PROCESS_EXEC: {
+        rs_process_exec e;
+        if (r.size < sizeof(e)) break;
+        std::memcpy(&e, r.data, sizeof(e));
+        t->OnExec(
+            h.ts_ns, e.pid, e.tgid,
+            std::string_view(e.filename, std::min<size_t>(e.filename_len, RS_FILENAME_LEN - 1)),
+            std::string_view(e.argv, std::min<size_t>(e.argv_len, RS_ARGV_LEN)), comm(e.comm),
+            e.ppid, e.uid);
+        break;
+      }
+      case RS_EV_PROCESS_EXIT: {
+        rs_process_exit e;
+        if (r.size < sizeof(e)) break;
+        std::memcpy(&e, r.data, sizeof(e));
+        t->OnExit(h.ts_ns, e.pid, e.tgid, e.group_dead != 0);
+        break;
+      }
+      case RS_EV_TASK_RENAME: {
+        rs_task_rename e;
+        if (r.size < sizeof(e)) break;
+        std::memcpy(&e, r.data, sizeof(e));
+        t->OnRename(h.ts_ns, e.pid, comm(e.new_comm));
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
 void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records) {
   if (cpu >= cpu_writers_.size()) return;
+  if (config_.tracker != nullptr) TellTracker(records);
   bundles_.WriteBundle(cpu_writers_[cpu].get(), cpu, records, lost_pending_[cpu]);
   lost_pending_[cpu] = false;
   events_.store(bundles_.total_events(), std::memory_order_relaxed);

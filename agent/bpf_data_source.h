@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/bpf_bundle_writer.h"
+#include "agent/descriptor_tracker.h"
 #include "agent/producer_buffer.h"
 #include "agent/trace_writer.h"
 #include "bpf/event_source.h"
@@ -29,6 +30,8 @@ class BpfDataSource {
   struct Config {
     bpf::EventSource::Options source;
     uint32_t drain_period_ms = 100;
+    // Told of fork/exec/exit/rename records as they are read (may be null).
+    DescriptorTracker* tracker = nullptr;
   };
   // A loss before the buffers, for trace_stats.
   struct Loss {
@@ -63,6 +66,7 @@ class BpfDataSource {
   void ConsumerLoop();
   void DrainOnce(int timeout_ms);
   void OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records);
+  void TellTracker(absl::Span<const bpf::RecordView> records);
   uint64_t TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>& per_type, uint32_t cpu) const;
 
   Config config_;

@@ -43,6 +43,7 @@ constexpr char kDefaultConfig[] = R"pb(
   }
   duration_ms: 10000
   flush_period_ms: 1000
+  durable_buffer_size_kb: 2048
 )pb";
 
 // Collects the first parse error with its position (1-based for humans).

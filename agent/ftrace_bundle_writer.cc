@@ -112,6 +112,19 @@ const FtraceBundleWriter::Plan& FtraceBundleWriter::PlanFor(const EventTable::En
     plan.pid = format.FindField("next_pid");
     plan.prio = format.FindField("next_prio");
     plan.comm = format.FindField("next_comm");
+  } else if (entry.known == KnownEvent::kTaskNewtask) {
+    plan.pid = format.FindField("pid");
+    plan.comm = format.FindField("comm");
+    plan.clone_flags = format.FindField("clone_flags");
+  } else if (entry.known == KnownEvent::kSchedProcessExec) {
+    plan.pid = format.FindField("pid");
+    plan.filename = format.FindField("filename");
+  } else if (entry.known == KnownEvent::kSchedProcessExit) {
+    plan.pid = format.FindField("pid");
+    plan.group_dead = format.FindField("group_dead");  // Newer kernels only.
+  } else if (entry.known == KnownEvent::kTaskRename) {
+    plan.pid = format.FindField("pid");
+    plan.newcomm = format.FindField("newcomm");
   } else if (entry.known == KnownEvent::kSchedWaking) {
     plan.pid = format.FindField("pid");
     plan.prio = format.FindField("prio");
@@ -119,6 +132,34 @@ const FtraceBundleWriter::Plan& FtraceBundleWriter::PlanFor(const EventTable::En
     plan.target_cpu = format.FindField("target_cpu");
   }
   return plan;
+}
+
+void FtraceBundleWriter::TellTracker(const ftrace::RawEvent& e, const EventTable::Entry& entry,
+                                     const Plan& plan) {
+  DescriptorTracker* t = options_.tracker;
+  const int32_t current = static_cast<int32_t>(EventTable::ReadInt(e, plan.common_pid));
+  auto sv = [](absl::string_view s) { return std::string_view(s.data(), s.size()); };
+  switch (entry.known) {
+    case KnownEvent::kTaskNewtask:
+      t->OnNewTask(e.timestamp, current, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
+                   sv(EventTable::ReadString(e, plan.comm)),
+                   EventTable::ReadUint(e, plan.clone_flags));
+      break;
+    case KnownEvent::kSchedProcessExec:
+      t->OnExec(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)), -1,
+                sv(EventTable::ReadString(e, plan.filename)), {}, {}, -1, -1);
+      break;
+    case KnownEvent::kSchedProcessExit:
+      t->OnExit(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)), -1,
+                plan.group_dead != nullptr ? (EventTable::ReadInt(e, plan.group_dead) != 0) : -1);
+      break;
+    case KnownEvent::kTaskRename:
+      t->OnRename(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
+                  sv(EventTable::ReadString(e, plan.newcomm)));
+      break;
+    default:
+      break;
+  }
 }
 
 uint32_t FtraceBundleWriter::InternComm(absl::string_view comm) {
@@ -191,6 +232,7 @@ void FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
     }
     stats_.events++;
     const Plan& plan = PlanFor(*entry);
+    if (options_.tracker != nullptr) TellTracker(e, *entry, plan);
     if (options_.compact_sched && entry->known == KnownEvent::kSchedSwitch) {
       switch_ts_.push_back(e.timestamp - last_switch_ts);
       last_switch_ts = e.timestamp;

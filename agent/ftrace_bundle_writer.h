@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "agent/descriptor_tracker.h"
 #include "agent/trace_writer.h"
 #include "ftrace/event_table.h"
 #include "ftrace/page_parser.h"
@@ -24,6 +25,9 @@ class FtraceBundleWriter {
  public:
   struct Options {
     bool compact_sched = true;
+    // Told of task_newtask, sched_process_exec/exit and task_rename as they
+    // are written (may be null).
+    DescriptorTracker* tracker = nullptr;
   };
   struct Stats {
     uint64_t bundles = 0;
@@ -54,7 +58,14 @@ class FtraceBundleWriter {
     const ftrace::FieldFormat* prio = nullptr;
     const ftrace::FieldFormat* comm = nullptr;
     const ftrace::FieldFormat* target_cpu = nullptr;
+    // Descriptor inputs.
+    const ftrace::FieldFormat* clone_flags = nullptr;
+    const ftrace::FieldFormat* filename = nullptr;
+    const ftrace::FieldFormat* newcomm = nullptr;
+    const ftrace::FieldFormat* group_dead = nullptr;
   };
+  void TellTracker(const ftrace::RawEvent& e, const ftrace::EventTable::Entry& entry,
+                   const Plan& plan);
   const Plan& PlanFor(const ftrace::EventTable::Entry& entry);
   void WriteTyped(ProtoMessage* bundle, const ftrace::RawEvent& e,
                   const ftrace::EventTable::Entry& entry, const Plan& plan);

@@ -61,7 +61,8 @@ absl::StatusOr<std::unique_ptr<FtraceDataSource>> FtraceDataSource::Create(
   if (!event.ok()) return event.status();
   ds->parser_ = std::make_unique<ftrace::PageParser>(*page, *event);
   ds->bundles_ = std::make_unique<FtraceBundleWriter>(
-      &ds->table_, FtraceBundleWriter::Options{.compact_sched = ds->config_.compact_sched});
+      &ds->table_, FtraceBundleWriter::Options{.compact_sched = ds->config_.compact_sched,
+                                               .tracker = ds->config_.tracker});
 
   ds->num_cpus_ = static_cast<int>(sysconf(_SC_NPROCESSORS_CONF));
   ds->control_writer_ = producer->CreateTraceWriter(0);

@@ -39,6 +39,8 @@ class FtraceDataSource {
     uint32_t drain_period_ms = 100;
     uint32_t buffer_percent = 50;  // Wake the reader at this fill.
     bool compact_sched = true;
+    // Told of process events as they are read (may be null).
+    DescriptorTracker* tracker = nullptr;
     // False: no reader thread; the caller drains with DrainOnce() (and Stop()
     // drains at the end), for embedding in a thread the caller owns.
     bool reader_thread = true;

@@ -28,9 +28,10 @@ namespace {
 
 using trace::TracePacket;
 
-// Packets the recorder writes itself go on this sequence; data sources get
-// 2, 3, ...
+// Packets the recorder writes itself go on this sequence, the durable
+// descriptors on the next; data sources get 3, 4, ...
 constexpr uint32_t kServiceSequenceId = 1;
+constexpr uint32_t kDescriptorSequenceId = 2;
 
 int64_t ClockNs(clockid_t clock) {
   timespec ts;
@@ -174,6 +175,13 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::Trace
       r->buffers_.push_back(std::move(tb));
     }
   }
+  if (config.durable_buffer_size_kb() > 0) {
+    size_t ring = 0;
+    for (const auto& b : config.buffers())
+      ring = std::max<size_t>(ring, size_t{b.size_kb()} * 1024);
+    r->tracker_ = std::make_unique<DescriptorTracker>(
+        size_t{config.durable_buffer_size_kb()} * 1024, ring, &r->ring_bytes_written_);
+  }
   buffer::ProducerID next_producer = 1;
   auto new_source = [&](const config::DataSourceConfig& c) {
     Source source;
@@ -202,6 +210,7 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::Trace
     cfg.source.filters.cgroup_id = bc.filter_cgroup_id();
     cfg.source.filters.max_prio = bc.has_filter_max_prio() ? bc.filter_max_prio() : -1;
     if (bc.drain_period_ms() > 0) cfg.drain_period_ms = bc.drain_period_ms();
+    cfg.tracker = r->tracker_.get();
     absl::StatusOr<std::unique_ptr<BpfDataSource>> b =
         BpfDataSource::Create(cfg, source.producer.get());
     if (!b.ok()) {
@@ -232,6 +241,7 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::Trace
     }
     Source source = new_source(c);
     FtraceDataSource::Config fc;
+    fc.tracker = r->tracker_.get();
     fc.instance_name = absl::StrCat("record", next_producer - 1);
     for (const std::string& e : c.ftrace_config().ftrace_events()) fc.events.push_back({e, ""});
     if (fallback) {
@@ -293,7 +303,6 @@ TracePacket Recording::ClockSnapshot() const {
 absl::Status Recording::Start() {
   start_boottime_ns_ = ClockNs(CLOCK_BOOTTIME);
   start_clocks_ = ClockSnapshot();
-  start_processes_ = ScanProcesses();
   for (Source& s : sources_) {
     if (s.bpf != nullptr) {
       if (absl::Status st = s.bpf->Start(); !st.ok()) {
@@ -308,6 +317,11 @@ absl::Status Recording::Start() {
       }
     }
   }
+  // Scanned once the sources run, so that no process can start unseen
+  // between the scan and the first event; one that starts meanwhile is
+  // named by both, the scan's (newer) entry winning.
+  start_processes_ = ScanProcesses();
+  if (tracker_ != nullptr) tracker_->Seed(start_processes_);
   if (config_.write_into_file()) {
     stream_fd_ = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (stream_fd_ < 0) {
@@ -316,6 +330,7 @@ absl::Status Recording::Start() {
     }
     std::string header;
     AppendHeader(&header);
+    AppendDescriptors(&header, /*changed_only=*/true);  // The /proc scan, from the start.
     if (absl::Status st = WriteToStream(header); !st.ok()) return st;
   }
   owner_ = std::thread([this] { OwnerLoop(); });
@@ -342,6 +357,7 @@ absl::Status Recording::WriteToStream(const std::string& bytes) {
 
 void Recording::StreamBuffers() {
   std::string out;
+  AppendDescriptors(&out, /*changed_only=*/true);
   {
     absl::MutexLock lock(&mu_);
     AppendBufferPackets(&out);
@@ -354,8 +370,31 @@ void Recording::StreamBuffers() {
 }
 
 void Recording::DrainAll() {
+  // With the durable buffer, each drain starts with a flush: its compaction
+  // needs to know that what was written before an exit is in the rings.
+  if (tracker_ != nullptr) {
+    for (Source& s : sources_) s.producer->ScrapeWriters();
+  }
   absl::MutexLock lock(&mu_);
   for (Source& s : sources_) s.producer->DrainInto(buffers_[s.target_buffer].get());
+  uint64_t written = 0;
+  for (const auto& b : buffers_) written += b->stats().bytes_written;
+  ring_bytes_written_.store(written, std::memory_order_relaxed);
+  if (tracker_ != nullptr) tracker_->Compact();
+}
+
+void Recording::AppendDescriptors(std::string* out, bool changed_only) {
+  if (tracker_ == nullptr) return;
+  std::string bytes;
+  tracker_->ForEachDescriptor(
+      [&](std::string_view packet) {
+        bytes.assign(packet.data(), packet.size());
+        AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, kDescriptorSequenceId,
+                          &bytes);
+        AppendFramed(bytes, out);
+        packets_++;
+      },
+      changed_only);
 }
 
 void Recording::OwnerLoop() {
@@ -443,6 +482,9 @@ absl::StatusOr<uint64_t> Recording::StopAndWrite() {
 
   std::string out;
   if (stream_fd_ < 0) AppendHeader(&out);
+  // Descriptors before the events: all of them into a file written at the
+  // end; when streaming, those that changed since the last write.
+  AppendDescriptors(&out, /*changed_only=*/stream_fd_ >= 0);
   {
     absl::MutexLock lock(&mu_);
     AppendBufferPackets(&out);
@@ -454,6 +496,20 @@ absl::StatusOr<uint64_t> Recording::StopAndWrite() {
   TracePacket stats;
   stats.set_timestamp(static_cast<uint64_t>(end_ns));
   *stats.mutable_trace_stats() = staging;
+  if (tracker_ != nullptr) {
+    const buffer::DurableStore::Stats d = tracker_->stats();
+    auto* ds = stats.mutable_trace_stats()->mutable_ringside_durable_buffer();
+    ds->set_capacity(d.capacity);
+    ds->set_bytes(d.bytes);
+    ds->set_max_bytes(d.max_bytes);
+    ds->set_entries(d.entries);
+    ds->set_writes(d.writes);
+    ds->set_replaced(d.replaced);
+    ds->set_compacted(d.compacted);
+    ds->set_evicted_ended(d.evicted_ended);
+    ds->set_evicted_live(d.evicted_live);
+    ds->set_rejected(d.rejected);
+  }
   {
     absl::MutexLock lock(&mu_);
     for (const auto& b : buffers_) {
@@ -542,7 +598,8 @@ void Recording::AppendHeader(std::string* out) {
   TracePacket cfg;
   *cfg.mutable_trace_config() = config_;
   AppendService(cfg, out);
-  AppendService(start_processes_, out);
+  // With the durable buffer, its descriptors (seeded from this scan) follow.
+  if (tracker_ == nullptr) AppendService(start_processes_, out);
   TracePacket started;
   started.set_timestamp(static_cast<uint64_t>(start_boottime_ns_));
   started.mutable_service_event()->set_tracing_started(true);
@@ -562,7 +619,7 @@ void Recording::AppendBufferPackets(std::string* out) {
     while (b->ReadNextTracePacket(&packet, &props, &loss)) {
       const uint32_t key = uint32_t{props.producer_id_trusted} << 16 | props.writer_id;
       auto [it, inserted] =
-          sequence_ids_.try_emplace(key, static_cast<uint32_t>(sequence_ids_.size()) + 2);
+          sequence_ids_.try_emplace(key, static_cast<uint32_t>(sequence_ids_.size()) + 3);
       bytes.clear();
       packet.AppendTo(&bytes);
       AppendVarIntField(TracePacket::kTrustedUidFieldNumber,

@@ -135,10 +135,30 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
     const trace::FtraceEventBundle& bundle = p.ftrace_events();
     if (bundle.lost_events()) summary_.ftrace_bundles_with_lost_events++;
     summary_.ftrace_events += static_cast<uint64_t>(bundle.event_size());
+    auto sched_pid = [this](int32_t pid) {
+      if (pid != 0) summary_.sched_pids.insert(pid);
+    };
     for (const trace::FtraceEvent& event : bundle.event()) {
       if (event.has_timestamp()) AddTimestamp(event.timestamp());
+      if (event.has_sched_switch()) {
+        sched_pid(event.sched_switch().prev_pid());
+        sched_pid(event.sched_switch().next_pid());
+      }
+      if (event.has_sched_waking()) sched_pid(event.sched_waking().pid());
+      if (event.has_sched_wakeup()) sched_pid(event.sched_wakeup().pid());
+      if (event.has_sched_wakeup_new()) sched_pid(event.sched_wakeup_new().pid());
+      if (event.has_sched_process_fork()) {
+        summary_.event_named_pids.insert(event.sched_process_fork().child_pid());
+      }
+      if (event.has_task_newtask()) summary_.event_named_pids.insert(event.task_newtask().pid());
+      if (event.has_sched_process_exec()) {
+        summary_.event_named_pids.insert(event.sched_process_exec().pid());
+      }
+      if (event.has_task_rename()) summary_.event_named_pids.insert(event.task_rename().pid());
     }
     const auto& compact = bundle.compact_sched();
+    for (int32_t pid : compact.switch_next_pid()) sched_pid(pid);
+    for (int32_t pid : compact.waking_pid()) sched_pid(pid);
     summary_.ftrace_events +=
         static_cast<uint64_t>(compact.switch_timestamp_size() + compact.waking_timestamp_size());
     for (const auto* deltas : {&compact.switch_timestamp(), &compact.waking_timestamp()}) {
@@ -175,6 +195,16 @@ void TraceSummarizer::AddStats(const trace::TracePacket& packet) {
   summary_.nonzero_stats = trace_stats_;
   summary_.nonzero_stats.insert(summary_.nonzero_stats.end(), ftrace_stats_.begin(),
                                 ftrace_stats_.end());
+}
+
+std::vector<int32_t> TraceSummary::UnresolvedSchedPids() const {
+  std::vector<int32_t> out;
+  for (int32_t pid : sched_pids) {
+    if (!threads.count(pid) && !processes.count(pid) && !event_named_pids.count(pid)) {
+      out.push_back(pid);
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path) {
@@ -225,6 +255,18 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
 
   absl::StrAppendFormat(&out, "\nFtrace: %u events, %u bundles with lost events\n", s.ftrace_events,
                         s.ftrace_bundles_with_lost_events);
+
+  const std::vector<int32_t> unresolved = s.UnresolvedSchedPids();
+  absl::StrAppendFormat(&out, "Sched pids: %u in scheduling events, %u without a name",
+                        s.sched_pids.size(), unresolved.size());
+  if (!unresolved.empty()) {
+    absl::StrAppend(&out, " (");
+    for (size_t i = 0; i < unresolved.size() && i < 10; i++) {
+      absl::StrAppend(&out, i ? " " : "", unresolved[i]);
+    }
+    absl::StrAppend(&out, unresolved.size() > 10 ? " ...)" : ")");
+  }
+  absl::StrAppend(&out, "\n");
 
   absl::StrAppendFormat(&out, "\nProcesses (%u):\n", s.processes.size());
   size_t listed = 0;
@@ -277,6 +319,10 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
   }
   j["ftrace"] = {{"events", s.ftrace_events},
                  {"bundles_with_lost_events", s.ftrace_bundles_with_lost_events}};
+  const std::vector<int32_t> unresolved = s.UnresolvedSchedPids();
+  j["sched_pids"] = {{"seen", s.sched_pids.size()},
+                     {"unresolved", unresolved.size()},
+                     {"unresolved_pids", unresolved}};
   j["processes"] = nlohmann::json::array();
   for (const auto& [pid, name] : s.processes)
     j["processes"].push_back({{"pid", pid}, {"name", name}});

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -47,6 +48,13 @@ struct TraceSummary {
   std::map<int32_t, Thread> threads;
   uint64_t ftrace_events = 0;
   uint64_t ftrace_bundles_with_lost_events = 0;
+  // Every pid/tid a scheduling event names (switched in or out, woken),
+  // the idle tasks (0) left out, and the pids process events give a name
+  // (fork, task_newtask, exec, rename). A sched pid in neither these nor
+  // `processes`/`threads` is a bare number to whoever reads the trace.
+  std::set<int32_t> sched_pids;
+  std::set<int32_t> event_named_pids;
+  std::vector<int32_t> UnresolvedSchedPids() const;
   // Non-zero numeric fields of the last trace_stats and ftrace_stats packets,
   // in field order, keyed by path ("trace_stats.buffer_stats[0].chunks_read").
   std::vector<std::pair<std::string, StatValue>> nonzero_stats;

@@ -1,0 +1,124 @@
+#include "buffer/durable_store.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace ringside::buffer {
+
+// Each entry also costs its bookkeeping; counted so that a store of many
+// tiny entries still stays within its capacity in memory.
+constexpr size_t kEntryOverhead = 64;
+
+DurableStore::DurableStore(size_t capacity, size_t ring_size)
+    : capacity_(capacity), ring_size_(ring_size) {
+  stats_.capacity = capacity;
+}
+
+void DurableStore::Remove(std::map<Key, Entry>::iterator it) {
+  stats_.bytes -= it->second.packet.size() + kEntryOverhead;
+  stats_.entries--;
+  if (!it->second.ended) live_.erase({std::get<0>(it->first), std::get<1>(it->first)});
+  entries_.erase(it);
+}
+
+// Drops the least recently written entry that is ended (or live).
+bool DurableStore::EvictOne(bool ended) {
+  auto oldest = entries_.end();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->second.ended != ended) continue;
+    if (oldest == entries_.end() || it->second.order < oldest->second.order) oldest = it;
+  }
+  if (oldest == entries_.end()) return false;
+  Remove(oldest);
+  (ended ? stats_.evicted_ended : stats_.evicted_live)++;
+  return true;
+}
+
+void DurableStore::Put(Kind kind, uint64_t id, std::string_view packet) {
+  stats_.writes++;
+  const size_t cost = packet.size() + kEntryOverhead;
+  if (cost > capacity_) {
+    stats_.rejected++;
+    return;
+  }
+  auto live = live_.find({kind, id});
+  if (live != live_.end()) {
+    auto it = entries_.find({kind, id, live->second});
+    stats_.bytes -= it->second.packet.size();
+    it->second.packet.assign(packet.data(), packet.size());
+    it->second.order = ++order_;
+    it->second.read = false;
+    stats_.bytes += packet.size();
+    stats_.replaced++;
+  } else {
+    const uint64_t generation = ++generation_;
+    Entry e;
+    e.packet.assign(packet.data(), packet.size());
+    e.order = ++order_;
+    entries_.emplace(Key{kind, id, generation}, std::move(e));
+    live_[{kind, id}] = generation;
+    stats_.bytes += cost;
+    stats_.entries++;
+  }
+  // Make room: ended entries first, oldest first; then live ones, counted.
+  // The entry just written is the newest, so it goes last.
+  while (stats_.bytes > capacity_) {
+    if (!EvictOne(/*ended=*/true) && !EvictOne(/*ended=*/false)) break;
+  }
+  stats_.max_bytes = std::max(stats_.max_bytes, stats_.bytes);
+}
+
+void DurableStore::MarkEnded(Kind kind, uint64_t id) {
+  auto live = live_.find({kind, id});
+  if (live == live_.end()) return;
+  auto it = entries_.find({kind, id, live->second});
+  it->second.ended = true;
+  it->second.drains_to_pin = kDrainsBeforePinning;
+  live_.erase(live);
+}
+
+void DurableStore::Drained(uint64_t ring_bytes_written) {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    Entry& e = it->second;
+    if (e.ended && e.drains_to_pin > 0 && --e.drains_to_pin == 0) e.ended_at = ring_bytes_written;
+    // Everything written before the end has been overwritten since: a
+    // ring's worth (and an eighth, for what the ring's reader holds back).
+    if (e.ended && e.drains_to_pin == 0 &&
+        ring_bytes_written - e.ended_at > ring_size_ + ring_size_ / 8) {
+      auto next = std::next(it);
+      Remove(it);
+      stats_.compacted++;
+      it = next;
+    } else {
+      ++it;
+    }
+  }
+}
+
+void DurableStore::ForEach(
+    const std::function<void(Kind, uint64_t id, std::string_view packet)>& visit, bool changed_only,
+    bool mark_read) {
+  std::vector<std::pair<uint64_t, std::map<Key, Entry>::iterator>> order;
+  order.reserve(entries_.size());
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (changed_only && it->second.read) continue;
+    order.emplace_back(it->second.order, it);
+  }
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [o, it] : order) {
+    visit(std::get<0>(it->first), std::get<1>(it->first), it->second.packet);
+    if (mark_read) it->second.read = true;
+  }
+}
+
+bool DurableStore::Contains(Kind kind, uint64_t id) const {
+  for (auto it = entries_.lower_bound({kind, id, 0});
+       it != entries_.end() && std::get<0>(it->first) == kind && std::get<1>(it->first) == id;
+       ++it) {
+    return true;
+  }
+  return false;
+}
+
+}  // namespace ringside::buffer

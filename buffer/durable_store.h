@@ -1,0 +1,103 @@
+#ifndef RINGSIDE_BUFFER_DURABLE_STORE_H_
+#define RINGSIDE_BUFFER_DURABLE_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+namespace ringside::buffer {
+
+// The durable side-buffer beside a ring TraceBuffer: descriptor packets
+// (processes, threads, interned strings) that ring wrap must never take
+// away, or a trace shows bare pids. Fuchsia's durable buffer keeps such
+// records but stops tracing when it fills; this one compacts instead and
+// never refuses a write.
+//
+// Entries are keyed by what they describe, so a renamed or re-exec'd
+// process replaces its entry instead of adding one. An entity that ended
+// (MarkEnded) keeps its entry while data in the ring may still refer to it.
+// The owner calls Drained() after each flush + drain of the ring's
+// producers with the ring's total bytes written; an entry's end is pinned
+// to the ring position of the second drain after MarkEnded (by then all
+// data written before the end is in the ring, whatever sat in open chunks),
+// and the entry is dropped once more than a ring's worth has been written
+// past that. A pid reused while its old entry is still kept
+// gets an entry of its own (keys carry a generation).
+//
+// When a write would exceed the capacity: compaction first, then the
+// oldest ended entries, then (counted as loss) the oldest live ones.
+//
+// Not thread-safe; the buffer's owner uses it.
+class DurableStore {
+ public:
+  enum class Kind : uint8_t { kProcess = 1, kThread = 2, kInterned = 3 };
+  struct Stats {
+    uint64_t capacity = 0;
+    uint64_t bytes = 0;      // Used now.
+    uint64_t max_bytes = 0;  // High-water mark; never above capacity.
+    uint64_t entries = 0;
+    uint64_t writes = 0;
+    uint64_t replaced = 0;       // Writes that replaced an entry of the same key.
+    uint64_t compacted = 0;      // Ended entries dropped once the ring moved past them.
+    uint64_t evicted_ended = 0;  // Ended entries dropped early for room.
+    uint64_t evicted_live = 0;   // Live entries dropped for room: a loss.
+    uint64_t rejected = 0;       // Single entries larger than the whole store.
+  };
+
+  // `ring_size`: bytes of the ring this store sits beside (how far the ring
+  // must move past an ended entity before its entry can go).
+  DurableStore(size_t capacity, size_t ring_size);
+
+  // Writes the descriptor of {kind, id}, replacing the live entry of that
+  // key; `packet` is a serialized TracePacket.
+  void Put(Kind kind, uint64_t id, std::string_view packet);
+  // The entity ended. Its entry stays until compacted.
+  void MarkEnded(Kind kind, uint64_t id);
+  // A flush and drain of the ring's producers finished; the ring has had
+  // `ring_bytes_written` bytes written in total. Pins pending ends and drops
+  // the ended entries the ring has moved past.
+  void Drained(uint64_t ring_bytes_written);
+  // Drains an end waits for before it is pinned to a ring position.
+  static constexpr uint8_t kDrainsBeforePinning = 2;
+
+  // Visits every entry, in the order they were last written. `changed_only`:
+  // only those written since the last visit with `mark_read`.
+  void ForEach(const std::function<void(Kind, uint64_t id, std::string_view packet)>& visit,
+               bool changed_only = false, bool mark_read = false);
+  bool Contains(Kind kind, uint64_t id) const;
+
+  std::unique_ptr<DurableStore> Clone() const { return std::make_unique<DurableStore>(*this); }
+  const Stats& stats() const { return stats_; }
+
+ private:
+  struct Entry {
+    std::string packet;
+    uint64_t order = 0;  // When last written (a counter).
+    bool ended = false;
+    uint8_t drains_to_pin = 0;  // Drains left before ended_at is pinned.
+    uint64_t ended_at = 0;      // Ring bytes written once everything before the end was in.
+    bool read = false;          // Handed out since last written.
+  };
+  // {kind, id, generation}: generations only differ for reused ids.
+  using Key = std::tuple<Kind, uint64_t, uint64_t>;
+  void Remove(std::map<Key, Entry>::iterator it);
+  bool EvictOne(bool ended);
+
+  size_t capacity_;
+  size_t ring_size_;
+  uint64_t order_ = 0;
+  uint64_t generation_ = 0;
+  std::map<Key, Entry> entries_;
+  // The live (not ended) entry of each {kind, id}: its generation.
+  std::map<std::pair<Kind, uint64_t>, uint64_t> live_;
+  Stats stats_;
+};
+
+}  // namespace ringside::buffer
+
+#endif  // RINGSIDE_BUFFER_DURABLE_STORE_H_

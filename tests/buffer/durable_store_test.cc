@@ -1,0 +1,136 @@
+#include "buffer/durable_store.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ringside::buffer {
+namespace {
+
+using Kind = DurableStore::Kind;
+
+struct Seen {
+  Kind kind;
+  uint64_t id;
+  std::string packet;
+};
+
+std::vector<Seen> All(DurableStore& s, bool changed_only = false, bool mark_read = false) {
+  std::vector<Seen> out;
+  s.ForEach(
+      [&](Kind k, uint64_t id, std::string_view p) {
+        out.push_back({k, id, std::string(p)});
+      },
+      changed_only, mark_read);
+  return out;
+}
+
+TEST(DurableStoreTest, ARenamedProcessReplacesItsEntry) {
+  DurableStore s(1 << 20, 1 << 20);
+  s.Put(Kind::kProcess, 42, "bash");
+  s.Put(Kind::kThread, 42, "bash-thread");
+  s.Put(Kind::kProcess, 42, "python3");  // exec'd
+  const std::vector<Seen> all = All(s);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[1].packet, "python3");  // In the order last written.
+  EXPECT_EQ(s.stats().replaced, 1u);
+  EXPECT_EQ(s.stats().entries, 2u);
+}
+
+TEST(DurableStoreTest, AnEndedEntryStaysUntilTheRingHasMovedPastIt) {
+  const size_t ring = 4 << 20;
+  DurableStore s(1 << 20, ring);
+  s.Put(Kind::kProcess, 7, "short-lived");
+  s.MarkEnded(Kind::kProcess, 7);
+  // The end is pinned at the second drain after it: data written before the
+  // end may still have been in a producer's open chunk at the first.
+  s.Drained(0);
+  s.Drained(1000);
+  s.Drained(1000 + ring);  // Data from before the end may still be in the ring.
+  EXPECT_TRUE(s.Contains(Kind::kProcess, 7));
+  s.Drained(1000 + ring + ring / 8 + 1);
+  EXPECT_FALSE(s.Contains(Kind::kProcess, 7));
+  EXPECT_EQ(s.stats().compacted, 1u);
+  EXPECT_EQ(s.stats().bytes, 0u);
+}
+
+TEST(DurableStoreTest, AnEndIsNotPinnedBeforeTwoDrains) {
+  const size_t ring = 1 << 20;
+  DurableStore s(1 << 20, ring);
+  s.Put(Kind::kThread, 9, "t");
+  s.MarkEnded(Kind::kThread, 9);
+  // A single drain with the ring far ahead must not drop it: the data of
+  // its last moments may only arrive with the next drain.
+  s.Drained(100 * ring);
+  EXPECT_TRUE(s.Contains(Kind::kThread, 9));
+  s.Drained(100 * ring + 10);
+  EXPECT_TRUE(s.Contains(Kind::kThread, 9));
+}
+
+TEST(DurableStoreTest, AReusedPidGetsItsOwnEntryWhileTheOldOneIsKept) {
+  DurableStore s(1 << 20, 1 << 20);
+  s.Put(Kind::kProcess, 100, "old");
+  s.MarkEnded(Kind::kProcess, 100);
+  s.Put(Kind::kProcess, 100, "new");
+  const std::vector<Seen> all = All(s);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].packet, "old");
+  EXPECT_EQ(all[1].packet, "new");
+  s.Put(Kind::kProcess, 100, "new-renamed");  // Replaces the live one only.
+  EXPECT_EQ(All(s)[1].packet, "new-renamed");
+  EXPECT_EQ(All(s).size(), 2u);
+}
+
+TEST(DurableStoreTest, WhenFullEndedEntriesGoFirstThenLiveOnesAsCountedLoss) {
+  const std::string payload(100, 'x');
+  // Room for about ten entries (each costs its bytes plus bookkeeping).
+  DurableStore s(10 * (100 + 64), 1 << 30);
+  for (uint64_t pid = 1; pid <= 5; pid++) {
+    s.Put(Kind::kProcess, pid, payload);
+    s.MarkEnded(Kind::kProcess, pid);  // Ended, but the ring has not moved.
+  }
+  for (uint64_t pid = 6; pid <= 10; pid++) s.Put(Kind::kProcess, pid, payload);
+  EXPECT_EQ(s.stats().entries, 10u);
+  s.Put(Kind::kProcess, 11, payload);
+  EXPECT_EQ(s.stats().evicted_ended, 1u);
+  EXPECT_FALSE(s.Contains(Kind::kProcess, 1));  // The oldest ended one.
+  for (uint64_t pid = 12; pid <= 16; pid++) s.Put(Kind::kProcess, pid, payload);
+  EXPECT_EQ(s.stats().evicted_ended, 5u);  // All ended ones are gone now...
+  EXPECT_EQ(s.stats().evicted_live, 1u);   // ...so the oldest live one went, counted.
+  EXPECT_FALSE(s.Contains(Kind::kProcess, 6));
+  EXPECT_TRUE(s.Contains(Kind::kProcess, 16));
+  EXPECT_LE(s.stats().max_bytes, s.stats().capacity);
+  // Tracing never stops: a write always lands.
+  s.Put(Kind::kThread, 99, payload);
+  EXPECT_TRUE(s.Contains(Kind::kThread, 99));
+  // Only an entry larger than the whole store is refused, and counted.
+  s.Put(Kind::kThread, 100, std::string(s.stats().capacity, 'y'));
+  EXPECT_EQ(s.stats().rejected, 1u);
+}
+
+TEST(DurableStoreTest, ChangedOnlyVisitsWhatWasWrittenSinceTheLastRead) {
+  DurableStore s(1 << 20, 1 << 20);
+  s.Put(Kind::kProcess, 1, "a");
+  s.Put(Kind::kProcess, 2, "b");
+  EXPECT_EQ(All(s, /*changed_only=*/true, /*mark_read=*/true).size(), 2u);
+  EXPECT_EQ(All(s, true, true).size(), 0u);
+  s.Put(Kind::kProcess, 2, "b2");
+  s.Put(Kind::kInterned, 5, "s");
+  const std::vector<Seen> changed = All(s, true, true);
+  ASSERT_EQ(changed.size(), 2u);
+  EXPECT_EQ(changed[0].packet, "b2");
+  EXPECT_EQ(All(s).size(), 3u);  // A full visit still sees everything.
+}
+
+TEST(DurableStoreTest, CloneIsIndependent) {
+  DurableStore s(1 << 20, 1 << 20);
+  s.Put(Kind::kProcess, 1, "a");
+  std::unique_ptr<DurableStore> c = s.Clone();
+  s.Put(Kind::kProcess, 2, "b");
+  EXPECT_EQ(All(*c).size(), 1u);
+  EXPECT_EQ(All(s).size(), 2u);
+}
+
+}  // namespace
+}  // namespace ringside::buffer
