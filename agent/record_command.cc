@@ -111,11 +111,16 @@ int RunRecordCommand(const std::vector<std::string>& args) {
     }
     if (tty) {
       const Recording::Progress p = (*recording)->progress();
-      std::fprintf(
-          stderr, "\r[ringside] %6.1f s  %9.0f events/s  %5.1f MiB written  %s lost   ",
-          p.elapsed_s, p.elapsed_s > 0 ? static_cast<double>(p.events) / p.elapsed_s : 0,
-          static_cast<double>(p.bytes_written) / (1 << 20),
-          absl::StrFormat("%.1f MiB", static_cast<double>(p.bytes_lost) / (1 << 20)).c_str());
+      const double fill =
+          p.buffer_size ? 100.0 * static_cast<double>(std::min(p.bytes_written, p.buffer_size)) /
+                              static_cast<double>(p.buffer_size)
+                        : 0;
+      std::fprintf(stderr,
+                   "\r[ringside] %6.1f s  %9.0f events/s  buffer %5.1f%% full  "
+                   "lost: %llu events, %.1f MiB overwritten   ",
+                   p.elapsed_s, p.elapsed_s > 0 ? static_cast<double>(p.events) / p.elapsed_s : 0,
+                   fill, static_cast<unsigned long long>(p.events_lost),
+                   static_cast<double>(p.bytes_lost) / (1 << 20));
     }
   }
   if (tty) std::fprintf(stderr, "\n");

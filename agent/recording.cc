@@ -424,7 +424,11 @@ Recording::Progress Recording::progress() const {
   p.elapsed_s = static_cast<double>(ClockNs(CLOCK_BOOTTIME) - start_boottime_ns_) / 1e9;
   for (const Source& s : sources_) {
     if (s.ftrace != nullptr) p.events += s.ftrace->stats().events;
-    if (s.bpf != nullptr) p.events += s.bpf->events();
+    if (s.bpf != nullptr) {
+      p.events += s.bpf->events();
+      for (const BpfDataSource::Loss& l : s.bpf->Losses()) p.events_lost += l.events;
+    }
+    if (s.ftrace != nullptr) p.events_lost += s.ftrace->stats().lost_events_stored;
   }
   absl::MutexLock lock(&mu_);
   for (const auto& b : buffers_) {
@@ -625,6 +629,10 @@ void Recording::AppendBufferPackets(std::string* out) {
       AppendVarIntField(TracePacket::kTrustedUidFieldNumber,
                         static_cast<uint32_t>(props.client_identity_trusted.uid), &bytes);
       AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, it->second, &bytes);
+      if (props.client_identity_trusted.pid > 0) {
+        AppendVarIntField(TracePacket::kTrustedPidFieldNumber,
+                          static_cast<uint32_t>(props.client_identity_trusted.pid), &bytes);
+      }
       if (loss != 0)
         AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &bytes);
       AppendFramed(bytes, out);

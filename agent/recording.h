@@ -41,7 +41,9 @@ class Recording {
     uint64_t events = 0;
     uint64_t bytes_written = 0;  // Into the buffers.
     uint64_t buffer_size = 0;
-    uint64_t bytes_lost = 0;  // Overwritten unread, discarded, kernel overruns.
+    uint64_t bytes_lost = 0;  // Overwritten unread in the buffers.
+    // Lost before the buffers: BPF reserve failures, ftrace lost events.
+    uint64_t events_lost = 0;
   };
 
   static absl::StatusOr<std::unique_ptr<Recording>> Create(const config::TraceConfig& config,

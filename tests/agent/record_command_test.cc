@@ -85,6 +85,7 @@ TEST(RecordCommandTest, RecordsAValidSelfContainedTraceWithKernelEvents) {
     stats += p.has_trace_stats();
     ftrace_stats += p.has_ftrace_stats();
     if (p.has_ftrace_events()) {
+      EXPECT_GT(p.trusted_pid(), 0);  // Data packets say which process wrote them.
       bundles++;
       events += static_cast<uint64_t>(p.ftrace_events().event_size() +
                                       p.ftrace_events().compact_sched().switch_timestamp_size());
