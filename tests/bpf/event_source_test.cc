@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,12 +15,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "ftrace/cpu_reader.h"
 #include "ftrace/event_format.h"
 #include "ftrace/page_parser.h"
@@ -544,6 +547,124 @@ TEST(EventSourceTest, NoProgramsOrMapsLeftAfterTheLoadingProcessExits) {
     left = ours();
   }
   EXPECT_EQ(left, 0) << "BPF programs or maps of ours are still loaded";
+}
+
+}  // namespace
+}  // namespace ringside::bpf
+
+namespace ringside::bpf {
+namespace {
+
+// Where a cgroup hierarchy is mounted: the cgroup2 one (`v2`), or the v1
+// hierarchy of `controller`. Empty if none.
+std::string CgroupMount(bool v2, const std::string& controller = "") {
+  std::ifstream mounts("/proc/mounts");
+  std::string dev, dir, type, opts, rest;
+  while (mounts >> dev >> dir >> type >> opts) {
+    std::getline(mounts, rest);
+    if (v2 && type == "cgroup2") return dir;
+    if (!v2 && type == "cgroup") {
+      for (absl::string_view o : absl::StrSplit(opts, ',')) {
+        if (o == controller) return dir;
+      }
+    }
+  }
+  return "";
+}
+
+bool WriteFile(const std::string& path, const std::string& value) {
+  std::ofstream f(path);
+  f << value;
+  f.flush();
+  return f.good();
+}
+
+// A cgroup of our own, removed (after its processes are gone) at the end.
+class ScopedCgroup {
+ public:
+  explicit ScopedCgroup(const std::string& parent) {
+    if (parent.empty()) return;
+    path_ = absl::StrCat(parent, "/ringside-test-", getpid());
+    if (mkdir(path_.c_str(), 0755) != 0) path_.clear();
+  }
+  ~ScopedCgroup() {
+    if (!path_.empty()) rmdir(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+  uint64_t id() const {
+    struct stat st;
+    return stat(path_.c_str(), &st) == 0 ? st.st_ino : 0;
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST(EventSourceTest, OomKillInAMemoryCgroupIsAnIncident) {
+  // The memory controller of cgroup v1 here; cgroup2's elsewhere.
+  const std::string v1 = CgroupMount(false, "memory");
+  ScopedCgroup cg(v1.empty() ? CgroupMount(true) : v1);
+  const std::string limit = v1.empty() ? "/memory.max" : "/memory.limit_in_bytes";
+  if (cg.path().empty() || !WriteFile(cg.path() + limit, "33554432")) {  // 32 MiB
+    GTEST_SKIP() << "needs a memory cgroup (the v1 memory controller, or cgroup2 with memory)";
+  }
+  // No swapping out of the limit, where the kernel offers the knob.
+  WriteFile(cg.path() + (v1.empty() ? "/memory.swap.max" : "/memory.memsw.limit_in_bytes"),
+            v1.empty() ? "0" : "33554432");
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, EventSource::Options{});
+  ASSERT_TRUE(source->Attach().ok());
+  HeldChild hog = ForkHeld([] {
+    // Touch 256 MiB; the cgroup's OOM killer ends this long before.
+    for (int i = 0; i < 256; i++) {
+      char* p = static_cast<char*>(malloc(1 << 20));
+      if (p == nullptr) _exit(2);
+      std::memset(p, i, 1 << 20);
+    }
+    _exit(3);
+  });
+  ASSERT_GT(hog.pid, 0);
+  ASSERT_TRUE(WriteFile(cg.path() + "/cgroup.procs", std::to_string(hog.pid)));
+  hog.Release();
+  Collected c;
+  int status = 0;
+  CollectUntilExit(source.get(), hog.pid, &c, &status);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+  int victims = 0;
+  for (const rs_oom_kill& e : c.ooms) {
+    if (e.pid != hog.pid) continue;
+    victims++;
+    EXPECT_EQ(e.tgid, hog.pid);
+    EXPECT_EQ(e.uid, getuid());
+  }
+  EXPECT_EQ(victims, 1);
+  // The kill itself is a fatal signal to the victim.
+  int kills = 0;
+  for (const rs_fatal_signal& e : c.signals) kills += e.target_pid == hog.pid && e.sig == SIGKILL;
+  EXPECT_GE(kills, 1);
+}
+
+TEST(EventSourceTest, CgroupFilterKeepsOnlyTasksOfThatCgroup) {
+  ScopedCgroup cg(CgroupMount(true));
+  if (cg.path().empty()) GTEST_SKIP() << "needs a cgroup2 hierarchy to create a cgroup in";
+  HeldChild child = ForkHeld([] {
+    for (int i = 0; i < 300; i++) usleep(50);
+  });
+  ASSERT_GT(child.pid, 0);
+  ASSERT_TRUE(WriteFile(cg.path() + "/cgroup.procs", std::to_string(child.pid)));
+  EventSource::Options options;
+  options.filters.cgroup_id = cg.id();
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
+  ASSERT_TRUE(source->Attach().ok());
+  const pid_t other = SwitchStorm(100);  // Not in the cgroup: not recorded.
+  waitpid(other, nullptr, 0);
+  child.Release();
+  Collected c;
+  CollectUntilExit(source.get(), child.pid, &c);
+  EXPECT_GT(c.switches.size(), 500u);
+  for (const rs_sched_switch& e : c.switches) {
+    ASSERT_TRUE(e.prev_tgid == child.pid || e.next_tgid == child.pid)
+        << e.prev_tgid << " -> " << e.next_tgid;
+  }
 }
 
 }  // namespace
