@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -272,6 +274,80 @@ TEST(RecordCommandTest, StreamingStopsAtMaxFileSize) {
   EXPECT_GE(st.st_size, 200000);
   const trace::Trace t = ReadTrace(out);
   EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+}
+
+// The sched_switch count of a recording against the kernel's own record of
+// the tracepoint: the same recording also runs an ftrace instance with
+// sched_switch (typed, not compact), and over the window both cover, the
+// switches out of non-idle tasks must agree within the losses trace_stats
+// reports. (ftrace misses some switches out of the idle task on this
+// kernel; see tests/bpf/event_source_test.cc.)
+TEST(RecordCommandTest, SchedSwitchCountMatchesTheKernelsWithinReportedLosses) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string cfg = TempPath("count.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 131072 }\n"
+                        "data_sources { config { name: \"linux.bpf\" bpf_config {\n"
+                        "  process: false incidents: false } } }\n"
+                        "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                        "  ftrace_events: \"sched/sched_switch\"\n"
+                        "  compact_sched { enabled: false } buffer_size_kb: 16384 } } }\n";
+  const std::string out = TempPath("count.pftrace");
+  ASSERT_EQ(RunRingside({"record", "-c", cfg, "-o", out, "--", "/bin/sh", "-c",
+                         "i=0; while [ $i -lt 3000 ]; do sleep 0.0005 & wait; i=$((i+1)); done"}),
+            0);
+  const trace::Trace t = ReadTrace(out);
+  // BPF: compact_sched, prev is the previous switch's next on that CPU.
+  struct Switch {
+    uint64_t ts;
+    int32_t prev;
+  };
+  std::vector<Switch> bpf, kernel;
+  std::map<uint32_t, int32_t> last_next;  // Per CPU, BPF's sequences only.
+  uint64_t losses = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const auto& l : p.trace_stats().ringside_staging_loss()) losses += l.events_lost();
+    const auto& b = p.ftrace_events();
+    const auto& cs = b.compact_sched();
+    uint64_t ts = 0;
+    for (int i = 0; i < cs.switch_timestamp_size(); i++) {
+      ts += cs.switch_timestamp(i);
+      auto it = last_next.find(b.cpu());
+      if (it != last_next.end()) bpf.push_back({ts, it->second});
+      last_next[b.cpu()] = cs.switch_next_pid(i);
+    }
+    for (const trace::FtraceEvent& e : b.event()) {
+      if (e.has_sched_switch()) kernel.push_back({e.timestamp(), e.sched_switch().prev_pid()});
+    }
+  }
+  ASSERT_FALSE(bpf.empty());
+  ASSERT_FALSE(kernel.empty());
+  auto range = [](const std::vector<Switch>& v) {
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (const Switch& s : v) {
+      lo = std::min(lo, s.ts);
+      hi = std::max(hi, s.ts);
+    }
+    return std::pair{lo, hi};
+  };
+  // The window both sources cover, 20 ms in from either end.
+  const uint64_t lo = std::max(range(bpf).first, range(kernel).first) + 20'000'000;
+  const uint64_t hi = std::min(range(bpf).second, range(kernel).second) - 20'000'000;
+  ASSERT_LT(lo, hi);
+  auto count = [&](const std::vector<Switch>& v) {
+    int64_t n = 0;
+    for (const Switch& s : v) n += s.prev != 0 && s.ts >= lo && s.ts <= hi;
+    return n;
+  };
+  const int64_t ours = count(bpf), theirs = count(kernel);
+  EXPECT_GT(theirs, 6000);  // 3,000 forks and waits, each switching the shell out.
+  // Allowed: the losses reported, and 0.2% for what neither side reports:
+  // the tracepoint's own skipped transitions, which break the compact prev
+  // chain, and ftrace's idle misses. Measured here: 0.1% apart (10,611 vs
+  // 10,600; 10,755 vs 10,744), BPF always the higher.
+  const int64_t allowed = static_cast<int64_t>(losses) + 4 + theirs / 500;
+  EXPECT_LE(std::abs(ours - theirs), allowed) << ours << " BPF vs " << theirs << " ftrace";
   unlink(cfg.c_str());
   unlink(out.c_str());
 }
