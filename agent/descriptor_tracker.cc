@@ -15,10 +15,6 @@ std::string Basename(std::string_view path) {
 
 }  // namespace
 
-DescriptorTracker::DescriptorTracker(size_t store_capacity, size_t ring_size,
-                                     const std::atomic<uint64_t>* ring_bytes_written)
-    : ring_bytes_written_(ring_bytes_written), store_(store_capacity, ring_size) {}
-
 void DescriptorTracker::PutProcess(uint64_t ts, int32_t pid, const Process& p) {
   trace::TracePacket packet;
   packet.set_timestamp(ts);
@@ -27,9 +23,8 @@ void DescriptorTracker::PutProcess(uint64_t ts, int32_t pid, const Process& p) {
   out->set_ppid(p.ppid);
   if (p.uid >= 0) out->set_uid(static_cast<int32_t>(p.uid));
   for (const std::string& arg : p.cmdline) out->add_cmdline(arg);
-  scratch_.clear();
-  packet.AppendToString(&scratch_);
-  store_.Put(Kind::kProcess, static_cast<uint64_t>(pid), scratch_);
+  queue_.push_back(
+      Update{Kind::kProcess, static_cast<uint64_t>(pid), false, packet.SerializeAsString()});
 }
 
 void DescriptorTracker::PutThread(uint64_t ts, int32_t tid, const Thread& t) {
@@ -39,9 +34,8 @@ void DescriptorTracker::PutThread(uint64_t ts, int32_t tid, const Thread& t) {
   out->set_tid(tid);
   out->set_tgid(t.tgid);
   out->set_name(t.name);
-  scratch_.clear();
-  packet.AppendToString(&scratch_);
-  store_.Put(Kind::kThread, static_cast<uint64_t>(tid), scratch_);
+  queue_.push_back(
+      Update{Kind::kThread, static_cast<uint64_t>(tid), false, packet.SerializeAsString()});
 }
 
 int32_t DescriptorTracker::TgidOf(int32_t tid) const {
@@ -127,11 +121,11 @@ void DescriptorTracker::OnExit(uint64_t, int32_t tid, int32_t tgid, int group_de
   if (tgid < 0) tgid = TgidOf(tid);
   if (!seeded_) ended_before_seed_.insert(tid);
   threads_.erase(tid);
-  store_.MarkEnded(Kind::kThread, static_cast<uint64_t>(tid));
+  queue_.push_back(Update{Kind::kThread, static_cast<uint64_t>(tid), true, {}});
   const bool process_ended = group_dead > 0 || (group_dead < 0 && tid == tgid);
   if (process_ended) {
     processes_.erase(tgid);
-    store_.MarkEnded(Kind::kProcess, static_cast<uint64_t>(tgid));
+    queue_.push_back(Update{Kind::kProcess, static_cast<uint64_t>(tgid), true, {}});
   }
 }
 
@@ -143,21 +137,19 @@ void DescriptorTracker::OnRename(uint64_t ts, int32_t tid, std::string_view new_
   PutThread(ts, tid, t);
 }
 
-void DescriptorTracker::Compact() {
-  absl::MutexLock lock(&mu_);
-  store_.Drained(ring_bytes_written_->load(std::memory_order_relaxed));
-}
-
-void DescriptorTracker::ForEachDescriptor(const std::function<void(std::string_view packet)>& visit,
-                                          bool changed_only) {
-  absl::MutexLock lock(&mu_);
-  store_.ForEach([&](Kind, uint64_t, std::string_view packet) { visit(packet); }, changed_only,
-                 /*mark_read=*/changed_only);
-}
-
-buffer::DurableStore::Stats DescriptorTracker::stats() const {
-  absl::MutexLock lock(&mu_);
-  return store_.stats();
+void DescriptorTracker::ApplyTo(buffer::DurableStore* store) {
+  std::vector<Update> updates;
+  {
+    absl::MutexLock lock(&mu_);
+    updates.swap(queue_);
+  }
+  for (const Update& u : updates) {
+    if (u.ended) {
+      store->MarkEnded(u.kind, u.id);
+    } else {
+      store->Put(u.kind, u.id, u.packet);
+    }
+  }
 }
 
 size_t DescriptorTracker::live_processes() const {

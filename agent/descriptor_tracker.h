@@ -1,7 +1,6 @@
 #ifndef RINGSIDE_AGENT_DESCRIPTOR_TRACKER_H_
 #define RINGSIDE_AGENT_DESCRIPTOR_TRACKER_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -18,19 +17,18 @@
 namespace ringside::agent {
 
 // Keeps a descriptor (a ProcessTree packet naming it) of every process and
-// thread in a DurableStore, so that every pid in the ring resolves to a name
-// however often the ring wrapped. Seeded from a /proc scan, then kept up to
-// date from fork/exec/exit/rename events — the BPF process source, or
-// ftrace's task_newtask/sched_process_exec/sched_process_exit/task_rename.
+// thread in the DurableStore beside a ring, so that every pid in the ring
+// resolves to a name however often the ring wrapped. Seeded from a /proc
+// scan, then kept up to date from fork/exec/exit/rename events — the BPF
+// process source, or ftrace's task_newtask/sched_process_exec/exit and
+// task_rename.
 //
-// Thread-safe: data source threads report events while the buffer owner
-// compacts and reads.
+// Thread-safe: data source threads report events; the updates wait in a
+// queue until the buffer's owner applies them (ApplyTo), as the store, like
+// the ring, has a single owner.
 class DescriptorTracker {
  public:
-  // `ring_bytes_written`: the rings' total bytes written so far (how far
-  // they have moved), read when an entity ends.
-  DescriptorTracker(size_t store_capacity, size_t ring_size,
-                    const std::atomic<uint64_t>* ring_bytes_written);
+  DescriptorTracker() = default;
 
   // Everything in a ProcessTree packet (a /proc scan taken after the
   // sources started), except tasks whose exit was already reported.
@@ -50,15 +48,8 @@ class DescriptorTracker {
   void OnExit(uint64_t ts, int32_t tid, int32_t tgid, int group_dead);
   void OnRename(uint64_t ts, int32_t tid, std::string_view new_comm);
 
-  // Call after each flush + drain of the producers into the rings: pins
-  // the ends reported before and drops ended entries the rings have moved
-  // past (see DurableStore::Drained).
-  void Compact();
-  // Appends serialized descriptor packets (without sequence fields) to
-  // `visit`, all or only those changed since the last changed-only read.
-  void ForEachDescriptor(const std::function<void(std::string_view packet)>& visit,
-                         bool changed_only);
-  buffer::DurableStore::Stats stats() const;
+  // Moves the updates reported so far into `store` (the buffer owner's).
+  void ApplyTo(buffer::DurableStore* store);
   size_t live_processes() const;
 
  private:
@@ -75,12 +66,16 @@ class DescriptorTracker {
   void PutThread(uint64_t ts, int32_t tid, const Thread& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int32_t TgidOf(int32_t tid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const std::atomic<uint64_t>* ring_bytes_written_;
+  struct Update {
+    buffer::DurableStore::Kind kind;
+    uint64_t id;
+    bool ended;  // Else: put `packet`.
+    std::string packet;
+  };
   mutable absl::Mutex mu_;
-  buffer::DurableStore store_ ABSL_GUARDED_BY(mu_);
+  std::vector<Update> queue_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int32_t, Process> processes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int32_t, Thread> threads_ ABSL_GUARDED_BY(mu_);
-  std::string scratch_ ABSL_GUARDED_BY(mu_);
   // Until Seed(): tids whose exit was reported, so the scan cannot revive them.
   bool seeded_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<int32_t> ended_before_seed_ ABSL_GUARDED_BY(mu_);

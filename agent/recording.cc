@@ -175,12 +175,13 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::Trace
       r->buffers_.push_back(std::move(tb));
     }
   }
-  if (config.durable_buffer_size_kb() > 0) {
-    size_t ring = 0;
-    for (const auto& b : config.buffers())
-      ring = std::max<size_t>(ring, size_t{b.size_kb()} * 1024);
-    r->tracker_ = std::make_unique<DescriptorTracker>(
-        size_t{config.durable_buffer_size_kb()} * 1024, ring, &r->ring_bytes_written_);
+  if (config.durable_buffer_size_kb() > 0 && !config.buffers().empty()) {
+    // Beside the first buffer, which is read first: descriptors come
+    // before any event of any buffer.
+    absl::MutexLock lock(&r->mu_);
+    r->buffers_[0]->SetDurableStore(std::make_unique<buffer::DurableStore>(
+        size_t{config.durable_buffer_size_kb()} * 1024, r->buffers_[0]->size()));
+    r->tracker_ = std::make_unique<DescriptorTracker>();
   }
   buffer::ProducerID next_producer = 1;
   auto new_source = [&](const config::DataSourceConfig& c) {
@@ -330,7 +331,11 @@ absl::Status Recording::Start() {
     }
     std::string header;
     AppendHeader(&header);
-    AppendDescriptors(&header, /*changed_only=*/true);  // The /proc scan, from the start.
+    DrainAll();  // The /proc scan's descriptors, read first, from the start.
+    {
+      absl::MutexLock lock(&mu_);
+      AppendBufferPackets(&header);
+    }
     if (absl::Status st = WriteToStream(header); !st.ok()) return st;
   }
   owner_ = std::thread([this] { OwnerLoop(); });
@@ -357,7 +362,6 @@ absl::Status Recording::WriteToStream(const std::string& bytes) {
 
 void Recording::StreamBuffers() {
   std::string out;
-  AppendDescriptors(&out, /*changed_only=*/true);
   {
     absl::MutexLock lock(&mu_);
     AppendBufferPackets(&out);
@@ -377,24 +381,11 @@ void Recording::DrainAll() {
   }
   absl::MutexLock lock(&mu_);
   for (Source& s : sources_) s.producer->DrainInto(buffers_[s.target_buffer].get());
-  uint64_t written = 0;
-  for (const auto& b : buffers_) written += b->stats().bytes_written;
-  ring_bytes_written_.store(written, std::memory_order_relaxed);
-  if (tracker_ != nullptr) tracker_->Compact();
-}
-
-void Recording::AppendDescriptors(std::string* out, bool changed_only) {
-  if (tracker_ == nullptr) return;
-  std::string bytes;
-  tracker_->ForEachDescriptor(
-      [&](std::string_view packet) {
-        bytes.assign(packet.data(), packet.size());
-        AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, kDescriptorSequenceId,
-                          &bytes);
-        AppendFramed(bytes, out);
-        packets_++;
-      },
-      changed_only);
+  if (tracker_ != nullptr) {
+    buffer::DurableStore* store = buffers_[0]->durable();
+    tracker_->ApplyTo(store);
+    store->Drained(buffers_[0]->stats().bytes_written);
+  }
 }
 
 void Recording::OwnerLoop() {
@@ -486,9 +477,9 @@ absl::StatusOr<uint64_t> Recording::StopAndWrite() {
 
   std::string out;
   if (stream_fd_ < 0) AppendHeader(&out);
-  // Descriptors before the events: all of them into a file written at the
-  // end; when streaming, those that changed since the last write.
-  AppendDescriptors(&out, /*changed_only=*/stream_fd_ >= 0);
+  // Buffer 0's read passes begin with the durable descriptors: all of them
+  // into a file written at the end; when streaming, those that changed since
+  // the last write.
   {
     absl::MutexLock lock(&mu_);
     AppendBufferPackets(&out);
@@ -501,7 +492,11 @@ absl::StatusOr<uint64_t> Recording::StopAndWrite() {
   stats.set_timestamp(static_cast<uint64_t>(end_ns));
   *stats.mutable_trace_stats() = staging;
   if (tracker_ != nullptr) {
-    const buffer::DurableStore::Stats d = tracker_->stats();
+    buffer::DurableStore::Stats d;
+    {
+      absl::MutexLock lock(&mu_);
+      d = buffers_[0]->durable()->stats();
+    }
     auto* ds = stats.mutable_trace_stats()->mutable_ringside_durable_buffer();
     ds->set_capacity(d.capacity);
     ds->set_bytes(d.bytes);
@@ -622,12 +617,17 @@ void Recording::AppendBufferPackets(std::string* out) {
     uint32_t loss = 0;
     while (b->ReadNextTracePacket(&packet, &props, &loss)) {
       const uint32_t key = uint32_t{props.producer_id_trusted} << 16 | props.writer_id;
+      if (props.producer_id_trusted == buffer::TraceBuffer::kDurableProducerId) {
+        sequence_ids_.try_emplace(key, kDescriptorSequenceId);
+      }
       auto [it, inserted] =
           sequence_ids_.try_emplace(key, static_cast<uint32_t>(sequence_ids_.size()) + 3);
       bytes.clear();
       packet.AppendTo(&bytes);
-      AppendVarIntField(TracePacket::kTrustedUidFieldNumber,
-                        static_cast<uint32_t>(props.client_identity_trusted.uid), &bytes);
+      if (props.producer_id_trusted != buffer::TraceBuffer::kDurableProducerId) {
+        AppendVarIntField(TracePacket::kTrustedUidFieldNumber,
+                          static_cast<uint32_t>(props.client_identity_trusted.uid), &bytes);
+      }
       AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, it->second, &bytes);
       if (props.client_identity_trusted.pid > 0) {
         AppendVarIntField(TracePacket::kTrustedPidFieldNumber,

@@ -79,8 +79,6 @@ class Recording {
   void AppendHeader(std::string* out);
   void AppendService(trace::TracePacket p, std::string* out);
   void AppendBufferPackets(std::string* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The durable buffer's descriptors, on their own sequence.
-  void AppendDescriptors(std::string* out, bool changed_only);
   // write_into_file: appends whole packets to the open output file.
   absl::Status WriteToStream(const std::string& bytes);
   void StreamBuffers();
@@ -90,10 +88,9 @@ class Recording {
   std::string output_path_;
   // Unmounted at the end if this recording mounted it.
   std::optional<ftrace::Tracefs> tracefs_;
-  // The durable side-buffer of descriptors (null: off), and how far the
-  // rings have moved, for its compaction. Declared before the sources,
-  // which report to it, so it outlives them.
-  std::atomic<uint64_t> ring_bytes_written_{0};
+  // Descriptor tracking for the durable buffer beside buffers_[0] (null:
+  // off). Declared before the sources, which report to it, so it outlives
+  // them.
   std::unique_ptr<DescriptorTracker> tracker_;
   std::vector<Source> sources_;
   std::vector<std::string> warnings_;

@@ -74,7 +74,7 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Create(absl::Span<const 
       return Errno(absl::StrCat("adding ring ", i, " to epoll"));
     }
   }
-  r->batch_.reserve(kMaxBatch);
+  r->batch_.resize(kMaxBatch);
   return r;
 }
 
@@ -89,26 +89,28 @@ RingReader::~RingReader() {
 
 uint64_t RingReader::ConsumeRing(uint32_t index, const BatchCallback& callback) {
   Ring& ring = rings_[index];
+  // Locals: stores into the batch must not make the compiler reload these.
+  const uint8_t* const data = ring.data;
+  const uint64_t mask = ring.mask;
+  RecordView* const batch = batch_.data();
   uint64_t consumed = 0;
   uint64_t cons = *ring.consumer_pos;  // Only we write it.
   for (;;) {
     const uint64_t prod = LoadAcquire(ring.producer_pos);
     if (cons >= prod) break;
-    batch_.clear();
+    size_t n = 0;
     uint64_t pos = cons;
-    while (pos < prod && batch_.size() < kMaxBatch) {
-      const auto* hdr = reinterpret_cast<const uint32_t*>(ring.data + (pos & ring.mask));
+    while (pos < prod && n < kMaxBatch) {
+      const auto* hdr = reinterpret_cast<const uint32_t*>(data + (pos & mask));
       const uint32_t len = LoadAcquire32(hdr);
       if (len & BPF_RINGBUF_BUSY_BIT) break;  // Reserved, not yet submitted: wait for it.
       const uint32_t size = len & ~(BPF_RINGBUF_BUSY_BIT | BPF_RINGBUF_DISCARD_BIT);
-      if ((len & BPF_RINGBUF_DISCARD_BIT) == 0) {
-        batch_.push_back(
-            RecordView{reinterpret_cast<const uint8_t*>(hdr) + BPF_RINGBUF_HDR_SZ, size});
-      }
+      batch[n] = RecordView{reinterpret_cast<const uint8_t*>(hdr) + BPF_RINGBUF_HDR_SZ, size};
+      n += (len & BPF_RINGBUF_DISCARD_BIT) == 0;
       pos += (static_cast<uint64_t>(size) + BPF_RINGBUF_HDR_SZ + 7) & ~uint64_t{7};
     }
-    if (!batch_.empty()) callback(index, absl::MakeConstSpan(batch_));
-    consumed += batch_.size();
+    if (n > 0) callback(index, absl::MakeConstSpan(batch, n));
+    consumed += n;
     if (pos == cons) break;  // Blocked on a busy record.
     cons = pos;
     std::atomic_ref<uint64_t>(*ring.consumer_pos).store(cons, std::memory_order_release);

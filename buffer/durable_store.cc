@@ -112,6 +112,12 @@ void DurableStore::ForEach(
   }
 }
 
+std::unique_ptr<DurableStore> DurableStore::Clone() const {
+  auto clone = std::make_unique<DurableStore>(*this);
+  for (auto& [key, entry] : clone->entries_) entry.read = false;
+  return clone;
+}
+
 bool DurableStore::Contains(Kind kind, uint64_t id) const {
   for (auto it = entries_.lower_bound({kind, id, 0});
        it != entries_.end() && std::get<0>(it->first) == kind && std::get<1>(it->first) == id;

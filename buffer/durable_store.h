@@ -71,7 +71,9 @@ class DurableStore {
                bool changed_only = false, bool mark_read = false);
   bool Contains(Kind kind, uint64_t id) const;
 
-  std::unique_ptr<DurableStore> Clone() const { return std::make_unique<DurableStore>(*this); }
+  // A copy for another output (a snapshot): everything in it counts as
+  // not yet read, so its first changed-only visit hands out all of it.
+  std::unique_ptr<DurableStore> Clone() const;
   const Stats& stats() const { return stats_; }
 
  private:

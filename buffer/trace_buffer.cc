@@ -524,6 +524,13 @@ bool TraceBuffer::TryPatchChunkContents(ProducerID producer_id, WriterID writer_
 // --- Reading -----------------------------------------------------------------
 
 void TraceBuffer::BeginRead() {
+  durable_pass_.clear();
+  durable_next_ = 0;
+  if (durable_ != nullptr) {
+    durable_->ForEach(
+        [this](DurableStore::Kind, uint64_t, std::string_view p) { durable_pass_.emplace_back(p); },
+        /*changed_only=*/true, /*mark_read=*/true);
+  }
   read_pass_++;
   read_iterator_valid_ = true;
   reading_target_ = false;
@@ -550,6 +557,15 @@ bool TraceBuffer::ReadNextTracePacket(TracePacket* packet,
                                       uint32_t* previous_packet_on_sequence_dropped) {
   if (!read_iterator_valid_) BeginRead();
   packet->Clear();
+  if (durable_next_ < durable_pass_.size()) {
+    // Descriptors first: the ring packets after them may name what they describe.
+    const std::string& d = durable_pass_[durable_next_++];
+    packet->AddSlice(reinterpret_cast<const uint8_t*>(d.data()), d.size());
+    *sequence_properties = PacketSequenceProperties{};
+    sequence_properties->producer_id_trusted = kDurableProducerId;
+    *previous_packet_on_sequence_dropped = 0;
+    return true;
+  }
   if (!rd_in_older_lap_ && rd_ >= wr_) return false;
   for (;;) {
     if (!reading_target_) {
@@ -829,6 +845,7 @@ std::unique_ptr<TraceBuffer> TraceBuffer::CloneReadOnly() const {
   clone->empty_sequences_ = empty_sequences_;
   clone->empty_stamp_counter_ = empty_stamp_counter_;
   clone->stats_ = stats_;
+  if (durable_ != nullptr) clone->durable_ = durable_->Clone();
   return clone;
 }
 

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/node_hash_map.h"
 #include "buffer/chunk_abi.h"
+#include "buffer/durable_store.h"
 #include "buffer/internal/circular_queue.h"
 #include "buffer/trace_packet.h"
 
@@ -201,6 +203,15 @@ class TraceBuffer {
   // A new buffer with the same contents, state and stats that can only be read.
   std::unique_ptr<TraceBuffer> CloneReadOnly() const;
 
+  // The durable side-buffer beside this ring (none by default). Each read
+  // pass hands out its entries written since the previous pass before any
+  // ring packet, on the sequence {kDurableProducerId, 0}; CloneReadOnly()
+  // clones it too, and the clone's first pass hands out all of it.
+  void SetDurableStore(std::unique_ptr<DurableStore> store) { durable_ = std::move(store); }
+  DurableStore* durable() { return durable_.get(); }
+  const DurableStore* durable() const { return durable_.get(); }
+  static constexpr ProducerID kDurableProducerId = 0;
+
   void SetOverwriteObserver(OverwriteObserver observer) { observer_ = std::move(observer); }
 
   const Stats& stats() const { return stats_; }
@@ -316,6 +327,10 @@ class TraceBuffer {
   uint64_t empty_stamp_counter_ = 0;
 
   OverwriteObserver observer_;
+  std::unique_ptr<DurableStore> durable_;
+  // The durable entries of the current read pass, and the next to hand out.
+  std::vector<std::string> durable_pass_;
+  size_t durable_next_ = 0;
   Stats stats_;
 
   // Scratch for reassembly (kept to avoid allocating per packet).

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "buffer/chunk_abi.h"
+#include "buffer/trace_buffer.h"
 #include "gtest/gtest.h"
 
 namespace ringside::buffer {
@@ -130,6 +132,45 @@ TEST(DurableStoreTest, CloneIsIndependent) {
   s.Put(Kind::kProcess, 2, "b");
   EXPECT_EQ(All(*c).size(), 1u);
   EXPECT_EQ(All(s).size(), 2u);
+}
+
+// Beside a ring: each read pass hands out the descriptors written since the
+// previous pass before any ring packet, and a clone's first pass all of them.
+TEST(DurableStoreTest, ARingsReaderGetsTheDescriptorsFirstAndAClonesReaderAllOfThem) {
+  auto ring = TraceBuffer::Create(64 * 1024);
+  ring->SetDurableStore(std::make_unique<DurableStore>(1 << 20, ring->size()));
+  ring->durable()->Put(Kind::kProcess, 1, "proc-1");
+  ring->durable()->Put(Kind::kThread, 1, "thread-1");
+  const ChunkBuilder chunk = ChunkBuilder(0, 1).AddFragment("event-a").AddFragment("event-b");
+  ring->CopyChunkUntrusted(7, ClientIdentity{0, 1}, chunk.writer_id(), chunk.chunk_id(),
+                           chunk.num_fragments(), chunk.flags(), true, chunk.payload_data(),
+                           chunk.payload().size());
+  auto read = [](TraceBuffer* b) {
+    std::vector<std::pair<ProducerID, std::string>> out;
+    b->BeginRead();
+    TracePacket packet;
+    PacketSequenceProperties props;
+    uint32_t loss = 0;
+    while (b->ReadNextTracePacket(&packet, &props, &loss)) {
+      out.emplace_back(props.producer_id_trusted, packet.ToString());
+    }
+    return out;
+  };
+  std::unique_ptr<TraceBuffer> clone = ring->CloneReadOnly();
+  using Read = std::vector<std::pair<ProducerID, std::string>>;
+  EXPECT_EQ(read(ring.get()), (Read{{TraceBuffer::kDurableProducerId, "proc-1"},
+                                    {TraceBuffer::kDurableProducerId, "thread-1"},
+                                    {7, "event-a"},
+                                    {7, "event-b"}}));
+  ring->durable()->Put(Kind::kThread, 1, "thread-1-renamed");
+  EXPECT_EQ(read(ring.get()), (Read{{TraceBuffer::kDurableProducerId, "thread-1-renamed"}}));
+  // The clone was taken before any read: everything, descriptors first.
+  const Read from_clone = read(clone.get());
+  ASSERT_EQ(from_clone.size(), 4u);
+  EXPECT_EQ(from_clone[0].second, "proc-1");
+  EXPECT_EQ(from_clone[2].second, "event-a");
+  // A clone taken after the reads still hands out every descriptor.
+  EXPECT_EQ(read(ring->CloneReadOnly().get()).size(), 2u);
 }
 
 }  // namespace

@@ -91,8 +91,8 @@ std::unique_ptr<EventSource> LoadOrSkipReason(const EventSource::Options& option
   return nullptr;
 }
 
-std::vector<std::string> LoadedProgramNames() {
-  std::vector<std::string> names;
+std::map<std::pair<std::string, uint32_t>, std::string> LoadedBpfObjects() {
+  std::map<std::pair<std::string, uint32_t>, std::string> out;
   uint32_t id = 0;
   while (bpf_prog_get_next_id(id, &id) == 0) {
     const int fd = bpf_prog_get_fd_by_id(id);
@@ -100,25 +100,20 @@ std::vector<std::string> LoadedProgramNames() {
     bpf_prog_info info;
     std::memset(&info, 0, sizeof(info));
     uint32_t len = sizeof(info);
-    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) names.emplace_back(info.name);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) out[{"prog", id}] = info.name;
     close(fd);
   }
-  return names;
-}
-
-std::vector<std::string> LoadedMapNames() {
-  std::vector<std::string> names;
-  uint32_t id = 0;
+  id = 0;
   while (bpf_map_get_next_id(id, &id) == 0) {
     const int fd = bpf_map_get_fd_by_id(id);
     if (fd < 0) continue;
     bpf_map_info info;
     std::memset(&info, 0, sizeof(info));
     uint32_t len = sizeof(info);
-    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) names.emplace_back(info.name);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0) out[{"map", id}] = info.name;
     close(fd);
   }
-  return names;
+  return out;
 }
 
 std::string Comm(const char (&comm)[RS_TASK_COMM_LEN]) {

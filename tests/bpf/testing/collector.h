@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,9 +48,8 @@ void CollectUntilExit(EventSource* source, pid_t child, Collected* out, int* sta
 std::unique_ptr<EventSource> LoadOrSkipReason(const EventSource::Options& options,
                                               std::string* skip);
 
-// Names of the BPF programs and maps loaded in the system.
-std::vector<std::string> LoadedProgramNames();
-std::vector<std::string> LoadedMapNames();
+// The BPF programs and maps loaded in the system: {"prog"|"map", id} -> name.
+std::map<std::pair<std::string, uint32_t>, std::string> LoadedBpfObjects();
 
 std::string Comm(const char (&comm)[RS_TASK_COMM_LEN]);
 
