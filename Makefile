@@ -203,7 +203,7 @@ run-tests: $(BIN) $(TEST_BINS)
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=address,undefined run-tests
 
-$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(LINK_LIBS)
+$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/obj/tests/testing/workloads.o $(LINK_LIBS)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ $(shell $(PKG_CONFIG) --libs benchmark) $(PKG_LIBS) -o $@
 

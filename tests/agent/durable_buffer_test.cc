@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "ringside/trace/trace.pb.h"
 #include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/workloads.h"
 
 namespace ringside::agent {
 namespace {
@@ -25,31 +26,6 @@ const std::string kBin = std::string(RINGSIDE_BUILD_DIR) + "/ringside";
 
 std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "ringside_durable_" + std::to_string(getpid()) + "_" + name;
-}
-
-// Pairs of processes passing a byte back and forth: a scheduling storm
-// that fills the ring fast.
-std::vector<pid_t> StartStorm(int pairs) {
-  std::vector<pid_t> pids;
-  for (int i = 0; i < pairs; i++) {
-    int ab[2], ba[2];
-    if (pipe(ab) != 0 || pipe(ba) != 0) break;
-    for (int side = 0; side < 2; side++) {
-      const pid_t pid = fork();
-      if (pid == 0) {
-        const int in = side == 0 ? ba[0] : ab[0];
-        const int out = side == 0 ? ab[1] : ba[1];
-        char c = 0;
-        if (side == 0 && write(out, &c, 1) != 1) _exit(1);
-        while (read(in, &c, 1) == 1 && write(out, &c, 1) == 1) {
-        }
-        _exit(0);
-      }
-      pids.push_back(pid);
-    }
-    for (int fd : {ab[0], ab[1], ba[0], ba[1]}) close(fd);
-  }
-  return pids;
 }
 
 std::string RunCapture(const std::vector<std::string>& args, int* exit_code) {
@@ -90,13 +66,12 @@ Result RecordScenario(uint32_t durable_kb) {
                         "durable_buffer_size_kb: "
                      << durable_kb << "\n";
   const std::string out = TempPath("trace.pftrace");
-  const std::vector<pid_t> storm = StartStorm(2);
+  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(2);
   int code = 0;
   RunCapture({"record", "-c", cfg, "-o", out, "--", "/bin/sh", "-c",
               "i=0; while [ $i -lt 5000 ]; do /bin/sleep 0.001; i=$((i+1)); done"},
              &code);
-  for (pid_t p : storm) kill(p, SIGKILL);
-  for (pid_t p : storm) waitpid(p, nullptr, 0);
+  ringside::testing::StopProcesses(storm);
   EXPECT_EQ(code, 0);
 
   std::ifstream in(out, std::ios::binary);

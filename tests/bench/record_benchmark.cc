@@ -18,37 +18,11 @@
 #include <vector>
 
 #include "ringside/trace/trace.pb.h"
+#include "tests/testing/workloads.h"
 
 namespace {
 
 const std::string kBin = std::string(RINGSIDE_BUILD_DIR) + "/ringside";
-
-// A pair of processes passing a byte back and forth until killed.
-std::vector<pid_t> StartStorm(int pairs) {
-  std::vector<pid_t> pids;
-  for (int i = 0; i < pairs; i++) {
-    int ab[2], ba[2];
-    if (pipe(ab) != 0 || pipe(ba) != 0) break;
-    for (int side = 0; side < 2; side++) {
-      const pid_t pid = fork();
-      if (pid == 0) {
-        const int in = side == 0 ? ba[0] : ab[0];
-        const int out = side == 0 ? ab[1] : ba[1];
-        char c = 0;
-        if (side == 0 && write(out, &c, 1) != 1) _exit(1);
-        while (read(in, &c, 1) == 1 && write(out, &c, 1) == 1) {
-        }
-        _exit(0);
-      }
-      pids.push_back(pid);
-    }
-    close(ab[0]);
-    close(ab[1]);
-    close(ba[0]);
-    close(ba[1]);
-  }
-  return pids;
-}
 
 uint64_t CountEvents(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -83,7 +57,7 @@ void BM_Record(benchmark::State& state, bool bpf) {
   double cpu_s = 0, max_rss_kb = 0;
   uint64_t events = 0;
   for (auto _ : state) {
-    const std::vector<pid_t> storm = StartStorm(2);
+    const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(2);
     const pid_t rec = fork();
     if (rec == 0) {
       if (freopen("/dev/null", "w", stderr) == nullptr) _exit(125);
@@ -94,8 +68,7 @@ void BM_Record(benchmark::State& state, bool bpf) {
     int status = 0;
     rusage ru{};
     wait4(rec, &status, 0, &ru);
-    for (pid_t p : storm) kill(p, SIGKILL);
-    for (pid_t p : storm) waitpid(p, nullptr, 0);
+    ringside::testing::StopProcesses(storm);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       return state.SkipWithError("ringside record failed");
     }
