@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -60,10 +61,32 @@ pid_t OwnerPid(const std::string& instance_name) {
 
 }  // namespace
 
+// Moves this process into a new mount namespace that receives mounts from
+// the old one but sends none back. Returns false, changing nothing, where
+// that cannot be done.
+static bool EnterOwnMountNamespace() {
+  const int old_ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+  if (old_ns < 0) return false;
+  bool ok = false;
+  if (unshare(CLONE_NEWNS) == 0) {
+    ok = mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) == 0;
+    // Our mounts would propagate back: return to where we were.
+    if (!ok) setns(old_ns, CLONE_NEWNS);
+  }
+  close(old_ns);
+  return ok;
+}
+
 absl::StatusOr<Tracefs> Tracefs::Open() {
   for (const char* dir : {kTracingMount, kDebugTracing}) {
     if (IsTracefsRoot(dir)) return Tracefs(dir, false);
   }
+  // Mount it where only this process and its children see it: in a mount
+  // namespace of our own whose mounts do not propagate back. The mount then
+  // goes when we do, even after a crash, and never from under another user
+  // of tracefs. Where that cannot be had (a process already running threads
+  // cannot unshare), mount it for everyone and unmount it at the end.
+  const bool in_own_namespace = EnterOwnMountNamespace();
   if (mount("nodev", kTracingMount, "tracefs", 0, nullptr) != 0) {
     const int err = errno;
     if (err == ENODEV) {
@@ -83,7 +106,7 @@ absl::StatusOr<Tracefs> Tracefs::Open() {
     return absl::UnavailableError(
         absl::StrCat("mounted tracefs at ", kTracingMount, " but it has no events"));
   }
-  return Tracefs(kTracingMount, true);
+  return Tracefs(kTracingMount, /*mounted_by_us=*/!in_own_namespace);
 }
 
 absl::Status Tracefs::Unmount() {

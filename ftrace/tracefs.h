@@ -27,7 +27,9 @@ class Tracefs {
   static Tracefs AtRootForTesting(std::string root) { return Tracefs(std::move(root), false); }
 
   const std::string& root() const { return root_; }
-  // True if Open() mounted it (Unmount() then leaves the system as found).
+  // True if Open() mounted it for the whole system (Unmount() then leaves
+  // the system as found). A mount in this process's own mount namespace,
+  // which Open() prefers, is not: it goes away with the process.
   bool mounted_by_us() const { return mounted_by_us_; }
   absl::Status Unmount();
 

@@ -4,12 +4,14 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,61 @@ pid_t DeadPid() {
   if (child == 0) _exit(0);
   waitpid(child, nullptr, 0);
   return child;
+}
+
+int TracefsMounts(const std::string& mounts_file) {
+  std::ifstream in(mounts_file);
+  std::string dev, dir, type, rest;
+  int n = 0;
+  while (in >> dev >> dir >> type) {
+    std::getline(in, rest);
+    n += type == "tracefs";
+  }
+  return n;
+}
+
+// Where tracefs is mounted nowhere, Open() mounts it in a mount namespace
+// of its own: nobody else sees the mount, and it goes with the process.
+TEST(TracefsTest, MountsOnlyInItsOwnMountNamespace) {
+  RINGSIDE_REQUIRE_TRACEFS();  // Root, and a kernel with tracefs.
+  const int before = TracefsMounts("/proc/self/mounts");
+  int opened[2], done[2];
+  ASSERT_EQ(pipe(opened), 0);
+  ASSERT_EQ(pipe(done), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    close(opened[0]);
+    close(done[1]);
+    // Start from a view with no tracefs (our own namespace, where we may
+    // unmount what this test process sees).
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr)) {
+      _exit(10);
+    }
+    for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+      umount2(dir, MNT_DETACH);
+    }
+    if (TracefsMounts("/proc/self/mounts") != 0) _exit(11);
+    absl::StatusOr<Tracefs> t = Tracefs::Open();
+    if (!t.ok()) _exit(12);
+    if (t->mounted_by_us()) _exit(13);  // Nothing for anyone to unmount.
+    if (TracefsMounts("/proc/self/mounts") != 1) _exit(14);
+    char c = 1;
+    if (write(opened[1], &c, 1) != 1) _exit(15);
+    if (read(done[0], &c, 1) < 0) _exit(16);  // Until the parent has looked.
+    _exit(0);
+  }
+  close(opened[1]);
+  close(done[0]);
+  char c = 0;
+  const bool child_opened = read(opened[0], &c, 1) == 1;
+  // The child's mount is not ours to see.
+  EXPECT_EQ(TracefsMounts("/proc/self/mounts"), before);
+  close(done[1]);
+  close(opened[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(child_opened);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child exit " << status;
 }
 
 TEST(TracefsTest, InstanceIsCreatedAndRemoved) {
