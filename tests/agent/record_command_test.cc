@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -359,20 +360,27 @@ TEST(RecordCommandTest, RecordsWhileACommandRunsAndPassesOnItsExitCode) {
   unlink(out.c_str());
 }
 
-TEST(RecordCommandTest, SigtermStopsEarlyAndStillWritesACompleteFile) {
-  const std::string out = TempPath("term.pftrace");
-  pid_t pid = 0;
-  RunRingside({"record", "--duration", "60s", "-o", out}, &pid, /*wait=*/false);
-  sleep(1);
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-  const trace::Trace t = ReadTrace(out);
-  ASSERT_GT(t.packet_size(), 5);
-  EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
-  unlink(out.c_str());
+// Ctrl-C (SIGINT) and SIGTERM in the middle of a recording: a complete file.
+TEST(RecordCommandTest, SigintOrSigtermStopsEarlyAndStillWritesACompleteFile) {
+  for (int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(strsignal(sig));
+    const std::string out = TempPath("term.pftrace");
+    pid_t pid = 0;
+    RunRingside({"record", "--duration", "60s", "-o", out}, &pid, /*wait=*/false);
+    sleep(1);
+    ASSERT_EQ(kill(pid, sig), 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    const trace::Trace t = ReadTrace(out);
+    ASSERT_GT(t.packet_size(), 5);
+    EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
+    int stats = 0;
+    for (const trace::TracePacket& p : t.packet()) stats += p.has_trace_stats();
+    EXPECT_EQ(stats, 1);
+    unlink(out.c_str());
+  }
 }
 
 TEST(RecordCommandTest, BadConfigExitsTwoAndWritesNothing) {
