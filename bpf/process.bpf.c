@@ -36,7 +36,8 @@ int BPF_PROG(handle_process_exec, struct task_struct* p, pid_t old_pid, struct l
   e->gid = (__u32)(uid_gid >> 32);
   e->pad = 0;
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
-  long n = bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), BPF_CORE_READ(bprm, filename));
+  long n =
+      bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), BPF_CORE_READ(bprm, filename));
   e->filename_len = n > 0 ? (__u16)(n - 1) : 0;
   /* The new image's argument block is in place by now. */
   const unsigned long arg_start = BPF_CORE_READ(p, mm, arg_start);

@@ -49,7 +49,8 @@ struct {
 } step_ring SEC(".maps");
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(step_reserve_submit, bool preempt, struct task_struct* prev, struct task_struct* next) {
+int BPF_PROG(step_reserve_submit, bool preempt, struct task_struct* prev,
+             struct task_struct* next) {
   struct rs_sched_switch* e = bpf_ringbuf_reserve(&step_ring, sizeof(*e), 0);
   if (!e) return 0;
   e->h.type = 0;
@@ -59,5 +60,6 @@ int BPF_PROG(step_reserve_submit, bool preempt, struct task_struct* prev, struct
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(step_query, bool preempt, struct task_struct* prev, struct task_struct* next) {
-  return bpf_ringbuf_query(&step_ring, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&step_ring, BPF_RB_RING_SIZE);
+  return bpf_ringbuf_query(&step_ring, BPF_RB_AVAIL_DATA) >
+         bpf_ringbuf_query(&step_ring, BPF_RB_RING_SIZE);
 }
