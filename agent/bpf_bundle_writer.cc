@@ -53,16 +53,6 @@ void WriteWakeup(ProtoMessage* bundle, uint32_t field, const rs_sched_wakeup& e)
 
 }  // namespace
 
-uint32_t BpfBundleWriter::InternComm(const char* comm) {
-  const absl::string_view c = Comm(comm);
-  auto it = comm_index_.find(c);
-  if (it != comm_index_.end()) return it->second;
-  const uint32_t index = static_cast<uint32_t>(interned_.size());
-  interned_.emplace_back(c);
-  comm_index_.emplace(std::string(c), index);
-  return index;
-}
-
 uint64_t BpfBundleWriter::total_events() const {
   uint64_t n = 0;
   for (uint64_t e : stats_.events) n += e;
@@ -76,8 +66,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
   switch_next_pid_.clear();
   switch_next_prio_.clear();
   switch_comm_.clear();
-  comm_index_.clear();
-  interned_.clear();
+  interned_.Clear();
 
   auto packet = writer->NewTracePacket();
   ProtoMessage* bundle = packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
@@ -101,7 +90,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         switch_prev_state_.push_back(e.prev_state);
         switch_next_pid_.push_back(e.next_pid);
         switch_next_prio_.push_back(e.next_prio);
-        switch_comm_.push_back(InternComm(e.next_comm));
+        switch_comm_.push_back(interned_.Intern(Comm(e.next_comm)));
         break;
       }
       case RS_EV_SCHED_WAKEUP:
@@ -242,8 +231,8 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
   }
   if (!switch_ts_.empty()) {
     ProtoMessage* compact = bundle->BeginNested(FtraceEventBundle::kCompactSchedFieldNumber);
-    for (const std::string& s : interned_) {
-      compact->AppendString(CompactSched::kInternTableFieldNumber, s);
+    for (size_t i = 0; i < interned_.size(); i++) {
+      compact->AppendString(CompactSched::kInternTableFieldNumber, interned_[i]);
     }
     const size_t n = switch_ts_.size();
     compact->AppendPackedVarInts(CompactSched::kSwitchTimestampFieldNumber, switch_ts_.data(), n);

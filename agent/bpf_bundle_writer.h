@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
+#include "agent/comm_interner.h"
 #include "agent/trace_writer.h"
 #include "bpf/common_events.h"
 #include "bpf/ring_reader.h"
@@ -41,16 +41,13 @@ class BpfBundleWriter {
   uint64_t total_events() const;
 
  private:
-  uint32_t InternComm(const char* comm);
-
   Stats stats_;
   // compact_sched columns of the bundle being written (capacity reused).
   std::vector<uint64_t> switch_ts_;
   std::vector<int64_t> switch_prev_state_;
   std::vector<int32_t> switch_next_pid_, switch_next_prio_;
   std::vector<uint32_t> switch_comm_;
-  absl::flat_hash_map<std::string, uint32_t> comm_index_;
-  std::vector<std::string> interned_;
+  CommInterner interned_;
 };
 
 }  // namespace ringside::agent

@@ -162,16 +162,6 @@ void FtraceBundleWriter::TellTracker(const ftrace::RawEvent& e, const EventTable
   }
 }
 
-uint32_t FtraceBundleWriter::InternComm(absl::string_view comm) {
-  // Bundles hold few distinct comms: a linear scan beats hashing here.
-  for (size_t i = 0; i < interned_count_; i++) {
-    if (interned_[i] == comm) return static_cast<uint32_t>(i);
-  }
-  if (interned_count_ == interned_.size()) interned_.emplace_back();
-  interned_[interned_count_].assign(comm.data(), comm.size());
-  return static_cast<uint32_t>(interned_count_++);
-}
-
 void FtraceBundleWriter::WriteTyped(ProtoMessage* bundle, const ftrace::RawEvent& e,
                                     const EventTable::Entry& entry, const Plan& plan) {
   ProtoMessage* event = bundle->BeginNested(FtraceEventBundle::kEventFieldNumber);
@@ -218,7 +208,7 @@ void FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
   waking_target_cpu_.clear();
   waking_prio_.clear();
   waking_comm_.clear();
-  interned_count_ = 0;
+  interned_.Clear();
 
   auto packet = writer->NewTracePacket();
   ProtoMessage* bundle = packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
@@ -239,7 +229,7 @@ void FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
       switch_prev_state_.push_back(EventTable::ReadInt(e, plan.prev_state));
       switch_next_pid_.push_back(static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)));
       switch_next_prio_.push_back(static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)));
-      switch_comm_.push_back(InternComm(EventTable::ReadString(e, plan.comm)));
+      switch_comm_.push_back(interned_.Intern(EventTable::ReadString(e, plan.comm)));
       stats_.compact_events++;
       continue;
     }
@@ -249,7 +239,7 @@ void FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
       waking_pid_.push_back(static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)));
       waking_target_cpu_.push_back(static_cast<int32_t>(EventTable::ReadInt(e, plan.target_cpu)));
       waking_prio_.push_back(static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)));
-      waking_comm_.push_back(InternComm(EventTable::ReadString(e, plan.comm)));
+      waking_comm_.push_back(interned_.Intern(EventTable::ReadString(e, plan.comm)));
       stats_.compact_events++;
       continue;
     }
@@ -258,7 +248,7 @@ void FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
   if (lost_events) bundle->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
   if (!switch_ts_.empty() || !waking_ts_.empty()) {
     ProtoMessage* compact = bundle->BeginNested(FtraceEventBundle::kCompactSchedFieldNumber);
-    for (size_t i = 0; i < interned_count_; i++) {
+    for (size_t i = 0; i < interned_.size(); i++) {
       compact->AppendString(CompactSched::kInternTableFieldNumber, interned_[i]);
     }
     if (!switch_ts_.empty()) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "agent/comm_interner.h"
 #include "agent/descriptor_tracker.h"
 #include "agent/trace_writer.h"
 #include "ftrace/event_table.h"
@@ -69,7 +70,6 @@ class FtraceBundleWriter {
   const Plan& PlanFor(const ftrace::EventTable::Entry& entry);
   void WriteTyped(ProtoMessage* bundle, const ftrace::RawEvent& e,
                   const ftrace::EventTable::Entry& entry, const Plan& plan);
-  uint32_t InternComm(absl::string_view comm);
 
   const ftrace::EventTable* table_;
   Options options_;
@@ -84,8 +84,7 @@ class FtraceBundleWriter {
   std::vector<uint64_t> waking_ts_;
   std::vector<int32_t> waking_pid_, waking_target_cpu_, waking_prio_;
   std::vector<uint32_t> waking_comm_;
-  std::vector<std::string> interned_;
-  size_t interned_count_ = 0;
+  CommInterner interned_;
 };
 
 }  // namespace ringside::agent

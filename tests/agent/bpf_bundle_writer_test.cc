@@ -4,11 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/producer_buffer.h"
 #include "bpf/incident_events.h"
 #include "bpf/process_events.h"
 #include "bpf/sched_events.h"
-#include "buffer/trace_buffer.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace_packet.pb.h"
 #include "tests/agent/testing/read_packets.h"
@@ -40,16 +38,11 @@ class Records {
 };
 
 trace::FtraceEventBundle WriteAndReadBack(BpfBundleWriter* w, const Records& records, bool lost) {
-  auto tb = buffer::TraceBuffer::Create(1 << 20);
-  ProducerBuffer producer(1, {}, ProducerBuffer::Options{});
-  auto writer = producer.CreateTraceWriter(1);
   const std::vector<bpf::RecordView> views = records.Views();
-  w->WriteBundle(writer.get(), 1, views, lost);
-  writer->Flush();
-  producer.DrainInto(tb.get());
-  std::vector<testing::ReadPacket> packets = testing::ReadAllPackets(tb.get());
+  const std::vector<trace::TracePacket> packets = testing::WriteAndReadBack(
+      [&](TraceWriter* writer) { w->WriteBundle(writer, 1, views, lost); });
   EXPECT_EQ(packets.size(), 1u);
-  return packets.empty() ? trace::FtraceEventBundle() : packets[0].packet.ftrace_events();
+  return packets.empty() ? trace::FtraceEventBundle() : packets[0].ftrace_events();
 }
 
 TEST(BpfBundleWriterTest, EncodesEveryRecordTypeAsPerfettoReadsIt) {

@@ -1,14 +1,12 @@
 // Issue 8's proof on the real kernel: a 4 MiB ring wrapping 20+ times while
 // 5,000 short-lived processes come and go. With the durable buffer every pid
-// a scheduling event names resolves to a name; without it, many do not.
+// a scheduling event names resolves to a name; without it, some do not.
 
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,31 +14,15 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/ringside_cli.h"
 #include "tests/testing/kernel_tracefs.h"
 #include "tests/testing/workloads.h"
 
 namespace ringside::agent {
 namespace {
 
-const std::string kBin = std::string(RINGSIDE_BUILD_DIR) + "/ringside";
-
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "ringside_durable_" + std::to_string(getpid()) + "_" + name;
-}
-
-std::string RunCapture(const std::vector<std::string>& args, int* exit_code) {
-  std::string cmd = kBin;
-  for (const std::string& a : args) cmd += " '" + a + "'";
-  cmd += " 2>/dev/null";
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  const int status = pclose(f);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+using testing::RunRingsideCapture;
+using testing::TempPath;
 
 struct Result {
   size_t sched_pids = 0;
@@ -68,16 +50,13 @@ Result RecordScenario(uint32_t durable_kb) {
   const std::string out = TempPath("trace.pftrace");
   const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(2);
   int code = 0;
-  RunCapture({"record", "-c", cfg, "-o", out, "--", "/bin/sh", "-c",
-              "i=0; while [ $i -lt 5000 ]; do /bin/sleep 0.001; i=$((i+1)); done"},
-             &code);
+  RunRingsideCapture({"record", "-c", cfg, "-o", out, "--", "/bin/sh", "-c",
+                      "i=0; while [ $i -lt 5000 ]; do /bin/sleep 0.001; i=$((i+1)); done"},
+                     &code);
   ringside::testing::StopProcesses(storm);
   EXPECT_EQ(code, 0);
 
-  std::ifstream in(out, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  trace::Trace t;
-  EXPECT_TRUE(t.ParseFromString(bytes));
+  const trace::Trace t = testing::ReadTraceFile(out);
   std::set<int32_t> named, sched;
   for (const trace::TracePacket& p : t.packet()) {
     for (const auto& th : p.process_tree().threads()) named.insert(th.tid());
@@ -105,8 +84,9 @@ Result RecordScenario(uint32_t durable_kb) {
   for (int32_t pid : sched) r.unresolved += !named.count(pid);
   if (r.stats.buffer_stats_size() > 0) r.wraps = r.stats.buffer_stats(0).write_wrap_count();
   int inspect_code = 0;
-  r.inspect = nlohmann::json::parse(RunCapture({"inspect", "--json", out}, &inspect_code), nullptr,
-                                    /*allow_exceptions=*/false);
+  r.inspect =
+      nlohmann::json::parse(RunRingsideCapture({"inspect", "--json", out}, &inspect_code), nullptr,
+                            /*allow_exceptions=*/false);
   unlink(cfg.c_str());
   unlink(out.c_str());
   return r;

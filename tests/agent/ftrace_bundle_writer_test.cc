@@ -89,16 +89,8 @@ EventTable SyntheticTable() {
 
 std::vector<trace::TracePacket> WriteAndReadBack(FtraceBundleWriter* w, uint32_t cpu,
                                                  const std::vector<RawEvent>& events, bool lost) {
-  auto tb = buffer::TraceBuffer::Create(1 << 20);
-  ProducerBuffer producer(1, {}, ProducerBuffer::Options{});
-  auto writer = producer.CreateTraceWriter(1);
-  w->WriteBundle(writer.get(), cpu, events, lost);
-  writer->Flush();
-  producer.DrainInto(tb.get());
-  std::vector<trace::TracePacket> out;
-  for (testing::ReadPacket& r : testing::ReadAllPackets(tb.get()))
-    out.push_back(std::move(r.packet));
-  return out;
+  return testing::WriteAndReadBack(
+      [&](TraceWriter* writer) { w->WriteBundle(writer, cpu, events, lost); });
 }
 
 TEST(FtraceBundleWriterTest, EncodesCompactSchedTypedAndGenericEvents) {

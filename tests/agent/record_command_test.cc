@@ -18,43 +18,16 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/ringside_cli.h"
 #include "tests/testing/kernel_tracefs.h"
 
 namespace ringside::agent {
 namespace {
 
-const std::string kBin = std::string(RINGSIDE_BUILD_DIR) + "/ringside";
+using testing::RunRingside;
+using testing::TempPath;
 
-std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "ringside_record_" + std::to_string(getpid()) + "_" + name;
-}
-
-// Runs the binary with `args`; returns its exit status (or -signal).
-int RunRingside(const std::vector<std::string>& args, pid_t* started = nullptr, bool wait = true) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(kBin.c_str()));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    if (freopen("/dev/null", "w", stderr) == nullptr) _exit(125);
-    execv(kBin.c_str(), argv.data());
-    _exit(126);
-  }
-  if (started) *started = pid;
-  if (!wait) return 0;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-}
-
-trace::Trace ReadTrace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  trace::Trace t;
-  EXPECT_TRUE(t.ParseFromString(bytes)) << path;
-  return t;
-}
+trace::Trace ReadTrace(const std::string& path) { return testing::ReadTraceFile(path); }
 
 TEST(RecordCommandTest, RecordsAValidSelfContainedTraceWithKernelEvents) {
   RINGSIDE_REQUIRE_TRACEFS();

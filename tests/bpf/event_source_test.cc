@@ -460,6 +460,34 @@ TEST(EventSourceTest, FatalSignalsAndCoreDumpsAreIncidents) {
   EXPECT_EQ(core_seen, dumped ? 1 : 0);
 }
 
+// Loads with `options` (filters meant to select `child` only), makes
+// switches of our own that must not be recorded, then releases the child and
+// collects until it exits: every sched_switch recorded involves the child.
+void RecordOnlyTheChild(const EventSource::Options& options, HeldChild child, Collected* c) {
+  // On a skip or failure before the release: let the child go and reap it.
+  struct LetGo {
+    HeldChild* child;
+    bool released = false;
+    ~LetGo() {
+      if (released) return;
+      close(child->release_fd);
+      waitpid(child->pid, nullptr, 0);
+    }
+  } let_go{&child};
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
+  ASSERT_TRUE(source->Attach().ok());
+  const pid_t other = SwitchStorm(100);
+  waitpid(other, nullptr, 0);
+  child.Release();
+  let_go.released = true;
+  CollectUntilExit(source.get(), child.pid, c);
+  EXPECT_GT(c->switches.size(), 500u);
+  for (const rs_sched_switch& e : c->switches) {
+    ASSERT_TRUE(e.prev_tgid == child.pid || e.next_tgid == child.pid)
+        << e.prev_tgid << " -> " << e.next_tgid;
+  }
+}
+
 TEST(EventSourceTest, TgidFilterKeepsOnlyThatProcess) {
   HeldChild child = ForkHeld([] {
     for (int i = 0; i < 300; i++) usleep(50);
@@ -470,19 +498,9 @@ TEST(EventSourceTest, TgidFilterKeepsOnlyThatProcess) {
   ASSERT_GT(child.pid, 0);
   EventSource::Options options;
   options.filters.tgids = {child.pid};
-  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
-  ASSERT_TRUE(source->Attach().ok());
-  // Our own activity must not show up.
-  const pid_t other = SwitchStorm(100);
-  waitpid(other, nullptr, 0);
-  child.Release();
   Collected c;
-  CollectUntilExit(source.get(), child.pid, &c);
-  EXPECT_GT(c.switches.size(), 500u);
-  for (const rs_sched_switch& e : c.switches) {
-    ASSERT_TRUE(e.prev_tgid == child.pid || e.next_tgid == child.pid)
-        << e.prev_tgid << " -> " << e.next_tgid;
-  }
+  RecordOnlyTheChild(options, child, &c);
+  if (IsSkipped() || HasFatalFailure()) return;
   for (const rs_sched_wakeup& e : c.wakeups) ASSERT_EQ(e.tgid, child.pid);
   ASSERT_EQ(c.forks.size(), 1u);
   EXPECT_EQ(c.forks[0].parent_tgid, child.pid);
@@ -662,18 +680,8 @@ TEST(EventSourceTest, CgroupFilterKeepsOnlyTasksOfThatCgroup) {
   ASSERT_TRUE(WriteFile(cg.path() + "/cgroup.procs", std::to_string(child.pid)));
   EventSource::Options options;
   options.filters.cgroup_id = cg.id();
-  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
-  ASSERT_TRUE(source->Attach().ok());
-  const pid_t other = SwitchStorm(100);  // Not in the cgroup: not recorded.
-  waitpid(other, nullptr, 0);
-  child.Release();
   Collected c;
-  CollectUntilExit(source.get(), child.pid, &c);
-  EXPECT_GT(c.switches.size(), 500u);
-  for (const rs_sched_switch& e : c.switches) {
-    ASSERT_TRUE(e.prev_tgid == child.pid || e.next_tgid == child.pid)
-        << e.prev_tgid << " -> " << e.next_tgid;
-  }
+  RecordOnlyTheChild(options, child, &c);
 }
 
 }  // namespace

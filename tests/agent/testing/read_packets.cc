@@ -1,5 +1,6 @@
 #include "tests/agent/testing/read_packets.h"
 
+#include "agent/producer_buffer.h"
 #include "gtest/gtest.h"
 
 namespace ringside::agent::testing {
@@ -17,6 +18,18 @@ std::vector<ReadPacket> ReadAllPackets(buffer::TraceBuffer* buffer) {
     r.writer = props.writer_id;
     out.push_back(std::move(r));
   }
+  return out;
+}
+
+std::vector<trace::TracePacket> WriteAndReadBack(const std::function<void(TraceWriter*)>& write) {
+  auto tb = buffer::TraceBuffer::Create(1 << 20);
+  ProducerBuffer producer(1, {}, ProducerBuffer::Options{});
+  auto writer = producer.CreateTraceWriter(1);
+  write(writer.get());
+  writer->Flush();
+  producer.DrainInto(tb.get());
+  std::vector<trace::TracePacket> out;
+  for (ReadPacket& r : ReadAllPackets(tb.get())) out.push_back(std::move(r.packet));
   return out;
 }
 

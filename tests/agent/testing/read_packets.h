@@ -2,8 +2,10 @@
 #define RINGSIDE_TESTS_AGENT_TESTING_READ_PACKETS_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "agent/trace_writer.h"
 #include "buffer/trace_buffer.h"
 #include "ringside/trace/trace_packet.pb.h"
 
@@ -19,6 +21,10 @@ struct ReadPacket {
 // Reads every packet of one pass over `buffer`; a packet libprotobuf cannot
 // decode fails the current test.
 std::vector<ReadPacket> ReadAllPackets(buffer::TraceBuffer* buffer);
+
+// Runs `write` with a TraceWriter of a fresh producer, flushes it into a
+// 1 MiB TraceBuffer and returns the packets read back from it.
+std::vector<trace::TracePacket> WriteAndReadBack(const std::function<void(TraceWriter*)>& write);
 
 }  // namespace ringside::agent::testing
 

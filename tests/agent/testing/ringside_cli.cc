@@ -1,0 +1,81 @@
+#include "tests/agent/testing/ringside_cli.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "gtest/gtest.h"
+
+namespace ringside::agent::testing {
+namespace {
+
+const std::string& Binary() {
+  static const std::string* bin = new std::string(std::string(RINGSIDE_BUILD_DIR) + "/ringside");
+  return *bin;
+}
+
+// Starts the binary with stderr to /dev/null and stdout to `stdout_fd` (-1:
+// /dev/null too).
+pid_t Start(const std::vector<std::string>& args, int stdout_fd) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(Binary().c_str()));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    if (freopen("/dev/null", "w", stderr) == nullptr) _exit(125);
+    if (stdout_fd >= 0) {
+      if (dup2(stdout_fd, STDOUT_FILENO) < 0) _exit(125);
+    } else if (freopen("/dev/null", "w", stdout) == nullptr) {
+      _exit(125);
+    }
+    execv(Binary().c_str(), argv.data());
+    _exit(126);
+  }
+  return pid;
+}
+
+int Reap(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+}  // namespace
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "ringside_" + std::to_string(getpid()) + "_" + name;
+}
+
+int RunRingside(const std::vector<std::string>& args, pid_t* started, bool wait) {
+  const pid_t pid = Start(args, -1);
+  if (started) *started = pid;
+  return wait ? Reap(pid) : 0;
+}
+
+std::string RunRingsideCapture(const std::vector<std::string>& args, int* exit_code) {
+  int fds[2];
+  if (pipe(fds) != 0) return "";
+  const pid_t pid = Start(args, fds[1]);
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  *exit_code = Reap(pid);
+  return out;
+}
+
+trace::Trace ReadTraceFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  trace::Trace t;
+  EXPECT_TRUE(t.ParseFromString(bytes)) << path;
+  return t;
+}
+
+}  // namespace ringside::agent::testing
