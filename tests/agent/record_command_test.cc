@@ -20,6 +20,7 @@
 #include "ringside/trace/trace.pb.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/workloads.h"
 
 namespace ringside::agent {
 namespace {
@@ -190,7 +191,7 @@ TEST(RecordCommandTest, StreamingWritesAValidGrowingFileWithoutDuplicates) {
   RunRingside({"record", "-c", cfg, "-o", out, "--", "/bin/sh", "-c",
                "for i in $(seq 40); do /bin/true; sleep 0.03; done"},
               &pid, /*wait=*/false);
-  int snapshots = 0;
+  int snapshots = 0, execs_while_recording = 0;
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0) {
     usleep(150 * 1000);
@@ -200,9 +201,17 @@ TEST(RecordCommandTest, StreamingWritesAValidGrowingFileWithoutDuplicates) {
     ASSERT_GT(t.packet_size(), 0);
     EXPECT_TRUE(t.packet(0).has_trace_uuid());
     snapshots++;
+    // flush_period_ms brings what writers still hold in open chunks: the
+    // first execs are in the file while the command is still running.
+    for (const trace::TracePacket& p : t.packet()) {
+      for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+        execs_while_recording += e.sched_process_exec().filename() == "/bin/true";
+      }
+    }
   }
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_GE(snapshots, 3);
+  EXPECT_GT(execs_while_recording, 0);
   const trace::Trace t = ReadTrace(out);
   std::set<std::string> bundles;
   int execs = 0;
@@ -322,6 +331,47 @@ TEST(RecordCommandTest, SchedSwitchCountMatchesTheKernelsWithinReportedLosses) {
   // 10,600; 10,755 vs 10,744), BPF always the higher.
   const int64_t allowed = static_cast<int64_t>(losses) + 4 + theirs / 500;
   EXPECT_LE(std::abs(ours - theirs), allowed) << ours << " BPF vs " << theirs << " ftrace";
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+}
+
+// Losses before the buffers reach trace_stats: a BPF ring too small for a
+// storm and drained rarely drops records, counted per CPU and record type,
+// and the bundle after a drop says so.
+TEST(RecordCommandTest, BpfRingDropsAreInTraceStats) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string cfg = TempPath("drops.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 16384 }\n"
+                        "data_sources { config { name: \"linux.bpf\" bpf_config {\n"
+                        "  ring_size_kb: 4 drain_period_ms: 1000 } } }\n";
+  const std::string out = TempPath("drops.pftrace");
+  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(2);
+  const int code = RunRingside({"record", "-c", cfg, "-o", out, "--duration", "2s"});
+  ringside::testing::StopProcesses(storm);
+  ASSERT_EQ(code, 0);
+  const trace::Trace t = ReadTrace(out);
+  uint64_t switch_drops = 0;
+  int lost_bundles = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    lost_bundles += p.ftrace_events().lost_events();
+    for (const auto& l : p.trace_stats().ringside_staging_loss()) {
+      EXPECT_EQ(l.data_source(), "linux.bpf");
+      if (l.kind() == "sched_switch") switch_drops += l.events_lost();
+    }
+  }
+  EXPECT_GT(switch_drops, 0u);
+  EXPECT_GT(lost_bundles, 0);
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+}
+
+// Without -o, the trace goes where the config's output_path says.
+TEST(RecordCommandTest, OutputPathComesFromTheConfigWithoutDashO) {
+  const std::string out = TempPath("from_config.pftrace");
+  const std::string cfg = TempPath("output.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 1024 }\noutput_path: \"" << out << "\"\n";
+  ASSERT_EQ(RunRingside({"record", "-c", cfg, "--duration", "200ms"}), 0);
+  EXPECT_GT(ReadTrace(out).packet_size(), 5);
   unlink(cfg.c_str());
   unlink(out.c_str());
 }

@@ -2,6 +2,7 @@
 
 #include "bpf/event_source.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -515,6 +516,75 @@ TEST(EventSourceTest, DetachedSourceRecordsNothingNew) {
   waitpid(child, nullptr, 0);
   uint64_t records = source->Drain([](uint32_t, absl::Span<const RecordView>) {});
   EXPECT_EQ(records, 0u);
+}
+
+TEST(EventSourceTest, MovingATaskToAnotherCpuIsAMigration) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs two online CPUs";
+  HeldChild child = ForkHeld([] {
+    for (int cpu : {0, 1, 0}) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(cpu, &set);
+      sched_setaffinity(0, sizeof(set), &set);
+      usleep(1000);
+    }
+  });
+  ASSERT_GT(child.pid, 0);
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, EventSource::Options{});
+  ASSERT_TRUE(source->Attach().ok());
+  child.Release();
+  Collected c;
+  CollectUntilExit(source.get(), child.pid, &c);
+  std::set<int32_t> destinations;
+  for (const rs_sched_migrate& e : c.migrations) {
+    if (e.pid != child.pid) continue;
+    EXPECT_NE(e.orig_cpu, e.dest_cpu);
+    destinations.insert(e.dest_cpu);
+  }
+  // It had to move to CPU 1 and back to CPU 0 (to 0 first, unless it ran there).
+  EXPECT_TRUE(destinations.count(1)) << c.migrations.size() << " migrations";
+  EXPECT_TRUE(destinations.count(0));
+}
+
+// The rings wake their reader when a quarter full, and only then: a burst
+// ends a long wait at once; after it, a few records wait for the drain
+// period (with the kernel's default wakeups the first record after a drain
+// would end the wait: per-event wakeups cost 4.6 us per sched_switch here).
+TEST(EventSourceTest, AQuarterFullRingWakesTheReaderAndAFewRecordsDoNot) {
+  HeldChild busy = ForkHeld([] {
+    for (int i = 0; i < 2000; i++) usleep(20);
+  });
+  HeldChild quiet = ForkHeld([] {
+    for (int i = 0; i < 5; i++) usleep(1000);
+  });
+  ASSERT_GT(busy.pid, 0);
+  ASSERT_GT(quiet.pid, 0);
+  EventSource::Options options;
+  options.ring_size_per_cpu = 64 * 1024;  // A quarter: ~150 switch records.
+  options.filters.tgids = {busy.pid, quiet.pid};
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
+  ASSERT_TRUE(source->Attach().ok());
+  uint64_t records = 0;
+  auto count = [&records](uint32_t, absl::Span<const RecordView> batch) {
+    records += batch.size();
+  };
+
+  busy.Release();
+  uint64_t start = BootNs();
+  ASSERT_TRUE(source->Poll(20000, count).ok());
+  EXPECT_LT(BootNs() - start, 10'000'000'000u) << "a quarter-full ring did not wake the reader";
+  EXPECT_GE(records, 100u);
+  waitpid(busy.pid, nullptr, 0);
+  source->Drain(count);
+  ASSERT_TRUE(source->Poll(0, count).ok());  // Wakeups that came during the drain.
+
+  quiet.Release();
+  waitpid(quiet.pid, nullptr, 0);  // Its few records are in the rings now.
+  records = 0;
+  start = BootNs();
+  ASSERT_TRUE(source->Poll(600, count).ok());
+  EXPECT_GE(BootNs() - start, 500'000'000u) << "a few records woke the reader";
+  EXPECT_GE(records, 10u);  // ...and the drain after the wait took them.
 }
 
 TEST(EventSourceTest, WakeEndsABlockedPollAtOnce) {
