@@ -118,10 +118,11 @@ TEST(EventSourceTest, SchedulingRecordsPerCpuInOrderFromOneRingPerCpu) {
   Collected c;
   CollectUntilExit(source.get(), child, &c);
   EXPECT_TRUE(c.errors.empty()) << absl::StrJoin(c.errors, "\n");
-  uint64_t child_switches = 0, child_wakeups = 0;
+  uint64_t switched_out = 0, switched_in = 0, child_wakeups = 0;
   for (const rs_sched_switch& e : c.switches) {
-    if (e.prev_pid == child || e.next_pid == child) child_switches++;
+    if (e.next_pid == child) switched_in++;
     if (e.prev_pid == child) {
+      switched_out++;
       EXPECT_EQ(e.prev_tgid, child);
     }
   }
@@ -132,8 +133,14 @@ TEST(EventSourceTest, SchedulingRecordsPerCpuInOrderFromOneRingPerCpu) {
     EXPECT_GE(e.target_cpu, 0);
     EXPECT_LT(e.target_cpu, source->num_cpus());
   }
-  EXPECT_GE(child_switches, 1000u);  // Every usleep switches the child out and back in.
-  EXPECT_GE(child_wakeups, 400u);    // And a timer wakes it (a few sleeps may not block).
+  // Nearly every usleep switches the child out and back in; one whose timer
+  // fires before the child reaches schedule() (it was preempted in between)
+  // does not block. CI saw 493 of 500. Ins and outs need not balance
+  // exactly: the tracepoint skips a transition now and then (498 in, 501 out
+  // seen once here; see the chain breaks below).
+  EXPECT_GE(switched_out, 450u);
+  EXPECT_GE(switched_in, 450u);
+  EXPECT_GE(child_wakeups, 400u);  // And a timer wakes it (a few sleeps may not block).
   bool child_started = false;
   for (const rs_sched_wakeup& e : c.wakeups_new) child_started |= e.pid == child;
   EXPECT_TRUE(child_started) << "no sched_wakeup_new for the child";
@@ -266,7 +273,8 @@ TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
     ours += e.prev_pid != 0 && e.h.ts_ns >= t1 && e.h.ts_ns <= t2;
   }
   for (uint64_t ts : *kernel_ts) kernel += ts >= t1 && ts <= t2;
-  EXPECT_GE(kernel, 6000);  // 6,000 sleeps: each switches a child (not idle) out.
+  // 6,000 sleeps, nearly each switching a child (not idle) out.
+  EXPECT_GE(kernel, 5400);
   // A switch whose two timestamps straddle t1 or t2 counts on one side
   // only: at most one per CPU and edge.
   EXPECT_LE(std::abs(ours - kernel), 2 * source->num_cpus()) << ours << " vs " << kernel;
