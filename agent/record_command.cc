@@ -76,11 +76,13 @@ int RunRecordCommand(const std::vector<std::string>& args) {
                  std::string(recording.status().message()).c_str());
     return 1;
   }
+  // Start() can add warnings (a source that loaded but would not start).
+  const absl::Status started = (*recording)->Start();
   for (const std::string& w : (*recording)->warnings()) {
     std::fprintf(stderr, "ringside record: warning: %s\n", w.c_str());
   }
-  if (absl::Status s = (*recording)->Start(); !s.ok()) {
-    std::fprintf(stderr, "ringside record: %s\n", std::string(s.message()).c_str());
+  if (!started.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(started.message()).c_str());
     return 1;
   }
 

@@ -318,6 +318,13 @@ absl::Status Recording::Start() {
       }
     }
   }
+  bool recording_kernel_events = false;
+  for (const Source& s : sources_)
+    recording_kernel_events |= s.bpf != nullptr || s.ftrace != nullptr;
+  if (!recording_kernel_events) {
+    warnings_.push_back(
+        "no kernel data source is running: recording processes and threads from /proc only");
+  }
   // Scanned once the sources run, so that no process can start unseen
   // between the scan and the first event; one that starts meanwhile is
   // named by both, the scan's (newer) entry winning.

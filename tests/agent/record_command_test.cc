@@ -406,6 +406,30 @@ TEST(RecordCommandTest, SigintOrSigtermStopsEarlyAndStillWritesACompleteFile) {
   }
 }
 
+// Without privilege neither BPF nor tracefs can be used: each is named with
+// what it needs, and the recording still holds what /proc tells anyone.
+TEST(RecordCommandTest, WithoutPrivilegeSaysWhatIsMissingAndRecordsProc) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to run ringside as user nobody";
+  const std::string out = TempPath("nobody.pftrace");
+  int code = -1;
+  const std::string err =
+      testing::RunRingsideAsUser(65534, {"record", "--duration", "300ms", "-o", out}, &code);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_NE(err.find("linux.bpf disabled"), std::string::npos) << err;
+  EXPECT_NE(err.find("CAP_BPF"), std::string::npos) << err;
+  EXPECT_NE(err.find("linux.ftrace disabled"), std::string::npos) << err;
+  EXPECT_NE(err.find("from /proc only"), std::string::npos) << err;
+  const trace::Trace t = ReadTrace(out);
+  bool found_us = false, stats = false;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const auto& pr : p.process_tree().processes()) found_us |= pr.pid() == getpid();
+    stats |= p.has_trace_stats();
+  }
+  EXPECT_TRUE(found_us) << "this test's process is not in the /proc scan";
+  EXPECT_TRUE(stats);
+  unlink(out.c_str());
+}
+
 TEST(RecordCommandTest, BadConfigExitsTwoAndWritesNothing) {
   const std::string cfg = TempPath("bad.pbtxt");
   std::ofstream(cfg) << "buffers { size_kb: 1024 }\nnot_a_field: 1\n";

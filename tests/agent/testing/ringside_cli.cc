@@ -1,5 +1,6 @@
 #include "tests/agent/testing/ringside_cli.h"
 
+#include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,25 +18,39 @@ const std::string& Binary() {
   return *bin;
 }
 
-// Starts the binary with stderr to /dev/null and stdout to `stdout_fd` (-1:
-// /dev/null too).
-pid_t Start(const std::vector<std::string>& args, int stdout_fd) {
+// Starts the binary with stdout to `stdout_fd` and stderr to `stderr_fd`
+// (-1: /dev/null), as user `uid` (-1: ours).
+pid_t Start(const std::vector<std::string>& args, int stdout_fd, int stderr_fd = -1,
+            uid_t uid = static_cast<uid_t>(-1)) {
   const pid_t pid = fork();
   if (pid == 0) {
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(Binary().c_str()));
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    if (freopen("/dev/null", "w", stderr) == nullptr) _exit(125);
-    if (stdout_fd >= 0) {
-      if (dup2(stdout_fd, STDOUT_FILENO) < 0) _exit(125);
-    } else if (freopen("/dev/null", "w", stdout) == nullptr) {
-      _exit(125);
+    for (auto [fd, target] : {std::pair{stdout_fd, STDOUT_FILENO}, {stderr_fd, STDERR_FILENO}}) {
+      if (fd >= 0) {
+        if (dup2(fd, target) < 0) _exit(125);
+      } else if (freopen("/dev/null", "w", target == STDOUT_FILENO ? stdout : stderr) == nullptr) {
+        _exit(125);
+      }
+    }
+    if (uid != static_cast<uid_t>(-1)) {
+      if (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0) _exit(125);
     }
     execv(Binary().c_str(), argv.data());
     _exit(126);
   }
   return pid;
+}
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
 }
 
 int Reap(pid_t pid) {
@@ -61,13 +76,19 @@ std::string RunRingsideCapture(const std::vector<std::string>& args, int* exit_c
   if (pipe(fds) != 0) return "";
   const pid_t pid = Start(args, fds[1]);
   close(fds[1]);
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
+  std::string out = ReadAll(fds[0]);
   *exit_code = Reap(pid);
   return out;
+}
+
+std::string RunRingsideAsUser(uid_t uid, const std::vector<std::string>& args, int* exit_code) {
+  int fds[2];
+  if (pipe(fds) != 0) return "";
+  const pid_t pid = Start(args, -1, fds[1], uid);
+  close(fds[1]);
+  std::string err = ReadAll(fds[0]);
+  *exit_code = Reap(pid);
+  return err;
 }
 
 trace::Trace ReadTraceFile(const std::string& path) {

@@ -21,6 +21,10 @@ int RunRingside(const std::vector<std::string>& args, pid_t* started = nullptr, 
 // The same, returning what it printed on stdout.
 std::string RunRingsideCapture(const std::vector<std::string>& args, int* exit_code);
 
+// Runs build/ringside as user (and group) `uid`, with no supplementary
+// groups; returns what it printed on stderr. Needs root.
+std::string RunRingsideAsUser(uid_t uid, const std::vector<std::string>& args, int* exit_code);
+
 // Parses a trace file (a test failure if it does not parse).
 trace::Trace ReadTraceFile(const std::string& path);
 
