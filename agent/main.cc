@@ -11,6 +11,7 @@
 #include "agent/inspect_command.h"
 #include "agent/record_command.h"
 #include "agent/version.h"
+#include "google/protobuf/stubs/logging.h"
 
 namespace {
 
@@ -26,9 +27,22 @@ constexpr char kUsage[] =
     "\n"
     "Flags: ringside --help lists them.";
 
+// Trace strings are the bytes programs chose (argv, comm cut at 15 bytes
+// mid-character), UTF-8 or not, as in Perfetto's own traces. libprotobuf
+// logs an ERROR for each such string it serializes or parses; for us that
+// is not an error. Everything else it says still reaches stderr.
+void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
+                 const std::string& message) {
+  if (absl::StrContains(message, "invalid UTF-8")) return;
+  static constexpr const char* kLevels[] = {"INFO", "WARNING", "ERROR", "FATAL"};
+  std::fprintf(stderr, "[libprotobuf %s %s:%d] %s\n",
+               level >= 0 && level <= 3 ? kLevels[level] : "?", file, line, message.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  google::protobuf::SetLogHandler(ProtobufLog);
   absl::SetProgramUsageMessage(kUsage);
   absl::FlagsUsageConfig usage_config;
   usage_config.version_string = [] { return std::string("ringside ") + ringside::kVersion + "\n"; };

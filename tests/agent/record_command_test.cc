@@ -413,7 +413,7 @@ TEST(RecordCommandTest, WithoutPrivilegeSaysWhatIsMissingAndRecordsProc) {
   const std::string out = TempPath("nobody.pftrace");
   int code = -1;
   const std::string err =
-      testing::RunRingsideAsUser(65534, {"record", "--duration", "300ms", "-o", out}, &code);
+      testing::RunRingsideCaptureStderr({"record", "--duration", "300ms", "-o", out}, &code, 65534);
   EXPECT_EQ(code, 0) << err;
   EXPECT_NE(err.find("linux.bpf disabled"), std::string::npos) << err;
   EXPECT_NE(err.find("CAP_BPF"), std::string::npos) << err;
@@ -427,6 +427,34 @@ TEST(RecordCommandTest, WithoutPrivilegeSaysWhatIsMissingAndRecordsProc) {
   }
   EXPECT_TRUE(found_us) << "this test's process is not in the /proc scan";
   EXPECT_TRUE(stats);
+  unlink(out.c_str());
+}
+
+// A program's name is bytes, not always UTF-8: the trace keeps them as they
+// are (as Perfetto's do) and nothing complains about them on stderr.
+TEST(RecordCommandTest, NamesThatAreNotUtf8AreRecordedAsTheyAre) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string dir = TempPath("latin1");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0) << std::strerror(errno);
+  const std::string name = "caf\xe9";  // Latin-1; its comm is the same 4 bytes.
+  const std::string program = dir + "/" + name;
+  ASSERT_EQ(symlink("/bin/true", program.c_str()), 0) << std::strerror(errno);
+  const std::string out = TempPath("latin1.pftrace");
+  int code = -1;
+  const std::string err = testing::RunRingsideCaptureStderr(
+      {"record", "-o", out, "--", "/bin/sh", "-c", program + "; " + program}, &code);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_EQ(err.find("libprotobuf"), std::string::npos) << err;
+  const trace::Trace t = ReadTrace(out);
+  int execs = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      execs += e.sched_process_exec().filename() == program;
+    }
+  }
+  EXPECT_EQ(execs, 2);
+  unlink(program.c_str());
+  rmdir(dir.c_str());
   unlink(out.c_str());
 }
 

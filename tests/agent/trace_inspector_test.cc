@@ -298,6 +298,32 @@ TEST(InspectCommandTest, JsonFlagPrintsOneParsableObject) {
   EXPECT_EQ(j["packets"], 6);
 }
 
+// Process and thread names are whatever bytes a program put in its argv or
+// comm, UTF-8 or not; JSON output must carry them, not die on them.
+TEST(InspectCommandTest, JsonCarriesNamesThatAreNotUtf8) {
+  Trace trace = SampleTrace();
+  auto* tree = trace.add_packet()->mutable_process_tree();
+  auto* proc = tree->add_processes();
+  proc->set_pid(77);
+  proc->add_cmdline("caf\xe9-latin1");  // Latin-1, not UTF-8.
+  auto* thread = tree->add_threads();
+  thread->set_tid(78);
+  thread->set_tgid(77);
+  thread->set_name("cut\xe2\x82");  // A UTF-8 sequence cut short, as comm truncation does.
+  const std::string path = WriteFile("cli_latin1", trace.SerializeAsString());
+  CommandResult r = RunRingside("inspect --json " + path);
+  ASSERT_EQ(r.exit_code, 0) << LastStderr();
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  const std::string dump = j.dump();
+  EXPECT_NE(dump.find("caf\xef\xbf\xbd-latin1"), std::string::npos) << dump;  // U+FFFD
+  EXPECT_NE(dump.find("cut\xef\xbf\xbd"), std::string::npos) << dump;
+  r = RunRingside("inspect " + path);  // The text output passes the bytes through.
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("caf\xe9-latin1"), std::string::npos);
+  EXPECT_EQ(LastStderr().find("libprotobuf"), std::string::npos) << LastStderr();
+}
+
 TEST(InspectCommandTest, CorruptFileExitsOneAfterPrintingWhatWasRead) {
   std::string bytes = SampleTrace().SerializeAsString();
   bytes.resize(bytes.size() - 1);

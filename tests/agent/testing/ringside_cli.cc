@@ -81,7 +81,8 @@ std::string RunRingsideCapture(const std::vector<std::string>& args, int* exit_c
   return out;
 }
 
-std::string RunRingsideAsUser(uid_t uid, const std::vector<std::string>& args, int* exit_code) {
+std::string RunRingsideCaptureStderr(const std::vector<std::string>& args, int* exit_code,
+                                     uid_t uid) {
   int fds[2];
   if (pipe(fds) != 0) return "";
   const pid_t pid = Start(args, -1, fds[1], uid);

@@ -21,9 +21,10 @@ int RunRingside(const std::vector<std::string>& args, pid_t* started = nullptr, 
 // The same, returning what it printed on stdout.
 std::string RunRingsideCapture(const std::vector<std::string>& args, int* exit_code);
 
-// Runs build/ringside as user (and group) `uid`, with no supplementary
-// groups; returns what it printed on stderr. Needs root.
-std::string RunRingsideAsUser(uid_t uid, const std::vector<std::string>& args, int* exit_code);
+// The same, returning what it printed on stderr; with `uid`, run as that
+// user (and group) with no supplementary groups, which needs root.
+std::string RunRingsideCaptureStderr(const std::vector<std::string>& args, int* exit_code,
+                                     uid_t uid = static_cast<uid_t>(-1));
 
 // Parses a trace file (a test failure if it does not parse).
 trace::Trace ReadTraceFile(const std::string& path);
