@@ -236,6 +236,15 @@ $(FUZZ_DIR)/page_parser_fuzzer: tests/fuzz/page_parser_fuzzer.cc $(FTRACE_PARSER
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $(filter %.cc,$^) -o $@
 
+# `ringside inspect` on any bytes: the reader, the summarizer, both renderings.
+INSPECT_SRCS := agent/trace_inspector.cc agent/trace_file_reader.cc
+
+$(FUZZ_DIR)/trace_file_fuzzer: tests/fuzz/trace_file_fuzzer.cc $(INSPECT_SRCS) $(PROTO_CCS) \
+  $(wildcard agent/trace_inspector.h agent/trace_file_reader.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -isystem $(BUILD)/gen $(filter %.cc,$^) \
+	  $(shell $(PKG_CONFIG) --cflags --libs protobuf absl_statusor absl_str_format) -o $@
+
 $(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_generator.cc
 	@mkdir -p $(@D)
 	$(CXX) -std=c++20 -O2 $(WARNINGS) $< -o $@
@@ -245,17 +254,23 @@ $(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_genera
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-run
 
-fuzz-run: $(FUZZ_DIR)/trace_buffer_fuzzer $(FUZZ_DIR)/page_parser_fuzzer
-	@mkdir -p $(FUZZ_DIR)/corpus/trace_buffer $(FUZZ_DIR)/corpus/page_parser
+fuzz-run: $(FUZZ_DIR)/trace_buffer_fuzzer $(FUZZ_DIR)/page_parser_fuzzer $(FUZZ_DIR)/trace_file_fuzzer
+	@mkdir -p $(FUZZ_DIR)/corpus/trace_buffer $(FUZZ_DIR)/corpus/page_parser \
+	  $(FUZZ_DIR)/corpus/trace_file
 	$(FUZZ_DIR)/trace_buffer_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -max_len=8192 $(FUZZ_DIR)/corpus/trace_buffer tests/fuzz/corpus/trace_buffer
 	$(FUZZ_DIR)/page_parser_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -max_len=8192 $(FUZZ_DIR)/corpus/page_parser tests/fuzz/corpus/page_parser
+	$(FUZZ_DIR)/trace_file_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -max_len=65536 $(FUZZ_DIR)/corpus/trace_file tests/fuzz/corpus/trace_file
 
 # Regenerates the committed seed corpus.
 fuzz-corpus: $(FUZZ_DIR)/trace_buffer_corpus_generator
 	rm -rf tests/fuzz/corpus/trace_buffer && mkdir -p tests/fuzz/corpus/trace_buffer
 	$< tests/fuzz/corpus/trace_buffer 64
+	mkdir -p tests/fuzz/corpus/trace_file
+	$(PROTOC) --encode=ringside.trace.Trace -I protos protos/ringside/trace/trace.proto \
+	  < tests/fuzz/trace_file_seed.txtpb > tests/fuzz/corpus/trace_file/every_packet_kind
 
 # `make demo`: 10 s of this machine with the embedded default config.
 demo: deps

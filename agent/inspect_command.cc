@@ -21,11 +21,7 @@ int RunInspectCommand(const std::vector<std::string>& args) {
     return 2;
   }
   if (absl::GetFlag(FLAGS_json)) {
-    // JSON strings must be UTF-8: bytes that are not become U+FFFD.
-    const std::string json =
-        SummaryToJson(path, *summary)
-            .dump(2, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
-    std::printf("%s\n", json.c_str());
+    std::printf("%s\n", SummaryToJsonText(path, *summary).c_str());
   } else {
     std::fputs(SummaryToText(path, *summary).c_str(), stdout);
   }

@@ -332,7 +332,8 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
   }
   j["nonzero_stats"] = nlohmann::json::object();
   for (const auto& [name, value] : s.nonzero_stats) {
-    std::visit([&](auto v) { j["nonzero_stats"][name] = v; }, value);
+    nlohmann::json& slot = j["nonzero_stats"][name];
+    std::visit([&slot](auto v) { slot = v; }, value);
   }
   if (s.error) {
     j["error"] = {{"offset", s.error->offset}, {"message", s.error->message}};
@@ -340,6 +341,11 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
     j["error"] = nullptr;
   }
   return j;
+}
+
+std::string SummaryToJsonText(const std::string& path, const TraceSummary& summary) {
+  return SummaryToJson(path, summary)
+      .dump(2, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace ringside::agent
