@@ -40,6 +40,14 @@ pid_t Spawn(const std::vector<std::string>& args) {
   _exit(127);
 }
 
+// What went wrong (or right again) while recording, each on its own line
+// (on a terminal, first ending the progress line).
+void PrintNotices(Recording* recording, bool tty) {
+  for (const std::string& n : recording->TakeNotices()) {
+    std::fprintf(stderr, "%sringside record: warning: %s\n", tty ? "\n" : "", n.c_str());
+  }
+}
+
 }  // namespace
 
 int RunRecordCommand(const std::vector<std::string>& args) {
@@ -111,6 +119,7 @@ int RunRecordCommand(const std::vector<std::string>& args) {
       why = "command exited";
       break;
     }
+    PrintNotices(recording->get(), tty);
     if (tty) {
       const Recording::Progress p = (*recording)->progress();
       const double fill =
@@ -132,6 +141,7 @@ int RunRecordCommand(const std::vector<std::string>& args) {
   }
 
   absl::StatusOr<uint64_t> packets = (*recording)->StopAndWrite();
+  PrintNotices(recording->get(), /*tty=*/false);
   if (!packets.ok()) {
     std::fprintf(stderr, "ringside record: %s\n", std::string(packets.status().message()).c_str());
     return 1;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -319,8 +320,9 @@ absl::Status Recording::Start() {
     }
   }
   bool recording_kernel_events = false;
-  for (const Source& s : sources_)
+  for (const Source& s : sources_) {
     recording_kernel_events |= s.bpf != nullptr || s.ftrace != nullptr;
+  }
   if (!recording_kernel_events) {
     warnings_.push_back(
         "no kernel data source is running: recording processes and threads from /proc only");
@@ -355,8 +357,17 @@ absl::Status Recording::WriteToStream(const std::string& bytes) {
     const ssize_t n = write(stream_fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
+      const int err = errno;
+      // A short write left part of a packet: cut back to the last whole one.
+      const off_t whole = static_cast<off_t>(file_bytes_.load());
+      if (done > 0 &&
+          (ftruncate(stream_fd_, whole) != 0 || lseek(stream_fd_, whole, SEEK_SET) < 0)) {
+        return absl::DataLossError(
+            absl::StrCat("writing ", output_path_, ": ", std::strerror(err),
+                         "; cutting it back to its last whole packet: ", std::strerror(errno)));
+      }
       return absl::ResourceExhaustedError(
-          absl::StrCat("writing ", output_path_, ": ", std::strerror(errno)));
+          absl::StrCat("writing ", output_path_, ": ", std::strerror(err)));
     }
     done += static_cast<size_t>(n);
   }
@@ -368,16 +379,34 @@ absl::Status Recording::WriteToStream(const std::string& bytes) {
 }
 
 void Recording::StreamBuffers() {
+  if (!stream_pending_.empty()) {
+    if (!WriteToStream(stream_pending_).ok()) return;
+    stream_pending_.clear();
+    Notice(
+        absl::StrCat("writing ", output_path_, " again; nothing read from the buffers was lost"));
+  }
   std::string out;
   {
     absl::MutexLock lock(&mu_);
     AppendBufferPackets(&out);
   }
   if (out.empty()) return;
-  if (absl::Status st = WriteToStream(out); !st.ok() && stream_error_.ok()) {
-    // Reported by StopAndWrite; the recording goes on into the buffers.
-    stream_error_ = st;
+  if (absl::Status st = WriteToStream(out); !st.ok()) {
+    Notice(absl::StrCat(st.message(),
+                        "; the file keeps every packet written before, the buffers keep "
+                        "recording, and writing is retried each file_write_period_ms"));
+    stream_pending_ = std::move(out);
   }
+}
+
+void Recording::Notice(std::string message) {
+  absl::MutexLock lock(&notices_mu_);
+  notices_.push_back(std::move(message));
+}
+
+std::vector<std::string> Recording::TakeNotices() {
+  absl::MutexLock lock(&notices_mu_);
+  return std::exchange(notices_, {});
 }
 
 void Recording::DrainAll() {
@@ -552,15 +581,19 @@ absl::StatusOr<uint64_t> Recording::StopAndWrite() {
   emit(disabled);
 
   if (stream_fd_ >= 0) {
-    absl::Status st = WriteToStream(out);
+    absl::Status st = stream_pending_.empty() ? absl::OkStatus() : WriteToStream(stream_pending_);
+    if (st.ok()) st = WriteToStream(out);
     if (st.ok() && fsync(stream_fd_) != 0) {
       st = absl::UnavailableError(
           absl::StrCat("flushing ", output_path_, ": ", std::strerror(errno)));
     }
     close(stream_fd_);
     stream_fd_ = -1;
-    if (!stream_error_.ok()) return stream_error_;
-    if (!st.ok()) return st;
+    if (!st.ok()) {
+      return absl::Status(
+          st.code(), absl::StrCat(st.message(), "; it holds a valid trace of the first ",
+                                  file_bytes_.load(), " bytes, without the end of the recording"));
+    }
     return packets_;
   }
   if (absl::Status s = WriteFileAtomically(output_path_, out); !s.ok()) return s;

@@ -61,6 +61,9 @@ class Recording {
   bool file_limit_reached() const { return file_limit_reached_.load(); }
   // Data sources that could not start, with why (the rest keep recording).
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // What went wrong (and right again) while recording, e.g. a full disk
+  // under a streaming file, since the last call.
+  std::vector<std::string> TakeNotices();
 
  private:
   Recording(config::TraceConfig config, std::string output_path)
@@ -79,9 +82,15 @@ class Recording {
   void AppendHeader(std::string* out);
   void AppendService(trace::TracePacket p, std::string* out);
   void AppendBufferPackets(std::string* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // write_into_file: appends whole packets to the open output file.
+  // write_into_file: appends whole packets to the open output file. On a
+  // failed write it cuts the file back to its last whole packet, so the file
+  // stays a valid trace.
   absl::Status WriteToStream(const std::string& bytes);
+  // A periodic write. When writing fails (a full disk), the packets read are
+  // kept and retried first the next time, and nothing more is read from the
+  // buffers meanwhile: they keep the newest data, their overwrites counted.
   void StreamBuffers();
+  void Notice(std::string message);
   trace::TracePacket ClockSnapshot() const;
 
   config::TraceConfig config_;
@@ -102,9 +111,14 @@ class Recording {
   std::map<uint32_t, uint32_t> sequence_ids_ ABSL_GUARDED_BY(mu_);
   uint64_t packets_ = 0;  // Written so far (header, data, trailer).
   int stream_fd_ = -1;    // write_into_file: the output file, open while recording.
-  absl::Status stream_error_;
+  // Read from the buffers, not yet written: the write failed. Owner thread
+  // (StopAndWrite once the owner has stopped).
+  std::string stream_pending_;
   std::atomic<uint64_t> file_bytes_{0};
   std::atomic<bool> file_limit_reached_{false};
+
+  absl::Mutex notices_mu_;
+  std::vector<std::string> notices_ ABSL_GUARDED_BY(notices_mu_);
 
   std::thread owner_;
   std::atomic<bool> stop_{false};

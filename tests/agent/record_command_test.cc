@@ -1,6 +1,8 @@
 // `ringside record` end to end: the real binary, the real kernel, the file.
 
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
@@ -428,6 +431,75 @@ TEST(RecordCommandTest, WithoutPrivilegeSaysWhatIsMissingAndRecordsProc) {
   EXPECT_TRUE(found_us) << "this test's process is not in the /proc scan";
   EXPECT_TRUE(stats);
   unlink(out.c_str());
+}
+
+// A full disk under a streaming file: the file stays a valid trace (a short
+// write is cut back to the last whole packet), ringside says so at once,
+// keeps recording into its buffers, and writes again once there is room,
+// starting with what it had read when the disk filled.
+TEST(RecordCommandTest, StreamingThroughAFullDiskKeepsTheFileValidAndCatchesUp) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string cfg = TempPath("full.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 16384 }\n"
+                        "data_sources { config { name: \"linux.bpf\" } }\n"
+                        "write_into_file: true\nfile_write_period_ms: 100\n"
+                        "flush_period_ms: 100\n";
+  const std::string dir = TempPath("fulldisk");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0) << std::strerror(errno);
+  const std::string copy = TempPath("full.pftrace"), err_copy = TempPath("full.stderr");
+  // A child with a mount namespace of its own mounts a 4 MiB tmpfs on `dir`
+  // (nobody else sees it; it goes with the child) and fills all of it but
+  // 48 KiB; the recorded command's 500 execs fill the rest, then it frees it.
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("ringside-test", dir.c_str(), "tmpfs", 0, "size=4m") != 0) {
+      _exit(100);
+    }
+    {
+      std::ofstream filler(dir + "/filler", std::ios::binary);
+      const std::string block(4096, 'x');
+      for (int i = 0; i < 4 * 256 - 12; i++) filler << block;
+    }
+    int code = -1;
+    const std::string out = dir + "/trace.pftrace";
+    const std::string err = testing::RunRingsideCaptureStderr(
+        {"record", "-c", cfg, "-o", out, "--", "/bin/sh", "-c",
+         "i=0; while [ $i -lt 500 ]; do /bin/true; i=$((i+1)); done; sleep 0.5; rm " + dir +
+             "/filler; /bin/true; sleep 1"},
+        &code);
+    std::ofstream(err_copy) << err;
+    std::ifstream in(out, std::ios::binary);
+    std::ofstream(copy, std::ios::binary) << in.rdbuf();
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  std::ifstream err_in(err_copy);
+  const std::string err((std::istreambuf_iterator<char>(err_in)), {});
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_NE(WEXITSTATUS(status), 100) << "cannot mount a tmpfs in a mount namespace of our own";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << err;
+  EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+  EXPECT_NE(err.find("again; nothing read from the buffers was lost"), std::string::npos) << err;
+  // Whole: every packet parses, and the end of the recording is there.
+  const trace::Trace t = ReadTrace(copy);
+  ASSERT_GT(t.packet_size(), 0);
+  EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
+  bool stats = false, rm = false;
+  for (const trace::TracePacket& p : t.packet()) {
+    stats |= p.has_trace_stats();
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      rm |= absl::EndsWith(e.sched_process_exec().filename(), "/rm");  // While the disk was full.
+    }
+  }
+  EXPECT_TRUE(stats);
+  EXPECT_TRUE(rm) << "the exec of rm, recorded while the disk was full, is not in the file";
+  rmdir(dir.c_str());
+  unlink(cfg.c_str());
+  unlink(copy.c_str());
+  unlink(err_copy.c_str());
 }
 
 // A program's name is bytes, not always UTF-8: the trace keeps them as they
