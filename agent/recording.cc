@@ -159,8 +159,41 @@ trace::TracePacket ScanProcesses() {
   return packet;
 }
 
+namespace {
+
+// Whether `path` can become the output file, checked before recording
+// rather than after: a file written at the end goes to a temporary name in
+// the same directory, then is renamed over `path`.
+absl::Status CheckOutputPath(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", path, ": ", dir, ": ", std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", path, ": ", dir, " is not a directory"));
+  }
+  if (access(dir.c_str(), W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write ", path, ": ", dir, ": ", std::strerror(errno)));
+  }
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", path, ": it is a directory"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::TraceConfig& config,
                                                              std::string output_path) {
+  if (absl::Status st = CheckOutputPath(output_path); !st.ok()) return st;
   std::unique_ptr<Recording> r(new Recording(config, std::move(output_path)));
   {
     absl::MutexLock lock(&r->mu_);

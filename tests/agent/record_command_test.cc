@@ -530,6 +530,22 @@ TEST(RecordCommandTest, NamesThatAreNotUtf8AreRecordedAsTheyAre) {
   unlink(out.c_str());
 }
 
+// An output path that cannot be written fails at once, not after the whole
+// recording has been made and held in memory.
+TEST(RecordCommandTest, AnUnwritableOutputPathFailsBeforeRecording) {
+  const std::string missing_dir = TempPath("no-such-dir") + "/out.pftrace";
+  const std::string a_directory = ::testing::TempDir();
+  for (const std::string& out : {missing_dir, a_directory}) {
+    int code = -1;
+    const absl::Time start = absl::Now();
+    const std::string err =
+        testing::RunRingsideCaptureStderr({"record", "--duration", "60s", "-o", out}, &code);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << out;
+    EXPECT_EQ(code, 1) << out;
+    EXPECT_NE(err.find("cannot write " + out), std::string::npos) << err;
+  }
+}
+
 TEST(RecordCommandTest, BadConfigExitsTwoAndWritesNothing) {
   const std::string cfg = TempPath("bad.pbtxt");
   std::ofstream(cfg) << "buffers { size_kb: 1024 }\nnot_a_field: 1\n";
