@@ -10,6 +10,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/config_loader.h"
@@ -45,6 +46,44 @@ pid_t Spawn(const std::vector<std::string>& args) {
 void PrintNotices(Recording* recording, bool tty) {
   for (const std::string& n : recording->TakeNotices()) {
     std::fprintf(stderr, "%sringside record: warning: %s\n", tty ? "\n" : "", n.c_str());
+  }
+}
+
+std::string Size(uint64_t bytes) {
+  if (bytes < (1 << 20)) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / 1024);
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+// The closing lines: what the file holds, and what was lost on the way
+// (perf and Perfetto say the same at the end of a recording).
+void PrintSummary(const Recording::Summary& s, const char* why, const std::string& output) {
+  std::fprintf(stderr,
+               "ringside record: %s; wrote %s (%s, %llu packets, %llu events). Open it in "
+               "https://ui.perfetto.dev or summarize it with 'ringside inspect %s'.\n",
+               why, output.c_str(), Size(s.file_bytes).c_str(),
+               static_cast<unsigned long long>(s.packets),
+               static_cast<unsigned long long>(s.events), output.c_str());
+  std::vector<std::string> lost;
+  if (s.events_lost > 0) {
+    lost.push_back(absl::StrFormat(
+        "%llu events in the staging rings (larger: bpf_config.ring_size_kb, buffer_size_kb)",
+        static_cast<unsigned long long>(s.events_lost)));
+  }
+  if (s.chunks_dropped > 0) {
+    lost.push_back(absl::StrFormat("%llu chunks, their pool empty",
+                                   static_cast<unsigned long long>(s.chunks_dropped)));
+  }
+  if (!lost.empty()) {
+    std::fprintf(stderr,
+                 "ringside record: warning: lost %s; trace_stats has them per source and CPU\n",
+                 absl::StrJoin(lost, " and ").c_str());
+  }
+  if (s.bytes_overwritten > 0) {
+    std::fprintf(stderr,
+                 "ringside record: the buffers wrapped: their oldest %s were overwritten "
+                 "(a flight recorder keeps the newest; larger buffers or write_into_file keep "
+                 "more)\n",
+                 Size(s.bytes_overwritten).c_str());
   }
 }
 
@@ -140,16 +179,13 @@ int RunRecordCommand(const std::vector<std::string>& args) {
     waitpid(child, &child_status, 0);
   }
 
-  absl::StatusOr<uint64_t> packets = (*recording)->StopAndWrite();
+  absl::StatusOr<Recording::Summary> summary = (*recording)->StopAndWrite();
   PrintNotices(recording->get(), /*tty=*/false);
-  if (!packets.ok()) {
-    std::fprintf(stderr, "ringside record: %s\n", std::string(packets.status().message()).c_str());
+  if (!summary.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(summary.status().message()).c_str());
     return 1;
   }
-  std::fprintf(stderr,
-               "ringside record: %s; wrote %s (%llu packets). Open it in "
-               "https://ui.perfetto.dev or summarize it with 'ringside inspect %s'.\n",
-               why, output.c_str(), static_cast<unsigned long long>(*packets), output.c_str());
+  PrintSummary(*summary, why, output);
   if (child > 0) {
     if (WIFEXITED(child_status)) return WEXITSTATUS(child_status);
     if (WIFSIGNALED(child_status)) return 128 + WTERMSIG(child_status);

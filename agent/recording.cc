@@ -500,7 +500,7 @@ Recording::Progress Recording::progress() const {
   return p;
 }
 
-absl::StatusOr<uint64_t> Recording::StopAndWrite() {
+absl::StatusOr<Recording::Summary> Recording::StopAndWrite() {
   for (Source& s : sources_) {
     if (s.ftrace != nullptr) s.ftrace->Stop();
     if (s.bpf != nullptr) s.bpf->Stop();
@@ -510,9 +510,15 @@ absl::StatusOr<uint64_t> Recording::StopAndWrite() {
   DrainAll();
   const int64_t end_ns = ClockNs(CLOCK_BOOTTIME);
   // Losses before the buffers, taken before the sources go away.
+  const Progress end = progress();
+  Summary summary;
+  summary.events = end.events;
+  summary.events_lost = end.events_lost;
+  summary.bytes_overwritten = end.bytes_lost;
   trace::TraceStats staging;
   for (const Source& s : sources_) {
     const ProducerBuffer::Stats ps = s.producer->stats();
+    summary.chunks_dropped += ps.pool_exhausted;
     auto* p = staging.add_ringside_producer_stats();
     p->set_data_source(s.name);
     p->set_chunks_committed(ps.chunks_committed);
@@ -627,10 +633,13 @@ absl::StatusOr<uint64_t> Recording::StopAndWrite() {
           st.code(), absl::StrCat(st.message(), "; it holds a valid trace of the first ",
                                   file_bytes_.load(), " bytes, without the end of the recording"));
     }
-    return packets_;
+    summary.file_bytes = file_bytes_.load();
+  } else {
+    if (absl::Status s = WriteFileAtomically(output_path_, out); !s.ok()) return s;
+    summary.file_bytes = out.size();
   }
-  if (absl::Status s = WriteFileAtomically(output_path_, out); !s.ok()) return s;
-  return packets_;
+  summary.packets = packets_;
+  return summary;
 }
 
 void Recording::AppendService(TracePacket p, std::string* out) {

@@ -46,14 +46,23 @@ class Recording {
     uint64_t events_lost = 0;
   };
 
+  // What a finished recording holds and lost, for the closing line.
+  struct Summary {
+    uint64_t packets = 0;
+    uint64_t file_bytes = 0;
+    uint64_t events = 0;
+    uint64_t events_lost = 0;        // Before the buffers (staging rings, ftrace).
+    uint64_t chunks_dropped = 0;     // Chunk pools found empty (each drops a packet or more).
+    uint64_t bytes_overwritten = 0;  // In the buffers, before they were read.
+  };
+
   static absl::StatusOr<std::unique_ptr<Recording>> Create(const config::TraceConfig& config,
                                                            std::string output_path);
   ~Recording();
 
   absl::Status Start();
-  // Stops every source, drains them and writes the file. Returns the number
-  // of packets written.
-  absl::StatusOr<uint64_t> StopAndWrite();
+  // Stops every source, drains them and writes the file.
+  absl::StatusOr<Summary> StopAndWrite();
 
   Progress progress() const;
   // Streaming only: the file reached the config's max_file_size_bytes; the

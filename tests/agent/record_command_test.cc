@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
@@ -349,21 +350,28 @@ TEST(RecordCommandTest, BpfRingDropsAreInTraceStats) {
                         "  ring_size_kb: 4 drain_period_ms: 1000 } } }\n";
   const std::string out = TempPath("drops.pftrace");
   const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(2);
-  const int code = RunRingside({"record", "-c", cfg, "-o", out, "--duration", "2s"});
+  int code = -1;
+  const std::string err = testing::RunRingsideCaptureStderr(
+      {"record", "-c", cfg, "-o", out, "--duration", "2s"}, &code);
   ringside::testing::StopProcesses(storm);
-  ASSERT_EQ(code, 0);
+  ASSERT_EQ(code, 0) << err;
   const trace::Trace t = ReadTrace(out);
-  uint64_t switch_drops = 0;
+  uint64_t switch_drops = 0, all_drops = 0;
   int lost_bundles = 0;
   for (const trace::TracePacket& p : t.packet()) {
     lost_bundles += p.ftrace_events().lost_events();
     for (const auto& l : p.trace_stats().ringside_staging_loss()) {
       EXPECT_EQ(l.data_source(), "linux.bpf");
       if (l.kind() == "sched_switch") switch_drops += l.events_lost();
+      all_drops += l.events_lost();
     }
   }
   EXPECT_GT(switch_drops, 0u);
   EXPECT_GT(lost_bundles, 0);
+  // The closing lines say so too, with the same count.
+  EXPECT_NE(err.find(absl::StrCat("warning: lost ", all_drops, " events in the staging rings")),
+            std::string::npos)
+      << err;
   unlink(cfg.c_str());
   unlink(out.c_str());
 }
