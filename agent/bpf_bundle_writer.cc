@@ -12,7 +12,6 @@ namespace {
 
 using trace::FtraceEvent;
 using trace::FtraceEventBundle;
-using CompactSched = trace::FtraceEventBundle::CompactSched;
 
 absl::string_view Comm(const char* comm) {
   return absl::string_view(comm, strnlen(comm, RS_TASK_COMM_LEN));
@@ -61,18 +60,12 @@ uint64_t BpfBundleWriter::total_events() const {
 
 void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
                                   absl::Span<const bpf::RecordView> records, bool lost_events) {
-  switch_ts_.clear();
-  switch_prev_state_.clear();
-  switch_next_pid_.clear();
-  switch_next_prio_.clear();
-  switch_comm_.clear();
-  interned_.Clear();
+  compact_.Clear();
 
   auto packet = writer->NewTracePacket();
   ProtoMessage* bundle = packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
   bundle->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
   if (lost_events) bundle->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
-  uint64_t last_switch_ts = 0;
   for (const bpf::RecordView& r : records) {
     rs_event_header h;
     if (!Read(r, &h) || h.type == 0 || h.type >= RS_EV_MAX || h.size != r.size) {
@@ -85,12 +78,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
       case RS_EV_SCHED_SWITCH: {
         rs_sched_switch e;
         if (!(ok = Read(r, &e))) break;
-        switch_ts_.push_back(e.h.ts_ns - last_switch_ts);
-        last_switch_ts = e.h.ts_ns;
-        switch_prev_state_.push_back(e.prev_state);
-        switch_next_pid_.push_back(e.next_pid);
-        switch_next_prio_.push_back(e.next_prio);
-        switch_comm_.push_back(interned_.Intern(Comm(e.next_comm)));
+        compact_.AddSwitch(e.h.ts_ns, e.prev_state, e.next_pid, e.next_prio, Comm(e.next_comm));
         break;
       }
       case RS_EV_SCHED_WAKEUP:
@@ -229,23 +217,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
       stats_.malformed++;
     }
   }
-  if (!switch_ts_.empty()) {
-    ProtoMessage* compact = bundle->BeginNested(FtraceEventBundle::kCompactSchedFieldNumber);
-    for (size_t i = 0; i < interned_.size(); i++) {
-      compact->AppendString(CompactSched::kInternTableFieldNumber, interned_[i]);
-    }
-    const size_t n = switch_ts_.size();
-    compact->AppendPackedVarInts(CompactSched::kSwitchTimestampFieldNumber, switch_ts_.data(), n);
-    compact->AppendPackedVarInts(CompactSched::kSwitchPrevStateFieldNumber,
-                                 switch_prev_state_.data(), n);
-    compact->AppendPackedVarInts(CompactSched::kSwitchNextPidFieldNumber, switch_next_pid_.data(),
-                                 n);
-    compact->AppendPackedVarInts(CompactSched::kSwitchNextPrioFieldNumber, switch_next_prio_.data(),
-                                 n);
-    compact->AppendPackedVarInts(CompactSched::kSwitchNextCommIndexFieldNumber, switch_comm_.data(),
-                                 n);
-    compact->EndNested();
-  }
+  compact_.AppendTo(bundle);
   bundle->EndNested();
   stats_.bundles++;
 }

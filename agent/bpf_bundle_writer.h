@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "agent/comm_interner.h"
+#include "agent/compact_sched.h"
 #include "agent/trace_writer.h"
 #include "bpf/common_events.h"
 #include "bpf/ring_reader.h"
@@ -43,11 +43,7 @@ class BpfBundleWriter {
  private:
   Stats stats_;
   // compact_sched columns of the bundle being written (capacity reused).
-  std::vector<uint64_t> switch_ts_;
-  std::vector<int64_t> switch_prev_state_;
-  std::vector<int32_t> switch_next_pid_, switch_next_prio_;
-  std::vector<uint32_t> switch_comm_;
-  CommInterner interned_;
+  CompactSchedColumns compact_;
 };
 
 }  // namespace ringside::agent

@@ -10,7 +10,6 @@ using ftrace::FieldFormat;
 using ftrace::KnownEvent;
 using trace::FtraceEvent;
 using trace::FtraceEventBundle;
-using CompactSched = trace::FtraceEventBundle::CompactSched;
 
 struct FieldMap {
   const char* kernel_name;
@@ -198,22 +197,11 @@ void FtraceBundleWriter::WriteTyped(ProtoMessage* bundle, const ftrace::RawEvent
 void FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
                                      const std::vector<ftrace::RawEvent>& events,
                                      bool lost_events) {
-  switch_ts_.clear();
-  switch_prev_state_.clear();
-  switch_next_pid_.clear();
-  switch_next_prio_.clear();
-  switch_comm_.clear();
-  waking_ts_.clear();
-  waking_pid_.clear();
-  waking_target_cpu_.clear();
-  waking_prio_.clear();
-  waking_comm_.clear();
-  interned_.Clear();
+  compact_.Clear();
 
   auto packet = writer->NewTracePacket();
   ProtoMessage* bundle = packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
   bundle->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
-  uint64_t last_switch_ts = 0, last_waking_ts = 0;
   for (const ftrace::RawEvent& e : events) {
     const EventTable::Entry* entry = table_->Find(EventTable::EventId(e));
     if (entry == nullptr) {
@@ -224,56 +212,25 @@ void FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
     const Plan& plan = PlanFor(*entry);
     if (options_.tracker != nullptr) TellTracker(e, *entry, plan);
     if (options_.compact_sched && entry->known == KnownEvent::kSchedSwitch) {
-      switch_ts_.push_back(e.timestamp - last_switch_ts);
-      last_switch_ts = e.timestamp;
-      switch_prev_state_.push_back(EventTable::ReadInt(e, plan.prev_state));
-      switch_next_pid_.push_back(static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)));
-      switch_next_prio_.push_back(static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)));
-      switch_comm_.push_back(interned_.Intern(EventTable::ReadString(e, plan.comm)));
+      compact_.AddSwitch(e.timestamp, EventTable::ReadInt(e, plan.prev_state),
+                         static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
+                         static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)),
+                         EventTable::ReadString(e, plan.comm));
       stats_.compact_events++;
       continue;
     }
     if (options_.compact_sched && entry->known == KnownEvent::kSchedWaking) {
-      waking_ts_.push_back(e.timestamp - last_waking_ts);
-      last_waking_ts = e.timestamp;
-      waking_pid_.push_back(static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)));
-      waking_target_cpu_.push_back(static_cast<int32_t>(EventTable::ReadInt(e, plan.target_cpu)));
-      waking_prio_.push_back(static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)));
-      waking_comm_.push_back(interned_.Intern(EventTable::ReadString(e, plan.comm)));
+      compact_.AddWaking(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
+                         static_cast<int32_t>(EventTable::ReadInt(e, plan.target_cpu)),
+                         static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)),
+                         EventTable::ReadString(e, plan.comm));
       stats_.compact_events++;
       continue;
     }
     WriteTyped(bundle, e, *entry, plan);
   }
   if (lost_events) bundle->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
-  if (!switch_ts_.empty() || !waking_ts_.empty()) {
-    ProtoMessage* compact = bundle->BeginNested(FtraceEventBundle::kCompactSchedFieldNumber);
-    for (size_t i = 0; i < interned_.size(); i++) {
-      compact->AppendString(CompactSched::kInternTableFieldNumber, interned_[i]);
-    }
-    if (!switch_ts_.empty()) {
-      const size_t n = switch_ts_.size();
-      compact->AppendPackedVarInts(CompactSched::kSwitchTimestampFieldNumber, switch_ts_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kSwitchPrevStateFieldNumber,
-                                   switch_prev_state_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kSwitchNextPidFieldNumber, switch_next_pid_.data(),
-                                   n);
-      compact->AppendPackedVarInts(CompactSched::kSwitchNextPrioFieldNumber,
-                                   switch_next_prio_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kSwitchNextCommIndexFieldNumber,
-                                   switch_comm_.data(), n);
-    }
-    if (!waking_ts_.empty()) {
-      const size_t n = waking_ts_.size();
-      compact->AppendPackedVarInts(CompactSched::kWakingTimestampFieldNumber, waking_ts_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kWakingPidFieldNumber, waking_pid_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kWakingTargetCpuFieldNumber,
-                                   waking_target_cpu_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kWakingPrioFieldNumber, waking_prio_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kWakingCommIndexFieldNumber, waking_comm_.data(),
-                                   n);
-    }
-  }
+  compact_.AppendTo(bundle);
   stats_.bundles++;
 }
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "agent/comm_interner.h"
+#include "agent/compact_sched.h"
 #include "agent/descriptor_tracker.h"
 #include "agent/trace_writer.h"
 #include "ftrace/event_table.h"
@@ -77,14 +77,7 @@ class FtraceBundleWriter {
   Stats stats_;
 
   // compact_sched columns of the bundle being written (capacity reused).
-  std::vector<uint64_t> switch_ts_;
-  std::vector<int64_t> switch_prev_state_;
-  std::vector<int32_t> switch_next_pid_, switch_next_prio_;
-  std::vector<uint32_t> switch_comm_;
-  std::vector<uint64_t> waking_ts_;
-  std::vector<int32_t> waking_pid_, waking_target_cpu_, waking_prio_;
-  std::vector<uint32_t> waking_comm_;
-  CommInterner interned_;
+  CompactSchedColumns compact_;
 };
 
 }  // namespace ringside::agent
