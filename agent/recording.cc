@@ -73,6 +73,21 @@ void AppendVarIntField(uint32_t field, uint64_t value, std::string* out) {
   out->push_back(static_cast<char>(value));
 }
 
+// Writes all of `data` to `fd`; 0, or the errno that stopped it with
+// `*written` bytes out.
+int WriteAll(int fd, const std::string& data, size_t* written) {
+  *written = 0;
+  while (*written < data.size()) {
+    const ssize_t n = write(fd, data.data() + *written, data.size() - *written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    *written += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
 absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
   const std::string tmp = absl::StrCat(path, ".tmp-", getpid());
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -80,17 +95,11 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
   }
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return absl::ResourceExhaustedError(absl::StrCat("writing ", tmp, ": ", std::strerror(err)));
-    }
-    done += static_cast<size_t>(n);
+  size_t written;
+  if (const int err = WriteAll(fd, data, &written); err != 0) {
+    close(fd);
+    unlink(tmp.c_str());
+    return absl::ResourceExhaustedError(absl::StrCat("writing ", tmp, ": ", std::strerror(err)));
   }
   if (fsync(fd) != 0 || close(fd) != 0) {
     unlink(tmp.c_str());
@@ -385,24 +394,18 @@ absl::Status Recording::Start() {
 }
 
 absl::Status Recording::WriteToStream(const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = write(stream_fd_, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      // A short write left part of a packet: cut back to the last whole one.
-      const off_t whole = static_cast<off_t>(file_bytes_.load());
-      if (done > 0 &&
-          (ftruncate(stream_fd_, whole) != 0 || lseek(stream_fd_, whole, SEEK_SET) < 0)) {
-        return absl::DataLossError(
-            absl::StrCat("writing ", output_path_, ": ", std::strerror(err),
-                         "; cutting it back to its last whole packet: ", std::strerror(errno)));
-      }
-      return absl::ResourceExhaustedError(
-          absl::StrCat("writing ", output_path_, ": ", std::strerror(err)));
+  size_t written;
+  if (const int err = WriteAll(stream_fd_, bytes, &written); err != 0) {
+    // A short write left part of a packet: cut back to the last whole one.
+    const off_t whole = static_cast<off_t>(file_bytes_.load());
+    if (written > 0 &&
+        (ftruncate(stream_fd_, whole) != 0 || lseek(stream_fd_, whole, SEEK_SET) < 0)) {
+      return absl::DataLossError(
+          absl::StrCat("writing ", output_path_, ": ", std::strerror(err),
+                       "; cutting it back to its last whole packet: ", std::strerror(errno)));
     }
-    done += static_cast<size_t>(n);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("writing ", output_path_, ": ", std::strerror(err)));
   }
   file_bytes_.fetch_add(bytes.size());
   if (config_.max_file_size_bytes() > 0 && file_bytes_.load() >= config_.max_file_size_bytes()) {
