@@ -33,7 +33,7 @@ DEB_PACKAGES := \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev
 
 PKGS := protobuf nlohmann_json libbpf \
-  absl_status absl_statusor absl_strings absl_str_format absl_flags absl_flags_parse \
+  absl_status absl_statusor absl_strings absl_str_format \
   absl_time absl_synchronization absl_flat_hash_map
 
 # Evaluated lazily so that `make deps` works before pkg-config exists.

@@ -1,16 +1,15 @@
 #ifndef RINGSIDE_AGENT_INSPECT_COMMAND_H_
 #define RINGSIDE_AGENT_INSPECT_COMMAND_H_
 
-#include <string>
-#include <vector>
+#include "agent/command_line.h"
 
 namespace ringside::agent {
 
-// `ringside inspect [--json] FILE`: prints a summary of a trace file.
-// Exit status: 0 when the whole file was read, 1 when it is truncated or
-// corrupt (what was readable is printed first), 2 when it cannot be opened or
-// the arguments are wrong.
-int RunInspectCommand(const std::vector<std::string>& args);
+// `ringside inspect [--json] FILE`: summarizes a trace file. Exit status: 0;
+// 1 when the file is empty, truncated or corrupt (after printing what was
+// readable); 2 when it cannot be opened or for bad arguments.
+const CommandSpec& InspectCommandSpec();
+int RunInspectCommand(const ParsedArgs& args);
 
 }  // namespace ringside::agent
 

@@ -1,31 +1,57 @@
 // ringside: one binary, one subcommand per job.
 
+#include <signal.h>
+
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "agent/command_line.h"
 #include "agent/inspect_command.h"
+#include "agent/list_command.h"
 #include "agent/record_command.h"
 #include "agent/version.h"
 #include "google/protobuf/stubs/logging.h"
 
 namespace {
 
+using ringside::agent::CommandSpec;
+using ringside::agent::ParsedArgs;
+
+struct Command {
+  const CommandSpec& (*spec)();
+  int (*run)(const ParsedArgs&);
+};
+
+const Command kCommands[] = {
+    {ringside::agent::RecordCommandSpec, ringside::agent::RunRecordCommand},
+    {ringside::agent::InspectCommandSpec, ringside::agent::RunInspectCommand},
+    {ringside::agent::ListCommandSpec, ringside::agent::RunListCommand},
+};
+
 constexpr char kUsage[] =
-    "ringside COMMAND [flags] [args]\n"
+    "usage: ringside COMMAND [flags] [args]\n"
+    "\n"
+    "Records what the Linux kernel does (scheduling, processes, any ftrace event) into\n"
+    "Perfetto traces: open them in https://ui.perfetto.dev or trace_processor.\n"
     "\n"
     "Commands:\n"
-    "  record [-c config.pbtxt] [-o out.pftrace] [--duration 10s] [-- CMD ARGS...]\n"
-    "                          record this machine (while CMD runs) into a trace file\n"
-    "  inspect [--json] FILE   summarize a trace file: packets by type and sequence,\n"
-    "                          losses, time range, processes, non-zero stats\n"
-    "  help                    show this text\n"
+    "  record    record this machine (for a duration, or while a command runs)\n"
+    "  inspect   summarize a trace file: packets, losses, time range, processes\n"
+    "  list      list the events that can be recorded\n"
+    "  help CMD  the flags and examples of a command (also: ringside CMD --help)\n"
     "\n"
-    "Flags: ringside --help lists them.";
+    "Exit status: 0 done; 1 it ran and failed; 2 bad arguments or config.\n"
+    "ringside --version prints the version.\n";
+
+const Command* Find(const std::string& name) {
+  for (const Command& c : kCommands) {
+    if (c.spec().name == name) return &c;
+  }
+  return nullptr;
+}
 
 // Trace strings are the bytes programs chose (argv, comm cut at 15 bytes
 // mid-character), UTF-8 or not, as in Perfetto's own traces. libprotobuf
@@ -43,29 +69,46 @@ void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
 
 int main(int argc, char** argv) {
   google::protobuf::SetLogHandler(ProtobufLog);
-  absl::SetProgramUsageMessage(kUsage);
-  absl::FlagsUsageConfig usage_config;
-  usage_config.version_string = [] { return std::string("ringside ") + ringside::kVersion + "\n"; };
-  // --help lists ringside's own flags, not Abseil's internal ones.
-  usage_config.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "agent/");
-  };
-  absl::SetFlagsUsageConfig(usage_config);
-
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() < 2) {
-    std::fprintf(stderr, "%s\n", kUsage);
-    return 2;
+  // A reader that goes away (`ringside ... | head`) makes writes fail with
+  // EPIPE, which each writer handles, instead of killing the recorder
+  // before it finishes its file.
+  signal(SIGPIPE, SIG_IGN);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::fputs(kUsage, stderr);
+    return ringside::agent::kExitUsage;
   }
-  const std::string command = positional[1];
-  const std::vector<std::string> args(positional.begin() + 2, positional.end());
-
-  if (command == "inspect") return ringside::agent::RunInspectCommand(args);
-  if (command == "record") return ringside::agent::RunRecordCommand(args);
-  if (command == "help") {
-    std::printf("%s\n", kUsage);
-    return 0;
+  const std::string& name = args[0];
+  if (name == "-h" || name == "--help" || (name == "help" && args.size() == 1)) {
+    std::fputs(kUsage, stdout);
+    return ringside::agent::kExitOk;
   }
-  std::fprintf(stderr, "ringside: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
-  return 2;
+  if (name == "--version" || name == "version") {
+    std::printf("ringside %s\n", ringside::kVersion);
+    return ringside::agent::kExitOk;
+  }
+  if (name == "help") {
+    const Command* c = Find(args[1]);
+    if (c == nullptr || args.size() > 2) {
+      std::fprintf(stderr, "ringside help: no command '%s'\n\n%s", args[1].c_str(), kUsage);
+      return ringside::agent::kExitUsage;
+    }
+    std::fputs(ringside::agent::UsageText(c->spec()).c_str(), stdout);
+    return ringside::agent::kExitOk;
+  }
+  const Command* c = Find(name);
+  if (c == nullptr) {
+    std::fprintf(stderr, "ringside: unknown command '%s'\n\n%s", name.c_str(), kUsage);
+    return ringside::agent::kExitUsage;
+  }
+  absl::StatusOr<ParsedArgs> parsed =
+      ringside::agent::ParseArgs(c->spec(), std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!parsed.ok()) {
+    return ringside::agent::UsageError(c->spec(), std::string(parsed.status().message()));
+  }
+  if (parsed->help) {
+    std::fputs(ringside::agent::UsageText(c->spec()).c_str(), stdout);
+    return ringside::agent::kExitOk;
+  }
+  return c->run(*parsed);
 }

@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/version.h"
+#include "agent/wire_format.h"
 #include "ftrace/tracefs.h"
 
 namespace ringside::agent {
@@ -45,72 +46,6 @@ std::string ReadSmallFile(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-// Appends Trace.packet framing and `bytes` to *out.
-void AppendFramed(const std::string& bytes, std::string* out) {
-  out->push_back('\x0a');
-  uint64_t n = bytes.size();
-  while (n >= 0x80) {
-    out->push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out->push_back(static_cast<char>(n));
-  out->append(bytes);
-}
-
-void AppendVarIntField(uint32_t field, uint64_t value, std::string* out) {
-  uint64_t tag = uint64_t{field} << 3;
-  while (tag >= 0x80) {
-    out->push_back(static_cast<char>((tag & 0x7f) | 0x80));
-    tag >>= 7;
-  }
-  out->push_back(static_cast<char>(tag));
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
-// Writes all of `data` to `fd`; 0, or the errno that stopped it with
-// `*written` bytes out.
-int WriteAll(int fd, const std::string& data, size_t* written) {
-  *written = 0;
-  while (*written < data.size()) {
-    const ssize_t n = write(fd, data.data() + *written, data.size() - *written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    *written += static_cast<size_t>(n);
-  }
-  return 0;
-}
-
-absl::Status WriteFileAtomically(const std::string& path, const std::string& data) {
-  const std::string tmp = absl::StrCat(path, ".tmp-", getpid());
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create ", tmp, ": ", std::strerror(errno)));
-  }
-  size_t written;
-  if (const int err = WriteAll(fd, data, &written); err != 0) {
-    close(fd);
-    unlink(tmp.c_str());
-    return absl::ResourceExhaustedError(absl::StrCat("writing ", tmp, ": ", std::strerror(err)));
-  }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    unlink(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat("flushing ", tmp, ": ", std::strerror(errno)));
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
-    return absl::UnavailableError(
-        absl::StrCat("renaming ", tmp, " to ", path, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -168,42 +103,21 @@ trace::TracePacket ScanProcesses() {
   return packet;
 }
 
-namespace {
-
-// Whether `path` can become the output file, checked before recording
-// rather than after: a file written at the end goes to a temporary name in
-// the same directory, then is renamed over `path`.
-absl::Status CheckOutputPath(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot write ", path, ": ", dir, ": ", std::strerror(errno)));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot write ", path, ": ", dir, " is not a directory"));
-  }
-  if (access(dir.c_str(), W_OK) != 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot write ", path, ": ", dir, ": ", std::strerror(errno)));
-  }
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot write ", path, ": it is a directory"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::TraceConfig& config,
-                                                             std::string output_path) {
-  if (absl::Status st = CheckOutputPath(output_path); !st.ok()) return st;
-  std::unique_ptr<Recording> r(new Recording(config, std::move(output_path)));
+                                                             const std::string& output_path) {
+  // The finished file holds at most what the buffers hold, re-framed
+  // (a few bytes more per packet), the durable descriptors and two /proc
+  // scans: room for all of it is reserved before recording starts.
+  uint64_t reserve = 0;
+  for (const auto& b : config.buffers()) reserve += uint64_t{b.size_kb()} * 1024;
+  reserve += reserve / 4 + uint64_t{config.durable_buffer_size_kb()} * 2048 + (8 << 20);
+  absl::StatusOr<std::unique_ptr<OutputFile>> output = OutputFile::Open(
+      output_path,
+      config.write_into_file() ? OutputFile::Mode::kStreaming : OutputFile::Mode::kWholeFile,
+      config.write_into_file() ? 0 : reserve);
+  if (!output.ok()) return output.status();
+  std::unique_ptr<Recording> r(new Recording(config, std::move(*output)));
+  if (!r->output_->warning().empty()) r->warnings_.push_back(r->output_->warning());
   {
     absl::MutexLock lock(&r->mu_);
     for (const auto& b : config.buffers()) {
@@ -287,7 +201,13 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Create(const config::Trace
     FtraceDataSource::Config fc;
     fc.tracker = r->tracker_.get();
     fc.instance_name = absl::StrCat("record", next_producer - 1);
-    for (const std::string& e : c.ftrace_config().ftrace_events()) fc.events.push_back({e, ""});
+    for (const std::string& e : c.ftrace_config().ftrace_events()) {
+      std::string filter;
+      for (const auto& f : c.ftrace_config().event_filters()) {
+        if (f.event() == e) filter = f.filter();
+      }
+      fc.events.push_back({e, filter});
+    }
     if (fallback) {
       for (const std::string& e : c.ftrace_config().bpf_fallback_events()) {
         fc.events.push_back({e, ""});
@@ -374,12 +294,7 @@ absl::Status Recording::Start() {
   // named by both, the scan's (newer) entry winning.
   start_processes_ = ScanProcesses();
   if (tracker_ != nullptr) tracker_->Seed(start_processes_);
-  if (config_.write_into_file()) {
-    stream_fd_ = open(output_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (stream_fd_ < 0) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot create ", output_path_, ": ", std::strerror(errno)));
-    }
+  if (streaming()) {
     std::string header;
     AppendHeader(&header);
     DrainAll();  // The /proc scan's descriptors, read first, from the start.
@@ -394,20 +309,8 @@ absl::Status Recording::Start() {
 }
 
 absl::Status Recording::WriteToStream(const std::string& bytes) {
-  size_t written;
-  if (const int err = WriteAll(stream_fd_, bytes, &written); err != 0) {
-    // A short write left part of a packet: cut back to the last whole one.
-    const off_t whole = static_cast<off_t>(file_bytes_.load());
-    if (written > 0 &&
-        (ftruncate(stream_fd_, whole) != 0 || lseek(stream_fd_, whole, SEEK_SET) < 0)) {
-      return absl::DataLossError(
-          absl::StrCat("writing ", output_path_, ": ", std::strerror(err),
-                       "; cutting it back to its last whole packet: ", std::strerror(errno)));
-    }
-    return absl::ResourceExhaustedError(
-        absl::StrCat("writing ", output_path_, ": ", std::strerror(err)));
-  }
-  file_bytes_.fetch_add(bytes.size());
+  if (absl::Status st = output_->Append(bytes); !st.ok()) return st;
+  file_bytes_.store(output_->bytes_written());
   if (config_.max_file_size_bytes() > 0 && file_bytes_.load() >= config_.max_file_size_bytes()) {
     file_limit_reached_.store(true);
   }
@@ -418,8 +321,8 @@ void Recording::StreamBuffers() {
   if (!stream_pending_.empty()) {
     if (!WriteToStream(stream_pending_).ok()) return;
     stream_pending_.clear();
-    Notice(
-        absl::StrCat("writing ", output_path_, " again; nothing read from the buffers was lost"));
+    Notice(absl::StrCat("writing ", output_->display_name(),
+                        " again; nothing read from the buffers was lost"));
   }
   std::string out;
   {
@@ -474,7 +377,7 @@ void Recording::OwnerLoop() {
       last_flush = now;
     }
     DrainAll();
-    if (stream_fd_ >= 0 && now - last_write >= write_ns) {
+    if (streaming() && now - last_write >= write_ns) {
       StreamBuffers();
       last_write = now;
     }
@@ -515,7 +418,7 @@ absl::StatusOr<Recording::Summary> Recording::StopAndWrite() {
   // Losses before the buffers, taken before the sources go away.
   const Progress end = progress();
   Summary summary;
-  summary.events = end.events;
+  summary.events_seen = end.events;
   summary.events_lost = end.events_lost;
   summary.bytes_overwritten = end.bytes_lost;
   trace::TraceStats staging;
@@ -554,7 +457,7 @@ absl::StatusOr<Recording::Summary> Recording::StopAndWrite() {
   if (tracefs_.has_value()) (void)tracefs_->Unmount();
 
   std::string out;
-  if (stream_fd_ < 0) AppendHeader(&out);
+  if (!streaming()) AppendHeader(&out);
   // Buffer 0's read passes begin with the durable descriptors: all of them
   // into a file written at the end; when streaming, those that changed since
   // the last write.
@@ -591,6 +494,8 @@ absl::StatusOr<Recording::Summary> Recording::StopAndWrite() {
     absl::MutexLock lock(&mu_);
     for (const auto& b : buffers_) {
       const buffer::TraceBuffer::Stats& s = b->stats();
+      summary.chunks_overwritten += s.chunks_overwritten;
+      summary.chunks_discarded += s.chunks_discarded;
       auto* bs = stats.mutable_trace_stats()->add_buffer_stats();
       bs->set_buffer_size(s.buffer_size);
       bs->set_bytes_written(s.bytes_written);
@@ -622,32 +527,27 @@ absl::StatusOr<Recording::Summary> Recording::StopAndWrite() {
   disabled.mutable_service_event()->set_tracing_disabled(true);
   emit(disabled);
 
-  if (stream_fd_ >= 0) {
+  if (streaming()) {
     absl::Status st = stream_pending_.empty() ? absl::OkStatus() : WriteToStream(stream_pending_);
     if (st.ok()) st = WriteToStream(out);
-    if (st.ok() && fsync(stream_fd_) != 0) {
-      st = absl::UnavailableError(
-          absl::StrCat("flushing ", output_path_, ": ", std::strerror(errno)));
-    }
-    close(stream_fd_);
-    stream_fd_ = -1;
+    if (st.ok()) st = output_->Commit();
     if (!st.ok()) {
       return absl::Status(
           st.code(), absl::StrCat(st.message(), "; it holds a valid trace of the first ",
                                   file_bytes_.load(), " bytes, without the end of the recording"));
     }
-    summary.file_bytes = file_bytes_.load();
   } else {
-    if (absl::Status s = WriteFileAtomically(output_path_, out); !s.ok()) return s;
-    summary.file_bytes = out.size();
+    if (absl::Status s = output_->Commit(out); !s.ok()) return s;
   }
+  summary.file_bytes = output_->bytes_written();
   summary.packets = packets_;
+  summary.events_kept = events_kept_;
   return summary;
 }
 
 void Recording::AppendService(TracePacket p, std::string* out) {
   p.set_trusted_packet_sequence_id(kServiceSequenceId);
-  AppendFramed(p.SerializeAsString(), out);
+  AppendFramedPacket(p.SerializeAsString(), out);
   packets_++;
 }
 
@@ -720,7 +620,8 @@ void Recording::AppendBufferPackets(std::string* out) {
       }
       if (loss != 0)
         AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &bytes);
-      AppendFramed(bytes, out);
+      events_kept_ += CountEventsInPacket(bytes);
+      AppendFramedPacket(bytes, out);
       packets_++;
     }
   }

@@ -15,6 +15,7 @@
 #include "agent/bpf_data_source.h"
 #include "agent/descriptor_tracker.h"
 #include "agent/ftrace_data_source.h"
+#include "agent/output_file.h"
 #include "agent/producer_buffer.h"
 #include "buffer/trace_buffer.h"
 #include "ftrace/tracefs.h"
@@ -46,18 +47,27 @@ class Recording {
     uint64_t events_lost = 0;
   };
 
-  // What a finished recording holds and lost, for the closing line.
+  // What a finished recording holds and lost, for the closing lines.
   struct Summary {
     uint64_t packets = 0;
     uint64_t file_bytes = 0;
-    uint64_t events = 0;
-    uint64_t events_lost = 0;        // Before the buffers (staging rings, ftrace).
-    uint64_t chunks_dropped = 0;     // Chunk pools found empty (each drops a packet or more).
-    uint64_t bytes_overwritten = 0;  // In the buffers, before they were read.
+    uint64_t events_seen = 0;  // Read from the staging rings.
+    uint64_t events_kept = 0;  // In the file.
+    // Lost, by stage: before the buffers (BPF ring reserve failures, ftrace
+    // overruns), chunk pools found empty (each drops a packet or more),
+    // overwritten in a RING_BUFFER before being read, refused by a full
+    // DISCARD buffer.
+    uint64_t events_lost = 0;
+    uint64_t chunks_dropped = 0;
+    uint64_t chunks_overwritten = 0;
+    uint64_t bytes_overwritten = 0;
+    uint64_t chunks_discarded = 0;
   };
 
+  // Opens the output (OutputFile: refused paths and a disk too full fail
+  // here, before anything is recorded) and loads the data sources.
   static absl::StatusOr<std::unique_ptr<Recording>> Create(const config::TraceConfig& config,
-                                                           std::string output_path);
+                                                           const std::string& output_path);
   ~Recording();
 
   absl::Status Start();
@@ -75,8 +85,9 @@ class Recording {
   std::vector<std::string> TakeNotices();
 
  private:
-  Recording(config::TraceConfig config, std::string output_path)
-      : config_(std::move(config)), output_path_(std::move(output_path)) {}
+  Recording(config::TraceConfig config, std::unique_ptr<OutputFile> output)
+      : config_(std::move(config)), output_(std::move(output)) {}
+  bool streaming() const { return config_.write_into_file(); }
   struct Source {
     std::unique_ptr<ProducerBuffer> producer;
     std::string name;  // The config's data source name.
@@ -103,7 +114,7 @@ class Recording {
   trace::TracePacket ClockSnapshot() const;
 
   config::TraceConfig config_;
-  std::string output_path_;
+  std::unique_ptr<OutputFile> output_;
   // Unmounted at the end if this recording mounted it.
   std::optional<ftrace::Tracefs> tracefs_;
   // Descriptor tracking for the durable buffer beside buffers_[0] (null:
@@ -118,8 +129,8 @@ class Recording {
 
   // Trusted sequence ids given out so far, by {producer, writer}.
   std::map<uint32_t, uint32_t> sequence_ids_ ABSL_GUARDED_BY(mu_);
-  uint64_t packets_ = 0;  // Written so far (header, data, trailer).
-  int stream_fd_ = -1;    // write_into_file: the output file, open while recording.
+  uint64_t packets_ = 0;      // Written so far (header, data, trailer).
+  uint64_t events_kept_ = 0;  // Kernel events in the packets written so far.
   // Read from the buffers, not yet written: the write failed. Owner thread
   // (StopAndWrite once the owner has stopped).
   std::string stream_pending_;

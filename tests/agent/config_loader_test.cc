@@ -79,5 +79,66 @@ TEST(ConfigLoaderTest, MissingFileIsNotFound) {
             absl::StatusCode::kNotFound);
 }
 
+// Values the kernel or the buffer cannot take are errors at parse time,
+// naming the file, the line and the field.
+TEST(ConfigLoaderTest, ValuesBeyondTheLimitsNameFileLineAndField) {
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  const std::string many_tgids = [] {
+    std::string t;
+    for (int i = 1; i <= 17; i++) t += "filter_tgid: " + std::to_string(i) + " ";
+    return t;
+  }();
+  const std::string tgids_config =
+      "buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\"\n bpf_config { " +
+      many_tgids + "} } }\n";
+  for (const Case& c : std::vector<Case>{
+           {"buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\"\n"
+            "  bpf_config { ring_size_kb: 100000000 } } }\n",
+            "c.pbtxt: line 3, column 16: data_sources[0].config.bpf_config.ring_size_kb is "
+            "100000000: a BPF ring buffer holds at most 2097152 (2 GiB) per CPU"},
+           {tgids_config.c_str(), "filter_tgid[16] is one of 17 filter_tgid values: at most 16"},
+           {"buffers { size_kb: 1024 }\nbuffers {\n size_kb: 5000000 }\n",
+            "c.pbtxt: line 3, column 2: buffers[1].size_kb is 5000000: it must be at least 4 and "
+            "at most 4194300 (4 GiB less a page)"},
+           {"buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.ftrace\" "
+            "ftrace_config { ftrace_events: \"sched/sched_switch\" buffer_size_kb: 3000000 } } }",
+            "ftrace_config.buffer_size_kb is 3000000: at most 2097152 (2 GiB) per CPU"},
+           {"buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\" "
+            "bpf_config { filter_max_prio: 200 } } }",
+            "bpf_config.filter_max_prio is 200: kernel priorities are 0 to 139"},
+       }) {
+    absl::StatusOr<config::TraceConfig> cfg = ParseConfig(c.text, "c.pbtxt");
+    ASSERT_FALSE(cfg.ok()) << c.says;
+    EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(cfg.status().message().find(c.says), std::string::npos) << cfg.status();
+  }
+}
+
+// Together the per-CPU kernel buffers may take at most half the machine.
+TEST(ConfigLoaderTest, PerCpuBuffersBeyondHalfTheMachinesMemoryAreErrors) {
+  const std::string text =
+      "buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\" "
+      "bpf_config { ring_size_kb: 1048576 } } }";
+  // 64 CPUs of 1 GiB on a machine of 16 GiB: no; on one of 256 GiB: yes.
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(text, "c.pbtxt", {64, 16u << 20});
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("64 CPUs of 1 GiB exceed half of this machine's 16 GiB"),
+            std::string::npos)
+      << cfg.status();
+  EXPECT_TRUE(ParseConfig(text, "c.pbtxt", {64, 256u << 20}).ok());
+}
+
+TEST(ConfigLoaderTest, AFileThatCannotBeReadSaysWhy) {
+  absl::StatusOr<config::TraceConfig> cfg = LoadConfigFile("/nonexistent/ringside.pbtxt");
+  EXPECT_NE(cfg.status().message().find("No such file or directory"), std::string::npos)
+      << cfg.status();
+  cfg = LoadConfigFile("/tmp");
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cfg.status().message().find("it is a directory"), std::string::npos) << cfg.status();
+}
+
 }  // namespace
 }  // namespace ringside::agent
