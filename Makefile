@@ -145,7 +145,8 @@ $(BUILD)/bpf/vmlinux.h:
 	    "programs cannot be built here (needs CONFIG_DEBUG_INFO_BTF=y)." >&2; exit 1; fi
 	bpftool btf dump file $(VMLINUX_BTF) format c > $@
 
-$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events.h bpf/*.bpf.h)
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events.h bpf/*.bpf.h) \
+  bpf/task_state.h
 	$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
 
 $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
@@ -168,8 +169,10 @@ ifneq ($(HAVE_BTF),)
 $(call component_objs,bpf): | $(BPF_SKELS)
 endif
 
-# Tests that run the CLI find it here.
-$(BUILD)/obj/tests/%.o: CPPFLAGS += -DRINGSIDE_BUILD_DIR='"$(abspath $(BUILD))"'
+# Tests that run the CLI find it here, and tools beside the source tree
+# (../shared/bin) from there.
+$(BUILD)/obj/tests/%.o: CPPFLAGS += -DRINGSIDE_BUILD_DIR='"$(abspath $(BUILD))"' \
+  -DRINGSIDE_SOURCE_DIR='"$(abspath .)"'
 
 $(BUILD)/lib/libringside_protos.a: $(PROTO_OBJS)
 	@mkdir -p $(@D)

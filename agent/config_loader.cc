@@ -270,6 +270,12 @@ absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
   Validator v(file_name, &tree);
   Validate(cfg, machine, &v);
   if (!v.ok()) return v.status();
+  // Streaming without flushes leaves what the writers hold in open chunks
+  // out of the file until the end, and Perfetto's importer warns about such
+  // a config (config_write_into_file_no_flush). An explicit 0 is kept.
+  if (cfg.write_into_file() && !cfg.has_flush_period_ms()) {
+    cfg.set_flush_period_ms(kDefaultStreamingFlushPeriodMs);
+  }
   return cfg;
 }
 

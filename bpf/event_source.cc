@@ -4,6 +4,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +16,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bpf/common_events.h"
+#include "bpf/task_state.h"
+#include "bpf/task_state_rules.h"
 #include "incidents.skel.h"
 #include "process.skel.h"
 #include "sched.skel.h"
@@ -59,6 +62,11 @@ class KernelTracepoints {
   bool ok() const { return btf_ != nullptr; }
 
   bool Has(absl::string_view tracepoint) const { return Proto(tracepoint) != nullptr; }
+  // The tracepoint's arguments, the context left out; -1 if it has none.
+  int NumArgs(absl::string_view tracepoint) const {
+    const btf_type* proto = Proto(tracepoint);
+    return proto == nullptr ? -1 : static_cast<int>(btf_vlen(proto)) - 1;
+  }
   // Whether the tracepoint's first argument (after the context) is a pointer.
   bool FirstArgIsPointer(absl::string_view tracepoint) const {
     const btf_type* proto = Proto(tracepoint);
@@ -176,11 +184,22 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   KernelTracepoints kernel;
   if (!kernel.ok()) return LoadError(errno, "reading the kernel's BTF");
   if (options.sched) {
+    // (preempt, prev, next, prev_state): prev_state, the state the switch
+    // was decided on, became an argument in 5.18. Reading prev's state
+    // field instead races with wakeups, so older kernels get ftrace.
+    if (kernel.Has("sched_switch") && kernel.NumArgs("sched_switch") < 4) {
+      return absl::UnavailableError(
+          "bpf/sched needs Linux 5.18 or later (sched_switch with its prev_state argument); "
+          "use the ftrace sources on this kernel");
+    }
     if ((sched_ = rs_sched__open()) == nullptr) return LoadError(errno, "opening bpf/sched");
     if (auto st = PrepareGroup(sched_, options, rings_fd_, drops_fd_, kernel, &skipped_);
         !st.ok()) {
       return st;
     }
+    utsname u;
+    sched_->rodata->task_state_rules =
+        uname(&u) == 0 ? TaskStateRulesForRelease(u.release) : RS_TASK_STATE_RULES_NEWEST;
     if (int err = rs_sched__load(sched_); err != 0) return LoadError(-err, "loading bpf/sched");
   }
   if (options.process) {

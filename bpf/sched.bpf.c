@@ -2,8 +2,12 @@
 /* Scheduling: who ran where. */
 #include "bpf/rings.bpf.h"
 #include "bpf/sched_events.h"
+#include "bpf/task_state.h"
 
 char LICENSE[] SEC("license") = "GPL";
+
+/* RS_TASK_STATE_RULE_* of the running kernel, set by the loader. */
+const volatile __u32 task_state_rules = RS_TASK_STATE_RULES_NEWEST;
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
@@ -17,7 +21,7 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct
   e->next_tgid = next->tgid;
   e->prev_prio = prev->prio;
   e->next_prio = next->prio;
-  e->prev_state = prev_state;
+  e->prev_state = rs_sched_switch_state(preempt, prev_state, prev->exit_state, task_state_rules);
   __builtin_memcpy(e->prev_comm, prev->comm, RS_TASK_COMM_LEN);
   __builtin_memcpy(e->next_comm, next->comm, RS_TASK_COMM_LEN);
   rs_submit(e);

@@ -13,7 +13,7 @@ struct rs_sched_switch {
   __s32 next_tgid;
   __s32 prev_prio;
   __s32 next_prio;
-  __s64 prev_state; /* As ftrace reports it (TASK_* bits, TASK_REPORT_MAX = preempted). */
+  __s64 prev_state; /* As the tracepoint reports it: rs_sched_switch_state(). */
   char prev_comm[RS_TASK_COMM_LEN];
   char next_comm[RS_TASK_COMM_LEN];
 };

@@ -32,6 +32,24 @@ TEST(ConfigLoaderTest, EmbeddedDefaultIsValidAndRecordsSchedAndProcessEvents) {
   EXPECT_EQ(cfg.duration_ms(), 10000u);
 }
 
+// Perfetto's importer warns (config_write_into_file_no_flush) about a
+// streaming config without a flush period.
+TEST(ConfigLoaderTest, StreamingConfigGetsAFlushPeriodUnlessItSetsOne) {
+  absl::StatusOr<config::TraceConfig> unset =
+      ParseConfig("buffers { size_kb: 1024 }\nwrite_into_file: true\n", "s.pbtxt");
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->flush_period_ms(), kDefaultStreamingFlushPeriodMs);
+  absl::StatusOr<config::TraceConfig> set = ParseConfig(
+      "buffers { size_kb: 1024 }\nwrite_into_file: true\nflush_period_ms: 0\n", "s.pbtxt");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_TRUE(set->has_flush_period_ms());
+  EXPECT_EQ(set->flush_period_ms(), 0u);
+  absl::StatusOr<config::TraceConfig> whole_file =
+      ParseConfig("buffers { size_kb: 1024 }\n", "w.pbtxt");
+  ASSERT_TRUE(whole_file.ok()) << whole_file.status();
+  EXPECT_FALSE(whole_file->has_flush_period_ms());
+}
+
 TEST(ConfigLoaderTest, SyntaxErrorsNameFileLineAndColumn) {
   absl::StatusOr<config::TraceConfig> cfg =
       ParseConfig("buffers { size_kb: 1024 }\nduration_ms: 10\nbogus_field: 3\n", "my.pbtxt");

@@ -20,8 +20,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -29,8 +31,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bpf/task_state.h"
 #include "ftrace/cpu_reader.h"
 #include "ftrace/event_format.h"
+#include "ftrace/event_table.h"
 #include "ftrace/page_parser.h"
 #include "ftrace/tracefs.h"
 #include "gtest/gtest.h"
@@ -192,17 +196,29 @@ class FtraceSchedSwitchReference {
     page_ = *page;
     event_ = *event;
     switch_id_ = format->id;
-    const ftrace::FieldFormat* prev_pid = format->FindField("prev_pid");
-    if (prev_pid == nullptr) return absl::InternalError("sched_switch has no prev_pid");
-    prev_pid_offset_ = prev_pid->offset;
+    format_ = *std::move(format);
+    prev_pid_ = format_.FindField("prev_pid");
+    next_pid_ = format_.FindField("next_pid");
+    prev_state_ = format_.FindField("prev_state");
+    if (prev_pid_ == nullptr || next_pid_ == nullptr || prev_state_ == nullptr) {
+      return absl::InternalError("sched_switch lacks prev_pid, next_pid or prev_state");
+    }
     return instance_->SetTracingOn(true);
   }
 
-  // Stops and returns the timestamps of the sched_switches recorded whose
-  // prev is not an idle task; fails if the kernel reported a loss.
-  absl::StatusOr<std::vector<uint64_t>> StopAndRead() {
+  struct Switch {
+    int cpu;
+    uint64_t ts;
+    int32_t prev_pid;
+    int32_t next_pid;
+    int64_t prev_state;  // As the tracepoint reports it.
+  };
+
+  // Stops and returns the sched_switches recorded, in order per CPU; fails
+  // if the kernel reported a loss.
+  absl::StatusOr<std::vector<Switch>> StopAndRead() {
     if (auto st = instance_->SetTracingOn(false); !st.ok()) return st;
-    std::vector<uint64_t> ts;
+    std::vector<Switch> switches;
     ftrace::PageParser parser(page_, event_);
     for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); cpu++) {
       auto stats = instance_->ReadCpuStats(static_cast<int>(cpu));
@@ -228,14 +244,15 @@ class FtraceSchedSwitchReference {
         for (const ftrace::RawEvent& e : events) {
           uint16_t type;
           std::memcpy(&type, e.data, 2);
-          if (type != switch_id_ || e.size < prev_pid_offset_ + 4) continue;
-          int32_t prev_pid;
-          std::memcpy(&prev_pid, e.data + prev_pid_offset_, 4);
-          if (prev_pid != 0) ts.push_back(e.timestamp);
+          if (type != switch_id_) continue;
+          switches.push_back({static_cast<int>(cpu), e.timestamp,
+                              static_cast<int32_t>(ftrace::EventTable::ReadInt(e, prev_pid_)),
+                              static_cast<int32_t>(ftrace::EventTable::ReadInt(e, next_pid_)),
+                              ftrace::EventTable::ReadInt(e, prev_state_)});
         }
       }
     }
-    return ts;
+    return switches;
   }
 
  private:
@@ -243,7 +260,10 @@ class FtraceSchedSwitchReference {
   ftrace::PageHeaderFormat page_;
   ftrace::EventHeaderFormat event_;
   uint16_t switch_id_ = 0;
-  uint32_t prev_pid_offset_ = 0;
+  ftrace::EventFormat format_;
+  const ftrace::FieldFormat* prev_pid_ = nullptr;
+  const ftrace::FieldFormat* next_pid_ = nullptr;
+  const ftrace::FieldFormat* prev_state_ = nullptr;
 };
 
 // The kernel's own count of a tracepoint: a system-wide perf_event_open
@@ -318,8 +338,9 @@ TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
   const uint64_t t2 = BootNs();
   perf.Disable();
   source->Detach();
-  absl::StatusOr<std::vector<uint64_t>> kernel_ts = reference.StopAndRead();
-  ASSERT_TRUE(kernel_ts.ok()) << kernel_ts.status();
+  absl::StatusOr<std::vector<FtraceSchedSwitchReference::Switch>> kernel_switches =
+      reference.StopAndRead();
+  ASSERT_TRUE(kernel_switches.ok()) << kernel_switches.status();
   source->Drain([&c](uint32_t cpu, absl::Span<const RecordView> records) {
     for (const RecordView& r : records) c.Add(cpu, r.data, r.size);
   });
@@ -333,7 +354,7 @@ TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
   for (const rs_sched_switch& e : c.switches) {
     ours += e.prev_pid != 0 && e.h.ts_ns >= t1 && e.h.ts_ns <= t2;
   }
-  for (uint64_t ts : *kernel_ts) kernel += ts >= t1 && ts <= t2;
+  for (const auto& k : *kernel_switches) kernel += k.prev_pid != 0 && k.ts >= t1 && k.ts <= t2;
   // 6,000 sleeps, nearly each switching a child (not idle) out.
   EXPECT_GE(kernel, 5400);
   // A switch whose two timestamps straddle t1 or t2 counts on one side
@@ -352,6 +373,110 @@ TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
   const EventSource::ProgramStats prog = StatsOf(*source, "handle_sched_switch");
   EXPECT_EQ(prog.run_count, c.switches.size());
   EXPECT_EQ(prog.missed, 0u);
+}
+
+// A child whose tasks leave the CPU in several states: asleep (S), waiting
+// for a vfork child (killable and freezable: D), preempted by spinners
+// beyond the CPU count (R+), and dead (prev_state TASK_DEAD with the
+// zombie's exit_state: Z or X).
+// In a function of its own: nothing of the caller's lives across vfork().
+__attribute__((noinline)) void VforkAndWait() {
+  const pid_t v = vfork();
+  if (v == 0) _exit(0);
+  waitpid(v, nullptr, 0);
+}
+
+pid_t ManyStatesWorkload(int rounds) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<pid_t> spinners;
+    for (long i = 0; i <= sysconf(_SC_NPROCESSORS_ONLN); i++) {
+      const pid_t s = fork();
+      if (s == 0) {
+        const uint64_t end = BootNs() + 300'000'000;
+        while (BootNs() < end) {
+        }
+        _exit(0);
+      }
+      spinners.push_back(s);
+    }
+    for (int i = 0; i < rounds; i++) {
+      usleep(100);
+      VforkAndWait();
+    }
+    for (pid_t s : spinners) waitpid(s, nullptr, 0);
+    _exit(0);
+  }
+  return pid;
+}
+
+TEST(EventSourceTest, PrevStateIsWhatTheKernelsTracepointReports) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, WithRingSize(8 << 20));
+  FtraceSchedSwitchReference reference;
+  ASSERT_TRUE(reference.Start().ok());
+  ASSERT_TRUE(source->Attach().ok());
+  const uint64_t t1 = BootNs();
+  const pid_t child = ManyStatesWorkload(500);
+  Collected c;
+  CollectUntilExit(source.get(), child, &c);
+  const uint64_t t2 = BootNs();
+  source->Detach();
+  absl::StatusOr<std::vector<FtraceSchedSwitchReference::Switch>> kernel = reference.StopAndRead();
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  source->Drain([&c](uint32_t cpu, absl::Span<const RecordView> records) {
+    for (const RecordView& r : records) c.Add(cpu, r.data, r.size);
+  });
+  EXPECT_TRUE(c.errors.empty()) << absl::StrJoin(c.errors, "\n");
+  // The same switch through both probes: same CPU, same tasks, timestamps
+  // taken within a microsecond or so (BPF misses no hit ftrace has; those
+  // BPF has and ftrace lacks are switches from idle, see above).
+  std::map<std::tuple<int, int32_t, int32_t>, std::vector<const rs_sched_switch*>> ours;
+  for (const rs_sched_switch& e : c.switches) {
+    ours[{static_cast<int>(e.h.cpu), e.prev_pid, e.next_pid}].push_back(&e);
+  }
+  int64_t compared = 0, unmatched = 0, differ = 0;
+  std::map<int64_t, int64_t> per_state;
+  for (const FtraceSchedSwitchReference::Switch& k : *kernel) {
+    if (k.ts < t1 || k.ts > t2) continue;
+    // The nearest: a vfork child switches to its parent twice within
+    // microseconds (preempted by the wakeup, then dead).
+    const rs_sched_switch* match = nullptr;
+    uint64_t best = 20'000;
+    for (const rs_sched_switch* e : ours[{k.cpu, k.prev_pid, k.next_pid}]) {
+      const uint64_t dt = e->h.ts_ns > k.ts ? e->h.ts_ns - k.ts : k.ts - e->h.ts_ns;
+      if (dt < best) {
+        best = dt;
+        match = e;
+      }
+    }
+    if (match == nullptr) {
+      unmatched++;
+      continue;
+    }
+    compared++;
+    per_state[k.prev_state]++;
+    if (match->prev_state != k.prev_state) {
+      if (differ++ < 10) {
+        ADD_FAILURE() << "pid " << k.prev_pid << " (" << Comm(match->prev_comm) << ") at " << k.ts
+                      << ": ours 0x" << std::hex << match->prev_state << ", the tracepoint's 0x"
+                      << k.prev_state;
+      }
+    }
+  }
+  std::string states;
+  for (const auto& [state, n] : per_state)
+    absl::StrAppend(&states, " 0x", absl::Hex(state), ":", n);
+  std::printf("prev_state compared on %lld switches (%lld unmatched):%s\n",
+              static_cast<long long>(compared), static_cast<long long>(unmatched), states.c_str());
+  EXPECT_EQ(differ, 0);
+  EXPECT_LE(unmatched, 2 * source->num_cpus());
+  // The workload's states were all there to compare.
+  EXPECT_GE(compared, 1000);
+  EXPECT_GT(per_state[RS_TASK_INTERRUPTIBLE], 0);
+  EXPECT_GT(per_state[RS_TASK_UNINTERRUPTIBLE], 0);
+  EXPECT_GT(per_state[RS_TASK_REPORT_MAX], 0);
+  EXPECT_GT(per_state[0x10] + per_state[0x20], 0);  // X or Z: exit_state folded in.
 }
 
 TEST(EventSourceTest, TinyRingUnderAStormDropsExactlyWhatIsMissing) {

@@ -18,14 +18,14 @@ const std::string& Binary() {
   return *bin;
 }
 
-// Starts the binary with stdout to `stdout_fd` and stderr to `stderr_fd`
+// Starts `binary` with stdout to `stdout_fd` and stderr to `stderr_fd`
 // (-1: /dev/null), as user `uid` (-1: ours).
-pid_t Start(const std::vector<std::string>& args, int stdout_fd, int stderr_fd = -1,
-            uid_t uid = static_cast<uid_t>(-1)) {
+pid_t StartProgram(const std::string& binary, const std::vector<std::string>& args, int stdout_fd,
+                   int stderr_fd = -1, uid_t uid = static_cast<uid_t>(-1)) {
   const pid_t pid = fork();
   if (pid == 0) {
     std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(Binary().c_str()));
+    argv.push_back(const_cast<char*>(binary.c_str()));
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     for (auto [fd, target] : {std::pair{stdout_fd, STDOUT_FILENO}, {stderr_fd, STDERR_FILENO}}) {
@@ -38,10 +38,15 @@ pid_t Start(const std::vector<std::string>& args, int stdout_fd, int stderr_fd =
     if (uid != static_cast<uid_t>(-1)) {
       if (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0) _exit(125);
     }
-    execv(Binary().c_str(), argv.data());
+    execv(binary.c_str(), argv.data());
     _exit(126);
   }
   return pid;
+}
+
+pid_t Start(const std::vector<std::string>& args, int stdout_fd, int stderr_fd = -1,
+            uid_t uid = static_cast<uid_t>(-1)) {
+  return StartProgram(Binary(), args, stdout_fd, stderr_fd, uid);
 }
 
 std::string ReadAll(int fd) {
@@ -75,6 +80,17 @@ std::string RunRingsideCapture(const std::vector<std::string>& args, int* exit_c
   int fds[2];
   if (pipe(fds) != 0) return "";
   const pid_t pid = Start(args, fds[1]);
+  close(fds[1]);
+  std::string out = ReadAll(fds[0]);
+  *exit_code = Reap(pid);
+  return out;
+}
+
+std::string RunProgramCapture(const std::string& binary, const std::vector<std::string>& args,
+                              int* exit_code) {
+  int fds[2];
+  if (pipe(fds) != 0) return "";
+  const pid_t pid = StartProgram(binary, args, fds[1]);
   close(fds[1]);
   std::string out = ReadAll(fds[0]);
   *exit_code = Reap(pid);

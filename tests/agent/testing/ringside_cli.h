@@ -21,6 +21,10 @@ int RunRingside(const std::vector<std::string>& args, pid_t* started = nullptr, 
 // The same, returning what it printed on stdout.
 std::string RunRingsideCapture(const std::vector<std::string>& args, int* exit_code);
 
+// Runs another program (`binary`, a path) the same way.
+std::string RunProgramCapture(const std::string& binary, const std::vector<std::string>& args,
+                              int* exit_code);
+
 // The same, returning what it printed on stderr; with `uid`, run as that
 // user (and group) with no supplementary groups, which needs root.
 std::string RunRingsideCaptureStderr(const std::vector<std::string>& args, int* exit_code,
