@@ -3,14 +3,16 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -47,16 +49,63 @@ bool IsTracefsRoot(const std::string& dir) {
          stat((dir + "/trace_marker").c_str(), &st) == 0;
 }
 
-bool ProcessAlive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+constexpr size_t kIdHexDigits = 16;
 
-// The pid at the end of "ringside-<name>-<pid>", or 0.
-pid_t OwnerPid(const std::string& instance_name) {
+// What the text after the last '-' of a ringside-* instance name says about
+// who made it.
+enum class NameKind { kLocked, kLegacyPid, kUnknown };
+
+NameKind KindOfName(const std::string& instance_name) {
   const size_t dash = instance_name.rfind('-');
-  int pid = 0;
-  if (dash == std::string::npos || !absl::SimpleAtoi(instance_name.substr(dash + 1), &pid)) {
-    return 0;
+  if (dash == std::string::npos || dash + 1 == instance_name.size()) return NameKind::kUnknown;
+  const std::string suffix = instance_name.substr(dash + 1);
+  const auto all_of = [&suffix](auto pred) {
+    for (const char c : suffix) {
+      if (!pred(c)) return false;
+    }
+    return true;
+  };
+  if (suffix.size() == kIdHexDigits &&
+      all_of([](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); })) {
+    return NameKind::kLocked;
   }
-  return pid;
+  // Pids have at most 7 digits (pid_max <= 4194304).
+  if (suffix.size() <= 7 && all_of([](char c) { return c >= '0' && c <= '9'; })) {
+    return NameKind::kLegacyPid;
+  }
+  return NameKind::kUnknown;
+}
+
+// An id for a new instance name. Uniqueness comes from mkdir refusing a
+// taken name (Create then draws again), so the clock is an acceptable
+// stand-in in the rare case getrandom cannot answer without blocking (early
+// boot).
+uint64_t NewInstanceId() {
+  uint64_t id = 0;
+  if (getrandom(&id, sizeof(id), GRND_NONBLOCK) == sizeof(id)) return id;
+  timespec ts{};
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec)) ^
+         (static_cast<uint64_t>(getpid()) << 40);
+}
+
+int OpenDirectory(const std::string& path) {
+  return open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+}
+
+bool TryLock(int fd) {
+  int r;
+  do {
+    r = flock(fd, LOCK_EX | LOCK_NB);
+  } while (r != 0 && errno == EINTR);
+  return r == 0;
+}
+
+// Stops an instance nobody owns (it may be tracing still) and removes it.
+bool StopAndRemove(const Tracefs& tracefs, const std::string& rel) {
+  (void)tracefs.Write(rel + "/tracing_on", "0");
+  (void)tracefs.Write(rel + "/events/enable", "0");
+  return rmdir((tracefs.root() + "/" + rel).c_str()) == 0;
 }
 
 }  // namespace
@@ -161,10 +210,10 @@ absl::Status Tracefs::Write(const std::string& relative_path, const std::string&
 
 // --- Instance ----------------------------------------------------------------
 
-std::vector<std::string> Instance::RemoveStaleInstances(const Tracefs& tracefs) {
-  std::vector<std::string> removed;
+Instance::StaleInstances Instance::RemoveStaleInstances(const Tracefs& tracefs) {
+  StaleInstances result;
   DIR* dir = opendir((tracefs.root() + "/instances").c_str());
-  if (dir == nullptr) return removed;
+  if (dir == nullptr) return result;
   std::vector<std::string> names;
   while (dirent* entry = readdir(dir)) {
     const std::string name = entry->d_name;
@@ -172,15 +221,18 @@ std::vector<std::string> Instance::RemoveStaleInstances(const Tracefs& tracefs) 
   }
   closedir(dir);
   for (const std::string& name : names) {
-    const pid_t pid = OwnerPid(name);
-    if (pid <= 0 || ProcessAlive(pid)) continue;
+    const NameKind kind = KindOfName(name);
+    if (kind == NameKind::kLegacyPid) result.legacy.push_back(name);
+    if (kind != NameKind::kLocked) continue;
     const std::string rel = "instances/" + name;
-    // Best effort: stop it, then remove it.
-    (void)tracefs.Write(rel + "/tracing_on", "0");
-    (void)tracefs.Write(rel + "/events/enable", "0");
-    if (rmdir((tracefs.root() + "/" + rel).c_str()) == 0) removed.push_back(name);
+    const int fd = OpenDirectory(tracefs.root() + "/" + rel);
+    if (fd < 0) continue;  // Removed meanwhile.
+    // Removed while we hold the lock: a Create that locks the directory
+    // after us finds it gone and draws another name.
+    if (TryLock(fd) && StopAndRemove(tracefs, rel)) result.removed.push_back(name);
+    close(fd);
   }
-  return removed;
+  return result;
 }
 
 absl::StatusOr<std::unique_ptr<Instance>> Instance::Create(const Tracefs& tracefs,
@@ -189,24 +241,49 @@ absl::StatusOr<std::unique_ptr<Instance>> Instance::Create(const Tracefs& tracef
     return absl::InvalidArgumentError(absl::StrCat("bad instance name '", name, "'"));
   }
   RemoveStaleInstances(tracefs);
-  const std::string rel = absl::StrCat("instances/", kPrefix, name, "-", getpid());
-  const std::string path = tracefs.root() + "/" + rel;
-  if (mkdir(path.c_str(), 0700) != 0) {
-    if (errno != EEXIST) return ErrnoStatus(errno, "cannot create ftrace instance " + path);
-    // Ours (same pid) from an earlier Create: start from a clean one.
-    (void)tracefs.Write(rel + "/tracing_on", "0");
-    (void)tracefs.Write(rel + "/events/enable", "0");
-    if (rmdir(path.c_str()) != 0 || mkdir(path.c_str(), 0700) != 0) {
-      return ErrnoStatus(errno, "cannot recreate ftrace instance " + path);
+  // Each round that fails lost its name to another recorder (EEXIST) or its
+  // new directory to a concurrent stale check; neither repeats for long.
+  constexpr int kAttempts = 16;
+  for (int attempt = 0; attempt < kAttempts; attempt++) {
+    const std::string rel = absl::StrCat("instances/", kPrefix, name, "-",
+                                         absl::Hex(NewInstanceId(), absl::kZeroPad16));
+    const std::string path = tracefs.root() + "/" + rel;
+    if (mkdir(path.c_str(), 0700) != 0) {
+      if (errno == EEXIST) continue;
+      return ErrnoStatus(errno, "cannot create ftrace instance " + path);
     }
+    const int fd = OpenDirectory(path);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;  // A stale check removed it already.
+      const int err = errno;
+      rmdir(path.c_str());
+      return ErrnoStatus(err, "cannot open ftrace instance " + path);
+    }
+    // Held by a stale check that is removing it: take another name. Got it:
+    // unless a stale check removed the directory before we locked it, it is
+    // ours for good.
+    struct stat locked, now;
+    if (!TryLock(fd) || fstat(fd, &locked) != 0 || stat(path.c_str(), &now) != 0 ||
+        locked.st_ino != now.st_ino) {
+      close(fd);
+      continue;
+    }
+    std::unique_ptr<Instance> instance(new Instance(tracefs, rel, fd));
+    // A new instance traces at once; nothing until we are configured.
+    if (absl::Status s = instance->SetTracingOn(false); !s.ok()) return s;
+    return instance;
   }
-  std::unique_ptr<Instance> instance(new Instance(tracefs, rel));
-  // A new instance traces at once; nothing until we are configured.
-  if (absl::Status s = instance->SetTracingOn(false); !s.ok()) return s;
-  return instance;
+  return absl::UnavailableError(absl::StrCat("cannot create an ftrace instance named ", kPrefix,
+                                             name, "-<id> in ", tracefs.root(),
+                                             "/instances: every name tried was taken or removed"));
 }
 
-Instance::~Instance() { (void)Remove(); }
+Instance::~Instance() {
+  (void)Remove();
+  // Not removed (a reader still open): now unowned, the next stale check
+  // removes it.
+  if (lock_fd_ >= 0) close(lock_fd_);
+}
 
 absl::Status Instance::Remove() {
   if (removed_) return absl::OkStatus();
@@ -217,6 +294,9 @@ absl::Status Instance::Remove() {
                        "cannot remove ftrace instance " + path() + " (is a reader still open?)");
   }
   removed_ = true;
+  // Only now: unlocked before the rmdir, it could be taken for stale.
+  close(lock_fd_);
+  lock_fd_ = -1;
   return absl::OkStatus();
 }
 

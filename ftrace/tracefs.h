@@ -45,24 +45,64 @@ class Tracefs {
   bool mounted_by_us_ = false;
 };
 
-// One kernel ring buffer of our own: instances/ringside-<name>-<pid>. Never
-// the top-level buffer, so ringside coexists with trace-cmd, perf or another
-// ringside. Removed (tracing off, directory gone) on destruction.
+// One kernel ring buffer of our own: instances/ringside-<name>-<id>, <id>
+// 16 hex digits. Never the top-level buffer, so ringside coexists with
+// trace-cmd, perf or another ringside. Removed (tracing off, directory gone)
+// on destruction.
+//
+// Ownership must hold across PID and mount namespaces: a recorder in a
+// container and one on the host share one tracefs, but not pids (both may
+// be pid 1). So neither the name nor staleness uses a pid:
+//
+//  - Name: mkdir is atomic, so an EEXIST means another recorder has that
+//    name and we draw another <id> (random, from getrandom). Unique
+//    machine-wide whatever namespace each recorder is in.
+//  - Owner alive: the owner holds flock(LOCK_EX) on an fd of the instance
+//    directory for its whole life. tracefs is a single superblock behind
+//    every mount of it, in any mount namespace, so everyone locks the same
+//    inode. The lock goes with the owner's last fd, kill -9 included. The
+//    fd is of the directory, not a file inside it: files opened in an
+//    instance pin it (rmdir fails with EBUSY); a directory fd does not.
+//    (Both checked on Linux 6.18, the lock across two tracefs mounts in
+//    two mount namespaces.)
+//  - Stale: RemoveStaleInstances takes LOCK_EX|LOCK_NB on each
+//    ringside-*-<id>, and only if it gets it (nobody owns it) stops the
+//    instance and removes it, still holding the lock.
+//
+// Races: Create locks right after mkdir; a stale check that slips into that
+// gap locks and removes the new directory, so Create, once it holds the
+// lock, checks that the path is still its directory (same inode) and draws
+// a new name if not. The owner removes its directory before closing the
+// lock fd, so no check sees an owned instance unlocked. The lock fd is
+// O_CLOEXEC: a command ringside execs does not keep the instance alive, but
+// a fork() that does not exec shares the lock for as long as it lives.
+//
+// Instances of ringsides before this scheme, ringside-<name>-<pid>, hold no
+// lock, and their pid proves nothing from another namespace: they are left
+// alone (never removed, never stopped) and reported as legacy.
 class Instance {
  public:
   static constexpr char kPrefix[] = "ringside-";
 
-  // Creates the instance, first removing stale ones left by a ringside that
-  // died (named ringside-*-<pid> with no such process).
+  // Creates the instance, tracing off, first removing stale ones (see
+  // RemoveStaleInstances). `name` is non-empty, without '/'.
   static absl::StatusOr<std::unique_ptr<Instance>> Create(const Tracefs& tracefs,
                                                           const std::string& name);
   ~Instance();
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
 
-  // Removes instances/ringside-*-<pid> whose pid is not alive. Returns the
-  // names removed.
-  static std::vector<std::string> RemoveStaleInstances(const Tracefs& tracefs);
+  struct StaleInstances {
+    // Instances named ringside-*-<id> that nobody held: stopped and removed.
+    std::vector<std::string> removed;
+    // ringside-*-<pid> instances of older ringsides: left alone, for the
+    // caller to mention (rmdir them by hand once no old ringside runs).
+    std::vector<std::string> legacy;
+  };
+  // Removes every instances/ringside-*-<id> whose owner is gone (its lock is
+  // free), from any namespace. Touches no other instance. Best effort: one
+  // that cannot be removed (a reader still open somewhere) is only stopped.
+  static StaleInstances RemoveStaleInstances(const Tracefs& tracefs);
 
   // What enabling a list of events did. Each event is "group/name" or
   // "group/*", optionally with a filter.
@@ -101,7 +141,7 @@ class Instance {
   };
   absl::StatusOr<CpuStats> ReadCpuStats(int cpu) const;
 
-  // Path below the tracefs root ("instances/ringside-x-123").
+  // Path below the tracefs root ("instances/ringside-x-0123456789abcdef").
   const std::string& relative_path() const { return relative_path_; }
   std::string path() const { return tracefs_.root() + "/" + relative_path_; }
   const Tracefs& tracefs() const { return tracefs_; }
@@ -109,13 +149,16 @@ class Instance {
   absl::Status Remove();
 
  private:
-  Instance(Tracefs tracefs, std::string relative_path)
-      : tracefs_(std::move(tracefs)), relative_path_(std::move(relative_path)) {}
+  Instance(Tracefs tracefs, std::string relative_path, int lock_fd)
+      : tracefs_(std::move(tracefs)), relative_path_(std::move(relative_path)), lock_fd_(lock_fd) {}
   absl::Status EnableOne(const std::string& group, const std::string& name,
                          const std::string& filter);
 
   Tracefs tracefs_;
   std::string relative_path_;
+  // The instance directory, flock(LOCK_EX)ed while we own it; closed only
+  // after the directory is gone (or in the destructor if it never went).
+  int lock_fd_ = -1;
   bool removed_ = false;
 };
 

@@ -57,8 +57,7 @@ void WriteMarkers(const std::string& instance_path, const std::string& prefix, i
 }
 
 std::string InstancePath(const std::string& name) {
-  return absl::StrCat(ftrace::testing::KernelTracefs()->root(), "/instances/ringside-", name, "-",
-                      getpid());
+  return ftrace::testing::InstanceHeldByThisProcess(name);
 }
 
 TEST(FtraceDataSourceTest, ReaderThreadRecordsEveryMarkerInOrderWithStartAndEndStats) {

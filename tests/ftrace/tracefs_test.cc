@@ -4,7 +4,9 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -12,6 +14,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,7 @@
 #include "ftrace/cpu_reader.h"
 #include "ftrace/event_format.h"
 #include "ftrace/page_parser.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/kernel_tracefs.h"
 
@@ -107,18 +111,260 @@ TEST(TracefsTest, InstanceIsCreatedAndRemoved) {
   EXPECT_FALSE(DirExists(path));
 }
 
-TEST(TracefsTest, StaleInstancesOfDeadRingsidesAreRemovedLiveOnesKept) {
+// --- Ownership across processes and PID namespaces ---------------------------
+
+std::string Basename(const std::string& rel) { return rel.substr(rel.rfind('/') + 1); }
+
+// A tracefs file's contents, or the error (a removed instance must fail the
+// test that looks at it, not crash the binary).
+std::string Contents(const std::string& rel) {
+  absl::StatusOr<std::string> text = KernelTracefs()->Read(rel);
+  return text.ok() ? *text : text.status().ToString();
+}
+
+// Removes, at scope exit, instances that children of a test made and may
+// have left behind when the test failed or killed them. Only those.
+class RemoveAtExit {
+ public:
+  ~RemoveAtExit() {
+    for (const std::string& rel : rels_) {
+      if (!DirExists(KernelTracefs()->root() + "/" + rel)) continue;
+      (void)KernelTracefs()->Write(rel + "/tracing_on", "0");
+      (void)KernelTracefs()->Write(rel + "/events/enable", "0");
+      rmdir((KernelTracefs()->root() + "/" + rel).c_str());
+    }
+  }
+  void Add(const std::string& rel) { rels_.push_back(rel); }
+
+ private:
+  std::vector<std::string> rels_;
+};
+
+// Runs `body` as pid 1 of a new PID namespace, as a container's recorder
+// would: the caller unshares, and its child (the first process in the
+// namespace) runs `body`. Returns the body's exit status.
+int InNewPidNamespace(const std::function<int()>& body) {
+  if (unshare(CLONE_NEWPID) != 0) return 100;
+  const pid_t inner = fork();
+  if (inner < 0) return 101;
+  if (inner == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    _exit(getpid() == 1 ? body() : 102);
+  }
+  int status = 0;
+  if (waitpid(inner, &status, 0) != inner) return 103;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Another ringside, as far as its instance goes: a child process that
+// creates ringside-<name>-* tracing sched_switch, reports its path, and
+// records until told to finish; then checks that its instance is still
+// there and removes it. Killed and reaped at scope exit if still running.
+class Recorder {
+ public:
+  enum Where { kHere, kNewPidNamespace };
+
+  Recorder(const std::string& name, Where where) {
+    int report[2], go[2];
+    if (pipe2(report, O_CLOEXEC) != 0) return;
+    if (pipe2(go, O_CLOEXEC) != 0) {
+      close(report[0]);
+      close(report[1]);
+      return;
+    }
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      close(report[0]);
+      close(go[1]);
+      const auto body = [&] { return Record(name, report[1], go[0]); };
+      _exit(where == kNewPidNamespace ? InNewPidNamespace(body) : body());
+    }
+    // Only the child holds the write end: its exit is an EOF here.
+    close(report[1]);
+    close(go[0]);
+    report_fd_ = report[0];
+    go_fd_ = go[1];
+  }
+  ~Recorder() {
+    if (pid_ > 0) Kill();
+    if (report_fd_ >= 0) close(report_fd_);
+    if (go_fd_ >= 0) close(go_fd_);
+  }
+
+  // Its instance's path below the tracefs root, once it records; "" if it
+  // failed to create one.
+  std::string WaitForInstance() {
+    std::string line;
+    char c;
+    while (read(report_fd_, &c, 1) == 1 && c != '\n') line += c;
+    return line;
+  }
+  // Tells it to finish; its exit status is 0 if its instance was still
+  // there and it removed it.
+  int Finish() {
+    if (write(go_fd_, "g", 1) != 1) return -1;
+    return Wait();
+  }
+  // The wait status: killed by SIGKILL.
+  int Kill() {
+    kill(pid_, SIGKILL);
+    return Wait();
+  }
+
+ private:
+  static int Record(const std::string& name, int report_fd, int go_fd) {
+    absl::StatusOr<std::unique_ptr<Instance>> instance = Instance::Create(*KernelTracefs(), name);
+    if (!instance.ok()) return 1;
+    if ((*instance)->EnableEvents({{"sched/sched_switch", ""}}).enabled.size() != 1) return 2;
+    if (!(*instance)->SetTracingOn(true).ok()) return 3;
+    const std::string line = (*instance)->relative_path() + "\n";
+    if (write(report_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return 4;
+    char c;
+    if (read(go_fd, &c, 1) != 1) return 5;
+    if (!DirExists((*instance)->path())) return 6;
+    if (!(*instance)->Remove().ok()) return 7;
+    return 0;
+  }
+  int Wait() {
+    int status = -1;
+    if (pid_ > 0) waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+
+  pid_t pid_ = -1;
+  int report_fd_ = -1;
+  int go_fd_ = -1;
+};
+
+bool ExitedWith(int status, int code) { return WIFEXITED(status) && WEXITSTATUS(status) == code; }
+
+TEST(TracefsTest, TwoInstancesOfOneProcessGetDistinctNamesAndKeepEachOther) {
   RINGSIDE_REQUIRE_TRACEFS();
   const Tracefs& tracefs = *KernelTracefs();
-  const std::string stale = absl::StrCat("ringside-crashed-", DeadPid());
-  const std::string live = absl::StrCat("ringside-alive-", getppid());
-  ASSERT_EQ(mkdir((tracefs.root() + "/instances/" + stale).c_str(), 0700), 0);
-  ASSERT_EQ(mkdir((tracefs.root() + "/instances/" + live).c_str(), 0700), 0);
-  std::vector<std::string> removed = Instance::RemoveStaleInstances(tracefs);
-  EXPECT_EQ(removed, std::vector<std::string>{stale});
-  EXPECT_FALSE(DirExists(tracefs.root() + "/instances/" + stale));
-  EXPECT_TRUE(DirExists(tracefs.root() + "/instances/" + live));
-  rmdir((tracefs.root() + "/instances/" + live).c_str());
+  auto first = Instance::Create(tracefs, "t-twin");
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = Instance::Create(tracefs, "t-twin");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE((*first)->relative_path(), (*second)->relative_path());
+  const Instance::StaleInstances stale = Instance::RemoveStaleInstances(tracefs);
+  EXPECT_THAT(stale.removed,
+              ::testing::Not(::testing::Contains(Basename((*first)->relative_path()))));
+  EXPECT_THAT(stale.removed,
+              ::testing::Not(::testing::Contains(Basename((*second)->relative_path()))));
+  EXPECT_TRUE(DirExists((*first)->path()));
+  EXPECT_TRUE(DirExists((*second)->path()));
+}
+
+TEST(TracefsTest, InstanceOfASigkilledOwnerIsRemovedByTheNextCreate) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const Tracefs& tracefs = *KernelTracefs();
+  RemoveAtExit cleanup;
+  Recorder owner("t-killed", Recorder::kHere);
+  const std::string rel = owner.WaitForInstance();
+  ASSERT_FALSE(rel.empty());
+  cleanup.Add(rel);
+  ASSERT_TRUE(WIFSIGNALED(owner.Kill()));
+  // Orphaned, and the kernel keeps tracing into it.
+  ASSERT_TRUE(DirExists(tracefs.root() + "/" + rel));
+  EXPECT_EQ(Contents(rel + "/tracing_on"), "1\n");
+
+  auto next = Instance::Create(tracefs, "t-next");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_FALSE(DirExists(tracefs.root() + "/" + rel));
+}
+
+TEST(TracefsTest, StaleCheckRemovesAndNamesTheInstanceOfASigkilledOwner) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const Tracefs& tracefs = *KernelTracefs();
+  RemoveAtExit cleanup;
+  Recorder owner("t-killed", Recorder::kHere);
+  const std::string rel = owner.WaitForInstance();
+  ASSERT_FALSE(rel.empty());
+  cleanup.Add(rel);
+  ASSERT_TRUE(WIFSIGNALED(owner.Kill()));
+
+  const Instance::StaleInstances stale = Instance::RemoveStaleInstances(tracefs);
+  EXPECT_THAT(stale.removed, ::testing::Contains(Basename(rel)));
+  EXPECT_FALSE(DirExists(tracefs.root() + "/" + rel));
+}
+
+TEST(TracefsTest, InstanceOfALiveOwnerIsKeptTracing) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const Tracefs& tracefs = *KernelTracefs();
+  RemoveAtExit cleanup;
+  Recorder owner("t-alive", Recorder::kHere);
+  const std::string rel = owner.WaitForInstance();
+  ASSERT_FALSE(rel.empty());
+  cleanup.Add(rel);
+
+  const Instance::StaleInstances stale = Instance::RemoveStaleInstances(tracefs);
+  EXPECT_THAT(stale.removed, ::testing::Not(::testing::Contains(Basename(rel))));
+  EXPECT_EQ(Contents(rel + "/tracing_on"), "1\n");
+  EXPECT_EQ(Contents(rel + "/events/sched/sched_switch/enable"), "1\n");
+  EXPECT_TRUE(ExitedWith(owner.Finish(), 0));
+  EXPECT_FALSE(DirExists(tracefs.root() + "/" + rel));
+}
+
+// A recorder in a container used to see no process with the host
+// recorder's pid and remove its instance.
+TEST(TracefsTest, RecorderInANewPidNamespaceLeavesTheHostInstanceTracing) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const Tracefs& tracefs = *KernelTracefs();
+  auto host = Instance::Create(tracefs, "t-ns");
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_EQ((*host)->EnableEvents({{"sched/sched_switch", ""}}).enabled.size(), 1u);
+  ASSERT_TRUE((*host)->SetTracingOn(true).ok());
+
+  RemoveAtExit cleanup;
+  Recorder container("t-ns", Recorder::kNewPidNamespace);
+  const std::string rel = container.WaitForInstance();
+  ASSERT_FALSE(rel.empty());
+  cleanup.Add(rel);
+  EXPECT_NE(rel, (*host)->relative_path());
+  EXPECT_TRUE(ExitedWith(container.Finish(), 0));
+
+  ASSERT_TRUE(DirExists((*host)->path()));
+  EXPECT_EQ(Contents((*host)->relative_path() + "/tracing_on"), "1\n");
+  EXPECT_EQ(Contents((*host)->relative_path() + "/events/sched/sched_switch/enable"), "1\n");
+}
+
+// Both are pid 1, which used to give both the same instance name.
+TEST(TracefsTest, PidOneRecordersInTwoPidNamespacesCoexist) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  RemoveAtExit cleanup;
+  Recorder a("t-pid1", Recorder::kNewPidNamespace);
+  const std::string rel_a = a.WaitForInstance();
+  ASSERT_FALSE(rel_a.empty());
+  cleanup.Add(rel_a);
+  // B creates (and checks for stale instances) while A records.
+  Recorder b("t-pid1", Recorder::kNewPidNamespace);
+  const std::string rel_b = b.WaitForInstance();
+  ASSERT_FALSE(rel_b.empty());
+  cleanup.Add(rel_b);
+
+  EXPECT_NE(rel_a, rel_b);
+  EXPECT_EQ(Contents(rel_a + "/tracing_on"), "1\n");
+  EXPECT_EQ(Contents(rel_b + "/tracing_on"), "1\n");
+  // Each still finds its own instance at the end.
+  EXPECT_TRUE(ExitedWith(a.Finish(), 0));
+  EXPECT_TRUE(ExitedWith(b.Finish(), 0));
+}
+
+// Their pid says nothing from another PID namespace, and they hold no lock:
+// removing one could stop a live recorder.
+TEST(TracefsTest, InstancesOfOlderRingsidesNamedByPidAreLeftAlone) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const Tracefs& tracefs = *KernelTracefs();
+  const std::string name = absl::StrCat("ringside-t-legacy-", DeadPid());
+  RemoveAtExit cleanup;
+  ASSERT_EQ(mkdir((tracefs.root() + "/instances/" + name).c_str(), 0700), 0);
+  cleanup.Add("instances/" + name);
+  const Instance::StaleInstances stale = Instance::RemoveStaleInstances(tracefs);
+  EXPECT_THAT(stale.removed, ::testing::Not(::testing::Contains(name)));
+  EXPECT_THAT(stale.legacy, ::testing::Contains(name));
+  EXPECT_TRUE(DirExists(tracefs.root() + "/instances/" + name));
 }
 
 TEST(TracefsTest, EnablesKnownEventsAndNamesUnknownOnesAndBadFilters) {

@@ -1,5 +1,8 @@
 #include "tests/testing/kernel_tracefs.h"
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <optional>
 
 #include "gtest/gtest.h"
@@ -29,6 +32,26 @@ class UnmountAtExit : public ::testing::Environment {
 const absl::StatusOr<Tracefs>& KernelTracefs() {
   if (!Slot().has_value()) Slot() = Tracefs::Open();
   return *Slot();
+}
+
+std::string InstanceHeldByThisProcess(const std::string& name) {
+  const std::string wanted = std::string("/instances/") + Instance::kPrefix + name + "-";
+  DIR* fds = opendir("/proc/self/fd");
+  if (fds == nullptr) return "";
+  std::string found;
+  while (dirent* entry = readdir(fds)) {
+    const std::string link = std::string("/proc/self/fd/") + entry->d_name;
+    char target[4096];
+    const ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    const std::string path(target, static_cast<size_t>(n));
+    const size_t at = path.find(wanted);
+    // Exactly <id> after the name: not ringside-<name>-more-<id>, nor a
+    // removed directory (" (deleted)").
+    if (at != std::string::npos && path.size() == at + wanted.size() + 16) found = path;
+  }
+  closedir(fds);
+  return found;
 }
 
 }  // namespace ringside::ftrace::testing

@@ -1,6 +1,8 @@
 #ifndef RINGSIDE_TESTS_TESTING_KERNEL_TRACEFS_H_
 #define RINGSIDE_TESTS_TESTING_KERNEL_TRACEFS_H_
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "ftrace/tracefs.h"
 
@@ -11,6 +13,12 @@ namespace ringside::ftrace::testing {
 // mounted it, so the kernel is left as it was found. Tests skip, naming the
 // missing privilege, when it cannot be had.
 const absl::StatusOr<Tracefs>& KernelTracefs();
+
+// The path of the instance ringside-<name>-<id> that this process owns
+// (holds the lock fd of), for tests that create one through a data source;
+// "" if none. Other processes' instances of the same name (another test run)
+// are not it.
+std::string InstanceHeldByThisProcess(const std::string& name);
 
 }  // namespace ringside::ftrace::testing
 
