@@ -505,6 +505,7 @@ absl::StatusOr<Recording::Summary> Recording::StopAndWrite() {
       bs->set_padding_bytes_cleared(s.padding_bytes_cleared);
       bs->set_chunks_written(s.chunks_written);
       bs->set_chunks_rewritten(s.chunks_rewritten);
+      bs->set_chunks_relocated(s.chunks_relocated);
       bs->set_chunks_overwritten(s.chunks_overwritten);
       bs->set_chunks_discarded(s.chunks_discarded);
       bs->set_chunks_read(s.chunks_read);

@@ -89,9 +89,9 @@ constexpr size_t kGuardSize = 4096;
 
 std::unique_ptr<TraceBuffer> TraceBuffer::Create(size_t size_bytes, OverwritePolicy policy) {
   static_assert(sizeof(TBChunk) == kTBChunkHeaderSize);
-  if (size_bytes < kMinSize || size_bytes > kMaxSize) return nullptr;
-  const size_t size = (size_bytes + 4095) & ~size_t{4095};
-  if (size > kMaxSize) return nullptr;
+  if (size_bytes > kMaxSize) return nullptr;
+  // Any size a config can ask for is usable: less than a page is a page.
+  const size_t size = std::max(kPageSize, (size_bytes + kPageSize - 1) & ~(kPageSize - 1));
   // Inaccessible guard pages on both sides turn any access outside the
   // buffer into a fault instead of a silent read of other memory.
   void* base = mmap(nullptr, size + 2 * kGuardSize, PROT_NONE,
@@ -204,16 +204,17 @@ void TraceBuffer::CopyChunkUntrusted(ProducerID producer_id_trusted,
     // Not a chunk any producer can have: refuse it whole.
     stats_.abi_violations++;
     stats_.data_loss_chunk_corrupted++;
-    AddLoss(seq, kDataLossChunkCorrupted);
+    MarkRefused(seq, chunk_id, kDataLossChunkCorrupted);
   } else if (const ptrdiff_t index = FindChunkIndex(seq, chunk_id); index >= 0) {
     Recommit(seq, static_cast<size_t>(index), chunk_flags, chunk_complete, src, size,
              num_fragments);
   } else if (seq.has_last_consumed && !IsAfter(chunk_id, seq.last_consumed)) {
     // The sequence already moved past this ChunkID. The one legitimate case is
-    // the final commit of a scraped chunk that an overwrite evicted: admit it
-    // again, skipping the bytes that were consumed before the eviction.
-    const bool readmit = chunk_complete && seq.has_evicted_incomplete &&
-                         seq.evicted_incomplete_id == chunk_id && seq.last_consumed == chunk_id;
+    // a scraped chunk that an overwrite evicted, committed again (finally, or
+    // by a newer scrape) before anything later of its sequence was consumed:
+    // admit it again, skipping the bytes consumed before the eviction.
+    const bool readmit = seq.has_evicted_incomplete && seq.evicted_incomplete_id == chunk_id &&
+                         seq.last_consumed == chunk_id;
     const Tokenized t = Tokenize(src, size, num_fragments, chunk_complete);
     if (readmit && t.payload_size >= seq.evicted_incomplete_consumed) {
       seq.has_evicted_incomplete = false;
@@ -241,7 +242,7 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
   const int64_t offset = AllocateChunk(max_outer);
   if (offset < 0) {
     stats_.chunks_discarded++;
-    AddLoss(seq, 0);
+    MarkRefused(seq, chunk_id, 0);
     return;
   }
   if (seq.has_last_consumed && !IsAfter(chunk_id, seq.last_consumed)) {
@@ -345,7 +346,13 @@ void TraceBuffer::Recommit(SequenceState& seq, size_t index, uint8_t flags, bool
     return;
   }
   const uint32_t reserved = complete ? t.payload_size : static_cast<uint32_t>(size);
-  if (kTBChunkHeaderSize + reserved <= old->outer_size()) {
+  // In place, unless making room for the chunk would erase its old copy: the
+  // ring has come round to it, so rewriting it there would leave it first in
+  // line to be overwritten, and ahead in buffer order of data written after
+  // it. Storing it anew at the write position keeps it, as Perfetto does.
+  const bool fits = kTBChunkHeaderSize + reserved <= old->outer_size();
+  const uint32_t new_outer = AlignUp(kTBChunkHeaderSize + static_cast<uint32_t>(size));
+  if (fits && !NextAllocationErases(ref.offset, new_outer)) {
     // In place, keeping the read position.
     std::memcpy(old->payload() + old->payload_size, src + old->payload_size,
                 reserved - old->payload_size);
@@ -362,7 +369,7 @@ void TraceBuffer::Recommit(SequenceState& seq, size_t index, uint8_t flags, bool
     return;
   }
 
-  // It outgrew its reservation: store it anew and retire the old copy.
+  // Store it anew and retire the old copy, which is dead space from now on.
   const uint16_t consumed = old->payload_consumed;
   old->flags |= kErased;
   seq.chunks.erase(index);
@@ -370,6 +377,15 @@ void TraceBuffer::Recommit(SequenceState& seq, size_t index, uint8_t flags, bool
   stats_.chunks_relocated++;
   seq.stalled_in_pass = 0;
   StoreChunk(seq, ref.chunk_id, flags, complete, src, size, num_fragments, consumed);
+}
+
+bool TraceBuffer::NextAllocationErases(uint32_t offset, uint32_t outer_size) const {
+  if (policy_ == OverwritePolicy::kDiscard || outer_size > size_) return false;
+  if (wr_ + uint64_t{outer_size} > size_) {
+    // The wrap erases the whole older lap, then [0, outer_size).
+    return offset >= wr_ || offset < outer_size;
+  }
+  return data_end_ > wr_ && offset >= wr_ && offset < wr_ + outer_size;
 }
 
 int64_t TraceBuffer::AllocateChunk(uint32_t outer_size) {
@@ -451,15 +467,39 @@ void TraceBuffer::DeleteChunk(uint32_t offset) {
   }
 }
 
+void TraceBuffer::MarkRefused(SequenceState& seq, ChunkID chunk_id, uint32_t reasons) {
+  // Packets of chunks before it were written before the loss: only a chunk
+  // after it may carry the flag (see CheckForGap).
+  if (!seq.has_refused || IsAfter(seq.refused_id, chunk_id)) seq.refused_id = chunk_id;
+  seq.has_refused = true;
+  seq.refused_loss |= reasons;
+}
+
 void TraceBuffer::CheckForGap(SequenceState& seq, TBChunk* c) {
   if (c->flags & kSeen) return;
   c->flags |= kSeen;
-  // The first chunk a sequence ever shows is 0 unless earlier ones were lost.
-  const ChunkID expected = seq.has_last_consumed ? seq.last_consumed + 1 : 0;
-  if (c->chunk_id != expected) {
+  // Without a chunk consumed before, a first ChunkID above 0 is no evidence of
+  // a loss (see the class comment): like Perfetto, only gaps after one count.
+  if (seq.has_last_consumed && c->chunk_id != seq.last_consumed + 1) {
     stats_.data_loss_read_gap++;
-    stats_.data_loss_missing_chunks += c->chunk_id - expected;
+    stats_.data_loss_missing_chunks += c->chunk_id - (seq.last_consumed + 1);
     AddLoss(seq, kDataLossReadGap);
+  }
+  if (seq.has_refused && IsAfter(c->chunk_id, seq.refused_id)) {
+    AddLoss(seq, seq.refused_loss);
+    seq.has_refused = false;
+    seq.refused_loss = 0;
+  }
+  if (seq.has_evicted_incomplete && IsAfter(c->chunk_id, seq.evicted_incomplete_id)) {
+    // The evicted scraped chunk was not committed again before the sequence
+    // moved on: the fragment its writer was writing is lost after all.
+    seq.has_evicted_incomplete = false;
+    if (seq.evicted_incomplete_uncounted_bytes > 0) {
+      stats_.chunks_overwritten++;
+      stats_.bytes_overwritten += seq.evicted_incomplete_uncounted_bytes;
+      stats_.data_loss_overwrite++;
+      AddLoss(seq, kDataLossOverwrite);
+    }
   }
 }
 
@@ -499,7 +539,8 @@ bool TraceBuffer::TryPatchChunkContents(ProducerID producer_id, WriterID writer_
   bool valid = header > 0 && fragment_size != kPacketSizeDropPacket;
   for (size_t i = 0; valid && i < n; i++) {
     const size_t off = patches[i].offset_untrusted;
-    valid = off >= data_begin && off <= c->payload_size && c->payload_size - off >= 4;
+    valid = off >= data_begin && off >= c->payload_consumed && off <= c->payload_size &&
+            c->payload_size - off >= 4;
   }
   if (!valid) {
     stats_.patches_failed += n;
@@ -614,17 +655,20 @@ void TraceBuffer::PopFrontChunk(SequenceState& seq, Mode mode) {
   const ChunkRef ref = seq.chunks.front();
   TBChunk* c = ChunkAt(ref.offset);
   if (mode == Mode::kErase) {
-    const bool incomplete = (c->flags & kIncomplete) != 0;
-    if ((c->flags & kLostInErase) != 0 || incomplete) {
+    const bool lost = (c->flags & kLostInErase) != 0;
+    if (lost) {
       stats_.chunks_overwritten++;
       stats_.bytes_overwritten += c->outer_size();
       stats_.data_loss_overwrite++;
       AddLoss(seq, kDataLossOverwrite);
     }
-    if (incomplete) {
+    if (c->flags & kIncomplete) {
+      // Its unreadable last fragment is lost only if the chunk is not
+      // committed again before the sequence moves on (see CheckForGap).
       seq.has_evicted_incomplete = true;
       seq.evicted_incomplete_id = ref.chunk_id;
       seq.evicted_incomplete_consumed = c->payload_consumed;
+      seq.evicted_incomplete_uncounted_bytes = lost ? 0 : c->outer_size();
     }
   } else {
     stats_.chunks_read++;
@@ -746,17 +790,24 @@ TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
       lost_reason = kDataLossReassemblyGap;
       break;
     }
-    if ((next->flags & kFirstPacketContinuesFromPrevChunk) == 0 || next->payload_consumed != 0) {
-      lost_reason = kDataLossReassemblyBrokenChain;
-      break;
-    }
     if (next->payload_size == 0) {
       if (next->flags & kIncomplete) {
         // Its final commit may bring the fragment: wait, unless erasing.
         lost_reason = mode == Mode::kRead ? 0u : uint32_t{kDataLossOverwrite};
-      } else {
-        lost_reason = kDataLossReassemblyBrokenChain;
+        break;
       }
+      if (next->flags & kCorrupted) {
+        // The continuation it carried was malformed and dropped.
+        lost_reason = kDataLossReassemblyBrokenChain;
+        break;
+      }
+      // A chunk with no fragments at all (an idle writer flushed it) carries
+      // nothing of this packet nor breaks it: the chain goes on after it.
+      prev_id = ref.chunk_id;
+      continue;
+    }
+    if ((next->flags & kFirstPacketContinuesFromPrevChunk) == 0 || next->payload_consumed != 0) {
+      lost_reason = kDataLossReassemblyBrokenChain;
       break;
     }
     uint32_t piece_size = 0;

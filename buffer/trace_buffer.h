@@ -84,13 +84,37 @@ enum DataLoss : uint32_t {
 //
 // A packet split over chunks is reassembled by following the next ChunkIDs of
 // its sequence; that may consume the first fragment of a chunk beyond the one
-// the outer walk is on, whose other packets are left for later.
+// the outer walk is on, whose other packets are left for later. A chunk with
+// no fragments in the chain (an idle writer flushed it) is skipped over.
 //
 // Stalls. A chunk still waiting for patches (kChunkNeedsPatching) cannot have
 // its last fragment read; a scraped chunk (chunk_complete = false) cannot have
 // its last fragment read at all, and may be completed by a later recommit. The
 // inner walk stops there and the sequence is skipped until the next
 // BeginRead(); other sequences keep reading.
+//
+// Recommits. The final commit (or a newer scrape) of a scraped chunk is
+// written over its copy in place (chunks_rewritten), keeping what was read,
+// unless the copy is among what making room for the chunk would erase: the
+// ring has come round to it. It is then stored anew at the write position and
+// the old copy retired (chunks_relocated), so nothing in it is lost and it
+// reads after the data written before it. A scraped chunk evicted by the ring
+// is admitted again by its next commit (final or scrape), as long as nothing
+// later of its sequence was consumed meanwhile; only its unread bytes come
+// back, and if all that could be read had been read, its eviction is no loss.
+// Its unreadable last fragment is counted lost (chunks_overwritten, OVERWRITE)
+// only once a later chunk of the sequence is read without it coming back.
+//
+// Losses are flagged on the first packet after them, never on one written
+// before: a chunk refused (DISCARD full, oversized) is flagged on the first
+// chunk after it in ChunkID order that gets read. READ_GAP flags a ChunkID
+// gap after a chunk the sequence consumed. A sequence's first chunk having an
+// ID above 0 is not flagged, as in Perfetto: the IDs a writer skipped never
+// reached the buffer and would be accounted where they were lost (a refusal
+// here is flagged as above; writer-side drops carry a drop marker), while a
+// sequence whose state was swept after kKeepLastEmptySeq newer ones emptied
+// comes back with an ID above 0 after data that was read whole, where a
+// READ_GAP would report a loss that never happened.
 //
 // Overwrites. Deleting chunks to make room runs the same inner walk in erase
 // mode: it never stalls, hands every valid packet to the overwrite observer (in
@@ -131,7 +155,9 @@ class TraceBuffer {
     uint64_t padding_bytes_cleared = 0;
     uint64_t chunks_written = 0;
     uint64_t chunks_rewritten = 0;  // Recommits applied in place.
-    uint64_t chunks_relocated = 0;  // Recommits that needed a new place.
+    // Recommits stored anew at the write position: the old copy was in the
+    // way of the ring, had no room for them, or was evicted (re-admissions).
+    uint64_t chunks_relocated = 0;
     uint64_t chunks_overwritten = 0;
     uint64_t chunks_discarded = 0;
     uint64_t chunks_read = 0;
@@ -161,11 +187,13 @@ class TraceBuffer {
   // Empty sequence states kept alive so a returning writer's gaps are still
   // detected; older empty ones are swept.
   static constexpr size_t kKeepLastEmptySeq = 1024;
-  static constexpr size_t kMinSize = 4096;
-  static constexpr size_t kMaxSize = (size_t{1} << 32) - 4096;  // Offsets are 32-bit.
+  static constexpr size_t kPageSize = 4096;
+  static constexpr size_t kMaxSize = (size_t{1} << 32) - kPageSize;  // Offsets are 32-bit.
 
-  // Returns nullptr if `size_bytes` is below kMinSize or above kMaxSize, or if
-  // the memory cannot be mapped. The size is rounded up to a multiple of 4 KiB.
+  // The buffer holds `size_bytes` rounded up to a multiple of kPageSize (so
+  // anything below a page, 0 included, gets one page, as in Perfetto).
+  // Returns nullptr if `size_bytes` is above kMaxSize or the memory cannot be
+  // mapped.
   static std::unique_ptr<TraceBuffer> Create(size_t size_bytes,
                                              OverwritePolicy policy = OverwritePolicy::kOverwrite);
 
@@ -184,9 +212,18 @@ class TraceBuffer {
 
   // Applies `n` patches to the last fragment of a chunk. When
   // `other_patches_pending` is false the chunk stops waiting for patches.
-  // Returns false if the chunk is not (or no longer) in the buffer or a patch
-  // lies outside the chunk's last fragment (then the fragment is dropped and
-  // the loss flagged).
+  // Returns false if the chunk is not (or no longer) in the buffer, is not
+  // waiting for patches, or a patch lies outside the chunk's unread last
+  // fragment (then the fragment is dropped and the loss flagged).
+  //
+  // Perfetto applies a patch to any chunk still held; we also require the
+  // chunk's kChunkNeedsPatching, because no producer that follows the chunk
+  // ABI sends a patch for a chunk without it: a writer sets the flag on the
+  // chunk before committing it whenever it leaves a size field there to patch,
+  // and when it patches such a chunk itself (still uncommitted, in its shared
+  // memory) it clears the flag and sends no patch. Only a flagged chunk is
+  // held back from readers, so only there can a patch be sure to land before
+  // the bytes are read; on an unflagged chunk it would race the reader.
   bool TryPatchChunkContents(ProducerID producer_id, WriterID writer_id, ChunkID chunk_id,
                              const Patch* patches, size_t n, bool other_patches_pending);
 
@@ -246,6 +283,14 @@ class TraceBuffer {
     bool has_evicted_incomplete = false;
     ChunkID evicted_incomplete_id = 0;
     uint16_t evicted_incomplete_consumed = 0;
+    // Its outer size if its eviction has not been counted as a loss yet (0:
+    // counted), to count once the sequence moves on without it.
+    uint32_t evicted_incomplete_uncounted_bytes = 0;
+    // The lowest ChunkID the buffer refused (DISCARD full, oversized) and the
+    // DataLoss bits to flag on the first chunk after it that is read.
+    bool has_refused = false;
+    ChunkID refused_id = 0;
+    uint32_t refused_loss = 0;
     // DataLoss bits to report on the next packet read from the sequence.
     uint32_t pending_loss = 0;
     // The read pass in which the sequence stalled (0: never).
@@ -269,6 +314,8 @@ class TraceBuffer {
   // Writing.
   void Recommit(SequenceState& seq, size_t index, uint8_t flags, bool complete, const uint8_t* src,
                 size_t size, uint16_t num_fragments);
+  // True if reserving `outer_size` bytes now would erase the chunk at `offset`.
+  bool NextAllocationErases(uint32_t offset, uint32_t outer_size) const;
   // Reserves `outer_size` bytes at the write cursor, deleting what is there.
   // Returns the offset, or -1 if the buffer refuses the chunk (DISCARD full).
   int64_t AllocateChunk(uint32_t outer_size);
@@ -290,7 +337,10 @@ class TraceBuffer {
   // Removes the front chunk of `seq` (fully consumed, or erased in kErase).
   void PopFrontChunk(SequenceState& seq, Mode mode);
   void AddLoss(SequenceState& seq, uint32_t reasons);
-  // The ChunkID gap check, done once per chunk when it reaches the front.
+  // Remembers a chunk the buffer refused, to flag the loss after it.
+  void MarkRefused(SequenceState& seq, ChunkID chunk_id, uint32_t reasons);
+  // The loss checks done once per chunk when it reaches the front: ChunkID
+  // gaps, refused chunks before it, an evicted scraped chunk never recommitted.
   void CheckForGap(SequenceState& seq, TBChunk* c);
   void ReportCorruption(SequenceState& seq, TBChunk* c);
   void OnSequenceEmpty(SequenceState& seq);

@@ -17,7 +17,8 @@ namespace {
 // Builds scripts in the harness's encoding: [op][sequence][arguments...].
 class ScriptBuilder {
  public:
-  // `capacity_steps[i]` sets sequence i's chunk payload to 64 + 60 * step.
+  // `capacity_steps[i]` sets sequence i's chunk payload to 64 + 60 * (step %
+  // 16), and its first ChunkID to (step / 16) * 0x11111111.
   explicit ScriptBuilder(const std::vector<uint8_t>& capacity_steps) {
     for (uint8_t s : capacity_steps) bytes_.push_back(s);
   }
@@ -37,6 +38,7 @@ class ScriptBuilder {
   ScriptBuilder& ReadAll() { return Op(6, 0); }
   ScriptBuilder& Clone() { return Op(7, 0); }
   ScriptBuilder& TogglePatching(uint8_t seq) { return Op(10, seq); }
+  ScriptBuilder& ToggleEmptyChunks(uint8_t seq) { return Op(11, seq); }
   const std::vector<uint8_t>& bytes() const { return bytes_; }
 
  private:
@@ -66,7 +68,10 @@ HarnessResult RunScript(const std::vector<uint8_t>& script, size_t buffer_size) 
 std::vector<uint8_t> RandomScript(uint32_t seed, int operations) {
   std::mt19937 rng(seed);
   std::vector<uint8_t> capacities;
-  for (int i = 0; i < 6; i++) capacities.push_back(static_cast<uint8_t>(rng() % 16));
+  for (int i = 0; i < 6; i++) {
+    const uint32_t first_id = rng() % 4 == 0 ? rng() % 16 : 0;
+    capacities.push_back(static_cast<uint8_t>(first_id << 4 | rng() % 16));
+  }
   ScriptBuilder b(capacities);
   for (int i = 0; i < operations; i++) {
     const uint8_t seq = static_cast<uint8_t>(rng() % 6);
@@ -85,8 +90,10 @@ std::vector<uint8_t> RandomScript(uint32_t seed, int operations) {
       case 5:
         if (rng() % 3 == 0)
           b.Drop(seq, static_cast<uint8_t>(1 + rng() % 5));
-        else
+        else if (rng() % 2 == 0)
           b.TogglePatching(seq);
+        else
+          b.ToggleEmptyChunks(seq);
         break;
       case 6:
         b.Patch(seq, static_cast<uint8_t>(rng() % 4));
@@ -157,6 +164,30 @@ TEST(TraceBufferModelTest, PatchAfterPartialRead) {
   HarnessResult r = RunScript(b.bytes(), 1 << 20);
   ASSERT_TRUE(r.ok) << r.failure;
   EXPECT_EQ(r.packets_checked_against_model, 3u);
+}
+
+TEST(TraceBufferModelTest, EmptyChunksInsideSplitPackets) {
+  ScriptBuilder b({0, 0, 1, 1, 15, 15});  // Small chunks: packets split.
+  b.ToggleEmptyChunks(0).ToggleEmptyChunks(2).TogglePatching(2);
+  b.Write(0, 3, 200).Write(2, 2, 300).Flush(0, 1).Flush(2).ReadAll();
+  b.Patch(2, 3).Patch(2, 3).ReadAll().Write(0, 1, 150).Scrape(0).ReadAll().Flush(0, 3).ReadAll();
+  HarnessResult r = RunScript(b.bytes(), 1 << 20);
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_EQ(r.packets_checked_against_model, 6u);
+  EXPECT_EQ(r.losses_flagged, 0u);
+}
+
+TEST(TraceBufferModelTest, SequencesWhoseChunkIdsStartAboveZero) {
+  // First ChunkIDs 0x11111111, 0x55555555 and 0xffffffff (wraps at once).
+  ScriptBuilder b({0x14, 0x54, 0xf0, 0xf4, 4, 4});
+  for (uint8_t seq = 0; seq < 4; seq++) b.Write(seq, 3, 200).Flush(seq, seq);
+  b.ReadSome(2, true).Scrape(1).ReadAll();
+  for (uint8_t seq = 0; seq < 4; seq++) b.Write(seq, 1, 40).Flush(seq);
+  b.ReadAll();
+  HarnessResult r = RunScript(b.bytes(), 1 << 20);
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_EQ(r.packets_checked_against_model, 16u);
+  EXPECT_EQ(r.losses_flagged, 0u);
 }
 
 TEST(TraceBufferModelTest, OverwriteOfAStalledChunk) {

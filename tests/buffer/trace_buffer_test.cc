@@ -86,15 +86,32 @@ std::vector<std::string> Data(std::initializer_list<const char*> items) {
 
 // --- Creation ----------------------------------------------------------------
 
-TEST_F(TraceBufferTest, CreateRejectsBadSizesAndRoundsUpToPages) {
-  EXPECT_EQ(TraceBuffer::Create(0), nullptr);
-  EXPECT_EQ(TraceBuffer::Create(4095), nullptr);
-  EXPECT_EQ(TraceBuffer::Create(size_t{8} << 30), nullptr);
+TEST_F(TraceBufferTest, CreateRoundsSizesBelowAPageUpToOnePage) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{100}, size_t{4095}}) {
+    auto b = TraceBuffer::Create(size);
+    ASSERT_NE(b, nullptr) << size;
+    EXPECT_EQ(b->size(), 4096u) << size;
+    EXPECT_EQ(b->stats().buffer_size, 4096u) << size;
+  }
+  // And it is a working buffer.
+  CreateBuffer(10);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("small"));
+  EXPECT_EQ(ReadData(), Data({"small"}));
+}
+
+TEST_F(TraceBufferTest, CreateRoundsSizesUpToPageMultiples) {
+  EXPECT_EQ(TraceBuffer::Create(4096)->size(), 4096u);
+  EXPECT_EQ(TraceBuffer::Create(4097)->size(), 8192u);
   auto b = TraceBuffer::Create(5000);
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->size(), 8192u);
   EXPECT_FALSE(b->has_data());
   EXPECT_EQ(b->used_size(), 0u);
+}
+
+TEST_F(TraceBufferTest, CreateRejectsSizesBeyond32BitOffsets) {
+  EXPECT_EQ(TraceBuffer::Create(size_t{8} << 30), nullptr);
+  EXPECT_EQ(TraceBuffer::Create(TraceBuffer::kMaxSize + 1), nullptr);
 }
 
 // --- Basic writing and reading -----------------------------------------------
@@ -244,6 +261,39 @@ TEST_F(TraceBufferTest, DiscardStopsAcceptingAtTheEndReadOrNot) {
   EXPECT_TRUE(ReadAll().empty());
 }
 
+TEST_F(TraceBufferTest, DiscardLossIsNotFlaggedOnPacketsWrittenBeforeTheRefusedChunk) {
+  CreateBuffer(4096, OverwritePolicy::kDiscard);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").AddFragment("b"));
+  Commit(2, ChunkOfOuterSize(0, 1, 4000, 'f'));
+  Commit(1, ChunkBuilder(1, 1).AddFragment(std::string(200, 'c')));  // Does not fit.
+  EXPECT_EQ(buf_->stats().chunks_discarded, 1u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].data, "a");
+  EXPECT_EQ(r[0].loss, 0u);
+  EXPECT_EQ(r[1].data, "b");
+  EXPECT_EQ(r[1].loss, 0u);
+  EXPECT_EQ(r[2].data[0], 'f');
+  EXPECT_EQ(r[2].loss, 0u);
+}
+
+TEST_F(TraceBufferTest, DiscardLossIsFlaggedOnTheFirstPacketAfterTheRefusedChunk) {
+  CreateBuffer(4096, OverwritePolicy::kDiscard);
+  // An out-of-order batch: chunk 1 gets in, chunk 0 then finds the buffer full.
+  Commit(2, ChunkOfOuterSize(0, 1, 3900, 'f'));
+  Commit(1, ChunkBuilder(1, 1).AddFragment("b").AddFragment("c"));
+  Commit(1, ChunkBuilder(0, 1).AddFragment(std::string(200, 'a')));
+  EXPECT_EQ(buf_->stats().chunks_discarded, 1u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].data[0], 'f');
+  EXPECT_EQ(r[0].loss, 0u);
+  EXPECT_EQ(r[1].data, "b");
+  EXPECT_EQ(r[1].loss, kDataLossPresent);
+  EXPECT_EQ(r[2].data, "c");
+  EXPECT_EQ(r[2].loss, 0u);
+}
+
 // --- Fragmentation -----------------------------------------------------------
 
 TEST_F(TraceBufferTest, ReassemblesPacketFragmentedOverManyChunks) {
@@ -277,6 +327,55 @@ TEST_F(TraceBufferTest, FragmentedPacketWaitsForItsLastChunk) {
   std::vector<ReadPacket> r = ReadAll();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].data, "b1b2");
+  EXPECT_EQ(r[0].loss, 0u);
+}
+
+TEST_F(TraceBufferTest, EmptyChunkInTheMiddleOfAFragmentChainIsSkipped) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").set_flags(kLastPacketContinuesOnNextChunk));
+  Commit(1, ChunkBuilder(1, 1));  // An idle writer's flush: no fragments.
+  Commit(1, ChunkBuilder(2, 1).AddFragment("b").AddFragment("c").set_flags(
+                kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].data, "ab");
+  EXPECT_EQ(r[0].loss, 0u);
+  EXPECT_EQ(r[1].data, "c");
+  EXPECT_EQ(r[1].loss, 0u);
+  EXPECT_EQ(buf_->stats().data_loss_reassembly_broken_chain, 0u);
+  EXPECT_EQ(buf_->stats().readaheads_succeeded, 1u);
+  EXPECT_EQ(buf_->stats().chunks_read, 3u);
+  EXPECT_FALSE(buf_->has_data());
+}
+
+TEST_F(TraceBufferTest, EmptyChunksInALongerFragmentChainAreSkipped) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").set_flags(kLastPacketContinuesOnNextChunk));
+  Commit(1, ChunkBuilder(1, 1));
+  Commit(1, ChunkBuilder(2, 1).AddFragment("b").set_flags(kFirstPacketContinuesFromPrevChunk |
+                                                          kLastPacketContinuesOnNextChunk));
+  Commit(1, ChunkBuilder(3, 1));
+  Commit(1, ChunkBuilder(4, 1));
+  Commit(1, ChunkBuilder(5, 1).AddFragment("c").AddFragment("d").set_flags(
+                kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].data, "abc");
+  EXPECT_EQ(r[0].loss, 0u);
+  EXPECT_EQ(r[1].data, "d");
+  EXPECT_EQ(r[1].loss, 0u);
+  EXPECT_EQ(buf_->stats().chunks_read, 6u);
+}
+
+TEST_F(TraceBufferTest, FragmentChainWaitsPastAnEmptyChunkForItsEnd) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").set_flags(kLastPacketContinuesOnNextChunk));
+  Commit(1, ChunkBuilder(1, 1));
+  EXPECT_TRUE(ReadAll().empty());
+  Commit(1, ChunkBuilder(2, 1).AddFragment("b").set_flags(kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, "ab");
   EXPECT_EQ(r[0].loss, 0u);
 }
 
@@ -329,12 +428,46 @@ TEST_F(TraceBufferTest, ChunkIdGapAfterSortingIsAReadGapLoss) {
   EXPECT_EQ(buf_->stats().data_loss_missing_chunks, 2u);
 }
 
-TEST_F(TraceBufferTest, FirstChunkOfASequenceOtherThanZeroMeansEarlierDataWasLost) {
+TEST_F(TraceBufferTest, FirstChunkOfASequenceAboveZeroIsNotALoss) {
   CreateBuffer(4096);
   Commit(1, ChunkBuilder(5, 1).AddFragment("late"));
+  Commit(1, ChunkBuilder(6, 1).AddFragment("next"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].data, "late");
+  EXPECT_EQ(r[0].loss, 0u);
+  EXPECT_EQ(r[1].loss, 0u);
+  EXPECT_EQ(buf_->stats().data_loss_read_gap, 0u);
+  EXPECT_EQ(buf_->stats().data_loss_missing_chunks, 0u);
+}
+
+TEST_F(TraceBufferTest, GapAfterTheFirstChunkAboveZeroIsALoss) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(5, 1).AddFragment("late"));
+  Commit(1, ChunkBuilder(8, 1).AddFragment("after-gap"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].loss, 0u);
+  EXPECT_EQ(r[1].loss, kDataLossPresent | kDataLossReadGap);
+  EXPECT_EQ(buf_->stats().data_loss_missing_chunks, 2u);
+}
+
+TEST_F(TraceBufferTest, WriterReturningAfterItsSequenceStateWasSweptIsNotFlagged) {
+  CreateBuffer(1 << 20);
+  Commit(1, ChunkBuilder(0, 0).AddFragment("first"));
+  ASSERT_EQ(ReadAll().size(), 1u);
+  // More than kKeepLastEmptySeq newer sequences empty out: writer 0's state,
+  // and the ChunkID it last consumed, are swept.
+  for (WriterID w = 1; w <= TraceBuffer::kKeepLastEmptySeq + 10; w++) {
+    Commit(1, ChunkBuilder(0, w).AddFragment("x"));
+    ReadAll();
+  }
+  // Its chunk 1 follows chunk 0, which was read whole: nothing was lost.
+  Commit(1, ChunkBuilder(1, 0).AddFragment("second"));
   std::vector<ReadPacket> r = ReadAll();
   ASSERT_EQ(r.size(), 1u);
-  EXPECT_EQ(r[0].loss, kDataLossPresent | kDataLossReadGap);
+  EXPECT_EQ(r[0].data, "second");
+  EXPECT_EQ(r[0].loss, 0u);
 }
 
 TEST_F(TraceBufferTest, ChunkIdsWrapAroundAt2To32) {
@@ -605,6 +738,41 @@ TEST_F(TraceBufferTest, PatchAtBadOffsetIsRejectedCountedAndDoesNotStallForever)
   EXPECT_TRUE(r[1].loss & kDataLossChunkCorrupted);
 }
 
+TEST_F(TraceBufferTest, PatchForAChunkNotWaitingForPatchesIsRefused) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a0").AddFragment("open").set_flags(
+                kLastPacketContinuesOnNextChunk));
+  TraceBuffer::Patch patch{10, {'O', 'P', 'E', 'N'}};
+  EXPECT_FALSE(buf_->TryPatchChunkContents(1, 1, 0, &patch, 1, false));
+  EXPECT_EQ(buf_->stats().patches_failed, 1u);
+  EXPECT_EQ(buf_->stats().patches_succeeded, 0u);
+  Commit(1, ChunkBuilder(1, 1).AddFragment("-end").set_flags(kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].data, "a0");
+  EXPECT_EQ(r[1].data, "open-end");  // Unchanged.
+  EXPECT_EQ(r[1].loss, 0u);
+}
+
+TEST_F(TraceBufferTest, PatchOnDataAlreadyReadIsRefused) {
+  CreateBuffer(4096);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a0a0").AddFragment("XXXX").set_flags(
+                kLastPacketContinuesOnNextChunk | kChunkNeedsPatching));
+  EXPECT_EQ(ReadData(), Data({"a0a0"}));
+  // Offset 4 is the data of "a0a0", which was handed out already.
+  TraceBuffer::Patch patch{4, {'b', 'a', 'd', '!'}};
+  EXPECT_FALSE(buf_->TryPatchChunkContents(1, 1, 0, &patch, 1, false));
+  EXPECT_EQ(buf_->stats().patches_failed, 1u);
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+  // The packet that waited for the patch is dropped, and the loss flagged.
+  Commit(1, ChunkBuilder(1, 1).AddFragment("-end").AddFragment("b").set_flags(
+                kFirstPacketContinuesFromPrevChunk));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, "b");
+  EXPECT_TRUE(r[0].loss & kDataLossChunkCorrupted);
+}
+
 TEST_F(TraceBufferTest, PatchForAChunkNoLongerInTheBufferFails) {
   CreateBuffer(4096);
   Commit(1, ChunkBuilder(0, 1).AddFragment("a"));
@@ -710,7 +878,7 @@ TEST_F(TraceBufferTest, ScrapedChunkThatOutgrowsItsReservationIsRelocated) {
   EXPECT_EQ(ReadData(), Data({"bbbbbbbbbb", "c"}));
 }
 
-TEST_F(TraceBufferTest, IncompleteStallEndsOnOverwriteAndFinalCommitIsReadmitted) {
+TEST_F(TraceBufferTest, LateFinalCommitAfterReadAndEvictionDeliversTheRestWithoutLoss) {
   CreateBuffer(4096);
   ChunkBuilder scraped(0, 1);
   scraped.AddFragment("one").AddFragment("tw").PadTo(2000);  // Reserves 2020 bytes at 0.
@@ -718,7 +886,9 @@ TEST_F(TraceBufferTest, IncompleteStallEndsOnOverwriteAndFinalCommitIsReadmitted
   EXPECT_EQ(ReadData(), Data({"one"}));
   Commit(2, ChunkOfOuterSize(0, 1, 1500, 'x'));
   Commit(2, ChunkOfOuterSize(1, 1, 1000, 'y'));  // Wraps over the scraped chunk.
-  EXPECT_EQ(buf_->stats().chunks_overwritten, 1u);
+  // All it held that could be read was read: nothing is lost (yet).
+  EXPECT_EQ(buf_->stats().chunks_overwritten, 0u);
+  EXPECT_EQ(buf_->stats().bytes_overwritten, 0u);
   ChunkBuilder final_chunk(0, 1);
   final_chunk.AddFragment("one").AddFragment("two");
   Commit(1, final_chunk, true);
@@ -729,7 +899,107 @@ TEST_F(TraceBufferTest, IncompleteStallEndsOnOverwriteAndFinalCommitIsReadmitted
   EXPECT_EQ(r[1].data[0], 'y');
   // "one" was read before the eviction: only the rest comes back.
   EXPECT_EQ(r[2].data, "two");
+  EXPECT_EQ(r[2].loss, 0u);
+  EXPECT_EQ(buf_->stats().chunks_overwritten, 0u);
+  EXPECT_EQ(buf_->stats().bytes_overwritten, 0u);
+  EXPECT_EQ(buf_->stats().data_loss_overwrite, 0u);
+  EXPECT_EQ(buf_->stats().abi_violations, 0u);
+}
+
+TEST_F(TraceBufferTest, ReScrapeAfterReadAndEvictionIsReadmittedWithOnlyTheNewPackets) {
+  CreateBuffer(4096);
+  ChunkBuilder scraped(0, 1);
+  scraped.AddFragment("one").AddFragment("tw").PadTo(2000);
+  Commit(1, scraped, false);
+  EXPECT_EQ(ReadData(), Data({"one"}));
+  Commit(2, ChunkOfOuterSize(0, 1, 1500, 'x'));
+  Commit(2, ChunkOfOuterSize(1, 1, 1000, 'y'));  // Wraps over the scraped chunk.
+  EXPECT_EQ(ReadAll().size(), 2u);
+  // The writer wrote on: a second scrape, still incomplete.
+  ChunkBuilder rescraped(0, 1);
+  rescraped.AddFragment("one").AddFragment("two").AddFragment("thr").PadTo(2000);
+  Commit(1, rescraped, false);
+  EXPECT_EQ(buf_->stats().abi_violations, 0u);
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].data, "two");
+  EXPECT_EQ(r[0].loss, 0u);
+  // Its final commit completes it in place.
+  Commit(1, ChunkBuilder(0, 1).AddFragment("one").AddFragment("two").AddFragment("three"));
+  std::vector<ReadPacket> rest = ReadAll();
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].data, "three");
+  EXPECT_EQ(rest[0].loss, 0u);
+  EXPECT_EQ(buf_->stats().chunks_overwritten, 0u);
+}
+
+TEST_F(TraceBufferTest, EvictedScrapedChunkNeverCommittedAgainIsALossOnTheNextChunk) {
+  CreateBuffer(4096);
+  ChunkBuilder scraped(0, 1);
+  scraped.AddFragment("one").AddFragment("tw").PadTo(2000);
+  Commit(1, scraped, false);
+  EXPECT_EQ(ReadData(), Data({"one"}));
+  Commit(2, ChunkOfOuterSize(0, 1, 1500, 'x'));
+  Commit(2, ChunkOfOuterSize(1, 1, 1000, 'y'));  // Wraps over the scraped chunk.
+  // The sequence moves on without chunk 0's final commit: "tw..." is gone.
+  Commit(1, ChunkBuilder(1, 1).AddFragment("next"));
+  std::vector<ReadPacket> r = ReadAll();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[2].data, "next");
   EXPECT_EQ(r[2].loss, kDataLossPresent | kDataLossOverwrite);
+  EXPECT_EQ(buf_->stats().chunks_overwritten, 1u);
+  EXPECT_EQ(buf_->stats().bytes_overwritten, 2020u);
+  EXPECT_EQ(buf_->stats().data_loss_overwrite, 1u);
+}
+
+TEST_F(TraceBufferTest, FinalCommitOfAScrapedChunkTheRingReachedIsRelocatedNotOverwritten) {
+  CreateBuffer(4096);
+  Commit(2, ChunkOfOuterSize(0, 1, 1000, 'p'));  // [0, 1000)
+  ChunkBuilder scraped(0, 1);
+  scraped.AddFragment("a").AddFragment("b").PadTo(1000);  // [1000, 2020)
+  Commit(1, scraped, false);
+  EXPECT_EQ(ReadData(), (std::vector<std::string>{std::string(976, 'p'), "a"}));
+  Commit(2, ChunkOfOuterSize(1, 1, 1000, 'x'));  // [2020, 3020)
+  Commit(2, ChunkOfOuterSize(2, 1, 1000, 'y'));  // [3020, 4020)
+  Commit(2, ChunkOfOuterSize(3, 1, 1000, 'z'));  // Wraps to [0, 1000): next is the scraped one.
+  // The final commit, whose last packet goes on in chunk 1.
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").AddFragment("b").AddFragment("c1").set_flags(
+                kLastPacketContinuesOnNextChunk));
+  Commit(1, ChunkBuilder(1, 1).AddFragment("c2").AddFragment("d").set_flags(
+                kFirstPacketContinuesFromPrevChunk));
+  EXPECT_EQ(buf_->stats().chunks_relocated, 1u);
+  EXPECT_EQ(buf_->stats().chunks_rewritten, 0u);
+  EXPECT_EQ(buf_->stats().chunks_overwritten, 0u);
+  std::vector<ReadPacket> r = ReadAll();
+  std::vector<std::string> data;
+  for (const ReadPacket& p : r) {
+    data.push_back(p.data.size() > 10 ? p.data.substr(0, 1) : p.data);
+    EXPECT_EQ(p.loss, 0u) << p.data;
+  }
+  EXPECT_EQ(data, Data({"x", "y", "z", "b", "c1c2", "d"}));
+}
+
+TEST_F(TraceBufferTest, RelocatedFinalCommitComesOutAfterDataWrittenBeforeIt) {
+  CreateBuffer(4096);
+  ChunkBuilder scraped(0, 1);
+  scraped.AddFragment("a").AddFragment("b").PadTo(1000);  // [0, 1020)
+  Commit(1, scraped, false);
+  EXPECT_EQ(ReadData(), Data({"a"}));
+  Commit(2, ChunkOfOuterSize(0, 1, 1000, 'x'));  // [1020, 2020)
+  Commit(2, ChunkOfOuterSize(1, 1, 1000, 'y'));  // [2020, 3020)
+  Commit(2, ChunkOfOuterSize(2, 1, 1060, 'z'));  // [3020, 4080): the buffer is full.
+  // Its final commit does not fit before the end: the ring wraps onto it.
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a").AddFragment("b").AddFragment("c"));
+  EXPECT_EQ(buf_->stats().chunks_relocated, 1u);
+  EXPECT_EQ(buf_->stats().chunks_rewritten, 0u);
+  std::vector<ReadPacket> r = ReadAll();
+  std::vector<std::string> data;
+  for (const ReadPacket& p : r) {
+    data.push_back(p.data.substr(0, 1));
+    EXPECT_EQ(p.loss, 0u) << p.data;
+  }
+  EXPECT_EQ(data, Data({"x", "y", "z", "b", "c"}));
+  EXPECT_EQ(buf_->stats().chunks_overwritten, 0u);
 }
 
 // --- Overwrite observer ------------------------------------------------------

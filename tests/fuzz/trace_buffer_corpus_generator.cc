@@ -14,12 +14,14 @@ namespace {
 std::vector<uint8_t> Script(uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<uint8_t> s;
-  s.push_back(static_cast<uint8_t>(rng()));                                   // Buffer size.
-  s.push_back(static_cast<uint8_t>(seed % 8 == 0 ? 0 : 1 + rng() % 7));       // Policy.
-  for (int i = 0; i < 6; i++) s.push_back(static_cast<uint8_t>(rng() % 16));  // Chunk sizes.
+  s.push_back(static_cast<uint8_t>(rng()));                              // Buffer size.
+  s.push_back(static_cast<uint8_t>(seed % 8 == 0 ? 0 : 1 + rng() % 7));  // Policy.
+  for (int i = 0; i < 6; i++) {  // Chunk sizes, some with a first ChunkID above 0.
+    s.push_back(static_cast<uint8_t>((rng() % 4 == 0 ? rng() % 16 : 0) << 4 | rng() % 16));
+  }
   const int operations = 10 + static_cast<int>(rng() % 60);
   for (int i = 0; i < operations; i++) {
-    const uint8_t op = static_cast<uint8_t>(rng() % 11);
+    const uint8_t op = static_cast<uint8_t>(rng() % 12);
     s.push_back(op);
     s.push_back(static_cast<uint8_t>(rng() % 6));
     switch (op) {
@@ -48,6 +50,7 @@ std::vector<uint8_t> Script(uint32_t seed) {
       case 6:
       case 7:
       case 10:
+      case 11:
         break;
       default:
         s.push_back(static_cast<uint8_t>(rng()));

@@ -75,13 +75,17 @@ struct PendingPatch {
 // A writer that follows the chunk ABI the way a TraceWriter does.
 class HonestWriter {
  public:
-  HonestWriter(ProducerID producer, WriterID writer, size_t capacity)
-      : producer_(producer), writer_(writer), capacity_(capacity) {}
+  HonestWriter(ProducerID producer, WriterID writer, size_t capacity, ChunkID first_chunk_id)
+      : producer_(producer), writer_(writer), capacity_(capacity), chunk_id_(first_chunk_id) {}
 
   ProducerID producer() const { return producer_; }
   WriterID writer() const { return writer_; }
   void set_patch_if_split(bool v) { patch_if_split_ = v; }
   bool patch_if_split() const { return patch_if_split_; }
+  // Flush an empty chunk between the pieces of every split packet, as an idle
+  // writer's flush can land there.
+  void set_empty_chunk_if_split(bool v) { empty_chunk_if_split_ = v; }
+  bool empty_chunk_if_split() const { return empty_chunk_if_split_; }
 
   void WritePacket(size_t size) {
     const std::string packet = MakeHarnessPacket(producer_, writer_, next_serial_, size);
@@ -113,6 +117,10 @@ class HonestWriter {
         flags_ |= kChunkNeedsPatching;
       }
       FinishChunk();
+      if (empty_chunk_if_split_) {
+        finished_.push_back(PendingCommit{chunk_id_, 0, std::string(capacity_, '\0'), 0});
+        chunk_id_++;
+      }
       continuing = true;
     }
     items_.push_back(std::move(item));
@@ -195,8 +203,9 @@ class HonestWriter {
   WriterID writer_;
   size_t capacity_;
   bool patch_if_split_ = false;
+  bool empty_chunk_if_split_ = false;
   uint32_t next_serial_ = 0;
-  ChunkID chunk_id_ = 0;
+  ChunkID chunk_id_;
   std::string current_;
   uint16_t fragments_ = 0;
   uint8_t flags_ = 0;
@@ -227,8 +236,11 @@ class Harness {
     }
     buffer_ = TraceBuffer::Create(size, policy);
     for (int i = 0; i < kHonestSequences; i++) {
+      // Low nibble: chunk size. High nibble: the first ChunkID (a writer's IDs
+      // need not start at 0 in the buffer; 0xf0 wraps at once).
+      const uint8_t b = script_.U8();
       writers_.emplace_back(static_cast<ProducerID>(1 + i / 3), static_cast<WriterID>(i % 3),
-                            64 + 60 * (script_.U8() % 16));
+                            64 + 60 * (b % 16), (b >> 4) * ChunkID{0x11111111});
     }
     checks_.resize(kHonestSequences);
 
@@ -277,7 +289,7 @@ class Harness {
   }
 
   void RunOperation() {
-    const uint8_t op = script_.U8() % 11;
+    const uint8_t op = script_.U8() % 12;
     HonestWriter& w = writers_[script_.U8() % kHonestSequences];
     switch (op) {
       case 0: {  // Write packets.
@@ -350,6 +362,9 @@ class Harness {
         break;
       case 10:
         w.set_patch_if_split(!w.patch_if_split());
+        break;
+      case 11:
+        w.set_empty_chunk_if_split(!w.empty_chunk_if_split());
         break;
     }
   }

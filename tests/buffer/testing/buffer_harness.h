@@ -3,7 +3,8 @@
 
 // A script interpreter that drives one TraceBuffer with well-behaved writers
 // (modelled on a real TraceWriter: packets split over chunks, patches,
-// scraping, out-of-order batches, dropped packets) and a hostile producer, and
+// scraping, out-of-order batches, dropped packets, empty chunks flushed inside
+// a split packet, ChunkIDs starting anywhere) and a hostile producer, and
 // checks after every operation what a user relies on:
 //
 //  - every packet read from a well-behaved sequence is exactly a packet its
