@@ -435,7 +435,7 @@ TEST(EventSourceTest, PrevStateIsWhatTheKernelsTracepointReports) {
   for (const rs_sched_switch& e : c.switches) {
     ours[{static_cast<int>(e.h.cpu), e.prev_pid, e.next_pid}].push_back(&e);
   }
-  int64_t compared = 0, unmatched = 0, differ = 0;
+  int64_t compared = 0, unmatched = 0, differ = 0, exit_races = 0;
   std::map<int64_t, int64_t> per_state;
   for (const FtraceSchedSwitchReference::Switch& k : *kernel) {
     if (k.ts < t1 || k.ts > t2) continue;
@@ -456,6 +456,15 @@ TEST(EventSourceTest, PrevStateIsWhatTheKernelsTracepointReports) {
     }
     compared++;
     per_state[k.prev_state]++;
+    // A dying task's exit_state is set by its parent's wait() on another
+    // CPU, possibly between the two readers of one switch: ZOMBIE for one,
+    // DEAD for the other is that race, not a wrong mapping.
+    constexpr uint32_t kDead = 0x10, kZombie = 0x20;
+    if ((match->prev_state == kDead && k.prev_state == kZombie) ||
+        (match->prev_state == kZombie && k.prev_state == kDead)) {
+      exit_races++;
+      continue;
+    }
     if (match->prev_state != k.prev_state) {
       if (differ++ < 10) {
         ADD_FAILURE() << "pid " << k.prev_pid << " (" << Comm(match->prev_comm) << ") at " << k.ts
@@ -470,6 +479,8 @@ TEST(EventSourceTest, PrevStateIsWhatTheKernelsTracepointReports) {
   std::printf("prev_state compared on %lld switches (%lld unmatched):%s\n",
               static_cast<long long>(compared), static_cast<long long>(unmatched), states.c_str());
   EXPECT_EQ(differ, 0);
+  // The race is rare: most dying tasks are seen alike by both.
+  EXPECT_LE(exit_races * 10, per_state[0x10] + per_state[0x20] + 10) << exit_races;
   EXPECT_LE(unmatched, 2 * source->num_cpus());
   // The workload's states were all there to compare.
   EXPECT_GE(compared, 1000);
