@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -435,25 +436,31 @@ TEST(EventSourceTest, PrevStateIsWhatTheKernelsTracepointReports) {
   for (const rs_sched_switch& e : c.switches) {
     ours[{static_cast<int>(e.h.cpu), e.prev_pid, e.next_pid}].push_back(&e);
   }
+  // Each key's switches in time order through both probes, paired in that
+  // order: the nearest in time is not enough, as a task can leave a CPU to
+  // the same task twice within the probes' skew (a vfork child switches to
+  // its parent when preempted by the wakeup and again when dead).
+  for (auto& [key, list] : ours) {
+    std::sort(list.begin(), list.end(), [](const rs_sched_switch* a, const rs_sched_switch* b) {
+      return a->h.ts_ns < b->h.ts_ns;
+    });
+  }
+  std::map<std::tuple<int, int32_t, int32_t>, size_t> next_unpaired;
   int64_t compared = 0, unmatched = 0, differ = 0, exit_races = 0;
   std::map<int64_t, int64_t> per_state;
+  constexpr uint64_t kSkewNs = 20'000;
   for (const FtraceSchedSwitchReference::Switch& k : *kernel) {
     if (k.ts < t1 || k.ts > t2) continue;
-    // The nearest: a vfork child switches to its parent twice within
-    // microseconds (preempted by the wakeup, then dead).
-    const rs_sched_switch* match = nullptr;
-    uint64_t best = 20'000;
-    for (const rs_sched_switch* e : ours[{k.cpu, k.prev_pid, k.next_pid}]) {
-      const uint64_t dt = e->h.ts_ns > k.ts ? e->h.ts_ns - k.ts : k.ts - e->h.ts_ns;
-      if (dt < best) {
-        best = dt;
-        match = e;
-      }
-    }
-    if (match == nullptr) {
+    const std::tuple<int, int32_t, int32_t> key{k.cpu, k.prev_pid, k.next_pid};
+    const std::vector<const rs_sched_switch*>& list = ours[key];
+    size_t& i = next_unpaired[key];
+    // Ours that are too early for this one have no partner in the window.
+    while (i < list.size() && list[i]->h.ts_ns + kSkewNs < k.ts) i++;
+    if (i == list.size() || list[i]->h.ts_ns > k.ts + kSkewNs) {
       unmatched++;
       continue;
     }
+    const rs_sched_switch* match = list[i++];
     compared++;
     per_state[k.prev_state]++;
     // A dying task's exit_state is set by its parent's wait() on another
