@@ -79,8 +79,9 @@ else
   NO_BPF_SRCS := bpf/event_source_unavailable.cc
 endif
 
-# The sources of a component: its top level and internal/, minus main.cc.
-component_srcs = $(filter-out agent/main.cc $(NO_BPF_SRCS),$(wildcard $(1)/*.cc $(1)/internal/*.cc))
+# The sources of a component: its top level and its subfolders (agent/'s
+# concerns, buffer/internal/), minus the binary's main.cc.
+component_srcs = $(filter-out agent/cli/main.cc $(NO_BPF_SRCS),$(wildcard $(1)/*.cc $(1)/*/*.cc))
 component_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(call component_srcs,$(1)))
 component_lib = $(BUILD)/lib/libringside_$(1).a
 
@@ -99,11 +100,13 @@ BPF_SKELS := $(BPF_PROGS:bpf/%.bpf.c=$(BUILD)/bpf/%.skel.h)
 BPF_CLANG ?= clang
 BPF_ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
 
-TEST_DIRS := $(sort $(patsubst tests/%/,%,$(dir $(wildcard tests/*/*_test.cc))))
+# One test binary per top-level folder, with the tests of its subfolders.
+TEST_DIRS := $(sort $(foreach t,$(wildcard tests/*/*_test.cc tests/*/*/*_test.cc),\
+  $(word 2,$(subst /, ,$(t)))))
 TEST_BINS := $(TEST_DIRS:%=$(BUILD)/tests/%_test)
 # A folder's tests, its own helpers, and the helpers every test binary shares.
-test_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard tests/$(1)/*_test.cc tests/$(1)/testing/*.cc \
-  tests/testing/*.cc))
+test_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard tests/$(1)/*_test.cc \
+  tests/$(1)/*/*_test.cc tests/$(1)/testing/*.cc tests/testing/*.cc))
 
 BENCH_SRCS := $(wildcard tests/bench/*_benchmark.cc)
 ifeq ($(HAVE_BTF),)
@@ -112,7 +115,7 @@ endif
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.cc=$(BUILD)/bench/%)
 
 ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
-  $(BUILD)/obj/agent/main.o $(PROTO_OBJS) $(foreach d,$(TEST_DIRS),$(call test_objs,$(d))) \
+  $(BUILD)/obj/agent/cli/main.o $(PROTO_OBJS) $(foreach d,$(TEST_DIRS),$(call test_objs,$(d))) \
   $(BENCH_SRCS:%.cc=$(BUILD)/obj/%.o)
 
 # --- Rules --------------------------------------------------------------------
@@ -185,7 +188,7 @@ $(call component_lib,$(1)): $(call component_objs,$(1))
 endef
 $(foreach c,$(COMPONENTS),$(eval $(call component_rules,$(c))))
 
-$(BIN): $(BUILD)/obj/agent/main.o $(LINK_LIBS)
+$(BIN): $(BUILD)/obj/agent/cli/main.o $(LINK_LIBS)
 	$(CXX) $(LDFLAGS) $^ $(PKG_LIBS) -o $@
 
 define test_rules
@@ -240,10 +243,10 @@ $(FUZZ_DIR)/page_parser_fuzzer: tests/fuzz/page_parser_fuzzer.cc $(FTRACE_PARSER
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $(filter %.cc,$^) -o $@
 
 # `ringside inspect` on any bytes: the reader, the summarizer, both renderings.
-INSPECT_SRCS := agent/trace_inspector.cc agent/trace_file_reader.cc
+INSPECT_SRCS := agent/files/trace_inspector.cc agent/files/trace_file_reader.cc
 
 $(FUZZ_DIR)/trace_file_fuzzer: tests/fuzz/trace_file_fuzzer.cc $(INSPECT_SRCS) $(PROTO_CCS) \
-  $(wildcard agent/trace_inspector.h agent/trace_file_reader.h)
+  $(wildcard agent/files/trace_inspector.h agent/files/trace_file_reader.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -isystem $(BUILD)/gen $(filter %.cc,$^) \
 	  $(shell $(PKG_CONFIG) --cflags --libs protobuf absl_statusor absl_str_format) -o $@

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/ftrace_bundle_writer.h"
-#include "agent/producer_buffer.h"
+#include "agent/sources/ftrace_bundle_writer.h"
+#include "agent/writer/producer_buffer.h"
 #include "benchmark/benchmark.h"
 #include "buffer/trace_buffer.h"
 #include "ftrace/event_format.h"

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "agent/producer_buffer.h"
-#include "agent/trace_writer.h"
+#include "agent/writer/producer_buffer.h"
+#include "agent/writer/trace_writer.h"
 #include "benchmark/benchmark.h"
 #include "buffer/trace_buffer.h"
 #include "ringside/trace/trace_packet.pb.h"

@@ -1,6 +1,6 @@
 #include "tests/agent/testing/read_packets.h"
 
-#include "agent/producer_buffer.h"
+#include "agent/writer/producer_buffer.h"
 #include "gtest/gtest.h"
 
 namespace ringside::agent::testing {

@@ -5,7 +5,7 @@
 #include <functional>
 #include <vector>
 
-#include "agent/trace_writer.h"
+#include "agent/writer/trace_writer.h"
 #include "buffer/trace_buffer.h"
 #include "ringside/trace/trace_packet.pb.h"
 

@@ -1,0 +1,185 @@
+#include "agent/cli/command_line.h"
+
+#include <cstdio>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace ringside::agent {
+namespace {
+
+const FlagSpec* FindLong(const CommandSpec& spec, const std::string& name) {
+  for (const FlagSpec& f : spec.flags) {
+    if (f.long_name == name) return &f;
+  }
+  return nullptr;
+}
+
+const FlagSpec* FindShort(const CommandSpec& spec, char name) {
+  for (const FlagSpec& f : spec.flags) {
+    if (f.short_name != 0 && f.short_name == name) return &f;
+  }
+  return nullptr;
+}
+
+absl::Status Add(const FlagSpec& f, const std::string& spelled, std::string value,
+                 ParsedArgs* out) {
+  std::vector<std::string>& values = out->flags[f.long_name];
+  if (!values.empty() && !f.repeatable) {
+    return absl::InvalidArgumentError(absl::StrCat(spelled, " is given twice"));
+  }
+  values.push_back(std::move(value));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ParsedArgs::Get(const std::string& long_name, const std::string& fallback) const {
+  auto it = flags.find(long_name);
+  return it == flags.end() || it->second.empty() ? fallback : it->second.back();
+}
+
+const std::vector<std::string>& ParsedArgs::All(const std::string& long_name) const {
+  static const std::vector<std::string>* none = new std::vector<std::string>();
+  auto it = flags.find(long_name);
+  return it == flags.end() ? *none : it->second;
+}
+
+absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec& spec,
+                                     const std::vector<std::string>& args) {
+  ParsedArgs out;
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      out.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      break;
+    }
+    if (a == "-h" || a == "--help") {
+      out.help = true;
+      return out;
+    }
+    if (a.size() < 2 || a[0] != '-') {
+      if (spec.rest_is_command) {
+        out.command.assign(args.begin() + static_cast<long>(i), args.end());
+        break;
+      }
+      out.positional.push_back(a);
+      continue;
+    }
+    const FlagSpec* f = nullptr;
+    std::string spelled, value;
+    bool has_value = false;
+    if (absl::StartsWith(a, "--")) {
+      const size_t eq = a.find('=');
+      spelled = a.substr(0, eq);
+      f = FindLong(spec, spelled.substr(2));
+      if (eq != std::string::npos) {
+        value = a.substr(eq + 1);
+        has_value = true;
+      }
+    } else {
+      spelled = a.substr(0, 2);
+      f = FindShort(spec, a[1]);
+      if (a.size() > 2) {
+        value = a.substr(2);
+        has_value = true;
+      }
+    }
+    if (f == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag '", spelled, "' for ringside ", spec.name));
+    }
+    if (f->value_name.empty()) {
+      if (has_value) {
+        return absl::InvalidArgumentError(absl::StrCat(spelled, " takes no value"));
+      }
+    } else if (!has_value) {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(spelled, " needs a value (", spelled, " ", f->value_name, ")"));
+      }
+      value = args[++i];
+    }
+    if (absl::Status s = Add(*f, spelled, std::move(value), &out); !s.ok()) return s;
+  }
+  if (spec.max_positional >= 0 &&
+      out.positional.size() > static_cast<size_t>(spec.max_positional)) {
+    return absl::InvalidArgumentError(
+        spec.max_positional == 0
+            ? absl::StrCat("unexpected argument '", out.positional[0], "'")
+            : absl::StrCat("unexpected argument '", out.positional[spec.max_positional], "'"));
+  }
+  if (!spec.rest_is_command && !out.command.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ringside ", spec.name, " runs no command; unexpected '-- ", out.command[0], "'"));
+  }
+  return out;
+}
+
+std::string UsageText(const CommandSpec& spec) {
+  std::string text = absl::StrCat("usage: ", spec.synopsis, "\n\n", spec.summary, "\n");
+  if (!spec.flags.empty()) {
+    absl::StrAppend(&text, "\nFlags:\n");
+    for (const FlagSpec& f : spec.flags) {
+      std::string left = f.short_name != 0 ? absl::StrCat("-", std::string(1, f.short_name), ", ")
+                                           : std::string("    ");
+      absl::StrAppend(&left, "--", f.long_name);
+      if (!f.value_name.empty()) absl::StrAppend(&left, " ", f.value_name);
+      if (left.size() < 26) left.resize(26, ' ');
+      absl::StrAppend(&text, "  ", left);
+      // The help, wrapped at 80 columns beside the flag.
+      constexpr size_t kIndent = 29, kWidth = 80;
+      std::string line;
+      for (absl::string_view word : absl::StrSplit(f.help, ' ', absl::SkipEmpty())) {
+        if (!line.empty() && kIndent + line.size() + 1 + word.size() > kWidth) {
+          absl::StrAppend(&text, " ", line, "\n", std::string(kIndent - 1, ' '));
+          line.clear();
+        }
+        absl::StrAppend(&line, line.empty() ? "" : " ", word);
+      }
+      absl::StrAppend(&text, " ", line);
+      absl::StrAppend(&text, "\n");
+    }
+    absl::StrAppend(&text, "  -h, --help                 this text\n");
+  }
+  if (!spec.examples.empty()) absl::StrAppend(&text, "\nExamples:\n", spec.examples);
+  return text;
+}
+
+int UsageError(const CommandSpec& spec, const std::string& message) {
+  std::fprintf(stderr, "ringside %s: %s\nSee 'ringside %s --help'.\n", spec.name.c_str(),
+               message.c_str(), spec.name.c_str());
+  return kExitUsage;
+}
+
+absl::StatusOr<uint64_t> ParseSizeKb(const std::string& text) {
+  std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  size_t digits = 0;
+  while (digits < t.size() && absl::ascii_isdigit(t[digits])) digits++;
+  uint64_t n = 0;
+  if (digits == 0 || !absl::SimpleAtoi(t.substr(0, digits), &n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a size (e.g. 64M, 512K, 1G; a plain number is KiB)"));
+  }
+  const std::string unit = t.substr(digits);
+  uint64_t kb_per_unit = 0;
+  if (unit.empty() || unit == "k" || unit == "kb" || unit == "kib") {
+    kb_per_unit = 1;
+  } else if (unit == "m" || unit == "mb" || unit == "mib") {
+    kb_per_unit = 1024;
+  } else if (unit == "g" || unit == "gb" || unit == "gib") {
+    kb_per_unit = 1024 * 1024;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' has an unknown unit '", unit, "' (K, M or G)"));
+  }
+  if (n > (uint64_t{1} << 40) / kb_per_unit) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
+  }
+  return n * kb_per_unit;
+}
+
+}  // namespace ringside::agent

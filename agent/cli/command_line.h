@@ -1,0 +1,74 @@
+#ifndef RINGSIDE_AGENT_CLI_COMMAND_LINE_H_
+#define RINGSIDE_AGENT_CLI_COMMAND_LINE_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ringside::agent {
+
+// Exit statuses every subcommand shares.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // It ran and failed (a file not written, ...).
+inline constexpr int kExitUsage = 2;    // Bad arguments or config: nothing was done.
+
+// One flag of a subcommand, spelled the way perf and trace-cmd users type
+// it: "-o FILE", "-oFILE", "--output FILE", "--output=FILE".
+struct FlagSpec {
+  char short_name = 0;     // 0: no short form.
+  std::string long_name;   // Without the dashes; the key of its values.
+  std::string value_name;  // Empty: a boolean flag that takes no value.
+  std::string help;
+  bool repeatable = false;
+};
+
+// What a subcommand accepts, and its help text.
+struct CommandSpec {
+  std::string name;
+  std::string synopsis;  // "ringside record [flags] [-- CMD ARGS...]"
+  std::string summary;   // One paragraph: what it does.
+  std::vector<FlagSpec> flags;
+  std::string examples;  // Lines, each "  ringside ...  # why".
+  // Positional arguments: at most this many (-1: any number).
+  int max_positional = 0;
+  // `record`: the first positional argument starts the command to run,
+  // and everything after it belongs to that command (as with perf record).
+  bool rest_is_command = false;
+};
+
+struct ParsedArgs {
+  bool help = false;
+  // Values by long name; a boolean flag holds one empty string when given.
+  std::map<std::string, std::vector<std::string>> flags;
+  std::vector<std::string> positional;
+  std::vector<std::string>
+      command;  // After "--", or from the first positional with rest_is_command.
+
+  bool Has(const std::string& long_name) const { return flags.count(long_name) > 0; }
+  // The last value given, or `fallback`.
+  std::string Get(const std::string& long_name, const std::string& fallback = "") const;
+  const std::vector<std::string>& All(const std::string& long_name) const;
+};
+
+// Parses a subcommand's arguments (without "ringside CMD"). -h/--help set
+// `help` and stop parsing. kInvalidArgument names the bad argument: an
+// unknown flag (a flag of another subcommand included), a missing value, a
+// repeated flag that is not repeatable, too many arguments.
+absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec& spec, const std::vector<std::string>& args);
+
+// The subcommand's help: synopsis, summary, flags, examples.
+std::string UsageText(const CommandSpec& spec);
+
+// Prints "ringside CMD: <message>" and a pointer to --help on stderr;
+// returns kExitUsage.
+int UsageError(const CommandSpec& spec, const std::string& message);
+
+// Sizes as users type them: "64M", "64MiB", "64mb", "512k", "1G"; a plain
+// number is KiB (as trace-cmd's -b). Returns KiB.
+absl::StatusOr<uint64_t> ParseSizeKb(const std::string& text);
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_CLI_COMMAND_LINE_H_

@@ -1,0 +1,108 @@
+#include "agent/cli/list_command.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "ftrace/event_format.h"
+#include "ftrace/tracefs.h"
+
+namespace ringside::agent {
+namespace {
+
+// The linux.bpf programs: what `bpf_config` switches on, and what each emits.
+struct BpfGroup {
+  const char* name;  // As listed and matched: "bpf:<group>".
+  const char* config;
+  const char* emits;
+};
+constexpr BpfGroup kBpfGroups[] = {
+    {"bpf:sched", "bpf_config { sched: true }",
+     "sched_switch (prev_state as the tracepoint reports it), sched_wakeup, sched_wakeup_new, "
+     "sched_migrate_task"},
+    {"bpf:process", "bpf_config { process: true }",
+     "sched_process_fork, sched_process_exec (with argv), sched_process_exit (with the exit "
+     "code), task_rename"},
+    {"bpf:incidents", "bpf_config { incidents: true }",
+     "OOM kills (victim, cgroup), fatal signals (SIGSEGV, SIGBUS, ...), core dumps"},
+};
+
+bool Matches(const std::string& pattern, const std::string& name) {
+  return pattern.empty() || fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+
+}  // namespace
+
+const CommandSpec& ListCommandSpec() {
+  static const CommandSpec* spec = new CommandSpec{
+      .name = "list",
+      .synopsis = "ringside list [-v] [PATTERN]",
+      .summary =
+          "Lists the events ringside can record: its BPF programs (the default source of\n"
+          "scheduling, process and incident events) with what they emit, and this\n"
+          "kernel's ftrace events, which 'ringside record -e group:name' adds. PATTERN is\n"
+          "a glob over group:name. Listing ftrace events needs tracefs (root).",
+      .flags = {{'v', "verbose", "", "also print each ftrace event's fields", false}},
+      .examples =
+          "  ringside list\n"
+          "  ringside list 'sched:*'\n"
+          "  ringside list -v irq:irq_handler_entry\n",
+      .max_positional = 1,
+      .rest_is_command = false,
+  };
+  return *spec;
+}
+
+int RunListCommand(const ParsedArgs& args) {
+  const std::string pattern = args.positional.empty() ? "" : args.positional[0];
+  const bool verbose = args.Has("verbose");
+  int shown = 0;
+  for (const BpfGroup& g : kBpfGroups) {
+    if (!Matches(pattern, g.name)) continue;
+    std::printf("%-16s [BPF, %s] %s\n", g.name, g.config, g.emits);
+    shown++;
+  }
+  absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();
+  absl::StatusOr<std::string> available =
+      tracefs.ok() ? tracefs->Read("available_events") : tracefs.status();
+  if (!available.ok()) {
+    std::fprintf(stderr, "ringside list: cannot list the kernel's ftrace events: %s\n",
+                 std::string(available.status().message()).c_str());
+    return shown > 0 ? kExitOk : kExitFailure;
+  }
+  std::vector<std::string> events;
+  for (absl::string_view line : absl::StrSplit(*available, '\n', absl::SkipEmpty())) {
+    if (Matches(pattern, std::string(line))) events.emplace_back(line);
+  }
+  std::sort(events.begin(), events.end());
+  for (const std::string& e : events) {
+    std::printf("%-40s [ftrace]\n", e.c_str());
+    shown++;
+    if (!verbose) continue;
+    const size_t colon = e.find(':');
+    const std::string group = e.substr(0, colon), name = e.substr(colon + 1);
+    absl::StatusOr<std::string> text =
+        tracefs->Read(absl::StrCat("events/", group, "/", name, "/format"));
+    absl::StatusOr<ftrace::EventFormat> format =
+        text.ok() ? ftrace::ParseEventFormat(group, *text) : text.status();
+    if (!format.ok()) {
+      std::printf("    (format unreadable: %s)\n", std::string(format.status().message()).c_str());
+      continue;
+    }
+    for (const ftrace::FieldFormat& f : format->fields) {
+      std::printf("    %s\n", f.declaration.c_str());
+    }
+  }
+  if (shown == 0) {
+    std::fprintf(stderr, "ringside list: no event matches '%s'\n", pattern.c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace ringside::agent

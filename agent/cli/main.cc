@@ -1,0 +1,114 @@
+// ringside: one binary, one subcommand per job.
+
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "agent/cli/command_line.h"
+#include "agent/cli/inspect_command.h"
+#include "agent/cli/list_command.h"
+#include "agent/cli/record_command.h"
+#include "agent/cli/version.h"
+#include "google/protobuf/stubs/logging.h"
+
+namespace {
+
+using ringside::agent::CommandSpec;
+using ringside::agent::ParsedArgs;
+
+struct Command {
+  const CommandSpec& (*spec)();
+  int (*run)(const ParsedArgs&);
+};
+
+const Command kCommands[] = {
+    {ringside::agent::RecordCommandSpec, ringside::agent::RunRecordCommand},
+    {ringside::agent::InspectCommandSpec, ringside::agent::RunInspectCommand},
+    {ringside::agent::ListCommandSpec, ringside::agent::RunListCommand},
+};
+
+constexpr char kUsage[] =
+    "usage: ringside COMMAND [flags] [args]\n"
+    "\n"
+    "Records what the Linux kernel does (scheduling, processes, any ftrace event) into\n"
+    "Perfetto traces: open them in https://ui.perfetto.dev or trace_processor.\n"
+    "\n"
+    "Commands:\n"
+    "  record    record this machine (for a duration, or while a command runs)\n"
+    "  inspect   summarize a trace file: packets, losses, time range, processes\n"
+    "  list      list the events that can be recorded\n"
+    "  help CMD  the flags and examples of a command (also: ringside CMD --help)\n"
+    "\n"
+    "Exit status: 0 done; 1 it ran and failed; 2 bad arguments or config.\n"
+    "ringside --version prints the version.\n";
+
+const Command* Find(const std::string& name) {
+  for (const Command& c : kCommands) {
+    if (c.spec().name == name) return &c;
+  }
+  return nullptr;
+}
+
+// Trace strings are the bytes programs chose (argv, comm cut at 15 bytes
+// mid-character), UTF-8 or not, as in Perfetto's own traces. libprotobuf
+// logs an ERROR for each such string it serializes or parses; for us that
+// is not an error. Everything else it says still reaches stderr.
+void ProtobufLog(google::protobuf::LogLevel level, const char* file, int line,
+                 const std::string& message) {
+  if (absl::StrContains(message, "invalid UTF-8")) return;
+  static constexpr const char* kLevels[] = {"INFO", "WARNING", "ERROR", "FATAL"};
+  std::fprintf(stderr, "[libprotobuf %s %s:%d] %s\n",
+               level >= 0 && level <= 3 ? kLevels[level] : "?", file, line, message.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  google::protobuf::SetLogHandler(ProtobufLog);
+  // A reader that goes away (`ringside ... | head`) makes writes fail with
+  // EPIPE, which each writer handles, instead of killing the recorder
+  // before it finishes its file.
+  signal(SIGPIPE, SIG_IGN);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::fputs(kUsage, stderr);
+    return ringside::agent::kExitUsage;
+  }
+  const std::string& name = args[0];
+  if (name == "-h" || name == "--help" || (name == "help" && args.size() == 1)) {
+    std::fputs(kUsage, stdout);
+    return ringside::agent::kExitOk;
+  }
+  if (name == "--version" || name == "version") {
+    std::printf("ringside %s\n", ringside::kVersion);
+    return ringside::agent::kExitOk;
+  }
+  if (name == "help") {
+    const Command* c = Find(args[1]);
+    if (c == nullptr || args.size() > 2) {
+      std::fprintf(stderr, "ringside help: no command '%s'\n\n%s", args[1].c_str(), kUsage);
+      return ringside::agent::kExitUsage;
+    }
+    std::fputs(ringside::agent::UsageText(c->spec()).c_str(), stdout);
+    return ringside::agent::kExitOk;
+  }
+  const Command* c = Find(name);
+  if (c == nullptr) {
+    std::fprintf(stderr, "ringside: unknown command '%s'\n\n%s", name.c_str(), kUsage);
+    return ringside::agent::kExitUsage;
+  }
+  absl::StatusOr<ParsedArgs> parsed =
+      ringside::agent::ParseArgs(c->spec(), std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!parsed.ok()) {
+    return ringside::agent::UsageError(c->spec(), std::string(parsed.status().message()));
+  }
+  if (parsed->help) {
+    std::fputs(ringside::agent::UsageText(c->spec()).c_str(), stdout);
+    return ringside::agent::kExitOk;
+  }
+  return c->run(*parsed);
+}

@@ -1,0 +1,435 @@
+#include "agent/cli/record_command.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/config/config_loader.h"
+#include "agent/session/recording.h"
+
+namespace ringside::agent {
+namespace {
+
+// Stop requests, taken synchronously: Ctrl-C, kill, and a closed terminal
+// or ssh connection.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+const char* StopReason(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "interrupted";
+    case SIGTERM:
+      return "terminated";
+    default:
+      return "hung up (SIGHUP)";
+  }
+}
+
+// "group:name", "group/name", "group:*", each with an optional "/filter/".
+absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg) {
+  std::string event = spec, filter;
+  const size_t colon = spec.find(':');
+  if (colon != std::string::npos) {
+    // group:name[/filter/]
+    const size_t slash = spec.find('/', colon);
+    event = spec.substr(0, colon) + "/" + spec.substr(colon + 1, slash - colon - 1);
+    if (slash != std::string::npos) {
+      if (spec.size() < slash + 2 || spec.back() != '/') {
+        return absl::InvalidArgumentError(
+            absl::StrCat("-e ", spec, ": a filter is written between slashes: group:name/filter/"));
+      }
+      filter = spec.substr(slash + 1, spec.size() - slash - 2);
+    }
+  }
+  const std::vector<std::string> parts = absl::StrSplit(event, '/');
+  if (parts.size() != 2 || parts[0].empty() || parts[1].empty() ||
+      parts[0].find_first_of("*? ") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-e ", spec,
+                     ": an event is group:name (e.g. sched:sched_switch, irq:*), optionally "
+                     "with a filter: group:name/filter/ ('ringside list' shows the events)"));
+  }
+  if (!filter.empty() && parts[1] == "*") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-e ", spec, ": a filter needs one event, not a group:* glob"));
+  }
+  config::DataSourceConfig* ftrace = nullptr;
+  for (auto& ds : *cfg->mutable_data_sources()) {
+    if (ds.config().name() == "linux.ftrace") {
+      ftrace = ds.mutable_config();
+      break;
+    }
+  }
+  if (ftrace == nullptr) {
+    ftrace = cfg->add_data_sources()->mutable_config();
+    ftrace->set_name("linux.ftrace");
+    ftrace->set_target_buffer(0);
+  }
+  config::FtraceConfig* fc = ftrace->mutable_ftrace_config();
+  if (std::find(fc->ftrace_events().begin(), fc->ftrace_events().end(), event) ==
+      fc->ftrace_events().end()) {
+    fc->add_ftrace_events(event);
+  }
+  if (!filter.empty()) {
+    auto* f = fc->add_event_filters();
+    f->set_event(event);
+    f->set_filter(filter);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& text) {
+  absl::Duration d;
+  double seconds = 0;
+  if (absl::SimpleAtod(text, &seconds) && seconds > 0) return absl::Seconds(seconds);
+  if (absl::ParseDuration(text, &d) && d > absl::ZeroDuration()) return d;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--duration ", text, ": not a duration (e.g. 10s, 500ms, 2m; plain: seconds)"));
+}
+
+// The executable CMD names, looked up as execvp() would: 127 if there is
+// none, 126 if it cannot be run; 0 if it can.
+int CheckCommand(const std::string& cmd, std::string* why) {
+  std::vector<std::string> candidates;
+  if (cmd.find('/') != std::string::npos) {
+    candidates.push_back(cmd);
+  } else {
+    const char* path = getenv("PATH");
+    for (absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
+      candidates.push_back(absl::StrCat(dir.empty() ? "." : dir, "/", cmd));
+    }
+  }
+  int result = 127;
+  *why = "command not found";
+  for (const std::string& c : candidates) {
+    struct stat st;
+    if (stat(c.c_str(), &st) != 0) continue;
+    if (S_ISREG(st.st_mode) && access(c.c_str(), X_OK) == 0) return 0;
+    result = 126;
+    *why = S_ISDIR(st.st_mode) ? "is a directory" : "permission denied";
+  }
+  return result;
+}
+
+// Starts `args` as a child process with the default signal mask. Returns its
+// pid, or -1 with `*exec_errno` set when it could not be started.
+pid_t Spawn(const std::vector<std::string>& args, int* exec_errno) {
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    *exec_errno = errno;
+    return -1;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(report[0]);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    const int err = errno;
+    (void)!write(report[1], &err, sizeof(err));
+    _exit(127);
+  }
+  close(report[1]);
+  int err = 0;
+  // EOF (the pipe closed by a successful exec) or the child's errno.
+  ssize_t n;
+  do {
+    n = read(report[0], &err, sizeof(err));
+  } while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (pid < 0 || n == sizeof(err)) {
+    *exec_errno = pid < 0 ? errno : err;
+    if (pid > 0) waitpid(pid, nullptr, 0);
+    return -1;
+  }
+  return pid;
+}
+
+// What went wrong (or right again) while recording, each on its own line
+// (on a terminal, first ending the progress line).
+void PrintNotices(Recording* recording, bool tty) {
+  for (const std::string& n : recording->TakeNotices()) {
+    std::fprintf(stderr, "%sringside record: warning: %s\n", tty ? "\n" : "", n.c_str());
+  }
+}
+
+std::string Size(uint64_t bytes) {
+  if (bytes < (1 << 20)) return absl::StrFormat("%.1f KiB", static_cast<double>(bytes) / 1024);
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+std::string Count(uint64_t n) { return absl::StrCat(n); }
+
+// The closing lines: what the file holds, what was lost at each stage and
+// the setting that would have kept it (perf and Perfetto say as much at the
+// end of a recording).
+void PrintSummary(const Recording::Summary& s, const std::string& why, const std::string& output,
+                  bool to_stdout) {
+  std::fprintf(stderr, "ringside record: %s; wrote %s (%s, %llu packets): %llu events kept",
+               why.c_str(), output.c_str(), Size(s.file_bytes).c_str(),
+               static_cast<unsigned long long>(s.packets),
+               static_cast<unsigned long long>(s.events_kept));
+  if (s.events_seen != s.events_kept) {
+    std::fprintf(stderr, " of %llu recorded", static_cast<unsigned long long>(s.events_seen));
+  }
+  std::fprintf(stderr, ".\n");
+  std::vector<std::string> lost;
+  if (s.events_lost > 0) {
+    lost.push_back(absl::StrCat(Count(s.events_lost),
+                                " events in the staging rings before they were read (larger "
+                                "bpf_config.ring_size_kb / ftrace_config.buffer_size_kb, or a "
+                                "shorter drain_period_ms)"));
+  }
+  if (s.chunks_dropped > 0) {
+    lost.push_back(absl::StrCat(Count(s.chunks_dropped),
+                                " chunks whose pool was empty (a shorter drain_period_ms)"));
+  }
+  if (s.chunks_overwritten > 0) {
+    lost.push_back(
+        absl::StrCat(Count(s.chunks_overwritten), " chunks (", Size(s.bytes_overwritten),
+                     ") overwritten when the ring wrapped: the oldest data (a larger buffer: -b / "
+                     "buffers.size_kb, or write_into_file to stream it all to the file)"));
+  }
+  if (s.chunks_discarded > 0) {
+    lost.push_back(absl::StrCat(Count(s.chunks_discarded),
+                                " chunks refused by the full DISCARD buffer: the newest data (a "
+                                "larger buffer: -b / buffers.size_kb, or write_into_file)"));
+  }
+  for (const std::string& l : lost) std::fprintf(stderr, "ringside record: lost %s\n", l.c_str());
+  if (!lost.empty()) {
+    std::fprintf(stderr,
+                 "ringside record: trace_stats in the file has the losses per source "
+                 "and CPU\n");
+  }
+  if (!to_stdout) {
+    std::fprintf(stderr,
+                 "ringside record: open it in https://ui.perfetto.dev or summarize it with "
+                 "'ringside inspect %s'\n",
+                 output.c_str());
+  }
+}
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("command exited with status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return absl::StrCat("command killed by signal ", WTERMSIG(status), " (",
+                        strsignal(WTERMSIG(status)), ")");
+  }
+  return "command ended";
+}
+
+}  // namespace
+
+const CommandSpec& RecordCommandSpec() {
+  static const CommandSpec* spec = new CommandSpec{
+      .name = "record",
+      .synopsis =
+          "ringside record [-c CONFIG] [-o FILE] [-t D] [-e EVENT]... [-b SIZE] "
+          "[[--] CMD ...]",
+      .summary =
+          "Records this machine into a Perfetto trace: scheduling, processes and incidents\n"
+          "with BPF (ftrace when BPF cannot load), plus any ftrace event asked for. Records\n"
+          "for a duration, or while CMD runs (its exit status is passed on); with both, the\n"
+          "first to end stops the recording (a CMD still running gets SIGTERM). Ctrl-C,\n"
+          "SIGTERM and SIGHUP stop early and still write a complete file. Needs root (or\n"
+          "CAP_BPF, CAP_PERFMON and tracefs access) for kernel events.",
+      .flags =
+          {
+              {'c', "config", "FILE",
+               "config in protobuf text format (docs/config.md); default: embedded", false},
+              {'o', "output", "FILE",
+               "trace file (a new name or a regular file; a symlink is followed); '-' for "
+               "standard output; default: the config's output_path, else ringside.pftrace",
+               false},
+              {'t', "duration", "D",
+               "how long to record (10s, 500ms, 2m); default: the config's duration_ms, "
+               "or while CMD runs",
+               false},
+              {'e', "event", "EVENT",
+               "add an ftrace event: group:name, group:* or group:name/filter/ (repeatable)", true},
+              {'b', "buffer-size", "SIZE",
+               "size of the central ring buffer (64M, 512K, 1G; plain: KiB)", false},
+          },
+      .examples =
+          "  ringside record                              # 10 s of this machine\n"
+          "  ringside record -o boot.pftrace --duration 1m\n"
+          "  ringside record -- make -j8                  # while make runs\n"
+          "  ringside record -e irq:* -e 'sched:sched_switch/prev_prio < 100/' -b 256M\n"
+          "  ringside record -c my.pbtxt -o - | gzip > trace.pftrace.gz\n",
+      .max_positional = 0,
+      .rest_is_command = true,
+  };
+  return *spec;
+}
+
+int RunRecordCommand(const ParsedArgs& args) {
+  const CommandSpec& spec = RecordCommandSpec();
+  config::TraceConfig config;
+  const std::string config_path = args.Get("config");
+  if (config_path.empty()) {
+    config = DefaultRecordConfig();
+  } else {
+    absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(config_path);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "ringside record: %s\n", std::string(loaded.status().message()).c_str());
+      return kExitUsage;
+    }
+    config = *loaded;
+  }
+  for (const std::string& e : args.All("event")) {
+    if (absl::Status s = AddEvent(e, &config); !s.ok()) {
+      return UsageError(spec, std::string(s.message()));
+    }
+  }
+  if (args.Has("buffer-size")) {
+    absl::StatusOr<uint64_t> kb = ParseSizeKb(args.Get("buffer-size"));
+    if (!kb.ok()) return UsageError(spec, absl::StrCat("-b: ", kb.status().message()));
+    if (*kb < kMinBufferSizeKb || *kb > kMaxBufferSizeKb) {
+      return UsageError(spec, absl::StrCat("-b ", args.Get("buffer-size"),
+                                           ": a buffer is at least 4 KiB and below 4 GiB"));
+    }
+    config.mutable_buffers(0)->set_size_kb(static_cast<uint32_t>(*kb));
+  }
+  if (absl::Status s = ValidateConfig(config, config_path.empty() ? "flags" : config_path);
+      !s.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
+  // With CMD, a duration bounds the recording only when asked for (the
+  // flag, or a config file's duration_ms): the embedded 10 s does not.
+  absl::Duration duration = absl::ZeroDuration();
+  if (args.Has("duration")) {
+    absl::StatusOr<absl::Duration> d = ParseDurationFlag(args.Get("duration"));
+    if (!d.ok()) return UsageError(spec, std::string(d.status().message()));
+    duration = *d;
+  } else if (args.command.empty() || !config_path.empty()) {
+    duration = absl::Milliseconds(config.duration_ms());
+  }
+  std::string output = args.Get("output", config.output_path());
+  if (output.empty()) output = "ringside.pftrace";
+  if (!args.command.empty()) {
+    std::string why;
+    if (const int code = CheckCommand(args.command[0], &why); code != 0) {
+      std::fprintf(stderr, "ringside record: cannot run %s: %s; nothing recorded\n",
+                   args.command[0].c_str(), why.c_str());
+      return code;
+    }
+  }
+
+  // Signals are taken synchronously by this thread; every thread started
+  // from here on inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int sig : kStopSignals) sigaddset(&signals, sig);
+  sigaddset(&signals, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<Recording>> recording = Recording::Create(config, output);
+  if (!recording.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n",
+                 std::string(recording.status().message()).c_str());
+    return kExitFailure;
+  }
+  // Start() can add warnings (a source that loaded but would not start).
+  const absl::Status started = (*recording)->Start();
+  for (const std::string& w : (*recording)->warnings()) {
+    std::fprintf(stderr, "ringside record: warning: %s\n", w.c_str());
+  }
+  if (!started.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(started.message()).c_str());
+    return kExitFailure;
+  }
+
+  pid_t child = -1;
+  int child_status = 0;
+  if (!args.command.empty()) {
+    int err = 0;
+    child = Spawn(args.command, &err);
+    if (child < 0) {
+      // Found before recording, gone or refused since: no trace of nothing.
+      std::fprintf(stderr, "ringside record: cannot run %s: %s; nothing recorded\n",
+                   args.command[0].c_str(), std::strerror(err));
+      recording->reset();
+      return err == ENOENT ? 127 : 126;
+    }
+  }
+  const bool tty = isatty(STDERR_FILENO);
+  const absl::Time deadline =
+      duration == absl::ZeroDuration() ? absl::InfiniteFuture() : absl::Now() + duration;
+  std::string why = "duration reached";
+  bool child_ended = false;
+  for (;;) {
+    if (absl::Now() >= deadline) break;
+    if ((*recording)->file_limit_reached()) {
+      why = "max_file_size_bytes reached";
+      break;
+    }
+    const absl::Duration wait = std::min(absl::Milliseconds(500), deadline - absl::Now());
+    timespec ts = absl::ToTimespec(wait);
+    const int sig = sigtimedwait(&signals, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      why = StopReason(sig);
+      break;
+    }
+    if (sig == SIGCHLD && child > 0 && waitpid(child, &child_status, WNOHANG) == child) {
+      child_ended = true;
+      why = DescribeExit(child_status);
+      break;
+    }
+    PrintNotices(recording->get(), tty);
+    if (tty) {
+      const Recording::Progress p = (*recording)->progress();
+      const double fill =
+          p.buffer_size ? 100.0 * static_cast<double>(std::min(p.bytes_written, p.buffer_size)) /
+                              static_cast<double>(p.buffer_size)
+                        : 0;
+      std::fprintf(stderr,
+                   "\r[ringside] %6.1f s  %9.0f events/s  buffer %5.1f%% full  "
+                   "lost: %llu events, %.1f MiB overwritten   ",
+                   p.elapsed_s, p.elapsed_s > 0 ? static_cast<double>(p.events) / p.elapsed_s : 0,
+                   fill, static_cast<unsigned long long>(p.events_lost),
+                   static_cast<double>(p.bytes_lost) / (1 << 20));
+    }
+  }
+  if (tty) std::fprintf(stderr, "\n");
+  if (child > 0 && !child_ended) {
+    kill(child, SIGTERM);
+    waitpid(child, &child_status, 0);
+    why += "; " + DescribeExit(child_status);
+  }
+
+  absl::StatusOr<Recording::Summary> summary = (*recording)->StopAndWrite();
+  PrintNotices(recording->get(), /*tty=*/false);
+  if (!summary.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(summary.status().message()).c_str());
+    return kExitFailure;
+  }
+  PrintSummary(*summary, why, output == "-" ? "standard output" : output, output == "-");
+  // CMD's status when it ended by itself; when the recording ended first
+  // and stopped it, the recording's.
+  if (child_ended) {
+    if (WIFEXITED(child_status)) return WEXITSTATUS(child_status);
+    if (WIFSIGNALED(child_status)) return 128 + WTERMSIG(child_status);
+  }
+  return kExitOk;
+}
+
+}  // namespace ringside::agent

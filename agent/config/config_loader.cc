@@ -1,0 +1,310 @@
+#include "agent/config/config_loader.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "bpf/common_events.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace ringside::agent {
+
+static_assert(kMaxFilterTgids == RS_MAX_FILTER_TGIDS);
+
+namespace {
+
+constexpr char kDefaultConfig[] = R"pb(
+  buffers { size_kb: 65536 fill_policy: RING_BUFFER }
+  data_sources {
+    config {
+      name: "linux.bpf"
+      target_buffer: 0
+      bpf_config { ring_size_kb: 4096 drain_period_ms: 100 }
+    }
+  }
+  data_sources {
+    config {
+      name: "linux.ftrace"
+      target_buffer: 0
+      ftrace_config {
+        ftrace_events: "sched/sched_process_free"
+        ftrace_events: "power/cpu_frequency"
+        ftrace_events: "power/cpu_idle"
+        bpf_fallback_events: "sched/sched_switch"
+        bpf_fallback_events: "sched/sched_waking"
+        bpf_fallback_events: "sched/sched_wakeup_new"
+        bpf_fallback_events: "sched/sched_process_fork"
+        bpf_fallback_events: "sched/sched_process_exec"
+        bpf_fallback_events: "sched/sched_process_exit"
+        bpf_fallback_events: "task/task_newtask"
+        bpf_fallback_events: "task/task_rename"
+        buffer_size_kb: 4096
+        drain_period_ms: 250
+      }
+    }
+  }
+  duration_ms: 10000
+  flush_period_ms: 1000
+  durable_buffer_size_kb: 2048
+)pb";
+
+// Collects the first parse error with its position (1-based for humans).
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (error_.empty())
+      error_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
+  }
+  void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string error_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& KnownDataSources() {
+  static const auto* known = new std::vector<std::string>{"linux.bpf", "linux.ftrace"};
+  return *known;
+}
+
+namespace {
+
+// A field of the config by its path from the root, e.g.
+// {{"data_sources", 0}, {"config", -1}, {"bpf_config", -1}, {"ring_size_kb", -1}}
+// (index -1: not repeated).
+using FieldPath = std::vector<std::pair<std::string, int>>;
+
+std::string PathText(const FieldPath& path) {
+  std::string text;
+  for (const auto& [name, index] : path) {
+    absl::StrAppend(&text, text.empty() ? "" : ".", name);
+    if (index >= 0) absl::StrAppend(&text, "[", index, "]");
+  }
+  return text;
+}
+
+// Checks values against what ringside and the kernel can do; the first
+// problem becomes an error naming the file, the line and the field.
+class Validator {
+ public:
+  Validator(const std::string& file_name, const google::protobuf::TextFormat::ParseInfoTree* tree)
+      : file_name_(file_name), tree_(tree) {}
+
+  bool ok() const { return status_.ok(); }
+  const absl::Status& status() const { return status_; }
+
+  // Records "file: line L, column C: <field> <problem>" unless an error is
+  // already recorded.
+  void Fail(const FieldPath& path, const std::string& problem) {
+    if (!status_.ok()) return;
+    status_ = absl::InvalidArgumentError(
+        absl::StrCat(file_name_, ": ", Where(path), PathText(path), " ", problem));
+  }
+
+ private:
+  std::string Where(const FieldPath& path) const {
+    const google::protobuf::Descriptor* d = config::TraceConfig::descriptor();
+    const google::protobuf::TextFormat::ParseInfoTree* tree = tree_;
+    for (size_t i = 0; tree != nullptr && d != nullptr && i < path.size(); i++) {
+      const google::protobuf::FieldDescriptor* f = d->FindFieldByName(path[i].first);
+      if (f == nullptr) return "";
+      const int index = f->is_repeated() ? std::max(path[i].second, 0) : -1;
+      if (i + 1 == path.size()) {
+        const auto loc = tree->GetLocation(f, index);
+        if (loc.line < 0) return "";
+        return absl::StrCat("line ", loc.line + 1, ", column ", loc.column + 1, ": ");
+      }
+      tree = tree->GetTreeForNested(f, index);
+      d = f->message_type();
+    }
+    return "";
+  }
+
+  std::string file_name_;
+  const google::protobuf::TextFormat::ParseInfoTree* tree_;
+  absl::Status status_;
+};
+
+uint64_t MachineMemoryKb() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  while (in >> key >> kb) {
+    if (key == "MemTotal:") return kb;
+    in.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+std::string Kb(uint64_t kb) {
+  if (kb >= (1 << 20) && kb % (1 << 20) == 0) return absl::StrCat(kb >> 20, " GiB");
+  if (kb >= (1 << 10) && kb % (1 << 10) == 0) return absl::StrCat(kb >> 10, " MiB");
+  return absl::StrCat(kb, " KiB");
+}
+
+void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Validator* v) {
+  const int cpus = std::max(1, machine.cpus);
+  const uint64_t memory_kb = machine.memory_kb;
+  // Per-CPU kernel buffers, together, may take at most half the machine.
+  auto check_per_cpu = [&](const FieldPath& path, uint64_t kb) {
+    if (memory_kb > 0 && kb * static_cast<uint64_t>(cpus) > memory_kb / 2) {
+      v->Fail(path, absl::StrCat("is ", kb, ": ", cpus, " CPUs of ", Kb(kb),
+                                 " exceed half of this machine's ", Kb(memory_kb),
+                                 " of memory, which the kernel would refuse or the machine "
+                                 "miss"));
+    }
+  };
+  for (int i = 0; i < cfg.buffers_size(); i++) {
+    const uint64_t kb = cfg.buffers(i).size_kb();
+    if (kb < kMinBufferSizeKb || kb > kMaxBufferSizeKb) {
+      v->Fail({{"buffers", i}, {"size_kb", -1}},
+              absl::StrCat("is ", kb, ": it must be at least ", kMinBufferSizeKb, " and at most ",
+                           kMaxBufferSizeKb, " (4 GiB less a page)"));
+    }
+  }
+  for (int i = 0; i < cfg.data_sources_size(); i++) {
+    const config::DataSourceConfig& ds = cfg.data_sources(i).config();
+    const FieldPath at = {{"data_sources", i}, {"config", -1}};
+    auto field = [&](std::initializer_list<std::pair<std::string, int>> rest) {
+      FieldPath path = at;
+      path.insert(path.end(), rest);
+      return path;
+    };
+    if (std::find(KnownDataSources().begin(), KnownDataSources().end(), ds.name()) ==
+        KnownDataSources().end()) {
+      v->Fail(field({{"name", -1}}), absl::StrCat("'", ds.name(), "' is not a data source; known: ",
+                                                  absl::StrJoin(KnownDataSources(), ", ")));
+    }
+    if (ds.target_buffer() >= static_cast<uint32_t>(cfg.buffers_size())) {
+      v->Fail(field({{"target_buffer", -1}}),
+              absl::StrCat("is ", ds.target_buffer(), " but there are only ", cfg.buffers_size(),
+                           " buffers"));
+    }
+    if (ds.name() == "linux.ftrace") {
+      const config::FtraceConfig& f = ds.ftrace_config();
+      if (f.ftrace_events_size() == 0 && f.bpf_fallback_events_size() == 0) {
+        v->Fail(field({{"name", -1}}),
+                "is linux.ftrace, which needs ftrace_config { ftrace_events: \"group/name\" "
+                "... } (or bpf_fallback_events)");
+      }
+      if (f.buffer_size_kb() > kMaxFtraceBufferSizeKb) {
+        v->Fail(field({{"ftrace_config", -1}, {"buffer_size_kb", -1}}),
+                absl::StrCat("is ", f.buffer_size_kb(), ": at most ", kMaxFtraceBufferSizeKb, " (",
+                             Kb(kMaxFtraceBufferSizeKb), ") per CPU"));
+      }
+      check_per_cpu(field({{"ftrace_config", -1}, {"buffer_size_kb", -1}}), f.buffer_size_kb());
+      if (f.drain_buffer_percent() > 100) {
+        v->Fail(field({{"ftrace_config", -1}, {"drain_buffer_percent", -1}}),
+                absl::StrCat("is ", f.drain_buffer_percent(), ": a percentage, at most 100"));
+      }
+    }
+    if (ds.name() == "linux.bpf") {
+      const config::BpfConfig& b = ds.bpf_config();
+      if (b.ring_size_kb() > kMaxBpfRingSizeKb) {
+        v->Fail(field({{"bpf_config", -1}, {"ring_size_kb", -1}}),
+                absl::StrCat("is ", b.ring_size_kb(), ": a BPF ring buffer holds at most ",
+                             kMaxBpfRingSizeKb, " (", Kb(kMaxBpfRingSizeKb), ") per CPU"));
+      }
+      check_per_cpu(field({{"bpf_config", -1}, {"ring_size_kb", -1}}), b.ring_size_kb());
+      if (b.filter_tgid_size() > kMaxFilterTgids) {
+        v->Fail(field({{"bpf_config", -1}, {"filter_tgid", kMaxFilterTgids}}),
+                absl::StrCat("is one of ", b.filter_tgid_size(), " filter_tgid values: at most ",
+                             kMaxFilterTgids, " can be given"));
+      }
+      if (b.has_filter_max_prio() && (b.filter_max_prio() < 0 || b.filter_max_prio() > 139)) {
+        v->Fail(field({{"bpf_config", -1}, {"filter_max_prio", -1}}),
+                absl::StrCat("is ", b.filter_max_prio(), ": kernel priorities are 0 to 139"));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status ValidateConfig(const config::TraceConfig& cfg, const std::string& file_name) {
+  if (cfg.buffers_size() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file_name, ": no buffers { size_kb: ... } section: at least one is needed"));
+  }
+  Validator v(file_name, nullptr);
+  Validate(cfg, ThisMachine(), &v);
+  return v.status();
+}
+
+MachineLimits ThisMachine() {
+  return {static_cast<int>(sysconf(_SC_NPROCESSORS_CONF)), MachineMemoryKb()};
+}
+
+absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
+                                                const std::string& file_name) {
+  return ParseConfig(text, file_name, ThisMachine());
+}
+
+absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
+                                                const std::string& file_name,
+                                                const MachineLimits& machine) {
+  config::TraceConfig cfg;
+  ErrorCollector errors;
+  google::protobuf::TextFormat::Parser parser;
+  google::protobuf::TextFormat::ParseInfoTree tree;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(text, &cfg)) {
+    return absl::InvalidArgumentError(absl::StrCat(file_name, ": ", errors.error()));
+  }
+  if (cfg.buffers_size() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file_name, ": no buffers { size_kb: ... } section: at least one is needed"));
+  }
+  Validator v(file_name, &tree);
+  Validate(cfg, machine, &v);
+  if (!v.ok()) return v.status();
+  // Streaming without flushes leaves what the writers hold in open chunks
+  // out of the file until the end, and Perfetto's importer warns about such
+  // a config (config_write_into_file_no_flush). An explicit 0 is kept.
+  if (cfg.write_into_file() && !cfg.has_flush_period_ms()) {
+    cfg.set_flush_period_ms(kDefaultStreamingFlushPeriodMs);
+  }
+  return cfg;
+}
+
+absl::StatusOr<config::TraceConfig> LoadConfigFile(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    return absl::Status(
+        err == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kPermissionDenied,
+        absl::StrCat("cannot read config ", path, ": ", std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read config ", path, ": it is ", S_ISDIR(st.st_mode) ? "a directory" : "not a file",
+        "; -c takes a config file in protobuf text format"));
+  }
+  std::ifstream in(path);
+  if (!in) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot read config ", path, ": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path);
+}
+
+config::TraceConfig DefaultRecordConfig() {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(kDefaultConfig, "<embedded default>");
+  return cfg.ok() ? *cfg : config::TraceConfig();
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,65 @@
+#ifndef RINGSIDE_AGENT_CONFIG_CONFIG_LOADER_H_
+#define RINGSIDE_AGENT_CONFIG_CONFIG_LOADER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ringside/config/trace_config.pb.h"
+
+namespace ringside::agent {
+
+// Limits of config values, checked at parse time (docs/config.md names them).
+// TraceBuffer offsets are 32-bit.
+inline constexpr uint64_t kMinBufferSizeKb = 4;
+inline constexpr uint64_t kMaxBufferSizeKb = ((uint64_t{1} << 32) - 4096) / 1024;
+// A BPF ring's size is a power of two that fits the kernel's 32-bit
+// max_entries: 2 GiB.
+inline constexpr uint64_t kMaxBpfRingSizeKb = uint64_t{1} << 21;
+// Per CPU; beyond this the kernel's page allocation fails on any machine
+// that would want it.
+inline constexpr uint64_t kMaxFtraceBufferSizeKb = uint64_t{1} << 21;
+// The BPF programs' tgid filter table (RS_MAX_FILTER_TGIDS).
+inline constexpr int kMaxFilterTgids = 16;
+
+// Data sources this build can run.
+const std::vector<std::string>& KnownDataSources();
+
+// flush_period_ms of a write_into_file config that does not set it.
+inline constexpr uint32_t kDefaultStreamingFlushPeriodMs = 1000;
+
+// Parses a config in protobuf text format. Errors name the file, line and
+// column, and what is wrong ("unknown field 'x'", a bad value, an unknown
+// data source with the list of known ones, a target_buffer out of range).
+// Returns the effective config: defaults that depend on other fields filled
+// in (flush_period_ms when streaming).
+absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
+                                                const std::string& file_name);
+
+// What the per-CPU kernel buffers are checked against: together they may
+// take at most half of the machine's memory.
+struct MachineLimits {
+  int cpus = 1;
+  uint64_t memory_kb = 0;  // 0: unknown, not checked.
+};
+MachineLimits ThisMachine();
+// ParseConfig, against another machine's limits.
+absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
+                                                const std::string& file_name,
+                                                const MachineLimits& machine);
+// kNotFound / kPermissionDenied / kInvalidArgument (a directory) naming
+// why the file cannot be read.
+absl::StatusOr<config::TraceConfig> LoadConfigFile(const std::string& path);
+
+// The checks ParseConfig makes, for a config changed after parsing (by
+// command-line flags): errors name the field, without a line.
+absl::Status ValidateConfig(const config::TraceConfig& cfg, const std::string& file_name);
+
+// The embedded default of `ringside record`: sched, process lifecycle and
+// power events from ftrace into a 64 MiB ring, for 10 s.
+config::TraceConfig DefaultRecordConfig();
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_CONFIG_CONFIG_LOADER_H_

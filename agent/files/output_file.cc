@@ -1,0 +1,290 @@
+#include "agent/files/output_file.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringside::agent {
+namespace {
+
+// Filesystems whose files are kernel settings and state, not storage.
+struct KernelFs {
+  int64_t magic;
+  const char* name;
+};
+constexpr KernelFs kKernelFilesystems[] = {
+    {PROC_SUPER_MAGIC, "proc"},     {SYSFS_MAGIC, "sysfs"},
+    {TRACEFS_MAGIC, "tracefs"},     {DEBUGFS_MAGIC, "debugfs"},
+    {CGROUP_SUPER_MAGIC, "cgroup"}, {CGROUP2_SUPER_MAGIC, "cgroup2"},
+    {BPF_FS_MAGIC, "bpf"},          {SECURITYFS_MAGIC, "securityfs"},
+    {0x62656570, "configfs"},       {DEVPTS_SUPER_MAGIC, "devpts"},
+};
+
+std::string Errno(const std::string& what, int err) {
+  return absl::StrCat(what, ": ", std::strerror(err));
+}
+
+const char* TypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISLNK(mode)) return "a symlink";
+  return "not a regular file";
+}
+
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Writes all of `data` at the file offset; 0, or the errno that stopped it
+// with `*written` bytes out.
+int WriteAll(int fd, const char* data, size_t size, size_t* written) {
+  *written = 0;
+  while (*written < size) {
+    const ssize_t n = write(fd, data + *written, size - *written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    *written += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// The final path is a new name, or a regular file, in a directory we may
+// write, on a filesystem that stores files.
+absl::Status CheckDirectory(const std::string& shown, const std::string& final_path) {
+  const std::string dir = DirOf(final_path);
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(
+        Errno(absl::StrCat("cannot write ", shown, ": ", dir), errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", shown, ": ", dir, " is not a directory"));
+  }
+  struct statfs fs;
+  if (statfs(dir.c_str(), &fs) == 0) {
+    for (const KernelFs& k : kKernelFilesystems) {
+      if (static_cast<int64_t>(fs.f_type) == k.magic) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot write ", shown, ": ", dir, " is on ", k.name,
+                         ", whose files are kernel settings, not storage"));
+      }
+    }
+  }
+  if (access(dir.c_str(), W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        Errno(absl::StrCat("cannot write ", shown, ": ", dir), errno));
+  }
+  const size_t slash = final_path.rfind('/');
+  const size_t base =
+      slash == std::string::npos ? final_path.size() : final_path.size() - slash - 1;
+  if (base > NAME_MAX || final_path.size() >= PATH_MAX) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", shown, ": ", std::strerror(ENAMETOOLONG)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& path, Mode mode,
+                                                             uint64_t reserve_bytes) {
+  std::unique_ptr<OutputFile> out(new OutputFile());
+  out->mode_ = mode;
+  out->display_name_ = path == "-" ? "standard output" : path;
+  if (path.empty()) return absl::InvalidArgumentError("no output file named");
+  if (path == "-") {
+    if (isatty(STDOUT_FILENO)) {
+      return absl::FailedPreconditionError(
+          "-o -: standard output is a terminal; redirect it (-o - > FILE, -o - | CMD) or name a "
+          "file");
+    }
+    out->fd_ = STDOUT_FILENO;
+    out->owns_fd_ = false;
+    out->is_stream_ = true;
+    return out;
+  }
+  std::string final_path = path;
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) {
+      return absl::FailedPreconditionError(Errno(absl::StrCat("cannot write ", path), errno));
+    }
+  } else {
+    if (S_ISLNK(st.st_mode)) {
+      // Followed as open() follows it (fs.protected_symlinks applies), then
+      // named by what it resolved to.
+      const int target = open(path.c_str(), O_PATH | O_CLOEXEC);
+      if (target < 0) {
+        return absl::FailedPreconditionError(
+            Errno(absl::StrCat("cannot write ", path, ": it is a symlink that cannot be followed"),
+                  errno));
+      }
+      const int fstat_ok = fstat(target, &st);
+      std::vector<char> buf(PATH_MAX + 1);
+      const ssize_t n =
+          readlink(absl::StrCat("/proc/self/fd/", target).c_str(), buf.data(), buf.size() - 1);
+      close(target);
+      if (fstat_ok != 0) {
+        return absl::FailedPreconditionError(Errno(absl::StrCat("cannot write ", path), errno));
+      }
+      if (S_ISREG(st.st_mode)) {
+        if (n <= 0 || buf[0] != '/') {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "cannot write ", path, ": cannot tell where the symlink points (is /proc mounted?)"));
+        }
+        final_path.assign(buf.data(), static_cast<size_t>(n));
+      }
+    }
+    if (S_ISFIFO(st.st_mode)) {
+      // A pipe or FIFO: written in order. A FIFO without a reader is an
+      // error now rather than a recording that blocks at the end.
+      const int fd = open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0) {
+        return absl::FailedPreconditionError(Errno(
+            absl::StrCat("cannot write ", path, errno == ENXIO ? ": the FIFO has no reader" : ""),
+            errno));
+      }
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      out->fd_ = fd;
+      out->is_stream_ = true;
+      return out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot write ", path, ": it is ", TypeName(st.st_mode),
+          "; ringside writes traces only to regular files (-o - for standard output)"));
+    }
+  }
+  if (absl::Status s = CheckDirectory(path, final_path); !s.ok()) return s;
+  out->final_path_ = final_path;
+
+  if (mode == Mode::kStreaming) {
+    // No O_TRUNC before the type is checked: a name swapped for a device
+    // since lstat() must not be truncated.
+    const int fd =
+        open(final_path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return absl::PermissionDeniedError(Errno(absl::StrCat("cannot write ", path), errno));
+    }
+    out->fd_ = fd;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot write ", path, ": it is no longer a regular file"));
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (ftruncate(fd, 0) != 0) {
+      return absl::PermissionDeniedError(Errno(absl::StrCat("cannot write ", path), errno));
+    }
+    return out;
+  }
+
+  std::string temp = DirOf(final_path) + "/.ringside-XXXXXX";
+  const int fd = mkostemp(temp.data(), O_CLOEXEC);  // 0600.
+  if (fd < 0) {
+    return absl::PermissionDeniedError(Errno(
+        absl::StrCat("cannot write ", path, ": creating a temporary file in ", DirOf(final_path)),
+        errno));
+  }
+  out->fd_ = fd;
+  out->temp_path_ = temp;
+  if (reserve_bytes > 0) {
+    const int err = posix_fallocate(fd, 0, static_cast<off_t>(reserve_bytes));
+    if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot write ", path, ": the trace can need ", (reserve_bytes + (1 << 20) - 1) >> 20,
+          " MiB (the size of its buffers) and ", DirOf(final_path), " has not that much room: ",
+          std::strerror(err), ". Free some space, name another -o, or use smaller buffers (-b)"));
+    }
+    if (err != 0) {
+      out->warning_ = absl::StrCat("cannot reserve room for ", path, " ahead (", std::strerror(err),
+                                   "): a full disk would only show at the end");
+    }
+  }
+  return out;
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0 && owns_fd_) close(fd_);
+  if (!temp_path_.empty()) unlink(temp_path_.c_str());
+}
+
+absl::Status OutputFile::Append(const std::string& bytes) {
+  size_t written = 0;
+  if (const int err = WriteAll(fd_, bytes.data(), bytes.size(), &written); err != 0) {
+    if (written > 0) {
+      if (is_stream_) {
+        bytes_written_ += written;
+        return absl::DataLossError(
+            Errno(absl::StrCat("writing ", display_name_, " (a packet was cut short)"), err));
+      }
+      // A short write left part of a packet: cut back to the last whole one.
+      const off_t whole = static_cast<off_t>(bytes_written_);
+      if (ftruncate(fd_, whole) != 0 || lseek(fd_, whole, SEEK_SET) < 0) {
+        return absl::DataLossError(
+            absl::StrCat("writing ", display_name_, ": ", std::strerror(err),
+                         "; cutting it back to its last whole packet: ", std::strerror(errno)));
+      }
+    }
+    return absl::ResourceExhaustedError(Errno(absl::StrCat("writing ", display_name_), err));
+  }
+  bytes_written_ += bytes.size();
+  return absl::OkStatus();
+}
+
+absl::Status OutputFile::Commit(const std::string& bytes) {
+  if (mode_ == Mode::kStreaming || is_stream_) {
+    if (!bytes.empty()) {
+      if (absl::Status s = Append(bytes); !s.ok()) return s;
+    }
+    if (!is_stream_ && fsync(fd_) != 0) {
+      return absl::UnavailableError(Errno(absl::StrCat("flushing ", display_name_), errno));
+    }
+    return absl::OkStatus();
+  }
+  size_t written = 0;
+  if (const int err = WriteAll(fd_, bytes.data(), bytes.size(), &written); err != 0) {
+    return absl::ResourceExhaustedError(Errno(absl::StrCat("writing ", temp_path_), err));
+  }
+  bytes_written_ = bytes.size();
+  if (ftruncate(fd_, static_cast<off_t>(bytes.size())) != 0 || fsync(fd_) != 0) {
+    return absl::UnavailableError(Errno(absl::StrCat("flushing ", temp_path_), errno));
+  }
+  close(fd_);
+  fd_ = -1;
+  // The target may have changed since Open(): still never over a non-file.
+  struct stat st;
+  if (lstat(final_path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const std::string kept = std::exchange(temp_path_, "");
+    return absl::FailedPreconditionError(absl::StrCat("not replacing ", final_path_, ": it became ",
+                                                      TypeName(st.st_mode),
+                                                      " while recording; the trace is in ", kept));
+  }
+  if (rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+    const std::string kept = std::exchange(temp_path_, "");
+    return absl::UnavailableError(
+        Errno(absl::StrCat("renaming ", kept, " to ", final_path_, " (the trace is in ", kept, ")"),
+              errno));
+  }
+  temp_path_.clear();
+  return absl::OkStatus();
+}
+
+}  // namespace ringside::agent

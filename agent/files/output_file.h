@@ -1,0 +1,80 @@
+#ifndef RINGSIDE_AGENT_FILES_OUTPUT_FILE_H_
+#define RINGSIDE_AGENT_FILES_OUTPUT_FILE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ringside::agent {
+
+// The file a trace goes to, checked and prepared before anything is
+// recorded, so that a path that cannot work fails at once instead of after
+// the recording, and so that ringside, running as root, never replaces what
+// is not a trace file of the user's.
+//
+// What -o may name:
+//   - a new name in an existing directory, or an existing regular file;
+//   - a symlink: the file it points to, under the same rules (as perf and a
+//     shell's `>` do). Followed the way the kernel follows it on open, so
+//     fs.protected_symlinks still guards sticky world-writable directories;
+//     a dangling link is refused;
+//   - "-": standard output (not a terminal); a pipe or FIFO (`>(gzip)`,
+//     /dev/fd/N): written in order as a stream, never renamed or truncated.
+// Refused, naming what the path is: directories, devices (/dev/null too),
+// sockets, and files on kernel filesystems (proc, sysfs, tracefs, debugfs,
+// cgroup, bpf, securityfs, configfs), where a "file" is a kernel setting.
+//
+// A whole-file trace is written to a temporary file created (O_EXCL) at
+// Open() in the target's directory, with the space the trace can need
+// reserved by fallocate, then fsynced and renamed over the target: a reader
+// sees either the old file or the whole new one, and a full disk is found
+// before recording rather than at the end. Not thread-safe.
+class OutputFile {
+ public:
+  enum class Mode {
+    kWholeFile,  // Commit() once at the end.
+    kStreaming,  // Append() whole packets while recording.
+  };
+
+  // REQUIRES: for kWholeFile, `reserve_bytes` is an upper bound of the size
+  // of the finished trace (0: reserve nothing).
+  static absl::StatusOr<std::unique_ptr<OutputFile>> Open(const std::string& path, Mode mode,
+                                                          uint64_t reserve_bytes);
+  ~OutputFile();  // Removes the temporary file of an uncommitted kWholeFile.
+
+  // kStreaming: appends `bytes` (whole packets). On failure (a full disk) a
+  // regular file is cut back to its last whole packet, so it stays a valid
+  // trace, and the caller may retry the same bytes later.
+  absl::Status Append(const std::string& bytes);
+  // kWholeFile: writes `bytes` as the file's content and puts it in place.
+  // kStreaming: fsyncs what was appended.
+  absl::Status Commit(const std::string& bytes = "");
+
+  // What the user named, for messages ("standard output" for "-").
+  const std::string& display_name() const { return display_name_; }
+  uint64_t bytes_written() const { return bytes_written_; }
+  // A pipe, FIFO or standard output.
+  bool is_stream() const { return is_stream_; }
+  // Set at Open() when the space could not be reserved ahead (a filesystem
+  // without fallocate): a full disk may then only show at the end.
+  const std::string& warning() const { return warning_; }
+
+ private:
+  OutputFile() = default;
+  std::string display_name_;
+  std::string final_path_;  // The resolved target (symlinks followed).
+  std::string temp_path_;   // kWholeFile to a regular file, until Commit().
+  std::string warning_;
+  Mode mode_ = Mode::kWholeFile;
+  bool is_stream_ = false;
+  bool owns_fd_ = true;
+  int fd_ = -1;
+  uint64_t bytes_written_ = 0;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_FILES_OUTPUT_FILE_H_

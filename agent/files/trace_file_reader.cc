@@ -1,0 +1,140 @@
+#include "agent/files/trace_file_reader.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ringside::agent {
+namespace {
+
+// Field 1 (Trace.packet), wire type 2 (length-delimited).
+constexpr uint64_t kPacketTag = (1 << 3) | 2;
+
+absl::Status ErrnoStatus(int err, const std::string& what) {
+  std::string message = absl::StrCat(what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(message);
+    default:
+      return absl::UnavailableError(message);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::Open(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  struct stat st;
+  if (fstat(fileno(file), &st) != 0) {
+    int err = errno;
+    std::fclose(file);
+    return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    std::fclose(file);
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  }
+  return std::unique_ptr<TraceFileReader>(
+      new TraceFileReader(file, static_cast<uint64_t>(st.st_size)));
+}
+
+TraceFileReader::~TraceFileReader() { std::fclose(file_); }
+
+TraceFileReader::Result TraceFileReader::Fail(uint64_t offset, std::string message) {
+  done_ = true;
+  final_result_ = Result::kError;
+  error_offset_ = offset;
+  error_ = std::move(message);
+  return Result::kError;
+}
+
+bool TraceFileReader::ReadVarint(const char* what, uint64_t* value, bool* clean_eof) {
+  const uint64_t start = position_;
+  uint64_t result = 0;
+  for (int i = 0; i < 10; i++) {
+    int c = getc_unlocked(file_);
+    if (c == EOF) {
+      if (i == 0 && clean_eof != nullptr) {
+        *clean_eof = true;
+        return false;
+      }
+      Fail(start, absl::StrFormat("truncated file: it ends inside the %s varint", what));
+      return false;
+    }
+    position_++;
+    result |= static_cast<uint64_t>(c & 0x7f) << (7 * i);
+    if ((c & 0x80) == 0) {
+      *value = result;
+      return true;
+    }
+  }
+  Fail(start, absl::StrFormat("corrupt %s: varint longer than 10 bytes", what));
+  return false;
+}
+
+TraceFileReader::Result TraceFileReader::ReadNextPacket(std::string* packet, uint64_t* offset) {
+  if (done_) return final_result_;
+  const uint64_t packet_offset = position_;
+
+  uint64_t tag = 0;
+  bool clean_eof = false;
+  if (!ReadVarint("packet tag", &tag, &clean_eof)) {
+    if (clean_eof) {
+      done_ = true;
+      final_result_ = Result::kEnd;
+      return Result::kEnd;
+    }
+    return Result::kError;
+  }
+  if (tag != kPacketTag) {
+    return Fail(
+        packet_offset,
+        absl::StrFormat("not a trace packet: expected tag 0x0a (field 1, length-delimited), "
+                        "found field %u wire type %u",
+                        tag >> 3, tag & 7));
+  }
+
+  uint64_t size = 0;
+  if (!ReadVarint("packet length", &size, nullptr)) return Result::kError;
+  if (size > kMaxPacketBytes) {
+    return Fail(packet_offset, absl::StrFormat("corrupt packet length: %u bytes (limit %u)", size,
+                                               kMaxPacketBytes));
+  }
+
+  // Refuse a length the file cannot hold before allocating for it. The file
+  // may be growing (a trace being streamed), so look at its size again first.
+  if (size > file_size_ - std::min(position_, file_size_)) {
+    struct stat st;
+    if (fstat(fileno(file_), &st) == 0) file_size_ = static_cast<uint64_t>(st.st_size);
+    const uint64_t remaining = file_size_ - std::min(position_, file_size_);
+    if (size > remaining) {
+      return Fail(packet_offset, absl::StrFormat("truncated packet: it declares %u bytes but the "
+                                                 "file ends after %u",
+                                                 size, remaining));
+    }
+  }
+
+  packet->resize(size);
+  size_t got = size == 0 ? 0 : std::fread(packet->data(), 1, size, file_);
+  position_ += got;
+  if (got != size) {
+    return Fail(packet_offset,
+                absl::StrFormat("truncated packet: it declares %u bytes but the file ends after %u",
+                                size, got));
+  }
+  *offset = packet_offset;
+  return Result::kPacket;
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,73 @@
+#ifndef RINGSIDE_AGENT_FILES_TRACE_FILE_READER_H_
+#define RINGSIDE_AGENT_FILES_TRACE_FILE_READER_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ringside::agent {
+
+// Reads a trace file (a serialized Trace: a run of `packet` fields, tag 0x0a)
+// one packet at a time, so a multi-gigabyte file never sits in memory at once.
+// The reader trusts nothing: every length is checked against what the file
+// holds, and the first malformed byte stops it with an error that names the
+// byte offset and what was wrong there.
+//
+// Not thread-safe.
+class TraceFileReader {
+ public:
+  // Packets larger than this are taken as corruption rather than allocated.
+  static constexpr uint64_t kMaxPacketBytes = 256ull << 20;
+
+  enum class Result {
+    kPacket,  // *packet holds the next packet's bytes.
+    kEnd,     // The file ended cleanly at a packet boundary.
+    kError,   // Malformed or truncated data; see error() and error_offset().
+  };
+
+  // Opens `path`. Fails with kNotFound / kPermissionDenied / kFailedPrecondition
+  // (not a regular file) naming the path and the cause.
+  static absl::StatusOr<std::unique_ptr<TraceFileReader>> Open(const std::string& path);
+
+  // Reads the next packet into *packet (its serialized TracePacket bytes) and
+  // its byte offset in the file (of the packet's tag) into *offset.
+  // After kEnd or kError, every later call returns the same result.
+  Result ReadNextPacket(std::string* packet, uint64_t* offset);
+
+  // Why the last ReadNextPacket() returned kError, e.g. "truncated packet: ...".
+  const std::string& error() const { return error_; }
+  // The byte offset at which the problem was found.
+  uint64_t error_offset() const { return error_offset_; }
+  // Bytes consumed so far (the offset of the next packet).
+  uint64_t position() const { return position_; }
+  // Size of the file when it was opened.
+  uint64_t file_size() const { return file_size_; }
+
+  ~TraceFileReader();
+  TraceFileReader(const TraceFileReader&) = delete;
+  TraceFileReader& operator=(const TraceFileReader&) = delete;
+
+ private:
+  TraceFileReader(std::FILE* file, uint64_t file_size) : file_(file), file_size_(file_size) {}
+
+  // Reads a base-128 varint at position_. Returns false (and sets the error)
+  // on EOF or on a varint longer than 10 bytes. `what` names the field for the
+  // error message.
+  bool ReadVarint(const char* what, uint64_t* value, bool* clean_eof);
+  Result Fail(uint64_t offset, std::string message);
+
+  std::FILE* file_;
+  uint64_t file_size_;
+  uint64_t position_ = 0;
+  bool done_ = false;
+  Result final_result_ = Result::kEnd;
+  std::string error_;
+  uint64_t error_offset_ = 0;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_FILES_TRACE_FILE_READER_H_

@@ -1,0 +1,351 @@
+#include "agent/files/trace_inspector.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/files/trace_file_reader.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+
+namespace ringside::agent {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+using StatList = std::vector<std::pair<std::string, TraceSummary::StatValue>>;
+
+constexpr uint32_t kBoottimeClockId = 6;
+// How many processes and threads the text rendering lists before eliding.
+constexpr size_t kMaxListedInText = 50;
+
+std::string PacketType(const trace::TracePacket& packet) {
+  const Reflection* reflection = packet.GetReflection();
+  const google::protobuf::OneofDescriptor* data =
+      trace::TracePacket::descriptor()->FindOneofByName("data");
+  if (const FieldDescriptor* field = reflection->GetOneofFieldDescriptor(packet, data)) {
+    return field->name();
+  }
+  if (packet.has_interned_data()) return "interned_data";
+  const google::protobuf::UnknownFieldSet& unknown = reflection->GetUnknownFields(packet);
+  if (unknown.field_count() > 0) return absl::StrCat("field_", unknown.field(0).number());
+  return "empty";
+}
+
+// Appends every non-zero integer or floating-point field of `message`
+// (recursively) to *out, named by its path below `prefix`.
+void FlattenNonZero(const Message& message, const std::string& prefix, StatList* out) {
+  const Reflection* reflection = message.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    const std::string name = absl::StrCat(prefix, field->name());
+    const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
+    for (int i = 0; i < count; i++) {
+      const std::string path = field->is_repeated() ? absl::StrCat(name, "[", i, "]") : name;
+      const bool rep = field->is_repeated();
+      std::optional<TraceSummary::StatValue> value;
+      switch (field->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_MESSAGE:
+          FlattenNonZero(rep ? reflection->GetRepeatedMessage(message, field, i)
+                             : reflection->GetMessage(message, field),
+                         path + ".", out);
+          break;
+        case FieldDescriptor::CPPTYPE_UINT64:
+          value = rep ? reflection->GetRepeatedUInt64(message, field, i)
+                      : reflection->GetUInt64(message, field);
+          break;
+        case FieldDescriptor::CPPTYPE_UINT32:
+          value = uint64_t{rep ? reflection->GetRepeatedUInt32(message, field, i)
+                               : reflection->GetUInt32(message, field)};
+          break;
+        case FieldDescriptor::CPPTYPE_INT64:
+          value = rep ? reflection->GetRepeatedInt64(message, field, i)
+                      : reflection->GetInt64(message, field);
+          break;
+        case FieldDescriptor::CPPTYPE_INT32:
+          value = int64_t{rep ? reflection->GetRepeatedInt32(message, field, i)
+                              : reflection->GetInt32(message, field)};
+          break;
+        case FieldDescriptor::CPPTYPE_DOUBLE:
+          value = rep ? reflection->GetRepeatedDouble(message, field, i)
+                      : reflection->GetDouble(message, field);
+          break;
+        case FieldDescriptor::CPPTYPE_FLOAT:
+          value = double{rep ? reflection->GetRepeatedFloat(message, field, i)
+                             : reflection->GetFloat(message, field)};
+          break;
+        default:
+          // Enums (phases), bools and strings are not figures.
+          break;
+      }
+      if (value.has_value() && std::visit([](auto v) { return v != decltype(v){0}; }, *value)) {
+        out->emplace_back(path, *value);
+      }
+    }
+  }
+}
+
+std::string FormatSeconds(uint64_t ns) {
+  return absl::StrFormat("%u.%09u s", ns / 1000000000, ns % 1000000000);
+}
+
+std::string StatToString(const TraceSummary::StatValue& value) {
+  return std::visit([](auto v) { return absl::StrCat(v); }, value);
+}
+
+}  // namespace
+
+void TraceSummarizer::AddTimestamp(uint64_t ts_ns) {
+  if (!summary_.first_timestamp_ns || ts_ns < *summary_.first_timestamp_ns) {
+    summary_.first_timestamp_ns = ts_ns;
+  }
+  if (!summary_.last_timestamp_ns || ts_ns > *summary_.last_timestamp_ns) {
+    summary_.last_timestamp_ns = ts_ns;
+  }
+}
+
+void TraceSummarizer::SetError(uint64_t offset, std::string message) {
+  summary_.error = TraceSummary::Error{offset, std::move(message)};
+}
+
+bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
+  packet_.Clear();
+  if (!packet_.ParseFromString(bytes)) {
+    SetError(offset, absl::StrFormat("corrupt packet #%u (%u bytes): not a valid TracePacket",
+                                     summary_.packets + 1, bytes.size()));
+    return false;
+  }
+  const trace::TracePacket& p = packet_;
+  summary_.packets++;
+  summary_.packets_by_type[PacketType(p)]++;
+
+  TraceSummary::Sequence& sequence = summary_.sequences[p.trusted_packet_sequence_id()];
+  sequence.packets++;
+  if (p.previous_packet_dropped() != 0) sequence.dropped_marks++;
+
+  if (p.has_timestamp() &&
+      (!p.has_timestamp_clock_id() || p.timestamp_clock_id() == kBoottimeClockId)) {
+    AddTimestamp(p.timestamp());
+  }
+
+  if (p.has_ftrace_events()) {
+    const trace::FtraceEventBundle& bundle = p.ftrace_events();
+    if (bundle.lost_events()) summary_.ftrace_bundles_with_lost_events++;
+    summary_.ftrace_events += static_cast<uint64_t>(bundle.event_size());
+    auto sched_pid = [this](int32_t pid) {
+      if (pid != 0) summary_.sched_pids.insert(pid);
+    };
+    for (const trace::FtraceEvent& event : bundle.event()) {
+      if (event.has_timestamp()) AddTimestamp(event.timestamp());
+      if (event.has_sched_switch()) {
+        sched_pid(event.sched_switch().prev_pid());
+        sched_pid(event.sched_switch().next_pid());
+      }
+      if (event.has_sched_waking()) sched_pid(event.sched_waking().pid());
+      if (event.has_sched_wakeup()) sched_pid(event.sched_wakeup().pid());
+      if (event.has_sched_wakeup_new()) sched_pid(event.sched_wakeup_new().pid());
+      if (event.has_sched_process_fork()) {
+        summary_.event_named_pids.insert(event.sched_process_fork().child_pid());
+      }
+      if (event.has_task_newtask()) summary_.event_named_pids.insert(event.task_newtask().pid());
+      if (event.has_sched_process_exec()) {
+        summary_.event_named_pids.insert(event.sched_process_exec().pid());
+      }
+      if (event.has_task_rename()) summary_.event_named_pids.insert(event.task_rename().pid());
+    }
+    const auto& compact = bundle.compact_sched();
+    for (int32_t pid : compact.switch_next_pid()) sched_pid(pid);
+    for (int32_t pid : compact.waking_pid()) sched_pid(pid);
+    summary_.ftrace_events +=
+        static_cast<uint64_t>(compact.switch_timestamp_size() + compact.waking_timestamp_size());
+    for (const auto* deltas : {&compact.switch_timestamp(), &compact.waking_timestamp()}) {
+      uint64_t ts = 0;
+      for (uint64_t delta : *deltas) {
+        ts += delta;
+        AddTimestamp(ts);
+      }
+    }
+  }
+
+  if (p.has_process_tree()) {
+    for (const auto& process : p.process_tree().processes()) {
+      summary_.processes[process.pid()] = process.cmdline_size() > 0 ? process.cmdline(0) : "";
+    }
+    for (const auto& thread : p.process_tree().threads()) {
+      summary_.threads[thread.tid()] = TraceSummary::Thread{thread.tgid(), thread.name()};
+    }
+  }
+
+  AddStats(p);
+  return true;
+}
+
+void TraceSummarizer::AddStats(const trace::TracePacket& packet) {
+  if (!packet.has_trace_stats() && !packet.has_ftrace_stats()) return;
+  if (packet.has_trace_stats()) {
+    trace_stats_.clear();
+    FlattenNonZero(packet.trace_stats(), "trace_stats.", &trace_stats_);
+  } else {
+    ftrace_stats_.clear();
+    FlattenNonZero(packet.ftrace_stats(), "ftrace_stats.", &ftrace_stats_);
+  }
+  summary_.nonzero_stats = trace_stats_;
+  summary_.nonzero_stats.insert(summary_.nonzero_stats.end(), ftrace_stats_.begin(),
+                                ftrace_stats_.end());
+}
+
+std::vector<int32_t> TraceSummary::UnresolvedSchedPids() const {
+  std::vector<int32_t> out;
+  for (int32_t pid : sched_pids) {
+    if (!threads.count(pid) && !processes.count(pid) && !event_named_pids.count(pid)) {
+      out.push_back(pid);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<TraceFileReader>> reader = TraceFileReader::Open(path);
+  if (!reader.ok()) return reader.status();
+  TraceSummarizer summarizer;
+  std::string packet;
+  uint64_t offset = 0;
+  uint64_t whole_packet_bytes = 0;
+  for (;;) {
+    TraceFileReader::Result result = (*reader)->ReadNextPacket(&packet, &offset);
+    if (result == TraceFileReader::Result::kEnd) break;
+    if (result == TraceFileReader::Result::kError) {
+      summarizer.SetError((*reader)->error_offset(), (*reader)->error());
+      break;
+    }
+    if (!summarizer.AddPacket(packet, offset)) break;
+    whole_packet_bytes = (*reader)->position();
+  }
+  TraceSummary summary = summarizer.summary();
+  summary.bytes = whole_packet_bytes;
+  return summary;
+}
+
+std::string SummaryToText(const std::string& path, const TraceSummary& s) {
+  std::string out = absl::StrFormat("%s: %u packets in %u bytes\n", path, s.packets, s.bytes);
+
+  absl::StrAppend(&out, "\nPackets by type:\n");
+  for (const auto& [type, count] : s.packets_by_type) {
+    absl::StrAppendFormat(&out, "  %-28s %10u\n", type, count);
+  }
+
+  absl::StrAppend(&out, "\nSequences:\n");
+  absl::StrAppendFormat(&out, "  %-10s %10s %24s\n", "seq_id", "packets",
+                        "previous_packet_dropped");
+  for (const auto& [id, seq] : s.sequences) {
+    absl::StrAppendFormat(&out, "  %-10u %10u %24u\n", id, seq.packets, seq.dropped_marks);
+  }
+
+  absl::StrAppend(&out, "\nTime range (CLOCK_BOOTTIME): ");
+  if (s.first_timestamp_ns) {
+    absl::StrAppendFormat(&out, "%s .. %s (%s)\n", FormatSeconds(*s.first_timestamp_ns),
+                          FormatSeconds(*s.last_timestamp_ns),
+                          FormatSeconds(*s.last_timestamp_ns - *s.first_timestamp_ns));
+  } else {
+    absl::StrAppend(&out, "no timestamps\n");
+  }
+
+  absl::StrAppendFormat(&out, "\nFtrace: %u events, %u bundles with lost events\n", s.ftrace_events,
+                        s.ftrace_bundles_with_lost_events);
+
+  const std::vector<int32_t> unresolved = s.UnresolvedSchedPids();
+  absl::StrAppendFormat(&out, "Sched pids: %u in scheduling events, %u without a name",
+                        s.sched_pids.size(), unresolved.size());
+  if (!unresolved.empty()) {
+    absl::StrAppend(&out, " (");
+    for (size_t i = 0; i < unresolved.size() && i < 10; i++) {
+      absl::StrAppend(&out, i ? " " : "", unresolved[i]);
+    }
+    absl::StrAppend(&out, unresolved.size() > 10 ? " ...)" : ")");
+  }
+  absl::StrAppend(&out, "\n");
+
+  absl::StrAppendFormat(&out, "\nProcesses (%u):\n", s.processes.size());
+  size_t listed = 0;
+  for (const auto& [pid, name] : s.processes) {
+    if (listed++ == kMaxListedInText) break;
+    absl::StrAppendFormat(&out, "  %8d  %s\n", pid, name);
+  }
+  if (s.processes.size() > kMaxListedInText) {
+    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                          s.processes.size() - kMaxListedInText);
+  }
+  absl::StrAppendFormat(&out, "\nThreads (%u):\n", s.threads.size());
+  listed = 0;
+  for (const auto& [tid, thread] : s.threads) {
+    if (listed++ == kMaxListedInText) break;
+    absl::StrAppendFormat(&out, "  %8d  tgid %-8d %s\n", tid, thread.tgid, thread.name);
+  }
+  if (s.threads.size() > kMaxListedInText) {
+    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                          s.threads.size() - kMaxListedInText);
+  }
+
+  absl::StrAppend(&out, "\nNon-zero stats:\n");
+  if (s.nonzero_stats.empty()) absl::StrAppend(&out, "  none\n");
+  for (const auto& [name, value] : s.nonzero_stats) {
+    absl::StrAppendFormat(&out, "  %-56s %s\n", name, StatToString(value));
+  }
+  return out;
+}
+
+nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
+  nlohmann::json j;
+  j["file"] = path;
+  j["packets"] = s.packets;
+  j["bytes"] = s.bytes;
+  j["packets_by_type"] = nlohmann::json::object();
+  for (const auto& [type, count] : s.packets_by_type) j["packets_by_type"][type] = count;
+  j["sequences"] = nlohmann::json::array();
+  for (const auto& [id, seq] : s.sequences) {
+    j["sequences"].push_back(
+        {{"id", id}, {"packets", seq.packets}, {"previous_packet_dropped", seq.dropped_marks}});
+  }
+  if (s.first_timestamp_ns) {
+    j["time_range"] = {{"clock", "BOOTTIME"},
+                       {"first_ns", *s.first_timestamp_ns},
+                       {"last_ns", *s.last_timestamp_ns},
+                       {"duration_ns", *s.last_timestamp_ns - *s.first_timestamp_ns}};
+  } else {
+    j["time_range"] = nullptr;
+  }
+  j["ftrace"] = {{"events", s.ftrace_events},
+                 {"bundles_with_lost_events", s.ftrace_bundles_with_lost_events}};
+  const std::vector<int32_t> unresolved = s.UnresolvedSchedPids();
+  j["sched_pids"] = {{"seen", s.sched_pids.size()},
+                     {"unresolved", unresolved.size()},
+                     {"unresolved_pids", unresolved}};
+  j["processes"] = nlohmann::json::array();
+  for (const auto& [pid, name] : s.processes)
+    j["processes"].push_back({{"pid", pid}, {"name", name}});
+  j["threads"] = nlohmann::json::array();
+  for (const auto& [tid, thread] : s.threads) {
+    j["threads"].push_back({{"tid", tid}, {"tgid", thread.tgid}, {"name", thread.name}});
+  }
+  j["nonzero_stats"] = nlohmann::json::object();
+  for (const auto& [name, value] : s.nonzero_stats) {
+    nlohmann::json& slot = j["nonzero_stats"][name];
+    std::visit([&slot](auto v) { slot = v; }, value);
+  }
+  if (s.error) {
+    j["error"] = {{"offset", s.error->offset}, {"message", s.error->message}};
+  } else {
+    j["error"] = nullptr;
+  }
+  return j;
+}
+
+std::string SummaryToJsonText(const std::string& path, const TraceSummary& summary) {
+  return SummaryToJson(path, summary)
+      .dump(2, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,105 @@
+#ifndef RINGSIDE_AGENT_FILES_TRACE_INSPECTOR_H_
+#define RINGSIDE_AGENT_FILES_TRACE_INSPECTOR_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "ringside/trace/trace_packet.pb.h"
+
+namespace ringside::agent {
+
+// What `ringside inspect` reports about a trace: counts by packet type and by
+// sequence, losses, time range, named processes and threads, non-zero stats.
+struct TraceSummary {
+  struct Sequence {
+    uint64_t packets = 0;
+    // Packets carrying a non-zero previous_packet_dropped.
+    uint64_t dropped_marks = 0;
+  };
+  struct Thread {
+    int32_t tgid = 0;
+    std::string name;
+  };
+  using StatValue = std::variant<uint64_t, int64_t, double>;
+
+  uint64_t packets = 0;
+  // Bytes of the trace file that were read as whole packets.
+  uint64_t bytes = 0;
+  // Key: the name of the TracePacket field that holds the packet's payload
+  // ("ftrace_events", "process_tree", ...); "interned_data" for packets that
+  // carry only interned data, "field_N" for a Perfetto field ringside does not
+  // model, "empty" for none.
+  std::map<std::string, uint64_t> packets_by_type;
+  // Key: trusted_packet_sequence_id (0: packets written without one).
+  std::map<uint32_t, Sequence> sequences;
+  // CLOCK_BOOTTIME ns of the earliest and latest packet or ftrace event.
+  std::optional<uint64_t> first_timestamp_ns;
+  std::optional<uint64_t> last_timestamp_ns;
+  // From process_tree packets; a later entry for the same id replaces an
+  // earlier one. Process name: the first cmdline entry.
+  std::map<int32_t, std::string> processes;
+  std::map<int32_t, Thread> threads;
+  uint64_t ftrace_events = 0;
+  uint64_t ftrace_bundles_with_lost_events = 0;
+  // Every pid/tid a scheduling event names (switched in or out, woken),
+  // the idle tasks (0) left out, and the pids process events give a name
+  // (fork, task_newtask, exec, rename). A sched pid in neither these nor
+  // `processes`/`threads` is a bare number to whoever reads the trace.
+  std::set<int32_t> sched_pids;
+  std::set<int32_t> event_named_pids;
+  std::vector<int32_t> UnresolvedSchedPids() const;
+  // Non-zero numeric fields of the last trace_stats and ftrace_stats packets,
+  // in field order, keyed by path ("trace_stats.buffer_stats[0].chunks_read").
+  std::vector<std::pair<std::string, StatValue>> nonzero_stats;
+
+  // Set when the file could not be read to its end.
+  struct Error {
+    uint64_t offset = 0;
+    std::string message;
+  };
+  std::optional<Error> error;
+};
+
+// Builds a TraceSummary one packet at a time, holding only the summary.
+class TraceSummarizer {
+ public:
+  // Adds one serialized TracePacket found at `offset`. Returns false (and
+  // records the error in the summary) if the bytes are not a TracePacket.
+  bool AddPacket(const std::string& bytes, uint64_t offset);
+  void SetError(uint64_t offset, std::string message);
+
+  const TraceSummary& summary() const { return summary_; }
+
+ private:
+  void AddTimestamp(uint64_t ts_ns);
+  void AddStats(const trace::TracePacket& packet);
+
+  TraceSummary summary_;
+  trace::TracePacket packet_;
+  // The last stats seen; flattened into the summary as they arrive.
+  std::vector<std::pair<std::string, TraceSummary::StatValue>> trace_stats_;
+  std::vector<std::pair<std::string, TraceSummary::StatValue>> ftrace_stats_;
+};
+
+// Reads the trace file at `path` to its end (or to its first malformed byte)
+// and summarizes it. Fails only if the file cannot be opened; a corrupt file
+// yields a summary of what was readable with `error` set.
+absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path);
+
+// Renderings of a summary: human-readable text and one JSON object.
+std::string SummaryToText(const std::string& path, const TraceSummary& summary);
+nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& summary);
+// SummaryToJson as text (indented). Names are bytes, not always UTF-8;
+// JSON strings must be: bytes that are not UTF-8 become U+FFFD.
+std::string SummaryToJsonText(const std::string& path, const TraceSummary& summary);
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_FILES_TRACE_INSPECTOR_H_

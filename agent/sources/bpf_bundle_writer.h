@@ -1,0 +1,51 @@
+#ifndef RINGSIDE_AGENT_SOURCES_BPF_BUNDLE_WRITER_H_
+#define RINGSIDE_AGENT_SOURCES_BPF_BUNDLE_WRITER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "agent/sources/compact_sched.h"
+#include "agent/writer/trace_writer.h"
+#include "bpf/common_events.h"
+#include "bpf/ring_reader.h"
+
+namespace ringside::agent {
+
+// Turns a batch of BPF records of one CPU (bpf/*_events.h) into one
+// FtraceEventBundle packet, in the same form the ftrace reader writes, so
+// that Perfetto's readers treat both alike:
+//  - sched_switch in compact_sched (delta timestamps, comms interned per
+//    bundle);
+//  - wakeups, migrations, fork/exec/exit, rename, fatal signals
+//    (signal_generate) and OOM victims (mark_victim) as typed events, with
+//    ringside's extension fields where the kernel's format has no place
+//    (exec argv/uid, exit code);
+//  - core dumps as a generic event "ringside_core_dump".
+// Records whose size does not match their type are counted and skipped.
+// Not thread-safe; one per consumer thread.
+class BpfBundleWriter {
+ public:
+  struct Stats {
+    uint64_t bundles = 0;
+    uint64_t events[RS_EV_MAX] = {};
+    uint64_t malformed = 0;
+  };
+
+  // `lost_events`: records of this CPU were dropped before the batch.
+  void WriteBundle(TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::RecordView> records,
+                   bool lost_events);
+
+  const Stats& stats() const { return stats_; }
+  uint64_t total_events() const;
+
+ private:
+  Stats stats_;
+  // compact_sched columns of the bundle being written (capacity reused).
+  CompactSchedColumns compact_;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SOURCES_BPF_BUNDLE_WRITER_H_

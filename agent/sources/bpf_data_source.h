@@ -1,0 +1,90 @@
+#ifndef RINGSIDE_AGENT_SOURCES_BPF_DATA_SOURCE_H_
+#define RINGSIDE_AGENT_SOURCES_BPF_DATA_SOURCE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/descriptors/descriptor_tracker.h"
+#include "agent/sources/bpf_bundle_writer.h"
+#include "agent/writer/producer_buffer.h"
+#include "agent/writer/trace_writer.h"
+#include "bpf/event_source.h"
+
+namespace ringside::agent {
+
+// The "linux.bpf" data source: the programs of bpf/ (sched, process,
+// incidents) and one consumer thread that drains their per-CPU rings every
+// drain_period_ms (or sooner, when a ring passes a quarter full) into
+// FtraceEventBundles: one TraceWriter per CPU, writer id 1 + cpu.
+//
+// Stop() is clean: programs detached, the rings drained to the last record,
+// the writers flushed.
+class BpfDataSource {
+ public:
+  struct Config {
+    bpf::EventSource::Options source;
+    uint32_t drain_period_ms = 100;
+    // Told of fork/exec/exit/rename records as they are read (may be null).
+    DescriptorTracker* tracker = nullptr;
+  };
+  // A loss before the buffers, for trace_stats.
+  struct Loss {
+    uint32_t cpu = 0;
+    std::string kind;  // The record type ("sched_switch"), or "bpf_missed_runs".
+    uint64_t events = 0;
+  };
+
+  // Loads the programs (not attached yet). The error names what is missing
+  // (BTF, CAP_BPF/CAP_PERFMON, memlock) or carries the verifier's log.
+  static absl::StatusOr<std::unique_ptr<BpfDataSource>> Create(Config config,
+                                                               ProducerBuffer* producer);
+  ~BpfDataSource();
+
+  // Attaches the programs and starts the consumer thread.
+  absl::Status Start();
+  // Detaches, drains everything left and flushes; idempotent.
+  void Stop();
+
+  uint64_t events() const { return events_.load(std::memory_order_relaxed); }
+  // Reserve failures per CPU and record type, and runs the kernel skipped
+  // per program; only non-zero entries.
+  std::vector<Loss> Losses() const;
+  const std::vector<std::string>& skipped_programs() const { return source_->skipped_programs(); }
+
+  // Name of a record type, as in the trace ("sched_switch").
+  static const char* EventName(uint32_t type);
+
+ private:
+  BpfDataSource(Config config, ProducerBuffer* producer)
+      : config_(std::move(config)), producer_(producer) {}
+  void ConsumerLoop();
+  void DrainOnce(int timeout_ms);
+  void OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records);
+  void TellTracker(absl::Span<const bpf::RecordView> records);
+  uint64_t TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>& per_type, uint32_t cpu) const;
+
+  Config config_;
+  ProducerBuffer* producer_;
+  std::unique_ptr<bpf::EventSource> source_;
+  BpfBundleWriter bundles_;
+  std::vector<std::unique_ptr<TraceWriter>> cpu_writers_;
+  // Drops seen per CPU so far; a CPU whose count grew marks its next bundle.
+  std::vector<uint64_t> drops_seen_;
+  std::vector<bool> lost_pending_;
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> events_{0};
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SOURCES_BPF_DATA_SOURCE_H_

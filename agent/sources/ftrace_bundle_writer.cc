@@ -1,0 +1,237 @@
+#include "agent/sources/ftrace_bundle_writer.h"
+
+#include "ringside/trace/trace_packet.pb.h"
+
+namespace ringside::agent {
+namespace {
+
+using ftrace::EventTable;
+using ftrace::FieldFormat;
+using ftrace::KnownEvent;
+using trace::FtraceEvent;
+using trace::FtraceEventBundle;
+
+struct FieldMap {
+  const char* kernel_name;
+  uint32_t proto_field;
+};
+
+// The typed message of each known event, by kernel field name. Proto field
+// numbers are Perfetto's (see protos/ringside/trace/ftrace_events_sched.proto).
+struct TypedEvent {
+  KnownEvent known;
+  uint32_t event_field;
+  std::vector<FieldMap> fields;
+};
+
+const std::vector<TypedEvent>& TypedEvents() {
+  static const auto* events = new std::vector<TypedEvent>{
+      {KnownEvent::kPrint, FtraceEvent::kPrintFieldNumber, {{"ip", 1}, {"buf", 2}}},
+      {KnownEvent::kSchedSwitch,
+       FtraceEvent::kSchedSwitchFieldNumber,
+       {{"prev_comm", 1},
+        {"prev_pid", 2},
+        {"prev_prio", 3},
+        {"prev_state", 4},
+        {"next_comm", 5},
+        {"next_pid", 6},
+        {"next_prio", 7}}},
+      {KnownEvent::kSchedWaking,
+       FtraceEvent::kSchedWakingFieldNumber,
+       {{"comm", 1}, {"pid", 2}, {"prio", 3}, {"success", 4}, {"target_cpu", 5}}},
+      {KnownEvent::kSchedWakeup,
+       FtraceEvent::kSchedWakeupFieldNumber,
+       {{"comm", 1}, {"pid", 2}, {"prio", 3}, {"success", 4}, {"target_cpu", 5}}},
+      {KnownEvent::kSchedWakeupNew,
+       FtraceEvent::kSchedWakeupNewFieldNumber,
+       {{"comm", 1}, {"pid", 2}, {"prio", 3}, {"success", 4}, {"target_cpu", 5}}},
+      {KnownEvent::kSchedProcessFork,
+       FtraceEvent::kSchedProcessForkFieldNumber,
+       {{"parent_comm", 1}, {"parent_pid", 2}, {"child_comm", 3}, {"child_pid", 4}}},
+      {KnownEvent::kSchedProcessExec,
+       FtraceEvent::kSchedProcessExecFieldNumber,
+       {{"filename", 1}, {"pid", 2}, {"old_pid", 3}}},
+      {KnownEvent::kSchedProcessExit,
+       FtraceEvent::kSchedProcessExitFieldNumber,
+       {{"comm", 1}, {"pid", 2}, {"tgid", 3}, {"prio", 4}}},
+      {KnownEvent::kSchedProcessFree,
+       FtraceEvent::kSchedProcessFreeFieldNumber,
+       {{"comm", 1}, {"pid", 2}, {"prio", 3}}},
+      {KnownEvent::kTaskNewtask,
+       FtraceEvent::kTaskNewtaskFieldNumber,
+       {{"pid", 1}, {"comm", 2}, {"clone_flags", 3}, {"oom_score_adj", 4}}},
+      {KnownEvent::kTaskRename,
+       FtraceEvent::kTaskRenameFieldNumber,
+       {{"pid", 1}, {"oldcomm", 2}, {"newcomm", 3}, {"oom_score_adj", 4}}},
+  };
+  return *events;
+}
+
+bool IsString(const FieldFormat* f) {
+  return f->kind == FieldFormat::Kind::kFixedCharArray || f->kind == FieldFormat::Kind::kCharTail ||
+         f->kind == FieldFormat::Kind::kDataLocString;
+}
+
+void AppendField(ProtoMessage* m, uint32_t number, const ftrace::RawEvent& e,
+                 const FieldFormat* f) {
+  if (IsString(f)) {
+    const absl::string_view s = EventTable::ReadString(e, f);
+    m->AppendBytes(number, s.data(), s.size());
+  } else if (f->kind == FieldFormat::Kind::kInteger || f->kind == FieldFormat::Kind::kPointer) {
+    if (f->is_signed) {
+      m->AppendInt(number, EventTable::ReadInt(e, f));
+    } else {
+      m->AppendVarInt(number, EventTable::ReadUint(e, f));
+    }
+  }
+}
+
+}  // namespace
+
+FtraceBundleWriter::FtraceBundleWriter(const ftrace::EventTable* table, Options options)
+    : table_(table), options_(options) {}
+
+const FtraceBundleWriter::Plan& FtraceBundleWriter::PlanFor(const EventTable::Entry& entry) {
+  auto [it, inserted] = plans_.try_emplace(entry.format.id);
+  Plan& plan = it->second;
+  if (!inserted) return plan;
+  const ftrace::EventFormat& format = entry.format;
+  plan.common_pid = format.FindField("common_pid");
+  for (const TypedEvent& typed : TypedEvents()) {
+    if (typed.known != entry.known) continue;
+    plan.event_field = typed.event_field;
+    for (const FieldMap& m : typed.fields) {
+      if (const FieldFormat* f = format.FindField(m.kernel_name)) {
+        plan.fields.emplace_back(f, m.proto_field);
+      }
+    }
+  }
+  if (entry.known == KnownEvent::kSchedSwitch) {
+    plan.prev_state = format.FindField("prev_state");
+    plan.pid = format.FindField("next_pid");
+    plan.prio = format.FindField("next_prio");
+    plan.comm = format.FindField("next_comm");
+  } else if (entry.known == KnownEvent::kTaskNewtask) {
+    plan.pid = format.FindField("pid");
+    plan.comm = format.FindField("comm");
+    plan.clone_flags = format.FindField("clone_flags");
+  } else if (entry.known == KnownEvent::kSchedProcessExec) {
+    plan.pid = format.FindField("pid");
+    plan.filename = format.FindField("filename");
+  } else if (entry.known == KnownEvent::kSchedProcessExit) {
+    plan.pid = format.FindField("pid");
+    plan.group_dead = format.FindField("group_dead");  // Newer kernels only.
+  } else if (entry.known == KnownEvent::kTaskRename) {
+    plan.pid = format.FindField("pid");
+    plan.newcomm = format.FindField("newcomm");
+  } else if (entry.known == KnownEvent::kSchedWaking) {
+    plan.pid = format.FindField("pid");
+    plan.prio = format.FindField("prio");
+    plan.comm = format.FindField("comm");
+    plan.target_cpu = format.FindField("target_cpu");
+  }
+  return plan;
+}
+
+void FtraceBundleWriter::TellTracker(const ftrace::RawEvent& e, const EventTable::Entry& entry,
+                                     const Plan& plan) {
+  DescriptorTracker* t = options_.tracker;
+  const int32_t current = static_cast<int32_t>(EventTable::ReadInt(e, plan.common_pid));
+  auto sv = [](absl::string_view s) { return std::string_view(s.data(), s.size()); };
+  switch (entry.known) {
+    case KnownEvent::kTaskNewtask:
+      t->OnNewTask(e.timestamp, current, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
+                   sv(EventTable::ReadString(e, plan.comm)),
+                   EventTable::ReadUint(e, plan.clone_flags));
+      break;
+    case KnownEvent::kSchedProcessExec:
+      t->OnExec(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)), -1,
+                sv(EventTable::ReadString(e, plan.filename)), {}, {}, -1, -1);
+      break;
+    case KnownEvent::kSchedProcessExit:
+      t->OnExit(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)), -1,
+                plan.group_dead != nullptr ? (EventTable::ReadInt(e, plan.group_dead) != 0) : -1);
+      break;
+    case KnownEvent::kTaskRename:
+      t->OnRename(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
+                  sv(EventTable::ReadString(e, plan.newcomm)));
+      break;
+    default:
+      break;
+  }
+}
+
+void FtraceBundleWriter::WriteTyped(ProtoMessage* bundle, const ftrace::RawEvent& e,
+                                    const EventTable::Entry& entry, const Plan& plan) {
+  ProtoMessage* event = bundle->BeginNested(FtraceEventBundle::kEventFieldNumber);
+  event->AppendVarInt(FtraceEvent::kTimestampFieldNumber, e.timestamp);
+  if (plan.common_pid != nullptr) {
+    event->AppendVarInt(FtraceEvent::kPidFieldNumber,
+                        static_cast<uint32_t>(EventTable::ReadInt(e, plan.common_pid)));
+  }
+  if (plan.event_field != 0) {
+    ProtoMessage* typed = event->BeginNested(plan.event_field);
+    for (const auto& [field, number] : plan.fields) AppendField(typed, number, e, field);
+    typed->EndNested();
+  } else {
+    stats_.generic_events++;
+    ProtoMessage* generic = event->BeginNested(FtraceEvent::kGenericFieldNumber);
+    generic->AppendString(trace::GenericFtraceEvent::kEventNameFieldNumber, entry.format.name);
+    for (const FieldFormat& f : entry.format.fields) {
+      ProtoMessage* field = generic->BeginNested(trace::GenericFtraceEvent::kFieldFieldNumber);
+      field->AppendString(trace::GenericFtraceEvent::Field::kNameFieldNumber, f.name);
+      using GF = trace::GenericFtraceEvent::Field;
+      if (IsString(&f)) {
+        field->AppendString(GF::kStrValueFieldNumber, EventTable::ReadString(e, &f));
+      } else if (f.is_signed) {
+        field->AppendInt(GF::kIntValueFieldNumber, EventTable::ReadInt(e, &f));
+      } else {
+        field->AppendVarInt(GF::kUintValueFieldNumber, EventTable::ReadUint(e, &f));
+      }
+      field->EndNested();
+    }
+  }
+  event->EndNested();
+}
+
+void FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
+                                     const std::vector<ftrace::RawEvent>& events,
+                                     bool lost_events) {
+  compact_.Clear();
+
+  auto packet = writer->NewTracePacket();
+  ProtoMessage* bundle = packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
+  bundle->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
+  for (const ftrace::RawEvent& e : events) {
+    const EventTable::Entry* entry = table_->Find(EventTable::EventId(e));
+    if (entry == nullptr) {
+      stats_.unknown_events++;
+      continue;
+    }
+    stats_.events++;
+    const Plan& plan = PlanFor(*entry);
+    if (options_.tracker != nullptr) TellTracker(e, *entry, plan);
+    if (options_.compact_sched && entry->known == KnownEvent::kSchedSwitch) {
+      compact_.AddSwitch(e.timestamp, EventTable::ReadInt(e, plan.prev_state),
+                         static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
+                         static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)),
+                         EventTable::ReadString(e, plan.comm));
+      stats_.compact_events++;
+      continue;
+    }
+    if (options_.compact_sched && entry->known == KnownEvent::kSchedWaking) {
+      compact_.AddWaking(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
+                         static_cast<int32_t>(EventTable::ReadInt(e, plan.target_cpu)),
+                         static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)),
+                         EventTable::ReadString(e, plan.comm));
+      stats_.compact_events++;
+      continue;
+    }
+    WriteTyped(bundle, e, *entry, plan);
+  }
+  if (lost_events) bundle->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
+  compact_.AppendTo(bundle);
+  stats_.bundles++;
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,121 @@
+#ifndef RINGSIDE_AGENT_SOURCES_FTRACE_DATA_SOURCE_H_
+#define RINGSIDE_AGENT_SOURCES_FTRACE_DATA_SOURCE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/sources/ftrace_bundle_writer.h"
+#include "agent/writer/producer_buffer.h"
+#include "agent/writer/trace_writer.h"
+#include "ftrace/cpu_reader.h"
+#include "ftrace/event_table.h"
+#include "ftrace/page_parser.h"
+#include "ftrace/tracefs.h"
+
+namespace ringside::agent {
+
+// The "linux.ftrace" data source: a dedicated tracefs instance with the
+// requested events, drained by one reader thread into FtraceEventBundles
+// (one TraceWriter per CPU, writer id 1 + cpu; writer 0 carries the
+// FtraceStats packets at start and end).
+//
+// The reader wakes every drain_period_ms, or earlier when a CPU's kernel
+// buffer passes buffer_percent (poll on trace_pipe_raw), drains every CPU,
+// and retries CPUs that were offline. Stop() is clean: tracing off, a last
+// drain, END_OF_TRACE stats, the instance removed.
+class FtraceDataSource {
+ public:
+  struct Config {
+    std::string instance_name = "record";
+    std::vector<ftrace::Instance::EventSpec> events;
+    uint32_t buffer_size_kb = 2048;  // Per CPU.
+    uint32_t drain_period_ms = 100;
+    uint32_t buffer_percent = 50;  // Wake the reader at this fill.
+    bool compact_sched = true;
+    // Told of process events as they are read (may be null).
+    DescriptorTracker* tracker = nullptr;
+    // False: no reader thread; the caller drains with DrainOnce() (and Stop()
+    // drains at the end), for embedding in a thread the caller owns.
+    bool reader_thread = true;
+  };
+
+  struct Stats {
+    uint64_t pages_read = 0;
+    uint64_t pages_malformed = 0;  // Pages a parse error cut short.
+    uint64_t events = 0;
+    uint64_t pages_with_lost_events = 0;
+    uint64_t lost_events_stored = 0;  // Sum of the counts the kernel stored.
+  };
+
+  // Creates and configures the instance. Unknown events and bad filters are
+  // reported in the START_OF_TRACE stats (and enable_result()); the source
+  // fails only if no event at all could be enabled or tracefs is unusable.
+  static absl::StatusOr<std::unique_ptr<FtraceDataSource>> Create(const ftrace::Tracefs& tracefs,
+                                                                  Config config,
+                                                                  ProducerBuffer* producer);
+  ~FtraceDataSource();
+
+  // Turns tracing on and starts the reader thread.
+  absl::Status Start();
+  // Stops and drains everything; idempotent.
+  void Stop();
+  // Drains all CPUs once on the calling thread (also what the thread does).
+  void DrainOnce();
+
+  const ftrace::Instance::EnableResult& enable_result() const { return enable_result_; }
+  uint32_t applied_buffer_size_kb() const { return applied_buffer_size_kb_; }
+  const std::string& applied_trace_clock() const { return applied_clock_; }
+  Stats stats() const;
+  // Events the kernel lost per CPU (overrun + dropped), as of the last
+  // FtraceStats written (END_OF_TRACE after Stop()); only non-zero CPUs.
+  std::map<int, uint64_t> overruns() const;
+
+ private:
+  FtraceDataSource(Config config, ProducerBuffer* producer)
+      : config_(std::move(config)), producer_(producer) {}
+  void WriteStats(int phase);
+  void OpenMissingReaders();
+  void ReaderLoop();
+
+  Config config_;
+  ProducerBuffer* producer_;
+  std::unique_ptr<ftrace::Instance> instance_;
+  ftrace::EventTable table_;
+  std::unique_ptr<ftrace::PageParser> parser_;
+  std::unique_ptr<FtraceBundleWriter> bundles_;
+  ftrace::Instance::EnableResult enable_result_;
+  uint32_t applied_buffer_size_kb_ = 0;
+  std::string applied_clock_;
+  int num_cpus_ = 0;
+
+  std::unique_ptr<TraceWriter> control_writer_;
+  std::vector<std::unique_ptr<TraceWriter>> cpu_writers_;
+  std::vector<std::unique_ptr<ftrace::CpuReader>> readers_;  // Null: offline / not open.
+
+  std::thread thread_;
+  int wake_fd_ = -1;  // eventfd that ends the reader's poll on Stop().
+  std::atomic<bool> stop_{false};
+  bool started_ = false;
+  bool stopped_ = false;
+
+  // Reused per drain.
+  std::vector<uint8_t> pages_;
+  std::vector<ftrace::RawEvent> events_;
+
+  mutable absl::Mutex losses_mu_;
+  std::map<int, uint64_t> overruns_ ABSL_GUARDED_BY(losses_mu_);
+
+  std::atomic<uint64_t> pages_read_{0}, pages_malformed_{0}, events_count_{0}, pages_with_lost_{0},
+      lost_stored_{0};
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SOURCES_FTRACE_DATA_SOURCE_H_

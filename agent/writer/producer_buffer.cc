@@ -1,0 +1,121 @@
+#include "agent/writer/producer_buffer.h"
+
+#include <algorithm>
+
+#include "agent/writer/trace_writer.h"
+
+namespace ringside::agent {
+
+ProducerBuffer::ProducerBuffer(buffer::ProducerID producer_id, buffer::ClientIdentity identity,
+                               Options options)
+    : producer_id_(producer_id), identity_(identity), options_(options) {
+  memory_.reset(new uint8_t[options_.num_chunks * options_.chunk_size]());
+  absl::MutexLock lock(&mu_);
+  free_chunks_.reserve(options_.num_chunks);
+  // Hand chunks out from the start of the pool first (pop_back).
+  for (size_t i = options_.num_chunks; i > 0; i--) {
+    free_chunks_.push_back(memory_.get() + (i - 1) * options_.chunk_size);
+  }
+}
+
+ProducerBuffer::~ProducerBuffer() = default;
+
+std::unique_ptr<TraceWriter> ProducerBuffer::CreateTraceWriter(buffer::WriterID writer_id) {
+  auto writer = std::make_unique<TraceWriter>(this, writer_id);
+  absl::MutexLock lock(&writers_mu_);
+  writers_.push_back(writer.get());
+  return writer;
+}
+
+void ProducerBuffer::Unregister(TraceWriter* writer) {
+  absl::MutexLock lock(&writers_mu_);
+  writers_.erase(std::remove(writers_.begin(), writers_.end(), writer), writers_.end());
+}
+
+uint8_t* ProducerBuffer::AcquireChunk() {
+  absl::MutexLock lock(&mu_);
+  if (free_chunks_.empty()) {
+    stats_.pool_exhausted++;
+    if (options_.policy == PoolExhaustedPolicy::kDrop) return nullptr;
+    stats_.stalls++;
+    const absl::Time start = absl::Now();
+    const absl::Time deadline = start + options_.stall_timeout;
+    while (free_chunks_.empty()) {
+      if (chunk_freed_.WaitWithDeadline(&mu_, deadline) && free_chunks_.empty()) break;
+    }
+    stats_.stall_ns += static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - start));
+    if (free_chunks_.empty()) {
+      stats_.stall_timeouts++;
+      return nullptr;
+    }
+  }
+  uint8_t* chunk = free_chunks_.back();
+  free_chunks_.pop_back();
+  return chunk;
+}
+
+void ProducerBuffer::ReleaseChunk(uint8_t* chunk) {
+  absl::MutexLock lock(&mu_);
+  free_chunks_.push_back(chunk);
+  chunk_freed_.Signal();
+}
+
+void ProducerBuffer::Enqueue(CommitEntry entry) {
+  absl::MutexLock lock(&mu_);
+  switch (entry.kind) {
+    case CommitEntry::Kind::kChunk:
+      stats_.chunks_committed++;
+      break;
+    case CommitEntry::Kind::kScrapedChunk:
+      stats_.chunks_scraped++;
+      break;
+    case CommitEntry::Kind::kPatches:
+      stats_.patches_committed += entry.patches.size();
+      break;
+  }
+  queue_.push_back(std::move(entry));
+}
+
+size_t ProducerBuffer::DrainInto(buffer::TraceBuffer* buffer) {
+  std::deque<CommitEntry> entries;
+  {
+    absl::MutexLock lock(&mu_);
+    entries.swap(queue_);
+  }
+  const size_t payload_size = options_.chunk_size - buffer::kChunkHeaderSize;
+  for (CommitEntry& e : entries) {
+    switch (e.kind) {
+      case CommitEntry::Kind::kChunk:
+      case CommitEntry::Kind::kScrapedChunk: {
+        const bool scraped = e.kind == CommitEntry::Kind::kScrapedChunk;
+        const uint8_t* chunk = scraped ? e.scraped.data() : e.chunk;
+        buffer::ChunkHeader header;
+        buffer::ReadChunkHeader(chunk, options_.chunk_size, &header);
+        // The writer id is the one of the writer that committed, not what the
+        // chunk says.
+        buffer->CopyChunkUntrusted(producer_id_, identity_, e.writer_id, header.chunk_id,
+                                   header.num_fragments, header.flags, /*chunk_complete=*/!scraped,
+                                   chunk + buffer::kChunkHeaderSize, payload_size);
+        if (!scraped) ReleaseChunk(e.chunk);
+        break;
+      }
+      case CommitEntry::Kind::kPatches:
+        buffer->TryPatchChunkContents(producer_id_, e.writer_id, e.chunk_id, e.patches.data(),
+                                      e.patches.size(), e.other_patches_pending);
+        break;
+    }
+  }
+  return entries.size();
+}
+
+void ProducerBuffer::ScrapeWriters() {
+  absl::MutexLock lock(&writers_mu_);
+  for (TraceWriter* writer : writers_) writer->Scrape();
+}
+
+ProducerBuffer::Stats ProducerBuffer::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,125 @@
+#ifndef RINGSIDE_AGENT_WRITER_PRODUCER_BUFFER_H_
+#define RINGSIDE_AGENT_WRITER_PRODUCER_BUFFER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "buffer/chunk_abi.h"
+#include "buffer/trace_buffer.h"
+
+namespace ringside::agent {
+
+class TraceWriter;
+
+// What a writer does when every chunk of its producer is in use.
+enum class PoolExhaustedPolicy {
+  // Drop packets until a chunk is free, count them, and mark the loss with a
+  // kPacketSizeDropPacket fragment so the reader sees previous_packet_dropped.
+  kDrop,
+  // Wait for a free chunk, up to the stall timeout; then drop as kDrop does.
+  kStall,
+};
+
+// One chunk commit, patch batch or scraped copy on its way to the buffer.
+struct CommitEntry {
+  enum class Kind { kChunk, kScrapedChunk, kPatches };
+  Kind kind = Kind::kChunk;
+  buffer::WriterID writer_id = 0;
+  // kChunk: a pool chunk (header + payload), returned to the pool once copied.
+  uint8_t* chunk = nullptr;
+  // kScrapedChunk: a copy of a chunk still being written (header + payload).
+  std::vector<uint8_t> scraped;
+  // kPatches.
+  buffer::ChunkID chunk_id = 0;
+  std::vector<buffer::TraceBuffer::Patch> patches;
+  bool other_patches_pending = false;
+};
+
+// The in-process equivalent of a producer's shared-memory buffer: a bounded
+// pool of fixed-size chunks shared by the producer's TraceWriters, and the
+// queue through which their commits reach the thread that owns the
+// TraceBuffer.
+//
+//   writer threads ──TraceWriter──► chunks ──Commit()──► queue
+//                                                          │ DrainInto()
+//                                     owner thread ◄───────┘ CopyChunkUntrusted,
+//                                                            TryPatchChunkContents
+//
+// Thread-safe. TraceWriters must not outlive it.
+class ProducerBuffer {
+ public:
+  struct Options {
+    size_t num_chunks = 256;  // 1 MiB of 4 KiB chunks.
+    size_t chunk_size = buffer::kMinChunkSize;
+    PoolExhaustedPolicy policy = PoolExhaustedPolicy::kDrop;
+    absl::Duration stall_timeout = absl::Milliseconds(100);
+  };
+
+  // Counters for the trace's stats; cumulative.
+  struct Stats {
+    uint64_t chunks_committed = 0;
+    uint64_t chunks_scraped = 0;
+    uint64_t patches_committed = 0;
+    uint64_t pool_exhausted = 0;  // Chunk acquisitions that found the pool empty.
+    uint64_t stalls = 0;          // Waits for a free chunk (kStall).
+    uint64_t stall_timeouts = 0;  // Waits that gave up and dropped.
+    uint64_t stall_ns = 0;        // Total time writers waited.
+  };
+
+  ProducerBuffer(buffer::ProducerID producer_id, buffer::ClientIdentity identity, Options options);
+  ~ProducerBuffer();
+  ProducerBuffer(const ProducerBuffer&) = delete;
+  ProducerBuffer& operator=(const ProducerBuffer&) = delete;
+
+  // A writer for sequence {producer, writer_id}. One thread at a time uses it.
+  std::unique_ptr<TraceWriter> CreateTraceWriter(buffer::WriterID writer_id);
+
+  // Owner thread: applies every queued commit to `buffer` and returns the
+  // chunks to the pool. Returns the number of entries applied.
+  size_t DrainInto(buffer::TraceBuffer* buffer);
+
+  // Service side of a flush that must not wait for the writers: commits a copy
+  // of every chunk still being written, as a scraped (incomplete) chunk. The
+  // writers' own later commits complete them.
+  void ScrapeWriters();
+
+  Stats stats() const;
+  size_t chunk_size() const { return options_.chunk_size; }
+  const Options& options() const { return options_; }
+  buffer::ProducerID producer_id() const { return producer_id_; }
+
+  // Used by TraceWriter.
+  // Returns a free chunk, or nullptr when the pool is exhausted (after waiting
+  // up to the stall timeout under kStall).
+  uint8_t* AcquireChunk();
+  void Enqueue(CommitEntry entry);
+  void Unregister(TraceWriter* writer);
+
+ private:
+  void ReleaseChunk(uint8_t* chunk);
+
+  const buffer::ProducerID producer_id_;
+  const buffer::ClientIdentity identity_;
+  const Options options_;
+  std::unique_ptr<uint8_t[]> memory_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar chunk_freed_;
+  std::vector<uint8_t*> free_chunks_ ABSL_GUARDED_BY(mu_);
+  std::deque<CommitEntry> queue_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+
+  // The writers, for scraping. Lock order: writers_mu_, then a writer's own
+  // chunk lock, then mu_.
+  absl::Mutex writers_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::vector<TraceWriter*> writers_ ABSL_GUARDED_BY(writers_mu_);
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_WRITER_PRODUCER_BUFFER_H_

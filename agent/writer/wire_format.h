@@ -1,0 +1,28 @@
+#ifndef RINGSIDE_AGENT_WRITER_WIRE_FORMAT_H_
+#define RINGSIDE_AGENT_WRITER_WIRE_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace ringside::agent {
+
+// Protobuf wire format for packets assembled outside a TraceWriter: the
+// Trace.packet framing and fields appended to a serialized packet (fields
+// appended to a message merge into it).
+
+// Appends Trace.packet framing (field 1, length-delimited) and `packet`.
+void AppendFramedPacket(absl::string_view packet, std::string* out);
+// Appends a varint field.
+void AppendVarIntField(uint32_t field, uint64_t value, std::string* out);
+
+// The kernel events a serialized TracePacket holds: the events of its
+// ftrace_events bundle, including the compact sched_switch and sched_waking
+// columns; 0 for any other packet. Reads untrusted bytes: malformed input
+// counts what was readable and never reads past the end.
+uint64_t CountEventsInPacket(absl::string_view packet);
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_WRITER_WIRE_FORMAT_H_

@@ -1,0 +1,162 @@
+#include "agent/config/config_loader.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ringside::agent {
+namespace {
+
+// BPF records scheduling, processes and incidents; ftrace adds what BPF
+// does not cover, and takes over scheduling and processes without BPF.
+TEST(ConfigLoaderTest, EmbeddedDefaultIsValidAndRecordsSchedAndProcessEvents) {
+  const config::TraceConfig cfg = DefaultRecordConfig();
+  ASSERT_EQ(cfg.buffers_size(), 1);
+  EXPECT_EQ(cfg.buffers(0).size_kb(), 65536u);
+  ASSERT_EQ(cfg.data_sources_size(), 2);
+  const config::DataSourceConfig& bpf = cfg.data_sources(0).config();
+  EXPECT_EQ(bpf.name(), "linux.bpf");
+  EXPECT_TRUE(bpf.bpf_config().sched() && bpf.bpf_config().process() &&
+              bpf.bpf_config().incidents());
+  const auto& ftrace = cfg.data_sources(1).config().ftrace_config();
+  std::vector<std::string> events(ftrace.ftrace_events().begin(), ftrace.ftrace_events().end());
+  EXPECT_NE(std::find(events.begin(), events.end(), "power/cpu_frequency"), events.end());
+  EXPECT_EQ(std::find(events.begin(), events.end(), "sched/sched_switch"), events.end());
+  std::vector<std::string> fallback(ftrace.bpf_fallback_events().begin(),
+                                    ftrace.bpf_fallback_events().end());
+  EXPECT_NE(std::find(fallback.begin(), fallback.end(), "sched/sched_switch"), fallback.end());
+  EXPECT_NE(std::find(fallback.begin(), fallback.end(), "sched/sched_process_exec"),
+            fallback.end());
+  EXPECT_EQ(cfg.duration_ms(), 10000u);
+}
+
+// Perfetto's importer warns (config_write_into_file_no_flush) about a
+// streaming config without a flush period.
+TEST(ConfigLoaderTest, StreamingConfigGetsAFlushPeriodUnlessItSetsOne) {
+  absl::StatusOr<config::TraceConfig> unset =
+      ParseConfig("buffers { size_kb: 1024 }\nwrite_into_file: true\n", "s.pbtxt");
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->flush_period_ms(), kDefaultStreamingFlushPeriodMs);
+  absl::StatusOr<config::TraceConfig> set = ParseConfig(
+      "buffers { size_kb: 1024 }\nwrite_into_file: true\nflush_period_ms: 0\n", "s.pbtxt");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_TRUE(set->has_flush_period_ms());
+  EXPECT_EQ(set->flush_period_ms(), 0u);
+  absl::StatusOr<config::TraceConfig> whole_file =
+      ParseConfig("buffers { size_kb: 1024 }\n", "w.pbtxt");
+  ASSERT_TRUE(whole_file.ok()) << whole_file.status();
+  EXPECT_FALSE(whole_file->has_flush_period_ms());
+}
+
+TEST(ConfigLoaderTest, SyntaxErrorsNameFileLineAndColumn) {
+  absl::StatusOr<config::TraceConfig> cfg =
+      ParseConfig("buffers { size_kb: 1024 }\nduration_ms: 10\nbogus_field: 3\n", "my.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string m(cfg.status().message());
+  EXPECT_NE(m.find("my.pbtxt: line 3, column 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("bogus_field"), std::string::npos) << m;
+
+  cfg = ParseConfig("buffers { size_kb: -5 }", "x.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("line 1"), std::string::npos) << cfg.status();
+}
+
+TEST(ConfigLoaderTest, UnknownDataSourceListsTheKnownOnes) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.nope\" } }\n", "c.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  const std::string m(cfg.status().message());
+  EXPECT_NE(m.find("'linux.nope' is not a data source"), std::string::npos) << m;
+  EXPECT_NE(m.find("known: linux.bpf, linux.ftrace"), std::string::npos) << m;
+}
+
+TEST(ConfigLoaderTest, SemanticErrorsNameTheField) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig("duration_ms: 5\n", "c.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("no buffers"), std::string::npos);
+  cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\n"
+      "data_sources { config { name: \"linux.ftrace\" target_buffer: 1 "
+      "ftrace_config { ftrace_events: \"sched/sched_switch\" } } }\n",
+      "c.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("data_sources[0].config.target_buffer is 1"),
+            std::string::npos)
+      << cfg.status();
+  cfg = ParseConfig("buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.ftrace\" } }",
+                    "c.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("ftrace_events"), std::string::npos);
+}
+
+TEST(ConfigLoaderTest, MissingFileIsNotFound) {
+  EXPECT_EQ(LoadConfigFile("/nonexistent/ringside.pbtxt").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// Values the kernel or the buffer cannot take are errors at parse time,
+// naming the file, the line and the field.
+TEST(ConfigLoaderTest, ValuesBeyondTheLimitsNameFileLineAndField) {
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  const std::string many_tgids = [] {
+    std::string t;
+    for (int i = 1; i <= 17; i++) t += "filter_tgid: " + std::to_string(i) + " ";
+    return t;
+  }();
+  const std::string tgids_config =
+      "buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\"\n bpf_config { " +
+      many_tgids + "} } }\n";
+  for (const Case& c : std::vector<Case>{
+           {"buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\"\n"
+            "  bpf_config { ring_size_kb: 100000000 } } }\n",
+            "c.pbtxt: line 3, column 16: data_sources[0].config.bpf_config.ring_size_kb is "
+            "100000000: a BPF ring buffer holds at most 2097152 (2 GiB) per CPU"},
+           {tgids_config.c_str(), "filter_tgid[16] is one of 17 filter_tgid values: at most 16"},
+           {"buffers { size_kb: 1024 }\nbuffers {\n size_kb: 5000000 }\n",
+            "c.pbtxt: line 3, column 2: buffers[1].size_kb is 5000000: it must be at least 4 and "
+            "at most 4194300 (4 GiB less a page)"},
+           {"buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.ftrace\" "
+            "ftrace_config { ftrace_events: \"sched/sched_switch\" buffer_size_kb: 3000000 } } }",
+            "ftrace_config.buffer_size_kb is 3000000: at most 2097152 (2 GiB) per CPU"},
+           {"buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\" "
+            "bpf_config { filter_max_prio: 200 } } }",
+            "bpf_config.filter_max_prio is 200: kernel priorities are 0 to 139"},
+       }) {
+    absl::StatusOr<config::TraceConfig> cfg = ParseConfig(c.text, "c.pbtxt");
+    ASSERT_FALSE(cfg.ok()) << c.says;
+    EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(cfg.status().message().find(c.says), std::string::npos) << cfg.status();
+  }
+}
+
+// Together the per-CPU kernel buffers may take at most half the machine.
+TEST(ConfigLoaderTest, PerCpuBuffersBeyondHalfTheMachinesMemoryAreErrors) {
+  const std::string text =
+      "buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\" "
+      "bpf_config { ring_size_kb: 1048576 } } }";
+  // 64 CPUs of 1 GiB on a machine of 16 GiB: no; on one of 256 GiB: yes.
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(text, "c.pbtxt", {64, 16u << 20});
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("64 CPUs of 1 GiB exceed half of this machine's 16 GiB"),
+            std::string::npos)
+      << cfg.status();
+  EXPECT_TRUE(ParseConfig(text, "c.pbtxt", {64, 256u << 20}).ok());
+}
+
+TEST(ConfigLoaderTest, AFileThatCannotBeReadSaysWhy) {
+  absl::StatusOr<config::TraceConfig> cfg = LoadConfigFile("/nonexistent/ringside.pbtxt");
+  EXPECT_NE(cfg.status().message().find("No such file or directory"), std::string::npos)
+      << cfg.status();
+  cfg = LoadConfigFile("/tmp");
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(cfg.status().message().find("it is a directory"), std::string::npos) << cfg.status();
+}
+
+}  // namespace
+}  // namespace ringside::agent

@@ -1,0 +1,349 @@
+#include "agent/files/trace_inspector.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "ringside/trace/trace.pb.h"
+
+namespace ringside::agent {
+namespace {
+
+using trace::Trace;
+using trace::TracePacket;
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "ringside_inspect_" + std::to_string(getpid()) + "_" + name;
+}
+
+std::string WriteFile(const std::string& name, const std::string& bytes) {
+  const std::string path = TempPath(name);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  return path;
+}
+
+// A small trace with every kind of content inspect reports on:
+//   seq 1: 3 packets (ftrace bundle with 2 events + compact sched, a
+//          process tree, a dropped-marked bundle)
+//   seq 2: 2 packets (clock snapshot, trace_stats)
+//   no seq: 1 packet (system_info)
+Trace SampleTrace() {
+  Trace trace;
+
+  TracePacket* p = trace.add_packet();
+  p->set_trusted_packet_sequence_id(1);
+  auto* bundle = p->mutable_ftrace_events();
+  bundle->set_cpu(0);
+  auto* e1 = bundle->add_event();
+  e1->set_timestamp(2'000'000'000);
+  e1->set_pid(10);
+  e1->mutable_sched_switch()->set_next_pid(11);
+  auto* e2 = bundle->add_event();
+  e2->set_timestamp(2'500'000'000);
+  e2->mutable_print()->set_buf("hello");
+  auto* compact = bundle->mutable_compact_sched();
+  compact->add_switch_timestamp(1'500'000'000);  // Absolute...
+  compact->add_switch_timestamp(100);            // ...then deltas.
+  compact->add_waking_timestamp(3'000'000'000);
+
+  p = trace.add_packet();
+  p->set_trusted_packet_sequence_id(1);
+  p->set_timestamp(1'800'000'000);
+  auto* tree = p->mutable_process_tree();
+  auto* proc = tree->add_processes();
+  proc->set_pid(10);
+  proc->add_cmdline("/usr/bin/worker");
+  proc->add_cmdline("--fast");
+  auto* proc2 = tree->add_processes();
+  proc2->set_pid(1);
+  proc2->add_cmdline("init");
+  auto* thread = tree->add_threads();
+  thread->set_tid(11);
+  thread->set_tgid(10);
+  thread->set_name("worker-io");
+
+  p = trace.add_packet();
+  p->set_trusted_packet_sequence_id(1);
+  p->set_previous_packet_dropped(65);
+  p->mutable_ftrace_events()->set_cpu(1);
+  p->mutable_ftrace_events()->set_lost_events(true);
+
+  p = trace.add_packet();
+  p->set_trusted_packet_sequence_id(2);
+  p->set_timestamp(1'000'000'000);
+  p->mutable_clock_snapshot()->add_clocks()->set_clock_id(6);
+
+  p = trace.add_packet();
+  p->set_trusted_packet_sequence_id(2);
+  p->set_timestamp(4'000'000'000);
+  auto* stats = p->mutable_trace_stats();
+  auto* buf = stats->add_buffer_stats();
+  buf->set_buffer_size(4096);
+  buf->set_chunks_overwritten(3);
+  buf->set_bytes_read(0);  // Present but zero: not reported.
+  stats->set_producers_connected(2);
+
+  p = trace.add_packet();
+  p->mutable_system_info()->set_page_size(4096);
+  // A timestamp in another clock domain does not count towards the range.
+  p->set_timestamp(9'000'000'000);
+  p->set_timestamp_clock_id(1);
+  return trace;
+}
+
+TEST(TraceInspectorTest, SummarizesEveryPartOfATrace) {
+  const std::string bytes = SampleTrace().SerializeAsString();
+  const std::string path = WriteFile("sample", bytes);
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
+  ASSERT_TRUE(s.ok()) << s.status();
+
+  EXPECT_FALSE(s->error.has_value());
+  EXPECT_EQ(s->packets, 6u);
+  EXPECT_EQ(s->bytes, bytes.size());
+  const std::map<std::string, uint64_t> types = {{"ftrace_events", 2},
+                                                 {"process_tree", 1},
+                                                 {"clock_snapshot", 1},
+                                                 {"trace_stats", 1},
+                                                 {"system_info", 1}};
+  EXPECT_EQ(s->packets_by_type, types);
+
+  ASSERT_EQ(s->sequences.size(), 3u);
+  EXPECT_EQ(s->sequences.at(0).packets, 1u);
+  EXPECT_EQ(s->sequences.at(1).packets, 3u);
+  EXPECT_EQ(s->sequences.at(1).dropped_marks, 1u);
+  EXPECT_EQ(s->sequences.at(2).packets, 2u);
+  EXPECT_EQ(s->sequences.at(2).dropped_marks, 0u);
+
+  EXPECT_EQ(s->first_timestamp_ns, 1'000'000'000u);
+  EXPECT_EQ(s->last_timestamp_ns, 4'000'000'000u);
+
+  EXPECT_EQ(s->ftrace_events, 5u);  // 2 full events + 2 switches + 1 waking.
+  EXPECT_EQ(s->ftrace_bundles_with_lost_events, 1u);
+
+  const std::map<int32_t, std::string> processes = {{1, "init"}, {10, "/usr/bin/worker"}};
+  EXPECT_EQ(s->processes, processes);
+  ASSERT_EQ(s->threads.size(), 1u);
+  EXPECT_EQ(s->threads.at(11).tgid, 10);
+  EXPECT_EQ(s->threads.at(11).name, "worker-io");
+
+  ASSERT_EQ(s->nonzero_stats.size(), 3u);
+  EXPECT_EQ(s->nonzero_stats[0].first, "trace_stats.buffer_stats[0].chunks_overwritten");
+  EXPECT_EQ(std::get<uint64_t>(s->nonzero_stats[0].second), 3u);
+  EXPECT_EQ(s->nonzero_stats[1].first, "trace_stats.buffer_stats[0].buffer_size");
+  EXPECT_EQ(s->nonzero_stats[2].first, "trace_stats.producers_connected");
+  EXPECT_EQ(std::get<uint64_t>(s->nonzero_stats[2].second), 2u);
+}
+
+TEST(TraceInspectorTest, LaterStatsPacketReplacesEarlierOne) {
+  Trace trace;
+  trace.add_packet()->mutable_trace_stats()->add_buffer_stats()->set_chunks_written(5);
+  trace.add_packet()->mutable_trace_stats()->add_buffer_stats()->set_chunks_written(9);
+  auto* ftrace = trace.add_packet()->mutable_ftrace_stats();
+  ftrace->add_cpu_stats()->set_overrun(4);
+  ftrace->add_cpu_stats()->set_overrun(0);
+  const std::string path = WriteFile("stats", trace.SerializeAsString());
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->nonzero_stats.size(), 2u);
+  EXPECT_EQ(s->nonzero_stats[0].first, "trace_stats.buffer_stats[0].chunks_written");
+  EXPECT_EQ(std::get<uint64_t>(s->nonzero_stats[0].second), 9u);
+  EXPECT_EQ(s->nonzero_stats[1].first, "ftrace_stats.cpu_stats[0].overrun");
+}
+
+TEST(TraceInspectorTest, EmptyFileIsAnEmptyTrace) {
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(WriteFile("empty", ""));
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->error.has_value());
+  EXPECT_EQ(s->packets, 0u);
+  EXPECT_FALSE(s->first_timestamp_ns.has_value());
+}
+
+TEST(TraceInspectorTest, TruncatedFileReportsWhatWasReadableAndWhereItBroke) {
+  const Trace trace = SampleTrace();
+  std::string bytes = trace.SerializeAsString();
+  Trace all_but_last = trace;
+  all_but_last.mutable_packet()->RemoveLast();
+  const size_t last_packet_offset = all_but_last.SerializeAsString().size();
+  bytes.resize(bytes.size() - 2);  // Cut into the last packet.
+
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(WriteFile("truncated", bytes));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s->error.has_value());
+  EXPECT_EQ(s->error->offset, last_packet_offset);
+  EXPECT_NE(s->error->message.find("truncated packet"), std::string::npos) << s->error->message;
+  EXPECT_EQ(s->packets, 5u);
+  EXPECT_EQ(s->bytes, last_packet_offset);
+  EXPECT_EQ(s->packets_by_type.count("system_info"), 0u);
+  EXPECT_EQ(s->packets_by_type.at("trace_stats"), 1u);
+}
+
+TEST(TraceInspectorTest, FileEndingInsideALengthVarintIsTruncated) {
+  absl::StatusOr<TraceSummary> s =
+      InspectTraceFile(WriteFile("varint", std::string("\x0a\x80", 2)));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s->error.has_value());
+  EXPECT_EQ(s->error->offset, 1u);  // Where the length varint starts.
+  EXPECT_NE(s->error->message.find("packet length"), std::string::npos) << s->error->message;
+}
+
+TEST(TraceInspectorTest, GarbageIsRejectedAtItsFirstByte) {
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(WriteFile("garbage", "hello, I am text\n"));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s->error.has_value());
+  EXPECT_EQ(s->error->offset, 0u);
+  EXPECT_NE(s->error->message.find("not a trace packet"), std::string::npos) << s->error->message;
+  EXPECT_EQ(s->packets, 0u);
+}
+
+TEST(TraceInspectorTest, GarbageAfterValidPacketsNamesItsOffset) {
+  const std::string good = SampleTrace().SerializeAsString();
+  absl::StatusOr<TraceSummary> s =
+      InspectTraceFile(WriteFile("tail", good + std::string("\x12\x01\x00", 3)));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s->error.has_value());
+  EXPECT_EQ(s->error->offset, good.size());
+  EXPECT_EQ(s->packets, 6u);
+}
+
+TEST(TraceInspectorTest, PacketThatIsNotATracePacketIsCorrupt) {
+  // A well-framed packet whose body is an invalid protobuf (a field with wire
+  // type 7, which does not exist).
+  const std::string first = SampleTrace().SerializeAsString();
+  absl::StatusOr<TraceSummary> s =
+      InspectTraceFile(WriteFile("badbody", first + std::string("\x0a\x02\x0f\x01", 4)));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s->error.has_value());
+  EXPECT_EQ(s->error->offset, first.size());
+  EXPECT_NE(s->error->message.find("corrupt packet #7"), std::string::npos) << s->error->message;
+}
+
+TEST(TraceInspectorTest, AbsurdLengthIsRejectedWithoutAllocatingIt) {
+  // Declares a 200 MiB packet in a 7-byte file.
+  absl::StatusOr<TraceSummary> s =
+      InspectTraceFile(WriteFile("absurd", std::string("\x0a\x80\x80\x80\x64\x00\x00", 7)));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s->error.has_value());
+  EXPECT_NE(s->error->message.find("declares 209715200 bytes"), std::string::npos)
+      << s->error->message;
+}
+
+TEST(TraceInspectorTest, MissingFileIsNotFound) {
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(TempPath("does-not-exist"));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.status().message().find("does-not-exist"), std::string::npos);
+}
+
+TEST(TraceInspectorTest, JsonCarriesTheSameFigures) {
+  const std::string path = WriteFile("json", SampleTrace().SerializeAsString());
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
+  ASSERT_TRUE(s.ok());
+  nlohmann::json j = SummaryToJson(path, *s);
+  EXPECT_EQ(j["packets"], 6);
+  EXPECT_EQ(j["packets_by_type"]["ftrace_events"], 2);
+  EXPECT_EQ(j["sequences"][1]["id"], 1);
+  EXPECT_EQ(j["sequences"][1]["previous_packet_dropped"], 1);
+  EXPECT_EQ(j["time_range"]["duration_ns"], 3'000'000'000u);
+  EXPECT_EQ(j["processes"][1]["name"], "/usr/bin/worker");
+  EXPECT_EQ(j["threads"][0]["tgid"], 10);
+  EXPECT_EQ(j["nonzero_stats"]["trace_stats.buffer_stats[0].chunks_overwritten"], 3);
+  EXPECT_TRUE(j["error"].is_null());
+}
+
+// --- The CLI: exit codes and output streams. ---
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+};
+
+CommandResult RunRingside(const std::string& args) {
+  const std::string command =
+      std::string(RINGSIDE_BUILD_DIR) + "/ringside " + args + " 2>" + TempPath("stderr");
+  CommandResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) result.out.append(buf, n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string LastStderr() {
+  std::ifstream in(TempPath("stderr"));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(InspectCommandTest, ValidFileExitsZeroWithSummary) {
+  const std::string path = WriteFile("cli_ok", SampleTrace().SerializeAsString());
+  CommandResult r = RunRingside("inspect " + path);
+  EXPECT_EQ(r.exit_code, 0) << LastStderr();
+  EXPECT_NE(r.out.find("6 packets"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/usr/bin/worker"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chunks_overwritten"), std::string::npos) << r.out;
+}
+
+TEST(InspectCommandTest, JsonFlagPrintsOneParsableObject) {
+  const std::string path = WriteFile("cli_json", SampleTrace().SerializeAsString());
+  CommandResult r = RunRingside("inspect --json " + path);
+  ASSERT_EQ(r.exit_code, 0) << LastStderr();
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["packets"], 6);
+}
+
+// Process and thread names are whatever bytes a program put in its argv or
+// comm, UTF-8 or not; JSON output must carry them, not die on them.
+TEST(InspectCommandTest, JsonCarriesNamesThatAreNotUtf8) {
+  Trace trace = SampleTrace();
+  auto* tree = trace.add_packet()->mutable_process_tree();
+  auto* proc = tree->add_processes();
+  proc->set_pid(77);
+  proc->add_cmdline("caf\xe9-latin1");  // Latin-1, not UTF-8.
+  auto* thread = tree->add_threads();
+  thread->set_tid(78);
+  thread->set_tgid(77);
+  thread->set_name("cut\xe2\x82");  // A UTF-8 sequence cut short, as comm truncation does.
+  const std::string path = WriteFile("cli_latin1", trace.SerializeAsString());
+  CommandResult r = RunRingside("inspect --json " + path);
+  ASSERT_EQ(r.exit_code, 0) << LastStderr();
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  const std::string dump = j.dump();
+  EXPECT_NE(dump.find("caf\xef\xbf\xbd-latin1"), std::string::npos) << dump;  // U+FFFD
+  EXPECT_NE(dump.find("cut\xef\xbf\xbd"), std::string::npos) << dump;
+  r = RunRingside("inspect " + path);  // The text output passes the bytes through.
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("caf\xe9-latin1"), std::string::npos);
+  EXPECT_EQ(LastStderr().find("libprotobuf"), std::string::npos) << LastStderr();
+}
+
+TEST(InspectCommandTest, CorruptFileExitsOneAfterPrintingWhatWasRead) {
+  std::string bytes = SampleTrace().SerializeAsString();
+  bytes.resize(bytes.size() - 1);
+  const std::string path = WriteFile("cli_trunc", bytes);
+  CommandResult r = RunRingside("inspect " + path);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("5 packets"), std::string::npos) << r.out;
+  EXPECT_NE(LastStderr().find("byte offset"), std::string::npos) << LastStderr();
+}
+
+TEST(InspectCommandTest, MissingFileExitsTwo) {
+  CommandResult r = RunRingside("inspect " + TempPath("nope"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(LastStderr().find("No such file"), std::string::npos) << LastStderr();
+}
+
+TEST(InspectCommandTest, UnknownCommandExitsTwo) {
+  EXPECT_EQ(RunRingside("frobnicate").exit_code, 2);
+  EXPECT_EQ(RunRingside("inspect").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace ringside::agent
