@@ -12,7 +12,7 @@
 #include "agent/cli/inspect_command.h"
 #include "agent/cli/list_command.h"
 #include "agent/cli/record_command.h"
-#include "agent/cli/version.h"
+#include "agent/version.h"
 #include "google/protobuf/stubs/logging.h"
 
 namespace {

@@ -18,7 +18,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/config/config_loader.h"
-#include "agent/session/recording.h"
+#include "agent/files/output_file.h"
+#include "agent/session/tracing_session.h"
 
 namespace ringside::agent {
 namespace {
@@ -165,7 +166,7 @@ pid_t Spawn(const std::vector<std::string>& args, int* exec_errno) {
 
 // What went wrong (or right again) while recording, each on its own line
 // (on a terminal, first ending the progress line).
-void PrintNotices(Recording* recording, bool tty) {
+void PrintNotices(TracingSession* recording, bool tty) {
   for (const std::string& n : recording->TakeNotices()) {
     std::fprintf(stderr, "%sringside record: warning: %s\n", tty ? "\n" : "", n.c_str());
   }
@@ -181,8 +182,8 @@ std::string Count(uint64_t n) { return absl::StrCat(n); }
 // The closing lines: what the file holds, what was lost at each stage and
 // the setting that would have kept it (perf and Perfetto say as much at the
 // end of a recording).
-void PrintSummary(const Recording::Summary& s, const std::string& why, const std::string& output,
-                  bool to_stdout) {
+void PrintSummary(const TracingSession::Summary& s, const std::string& why,
+                  const std::string& output, bool to_stdout) {
   std::fprintf(stderr, "ringside record: %s; wrote %s (%s, %llu packets): %llu events kept",
                why.c_str(), output.c_str(), Size(s.file_bytes).c_str(),
                static_cast<unsigned long long>(s.packets),
@@ -342,14 +343,26 @@ int RunRecordCommand(const ParsedArgs& args) {
   sigaddset(&signals, SIGCHLD);
   sigprocmask(SIG_BLOCK, &signals, nullptr);
 
-  absl::StatusOr<std::unique_ptr<Recording>> recording = Recording::Create(config, output);
+  // The output first: a path that cannot work fails before anything loads.
+  absl::StatusOr<std::unique_ptr<OutputFile>> file = OutputFile::Open(
+      output,
+      config.write_into_file() ? OutputFile::Mode::kStreaming : OutputFile::Mode::kWholeFile,
+      config.write_into_file() ? 0 : TracingSession::MaxTraceBytes(config));
+  if (!file.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(file.status().message()).c_str());
+    return kExitFailure;
+  }
+  if (!(*file)->warning().empty()) {
+    std::fprintf(stderr, "ringside record: warning: %s\n", (*file)->warning().c_str());
+  }
+  absl::StatusOr<std::unique_ptr<TracingSession>> recording = TracingSession::Create(config);
   if (!recording.ok()) {
     std::fprintf(stderr, "ringside record: %s\n",
                  std::string(recording.status().message()).c_str());
     return kExitFailure;
   }
   // Start() can add warnings (a source that loaded but would not start).
-  const absl::Status started = (*recording)->Start();
+  const absl::Status started = (*recording)->Start(file->get());
   for (const std::string& w : (*recording)->warnings()) {
     std::fprintf(stderr, "ringside record: warning: %s\n", w.c_str());
   }
@@ -396,7 +409,7 @@ int RunRecordCommand(const ParsedArgs& args) {
     }
     PrintNotices(recording->get(), tty);
     if (tty) {
-      const Recording::Progress p = (*recording)->progress();
+      const TracingSession::Progress p = (*recording)->progress();
       const double fill =
           p.buffer_size ? 100.0 * static_cast<double>(std::min(p.bytes_written, p.buffer_size)) /
                               static_cast<double>(p.buffer_size)
@@ -416,7 +429,9 @@ int RunRecordCommand(const ParsedArgs& args) {
     why += "; " + DescribeExit(child_status);
   }
 
-  absl::StatusOr<Recording::Summary> summary = (*recording)->StopAndWrite();
+  absl::StatusOr<TracingSession::Summary> summary =
+      (*recording)->Stop().ok() ? (*recording)->WriteTrace(file->get())
+                                : absl::InternalError("the tracing session did not stop");
   PrintNotices(recording->get(), /*tty=*/false);
   if (!summary.ok()) {
     std::fprintf(stderr, "ringside record: %s\n", std::string(summary.status().message()).c_str());

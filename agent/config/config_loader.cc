@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/config/defaults.h"
 #include "bpf/common_events.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -270,12 +271,7 @@ absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
   Validator v(file_name, &tree);
   Validate(cfg, machine, &v);
   if (!v.ok()) return v.status();
-  // Streaming without flushes leaves what the writers hold in open chunks
-  // out of the file until the end, and Perfetto's importer warns about such
-  // a config (config_write_into_file_no_flush). An explicit 0 is kept.
-  if (cfg.write_into_file() && !cfg.has_flush_period_ms()) {
-    cfg.set_flush_period_ms(kDefaultStreamingFlushPeriodMs);
-  }
+  ApplyDefaults(&cfg);
   return cfg;
 }
 

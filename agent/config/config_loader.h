@@ -26,14 +26,10 @@ inline constexpr int kMaxFilterTgids = 16;
 // Data sources this build can run.
 const std::vector<std::string>& KnownDataSources();
 
-// flush_period_ms of a write_into_file config that does not set it.
-inline constexpr uint32_t kDefaultStreamingFlushPeriodMs = 1000;
-
 // Parses a config in protobuf text format. Errors name the file, line and
 // column, and what is wrong ("unknown field 'x'", a bad value, an unknown
 // data source with the list of known ones, a target_buffer out of range).
-// Returns the effective config: defaults that depend on other fields filled
-// in (flush_period_ms when streaming).
+// Returns the effective config: every default filled in (ApplyDefaults).
 absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
                                                 const std::string& file_name);
 

@@ -226,7 +226,8 @@ OutputFile::~OutputFile() {
   if (!temp_path_.empty()) unlink(temp_path_.c_str());
 }
 
-absl::Status OutputFile::Append(const std::string& bytes) {
+absl::Status OutputFile::Write(absl::string_view bytes) {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(display_name_, " is finished"));
   size_t written = 0;
   if (const int err = WriteAll(fd_, bytes.data(), bytes.size(), &written); err != 0) {
     if (written > 0) {
@@ -249,22 +250,16 @@ absl::Status OutputFile::Append(const std::string& bytes) {
   return absl::OkStatus();
 }
 
-absl::Status OutputFile::Commit(const std::string& bytes) {
+absl::Status OutputFile::Finish() {
+  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(display_name_, " is finished"));
   if (mode_ == Mode::kStreaming || is_stream_) {
-    if (!bytes.empty()) {
-      if (absl::Status s = Append(bytes); !s.ok()) return s;
-    }
     if (!is_stream_ && fsync(fd_) != 0) {
       return absl::UnavailableError(Errno(absl::StrCat("flushing ", display_name_), errno));
     }
     return absl::OkStatus();
   }
-  size_t written = 0;
-  if (const int err = WriteAll(fd_, bytes.data(), bytes.size(), &written); err != 0) {
-    return absl::ResourceExhaustedError(Errno(absl::StrCat("writing ", temp_path_), err));
-  }
-  bytes_written_ = bytes.size();
-  if (ftruncate(fd_, static_cast<off_t>(bytes.size())) != 0 || fsync(fd_) != 0) {
+  // What fallocate reserved beyond the trace goes.
+  if (ftruncate(fd_, static_cast<off_t>(bytes_written_)) != 0 || fsync(fd_) != 0) {
     return absl::UnavailableError(Errno(absl::StrCat("flushing ", temp_path_), errno));
   }
   close(fd_);

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "agent/files/trace_sink.h"
 
 namespace ringside::agent {
 
@@ -27,35 +28,41 @@ namespace ringside::agent {
 // sockets, and files on kernel filesystems (proc, sysfs, tracefs, debugfs,
 // cgroup, bpf, securityfs, configfs), where a "file" is a kernel setting.
 //
-// A whole-file trace is written to a temporary file created (O_EXCL) at
-// Open() in the target's directory, with the space the trace can need
-// reserved by fallocate, then fsynced and renamed over the target: a reader
-// sees either the old file or the whole new one, and a full disk is found
-// before recording rather than at the end. Not thread-safe.
-class OutputFile {
+// The two file sinks (TraceSink):
+//   - kWholeFile: written to a temporary file created (O_EXCL) at Open() in
+//     the target's directory, with the space the trace can need reserved by
+//     fallocate, then at Finish() cut to size, fsynced and renamed over the
+//     target: a reader sees either the old file or the whole new one, and a
+//     full disk is found before recording rather than at the end;
+//   - kStreaming: whole packets appended to the target while recording, so
+//     it is a valid trace at every moment; a short write (a full disk) is
+//     cut back to the last whole packet and may be retried.
+// Not thread-safe.
+class OutputFile : public TraceSink {
  public:
   enum class Mode {
-    kWholeFile,  // Commit() once at the end.
-    kStreaming,  // Append() whole packets while recording.
+    kWholeFile,  // Into the temporary file; in place at Finish().
+    kStreaming,  // Into the target as it is written.
   };
 
   // REQUIRES: for kWholeFile, `reserve_bytes` is an upper bound of the size
   // of the finished trace (0: reserve nothing).
   static absl::StatusOr<std::unique_ptr<OutputFile>> Open(const std::string& path, Mode mode,
                                                           uint64_t reserve_bytes);
-  ~OutputFile();  // Removes the temporary file of an uncommitted kWholeFile.
+  ~OutputFile() override;  // Removes the temporary file of an unfinished kWholeFile.
 
-  // kStreaming: appends `bytes` (whole packets). On failure (a full disk) a
-  // regular file is cut back to its last whole packet, so it stays a valid
-  // trace, and the caller may retry the same bytes later.
-  absl::Status Append(const std::string& bytes);
-  // kWholeFile: writes `bytes` as the file's content and puts it in place.
-  // kStreaming: fsyncs what was appended.
-  absl::Status Commit(const std::string& bytes = "");
+  // Appends `packets` (whole packets). On failure (a full disk) a regular
+  // file is cut back to its last whole packet, so it stays a valid trace,
+  // and the caller may retry the same bytes later.
+  absl::Status Write(absl::string_view packets) override;
+  // kWholeFile: cuts the reserve off, fsyncs and renames the temporary file
+  // over the target (never over what became a non-file meanwhile).
+  // kStreaming: fsyncs what was written.
+  absl::Status Finish() override;
 
   // What the user named, for messages ("standard output" for "-").
-  const std::string& display_name() const { return display_name_; }
-  uint64_t bytes_written() const { return bytes_written_; }
+  const std::string& display_name() const override { return display_name_; }
+  uint64_t bytes_written() const override { return bytes_written_; }
   // A pipe, FIFO or standard output.
   bool is_stream() const { return is_stream_; }
   // Set at Open() when the space could not be reserved ahead (a filesystem

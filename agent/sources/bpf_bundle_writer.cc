@@ -2,9 +2,6 @@
 
 #include <cstring>
 
-#include "bpf/incident_events.h"
-#include "bpf/process_events.h"
-#include "bpf/sched_events.h"
 #include "ringside/trace/trace_packet.pb.h"
 
 namespace ringside::agent {
@@ -13,17 +10,9 @@ namespace {
 using trace::FtraceEvent;
 using trace::FtraceEventBundle;
 
-absl::string_view Comm(const char* comm) {
-  return absl::string_view(comm, strnlen(comm, RS_TASK_COMM_LEN));
-}
+absl::string_view View(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-// A record of type T, copied out (the ring holds it unaligned for us).
-template <typename T>
-bool Read(const bpf::RecordView& r, T* out) {
-  if (r.size < sizeof(T)) return false;
-  std::memcpy(out, r.data, sizeof(T));
-  return true;
-}
+absl::string_view Comm(const char (&comm)[RS_TASK_COMM_LEN]) { return View(bpf::CommOf(comm)); }
 
 // Starts an FtraceEvent in `bundle` and returns its payload message.
 ProtoMessage* BeginEvent(ProtoMessage* bundle, uint64_t ts, int32_t pid, uint32_t field,
@@ -58,42 +47,51 @@ uint64_t BpfBundleWriter::total_events() const {
   return n;
 }
 
+void BpfBundleWriter::Decode(absl::Span<const bpf::RecordView> records,
+                             std::vector<bpf::Record>* out) {
+  out->resize(records.size());
+  size_t n = 0;
+  for (const bpf::RecordView& r : records) {
+    if (bpf::DecodeRecord(r, &(*out)[n])) {
+      n++;
+    } else {
+      stats_.malformed++;
+    }
+  }
+  out->resize(n);
+}
+
 void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
                                   absl::Span<const bpf::RecordView> records, bool lost_events) {
+  Decode(records, &decoded_);
+  WriteBundle(writer, cpu, absl::Span<const bpf::Record>(decoded_), lost_events);
+}
+
+void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
+                                  absl::Span<const bpf::Record> records, bool lost_events) {
   compact_.Clear();
 
   auto packet = writer->NewTracePacket();
   ProtoMessage* bundle = packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
   bundle->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
   if (lost_events) bundle->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
-  for (const bpf::RecordView& r : records) {
-    rs_event_header h;
-    if (!Read(r, &h) || h.type == 0 || h.type >= RS_EV_MAX || h.size != r.size) {
-      stats_.malformed++;
-      continue;
-    }
-    bool ok = true;
+  for (const bpf::Record& r : records) {
     ProtoMessage* event;
-    switch (h.type) {
+    switch (r.type) {
       case RS_EV_SCHED_SWITCH: {
-        rs_sched_switch e;
-        if (!(ok = Read(r, &e))) break;
+        const rs_sched_switch& e = r.sched_switch;
         compact_.AddSwitch(e.h.ts_ns, e.prev_state, e.next_pid, e.next_prio, Comm(e.next_comm));
         break;
       }
       case RS_EV_SCHED_WAKEUP:
-      case RS_EV_SCHED_WAKEUP_NEW: {
-        rs_sched_wakeup e;
-        if (!(ok = Read(r, &e))) break;
+      case RS_EV_SCHED_WAKEUP_NEW:
         WriteWakeup(bundle,
-                    h.type == RS_EV_SCHED_WAKEUP ? FtraceEvent::kSchedWakeupFieldNumber
+                    r.type == RS_EV_SCHED_WAKEUP ? FtraceEvent::kSchedWakeupFieldNumber
                                                  : FtraceEvent::kSchedWakeupNewFieldNumber,
-                    e);
+                    r.wakeup);
         break;
-      }
       case RS_EV_SCHED_MIGRATE: {
-        rs_sched_migrate e;
-        if (!(ok = Read(r, &e))) break;
+        const rs_sched_migrate& e = r.migrate;
         using M = trace::SchedMigrateTaskFtraceEvent;
         ProtoMessage* m =
             BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kSchedMigrateTaskFieldNumber, &event);
@@ -106,8 +104,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_PROCESS_FORK: {
-        rs_process_fork e;
-        if (!(ok = Read(r, &e))) break;
+        const rs_process_fork& e = r.fork;
         using F = trace::SchedProcessForkFtraceEvent;
         ProtoMessage* m = BeginEvent(bundle, e.h.ts_ns, e.parent_pid,
                                      FtraceEvent::kSchedProcessForkFieldNumber, &event);
@@ -121,17 +118,15 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_PROCESS_EXEC: {
-        rs_process_exec e;
-        if (!(ok = Read(r, &e))) break;
+        const rs_process_exec& e = r.exec;
         using X = trace::SchedProcessExecFtraceEvent;
         ProtoMessage* m =
             BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kSchedProcessExecFieldNumber, &event);
-        m->AppendString(
-            X::kFilenameFieldNumber,
-            absl::string_view(e.filename, std::min<size_t>(e.filename_len, RS_FILENAME_LEN - 1)));
+        m->AppendString(X::kFilenameFieldNumber, View(bpf::ExecFilename(e)));
         m->AppendInt(X::kPidFieldNumber, e.pid);
         m->AppendInt(X::kOldPidFieldNumber, e.old_pid);
-        m->AppendBytes(X::kArgvFieldNumber, e.argv, std::min<size_t>(e.argv_len, RS_ARGV_LEN));
+        const std::string_view argv = bpf::ExecArgv(e);
+        m->AppendBytes(X::kArgvFieldNumber, argv.data(), argv.size());
         m->AppendVarInt(X::kUidFieldNumber, e.uid);
         m->AppendInt(X::kTgidFieldNumber, e.tgid);
         m->AppendInt(X::kPpidFieldNumber, e.ppid);
@@ -139,8 +134,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_PROCESS_EXIT: {
-        rs_process_exit e;
-        if (!(ok = Read(r, &e))) break;
+        const rs_process_exit& e = r.exit;
         using X = trace::SchedProcessExitFtraceEvent;
         ProtoMessage* m =
             BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kSchedProcessExitFieldNumber, &event);
@@ -153,8 +147,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_TASK_RENAME: {
-        rs_task_rename e;
-        if (!(ok = Read(r, &e))) break;
+        const rs_task_rename& e = r.rename;
         using T = trace::TaskRenameFtraceEvent;
         ProtoMessage* m =
             BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kTaskRenameFieldNumber, &event);
@@ -165,8 +158,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_FATAL_SIGNAL: {
-        rs_fatal_signal e;
-        if (!(ok = Read(r, &e))) break;
+        const rs_fatal_signal& e = r.fatal_signal;
         using S = trace::SignalGenerateFtraceEvent;
         ProtoMessage* m = BeginEvent(bundle, e.h.ts_ns, e.sender_pid,
                                      FtraceEvent::kSignalGenerateFieldNumber, &event);
@@ -179,8 +171,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_OOM_KILL: {
-        rs_oom_kill e;
-        if (!(ok = Read(r, &e))) break;
+        const rs_oom_kill& e = r.oom_kill;
         ProtoMessage* m = BeginEvent(bundle, e.h.ts_ns, e.killer_pid,
                                      FtraceEvent::kMarkVictimFieldNumber, &event);
         m->AppendInt(trace::MarkVictimFtraceEvent::kPidFieldNumber, e.pid);
@@ -188,8 +179,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_CORE_DUMP: {
-        rs_core_dump e;
-        if (!(ok = Read(r, &e))) break;
+        const rs_core_dump& e = r.core_dump;
         using G = trace::GenericFtraceEvent;
         ProtoMessage* m =
             BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kGenericFieldNumber, &event);
@@ -209,13 +199,9 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       default:
-        ok = false;
+        break;
     }
-    if (ok) {
-      stats_.events[h.type]++;
-    } else {
-      stats_.malformed++;
-    }
+    stats_.events[r.type]++;
   }
   compact_.AppendTo(bundle);
   bundle->EndNested();

@@ -9,6 +9,7 @@
 #include "agent/sources/compact_sched.h"
 #include "agent/writer/trace_writer.h"
 #include "bpf/common_events.h"
+#include "bpf/records.h"
 #include "bpf/ring_reader.h"
 
 namespace ringside::agent {
@@ -33,7 +34,13 @@ class BpfBundleWriter {
     uint64_t malformed = 0;
   };
 
+  // Decodes a batch (bpf::DecodeRecord), counting malformed records.
+  void Decode(absl::Span<const bpf::RecordView> records, std::vector<bpf::Record>* out);
+
   // `lost_events`: records of this CPU were dropped before the batch.
+  void WriteBundle(TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::Record> records,
+                   bool lost_events);
+  // Decode() and the above.
   void WriteBundle(TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::RecordView> records,
                    bool lost_events);
 
@@ -44,6 +51,7 @@ class BpfBundleWriter {
   Stats stats_;
   // compact_sched columns of the bundle being written (capacity reused).
   CompactSchedColumns compact_;
+  std::vector<bpf::Record> decoded_;  // Capacity reused.
 };
 
 }  // namespace ringside::agent

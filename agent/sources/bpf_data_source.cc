@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "bpf/process_events.h"
+#include "bpf/records.h"
 
 namespace ringside::agent {
 
@@ -62,47 +62,30 @@ absl::Status BpfDataSource::Start() {
   return absl::OkStatus();
 }
 
-void BpfDataSource::TellTracker(absl::Span<const bpf::RecordView> records) {
+void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
   DescriptorTracker* t = config_.tracker;
-  auto comm = [](const char* c) { return std::string_view(c, strnlen(c, RS_TASK_COMM_LEN)); };
-  for (const bpf::RecordView& r : records) {
-    rs_event_header h;
-    if (r.size < sizeof(h)) continue;
-    std::memcpy(&h, r.data, sizeof(h));
-    switch (h.type) {
+  for (const bpf::Record& r : records) {
+    switch (r.type) {
       case RS_EV_PROCESS_FORK: {
-        rs_process_fork e;
-        if (r.size < sizeof(e)) break;
-        std::memcpy(&e, r.data, sizeof(e));
-        t->OnFork(h.ts_ns, e.parent_pid, e.parent_tgid, e.child_pid, e.child_tgid,
-                  comm(e.child_comm));
+        const rs_process_fork& e = r.fork;
+        t->OnFork(e.h.ts_ns, e.parent_pid, e.parent_tgid, e.child_pid, e.child_tgid,
+                  bpf::CommOf(e.child_comm));
         break;
       }
       case RS_EV_PROCESS_EXEC: {
-        rs_process_exec e;
-        if (r.size < sizeof(e)) break;
-        std::memcpy(&e, r.data, sizeof(e));
-        t->OnExec(
-            h.ts_ns, e.pid, e.tgid,
-            std::string_view(e.filename, std::min<size_t>(e.filename_len, RS_FILENAME_LEN - 1)),
-            std::string_view(e.argv, std::min<size_t>(e.argv_len, RS_ARGV_LEN)), comm(e.comm),
-            e.ppid, e.uid);
+        const rs_process_exec& e = r.exec;
+        t->OnExec(e.h.ts_ns, e.pid, e.tgid, bpf::ExecFilename(e), bpf::ExecArgv(e),
+                  bpf::CommOf(e.comm), e.ppid, e.uid);
         break;
       }
       case RS_EV_PROCESS_EXIT: {
-        rs_process_exit e;
-        if (r.size < sizeof(e)) break;
-        std::memcpy(&e, r.data, sizeof(e));
-        t->OnExit(h.ts_ns, e.pid, e.tgid, e.group_dead != 0);
+        const rs_process_exit& e = r.exit;
+        t->OnExit(e.h.ts_ns, e.pid, e.tgid, e.group_dead != 0);
         break;
       }
-      case RS_EV_TASK_RENAME: {
-        rs_task_rename e;
-        if (r.size < sizeof(e)) break;
-        std::memcpy(&e, r.data, sizeof(e));
-        t->OnRename(h.ts_ns, e.pid, comm(e.new_comm));
+      case RS_EV_TASK_RENAME:
+        t->OnRename(r.rename.h.ts_ns, r.rename.pid, bpf::CommOf(r.rename.new_comm));
         break;
-      }
       default:
         break;
     }
@@ -111,8 +94,11 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::RecordView> records) {
 
 void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records) {
   if (cpu >= cpu_writers_.size()) return;
-  if (config_.tracker != nullptr) TellTracker(records);
-  bundles_.WriteBundle(cpu_writers_[cpu].get(), cpu, records, lost_pending_[cpu]);
+  // Decoded once for both of its readers.
+  bundles_.Decode(records, &decoded_);
+  if (config_.tracker != nullptr) TellTracker(decoded_);
+  bundles_.WriteBundle(cpu_writers_[cpu].get(), cpu, absl::Span<const bpf::Record>(decoded_),
+                       lost_pending_[cpu]);
   lost_pending_[cpu] = false;
   events_.store(bundles_.total_events(), std::memory_order_relaxed);
 }
@@ -124,7 +110,7 @@ uint64_t BpfDataSource::TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>
   return n;
 }
 
-void BpfDataSource::DrainOnce(int timeout_ms) {
+void BpfDataSource::ReadRings(int timeout_ms) {
   // Drops since the last look mark the next bundle of their CPU.
   std::vector<std::vector<uint64_t>> per_type;
   for (uint32_t type = 1; type < RS_EV_MAX; type++) {
@@ -148,8 +134,8 @@ void BpfDataSource::DrainOnce(int timeout_ms) {
 }
 
 void BpfDataSource::ConsumerLoop() {
-  const int period = static_cast<int>(config_.drain_period_ms > 0 ? config_.drain_period_ms : 100);
-  while (!stop_.load(std::memory_order_acquire)) DrainOnce(period);
+  const int period = static_cast<int>(config_.drain_period_ms);
+  while (!stop_.load(std::memory_order_acquire)) ReadRings(period);
 }
 
 void BpfDataSource::Stop() {
@@ -160,12 +146,18 @@ void BpfDataSource::Stop() {
   if (thread_.joinable()) thread_.join();
   if (started_) {
     source_->Detach();
-    DrainOnce(0);
+    ReadRings(0);
   }
   for (auto& w : cpu_writers_) w->Flush();
 }
 
-std::vector<BpfDataSource::Loss> BpfDataSource::Losses() const {
+uint64_t BpfDataSource::events_lost() const {
+  uint64_t n = 0;
+  for (const Loss& l : Losses()) n += l.events;
+  return n;
+}
+
+std::vector<DataSource::Loss> BpfDataSource::Losses() const {
   std::vector<Loss> out;
   for (uint32_t type = 1; type < RS_EV_MAX; type++) {
     const std::vector<uint64_t> per_cpu = source_->drops_per_cpu(type);

@@ -10,8 +10,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/config/defaults.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/bpf_bundle_writer.h"
+#include "agent/sources/data_source.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
 #include "bpf/event_source.h"
@@ -19,42 +21,38 @@
 namespace ringside::agent {
 
 // The "linux.bpf" data source: the programs of bpf/ (sched, process,
-// incidents) and one consumer thread that drains their per-CPU rings every
+// incidents) and one consumer thread that reads their per-CPU rings every
 // drain_period_ms (or sooner, when a ring passes a quarter full) into
 // FtraceEventBundles: one TraceWriter per CPU, writer id 1 + cpu.
 //
-// Stop() is clean: programs detached, the rings drained to the last record,
+// Stop() is clean: programs detached, the rings read to the last record,
 // the writers flushed.
-class BpfDataSource {
+class BpfDataSource : public DataSource {
  public:
   struct Config {
     bpf::EventSource::Options source;
-    uint32_t drain_period_ms = 100;
+    uint32_t drain_period_ms = kDefaultBpfDrainPeriodMs;
     // Told of fork/exec/exit/rename records as they are read (may be null).
     DescriptorTracker* tracker = nullptr;
-  };
-  // A loss before the buffers, for trace_stats.
-  struct Loss {
-    uint32_t cpu = 0;
-    std::string kind;  // The record type ("sched_switch"), or "bpf_missed_runs".
-    uint64_t events = 0;
   };
 
   // Loads the programs (not attached yet). The error names what is missing
   // (BTF, CAP_BPF/CAP_PERFMON, memlock) or carries the verifier's log.
   static absl::StatusOr<std::unique_ptr<BpfDataSource>> Create(Config config,
                                                                ProducerBuffer* producer);
-  ~BpfDataSource();
+  ~BpfDataSource() override;
 
   // Attaches the programs and starts the consumer thread.
-  absl::Status Start();
-  // Detaches, drains everything left and flushes; idempotent.
-  void Stop();
+  absl::Status Start() override;
+  // Detaches, reads everything left in the rings and flushes; idempotent.
+  void Stop() override;
 
-  uint64_t events() const { return events_.load(std::memory_order_relaxed); }
-  // Reserve failures per CPU and record type, and runs the kernel skipped
-  // per program; only non-zero entries.
-  std::vector<Loss> Losses() const;
+  uint64_t events_read() const override { return events_.load(std::memory_order_relaxed); }
+  uint64_t events_lost() const override;
+  // Reserve failures per CPU and record type (kind: the record's event
+  // name), and runs the kernel skipped ("bpf_missed_runs"); only non-zero
+  // entries.
+  std::vector<Loss> Losses() const override;
   const std::vector<std::string>& skipped_programs() const { return source_->skipped_programs(); }
 
   // Name of a record type, as in the trace ("sched_switch").
@@ -64,15 +62,18 @@ class BpfDataSource {
   BpfDataSource(Config config, ProducerBuffer* producer)
       : config_(std::move(config)), producer_(producer) {}
   void ConsumerLoop();
-  void DrainOnce(int timeout_ms);
+  // Reads the rings once: waiting up to `timeout_ms` for data, or (0)
+  // reading what is there.
+  void ReadRings(int timeout_ms);
   void OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records);
-  void TellTracker(absl::Span<const bpf::RecordView> records);
+  void TellTracker(absl::Span<const bpf::Record> records);
   uint64_t TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>& per_type, uint32_t cpu) const;
 
   Config config_;
   ProducerBuffer* producer_;
   std::unique_ptr<bpf::EventSource> source_;
   BpfBundleWriter bundles_;
+  std::vector<bpf::Record> decoded_;  // The batch being written; capacity reused.
   std::vector<std::unique_ptr<TraceWriter>> cpu_writers_;
   // Drops seen per CPU so far; a CPU whose count grew marks its next bundle.
   std::vector<uint64_t> drops_seen_;

@@ -98,7 +98,7 @@ void FtraceDataSource::Stop() {
   }
   if (thread_.joinable()) thread_.join();
   if (started_) {
-    DrainOnce();
+    ReadKernelBuffers();
     WriteStats(trace::FtraceStats::END_OF_TRACE);
   }
   if (control_writer_ != nullptr) control_writer_->Flush();
@@ -118,7 +118,7 @@ void FtraceDataSource::OpenMissingReaders() {
   }
 }
 
-void FtraceDataSource::DrainOnce() {
+void FtraceDataSource::ReadKernelBuffers() {
   const size_t page_size = parser_->page_format().page_size();
   for (int cpu = 0; cpu < num_cpus_; cpu++) {
     ftrace::CpuReader* reader = readers_[cpu].get();
@@ -174,7 +174,7 @@ void FtraceDataSource::ReaderLoop() {
     }
     // Wakes when a CPU buffer passes buffer_percent, else after the period.
     poll(fds.data(), fds.size(), static_cast<int>(config_.drain_period_ms));
-    DrainOnce();
+    ReadKernelBuffers();
     if (++loops % 50 == 0) OpenMissingReaders();  // CPUs that came online.
   }
 }
@@ -220,6 +220,14 @@ void FtraceDataSource::WriteStats(int phase) {
 std::map<int, uint64_t> FtraceDataSource::overruns() const {
   absl::MutexLock lock(&losses_mu_);
   return overruns_;
+}
+
+std::vector<DataSource::Loss> FtraceDataSource::Losses() const {
+  std::vector<Loss> out;
+  for (const auto& [cpu, n] : overruns()) {
+    if (n != 0) out.push_back(Loss{static_cast<uint32_t>(cpu), "ftrace_overrun", n});
+  }
+  return out;
 }
 
 FtraceDataSource::Stats FtraceDataSource::stats() const {

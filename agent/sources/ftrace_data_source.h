@@ -11,6 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/config/defaults.h"
+#include "agent/sources/data_source.h"
 #include "agent/sources/ftrace_bundle_writer.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
@@ -27,22 +29,22 @@ namespace ringside::agent {
 // FtraceStats packets at start and end).
 //
 // The reader wakes every drain_period_ms, or earlier when a CPU's kernel
-// buffer passes buffer_percent (poll on trace_pipe_raw), drains every CPU,
+// buffer passes buffer_percent (poll on trace_pipe_raw), reads every CPU,
 // and retries CPUs that were offline. Stop() is clean: tracing off, a last
 // drain, END_OF_TRACE stats, the instance removed.
-class FtraceDataSource {
+class FtraceDataSource : public DataSource {
  public:
   struct Config {
     std::string instance_name = "record";
     std::vector<ftrace::Instance::EventSpec> events;
-    uint32_t buffer_size_kb = 2048;  // Per CPU.
-    uint32_t drain_period_ms = 100;
-    uint32_t buffer_percent = 50;  // Wake the reader at this fill.
-    bool compact_sched = true;
+    uint32_t buffer_size_kb = kDefaultFtraceBufferSizeKb;  // Per CPU.
+    uint32_t drain_period_ms = kDefaultFtraceDrainPeriodMs;
+    uint32_t buffer_percent = kDefaultFtraceDrainBufferPercent;  // Wake the reader at this fill.
+    bool compact_sched = kDefaultFtraceCompactSched;
     // Told of process events as they are read (may be null).
     DescriptorTracker* tracker = nullptr;
-    // False: no reader thread; the caller drains with DrainOnce() (and Stop()
-    // drains at the end), for embedding in a thread the caller owns.
+    // False: no reader thread; the caller reads with ReadKernelBuffers() (and
+    // Stop() reads the rest), for embedding in a thread the caller owns.
     bool reader_thread = true;
   };
 
@@ -60,14 +62,21 @@ class FtraceDataSource {
   static absl::StatusOr<std::unique_ptr<FtraceDataSource>> Create(const ftrace::Tracefs& tracefs,
                                                                   Config config,
                                                                   ProducerBuffer* producer);
-  ~FtraceDataSource();
+  ~FtraceDataSource() override;
 
   // Turns tracing on and starts the reader thread.
-  absl::Status Start();
-  // Stops and drains everything; idempotent.
-  void Stop();
-  // Drains all CPUs once on the calling thread (also what the thread does).
-  void DrainOnce();
+  absl::Status Start() override;
+  // Tracing off, a last read of every CPU, END_OF_TRACE stats; idempotent.
+  void Stop() override;
+  // Reads every CPU's kernel buffer once on the calling thread (what the
+  // reader thread does each period).
+  void ReadKernelBuffers();
+
+  uint64_t events_read() const override { return events_count_.load(); }
+  // The kernel's own count of what it lost (stored in the pages read).
+  uint64_t events_lost() const override { return lost_stored_.load(); }
+  // Overruns per CPU as of the last FtraceStats written ("ftrace_overrun").
+  std::vector<Loss> Losses() const override;
 
   const ftrace::Instance::EnableResult& enable_result() const { return enable_result_; }
   uint32_t applied_buffer_size_kb() const { return applied_buffer_size_kb_; }

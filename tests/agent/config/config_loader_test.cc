@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/config/defaults.h"
 #include "gtest/gtest.h"
 
 namespace ringside::agent {
@@ -38,7 +39,7 @@ TEST(ConfigLoaderTest, StreamingConfigGetsAFlushPeriodUnlessItSetsOne) {
   absl::StatusOr<config::TraceConfig> unset =
       ParseConfig("buffers { size_kb: 1024 }\nwrite_into_file: true\n", "s.pbtxt");
   ASSERT_TRUE(unset.ok()) << unset.status();
-  EXPECT_EQ(unset->flush_period_ms(), kDefaultStreamingFlushPeriodMs);
+  EXPECT_EQ(unset->flush_period_ms(), kDefaultFlushPeriodMs);
   absl::StatusOr<config::TraceConfig> set = ParseConfig(
       "buffers { size_kb: 1024 }\nwrite_into_file: true\nflush_period_ms: 0\n", "s.pbtxt");
   ASSERT_TRUE(set.ok()) << set.status();

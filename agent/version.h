@@ -1,5 +1,5 @@
-#ifndef RINGSIDE_AGENT_CLI_VERSION_H_
-#define RINGSIDE_AGENT_CLI_VERSION_H_
+#ifndef RINGSIDE_AGENT_VERSION_H_
+#define RINGSIDE_AGENT_VERSION_H_
 
 namespace ringside {
 
@@ -8,4 +8,4 @@ inline constexpr char kVersion[] = "0.1.0-dev";
 
 }  // namespace ringside
 
-#endif  // RINGSIDE_AGENT_CLI_VERSION_H_
+#endif  // RINGSIDE_AGENT_VERSION_H_

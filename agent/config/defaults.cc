@@ -1,0 +1,33 @@
+#include "agent/config/defaults.h"
+
+namespace ringside::agent {
+
+void ApplyDefaults(config::TraceConfig* config) {
+  for (config::TraceConfig::DataSource& ds : *config->mutable_data_sources()) {
+    config::DataSourceConfig* c = ds.mutable_config();
+    if (c->name() == "linux.bpf") {
+      config::BpfConfig* b = c->mutable_bpf_config();
+      if (b->ring_size_kb() == 0) b->set_ring_size_kb(kDefaultBpfRingSizeKb);
+      if (b->drain_period_ms() == 0) b->set_drain_period_ms(kDefaultBpfDrainPeriodMs);
+    } else if (c->name() == "linux.ftrace") {
+      config::FtraceConfig* f = c->mutable_ftrace_config();
+      if (f->buffer_size_kb() == 0) f->set_buffer_size_kb(kDefaultFtraceBufferSizeKb);
+      if (f->drain_period_ms() == 0) f->set_drain_period_ms(kDefaultFtraceDrainPeriodMs);
+      if (f->drain_buffer_percent() == 0) {
+        f->set_drain_buffer_percent(kDefaultFtraceDrainBufferPercent);
+      }
+      if (!f->compact_sched().has_enabled()) {
+        f->mutable_compact_sched()->set_enabled(kDefaultFtraceCompactSched);
+      }
+    }
+  }
+  if (config->write_into_file() && config->file_write_period_ms() == 0) {
+    config->set_file_write_period_ms(kDefaultFileWritePeriodMs);
+  }
+  const bool needs_flushes = config->write_into_file() || config->durable_buffer_size_kb() > 0;
+  if (needs_flushes && !config->has_flush_period_ms()) {
+    config->set_flush_period_ms(kDefaultFlushPeriodMs);
+  }
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,37 @@
+#ifndef RINGSIDE_AGENT_CONFIG_DEFAULTS_H_
+#define RINGSIDE_AGENT_CONFIG_DEFAULTS_H_
+
+#include <cstdint>
+
+#include "ringside/config/trace_config.pb.h"
+
+namespace ringside::agent {
+
+// Every default of the config, in one place. ApplyDefaults() writes them
+// into the config itself, so the data sources read plain values and the
+// trace's embedded config states what was in effect. docs/config.md names
+// each one.
+
+// linux.bpf: per-CPU staging ring, and how often its consumer reads it.
+inline constexpr uint32_t kDefaultBpfRingSizeKb = 4096;
+inline constexpr uint32_t kDefaultBpfDrainPeriodMs = 100;
+// linux.ftrace: per-CPU kernel buffer of our instance, how often it is read,
+// and the fill that wakes the reader early.
+inline constexpr uint32_t kDefaultFtraceBufferSizeKb = 2048;
+inline constexpr uint32_t kDefaultFtraceDrainPeriodMs = 100;
+inline constexpr uint32_t kDefaultFtraceDrainBufferPercent = 50;
+inline constexpr bool kDefaultFtraceCompactSched = true;
+// write_into_file: how often the buffers go to the file.
+inline constexpr uint32_t kDefaultFileWritePeriodMs = 5000;
+// flush_period_ms when streaming (Perfetto's importer warns about a
+// streaming config without flushes) or when the durable buffer is on (its
+// compaction waits for flushes).
+inline constexpr uint32_t kDefaultFlushPeriodMs = 1000;
+
+// Fills in every field left unset (or 0) with its default. Idempotent; an
+// explicit flush_period_ms of 0 is kept (no periodic flush).
+void ApplyDefaults(config::TraceConfig* config);
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_CONFIG_DEFAULTS_H_

@@ -1,0 +1,89 @@
+#include "agent/descriptors/process_scan.h"
+
+#include <dirent.h>
+#include <time.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace ringside::agent {
+namespace {
+
+using trace::TracePacket;
+
+int64_t BoottimeNs() {
+  timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::string ReadSmallFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+trace::TracePacket ScanProcesses() {
+  TracePacket packet;
+  packet.set_timestamp(static_cast<uint64_t>(BoottimeNs()));
+  trace::ProcessTree* tree = packet.mutable_process_tree();
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return packet;
+  while (dirent* entry = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
+    const std::string dir = absl::StrCat("/proc/", pid);
+    const std::string status = ReadSmallFile(dir + "/status");
+    if (status.empty()) continue;  // Gone meanwhile.
+    trace::ProcessTree::Process* p = tree->add_processes();
+    p->set_pid(pid);
+    std::string comm;
+    for (absl::string_view line : absl::StrSplit(status, '\n')) {
+      if (absl::ConsumePrefix(&line, "PPid:")) {
+        int ppid = 0;
+        if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &ppid)) p->set_ppid(ppid);
+      } else if (absl::ConsumePrefix(&line, "Uid:")) {
+        int uid = 0;
+        std::vector<std::string> ids = absl::StrSplit(absl::StripAsciiWhitespace(line), '\t');
+        if (!ids.empty() && absl::SimpleAtoi(ids[0], &uid)) p->set_uid(uid);
+      } else if (absl::ConsumePrefix(&line, "Name:")) {
+        comm = std::string(absl::StripAsciiWhitespace(line));
+      }
+    }
+    const std::string cmdline = ReadSmallFile(dir + "/cmdline");
+    if (cmdline.empty()) {
+      p->add_cmdline(comm);  // Kernel threads: the comm, as Perfetto does.
+    } else {
+      for (absl::string_view arg : absl::StrSplit(cmdline, '\0', absl::SkipEmpty())) {
+        p->add_cmdline(std::string(arg));
+      }
+    }
+    DIR* tasks = opendir((dir + "/task").c_str());
+    if (tasks == nullptr) continue;
+    while (dirent* t = readdir(tasks)) {
+      int tid = 0;
+      if (!absl::SimpleAtoi(t->d_name, &tid)) continue;
+      trace::ProcessTree::Thread* thread = tree->add_threads();
+      thread->set_tid(tid);
+      thread->set_tgid(pid);
+      thread->set_name(std::string(absl::StripTrailingAsciiWhitespace(
+          ReadSmallFile(absl::StrCat(dir, "/task/", tid, "/comm")))));
+    }
+    closedir(tasks);
+  }
+  closedir(proc);
+  tree->set_collection_end_timestamp(static_cast<uint64_t>(BoottimeNs()));
+  return packet;
+}
+
+}  // namespace ringside::agent

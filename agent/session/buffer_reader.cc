@@ -1,0 +1,47 @@
+#include "agent/session/buffer_reader.h"
+
+#include "agent/session/service_packets.h"
+#include "agent/writer/wire_format.h"
+#include "ringside/trace/trace_packet.pb.h"
+
+namespace ringside::agent {
+
+using trace::TracePacket;
+
+void BufferPacketReader::ReadInto(const std::vector<buffer::TraceBuffer*>& buffers,
+                                  std::string* out) {
+  for (buffer::TraceBuffer* b : buffers) {
+    b->BeginRead();
+    buffer::TracePacket packet;
+    buffer::PacketSequenceProperties props;
+    uint32_t loss = 0;
+    while (b->ReadNextTracePacket(&packet, &props, &loss)) {
+      const bool durable = props.producer_id_trusted == buffer::TraceBuffer::kDurableProducerId;
+      const uint32_t key = uint32_t{props.producer_id_trusted} << 16 | props.writer_id;
+      if (durable) sequence_ids_.try_emplace(key, kDescriptorSequenceId);
+      // Ids of data sequences count from kFirstDataSequenceId, the durable
+      // one's entry (if any) taking a place in the count.
+      auto [it, inserted] = sequence_ids_.try_emplace(
+          key, static_cast<uint32_t>(sequence_ids_.size()) + kFirstDataSequenceId);
+      scratch_.clear();
+      packet.AppendTo(&scratch_);
+      if (!durable) {
+        AppendVarIntField(TracePacket::kTrustedUidFieldNumber,
+                          static_cast<uint32_t>(props.client_identity_trusted.uid), &scratch_);
+      }
+      AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, it->second, &scratch_);
+      if (props.client_identity_trusted.pid > 0) {
+        AppendVarIntField(TracePacket::kTrustedPidFieldNumber,
+                          static_cast<uint32_t>(props.client_identity_trusted.pid), &scratch_);
+      }
+      if (loss != 0) {
+        AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &scratch_);
+      }
+      events_ += CountEventsInPacket(scratch_);
+      AppendFramedPacket(scratch_, out);
+      packets_++;
+    }
+  }
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,44 @@
+#ifndef RINGSIDE_AGENT_SESSION_BUFFER_READER_H_
+#define RINGSIDE_AGENT_SESSION_BUFFER_READER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "buffer/trace_buffer.h"
+
+namespace ringside::agent {
+
+// Reads the packets out of a session's buffers (or a clone of them) as
+// framed TracePackets for a file: each gets the trusted fields of its
+// sequence appended (trusted_packet_sequence_id, trusted_uid and
+// trusted_pid, previous_packet_dropped with the loss flags), as fields
+// appended to a serialized message merge into it. Sequence ids are given
+// out per {producer, writer} in order of first appearance from
+// kFirstDataSequenceId on; the durable store's sequence is
+// kDescriptorSequenceId.
+//
+// Reading consumes what was read, so each call appends only what is new.
+// One reader per output: its ids are that file's. Not thread-safe.
+class BufferPacketReader {
+ public:
+  // Appends every packet not read before from `buffers`, in order: each
+  // buffer's pass (its durable descriptors first), one buffer after another.
+  void ReadInto(const std::vector<buffer::TraceBuffer*>& buffers, std::string* out);
+
+  uint64_t packets() const { return packets_; }
+  // Kernel events in the packets read (CountEventsInPacket).
+  uint64_t events() const { return events_; }
+
+ private:
+  std::map<uint32_t, uint32_t> sequence_ids_;  // By producer << 16 | writer.
+  uint64_t packets_ = 0;
+  uint64_t events_ = 0;
+  std::string scratch_;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SESSION_BUFFER_READER_H_

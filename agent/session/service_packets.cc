@@ -1,0 +1,165 @@
+#include "agent/session/service_packets.h"
+
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "agent/version.h"
+#include "agent/writer/wire_format.h"
+
+namespace ringside::agent {
+namespace {
+
+using trace::TracePacket;
+
+int64_t ClockNs(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+int64_t BoottimeNowNs() { return ClockNs(CLOCK_BOOTTIME); }
+
+TracePacket TraceUuidPacket() {
+  TracePacket uuid;
+  std::random_device rd;
+  const uint64_t msb = uint64_t{rd()} << 32 | rd();
+  const uint64_t lsb = uint64_t{rd()} << 32 | rd();
+  uuid.mutable_trace_uuid()->set_msb(static_cast<int64_t>(msb));
+  uuid.mutable_trace_uuid()->set_lsb(static_cast<int64_t>(lsb));
+  return uuid;
+}
+
+TracePacket SystemInfoPacket() {
+  TracePacket info;
+  trace::SystemInfo* si = info.mutable_system_info();
+  utsname u;
+  if (uname(&u) == 0) {
+    auto* un = si->mutable_utsname();
+    un->set_sysname(u.sysname);
+    un->set_version(u.version);
+    un->set_release(u.release);
+    un->set_machine(u.machine);
+    si->set_hostname(u.nodename);
+  }
+  si->set_tracing_service_version(absl::StrCat("ringside ", kVersion));
+  si->set_page_size(static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
+  si->set_num_cpus(static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_CONF)));
+  time_t now = time(nullptr);
+  tm local;
+  localtime_r(&now, &local);
+  si->set_timezone_off_mins(static_cast<int32_t>(local.tm_gmtoff / 60));
+  return info;
+}
+
+TracePacket ClockSnapshotPacket() {
+  TracePacket packet;
+  packet.set_timestamp(static_cast<uint64_t>(ClockNs(CLOCK_BOOTTIME)));
+  trace::ClockSnapshot* s = packet.mutable_clock_snapshot();
+  for (auto [id, clock] : {std::pair{trace::ClockSnapshot::Clock::BOOTTIME, CLOCK_BOOTTIME},
+                           std::pair{trace::ClockSnapshot::Clock::MONOTONIC, CLOCK_MONOTONIC},
+                           std::pair{trace::ClockSnapshot::Clock::REALTIME, CLOCK_REALTIME}}) {
+    trace::ClockSnapshot::Clock* c = s->add_clocks();
+    c->set_clock_id(id);
+    c->set_timestamp(static_cast<uint64_t>(ClockNs(clock)));
+  }
+  s->set_primary_trace_clock(trace::ClockSnapshot::Clock::BOOTTIME);
+  return packet;
+}
+
+TracePacket TraceConfigPacket(const config::TraceConfig& config) {
+  TracePacket packet;
+  *packet.mutable_trace_config() = config;
+  return packet;
+}
+
+TracePacket TracingStartedPacket(int64_t ts) {
+  TracePacket packet;
+  packet.set_timestamp(static_cast<uint64_t>(ts));
+  packet.mutable_service_event()->set_tracing_started(true);
+  return packet;
+}
+
+TracePacket TracingDisabledPacket(int64_t ts) {
+  TracePacket packet;
+  packet.set_timestamp(static_cast<uint64_t>(ts));
+  packet.mutable_service_event()->set_tracing_disabled(true);
+  return packet;
+}
+
+TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources,
+                             const std::vector<const buffer::TraceBuffer*>& buffers,
+                             const buffer::DurableStore* durable) {
+  TracePacket packet;
+  packet.set_timestamp(static_cast<uint64_t>(ts));
+  trace::TraceStats* stats = packet.mutable_trace_stats();
+  for (const SourceStats& s : sources) {
+    auto* p = stats->add_ringside_producer_stats();
+    p->set_data_source(s.data_source);
+    p->set_chunks_committed(s.producer.chunks_committed);
+    p->set_pool_exhausted(s.producer.pool_exhausted);
+    p->set_stall_timeouts(s.producer.stall_timeouts);
+    for (const DataSource::Loss& l : s.losses) {
+      auto* loss = stats->add_ringside_staging_loss();
+      loss->set_data_source(s.data_source);
+      loss->set_cpu(l.cpu);
+      loss->set_kind(l.kind);
+      loss->set_events_lost(l.events);
+    }
+  }
+  if (durable != nullptr) {
+    const buffer::DurableStore::Stats& d = durable->stats();
+    auto* ds = stats->mutable_ringside_durable_buffer();
+    ds->set_capacity(d.capacity);
+    ds->set_bytes(d.bytes);
+    ds->set_max_bytes(d.max_bytes);
+    ds->set_entries(d.entries);
+    ds->set_writes(d.writes);
+    ds->set_replaced(d.replaced);
+    ds->set_compacted(d.compacted);
+    ds->set_evicted_ended(d.evicted_ended);
+    ds->set_evicted_live(d.evicted_live);
+    ds->set_rejected(d.rejected);
+  }
+  for (const buffer::TraceBuffer* b : buffers) {
+    const buffer::TraceBuffer::Stats& s = b->stats();
+    auto* bs = stats->add_buffer_stats();
+    bs->set_buffer_size(s.buffer_size);
+    bs->set_bytes_written(s.bytes_written);
+    bs->set_bytes_overwritten(s.bytes_overwritten);
+    bs->set_bytes_read(s.bytes_read);
+    bs->set_padding_bytes_written(s.padding_bytes_written);
+    bs->set_padding_bytes_cleared(s.padding_bytes_cleared);
+    bs->set_chunks_written(s.chunks_written);
+    bs->set_chunks_rewritten(s.chunks_rewritten);
+    bs->set_chunks_relocated(s.chunks_relocated);
+    bs->set_chunks_overwritten(s.chunks_overwritten);
+    bs->set_chunks_discarded(s.chunks_discarded);
+    bs->set_chunks_read(s.chunks_read);
+    bs->set_chunks_committed_out_of_order(s.chunks_committed_out_of_order);
+    bs->set_write_wrap_count(s.write_wrap_count);
+    bs->set_patches_succeeded(s.patches_succeeded);
+    bs->set_patches_failed(s.patches_failed);
+    bs->set_readaheads_succeeded(s.readaheads_succeeded);
+    bs->set_readaheads_failed(s.readaheads_failed);
+    bs->set_abi_violations(s.abi_violations);
+    bs->set_trace_writer_packet_loss(s.trace_writer_packet_loss);
+    bs->set_data_loss_overwrite(s.data_loss_overwrite);
+    bs->set_data_loss_read_gap(s.data_loss_read_gap);
+  }
+  stats->set_total_buffers(static_cast<uint32_t>(buffers.size()));
+  return packet;
+}
+
+void AppendServicePacket(TracePacket packet, std::string* out) {
+  packet.set_trusted_packet_sequence_id(kServiceSequenceId);
+  AppendFramedPacket(packet.SerializeAsString(), out);
+}
+
+}  // namespace ringside::agent

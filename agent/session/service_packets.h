@@ -1,0 +1,62 @@
+#ifndef RINGSIDE_AGENT_SESSION_SERVICE_PACKETS_H_
+#define RINGSIDE_AGENT_SESSION_SERVICE_PACKETS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/sources/data_source.h"
+#include "agent/writer/producer_buffer.h"
+#include "buffer/durable_store.h"
+#include "buffer/trace_buffer.h"
+#include "ringside/config/trace_config.pb.h"
+#include "ringside/trace/trace_packet.pb.h"
+
+namespace ringside::agent {
+
+// The packets a session writes itself, around the data of its buffers:
+//
+//   preamble:  trace_uuid, system_info, clock_snapshot, the effective
+//              trace_config, (a /proc scan), service_event(tracing_started)
+//   data:      the buffers' packets (BufferPacketReader)
+//   trailer:   a /proc scan, clock_snapshot, trace_stats,
+//              service_event(tracing_disabled)
+//
+// They go on sequence 1; the durable descriptors on 2; data sources get
+// 3, 4, ...
+inline constexpr uint32_t kServiceSequenceId = 1;
+inline constexpr uint32_t kDescriptorSequenceId = 2;
+inline constexpr uint32_t kFirstDataSequenceId = 3;
+
+int64_t BoottimeNowNs();
+
+// A random trace_uuid: each file is one trace to the importer.
+trace::TracePacket TraceUuidPacket();
+// This machine: uname, hostname, ringside's version, page size, CPUs,
+// time zone.
+trace::TracePacket SystemInfoPacket();
+// BOOTTIME (the trace's clock), MONOTONIC and REALTIME read together, so
+// tools can line the trace up with wall time.
+trace::TracePacket ClockSnapshotPacket();
+trace::TracePacket TraceConfigPacket(const config::TraceConfig& config);
+// service_event(tracing_started) or (tracing_disabled) at `ts`.
+trace::TracePacket TracingStartedPacket(int64_t ts);
+trace::TracePacket TracingDisabledPacket(int64_t ts);
+
+// What the trace_stats packet is made of: each source's staging losses and
+// chunk pool, each buffer's stats, the durable store's.
+struct SourceStats {
+  std::string data_source;  // The config's name.
+  ProducerBuffer::Stats producer;
+  std::vector<DataSource::Loss> losses;
+};
+trace::TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources,
+                                    const std::vector<const buffer::TraceBuffer*>& buffers,
+                                    const buffer::DurableStore* durable);
+
+// Frames `packet` on the service sequence and appends it to `out`.
+void AppendServicePacket(trace::TracePacket packet, std::string* out);
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SESSION_SERVICE_PACKETS_H_

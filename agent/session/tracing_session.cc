@@ -1,0 +1,414 @@
+#include "agent/session/tracing_session.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "agent/config/defaults.h"
+#include "agent/descriptors/process_scan.h"
+
+namespace ringside::agent {
+namespace {
+
+using trace::TracePacket;
+
+// How often the owner thread moves committed chunks into the buffers.
+constexpr int64_t kMoveChunksPeriodNs = 100'000'000;
+
+int64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::vector<const buffer::TraceBuffer*> Const(const std::vector<buffer::TraceBuffer*>& buffers) {
+  return std::vector<const buffer::TraceBuffer*>(buffers.begin(), buffers.end());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TracingSession>> TracingSession::Create(config::TraceConfig config) {
+  ApplyDefaults(&config);
+  std::unique_ptr<TracingSession> s(new TracingSession(std::move(config)));
+  const config::TraceConfig& cfg = s->config_;
+  {
+    absl::MutexLock lock(&s->mu_);
+    for (const auto& b : cfg.buffers()) {
+      auto policy = b.fill_policy() == config::TraceConfig::BufferConfig::DISCARD
+                        ? buffer::TraceBuffer::OverwritePolicy::kDiscard
+                        : buffer::TraceBuffer::OverwritePolicy::kOverwrite;
+      auto tb = buffer::TraceBuffer::Create(size_t{b.size_kb()} * 1024, policy);
+      if (tb == nullptr) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cannot allocate a buffer of ", b.size_kb(), " KiB"));
+      }
+      s->buffers_.push_back(std::move(tb));
+    }
+    if (cfg.durable_buffer_size_kb() > 0 && !s->buffers_.empty()) {
+      // Beside the first buffer, which is read first: descriptors come
+      // before any event of any buffer.
+      s->buffers_[0]->SetDurableStore(std::make_unique<buffer::DurableStore>(
+          size_t{cfg.durable_buffer_size_kb()} * 1024, s->buffers_[0]->size()));
+      s->tracker_ = std::make_unique<DescriptorTracker>();
+    }
+  }
+  s->sources_ = BuildDataSources(cfg, s->tracker_.get());
+  s->warnings_ = s->sources_.warnings;
+  return s;
+}
+
+uint64_t TracingSession::MaxTraceBytes(const config::TraceConfig& config) {
+  uint64_t bytes = 0;
+  for (const auto& b : config.buffers()) bytes += uint64_t{b.size_kb()} * 1024;
+  return bytes + bytes / 4 + uint64_t{config.durable_buffer_size_kb()} * 2048 + (8 << 20);
+}
+
+TracingSession::~TracingSession() {
+  {
+    absl::MutexLock lock(&stop_mu_);
+    stop_requested_ = true;
+  }
+  if (owner_.joinable()) owner_.join();
+}
+
+std::vector<buffer::TraceBuffer*> TracingSession::BuffersLocked() {
+  std::vector<buffer::TraceBuffer*> out;
+  for (auto& b : buffers_) out.push_back(b.get());
+  return out;
+}
+
+absl::Status TracingSession::Start(TraceSink* stream) {
+  if (state_.load() != State::kConfigured) {
+    return absl::FailedPreconditionError("the tracing session was already started");
+  }
+  if (streaming() && stream == nullptr) {
+    return absl::InvalidArgumentError("write_into_file needs a file to stream into");
+  }
+  stream_ = streaming() ? stream : nullptr;
+  start_boottime_ns_ = BoottimeNowNs();
+  start_clocks_ = ClockSnapshotPacket();
+  bool recording_kernel_events = false;
+  for (SourceSlot& slot : sources_.slots) {
+    if (absl::Status st = slot.source->Start(); !st.ok()) {
+      warnings_.push_back(absl::StrCat(slot.name, " did not start: ", st.message()));
+      slot.source.reset();
+      continue;
+    }
+    recording_kernel_events = true;
+  }
+  if (!recording_kernel_events) {
+    warnings_.push_back(
+        "no kernel data source is running: recording processes and threads from /proc only");
+  }
+  // Scanned once the sources run, so that no process can start unseen
+  // between the scan and the first event; one that starts meanwhile is
+  // named by both, the scan's (newer) entry winning.
+  start_processes_ = ScanProcesses();
+  if (tracker_ != nullptr) tracker_->Seed(start_processes_);
+  state_.store(State::kStarted);
+  if (streaming()) {
+    std::string header;
+    AppendPreamble(&header);
+    MoveChunksIntoBuffers();  // The /proc scan's descriptors, read first, from the start.
+    {
+      absl::MutexLock lock(&mu_);
+      reader_.ReadInto(BuffersLocked(), &header);
+    }
+    if (absl::Status st = WriteToStream(header); !st.ok()) return st;
+  }
+  owner_ = std::thread([this] { BufferOwnerLoop(); });
+  return absl::OkStatus();
+}
+
+void TracingSession::MoveChunksIntoBuffers() {
+  absl::MutexLock lock(&mu_);
+  for (SourceSlot& slot : sources_.slots) {
+    slot.producer->DrainInto(buffers_[slot.target_buffer].get());
+  }
+  if (tracker_ != nullptr) tracker_->ApplyTo(buffers_[0]->durable());
+}
+
+void TracingSession::Flush() {
+  for (SourceSlot& slot : sources_.slots) slot.producer->ScrapeWriters();
+  MoveChunksIntoBuffers();
+  // Everything written before now is in the buffers: the durable store may
+  // pin the ends it was told of to this position.
+  if (tracker_ != nullptr) {
+    absl::MutexLock lock(&mu_);
+    buffers_[0]->durable()->Drained(buffers_[0]->stats().bytes_written);
+  }
+}
+
+void TracingSession::BufferOwnerLoop() {
+  const int64_t flush_ns = int64_t{config_.flush_period_ms()} * 1'000'000;
+  const int64_t write_ns = streaming() ? int64_t{config_.file_write_period_ms()} * 1'000'000 : 0;
+  const int64_t start = MonotonicNs();
+  int64_t next_move = start + kMoveChunksPeriodNs;
+  int64_t next_flush = flush_ns > 0 ? start + flush_ns : INT64_MAX;
+  int64_t next_write = write_ns > 0 ? start + write_ns : INT64_MAX;
+  // The next due time after `due` that is in the future: a period missed
+  // (a slow disk) is skipped, not run twice.
+  auto advance = [](int64_t due, int64_t period, int64_t now) {
+    due += period;
+    return due > now ? due : now + period;
+  };
+  while (true) {
+    const int64_t wake = std::min({next_move, next_flush, next_write});
+    {
+      absl::MutexLock lock(&stop_mu_);
+      const int64_t wait = wake - MonotonicNs();
+      if (wait > 0) {
+        stop_mu_.AwaitWithTimeout(absl::Condition(&stop_requested_), absl::Nanoseconds(wait));
+      }
+      if (stop_requested_) return;
+    }
+    const int64_t now = MonotonicNs();
+    if (now >= next_flush) {
+      Flush();
+      next_flush = advance(next_flush, flush_ns, now);
+      next_move = now + kMoveChunksPeriodNs;
+    } else if (now >= next_move || now >= next_write) {
+      MoveChunksIntoBuffers();
+      next_move = now + kMoveChunksPeriodNs;
+    }
+    if (now >= next_write) {
+      WriteIntoFile();
+      next_write = advance(next_write, write_ns, now);
+    }
+  }
+}
+
+absl::Status TracingSession::WriteToStream(const std::string& bytes) {
+  if (absl::Status st = stream_->Write(bytes); !st.ok()) return st;
+  if (config_.max_file_size_bytes() > 0 &&
+      stream_->bytes_written() >= config_.max_file_size_bytes()) {
+    file_limit_reached_.store(true);
+  }
+  return absl::OkStatus();
+}
+
+void TracingSession::WriteIntoFile() {
+  if (!stream_pending_.empty()) {
+    if (!WriteToStream(stream_pending_).ok()) return;
+    stream_pending_.clear();
+    Notice(absl::StrCat("writing ", stream_->display_name(),
+                        " again; nothing read from the buffers was lost"));
+  }
+  std::string out;
+  {
+    absl::MutexLock lock(&mu_);
+    reader_.ReadInto(BuffersLocked(), &out);
+  }
+  if (out.empty()) return;
+  if (absl::Status st = WriteToStream(out); !st.ok()) {
+    Notice(absl::StrCat(st.message(),
+                        "; the file keeps every packet written before, the buffers keep "
+                        "recording, and writing is retried each file_write_period_ms"));
+    stream_pending_ = std::move(out);
+  }
+}
+
+absl::Status TracingSession::ReadBuffers(TraceSink* sink) {
+  if (state_.load() == State::kConfigured) {
+    return absl::FailedPreconditionError("the tracing session has not started");
+  }
+  std::string out;
+  {
+    absl::MutexLock lock(&mu_);
+    reader_.ReadInto(BuffersLocked(), &out);
+  }
+  return out.empty() ? absl::OkStatus() : sink->Write(out);
+}
+
+void TracingSession::Notice(std::string message) {
+  absl::MutexLock lock(&notices_mu_);
+  notices_.push_back(std::move(message));
+}
+
+std::vector<std::string> TracingSession::TakeNotices() {
+  absl::MutexLock lock(&notices_mu_);
+  return std::exchange(notices_, {});
+}
+
+std::vector<SourceStats> TracingSession::CollectSourceStats() const {
+  if (state_.load() == State::kStopped) return final_source_stats_;
+  std::vector<SourceStats> out;
+  for (const SourceSlot& slot : sources_.slots) {
+    SourceStats s{slot.name, slot.producer->stats(), {}};
+    if (slot.source != nullptr) s.losses = slot.source->Losses();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+TracingSession::Progress TracingSession::progress() const {
+  Progress p;
+  p.elapsed_s = static_cast<double>(BoottimeNowNs() - start_boottime_ns_) / 1e9;
+  if (state_.load() == State::kStopped) {
+    p.events = final_events_seen_;
+    p.events_lost = final_events_lost_;
+  } else {
+    for (const SourceSlot& slot : sources_.slots) {
+      if (slot.source == nullptr) continue;
+      p.events += slot.source->events_read();
+      p.events_lost += slot.source->events_lost();
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  for (const auto& b : buffers_) {
+    const auto& st = b->stats();
+    p.bytes_written += st.bytes_written;
+    p.buffer_size += b->size();
+    p.bytes_lost += st.bytes_overwritten;
+  }
+  return p;
+}
+
+absl::Status TracingSession::Stop() {
+  const State was = state_.load();
+  if (was == State::kStopping || was == State::kStopped) return absl::OkStatus();
+  state_.store(State::kStopping);
+  for (SourceSlot& slot : sources_.slots) {
+    if (slot.source != nullptr) slot.source->Stop();
+  }
+  {
+    absl::MutexLock lock(&stop_mu_);
+    stop_requested_ = true;
+  }
+  if (owner_.joinable()) owner_.join();
+  Flush();
+  // Losses before the buffers, taken before the sources go away.
+  final_source_stats_ = CollectSourceStats();
+  for (const SourceSlot& slot : sources_.slots) {
+    if (slot.source == nullptr) continue;
+    final_events_seen_ += slot.source->events_read();
+    final_events_lost_ += slot.source->events_lost();
+  }
+  // Detached and their instances removed: leave tracefs as we found it.
+  for (SourceSlot& slot : sources_.slots) slot.source.reset();
+  if (sources_.tracefs.has_value()) (void)sources_.tracefs->Unmount();
+  state_.store(State::kStopped);
+  return absl::OkStatus();
+}
+
+void TracingSession::AppendPreamble(std::string* out) {
+  auto emit = [&](TracePacket p) {
+    AppendServicePacket(std::move(p), out);
+    service_packets_++;
+  };
+  emit(TraceUuidPacket());
+  emit(SystemInfoPacket());
+  emit(start_clocks_);
+  emit(TraceConfigPacket(config_));
+  // With the durable store, its descriptors (seeded from this scan) follow.
+  if (tracker_ == nullptr) emit(start_processes_);
+  emit(TracingStartedPacket(start_boottime_ns_));
+}
+
+absl::StatusOr<TracingSession::Summary> TracingSession::WriteTrace(TraceSink* sink) {
+  if (state_.load() != State::kStopped) {
+    return absl::FailedPreconditionError("the trace is written once the session has stopped");
+  }
+  const bool into_stream = streaming() && sink == stream_;
+  const int64_t end_ns = BoottimeNowNs();
+  std::string out;
+  if (!into_stream) AppendPreamble(&out);
+  auto emit = [&](TracePacket p) {
+    AppendServicePacket(std::move(p), &out);
+    service_packets_++;
+  };
+  Summary summary;
+  {
+    // Buffer 0's read passes begin with the durable descriptors: all of
+    // them into a whole file; into a stream, those that changed since the
+    // last write.
+    absl::MutexLock lock(&mu_);
+    reader_.ReadInto(BuffersLocked(), &out);
+  }
+  emit(ScanProcesses());
+  emit(ClockSnapshotPacket());
+  {
+    absl::MutexLock lock(&mu_);
+    const std::vector<buffer::TraceBuffer*> buffers = BuffersLocked();
+    emit(TraceStatsPacket(end_ns, final_source_stats_, Const(buffers),
+                          tracker_ != nullptr ? buffers_[0]->durable() : nullptr));
+    for (const buffer::TraceBuffer* b : buffers) {
+      summary.chunks_overwritten += b->stats().chunks_overwritten;
+      summary.chunks_discarded += b->stats().chunks_discarded;
+      summary.bytes_overwritten += b->stats().bytes_overwritten;
+    }
+    summary.packets = reader_.packets();
+    summary.events_kept = reader_.events();
+  }
+  emit(TracingDisabledPacket(end_ns));
+
+  if (into_stream) {
+    absl::Status st = stream_pending_.empty() ? absl::OkStatus() : WriteToStream(stream_pending_);
+    if (st.ok()) st = WriteToStream(out);
+    if (st.ok()) st = sink->Finish();
+    if (!st.ok()) {
+      return absl::Status(
+          st.code(),
+          absl::StrCat(st.message(), "; it holds a valid trace of the first ",
+                       sink->bytes_written(), " bytes, without the end of the recording"));
+    }
+  } else {
+    if (absl::Status st = sink->Write(out); !st.ok()) return st;
+    if (absl::Status st = sink->Finish(); !st.ok()) return st;
+  }
+  for (const SourceStats& s : final_source_stats_)
+    summary.chunks_dropped += s.producer.pool_exhausted;
+  summary.events_seen = final_events_seen_;
+  summary.events_lost = final_events_lost_;
+  summary.packets += service_packets_;
+  summary.file_bytes = sink->bytes_written();
+  return summary;
+}
+
+absl::StatusOr<std::unique_ptr<SessionSnapshot>> TracingSession::CloneSnapshot() {
+  const State state = state_.load();
+  if (state != State::kStarted && state != State::kStopped) {
+    return absl::FailedPreconditionError("a snapshot needs a started or stopped session");
+  }
+  // The freshest data: what writers hold in open chunks too.
+  if (state == State::kStarted) Flush();
+  std::unique_ptr<SessionSnapshot> snap(new SessionSnapshot());
+  snap->config_ = config_;
+  snap->durable_ = tracker_ != nullptr;
+  snap->started_at_ns_ = start_boottime_ns_;
+  snap->cloned_at_ns_ = BoottimeNowNs();
+  snap->clocks_ = ClockSnapshotPacket();
+  const std::vector<SourceStats> sources = CollectSourceStats();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& b : buffers_) snap->buffers_.push_back(b->CloneReadOnly());
+  }
+  std::vector<const buffer::TraceBuffer*> clones;
+  for (const auto& b : snap->buffers_) clones.push_back(b.get());
+  snap->stats_ = TraceStatsPacket(snap->cloned_at_ns_, sources, clones,
+                                  snap->durable_ ? snap->buffers_[0]->durable() : nullptr);
+  return snap;
+}
+
+absl::Status SessionSnapshot::WriteTo(TraceSink* sink) {
+  std::string out;
+  auto emit = [&](TracePacket p) { AppendServicePacket(std::move(p), &out); };
+  emit(TraceUuidPacket());
+  emit(SystemInfoPacket());
+  emit(clocks_);
+  emit(TraceConfigPacket(config_));
+  if (!durable_) emit(ScanProcesses());
+  emit(TracingStartedPacket(started_at_ns_));
+  BufferPacketReader reader;
+  std::vector<buffer::TraceBuffer*> buffers;
+  for (auto& b : buffers_) buffers.push_back(b.get());
+  reader.ReadInto(buffers, &out);
+  emit(stats_);
+  if (absl::Status st = sink->Write(out); !st.ok()) return st;
+  return sink->Finish();
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,197 @@
+#ifndef RINGSIDE_AGENT_SESSION_TRACING_SESSION_H_
+#define RINGSIDE_AGENT_SESSION_TRACING_SESSION_H_
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/descriptors/descriptor_tracker.h"
+#include "agent/files/trace_sink.h"
+#include "agent/session/buffer_reader.h"
+#include "agent/session/service_packets.h"
+#include "agent/sources/source_factory.h"
+#include "buffer/trace_buffer.h"
+#include "ftrace/tracefs.h"
+#include "ringside/config/trace_config.pb.h"
+#include "ringside/trace/trace_packet.pb.h"
+
+namespace ringside::agent {
+
+class SessionSnapshot;
+
+// One tracing session (Perfetto's TracingSession): the configured buffers,
+// the durable store beside the first one, the data sources feeding them and
+// the thread that owns the buffers. `ringside record` runs one session
+// once; the agent keeps one running.
+//
+//   data source threads ──TraceWriter──► ProducerBuffer (chunks)
+//        ──buffer-owner thread: MoveChunksIntoBuffers() every 100 ms──► TraceBuffers
+//   every flush_period_ms: Flush() (scrape open chunks; durable compaction)
+//   every file_write_period_ms (write_into_file): buffers ──► the stream sink
+//
+// States, in order only:
+//   kConfigured ─Start()─► kStarted ─Stop()─► kStopping ─► kStopped
+// ReadBuffers() and CloneSnapshot() while started or stopped; WriteTrace()
+// once, after Stop().
+//
+// A file written by the session holds, in order: the preamble (uuid,
+// system_info, the start clock_snapshot, the effective config, a /proc scan
+// unless the durable store names every task, tracing_started), the buffers'
+// packets (the durable descriptors first), and the trailer (a /proc scan,
+// the end clock_snapshot, trace_stats, tracing_disabled).
+class TracingSession {
+ public:
+  enum class State { kConfigured, kStarted, kStopping, kStopped };
+
+  struct Progress {
+    double elapsed_s = 0;
+    uint64_t events = 0;
+    uint64_t bytes_written = 0;  // Into the buffers.
+    uint64_t buffer_size = 0;
+    uint64_t bytes_lost = 0;  // Overwritten unread in the buffers.
+    // Lost before the buffers: BPF reserve failures, ftrace lost events.
+    uint64_t events_lost = 0;
+  };
+
+  // What a finished trace holds and lost, for the closing lines.
+  struct Summary {
+    uint64_t packets = 0;
+    uint64_t file_bytes = 0;
+    uint64_t events_seen = 0;  // Read from the staging rings.
+    uint64_t events_kept = 0;  // In the file.
+    // Lost, by stage: before the buffers (BPF ring reserve failures, ftrace
+    // overruns), chunk pools found empty (each drops a packet or more),
+    // overwritten in a RING_BUFFER before being read, refused by a full
+    // DISCARD buffer.
+    uint64_t events_lost = 0;
+    uint64_t chunks_dropped = 0;
+    uint64_t chunks_overwritten = 0;
+    uint64_t bytes_overwritten = 0;
+    uint64_t chunks_discarded = 0;
+  };
+
+  // Allocates the buffers and loads the data sources (not started). Every
+  // default of `config` is applied first (ApplyDefaults).
+  static absl::StatusOr<std::unique_ptr<TracingSession>> Create(config::TraceConfig config);
+  ~TracingSession();
+
+  // An upper bound of the size of a whole-file trace of `config`: what the
+  // buffers hold, re-framed (a few bytes more per packet), the durable
+  // descriptors and two /proc scans; reserved before recording starts.
+  static uint64_t MaxTraceBytes(const config::TraceConfig& config);
+
+  // Starts the sources and the buffer-owner thread. With write_into_file,
+  // `stream` (which must outlive the session) gets the preamble now and the
+  // buffers every file_write_period_ms.
+  absl::Status Start(TraceSink* stream = nullptr);
+  // A flush that never waits for a writer: what writers hold in chunks still
+  // open is copied into the buffers as scraped chunks, with every committed
+  // chunk. Then the durable store may compact what ended before it.
+  void Flush();
+  // Writes what the buffers hold that was not read before into `sink`.
+  absl::Status ReadBuffers(TraceSink* sink);
+  // A read-only copy of the buffers and the durable store as of now, to be
+  // written (SessionSnapshot::WriteTo) while the session records on.
+  absl::StatusOr<std::unique_ptr<SessionSnapshot>> CloneSnapshot();
+  // Stops every source (all they saw committed), the owner thread, and
+  // moves the rest into the buffers; the sources' kernel state is removed.
+  absl::Status Stop();
+  // After Stop(): the rest of the trace into `sink`, which is finished.
+  // A whole file gets everything; the stream given to Start() the buffers'
+  // last packets and the trailer.
+  absl::StatusOr<Summary> WriteTrace(TraceSink* sink);
+
+  State state() const { return state_.load(); }
+  Progress progress() const;
+  const config::TraceConfig& config() const { return config_; }
+  // Streaming only: the file reached the config's max_file_size_bytes; the
+  // caller should stop the session.
+  bool file_limit_reached() const { return file_limit_reached_.load(); }
+  // Data sources that could not start, with why (the rest keep recording).
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  // What went wrong (and right again) while recording, e.g. a full disk
+  // under a streaming file, since the last call.
+  std::vector<std::string> TakeNotices();
+
+ private:
+  explicit TracingSession(config::TraceConfig config) : config_(std::move(config)) {}
+  bool streaming() const { return config_.write_into_file(); }
+  // Owner thread: moves chunks, flushes and writes into the stream on their
+  // periods, to the millisecond, until Stop().
+  void BufferOwnerLoop();
+  // Commits what the producers queued into the buffers, and the descriptor
+  // updates into the durable store.
+  void MoveChunksIntoBuffers();
+  // write_into_file: a periodic write of the buffers into the stream. When
+  // the write fails (a full disk), the packets read are kept and retried
+  // first the next time, and nothing more is read from the buffers
+  // meanwhile: they keep the newest data, their overwrites counted.
+  void WriteIntoFile();
+  absl::Status WriteToStream(const std::string& bytes);
+  void AppendPreamble(std::string* out);
+  std::vector<SourceStats> CollectSourceStats() const;
+  std::vector<buffer::TraceBuffer*> BuffersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Notice(std::string message);
+
+  config::TraceConfig config_;
+  std::atomic<State> state_{State::kConfigured};
+  TraceSink* stream_ = nullptr;
+  // Descriptor tracking for the durable store beside buffers_[0] (null:
+  // off). Declared before the sources, which report to it, so it outlives
+  // them.
+  std::unique_ptr<DescriptorTracker> tracker_;
+  BuiltSources sources_;
+  std::vector<std::string> warnings_;
+  // Staging losses, kept from Stop() on, when the sources are gone.
+  std::vector<SourceStats> final_source_stats_;
+  uint64_t final_events_seen_ = 0, final_events_lost_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<buffer::TraceBuffer>> buffers_ ABSL_GUARDED_BY(mu_);
+  BufferPacketReader reader_ ABSL_GUARDED_BY(mu_);
+  uint64_t service_packets_ = 0;
+  // Read from the buffers, not yet written: the write failed. Owner thread
+  // (WriteTrace once the owner has stopped).
+  std::string stream_pending_;
+  std::atomic<bool> file_limit_reached_{false};
+
+  absl::Mutex notices_mu_;
+  std::vector<std::string> notices_ ABSL_GUARDED_BY(notices_mu_);
+
+  std::thread owner_;
+  absl::Mutex stop_mu_;
+  bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
+  int64_t start_boottime_ns_ = 0;
+  trace::TracePacket start_clocks_;
+  trace::TracePacket start_processes_;
+};
+
+// A session's buffers cloned at one moment (CLONE_SNAPSHOT): written to a
+// file of its own, as a complete trace, while the session records on.
+class SessionSnapshot {
+ public:
+  // Writes the clone as a whole trace into `sink` and finishes it.
+  absl::Status WriteTo(TraceSink* sink);
+  int64_t cloned_at_ns() const { return cloned_at_ns_; }
+
+ private:
+  friend class TracingSession;
+  SessionSnapshot() = default;
+  config::TraceConfig config_;
+  std::vector<std::unique_ptr<buffer::TraceBuffer>> buffers_;
+  bool durable_ = false;
+  int64_t started_at_ns_ = 0;
+  int64_t cloned_at_ns_ = 0;
+  trace::TracePacket clocks_;
+  trace::TracePacket stats_;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SESSION_TRACING_SESSION_H_

@@ -1,0 +1,45 @@
+#ifndef RINGSIDE_AGENT_SOURCES_DATA_SOURCE_H_
+#define RINGSIDE_AGENT_SOURCES_DATA_SOURCE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace ringside::agent {
+
+// A data source of a tracing session: it reads kernel events from its
+// staging rings on a thread of its own and writes them as TracePackets
+// through the TraceWriters of the ProducerBuffer the session gave it. The
+// session starts and stops it and asks it what it lost; how it reads the
+// kernel is its own business (linux.bpf: BpfDataSource, linux.ftrace:
+// FtraceDataSource). source_factory.cc builds them from the config.
+class DataSource {
+ public:
+  // Events lost before the buffers, per CPU and kind, for trace_stats.
+  struct Loss {
+    uint32_t cpu = 0;
+    std::string kind;  // The event ("sched_switch"), or the stage ("ftrace_overrun").
+    uint64_t events = 0;
+  };
+
+  virtual ~DataSource() = default;
+
+  // Attaches to the kernel and starts reading.
+  virtual absl::Status Start() = 0;
+  // Detaches, reads what the staging rings still hold and flushes every
+  // writer, so all it saw is committed to its ProducerBuffer. Idempotent.
+  virtual void Stop() = 0;
+
+  // Kernel events read from the staging rings so far.
+  virtual uint64_t events_read() const = 0;
+  // Events lost before the buffers so far (live; for progress lines).
+  virtual uint64_t events_lost() const = 0;
+  // The same losses, per CPU and kind; only non-zero entries.
+  virtual std::vector<Loss> Losses() const = 0;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SOURCES_DATA_SOURCE_H_

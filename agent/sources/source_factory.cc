@@ -1,0 +1,139 @@
+#include "agent/sources/source_factory.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/sources/bpf_data_source.h"
+#include "agent/sources/ftrace_data_source.h"
+
+namespace ringside::agent {
+namespace {
+
+// What the builders share while the sources of one config are built.
+struct BuildContext {
+  const config::TraceConfig* config = nullptr;
+  DescriptorTracker* tracker = nullptr;
+  BuiltSources* out = nullptr;
+  buffer::ProducerID next_producer = 1;
+  int bpf_loaded = 0;
+  std::optional<absl::Status> tracefs_error;
+
+  std::unique_ptr<ProducerBuffer> NewProducer() {
+    return std::make_unique<ProducerBuffer>(
+        next_producer++, buffer::ClientIdentity{getuid(), getpid()}, ProducerBuffer::Options{});
+  }
+  void Warn(std::string message) { out->warnings.push_back(std::move(message)); }
+  void Add(const config::DataSourceConfig& c, std::unique_ptr<ProducerBuffer> producer,
+           std::unique_ptr<DataSource> source) {
+    out->slots.push_back(
+        SourceSlot{c.name(), c.target_buffer(), std::move(producer), std::move(source)});
+  }
+};
+
+void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
+  const config::BpfConfig& bc = c.bpf_config();
+  BpfDataSource::Config cfg;
+  cfg.source.sched = bc.sched();
+  cfg.source.process = bc.process();
+  cfg.source.incidents = bc.incidents();
+  cfg.source.ring_size_per_cpu = size_t{bc.ring_size_kb()} * 1024;
+  cfg.source.filters.tgids.assign(bc.filter_tgid().begin(), bc.filter_tgid().end());
+  cfg.source.filters.cgroup_id = bc.filter_cgroup_id();
+  cfg.source.filters.max_prio = bc.has_filter_max_prio() ? bc.filter_max_prio() : -1;
+  cfg.drain_period_ms = bc.drain_period_ms();
+  cfg.tracker = ctx->tracker;
+  std::unique_ptr<ProducerBuffer> producer = ctx->NewProducer();
+  absl::StatusOr<std::unique_ptr<BpfDataSource>> b = BpfDataSource::Create(cfg, producer.get());
+  if (!b.ok()) {
+    ctx->Warn(absl::StrCat(c.name(), " disabled: ", b.status().message()));
+    return;
+  }
+  for (const std::string& p : (*b)->skipped_programs()) {
+    ctx->Warn(absl::StrCat(c.name(), ": this kernel cannot attach ", p));
+  }
+  ctx->Add(c, std::move(producer), std::move(*b));
+  ctx->bpf_loaded++;
+}
+
+void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
+  const config::FtraceConfig& f = c.ftrace_config();
+  const bool fallback = ctx->bpf_loaded == 0 && f.bpf_fallback_events_size() > 0;
+  // Only fallback events, and BPF is there: nothing for ftrace to do.
+  if (f.ftrace_events_size() == 0 && !fallback) return;
+  if (!ctx->out->tracefs.has_value() && !ctx->tracefs_error.has_value()) {
+    absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();
+    if (tracefs.ok()) {
+      ctx->out->tracefs = *tracefs;
+    } else {
+      ctx->tracefs_error = tracefs.status();
+    }
+  }
+  if (ctx->tracefs_error.has_value()) {
+    ctx->Warn(absl::StrCat(c.name(), " disabled: ", ctx->tracefs_error->message()));
+    return;
+  }
+  std::unique_ptr<ProducerBuffer> producer = ctx->NewProducer();
+  FtraceDataSource::Config fc;
+  fc.tracker = ctx->tracker;
+  fc.instance_name = absl::StrCat("record", producer->producer_id());
+  for (const std::string& e : f.ftrace_events()) {
+    std::string filter;
+    for (const auto& ef : f.event_filters()) {
+      if (ef.event() == e) filter = ef.filter();
+    }
+    fc.events.push_back({e, filter});
+  }
+  if (fallback) {
+    for (const std::string& e : f.bpf_fallback_events()) fc.events.push_back({e, ""});
+    ctx->Warn(absl::StrCat(c.name(), ": recording ", absl::StrJoin(f.bpf_fallback_events(), ", "),
+                           " with ftrace in place of BPF"));
+  }
+  fc.buffer_size_kb = f.buffer_size_kb();
+  fc.drain_period_ms = f.drain_period_ms();
+  fc.buffer_percent = f.drain_buffer_percent();
+  fc.compact_sched = f.compact_sched().enabled();
+  absl::StatusOr<std::unique_ptr<FtraceDataSource>> ds =
+      FtraceDataSource::Create(*ctx->out->tracefs, fc, producer.get());
+  if (!ds.ok()) {
+    ctx->Warn(absl::StrCat(c.name(), " disabled: ", ds.status().message()));
+    return;
+  }
+  for (const std::string& e : (*ds)->enable_result().unknown) {
+    ctx->Warn(absl::StrCat(c.name(), ": this kernel has no event ", e));
+  }
+  for (const auto& [e, s] : (*ds)->enable_result().failed) {
+    ctx->Warn(absl::StrCat(c.name(), ": ", s.message()));
+  }
+  ctx->Add(c, std::move(producer), std::move(*ds));
+}
+
+// The kinds of data source, in the order they are built.
+struct SourceKind {
+  const char* name;
+  void (*build)(const config::DataSourceConfig&, BuildContext*);
+};
+constexpr SourceKind kSourceKinds[] = {
+    {"linux.bpf", BuildBpf},
+    {"linux.ftrace", BuildFtrace},
+};
+
+}  // namespace
+
+BuiltSources BuildDataSources(const config::TraceConfig& config, DescriptorTracker* tracker) {
+  BuiltSources out;
+  BuildContext ctx;
+  ctx.config = &config;
+  ctx.tracker = tracker;
+  ctx.out = &out;
+  for (const SourceKind& kind : kSourceKinds) {
+    for (const auto& ds : config.data_sources()) {
+      if (ds.config().name() == kind.name) kind.build(ds.config(), &ctx);
+    }
+  }
+  return out;
+}
+
+}  // namespace ringside::agent

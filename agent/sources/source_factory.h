@@ -1,0 +1,47 @@
+#ifndef RINGSIDE_AGENT_SOURCES_SOURCE_FACTORY_H_
+#define RINGSIDE_AGENT_SOURCES_SOURCE_FACTORY_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/descriptors/descriptor_tracker.h"
+#include "agent/sources/data_source.h"
+#include "agent/writer/producer_buffer.h"
+#include "ftrace/tracefs.h"
+#include "ringside/config/trace_config.pb.h"
+
+namespace ringside::agent {
+
+// A data source of a session with the chunk pool it writes through; its
+// packets go to buffer `target_buffer`.
+struct SourceSlot {
+  std::string name;  // The config's data source name ("linux.bpf").
+  uint32_t target_buffer = 0;
+  std::unique_ptr<ProducerBuffer> producer;
+  std::unique_ptr<DataSource> source;
+};
+
+struct BuiltSources {
+  std::vector<SourceSlot> slots;
+  // Mounted for the ftrace sources when it was not mounted (unmounted at
+  // the end by the session).
+  std::optional<ftrace::Tracefs> tracefs;
+  // Sources that could not be built, and what each one could not do, for
+  // the user; the rest still record.
+  std::vector<std::string> warnings;
+};
+
+// The one place where the config's data sources become DataSources. Reads
+// the config as ApplyDefaults() left it (no defaults of its own). linux.bpf
+// is built before linux.ftrace: whether BPF loads decides the ftrace
+// sources' bpf_fallback_events. A new kind of source is one more entry in
+// the table of source_factory.cc. `tracker` (may be null) is told of
+// process events by every source.
+BuiltSources BuildDataSources(const config::TraceConfig& config, DescriptorTracker* tracker);
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SOURCES_SOURCE_FACTORY_H_
