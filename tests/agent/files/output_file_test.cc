@@ -1,0 +1,102 @@
+#include "agent/files/output_file.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace ringside::agent {
+namespace {
+
+class OutputFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ringside-output-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  std::string Read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  int EntriesInDir() {
+    int n = 0;
+    DIR* d = opendir(dir_.c_str());
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.' || std::string(e->d_name).size() > 2;
+    closedir(d);
+    return n;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(OutputFileTest, AWholeFileAppearsOnlyAtFinishCutToItsSize) {
+  const std::string path = dir_ + "/t.pftrace";
+  absl::StatusOr<std::unique_ptr<OutputFile>> f =
+      OutputFile::Open(path, OutputFile::Mode::kWholeFile, 1 << 20);
+  ASSERT_TRUE(f.ok()) << f.status();
+  TraceSink* sink = f->get();
+  ASSERT_TRUE(sink->Write("abc").ok());
+  ASSERT_TRUE(sink->Write("def").ok());
+  struct stat st;
+  EXPECT_NE(stat(path.c_str(), &st), 0);  // Not there yet.
+  EXPECT_EQ(sink->bytes_written(), 6u);
+  ASSERT_TRUE(sink->Finish().ok());
+  EXPECT_EQ(Read(path), "abcdef");  // The reserved megabyte is gone.
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(EntriesInDir(), 1);  // No temporary file left.
+  EXPECT_EQ(sink->Write("x").code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(OutputFileTest, AnUnfinishedWholeFileLeavesTheOldFileAndNoTemporary) {
+  const std::string path = dir_ + "/t.pftrace";
+  std::ofstream(path) << "old trace";
+  {
+    absl::StatusOr<std::unique_ptr<OutputFile>> f =
+        OutputFile::Open(path, OutputFile::Mode::kWholeFile, 4096);
+    ASSERT_TRUE(f.ok()) << f.status();
+    ASSERT_TRUE((*f)->Write("new").ok());
+    EXPECT_EQ(EntriesInDir(), 2);  // The target and the temporary file.
+  }
+  EXPECT_EQ(Read(path), "old trace");
+  EXPECT_EQ(EntriesInDir(), 1);
+}
+
+TEST_F(OutputFileTest, AStreamedFileHoldsEachWriteAtOnce) {
+  const std::string path = dir_ + "/s.pftrace";
+  absl::StatusOr<std::unique_ptr<OutputFile>> f =
+      OutputFile::Open(path, OutputFile::Mode::kStreaming, 0);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE((*f)->Write("abc").ok());
+  EXPECT_EQ(Read(path), "abc");
+  ASSERT_TRUE((*f)->Write("def").ok());
+  EXPECT_EQ(Read(path), "abcdef");
+  ASSERT_TRUE((*f)->Finish().ok());
+  EXPECT_EQ(Read(path), "abcdef");
+  EXPECT_EQ((*f)->display_name(), path);
+}
+
+TEST(StringSinkTest, KeepsWhatWasWrittenAndRefusesWritesOnceFinished) {
+  StringSink sink;
+  ASSERT_TRUE(sink.Write("ab").ok());
+  ASSERT_TRUE(sink.Write("c").ok());
+  EXPECT_EQ(sink.data(), "abc");
+  EXPECT_EQ(sink.bytes_written(), 3u);
+  ASSERT_TRUE(sink.Finish().ok());
+  EXPECT_FALSE(sink.Write("d").ok());
+  EXPECT_EQ(sink.data(), "abc");
+}
+
+}  // namespace
+}  // namespace ringside::agent

@@ -1,0 +1,190 @@
+#include "agent/session/tracing_session.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <set>
+#include <string>
+
+#include "agent/config/config_loader.h"
+#include "agent/config/defaults.h"
+#include "agent/files/trace_sink.h"
+#include "gtest/gtest.h"
+#include "ringside/trace/trace.pb.h"
+
+namespace ringside::agent {
+namespace {
+
+using State = TracingSession::State;
+
+// A session without kernel sources: buffers, the /proc scan and (with
+// `durable`) the descriptor store only; needs no privilege.
+config::TraceConfig BuffersOnly(bool durable) {
+  absl::StatusOr<config::TraceConfig> cfg =
+      ParseConfig(durable ? "buffers { size_kb: 1024 }\ndurable_buffer_size_kb: 1024\n"
+                          : "buffers { size_kb: 1024 }\n",
+                  "test.pbtxt");
+  EXPECT_TRUE(cfg.ok()) << cfg.status();
+  return *cfg;
+}
+
+trace::Trace Parse(const std::string& bytes) {
+  trace::Trace t;
+  EXPECT_TRUE(t.ParseFromString(bytes));
+  return t;
+}
+
+// Names of the packets' payloads, in order, for the checks of file layout.
+std::vector<std::string> Kinds(const trace::Trace& t) {
+  std::vector<std::string> out;
+  for (const trace::TracePacket& p : t.packet()) {
+    const google::protobuf::Reflection* r = p.GetReflection();
+    std::vector<const google::protobuf::FieldDescriptor*> fields;
+    r->ListFields(p, &fields);
+    for (const auto* f : fields) {
+      if (f->message_type() != nullptr) out.push_back(f->name());
+    }
+  }
+  return out;
+}
+
+TEST(TracingSessionTest, MovesThroughItsStatesInOrderOnly) {
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(BuffersOnly(false));
+  ASSERT_TRUE(s.ok()) << s.status();
+  TracingSession& session = **s;
+  EXPECT_EQ(session.state(), State::kConfigured);
+  StringSink sink;
+  EXPECT_EQ(session.ReadBuffers(&sink).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(session.CloneSnapshot().status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(session.Start().ok());
+  EXPECT_EQ(session.state(), State::kStarted);
+  EXPECT_EQ(session.Start().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(session.WriteTrace(&sink).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(sink.data().empty());
+  ASSERT_TRUE(session.Stop().ok());
+  EXPECT_EQ(session.state(), State::kStopped);
+  EXPECT_TRUE(session.Stop().ok());  // Idempotent.
+  absl::StatusOr<TracingSession::Summary> summary = session.WriteTrace(&sink);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(sink.finished());
+  EXPECT_EQ(summary->file_bytes, sink.data().size());
+}
+
+TEST(TracingSessionTest, AWholeFileHasThePreambleThenTheDataThenTheTrailer) {
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(BuffersOnly(false));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Start().ok());
+  ASSERT_TRUE((*s)->Stop().ok());
+  StringSink sink;
+  absl::StatusOr<TracingSession::Summary> summary = (*s)->WriteTrace(&sink);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  const trace::Trace t = Parse(sink.data());
+  EXPECT_EQ(summary->packets, static_cast<uint64_t>(t.packet_size()));
+  const std::vector<std::string> kinds = Kinds(t);
+  const std::vector<std::string> expected = {
+      "trace_uuid",    "system_info",  "clock_snapshot", "trace_config", "process_tree",
+      "service_event", "process_tree", "clock_snapshot", "trace_stats",  "service_event"};
+  EXPECT_EQ(kinds, expected);
+  EXPECT_TRUE(t.packet(5).service_event().tracing_started());
+  EXPECT_TRUE(t.packet(9).service_event().tracing_disabled());
+  for (const trace::TracePacket& p : t.packet()) {
+    EXPECT_EQ(p.trusted_packet_sequence_id(), kServiceSequenceId);
+  }
+}
+
+TEST(TracingSessionTest, TheEmbeddedConfigStatesEveryDefaultInEffect) {
+  config::TraceConfig cfg;
+  cfg.add_buffers()->set_size_kb(1024);
+  cfg.set_write_into_file(true);
+  cfg.add_data_sources()->mutable_config()->set_name("linux.ftrace");  // No events: not built.
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  StringSink stream;
+  ASSERT_TRUE((*s)->Start(&stream).ok());
+  const trace::Trace t = Parse(stream.data());
+  const config::TraceConfig* embedded = nullptr;
+  for (const trace::TracePacket& p : t.packet()) {
+    if (p.has_trace_config()) embedded = &p.trace_config();
+  }
+  ASSERT_NE(embedded, nullptr);
+  EXPECT_EQ(embedded->flush_period_ms(), kDefaultFlushPeriodMs);
+  EXPECT_EQ(embedded->file_write_period_ms(), kDefaultFileWritePeriodMs);
+  const config::FtraceConfig& f = embedded->data_sources(0).config().ftrace_config();
+  EXPECT_EQ(f.buffer_size_kb(), kDefaultFtraceBufferSizeKb);
+  EXPECT_EQ(f.drain_period_ms(), kDefaultFtraceDrainPeriodMs);
+  EXPECT_EQ(f.drain_buffer_percent(), kDefaultFtraceDrainBufferPercent);
+  EXPECT_TRUE(f.compact_sched().enabled());
+  ASSERT_TRUE((*s)->Stop().ok());
+  ASSERT_TRUE((*s)->WriteTrace(&stream).ok());
+}
+
+TEST(TracingSessionTest, AStreamGetsThePreambleAtStartAndOnlyTheTrailerAtTheEnd) {
+  config::TraceConfig cfg = BuffersOnly(true);
+  cfg.set_write_into_file(true);
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->Start(nullptr).code(), absl::StatusCode::kInvalidArgument);
+  StringSink stream;
+  ASSERT_TRUE((*s)->Start(&stream).ok());
+  // Right away: preamble, then every descriptor of the /proc scan.
+  const trace::Trace at_start = Parse(stream.data());
+  ASSERT_GT(at_start.packet_size(), 6);
+  EXPECT_TRUE(at_start.packet(0).has_trace_uuid());
+  size_t descriptors = 0;
+  for (const trace::TracePacket& p : at_start.packet()) {
+    if (p.trusted_packet_sequence_id() == kDescriptorSequenceId) descriptors++;
+  }
+  EXPECT_GT(descriptors, 1u);  // At least this process and pid 1.
+  const size_t start_bytes = stream.data().size();
+  ASSERT_TRUE((*s)->Stop().ok());
+  absl::StatusOr<TracingSession::Summary> summary = (*s)->WriteTrace(&stream);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  const trace::Trace whole = Parse(stream.data());
+  int uuids = 0, stats = 0;
+  for (const trace::TracePacket& p : whole.packet()) {
+    uuids += p.has_trace_uuid();
+    stats += p.has_trace_stats();
+  }
+  EXPECT_EQ(uuids, 1);  // No second preamble.
+  EXPECT_EQ(stats, 1);
+  EXPECT_GT(stream.data().size(), start_bytes);
+  EXPECT_TRUE(whole.packet(whole.packet_size() - 1).service_event().tracing_disabled());
+}
+
+TEST(TracingSessionTest, ASnapshotIsACompleteTraceAndTheSessionRecordsOn) {
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(BuffersOnly(true));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Start().ok());
+  absl::StatusOr<std::unique_ptr<SessionSnapshot>> snap = (*s)->CloneSnapshot();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ((*s)->state(), State::kStarted);
+  StringSink file;
+  ASSERT_TRUE((*snap)->WriteTo(&file).ok());
+  EXPECT_TRUE(file.finished());
+  const trace::Trace t = Parse(file.data());
+  std::set<int32_t> pids;
+  bool stats = false;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const auto& proc : p.process_tree().processes()) pids.insert(proc.pid());
+    stats |= p.has_trace_stats();
+  }
+  // The durable store's descriptors, cloned: this process is named.
+  EXPECT_TRUE(pids.count(getpid())) << "pids: " << pids.size();
+  EXPECT_TRUE(stats);
+  EXPECT_TRUE(t.packet(0).has_trace_uuid());
+  // The clone read nothing of the session's: its own file still gets all
+  // the descriptors.
+  ASSERT_TRUE((*s)->Stop().ok());
+  StringSink whole;
+  ASSERT_TRUE((*s)->WriteTrace(&whole).ok());
+  std::set<int32_t> whole_pids;
+  const trace::Trace whole_trace = Parse(whole.data());
+  for (const trace::TracePacket& p : whole_trace.packet()) {
+    if (p.trusted_packet_sequence_id() != kDescriptorSequenceId) continue;
+    for (const auto& proc : p.process_tree().processes()) whole_pids.insert(proc.pid());
+  }
+  EXPECT_TRUE(whole_pids.count(getpid()));
+}
+
+}  // namespace
+}  // namespace ringside::agent
