@@ -260,7 +260,7 @@ TracePacket Recording::ClockSnapshot() const {
     c->set_clock_id(id);
     c->set_timestamp(static_cast<uint64_t>(ClockNs(clock)));
   }
-  s->set_primary_trace_clock(trace::ClockSnapshot::Clock::BOOTTIME);
+  s->set_primary_trace_clock(trace::BUILTIN_CLOCK_BOOTTIME);
   return packet;
 }
 
