@@ -69,7 +69,7 @@ TracePacket ClockSnapshotPacket() {
     c->set_clock_id(id);
     c->set_timestamp(static_cast<uint64_t>(ClockNs(clock)));
   }
-  s->set_primary_trace_clock(trace::ClockSnapshot::Clock::BOOTTIME);
+  s->set_primary_trace_clock(trace::BUILTIN_CLOCK_BOOTTIME);
   return packet;
 }
 
@@ -150,8 +150,13 @@ TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources
     bs->set_readaheads_failed(s.readaheads_failed);
     bs->set_abi_violations(s.abi_violations);
     bs->set_trace_writer_packet_loss(s.trace_writer_packet_loss);
-    bs->set_data_loss_overwrite(s.data_loss_overwrite);
     bs->set_data_loss_read_gap(s.data_loss_read_gap);
+    bs->set_data_loss_chunk_corrupted(s.data_loss_chunk_corrupted);
+    bs->set_data_loss_orphan_continuation(s.data_loss_orphan_continuation);
+    bs->set_data_loss_reassembly_gap(s.data_loss_reassembly_gap);
+    bs->set_data_loss_reassembly_broken_chain(s.data_loss_reassembly_broken_chain);
+    bs->set_data_loss_overwrite(s.data_loss_overwrite);
+    bs->set_data_loss_missing_chunks(s.data_loss_missing_chunks);
   }
   stats->set_total_buffers(static_cast<uint32_t>(buffers.size()));
   return packet;
