@@ -36,6 +36,19 @@ class RingReader {
   // reader does not own them (they must outlive it).
   static absl::StatusOr<std::unique_ptr<RingReader>> Create(absl::Span<const int> fds,
                                                             size_t ring_size);
+
+  // Ring memory laid out the way the kernel maps a BPF_MAP_TYPE_RINGBUF, for
+  // tests that write the records by hand. `data` is `ring_size` bytes
+  // followed by a second mapping of the same bytes, as the kernel maps them.
+  struct RingMemoryForTesting {
+    uint64_t* consumer_pos;
+    const uint64_t* producer_pos;
+    const uint8_t* data;
+  };
+  // A reader of `rings`, which it neither owns nor unmaps. Poll() wakes only
+  // for Wake() (the memory has no fd to wait on) and drains as usual.
+  static absl::StatusOr<std::unique_ptr<RingReader>> CreateForTesting(
+      absl::Span<const RingMemoryForTesting> rings, size_t ring_size);
   ~RingReader();
   RingReader(const RingReader&) = delete;
   RingReader& operator=(const RingReader&) = delete;
@@ -64,9 +77,10 @@ class RingReader {
     const uint64_t* producer_pos = nullptr;  // Read-only page the kernel writes.
     const uint8_t* data = nullptr;           // Mapped twice, so records never wrap.
     size_t mask = 0;
-    size_t data_map_size = 0;
+    size_t data_map_size = 0;  // 0: memory not mapped by us (ForTesting).
   };
   RingReader() = default;
+  absl::Status Init(size_t ring_size);
   uint64_t ConsumeRing(uint32_t index, const BatchCallback& callback);
 
   std::vector<Ring> rings_;
