@@ -122,14 +122,27 @@ uint64_t RingReader::ConsumeRing(uint32_t index, const BatchCallback& callback) 
     if (cons >= prod) break;
     size_t n = 0;
     uint64_t pos = cons;
+    // The kernel keeps prod - cons <= mask, and publishes a header only with
+    // its whole record below prod. Past either, the bytes cannot be parsed.
+    if (prod - cons > mask + 1) {
+      corruptions_++;
+      pos = prod;
+    }
     while (pos < prod && n < kMaxBatch) {
       const auto* hdr = reinterpret_cast<const uint32_t*>(data + (pos & mask));
       const uint32_t len = LoadAcquire32(hdr);
       if (len & BPF_RINGBUF_BUSY_BIT) break;  // Reserved, not yet submitted: wait for it.
       const uint32_t size = len & ~(BPF_RINGBUF_BUSY_BIT | BPF_RINGBUF_DISCARD_BIT);
+      const uint64_t record_bytes =
+          (static_cast<uint64_t>(size) + BPF_RINGBUF_HDR_SZ + 7) & ~uint64_t{7};
+      if (record_bytes > prod - pos) {
+        corruptions_++;
+        pos = prod;
+        break;
+      }
       batch[n] = RecordView{reinterpret_cast<const uint8_t*>(hdr) + BPF_RINGBUF_HDR_SZ, size};
       n += (len & BPF_RINGBUF_DISCARD_BIT) == 0;
-      pos += (static_cast<uint64_t>(size) + BPF_RINGBUF_HDR_SZ + 7) & ~uint64_t{7};
+      pos += record_bytes;
     }
     if (n > 0) callback(index, absl::MakeConstSpan(batch, n));
     consumed += n;

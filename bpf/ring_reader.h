@@ -65,6 +65,13 @@ class RingReader {
   // Bytes written but not yet consumed in ring `i`.
   size_t pending_bytes(size_t i) const;
   size_t num_rings() const { return rings_.size(); }
+  // Times a ring's memory was found corrupt: a header whose record runs past
+  // the data the producer published (or past the ring), or a producer more
+  // than a ring ahead of us. The kernel writes neither, and no record after
+  // one can be found, so each time the rest of that ring's pending data is
+  // given up: the ring keeps working instead of staying full for good (the
+  // kernel refuses every reservation while it looks full).
+  uint64_t corruptions() const { return corruptions_; }
 
   // Most records handed to one callback; the ring space they hold is
   // released after each batch, so producers get room back while a long
@@ -88,6 +95,7 @@ class RingReader {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   size_t page_size_ = 0;
+  uint64_t corruptions_ = 0;
 };
 
 }  // namespace ringside::bpf

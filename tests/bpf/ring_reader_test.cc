@@ -339,6 +339,125 @@ TEST_F(RingReaderTest, LongBacklogComesInBatchesReleasedOneByOne) {
   EXPECT_EQ(big.consumer_pos(), kRecords * 16);
 }
 
+// --- Corrupt ring memory -----------------------------------------------------
+// The kernel never publishes a header whose record does not fit below
+// producer_pos; one that does means the ring is corrupt, and must neither
+// hand out a view past the ring nor leave the ring full for good.
+
+// A committed header at the producer position claiming `len`, with only
+// `bytes` published for it.
+void PublishHeader(FakeRing* ring, uint32_t len, uint64_t bytes) {
+  ring->WriteHeader(ring->producer_pos(), len);
+  ring->SetProducerPos(ring->producer_pos() + bytes);
+}
+
+// Every view inside the ring's double mapping, every byte readable.
+RingReader::BatchCallback CheckInside(const FakeRing& ring, Seen* seen) {
+  return [&ring, seen](uint32_t index, absl::Span<const RecordView> records) {
+    const auto* begin = ring.data();
+    const auto* end = ring.data() + 2 * ring.ring_size();
+    std::vector<std::string> batch;
+    for (const RecordView& r : records) {
+      const auto* p = static_cast<const uint8_t*>(r.data);
+      ASSERT_TRUE(p >= begin && p <= end && r.size <= static_cast<size_t>(end - p))
+          << "record of " << r.size << " bytes at ring offset " << (p - begin);
+      batch.emplace_back(static_cast<const char*>(r.data), r.size);
+    }
+    seen->batches.emplace_back(index, std::move(batch));
+  };
+}
+
+TEST_F(RingReaderTest, HeaderLongerThanTheRingIsCountedAndItsRingReleased) {
+  ring_.Submit("good");
+  PublishHeader(&ring_, static_cast<uint32_t>(4 * ring_.ring_size()), 16);
+  ring_.Submit("behind the corruption");
+  Seen seen;
+  EXPECT_EQ(reader_->Drain(CheckInside(ring_, &seen)), 1u);
+  EXPECT_THAT(seen.records(), ElementsAre("good"));
+  EXPECT_EQ(reader_->corruptions(), 1u);
+  EXPECT_EQ(ring_.consumer_pos(), ring_.producer_pos());
+}
+
+TEST_F(RingReaderTest, HeaderRunningPastThePublishedDataIsCounted) {
+  PublishHeader(&ring_, 100, 16);  // 112 bytes claimed, 16 published.
+  Seen seen;
+  EXPECT_EQ(reader_->Drain(CheckInside(ring_, &seen)), 0u);
+  EXPECT_TRUE(seen.records().empty());
+  EXPECT_EQ(reader_->corruptions(), 1u);
+  EXPECT_EQ(ring_.consumer_pos(), ring_.producer_pos());
+}
+
+TEST_F(RingReaderTest, DiscardedHeaderWithACorruptLengthIsCounted) {
+  PublishHeader(&ring_, BPF_RINGBUF_DISCARD_BIT | 0x3fffffff, 16);
+  ring_.Submit("lost");
+  Seen seen;
+  EXPECT_EQ(reader_->Drain(CheckInside(ring_, &seen)), 0u);
+  EXPECT_EQ(reader_->corruptions(), 1u);
+  EXPECT_EQ(ring_.consumer_pos(), ring_.producer_pos());
+}
+
+TEST_F(RingReaderTest, ProducerMoreThanARingAheadIsCountedAndReleased) {
+  ring_.Submit("a");
+  ring_.SetProducerPos(ring_.consumer_pos() + 3 * ring_.ring_size());
+  Seen seen;
+  EXPECT_EQ(reader_->Drain(CheckInside(ring_, &seen)), 0u);
+  EXPECT_EQ(reader_->corruptions(), 1u);
+  EXPECT_EQ(ring_.consumer_pos(), ring_.producer_pos());
+}
+
+TEST_F(RingReaderTest, RecordsWrittenAfterACorruptionAreReadAgain) {
+  PublishHeader(&ring_, static_cast<uint32_t>(2 * ring_.ring_size()), 8);
+  Seen seen;
+  reader_->Drain(CheckInside(ring_, &seen));
+  ring_.Submit("recovered");
+  EXPECT_EQ(reader_->Drain(CheckInside(ring_, &seen)), 1u);
+  EXPECT_THAT(seen.records(), ElementsAre("recovered"));
+  EXPECT_EQ(reader_->corruptions(), 1u);
+}
+
+TEST_F(RingReaderTest, RandomRingMemoryNeverYieldsARecordOutsideTheRing) {
+  const size_t ring_size = ring_.ring_size();
+  for (uint32_t seed = 1; seed <= 500; seed++) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    std::mt19937_64 rng(seed);
+    auto* data = const_cast<uint8_t*>(ring_.data());
+    for (size_t i = 0; i < ring_size; i += 8) {
+      // Headers of every kind: small lengths, lengths near and past the
+      // ring, with and without BUSY/DISCARD, and plain noise.
+      uint32_t len;
+      switch (rng() % 4) {
+        case 0:
+          len = static_cast<uint32_t>(rng() % 64);
+          break;
+        case 1:
+          len = static_cast<uint32_t>(ring_size - 64 + rng() % 128);
+          break;
+        case 2:
+          len = static_cast<uint32_t>(rng() % 64) | BPF_RINGBUF_DISCARD_BIT;
+          break;
+        default:
+          len = static_cast<uint32_t>(rng());
+          break;
+      }
+      std::memcpy(data + i, &len, 4);
+      const uint32_t noise = static_cast<uint32_t>(rng());
+      std::memcpy(data + i + 4, &noise, 4);
+    }
+    const uint64_t cons = (rng() % (1ull << 40)) & ~7ull;
+    ring_.StartAt(cons);
+    ring_.SetProducerPos(cons + ((rng() % (ring_size + 1)) & ~7ull));
+    Seen seen;
+    const uint64_t n = reader_->Drain(CheckInside(ring_, &seen));
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_EQ(n, seen.records().size());
+    ASSERT_LE(ring_.consumer_pos(), ring_.producer_pos());
+    // Stopped only at the producer or at a busy record.
+    if (ring_.consumer_pos() != ring_.producer_pos()) {
+      ASSERT_NE(ring_.Header(ring_.consumer_pos()) & BPF_RINGBUF_BUSY_BIT, 0u);
+    }
+  }
+}
+
 TEST(RingReaderRingsTest, EachRingsRecordsComeWithItsIndex) {
   FakeRing ring0(PageSize()), ring1(PageSize()), ring2(PageSize());
   ASSERT_TRUE(ring0.ok() && ring1.ok() && ring2.ok());
