@@ -29,22 +29,29 @@ uint32_t LoadAcquire32(const uint32_t* p) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Create(absl::Span<const int> fds,
-                                                               size_t ring_size) {
-  std::unique_ptr<RingReader> r(new RingReader());
-  r->page_size_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  if (ring_size == 0 || (ring_size & (ring_size - 1)) != 0 || ring_size % r->page_size_ != 0) {
+absl::Status RingReader::Init(size_t ring_size) {
+  page_size_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (ring_size == 0 || (ring_size & (ring_size - 1)) != 0 || ring_size % page_size_ != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring size ", ring_size, " is not a power-of-two number of pages"));
   }
-  r->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (r->epoll_fd_ < 0) return Errno("epoll_create1");
-  r->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (r->wake_fd_ < 0) return Errno("eventfd");
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return Errno("epoll_create1");
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) return Errno("eventfd");
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = UINT32_MAX;
-  if (epoll_ctl(r->epoll_fd_, EPOLL_CTL_ADD, r->wake_fd_, &ev) != 0) return Errno("epoll_ctl");
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) return Errno("epoll_ctl");
+  batch_.resize(kMaxBatch);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Create(absl::Span<const int> fds,
+                                                               size_t ring_size) {
+  std::unique_ptr<RingReader> r(new RingReader());
+  if (absl::Status s = r->Init(ring_size); !s.ok()) return s;
+  epoll_event ev{};
   r->rings_.reserve(fds.size());
   for (size_t i = 0; i < fds.size(); i++) {
     Ring ring;
@@ -74,12 +81,27 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Create(absl::Span<const 
       return Errno(absl::StrCat("adding ring ", i, " to epoll"));
     }
   }
-  r->batch_.resize(kMaxBatch);
+  return r;
+}
+
+absl::StatusOr<std::unique_ptr<RingReader>> RingReader::CreateForTesting(
+    absl::Span<const RingMemoryForTesting> rings, size_t ring_size) {
+  std::unique_ptr<RingReader> r(new RingReader());
+  if (absl::Status s = r->Init(ring_size); !s.ok()) return s;
+  for (const RingMemoryForTesting& memory : rings) {
+    Ring ring;
+    ring.consumer_pos = memory.consumer_pos;
+    ring.producer_pos = memory.producer_pos;
+    ring.data = memory.data;
+    ring.mask = ring_size - 1;
+    r->rings_.push_back(ring);
+  }
   return r;
 }
 
 RingReader::~RingReader() {
   for (Ring& ring : rings_) {
+    if (ring.data_map_size == 0) continue;
     munmap(ring.consumer_pos, page_size_);
     munmap(const_cast<uint64_t*>(ring.producer_pos), ring.data_map_size);
   }
@@ -100,14 +122,27 @@ uint64_t RingReader::ConsumeRing(uint32_t index, const BatchCallback& callback) 
     if (cons >= prod) break;
     size_t n = 0;
     uint64_t pos = cons;
+    // The kernel keeps prod - cons <= mask, and publishes a header only with
+    // its whole record below prod. Past either, the bytes cannot be parsed.
+    if (prod - cons > mask + 1) {
+      corruptions_++;
+      pos = prod;
+    }
     while (pos < prod && n < kMaxBatch) {
       const auto* hdr = reinterpret_cast<const uint32_t*>(data + (pos & mask));
       const uint32_t len = LoadAcquire32(hdr);
       if (len & BPF_RINGBUF_BUSY_BIT) break;  // Reserved, not yet submitted: wait for it.
       const uint32_t size = len & ~(BPF_RINGBUF_BUSY_BIT | BPF_RINGBUF_DISCARD_BIT);
+      const uint64_t record_bytes =
+          (static_cast<uint64_t>(size) + BPF_RINGBUF_HDR_SZ + 7) & ~uint64_t{7};
+      if (record_bytes > prod - pos) {
+        corruptions_++;
+        pos = prod;
+        break;
+      }
       batch[n] = RecordView{reinterpret_cast<const uint8_t*>(hdr) + BPF_RINGBUF_HDR_SZ, size};
       n += (len & BPF_RINGBUF_DISCARD_BIT) == 0;
-      pos += (static_cast<uint64_t>(size) + BPF_RINGBUF_HDR_SZ + 7) & ~uint64_t{7};
+      pos += record_bytes;
     }
     if (n > 0) callback(index, absl::MakeConstSpan(batch, n));
     consumed += n;

@@ -36,6 +36,19 @@ class RingReader {
   // reader does not own them (they must outlive it).
   static absl::StatusOr<std::unique_ptr<RingReader>> Create(absl::Span<const int> fds,
                                                             size_t ring_size);
+
+  // Ring memory laid out the way the kernel maps a BPF_MAP_TYPE_RINGBUF, for
+  // tests that write the records by hand. `data` is `ring_size` bytes
+  // followed by a second mapping of the same bytes, as the kernel maps them.
+  struct RingMemoryForTesting {
+    uint64_t* consumer_pos;
+    const uint64_t* producer_pos;
+    const uint8_t* data;
+  };
+  // A reader of `rings`, which it neither owns nor unmaps. Poll() wakes only
+  // for Wake() (the memory has no fd to wait on) and drains as usual.
+  static absl::StatusOr<std::unique_ptr<RingReader>> CreateForTesting(
+      absl::Span<const RingMemoryForTesting> rings, size_t ring_size);
   ~RingReader();
   RingReader(const RingReader&) = delete;
   RingReader& operator=(const RingReader&) = delete;
@@ -52,6 +65,13 @@ class RingReader {
   // Bytes written but not yet consumed in ring `i`.
   size_t pending_bytes(size_t i) const;
   size_t num_rings() const { return rings_.size(); }
+  // Times a ring's memory was found corrupt: a header whose record runs past
+  // the data the producer published (or past the ring), or a producer more
+  // than a ring ahead of us. The kernel writes neither, and no record after
+  // one can be found, so each time the rest of that ring's pending data is
+  // given up: the ring keeps working instead of staying full for good (the
+  // kernel refuses every reservation while it looks full).
+  uint64_t corruptions() const { return corruptions_; }
 
   // Most records handed to one callback; the ring space they hold is
   // released after each batch, so producers get room back while a long
@@ -64,9 +84,10 @@ class RingReader {
     const uint64_t* producer_pos = nullptr;  // Read-only page the kernel writes.
     const uint8_t* data = nullptr;           // Mapped twice, so records never wrap.
     size_t mask = 0;
-    size_t data_map_size = 0;
+    size_t data_map_size = 0;  // 0: memory not mapped by us (ForTesting).
   };
   RingReader() = default;
+  absl::Status Init(size_t ring_size);
   uint64_t ConsumeRing(uint32_t index, const BatchCallback& callback);
 
   std::vector<Ring> rings_;
@@ -74,6 +95,7 @@ class RingReader {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   size_t page_size_ = 0;
+  uint64_t corruptions_ = 0;
 };
 
 }  // namespace ringside::bpf

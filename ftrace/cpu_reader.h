@@ -18,6 +18,11 @@ class CpuReader {
  public:
   static absl::StatusOr<std::unique_ptr<CpuReader>> Open(const Instance& instance, int cpu,
                                                          size_t page_size);
+  // A reader of `fd` (a pipe or a file of crafted pages), which it owns from
+  // now on; reads behave as on trace_pipe_raw.
+  static std::unique_ptr<CpuReader> FromFdForTesting(int cpu, int fd, size_t page_size) {
+    return std::unique_ptr<CpuReader>(new CpuReader(cpu, fd, page_size));
+  }
   ~CpuReader();
   CpuReader(const CpuReader&) = delete;
   CpuReader& operator=(const CpuReader&) = delete;
