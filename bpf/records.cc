@@ -35,18 +35,44 @@ size_t LayoutSize(uint32_t type) {
   }
 }
 
-}  // namespace
-
-bool DecodeRecord(const RecordView& view, Record* out) {
+// The layout size of a well-formed record, else 0.
+size_t CheckedLayout(const RecordView& view) {
   rs_event_header h;
-  if (view.size < sizeof(h)) return false;
+  if (view.size < sizeof(h)) return 0;
   std::memcpy(&h, view.data, sizeof(h));
   const size_t layout = LayoutSize(h.type);
-  if (layout == 0 || h.size != view.size || view.size < layout) return false;
-  out->type = h.type;
-  // Only the type's layout: a longer record's tail is not ours to read.
-  std::memcpy(static_cast<void*>(&out->header), view.data, layout);
-  return true;
+  if (layout == 0 || h.size != view.size || view.size < layout) return 0;
+  return layout;
+}
+
+}  // namespace
+
+size_t RecordBatch::Decode(absl::Span<const RecordView> views) {
+  // First the sizes, so the arena is sized once and no pointer into it
+  // moves; then the copies, of the type's layout only (a longer record's
+  // tail is not ours to read).
+  size_t words = 0, dropped = 0;
+  for (const RecordView& v : views) words += (CheckedLayout(v) + 7) / 8;
+  arena_.resize(words);
+  records_.clear();
+  uint64_t* next = arena_.data();
+  for (const RecordView& v : views) {
+    const size_t layout = CheckedLayout(v);
+    if (layout == 0) {
+      dropped++;
+      continue;
+    }
+    std::memcpy(next, v.data, layout);
+    rs_event_header h;
+    std::memcpy(&h, v.data, sizeof(h));
+    records_.push_back(Record{h.type, next});
+    next += (layout + 7) / 8;
+  }
+  return dropped;
+}
+
+bool DecodeRecord(const RecordView& view, RecordBatch* out) {
+  return out->Decode(absl::Span<const RecordView>(&view, 1)) == 0;
 }
 
 std::string_view CommOf(const char (&comm)[RS_TASK_COMM_LEN]) {

@@ -3,6 +3,9 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
+
+#include "absl/types/span.h"
 
 #include "bpf/common_events.h"
 #include "bpf/incident_events.h"
@@ -13,30 +16,54 @@
 namespace ringside::bpf {
 
 // One record of the staging rings, checked and copied out once (the ring
-// holds it unaligned), so that every reader of a batch (the bundle writer,
-// the descriptor tracker) uses the same typed view and none decodes again.
+// holds it unaligned for C++), so that every reader of a batch (the bundle
+// writer, the descriptor tracker) uses the same typed view and none decodes
+// again. `data` points into the RecordBatch that decoded it; the accessor
+// matching `type` is the one to use.
 struct Record {
-  uint32_t type = 0;  // enum rs_event_type; selects the union member.
-  union {
-    rs_event_header header;  // Of every type.
-    rs_sched_switch sched_switch;
-    rs_sched_wakeup wakeup;  // RS_EV_SCHED_WAKEUP and RS_EV_SCHED_WAKEUP_NEW.
-    rs_sched_migrate migrate;
-    rs_process_fork fork;
-    rs_process_exec exec;
-    rs_process_exit exit;
-    rs_task_rename rename;
-    rs_oom_kill oom_kill;
-    rs_fatal_signal fatal_signal;
-    rs_core_dump core_dump;
-  };
-  Record() : header{} {}
+  uint32_t type = 0;  // enum rs_event_type.
+  const void* data = nullptr;
+
+  const rs_event_header& header() const { return As<rs_event_header>(); }
+  const rs_sched_switch& sched_switch() const { return As<rs_sched_switch>(); }
+  // RS_EV_SCHED_WAKEUP and RS_EV_SCHED_WAKEUP_NEW.
+  const rs_sched_wakeup& wakeup() const { return As<rs_sched_wakeup>(); }
+  const rs_sched_migrate& migrate() const { return As<rs_sched_migrate>(); }
+  const rs_process_fork& fork() const { return As<rs_process_fork>(); }
+  const rs_process_exec& exec() const { return As<rs_process_exec>(); }
+  const rs_process_exit& exit() const { return As<rs_process_exit>(); }
+  const rs_task_rename& rename() const { return As<rs_task_rename>(); }
+  const rs_oom_kill& oom_kill() const { return As<rs_oom_kill>(); }
+  const rs_fatal_signal& fatal_signal() const { return As<rs_fatal_signal>(); }
+  const rs_core_dump& core_dump() const { return As<rs_core_dump>(); }
+
+ private:
+  template <typename T>
+  const T& As() const {
+    return *static_cast<const T*>(data);
+  }
 };
 
-// Decodes `view` into *out. False for a malformed record: a type this
-// build does not know, a size in the header other than the record's, or a
-// record shorter than its type's layout. Never reads past `view.size`.
-bool DecodeRecord(const RecordView& view, Record* out);
+// The well-formed records of one batch, each copied at its own size into
+// one aligned arena (a batch of sched_switch records stays as compact as in
+// the ring). Records are valid until the next Decode(). Not thread-safe.
+class RecordBatch {
+ public:
+  // Decodes `views`, dropping malformed records: a type this build does not
+  // know, a size in the header other than the record's, or a record shorter
+  // than its type's layout. Returns how many were dropped. Never reads past
+  // a view's size.
+  size_t Decode(absl::Span<const RecordView> views);
+
+  absl::Span<const Record> records() const { return records_; }
+
+ private:
+  std::vector<Record> records_;
+  std::vector<uint64_t> arena_;  // 8-byte words: every record layout's alignment.
+};
+
+// Decodes one record into a batch of its own (for tests and odd callers).
+bool DecodeRecord(const RecordView& view, RecordBatch* out);
 
 // A task name from a record: up to its NUL, at most RS_TASK_COMM_LEN.
 std::string_view CommOf(const char (&comm)[RS_TASK_COMM_LEN]);

@@ -47,24 +47,15 @@ uint64_t BpfBundleWriter::total_events() const {
   return n;
 }
 
-void BpfBundleWriter::Decode(absl::Span<const bpf::RecordView> records,
-                             std::vector<bpf::Record>* out) {
-  out->resize(records.size());
-  size_t n = 0;
-  for (const bpf::RecordView& r : records) {
-    if (bpf::DecodeRecord(r, &(*out)[n])) {
-      n++;
-    } else {
-      stats_.malformed++;
-    }
-  }
-  out->resize(n);
+absl::Span<const bpf::Record> BpfBundleWriter::Decode(absl::Span<const bpf::RecordView> records,
+                                                      bpf::RecordBatch* batch) {
+  stats_.malformed += batch->Decode(records);
+  return batch->records();
 }
 
 void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
                                   absl::Span<const bpf::RecordView> records, bool lost_events) {
-  Decode(records, &decoded_);
-  WriteBundle(writer, cpu, absl::Span<const bpf::Record>(decoded_), lost_events);
+  WriteBundle(writer, cpu, Decode(records, &decoded_), lost_events);
 }
 
 void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
@@ -79,7 +70,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
     ProtoMessage* event;
     switch (r.type) {
       case RS_EV_SCHED_SWITCH: {
-        const rs_sched_switch& e = r.sched_switch;
+        const rs_sched_switch& e = r.sched_switch();
         compact_.AddSwitch(e.h.ts_ns, e.prev_state, e.next_pid, e.next_prio, Comm(e.next_comm));
         break;
       }
@@ -88,10 +79,10 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         WriteWakeup(bundle,
                     r.type == RS_EV_SCHED_WAKEUP ? FtraceEvent::kSchedWakeupFieldNumber
                                                  : FtraceEvent::kSchedWakeupNewFieldNumber,
-                    r.wakeup);
+                    r.wakeup());
         break;
       case RS_EV_SCHED_MIGRATE: {
-        const rs_sched_migrate& e = r.migrate;
+        const rs_sched_migrate& e = r.migrate();
         using M = trace::SchedMigrateTaskFtraceEvent;
         ProtoMessage* m =
             BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kSchedMigrateTaskFieldNumber, &event);
@@ -104,7 +95,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_PROCESS_FORK: {
-        const rs_process_fork& e = r.fork;
+        const rs_process_fork& e = r.fork();
         using F = trace::SchedProcessForkFtraceEvent;
         ProtoMessage* m = BeginEvent(bundle, e.h.ts_ns, e.parent_pid,
                                      FtraceEvent::kSchedProcessForkFieldNumber, &event);
@@ -118,7 +109,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_PROCESS_EXEC: {
-        const rs_process_exec& e = r.exec;
+        const rs_process_exec& e = r.exec();
         using X = trace::SchedProcessExecFtraceEvent;
         ProtoMessage* m =
             BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kSchedProcessExecFieldNumber, &event);
@@ -134,7 +125,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_PROCESS_EXIT: {
-        const rs_process_exit& e = r.exit;
+        const rs_process_exit& e = r.exit();
         using X = trace::SchedProcessExitFtraceEvent;
         ProtoMessage* m =
             BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kSchedProcessExitFieldNumber, &event);
@@ -147,7 +138,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_TASK_RENAME: {
-        const rs_task_rename& e = r.rename;
+        const rs_task_rename& e = r.rename();
         using T = trace::TaskRenameFtraceEvent;
         ProtoMessage* m =
             BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kTaskRenameFieldNumber, &event);
@@ -158,7 +149,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_FATAL_SIGNAL: {
-        const rs_fatal_signal& e = r.fatal_signal;
+        const rs_fatal_signal& e = r.fatal_signal();
         using S = trace::SignalGenerateFtraceEvent;
         ProtoMessage* m = BeginEvent(bundle, e.h.ts_ns, e.sender_pid,
                                      FtraceEvent::kSignalGenerateFieldNumber, &event);
@@ -171,7 +162,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_OOM_KILL: {
-        const rs_oom_kill& e = r.oom_kill;
+        const rs_oom_kill& e = r.oom_kill();
         ProtoMessage* m = BeginEvent(bundle, e.h.ts_ns, e.killer_pid,
                                      FtraceEvent::kMarkVictimFieldNumber, &event);
         m->AppendInt(trace::MarkVictimFtraceEvent::kPidFieldNumber, e.pid);
@@ -179,7 +170,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
       }
       case RS_EV_CORE_DUMP: {
-        const rs_core_dump& e = r.core_dump;
+        const rs_core_dump& e = r.core_dump();
         using G = trace::GenericFtraceEvent;
         ProtoMessage* m =
             BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kGenericFieldNumber, &event);

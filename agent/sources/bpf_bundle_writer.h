@@ -34,8 +34,10 @@ class BpfBundleWriter {
     uint64_t malformed = 0;
   };
 
-  // Decodes a batch (bpf::DecodeRecord), counting malformed records.
-  void Decode(absl::Span<const bpf::RecordView> records, std::vector<bpf::Record>* out);
+  // Decodes a batch into `batch`, counting malformed records; returns the
+  // well-formed ones (valid until the batch's next Decode).
+  absl::Span<const bpf::Record> Decode(absl::Span<const bpf::RecordView> records,
+                                       bpf::RecordBatch* batch);
 
   // `lost_events`: records of this CPU were dropped before the batch.
   void WriteBundle(TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::Record> records,
@@ -51,7 +53,7 @@ class BpfBundleWriter {
   Stats stats_;
   // compact_sched columns of the bundle being written (capacity reused).
   CompactSchedColumns compact_;
-  std::vector<bpf::Record> decoded_;  // Capacity reused.
+  bpf::RecordBatch decoded_;  // Capacity reused.
 };
 
 }  // namespace ringside::agent

@@ -67,24 +67,24 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
   for (const bpf::Record& r : records) {
     switch (r.type) {
       case RS_EV_PROCESS_FORK: {
-        const rs_process_fork& e = r.fork;
+        const rs_process_fork& e = r.fork();
         t->OnFork(e.h.ts_ns, e.parent_pid, e.parent_tgid, e.child_pid, e.child_tgid,
                   bpf::CommOf(e.child_comm));
         break;
       }
       case RS_EV_PROCESS_EXEC: {
-        const rs_process_exec& e = r.exec;
+        const rs_process_exec& e = r.exec();
         t->OnExec(e.h.ts_ns, e.pid, e.tgid, bpf::ExecFilename(e), bpf::ExecArgv(e),
                   bpf::CommOf(e.comm), e.ppid, e.uid);
         break;
       }
       case RS_EV_PROCESS_EXIT: {
-        const rs_process_exit& e = r.exit;
+        const rs_process_exit& e = r.exit();
         t->OnExit(e.h.ts_ns, e.pid, e.tgid, e.group_dead != 0);
         break;
       }
       case RS_EV_TASK_RENAME:
-        t->OnRename(r.rename.h.ts_ns, r.rename.pid, bpf::CommOf(r.rename.new_comm));
+        t->OnRename(r.rename().h.ts_ns, r.rename().pid, bpf::CommOf(r.rename().new_comm));
         break;
       default:
         break;
@@ -95,10 +95,9 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
 void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records) {
   if (cpu >= cpu_writers_.size()) return;
   // Decoded once for both of its readers.
-  bundles_.Decode(records, &decoded_);
-  if (config_.tracker != nullptr) TellTracker(decoded_);
-  bundles_.WriteBundle(cpu_writers_[cpu].get(), cpu, absl::Span<const bpf::Record>(decoded_),
-                       lost_pending_[cpu]);
+  const absl::Span<const bpf::Record> decoded = bundles_.Decode(records, &decoded_);
+  if (config_.tracker != nullptr) TellTracker(decoded);
+  bundles_.WriteBundle(cpu_writers_[cpu].get(), cpu, decoded, lost_pending_[cpu]);
   lost_pending_[cpu] = false;
   events_.store(bundles_.total_events(), std::memory_order_relaxed);
 }

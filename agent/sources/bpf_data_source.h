@@ -73,7 +73,7 @@ class BpfDataSource : public DataSource {
   ProducerBuffer* producer_;
   std::unique_ptr<bpf::EventSource> source_;
   BpfBundleWriter bundles_;
-  std::vector<bpf::Record> decoded_;  // The batch being written; capacity reused.
+  bpf::RecordBatch decoded_;  // The batch being written; capacity reused.
   std::vector<std::unique_ptr<TraceWriter>> cpu_writers_;
   // Drops seen per CPU so far; a CPU whose count grew marks its next bundle.
   std::vector<uint64_t> drops_seen_;

@@ -28,20 +28,22 @@ rs_sched_switch Switch() {
 
 TEST(RecordsTest, DecodesAWellFormedRecordIntoItsTypedView) {
   const std::vector<uint8_t> b = Bytes(Switch());
-  Record r;
+  RecordBatch r;
   ASSERT_TRUE(DecodeRecord(RecordView{b.data(), static_cast<uint32_t>(b.size())}, &r));
-  EXPECT_EQ(r.type, uint32_t{RS_EV_SCHED_SWITCH});
-  EXPECT_EQ(r.sched_switch.h.ts_ns, 1234u);
-  EXPECT_EQ(r.sched_switch.prev_pid, 7);
-  EXPECT_EQ(r.sched_switch.next_pid, 8);
-  EXPECT_EQ(CommOf(r.sched_switch.next_comm), "next");
+  ASSERT_EQ(r.records().size(), 1u);
+  const Record& rec = r.records()[0];
+  EXPECT_EQ(rec.type, uint32_t{RS_EV_SCHED_SWITCH});
+  EXPECT_EQ(rec.sched_switch().h.ts_ns, 1234u);
+  EXPECT_EQ(rec.sched_switch().prev_pid, 7);
+  EXPECT_EQ(rec.sched_switch().next_pid, 8);
+  EXPECT_EQ(CommOf(rec.sched_switch().next_comm), "next");
 }
 
 TEST(RecordsTest, RefusesARecordWhoseHeaderSizeIsNotItsSize) {
   rs_sched_switch e = Switch();
   e.h.size = sizeof(e) - 8;
   const std::vector<uint8_t> b = Bytes(e);
-  Record r;
+  RecordBatch r;
   EXPECT_FALSE(DecodeRecord(RecordView{b.data(), static_cast<uint32_t>(b.size())}, &r));
 }
 
@@ -49,10 +51,27 @@ TEST(RecordsTest, RefusesARecordShorterThanItsType) {
   rs_sched_switch e = Switch();
   e.h.size = sizeof(rs_event_header) + 4;
   const std::vector<uint8_t> b = Bytes(e, e.h.size);
-  Record r;
+  RecordBatch r;
   EXPECT_FALSE(DecodeRecord(RecordView{b.data(), static_cast<uint32_t>(b.size())}, &r));
   // Shorter than even a header.
   EXPECT_FALSE(DecodeRecord(RecordView{b.data(), 3}, &r));
+}
+
+TEST(RecordsTest, ABatchKeepsTheWellFormedRecordsInOrderAndCountsTheRest) {
+  rs_sched_switch a = Switch(), bad = Switch(), c = Switch();
+  c.h.ts_ns = 99;
+  bad.h.size = 3;
+  const std::vector<uint8_t> ba = Bytes(a), bb = Bytes(bad), bc = Bytes(c);
+  const RecordView views[] = {{ba.data(), static_cast<uint32_t>(ba.size())},
+                              {bb.data(), static_cast<uint32_t>(bb.size())},
+                              {bc.data(), static_cast<uint32_t>(bc.size())}};
+  RecordBatch batch;
+  EXPECT_EQ(batch.Decode(views), 1u);
+  ASSERT_EQ(batch.records().size(), 2u);
+  EXPECT_EQ(batch.records()[0].sched_switch().h.ts_ns, 1234u);
+  EXPECT_EQ(batch.records()[1].sched_switch().h.ts_ns, 99u);
+  // A copy, not a view of the ring: the batch outlives the ring's bytes.
+  EXPECT_NE(batch.records()[0].data, static_cast<const void*>(ba.data()));
 }
 
 TEST(RecordsTest, RefusesUnknownTypes) {
@@ -60,7 +79,7 @@ TEST(RecordsTest, RefusesUnknownTypes) {
     rs_sched_switch e = Switch();
     e.h.type = type;
     const std::vector<uint8_t> b = Bytes(e);
-    Record r;
+    RecordBatch r;
     EXPECT_FALSE(DecodeRecord(RecordView{b.data(), static_cast<uint32_t>(b.size())}, &r)) << type;
   }
 }
@@ -74,13 +93,15 @@ TEST(RecordsTest, ExecStringsAreBoundedByTheirLengthsAndArrays) {
   e.filename_len = 0xffff;  // Hostile: beyond the arrays.
   e.argv_len = 0xffff;
   const std::vector<uint8_t> b = Bytes(e);
-  Record r;
+  RecordBatch r;
   ASSERT_TRUE(DecodeRecord(RecordView{b.data(), static_cast<uint32_t>(b.size())}, &r));
-  EXPECT_EQ(ExecFilename(r.exec).size(), size_t{RS_FILENAME_LEN} - 1);
-  EXPECT_EQ(ExecArgv(r.exec).size(), size_t{RS_ARGV_LEN});
+  const rs_process_exec& exec = r.records()[0].exec();
+  EXPECT_EQ(ExecFilename(exec).size(), size_t{RS_FILENAME_LEN} - 1);
+  EXPECT_EQ(ExecArgv(exec).size(), size_t{RS_ARGV_LEN});
   // An unterminated comm stops at the array's end.
-  std::memset(r.exec.comm, 'c', sizeof(r.exec.comm));
-  EXPECT_EQ(CommOf(r.exec.comm).size(), size_t{RS_TASK_COMM_LEN});
+  rs_process_exec copy = exec;
+  std::memset(copy.comm, 'c', sizeof(copy.comm));
+  EXPECT_EQ(CommOf(copy.comm).size(), size_t{RS_TASK_COMM_LEN});
 }
 
 }  // namespace
