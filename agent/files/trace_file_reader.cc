@@ -10,12 +10,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "buffer/trace_packet.h"
+#include "buffer/wire_format.h"
 
 namespace ringside::agent {
 namespace {
 
-// Field 1 (Trace.packet), wire type 2 (length-delimited).
-constexpr uint64_t kPacketTag = (1 << 3) | 2;
+constexpr uint64_t kPacketTag =
+    buffer::MakeTag(buffer::kTracePacketFieldNumber, buffer::WireType::kLengthDelimited);
 
 absl::Status ErrnoStatus(int err, const std::string& what) {
   std::string message = absl::StrCat(what, ": ", std::strerror(err));
@@ -61,11 +63,11 @@ TraceFileReader::Result TraceFileReader::Fail(uint64_t offset, std::string messa
 
 bool TraceFileReader::ReadVarint(const char* what, uint64_t* value, bool* clean_eof) {
   const uint64_t start = position_;
-  uint64_t result = 0;
-  for (int i = 0; i < 10; i++) {
-    int c = getc_unlocked(file_);
+  buffer::VarIntDecoder decoder;
+  for (;;) {
+    const int c = getc_unlocked(file_);
     if (c == EOF) {
-      if (i == 0 && clean_eof != nullptr) {
+      if (decoder.size() == 0 && clean_eof != nullptr) {
         *clean_eof = true;
         return false;
       }
@@ -73,14 +75,18 @@ bool TraceFileReader::ReadVarint(const char* what, uint64_t* value, bool* clean_
       return false;
     }
     position_++;
-    result |= static_cast<uint64_t>(c & 0x7f) << (7 * i);
-    if ((c & 0x80) == 0) {
-      *value = result;
-      return true;
+    switch (decoder.Feed(static_cast<uint8_t>(c))) {
+      case buffer::VarIntDecoder::State::kNeedMore:
+        break;
+      case buffer::VarIntDecoder::State::kDone:
+        *value = decoder.value();
+        return true;
+      case buffer::VarIntDecoder::State::kOverlong:
+        Fail(start, absl::StrFormat("corrupt %s: varint longer than %u bytes", what,
+                                    buffer::kMaxVarIntSize));
+        return false;
     }
   }
-  Fail(start, absl::StrFormat("corrupt %s: varint longer than 10 bytes", what));
-  return false;
 }
 
 TraceFileReader::Result TraceFileReader::ReadNextPacket(std::string* packet, uint64_t* offset) {
@@ -102,7 +108,7 @@ TraceFileReader::Result TraceFileReader::ReadNextPacket(std::string* packet, uin
         packet_offset,
         absl::StrFormat("not a trace packet: expected tag 0x0a (field 1, length-delimited), "
                         "found field %u wire type %u",
-                        tag >> 3, tag & 7));
+                        buffer::TagFieldNumber(tag), buffer::TagWireType(tag)));
   }
 
   uint64_t size = 0;
