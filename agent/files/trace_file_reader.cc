@@ -1,6 +1,8 @@
 #include "agent/files/trace_file_reader.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -35,17 +37,26 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::Open(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever,
+  // before fstat could tell that it is not a regular file. Regular files
+  // ignore the flag, so reads still block as usual.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
   struct stat st;
-  if (fstat(fileno(file), &st) != 0) {
-    int err = errno;
-    std::fclose(file);
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
     return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
   }
   if (!S_ISREG(st.st_mode)) {
-    std::fclose(file);
+    close(fd);
     return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  }
+  std::FILE* file = fdopen(fd, "rb");
+  if (file == nullptr) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, absl::StrCat("cannot open ", path));
   }
   return std::unique_ptr<TraceFileReader>(
       new TraceFileReader(file, static_cast<uint64_t>(st.st_size)));

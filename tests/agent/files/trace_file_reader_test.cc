@@ -1,12 +1,15 @@
 #include "agent/files/trace_file_reader.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "buffer/trace_packet.h"
@@ -266,6 +269,23 @@ TEST_F(TraceFileReaderTest, MissingFileIsNotFoundAndNamed) {
       TraceFileReader::Open(Path("does-not-exist"));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(r.status().message().find("does-not-exist"), std::string::npos) << r.status();
+}
+
+TEST_F(TraceFileReaderTest, FifoIsRefusedWithoutWaitingForAWriter) {
+  const std::string fifo = Path("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::promise<absl::StatusCode> opened;
+  std::future<absl::StatusCode> code = opened.get_future();
+  std::thread opener([&] { opened.set_value(TraceFileReader::Open(fifo).status().code()); });
+  if (code.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    // Open() waits for a writer: become one so that the thread can end.
+    const int fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    opener.join();
+    if (fd >= 0) close(fd);
+    FAIL() << "Open() blocked on a FIFO with no writer";
+  }
+  opener.join();
+  EXPECT_EQ(code.get(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(TraceFileReaderTest, DirectoryIsNotARegularFile) {
