@@ -141,6 +141,14 @@ inline bool ReadRedundantVarInt(const uint8_t* p, const uint8_t* end, uint32_t* 
   return true;
 }
 
+// The values in a packed repeated varint field's payload: its bytes without
+// the continuation bit. A truncated last varint is not counted.
+inline size_t CountPackedVarInts(std::string_view packed) {
+  size_t n = 0;
+  for (char c : packed) n += (static_cast<uint8_t>(c) & 0x80) == 0;
+  return n;
+}
+
 // Decodes a varint fed one byte at a time, for readers that pull bytes from a
 // stream and must not read past the varint's end.
 class VarIntDecoder {

@@ -27,13 +27,6 @@ void ForEachField(std::string_view msg, F on_field) {
   while (p < end && buffer::ReadField(&p, end, &field)) on_field(field);
 }
 
-// Values in a packed varint field: bytes without the continuation bit.
-uint64_t PackedCount(std::string_view packed) {
-  uint64_t n = 0;
-  for (char c : packed) n += (static_cast<uint8_t>(c) & 0x80) == 0;
-  return n;
-}
-
 }  // namespace
 
 void AppendFramedPacket(absl::string_view packet, std::string* out) {
@@ -58,7 +51,7 @@ uint64_t CountEventsInPacket(absl::string_view packet) {
           if (column.type == WireType::kLengthDelimited &&
               (column.number == kCompactSwitchTimestamp ||
                column.number == kCompactWakingTimestamp)) {
-            events += PackedCount(column.bytes);
+            events += buffer::CountPackedVarInts(column.bytes);
           }
         });
       }

@@ -69,8 +69,7 @@ TEST(WireFormatTest, VarIntsAreEncodedAsLibprotobufEncodesThem) {
     // Values of every length, not only the huge ones a uniform draw gives.
     const uint64_t value = rng() >> (rng() % 64);
     uint8_t theirs[kMaxVarIntSize];
-    uint8_t* end =
-        google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(value, theirs);
+    uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(value, theirs);
     ASSERT_EQ(EncodeVarInt(value), std::string(theirs, end)) << value;
   }
 }
@@ -274,6 +273,15 @@ TEST(WireFormatTest, ReadFieldRejectsFieldNumbersOutsideTheValidRange) {
     Field f;
     EXPECT_FALSE(ReadField(&p, End(msg), &f));
   }
+}
+
+TEST(WireFormatTest, PackedVarIntsAreCountedOncePerValueWhateverTheirLength) {
+  std::string packed;
+  for (uint64_t value : kBoundaries) AppendVarInt(value, &packed);
+  EXPECT_EQ(CountPackedVarInts(packed), std::size(kBoundaries));
+  // A varint cut short by the end of the payload is not a value.
+  EXPECT_EQ(CountPackedVarInts(packed.substr(0, packed.size() - 1)), std::size(kBoundaries) - 1);
+  EXPECT_EQ(CountPackedVarInts(""), 0u);
 }
 
 TEST(WireFormatTest, VarIntDecoderTakesBytesOneAtATime) {
