@@ -246,7 +246,7 @@ $(FUZZ_DIR)/page_parser_fuzzer: tests/fuzz/page_parser_fuzzer.cc $(FTRACE_PARSER
 INSPECT_SRCS := agent/files/trace_inspector.cc agent/files/trace_file_reader.cc
 
 $(FUZZ_DIR)/trace_file_fuzzer: tests/fuzz/trace_file_fuzzer.cc $(INSPECT_SRCS) $(PROTO_CCS) \
-  $(wildcard agent/files/trace_inspector.h agent/files/trace_file_reader.h)
+  $(wildcard agent/files/trace_inspector.h agent/files/trace_file_reader.h) $(BUFFER_HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -isystem $(BUILD)/gen $(filter %.cc,$^) \
 	  $(shell $(PKG_CONFIG) --cflags --libs protobuf absl_statusor absl_str_format) -o $@

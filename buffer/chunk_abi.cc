@@ -25,16 +25,9 @@ bool ReadChunkHeader(const uint8_t* chunk, size_t size, ChunkHeader* header) {
   return true;
 }
 
-void WriteRedundantVarint(uint32_t value, uint8_t* dst) {
-  for (size_t i = 0; i < kFragmentHeaderSize; i++) {
-    const uint8_t more = i + 1 < kFragmentHeaderSize ? 0x80 : 0;
-    dst[i] = static_cast<uint8_t>((value >> (7 * i)) & 0x7f) | more;
-  }
-}
-
 ChunkBuilder& ChunkBuilder::AddFragment(std::string_view data) {
   uint8_t header[kFragmentHeaderSize];
-  WriteRedundantVarint(static_cast<uint32_t>(data.size()), header);
+  WriteRedundantVarInt(static_cast<uint32_t>(data.size()), header);
   payload_.append(reinterpret_cast<const char*>(header), sizeof(header));
   payload_.append(data);
   fragments_++;
@@ -43,7 +36,7 @@ ChunkBuilder& ChunkBuilder::AddFragment(std::string_view data) {
 
 ChunkBuilder& ChunkBuilder::AddDropMarker() {
   uint8_t header[kFragmentHeaderSize];
-  WriteRedundantVarint(kPacketSizeDropPacket, header);
+  WriteRedundantVarInt(kPacketSizeDropPacket, header);
   payload_.append(reinterpret_cast<const char*>(header), sizeof(header));
   fragments_++;
   return *this;

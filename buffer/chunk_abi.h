@@ -27,6 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include "buffer/wire_format.h"
+
 namespace ringside::buffer {
 
 using ProducerID = uint16_t;
@@ -48,11 +50,12 @@ inline constexpr size_t kMaxChunkPayloadSize = kMaxChunkSize - kChunkHeaderSize;
 // The fragment count has 10 bits.
 inline constexpr uint16_t kMaxFragmentsPerChunk = (1 << 10) - 1;
 
-// A fragment size header is a varint of at most this many bytes.
-inline constexpr size_t kFragmentHeaderSize = 4;
+// A fragment size header is a varint of at most this many bytes; writers
+// reserve it as a redundant varint (WriteRedundantVarInt in wire_format.h).
+inline constexpr size_t kFragmentHeaderSize = kRedundantVarIntSize;
 // The largest value a 4-byte varint holds; as a fragment size it means "the
 // writer dropped data here" and the fragment has no data.
-inline constexpr uint32_t kPacketSizeDropPacket = (1u << 28) - 1;
+inline constexpr uint32_t kPacketSizeDropPacket = kMaxRedundantVarIntValue;
 // Fragments can never be larger than this.
 inline constexpr uint32_t kMaxFragmentSize = kPacketSizeDropPacket - 1;
 
@@ -69,28 +72,16 @@ void WriteChunkHeader(const ChunkHeader& header, uint8_t* dst);
 // than kChunkHeaderSize.
 bool ReadChunkHeader(const uint8_t* chunk, size_t size, ChunkHeader* header);
 
-// Writes `value` (< 2^28) as a 4-byte redundant varint at `dst`.
-void WriteRedundantVarint(uint32_t value, uint8_t* dst);
-
 // Reads a fragment size header at `p`, not reading at or past `end`. Accepts
 // 1- to 4-byte varints. Returns the number of header bytes, or 0 if the varint
 // is truncated by `end` or longer than 4 bytes. Inline: it runs per fragment.
 inline size_t ReadFragmentSize(const uint8_t* p, const uint8_t* end, uint32_t* size) {
-  if (end - p >= 4 && (p[0] & p[1] & p[2] & 0x80) && !(p[3] & 0x80)) {
-    // The usual redundant 4-byte form.
-    *size = (p[0] & 0x7fu) | (p[1] & 0x7fu) << 7 | (p[2] & 0x7fu) << 14 | uint32_t{p[3]} << 21;
-    return 4;
-  }
-  uint32_t value = 0;
-  for (size_t i = 0; i < kFragmentHeaderSize; i++) {
-    if (p + i >= end) return 0;
-    value |= static_cast<uint32_t>(p[i] & 0x7f) << (7 * i);
-    if ((p[i] & 0x80) == 0) {
-      *size = value;
-      return i + 1;
-    }
-  }
-  return 0;  // A fifth byte would be needed: not a valid fragment header.
+  // The usual redundant 4-byte form first.
+  if (ReadRedundantVarInt(p, end, size)) return kFragmentHeaderSize;
+  uint64_t value = 0;
+  const size_t header_size = ParseVarInt(p, end, &value, kFragmentHeaderSize);
+  if (header_size != 0) *size = static_cast<uint32_t>(value);
+  return header_size;
 }
 
 // Builds chunks fragment by fragment: the agent's writer and the tests use it.

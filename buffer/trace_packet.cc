@@ -1,15 +1,12 @@
 #include "buffer/trace_packet.h"
 
+#include "buffer/wire_format.h"
+
 namespace ringside::buffer {
 
 void TracePacket::AppendFramedTo(std::string* out) const {
-  out->push_back('\x0a');  // Trace.packet: field 1, length-delimited.
-  uint64_t n = size_;
-  while (n >= 0x80) {
-    out->push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out->push_back(static_cast<char>(n));
+  AppendTag(kTracePacketFieldNumber, WireType::kLengthDelimited, out);
+  AppendVarInt(size_, out);
   AppendTo(out);
 }
 

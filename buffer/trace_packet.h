@@ -8,6 +8,10 @@
 
 namespace ringside::buffer {
 
+// A trace file is a serialized Trace message: a run of this field
+// (`repeated TracePacket packet = 1`), each one length-delimited.
+inline constexpr uint32_t kTracePacketFieldNumber = 1;
+
 // One TracePacket read out of a TraceBuffer, as the serialized bytes of a
 // ringside.trace.TracePacket message (without the Trace.packet tag/length).
 //
@@ -42,8 +46,8 @@ class TracePacket {
     return s;
   }
 
-  // Appends the Trace.packet framing (tag 0x0a + varint length) and the
-  // packet's bytes to *out: what a trace file holds for this packet.
+  // Appends the Trace.packet framing (tag + varint length) and the packet's
+  // bytes to *out: what a trace file holds for this packet.
   void AppendFramedTo(std::string* out) const;
 
   // Used by TraceBuffer.

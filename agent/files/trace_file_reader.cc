@@ -1,6 +1,8 @@
 #include "agent/files/trace_file_reader.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,12 +12,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "buffer/trace_packet.h"
+#include "buffer/wire_format.h"
 
 namespace ringside::agent {
 namespace {
 
-// Field 1 (Trace.packet), wire type 2 (length-delimited).
-constexpr uint64_t kPacketTag = (1 << 3) | 2;
+constexpr uint64_t kPacketTag =
+    buffer::MakeTag(buffer::kTracePacketFieldNumber, buffer::WireType::kLengthDelimited);
 
 absl::Status ErrnoStatus(int err, const std::string& what) {
   std::string message = absl::StrCat(what, ": ", std::strerror(err));
@@ -33,17 +37,26 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::Open(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever,
+  // before fstat could tell that it is not a regular file. Regular files
+  // ignore the flag, so reads still block as usual.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
   struct stat st;
-  if (fstat(fileno(file), &st) != 0) {
-    int err = errno;
-    std::fclose(file);
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
     return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
   }
   if (!S_ISREG(st.st_mode)) {
-    std::fclose(file);
+    close(fd);
     return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  }
+  std::FILE* file = fdopen(fd, "rb");
+  if (file == nullptr) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, absl::StrCat("cannot open ", path));
   }
   return std::unique_ptr<TraceFileReader>(
       new TraceFileReader(file, static_cast<uint64_t>(st.st_size)));
@@ -61,11 +74,11 @@ TraceFileReader::Result TraceFileReader::Fail(uint64_t offset, std::string messa
 
 bool TraceFileReader::ReadVarint(const char* what, uint64_t* value, bool* clean_eof) {
   const uint64_t start = position_;
-  uint64_t result = 0;
-  for (int i = 0; i < 10; i++) {
-    int c = getc_unlocked(file_);
+  buffer::VarIntDecoder decoder;
+  for (;;) {
+    const int c = getc_unlocked(file_);
     if (c == EOF) {
-      if (i == 0 && clean_eof != nullptr) {
+      if (decoder.size() == 0 && clean_eof != nullptr) {
         *clean_eof = true;
         return false;
       }
@@ -73,14 +86,18 @@ bool TraceFileReader::ReadVarint(const char* what, uint64_t* value, bool* clean_
       return false;
     }
     position_++;
-    result |= static_cast<uint64_t>(c & 0x7f) << (7 * i);
-    if ((c & 0x80) == 0) {
-      *value = result;
-      return true;
+    switch (decoder.Feed(static_cast<uint8_t>(c))) {
+      case buffer::VarIntDecoder::State::kNeedMore:
+        break;
+      case buffer::VarIntDecoder::State::kDone:
+        *value = decoder.value();
+        return true;
+      case buffer::VarIntDecoder::State::kOverlong:
+        Fail(start, absl::StrFormat("corrupt %s: varint longer than %u bytes", what,
+                                    buffer::kMaxVarIntSize));
+        return false;
     }
   }
-  Fail(start, absl::StrFormat("corrupt %s: varint longer than 10 bytes", what));
-  return false;
 }
 
 TraceFileReader::Result TraceFileReader::ReadNextPacket(std::string* packet, uint64_t* offset) {
@@ -102,7 +119,7 @@ TraceFileReader::Result TraceFileReader::ReadNextPacket(std::string* packet, uin
         packet_offset,
         absl::StrFormat("not a trace packet: expected tag 0x0a (field 1, length-delimited), "
                         "found field %u wire type %u",
-                        tag >> 3, tag & 7));
+                        buffer::TagFieldNumber(tag), buffer::TagWireType(tag)));
   }
 
   uint64_t size = 0;

@@ -9,55 +9,45 @@ namespace ringside::agent {
 namespace {
 
 using buffer::kFragmentHeaderSize;
-
-constexpr uint32_t kWireVarInt = 0;
-constexpr uint32_t kWireFixed64 = 1;
-constexpr uint32_t kWireLengthDelimited = 2;
-constexpr uint32_t kWireFixed32 = 5;
-// The longest tag + varint value.
-constexpr size_t kMaxTagAndVarInt = 5 + 10;
-
-using internal::PutVarInt;
-
-inline uint8_t* PutTag(uint32_t field, uint32_t wire_type, uint8_t* p) {
-  return PutVarInt(uint64_t{field} << 3 | wire_type, p);
-}
+using buffer::kMaxTagSize;
+using buffer::kMaxVarIntSize;
+using buffer::WireType;
+using buffer::WriteTag;
+using buffer::WriteVarInt;
 
 }  // namespace
 
 // --- ProtoMessage ------------------------------------------------------------
 
 void ProtoMessage::AppendVarIntSlow(uint32_t field, uint64_t value) {
-  uint8_t buf[kMaxTagAndVarInt];
-  uint8_t* end = PutVarInt(value, PutTag(field, kWireVarInt, buf));
+  uint8_t buf[kMaxTagSize + kMaxVarIntSize];
+  uint8_t* end = WriteVarInt(value, WriteTag(field, WireType::kVarInt, buf));
   writer_->WriteBytes(buf, static_cast<size_t>(end - buf));
 }
 
 void ProtoMessage::AppendRawVarInt(uint64_t value) {
-  uint8_t buf[10];
-  uint8_t* end = PutVarInt(value, buf);
+  uint8_t buf[kMaxVarIntSize];
+  uint8_t* end = WriteVarInt(value, buf);
   writer_->WriteBytes(buf, static_cast<size_t>(end - buf));
 }
 
 void ProtoMessage::AppendFixed32(uint32_t field, uint32_t value) {
   Prepare();
-  uint8_t buf[5 + 4];
-  uint8_t* p = PutTag(field, kWireFixed32, buf);
-  for (int i = 0; i < 4; i++) *p++ = static_cast<uint8_t>(value >> (8 * i));
+  uint8_t buf[kMaxTagSize + 4];
+  uint8_t* p = buffer::WriteFixed32(value, WriteTag(field, WireType::kFixed32, buf));
   writer_->WriteBytes(buf, static_cast<size_t>(p - buf));
 }
 
 void ProtoMessage::AppendFixed64(uint32_t field, uint64_t value) {
   Prepare();
-  uint8_t buf[5 + 8];
-  uint8_t* p = PutTag(field, kWireFixed64, buf);
-  for (int i = 0; i < 8; i++) *p++ = static_cast<uint8_t>(value >> (8 * i));
+  uint8_t buf[kMaxTagSize + 8];
+  uint8_t* p = buffer::WriteFixed64(value, WriteTag(field, WireType::kFixed64, buf));
   writer_->WriteBytes(buf, static_cast<size_t>(p - buf));
 }
 
 void ProtoMessage::AppendBytesSlow(uint32_t field, const void* data, size_t size) {
-  uint8_t buf[kMaxTagAndVarInt];
-  uint8_t* end = PutVarInt(size, PutTag(field, kWireLengthDelimited, buf));
+  uint8_t buf[kMaxTagSize + kMaxVarIntSize];
+  uint8_t* end = WriteVarInt(size, WriteTag(field, WireType::kLengthDelimited, buf));
   writer_->WriteBytes(buf, static_cast<size_t>(end - buf));
   writer_->WriteBytes(static_cast<const uint8_t*>(data), size);
 }
@@ -68,8 +58,8 @@ ProtoMessage* ProtoMessage::BeginNestedSlow(uint32_t field) {
     // A programming error, not input: the trace format nests a few levels.
     std::abort();
   }
-  uint8_t buf[5];
-  uint8_t* end = PutTag(field, kWireLengthDelimited, buf);
+  uint8_t buf[kMaxTagSize];
+  uint8_t* end = WriteTag(field, WireType::kLengthDelimited, buf);
   writer_->WriteBytes(buf, static_cast<size_t>(end - buf));
   ProtoMessage& m = writer_->nests_[depth];
   m.writer_ = writer_;
@@ -110,10 +100,11 @@ void TraceWriter::WriteBytes(const uint8_t* data, size_t size) {
 
 uint8_t* TraceWriter::ReserveSizeField() {
   // A length must sit whole in one chunk: it may become a 4-byte patch.
-  if (end_ - cur_ < 4) SwitchChunk(/*packet_open=*/true);
+  constexpr ptrdiff_t kSize = buffer::kRedundantVarIntSize;
+  if (end_ - cur_ < kSize) SwitchChunk(/*packet_open=*/true);
   uint8_t* field = cur_;
-  std::memset(field, 0, 4);
-  cur_ += 4;
+  std::memset(field, 0, kSize);
+  cur_ += kSize;
   return field;
 }
 
@@ -142,7 +133,7 @@ void TraceWriter::SwitchChunk(bool packet_open) {
     absl::MutexLock lock(&chunk_mu_);
     if (chunk_ != nullptr && packet_open) {
       // The packet goes on in the next chunk: close its fragment here.
-      buffer::WriteRedundantVarint(
+      buffer::WriteRedundantVarInt(
           static_cast<uint32_t>(cur_ - fragment_header_) - kFragmentHeaderSize, fragment_header_);
       chunk_flags_ |= buffer::kLastPacketContinuesOnNextChunk;
       // Lengths still open in this chunk can only be patched from now on.
@@ -210,7 +201,7 @@ void TraceWriter::AcquireChunk(bool continuing) {
     // ended mid-packet, the marker stands in for the rest of that packet.
     uint8_t* marker = cur_;
     BeginFragment();
-    buffer::WriteRedundantVarint(buffer::kPacketSizeDropPacket, marker);
+    buffer::WriteRedundantVarInt(buffer::kPacketSizeDropPacket, marker);
     if (last_chunk_continued_) chunk_flags_ |= buffer::kFirstPacketContinuesFromPrevChunk;
     lost_packets_ = false;
   }
@@ -274,10 +265,7 @@ void TraceWriter::FinishTracePacket() {
   }
   const uint32_t fragment_size =
       static_cast<uint32_t>(cur_ - fragment_header_) - static_cast<uint32_t>(kFragmentHeaderSize);
-  fragment_header_[0] = static_cast<uint8_t>(fragment_size) | 0x80;
-  fragment_header_[1] = static_cast<uint8_t>(fragment_size >> 7) | 0x80;
-  fragment_header_[2] = static_cast<uint8_t>(fragment_size >> 14) | 0x80;
-  fragment_header_[3] = static_cast<uint8_t>(fragment_size >> 21);
+  buffer::WriteRedundantVarInt(fragment_size, fragment_header_);
   stats_.packets_written++;
   stats_.bytes_written += logical_total();
   PublishForScraping();

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/writer/producer_buffer.h"
 #include "buffer/chunk_abi.h"
+#include "buffer/wire_format.h"
 
 namespace ringside::agent {
 
@@ -217,16 +218,11 @@ class TraceWriter {
 // --- Inline fast paths: a field that fits the current chunk is written in
 // place; anything else takes the out-of-line path.
 
-namespace internal {
-inline uint8_t* PutVarInt(uint64_t value, uint8_t* p) {
-  while (value >= 0x80) {
-    *p++ = static_cast<uint8_t>(value) | 0x80;
-    value >>= 7;
-  }
-  *p++ = static_cast<uint8_t>(value);
-  return p;
-}
-}  // namespace internal
+// Room a field needs in the current chunk to take the inline path.
+inline constexpr ptrdiff_t kInlineVarIntFieldRoom = buffer::kMaxTagSize + buffer::kMaxVarIntSize;
+inline constexpr size_t kInlineMaxBytes = 32;
+inline constexpr ptrdiff_t kInlineBytesFieldRoom = buffer::kMaxTagSize + 1 + kInlineMaxBytes;
+inline constexpr ptrdiff_t kInlineNestedRoom = buffer::kMaxTagSize + buffer::kRedundantVarIntSize;
 
 inline void ProtoMessage::Prepare() {
   if (writer_->depth_ > depth_) writer_->EndNestedAbove(depth_);
@@ -234,9 +230,9 @@ inline void ProtoMessage::Prepare() {
 
 inline void ProtoMessage::AppendVarInt(uint32_t field, uint64_t value) {
   Prepare();
-  if (writer_->end_ - writer_->cur_ >= 15) {
-    uint8_t* p = internal::PutVarInt(uint64_t{field} << 3, writer_->cur_);
-    writer_->cur_ = internal::PutVarInt(value, p);
+  if (writer_->end_ - writer_->cur_ >= kInlineVarIntFieldRoom) {
+    uint8_t* p = buffer::WriteTag(field, buffer::WireType::kVarInt, writer_->cur_);
+    writer_->cur_ = buffer::WriteVarInt(value, p);
     return;
   }
   AppendVarIntSlow(field, value);
@@ -244,9 +240,9 @@ inline void ProtoMessage::AppendVarInt(uint32_t field, uint64_t value) {
 
 inline void ProtoMessage::AppendBytes(uint32_t field, const void* data, size_t size) {
   Prepare();
-  if (size <= 32 && writer_->end_ - writer_->cur_ >= 15 + 32) {
+  if (size <= kInlineMaxBytes && writer_->end_ - writer_->cur_ >= kInlineBytesFieldRoom) {
     // Short strings (comms, names): no call into memcpy.
-    uint8_t* p = internal::PutVarInt(uint64_t{field} << 3 | 2, writer_->cur_);
+    uint8_t* p = buffer::WriteTag(field, buffer::WireType::kLengthDelimited, writer_->cur_);
     *p++ = static_cast<uint8_t>(size);
     const auto* src = static_cast<const uint8_t*>(data);
     for (size_t i = 0; i < size; i++) p[i] = src[i];
@@ -262,24 +258,20 @@ inline void TraceWriter::EndNestedAbove(int depth) {
 
 inline void TraceWriter::FinishNest(ProtoMessage* m) {
   const uint32_t size = static_cast<uint32_t>(logical_total() - m->begin_total_);
-  uint8_t* f = m->size_field_;
-  f[0] = static_cast<uint8_t>(size) | 0x80;
-  f[1] = static_cast<uint8_t>(size >> 7) | 0x80;
-  f[2] = static_cast<uint8_t>(size >> 14) | 0x80;
-  f[3] = static_cast<uint8_t>(size >> 21);
+  buffer::WriteRedundantVarInt(size, m->size_field_);
   if (m->patch_ != nullptr) m->patch_->final = true;
 }
 
 inline ProtoMessage* ProtoMessage::BeginNested(uint32_t field) {
   Prepare();
   const int depth = depth_ + 1;
-  if (writer_->end_ - writer_->cur_ >= 9 && depth < TraceWriter::kMaxNestingDepth) {
-    uint8_t* p = internal::PutVarInt(uint64_t{field} << 3 | 2, writer_->cur_);
+  if (writer_->end_ - writer_->cur_ >= kInlineNestedRoom && depth < TraceWriter::kMaxNestingDepth) {
+    uint8_t* p = buffer::WriteTag(field, buffer::WireType::kLengthDelimited, writer_->cur_);
     ProtoMessage& m = writer_->nests_[depth];
     m.depth_ = depth;
     m.patch_ = nullptr;
     m.size_field_ = p;
-    writer_->cur_ = p + 4;
+    writer_->cur_ = p + buffer::kRedundantVarIntSize;
     m.begin_total_ = writer_->logical_total();
     writer_->depth_ = depth;
     return &m;

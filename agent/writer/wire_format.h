@@ -8,9 +8,10 @@
 
 namespace ringside::agent {
 
-// Protobuf wire format for packets assembled outside a TraceWriter: the
-// Trace.packet framing and fields appended to a serialized packet (fields
-// appended to a message merge into it).
+// Trace-specific wire-format helpers for packets assembled outside a
+// TraceWriter: the Trace.packet framing, fields appended to a serialized
+// packet (fields appended to a message merge into it), and reading what a
+// packet holds. The primitives they build on are in buffer/wire_format.h.
 
 // Appends Trace.packet framing (field 1, length-delimited) and `packet`.
 void AppendFramedPacket(absl::string_view packet, std::string* out);

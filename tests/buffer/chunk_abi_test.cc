@@ -35,12 +35,12 @@ TEST(ChunkAbiTest, FragmentCountAndFlagsUseTheirBitWidths) {
 
 TEST(ChunkAbiTest, RedundantVarintIsAlwaysFourBytes) {
   uint8_t b[4];
-  WriteRedundantVarint(5, b);
+  WriteRedundantVarInt(5, b);
   EXPECT_EQ(std::string(b, b + 4), std::string("\x85\x80\x80\x00", 4));
   uint32_t v = 0;
   EXPECT_EQ(ReadFragmentSize(b, b + 4, &v), 4u);
   EXPECT_EQ(v, 5u);
-  WriteRedundantVarint(kPacketSizeDropPacket, b);
+  WriteRedundantVarInt(kPacketSizeDropPacket, b);
   EXPECT_EQ(std::string(b, b + 4), std::string("\xff\xff\xff\x7f", 4));
   EXPECT_EQ(ReadFragmentSize(b, b + 4, &v), 4u);
   EXPECT_EQ(v, kPacketSizeDropPacket);

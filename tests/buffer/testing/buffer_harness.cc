@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "buffer/chunk_abi.h"
 #include "buffer/trace_buffer.h"
+#include "buffer/wire_format.h"
 
 namespace ringside::buffer::testing {
 namespace {
@@ -131,7 +132,7 @@ class HonestWriter {
       FinishChunk();
     }
     uint8_t header[kFragmentHeaderSize];
-    WriteRedundantVarint(kPacketSizeDropPacket, header);
+    WriteRedundantVarInt(kPacketSizeDropPacket, header);
     current_.append(reinterpret_cast<const char*>(header), sizeof(header));
     fragments_++;
     items_.push_back(Item{true, 0, {{chunk_id_, static_cast<uint16_t>(fragments_ - 1)}}});
@@ -191,7 +192,7 @@ class HonestWriter {
   // Appends a fragment; returns the payload offset of its data.
   size_t AppendFragment(const std::string& data) {
     uint8_t header[kFragmentHeaderSize];
-    WriteRedundantVarint(static_cast<uint32_t>(data.size()), header);
+    WriteRedundantVarInt(static_cast<uint32_t>(data.size()), header);
     current_.append(reinterpret_cast<const char*>(header), sizeof(header));
     const size_t data_offset = current_.size();
     current_.append(data);
@@ -542,12 +543,7 @@ std::string MakeHarnessPacket(uint16_t producer, uint16_t writer, uint32_t seria
   const uint64_t key = uint64_t{producer} << 48 | uint64_t{writer} << 32 | serial;
   for (int i = 0; i < 8; i++) p.push_back(static_cast<char>(key >> (8 * i)));
   p.push_back('\x12');
-  size_t n = filler;
-  while (n >= 0x80) {
-    p.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  p.push_back(static_cast<char>(n));
+  AppendVarInt(filler, &p);
   for (size_t i = 0; i < filler; i++) p.push_back(static_cast<char>((serial * 7 + i) & 0xff));
   const uint32_t sum = Fnv1a(reinterpret_cast<const uint8_t*>(p.data()), p.size());
   p.push_back('\x1d');
@@ -562,11 +558,10 @@ bool ParseHarnessPacket(const std::string& bytes, uint16_t* producer, uint16_t* 
   if (n < 17 || p[0] != 0x09 || p[9] != 0x12 || p[n - 5] != 0x1d) return false;
   uint64_t key = 0;
   for (int i = 0; i < 8; i++) key |= uint64_t{p[1 + i]} << (8 * i);
-  size_t pos = 10, filler = 0;
-  for (int shift = 0; pos < n && shift < 21; shift += 7) {
-    filler |= size_t{p[pos] & 0x7fu} << shift;
-    if ((p[pos++] & 0x80) == 0) break;
-  }
+  uint64_t filler = 0;
+  const size_t filler_header = ParseVarInt(p + 10, p + n, &filler, 3);
+  if (filler_header == 0) return false;
+  const size_t pos = 10 + filler_header;
   if (pos + filler + 5 != n) return false;
   uint32_t sum = 0;
   for (int i = 0; i < 4; i++) sum |= uint32_t{p[n - 4 + i]} << (8 * i);

@@ -1,0 +1,75 @@
+#include "agent/writer/wire_format.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "ringside/trace/trace.pb.h"
+
+namespace ringside::agent {
+namespace {
+
+using trace::TracePacket;
+
+// A bundle with two full events and a compact_sched of three switches and
+// two wakings: seven kernel events.
+TracePacket SevenEventPacket() {
+  TracePacket p;
+  auto* bundle = p.mutable_ftrace_events();
+  bundle->set_cpu(1);
+  bundle->add_event()->set_timestamp(1);
+  bundle->add_event()->set_timestamp(2);
+  auto* compact = bundle->mutable_compact_sched();
+  // Large deltas take several varint bytes; each still counts once.
+  for (uint64_t ts : {1'000'000'000'000ull, 300ull, 5ull}) compact->add_switch_timestamp(ts);
+  for (uint64_t ts : {1'000'000'000'001ull, 70'000ull}) compact->add_waking_timestamp(ts);
+  compact->add_switch_next_pid(123456);  // Other columns are not events.
+  return p;
+}
+
+TEST(AgentWireFormatTest, CountsFullAndCompactEventsOfABundle) {
+  EXPECT_EQ(CountEventsInPacket(SevenEventPacket().SerializeAsString()), 7u);
+}
+
+TEST(AgentWireFormatTest, PacketWithoutABundleHasNoEvents) {
+  TracePacket p;
+  p.set_timestamp(5);
+  p.mutable_process_tree()->add_processes()->set_pid(1);
+  EXPECT_EQ(CountEventsInPacket(p.SerializeAsString()), 0u);
+}
+
+TEST(AgentWireFormatTest, TruncatedPacketCountsOnlyWhatIsReadable) {
+  const std::string bytes = SevenEventPacket().SerializeAsString();
+  // Every cut stays within bounds and never counts more than the whole.
+  for (size_t cut = 0; cut <= bytes.size(); cut++) {
+    EXPECT_LE(CountEventsInPacket(bytes.substr(0, cut)), 7u) << cut;
+  }
+  // Cut inside the bundle's length-delimited payload: the bundle is unreadable.
+  EXPECT_EQ(CountEventsInPacket(bytes.substr(0, bytes.size() - 1)), 0u);
+}
+
+TEST(AgentWireFormatTest, FramedPacketsParseAsATrace) {
+  std::string file;
+  AppendFramedPacket(SevenEventPacket().SerializeAsString(), &file);
+  TracePacket big;
+  big.set_synchronization_marker(std::string(300, 's'));  // A two-byte length.
+  AppendFramedPacket(big.SerializeAsString(), &file);
+  trace::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(file));
+  ASSERT_EQ(trace.packet_size(), 2);
+  EXPECT_EQ(trace.packet(0).ftrace_events().event_size(), 2);
+  EXPECT_EQ(trace.packet(1).synchronization_marker(), big.synchronization_marker());
+}
+
+TEST(AgentWireFormatTest, VarIntFieldAppendedToAPacketMergesIntoIt) {
+  TracePacket p;
+  p.set_timestamp(5);
+  std::string bytes = p.SerializeAsString();
+  AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, 300, &bytes);
+  TracePacket merged;
+  ASSERT_TRUE(merged.ParseFromString(bytes));
+  EXPECT_EQ(merged.timestamp(), 5u);
+  EXPECT_EQ(merged.trusted_packet_sequence_id(), 300u);
+}
+
+}  // namespace
+}  // namespace ringside::agent
