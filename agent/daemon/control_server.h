@@ -79,8 +79,8 @@ class ControlServer {
     uint32_t max_request_bytes = 64 * 1024;
     int max_connections = 16;
     absl::Duration io_timeout = absl::Seconds(5);
-    // Refused and dropped peers, one line each ("control socket: ...").
-    // Unset: not logged.
+    // Refused and dropped peers, one line each ("control socket: ..."), at
+    // most 20 a minute. Called on the server's thread. Unset: not logged.
     std::function<void(absl::string_view)> log;
   };
 

@@ -40,6 +40,7 @@ class FakeHandler : public ControlHandler {
         reply.mutable_status()->set_uptime_ms(++status_calls_);
         break;
       case control::Request::kSnapshot:
+        if (request.snapshot().wait()) absl::SleepFor(snapshot_wait_time_);
         reply.mutable_snapshot()->set_path(
             absl::StrCat("/snapshots/", request.snapshot().wait() ? "done-" : "started-",
                          request.snapshot().reason()));
@@ -61,6 +62,9 @@ class FakeHandler : public ControlHandler {
     return reply;
   }
 
+  // How long a snapshot with wait takes.
+  void set_snapshot_wait_time(absl::Duration d) { snapshot_wait_time_ = d; }
+
   std::vector<Peer> peers() {
     absl::MutexLock lock(&mu_);
     return peers_;
@@ -70,6 +74,7 @@ class FakeHandler : public ControlHandler {
   absl::Mutex mu_;
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);
   int status_calls_ = 0;
+  absl::Duration snapshot_wait_time_;
 };
 
 class ControlServerTest : public ::testing::Test {
@@ -221,6 +226,26 @@ TEST_F(ControlServerTest, StalledHalfFrameIsDroppedAfterTheTimeoutWhileOthersAre
   EXPECT_TRUE(other->has_status());
   EXPECT_TRUE(stalled.ClosedByServer(absl::Seconds(10)));
   EXPECT_THAT(Log(), HasSubstr("its request was not complete within 500ms"));
+}
+
+TEST_F(ControlServerTest, ConnectionIsNotTimedOutWhileTheServerIsBusyWithAnotherRequest) {
+  ControlServer::Options options = DefaultOptions();
+  options.io_timeout = absl::Seconds(2);
+  Start(std::move(options));
+  handler_.set_snapshot_wait_time(absl::Seconds(3));
+  RawClient waiting(socket_path_);
+  ASSERT_TRUE(waiting.Send(Status()));
+  ASSERT_TRUE(waiting.ReadReply().ok());  // Accepted; its 2 s start now.
+  RawClient slow(socket_path_);
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_wait(true);
+  ASSERT_TRUE(slow.Send(snapshot));
+  absl::SleepFor(absl::Milliseconds(100));  // The snapshot is being taken.
+  ASSERT_TRUE(waiting.Send(Status()));
+  const absl::StatusOr<control::Reply> reply = waiting.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->has_status());
+  EXPECT_TRUE(slow.ReadReply().ok());
 }
 
 TEST_F(ControlServerTest, ConnectionsBeyondTheLimitGetAnErrorAndTheOthersAreKept) {
