@@ -60,8 +60,9 @@ class ControlHandler {
 // Requests are handled in arrival order on the server's own thread, and the
 // handler's reply is sent when it returns: a slow request (a snapshot that
 // waits for its file) delays every other connection's request until it is
-// done. Connections are still accepted meanwhile by the kernel (listen
-// backlog) and their timeouts start only once they are served.
+// done. New connections wait in the kernel's listen backlog meanwhile, and
+// the time the handler takes does not count against any other connection's
+// io_timeout.
 //
 // Thread-safety: Listen() and Stop() from one thread; the handler runs on the
 // server's thread and must not call Stop().
