@@ -14,6 +14,40 @@ uint32_t ReadLittleEndian32(const char* p) {
          static_cast<uint32_t>(b[2]) << 16 | static_cast<uint32_t>(b[3]) << 24;
 }
 
+// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
+bool IsUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t extra;
+    uint32_t cp;
+    if (c < 0x80) {
+      i++;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      extra = 1, cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      extra = 2, cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      extra = 3, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= extra) return false;
+    for (size_t k = 1; k <= extra; k++) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if ((extra == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (extra == 3 && (cp < 0x10000 || cp > 0x10ffff))) {
+      return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string EncodeFrame(const google::protobuf::MessageLite& message) {
@@ -76,6 +110,10 @@ absl::StatusOr<control::Request> DecodeRequestUntrusted(absl::string_view payloa
     return absl::InvalidArgumentError(
         "malformed request: it asks for nothing this agent knows (empty, or from a newer "
         "ringside than the agent's)");
+  }
+  if (!IsUtf8(request.snapshot().reason()) || !IsUtf8(request.trigger().name())) {
+    return absl::InvalidArgumentError(
+        "malformed request: its snapshot reason or trigger name is not UTF-8 text");
   }
   return request;
 }

@@ -63,9 +63,10 @@ class FrameReader {
   size_t consumed_ = 0;  // Bytes at the front of buffer_ already taken out.
 };
 
-// Parses a frame's payload as a Request: a message that does not parse, or
-// that carries no request this agent knows, is kInvalidArgument with a
-// message that starts with "malformed request".
+// Parses a frame's payload as a Request: a message that does not parse,
+// that carries no request this agent knows, or whose text (snapshot reason,
+// trigger name) is not UTF-8, is kInvalidArgument with a message that starts
+// with "malformed request".
 absl::StatusOr<control::Request> DecodeRequestUntrusted(absl::string_view payload);
 
 }  // namespace ringside::agent

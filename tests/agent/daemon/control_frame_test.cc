@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 
 namespace ringside::agent {
@@ -88,6 +89,27 @@ TEST(ControlFrameTest, DecodeRequestRejectsARequestOfNoKind) {
   EXPECT_NE(request.status().message().find("malformed request: it asks for nothing"),
             std::string::npos)
       << request.status().message();
+}
+
+TEST(ControlFrameTest, DecodeRequestRejectsAReasonThatIsNotUtf8) {
+  for (const std::string& bad : {std::string("\xff"), std::string("ok\xc0\xaf"),
+                                 std::string("\xed\xa0\x80"), std::string("\xe2\x82")}) {
+    control::Request sent;
+    sent.mutable_snapshot()->set_reason(bad);
+    const absl::StatusOr<control::Request> request =
+        DecodeRequestUntrusted(sent.SerializeAsString());
+    ASSERT_FALSE(request.ok()) << "accepted " << absl::CEscape(bad);
+    EXPECT_EQ(request.status().message(),
+              "malformed request: its snapshot reason or trigger name is not UTF-8 text");
+  }
+}
+
+TEST(ControlFrameTest, DecodeRequestAcceptsUtf8Text) {
+  control::Request sent;
+  sent.mutable_trigger()->set_name("d\xc3\xa9j\xc3\xa0 vu \xe2\x82\xac \xf0\x9f\x94\xa5");
+  const absl::StatusOr<control::Request> request = DecodeRequestUntrusted(sent.SerializeAsString());
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->trigger().name(), sent.trigger().name());
 }
 
 TEST(ControlFrameTest, DecodeRequestReturnsTheRequest) {
