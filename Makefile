@@ -251,6 +251,15 @@ $(FUZZ_DIR)/trace_file_fuzzer: tests/fuzz/trace_file_fuzzer.cc $(INSPECT_SRCS) $
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -isystem $(BUILD)/gen $(filter %.cc,$^) \
 	  $(shell $(PKG_CONFIG) --cflags --libs protobuf absl_statusor absl_str_format) -o $@
 
+# The control socket's framing and request decoder, on a peer's bytes.
+CONTROL_FRAME_SRCS := agent/daemon/control_frame.cc agent/daemon/control_frame.h \
+  $(BUILD)/gen/ringside/control/control.pb.cc
+
+$(FUZZ_DIR)/control_request_fuzzer: tests/fuzz/control_request_fuzzer.cc $(CONTROL_FRAME_SRCS)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -isystem $(BUILD)/gen $(filter %.cc,$^) \
+	  $(shell $(PKG_CONFIG) --cflags --libs protobuf absl_statusor absl_strings) -o $@
+
 $(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_generator.cc
 	@mkdir -p $(@D)
 	$(CXX) -std=c++20 -O2 $(WARNINGS) $< -o $@
@@ -260,15 +269,18 @@ $(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_genera
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-run
 
-fuzz-run: $(FUZZ_DIR)/trace_buffer_fuzzer $(FUZZ_DIR)/page_parser_fuzzer $(FUZZ_DIR)/trace_file_fuzzer
+fuzz-run: $(FUZZ_DIR)/trace_buffer_fuzzer $(FUZZ_DIR)/page_parser_fuzzer $(FUZZ_DIR)/trace_file_fuzzer \
+  $(FUZZ_DIR)/control_request_fuzzer
 	@mkdir -p $(FUZZ_DIR)/corpus/trace_buffer $(FUZZ_DIR)/corpus/page_parser \
-	  $(FUZZ_DIR)/corpus/trace_file
+	  $(FUZZ_DIR)/corpus/trace_file $(FUZZ_DIR)/corpus/control_request
 	$(FUZZ_DIR)/trace_buffer_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -max_len=8192 $(FUZZ_DIR)/corpus/trace_buffer tests/fuzz/corpus/trace_buffer
 	$(FUZZ_DIR)/page_parser_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -max_len=8192 $(FUZZ_DIR)/corpus/page_parser tests/fuzz/corpus/page_parser
 	$(FUZZ_DIR)/trace_file_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -max_len=65536 $(FUZZ_DIR)/corpus/trace_file tests/fuzz/corpus/trace_file
+	$(FUZZ_DIR)/control_request_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -max_len=8192 $(FUZZ_DIR)/corpus/control_request tests/fuzz/corpus/control_request
 
 # Regenerates the committed seed corpus.
 fuzz-corpus: $(FUZZ_DIR)/trace_buffer_corpus_generator

@@ -1,0 +1,419 @@
+#include "agent/daemon/control_server.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "agent/daemon/control_frame.h"
+
+namespace ringside::agent {
+namespace {
+
+std::string Errno(int err) { return std::strerror(err); }
+
+std::string KindOfFile(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISLNK(mode)) return "a symlink";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "not a socket";
+}
+
+// "group ringside (gid 990)", or "gid 990" when it has no name.
+std::string GroupDisplayName(gid_t gid) {
+  std::vector<char> buf(16384);
+  struct group grp;
+  struct group* found = nullptr;
+  if (getgrgid_r(gid, &grp, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    return absl::StrCat("group ", found->gr_name, " (gid ", gid, ")");
+  }
+  return absl::StrCat("gid ", gid);
+}
+
+struct Connection {
+  explicit Connection(uint32_t max_request_bytes) : reader(max_request_bytes) {}
+  int fd = -1;
+  Peer peer;
+  FrameReader reader;
+  std::string out;  // The reply being sent; empty when none.
+  size_t out_sent = 0;
+  bool peer_done_sending = false;
+  bool close_after_write = false;
+  absl::Time deadline;
+};
+
+// A reply to a connection we are about to close, sent without waiting: a
+// new socket's send buffer always has room for a short error.
+void SendErrorAndClose(int fd, const std::string& error) {
+  control::Reply reply;
+  reply.set_error(error);
+  const std::string frame = EncodeFrame(reply);
+  (void)!send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  close(fd);
+}
+
+}  // namespace
+
+class ControlServer::Loop {
+ public:
+  Loop(int listen_fd, int wake_fd, Options options, gid_t group, ControlHandler* handler)
+      : listen_fd_(listen_fd),
+        wake_fd_(wake_fd),
+        options_(std::move(options)),
+        group_(group),
+        group_name_(GroupDisplayName(group)),
+        handler_(handler) {}
+
+  ~Loop() {
+    for (auto& c : connections_) close(c->fd);
+    close(listen_fd_);
+    close(wake_fd_);
+  }
+
+  void Wake() {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+
+  void Run() {
+    std::vector<pollfd> fds;
+    while (true) {
+      fds.clear();
+      fds.push_back({wake_fd_, POLLIN, 0});
+      const absl::Time now = absl::Now();
+      fds.push_back({listen_fd_, static_cast<short>(now >= accept_paused_until_ ? POLLIN : 0), 0});
+      absl::Time next_deadline = absl::InfiniteFuture();
+      if (now < accept_paused_until_) next_deadline = accept_paused_until_;
+      for (const auto& c : connections_) {
+        short events = 0;
+        if (!c->out.empty()) {
+          events = POLLOUT;
+        } else if (!c->close_after_write && !c->peer_done_sending) {
+          events = POLLIN;
+        }
+        fds.push_back({c->fd, events, 0});
+        next_deadline = std::min(next_deadline, c->deadline);
+      }
+      int timeout_ms = -1;
+      if (next_deadline != absl::InfiniteFuture()) {
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(
+            absl::ToInt64Milliseconds(absl::Ceil(next_deadline - now, absl::Milliseconds(1))), 0,
+            60'000));
+      }
+      if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
+        Log(absl::StrCat("poll failed (", Errno(errno), "); the socket is no longer served"));
+        return;
+      }
+      if (fds[0].revents != 0) return;
+      // Only the connections polled above: Accept() appends new ones.
+      const size_t polled = connections_.size();
+      if (fds[1].revents != 0) Accept();
+      for (size_t i = 0; i < polled; i++) {
+        Connection& c = *connections_[i];
+        const short revents = fds[i + 2].revents;
+        if (c.fd < 0 || revents == 0) continue;
+        if (revents & POLLOUT) {
+          Flush(c);
+          if (c.fd >= 0 && c.out.empty()) Serve(c);
+        }
+        if (c.fd >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)) && c.out.empty()) Read(c);
+        // Hung up while its reply was unsent: nobody will take it.
+        if (c.fd >= 0 && (revents & (POLLHUP | POLLERR)) && !c.out.empty()) Close(c);
+      }
+      ExpireDeadlines();
+      std::erase_if(connections_, [](const auto& c) { return c->fd < 0; });
+    }
+  }
+
+ private:
+  void Accept() {
+    while (true) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // The pending connection stays readable: wait rather than spin.
+          Log(absl::StrCat("cannot accept a connection (", Errno(errno), "); retrying in 100ms"));
+          accept_paused_until_ = absl::Now() + absl::Milliseconds(100);
+        }
+        return;
+      }
+      struct ucred cred = {};
+      socklen_t len = sizeof(cred);
+      if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        close(fd);
+        continue;
+      }
+      const Peer peer{cred.pid, cred.uid, cred.gid};
+      if (!Authorized(fd, peer)) {
+        Log(absl::StrCat("refused pid ", peer.pid, " (uid ", peer.uid, "): not root or in ",
+                         group_name_));
+        SendErrorAndClose(fd, absl::StrCat("permission denied: uid ", peer.uid,
+                                           " is not root or in ", group_name_));
+        continue;
+      }
+      if (static_cast<int>(connections_.size()) >= options_.max_connections) {
+        Log(absl::StrCat("refused pid ", peer.pid, " (uid ", peer.uid,
+                         "): ", options_.max_connections, " connections are open already"));
+        SendErrorAndClose(fd, absl::StrCat("the agent is busy: ", options_.max_connections,
+                                           " control connections are open already; try again"));
+        continue;
+      }
+      auto c = std::make_unique<Connection>(options_.max_request_bytes);
+      c->fd = fd;
+      c->peer = peer;
+      c->deadline = absl::Now() + options_.io_timeout;
+      connections_.push_back(std::move(c));
+    }
+  }
+
+  bool Authorized(int fd, const Peer& peer) const {
+    if (peer.uid == 0 || peer.gid == group_) return true;
+    // The peer's supplementary groups as they were when it connected.
+    std::vector<gid_t> groups(64);
+    socklen_t len = groups.size() * sizeof(gid_t);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0) {
+      if (errno != ERANGE) return false;
+      groups.resize(len / sizeof(gid_t));
+      if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0) return false;
+    }
+    groups.resize(len / sizeof(gid_t));
+    return std::find(groups.begin(), groups.end(), group_) != groups.end();
+  }
+
+  void Read(Connection& c) {
+    char buf[16384];
+    const size_t want = std::min(c.reader.room(), sizeof(buf));
+    if (want > 0) {
+      const ssize_t n = recv(c.fd, buf, want, 0);
+      if (n < 0) {
+        if (errno != EAGAIN && errno != EINTR) Close(c);
+        return;
+      }
+      if (n == 0) {
+        c.peer_done_sending = true;
+      } else {
+        c.reader.Append(buf, static_cast<size_t>(n));
+      }
+    }
+    Serve(c);
+  }
+
+  // Answers the whole requests read so far, one at a time: the next one only
+  // once the previous reply is sent.
+  void Serve(Connection& c) {
+    std::string payload;
+    while (c.fd >= 0 && c.out.empty() && !c.close_after_write) {
+      const FrameReader::Result result = c.reader.Next(&payload);
+      if (result == FrameReader::Result::kIncomplete) {
+        if (c.peer_done_sending) Close(c);
+        return;
+      }
+      control::Reply reply;
+      if (result == FrameReader::Result::kTooLarge) {
+        Log(absl::StrCat("dropped pid ", c.peer.pid, " (uid ", c.peer.uid, "): a request of ",
+                         c.reader.announced_length(), " bytes"));
+        reply.set_error(absl::StrCat("request of ", c.reader.announced_length(),
+                                     " bytes is larger than the limit of ",
+                                     c.reader.max_payload_bytes(), " bytes"));
+        c.close_after_write = true;
+      } else if (absl::StatusOr<control::Request> request = DecodeRequestUntrusted(payload);
+                 !request.ok()) {
+        reply.set_error(std::string(request.status().message()));
+      } else {
+        const absl::Time start = absl::Now();
+        reply = handler_->Handle(*request, c.peer);
+        // Nobody else was served meanwhile: their time does not run.
+        const absl::Duration busy = absl::Now() - start;
+        for (auto& other : connections_) {
+          if (other.get() != &c) other->deadline += busy;
+        }
+      }
+      c.out = EncodeFrame(reply);
+      c.out_sent = 0;
+      c.deadline = absl::Now() + options_.io_timeout;
+      Flush(c);
+    }
+  }
+
+  // Sends what the socket takes now of the connection's reply. Does not
+  // serve the next request (the caller does), so that a peer's pipelined
+  // requests are a loop, not a recursion.
+  void Flush(Connection& c) {
+    while (c.out_sent < c.out.size()) {
+      const ssize_t n = send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent,
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) return;
+        Close(c);
+        return;
+      }
+      c.out_sent += static_cast<size_t>(n);
+    }
+    std::string().swap(c.out);
+    c.out_sent = 0;
+    c.deadline = absl::Now() + options_.io_timeout;
+    if (c.close_after_write) Close(c);
+  }
+
+  void ExpireDeadlines() {
+    const absl::Time now = absl::Now();
+    for (auto& c : connections_) {
+      if (c->fd < 0 || now < c->deadline) continue;
+      if (!c->out.empty()) {
+        Log(absl::StrCat("dropped pid ", c->peer.pid, " (uid ", c->peer.uid,
+                         "): did not read its reply within ",
+                         absl::FormatDuration(options_.io_timeout)));
+      } else if (c->reader.buffered() > 0) {
+        Log(absl::StrCat("dropped pid ", c->peer.pid, " (uid ", c->peer.uid,
+                         "): its request was not complete within ",
+                         absl::FormatDuration(options_.io_timeout)));
+      }
+      Close(*c);
+    }
+  }
+
+  static void Close(Connection& c) {
+    close(c.fd);
+    c.fd = -1;
+  }
+
+  // At most kLogBurst lines per kLogWindow, so that a peer that connects in
+  // a loop cannot flood the journal; the next line counts what was left out.
+  void Log(const std::string& line) {
+    if (!options_.log) return;
+    static constexpr int kLogBurst = 20;
+    static constexpr absl::Duration kLogWindow = absl::Minutes(1);
+    const absl::Time now = absl::Now();
+    if (now - log_window_start_ >= kLogWindow) {
+      log_window_start_ = now;
+      log_lines_in_window_ = 0;
+    }
+    if (log_lines_in_window_ >= kLogBurst) {
+      log_suppressed_++;
+      return;
+    }
+    log_lines_in_window_++;
+    std::string text = absl::StrCat("control socket: ", line);
+    if (log_suppressed_ > 0) {
+      absl::StrAppend(&text, " (", log_suppressed_, " similar lines left out before)");
+      log_suppressed_ = 0;
+    }
+    options_.log(text);
+  }
+
+  const int listen_fd_;
+  const int wake_fd_;
+  const Options options_;
+  const gid_t group_;
+  const std::string group_name_;
+  ControlHandler* const handler_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+  absl::Time accept_paused_until_ = absl::InfinitePast();
+  absl::Time log_window_start_ = absl::InfinitePast();
+  int log_lines_in_window_ = 0;
+  uint64_t log_suppressed_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Listen(const std::string& path,
+                                                                     Options options,
+                                                                     ControlHandler* handler) {
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("control socket path '", path, "' is ", path.size(),
+                     " bytes long; a unix socket path has 1 to ", sizeof(addr.sun_path) - 1));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("control socket path ", path, " is ", KindOfFile(st.st_mode),
+                       ", not a socket; refusing to replace it (remove it, or set "
+                       "control_socket to another path)"));
+    }
+    if (!options.replace_stale_socket) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "control socket ", path, " exists already; is another ringside agent running?"));
+    }
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot remove the stale control socket ", path, ": ", Errno(errno)));
+    }
+  } else if (errno != ENOENT) {
+    return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", Errno(errno)));
+  }
+
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket(AF_UNIX): ", Errno(errno)));
+  // bind() creates the file with the socket's own mode less the umask: set
+  // it first, so that the file is never looser than 0660.
+  fchmod(fd, 0660);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    close(fd);
+    const std::string what = absl::StrCat("cannot create the control socket ", path, ": ");
+    if (err == ENOENT) return absl::NotFoundError(what + "its directory does not exist");
+    if (err == EADDRINUSE) return absl::AlreadyExistsError(what + "the path was just taken");
+    if (err == EACCES) return absl::PermissionDeniedError(what + Errno(err));
+    return absl::InternalError(what + Errno(err));
+  }
+  auto fail = [&](absl::Status status) {
+    close(fd);
+    unlink(path.c_str());
+    return status;
+  };
+  if (options.group.has_value() && lchown(path.c_str(), static_cast<uid_t>(-1), *options.group)) {
+    return fail(absl::PermissionDeniedError(absl::StrCat(
+        "cannot give the control socket ", path, " to gid ", *options.group, ": ", Errno(errno))));
+  }
+  // The umask may have taken the group's bits.
+  if (chmod(path.c_str(), 0660) != 0 || lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    return fail(absl::InternalError(
+        absl::StrCat("cannot set the mode of the control socket ", path, ": ", Errno(errno))));
+  }
+  if (listen(fd, 64) != 0) {
+    return fail(absl::InternalError(absl::StrCat("listen(", path, "): ", Errno(errno))));
+  }
+  const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd < 0) return fail(absl::InternalError(absl::StrCat("eventfd: ", Errno(errno))));
+
+  std::unique_ptr<ControlServer> server(new ControlServer());
+  server->path_ = path;
+  server->group_ = options.group.value_or(st.st_gid);
+  server->socket_dev_ = st.st_dev;
+  server->socket_ino_ = st.st_ino;
+  server->loop_ = std::make_unique<Loop>(fd, wake_fd, std::move(options), server->group_, handler);
+  server->thread_ = std::thread([loop = server->loop_.get()] { loop->Run(); });
+  return server;
+}
+
+ControlServer::~ControlServer() { Stop(); }
+
+void ControlServer::Stop() {
+  if (loop_ == nullptr) return;
+  loop_->Wake();
+  thread_.join();
+  loop_.reset();
+  struct stat st;
+  if (lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == socket_dev_ &&
+      st.st_ino == socket_ino_) {
+    unlink(path_.c_str());
+  }
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,409 @@
+#include "agent/daemon/control_server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "agent/daemon/control_client.h"
+#include "agent/daemon/control_frame.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/agent/testing/control_peer.h"
+
+namespace ringside::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::RawClient;
+using testing::ScratchDir;
+using ::testing::StartsWith;
+
+// Answers like an agent would, from canned values, and remembers who asked.
+class FakeHandler : public ControlHandler {
+ public:
+  control::Reply Handle(const control::Request& request, const Peer& peer) override {
+    {
+      absl::MutexLock lock(&mu_);
+      peers_.push_back(peer);
+    }
+    control::Reply reply;
+    switch (request.request_case()) {
+      case control::Request::kStatus:
+        reply.mutable_status()->set_pid(4321);
+        reply.mutable_status()->set_uptime_ms(++status_calls_);
+        break;
+      case control::Request::kSnapshot:
+        if (request.snapshot().wait()) absl::SleepFor(snapshot_wait_time_);
+        reply.mutable_snapshot()->set_path(
+            absl::StrCat("/snapshots/", request.snapshot().wait() ? "done-" : "started-",
+                         request.snapshot().reason()));
+        reply.mutable_snapshot()->set_reason(request.snapshot().reason());
+        break;
+      case control::Request::kStop:
+        reply.mutable_stop();
+        break;
+      case control::Request::kTrigger:
+        if (request.trigger().name() == "oom") {
+          reply.mutable_trigger();
+        } else {
+          reply.set_error("no trigger named " + request.trigger().name());
+        }
+        break;
+      default:
+        reply.set_error("unexpected");
+    }
+    return reply;
+  }
+
+  // How long a snapshot with wait takes.
+  void set_snapshot_wait_time(absl::Duration d) { snapshot_wait_time_ = d; }
+
+  std::vector<Peer> peers() {
+    absl::MutexLock lock(&mu_);
+    return peers_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);
+  int status_calls_ = 0;
+  absl::Duration snapshot_wait_time_;
+};
+
+class ControlServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_FALSE(dir_.path().empty()); }
+
+  ControlServer::Options DefaultOptions() {
+    ControlServer::Options options;
+    options.log = [this](absl::string_view line) {
+      absl::MutexLock lock(&log_mu_);
+      log_.push_back(std::string(line));
+    };
+    return options;
+  }
+
+  void Start(ControlServer::Options options) {
+    absl::StatusOr<std::unique_ptr<ControlServer>> server =
+        ControlServer::Listen(socket_path_, std::move(options), &handler_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+  void Start() { Start(DefaultOptions()); }
+
+  absl::StatusOr<control::Reply> Call(const control::Request& request) {
+    return CallAgent(socket_path_, request, absl::Seconds(10));
+  }
+  static control::Request Status() {
+    control::Request request;
+    request.mutable_status();
+    return request;
+  }
+
+  std::string Log() {
+    absl::MutexLock lock(&log_mu_);
+    std::string all;
+    for (const std::string& line : log_) all += line + "\n";
+    return all;
+  }
+
+  ScratchDir dir_;
+  const std::string socket_path_ = dir_.Join("control.sock");
+  FakeHandler handler_;
+  absl::Mutex log_mu_;
+  std::vector<std::string> log_ ABSL_GUARDED_BY(log_mu_);
+  std::unique_ptr<ControlServer> server_;
+};
+
+TEST_F(ControlServerTest, StatusRequestGetsTheHandlersReplyAndThePeersCredentials) {
+  Start();
+  const absl::StatusOr<control::Reply> reply = Call(Status());
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_FALSE(reply->has_error()) << reply->error();
+  EXPECT_EQ(reply->status().pid(), 4321);
+  ASSERT_EQ(handler_.peers().size(), 1u);
+  EXPECT_EQ(handler_.peers()[0].pid, getpid());
+  EXPECT_EQ(handler_.peers()[0].uid, getuid());
+  EXPECT_EQ(handler_.peers()[0].gid, getgid());
+}
+
+TEST_F(ControlServerTest, SnapshotRequestCarriesReasonAndWait) {
+  Start();
+  control::Request request;
+  request.mutable_snapshot()->set_reason("oom-seen");
+  request.mutable_snapshot()->set_wait(true);
+  const absl::StatusOr<control::Reply> reply = Call(request);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->snapshot().path(), "/snapshots/done-oom-seen");
+  EXPECT_EQ(reply->snapshot().reason(), "oom-seen");
+}
+
+TEST_F(ControlServerTest, StopRequestGetsAStopReply) {
+  Start();
+  control::Request request;
+  request.mutable_stop();
+  const absl::StatusOr<control::Reply> reply = Call(request);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->has_stop());
+}
+
+TEST_F(ControlServerTest, TriggerRequestGetsATriggerReplyOrTheHandlersError) {
+  Start();
+  control::Request request;
+  request.mutable_trigger()->set_name("oom");
+  absl::StatusOr<control::Reply> reply = Call(request);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->has_trigger());
+  request.mutable_trigger()->set_name("nope");
+  reply = Call(request);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->error(), "no trigger named nope");
+}
+
+TEST_F(ControlServerTest, SeveralRequestsOnOneConnectionAreAnsweredInOrder) {
+  Start();
+  RawClient client(socket_path_);
+  ASSERT_TRUE(client.ok());
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_reason("second");
+  // All three in one write: the server must cut them apart.
+  ASSERT_TRUE(client.Send(EncodeFrame(Status()) + EncodeFrame(snapshot) + EncodeFrame(Status())));
+  absl::StatusOr<control::Reply> reply = client.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->status().uptime_ms(), 1u);
+  reply = client.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->snapshot().reason(), "second");
+  reply = client.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->status().uptime_ms(), 2u);
+}
+
+TEST_F(ControlServerTest, GarbageFrameGetsAnErrorAndTheConnectionGoesOn) {
+  Start();
+  RawClient client(socket_path_);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client.Send(std::string("\x05\x00\x00\x00\xff\xff\xff\xff\xff", 9)));
+  absl::StatusOr<control::Reply> reply = client.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_THAT(reply->error(), StartsWith("malformed request"));
+  ASSERT_TRUE(client.Send(Status()));
+  reply = client.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->has_status());
+  EXPECT_TRUE(Call(Status()).ok());
+}
+
+TEST_F(ControlServerTest, OversizedLengthIsRefusedAndTheConnectionClosed) {
+  Start();
+  RawClient client(socket_path_);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client.Send(std::string("\xf0\xff\xff\xff", 4)));
+  const absl::StatusOr<control::Reply> reply = client.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->error(), "request of 4294967280 bytes is larger than the limit of 65536 bytes");
+  EXPECT_TRUE(client.ClosedByServer(absl::Seconds(10)));
+  EXPECT_TRUE(Call(Status()).ok());
+}
+
+TEST_F(ControlServerTest, StalledHalfFrameIsDroppedAfterTheTimeoutWhileOthersAreServed) {
+  ControlServer::Options options = DefaultOptions();
+  options.io_timeout = absl::Milliseconds(500);
+  Start(std::move(options));
+  RawClient stalled(socket_path_);
+  ASSERT_TRUE(stalled.ok());
+  const std::string frame = EncodeFrame(Status());
+  ASSERT_TRUE(stalled.Send(frame.substr(0, 3)));
+  const absl::StatusOr<control::Reply> other = Call(Status());
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_TRUE(other->has_status());
+  EXPECT_TRUE(stalled.ClosedByServer(absl::Seconds(10)));
+  EXPECT_THAT(Log(), HasSubstr("its request was not complete within 500ms"));
+}
+
+TEST_F(ControlServerTest, ConnectionIsNotTimedOutWhileTheServerIsBusyWithAnotherRequest) {
+  ControlServer::Options options = DefaultOptions();
+  options.io_timeout = absl::Seconds(2);
+  Start(std::move(options));
+  handler_.set_snapshot_wait_time(absl::Seconds(3));
+  RawClient waiting(socket_path_);
+  ASSERT_TRUE(waiting.Send(Status()));
+  ASSERT_TRUE(waiting.ReadReply().ok());  // Accepted; its 2 s start now.
+  RawClient slow(socket_path_);
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_wait(true);
+  ASSERT_TRUE(slow.Send(snapshot));
+  absl::SleepFor(absl::Milliseconds(100));  // The snapshot is being taken.
+  ASSERT_TRUE(waiting.Send(Status()));
+  const absl::StatusOr<control::Reply> reply = waiting.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->has_status());
+  EXPECT_TRUE(slow.ReadReply().ok());
+}
+
+TEST_F(ControlServerTest, ConnectionsBeyondTheLimitGetAnErrorAndTheOthersAreKept) {
+  ControlServer::Options options = DefaultOptions();
+  options.max_connections = 2;
+  Start(std::move(options));
+  RawClient first(socket_path_), second(socket_path_);
+  // Answered: both are accepted and held.
+  for (RawClient* c : {&first, &second}) {
+    ASSERT_TRUE(c->Send(Status()));
+    ASSERT_TRUE(c->ReadReply().ok());
+  }
+  RawClient third(socket_path_);
+  ASSERT_TRUE(third.ok());
+  const absl::StatusOr<control::Reply> refused = third.ReadReply();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_THAT(refused->error(), HasSubstr("2 control connections are open already"));
+  EXPECT_TRUE(third.ClosedByServer(absl::Seconds(10)));
+  ASSERT_TRUE(first.Send(Status()));
+  EXPECT_TRUE(first.ReadReply().ok());
+}
+
+// `bytes` is exactly one frame holding a Reply.
+bool ParseOneFrame(const std::string& bytes, control::Reply* reply) {
+  FrameReader reader(1 << 20);
+  std::string payload;
+  for (size_t at = 0; at < bytes.size();) {
+    const size_t n = std::min(bytes.size() - at, reader.room());
+    if (n == 0) return false;
+    reader.Append(bytes.data() + at, n);
+    at += n;
+  }
+  return reader.Next(&payload) == FrameReader::Result::kComplete && reader.buffered() == 0 &&
+         reply->ParseFromString(payload);
+}
+
+TEST_F(ControlServerTest, UnprivilegedPeerIsRefusedWithThePermissionErrorWhileRootIsServed) {
+  Start();
+  // The file's mode is the first gate; loosen it so that the peer reaches
+  // the second one, the SO_PEERCRED check, which must hold on its own.
+  ASSERT_EQ(chmod(socket_path_.c_str(), 0666), 0);
+  const std::string request = EncodeFrame(Status());
+  const std::string path = socket_path_;
+  const absl::StatusOr<std::string> answer =
+      testing::RunAs(65534, 65534, {}, [&] { return testing::ExchangeRaw(path, request); });
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  control::Reply reply;
+  ASSERT_TRUE(ParseOneFrame(*answer, &reply)) << *answer;
+  EXPECT_THAT(reply.error(), StartsWith("permission denied: uid 65534 is not root or in "));
+  EXPECT_FALSE(reply.has_status());
+  EXPECT_TRUE(handler_.peers().empty());
+  EXPECT_THAT(Log(), HasSubstr("(uid 65534): not root or in"));
+  const absl::StatusOr<control::Reply> root = Call(Status());
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_TRUE(root->has_status());
+}
+
+TEST_F(ControlServerTest, PeerWithTheControlGroupAmongItsGroupsIsServed) {
+  ControlServer::Options options = DefaultOptions();
+  options.group = 4242;
+  Start(std::move(options));
+  const std::string request = EncodeFrame(Status());
+  const std::string path = socket_path_;
+  const absl::StatusOr<std::string> answer =
+      testing::RunAs(65534, 65534, {4242}, [&] { return testing::ExchangeRaw(path, request); });
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  control::Reply reply;
+  ASSERT_TRUE(ParseOneFrame(*answer, &reply)) << *answer;
+  EXPECT_FALSE(reply.has_error()) << reply.error();
+  EXPECT_TRUE(reply.has_status());
+  ASSERT_EQ(handler_.peers().size(), 1u);
+  EXPECT_EQ(handler_.peers()[0].uid, 65534u);
+}
+
+TEST_F(ControlServerTest, SocketIsMode0660AndOwnedByTheControlGroup) {
+  ControlServer::Options options = DefaultOptions();
+  options.group = 4242;
+  Start(std::move(options));
+  struct stat st;
+  ASSERT_EQ(lstat(socket_path_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  EXPECT_EQ(st.st_gid, 4242u);
+  EXPECT_EQ(server_->group(), 4242u);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST_F(ControlServerTest, ListenRefusesARegularFileAndLeavesItUntouched) {
+  std::ofstream(socket_path_) << "not a socket";
+  ControlServer::Options options = DefaultOptions();
+  options.replace_stale_socket = true;
+  const auto server = ControlServer::Listen(socket_path_, std::move(options), &handler_);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(server.status().message(), HasSubstr(socket_path_ + " is a regular file"));
+  EXPECT_EQ(ReadFile(socket_path_), "not a socket");
+}
+
+TEST_F(ControlServerTest, ListenRefusesASymlinkAndLeavesItAndItsTargetUntouched) {
+  const std::string target = dir_.Join("target");
+  std::ofstream(target) << "precious";
+  ASSERT_EQ(symlink(target.c_str(), socket_path_.c_str()), 0);
+  ControlServer::Options options = DefaultOptions();
+  options.replace_stale_socket = true;
+  const auto server = ControlServer::Listen(socket_path_, std::move(options), &handler_);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(), HasSubstr(socket_path_ + " is a symlink"));
+  char link[4096] = {};
+  ASSERT_GT(readlink(socket_path_.c_str(), link, sizeof(link) - 1), 0);
+  EXPECT_EQ(std::string(link), target);
+  EXPECT_EQ(ReadFile(target), "precious");
+}
+
+// A socket file left by an agent that died (bound, nobody listening).
+void LeaveStaleSocket(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  close(fd);
+}
+
+TEST_F(ControlServerTest, ListenRefusesAnExistingSocketUnlessTheCallerKnowsItIsStale) {
+  LeaveStaleSocket(socket_path_);
+  const auto refused = ControlServer::Listen(socket_path_, DefaultOptions(), &handler_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(refused.status().message(), HasSubstr("is another ringside agent running?"));
+  ControlServer::Options options = DefaultOptions();
+  options.replace_stale_socket = true;
+  Start(std::move(options));
+  EXPECT_TRUE(Call(Status()).ok());
+}
+
+TEST_F(ControlServerTest, StopRemovesTheSocket) {
+  Start();
+  server_->Stop();
+  struct stat st;
+  EXPECT_NE(lstat(socket_path_.c_str(), &st), 0);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+TEST_F(ControlServerTest, StopLeavesASocketThatIsNoLongerItsOwn) {
+  Start();
+  ASSERT_EQ(unlink(socket_path_.c_str()), 0);
+  LeaveStaleSocket(socket_path_);
+  server_->Stop();
+  struct stat st;
+  ASSERT_EQ(lstat(socket_path_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+}
+
+}  // namespace
+}  // namespace ringside::agent
