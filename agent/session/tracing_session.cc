@@ -126,7 +126,7 @@ absl::Status TracingSession::Start(TraceSink* stream) {
 void TracingSession::MoveChunksIntoBuffers() {
   absl::MutexLock lock(&mu_);
   for (SourceSlot& slot : sources_.slots) {
-    slot.producer->DrainInto(buffers_[slot.target_buffer].get());
+    slot.producer->CommitQueuedInto(buffers_[slot.target_buffer].get());
   }
   if (tracker_ != nullptr) tracker_->ApplyTo(buffers_[0]->durable());
 }

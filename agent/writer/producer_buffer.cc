@@ -76,7 +76,7 @@ void ProducerBuffer::Enqueue(CommitEntry entry) {
   queue_.push_back(std::move(entry));
 }
 
-size_t ProducerBuffer::DrainInto(buffer::TraceBuffer* buffer) {
+size_t ProducerBuffer::CommitQueuedInto(buffer::TraceBuffer* buffer) {
   std::deque<CommitEntry> entries;
   {
     absl::MutexLock lock(&mu_);

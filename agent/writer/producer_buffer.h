@@ -46,7 +46,7 @@ struct CommitEntry {
 // TraceBuffer.
 //
 //   writer threads ──TraceWriter──► chunks ──Commit()──► queue
-//                                                          │ DrainInto()
+//                                                          │ CommitQueuedInto()
 //                                     owner thread ◄───────┘ CopyChunkUntrusted,
 //                                                            TryPatchChunkContents
 //
@@ -81,7 +81,7 @@ class ProducerBuffer {
 
   // Owner thread: applies every queued commit to `buffer` and returns the
   // chunks to the pool. Returns the number of entries applied.
-  size_t DrainInto(buffer::TraceBuffer* buffer);
+  size_t CommitQueuedInto(buffer::TraceBuffer* buffer);
 
   // Service side of a flush that must not wait for the writers: commits a copy
   // of every chunk still being written, as a scraped (incomplete) chunk. The

@@ -86,11 +86,11 @@ void BM_FtracePageParse(benchmark::State& state) {
     bundles.WriteBundle(writer.get(), 0, events, false);
     if ((++pages & 7) == 0) {
       writer->Flush();
-      producer.DrainInto(tb.get());
+      producer.CommitQueuedInto(tb.get());
     }
   }
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   if (bundles.stats().compact_events != pages * events_per_page) {
     state.SkipWithError("events were lost");
   }

@@ -49,10 +49,10 @@ void BM_TraceWriter_SmallPackets(benchmark::State& state) {
   for (auto _ : state) {
     WriteSchedSwitch(writer.get(), i++);
     // The owner's side, on the same core: commit chunks as they fill.
-    if ((i & 63) == 0) producer.DrainInto(tb.get());
+    if ((i & 63) == 0) producer.CommitQueuedInto(tb.get());
   }
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   const uint64_t bytes = writer->stats().bytes_written;
   if (writer->stats().packets_dropped != 0) state.SkipWithError("packets were dropped");
   state.counters["bytes_per_packet"] =

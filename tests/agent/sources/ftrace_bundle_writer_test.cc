@@ -261,11 +261,11 @@ TEST(FtraceEndToEndTest, EventsOfARealWorkloadBecomeBundlesAndCountsMatchTheKern
       for (const RawEvent& e : events) raw_by_id[EventTable::EventId(e)]++;
       raw_total += events.size();
       bundles.WriteBundle(writer.get(), static_cast<uint32_t>(cpu), events, r.lost_events);
-      producer.DrainInto(tb.get());
+      producer.CommitQueuedInto(tb.get());
     }
   }
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
 
   // The kernel's own count of what was read matches ours, and nothing was lost.
   uint64_t kernel_read = 0;

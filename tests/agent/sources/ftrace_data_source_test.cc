@@ -76,10 +76,10 @@ TEST(FtraceDataSourceTest, ReaderThreadRecordsEveryMarkerInOrderWithStartAndEndS
   for (int round = 0; round < 4; round++) {
     WriteMarkers(InstancePath("t-ds"), absl::StrCat("ds marker r", round, " "), 100);
     usleep(30 * 1000);
-    producer.DrainInto(tb.get());
+    producer.CommitQueuedInto(tb.get());
   }
   (*ds)->Stop();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   EXPECT_GT((*ds)->stats().pages_read, 0u);
   EXPECT_EQ((*ds)->stats().pages_malformed, 0u);
 
@@ -110,7 +110,7 @@ TEST(FtraceDataSourceTest, UnknownEventsAndBadFiltersAreNamedInTheStats) {
   ASSERT_TRUE(ds.ok()) << ds.status();
   ASSERT_TRUE((*ds)->Start().ok());
   (*ds)->Stop();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   Recorded r = ReadBack(tb.get(), "-");
   ASSERT_FALSE(r.stats.empty());
   ASSERT_EQ(r.stats[0].unknown_ftrace_events_size(), 1);
@@ -145,7 +145,7 @@ TEST(FtraceDataSourceTest, TinyBufferBurstReportsOverrunAndLostEventsWithoutCras
   ASSERT_TRUE((*ds)->Start().ok());
   WriteMarkers(InstancePath("t-ds-burst"), "burst ", 20000);
   (*ds)->Stop();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   Recorded r = ReadBack(tb.get(), "burst ");
   ASSERT_EQ(r.stats.size(), 2u);
   uint64_t overrun = 0;

@@ -27,7 +27,7 @@ std::vector<trace::TracePacket> WriteAndReadBack(const std::function<void(TraceW
   auto writer = producer.CreateTraceWriter(1);
   write(writer.get());
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   std::vector<trace::TracePacket> out;
   for (ReadPacket& r : ReadAllPackets(tb.get())) out.push_back(std::move(r.packet));
   return out;

@@ -107,7 +107,7 @@ TEST(ProducerBufferTest, DrainReturnsCommittedChunksToThePool) {
   ProducerBuffer producer(1, {}, Pool(1));
   CommitBuiltChunk(&producer, 1, buffer::ChunkBuilder(0, 1).AddFragment("a"));
   EXPECT_EQ(producer.AcquireChunk(), nullptr);
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   EXPECT_NE(producer.AcquireChunk(), nullptr);
 }
 
@@ -116,8 +116,8 @@ TEST(ProducerBufferTest, DrainReturnsTheNumberOfEntriesApplied) {
   ProducerBuffer producer(1, {}, Pool(4));
   CommitBuiltChunk(&producer, 1, buffer::ChunkBuilder(0, 1).AddFragment("a"));
   CommitBuiltChunk(&producer, 2, buffer::ChunkBuilder(0, 2).AddFragment("b"));
-  EXPECT_EQ(producer.DrainInto(tb.get()), 2u);
-  EXPECT_EQ(producer.DrainInto(tb.get()), 0u);
+  EXPECT_EQ(producer.CommitQueuedInto(tb.get()), 2u);
+  EXPECT_EQ(producer.CommitQueuedInto(tb.get()), 0u);
 }
 
 TEST(ProducerBufferTest, CommittedPacketsCarryTheProducersIdAndIdentity) {
@@ -126,7 +126,7 @@ TEST(ProducerBufferTest, CommittedPacketsCarryTheProducersIdAndIdentity) {
   auto writer = producer.CreateTraceWriter(7);
   WriteTimestampPacket(writer.get(), 5);
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), 1u);
   EXPECT_EQ(TimestampOf(reads[0]), 5u);
@@ -141,7 +141,7 @@ TEST(ProducerBufferTest, SequenceIsTheCommittingWritersNotTheOneInTheChunkHeader
   ProducerBuffer producer(1, {}, Pool(4));
   // The chunk claims writer 9; writer 2 committed it.
   CommitBuiltChunk(&producer, 2, buffer::ChunkBuilder(0, 9).AddFragment("claimed"));
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), 1u);
   EXPECT_EQ(reads[0].bytes, "claimed");
@@ -161,7 +161,7 @@ TEST(ProducerBufferTest, PatchEntriesReachTheirChunkInTheBuffer) {
   // Offset 4: just past the fragment's 4-byte size header.
   patches.patches.push_back(buffer::TraceBuffer::Patch{4, {'D', 'O', 'N', 'E'}});
   producer.Enqueue(std::move(patches));
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), 1u);
   EXPECT_EQ(reads[0].bytes, "DONE-body");
@@ -194,10 +194,10 @@ TEST(ProducerBufferTest, ScrapeCommitsTheCompletePacketsOfEveryWriter) {
   WriteTimestampPacket(b.get(), 21);
   // Nothing is committed until a chunk fills or a writer flushes; a scrape
   // does not wait for either.
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   ASSERT_TRUE(ReadAll(tb.get()).empty());
   producer.ScrapeWriters();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   std::vector<Read> reads = ReadAll(tb.get());
   std::multiset<uint64_t> timestamps;
   for (const Read& r : reads) timestamps.insert(TimestampOf(r));
@@ -228,7 +228,7 @@ TEST(ProducerBufferTest, DestroyedWriterFlushesAndIsNoLongerScraped) {
   EXPECT_EQ(producer.stats().chunks_committed, 1u);
   producer.ScrapeWriters();
   EXPECT_EQ(producer.stats().chunks_scraped, 1u);
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), 2u);
 }
@@ -241,7 +241,7 @@ TEST(ProducerBufferTest, StallWaitsForAChunkTheOwnerFrees) {
   CommitBuiltChunk(&producer, 1, buffer::ChunkBuilder(0, 1).AddFragment("a"));
   std::thread owner([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    producer.DrainInto(tb.get());
+    producer.CommitQueuedInto(tb.get());
   });
   EXPECT_NE(producer.AcquireChunk(), nullptr);
   owner.join();

@@ -72,10 +72,10 @@ TEST(TraceWriterTest, PacketsFrom1ByteTo1MiBRoundTripThroughTheBuffer) {
   const size_t sizes[] = {1, 2, 100, 4000, 4077, 4096, 9000, 65536, 300000, 1 << 20, 3, 70};
   for (size_t i = 0; i < std::size(sizes); i++) {
     WritePrintPacket(writer.get(), 1000 + i, Payload(sizes[i], i));
-    producer.DrainInto(tb.get());
+    producer.CommitQueuedInto(tb.get());
   }
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
 
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), std::size(sizes));
@@ -107,12 +107,12 @@ TEST(TraceWriterTest, SequenceWaitsForItsPatchesThenReads) {
     ProtoMessage* event = bundle->BeginNested(trace::FtraceEventBundle::kEventFieldNumber);
     ProtoMessage* print = event->BeginNested(trace::FtraceEvent::kPrintFieldNumber);
     print->AppendString(trace::PrintFtraceEvent::kBufFieldNumber, Payload(6000, 1));
-    producer.DrainInto(tb.get());
+    producer.CommitQueuedInto(tb.get());
     // The first chunk is committed but its length is still open.
     EXPECT_TRUE(ReadAll(tb.get()).empty());
   }
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), 1u);
   EXPECT_EQ(reads[0].packet.ftrace_events().event(0).print().buf(), Payload(6000, 1));
@@ -127,10 +127,10 @@ TEST(TraceWriterTest, DropPolicyCountsDropsAndFlagsTheNextPacket) {
   const uint64_t dropped = writer->stats().packets_dropped;
   EXPECT_GT(dropped, 0u);
   EXPECT_GT(producer.stats().pool_exhausted, 0u);
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   for (uint64_t i = 40; i < 45; i++) WritePrintPacket(writer.get(), i, Payload(900, i));
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
 
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), 45 - dropped);
@@ -154,10 +154,10 @@ TEST(TraceWriterTest, DropInTheMiddleOfAPacketLosesOnlyThatPacket) {
   WritePrintPacket(writer.get(), 1, Payload(3000, 1));
   WritePrintPacket(writer.get(), 2, Payload(9000, 2));  // Needs 3 chunks; has 1 more.
   EXPECT_EQ(writer->stats().packets_dropped, 1u);
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   WritePrintPacket(writer.get(), 3, Payload(100, 3));
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), 2u);
   EXPECT_EQ(reads[0].packet.timestamp(), 1u);
@@ -172,7 +172,7 @@ TEST(TraceWriterTest, StallPolicyWaitsForTheOwnerAndLosesNothing) {
   std::atomic<bool> done{false};
   std::thread owner([&] {
     while (!done.load()) {
-      producer.DrainInto(tb.get());
+      producer.CommitQueuedInto(tb.get());
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   });
@@ -184,7 +184,7 @@ TEST(TraceWriterTest, StallPolicyWaitsForTheOwnerAndLosesNothing) {
   }
   done = true;
   owner.join();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   EXPECT_GT(producer.stats().stalls, 0u);
   EXPECT_GT(producer.stats().stall_ns, 0u);
   EXPECT_EQ(producer.stats().stall_timeouts, 0u);
@@ -218,14 +218,14 @@ TEST(TraceWriterTest, ScrapedChunkIsReadAndItsFinalCommitAddsOnlyTheRest) {
     auto open = writer->NewTracePacket();
     open->AppendVarInt(TracePacket::kTimestampFieldNumber, 3);
     producer.ScrapeWriters();
-    producer.DrainInto(tb.get());
+    producer.CommitQueuedInto(tb.get());
     std::vector<Read> reads = ReadAll(tb.get());
     ASSERT_EQ(reads.size(), 3u);
     EXPECT_EQ(reads[2].packet.timestamp(), 2u);
   }
   WritePrintPacket(writer.get(), 4, Payload(50, 4));
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), 2u);
   EXPECT_EQ(reads[0].packet.timestamp(), 3u);
@@ -240,12 +240,12 @@ TEST(TraceWriterTest, NothingIsCommittedUntilAChunkFillsOrAFlush) {
   ProducerBuffer producer(1, {}, PoolOptions(8, PoolExhaustedPolicy::kDrop));
   auto writer = producer.CreateTraceWriter(1);
   WritePrintPacket(writer.get(), 1, "x");
-  EXPECT_EQ(producer.DrainInto(tb.get()), 0u);
+  EXPECT_EQ(producer.CommitQueuedInto(tb.get()), 0u);
   writer->Flush();
-  EXPECT_EQ(producer.DrainInto(tb.get()), 1u);
+  EXPECT_EQ(producer.CommitQueuedInto(tb.get()), 1u);
   EXPECT_EQ(ReadAll(tb.get()).size(), 1u);
   writer->Flush();  // Nothing new: nothing committed.
-  EXPECT_EQ(producer.DrainInto(tb.get()), 0u);
+  EXPECT_EQ(producer.CommitQueuedInto(tb.get()), 0u);
 }
 
 TEST(TraceWriterTest, WritersOnManyThreadsStayInOrderPerSequence) {
@@ -254,7 +254,7 @@ TEST(TraceWriterTest, WritersOnManyThreadsStayInOrderPerSequence) {
   std::atomic<bool> done{false};
   std::thread owner([&] {
     while (!done.load()) {
-      producer.DrainInto(tb.get());
+      producer.CommitQueuedInto(tb.get());
       std::this_thread::yield();
     }
   });
@@ -272,7 +272,7 @@ TEST(TraceWriterTest, WritersOnManyThreadsStayInOrderPerSequence) {
   for (std::thread& t : threads) t.join();
   done = true;
   owner.join();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), kWriters * kPackets);
   std::vector<uint64_t> next(kWriters, 0);
@@ -308,7 +308,7 @@ TEST(TraceWriterTest, InterningAndIncrementalStateClear) {
   EXPECT_NE(a2, a);     // ...under an id never used before.
   { auto p = writer->NewTracePacket(true); }
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
 
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), 3u);
@@ -344,7 +344,7 @@ TEST(TraceWriterTest, PackedVarIntsAndFixedFieldsEncodeAsLibprotobufReadsThem) {
     cpu->AppendFixed64(trace::FtraceCpuStats::kOldestEventTsFieldNumber, 0x3ff0000000000000);
   }
   writer->Flush();
-  producer.DrainInto(tb.get());
+  producer.CommitQueuedInto(tb.get());
   std::vector<Read> reads = ReadAll(tb.get());
   ASSERT_EQ(reads.size(), 2u);
   const auto& cs = reads[0].packet.ftrace_events().compact_sched();
