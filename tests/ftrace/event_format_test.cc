@@ -3,29 +3,13 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/ftrace/testing/kernel_formats.h"
 #include "tests/testing/kernel_tracefs.h"
 
 namespace ringside::ftrace {
 namespace {
 
-constexpr char kSchedSwitchFormat[] = R"(name: sched_switch
-ID: 372
-format:
-	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
-	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
-	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
-	field:int common_pid;	offset:4;	size:4;	signed:1;
-
-	field:char prev_comm[16];	offset:8;	size:16;	signed:0;
-	field:pid_t prev_pid;	offset:24;	size:4;	signed:1;
-	field:int prev_prio;	offset:28;	size:4;	signed:1;
-	field:long prev_state;	offset:32;	size:8;	signed:1;
-	field:char next_comm[16];	offset:40;	size:16;	signed:0;
-	field:pid_t next_pid;	offset:56;	size:4;	signed:1;
-	field:int next_prio;	offset:60;	size:4;	signed:1;
-
-print fmt: "prev_comm=%s prev_pid=%d", REC->prev_comm, REC->prev_pid
-)";
+using testing::kSchedSwitchFormat;
 
 TEST(EventFormatTest, ParsesFieldsOffsetsSizesAndSignedness) {
   absl::StatusOr<EventFormat> f = ParseEventFormat("sched", kSchedSwitchFormat);

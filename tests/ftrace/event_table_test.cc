@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/ftrace/testing/kernel_formats.h"
 #include "tests/testing/kernel_tracefs.h"
 
 namespace ringside::ftrace {
@@ -22,24 +23,7 @@ using ::testing::HasSubstr;
 using testing::KernelTracefs;
 
 // Format files as a 6.18 kernel writes them.
-constexpr char kSchedSwitch[] = R"(name: sched_switch
-ID: 372
-format:
-	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
-	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
-	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
-	field:int common_pid;	offset:4;	size:4;	signed:1;
-
-	field:char prev_comm[16];	offset:8;	size:16;	signed:0;
-	field:pid_t prev_pid;	offset:24;	size:4;	signed:1;
-	field:int prev_prio;	offset:28;	size:4;	signed:1;
-	field:long prev_state;	offset:32;	size:8;	signed:1;
-	field:char next_comm[16];	offset:40;	size:16;	signed:0;
-	field:pid_t next_pid;	offset:56;	size:4;	signed:1;
-	field:int next_prio;	offset:60;	size:4;	signed:1;
-
-print fmt: "prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=%s next_pid=%d next_prio=%d", REC->prev_comm, REC->prev_pid, REC->prev_prio, REC->prev_state, "", REC->next_comm, REC->next_pid, REC->next_prio
-)";
+using testing::kSchedSwitchFormat;
 
 constexpr char kSchedWakeup[] = R"(name: sched_wakeup
 ID: 374
@@ -128,7 +112,7 @@ EventFormat Parse(const char* group, const char* text) {
 
 EventTable Table() {
   EventTable table;
-  table.Add(Parse("sched", kSchedSwitch));
+  table.Add(Parse("sched", kSchedSwitchFormat));
   table.Add(Parse("sched", kSchedWakeup));
   table.Add(Parse("sched", kSchedProcessExec));
   table.Add(Parse("ftrace", kPrint));
@@ -369,7 +353,7 @@ class FakeEventsDir {
 
 TEST(EventTableLoadTest, LoadsEachNamedEventsFormat) {
   FakeEventsDir dir;
-  dir.Add("events/sched/sched_switch/format", kSchedSwitch);
+  dir.Add("events/sched/sched_switch/format", kSchedSwitchFormat);
   dir.Add("events/sched/sched_wakeup/format", kSchedWakeup);
   dir.Add("events/task/task_rename/format", kTaskRename);
   absl::StatusOr<EventTable> table = EventTable::Load(Tracefs::AtRootForTesting(dir.root()),
@@ -384,7 +368,7 @@ TEST(EventTableLoadTest, LoadsEachNamedEventsFormat) {
 
 TEST(EventTableLoadTest, GroupWildcardLoadsEveryEventDirectoryOfTheGroup) {
   FakeEventsDir dir;
-  dir.Add("events/sched/sched_switch/format", kSchedSwitch);
+  dir.Add("events/sched/sched_switch/format", kSchedSwitchFormat);
   dir.Add("events/sched/sched_wakeup/format", kSchedWakeup);
   dir.Add("events/sched/enable", "0\n");  // Files beside the events are not events.
   dir.Add("events/sched/filter", "none\n");
@@ -408,7 +392,7 @@ TEST(EventTableLoadTest, EventNotWrittenGroupSlashNameIsRefused) {
 
 TEST(EventTableLoadTest, MissingEventIsAnErrorNamingItsFormatFile) {
   FakeEventsDir dir;
-  dir.Add("events/sched/sched_switch/format", kSchedSwitch);
+  dir.Add("events/sched/sched_switch/format", kSchedSwitchFormat);
   absl::StatusOr<EventTable> table =
       EventTable::Load(Tracefs::AtRootForTesting(dir.root()), {"sched/sched_switch", "sched/nope"});
   ASSERT_FALSE(table.ok());
