@@ -1,6 +1,7 @@
 #include "agent/config/config_loader.h"
 
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/config/defaults.h"
@@ -174,6 +177,67 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                            kMaxBufferSizeKb, " (4 GiB less a page)"));
     }
   }
+  // The agent's paths: relative ones would depend on the directory it was
+  // started from, which a service manager does not promise.
+  if (cfg.has_output_dir() && (cfg.output_dir().empty() || cfg.output_dir()[0] != '/')) {
+    v->Fail({{"output_dir", -1}}, absl::StrCat("is '", cfg.output_dir(), "': an absolute path"));
+  }
+  if (cfg.has_control_socket()) {
+    if (cfg.control_socket().empty() || cfg.control_socket()[0] != '/') {
+      v->Fail({{"control_socket", -1}},
+              absl::StrCat("is '", cfg.control_socket(), "': an absolute path"));
+    } else if (cfg.control_socket().size() >= sizeof(sockaddr_un{}.sun_path)) {
+      v->Fail({{"control_socket", -1}}, absl::StrCat("is ", cfg.control_socket().size(),
+                                                     " bytes long: a unix socket path is "
+                                                     "at most ",
+                                                     sizeof(sockaddr_un{}.sun_path) - 1));
+    }
+  }
+  if (cfg.has_control_group() && cfg.control_group().empty()) {
+    v->Fail({{"control_group", -1}}, "is empty: a group name or number, or leave it unset");
+  }
+  // Which trigger_mode a program acts on is its own business (the agent
+  // snapshots); names, limits and probabilities are checked for every mode.
+  const config::TraceConfig::TriggerConfig& triggers = cfg.trigger_config();
+  for (int i = 0; i < triggers.triggers_size(); i++) {
+    const config::TraceConfig::TriggerConfig::Trigger& t = triggers.triggers(i);
+    auto field = [&](const std::string& name) -> FieldPath {
+      return {{"trigger_config", -1}, {"triggers", i}, {name, -1}};
+    };
+    const std::string& name = t.name();
+    const bool name_chars_ok = std::all_of(name.begin(), name.end(), [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    });
+    if (name.empty()) {
+      v->Fail(field("name"), "is empty: a trigger needs the name its requests give");
+    } else if (name.size() > kMaxTriggerNameBytes) {
+      v->Fail(field("name"),
+              absl::StrCat("is ", name.size(), " bytes long: at most ", kMaxTriggerNameBytes));
+    } else if (!name_chars_ok) {
+      v->Fail(field("name"), absl::StrCat("is '", absl::CHexEscape(name),
+                                          "': only letters, digits, '.', '_' and '-'"));
+    }
+    for (int j = 0; j < i; j++) {
+      if (triggers.triggers(j).name() == name && !name.empty()) {
+        v->Fail(field("name"), absl::StrCat("'", name, "' is also the name of triggers[", j,
+                                            "]: names must be unique"));
+        break;
+      }
+    }
+    for (const auto& [limit, value] :
+         {std::pair<const char*, uint32_t>{"max_per_hour", t.max_per_hour()},
+          {"max_per_24_h", t.max_per_24_h()}}) {
+      if (value > kMaxTriggerFiresPerWindow) {
+        v->Fail(field(limit), absl::StrCat("is ", value, ": at most ", kMaxTriggerFiresPerWindow,
+                                           " (0: no limit)"));
+      }
+    }
+    // Written so that NaN fails too.
+    if (!(t.skip_probability() >= 0 && t.skip_probability() <= 1)) {
+      v->Fail(field("skip_probability"),
+              absl::StrCat("is ", t.skip_probability(), ": a probability, from 0 to 1"));
+    }
+  }
   for (int i = 0; i < cfg.data_sources_size(); i++) {
     const config::DataSourceConfig& ds = cfg.data_sources(i).config();
     const FieldPath at = {{"data_sources", i}, {"config", -1}};
@@ -301,6 +365,17 @@ absl::StatusOr<config::TraceConfig> LoadConfigFile(const std::string& path) {
 config::TraceConfig DefaultRecordConfig() {
   absl::StatusOr<config::TraceConfig> cfg = ParseConfig(kDefaultConfig, "<embedded default>");
   return cfg.ok() ? *cfg : config::TraceConfig();
+}
+
+config::TraceConfig DefaultAgentConfig() {
+  // The events of record's default, kept until a snapshot asks for them
+  // rather than for 10 s, and a durable store that names every process of
+  // a machine that runs for months.
+  config::TraceConfig cfg = DefaultRecordConfig();
+  cfg.clear_duration_ms();
+  cfg.set_durable_buffer_size_kb(4096);
+  ApplyAgentDefaults(&cfg);
+  return cfg;
 }
 
 }  // namespace ringside::agent

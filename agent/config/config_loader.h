@@ -1,6 +1,7 @@
 #ifndef RINGSIDE_AGENT_CONFIG_CONFIG_LOADER_H_
 #define RINGSIDE_AGENT_CONFIG_CONFIG_LOADER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +23,13 @@ inline constexpr uint64_t kMaxBpfRingSizeKb = uint64_t{1} << 21;
 inline constexpr uint64_t kMaxFtraceBufferSizeKb = uint64_t{1} << 21;
 // The BPF programs' tgid filter table (RS_MAX_FILTER_TGIDS).
 inline constexpr int kMaxFilterTgids = 16;
+// A trigger's name travels in control requests, file names and the trace:
+// short, and of characters that need no quoting anywhere.
+inline constexpr size_t kMaxTriggerNameBytes = 64;
+// max_per_hour and max_per_24_h: the agent keeps one timestamp per fire in
+// a window, so the limits bound its memory. Beyond a snapshot every 9 s
+// all day, a limit is no limit.
+inline constexpr uint32_t kMaxTriggerFiresPerWindow = 10000;
 
 // Data sources this build can run.
 const std::vector<std::string>& KnownDataSources();
@@ -55,6 +63,13 @@ absl::Status ValidateConfig(const config::TraceConfig& cfg, const std::string& f
 // The embedded default of `ringside record`: sched, process lifecycle and
 // power events from ftrace into a 64 MiB ring, for 10 s.
 config::TraceConfig DefaultRecordConfig();
+
+// The embedded default of `ringside agent`: a flight recorder of the same
+// events as record's default (scheduling, processes and incidents with BPF,
+// ftrace's power events; ftrace in place of BPF where BPF cannot load) into
+// a 64 MiB ring, without a duration, the durable store at 4 MiB, written
+// only as snapshots; its agent settings filled in (ApplyAgentDefaults).
+config::TraceConfig DefaultAgentConfig();
 
 }  // namespace ringside::agent
 

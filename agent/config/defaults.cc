@@ -24,10 +24,21 @@ void ApplyDefaults(config::TraceConfig* config) {
   if (config->write_into_file() && config->file_write_period_ms() == 0) {
     config->set_file_write_period_ms(kDefaultFileWritePeriodMs);
   }
+  if (config->has_trigger_config()) {
+    for (config::TraceConfig::TriggerConfig::Trigger& t :
+         *config->mutable_trigger_config()->mutable_triggers()) {
+      if (!t.has_cooldown_ms()) t.set_cooldown_ms(kDefaultTriggerCooldownMs);
+    }
+  }
   const bool needs_flushes = config->write_into_file() || config->durable_buffer_size_kb() > 0;
   if (needs_flushes && !config->has_flush_period_ms()) {
     config->set_flush_period_ms(kDefaultFlushPeriodMs);
   }
+}
+
+void ApplyAgentDefaults(config::TraceConfig* config) {
+  if (!config->has_output_dir()) config->set_output_dir(kDefaultOutputDir);
+  if (!config->has_control_socket()) config->set_control_socket(kDefaultControlSocket);
 }
 
 }  // namespace ringside::agent

@@ -28,9 +28,25 @@ inline constexpr uint32_t kDefaultFileWritePeriodMs = 5000;
 // compaction waits for flushes).
 inline constexpr uint32_t kDefaultFlushPeriodMs = 1000;
 
+// trigger_config.triggers.cooldown_ms: the least time between two fires of
+// one trigger, so that a crash loop makes one snapshot a minute rather than
+// one per crash.
+inline constexpr uint32_t kDefaultTriggerCooldownMs = 60000;
+
+// `ringside agent` only (record ignores these fields): where the lock file
+// and the default control socket live, the control socket, and where
+// snapshots go.
+inline constexpr char kDefaultRunDir[] = "/run/ringside";
+inline constexpr char kDefaultControlSocket[] = "/run/ringside/control.sock";
+inline constexpr char kDefaultOutputDir[] = "/var/lib/ringside/snapshots";
+
 // Fills in every field left unset (or 0) with its default. Idempotent; an
 // explicit flush_period_ms of 0 is kept (no periodic flush).
 void ApplyDefaults(config::TraceConfig* config);
+// The agent's settings left unset: output_dir, control_socket. Only the
+// agent applies them, so a `record` trace's embedded config does not carry
+// settings it never used.
+void ApplyAgentDefaults(config::TraceConfig* config);
 
 }  // namespace ringside::agent
 

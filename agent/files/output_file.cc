@@ -279,6 +279,12 @@ absl::Status OutputFile::Finish() {
               errno));
   }
   temp_path_.clear();
+  // The rename itself survives a crash only once the directory is synced.
+  const int dir = open(DirOf(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    fsync(dir);
+    close(dir);
+  }
   return absl::OkStatus();
 }
 

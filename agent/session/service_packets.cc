@@ -93,6 +93,17 @@ TracePacket TracingDisabledPacket(int64_t ts) {
   return packet;
 }
 
+TracePacket CloneSnapshotTriggerPacket(const std::string& name, const std::string& producer_name,
+                                       int32_t uid, int64_t ts) {
+  TracePacket packet;
+  packet.set_timestamp(static_cast<uint64_t>(ts));
+  trace::Trigger* t = packet.mutable_clone_snapshot_trigger();
+  t->set_trigger_name(name);
+  t->set_producer_name(producer_name);
+  t->set_trusted_producer_uid(uid);
+  return packet;
+}
+
 TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources,
                              const std::vector<const buffer::TraceBuffer*>& buffers,
                              const buffer::DurableStore* durable) {

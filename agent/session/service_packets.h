@@ -22,6 +22,9 @@ namespace ringside::agent {
 //   trailer:   a /proc scan, clock_snapshot, trace_stats,
 //              service_event(tracing_disabled)
 //
+// A snapshot (SessionSnapshot) ends its preamble with the
+// clone_snapshot_trigger packet and its data with trace_stats.
+//
 // They go on sequence 1; the durable descriptors on 2; data sources get
 // 3, 4, ...
 inline constexpr uint32_t kServiceSequenceId = 1;
@@ -42,6 +45,11 @@ trace::TracePacket TraceConfigPacket(const config::TraceConfig& config);
 // service_event(tracing_started) or (tracing_disabled) at `ts`.
 trace::TracePacket TracingStartedPacket(int64_t ts);
 trace::TracePacket TracingDisabledPacket(int64_t ts);
+// clone_snapshot_trigger: the trigger a snapshot was taken for, stamped
+// with the trigger's time `ts`.
+trace::TracePacket CloneSnapshotTriggerPacket(const std::string& name,
+                                              const std::string& producer_name, int32_t uid,
+                                              int64_t ts);
 
 // What the trace_stats packet is made of: each source's staging losses and
 // chunk pool, each buffer's stats, the durable store's.

@@ -94,6 +94,7 @@ absl::Status TracingSession::Start(TraceSink* stream) {
   for (SourceSlot& slot : sources_.slots) {
     if (absl::Status st = slot.source->Start(); !st.ok()) {
       warnings_.push_back(absl::StrCat(slot.name, " did not start: ", st.message()));
+      sources_.failed.push_back({slot.name, std::string(st.message())});
       slot.source.reset();
       continue;
     }
@@ -244,6 +245,31 @@ std::vector<SourceStats> TracingSession::CollectSourceStats() const {
   return out;
 }
 
+std::vector<TracingSession::SourceReport> TracingSession::CollectSourceReports() const {
+  if (state_.load() == State::kStopped) return final_source_reports_;
+  std::vector<SourceReport> out;
+  for (const SourceSlot& slot : sources_.slots) {
+    if (slot.source == nullptr) continue;  // In sources_.failed.
+    out.push_back({slot.name, SourceReport::State::kRunning, "", slot.source->events_read(),
+                   slot.source->Losses()});
+  }
+  for (const BuiltSources::Failed& f : sources_.failed) {
+    out.push_back({f.name, SourceReport::State::kFailed, f.error, 0, {}});
+  }
+  return out;
+}
+
+TracingSession::Report TracingSession::report() const {
+  Report r;
+  r.sources = CollectSourceReports();
+  absl::MutexLock lock(&mu_);
+  for (const auto& b : buffers_) r.buffers.push_back({b->stats(), b->used_size()});
+  if (!buffers_.empty() && buffers_[0]->durable() != nullptr) {
+    r.durable = buffers_[0]->durable()->stats();
+  }
+  return r;
+}
+
 TracingSession::Progress TracingSession::progress() const {
   Progress p;
   p.elapsed_s = static_cast<double>(BoottimeNowNs() - start_boottime_ns_) / 1e9;
@@ -282,6 +308,10 @@ absl::Status TracingSession::Stop() {
   Flush();
   // Losses before the buffers, taken before the sources go away.
   final_source_stats_ = CollectSourceStats();
+  final_source_reports_ = CollectSourceReports();
+  for (SourceReport& r : final_source_reports_) {
+    if (r.state == SourceReport::State::kRunning) r.state = SourceReport::State::kStopped;
+  }
   for (const SourceSlot& slot : sources_.slots) {
     if (slot.source == nullptr) continue;
     final_events_seen_ += slot.source->events_read();
@@ -368,14 +398,26 @@ absl::StatusOr<TracingSession::Summary> TracingSession::WriteTrace(TraceSink* si
   return summary;
 }
 
-absl::StatusOr<std::unique_ptr<SessionSnapshot>> TracingSession::CloneSnapshot() {
+absl::StatusOr<std::unique_ptr<SessionSnapshot>> TracingSession::CloneSnapshot(
+    const SnapshotTrigger& trigger) {
   const State state = state_.load();
   if (state != State::kStarted && state != State::kStopped) {
     return absl::FailedPreconditionError("a snapshot needs a started or stopped session");
   }
-  // The freshest data: what writers hold in open chunks too.
-  if (state == State::kStarted) Flush();
   std::unique_ptr<SessionSnapshot> snap(new SessionSnapshot());
+  if (state == State::kStarted) {
+    // The freshest data: what the kernel staged but no reader has read yet
+    // (a drain period's worth), then what writers hold in open chunks.
+    const absl::Time deadline = absl::Now() + kStagingFlushLimit;
+    for (SourceSlot& slot : sources_.slots) {
+      if (slot.source == nullptr) continue;
+      if (!slot.source->FlushStaging(std::max(deadline - absl::Now(), absl::ZeroDuration()))) {
+        snap->sources_not_flushed_++;
+      }
+    }
+    Flush();
+  }
+  snap->trigger_ = trigger;
   snap->config_ = config_;
   snap->durable_ = tracker_ != nullptr;
   snap->started_at_ns_ = start_boottime_ns_;
@@ -402,6 +444,10 @@ absl::Status SessionSnapshot::WriteTo(TraceSink* sink) {
   emit(TraceConfigPacket(config_));
   if (!durable_) emit(ScanProcesses());
   emit(TracingStartedPacket(started_at_ns_));
+  // Where Perfetto's service puts it: with the session's own packets, before
+  // the data; the importer reads its timestamp as the trigger's time.
+  emit(CloneSnapshotTriggerPacket(trigger_.name, trigger_.producer_name, trigger_.uid,
+                                  trigger_.boottime_ns));
   BufferPacketReader reader;
   std::vector<buffer::TraceBuffer*> buffers;
   for (auto& b : buffers_) buffers.push_back(b.get());

@@ -11,11 +11,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/files/trace_sink.h"
 #include "agent/session/buffer_reader.h"
 #include "agent/session/service_packets.h"
+#include "agent/sources/data_source.h"
 #include "agent/sources/source_factory.h"
+#include "buffer/durable_store.h"
 #include "buffer/trace_buffer.h"
 #include "ftrace/tracefs.h"
 #include "ringside/config/trace_config.pb.h"
@@ -24,6 +27,15 @@
 namespace ringside::agent {
 
 class SessionSnapshot;
+
+// What made a snapshot be taken, written into its file as the
+// clone_snapshot_trigger packet (Perfetto's Trigger).
+struct SnapshotTrigger {
+  std::string name;           // The trigger's name ("manual", "oom_kill", a config's).
+  std::string producer_name;  // Who fired it ("ringside snapshot", "bpf.incidents").
+  int32_t uid = 0;            // The requester's uid, from trusted credentials.
+  int64_t boottime_ns = 0;    // When it fired, on the trace's clock (BOOTTIME).
+};
 
 // One tracing session (Perfetto's TracingSession): the configured buffers,
 // the durable store beside the first one, the data sources feeding them and
@@ -76,6 +88,26 @@ class TracingSession {
     uint64_t chunks_discarded = 0;
   };
 
+  // How the session is doing, for the agent's status: each data source of
+  // the config, each buffer, the durable store.
+  struct SourceReport {
+    enum class State { kRunning, kStopped, kFailed };
+    std::string name;
+    State state = State::kRunning;
+    std::string error;  // kFailed: why it could not load or start.
+    uint64_t events = 0;
+    std::vector<DataSource::Loss> losses;
+  };
+  struct BufferReport {
+    buffer::TraceBuffer::Stats stats;
+    uint64_t used_bytes = 0;  // Of stats.buffer_size, holding data now.
+  };
+  struct Report {
+    std::vector<SourceReport> sources;
+    std::vector<BufferReport> buffers;
+    std::optional<buffer::DurableStore::Stats> durable;
+  };
+
   // Allocates the buffers and loads the data sources (not started). Every
   // default of `config` is applied first (ApplyDefaults).
   static absl::StatusOr<std::unique_ptr<TracingSession>> Create(config::TraceConfig config);
@@ -96,9 +128,18 @@ class TracingSession {
   void Flush();
   // Writes what the buffers hold that was not read before into `sink`.
   absl::Status ReadBuffers(TraceSink* sink);
+  // How long CloneSnapshot() waits, over all sources together, for the
+  // sources' readers to empty their staging rings.
+  static constexpr absl::Duration kStagingFlushLimit = absl::Milliseconds(100);
+
   // A read-only copy of the buffers and the durable store as of now, to be
-  // written (SessionSnapshot::WriteTo) while the session records on.
-  absl::StatusOr<std::unique_ptr<SessionSnapshot>> CloneSnapshot();
+  // written (SessionSnapshot::WriteTo) while the session records on, for
+  // `trigger`. Fresh to the moment of the call: while started, every
+  // running source's reader first reads what its staging rings hold
+  // (within kStagingFlushLimit; a source that misses it is counted in
+  // SessionSnapshot::sources_not_flushed()), then the writers' open chunks
+  // are scraped.
+  absl::StatusOr<std::unique_ptr<SessionSnapshot>> CloneSnapshot(const SnapshotTrigger& trigger);
   // Stops every source (all they saw committed), the owner thread, and
   // moves the rest into the buffers; the sources' kernel state is removed.
   absl::Status Stop();
@@ -109,6 +150,8 @@ class TracingSession {
 
   State state() const { return state_.load(); }
   Progress progress() const;
+  // Not while Stop() runs on another thread (it takes the sources away).
+  Report report() const;
   const config::TraceConfig& config() const { return config_; }
   // Streaming only: the file reached the config's max_file_size_bytes; the
   // caller should stop the session.
@@ -136,6 +179,7 @@ class TracingSession {
   absl::Status WriteToStream(const std::string& bytes);
   void AppendPreamble(std::string* out);
   std::vector<SourceStats> CollectSourceStats() const;
+  std::vector<SourceReport> CollectSourceReports() const;
   std::vector<buffer::TraceBuffer*> BuffersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Notice(std::string message);
 
@@ -150,6 +194,7 @@ class TracingSession {
   std::vector<std::string> warnings_;
   // Staging losses, kept from Stop() on, when the sources are gone.
   std::vector<SourceStats> final_source_stats_;
+  std::vector<SourceReport> final_source_reports_;
   uint64_t final_events_seen_ = 0, final_events_lost_ = 0;
 
   mutable absl::Mutex mu_;
@@ -176,9 +221,15 @@ class TracingSession {
 // file of its own, as a complete trace, while the session records on.
 class SessionSnapshot {
  public:
-  // Writes the clone as a whole trace into `sink` and finishes it.
+  // Writes the clone as a whole trace into `sink` and finishes it: the
+  // preamble, the clone_snapshot_trigger packet (once), the buffers' data,
+  // trace_stats as of the clone.
   absl::Status WriteTo(TraceSink* sink);
   int64_t cloned_at_ns() const { return cloned_at_ns_; }
+  const SnapshotTrigger& trigger() const { return trigger_; }
+  // Running sources whose staging rings were not read within the limit
+  // before the clone: their last events may be missing.
+  int sources_not_flushed() const { return sources_not_flushed_; }
 
  private:
   friend class TracingSession;
@@ -188,6 +239,8 @@ class SessionSnapshot {
   bool durable_ = false;
   int64_t started_at_ns_ = 0;
   int64_t cloned_at_ns_ = 0;
+  SnapshotTrigger trigger_;
+  int sources_not_flushed_ = 0;
   trace::TracePacket clocks_;
   trace::TracePacket stats_;
 };

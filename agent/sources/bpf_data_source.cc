@@ -58,6 +58,7 @@ BpfDataSource::~BpfDataSource() { Stop(); }
 absl::Status BpfDataSource::Start() {
   if (absl::Status st = source_->Attach(); !st.ok()) return st;
   started_ = true;
+  flush_.Open();
   thread_ = std::thread([this] { ConsumerLoop(); });
   return absl::OkStatus();
 }
@@ -134,12 +135,33 @@ void BpfDataSource::ReadRings(int timeout_ms) {
 
 void BpfDataSource::ConsumerLoop() {
   const int period = static_cast<int>(config_.drain_period_ms);
-  while (!stop_.load(std::memory_order_acquire)) ReadRings(period);
+  while (!stop_.load(std::memory_order_acquire)) {
+    ReadRings(period);
+    ServeFlushRequests();
+  }
+}
+
+void BpfDataSource::ServeFlushRequests() {
+  const uint64_t pending = flush_.Pending();
+  if (pending == 0) return;
+  // A pass begun before the request (the one Wake() cut short may have been
+  // half done) does not cover it: this one starts after it.
+  ReadRings(0);
+  for (auto& w : cpu_writers_) w->Flush();
+  flush_.Served(pending);
+}
+
+bool BpfDataSource::FlushStaging(absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  const uint64_t n = flush_.Request([this] { source_->Wake(); });
+  if (n == 0) return false;  // Not started, or stopping.
+  return flush_.Await(n, deadline);
 }
 
 void BpfDataSource::Stop() {
   if (stopped_ || source_ == nullptr) return;
   stopped_ = true;
+  flush_.Close();
   stop_.store(true, std::memory_order_release);
   source_->Wake();
   if (thread_.joinable()) thread_.join();

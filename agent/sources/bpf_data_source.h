@@ -14,6 +14,7 @@
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/bpf_bundle_writer.h"
 #include "agent/sources/data_source.h"
+#include "agent/sources/staging_flush.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
 #include "bpf/event_source.h"
@@ -46,6 +47,9 @@ class BpfDataSource : public DataSource {
   absl::Status Start() override;
   // Detaches, reads everything left in the rings and flushes; idempotent.
   void Stop() override;
+  // Wakes the consumer thread for a pass over every ring; its writers'
+  // chunks are committed after it.
+  bool FlushStaging(absl::Duration limit) override;
 
   uint64_t events_read() const override { return events_.load(std::memory_order_relaxed); }
   uint64_t events_lost() const override;
@@ -65,6 +69,8 @@ class BpfDataSource : public DataSource {
   // Reads the rings once: waiting up to `timeout_ms` for data, or (0)
   // reading what is there.
   void ReadRings(int timeout_ms);
+  // Consumer thread: serves FlushStaging() requests made so far.
+  void ServeFlushRequests();
   void OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records);
   void TellTracker(absl::Span<const bpf::Record> records);
   uint64_t TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>& per_type, uint32_t cpu) const;
@@ -80,6 +86,7 @@ class BpfDataSource : public DataSource {
   std::vector<bool> lost_pending_;
 
   std::thread thread_;
+  StagingFlush flush_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> events_{0};
   bool started_ = false;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace ringside::agent {
 
@@ -31,6 +32,14 @@ class DataSource {
   // Detaches, reads what the staging rings still hold and flushes every
   // writer, so all it saw is committed to its ProducerBuffer. Idempotent.
   virtual void Stop() = 0;
+  // For a snapshot fresh to its trigger: has the source's reader read what
+  // its staging rings (BPF rings, the kernel's per-CPU ftrace buffers) hold
+  // now and commit it to its ProducerBuffer, waiting at most `limit`. Safe
+  // while the source runs, from any thread; the rings are still read by the
+  // source's thread only. True when that pass finished in time; false at
+  // once when the source is not running (not started, or stopping: Stop()
+  // reads the rest itself) or has no reader thread of its own.
+  virtual bool FlushStaging(absl::Duration limit) = 0;
 
   // Kernel events read from the staging rings so far.
   virtual uint64_t events_read() const = 0;

@@ -83,13 +83,17 @@ absl::Status FtraceDataSource::Start() {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return absl::InternalError("eventfd failed");
   started_ = true;
-  if (config_.reader_thread) thread_ = std::thread([this] { ReaderLoop(); });
+  if (config_.reader_thread) {
+    flush_.Open();
+    thread_ = std::thread([this] { ReaderLoop(); });
+  }
   return absl::OkStatus();
 }
 
 void FtraceDataSource::Stop() {
   if (stopped_ || instance_ == nullptr) return;
   stopped_ = true;
+  flush_.Close();
   (void)instance_->SetTracingOn(false);
   stop_.store(true);
   if (wake_fd_ >= 0) {
@@ -164,6 +168,16 @@ void FtraceDataSource::ReadKernelBuffers() {
   }
 }
 
+bool FtraceDataSource::FlushStaging(absl::Duration limit) {
+  const absl::Time deadline = absl::Now() + limit;
+  const uint64_t n = flush_.Request([this] {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  });
+  if (n == 0) return false;  // Not started, stopping, or no reader thread.
+  return flush_.Await(n, deadline);
+}
+
 void FtraceDataSource::ReaderLoop() {
   int loops = 0;
   while (!stop_.load()) {
@@ -174,7 +188,15 @@ void FtraceDataSource::ReaderLoop() {
     }
     // Wakes when a CPU buffer passes buffer_percent, else after the period.
     poll(fds.data(), fds.size(), static_cast<int>(config_.drain_period_ms));
+    if (fds[0].revents & POLLIN) {
+      uint64_t v;
+      (void)!read(wake_fd_, &v, sizeof(v));  // Re-armed for the next wake.
+    }
+    // Taken before the read: a request made after it started waits for the
+    // next round, which the wake makes immediate.
+    const uint64_t flush = flush_.Pending();
     ReadKernelBuffers();
+    if (flush != 0) flush_.Served(flush);
     if (++loops % 50 == 0) OpenMissingReaders();  // CPUs that came online.
   }
 }

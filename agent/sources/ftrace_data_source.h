@@ -14,6 +14,7 @@
 #include "agent/config/defaults.h"
 #include "agent/sources/data_source.h"
 #include "agent/sources/ftrace_bundle_writer.h"
+#include "agent/sources/staging_flush.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
 #include "ftrace/cpu_reader.h"
@@ -68,6 +69,10 @@ class FtraceDataSource : public DataSource {
   absl::Status Start() override;
   // Tracing off, a last read of every CPU, END_OF_TRACE stats; idempotent.
   void Stop() override;
+  // Wakes the reader thread for a read of every CPU's kernel buffer (each
+  // read commits its writer's chunk). False at once without a reader thread
+  // (reader_thread = false: the caller reads).
+  bool FlushStaging(absl::Duration limit) override;
   // Reads every CPU's kernel buffer once on the calling thread (what the
   // reader thread does each period).
   void ReadKernelBuffers();
@@ -109,7 +114,9 @@ class FtraceDataSource : public DataSource {
   std::vector<std::unique_ptr<ftrace::CpuReader>> readers_;  // Null: offline / not open.
 
   std::thread thread_;
-  int wake_fd_ = -1;  // eventfd that ends the reader's poll on Stop().
+  // eventfd that ends the reader's poll: on Stop() and FlushStaging().
+  int wake_fd_ = -1;
+  StagingFlush flush_;
   std::atomic<bool> stop_{false};
   bool started_ = false;
   bool stopped_ = false;

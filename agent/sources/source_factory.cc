@@ -26,6 +26,10 @@ struct BuildContext {
         next_producer++, buffer::ClientIdentity{getuid(), getpid()}, ProducerBuffer::Options{});
   }
   void Warn(std::string message) { out->warnings.push_back(std::move(message)); }
+  void Disable(const config::DataSourceConfig& c, absl::string_view why) {
+    Warn(absl::StrCat(c.name(), " disabled: ", why));
+    out->failed.push_back({c.name(), std::string(why)});
+  }
   void Add(const config::DataSourceConfig& c, std::unique_ptr<ProducerBuffer> producer,
            std::unique_ptr<DataSource> source) {
     out->slots.push_back(
@@ -48,7 +52,7 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   std::unique_ptr<ProducerBuffer> producer = ctx->NewProducer();
   absl::StatusOr<std::unique_ptr<BpfDataSource>> b = BpfDataSource::Create(cfg, producer.get());
   if (!b.ok()) {
-    ctx->Warn(absl::StrCat(c.name(), " disabled: ", b.status().message()));
+    ctx->Disable(c, b.status().message());
     return;
   }
   for (const std::string& p : (*b)->skipped_programs()) {
@@ -72,7 +76,7 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
     }
   }
   if (ctx->tracefs_error.has_value()) {
-    ctx->Warn(absl::StrCat(c.name(), " disabled: ", ctx->tracefs_error->message()));
+    ctx->Disable(c, ctx->tracefs_error->message());
     return;
   }
   std::unique_ptr<ProducerBuffer> producer = ctx->NewProducer();
@@ -98,7 +102,7 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
   absl::StatusOr<std::unique_ptr<FtraceDataSource>> ds =
       FtraceDataSource::Create(*ctx->out->tracefs, fc, producer.get());
   if (!ds.ok()) {
-    ctx->Warn(absl::StrCat(c.name(), " disabled: ", ds.status().message()));
+    ctx->Disable(c, ds.status().message());
     return;
   }
   for (const std::string& e : (*ds)->enable_result().unknown) {

@@ -32,6 +32,12 @@ struct BuiltSources {
   // Sources that could not be built, and what each one could not do, for
   // the user; the rest still record.
   std::vector<std::string> warnings;
+  // The config's sources that could not be built: name, and why.
+  struct Failed {
+    std::string name;
+    std::string error;
+  };
+  std::vector<Failed> failed;
 };
 
 // The one place where the config's data sources become DataSources. Reads

@@ -62,7 +62,19 @@ const PerfettoTable& Perfetto() {
           {"file_write_period_ms", 9, "uint32"},
           {"max_file_size_bytes", 10, "uint64"},
           {"flush_period_ms", 13, "uint32"},
+          {"trigger_config", 17, "message:TraceConfig.TriggerConfig"},
           {"output_path", 29, "string"},
+      }, {}}},
+      {"TraceConfig.TriggerConfig", {{
+          {"trigger_mode", 1, "enum:TraceConfig.TriggerConfig.TriggerMode"},
+          {"triggers", 2, "repeated message:TraceConfig.TriggerConfig.Trigger"},
+          {"trigger_timeout_ms", 3, "uint32"},
+      }, {}}},
+      {"TraceConfig.TriggerConfig.Trigger", {{
+          {"name", 1, "string"},
+          {"stop_delay_ms", 3, "uint32"},
+          {"max_per_24_h", 4, "uint32"},
+          {"skip_probability", 5, "double"},
       }, {}}},
       {"TraceConfig.BufferConfig", {{
           {"size_kb", 1, "uint32"},
@@ -567,6 +579,24 @@ TEST(PerfettoNumbersTest, EveryProtoFileOfOursIsReachedByTheCheck) {
                                        << "go unchecked";
   }
   EXPECT_GE(files, 15);
+}
+
+// The field check above sees an enum's type, not its values. A config that
+// says CLONE_SNAPSHOT must mean the same to Perfetto's tools that show it.
+// protos/perfetto/config/trace_config.proto: 3 is reserved (an early
+// CLONE_SNAPSHOT, retired).
+TEST(PerfettoNumbersTest, TriggerModeValuesArePerfettos) {
+  const google::protobuf::EnumDescriptor* mode =
+      config::TraceConfig::TriggerConfig::TriggerMode_descriptor();
+  const std::vector<std::pair<std::string, int>> perfetto = {
+      {"UNSPECIFIED", 0}, {"START_TRACING", 1}, {"STOP_TRACING", 2}, {"CLONE_SNAPSHOT", 4}};
+  EXPECT_EQ(mode->value_count(), static_cast<int>(perfetto.size()));
+  for (const auto& [name, number] : perfetto) {
+    const google::protobuf::EnumValueDescriptor* v = mode->FindValueByName(name);
+    ASSERT_NE(v, nullptr) << name;
+    EXPECT_EQ(v->number(), number) << name;
+  }
+  EXPECT_EQ(mode->FindValueByNumber(3), nullptr);
 }
 
 TEST(PerfettoNumbersTest, RingsideOnlyMessagesAreOursAndNotPerfettos) {

@@ -159,5 +159,176 @@ TEST(ConfigLoaderTest, AFileThatCannotBeReadSaysWhy) {
   EXPECT_NE(cfg.status().message().find("it is a directory"), std::string::npos) << cfg.status();
 }
 
+TEST(ConfigLoaderTest, AgentPathsMustBeAbsoluteAndTheSocketFitAUnixAddress) {
+  absl::StatusOr<config::TraceConfig> cfg =
+      ParseConfig("buffers { size_kb: 1024 }\noutput_dir: \"snaps\"\n", "a.pbtxt");
+  EXPECT_EQ(cfg.status().message(),
+            "a.pbtxt: line 2, column 1: output_dir is 'snaps': an absolute path");
+  cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\ncontrol_socket: \"/" + std::string(120, 'x') + "\"\n", "a.pbtxt");
+  EXPECT_NE(cfg.status().message().find("control_socket is 121 bytes long: a unix socket path "
+                                        "is at most 107"),
+            std::string::npos)
+      << cfg.status();
+  cfg = ParseConfig("buffers { size_kb: 1024 }\ncontrol_group: \"\"\n", "a.pbtxt");
+  EXPECT_NE(cfg.status().message().find("control_group is empty"), std::string::npos)
+      << cfg.status();
+  cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\noutput_dir: \"/var/tmp/s\"\ncontrol_socket: "
+      "\"/run/r.sock\"\ncontrol_group: \"adm\"\n",
+      "a.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->output_dir(), "/var/tmp/s");
+}
+
+TEST(ConfigLoaderTest, TheAgentsDefaultRecordsUntilStoppedWithTheAgentSettingsFilledIn) {
+  const config::TraceConfig cfg = DefaultAgentConfig();
+  EXPECT_EQ(cfg.duration_ms(), 0u);
+  EXPECT_EQ(cfg.buffers(0).size_kb(), 65536u);
+  EXPECT_EQ(cfg.buffers(0).fill_policy(), config::TraceConfig::BufferConfig::RING_BUFFER);
+  EXPECT_FALSE(cfg.write_into_file());
+  EXPECT_GT(cfg.durable_buffer_size_kb(), 0u);
+  EXPECT_EQ(cfg.output_dir(), "/var/lib/ringside/snapshots");
+  EXPECT_EQ(cfg.control_socket(), "/run/ringside/control.sock");
+  ASSERT_GE(cfg.data_sources_size(), 1);
+  EXPECT_EQ(cfg.data_sources(0).config().name(), "linux.bpf");
+  EXPECT_TRUE(ValidateConfig(cfg, "<embedded agent default>").ok());
+}
+
+// Perfetto's trigger_config reads as it does in Perfetto; the ringside
+// extensions sit beside it and the cooldown default is written into the
+// effective config.
+TEST(ConfigLoaderTest, TriggerConfigReadsPerfettosFieldsAndOurExtensions) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\n"
+      "trigger_config {\n"
+      "  trigger_mode: CLONE_SNAPSHOT\n"
+      "  trigger_timeout_ms: 3600000\n"
+      "  triggers { name: \"oom\" stop_delay_ms: 2000 max_per_24_h: 20 skip_probability: 0.5\n"
+      "             cooldown_ms: 300000 max_per_hour: 4 }\n"
+      "  triggers { name: \"crash.app-1_x\" }\n"
+      "  triggers { name: \"manual\" cooldown_ms: 0 }\n"
+      "}\n"
+      "max_snapshot_files: 50\nmax_snapshot_bytes: 10737418240\n",
+      "t.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const config::TraceConfig::TriggerConfig& tc = cfg->trigger_config();
+  EXPECT_EQ(tc.trigger_mode(), config::TraceConfig::TriggerConfig::CLONE_SNAPSHOT);
+  EXPECT_EQ(tc.trigger_timeout_ms(), 3600000u);
+  ASSERT_EQ(tc.triggers_size(), 3);
+  EXPECT_EQ(tc.triggers(0).name(), "oom");
+  EXPECT_EQ(tc.triggers(0).stop_delay_ms(), 2000u);
+  EXPECT_EQ(tc.triggers(0).max_per_24_h(), 20u);
+  EXPECT_EQ(tc.triggers(0).skip_probability(), 0.5);
+  EXPECT_EQ(tc.triggers(0).cooldown_ms(), 300000u);
+  EXPECT_EQ(tc.triggers(0).max_per_hour(), 4u);
+  EXPECT_EQ(tc.triggers(1).cooldown_ms(), kDefaultTriggerCooldownMs);
+  EXPECT_TRUE(tc.triggers(2).has_cooldown_ms());
+  EXPECT_EQ(tc.triggers(2).cooldown_ms(), 0u);
+  EXPECT_EQ(cfg->max_snapshot_files(), 50u);
+  EXPECT_EQ(cfg->max_snapshot_bytes(), uint64_t{10} << 30);
+}
+
+TEST(ConfigLoaderTest, AConfigWithoutTriggersGetsNoTriggerConfig) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig("buffers { size_kb: 1024 }\n", "t.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_FALSE(cfg->has_trigger_config());
+}
+
+// Which mode a program acts on is its own check; the loader reads any.
+TEST(ConfigLoaderTest, EveryTriggerModeIsAccepted) {
+  for (const char* mode : {"UNSPECIFIED", "START_TRACING", "STOP_TRACING", "CLONE_SNAPSHOT"}) {
+    absl::StatusOr<config::TraceConfig> cfg =
+        ParseConfig(std::string("buffers { size_kb: 1024 }\ntrigger_config { trigger_mode: ") +
+                        mode + " triggers { name: \"a\" } }\n",
+                    "t.pbtxt");
+    EXPECT_TRUE(cfg.ok()) << mode << ": " << cfg.status();
+  }
+}
+
+TEST(ConfigLoaderTest, BadTriggerNamesNameFileLineAndField) {
+  struct Case {
+    std::string triggers;
+    std::string says;
+  };
+  const std::string long_name(65, 'a');
+  for (const Case& c : std::vector<Case>{
+           {"triggers { name: \"ok\" }\n  triggers {\n name: \"\" }",
+            "t.pbtxt: line 4, column 2: trigger_config.triggers[1].name is empty: a trigger "
+            "needs the name its requests give"},
+           {"triggers { name: \"" + long_name + "\" }",
+            "t.pbtxt: line 2, column 29: trigger_config.triggers[0].name is 65 bytes long: at "
+            "most 64"},
+           {"triggers { name: \"oom kill\" }",
+            "t.pbtxt: line 2, column 29: trigger_config.triggers[0].name is 'oom kill': only "
+            "letters, digits, '.', '_' and '-'"},
+           {"triggers { name: \"a/../b\\n\" }",
+            "trigger_config.triggers[0].name is 'a/../b\\n': only letters, digits"},
+           {"triggers { name: \"oom\" }\n triggers { name: \"x\" }\n triggers { name: \"oom\" }",
+            "t.pbtxt: line 4, column 13: trigger_config.triggers[2].name 'oom' is also the name "
+            "of triggers[0]: names must be unique"},
+       }) {
+    absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+        "buffers { size_kb: 1024 }\ntrigger_config { " + c.triggers + " }\n", "t.pbtxt");
+    ASSERT_FALSE(cfg.ok()) << c.says;
+    EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(cfg.status().message().find(c.says), std::string::npos) << cfg.status();
+  }
+  // 64 bytes is allowed.
+  EXPECT_TRUE(ParseConfig("buffers { size_kb: 1024 }\ntrigger_config { triggers { name: \"" +
+                              std::string(64, 'a') + "\" } }\n",
+                          "t.pbtxt")
+                  .ok());
+}
+
+TEST(ConfigLoaderTest, SkipProbabilityOutsideZeroToOneIsAnError) {
+  for (const char* p : {"-0.1", "1.5", "nan", "inf"}) {
+    absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+        std::string("buffers { size_kb: 1024 }\ntrigger_config {\n triggers { name: \"a\" "
+                    "skip_probability: ") +
+            p + " } }\n",
+        "t.pbtxt");
+    ASSERT_FALSE(cfg.ok()) << p;
+    EXPECT_NE(cfg.status().message().find("t.pbtxt: line 3, column 23: "
+                                          "trigger_config.triggers[0].skip_probability is "),
+              std::string::npos)
+        << cfg.status();
+    EXPECT_NE(cfg.status().message().find(": a probability, from 0 to 1"), std::string::npos)
+        << cfg.status();
+  }
+  for (const char* p : {"0", "1", "0.999"}) {
+    EXPECT_TRUE(ParseConfig(std::string("buffers { size_kb: 1024 }\ntrigger_config { triggers { "
+                                        "name: \"a\" skip_probability: ") +
+                                p + " } }\n",
+                            "t.pbtxt")
+                    .ok())
+        << p;
+  }
+}
+
+TEST(ConfigLoaderTest, TriggerLimitsAboveTheBoundAreErrors) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\ntrigger_config { triggers { name: \"a\" max_per_hour: 10001 } "
+      "}",
+      "t.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find(
+                "trigger_config.triggers[0].max_per_hour is 10001: at most 10000 (0: no limit)"),
+            std::string::npos)
+      << cfg.status();
+  cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\ntrigger_config { triggers { name: \"a\" max_per_24_h: 20000 } "
+      "}",
+      "t.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("trigger_config.triggers[0].max_per_24_h is 20000"),
+            std::string::npos)
+      << cfg.status();
+  EXPECT_TRUE(ParseConfig("buffers { size_kb: 1024 }\ntrigger_config { triggers { name: \"a\" "
+                          "max_per_hour: 10000 max_per_24_h: 10000 } }",
+                          "t.pbtxt")
+                  .ok());
+}
+
 }  // namespace
 }  // namespace ringside::agent

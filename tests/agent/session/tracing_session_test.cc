@@ -11,6 +11,7 @@
 #include "agent/files/trace_sink.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
+#include "tests/testing/kernel_tracefs.h"
 
 namespace ringside::agent {
 namespace {
@@ -48,6 +49,11 @@ std::vector<std::string> Kinds(const trace::Trace& t) {
   return out;
 }
 
+SnapshotTrigger ManualTrigger() {
+  return SnapshotTrigger{"manual", "ringside snapshot", static_cast<int32_t>(geteuid()),
+                         BoottimeNowNs()};
+}
+
 TEST(TracingSessionTest, MovesThroughItsStatesInOrderOnly) {
   absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(BuffersOnly(false));
   ASSERT_TRUE(s.ok()) << s.status();
@@ -55,7 +61,8 @@ TEST(TracingSessionTest, MovesThroughItsStatesInOrderOnly) {
   EXPECT_EQ(session.state(), State::kConfigured);
   StringSink sink;
   EXPECT_EQ(session.ReadBuffers(&sink).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(session.CloneSnapshot().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(session.CloneSnapshot(ManualTrigger()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(session.Start().ok());
   EXPECT_EQ(session.state(), State::kStarted);
   EXPECT_EQ(session.Start().code(), absl::StatusCode::kFailedPrecondition);
@@ -155,7 +162,7 @@ TEST(TracingSessionTest, ASnapshotIsACompleteTraceAndTheSessionRecordsOn) {
   absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(BuffersOnly(true));
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_TRUE((*s)->Start().ok());
-  absl::StatusOr<std::unique_ptr<SessionSnapshot>> snap = (*s)->CloneSnapshot();
+  absl::StatusOr<std::unique_ptr<SessionSnapshot>> snap = (*s)->CloneSnapshot(ManualTrigger());
   ASSERT_TRUE(snap.ok()) << snap.status();
   EXPECT_EQ((*s)->state(), State::kStarted);
   StringSink file;
@@ -184,6 +191,158 @@ TEST(TracingSessionTest, ASnapshotIsACompleteTraceAndTheSessionRecordsOn) {
     for (const auto& proc : p.process_tree().processes()) whole_pids.insert(proc.pid());
   }
   EXPECT_TRUE(whole_pids.count(getpid()));
+}
+
+std::unique_ptr<SessionSnapshot> Snapshot(TracingSession* session, const SnapshotTrigger& trigger) {
+  absl::StatusOr<std::unique_ptr<SessionSnapshot>> snap = session->CloneSnapshot(trigger);
+  EXPECT_TRUE(snap.ok()) << snap.status();
+  return snap.ok() ? std::move(*snap) : nullptr;
+}
+
+trace::Trace WriteSnapshot(SessionSnapshot* snap) {
+  StringSink file;
+  EXPECT_TRUE(snap->WriteTo(&file).ok());
+  return Parse(file.data());
+}
+
+std::vector<const trace::TracePacket*> TriggerPackets(const trace::Trace& t) {
+  std::vector<const trace::TracePacket*> out;
+  for (const trace::TracePacket& p : t.packet()) {
+    if (p.has_clone_snapshot_trigger()) out.push_back(&p);
+  }
+  return out;
+}
+
+TEST(TracingSessionTest, ASnapshotCarriesItsTriggerOnceAtTheTriggersTimeBeforeTheData) {
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(BuffersOnly(true));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Start().ok());
+  const int64_t fired_at = BoottimeNowNs() - 2'000'000;  // Before the clone: a stop delay.
+  std::unique_ptr<SessionSnapshot> snap =
+      Snapshot(s->get(), SnapshotTrigger{"oom_kill", "bpf.incidents", 1234, fired_at});
+  ASSERT_NE(snap, nullptr);
+  const trace::Trace t = WriteSnapshot(snap.get());
+
+  const std::vector<const trace::TracePacket*> triggers = TriggerPackets(t);
+  ASSERT_EQ(triggers.size(), 1u);
+  const trace::TracePacket& p = *triggers[0];
+  EXPECT_EQ(p.clone_snapshot_trigger().trigger_name(), "oom_kill");
+  EXPECT_EQ(p.clone_snapshot_trigger().producer_name(), "bpf.incidents");
+  EXPECT_EQ(p.clone_snapshot_trigger().trusted_producer_uid(), 1234);
+  EXPECT_EQ(p.timestamp(), static_cast<uint64_t>(fired_at));
+  EXPECT_FALSE(p.has_timestamp_clock_id());  // BOOTTIME, the trace's clock.
+  EXPECT_EQ(p.trusted_packet_sequence_id(), kServiceSequenceId);
+
+  // The preamble, then the trigger, then the data (the durable
+  // descriptors first), then trace_stats.
+  const std::vector<std::string> kinds = Kinds(t);
+  const std::vector<std::string> preamble = {"trace_uuid",     "system_info",
+                                             "clock_snapshot", "trace_config",
+                                             "service_event",  "clone_snapshot_trigger"};
+  ASSERT_GT(kinds.size(), preamble.size() + 1);
+  EXPECT_EQ(std::vector<std::string>(kinds.begin(), kinds.begin() + 6), preamble);
+  EXPECT_EQ(t.packet(6).trusted_packet_sequence_id(), kDescriptorSequenceId);
+  EXPECT_EQ(kinds.back(), "trace_stats");
+}
+
+TEST(TracingSessionTest, EachOfTwoSnapshotsInARowCarriesOnlyItsOwnTrigger) {
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(BuffersOnly(true));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Start().ok());
+  std::unique_ptr<SessionSnapshot> first =
+      Snapshot(s->get(), SnapshotTrigger{"first", "test", 0, BoottimeNowNs()});
+  std::unique_ptr<SessionSnapshot> second =
+      Snapshot(s->get(), SnapshotTrigger{"second", "test", 0, BoottimeNowNs()});
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  for (auto [snap, name] : {std::pair{first.get(), "first"}, std::pair{second.get(), "second"}}) {
+    const trace::Trace t = WriteSnapshot(snap);
+    const std::vector<const trace::TracePacket*> triggers = TriggerPackets(t);
+    ASSERT_EQ(triggers.size(), 1u) << name;
+    EXPECT_EQ(triggers[0]->clone_snapshot_trigger().trigger_name(), name);
+  }
+}
+
+// Whether a snapshot taken right after `child` exec'd /bin/true holds that
+// exec, from a session of `config` whose readers would not have drained
+// their staging rings for seconds.
+void ExpectSnapshotHoldsAnExecOfJustBefore(const std::string& config) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(config, "test.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(*cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Start().ok());
+  ASSERT_TRUE((*s)->warnings().empty()) << (*s)->warnings()[0];
+  usleep(50'000);  // The readers are in their long wait.
+
+  const pid_t child = fork();
+  if (child == 0) {
+    execl("/bin/true", "/bin/true", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  std::unique_ptr<SessionSnapshot> snap = Snapshot(s->get(), ManualTrigger());
+  ASSERT_NE(snap, nullptr);
+  EXPECT_EQ(snap->sources_not_flushed(), 0);
+  const trace::Trace t = WriteSnapshot(snap.get());
+  ASSERT_TRUE((*s)->Stop().ok());
+
+  int execs = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      execs += e.has_sched_process_exec() && e.sched_process_exec().pid() == child;
+    }
+  }
+  EXPECT_EQ(execs, 1) << "the exec of pid " << child << " is not in the snapshot";
+}
+
+TEST(TracingSessionTest, ASnapshotHoldsWhatTheBpfRingsHadNotHandedOverYet) {
+  if (geteuid() != 0) GTEST_SKIP() << "linux.bpf needs root (CAP_BPF and CAP_PERFMON)";
+  // Process events only: too few to fill a quarter of a ring and wake the
+  // reader before its 5 s period.
+  ExpectSnapshotHoldsAnExecOfJustBefore(
+      "buffers { size_kb: 4096 }\ndurable_buffer_size_kb: 1024\n"
+      "data_sources { config { name: \"linux.bpf\" bpf_config {\n"
+      "  sched: false process: true incidents: false drain_period_ms: 5000 } } }\n");
+}
+
+TEST(TracingSessionTest, ASnapshotHoldsWhatTheFtraceBuffersHadNotHandedOverYet) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  ExpectSnapshotHoldsAnExecOfJustBefore(
+      "buffers { size_kb: 4096 }\n"
+      "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+      "  ftrace_events: \"sched/sched_process_exec\" drain_period_ms: 5000 } } }\n");
+}
+
+TEST(TracingSessionTest, ItsReportNamesEachSourceBufferAndTheDurableStore) {
+  if (geteuid() != 0) GTEST_SKIP() << "linux.bpf needs root (CAP_BPF and CAP_PERFMON)";
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+      "buffers { size_kb: 2048 }\ndurable_buffer_size_kb: 1024\n"
+      "data_sources { config { name: \"linux.bpf\" bpf_config { sched: true } } }\n",
+      "test.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(*cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Start().ok());
+  // Some switches of our own, and time for a move into the buffers.
+  for (int i = 0; i < 250; i++) usleep(1000);
+  TracingSession::Report r = (*s)->report();
+  ASSERT_EQ(r.sources.size(), 1u);
+  EXPECT_EQ(r.sources[0].name, "linux.bpf");
+  EXPECT_EQ(r.sources[0].state, TracingSession::SourceReport::State::kRunning);
+  ASSERT_EQ(r.buffers.size(), 1u);
+  EXPECT_EQ(r.buffers[0].stats.buffer_size, 2048u * 1024);
+  ASSERT_TRUE(r.durable.has_value());
+  EXPECT_GT(r.durable->entries, 0u);  // The /proc scan, at least.
+  ASSERT_TRUE((*s)->Stop().ok());
+  r = (*s)->report();
+  ASSERT_EQ(r.sources.size(), 1u);
+  EXPECT_EQ(r.sources[0].state, TracingSession::SourceReport::State::kStopped);
+  EXPECT_GT(r.sources[0].events, 50u);
+  EXPECT_GT(r.buffers[0].stats.bytes_written, 0u);
 }
 
 }  // namespace

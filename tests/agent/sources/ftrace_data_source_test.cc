@@ -99,6 +99,46 @@ TEST(FtraceDataSourceTest, ReaderThreadRecordsEveryMarkerInOrderWithStartAndEndS
   EXPECT_EQ(r.bundles_with_lost_events, 0u);
 }
 
+// A rare event only, and the reader's period far away: what is in the
+// kernel's buffer stays there unless something asks for it.
+FtraceDataSource::Config SlowReaderConfig(const std::string& instance) {
+  FtraceDataSource::Config config;
+  config.instance_name = instance;
+  config.events = {{"sched/sched_process_exec", ""}};
+  config.drain_period_ms = 10'000;
+  config.buffer_percent = 100;
+  return config;
+}
+
+TEST(FtraceDataSourceTest, FlushStagingHandsOverWhatTheKernelBufferHoldsNow) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  auto tb = buffer::TraceBuffer::Create(4 << 20);
+  ProducerBuffer producer(1, {}, ProducerBuffer::Options{});
+  auto ds = FtraceDataSource::Create(*ftrace::testing::KernelTracefs(),
+                                     SlowReaderConfig("t-ds-flush"), &producer);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_TRUE((*ds)->Start().ok());
+  usleep(50'000);  // The reader is in its long wait.
+  WriteMarkers(InstancePath("t-ds-flush"), "flush marker ", 10);
+  EXPECT_TRUE((*ds)->FlushStaging(absl::Seconds(5)));
+  producer.CommitQueuedInto(tb.get());
+  EXPECT_EQ(ReadBack(tb.get(), "flush marker").markers.size(), 10u);
+  (*ds)->Stop();
+}
+
+TEST(FtraceDataSourceTest, FlushStagingOfASourceThatIsNotReadingReturnsFalseAtOnce) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  ProducerBuffer producer(1, {}, ProducerBuffer::Options{});
+  auto ds = FtraceDataSource::Create(*ftrace::testing::KernelTracefs(),
+                                     SlowReaderConfig("t-ds-noflush"), &producer);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  // An hour: a wait would hang the test, not just slow it.
+  EXPECT_FALSE((*ds)->FlushStaging(absl::Hours(1)));  // Not started.
+  ASSERT_TRUE((*ds)->Start().ok());
+  (*ds)->Stop();
+  EXPECT_FALSE((*ds)->FlushStaging(absl::Hours(1)));  // Stopped.
+}
+
 TEST(FtraceDataSourceTest, UnknownEventsAndBadFiltersAreNamedInTheStats) {
   RINGSIDE_REQUIRE_TRACEFS();
   auto tb = buffer::TraceBuffer::Create(4 << 20);
