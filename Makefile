@@ -30,9 +30,10 @@ DEB_PACKAGES := \
   libbpf-dev bpftool libelf-dev zlib1g-dev \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
-  nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev
+  nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
+  rt-tests
 
-PKGS := protobuf nlohmann_json libbpf \
+PKGS := protobuf nlohmann_json libbpf libsystemd \
   absl_status absl_statusor absl_strings absl_str_format \
   absl_time absl_synchronization absl_flat_hash_map
 
@@ -120,7 +121,7 @@ ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests asan bench bench-run fuzz fuzz-run fuzz-corpus demo run-demo deps install clean format
+.PHONY: all test run-tests asan bench bench-run soak fuzz fuzz-run fuzz-corpus demo run-demo deps install clean format
 
 all: $(BIN) $(LIBS)
 
@@ -221,6 +222,11 @@ bench: deps
 bench-run: $(BENCH_BINS) $(BIN)
 	@for b in $(BENCH_BINS); do $$b || exit 1; done
 
+# The agent's 10-minute soak under a sched storm: RSS and CPU over time
+# (DURATION=seconds to shorten it). Not part of `make test`.
+soak: $(BIN)
+	RINGSIDE=$(BIN) bash tests/bench/agent_soak.sh
+
 # --- Fuzzing (clang libFuzzer) -------------------------------------------------
 
 FUZZ_SECONDS ?= 60
@@ -243,10 +249,11 @@ $(FUZZ_DIR)/page_parser_fuzzer: tests/fuzz/page_parser_fuzzer.cc $(FTRACE_PARSER
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $(filter %.cc,$^) -o $@
 
 # `ringside inspect` on any bytes: the reader, the summarizer, both renderings.
-INSPECT_SRCS := agent/files/trace_inspector.cc agent/files/trace_file_reader.cc
+INSPECT_SRCS := agent/files/trace_inspector.cc agent/files/trace_file_reader.cc \
+  agent/files/json_text.cc
 
 $(FUZZ_DIR)/trace_file_fuzzer: tests/fuzz/trace_file_fuzzer.cc $(INSPECT_SRCS) $(PROTO_CCS) \
-  $(wildcard agent/files/trace_inspector.h agent/files/trace_file_reader.h) $(BUFFER_HDRS)
+  $(wildcard agent/files/trace_inspector.h agent/files/trace_file_reader.h agent/files/json_text.h) $(BUFFER_HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -isystem $(BUILD)/gen $(filter %.cc,$^) \
 	  $(shell $(PKG_CONFIG) --cflags --libs protobuf absl_statusor absl_str_format) -o $@

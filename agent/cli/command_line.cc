@@ -155,6 +155,15 @@ int UsageError(const CommandSpec& spec, const std::string& message) {
   return kExitUsage;
 }
 
+absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& flag, const std::string& text) {
+  absl::Duration d;
+  double seconds = 0;
+  if (absl::SimpleAtod(text, &seconds) && seconds > 0) return absl::Seconds(seconds);
+  if (absl::ParseDuration(text, &d) && d > absl::ZeroDuration()) return d;
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, " ", text, ": not a duration (e.g. 10s, 500ms, 2m; plain: seconds)"));
+}
+
 absl::StatusOr<uint64_t> ParseSizeKb(const std::string& text) {
   std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   size_t digits = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace ringside::agent {
 
@@ -68,6 +69,11 @@ int UsageError(const CommandSpec& spec, const std::string& message);
 // Sizes as users type them: "64M", "64MiB", "64mb", "512k", "1G"; a plain
 // number is KiB (as trace-cmd's -b). Returns KiB.
 absl::StatusOr<uint64_t> ParseSizeKb(const std::string& text);
+
+// Durations as users type them: "10s", "500ms", "2m", "1h30m"; a plain
+// number is seconds. Only positive ones; errors name `flag` ("--timeout")
+// and the text.
+absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& flag, const std::string& text);
 
 }  // namespace ringside::agent
 

@@ -8,10 +8,14 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "agent/cli/agent_command.h"
 #include "agent/cli/command_line.h"
 #include "agent/cli/inspect_command.h"
 #include "agent/cli/list_command.h"
 #include "agent/cli/record_command.h"
+#include "agent/cli/snapshot_command.h"
+#include "agent/cli/status_command.h"
+#include "agent/cli/stop_command.h"
 #include "agent/version.h"
 #include "google/protobuf/stubs/logging.h"
 
@@ -29,6 +33,10 @@ const Command kCommands[] = {
     {ringside::agent::RecordCommandSpec, ringside::agent::RunRecordCommand},
     {ringside::agent::InspectCommandSpec, ringside::agent::RunInspectCommand},
     {ringside::agent::ListCommandSpec, ringside::agent::RunListCommand},
+    {ringside::agent::AgentCommandSpec, ringside::agent::RunAgentCommand},
+    {ringside::agent::StatusCommandSpec, ringside::agent::RunStatusCommand},
+    {ringside::agent::SnapshotCommandSpec, ringside::agent::RunSnapshotCommand},
+    {ringside::agent::StopCommandSpec, ringside::agent::RunStopCommand},
 };
 
 constexpr char kUsage[] =
@@ -41,6 +49,10 @@ constexpr char kUsage[] =
     "  record    record this machine (for a duration, or while a command runs)\n"
     "  inspect   summarize a trace file: packets, losses, time range, processes\n"
     "  list      list the events that can be recorded\n"
+    "  agent     run the node agent: a flight recorder that writes snapshots when asked\n"
+    "  status    what a running agent is doing: sources, buffers, losses, snapshots\n"
+    "  snapshot  ask a running agent to write its buffers into a trace file now\n"
+    "  stop      ask a running agent to shut down\n"
     "  help CMD  the flags and examples of a command (also: ringside CMD --help)\n"
     "\n"
     "Exit status: 0 done; 1 it ran and failed; 2 bad arguments or config.\n"

@@ -92,15 +92,6 @@ absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& text) {
-  absl::Duration d;
-  double seconds = 0;
-  if (absl::SimpleAtod(text, &seconds) && seconds > 0) return absl::Seconds(seconds);
-  if (absl::ParseDuration(text, &d) && d > absl::ZeroDuration()) return d;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--duration ", text, ": not a duration (e.g. 10s, 500ms, 2m; plain: seconds)"));
-}
-
 // The executable CMD names, looked up as execvp() would: 127 if there is
 // none, 126 if it cannot be run; 0 if it can.
 int CheckCommand(const std::string& cmd, std::string* why) {
@@ -318,7 +309,7 @@ int RunRecordCommand(const ParsedArgs& args) {
   // flag, or a config file's duration_ms): the embedded 10 s does not.
   absl::Duration duration = absl::ZeroDuration();
   if (args.Has("duration")) {
-    absl::StatusOr<absl::Duration> d = ParseDurationFlag(args.Get("duration"));
+    absl::StatusOr<absl::Duration> d = ParseDurationFlag("--duration", args.Get("duration"));
     if (!d.ok()) return UsageError(spec, std::string(d.status().message()));
     duration = *d;
   } else if (args.command.empty() || !config_path.empty()) {

@@ -14,7 +14,8 @@ uint32_t ReadLittleEndian32(const char* p) {
          static_cast<uint32_t>(b[2]) << 16 | static_cast<uint32_t>(b[3]) << 24;
 }
 
-// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
+}  // namespace
+
 bool IsUtf8(absl::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
@@ -47,8 +48,6 @@ bool IsUtf8(absl::string_view s) {
   }
   return true;
 }
-
-}  // namespace
 
 std::string EncodeFrame(const google::protobuf::MessageLite& message) {
   const std::string payload = message.SerializeAsString();

@@ -63,6 +63,16 @@ class FrameReader {
   size_t consumed_ = 0;  // Bytes at the front of buffer_ already taken out.
 };
 
+// Whether `s` is strict UTF-8 (no overlong forms, no surrogates, nothing
+// above U+10FFFF): what a request's text must be. Clients check it before
+// sending, so that a user hears about a bad reason before anything happens.
+bool IsUtf8(absl::string_view s);
+
+// The longest snapshot reason: it is recorded in the snapshot and shown by
+// `ringside status`, a label rather than a report. The client checks it
+// before sending; the agent refuses longer ones.
+inline constexpr size_t kMaxSnapshotReasonBytes = 200;
+
 // Parses a frame's payload as a Request: a message that does not parse,
 // that carries no request this agent knows, or whose text (snapshot reason,
 // trigger name) is not UTF-8, is kInvalidArgument with a message that starts

@@ -68,12 +68,13 @@ void SendErrorAndClose(int fd, const std::string& error) {
 
 class ControlServer::Loop {
  public:
-  Loop(int listen_fd, int wake_fd, Options options, gid_t group, ControlHandler* handler)
+  Loop(int listen_fd, int wake_fd, Options options, ControlHandler* handler)
       : listen_fd_(listen_fd),
         wake_fd_(wake_fd),
+        group_(options.group),
+        who_may_(group_.has_value() ? absl::StrCat("root or in ", GroupDisplayName(*group_))
+                                    : std::string("root (no control_group is set)")),
         options_(std::move(options)),
-        group_(group),
-        group_name_(GroupDisplayName(group)),
         handler_(handler) {}
 
   ~Loop() {
@@ -157,10 +158,9 @@ class ControlServer::Loop {
       }
       const Peer peer{cred.pid, cred.uid, cred.gid};
       if (!Authorized(fd, peer)) {
-        Log(absl::StrCat("refused pid ", peer.pid, " (uid ", peer.uid, "): not root or in ",
-                         group_name_));
-        SendErrorAndClose(fd, absl::StrCat("permission denied: uid ", peer.uid,
-                                           " is not root or in ", group_name_));
+        Log(absl::StrCat("refused pid ", peer.pid, " (uid ", peer.uid, "): not ", who_may_));
+        SendErrorAndClose(fd,
+                          absl::StrCat("permission denied: uid ", peer.uid, " is not ", who_may_));
         continue;
       }
       if (static_cast<int>(connections_.size()) >= options_.max_connections) {
@@ -179,7 +179,9 @@ class ControlServer::Loop {
   }
 
   bool Authorized(int fd, const Peer& peer) const {
-    if (peer.uid == 0 || peer.gid == group_) return true;
+    if (peer.uid == 0) return true;
+    if (!group_.has_value()) return false;
+    if (peer.gid == *group_) return true;
     // The peer's supplementary groups as they were when it connected.
     std::vector<gid_t> groups(64);
     socklen_t len = groups.size() * sizeof(gid_t);
@@ -189,7 +191,7 @@ class ControlServer::Loop {
       if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) != 0) return false;
     }
     groups.resize(len / sizeof(gid_t));
-    return std::find(groups.begin(), groups.end(), group_) != groups.end();
+    return std::find(groups.begin(), groups.end(), *group_) != groups.end();
   }
 
   void Read(Connection& c) {
@@ -315,9 +317,10 @@ class ControlServer::Loop {
 
   const int listen_fd_;
   const int wake_fd_;
+  // Declared before options_, which the constructor moves from.
+  const std::optional<gid_t> group_;  // Admitted besides root; none: root only.
+  const std::string who_may_;         // "root or in <group>", for refusals.
   const Options options_;
-  const gid_t group_;
-  const std::string group_name_;
   ControlHandler* const handler_;
   std::vector<std::unique_ptr<Connection>> connections_;
   absl::Time accept_paused_until_ = absl::InfinitePast();
@@ -394,10 +397,10 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Listen(const std::
 
   std::unique_ptr<ControlServer> server(new ControlServer());
   server->path_ = path;
-  server->group_ = options.group.value_or(st.st_gid);
+  server->group_ = options.group;
   server->socket_dev_ = st.st_dev;
   server->socket_ino_ = st.st_ino;
-  server->loop_ = std::make_unique<Loop>(fd, wake_fd, std::move(options), server->group_, handler);
+  server->loop_ = std::make_unique<Loop>(fd, wake_fd, std::move(options), handler);
   server->thread_ = std::thread([loop = server->loop_.get()] { loop->Run(); });
   return server;
 }

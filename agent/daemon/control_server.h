@@ -70,8 +70,8 @@ class ControlServer {
  public:
   struct Options {
     // The group allowed to use the socket besides root, and the group the
-    // socket file is given. Unset: the group of the file as created (the
-    // agent's own group).
+    // socket file is given. Unset: root only (the file keeps the agent's
+    // own group, whose members the check still refuses).
     std::optional<gid_t> group;
     // There is a socket file at the path already, and the caller knows (from
     // its lock) that no agent owns it: replace it. Never replaces anything
@@ -108,15 +108,15 @@ class ControlServer {
   void Stop();
 
   const std::string& path() const { return path_; }
-  // The group the permission check admits besides root.
-  gid_t group() const { return group_; }
+  // The group the permission check admits besides root; none: root only.
+  std::optional<gid_t> group() const { return group_; }
 
  private:
   class Loop;
   ControlServer() = default;
 
   std::string path_;
-  gid_t group_ = 0;
+  std::optional<gid_t> group_;
   dev_t socket_dev_ = 0;
   ino_t socket_ino_ = 0;
   std::unique_ptr<Loop> loop_;

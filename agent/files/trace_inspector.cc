@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/files/json_text.h"
 #include "agent/files/trace_file_reader.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -344,8 +345,7 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
 }
 
 std::string SummaryToJsonText(const std::string& path, const TraceSummary& summary) {
-  return SummaryToJson(path, summary)
-      .dump(2, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+  return JsonText(SummaryToJson(path, summary));
 }
 
 }  // namespace ringside::agent

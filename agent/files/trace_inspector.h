@@ -96,8 +96,8 @@ absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path);
 // Renderings of a summary: human-readable text and one JSON object.
 std::string SummaryToText(const std::string& path, const TraceSummary& summary);
 nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& summary);
-// SummaryToJson as text (indented). Names are bytes, not always UTF-8;
-// JSON strings must be: bytes that are not UTF-8 become U+FFFD.
+// SummaryToJson as text (JsonText: bytes of names that are not UTF-8
+// become U+FFFD).
 std::string SummaryToJsonText(const std::string& path, const TraceSummary& summary);
 
 }  // namespace ringside::agent

@@ -122,5 +122,18 @@ TEST(ControlFrameTest, DecodeRequestReturnsTheRequest) {
   EXPECT_TRUE(request->snapshot().wait());
 }
 
+TEST(IsUtf8Test, AcceptsWellFormedTextOnly) {
+  EXPECT_TRUE(IsUtf8(""));
+  EXPECT_TRUE(IsUtf8("plain"));
+  EXPECT_TRUE(IsUtf8("d\xc3\xa9j\xc3\xa0 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(IsUtf8("\xff"));
+  EXPECT_FALSE(IsUtf8("\xc3"));              // Cut short.
+  EXPECT_FALSE(IsUtf8("\xe2\x82"));          // Cut short.
+  EXPECT_FALSE(IsUtf8("\xc0\xaf"));          // Overlong '/'.
+  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));      // A surrogate.
+  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));  // Above U+10FFFF.
+  EXPECT_FALSE(IsUtf8("a\x80"));             // A lone continuation byte.
+}
+
 }  // namespace
 }  // namespace ringside::agent

@@ -294,13 +294,32 @@ TEST_F(ControlServerTest, UnprivilegedPeerIsRefusedWithThePermissionErrorWhileRo
   ASSERT_TRUE(answer.ok()) << answer.status();
   control::Reply reply;
   ASSERT_TRUE(ParseOneFrame(*answer, &reply)) << *answer;
-  EXPECT_THAT(reply.error(), StartsWith("permission denied: uid 65534 is not root or in "));
+  EXPECT_EQ(reply.error(), "permission denied: uid 65534 is not root (no control_group is set)");
   EXPECT_FALSE(reply.has_status());
   EXPECT_TRUE(handler_.peers().empty());
-  EXPECT_THAT(Log(), HasSubstr("(uid 65534): not root or in"));
+  EXPECT_THAT(Log(), HasSubstr("(uid 65534): not root (no control_group is set)"));
   const absl::StatusOr<control::Reply> root = Call(Status());
   ASSERT_TRUE(root.ok()) << root.status();
   EXPECT_TRUE(root->has_status());
+}
+
+// Without control_group only root is served, even a peer in the group the
+// socket file happens to have (the agent's own: root's, as root).
+TEST_F(ControlServerTest, WithoutAControlGroupAPeerInTheSocketFilesGroupIsRefused) {
+  Start();
+  ASSERT_EQ(chmod(socket_path_.c_str(), 0666), 0);
+  struct stat st;
+  ASSERT_EQ(lstat(socket_path_.c_str(), &st), 0);
+  EXPECT_EQ(server_->group(), std::nullopt);
+  const std::string request = EncodeFrame(Status());
+  const std::string path = socket_path_;
+  const absl::StatusOr<std::string> answer = testing::RunAs(
+      65534, st.st_gid, {st.st_gid}, [&] { return testing::ExchangeRaw(path, request); });
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  control::Reply reply;
+  ASSERT_TRUE(ParseOneFrame(*answer, &reply)) << *answer;
+  EXPECT_THAT(reply.error(), StartsWith("permission denied: uid 65534 is not root"));
+  EXPECT_TRUE(handler_.peers().empty());
 }
 
 TEST_F(ControlServerTest, PeerWithTheControlGroupAmongItsGroupsIsServed) {
@@ -329,7 +348,7 @@ TEST_F(ControlServerTest, SocketIsMode0660AndOwnedByTheControlGroup) {
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0660u);
   EXPECT_EQ(st.st_gid, 4242u);
-  EXPECT_EQ(server_->group(), 4242u);
+  EXPECT_EQ(server_->group(), std::optional<gid_t>(4242));
 }
 
 std::string ReadFile(const std::string& path) {

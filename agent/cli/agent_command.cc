@@ -1,0 +1,156 @@
+#include "agent/cli/agent_command.h"
+
+#include <malloc.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "agent/config/config_loader.h"
+#include "agent/config/defaults.h"
+#include "agent/daemon/agent_lock.h"
+#include "agent/daemon/agent_log.h"
+#include "agent/daemon/agent_service.h"
+#include "agent/daemon/control_client.h"
+#include "agent/daemon/systemd_notifier.h"
+
+namespace ringside::agent {
+namespace {
+
+// Is an agent answering on `socket`? Decides whether a socket file left
+// there is a dead agent's (replaced) or a live one's (we refuse to start).
+bool SomeoneAnswers(const std::string& socket) {
+  control::Request request;
+  request.mutable_status();
+  absl::StatusOr<control::Reply> reply = CallAgent(socket, request, absl::Seconds(2));
+  return reply.ok() || reply.status().code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+}  // namespace
+
+const CommandSpec& AgentCommandSpec() {
+  static const CommandSpec* spec = new CommandSpec{
+      .name = "agent",
+      .synopsis = "ringside agent [-c CONFIG] [--socket PATH] [--output-dir DIR] [--run-dir DIR]",
+      .summary =
+          "Runs the node agent: records this machine continuously into its buffers (a flight\n"
+          "recorder) until SIGTERM or `ringside stop`, and writes a snapshot of them into\n"
+          "output_dir when asked (`ringside snapshot`, SIGUSR1). `ringside status` shows what\n"
+          "it records and loses. SIGHUP reloads the config (settings that need a restart are\n"
+          "named and keep their value). One agent per machine: the lock file is\n"
+          "RUN_DIR/agent.lock. With systemd (Type=notify) it reports readiness once every\n"
+          "source is attached, and its health. Logs go to stderr (journald levels under\n"
+          "systemd). Needs root (CAP_BPF, CAP_PERFMON, tracefs) for kernel events.",
+      .flags =
+          {
+              {'c', "config", "FILE",
+               "config in protobuf text format (docs/config.md); default: the embedded flight "
+               "recorder (record's default events into a 64 MiB ring, until stopped)",
+               false},
+              {0, "socket", "PATH",
+               "control socket; default: the config's control_socket, else " +
+                   std::string(kDefaultControlSocket),
+               false},
+              {0, "output-dir", "DIR",
+               "where snapshots go; default: the config's output_dir, else " +
+                   std::string(kDefaultOutputDir),
+               false},
+              {0, "run-dir", "DIR",
+               "directory of the lock file; default: " + std::string(kDefaultRunDir), false},
+          },
+      .examples =
+          "  ringside agent                              # the embedded flight recorder\n"
+          "  ringside agent -c /etc/ringside/agent.pbtxt\n"
+          "  ringside snapshot --reason 'slow deploy' --wait   # from another shell\n",
+      .max_positional = 0,
+  };
+  return *spec;
+}
+
+int RunAgentCommand(const ParsedArgs& args) {
+  const CommandSpec& spec = AgentCommandSpec();
+  const std::string config_path = args.Get("config");
+  config::TraceConfig config;
+  if (config_path.empty()) {
+    config = DefaultAgentConfig();
+  } else {
+    absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(config_path);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "ringside agent: %s\n", std::string(loaded.status().message()).c_str());
+      return kExitUsage;
+    }
+    config = *loaded;
+  }
+  config::TraceConfig overrides;
+  if (args.Has("socket")) overrides.set_control_socket(args.Get("socket"));
+  if (args.Has("output-dir")) overrides.set_output_dir(args.Get("output-dir"));
+  config.MergeFrom(overrides);
+  ApplyAgentDefaults(&config);
+  if (absl::Status s = ValidateConfig(config, config_path.empty() ? "flags" : config_path);
+      !s.ok()) {
+    return UsageError(spec, std::string(s.message()));
+  }
+  const std::string run_dir = args.Get("run-dir", kDefaultRunDir);
+  if (run_dir.empty() || run_dir[0] != '/') {
+    return UsageError(spec, absl::StrCat("--run-dir ", run_dir, ": an absolute path"));
+  }
+
+  // A snapshot allocates a buffer's worth at once. glibc would raise its
+  // mmap threshold after freeing such a block and serve the next ones from
+  // heaps it keeps: a fixed threshold returns them to the system, so the
+  // agent's memory stays at its buffers plus a constant over months.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+
+  AgentLog log;
+  absl::StatusOr<std::unique_ptr<AgentLock>> lock =
+      AgentLock::Acquire(run_dir, config.control_socket());
+  if (!lock.ok()) {
+    log.Error(lock.status().message());
+    return kExitFailure;
+  }
+  // We hold the lock, so no agent of this run dir owns a socket there; but
+  // one with another run dir might.
+  bool replace_stale_socket = false;
+  if (access(config.control_socket().c_str(), F_OK) == 0) {
+    if (SomeoneAnswers(config.control_socket())) {
+      log.Error(absl::StrCat("an agent already answers on ", config.control_socket(),
+                             " (started with another --run-dir?); not starting a second one"));
+      return kExitFailure;
+    }
+    replace_stale_socket = true;
+    if ((*lock)->stale_holder().has_value()) {
+      log.Notice(absl::StrCat("the agent of pid ", (*lock)->stale_holder()->pid,
+                              " ended without cleaning up; replacing its socket"));
+    }
+  }
+
+  // Taken synchronously by AgentService::Run(); blocked before any thread
+  // starts, so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, sig);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+
+  SystemdNotifier notifier = SystemdNotifier::FromEnvironment();
+  AgentService::Options options;
+  options.config_path = config_path;
+  options.config = config;
+  options.overrides = overrides;
+  options.replace_stale_socket = replace_stale_socket;
+  options.log = &log;
+  options.notifier = &notifier;
+  absl::StatusOr<std::unique_ptr<AgentService>> service = AgentService::Start(std::move(options));
+  if (!service.ok()) {
+    log.Error(absl::StrCat("not started: ", service.status().message()));
+    // A config the agent cannot run is the user's to fix, as a usage error.
+    const absl::StatusCode code = service.status().code();
+    return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnimplemented
+               ? kExitUsage
+               : kExitFailure;
+  }
+  return (*service)->Run();
+}
+
+}  // namespace ringside::agent

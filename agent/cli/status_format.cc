@@ -1,0 +1,187 @@
+#include "agent/cli/status_format.h"
+
+#include <cstdint>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/files/json_text.h"
+
+namespace ringside::agent {
+namespace {
+
+using control::SourceStatus;
+using nlohmann::json;
+
+// Labels of the key/value lines, and the indentation of their continuation.
+constexpr int kLabelWidth = 12;
+
+std::string HumanBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  double value = static_cast<double>(bytes) / 1024;
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(kUnits)) {
+    value /= 1024;
+    unit++;
+  }
+  return absl::StrFormat("%.1f %s", value, kUnits[unit]);
+}
+
+std::string Uptime(uint64_t ms) {
+  const uint64_t s = ms / 1000, m = s / 60, h = m / 60, d = h / 24;
+  if (d > 0) return absl::StrFormat("%dd %02dh %02dm", d, h % 24, m % 60);
+  if (h > 0) return absl::StrFormat("%dh %02dm %02ds", h, m % 60, s % 60);
+  if (m > 0) return absl::StrFormat("%dm %02ds", m, s % 60);
+  return absl::StrFormat("%.1fs", static_cast<double>(ms) / 1000);
+}
+
+// The name of a state, or its number when this build does not know it.
+std::string StateName(SourceStatus::State state) {
+  const std::string& name = SourceStatus::State_Name(state);
+  return name.empty() ? absl::StrCat(static_cast<int>(state)) : name;
+}
+
+uint64_t TotalLosses(const SourceStatus& source) {
+  uint64_t total = 0;
+  for (const SourceStatus::Loss& loss : source.losses()) {
+    total = loss.events() > std::numeric_limits<uint64_t>::max() - total
+                ? std::numeric_limits<uint64_t>::max()
+                : total + loss.events();
+  }
+  return total;
+}
+
+void AppendLine(std::string* out, const char* label, const std::string& value) {
+  absl::StrAppendFormat(out, "%-*s%s\n", kLabelWidth, label, value);
+}
+
+void AppendSources(const control::StatusReply& s, std::string* out) {
+  if (s.sources().empty()) {
+    AppendLine(out, "sources", "none");
+    return;
+  }
+  absl::StrAppendFormat(out, "%-16s %-8s %14s %10s %10s\n", "source", "state", "events", "events/s",
+                        "lost");
+  for (const SourceStatus& source : s.sources()) {
+    absl::StrAppendFormat(out, "%-16s %-8s %14d %10.1f %10d\n", source.name(),
+                          StateName(source.state()), source.events(), source.events_per_s(),
+                          TotalLosses(source));
+    for (const SourceStatus::Loss& loss : source.losses()) {
+      if (loss.events() == 0) continue;
+      const std::string where = loss.cpu() >= 0 ? absl::StrCat(", cpu ", loss.cpu()) : "";
+      absl::StrAppend(out, "  lost ", loss.events(), ": ", loss.kind(), where, "\n");
+    }
+    if (source.state() == SourceStatus::FAILED || !source.error().empty()) {
+      absl::StrAppend(out, "  error: ", source.error().empty() ? "(none given)" : source.error(),
+                      "\n");
+    }
+  }
+}
+
+void AppendBuffers(const control::StatusReply& s, std::string* out) {
+  if (s.buffers().empty()) {
+    AppendLine(out, "buffers", "none");
+    return;
+  }
+  absl::StrAppendFormat(out, "%-7s %10s %7s %12s %12s %10s\n", "buffer", "size", "fill", "written",
+                        "overwritten", "wraps");
+  for (int i = 0; i < s.buffers_size(); i++) {
+    const control::BufferStatus& b = s.buffers(i);
+    absl::StrAppendFormat(out, "%-7s %10s %6.1f%% %12s %12s %10d\n", absl::StrCat("#", i),
+                          HumanBytes(b.size_bytes()), b.fill_percent(),
+                          HumanBytes(b.bytes_written()), HumanBytes(b.bytes_overwritten()),
+                          b.write_wraps());
+  }
+}
+
+}  // namespace
+
+std::string StatusText(const control::StatusReply& s) {
+  std::string out;
+  AppendLine(&out, "agent",
+             absl::StrCat("ringside ", s.version().empty() ? "(version unknown)" : s.version(),
+                          ", pid ", s.pid(), ", up ", Uptime(s.uptime_ms())));
+  AppendLine(&out, "config", s.config_path().empty() ? "embedded default" : s.config_path());
+  AppendLine(
+      &out, "cost",
+      absl::StrFormat("%.2f s CPU, %s resident", s.cpu_seconds(), HumanBytes(s.rss_bytes())));
+  out += "\n";
+  AppendSources(s, &out);
+  out += "\n";
+  AppendBuffers(s, &out);
+  out += "\n";
+  const control::DurableStatus& d = s.durable();
+  AppendLine(&out, "durable",
+             absl::StrCat(d.entries(), " entries, ", HumanBytes(d.bytes()), " of ",
+                          HumanBytes(d.capacity()), "; evicted ", d.evicted_live(), " live, ",
+                          d.evicted_ended(), " ended"));
+  const control::SnapshotStatus& snap = s.snapshots();
+  AppendLine(&out, "snapshots",
+             absl::StrCat(snap.count(), " taken, ", snap.suppressed(), " suppressed"));
+  if (!snap.last_path().empty()) {
+    AppendLine(&out, "", absl::StrCat("last: ", snap.last_path()));
+    AppendLine(&out, "", absl::StrCat("reason: ", snap.last_reason()));
+  }
+  if (s.has_streaming()) {
+    AppendLine(
+        &out, "streaming",
+        absl::StrCat(s.streaming().path(), ", ", HumanBytes(s.streaming().bytes()), " written"));
+  }
+  return out;
+}
+
+json StatusJsonValue(const control::StatusReply& s) {
+  json j;
+  j["schema_version"] = kStatusJsonSchemaVersion;
+  j["uptime_ms"] = s.uptime_ms();
+  j["config_path"] = s.config_path();
+  j["pid"] = s.pid();
+  j["version"] = s.version();
+  j["cpu_seconds"] = s.cpu_seconds();
+  j["rss_bytes"] = s.rss_bytes();
+  j["sources"] = json::array();
+  for (const SourceStatus& source : s.sources()) {
+    json losses = json::array();
+    for (const SourceStatus::Loss& loss : source.losses()) {
+      losses.push_back({{"cpu", loss.cpu()}, {"kind", loss.kind()}, {"events", loss.events()}});
+    }
+    j["sources"].push_back({{"name", source.name()},
+                            {"state", StateName(source.state())},
+                            {"error", source.error()},
+                            {"events", source.events()},
+                            {"events_per_s", source.events_per_s()},
+                            {"losses", std::move(losses)}});
+  }
+  j["buffers"] = json::array();
+  for (const control::BufferStatus& b : s.buffers()) {
+    j["buffers"].push_back({{"size_bytes", b.size_bytes()},
+                            {"bytes_written", b.bytes_written()},
+                            {"bytes_overwritten", b.bytes_overwritten()},
+                            {"write_wraps", b.write_wraps()},
+                            {"fill_percent", b.fill_percent()}});
+  }
+  const control::DurableStatus& d = s.durable();
+  j["durable"] = {{"entries", d.entries()},
+                  {"bytes", d.bytes()},
+                  {"capacity", d.capacity()},
+                  {"evicted_live", d.evicted_live()},
+                  {"evicted_ended", d.evicted_ended()}};
+  const control::SnapshotStatus& snap = s.snapshots();
+  j["snapshots"] = {{"count", snap.count()},
+                    {"last_path", snap.last_path()},
+                    {"last_reason", snap.last_reason()},
+                    {"suppressed", snap.suppressed()}};
+  if (s.has_streaming()) {
+    j["streaming"] = {{"path", s.streaming().path()}, {"bytes", s.streaming().bytes()}};
+  } else {
+    j["streaming"] = nullptr;
+  }
+  return j;
+}
+
+std::string StatusJson(const control::StatusReply& status) {
+  return JsonText(StatusJsonValue(status));
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,538 @@
+#include "agent/daemon/agent_service.h"
+
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "agent/config/config_loader.h"
+#include "agent/config/defaults.h"
+#include "agent/daemon/config_reload.h"
+#include "agent/daemon/control_frame.h"
+#include "agent/version.h"
+
+namespace ringside::agent {
+namespace {
+
+// `snapshot --wait` gets its answer within this, or an error saying the
+// file may still come.
+constexpr absl::Duration kSnapshotWaitLimit = absl::Minutes(5);
+
+std::string Mib(uint64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+absl::StatusOr<gid_t> ResolveGroup(const std::string& name) {
+  uint32_t number = 0;
+  if (absl::SimpleAtoi(name, &number)) return static_cast<gid_t>(number);
+  std::vector<char> buf(16384);
+  group g;
+  group* found = nullptr;
+  const int err = getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found);
+  if (err != 0 || found == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("control_group '", name, "': no such group",
+                     err != 0 ? absl::StrCat(" (", strerror(err), ")") : ""));
+  }
+  return found->gr_gid;
+}
+
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+double CpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+std::string Who(const Peer& peer) { return absl::StrCat("uid ", peer.uid, " pid ", peer.pid); }
+
+control::SourceStatus::State StateOf(TracingSession::SourceReport::State s) {
+  switch (s) {
+    case TracingSession::SourceReport::State::kRunning:
+      return control::SourceStatus::RUNNING;
+    case TracingSession::SourceReport::State::kStopped:
+      return control::SourceStatus::STOPPED;
+    case TracingSession::SourceReport::State::kFailed:
+      return control::SourceStatus::FAILED;
+  }
+  return control::SourceStatus::STATE_UNSPECIFIED;
+}
+
+control::Reply Error(std::string message) {
+  control::Reply reply;
+  reply.set_error(std::move(message));
+  return reply;
+}
+
+}  // namespace
+
+AgentService::AgentService(Options options)
+    : options_(std::move(options)),
+      log_(*options_.log),
+      notifier_(*options_.notifier),
+      config_(options_.config) {}
+
+AgentService::~AgentService() {
+  if (control_ != nullptr) control_->Stop();
+  if (snapshots_ != nullptr) snapshots_->Finish();
+  if (session_ != nullptr) (void)session_->Stop();
+  if (stop_fd_ >= 0) close(stop_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options options) {
+  const config::TraceConfig& cfg = options.config;
+  if (cfg.write_into_file()) {
+    return absl::UnimplementedError(
+        "write_into_file: the agent cannot stream into files yet (its rotating drain is still "
+        "to come); remove it to record into the buffers and take snapshots, or stream with "
+        "`ringside record`");
+  }
+  if (cfg.has_trigger_config() &&
+      cfg.trigger_config().trigger_mode() != config::TraceConfig::TriggerConfig::CLONE_SNAPSHOT &&
+      cfg.trigger_config().trigger_mode() != config::TraceConfig::TriggerConfig::UNSPECIFIED) {
+    return absl::UnimplementedError(absl::StrCat(
+        "trigger_config.trigger_mode ",
+        config::TraceConfig::TriggerConfig::TriggerMode_Name(cfg.trigger_config().trigger_mode()),
+        ": the agent records until stopped and takes CLONE_SNAPSHOTs; use CLONE_SNAPSHOT"));
+  }
+  std::unique_ptr<AgentService> s(new AgentService(std::move(options)));
+  {
+    absl::MutexLock lock(&s->mu_);
+    s->triggers_.Replace(TriggerPolicy::RulesFrom(s->options_.config));
+  }
+  const config::TraceConfig& config = s->options_.config;
+  ControlServer::Options control_options;
+  if (config.has_control_group()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup(config.control_group());
+    if (!gid.ok()) return gid.status();
+    control_options.group = *gid;
+  }
+  if (absl::Status st = PrepareOutputDir(config.output_dir()); !st.ok()) return st;
+
+  absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config);
+  if (!session.ok()) return session.status();
+  s->session_ = std::move(*session);
+  const absl::Status started = s->session_->Start();
+  for (const std::string& w : s->session_->warnings()) s->log_.Warning(w);
+  if (!started.ok()) return started;
+
+  AgentService* self = s.get();
+  s->snapshots_ = std::make_unique<SnapshotWriter>(
+      s->session_.get(), config.output_dir(), [self](const SnapshotWriter::Result& r) {
+        if (r.status.ok()) {
+          self->log_.Notice(absl::StrCat("snapshot written: ", r.path, " (", r.reason, ")"));
+        } else {
+          self->log_.Error(absl::StrCat("snapshot ", r.path, " failed: ", r.status.message()));
+        }
+      });
+
+  s->snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
+  s->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (s->stop_fd_ < 0 || s->wake_fd_ < 0) {
+    return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
+  }
+  control_options.replace_stale_socket = s->options_.replace_stale_socket;
+  control_options.log = [self](absl::string_view line) {
+    self->log_.LogLimited(LogLevel::kWarning, "control", line);
+  };
+  absl::StatusOr<std::unique_ptr<ControlServer>> control =
+      ControlServer::Listen(config.control_socket(), control_options, s.get());
+  if (!control.ok()) return control.status();
+  s->control_ = std::move(*control);
+
+  s->log_.Notice(absl::StrCat(
+      "ringside agent ", kVersion, " recording (",
+      s->options_.config_path.empty() ? "embedded default config" : s->options_.config_path,
+      "); control socket ", config.control_socket(), "; snapshots into ", config.output_dir()));
+  // Every source attached and the socket answering: ready means ready.
+  s->notifier_.Ready(s->HealthLine());
+  return s;
+}
+
+int AgentService::Run() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, sig);
+  const int sfd = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    log_.Error(absl::StrCat("signalfd: ", std::strerror(errno), "; stopping"));
+    return 1;
+  }
+  const std::optional<absl::Duration> watchdog = notifier_.watchdog_interval();
+  absl::Time next_health = absl::Now() + options_.health_period;
+  absl::Time next_watchdog = watchdog ? absl::Now() : absl::InfiniteFuture();
+  std::string why;
+  while (why.empty()) {
+    const absl::Time now = absl::Now();
+    if (now >= next_watchdog) {
+      notifier_.Watchdog();
+      next_watchdog = now + *watchdog;
+    }
+    if (now >= next_health) {
+      HealthTick();
+      next_health = now + options_.health_period;
+    }
+    const absl::Time next_snapshot = TakeDueSnapshots();
+    const absl::Duration wait = std::min({next_health, next_watchdog, next_snapshot}) - absl::Now();
+    pollfd fds[3] = {{sfd, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    const int n =
+        poll(fds, 3,
+             static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(wait) + 1, 1, 60'000)));
+    if (n <= 0) continue;
+    if (fds[2].revents & POLLIN) {
+      uint64_t drained;
+      (void)!read(wake_fd_, &drained, sizeof(drained));
+    }
+    if (fds[1].revents & POLLIN) why = "stop requested over the control socket";
+    signalfd_siginfo info;
+    while (read(sfd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      const std::string from = info.ssi_pid != 0 ? absl::StrCat(" from pid ", info.ssi_pid) : "";
+      switch (info.ssi_signo) {
+        case SIGTERM:
+        case SIGINT:
+          why = absl::StrCat(strsignal(static_cast<int>(info.ssi_signo)), from);
+          break;
+        case SIGHUP:
+          Reload();
+          break;
+        case SIGUSR1:
+          if (absl::StatusOr<std::string> p = TakeSnapshot(
+                  "signal", absl::StrCat("SIGUSR1", from),
+                  SnapshotTrigger{"signal", "SIGUSR1", static_cast<int32_t>(info.ssi_uid),
+                                  BoottimeNowNs()});
+              !p.ok()) {
+            log_.Error(absl::StrCat("snapshot (SIGUSR1", from, "): ", p.status().message()));
+          }
+          break;
+      }
+    }
+  }
+  close(sfd);
+  notifier_.Stopping();
+  log_.Notice(absl::StrCat("stopping: ", why));
+  // No new requests first: a trigger accepted from here on would be lost.
+  control_->Stop();
+  // Triggers still in their stop_delay_ms: snapshot them now, with the
+  // aftermath there is, rather than lose them.
+  {
+    absl::MutexLock lock(&mu_);
+    std::multimap<absl::Time, SnapshotTrigger> now_due;
+    for (auto& [when, trigger] : delayed_) now_due.emplace(absl::InfinitePast(), trigger);
+    delayed_.swap(now_due);
+  }
+  TakeDueSnapshots();
+  stopping_ = true;
+  // Queued snapshots written; then the session.
+  snapshots_->Finish();
+  const absl::Status stopped = session_->Stop();
+  const TracingSession::Progress p = session_->progress();
+  const SnapshotWriter::Stats snaps = snapshots_->stats();
+  log_.Notice(absl::StrCat(
+      "stopped after ", absl::FormatDuration(absl::Trunc(absl::Now() - started_, absl::Seconds(1))),
+      ": ", p.events, " events recorded, ", p.events_lost, " lost before the buffers; ",
+      snaps.written, " snapshots written",
+      snaps.failed ? absl::StrCat(", ", snaps.failed, " failed") : ""));
+  if (!stopped.ok()) {
+    log_.Error(absl::StrCat("stopping the recording: ", stopped.message()));
+    return 1;
+  }
+  return 0;
+}
+
+void AgentService::Wake() {
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+absl::Time AgentService::TakeDueSnapshots() {
+  std::vector<SnapshotTrigger> due;
+  absl::Time next = absl::InfiniteFuture();
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    while (!delayed_.empty() && delayed_.begin()->first <= now) {
+      due.push_back(delayed_.begin()->second);
+      delayed_.erase(delayed_.begin());
+    }
+    if (!delayed_.empty()) next = delayed_.begin()->first;
+  }
+  for (const SnapshotTrigger& t : due) {
+    if (absl::StatusOr<std::string> p = TakeSnapshot(t.name, "trigger " + t.name, t); !p.ok()) {
+      log_.Error(absl::StrCat("snapshot (trigger ", t.name, "): ", p.status().message()));
+    }
+  }
+  return next;
+}
+
+void AgentService::RequestStop() {
+  const uint64_t one = 1;
+  (void)!write(stop_fd_, &one, sizeof(one));
+}
+
+control::Reply AgentService::Handle(const control::Request& request, const Peer& peer) {
+  control::Reply reply;
+  switch (request.request_case()) {
+    case control::Request::kStatus:
+      *reply.mutable_status() = BuildStatus();
+      return reply;
+    case control::Request::kSnapshot:
+      return Snapshot(request.snapshot(), peer);
+    case control::Request::kStop:
+      log_.Notice(absl::StrCat("stop requested by ", Who(peer)));
+      RequestStop();
+      reply.mutable_stop();
+      return reply;
+    case control::Request::kTrigger:
+      return Trigger(request.trigger().name(), peer);
+    case control::Request::REQUEST_NOT_SET:
+      break;
+  }
+  return Error("an empty request, or one this agent does not know (from a newer ringside?)");
+}
+
+control::Reply AgentService::Trigger(const std::string& name, const Peer& peer) {
+  absl::MutexLock lock(&mu_);
+  // Already fired and waiting for its stop_delay_ms: this one coalesces
+  // into that snapshot (so the pending ones are at most one per trigger).
+  for (const auto& [when, pending] : delayed_) {
+    if (pending.name != name) continue;
+    log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
+                    absl::StrCat("trigger ", name, " from ", Who(peer),
+                                 " joins the snapshot it already has pending"));
+    control::Reply reply;
+    reply.mutable_trigger();
+    return reply;
+  }
+  const TriggerPolicy::Verdict verdict = triggers_.Offer(name, absl::Now());
+  if (verdict == TriggerPolicy::Verdict::kUnknown) {
+    return Error(absl::StrCat("no trigger named '", name, "' in trigger_config"));
+  }
+  if (verdict != TriggerPolicy::Verdict::kFire) {
+    log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
+                    absl::StrCat("trigger ", name, " from ", Who(peer), " suppressed (",
+                                 TriggerPolicy::VerdictName(verdict), ")"));
+    return Error(absl::StrCat("trigger '", name, "' suppressed: ",
+                              TriggerPolicy::VerdictName(verdict), "; counted in status"));
+  }
+  const absl::Duration delay = triggers_.Find(name)->stop_delay;
+  log_.Info(absl::StrCat("trigger ", name, " from ", Who(peer), ": a snapshot in ",
+                         absl::FormatDuration(delay)));
+  delayed_.emplace(
+      absl::Now() + delay,
+      SnapshotTrigger{name, "ringside trigger", static_cast<int32_t>(peer.uid), BoottimeNowNs()});
+  Wake();
+  control::Reply reply;
+  reply.mutable_trigger();
+  return reply;
+}
+
+control::Reply AgentService::Snapshot(const control::SnapshotRequest& request, const Peer& peer) {
+  const std::string reason = request.reason().empty() ? "control" : request.reason();
+  if (!IsUtf8(reason)) return Error("the snapshot reason is not UTF-8 text");
+  if (reason.size() > kMaxSnapshotReasonBytes) {
+    return Error(absl::StrCat("the snapshot reason is ", reason.size(), " bytes; at most ",
+                              kMaxSnapshotReasonBytes));
+  }
+  absl::StatusOr<std::string> path =
+      TakeSnapshot(reason, Who(peer),
+                   SnapshotTrigger{reason, "ringside snapshot", static_cast<int32_t>(peer.uid),
+                                   BoottimeNowNs()});
+  if (!path.ok()) return Error(absl::StrCat("no snapshot: ", path.status().message()));
+  if (request.wait()) {
+    if (absl::Status st = snapshots_->Wait(*path, kSnapshotWaitLimit); !st.ok()) {
+      return Error(absl::StrCat("snapshot ", *path, ": ", st.message()));
+    }
+  }
+  control::Reply reply;
+  reply.mutable_snapshot()->set_path(*path);
+  reply.mutable_snapshot()->set_reason(reason);
+  return reply;
+}
+
+absl::StatusOr<std::string> AgentService::TakeSnapshot(const std::string& reason,
+                                                       const std::string& by,
+                                                       const SnapshotTrigger& trigger) {
+  if (stopping_) return absl::FailedPreconditionError("the agent is stopping");
+  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger);
+  if (path.ok()) log_.Info(absl::StrCat("snapshot asked by ", by, " (", reason, "): ", *path));
+  return path;
+}
+
+void AgentService::Reload() {
+  notifier_.Reloading();
+  if (options_.config_path.empty()) {
+    log_.Notice("SIGHUP: running on the embedded default config; nothing to reload");
+    notifier_.Ready(HealthLine());
+    return;
+  }
+  absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(options_.config_path);
+  if (!loaded.ok()) {
+    log_.Error(absl::StrCat("reload: ", loaded.status().message(), "; keeping the running config"));
+    notifier_.Ready(HealthLine());
+    return;
+  }
+  loaded->MergeFrom(options_.overrides);
+  ApplyAgentDefaults(&*loaded);
+  {
+    absl::MutexLock lock(&mu_);
+    ReloadPlan plan = PlanReload(config_, *loaded);
+    std::vector<std::string> applied;
+    for (const std::string& field : plan.applied) {
+      if (field == "output_dir") {
+        if (absl::Status st = PrepareOutputDir(plan.next.output_dir()); !st.ok()) {
+          log_.Error(absl::StrCat("reload: ", st.message(), "; snapshots still go into ",
+                                  config_.output_dir()));
+          plan.next.set_output_dir(config_.output_dir());
+          continue;
+        }
+        snapshots_->set_output_dir(plan.next.output_dir());
+      } else if (field == "trigger_config") {
+        triggers_.Replace(TriggerPolicy::RulesFrom(plan.next));
+      } else if (field == "max_snapshot_files" || field == "max_snapshot_bytes") {
+        snapshots_->set_retention(plan.next.max_snapshot_files(), plan.next.max_snapshot_bytes());
+      }
+      applied.push_back(field);
+    }
+    for (const std::string& field : plan.kept) {
+      log_.Warning(absl::StrCat("reload: ", field,
+                                " changed, which needs a restart of the agent; it keeps its "
+                                "running value until then"));
+    }
+    config_ = plan.next;
+    log_.Notice(absl::StrCat("reloaded ", options_.config_path,
+                             applied.empty()
+                                 ? "; nothing to apply live"
+                                 : absl::StrCat("; applied: ", absl::StrJoin(applied, ", "))));
+  }
+  notifier_.Ready(HealthLine());
+}
+
+void AgentService::HealthTick() {
+  const TracingSession::Report r = session_->report();
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    const double seconds = absl::ToDoubleSeconds(now - last_tick_);
+    for (const TracingSession::SourceReport& s : r.sources) {
+      const uint64_t before = last_events_[s.name];
+      rates_[s.name] =
+          seconds > 0 && s.events >= before ? static_cast<double>(s.events - before) / seconds : 0;
+      last_events_[s.name] = s.events;
+    }
+    last_tick_ = now;
+  }
+  notifier_.Status(HealthLine());
+}
+
+std::string AgentService::HealthLine() {
+  const TracingSession::Report r = session_->report();
+  std::vector<std::string> parts;
+  uint64_t lost = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const TracingSession::SourceReport& s : r.sources) {
+      if (s.state == TracingSession::SourceReport::State::kFailed) {
+        parts.push_back(absl::StrCat(s.name, " failed"));
+      } else {
+        parts.push_back(absl::StrFormat("%s %.0f events/s", s.name, rates_[s.name]));
+      }
+      for (const DataSource::Loss& l : s.losses) lost += l.events;
+    }
+  }
+  for (const TracingSession::BufferReport& b : r.buffers) {
+    parts.push_back(absl::StrFormat(
+        "buffer %s %.0f%% full", Mib(b.stats.buffer_size),
+        b.stats.buffer_size
+            ? 100.0 * static_cast<double>(b.used_bytes) / static_cast<double>(b.stats.buffer_size)
+            : 0));
+  }
+  parts.push_back(absl::StrCat(snapshots_ ? snapshots_->stats().written : 0, " snapshots"));
+  parts.push_back(absl::StrCat(lost, " events lost"));
+  return absl::StrJoin(parts, "; ");
+}
+
+control::StatusReply AgentService::BuildStatus() {
+  control::StatusReply st;
+  st.set_uptime_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - started_)));
+  st.set_config_path(options_.config_path);
+  const TracingSession::Report r = session_->report();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const TracingSession::SourceReport& s : r.sources) {
+      control::SourceStatus* out = st.add_sources();
+      out->set_name(s.name);
+      out->set_state(StateOf(s.state));
+      out->set_error(s.error);
+      out->set_events(s.events);
+      // Before the first health period: the rate since the start.
+      const auto rate = rates_.find(s.name);
+      const double uptime_s = absl::ToDoubleSeconds(absl::Now() - started_);
+      out->set_events_per_s(rate != rates_.end() ? rate->second
+                            : uptime_s > 0       ? static_cast<double>(s.events) / uptime_s
+                                                 : 0);
+      for (const DataSource::Loss& l : s.losses) {
+        control::SourceStatus::Loss* loss = out->add_losses();
+        loss->set_cpu(static_cast<int32_t>(l.cpu));
+        loss->set_kind(l.kind);
+        loss->set_events(l.events);
+      }
+    }
+  }
+  for (const TracingSession::BufferReport& b : r.buffers) {
+    control::BufferStatus* out = st.add_buffers();
+    out->set_size_bytes(b.stats.buffer_size);
+    out->set_bytes_written(b.stats.bytes_written);
+    out->set_bytes_overwritten(b.stats.bytes_overwritten);
+    out->set_write_wraps(b.stats.write_wrap_count);
+    out->set_fill_percent(b.stats.buffer_size ? 100.0 * static_cast<double>(b.used_bytes) /
+                                                    static_cast<double>(b.stats.buffer_size)
+                                              : 0);
+  }
+  if (r.durable.has_value()) {
+    control::DurableStatus* d = st.mutable_durable();
+    d->set_entries(r.durable->entries);
+    d->set_bytes(r.durable->bytes);
+    d->set_capacity(r.durable->capacity);
+    d->set_evicted_live(r.durable->evicted_live);
+    d->set_evicted_ended(r.durable->evicted_ended);
+  }
+  const SnapshotWriter::Stats snaps = snapshots_->stats();
+  st.mutable_snapshots()->set_count(snaps.written);
+  st.mutable_snapshots()->set_last_path(snaps.last_path);
+  st.mutable_snapshots()->set_last_reason(snaps.last_reason);
+  {
+    absl::MutexLock lock(&mu_);
+    st.mutable_snapshots()->set_suppressed(triggers_.counts().suppressed);
+  }
+  st.set_cpu_seconds(CpuSeconds());
+  st.set_rss_bytes(ResidentBytes());
+  st.set_pid(getpid());
+  st.set_version(kVersion);
+  return st;
+}
+
+}  // namespace ringside::agent

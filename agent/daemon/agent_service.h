@@ -1,0 +1,114 @@
+#ifndef RINGSIDE_AGENT_DAEMON_AGENT_SERVICE_H_
+#define RINGSIDE_AGENT_DAEMON_AGENT_SERVICE_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/daemon/agent_log.h"
+#include "agent/daemon/control_server.h"
+#include "agent/daemon/snapshot_writer.h"
+#include "agent/daemon/systemd_notifier.h"
+#include "agent/daemon/trigger_policy.h"
+#include "agent/session/tracing_session.h"
+#include "ringside/config/trace_config.pb.h"
+#include "ringside/control/control.pb.h"
+
+namespace ringside::agent {
+
+// `ringside agent`: one tracing session started once and kept running,
+// with the control socket in front of it and snapshots written beside it.
+//
+//   main thread:     Run(): signals (SIGTERM/SIGINT stop, SIGHUP reload,
+//                    SIGUSR1 snapshot), the watchdog, the health line
+//   control thread:  Handle(): status, snapshot, stop, trigger
+//   snapshot thread: SnapshotWriter, one file at a time
+//   the session's own threads (sources, buffer owner)
+//
+// Shutdown, in order: the control socket closes (no new requests), queued
+// snapshots are written, the session stops (sources detached, tracefs
+// instance removed).
+class AgentService : public ControlHandler {
+ public:
+  struct Options {
+    // The config file; empty when running on the embedded default.
+    std::string config_path;
+    // The effective config (ApplyDefaults and ApplyAgentDefaults done).
+    config::TraceConfig config;
+    // Settings given on the command line (--socket, --output-dir): merged
+    // over every config loaded, reloads included.
+    config::TraceConfig overrides;
+    // The control socket may replace a dead agent's socket file.
+    bool replace_stale_socket = false;
+    AgentLog* log = nullptr;              // Required; outlives the service.
+    SystemdNotifier* notifier = nullptr;  // Required; outlives the service.
+    // How often the health line (log and systemd STATUS=) is refreshed and
+    // events/s measured.
+    absl::Duration health_period = absl::Seconds(10);
+  };
+
+  // Loads and starts the session, creates output_dir and the control
+  // socket. The caller has blocked SIGTERM, SIGINT, SIGHUP and SIGUSR1 in
+  // every thread (before this call, so the service's threads inherit it).
+  // Errors name what could not be done (a source that failed does not fail
+  // the agent: it is logged and shown in status).
+  static absl::StatusOr<std::unique_ptr<AgentService>> Start(Options options);
+  ~AgentService() override;
+
+  // Serves until SIGTERM, SIGINT or a stop request, then shuts down in
+  // order. Returns the exit status: 0 after a clean stop.
+  int Run();
+
+  control::Reply Handle(const control::Request& request, const Peer& peer) override;
+
+ private:
+  explicit AgentService(Options options);
+  control::StatusReply BuildStatus();
+  control::Reply Snapshot(const control::SnapshotRequest& request, const Peer& peer);
+  // A named trigger: the policy decides; a fire takes a snapshot after the
+  // trigger's stop_delay_ms, on the main thread.
+  control::Reply Trigger(const std::string& name, const Peer& peer);
+  // Takes a snapshot; logs it.
+  // `trigger` goes into the file (clone_snapshot_trigger); `by` into the log.
+  absl::StatusOr<std::string> TakeSnapshot(const std::string& reason, const std::string& by,
+                                           const SnapshotTrigger& trigger);
+  void Reload();
+  // Measures events/s; refreshes the health line.
+  void HealthTick();
+  std::string HealthLine();
+  void RequestStop();
+  // Takes the snapshots whose trigger's stop_delay_ms has passed; returns
+  // when the next one is due.
+  absl::Time TakeDueSnapshots();
+  void Wake();
+
+  Options options_;
+  AgentLog& log_;
+  SystemdNotifier& notifier_;
+  const absl::Time started_ = absl::Now();
+  std::unique_ptr<TracingSession> session_;
+  std::unique_ptr<SnapshotWriter> snapshots_;
+  std::unique_ptr<ControlServer> control_;
+  int stop_fd_ = -1;  // eventfd: a stop request from the control thread.
+  int wake_fd_ = -1;  // eventfd: a delayed snapshot was queued.
+  std::atomic<bool> stopping_{false};
+
+  absl::Mutex mu_;
+  // The running config (reloads change its live fields).
+  config::TraceConfig config_ ABSL_GUARDED_BY(mu_);
+  // events/s per source, over the last health period.
+  std::map<std::string, double> rates_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, uint64_t> last_events_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_tick_ ABSL_GUARDED_BY(mu_) = absl::Now();
+  TriggerPolicy triggers_ ABSL_GUARDED_BY(mu_){{}};
+  // Triggers fired, waiting for their stop_delay_ms: when, and the reason.
+  std::multimap<absl::Time, SnapshotTrigger> delayed_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_DAEMON_AGENT_SERVICE_H_

@@ -1,0 +1,33 @@
+#ifndef RINGSIDE_AGENT_DAEMON_SNAPSHOT_RETENTION_H_
+#define RINGSIDE_AGENT_DAEMON_SNAPSHOT_RETENTION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace ringside::agent {
+
+// True for the name of a snapshot file the agent writes
+// (SnapshotFileName): "<hostname>-<yyyymmddThhmmssZ>-<reason>.pftrace".
+// Retention deletes only these: output_dir may hold other files.
+bool IsSnapshotFileName(absl::string_view name, absl::string_view hostname);
+
+struct PruneResult {
+  uint64_t files_deleted = 0;
+  uint64_t bytes_deleted = 0;
+  std::vector<std::string> errors;  // "path: why", for the log.
+};
+
+// Keeps at most `max_files` snapshots (0: any number) and `max_bytes` of
+// them (0: any size) in `dir`, deleting the oldest first (by the time in
+// their names, then by name). Only regular files whose names are this
+// host's snapshot names are counted or deleted; `keep` (the file just
+// written) is never deleted, even if it alone is over `max_bytes`.
+PruneResult PruneSnapshots(const std::string& dir, absl::string_view hostname, uint32_t max_files,
+                           uint64_t max_bytes, const std::string& keep);
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_DAEMON_SNAPSHOT_RETENTION_H_

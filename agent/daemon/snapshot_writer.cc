@@ -1,0 +1,235 @@
+#include "agent/daemon/snapshot_writer.h"
+
+#include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "agent/daemon/snapshot_retention.h"
+#include "agent/files/output_file.h"
+#include "agent/session/service_packets.h"
+
+namespace ringside::agent {
+namespace {
+
+// How many finished snapshots Wait() can still find.
+constexpr size_t kRememberedResults = 16;
+constexpr size_t kMaxReasonInName = 48;
+
+std::string Hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+absl::Status EnsureDirectory(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat("output_dir ", dir, " is not a directory"));
+  }
+  if (errno != ENOENT) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("output_dir ", dir, ": ", std::strerror(errno)));
+  }
+  const size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    if (absl::Status s = EnsureDirectory(dir.substr(0, slash)); !s.ok()) return s;
+  }
+  if (mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create output_dir ", dir, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PrepareOutputDir(const std::string& dir) { return EnsureDirectory(dir); }
+
+std::string SnapshotFileName(absl::string_view hostname, absl::Time when,
+                             absl::string_view reason) {
+  std::string safe;
+  for (char c : reason.substr(0, kMaxReasonInName)) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    safe.push_back(ok ? c : '_');
+  }
+  // Never a hidden file, and never a name that is only dots.
+  if (safe.empty() || safe[0] == '.') safe = absl::StrCat("r", safe);
+  std::string host;
+  for (char c : hostname) host.push_back(c == '/' ? '_' : c);
+  return absl::StrCat(host, "-", absl::FormatTime("%Y%m%dT%H%M%SZ", when, absl::UTCTimeZone()), "-",
+                      safe, ".pftrace");
+}
+
+SnapshotWriter::SnapshotWriter(TracingSession* session, std::string output_dir,
+                               std::function<void(const Result&)> on_done)
+    : session_(session),
+      on_done_(std::move(on_done)),
+      reserve_bytes_(TracingSession::MaxTraceBytes(session->config())),
+      output_dir_(std::move(output_dir)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+SnapshotWriter::~SnapshotWriter() { Finish(); }
+
+void SnapshotWriter::set_retention(uint32_t max_files, uint64_t max_bytes) {
+  absl::MutexLock lock(&mu_);
+  max_files_ = max_files;
+  max_bytes_ = max_bytes;
+}
+
+void SnapshotWriter::set_output_dir(std::string dir) {
+  absl::MutexLock lock(&mu_);
+  output_dir_ = std::move(dir);
+}
+
+SnapshotWriter::Stats SnapshotWriter::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+absl::StatusOr<std::string> SnapshotWriter::ChoosePathLocked(absl::string_view reason) {
+  if (absl::Status s = EnsureDirectory(output_dir_); !s.ok()) return s;
+  const std::string name = SnapshotFileName(Hostname(), absl::Now(), reason);
+  const std::string stem = name.substr(0, name.size() - std::string(".pftrace").size());
+  // Two snapshots in one second for one reason: -2, -3, ...
+  for (int n = 1; n < 1000; n++) {
+    const std::string path =
+        absl::StrCat(output_dir_, "/", n == 1 ? stem : absl::StrCat(stem, "-", n), ".pftrace");
+    struct stat st;
+    bool taken = lstat(path.c_str(), &st) == 0 || path == writing_;
+    for (const Pending& p : queue_) taken |= p.path == path;
+    if (!taken) return path;
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("output_dir ", output_dir_, " has 999 snapshots named ", stem));
+}
+
+absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason) {
+  return Take(reason, SnapshotTrigger{std::string(reason), "ringside agent",
+                                      static_cast<int32_t>(geteuid()), BoottimeNowNs()});
+}
+
+absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
+                                                 const SnapshotTrigger& trigger) {
+  absl::MutexLock lock(&mu_);
+  // Another thread's clone in progress (the control thread and the main
+  // thread both take snapshots) is waited for and joined like a queued
+  // one: never two clones at once on top of one being written.
+  mu_.Await(absl::Condition(
+      +[](bool* cloning) { return !*cloning; }, &cloning_));
+  if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
+  // A clone still waiting for the writer is as fresh as a new one would
+  // be by the time it is written: join it.
+  if (!queue_.empty()) {
+    stats_.joined++;
+    return queue_.back().path;
+  }
+  cloning_ = true;
+  mu_.Unlock();
+  absl::StatusOr<std::unique_ptr<SessionSnapshot>> snap = session_->CloneSnapshot(trigger);
+  mu_.Lock();
+  cloning_ = false;
+  if (!snap.ok()) return snap.status();
+  if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
+  absl::StatusOr<std::string> path = ChoosePathLocked(reason);
+  if (!path.ok()) return path.status();
+  // A name can come back after a failed write left no file: Wait() on it
+  // must see this snapshot's outcome, not that one's.
+  std::erase_if(done_, [&](const Result& r) { return r.path == *path; });
+  queue_.push_back({*path, std::string(reason), std::move(*snap)});
+  return *path;
+}
+
+absl::Status SnapshotWriter::Wait(const std::string& path, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const Result* found = nullptr;
+  auto done = [&] {
+    for (const Result& r : done_) {
+      if (r.path == path) found = &r;
+    }
+    return found != nullptr;
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the snapshot ", path, " was not written within ",
+                     absl::FormatDuration(timeout), "; it may still be"));
+  }
+  return found->status;
+}
+
+void SnapshotWriter::Finish() {
+  {
+    absl::MutexLock lock(&mu_);
+    finishing_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void SnapshotWriter::Loop() {
+  for (;;) {
+    Pending next;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](SnapshotWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+            return !w->queue_.empty() || w->finishing_;
+          },
+          this));
+      if (queue_.empty()) return;  // Finishing, and nothing left.
+      next = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = next.path;
+    }
+    Result result{absl::OkStatus(), next.path, next.reason};
+    absl::StatusOr<std::unique_ptr<OutputFile>> file =
+        OutputFile::Open(next.path, OutputFile::Mode::kWholeFile, reserve_bytes_);
+    if (!file.ok()) {
+      result.status = file.status();
+    } else {
+      result.status = next.snapshot->WriteTo(file->get());
+    }
+    // Its memory goes before the next clone comes, back to the system (the
+    // pieces below the mmap threshold too).
+    next.snapshot.reset();
+    malloc_trim(0);
+    PruneResult pruned;
+    if (result.status.ok()) {
+      std::string dir;
+      uint32_t max_files;
+      uint64_t max_bytes;
+      {
+        absl::MutexLock lock(&mu_);
+        max_files = max_files_;
+        max_bytes = max_bytes_;
+      }
+      const size_t slash = result.path.find_last_of('/');
+      dir = result.path.substr(0, slash);
+      pruned = PruneSnapshots(dir, Hostname(), max_files, max_bytes, result.path);
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      stats_.deleted_files += pruned.files_deleted;
+      stats_.deleted_bytes += pruned.bytes_deleted;
+      writing_.clear();
+      if (result.status.ok()) {
+        stats_.written++;
+        stats_.last_path = result.path;
+        stats_.last_reason = result.reason;
+      } else {
+        stats_.failed++;
+      }
+      done_.push_back(result);
+      if (done_.size() > kRememberedResults) done_.pop_front();
+    }
+    if (on_done_) on_done_(result);
+  }
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,122 @@
+#ifndef RINGSIDE_AGENT_DAEMON_SNAPSHOT_WRITER_H_
+#define RINGSIDE_AGENT_DAEMON_SNAPSHOT_WRITER_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/session/tracing_session.h"
+
+namespace ringside::agent {
+
+// The file name of a snapshot taken at `when` for `reason`:
+// "<hostname>-<UTC yyyymmddThhmmssZ>-<reason>.pftrace", the reason cut to 48
+// bytes and reduced to [A-Za-z0-9._-] (anything else becomes '_'), so a
+// name sorts by time and says why, and no reason can leave the directory.
+std::string SnapshotFileName(absl::string_view hostname, absl::Time when, absl::string_view reason);
+
+// Creates the snapshot directory `dir` and its missing parents (mode 0750:
+// snapshots hold command lines). kFailedPrecondition when it (or a parent)
+// exists and is not a directory; others naming the path and errno.
+absl::Status PrepareOutputDir(const std::string& dir);
+
+// Writes CLONE_SNAPSHOTs of a running session into a directory: the clone is
+// taken at once, on the caller's thread; the file is written on the
+// writer's own thread, into a temporary file renamed into place when whole
+// (OutputFile), so a reader never sees part of one under its final name.
+//
+// At most one clone waits while another is written: a request that comes
+// meanwhile joins the waiting one (same file), so a burst of requests cannot
+// hold a buffer's worth of memory each.
+//
+// Thread-safe.
+class SnapshotWriter {
+ public:
+  struct Result {
+    absl::Status status;
+    std::string path;
+    std::string reason;
+  };
+  struct Stats {
+    uint64_t written = 0;
+    uint64_t failed = 0;
+    uint64_t joined = 0;         // Requests that joined a waiting snapshot.
+    uint64_t deleted_files = 0;  // By retention.
+    uint64_t deleted_bytes = 0;
+    std::string last_path;
+    std::string last_reason;
+  };
+
+  // `session` outlives the writer. `on_done` is called on the writer's
+  // thread after each file is written or has failed.
+  SnapshotWriter(TracingSession* session, std::string output_dir,
+                 std::function<void(const Result&)> on_done);
+  // Finish()es.
+  ~SnapshotWriter();
+  SnapshotWriter(const SnapshotWriter&) = delete;
+  SnapshotWriter& operator=(const SnapshotWriter&) = delete;
+
+  // Clones the session and queues its file. Returns the path it will have.
+  // Errors: kFailedPrecondition once Finish() was called or when the
+  // session cannot be cloned; the output directory's problems (it cannot be
+  // created, is not a directory) naming it.
+  // `reason` names the file; `trigger` goes into it (clone_snapshot_trigger).
+  absl::StatusOr<std::string> Take(absl::string_view reason, const SnapshotTrigger& trigger);
+  // The same for a trigger the agent fired itself: named `reason`, by
+  // "ringside agent", with the agent's uid, now.
+  absl::StatusOr<std::string> Take(absl::string_view reason);
+  // Blocks until the snapshot of `path` (from Take()) is written or failed,
+  // at most `timeout` (kDeadlineExceeded).
+  absl::Status Wait(const std::string& path, absl::Duration timeout);
+
+  // Snapshots taken from now on go there (config reload).
+  void set_output_dir(std::string dir);
+  // After each file: at most this many snapshots / bytes of them in the
+  // output directory, the oldest deleted (snapshot_retention.h); 0: no
+  // limit.
+  void set_retention(uint32_t max_files, uint64_t max_bytes);
+  Stats stats() const;
+
+  // Writes what is queued, then stops the thread. Idempotent.
+  void Finish();
+
+ private:
+  struct Pending {
+    std::string path;
+    std::string reason;
+    std::unique_ptr<SessionSnapshot> snapshot;
+  };
+  void Loop();
+  absl::StatusOr<std::string> ChoosePathLocked(absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  TracingSession* const session_;
+  const std::function<void(const Result&)> on_done_;
+  const uint64_t reserve_bytes_;
+
+  mutable absl::Mutex mu_;
+  std::string output_dir_ ABSL_GUARDED_BY(mu_);
+  uint32_t max_files_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t max_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  std::string writing_ ABSL_GUARDED_BY(mu_);  // Path of the file being written.
+  // Finished files' outcomes, by path, for Wait(); the last few only.
+  std::deque<Result> done_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  // A Take() is cloning the session, outside mu_.
+  bool cloning_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_DAEMON_SNAPSHOT_WRITER_H_

@@ -1,0 +1,20 @@
+#ifndef RINGSIDE_AGENT_FILES_JSON_TEXT_H_
+#define RINGSIDE_AGENT_FILES_JSON_TEXT_H_
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+
+namespace ringside::agent {
+
+// `json` as indented text, for the --json output of `inspect` and `status`.
+// The strings in it are bytes a trace or an agent carried (comms cut
+// mid-character, paths), not always UTF-8, and nlohmann's dump() throws on
+// those by default: here every byte that is not part of valid UTF-8 becomes
+// U+FFFD instead, so rendering never fails. Valid UTF-8 is kept as is, not
+// escaped.
+std::string JsonText(const nlohmann::json& json);
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_FILES_JSON_TEXT_H_

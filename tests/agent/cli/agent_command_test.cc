@@ -1,0 +1,488 @@
+// `ringside agent` on the real kernel: readiness, status, snapshots, signals,
+// reload, one agent per machine, and what it leaves behind.
+
+#include <bpf/bpf.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/agent/testing/agent_process.h"
+#include "tests/agent/testing/control_peer.h"
+#include "tests/agent/testing/ringside_cli.h"
+#include "tests/testing/kernel_tracefs.h"
+
+namespace ringside::agent::testing {
+namespace {
+
+// Small buffers: the tests need seconds of recording, not the default 64 MiB.
+constexpr char kConfig[] = R"pb(
+  buffers { size_kb: 8192 }
+  data_sources {
+    config {
+      name: "linux.bpf"
+      bpf_config { ring_size_kb: 256 }
+    }
+  }
+  durable_buffer_size_kb: 1024
+)pb";
+
+std::set<std::string> ListDir(const std::string& dir) {
+  std::set<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") out.insert(name);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// BPF links the process holds (the programs it attached).
+int BpfLinks(pid_t pid) {
+  int links = 0;
+  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
+  for (const std::string& fd : ListDir(dir)) {
+    char target[256] = {};
+    if (readlink((dir + "/" + fd).c_str(), target, sizeof(target) - 1) > 0 &&
+        absl::StrContains(target, "bpf_link")) {
+      links++;
+    }
+  }
+  return links;
+}
+
+// The ids of the BPF programs the process holds (from its fds' fdinfo).
+std::vector<uint32_t> BpfProgramIds(pid_t pid) {
+  std::vector<uint32_t> ids;
+  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
+  for (const std::string& fd : ListDir(dir)) {
+    char target[256] = {};
+    if (readlink((dir + "/" + fd).c_str(), target, sizeof(target) - 1) <= 0 ||
+        !absl::StrContains(target, "bpf-prog")) {
+      continue;
+    }
+    std::ifstream info(absl::StrCat("/proc/", pid, "/fdinfo/", fd));
+    std::string line;
+    while (std::getline(info, line)) {
+      uint32_t id = 0;
+      absl::string_view rest = line;
+      if (absl::ConsumePrefix(&rest, "prog_id:") &&
+          absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &id)) {
+        ids.push_back(id);
+      }
+    }
+  }
+  return ids;
+}
+
+// True while the kernel still has the BPF program `id` loaded.
+bool BpfProgramLoaded(uint32_t id) {
+  const int fd = bpf_prog_get_fd_by_id(id);
+  if (fd < 0) return errno != ENOENT;
+  close(fd);
+  return true;
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+class AgentCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "ringside agent's kernel sources need root";
+    config_ = dir_.Join("agent.pbtxt");
+    WriteFile(config_, kConfig);
+    mkdir(dir_.Join("run").c_str(), 0755);
+  }
+
+  std::vector<std::string> Args(const std::string& output_dir = "") const {
+    return {"-c",           config_,
+            "--socket",     socket(),
+            "--run-dir",    dir_.Join("run"),
+            "--output-dir", output_dir.empty() ? dir_.Join("snaps") : output_dir};
+  }
+  std::string socket() const { return dir_.Join("control.sock"); }
+
+  // Starts an agent and waits for READY=1.
+  std::unique_ptr<AgentProcess> StartReady(const std::vector<std::string>& args,
+                                           std::vector<std::string>* notifications = nullptr,
+                                           const std::vector<std::string>& env = {}) {
+    auto agent = std::make_unique<AgentProcess>(
+        args, dir_.Join(absl::StrCat("agent", n_++, ".log")), notify_.path(), env);
+    std::vector<std::string> got = notify_.ReceiveUntil("READY=1", absl::Seconds(60));
+    if (notifications != nullptr) *notifications = got;
+    EXPECT_FALSE(got.empty()) << "no READY=1; the agent said:\n" << agent->Log();
+    return agent;
+  }
+
+  ScratchDir dir_;
+  FakeNotifySocket notify_{dir_.Join("notify.sock")};
+  std::string config_;
+  int n_ = 0;
+};
+
+TEST_F(AgentCommandTest, ReadyOnlyOnceTheSourcesAreAttachedAndStatusShowsEventsFlowing) {
+  std::vector<std::string> notes;
+  std::unique_ptr<AgentProcess> agent = StartReady(Args(), &notes);
+  ASSERT_FALSE(notes.empty());
+  // At READY=1 the programs are attached and the socket answers.
+  EXPECT_GT(BpfLinks(agent->pid()), 0);
+  EXPECT_TRUE(absl::StrContains(notes.back(), "STATUS=")) << notes.back();
+  absl::StatusOr<control::Reply> first = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->has_status()) << first->error();
+  absl::SleepFor(absl::Milliseconds(1500));
+  absl::StatusOr<control::Reply> second = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(second.ok()) << second.status();
+  const control::StatusReply& st = second->status();
+  ASSERT_EQ(st.sources_size(), 1);
+  EXPECT_EQ(st.sources(0).name(), "linux.bpf");
+  EXPECT_EQ(st.sources(0).state(), control::SourceStatus::RUNNING);
+  EXPECT_GT(st.sources(0).events(), first->status().sources(0).events());
+  ASSERT_EQ(st.buffers_size(), 1);
+  EXPECT_EQ(st.buffers(0).size_bytes(), 8192u * 1024);
+  EXPECT_GT(st.buffers(0).bytes_written(), 0u);
+  EXPECT_GT(st.durable().entries(), 0u);
+  EXPECT_EQ(st.pid(), agent->pid());
+  EXPECT_EQ(st.config_path(), config_);
+  EXPECT_GT(st.rss_bytes(), 0u);
+  EXPECT_GE(st.uptime_ms(), 1500u);
+}
+
+TEST_F(AgentCommandTest, SnapshotWaitReturnsAWholeTraceInTheOutputDir) {
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  absl::SleepFor(absl::Milliseconds(500));
+  absl::StatusOr<control::Reply> reply =
+      Ask(socket(), SnapshotRequest("disk slow / sdb", /*wait=*/true));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_TRUE(reply->has_snapshot()) << reply->error();
+  const std::string path = reply->snapshot().path();
+  EXPECT_EQ(reply->snapshot().reason(), "disk slow / sdb");
+  EXPECT_TRUE(absl::StartsWith(path, dir_.Join("snaps") + "/")) << path;
+  EXPECT_TRUE(absl::EndsWith(path, "-disk_slow___sdb.pftrace")) << path;
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0) << path;
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // Nothing else in the directory: no temporary file left.
+  EXPECT_EQ(ListDir(dir_.Join("snaps")).size(), 1u);
+  int code = -1;
+  const std::string summary = RunRingsideCapture({"inspect", path}, &code);
+  EXPECT_EQ(code, 0) << summary;
+  const trace::Trace t = ReadTraceFile(path);
+  bool stats = false, agent_named = false;
+  int switches = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    stats |= p.has_trace_stats();
+    for (const auto& proc : p.process_tree().processes()) agent_named |= proc.pid() == agent->pid();
+    for (const auto& e : p.ftrace_events().event()) switches += e.has_sched_switch();
+    switches += p.ftrace_events().compact_sched().switch_timestamp_size();
+  }
+  EXPECT_TRUE(stats);
+  EXPECT_TRUE(agent_named);
+  EXPECT_GT(switches, 0);
+  // The status counts it.
+  absl::StatusOr<control::Reply> status = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->status().snapshots().count(), 1u);
+  EXPECT_EQ(status->status().snapshots().last_path(), path);
+  EXPECT_EQ(status->status().snapshots().last_reason(), "disk slow / sdb");
+}
+
+TEST_F(AgentCommandTest, SigusrOneWritesASnapshotWithReasonSignal) {
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  ASSERT_TRUE(agent->Signal(SIGUSR1));
+  std::set<std::string> files;
+  for (int i = 0; i < 300 && files.empty(); i++) {
+    absl::SleepFor(absl::Milliseconds(100));
+    for (const std::string& f : ListDir(dir_.Join("snaps"))) {
+      if (absl::EndsWith(f, "-signal.pftrace")) files.insert(f);
+    }
+  }
+  ASSERT_EQ(files.size(), 1u) << agent->Log();
+  int code = -1;
+  RunRingsideCapture({"inspect", dir_.Join("snaps") + "/" + *files.begin()}, &code);
+  EXPECT_EQ(code, 0);
+}
+
+TEST_F(AgentCommandTest, SigtermExitsZeroAndLeavesNothingBehind) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  // Instances are the kernel's, whichever mount shows them.
+  const std::string instances = ftrace::testing::KernelTracefs()->root() + "/instances";
+  const std::set<std::string> instances_before = ListDir(instances);
+  // The embedded default: BPF and an ftrace instance of its own.
+  std::unique_ptr<AgentProcess> agent = StartReady(
+      {"--socket", socket(), "--run-dir", dir_.Join("run"), "--output-dir", dir_.Join("snaps")});
+  EXPECT_GT(ListDir(instances).size(), instances_before.size())
+      << "no ftrace instance of the agent's own while it runs";
+  struct stat st;
+  ASSERT_EQ(stat(socket().c_str(), &st), 0);
+  ASSERT_EQ(stat(dir_.Join("run/agent.lock").c_str(), &st), 0);
+  const std::vector<uint32_t> programs = BpfProgramIds(agent->pid());
+  EXPECT_FALSE(programs.empty()) << "the agent holds no BPF program";
+  ASSERT_TRUE(agent->Signal(SIGTERM));
+  // STOPPING=1 first.
+  EXPECT_FALSE(notify_.ReceiveUntil("STOPPING=1", absl::Seconds(30)).empty());
+  std::optional<int> status = agent->WaitExit(absl::Seconds(60));
+  ASSERT_TRUE(status.has_value()) << agent->Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status << agent->Log();
+  EXPECT_NE(stat(socket().c_str(), &st), 0) << "the socket is left";
+  EXPECT_NE(stat(dir_.Join("run/agent.lock").c_str(), &st), 0) << "the lock file is left";
+  EXPECT_EQ(ListDir(instances), instances_before);
+  for (uint32_t id : programs) EXPECT_FALSE(BpfProgramLoaded(id)) << "BPF program " << id;
+  EXPECT_TRUE(absl::StrContains(agent->Log(), "stopping: Terminated")) << agent->Log();
+}
+
+// What a user types, against a real agent: status (text and JSON),
+// snapshot --wait, inspect on its file, stop --wait.
+TEST_F(AgentCommandTest, TheClientCommandsDriveARealAgent) {
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  absl::SleepFor(absl::Milliseconds(500));
+  int code = -1;
+  const std::string status = RunRingsideCapture({"status", "--socket", socket()}, &code);
+  EXPECT_EQ(code, 0) << status;
+  EXPECT_TRUE(absl::StrContains(status, "linux.bpf")) << status;
+  const std::string json = RunRingsideCapture({"status", "--json", "--socket", socket()}, &code);
+  EXPECT_EQ(code, 0) << json;
+  EXPECT_TRUE(absl::StrContains(json, absl::StrCat("\"pid\": ", agent->pid()))) << json;
+
+  std::string path = RunRingsideCapture(
+      {"snapshot", "--wait", "--reason", "from the cli", "--socket", socket()}, &code);
+  EXPECT_EQ(code, 0) << path;
+  path = std::string(absl::StripTrailingAsciiWhitespace(path));
+  EXPECT_TRUE(absl::StartsWith(path, dir_.Join("snaps") + "/")) << path;
+  EXPECT_TRUE(absl::EndsWith(path, "-from_the_cli.pftrace")) << path;
+  const std::string summary = RunRingsideCapture({"inspect", path}, &code);
+  EXPECT_EQ(code, 0) << summary;
+  EXPECT_TRUE(absl::StrContains(summary, "clone_snapshot_trigger")) << summary;
+
+  const std::string stopped = RunRingsideCapture({"stop", "--wait", "--socket", socket()}, &code);
+  EXPECT_EQ(code, 0) << stopped;
+  std::optional<int> exit = agent->WaitExit(absl::Seconds(60));
+  ASSERT_TRUE(exit.has_value()) << agent->Log();
+  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << agent->Log();
+}
+
+TEST_F(AgentCommandTest, AStopRequestStopsItAsSigtermDoes) {
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  control::Request stop;
+  stop.mutable_stop();
+  absl::StatusOr<control::Reply> reply = Ask(socket(), stop);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->has_stop()) << reply->error();
+  std::optional<int> status = agent->WaitExit(absl::Seconds(60));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent->Log();
+}
+
+TEST_F(AgentCommandTest, AnUnprivilegedPeerIsRefusedAndTheAgentKeepsWorking) {
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  // The socket is 0660 root's: let nobody reach it to see the check itself.
+  chmod(socket().c_str(), 0666);
+  control::Request stop;
+  stop.mutable_stop();
+  std::string bytes;
+  const std::string payload = stop.SerializeAsString();
+  const uint32_t n = static_cast<uint32_t>(payload.size());
+  bytes.append(reinterpret_cast<const char*>(&n), 4);
+  bytes += payload;
+  const std::string path = socket();
+  absl::StatusOr<std::string> got =
+      RunAs(65534, 65534, {}, [&] { return ExchangeRaw(path, bytes); });
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(absl::StrContains(*got, "permission denied")) << *got;
+  absl::StatusOr<control::Reply> status = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(status->has_status());
+  EXPECT_FALSE(agent->WaitExit(absl::Milliseconds(200)).has_value()) << "it stopped";
+}
+
+TEST_F(AgentCommandTest, AGarbageRequestGetsAnErrorAndTheAgentCarriesOn) {
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  RawClient raw(socket());
+  ASSERT_TRUE(raw.ok());
+  ASSERT_TRUE(raw.Send(std::string("\x05\x00\x00\x00\xff\xff\xff\xff\xff", 9)));
+  absl::StatusOr<control::Reply> reply = raw.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(absl::StrContains(reply->error(), "malformed")) << reply->error();
+  absl::StatusOr<control::Reply> status = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(status->has_status());
+}
+
+TEST_F(AgentCommandTest, ASecondAgentRefusesToStartNamingTheFirst) {
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  std::vector<std::string> args = Args();
+  args[3] = dir_.Join("other.sock");
+  AgentProcess second(args, dir_.Join("second.log"), "");
+  std::optional<int> status = second.WaitExit(absl::Seconds(30));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
+  const std::string log = second.Log();
+  EXPECT_TRUE(absl::StrContains(log, absl::StrCat("pid ", agent->pid()))) << log;
+  EXPECT_TRUE(absl::StrContains(log, socket())) << log;
+  // The first one is untouched.
+  absl::StatusOr<control::Reply> st = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(st.ok()) << st.status();
+}
+
+TEST_F(AgentCommandTest, ADeadAgentsLockAndSocketAreCleanedUp) {
+  {
+    std::unique_ptr<AgentProcess> agent = StartReady(Args());
+    ASSERT_TRUE(agent->Signal(SIGKILL));
+    agent->WaitExit(absl::Seconds(10));
+  }
+  struct stat st;
+  ASSERT_EQ(stat(socket().c_str(), &st), 0) << "kill -9 left no socket to clean up";
+  std::unique_ptr<AgentProcess> again = StartReady(Args());
+  absl::StatusOr<control::Reply> reply = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(reply.ok()) << reply.status() << again->Log();
+  EXPECT_EQ(reply->status().pid(), again->pid());
+}
+
+TEST_F(AgentCommandTest, SighupWithABrokenConfigKeepsTheRunningOne) {
+  std::unique_ptr<AgentProcess> agent = StartReady(Args(dir_.Join("a")));
+  WriteFile(config_, "buffers { size_kb: 8192 }\nbogus_field: 1\n");
+  ASSERT_TRUE(agent->Signal(SIGHUP));
+  // Reloading, then ready again on the old config.
+  EXPECT_FALSE(notify_.ReceiveUntil("READY=1", absl::Seconds(30)).empty());
+  const std::string log = agent->Log();
+  EXPECT_TRUE(absl::StrContains(log, config_ + ": line 2")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "bogus_field")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "keeping the running config")) << log;
+  absl::StatusOr<control::Reply> reply = Ask(socket(), SnapshotRequest("after", true));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(absl::StartsWith(reply->snapshot().path(), dir_.Join("a") + "/")) << reply->error();
+}
+
+TEST_F(AgentCommandTest, SighupAppliesOutputDirLiveAndNamesWhatNeedsARestart) {
+  // No --output-dir (which would win over the file): the config's, so a
+  // reload can move it.
+  WriteFile(config_, absl::StrCat("output_dir: \"", dir_.Join("a"), "\"\n", kConfig));
+  std::unique_ptr<AgentProcess> agent =
+      StartReady({"-c", config_, "--socket", socket(), "--run-dir", dir_.Join("run")});
+  WriteFile(config_, absl::StrCat("output_dir: \"", dir_.Join("b"),
+                                  "\"\nbuffers { size_kb: 4096 }\n"
+                                  "data_sources { config { name: \"linux.bpf\" bpf_config { "
+                                  "ring_size_kb: 256 } } }\ndurable_buffer_size_kb: 1024\n"));
+  ASSERT_TRUE(agent->Signal(SIGHUP));
+  EXPECT_FALSE(notify_.ReceiveUntil("READY=1", absl::Seconds(30)).empty());
+  const std::string log = agent->Log();
+  EXPECT_TRUE(absl::StrContains(log, "buffers changed, which needs a restart")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "applied: output_dir")) << log;
+  absl::StatusOr<control::Reply> reply = Ask(socket(), SnapshotRequest("moved", true));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(absl::StartsWith(reply->snapshot().path(), dir_.Join("b") + "/")) << reply->error();
+  absl::StatusOr<control::Reply> st = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->status().buffers(0).size_bytes(), 8192u * 1024) << "the buffer was resized live";
+}
+
+TEST_F(AgentCommandTest, ItFeedsTheWatchdogWhenTheUnitAsksForIt) {
+  // WatchdogSec=1s: systemd sets WATCHDOG_USEC (WATCHDOG_PID only when it
+  // forked the process itself, which it names; unset applies to us).
+  std::unique_ptr<AgentProcess> agent = StartReady(Args(), nullptr, {"WATCHDOG_USEC=1000000"});
+  int pings = 0;
+  const absl::Time end = absl::Now() + absl::Milliseconds(2200);
+  while (absl::Now() < end) {
+    const std::string d = notify_.Receive(end - absl::Now());
+    pings += d == "WATCHDOG=1";
+  }
+  // Every half period: about 4 in 2.2 s; at least 3 even on a loaded machine.
+  EXPECT_GE(pings, 3) << agent->Log();
+}
+
+TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepeatsThenCoolsDown) {
+  WriteFile(config_, absl::StrCat(kConfig,
+                                  "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers { name: "
+                                  "\"deploy\" stop_delay_ms: 300 cooldown_ms: 60000 } }\n"));
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  control::Request trigger;
+  trigger.mutable_trigger()->set_name("deploy");
+  absl::StatusOr<control::Reply> first = Ask(socket(), trigger);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->has_trigger()) << first->error();
+  // While the first waits for its delay, the same trigger joins it.
+  absl::StatusOr<control::Reply> joining = Ask(socket(), trigger);
+  ASSERT_TRUE(joining.ok()) << joining.status();
+  EXPECT_TRUE(joining->has_trigger()) << joining->error();
+  control::Request unknown;
+  unknown.mutable_trigger()->set_name("nope");
+  absl::StatusOr<control::Reply> third = Ask(socket(), unknown);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_TRUE(absl::StrContains(third->error(), "no trigger named 'nope'")) << third->error();
+  // Not before the delay; then exactly one file.
+  EXPECT_TRUE(ListDir(dir_.Join("snaps")).empty());
+  std::set<std::string> files;
+  for (int i = 0; i < 300 && files.empty(); i++) {
+    absl::SleepFor(absl::Milliseconds(100));
+    for (const std::string& f : ListDir(dir_.Join("snaps"))) {
+      if (f[0] != '.') files.insert(f);  // Not the temporary file being written.
+    }
+  }
+  ASSERT_EQ(files.size(), 1u) << agent->Log();
+  EXPECT_TRUE(absl::EndsWith(*files.begin(), "-deploy.pftrace")) << *files.begin();
+  // Once it fired, the cooldown holds the next one back.
+  absl::StatusOr<control::Reply> later = Ask(socket(), trigger);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_TRUE(absl::StrContains(later->error(), "suppressed: cooldown")) << later->error();
+  absl::StatusOr<control::Reply> st = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->status().snapshots().suppressed(), 1u);
+  EXPECT_EQ(st->status().snapshots().last_reason(), "deploy");
+}
+
+TEST_F(AgentCommandTest, RetentionKeepsTheNewestSnapshotsAndWhatIsNotOurs) {
+  WriteFile(config_, absl::StrCat(kConfig, "max_snapshot_files: 2\n"));
+  mkdir(dir_.Join("snaps").c_str(), 0750);
+  WriteFile(dir_.Join("snaps/notes.txt"), "mine");
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  std::vector<std::string> paths;
+  for (const char* reason : {"a", "b", "c"}) {
+    absl::StatusOr<control::Reply> reply = Ask(socket(), SnapshotRequest(reason, true));
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    ASSERT_TRUE(reply->has_snapshot()) << reply->error();
+    paths.push_back(reply->snapshot().path());
+  }
+  struct stat st;
+  EXPECT_NE(stat(paths[0].c_str(), &st), 0) << "the oldest snapshot was kept";
+  EXPECT_EQ(stat(paths[1].c_str(), &st), 0);
+  EXPECT_EQ(stat(paths[2].c_str(), &st), 0);
+  EXPECT_EQ(stat(dir_.Join("snaps/notes.txt").c_str(), &st), 0) << "deleted a file not ours";
+}
+
+TEST_F(AgentCommandTest, ATriggerStillInItsDelayIsWrittenWhenTheAgentStops) {
+  WriteFile(config_, absl::StrCat(kConfig,
+                                  "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers { name: "
+                                  "\"late\" stop_delay_ms: 600000 } }\n"));
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  control::Request trigger;
+  trigger.mutable_trigger()->set_name("late");
+  absl::StatusOr<control::Reply> reply = Ask(socket(), trigger);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_TRUE(reply->has_trigger()) << reply->error();
+  ASSERT_TRUE(agent->Signal(SIGTERM));
+  std::optional<int> status = agent->WaitExit(absl::Seconds(60));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent->Log();
+  const std::set<std::string> files = ListDir(dir_.Join("snaps"));
+  ASSERT_EQ(files.size(), 1u) << agent->Log();
+  EXPECT_TRUE(absl::EndsWith(*files.begin(), "-late.pftrace")) << *files.begin();
+}
+
+}  // namespace
+}  // namespace ringside::agent::testing

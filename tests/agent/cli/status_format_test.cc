@@ -1,0 +1,283 @@
+#include "agent/cli/status_format.h"
+
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
+#include "gtest/gtest.h"
+
+namespace ringside::agent {
+namespace {
+
+using control::SourceStatus;
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A busy agent: two sources (one failed), two buffers, snapshots taken,
+// streaming into a file.
+control::StatusReply FilledReply() {
+  control::StatusReply s;
+  s.set_uptime_ms(((2 * 60 + 3) * 60 + 15) * 1000 + 250);
+  s.set_config_path("/etc/ringside/agent.pbtxt");
+  s.set_cpu_seconds(12.34);
+  s.set_rss_bytes(48 << 20);
+  s.set_pid(4321);
+  s.set_version("0.1.0-dev");
+  SourceStatus* bpf = s.add_sources();
+  bpf->set_name("linux.bpf");
+  bpf->set_state(SourceStatus::RUNNING);
+  bpf->set_events(1234567);
+  bpf->set_events_per_s(5012.25);
+  SourceStatus::Loss* loss = bpf->add_losses();
+  loss->set_cpu(3);
+  loss->set_kind("ringbuf_reserve_failed");
+  loss->set_events(12);
+  loss = bpf->add_losses();
+  loss->set_cpu(-1);
+  loss->set_kind("chunks_discarded");
+  loss->set_events(30);
+  SourceStatus* ftrace = s.add_sources();
+  ftrace->set_name("linux.ftrace");
+  ftrace->set_state(SourceStatus::FAILED);
+  ftrace->set_error("tracefs is not mounted");
+  control::BufferStatus* b = s.add_buffers();
+  b->set_size_bytes(64 << 20);
+  b->set_bytes_written(uint64_t{3} << 29);  // 1.5 GiB
+  b->set_bytes_overwritten(1536);
+  b->set_write_wraps(18);
+  b->set_fill_percent(87.5);
+  s.add_buffers()->set_size_bytes(512);
+  control::DurableStatus* d = s.mutable_durable();
+  d->set_entries(1234);
+  d->set_bytes(2 << 20);
+  d->set_capacity(4 << 20);
+  d->set_evicted_live(1);
+  d->set_evicted_ended(12);
+  control::SnapshotStatus* snap = s.mutable_snapshots();
+  snap->set_count(3);
+  snap->set_last_path("/var/lib/ringside/snapshots/oom-1.pftrace");
+  snap->set_last_reason("oom");
+  snap->set_suppressed(2);
+  s.mutable_streaming()->set_path("/var/lib/ringside/trace.pftrace");
+  s.mutable_streaming()->set_bytes(5 << 20);
+  return s;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+std::string LineWith(const std::string& text, const std::string& needle) {
+  for (const std::string& line : Lines(text)) {
+    if (line.find(needle) != std::string::npos) return line;
+  }
+  return "";
+}
+
+TEST(StatusTextTest, HeadNamesVersionPidUptimeConfigAndCost) {
+  const std::string text = StatusText(FilledReply());
+  EXPECT_THAT(LineWith(text, "agent"), HasSubstr("ringside 0.1.0-dev, pid 4321, up 2h 03m 15s"));
+  EXPECT_THAT(LineWith(text, "config"), HasSubstr("/etc/ringside/agent.pbtxt"));
+  EXPECT_THAT(LineWith(text, "cost"), HasSubstr("12.34 s CPU, 48.0 MiB resident"));
+}
+
+TEST(StatusTextTest, SourceLineHasStateEventsRateAndTotalLosses) {
+  const std::string line = LineWith(StatusText(FilledReply()), "linux.bpf");
+  EXPECT_THAT(line, HasSubstr("RUNNING"));
+  EXPECT_THAT(line, HasSubstr(" 1234567 "));
+  EXPECT_THAT(line, HasSubstr(" 5012.2 "));
+  EXPECT_THAT(line, ::testing::EndsWith(" 42"));
+}
+
+TEST(StatusTextTest, LossesAreListedByKindAndCpuUnderTheirSource) {
+  const std::vector<std::string> lines = Lines(StatusText(FilledReply()));
+  auto bpf = std::find_if(lines.begin(), lines.end(),
+                          [](const std::string& l) { return l.starts_with("linux.bpf"); });
+  ASSERT_NE(bpf, lines.end());
+  ASSERT_GE(lines.end() - bpf, 3);
+  EXPECT_EQ(bpf[1], "  lost 12: ringbuf_reserve_failed, cpu 3");
+  EXPECT_EQ(bpf[2], "  lost 30: chunks_discarded");
+}
+
+TEST(StatusTextTest, ZeroLossesAreNotListed) {
+  control::StatusReply s;
+  SourceStatus* source = s.add_sources();
+  source->set_name("linux.bpf");
+  source->add_losses()->set_kind("ftrace_overrun");
+  EXPECT_THAT(StatusText(s), Not(HasSubstr("ftrace_overrun")));
+}
+
+TEST(StatusTextTest, FailedSourceShowsItsError) {
+  const std::vector<std::string> lines = Lines(StatusText(FilledReply()));
+  auto ftrace = std::find_if(lines.begin(), lines.end(),
+                             [](const std::string& l) { return l.starts_with("linux.ftrace"); });
+  ASSERT_NE(ftrace, lines.end());
+  EXPECT_THAT(*ftrace, HasSubstr("FAILED"));
+  ASSERT_NE(ftrace + 1, lines.end());
+  EXPECT_EQ(ftrace[1], "  error: tracefs is not mounted");
+}
+
+TEST(StatusTextTest, BufferLineHasHumanSizesFillAndWraps) {
+  const std::string text = StatusText(FilledReply());
+  const std::string first = LineWith(text, "#0");
+  EXPECT_THAT(first, HasSubstr("64.0 MiB"));
+  EXPECT_THAT(first, HasSubstr("87.5%"));
+  EXPECT_THAT(first, HasSubstr("1.5 GiB"));
+  EXPECT_THAT(first, HasSubstr("1.5 KiB"));
+  EXPECT_THAT(first, ::testing::EndsWith(" 18"));
+  EXPECT_THAT(LineWith(text, "#1"), HasSubstr(" 512 B "));
+}
+
+TEST(StatusTextTest, DurableSnapshotsAndStreamingHaveTheirLines) {
+  const std::string text = StatusText(FilledReply());
+  EXPECT_THAT(LineWith(text, "durable"),
+              HasSubstr("1234 entries, 2.0 MiB of 4.0 MiB; evicted 1 live, 12 ended"));
+  EXPECT_THAT(LineWith(text, "snapshots"), HasSubstr("3 taken, 2 suppressed"));
+  EXPECT_THAT(text, HasSubstr("last: /var/lib/ringside/snapshots/oom-1.pftrace\n"));
+  EXPECT_THAT(text, HasSubstr("reason: oom\n"));
+  EXPECT_THAT(LineWith(text, "streaming"),
+              HasSubstr("/var/lib/ringside/trace.pftrace, 5.0 MiB written"));
+}
+
+TEST(StatusTextTest, EveryLineFitsEightyColumns) {
+  for (const std::string& line : Lines(StatusText(FilledReply()))) {
+    EXPECT_LE(line.size(), 80u) << line;
+  }
+}
+
+TEST(StatusTextTest, EmptyReplySaysEmbeddedDefaultAndNone) {
+  const std::string text = StatusText(control::StatusReply());
+  EXPECT_THAT(LineWith(text, "config"), HasSubstr("embedded default"));
+  EXPECT_THAT(LineWith(text, "sources"), HasSubstr("none"));
+  EXPECT_THAT(LineWith(text, "buffers"), HasSubstr("none"));
+  EXPECT_THAT(LineWith(text, "snapshots"), HasSubstr("0 taken, 0 suppressed"));
+  EXPECT_THAT(text, Not(HasSubstr("last:")));
+  EXPECT_THAT(text, Not(HasSubstr("streaming")));
+}
+
+TEST(StatusTextTest, LongUptimeIsInDays) {
+  control::StatusReply s;
+  s.set_uptime_ms(uint64_t{((3 * 24 + 4) * 60 + 5) * 60} * 1000);
+  EXPECT_THAT(LineWith(StatusText(s), "agent"), HasSubstr("up 3d 04h 05m"));
+}
+
+// --- JSON ---------------------------------------------------------------------
+
+// Every field of `descriptor` is a key of `object`, of the JSON type its
+// proto type maps to; messages are checked the same way, recursively (a
+// repeated one through its first element, when there is one).
+void ExpectEveryField(const Descriptor* descriptor, const json& object, const std::string& where) {
+  ASSERT_TRUE(object.is_object()) << where;
+  for (int i = 0; i < descriptor->field_count(); i++) {
+    const FieldDescriptor* field = descriptor->field(i);
+    const std::string path = where + "." + field->name();
+    ASSERT_TRUE(object.contains(field->name())) << path;
+    const json& value = object.at(field->name());
+    if (field->is_repeated()) {
+      ASSERT_TRUE(value.is_array()) << path;
+      if (!value.empty() && field->type() == FieldDescriptor::TYPE_MESSAGE) {
+        ExpectEveryField(field->message_type(), value[0], path + "[0]");
+      }
+      continue;
+    }
+    switch (field->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        if (!value.is_null()) ExpectEveryField(field->message_type(), value, path);
+        break;
+      case FieldDescriptor::CPPTYPE_STRING:
+      case FieldDescriptor::CPPTYPE_ENUM:
+        EXPECT_TRUE(value.is_string()) << path;
+        break;
+      case FieldDescriptor::CPPTYPE_BOOL:
+        EXPECT_TRUE(value.is_boolean()) << path;
+        break;
+      default:
+        EXPECT_TRUE(value.is_number()) << path << " is " << value.dump();
+    }
+  }
+}
+
+json Parsed(const control::StatusReply& s) {
+  const json j = json::parse(StatusJson(s), nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(j.is_discarded());
+  return j;
+}
+
+TEST(StatusJsonTest, HasEveryFieldOfTheReplyUnderItsProtoName) {
+  const json j = Parsed(FilledReply());
+  ExpectEveryField(control::StatusReply::descriptor(), j, "status");
+  EXPECT_EQ(j["schema_version"], 1);
+}
+
+TEST(StatusJsonTest, EmptyReplyStillHasEveryFieldWithZeroValues) {
+  const json j = Parsed(control::StatusReply());
+  ExpectEveryField(control::StatusReply::descriptor(), j, "status");
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["uptime_ms"], 0);
+  EXPECT_EQ(j["config_path"], "");
+  EXPECT_EQ(j["sources"], json::array());
+  EXPECT_EQ(j["buffers"], json::array());
+  EXPECT_EQ(j["durable"]["capacity"], 0);
+  EXPECT_EQ(j["snapshots"]["last_path"], "");
+  EXPECT_TRUE(j["streaming"].is_null());
+}
+
+TEST(StatusJsonTest, NumbersAreNumbersAndEnumsAreNames) {
+  control::StatusReply s = FilledReply();
+  s.mutable_sources(0)->set_events(std::numeric_limits<uint64_t>::max());
+  const json j = Parsed(s);
+  EXPECT_EQ(j["sources"][0]["state"], "RUNNING");
+  EXPECT_EQ(j["sources"][1]["state"], "FAILED");
+  EXPECT_EQ(j["sources"][0]["events"].get<uint64_t>(), std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(j["sources"][0]["losses"][1]["cpu"], -1);
+  EXPECT_DOUBLE_EQ(j["buffers"][0]["fill_percent"].get<double>(), 87.5);
+  EXPECT_DOUBLE_EQ(j["cpu_seconds"].get<double>(), 12.34);
+  EXPECT_EQ(j["streaming"]["bytes"], 5 << 20);
+}
+
+TEST(StatusJsonTest, TextThatIsNotUtf8BecomesReplacementCharacters) {
+  control::StatusReply s = FilledReply();
+  s.mutable_sources(1)->set_error("bad \xff\xfe byte");
+  s.mutable_snapshots()->set_last_path("/snap/\xc3(.pftrace");
+  std::string text;
+  ASSERT_NO_THROW(text = StatusJson(s));
+  const json j = Parsed(s);
+  EXPECT_EQ(j["sources"][1]["error"], "bad \xef\xbf\xbd\xef\xbf\xbd byte");
+  EXPECT_EQ(j["snapshots"]["last_path"], "/snap/\xef\xbf\xbd(.pftrace");
+}
+
+// Every key the JSON can hold, as "a.b" paths (array elements as "a[].b").
+void CollectKeys(const json& value, const std::string& prefix, std::set<std::string>* out) {
+  if (value.is_object()) {
+    for (const auto& [key, child] : value.items()) {
+      const std::string path = prefix.empty() ? key : prefix + "." + key;
+      out->insert(path);
+      CollectKeys(child, path, out);
+    }
+  } else if (value.is_array() && !value.empty()) {
+    CollectKeys(value[0], prefix + "[]", out);
+  }
+}
+
+TEST(StatusJsonTest, DocsDescribeEveryKey) {
+  std::ifstream in(std::string(RINGSIDE_SOURCE_DIR) + "/docs/status.md");
+  ASSERT_TRUE(in) << "docs/status.md";
+  const std::string doc((std::istreambuf_iterator<char>(in)), {});
+  std::set<std::string> keys;
+  CollectKeys(StatusJsonValue(FilledReply()), "", &keys);
+  for (const std::string& key : keys) {
+    EXPECT_THAT(doc, HasSubstr("`" + key + "`")) << "docs/status.md does not describe " << key;
+  }
+}
+
+}  // namespace
+}  // namespace ringside::agent

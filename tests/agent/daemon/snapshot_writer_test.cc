@@ -1,0 +1,126 @@
+#include "agent/daemon/snapshot_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/time/civil_time.h"
+#include "agent/config/config_loader.h"
+#include "gtest/gtest.h"
+#include "tests/agent/testing/control_peer.h"
+#include "tests/agent/testing/ringside_cli.h"
+
+namespace ringside::agent {
+namespace {
+
+using testing::ScratchDir;
+
+std::unique_ptr<TracingSession> StartedSession() {
+  absl::StatusOr<config::TraceConfig> cfg =
+      ParseConfig("buffers { size_kb: 1024 }\ndurable_buffer_size_kb: 512\n", "t.pbtxt");
+  EXPECT_TRUE(cfg.ok()) << cfg.status();
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(*cfg);
+  EXPECT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE((*s)->Start().ok());
+  return std::move(*s);
+}
+
+TEST(SnapshotFileNameTest, IsHostTimeAndReasonWithNothingThatLeavesTheDirectory) {
+  const absl::Time t =
+      absl::FromCivil(absl::CivilSecond(2026, 11, 23, 9, 5, 7), absl::UTCTimeZone());
+  EXPECT_EQ(SnapshotFileName("node-1", t, "oom-kill"), "node-1-20261123T090507Z-oom-kill.pftrace");
+  EXPECT_EQ(SnapshotFileName("h", t, "../../etc/x y"), "h-20261123T090507Z-r.._.._etc_x_y.pftrace");
+  EXPECT_EQ(SnapshotFileName("h", t, ".."), "h-20261123T090507Z-r...pftrace");
+  EXPECT_EQ(SnapshotFileName("h", t, ""), "h-20261123T090507Z-r.pftrace");
+  EXPECT_EQ(SnapshotFileName("h", t, std::string(300, 'a')),
+            "h-20261123T090507Z-" + std::string(48, 'a') + ".pftrace");
+  EXPECT_EQ(SnapshotFileName("h", t, "d\xc3\xa9j\xc3\xa0"), "h-20261123T090507Z-d__j__.pftrace");
+}
+
+TEST(SnapshotWriterTest, WritesAWholeTraceUnderItsFinalNameOnly) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.Join("snaps/deep"), nullptr);
+  absl::StatusOr<std::string> path = writer.Take("manual");
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_TRUE(absl::StartsWith(*path, dir.Join("snaps/deep/"))) << *path;
+  ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+  struct stat st;
+  ASSERT_EQ(stat(path->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(stat(dir.Join("snaps").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);
+  const trace::Trace t = testing::ReadTraceFile(*path);
+  ASSERT_GT(t.packet_size(), 0);
+  EXPECT_TRUE(t.packet(0).has_trace_uuid());
+  EXPECT_EQ(writer.stats().written, 1u);
+  EXPECT_EQ(writer.stats().last_path, *path);
+  EXPECT_EQ(writer.stats().last_reason, "manual");
+}
+
+TEST(SnapshotWriterTest, TheFileIsNamedForTheReasonAndCarriesTheTriggerGiven) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.Join("snaps"), nullptr);
+  absl::StatusOr<std::string> path =
+      writer.Take("segv", SnapshotTrigger{"fatal_signal", "bpf.incidents", 0, 123456789});
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_TRUE(absl::EndsWith(*path, "-segv.pftrace")) << *path;
+  ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+  int triggers = 0;
+  const trace::Trace t = testing::ReadTraceFile(*path);
+  for (const trace::TracePacket& p : t.packet()) {
+    if (!p.has_clone_snapshot_trigger()) continue;
+    triggers++;
+    EXPECT_EQ(p.clone_snapshot_trigger().trigger_name(), "fatal_signal");
+    EXPECT_EQ(p.clone_snapshot_trigger().producer_name(), "bpf.incidents");
+    EXPECT_EQ(p.timestamp(), 123456789u);
+  }
+  EXPECT_EQ(triggers, 1);
+}
+
+TEST(SnapshotWriterTest, TwoSnapshotsInOneSecondGetTwoNames) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.path(), nullptr);
+  absl::StatusOr<std::string> a = writer.Take("same");
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(writer.Wait(*a, absl::Seconds(30)).ok());
+  absl::StatusOr<std::string> b = writer.Take("same");
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(writer.Wait(*b, absl::Seconds(30)).ok());
+  EXPECT_NE(*a, *b);
+}
+
+TEST(SnapshotWriterTest, AnOutputDirThatIsAFileIsAnErrorNamingIt) {
+  ScratchDir dir;
+  const std::string file = dir.Join("f");
+  close(open(file.c_str(), O_CREAT | O_WRONLY, 0644));
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), file, nullptr);
+  absl::StatusOr<std::string> path = writer.Take("x");
+  EXPECT_EQ(path.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(path.status().message(), file + " is not a directory"))
+      << path.status();
+}
+
+TEST(SnapshotWriterTest, FinishWritesWhatIsQueuedThenRefusesMore) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  int done = 0;
+  SnapshotWriter writer(session.get(), dir.path(),
+                        [&](const SnapshotWriter::Result& r) { done += r.status.ok(); });
+  absl::StatusOr<std::string> path = writer.Take("last");
+  ASSERT_TRUE(path.ok());
+  writer.Finish();
+  EXPECT_EQ(done, 1);
+  struct stat st;
+  EXPECT_EQ(stat(path->c_str(), &st), 0);
+  EXPECT_EQ(writer.Take("late").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace ringside::agent

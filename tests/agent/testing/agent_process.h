@@ -1,0 +1,63 @@
+#ifndef RINGSIDE_TESTS_AGENT_TESTING_AGENT_PROCESS_H_
+#define RINGSIDE_TESTS_AGENT_TESTING_AGENT_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ringside/control/control.pb.h"
+
+namespace ringside::agent::testing {
+
+// A unix datagram socket standing in for systemd's NOTIFY_SOCKET.
+class FakeNotifySocket {
+ public:
+  explicit FakeNotifySocket(const std::string& path);
+  ~FakeNotifySocket();
+  const std::string& path() const { return path_; }
+  // The next datagram, or an empty string after `timeout`.
+  std::string Receive(absl::Duration timeout);
+  // Datagrams until one contains `line` (a whole line, e.g. "READY=1");
+  // returns all received, the matching one last; empty if none within
+  // `timeout`.
+  std::vector<std::string> ReceiveUntil(const std::string& line, absl::Duration timeout);
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// `ringside agent ARGS...` started by the test, stderr into `log_path`,
+// NOTIFY_SOCKET set to `notify_socket` (if not empty). Killed (SIGKILL) by
+// the destructor if still running.
+class AgentProcess {
+ public:
+  // `env`: more NAME=value settings for the agent.
+  AgentProcess(const std::vector<std::string>& args, const std::string& log_path,
+               const std::string& notify_socket, const std::vector<std::string>& env = {});
+  ~AgentProcess();
+  pid_t pid() const { return pid_; }
+  bool Signal(int sig);
+  // The wait status once it exited, within `timeout`; nullopt if it did not.
+  std::optional<int> WaitExit(absl::Duration timeout);
+  // What it wrote on stderr so far.
+  std::string Log() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+};
+
+// One request to the agent on `socket`.
+absl::StatusOr<control::Reply> Ask(const std::string& socket, const control::Request& request,
+                                   absl::Duration timeout = absl::Seconds(30));
+control::Request StatusRequest();
+control::Request SnapshotRequest(const std::string& reason, bool wait);
+
+}  // namespace ringside::agent::testing
+
+#endif  // RINGSIDE_TESTS_AGENT_TESTING_AGENT_PROCESS_H_
