@@ -16,6 +16,7 @@
 #include "agent/cli/snapshot_command.h"
 #include "agent/cli/status_command.h"
 #include "agent/cli/stop_command.h"
+#include "agent/cli/trigger_command.h"
 #include "agent/version.h"
 #include "google/protobuf/stubs/logging.h"
 
@@ -37,6 +38,7 @@ const Command kCommands[] = {
     {ringside::agent::StatusCommandSpec, ringside::agent::RunStatusCommand},
     {ringside::agent::SnapshotCommandSpec, ringside::agent::RunSnapshotCommand},
     {ringside::agent::StopCommandSpec, ringside::agent::RunStopCommand},
+    {ringside::agent::TriggerCommandSpec, ringside::agent::RunTriggerCommand},
 };
 
 constexpr char kUsage[] =
@@ -50,9 +52,11 @@ constexpr char kUsage[] =
     "  inspect   summarize a trace file: packets, losses, time range, processes\n"
     "  list      list the events that can be recorded\n"
     "  agent     run the node agent: a flight recorder that writes snapshots when asked\n"
+    "            or when something goes wrong (an OOM kill, a crash)\n"
     "  status    what a running agent is doing: sources, buffers, losses, snapshots\n"
     "  snapshot  ask a running agent to write its buffers into a trace file now\n"
     "  stop      ask a running agent to shut down\n"
+    "  trigger   fire a named trigger of a running agent (a snapshot after its delay)\n"
     "  help CMD  the flags and examples of a command (also: ringside CMD --help)\n"
     "\n"
     "Exit status: 0 done; 1 it ran and failed; 2 bad arguments or config.\n"

@@ -157,6 +157,49 @@ std::string Kb(uint64_t kb) {
   return absl::StrCat(kb, " KiB");
 }
 
+const std::vector<int>& SignalsTheIncidentSourceSees() {
+  // bpf/incidents.bpf.c: a fault's signals with their default action, and
+  // SIGKILL.
+  static const std::vector<int>* signals = new std::vector<int>{4, 6, 7, 8, 9, 11};
+  return *signals;
+}
+
+void ValidateIncident(const config::TraceConfig::TriggerConfig::Trigger::Incident& incident,
+                      const FieldPath& at, Validator* v) {
+  using Incident = config::TraceConfig::TriggerConfig::Trigger::Incident;
+  auto field = [&](const std::string& name, int index) {
+    FieldPath path = at;
+    path.push_back({name, index});
+    return path;
+  };
+  if (incident.kinds_size() == 0) {
+    v->Fail(field("kinds", -1), "is empty: OOM_KILL, FATAL_SIGNAL or CORE_DUMP, at least one");
+  }
+  for (int k = 0; k < incident.kinds_size(); k++) {
+    if (incident.kinds(k) == Incident::KIND_UNSPECIFIED) {
+      v->Fail(field("kinds", k), "is KIND_UNSPECIFIED: OOM_KILL, FATAL_SIGNAL or CORE_DUMP");
+    }
+  }
+  for (int k = 0; k < incident.signals_size(); k++) {
+    const std::vector<int>& seen = SignalsTheIncidentSourceSees();
+    if (std::find(seen.begin(), seen.end(), incident.signals(k)) == seen.end()) {
+      v->Fail(field("signals", k),
+              absl::StrCat("is ", incident.signals(k), ": linux.bpf reports the fatal signals ",
+                           absl::StrJoin(seen, ", "),
+                           " (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGKILL, SIGSEGV); for others "
+                           "that dump core, use the kind CORE_DUMP"));
+    }
+  }
+  for (int k = 0; k < incident.comms_size(); k++) {
+    const std::string& comm = incident.comms(k);
+    if (comm.empty() || comm.size() > kMaxCommBytes) {
+      v->Fail(field("comms", k),
+              absl::StrCat("is '", absl::CHexEscape(comm), "': a task name is 1 to ", kMaxCommBytes,
+                           " bytes (the kernel's comm), so it would never match"));
+    }
+  }
+}
+
 void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Validator* v) {
   const int cpus = std::max(1, machine.cpus);
   const uint64_t memory_kb = machine.memory_kb;
@@ -237,6 +280,7 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
       v->Fail(field("skip_probability"),
               absl::StrCat("is ", t.skip_probability(), ": a probability, from 0 to 1"));
     }
+    if (t.has_incident()) ValidateIncident(t.incident(), field("incident"), v);
   }
   for (int i = 0; i < cfg.data_sources_size(); i++) {
     const config::DataSourceConfig& ds = cfg.data_sources(i).config();
@@ -374,6 +418,23 @@ config::TraceConfig DefaultAgentConfig() {
   config::TraceConfig cfg = DefaultRecordConfig();
   cfg.clear_duration_ms();
   cfg.set_durable_buffer_size_kb(4096);
+  // What a flight recorder is for: the seconds before an OOM kill or a
+  // crash, and one second after it, written by themselves. A crash loop
+  // makes one snapshot a minute (the default cooldown), at most 24 a day,
+  // and the newest 10 files are kept (each about the ring's size).
+  using Trigger = config::TraceConfig::TriggerConfig::Trigger;
+  config::TraceConfig::TriggerConfig* triggers = cfg.mutable_trigger_config();
+  triggers->set_trigger_mode(config::TraceConfig::TriggerConfig::CLONE_SNAPSHOT);
+  for (const auto& [name, kind] :
+       {std::pair<const char*, Trigger::Incident::Kind>{"oom_kill", Trigger::Incident::OOM_KILL},
+        {"crash", Trigger::Incident::FATAL_SIGNAL}}) {
+    Trigger* t = triggers->add_triggers();
+    t->set_name(name);
+    t->set_stop_delay_ms(1000);
+    t->set_max_per_24_h(24);
+    t->mutable_incident()->add_kinds(kind);
+  }
+  cfg.set_max_snapshot_files(10);
   ApplyAgentDefaults(&cfg);
   return cfg;
 }

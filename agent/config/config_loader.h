@@ -30,6 +30,9 @@ inline constexpr size_t kMaxTriggerNameBytes = 64;
 // a window, so the limits bound its memory. Beyond a snapshot every 9 s
 // all day, a limit is no limit.
 inline constexpr uint32_t kMaxTriggerFiresPerWindow = 10000;
+// A trigger's incident filter: task names as the kernel keeps them
+// (TASK_COMM_LEN less its NUL).
+inline constexpr size_t kMaxCommBytes = 15;
 
 // Data sources this build can run.
 const std::vector<std::string>& KnownDataSources();
@@ -68,7 +71,9 @@ config::TraceConfig DefaultRecordConfig();
 // events as record's default (scheduling, processes and incidents with BPF,
 // ftrace's power events; ftrace in place of BPF where BPF cannot load) into
 // a 64 MiB ring, without a duration, the durable store at 4 MiB, written
-// only as snapshots; its agent settings filled in (ApplyAgentDefaults).
+// only as snapshots: asked for, or fired by an OOM kill ("oom_kill") or a
+// crash signal ("crash") one second after it, the newest 10 kept; its agent
+// settings filled in (ApplyAgentDefaults).
 config::TraceConfig DefaultAgentConfig();
 
 }  // namespace ringside::agent

@@ -132,7 +132,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   }
   if (absl::Status st = PrepareOutputDir(config.output_dir()); !st.ok()) return st;
 
-  absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config);
+  absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config, s.get());
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
   const absl::Status started = s->session_->Start();
@@ -240,6 +240,8 @@ int AgentService::Run() {
   // aftermath there is, rather than lose them.
   {
     absl::MutexLock lock(&mu_);
+    // An incident read from here on would wait for a snapshot never taken.
+    triggers_closed_ = true;
     std::multimap<absl::Time, SnapshotTrigger> now_due;
     for (auto& [when, trigger] : delayed_) now_due.emplace(absl::InfinitePast(), trigger);
     delayed_.swap(now_due);
@@ -314,40 +316,74 @@ control::Reply AgentService::Handle(const control::Request& request, const Peer&
   return Error("an empty request, or one this agent does not know (from a newer ringside?)");
 }
 
-control::Reply AgentService::Trigger(const std::string& name, const Peer& peer) {
-  absl::MutexLock lock(&mu_);
+AgentService::TriggerOutcome AgentService::FireLocked(const std::string& name,
+                                                      const SnapshotTrigger& trigger,
+                                                      const std::string& who) {
   // Already fired and waiting for its stop_delay_ms: this one coalesces
-  // into that snapshot (so the pending ones are at most one per trigger).
+  // into that snapshot (so the pending ones are at most one per trigger),
+  // and counts as suppressed: it gets no snapshot of its own.
   for (const auto& [when, pending] : delayed_) {
     if (pending.name != name) continue;
+    joined_triggers_++;
     log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
-                    absl::StrCat("trigger ", name, " from ", Who(peer),
+                    absl::StrCat("trigger ", name, " from ", who,
                                  " joins the snapshot it already has pending"));
-    control::Reply reply;
-    reply.mutable_trigger();
-    return reply;
+    return {TriggerOutcome::kJoined, TriggerPolicy::Verdict::kFire};
   }
   const TriggerPolicy::Verdict verdict = triggers_.Offer(name, absl::Now());
-  if (verdict == TriggerPolicy::Verdict::kUnknown) {
-    return Error(absl::StrCat("no trigger named '", name, "' in trigger_config"));
-  }
+  if (verdict == TriggerPolicy::Verdict::kUnknown) return {TriggerOutcome::kUnknown, verdict};
   if (verdict != TriggerPolicy::Verdict::kFire) {
     log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
-                    absl::StrCat("trigger ", name, " from ", Who(peer), " suppressed (",
+                    absl::StrCat("trigger ", name, " from ", who, " suppressed (",
                                  TriggerPolicy::VerdictName(verdict), ")"));
-    return Error(absl::StrCat("trigger '", name, "' suppressed: ",
-                              TriggerPolicy::VerdictName(verdict), "; counted in status"));
+    return {TriggerOutcome::kSuppressed, verdict};
   }
   const absl::Duration delay = triggers_.Find(name)->stop_delay;
-  log_.Info(absl::StrCat("trigger ", name, " from ", Who(peer), ": a snapshot in ",
+  log_.Info(absl::StrCat("trigger ", name, " from ", who, ": a snapshot in ",
                          absl::FormatDuration(delay)));
-  delayed_.emplace(
-      absl::Now() + delay,
-      SnapshotTrigger{name, "ringside trigger", static_cast<int32_t>(peer.uid), BoottimeNowNs()});
+  delayed_.emplace(absl::Now() + delay, trigger);
   Wake();
+  return {TriggerOutcome::kQueued, verdict};
+}
+
+control::Reply AgentService::Trigger(const std::string& name, const Peer& peer) {
+  absl::MutexLock lock(&mu_);
+  const TriggerOutcome outcome = FireLocked(
+      name,
+      SnapshotTrigger{name, "ringside trigger", static_cast<int32_t>(peer.uid), BoottimeNowNs()},
+      Who(peer));
+  switch (outcome.kind) {
+    case TriggerOutcome::kUnknown:
+      return Error(absl::StrCat("no trigger named '", name, "' in trigger_config"));
+    case TriggerOutcome::kSuppressed:
+      return Error(absl::StrCat("trigger '", name,
+                                "' suppressed: ", TriggerPolicy::VerdictName(outcome.verdict),
+                                "; counted in status"));
+    case TriggerOutcome::kQueued:
+    case TriggerOutcome::kJoined:
+      break;
+  }
   control::Reply reply;
   reply.mutable_trigger();
   return reply;
+}
+
+void AgentService::OnIncident(const Incident& incident) {
+  const std::string who = absl::StrCat(
+      "the kernel (", IncidentKindName(incident.kind),
+      incident.signal != 0 ? absl::StrCat(" ", incident.signal) : "", " of pid ", incident.pid,
+      incident.comm.empty() ? "" : absl::StrCat(" ", incident.comm), ")");
+  absl::MutexLock lock(&mu_);
+  // From a source's reader thread, while the agent may be stopping.
+  if (triggers_closed_) {
+    log_.LogLimited(LogLevel::kInfo, "incident while stopping",
+                    absl::StrCat(who, ": not a trigger, the agent is stopping"));
+    return;
+  }
+  for (const std::string& name : triggers_.RulesFor(incident)) {
+    // The kernel is the producer; its time is the incident's own.
+    FireLocked(name, SnapshotTrigger{name, "linux.bpf", 0, incident.boottime_ns}, who);
+  }
 }
 
 control::Reply AgentService::Snapshot(const control::SnapshotRequest& request, const Peer& peer) {
@@ -526,7 +562,7 @@ control::StatusReply AgentService::BuildStatus() {
   st.mutable_snapshots()->set_last_reason(snaps.last_reason);
   {
     absl::MutexLock lock(&mu_);
-    st.mutable_snapshots()->set_suppressed(triggers_.counts().suppressed);
+    st.mutable_snapshots()->set_suppressed(triggers_.counts().suppressed + joined_triggers_);
   }
   st.set_cpu_seconds(CpuSeconds());
   st.set_rss_bytes(ResidentBytes());

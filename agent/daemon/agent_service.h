@@ -15,6 +15,7 @@
 #include "agent/daemon/systemd_notifier.h"
 #include "agent/daemon/trigger_policy.h"
 #include "agent/session/tracing_session.h"
+#include "agent/sources/incident.h"
 #include "ringside/config/trace_config.pb.h"
 #include "ringside/control/control.pb.h"
 
@@ -32,7 +33,7 @@ namespace ringside::agent {
 // Shutdown, in order: the control socket closes (no new requests), queued
 // snapshots are written, the session stops (sources detached, tracefs
 // instance removed).
-class AgentService : public ControlHandler {
+class AgentService : public ControlHandler, public IncidentListener {
  public:
   struct Options {
     // The config file; empty when running on the embedded default.
@@ -64,6 +65,9 @@ class AgentService : public ControlHandler {
   int Run();
 
   control::Reply Handle(const control::Request& request, const Peer& peer) override;
+  // A source read an incident: the triggers whose incident filter it
+  // passes fire as a request by name would.
+  void OnIncident(const Incident& incident) override;
 
  private:
   explicit AgentService(Options options);
@@ -72,6 +76,15 @@ class AgentService : public ControlHandler {
   // A named trigger: the policy decides; a fire takes a snapshot after the
   // trigger's stop_delay_ms, on the main thread.
   control::Reply Trigger(const std::string& name, const Peer& peer);
+  struct TriggerOutcome {
+    enum Kind { kQueued, kJoined, kUnknown, kSuppressed };
+    Kind kind;
+    TriggerPolicy::Verdict verdict;
+  };
+  // The trigger `name` fired by `who`: joins its pending snapshot, or is
+  // offered to the policy and, on a fire, queued for its stop_delay_ms.
+  TriggerOutcome FireLocked(const std::string& name, const SnapshotTrigger& trigger,
+                            const std::string& who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a snapshot; logs it.
   // `trigger` goes into the file (clone_snapshot_trigger); `by` into the log.
   absl::StatusOr<std::string> TakeSnapshot(const std::string& reason, const std::string& by,
@@ -107,6 +120,10 @@ class AgentService : public ControlHandler {
   TriggerPolicy triggers_ ABSL_GUARDED_BY(mu_){{}};
   // Triggers fired, waiting for their stop_delay_ms: when, and the reason.
   std::multimap<absl::Time, SnapshotTrigger> delayed_ ABSL_GUARDED_BY(mu_);
+  // Triggers that joined a pending snapshot of theirs (suppressed in status).
+  uint64_t joined_triggers_ ABSL_GUARDED_BY(mu_) = 0;
+  // Shutdown took the pending triggers: incidents fire none any more.
+  bool triggers_closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ringside::agent

@@ -1,5 +1,7 @@
 #include "agent/daemon/trigger_policy.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <memory>
 #include <random>
@@ -54,6 +56,19 @@ std::vector<TriggerPolicy::Rule> TriggerPolicy::RulesFrom(const config::TraceCon
     rule.max_per_24_h = t.max_per_24_h();
     rule.skip_probability = t.skip_probability();
     rule.stop_delay = absl::Milliseconds(t.stop_delay_ms());
+    if (t.has_incident()) {
+      using Kind = config::TraceConfig::TriggerConfig::Trigger::Incident;
+      Rule::IncidentFilter filter;
+      for (int kind : t.incident().kinds()) {
+        if (kind == Kind::OOM_KILL) filter.kinds.push_back(Incident::Kind::kOomKill);
+        if (kind == Kind::FATAL_SIGNAL) filter.kinds.push_back(Incident::Kind::kFatalSignal);
+        if (kind == Kind::CORE_DUMP) filter.kinds.push_back(Incident::Kind::kCoreDump);
+      }
+      filter.signals.assign(t.incident().signals().begin(), t.incident().signals().end());
+      if (filter.signals.empty()) filter.signals = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+      filter.comms.assign(t.incident().comms().begin(), t.incident().comms().end());
+      rule.incident = std::move(filter);
+    }
     rules.push_back(std::move(rule));
   }
   return rules;
@@ -153,6 +168,29 @@ const char* TriggerPolicy::VerdictName(Verdict verdict) {
       return "skipped";
   }
   return "?";
+}
+
+bool TriggerPolicy::Matches(const Rule::IncidentFilter& filter, const Incident& incident) {
+  if (std::find(filter.kinds.begin(), filter.kinds.end(), incident.kind) == filter.kinds.end()) {
+    return false;
+  }
+  if (incident.kind == Incident::Kind::kFatalSignal &&
+      std::find(filter.signals.begin(), filter.signals.end(), incident.signal) ==
+          filter.signals.end()) {
+    return false;
+  }
+  return filter.comms.empty() ||
+         std::find(filter.comms.begin(), filter.comms.end(), incident.comm) != filter.comms.end();
+}
+
+std::vector<std::string> TriggerPolicy::RulesFor(const Incident& incident) const {
+  std::vector<std::string> names;
+  for (const auto& [name, state] : states_) {
+    if (state.rule.incident.has_value() && Matches(*state.rule.incident, incident)) {
+      names.push_back(name);
+    }
+  }
+  return names;
 }
 
 }  // namespace ringside::agent

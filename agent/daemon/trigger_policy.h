@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "agent/sources/incident.h"
 #include "ringside/config/trace_config.pb.h"
 
 namespace ringside::agent {
@@ -53,6 +55,17 @@ class TriggerPolicy {
     // From the trigger to the snapshot. Carried for the caller; Offer does
     // not use it.
     absl::Duration stop_delay;
+    // The incidents that fire this rule by themselves (config's
+    // `incident`); none: only requests by name do.
+    struct IncidentFilter {
+      std::vector<Incident::Kind> kinds;
+      // kFatalSignal: the signals that count (the config's, or the crash
+      // signals by default).
+      std::vector<int32_t> signals;
+      // Task names; empty: any.
+      std::vector<std::string> comms;
+    };
+    std::optional<IncidentFilter> incident;
   };
 
   enum class Verdict { kFire, kUnknown, kCooldown, kHourLimit, kDayLimit, kSkipped };
@@ -80,6 +93,12 @@ class TriggerPolicy {
 
   // The rule named `name`, or nullptr. Valid until the next Replace.
   const Rule* Find(absl::string_view name) const;
+
+  // The names of the rules whose incident filter `incident` passes, in no
+  // particular order (the caller Offer()s each).
+  std::vector<std::string> RulesFor(const Incident& incident) const;
+  // Whether `incident` passes `filter`.
+  static bool Matches(const Rule::IncidentFilter& filter, const Incident& incident);
 
   // Swaps in new rules (config reload). A rule whose name stays keeps its
   // fire history and counts, now judged by its new settings; others start

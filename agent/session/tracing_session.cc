@@ -30,7 +30,8 @@ std::vector<const buffer::TraceBuffer*> Const(const std::vector<buffer::TraceBuf
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TracingSession>> TracingSession::Create(config::TraceConfig config) {
+absl::StatusOr<std::unique_ptr<TracingSession>> TracingSession::Create(
+    config::TraceConfig config, IncidentListener* incidents) {
   ApplyDefaults(&config);
   std::unique_ptr<TracingSession> s(new TracingSession(std::move(config)));
   const config::TraceConfig& cfg = s->config_;
@@ -55,7 +56,7 @@ absl::StatusOr<std::unique_ptr<TracingSession>> TracingSession::Create(config::T
       s->tracker_ = std::make_unique<DescriptorTracker>();
     }
   }
-  s->sources_ = BuildDataSources(cfg, s->tracker_.get());
+  s->sources_ = BuildDataSources(cfg, s->tracker_.get(), incidents);
   s->warnings_ = s->sources_.warnings;
   return s;
 }

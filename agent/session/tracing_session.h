@@ -17,6 +17,7 @@
 #include "agent/session/buffer_reader.h"
 #include "agent/session/service_packets.h"
 #include "agent/sources/data_source.h"
+#include "agent/sources/incident.h"
 #include "agent/sources/source_factory.h"
 #include "buffer/durable_store.h"
 #include "buffer/trace_buffer.h"
@@ -109,8 +110,11 @@ class TracingSession {
   };
 
   // Allocates the buffers and loads the data sources (not started). Every
-  // default of `config` is applied first (ApplyDefaults).
-  static absl::StatusOr<std::unique_ptr<TracingSession>> Create(config::TraceConfig config);
+  // default of `config` is applied first (ApplyDefaults). `incidents` (may
+  // be null; outlives the session) is told of the incidents the sources
+  // read, on their threads.
+  static absl::StatusOr<std::unique_ptr<TracingSession>> Create(
+      config::TraceConfig config, IncidentListener* incidents = nullptr);
   ~TracingSession();
 
   // An upper bound of the size of a whole-file trace of `config`: what the

@@ -93,6 +93,41 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
   }
 }
 
+void BpfDataSource::TellIncidents(absl::Span<const bpf::Record> records) {
+  for (const bpf::Record& r : records) {
+    Incident incident;
+    switch (r.type) {
+      case RS_EV_OOM_KILL: {
+        const rs_oom_kill& e = r.oom_kill();
+        incident = {
+            Incident::Kind::kOomKill,        static_cast<int64_t>(e.h.ts_ns), e.pid, e.tgid, 0,
+            std::string(bpf::CommOf(e.comm))};
+        break;
+      }
+      case RS_EV_FATAL_SIGNAL: {
+        const rs_fatal_signal& e = r.fatal_signal();
+        incident = {Incident::Kind::kFatalSignal,
+                    static_cast<int64_t>(e.h.ts_ns),
+                    e.target_pid,
+                    e.target_tgid,
+                    e.sig,
+                    std::string(bpf::CommOf(e.target_comm))};
+        break;
+      }
+      case RS_EV_CORE_DUMP: {
+        const rs_core_dump& e = r.core_dump();
+        incident = {
+            Incident::Kind::kCoreDump,       static_cast<int64_t>(e.h.ts_ns), e.pid, e.tgid, e.sig,
+            std::string(bpf::CommOf(e.comm))};
+        break;
+      }
+      default:
+        continue;
+    }
+    config_.incidents->OnIncident(incident);
+  }
+}
+
 void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records) {
   if (cpu >= cpu_writers_.size()) return;
   // Decoded once for both of its readers.
@@ -100,6 +135,8 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
   if (config_.tracker != nullptr) TellTracker(decoded);
   bundles_.WriteBundle(cpu_writers_[cpu].get(), cpu, decoded, lost_pending_[cpu]);
   lost_pending_[cpu] = false;
+  // After the bundle: a snapshot the listener asks for holds the incident.
+  if (config_.incidents != nullptr) TellIncidents(decoded);
   events_.store(bundles_.total_events(), std::memory_order_relaxed);
 }
 

@@ -14,6 +14,7 @@
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/bpf_bundle_writer.h"
 #include "agent/sources/data_source.h"
+#include "agent/sources/incident.h"
 #include "agent/sources/staging_flush.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
@@ -35,6 +36,9 @@ class BpfDataSource : public DataSource {
     uint32_t drain_period_ms = kDefaultBpfDrainPeriodMs;
     // Told of fork/exec/exit/rename records as they are read (may be null).
     DescriptorTracker* tracker = nullptr;
+    // Told of OOM kills, fatal signals and core dumps once their bundle is
+    // written (may be null).
+    IncidentListener* incidents = nullptr;
   };
 
   // Loads the programs (not attached yet). The error names what is missing
@@ -73,6 +77,7 @@ class BpfDataSource : public DataSource {
   void ServeFlushRequests();
   void OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records);
   void TellTracker(absl::Span<const bpf::Record> records);
+  void TellIncidents(absl::Span<const bpf::Record> records);
   uint64_t TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>& per_type, uint32_t cpu) const;
 
   Config config_;

@@ -16,6 +16,7 @@ namespace {
 struct BuildContext {
   const config::TraceConfig* config = nullptr;
   DescriptorTracker* tracker = nullptr;
+  IncidentListener* incidents = nullptr;
   BuiltSources* out = nullptr;
   buffer::ProducerID next_producer = 1;
   int bpf_loaded = 0;
@@ -49,6 +50,7 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   cfg.source.filters.max_prio = bc.has_filter_max_prio() ? bc.filter_max_prio() : -1;
   cfg.drain_period_ms = bc.drain_period_ms();
   cfg.tracker = ctx->tracker;
+  cfg.incidents = ctx->incidents;
   std::unique_ptr<ProducerBuffer> producer = ctx->NewProducer();
   absl::StatusOr<std::unique_ptr<BpfDataSource>> b = BpfDataSource::Create(cfg, producer.get());
   if (!b.ok()) {
@@ -126,11 +128,13 @@ constexpr SourceKind kSourceKinds[] = {
 
 }  // namespace
 
-BuiltSources BuildDataSources(const config::TraceConfig& config, DescriptorTracker* tracker) {
+BuiltSources BuildDataSources(const config::TraceConfig& config, DescriptorTracker* tracker,
+                              IncidentListener* incidents) {
   BuiltSources out;
   BuildContext ctx;
   ctx.config = &config;
   ctx.tracker = tracker;
+  ctx.incidents = incidents;
   ctx.out = &out;
   for (const SourceKind& kind : kSourceKinds) {
     for (const auto& ds : config.data_sources()) {

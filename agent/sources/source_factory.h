@@ -9,6 +9,7 @@
 
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/data_source.h"
+#include "agent/sources/incident.h"
 #include "agent/writer/producer_buffer.h"
 #include "ftrace/tracefs.h"
 #include "ringside/config/trace_config.pb.h"
@@ -45,8 +46,10 @@ struct BuiltSources {
 // is built before linux.ftrace: whether BPF loads decides the ftrace
 // sources' bpf_fallback_events. A new kind of source is one more entry in
 // the table of source_factory.cc. `tracker` (may be null) is told of
-// process events by every source.
-BuiltSources BuildDataSources(const config::TraceConfig& config, DescriptorTracker* tracker);
+// process events by every source, `incidents` (may be null) of the
+// incidents a source reads.
+BuiltSources BuildDataSources(const config::TraceConfig& config, DescriptorTracker* tracker,
+                              IncidentListener* incidents = nullptr);
 
 }  // namespace ringside::agent
 

@@ -421,6 +421,7 @@ const PerfettoTable& Perfetto() {
 const std::set<std::string>& RingsideOnlyMessages() {
   static const std::set<std::string>* names = new std::set<std::string>{
       "BpfConfig",
+      "TraceConfig.TriggerConfig.Trigger.Incident",
       "FtraceConfig.EventFilter",
       "TraceStats.StagingLoss",
       "TraceStats.ProducerStats",

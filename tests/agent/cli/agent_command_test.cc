@@ -5,11 +5,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -411,11 +415,12 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
                                   "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers { name: "
                                   "\"deploy\" stop_delay_ms: 300 cooldown_ms: 60000 } }\n"));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  // As a deploy tool would: the command line.
+  int code = -1;
+  const std::string fired = RunRingsideCapture({"trigger", "deploy", "--socket", socket()}, &code);
+  EXPECT_EQ(code, 0) << fired;
   control::Request trigger;
   trigger.mutable_trigger()->set_name("deploy");
-  absl::StatusOr<control::Reply> first = Ask(socket(), trigger);
-  ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_TRUE(first->has_trigger()) << first->error();
   // While the first waits for its delay, the same trigger joins it.
   absl::StatusOr<control::Reply> joining = Ask(socket(), trigger);
   ASSERT_TRUE(joining.ok()) << joining.status();
@@ -425,6 +430,10 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
   absl::StatusOr<control::Reply> third = Ask(socket(), unknown);
   ASSERT_TRUE(third.ok()) << third.status();
   EXPECT_TRUE(absl::StrContains(third->error(), "no trigger named 'nope'")) << third->error();
+  const std::string refused =
+      RunRingsideCaptureStderr({"trigger", "nope", "--socket", socket()}, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_TRUE(absl::StrContains(refused, "no trigger named 'nope'")) << refused;
   // Not before the delay; then exactly one file.
   EXPECT_TRUE(ListDir(dir_.Join("snaps")).empty());
   std::set<std::string> files;
@@ -442,7 +451,8 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
   EXPECT_TRUE(absl::StrContains(later->error(), "suppressed: cooldown")) << later->error();
   absl::StatusOr<control::Reply> st = Ask(socket(), StatusRequest());
   ASSERT_TRUE(st.ok()) << st.status();
-  EXPECT_EQ(st->status().snapshots().suppressed(), 1u);
+  // The one that joined and the one the cooldown held back.
+  EXPECT_EQ(st->status().snapshots().suppressed(), 2u);
   EXPECT_EQ(st->status().snapshots().last_reason(), "deploy");
 }
 
@@ -482,6 +492,92 @@ TEST_F(AgentCommandTest, ATriggerStillInItsDelayIsWrittenWhenTheAgentStops) {
   const std::set<std::string> files = ListDir(dir_.Join("snaps"));
   ASSERT_EQ(files.size(), 1u) << agent->Log();
   EXPECT_TRUE(absl::EndsWith(*files.begin(), "-late.pftrace")) << *files.begin();
+}
+
+// `n` children named `comm`, one after another, each killed by a SIGSEGV
+// with its default action (no handler, as a crash; no core file).
+std::vector<pid_t> Crash(int n, const char* comm) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; i++) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_NAME, comm, 0, 0, 0);
+      const struct rlimit no_core = {0, 0};
+      setrlimit(RLIMIT_CORE, &no_core);
+      signal(SIGSEGV, SIG_DFL);  // A sanitizer's handler would catch it.
+      raise(SIGSEGV);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << status;
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
+// Finished snapshot files in `dir` (not the temporary one being written).
+std::set<std::string> SnapshotFiles(const std::string& dir) {
+  std::set<std::string> files;
+  for (const std::string& f : ListDir(dir)) {
+    if (f[0] != '.') files.insert(f);
+  }
+  return files;
+}
+
+// The proof: a crash fires a snapshot by itself, holding the
+// crash; a burst of crashes within the cooldown makes one file, and the
+// rest are counted as suppressed.
+TEST_F(AgentCommandTest, ABurstOfCrashesFiresOneSnapshotHoldingTheFirstAndCountsTheRest) {
+  WriteFile(config_,
+            absl::StrCat(kConfig,
+                         "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers {\n"
+                         "  name: \"crash\" stop_delay_ms: 300 cooldown_ms: 600000\n"
+                         "  incident { kinds: FATAL_SIGNAL comms: \"rs-crasher\" } } }\n"));
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  const std::vector<pid_t> crashed = Crash(50, "rs-crasher");
+  const std::string snaps = dir_.Join("snaps");
+  std::set<std::string> files;
+  for (int i = 0; i < 300 && files.empty(); i++) {
+    absl::SleepFor(absl::Milliseconds(100));
+    files = SnapshotFiles(snaps);
+  }
+  ASSERT_EQ(files.size(), 1u) << agent->Log();
+  EXPECT_TRUE(absl::EndsWith(*files.begin(), "-crash.pftrace")) << *files.begin();
+  uint64_t suppressed = 0;
+  for (int i = 0; i < 100 && suppressed < 49; i++) {
+    absl::StatusOr<control::Reply> st = Ask(socket(), StatusRequest());
+    ASSERT_TRUE(st.ok()) << st.status();
+    suppressed = st->status().snapshots().suppressed();
+    if (suppressed < 49) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(suppressed, 49u) << agent->Log();
+  EXPECT_EQ(SnapshotFiles(snaps).size(), 1u);
+
+  // The file holds every crash (the 300 ms delay covers the burst), and
+  // the trigger at the time of the one that fired it. (Which one that is
+  // depends on which CPU's ring the reader read first.)
+  const trace::Trace t = ReadTraceFile(snaps + "/" + *files.begin());
+  std::vector<trace::TracePacket> triggers;
+  std::map<int32_t, uint64_t> crash_ts;  // pid -> time of its SIGSEGV.
+  for (const trace::TracePacket& p : t.packet()) {
+    if (p.has_clone_snapshot_trigger()) triggers.push_back(p);
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      if (e.has_signal_generate() && e.signal_generate().sig() == SIGSEGV) {
+        crash_ts[e.signal_generate().pid()] = e.timestamp();
+      }
+    }
+  }
+  for (pid_t pid : crashed) EXPECT_EQ(crash_ts.count(pid), 1u) << "no crash of pid " << pid;
+  ASSERT_EQ(triggers.size(), 1u);
+  EXPECT_EQ(triggers[0].clone_snapshot_trigger().trigger_name(), "crash");
+  EXPECT_EQ(triggers[0].clone_snapshot_trigger().producer_name(), "linux.bpf");
+  bool at_a_crash = false;
+  for (pid_t pid : crashed) at_a_crash |= crash_ts[pid] == triggers[0].timestamp();
+  EXPECT_TRUE(at_a_crash) << "the trigger's time " << triggers[0].timestamp() << " is no crash's";
+  EXPECT_TRUE(
+      absl::StrContains(agent->Log(), "trigger crash from the kernel (fatal_signal 11 of pid"))
+      << agent->Log();
 }
 
 }  // namespace

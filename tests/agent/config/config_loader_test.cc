@@ -192,6 +192,19 @@ TEST(ConfigLoaderTest, TheAgentsDefaultRecordsUntilStoppedWithTheAgentSettingsFi
   EXPECT_EQ(cfg.control_socket(), "/run/ringside/control.sock");
   ASSERT_GE(cfg.data_sources_size(), 1);
   EXPECT_EQ(cfg.data_sources(0).config().name(), "linux.bpf");
+  EXPECT_TRUE(cfg.data_sources(0).config().bpf_config().incidents());
+  // OOM kills and crashes take snapshots by themselves, a bounded number.
+  const config::TraceConfig::TriggerConfig& tc = cfg.trigger_config();
+  EXPECT_EQ(tc.trigger_mode(), config::TraceConfig::TriggerConfig::CLONE_SNAPSHOT);
+  ASSERT_EQ(tc.triggers_size(), 2);
+  EXPECT_EQ(tc.triggers(0).name(), "oom_kill");
+  EXPECT_EQ(tc.triggers(0).incident().kinds(0),
+            config::TraceConfig::TriggerConfig::Trigger::Incident::OOM_KILL);
+  EXPECT_EQ(tc.triggers(1).name(), "crash");
+  EXPECT_EQ(tc.triggers(1).incident().kinds(0),
+            config::TraceConfig::TriggerConfig::Trigger::Incident::FATAL_SIGNAL);
+  for (const auto& t : tc.triggers()) EXPECT_GT(t.max_per_24_h(), 0u) << t.name();
+  EXPECT_GT(cfg.max_snapshot_files(), 0u);
   EXPECT_TRUE(ValidateConfig(cfg, "<embedded agent default>").ok());
 }
 
@@ -303,6 +316,48 @@ TEST(ConfigLoaderTest, SkipProbabilityOutsideZeroToOneIsAnError) {
                             "t.pbtxt")
                     .ok())
         << p;
+  }
+}
+
+TEST(ConfigLoaderTest, AnIncidentFilterReadsKindsSignalsAndComms) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\n"
+      "trigger_config { triggers { name: \"crash\" incident {\n"
+      "  kinds: FATAL_SIGNAL kinds: CORE_DUMP signals: 11 signals: 6 comms: \"java\" } } }\n",
+      "t.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const auto& incident = cfg->trigger_config().triggers(0).incident();
+  ASSERT_EQ(incident.kinds_size(), 2);
+  EXPECT_EQ(incident.kinds(1), config::TraceConfig::TriggerConfig::Trigger::Incident::CORE_DUMP);
+  EXPECT_EQ(incident.signals(0), 11);
+  EXPECT_EQ(incident.comms(0), "java");
+}
+
+TEST(ConfigLoaderTest, BadIncidentFiltersNameFileLineAndField) {
+  struct Case {
+    std::string incident;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"incident { }",
+            "trigger_config.triggers[0].incident.kinds is empty: OOM_KILL, FATAL_SIGNAL or "
+            "CORE_DUMP, at least one"},
+           {"incident { kinds: KIND_UNSPECIFIED }",
+            "trigger_config.triggers[0].incident.kinds[0] is KIND_UNSPECIFIED"},
+           {"incident {\n kinds: FATAL_SIGNAL signals: 11 signals: 15 }",
+            "t.pbtxt: line 3, column 34: trigger_config.triggers[0].incident.signals[1] is 15: "
+            "linux.bpf reports the fatal signals 4, 6, 7, 8, 9, 11"},
+           {"incident { kinds: OOM_KILL comms: \"a-name-of-16-chr\" }",
+            "trigger_config.triggers[0].incident.comms[0] is 'a-name-of-16-chr': a task name is "
+            "1 to 15 bytes"},
+       }) {
+    absl::StatusOr<config::TraceConfig> cfg =
+        ParseConfig("buffers { size_kb: 1024 }\ntrigger_config { triggers { name: \"a\" " +
+                        c.incident + " } }\n",
+                    "t.pbtxt");
+    ASSERT_FALSE(cfg.ok()) << c.says;
+    EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(cfg.status().message().find(c.says), std::string::npos) << cfg.status();
   }
 }
 

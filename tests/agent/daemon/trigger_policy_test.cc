@@ -1,5 +1,7 @@
 #include "agent/daemon/trigger_policy.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -320,6 +322,77 @@ TEST(TriggerPolicyTest, RulesFromConfigApplyTheDefaultCooldownOnlyWhenUnset) {
   EXPECT_EQ(rules[1].cooldown, absl::ZeroDuration());
   EXPECT_EQ(rules[1].max_per_hour, 0u);
   EXPECT_TRUE(TriggerPolicy::RulesFrom(config::TraceConfig()).empty());
+}
+
+Incident MakeIncident(Incident::Kind kind, int32_t signal = 0, std::string comm = "app") {
+  Incident incident;
+  incident.kind = kind;
+  incident.pid = 4321;
+  incident.tgid = 4321;
+  incident.signal = signal;
+  incident.comm = std::move(comm);
+  return incident;
+}
+
+TEST(TriggerPolicyTest, RulesFromConfigReadTheIncidentFilterWithTheCrashSignalsByDefault) {
+  config::TraceConfig cfg;
+  config::TraceConfig::TriggerConfig* tc = cfg.mutable_trigger_config();
+  using Kind = config::TraceConfig::TriggerConfig::Trigger::Incident;
+  config::TraceConfig::TriggerConfig::Trigger* crash = tc->add_triggers();
+  crash->set_name("crash");
+  crash->mutable_incident()->add_kinds(Kind::FATAL_SIGNAL);
+  crash->mutable_incident()->add_kinds(Kind::CORE_DUMP);
+  config::TraceConfig::TriggerConfig::Trigger* oom = tc->add_triggers();
+  oom->set_name("oom");
+  oom->mutable_incident()->add_kinds(Kind::OOM_KILL);
+  oom->mutable_incident()->add_signals(SIGKILL);
+  oom->mutable_incident()->add_comms("java");
+  tc->add_triggers()->set_name("manual");
+
+  const std::vector<Rule> rules = TriggerPolicy::RulesFrom(cfg);
+  ASSERT_EQ(rules.size(), 3u);
+  ASSERT_TRUE(rules[0].incident.has_value());
+  EXPECT_EQ(rules[0].incident->kinds,
+            (std::vector<Incident::Kind>{Incident::Kind::kFatalSignal, Incident::Kind::kCoreDump}));
+  EXPECT_EQ(rules[0].incident->signals,
+            (std::vector<int32_t>{SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}));
+  EXPECT_TRUE(rules[0].incident->comms.empty());
+  ASSERT_TRUE(rules[1].incident.has_value());
+  EXPECT_EQ(rules[1].incident->signals, std::vector<int32_t>{SIGKILL});
+  EXPECT_EQ(rules[1].incident->comms, std::vector<std::string>{"java"});
+  EXPECT_FALSE(rules[2].incident.has_value());
+}
+
+TEST(TriggerPolicyTest, AnIncidentMatchesByKindSignalAndComm) {
+  Rule::IncidentFilter crash{{Incident::Kind::kFatalSignal}, {SIGSEGV, SIGABRT}, {}};
+  EXPECT_TRUE(TriggerPolicy::Matches(crash, MakeIncident(Incident::Kind::kFatalSignal, SIGSEGV)));
+  EXPECT_TRUE(TriggerPolicy::Matches(crash, MakeIncident(Incident::Kind::kFatalSignal, SIGABRT)));
+  // A kill is not a crash; an OOM kill is another kind.
+  EXPECT_FALSE(TriggerPolicy::Matches(crash, MakeIncident(Incident::Kind::kFatalSignal, SIGKILL)));
+  EXPECT_FALSE(TriggerPolicy::Matches(crash, MakeIncident(Incident::Kind::kOomKill)));
+
+  // Signals filter only fatal signals: a core dump's signal is not looked at.
+  Rule::IncidentFilter dumps{{Incident::Kind::kCoreDump}, {SIGSEGV}, {"java", "python3"}};
+  EXPECT_TRUE(
+      TriggerPolicy::Matches(dumps, MakeIncident(Incident::Kind::kCoreDump, SIGQUIT, "python3")));
+  EXPECT_FALSE(
+      TriggerPolicy::Matches(dumps, MakeIncident(Incident::Kind::kCoreDump, SIGSEGV, "bash")));
+}
+
+TEST(TriggerPolicyTest, RulesForNamesEveryRuleWhoseFilterAnIncidentPasses) {
+  Rule crash = MakeRule("crash", absl::ZeroDuration());
+  crash.incident = Rule::IncidentFilter{{Incident::Kind::kFatalSignal}, {SIGSEGV}, {}};
+  Rule java = MakeRule("java-crash", absl::ZeroDuration());
+  java.incident = Rule::IncidentFilter{{Incident::Kind::kFatalSignal}, {SIGSEGV}, {"java"}};
+  Rule manual = MakeRule("manual", absl::ZeroDuration());
+  TriggerPolicy policy({crash, java, manual}, NoRandom);
+  std::vector<std::string> names =
+      policy.RulesFor(MakeIncident(Incident::Kind::kFatalSignal, SIGSEGV, "java"));
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"crash", "java-crash"}));
+  EXPECT_EQ(policy.RulesFor(MakeIncident(Incident::Kind::kFatalSignal, SIGSEGV, "bash")),
+            std::vector<std::string>{"crash"});
+  EXPECT_TRUE(policy.RulesFor(MakeIncident(Incident::Kind::kOomKill)).empty());
 }
 
 TEST(TriggerPolicyTest, VerdictNamesAreTheConfigFieldsThatHoldBack) {

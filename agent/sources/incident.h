@@ -1,0 +1,38 @@
+#ifndef RINGSIDE_AGENT_SOURCES_INCIDENT_H_
+#define RINGSIDE_AGENT_SOURCES_INCIDENT_H_
+
+#include <cstdint>
+#include <string>
+
+namespace ringside::agent {
+
+// Something the kernel reported going wrong, as a data source read it: what
+// snapshot triggers fire on (trigger_config's incident filters).
+struct Incident {
+  enum class Kind { kOomKill, kFatalSignal, kCoreDump };
+  Kind kind = Kind::kOomKill;
+  int64_t boottime_ns = 0;  // When the kernel saw it (the record's time).
+  // The task it happened to (the victim of a kill or signal; the process
+  // that dumped core). 0 when the kernel did not say (old oom/mark_victim).
+  int32_t pid = 0;
+  int32_t tgid = 0;
+  int32_t signal = 0;  // kFatalSignal, kCoreDump: the signal; else 0.
+  std::string comm;    // The task's name; may be empty.
+};
+
+// Told of incidents as a source reads them, on that source's reader
+// thread, after the incident's own event was written: an implementation
+// returns quickly and never waits for the session (a snapshot it wants is
+// taken on another thread).
+class IncidentListener {
+ public:
+  virtual ~IncidentListener() = default;
+  virtual void OnIncident(const Incident& incident) = 0;
+};
+
+// "oom_kill", "fatal_signal", "core_dump": as the config and logs name them.
+const char* IncidentKindName(Incident::Kind kind);
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SOURCES_INCIDENT_H_
