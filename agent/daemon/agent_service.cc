@@ -131,6 +131,12 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
     control_options.group = *gid;
   }
   if (absl::Status st = PrepareOutputDir(config.output_dir()); !st.ok()) return st;
+  // Before the sources start: an incident they read wakes the main thread.
+  s->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (s->stop_fd_ < 0 || s->wake_fd_ < 0) {
+    return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
+  }
 
   absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config, s.get());
   if (!session.ok()) return session.status();
@@ -138,6 +144,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   const absl::Status started = s->session_->Start();
   for (const std::string& w : s->session_->warnings()) s->log_.Warning(w);
   if (!started.ok()) return started;
+  s->WarnOfIncidentTriggersNothingFires();
 
   AgentService* self = s.get();
   s->snapshots_ = std::make_unique<SnapshotWriter>(
@@ -150,11 +157,6 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
       });
 
   s->snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
-  s->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (s->stop_fd_ < 0 || s->wake_fd_ < 0) {
-    return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
-  }
   control_options.replace_stale_socket = s->options_.replace_stale_socket;
   control_options.log = [self](absl::string_view line) {
     self->log_.LogLimited(LogLevel::kWarning, "control", line);
@@ -263,6 +265,29 @@ int AgentService::Run() {
     return 1;
   }
   return 0;
+}
+
+void AgentService::WarnOfIncidentTriggersNothingFires() {
+  // Only linux.bpf's incident programs report incidents.
+  bool reported = false;
+  for (const auto& ds : options_.config.data_sources()) {
+    reported |= ds.config().name() == "linux.bpf" && ds.config().bpf_config().incidents();
+  }
+  bool bpf_running = false;
+  for (const TracingSession::SourceReport& r : session_->report().sources) {
+    bpf_running |=
+        r.name == "linux.bpf" && r.state == TracingSession::SourceReport::State::kRunning;
+  }
+  if (reported && bpf_running) return;
+  for (const auto& t : options_.config.trigger_config().triggers()) {
+    if (!t.has_incident()) continue;
+    log_.Warning(absl::StrCat(
+        "trigger ", t.name(),
+        ": its incident filter fires only on linux.bpf's incident "
+        "programs, which ",
+        !reported ? "this config does not enable (bpf_config.incidents)" : "are not running",
+        "; it answers requests by name only"));
+  }
 }
 
 void AgentService::Wake() {
@@ -433,14 +458,24 @@ void AgentService::Reload() {
   }
   loaded->MergeFrom(options_.overrides);
   ApplyAgentDefaults(&*loaded);
+  // A new output_dir is made ready before mu_ is taken: the file system may
+  // be slow, and incidents take mu_ on a source's reader thread.
+  std::string running_dir;
+  {
+    absl::MutexLock lock(&mu_);
+    running_dir = config_.output_dir();
+  }
+  const absl::Status dir_ready = loaded->output_dir() == running_dir
+                                     ? absl::OkStatus()
+                                     : PrepareOutputDir(loaded->output_dir());
   {
     absl::MutexLock lock(&mu_);
     ReloadPlan plan = PlanReload(config_, *loaded);
     std::vector<std::string> applied;
     for (const std::string& field : plan.applied) {
       if (field == "output_dir") {
-        if (absl::Status st = PrepareOutputDir(plan.next.output_dir()); !st.ok()) {
-          log_.Error(absl::StrCat("reload: ", st.message(), "; snapshots still go into ",
+        if (!dir_ready.ok()) {
+          log_.Error(absl::StrCat("reload: ", dir_ready.message(), "; snapshots still go into ",
                                   config_.output_dir()));
           plan.next.set_output_dir(config_.output_dir());
           continue;
@@ -562,7 +597,8 @@ control::StatusReply AgentService::BuildStatus() {
   st.mutable_snapshots()->set_last_reason(snaps.last_reason);
   {
     absl::MutexLock lock(&mu_);
-    st.mutable_snapshots()->set_suppressed(triggers_.counts().suppressed + joined_triggers_);
+    st.mutable_snapshots()->set_suppressed(triggers_.counts().suppressed + joined_triggers_ +
+                                           snaps.joined);
   }
   st.set_cpu_seconds(CpuSeconds());
   st.set_rss_bytes(ResidentBytes());

@@ -90,6 +90,9 @@ class AgentService : public ControlHandler, public IncidentListener {
   absl::StatusOr<std::string> TakeSnapshot(const std::string& reason, const std::string& by,
                                            const SnapshotTrigger& trigger);
   void Reload();
+  // Names the triggers with an incident filter that no running source can
+  // fire (no linux.bpf, or its incident programs off).
+  void WarnOfIncidentTriggersNothingFires();
   // Measures events/s; refreshes the health line.
   void HealthTick();
   std::string HealthLine();

@@ -125,9 +125,9 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   mu_.Await(absl::Condition(
       +[](bool* cloning) { return !*cloning; }, &cloning_));
   if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
-  // A clone still waiting for the writer is as fresh as a new one would
-  // be by the time it is written: join it.
-  if (!queue_.empty()) {
+  // A clone still waiting for the writer, taken at or after the trigger,
+  // holds what the trigger is about: join it.
+  if (!queue_.empty() && queue_.back().snapshot->cloned_at_ns() >= trigger.boottime_ns) {
     stats_.joined++;
     return queue_.back().path;
   }
@@ -138,6 +138,15 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   cloning_ = false;
   if (!snap.ok()) return snap.status();
   if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
+  // One was waiting, taken before this trigger (an OOM kill while an
+  // earlier snapshot waits behind a slow write): the fresh clone replaces
+  // its data under its name, so that file holds this trigger's events and
+  // no more than one clone ever waits.
+  if (!queue_.empty()) {
+    stats_.joined++;
+    queue_.back().snapshot = std::move(*snap);
+    return queue_.back().path;
+  }
   absl::StatusOr<std::string> path = ChoosePathLocked(reason);
   if (!path.ok()) return path.status();
   // A name can come back after a failed write left no file: Wait() on it
@@ -168,6 +177,10 @@ void SnapshotWriter::Finish() {
   {
     absl::MutexLock lock(&mu_);
     finishing_ = true;
+    // A Take() cloning now drops its clone once done: wait for that, so
+    // that nothing uses the session after Finish() returns.
+    mu_.Await(absl::Condition(
+        +[](bool* cloning) { return !*cloning; }, &cloning_));
   }
   if (thread_.joinable()) thread_.join();
 }

@@ -34,8 +34,12 @@ absl::Status PrepareOutputDir(const std::string& dir);
 // (OutputFile), so a reader never sees part of one under its final name.
 //
 // At most one clone waits while another is written: a request that comes
-// meanwhile joins the waiting one (same file), so a burst of requests cannot
-// hold a buffer's worth of memory each.
+// meanwhile joins the waiting one (same file) when that clone was taken at
+// or after the request's trigger, or else replaces its data with a fresh
+// clone (same file, now holding what the trigger is about). So a burst of
+// requests cannot hold a buffer's worth of memory each, and every trigger's
+// moment is in some file. One clone is taken at a time; a second caller
+// waits for it and joins it.
 //
 // Thread-safe.
 class SnapshotWriter {
@@ -48,7 +52,7 @@ class SnapshotWriter {
   struct Stats {
     uint64_t written = 0;
     uint64_t failed = 0;
-    uint64_t joined = 0;         // Requests that joined a waiting snapshot.
+    uint64_t joined = 0;         // Requests that joined (or refreshed) a waiting snapshot.
     uint64_t deleted_files = 0;  // By retention.
     uint64_t deleted_bytes = 0;
     std::string last_path;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/civil_time.h"
 #include "agent/config/config_loader.h"
 #include "gtest/gtest.h"
@@ -120,6 +121,60 @@ TEST(SnapshotWriterTest, FinishWritesWhatIsQueuedThenRefusesMore) {
   struct stat st;
   EXPECT_EQ(stat(path->c_str(), &st), 0);
   EXPECT_EQ(writer.Take("late").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// While one file is written, a request whose trigger came before the
+// waiting clone joins it as it is; one whose trigger came after it gets a
+// fresh clone into the same file, so the file holds the trigger's moment.
+TEST(SnapshotWriterTest, ARequestJoinsTheWaitingCloneOrRefreshesItWhenItsTriggerIsNewer) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  absl::Mutex mu;
+  bool release = false;
+  SnapshotWriter writer(session.get(), dir.path(), [&](const SnapshotWriter::Result&) {
+    // Holds the writer's thread after the first file, so the next waits.
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&release));
+  });
+  absl::StatusOr<std::string> first = writer.Take("first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(writer.Wait(*first, absl::Seconds(30)).ok());
+
+  const int64_t before_waiting = BoottimeNowNs();
+  absl::StatusOr<std::string> waiting =
+      writer.Take("waiting", SnapshotTrigger{"waiting", "test", 0, BoottimeNowNs()});
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  absl::StatusOr<std::string> older =
+      writer.Take("older", SnapshotTrigger{"older", "test", 0, before_waiting});
+  ASSERT_TRUE(older.ok()) << older.status();
+  EXPECT_EQ(*older, *waiting);
+  const int64_t newer_at = BoottimeNowNs();
+  absl::StatusOr<std::string> newer =
+      writer.Take("newer", SnapshotTrigger{"newer", "test", 0, newer_at});
+  ASSERT_TRUE(newer.ok()) << newer.status();
+  EXPECT_EQ(*newer, *waiting);
+  EXPECT_EQ(writer.stats().joined, 2u);
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  ASSERT_TRUE(writer.Wait(*waiting, absl::Seconds(30)).ok());
+  writer.Finish();
+
+  // The file is the fresh clone: taken after the newer trigger, and it
+  // names that trigger.
+  const trace::Trace t = testing::ReadTraceFile(*waiting);
+  int triggers = 0;
+  uint64_t stats_at = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    if (p.has_clone_snapshot_trigger()) {
+      triggers++;
+      EXPECT_EQ(p.clone_snapshot_trigger().trigger_name(), "newer");
+    }
+    if (p.has_trace_stats()) stats_at = p.timestamp();
+  }
+  EXPECT_EQ(triggers, 1);
+  EXPECT_GE(stats_at, static_cast<uint64_t>(newer_at));
 }
 
 }  // namespace
