@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -17,8 +18,26 @@ namespace {
 using trace::Trace;
 using trace::TracePacket;
 
+// Every path handed out, removed when the test binary ends.
+std::set<std::string>& PathsHandedOut() {
+  static auto* paths = new std::set<std::string>();
+  return *paths;
+}
+
+class RemoveTempFiles : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    for (const std::string& path : PathsHandedOut()) unlink(path.c_str());
+  }
+};
+::testing::Environment* const kRemoveTempFiles =
+    ::testing::AddGlobalTestEnvironment(new RemoveTempFiles);
+
 std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "ringside_inspect_" + std::to_string(getpid()) + "_" + name;
+  std::string path =
+      ::testing::TempDir() + "ringside_inspect_" + std::to_string(getpid()) + "_" + name;
+  PathsHandedOut().insert(path);
+  return path;
 }
 
 std::string WriteFile(const std::string& name, const std::string& bytes) {
