@@ -596,7 +596,10 @@ TEST_F(AgentCommandTest, AnIncidentTriggerWithoutTheIncidentProgramsIsNamedInAWa
     }
     trigger_config {
       trigger_mode: CLONE_SNAPSHOT
-      triggers { name: "crash" incident { kinds: FATAL_SIGNAL } }
+      triggers {
+        name: "crash"
+        incident { kinds: FATAL_SIGNAL }
+      }
     }
   )pb");
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
