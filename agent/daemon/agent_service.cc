@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -12,13 +11,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
@@ -32,10 +29,6 @@ namespace {
 // `snapshot --wait` gets its answer within this, or an error saying the
 // file may still come.
 constexpr absl::Duration kSnapshotWaitLimit = absl::Minutes(5);
-
-std::string Mib(uint64_t bytes) {
-  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-}
 
 absl::StatusOr<gid_t> ResolveGroup(const std::string& name) {
   uint32_t number = 0;
@@ -52,33 +45,7 @@ absl::StatusOr<gid_t> ResolveGroup(const std::string& name) {
   return found->gr_gid;
 }
 
-uint64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
-double CpuSeconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
 std::string Who(const Peer& peer) { return absl::StrCat("uid ", peer.uid, " pid ", peer.pid); }
-
-control::SourceStatus::State StateOf(TracingSession::SourceReport::State s) {
-  switch (s) {
-    case TracingSession::SourceReport::State::kRunning:
-      return control::SourceStatus::RUNNING;
-    case TracingSession::SourceReport::State::kStopped:
-      return control::SourceStatus::STOPPED;
-    case TracingSession::SourceReport::State::kFailed:
-      return control::SourceStatus::FAILED;
-  }
-  return control::SourceStatus::STATE_UNSPECIFIED;
-}
 
 control::Reply Error(std::string message) {
   control::Reply reply;
@@ -503,108 +470,22 @@ void AgentService::Reload() {
 }
 
 void AgentService::HealthTick() {
-  const TracingSession::Report r = session_->report();
-  {
-    absl::MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
-    const double seconds = absl::ToDoubleSeconds(now - last_tick_);
-    for (const TracingSession::SourceReport& s : r.sources) {
-      const uint64_t before = last_events_[s.name];
-      rates_[s.name] =
-          seconds > 0 && s.events >= before ? static_cast<double>(s.events - before) / seconds : 0;
-      last_events_[s.name] = s.events;
-    }
-    last_tick_ = now;
-  }
+  status_.Tick(session_->report(), absl::Now());
   notifier_.Status(HealthLine());
 }
 
 std::string AgentService::HealthLine() {
-  const TracingSession::Report r = session_->report();
-  std::vector<std::string> parts;
-  uint64_t lost = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const TracingSession::SourceReport& s : r.sources) {
-      if (s.state == TracingSession::SourceReport::State::kFailed) {
-        parts.push_back(absl::StrCat(s.name, " failed"));
-      } else {
-        parts.push_back(absl::StrFormat("%s %.0f events/s", s.name, rates_[s.name]));
-      }
-      for (const DataSource::Loss& l : s.losses) lost += l.events;
-    }
-  }
-  for (const TracingSession::BufferReport& b : r.buffers) {
-    parts.push_back(absl::StrFormat(
-        "buffer %s %.0f%% full", Mib(b.stats.buffer_size),
-        b.stats.buffer_size
-            ? 100.0 * static_cast<double>(b.used_bytes) / static_cast<double>(b.stats.buffer_size)
-            : 0));
-  }
-  parts.push_back(absl::StrCat(snapshots_ ? snapshots_->stats().written : 0, " snapshots"));
-  parts.push_back(absl::StrCat(lost, " events lost"));
-  return absl::StrJoin(parts, "; ");
+  return status_.HealthLine(session_->report(), snapshots_ ? snapshots_->stats().written : 0);
 }
 
 control::StatusReply AgentService::BuildStatus() {
-  control::StatusReply st;
-  st.set_uptime_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - started_)));
-  st.set_config_path(options_.config_path);
-  const TracingSession::Report r = session_->report();
-  {
-    absl::MutexLock lock(&mu_);
-    for (const TracingSession::SourceReport& s : r.sources) {
-      control::SourceStatus* out = st.add_sources();
-      out->set_name(s.name);
-      out->set_state(StateOf(s.state));
-      out->set_error(s.error);
-      out->set_events(s.events);
-      // Before the first health period: the rate since the start.
-      const auto rate = rates_.find(s.name);
-      const double uptime_s = absl::ToDoubleSeconds(absl::Now() - started_);
-      out->set_events_per_s(rate != rates_.end() ? rate->second
-                            : uptime_s > 0       ? static_cast<double>(s.events) / uptime_s
-                                                 : 0);
-      for (const DataSource::Loss& l : s.losses) {
-        control::SourceStatus::Loss* loss = out->add_losses();
-        loss->set_cpu(static_cast<int32_t>(l.cpu));
-        loss->set_kind(l.kind);
-        loss->set_events(l.events);
-      }
-    }
-  }
-  for (const TracingSession::BufferReport& b : r.buffers) {
-    control::BufferStatus* out = st.add_buffers();
-    out->set_size_bytes(b.stats.buffer_size);
-    out->set_bytes_written(b.stats.bytes_written);
-    out->set_bytes_overwritten(b.stats.bytes_overwritten);
-    out->set_write_wraps(b.stats.write_wrap_count);
-    out->set_fill_percent(b.stats.buffer_size ? 100.0 * static_cast<double>(b.used_bytes) /
-                                                    static_cast<double>(b.stats.buffer_size)
-                                              : 0);
-  }
-  if (r.durable.has_value()) {
-    control::DurableStatus* d = st.mutable_durable();
-    d->set_entries(r.durable->entries);
-    d->set_bytes(r.durable->bytes);
-    d->set_capacity(r.durable->capacity);
-    d->set_evicted_live(r.durable->evicted_live);
-    d->set_evicted_ended(r.durable->evicted_ended);
-  }
   const SnapshotWriter::Stats snaps = snapshots_->stats();
-  st.mutable_snapshots()->set_count(snaps.written);
-  st.mutable_snapshots()->set_last_path(snaps.last_path);
-  st.mutable_snapshots()->set_last_reason(snaps.last_reason);
+  uint64_t suppressed = 0;
   {
     absl::MutexLock lock(&mu_);
-    st.mutable_snapshots()->set_suppressed(triggers_.counts().suppressed + joined_triggers_ +
-                                           snaps.joined);
+    suppressed = triggers_.counts().suppressed + joined_triggers_ + snaps.joined;
   }
-  st.set_cpu_seconds(CpuSeconds());
-  st.set_rss_bytes(ResidentBytes());
-  st.set_pid(getpid());
-  st.set_version(kVersion);
-  return st;
+  return status_.Reply(session_->report(), absl::Now(), options_.config_path, snaps, suppressed);
 }
 
 }  // namespace ringside::agent

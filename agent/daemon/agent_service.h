@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/daemon/agent_log.h"
+#include "agent/daemon/agent_status.h"
 #include "agent/daemon/control_server.h"
 #include "agent/daemon/snapshot_writer.h"
 #include "agent/daemon/systemd_notifier.h"
@@ -106,6 +107,7 @@ class AgentService : public ControlHandler, public IncidentListener {
   AgentLog& log_;
   SystemdNotifier& notifier_;
   const absl::Time started_ = absl::Now();
+  AgentStatus status_{started_};
   std::unique_ptr<TracingSession> session_;
   std::unique_ptr<SnapshotWriter> snapshots_;
   std::unique_ptr<ControlServer> control_;
@@ -116,10 +118,6 @@ class AgentService : public ControlHandler, public IncidentListener {
   absl::Mutex mu_;
   // The running config (reloads change its live fields).
   config::TraceConfig config_ ABSL_GUARDED_BY(mu_);
-  // events/s per source, over the last health period.
-  std::map<std::string, double> rates_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, uint64_t> last_events_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_tick_ ABSL_GUARDED_BY(mu_) = absl::Now();
   TriggerPolicy triggers_ ABSL_GUARDED_BY(mu_){{}};
   // Triggers fired, waiting for their stop_delay_ms: when, and the reason.
   std::multimap<absl::Time, SnapshotTrigger> delayed_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,151 @@
+#include "agent/daemon/agent_status.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "agent/version.h"
+
+namespace ringside::agent {
+namespace {
+
+std::string Mib(uint64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+double FillPercent(const TracingSession::BufferReport& b) {
+  return b.stats.buffer_size
+             ? 100.0 * static_cast<double>(b.used_bytes) / static_cast<double>(b.stats.buffer_size)
+             : 0;
+}
+
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+double CpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+control::SourceStatus::State StateOf(TracingSession::SourceReport::State s) {
+  switch (s) {
+    case TracingSession::SourceReport::State::kRunning:
+      return control::SourceStatus::RUNNING;
+    case TracingSession::SourceReport::State::kStopped:
+      return control::SourceStatus::STOPPED;
+    case TracingSession::SourceReport::State::kFailed:
+      return control::SourceStatus::FAILED;
+  }
+  return control::SourceStatus::STATE_UNSPECIFIED;
+}
+
+}  // namespace
+
+AgentStatus::AgentStatus(absl::Time started) : started_(started), last_tick_(started) {}
+
+void AgentStatus::Tick(const TracingSession::Report& report, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  const double seconds = absl::ToDoubleSeconds(now - last_tick_);
+  for (const TracingSession::SourceReport& s : report.sources) {
+    const uint64_t before = last_events_[s.name];
+    rates_[s.name] =
+        seconds > 0 && s.events >= before ? static_cast<double>(s.events - before) / seconds : 0;
+    last_events_[s.name] = s.events;
+  }
+  last_tick_ = now;
+}
+
+std::string AgentStatus::HealthLine(const TracingSession::Report& report,
+                                    uint64_t snapshots_written) const {
+  std::vector<std::string> parts;
+  uint64_t lost = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const TracingSession::SourceReport& s : report.sources) {
+      if (s.state == TracingSession::SourceReport::State::kFailed) {
+        parts.push_back(absl::StrCat(s.name, " failed"));
+      } else {
+        const auto rate = rates_.find(s.name);
+        parts.push_back(
+            absl::StrFormat("%s %.0f events/s", s.name, rate != rates_.end() ? rate->second : 0.0));
+      }
+      for (const DataSource::Loss& l : s.losses) lost += l.events;
+    }
+  }
+  for (const TracingSession::BufferReport& b : report.buffers) {
+    parts.push_back(
+        absl::StrFormat("buffer %s %.0f%% full", Mib(b.stats.buffer_size), FillPercent(b)));
+  }
+  parts.push_back(absl::StrCat(snapshots_written, " snapshots"));
+  parts.push_back(absl::StrCat(lost, " events lost"));
+  return absl::StrJoin(parts, "; ");
+}
+
+control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, absl::Time now,
+                                        const std::string& config_path,
+                                        const SnapshotWriter::Stats& snapshots,
+                                        uint64_t suppressed) const {
+  control::StatusReply st;
+  st.set_uptime_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(now - started_)));
+  st.set_config_path(config_path);
+  {
+    absl::MutexLock lock(&mu_);
+    const double uptime_s = absl::ToDoubleSeconds(now - started_);
+    for (const TracingSession::SourceReport& s : report.sources) {
+      control::SourceStatus* out = st.add_sources();
+      out->set_name(s.name);
+      out->set_state(StateOf(s.state));
+      out->set_error(s.error);
+      out->set_events(s.events);
+      // Before the first health period: the rate since the start.
+      const auto rate = rates_.find(s.name);
+      out->set_events_per_s(rate != rates_.end() ? rate->second
+                            : uptime_s > 0       ? static_cast<double>(s.events) / uptime_s
+                                                 : 0);
+      for (const DataSource::Loss& l : s.losses) {
+        control::SourceStatus::Loss* loss = out->add_losses();
+        loss->set_cpu(static_cast<int32_t>(l.cpu));
+        loss->set_kind(l.kind);
+        loss->set_events(l.events);
+      }
+    }
+  }
+  for (const TracingSession::BufferReport& b : report.buffers) {
+    control::BufferStatus* out = st.add_buffers();
+    out->set_size_bytes(b.stats.buffer_size);
+    out->set_bytes_written(b.stats.bytes_written);
+    out->set_bytes_overwritten(b.stats.bytes_overwritten);
+    out->set_write_wraps(b.stats.write_wrap_count);
+    out->set_fill_percent(FillPercent(b));
+  }
+  if (report.durable.has_value()) {
+    control::DurableStatus* d = st.mutable_durable();
+    d->set_entries(report.durable->entries);
+    d->set_bytes(report.durable->bytes);
+    d->set_capacity(report.durable->capacity);
+    d->set_evicted_live(report.durable->evicted_live);
+    d->set_evicted_ended(report.durable->evicted_ended);
+  }
+  st.mutable_snapshots()->set_count(snapshots.written);
+  st.mutable_snapshots()->set_last_path(snapshots.last_path);
+  st.mutable_snapshots()->set_last_reason(snapshots.last_reason);
+  st.mutable_snapshots()->set_suppressed(suppressed);
+  st.set_cpu_seconds(CpuSeconds());
+  st.set_rss_bytes(ResidentBytes());
+  st.set_pid(getpid());
+  st.set_version(kVersion);
+  return st;
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,52 @@
+#ifndef RINGSIDE_AGENT_DAEMON_AGENT_STATUS_H_
+#define RINGSIDE_AGENT_DAEMON_AGENT_STATUS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/daemon/snapshot_writer.h"
+#include "agent/session/tracing_session.h"
+#include "ringside/control/control.pb.h"
+
+namespace ringside::agent {
+
+// What the agent reports about itself, from the session's Report: each
+// source's events/s over the last health period, the one-line health
+// summary (the log and systemd's STATUS=), and the control socket's
+// StatusReply. It measures nothing of the session itself; the caller
+// passes the report and the time.
+//
+// Thread-safe: the main thread ticks, the control thread asks for status.
+class AgentStatus {
+ public:
+  // `started`: when the agent started, for uptime and the first rates.
+  explicit AgentStatus(absl::Time started);
+
+  // Takes each source's events/s since the previous tick (or the start).
+  void Tick(const TracingSession::Report& report, absl::Time now);
+
+  // "linux.bpf 1234 events/s; buffer 64.0 MiB 12% full; 3 snapshots; 0
+  // events lost": a failed source says so instead of its rate.
+  std::string HealthLine(const TracingSession::Report& report, uint64_t snapshots_written) const;
+
+  // The control socket's status. `suppressed`: triggers that made no
+  // snapshot of their own. Rates before the first tick are the average
+  // since the start. The agent's own CPU and RSS are read here.
+  control::StatusReply Reply(const TracingSession::Report& report, absl::Time now,
+                             const std::string& config_path, const SnapshotWriter::Stats& snapshots,
+                             uint64_t suppressed) const;
+
+ private:
+  const absl::Time started_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, double> rates_ ABSL_GUARDED_BY(mu_);  // By source name.
+  std::map<std::string, uint64_t> last_events_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_tick_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_DAEMON_AGENT_STATUS_H_
