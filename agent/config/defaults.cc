@@ -1,5 +1,7 @@
 #include "agent/config/defaults.h"
 
+#include <algorithm>
+
 namespace ringside::agent {
 
 void ApplyDefaults(config::TraceConfig* config) {
@@ -28,6 +30,15 @@ void ApplyDefaults(config::TraceConfig* config) {
     for (config::TraceConfig::TriggerConfig::Trigger& t :
          *config->mutable_trigger_config()->mutable_triggers()) {
       if (!t.has_cooldown_ms()) t.set_cooldown_ms(kDefaultTriggerCooldownMs);
+      if (!t.has_incident()) continue;
+      auto* incident = t.mutable_incident();
+      const bool fatal_signal =
+          std::find(incident->kinds().begin(), incident->kinds().end(),
+                    config::TraceConfig::TriggerConfig::Trigger::Incident::FATAL_SIGNAL) !=
+          incident->kinds().end();
+      if (fatal_signal && incident->signals_size() == 0) {
+        for (int32_t sig : kDefaultCrashSignals) incident->add_signals(sig);
+      }
     }
   }
   const bool needs_flushes = config->write_into_file() || config->durable_buffer_size_kb() > 0;

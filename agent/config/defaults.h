@@ -32,6 +32,9 @@ inline constexpr uint32_t kDefaultFlushPeriodMs = 1000;
 // one trigger, so that a crash loop makes one snapshot a minute rather than
 // one per crash.
 inline constexpr uint32_t kDefaultTriggerCooldownMs = 60000;
+// trigger_config.triggers.incident.signals of a FATAL_SIGNAL filter: a
+// crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT), not a kill.
+inline constexpr int32_t kDefaultCrashSignals[] = {11, 7, 4, 8, 6};
 
 // `ringside agent` only (record ignores these fields): where the lock file
 // and the default control socket live, the control socket, and where

@@ -1,8 +1,7 @@
 #include "agent/daemon/trigger_policy.h"
 
-#include <signal.h>
-
 #include <algorithm>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <utility>
@@ -65,7 +64,9 @@ std::vector<TriggerPolicy::Rule> TriggerPolicy::RulesFrom(const config::TraceCon
         if (kind == Kind::CORE_DUMP) filter.kinds.push_back(Incident::Kind::kCoreDump);
       }
       filter.signals.assign(t.incident().signals().begin(), t.incident().signals().end());
-      if (filter.signals.empty()) filter.signals = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+      if (filter.signals.empty()) {
+        filter.signals.assign(std::begin(kDefaultCrashSignals), std::end(kDefaultCrashSignals));
+      }
       filter.comms.assign(t.incident().comms().begin(), t.incident().comms().end());
       rule.incident = std::move(filter);
     }

@@ -1,5 +1,7 @@
 #include "agent/config/config_loader.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -331,6 +333,21 @@ TEST(ConfigLoaderTest, AnIncidentFilterReadsKindsSignalsAndComms) {
   EXPECT_EQ(incident.kinds(1), config::TraceConfig::TriggerConfig::Trigger::Incident::CORE_DUMP);
   EXPECT_EQ(incident.signals(0), 11);
   EXPECT_EQ(incident.comms(0), "java");
+}
+
+// The effective config states the signals a crash filter uses when it
+// names none; other kinds get no signals.
+TEST(ConfigLoaderTest, AFatalSignalFilterWithoutSignalsGetsTheCrashSignals) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\n"
+      "trigger_config { triggers { name: \"crash\" incident { kinds: FATAL_SIGNAL } }\n"
+      "                 triggers { name: \"oom\" incident { kinds: OOM_KILL } } }\n",
+      "t.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const auto& crash = cfg->trigger_config().triggers(0).incident();
+  EXPECT_EQ(std::vector<int32_t>(crash.signals().begin(), crash.signals().end()),
+            (std::vector<int32_t>{SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}));
+  EXPECT_EQ(cfg->trigger_config().triggers(1).incident().signals_size(), 0);
 }
 
 TEST(ConfigLoaderTest, BadIncidentFiltersNameFileLineAndField) {
