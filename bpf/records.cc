@@ -55,6 +55,7 @@ size_t RecordBatch::Decode(absl::Span<const RecordView> views) {
   for (const RecordView& v : views) words += (CheckedLayout(v) + 7) / 8;
   arena_.resize(words);
   records_.clear();
+  incidents_ = 0;
   uint64_t* next = arena_.data();
   for (const RecordView& v : views) {
     const size_t layout = CheckedLayout(v);
@@ -66,6 +67,8 @@ size_t RecordBatch::Decode(absl::Span<const RecordView> views) {
     rs_event_header h;
     std::memcpy(&h, v.data, sizeof(h));
     records_.push_back(Record{h.type, next});
+    incidents_ +=
+        h.type == RS_EV_OOM_KILL || h.type == RS_EV_FATAL_SIGNAL || h.type == RS_EV_CORE_DUMP;
     next += (layout + 7) / 8;
   }
   return dropped;

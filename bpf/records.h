@@ -56,9 +56,13 @@ class RecordBatch {
   size_t Decode(absl::Span<const RecordView> views);
 
   absl::Span<const Record> records() const { return records_; }
+  // How many of them are incidents (OOM kill, fatal signal, core dump):
+  // rare, so a reader that only wants those skips most batches whole.
+  size_t incidents() const { return incidents_; }
 
  private:
   std::vector<Record> records_;
+  size_t incidents_ = 0;
   std::vector<uint64_t> arena_;  // 8-byte words: every record layout's alignment.
 };
 

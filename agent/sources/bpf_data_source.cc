@@ -136,7 +136,7 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
   bundles_.WriteBundle(cpu_writers_[cpu].get(), cpu, decoded, lost_pending_[cpu]);
   lost_pending_[cpu] = false;
   // After the bundle: a snapshot the listener asks for holds the incident.
-  if (config_.incidents != nullptr) TellIncidents(decoded);
+  if (config_.incidents != nullptr && decoded_.incidents() > 0) TellIncidents(decoded);
   events_.store(bundles_.total_events(), std::memory_order_relaxed);
 }
 

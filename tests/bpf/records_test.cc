@@ -74,6 +74,25 @@ TEST(RecordsTest, ABatchKeepsTheWellFormedRecordsInOrderAndCountsTheRest) {
   EXPECT_NE(batch.records()[0].data, static_cast<const void*>(ba.data()));
 }
 
+TEST(RecordsTest, ABatchCountsItsIncidentsAndTheNextDecodeStartsAfresh) {
+  rs_fatal_signal crash{};
+  crash.h.type = RS_EV_FATAL_SIGNAL;
+  crash.h.size = sizeof(crash);
+  crash.sig = 11;
+  rs_oom_kill oom{};
+  oom.h.type = RS_EV_OOM_KILL;
+  oom.h.size = sizeof(oom);
+  const std::vector<uint8_t> bs = Bytes(Switch()), bc = Bytes(crash), bo = Bytes(oom);
+  const RecordView views[] = {{bs.data(), static_cast<uint32_t>(bs.size())},
+                              {bc.data(), static_cast<uint32_t>(bc.size())},
+                              {bo.data(), static_cast<uint32_t>(bo.size())}};
+  RecordBatch batch;
+  EXPECT_EQ(batch.Decode(views), 0u);
+  EXPECT_EQ(batch.incidents(), 2u);
+  EXPECT_EQ(batch.Decode(absl::Span<const RecordView>(views, 1)), 0u);
+  EXPECT_EQ(batch.incidents(), 0u);
+}
+
 TEST(RecordsTest, RefusesUnknownTypes) {
   for (uint16_t type : {uint16_t{0}, uint16_t{RS_EV_MAX}, uint16_t{12}, uint16_t{0xffff}}) {
     rs_sched_switch e = Switch();
