@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 namespace ringside::buffer {
@@ -80,6 +81,9 @@ struct TraceBuffer::TBChunk {
 
   uint32_t outer_size() const { return size_and_padding & kSizeMask; }
   uint8_t* payload() { return reinterpret_cast<uint8_t*>(this) + sizeof(TBChunk); }
+  const uint8_t* payload() const {
+    return reinterpret_cast<const uint8_t*>(this) + sizeof(TBChunk);
+  }
 };
 
 namespace {
@@ -87,42 +91,92 @@ constexpr uint32_t kTBChunkHeaderSize = 20;
 constexpr size_t kGuardSize = 4096;
 }  // namespace
 
+// The buffer's memory. A clone in progress shares its mapping with the
+// buffer it is cloned from, which copies into it.
+struct TraceBuffer::Mapping {
+  uint8_t* memory = nullptr;
+  size_t size = 0;
+  // False while a clone's bytes are still being copied in. Stored with
+  // release once the last byte is in; a reader on another thread loads it
+  // with acquire before touching the memory.
+  std::atomic<bool> complete{true};
+
+  ~Mapping() {
+    if (memory != nullptr) munmap(memory - kGuardSize, size + 2 * kGuardSize);
+  }
+  // Maps `size` bytes (a multiple of the page size) between guard pages, or
+  // returns nullptr.
+  static std::shared_ptr<Mapping> Map(size_t size) {
+    // Inaccessible guard pages on both sides turn any access outside the
+    // buffer into a fault instead of a silent read of other memory.
+    void* base = mmap(nullptr, size + 2 * kGuardSize, PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) return nullptr;
+    uint8_t* memory = static_cast<uint8_t*>(base) + kGuardSize;
+    if (mprotect(memory, size, PROT_READ | PROT_WRITE) != 0) {
+      munmap(base, size + 2 * kGuardSize);
+      return nullptr;
+    }
+    auto m = std::make_shared<Mapping>();
+    m->memory = memory;
+    m->size = size;
+    return m;
+  }
+};
+
+// The clone in progress: which blocks of [0, bytes) are in its memory yet.
+struct TraceBuffer::CloneCopy {
+  std::shared_ptr<Mapping> target;
+  size_t block_size = 0;
+  size_t bytes = 0;  // The source's used_size_ at the clone: nothing above matters.
+  std::vector<bool> copied;
+  size_t left = 0;  // Blocks not copied yet.
+  size_t next = 0;  // Where ContinueClone() goes on, cyclically.
+};
+
 std::unique_ptr<TraceBuffer> TraceBuffer::Create(size_t size_bytes, OverwritePolicy policy) {
   static_assert(sizeof(TBChunk) == kTBChunkHeaderSize);
   if (size_bytes > kMaxSize) return nullptr;
   // Any size a config can ask for is usable: less than a page is a page.
   const size_t size = std::max(kPageSize, (size_bytes + kPageSize - 1) & ~(kPageSize - 1));
-  // Inaccessible guard pages on both sides turn any access outside the
-  // buffer into a fault instead of a silent read of other memory.
-  void* base = mmap(nullptr, size + 2 * kGuardSize, PROT_NONE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) return nullptr;
-  uint8_t* memory = static_cast<uint8_t*>(base) + kGuardSize;
-  if (mprotect(memory, size, PROT_READ | PROT_WRITE) != 0) {
-    munmap(base, size + 2 * kGuardSize);
-    return nullptr;
+  std::shared_ptr<Mapping> mapping = Mapping::Map(size);
+  if (mapping == nullptr) return nullptr;
+  return std::unique_ptr<TraceBuffer>(new TraceBuffer(std::move(mapping), policy));
+}
+
+TraceBuffer::TraceBuffer(std::shared_ptr<Mapping> mapping, OverwritePolicy policy)
+    : mapping_(std::move(mapping)),
+      memory_(mapping_->memory),
+      size_(mapping_->size),
+      policy_(policy) {
+  stats_.buffer_size = size_;
+}
+
+TraceBuffer::~TraceBuffer() {
+  // A clone of this buffer may outlive it: it gets all its bytes first.
+  while (!ContinueClone(size_)) {
   }
-  return std::unique_ptr<TraceBuffer>(new TraceBuffer(memory, size, policy));
 }
 
-TraceBuffer::TraceBuffer(uint8_t* memory, size_t size, OverwritePolicy policy)
-    : memory_(memory), size_(size), policy_(policy) {
-  stats_.buffer_size = size;
+const TraceBuffer::TBChunk* TraceBuffer::ChunkAt(uint32_t offset) const {
+  return reinterpret_cast<const TBChunk*>(memory_ + offset);
 }
 
-TraceBuffer::~TraceBuffer() { munmap(memory_ - kGuardSize, size_ + 2 * kGuardSize); }
+uint32_t TraceBuffer::FirstWordAt(uint32_t offset) const {
+  uint32_t word;
+  std::memcpy(&word, memory_ + offset, sizeof(word));
+  return word;
+}
 
-TraceBuffer::TBChunk* TraceBuffer::ChunkAt(uint32_t offset) const {
+TraceBuffer::TBChunk* TraceBuffer::MutableChunkAt(uint32_t offset) {
+  PreserveForClone(offset, std::max(FirstWordAt(offset) & kSizeMask, kTBChunkHeaderSize));
   return reinterpret_cast<TBChunk*>(memory_ + offset);
 }
 
-namespace {
-uint32_t FirstWordAt(const uint8_t* memory, uint32_t offset) {
-  uint32_t word;
-  std::memcpy(&word, memory + offset, sizeof(word));
-  return word;
+uint8_t* TraceBuffer::WritableBytes(uint32_t offset, uint32_t size) {
+  PreserveForClone(offset, size);
+  return memory_ + offset;
 }
-}  // namespace
 
 TraceBuffer::SequenceState* TraceBuffer::FindSequence(ProducerID producer_id, WriterID writer_id) {
   auto it = sequences_.find(SequenceKey(producer_id, writer_id));
@@ -254,7 +308,8 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
     AddLoss(seq, kDataLossOverwrite);
     return;
   }
-  TBChunk* c = ChunkAt(static_cast<uint32_t>(offset));
+  // AllocateChunk() preserved the whole allocation.
+  TBChunk* c = reinterpret_cast<TBChunk*>(memory_ + offset);
   if (size > 0) std::memcpy(c->payload(), src, size);
   const Tokenized t = Tokenize(c->payload(), size, num_fragments, complete);
   uint8_t local_flags = 0;
@@ -298,7 +353,7 @@ void TraceBuffer::GiveBackTail(uint32_t new_end, uint32_t old_end) {
     // Older chunks follow: mark the gap so the tiling holds until the next
     // write reclaims it.
     const uint32_t word = (old_end - new_end) | kPaddingBit | kTransientBit;
-    std::memcpy(memory_ + new_end, &word, sizeof(word));
+    std::memcpy(WritableBytes(new_end, sizeof(word)), &word, sizeof(word));
   } else {
     data_end_ = new_end;
   }
@@ -321,7 +376,7 @@ void TraceBuffer::InsertChunkRef(SequenceState& seq, ChunkRef ref) {
 void TraceBuffer::Recommit(SequenceState& seq, size_t index, uint8_t flags, bool complete,
                            const uint8_t* src, size_t size, uint16_t num_fragments) {
   const ChunkRef ref = seq.chunks[index];
-  TBChunk* old = ChunkAt(ref.offset);
+  TBChunk* old = MutableChunkAt(ref.offset);
   const Tokenized t = Tokenize(src, size, num_fragments, complete);
 
   if ((old->flags & kIncomplete) == 0) {
@@ -395,12 +450,16 @@ int64_t TraceBuffer::AllocateChunk(uint32_t outer_size) {
       return -1;
     }
     const uint32_t offset = wr_;
+    PreserveForClone(offset, outer_size);
     wr_ += outer_size;
     data_end_ = wr_;
     used_size_ = std::max<size_t>(used_size_, wr_);
     return offset;
   }
   if (outer_size > size_) return -1;
+  // What the chunk will be written over (the chunks erased to make room are
+  // preserved as they are changed).
+  PreserveForClone(wr_ + uint64_t{outer_size} > size_ ? 0 : wr_, outer_size);
   if (wr_ + uint64_t{outer_size} > size_) {
     // Wrap: what is left of the older lap above wr_ is the oldest data.
     if (data_end_ > wr_) DeleteRange(wr_, data_end_);
@@ -418,14 +477,14 @@ int64_t TraceBuffer::AllocateChunk(uint32_t outer_size) {
   if (wr_ > data_end_) data_end_ = wr_;
   used_size_ = std::max<size_t>(used_size_, wr_);
   // The next write starts by reading the record at wr_: fetch it now.
-  if (wr_ < data_end_) __builtin_prefetch(memory_ + wr_);
+  if (wr_ < data_end_) __builtin_prefetch(ChunkAt(wr_));
   return offset;
 }
 
 uint32_t TraceBuffer::DeleteRange(uint32_t begin, uint32_t end) {
   uint32_t offset = begin;
   while (offset < end) {
-    const uint32_t word = FirstWordAt(memory_, offset);
+    const uint32_t word = FirstWordAt(offset);
     const uint32_t outer = word & kSizeMask;
     if (word & kPaddingBit) {
       if ((word & kTransientBit) == 0) stats_.padding_bytes_cleared += outer;
@@ -438,7 +497,7 @@ uint32_t TraceBuffer::DeleteRange(uint32_t begin, uint32_t end) {
 }
 
 void TraceBuffer::DeleteChunk(uint32_t offset) {
-  TBChunk* c = ChunkAt(offset);
+  TBChunk* c = MutableChunkAt(offset);
   SequenceState* seq = FindSequence(c->producer_id, c->writer_id);
   if (seq == nullptr) {  // Cannot happen: live chunks keep their sequence.
     c->flags |= kErased;
@@ -457,7 +516,7 @@ void TraceBuffer::DeleteChunk(uint32_t offset) {
   // continued into a surviving chunk is reported there as an orphan.
   while (!seq->chunks.empty()) {
     const ChunkRef ref = seq->chunks.front();
-    TBChunk* front = ChunkAt(ref.offset);
+    TBChunk* front = MutableChunkAt(ref.offset);
     CheckForGap(*seq, front);
     if (front->payload_consumed < front->payload_size)
       Consume(*seq, front, front->payload_size, Mode::kErase);
@@ -511,7 +570,7 @@ void TraceBuffer::ReportCorruption(SequenceState& seq, TBChunk* c) {
 
 void TraceBuffer::WritePadding(uint32_t offset, uint32_t size) {
   const uint32_t word = size | kPaddingBit;
-  std::memcpy(memory_ + offset, &word, sizeof(word));
+  std::memcpy(WritableBytes(offset, sizeof(word)), &word, sizeof(word));
   stats_.padding_bytes_written += size;
 }
 
@@ -524,7 +583,7 @@ bool TraceBuffer::TryPatchChunkContents(ProducerID producer_id, WriterID writer_
     stats_.patches_failed += n;
     return false;
   }
-  TBChunk* c = ChunkAt(seq->chunks[static_cast<size_t>(index)].offset);
+  TBChunk* c = MutableChunkAt(seq->chunks[static_cast<size_t>(index)].offset);
   if ((c->flags & kChunkNeedsPatching) == 0 || (c->flags & kIncomplete) != 0) {
     stats_.patches_failed += n;
     return false;
@@ -565,6 +624,10 @@ bool TraceBuffer::TryPatchChunkContents(ProducerID producer_id, WriterID writer_
 // --- Reading -----------------------------------------------------------------
 
 void TraceBuffer::BeginRead() {
+  if (index_pending_) {
+    if (!clone_complete()) return;  // Reads as empty until it is.
+    RebuildChunkIndex();
+  }
   durable_pass_.clear();
   durable_next_ = 0;
   if (durable_ != nullptr) {
@@ -585,7 +648,7 @@ void TraceBuffer::BeginRead() {
 }
 
 bool TraceBuffer::AdvanceReadCursor() {
-  rd_ += FirstWordAt(memory_, rd_) & kSizeMask;
+  rd_ += FirstWordAt(rd_) & kSizeMask;
   if (rd_in_older_lap_ && rd_ >= data_end_) {
     rd_ = 0;
     rd_in_older_lap_ = false;
@@ -598,6 +661,7 @@ bool TraceBuffer::ReadNextTracePacket(TracePacket* packet,
                                       uint32_t* previous_packet_on_sequence_dropped) {
   if (!read_iterator_valid_) BeginRead();
   packet->Clear();
+  if (!read_iterator_valid_) return false;  // A clone not yet complete.
   if (durable_next_ < durable_pass_.size()) {
     // Descriptors first: the ring packets after them may name what they describe.
     const std::string& d = durable_pass_[durable_next_++];
@@ -610,7 +674,7 @@ bool TraceBuffer::ReadNextTracePacket(TracePacket* packet,
   if (!rd_in_older_lap_ && rd_ >= wr_) return false;
   for (;;) {
     if (!reading_target_) {
-      const uint32_t word = FirstWordAt(memory_, rd_);
+      const uint32_t word = FirstWordAt(rd_);
       SequenceState* seq = nullptr;
       if ((word & kPaddingBit) == 0 && (ChunkAt(rd_)->flags & kErased) == 0) {
         seq = FindSequence(ChunkAt(rd_)->producer_id, ChunkAt(rd_)->writer_id);
@@ -653,7 +717,7 @@ void TraceBuffer::Consume(SequenceState& seq, TBChunk* c, uint32_t new_consumed,
 
 void TraceBuffer::PopFrontChunk(SequenceState& seq, Mode mode) {
   const ChunkRef ref = seq.chunks.front();
-  TBChunk* c = ChunkAt(ref.offset);
+  TBChunk* c = MutableChunkAt(ref.offset);
   if (mode == Mode::kErase) {
     const bool lost = (c->flags & kLostInErase) != 0;
     if (lost) {
@@ -688,7 +752,7 @@ bool TraceBuffer::ReadInSequence(SequenceState& seq, uint32_t target_offset, Mod
     if (seq.chunks.empty() || (ChunkAt(target_offset)->flags & kErased) != 0) return false;
     if (mode == Mode::kRead && seq.stalled_in_pass == read_pass_) return false;
 
-    TBChunk* c = ChunkAt(seq.chunks.front().offset);
+    TBChunk* c = MutableChunkAt(seq.chunks.front().offset);
     if ((c->flags & kSeen) == 0 && mode == Mode::kRead) {
       // First visit: the fragment walk ahead is a chain of dependent loads,
       // so fetch every line of the chunk now to overlap the misses.
@@ -765,7 +829,7 @@ bool TraceBuffer::ReadInSequence(SequenceState& seq, uint32_t target_offset, Mod
 
 TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
                                                 TracePacket* packet) {
-  TBChunk* begin = ChunkAt(seq.chunks.front().offset);
+  TBChunk* begin = MutableChunkAt(seq.chunks.front().offset);
   uint32_t size = 0;
   const size_t header = ReadFragmentSize(begin->payload() + begin->payload_consumed,
                                          begin->payload() + begin->payload_size, &size);
@@ -785,7 +849,7 @@ TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
       break;
     }
     const ChunkRef ref = seq.chunks[i];
-    TBChunk* next = ChunkAt(ref.offset);
+    TBChunk* next = MutableChunkAt(ref.offset);
     if (ref.chunk_id != prev_id + 1) {
       lost_reason = kDataLossReassemblyGap;
       break;
@@ -869,7 +933,7 @@ TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
   // Consume the beginning and every middle chunk whole, and the first
   // fragment of the end chunk, which stays for its other packets.
   for (size_t j = 0; j < i; j++) {
-    TBChunk* c = ChunkAt(seq.chunks.front().offset);
+    TBChunk* c = MutableChunkAt(seq.chunks.front().offset);
     Consume(seq, c, c->payload_size, mode);
     PopFrontChunk(seq, mode);
   }
@@ -879,25 +943,131 @@ TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
 
 // --- Cloning -----------------------------------------------------------------
 
-std::unique_ptr<TraceBuffer> TraceBuffer::CloneReadOnly() const {
-  std::unique_ptr<TraceBuffer> clone = Create(size_, policy_);
-  if (clone == nullptr) return nullptr;
-  // Only the bytes ever written are copied, so the clone commits no more
-  // memory than the original.
-  std::memcpy(clone->memory_, memory_, used_size_);
+std::unique_ptr<TraceBuffer> TraceBuffer::CloneReadOnly() {
+  std::unique_ptr<TraceBuffer> clone = BeginClone();
+  if (clone != nullptr) {
+    while (!ContinueClone(size_)) {
+    }
+  }
+  return clone;
+}
+
+std::unique_ptr<TraceBuffer> TraceBuffer::BeginClone() {
+  if (cow_ != nullptr) return nullptr;
+  std::shared_ptr<Mapping> target = Mapping::Map(size_);
+  if (target == nullptr) return nullptr;
+  std::unique_ptr<TraceBuffer> clone(new TraceBuffer(target, policy_));
   clone->read_only_ = true;
+  clone->index_pending_ = true;
   clone->wr_ = wr_;
   clone->data_end_ = data_end_;
   clone->used_size_ = used_size_;
   clone->discard_full_ = discard_full_;
   clone->live_chunks_ = live_chunks_;
   clone->read_pass_ = read_pass_;
-  clone->sequences_ = sequences_;
+  clone->sequences_.reserve(sequences_.size());
+  for (const auto& [key, seq] : sequences_) {
+    static_cast<SequenceInfo&>(clone->sequences_[key]) = seq;
+  }
   clone->empty_sequences_ = empty_sequences_;
   clone->empty_stamp_counter_ = empty_stamp_counter_;
   clone->stats_ = stats_;
   if (durable_ != nullptr) clone->durable_ = durable_->Clone();
+
+  const size_t blocks = (used_size_ + clone_block_size_ - 1) / clone_block_size_;
+  if (blocks == 0) return clone;  // Nothing was ever written: complete as it is.
+  target->complete.store(false, std::memory_order_relaxed);
+  cow_ = std::make_unique<CloneCopy>();
+  cow_->target = std::move(target);
+  cow_->block_size = clone_block_size_;
+  cow_->bytes = used_size_;
+  cow_->copied.assign(blocks, false);
+  cow_->left = blocks;
+  // The oldest data first: it is what the writers overwrite next.
+  cow_->next = std::min<size_t>(wr_ / clone_block_size_, blocks - 1);
   return clone;
+}
+
+bool TraceBuffer::DropAbandonedClone() {
+  if (cow_->target.use_count() > 1) return false;
+  // The clone was destroyed: nobody will read what is left to copy.
+  cow_.reset();
+  return true;
+}
+
+void TraceBuffer::CopyCloneBlock(size_t block) {
+  if (DropAbandonedClone() || cow_->copied[block]) return;
+  CloneCopy& cow = *cow_;
+  const size_t begin = block * cow.block_size;
+  const size_t size = std::min(cow.block_size, cow.bytes - begin);
+  std::memcpy(cow.target->memory + begin, memory_ + begin, size);
+  cow.copied[block] = true;
+  if (--cow.left == 0) {
+    cow.target->complete.store(true, std::memory_order_release);
+    cow_.reset();
+  }
+}
+
+bool TraceBuffer::ContinueClone(size_t max_bytes) {
+  for (size_t copied = 0; cow_ != nullptr && (copied == 0 || copied < max_bytes);) {
+    const size_t block = cow_->next;
+    cow_->next = block + 1 == cow_->copied.size() ? 0 : block + 1;
+    if (cow_->copied[block]) continue;
+    copied += cow_->block_size;
+    CopyCloneBlock(block);
+  }
+  return cow_ == nullptr;
+}
+
+void TraceBuffer::PreserveSlow(uint32_t offset, uint32_t size) {
+  if (DropAbandonedClone() || size == 0 || offset >= cow_->bytes) return;
+  const size_t last = std::min<size_t>(uint64_t{offset} + size, cow_->bytes) - 1;
+  const size_t block_size = cow_->block_size;
+  for (size_t b = offset / block_size; b <= last / block_size && cow_ != nullptr; b++) {
+    CopyCloneBlock(b);
+  }
+}
+
+bool TraceBuffer::clone_complete() const {
+  return mapping_->complete.load(std::memory_order_acquire);
+}
+
+void TraceBuffer::PrefaultCloneMemory() {
+#ifdef MADV_POPULATE_WRITE
+  // In slices: the kernel holds the process's memory map lock while it
+  // populates, and a page fault of another thread waits behind a long hold.
+  constexpr size_t kSlice = 4 << 20;
+  const size_t end = (used_size_ + kPageSize - 1) & ~(kPageSize - 1);
+  for (size_t offset = 0; offset < end; offset += kSlice) {
+    if (madvise(memory_ + offset, std::min(kSlice, end - offset), MADV_POPULATE_WRITE) != 0) break;
+  }
+#endif
+}
+
+void TraceBuffer::RebuildChunkIndex() {
+  index_pending_ = false;
+  // Buffer order, oldest first: the order the chunks of a sequence were
+  // stored in, so nearly all go to the back of their queue.
+  auto visit = [this](uint32_t begin, uint32_t end) {
+    for (uint32_t offset = begin; offset < end;) {
+      const uint32_t word = FirstWordAt(offset);
+      if ((word & kPaddingBit) == 0) {
+        const TBChunk* c = ChunkAt(offset);
+        if ((c->flags & kErased) == 0) {
+          if (SequenceState* seq = FindSequence(c->producer_id, c->writer_id)) {
+            const ChunkRef ref{c->chunk_id, offset};
+            size_t pos = seq->chunks.size();
+            while (pos > 0 && IsAfter(seq->chunks[pos - 1].chunk_id, ref.chunk_id)) pos--;
+            seq->chunks.insert(pos, ref);
+          }
+        }
+      }
+      if ((word & kSizeMask) == 0) break;  // Never in a buffer we wrote; no endless loop.
+      offset += word & kSizeMask;
+    }
+  };
+  if (data_end_ > wr_) visit(wr_, data_end_);
+  visit(0, wr_);
 }
 
 }  // namespace ringside::buffer

@@ -126,10 +126,27 @@ enum DataLoss : uint32_t {
 // written out of bounds; the rest of the sequence's valid data still reads.
 //
 // Memory is committed lazily (an anonymous mapping touched only where written)
-// and state refers to the buffer by offsets, never by pointers, so
-// CloneReadOnly() is a plain copy.
+// and state refers to the buffer by offsets, never by pointers.
 //
-// Not thread-safe: one owner thread does everything.
+// Cloning is copy-on-write, so that writers never wait for a whole-buffer
+// copy (Perfetto's clone is a memcpy under the writers' lock). BeginClone()
+// copies only per-sequence state, O(sequences), and maps the clone's memory;
+// the bytes follow in 64 KiB blocks, either by ContinueClone() steps or,
+// first, by any write about to change a block not yet copied: every write to
+// the memory (a new chunk, an overwrite, a patch, a read marking bytes
+// consumed) goes through an accessor that preserves the old bytes into the
+// clone. The copy starts at the write cursor, the oldest data and the next
+// to be overwritten, so writers rarely meet a block not yet copied. The
+// clone's chunk index is rebuilt from its memory when it is first read, off
+// the owner's lock:
+//
+//   BeginClone()      under the lock: sequences, stats, cursors (microseconds)
+//   ContinueClone(n)  under the lock, repeated: n more bytes, blocks
+//                     already preserved by writers skipped
+//   clone reads       any thread that owns the clone, once complete
+//
+// Not thread-safe: one owner thread (or lock) does everything, including the
+// clone steps; a clone is then owned by whoever holds it.
 class TraceBuffer {
  public:
   enum class OverwritePolicy {
@@ -237,8 +254,34 @@ class TraceBuffer {
   bool ReadNextTracePacket(TracePacket* packet, PacketSequenceProperties* sequence_properties,
                            uint32_t* previous_packet_on_sequence_dropped);
 
-  // A new buffer with the same contents, state and stats that can only be read.
-  std::unique_ptr<TraceBuffer> CloneReadOnly() const;
+  // A new buffer with the same contents, state and stats that can only be read,
+  // copied at once: BeginClone() then ContinueClone() to the end. Returns
+  // nullptr if memory cannot be mapped or another clone is in progress.
+  std::unique_ptr<TraceBuffer> CloneReadOnly();
+
+  // Starts a copy-on-write clone of the buffer as it is now (see the class
+  // comment); it can be read once clone_complete() says so, which
+  // ContinueClone() returning true (or this buffer's destruction) brings
+  // about. The clone may be handed to another thread at once and destroyed
+  // at any time. Returns nullptr if memory cannot be mapped or a clone is
+  // already in progress (one at a time).
+  std::unique_ptr<TraceBuffer> BeginClone();
+  // Copies up to `max_bytes` more of the clone in progress (at least one
+  // block). Returns true once it is complete, or if none is in progress.
+  bool ContinueClone(size_t max_bytes);
+  // True while a clone of this buffer is in progress.
+  bool clone_in_progress() const { return cow_ != nullptr; }
+  // On a clone: true once all its bytes are copied. Until then it reads as
+  // empty. Always true for a buffer that is not a clone.
+  bool clone_complete() const;
+  // Faults in the memory a clone will be copied into, so that the copy steps
+  // under the owner's lock only copy. Call on the clone, from any thread,
+  // while it is in progress; no effect on a kernel without
+  // MADV_POPULATE_WRITE (5.14).
+  void PrefaultCloneMemory();
+  static constexpr size_t kCloneBlockSize = 64 << 10;
+  // Smaller blocks let tests of small buffers see a clone in progress.
+  void SetCloneBlockSizeForTesting(size_t size) { clone_block_size_ = size; }
 
   // The durable side-buffer beside this ring (none by default). Each read
   // pass hands out its entries written since the previous pass before any
@@ -264,16 +307,18 @@ class TraceBuffer {
 
  private:
   struct TBChunk;
+  struct Mapping;
+  struct CloneCopy;
   struct ChunkRef {
     ChunkID chunk_id = 0;
     uint32_t offset = 0;
   };
-  struct SequenceState {
+  // Everything about a sequence but its chunk index (which a clone rebuilds
+  // from its memory instead of copying).
+  struct SequenceInfo {
     ProducerID producer_id = 0;
     WriterID writer_id = 0;
     ClientIdentity identity;
-    // Chunks in the buffer, sorted by ChunkID (modulo 2^32 from the front).
-    internal::CircularQueue<ChunkRef> chunks;
     // The last ChunkID consumed (read or erased); valid if has_last_consumed.
     ChunkID last_consumed = 0;
     bool has_last_consumed = false;
@@ -298,13 +343,37 @@ class TraceBuffer {
     // Key in empty_sequences_ while the sequence is empty (0: not listed).
     uint64_t empty_stamp = 0;
   };
+  struct SequenceState : SequenceInfo {
+    // Chunks in the buffer, sorted by ChunkID (modulo 2^32 from the front).
+    internal::CircularQueue<ChunkRef> chunks;
+  };
   enum class Mode { kRead, kErase };
   enum class Reassembly { kDone, kNeedMoreData, kLost };
 
-  TraceBuffer(uint8_t* memory, size_t size, OverwritePolicy policy);
+  TraceBuffer(std::shared_ptr<Mapping> mapping, OverwritePolicy policy);
 
   static uint32_t SequenceKey(ProducerID p, WriterID w) { return uint32_t{p} << 16 | w; }
-  TBChunk* ChunkAt(uint32_t offset) const;
+  // Every read of the memory goes through ChunkAt() or FirstWordAt(), every
+  // write through MutableChunkAt() or WritableBytes(), which first preserve
+  // the bytes for a clone in progress.
+  const TBChunk* ChunkAt(uint32_t offset) const;
+  uint32_t FirstWordAt(uint32_t offset) const;
+  // The chunk (or padding record) at `offset`, whole, about to be changed.
+  TBChunk* MutableChunkAt(uint32_t offset);
+  // [offset, offset + size) about to be written with new contents.
+  uint8_t* WritableBytes(uint32_t offset, uint32_t size);
+  void PreserveForClone(uint32_t offset, uint32_t size) {
+    if (cow_ != nullptr) [[unlikely]]
+      PreserveSlow(offset, size);
+  }
+  void PreserveSlow(uint32_t offset, uint32_t size);
+  // Ends the clone in progress if nobody holds the clone any more.
+  bool DropAbandonedClone();
+  // Copies block `block` into the clone if it is not there yet.
+  void CopyCloneBlock(size_t block);
+  // On a complete clone read for the first time: the chunk index of every
+  // sequence, from the chunks in its memory.
+  void RebuildChunkIndex();
   SequenceState* FindSequence(ProducerID producer_id, WriterID writer_id);
   SequenceState& GetOrCreateSequence(ProducerID producer_id, WriterID writer_id,
                                      ClientIdentity identity);
@@ -352,10 +421,16 @@ class TraceBuffer {
   void InvalidateReadIterator() { read_iterator_valid_ = false; }
   bool AdvanceReadCursor();
 
+  std::shared_ptr<Mapping> mapping_;  // Shared with a clone in progress of this buffer.
   uint8_t* memory_;
   size_t size_;
   OverwritePolicy policy_;
   bool read_only_ = false;
+  // A clone: its chunk index is still to be rebuilt once its memory is whole.
+  bool index_pending_ = false;
+  // The clone of this buffer in progress, if any.
+  std::unique_ptr<CloneCopy> cow_;
+  size_t clone_block_size_ = kCloneBlockSize;
 
   uint32_t wr_ = 0;        // Write cursor.
   uint32_t data_end_ = 0;  // End of the older lap; chunks tile [wr_, data_end_).

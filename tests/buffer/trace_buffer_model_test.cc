@@ -36,14 +36,22 @@ class ScriptBuilder {
     return Op(5, 0).Byte(begin ? 1 : 0).Byte(n - 1);
   }
   ScriptBuilder& ReadAll() { return Op(6, 0); }
-  ScriptBuilder& Clone() { return Op(7, 0); }
+  // `copy_on_write`: and a copy-on-write clone, checked against the eager one
+  // once complete.
+  ScriptBuilder& Clone(bool copy_on_write) {
+    bytes_.push_back(copy_on_write ? 7 + 12 : 7);
+    bytes_.push_back(0);
+    return *this;
+  }
   ScriptBuilder& TogglePatching(uint8_t seq) { return Op(10, seq); }
   ScriptBuilder& ToggleEmptyChunks(uint8_t seq) { return Op(11, seq); }
   const std::vector<uint8_t>& bytes() const { return bytes_; }
 
  private:
+  // The operation's byte also says how many blocks of a copy-on-write clone in
+  // progress to copy before it (its multiple of 12): varied, 0 to 3.
   ScriptBuilder& Op(uint8_t op, uint8_t seq) {
-    bytes_.push_back(op);
+    bytes_.push_back(static_cast<uint8_t>(op + 12 * (ops_++ % 4)));
     bytes_.push_back(seq);
     return *this;
   }
@@ -56,6 +64,7 @@ class ScriptBuilder {
     bytes_.push_back(static_cast<uint8_t>(v >> 8));
   }
   std::vector<uint8_t> bytes_;
+  uint32_t ops_ = 0;
 };
 
 HarnessResult RunScript(const std::vector<uint8_t>& script, size_t buffer_size) {
@@ -106,7 +115,7 @@ std::vector<uint8_t> RandomScript(uint32_t seed, int operations) {
         break;
       case 9:
         if (rng() % 4 == 0)
-          b.Clone();
+          b.Clone(rng() % 2 == 0);
         else
           b.Flush(seq, static_cast<uint8_t>(rng()));
         break;
@@ -136,6 +145,21 @@ TEST(TraceBufferModelTest, WithWrapEveryPacketIsOneTheWriterWroteInOrderWithLoss
     losses += r.losses_flagged;
   }
   EXPECT_GT(losses, 1000u);  // The scenarios do lose data, and it shows.
+}
+
+TEST(TraceBufferModelTest, ACopyOnWriteCloneReadsAsTheBufferWasWhateverIsWrittenMeanwhile) {
+  uint64_t checked = 0, written_over = 0;
+  for (uint32_t seed = 0; seed < 3000; seed++) {
+    // Long scripts on small buffers: clones in progress while the writers
+    // wrap, overwrite, patch, recommit and read.
+    const std::vector<uint8_t> script = RandomScript(200000 + seed, 160);
+    HarnessResult r = RunScript(script, 4096 * (1 + seed % 4));
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure;
+    checked += r.cow_clones_checked;
+    written_over += r.cow_clones_written_over;
+  }
+  EXPECT_GT(checked, 1000u);
+  EXPECT_GT(written_over, 500u);
 }
 
 TEST(TraceBufferModelTest, OutOfOrderBatches) {

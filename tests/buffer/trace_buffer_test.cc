@@ -1089,6 +1089,97 @@ TEST_F(TraceBufferTest, CloneRefusesWrites) {
   EXPECT_FALSE(clone->TryPatchChunkContents(1, 1, 0, &patch, 1, false));
 }
 
+// The packets of chunks `first`..`last` (ChunkOfOuterSize fills), in order.
+std::vector<std::string> Fills(ChunkID first, ChunkID last, uint32_t outer) {
+  std::vector<std::string> out;
+  for (ChunkID id = first; id <= last; id++) {
+    out.push_back(std::string(outer - kTBChunkHeader - kFragmentHeaderSize, 'a' + id % 26));
+  }
+  return out;
+}
+
+std::vector<std::string> DataOf(const std::vector<ReadPacket>& packets) {
+  std::vector<std::string> data;
+  for (const ReadPacket& p : packets) data.push_back(p.data);
+  return data;
+}
+
+TEST_F(TraceBufferTest, ACopyOnWriteCloneKeepsWhatTheWritersOverwriteWhileItIsInProgress) {
+  CreateBuffer(16 * 1024);
+  buf_->SetCloneBlockSizeForTesting(1024);
+  for (ChunkID id = 0; id < 16; id++) Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+  std::unique_ptr<TraceBuffer> clone = buf_->BeginClone();
+  ASSERT_NE(clone, nullptr);
+  EXPECT_TRUE(buf_->clone_in_progress());
+  EXPECT_FALSE(clone->clone_complete());
+  EXPECT_TRUE(ReadAllFrom(clone.get()).empty());  // Reads as empty until complete.
+  // Two laps of the ring: every byte the clone had is overwritten, the first
+  // ones before any step of the clone ran.
+  for (ChunkID id = 16; id < 48; id++) {
+    Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+    if (id % 4 == 0) buf_->ContinueClone(1024);
+  }
+  EXPECT_TRUE(buf_->ContinueClone(1));
+  EXPECT_TRUE(clone->clone_complete());
+  EXPECT_EQ(DataOf(ReadAllFrom(clone.get())), Fills(0, 15, 1024));
+  EXPECT_EQ(clone->stats().chunks_written, 16u);
+  EXPECT_EQ(DataOf(ReadAll()), Fills(32, 47, 1024));
+}
+
+TEST_F(TraceBufferTest, ACopyOnWriteCloneKeepsTheReadPositionOfItsMoment) {
+  CreateBuffer(16 * 1024);
+  buf_->SetCloneBlockSizeForTesting(1024);
+  for (ChunkID id = 0; id < 8; id++) Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+  ASSERT_EQ(ReadAll().size(), 8u);
+  for (ChunkID id = 8; id < 12; id++) Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+  std::unique_ptr<TraceBuffer> clone = buf_->BeginClone();
+  // The original reads on (marking bytes consumed in its chunk headers).
+  EXPECT_EQ(DataOf(ReadAll()), Fills(8, 11, 1024));
+  buf_->ContinueClone(SIZE_MAX);
+  EXPECT_EQ(DataOf(ReadAllFrom(clone.get())), Fills(8, 11, 1024));
+}
+
+TEST_F(TraceBufferTest, OneCloneInProgressAtATime) {
+  CreateBuffer(4096);
+  buf_->SetCloneBlockSizeForTesting(1024);
+  Commit(1, ChunkOfOuterSize(0, 1, 2048, 'a'));
+  std::unique_ptr<TraceBuffer> clone = buf_->BeginClone();
+  ASSERT_NE(clone, nullptr);
+  EXPECT_EQ(buf_->BeginClone(), nullptr);
+  EXPECT_EQ(buf_->CloneReadOnly(), nullptr);
+  buf_->ContinueClone(SIZE_MAX);
+  EXPECT_NE(buf_->BeginClone(), nullptr);
+}
+
+TEST_F(TraceBufferTest, ACloneOutlivingItsOriginalIsCompletedByTheOriginalsEnd) {
+  CreateBuffer(16 * 1024);
+  buf_->SetCloneBlockSizeForTesting(1024);
+  for (ChunkID id = 0; id < 10; id++) Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+  std::unique_ptr<TraceBuffer> clone = buf_->BeginClone();
+  buf_.reset();
+  ASSERT_TRUE(clone->clone_complete());
+  EXPECT_EQ(DataOf(ReadAllFrom(clone.get())), Fills(0, 9, 1024));
+}
+
+TEST_F(TraceBufferTest, ACloneDroppedWhileInProgressStopsTheCopy) {
+  CreateBuffer(16 * 1024);
+  buf_->SetCloneBlockSizeForTesting(1024);
+  for (ChunkID id = 0; id < 10; id++) Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+  buf_->BeginClone().reset();
+  EXPECT_TRUE(buf_->clone_in_progress());
+  Commit(1, ChunkOfOuterSize(10, 1, 1024, 'k'));  // The first write notices.
+  EXPECT_FALSE(buf_->clone_in_progress());
+  EXPECT_EQ(DataOf(ReadAll()), Fills(0, 10, 1024));
+}
+
+TEST_F(TraceBufferTest, ACloneOfAnEmptyBufferIsCompleteAtOnce) {
+  CreateBuffer(4096);
+  std::unique_ptr<TraceBuffer> clone = buf_->BeginClone();
+  ASSERT_NE(clone, nullptr);
+  EXPECT_TRUE(clone->clone_complete());
+  EXPECT_FALSE(buf_->clone_in_progress());
+}
+
 size_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");
   size_t total = 0, resident = 0;

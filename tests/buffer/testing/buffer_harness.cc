@@ -236,6 +236,9 @@ class Harness {
       if (script_.U8() % 8 == 0) policy = TraceBuffer::OverwritePolicy::kDiscard;
     }
     buffer_ = TraceBuffer::Create(size, policy);
+    // Blocks far smaller than the buffer, so clones stay in progress while
+    // the script goes on writing, reading and patching.
+    buffer_->SetCloneBlockSizeForTesting(256);
     for (int i = 0; i < kHonestSequences; i++) {
       // Low nibble: chunk size. High nibble: the first ChunkID (a writer's IDs
       // need not start at 0 in the buffer; 0xf0 wraps at once).
@@ -249,6 +252,10 @@ class Harness {
       RunOperation();
       result_.operations++;
       CheckStats();
+    }
+    if (cow_clone_ != nullptr) {
+      buffer_->ContinueClone(SIZE_MAX);
+      CheckCowClone();
     }
     if (result_.ok) ReadAllAndCheck(buffer_.get(), &checks_, /*from_clone=*/false);
     result_.wrapped = !ModelApplies();
@@ -290,8 +297,15 @@ class Harness {
   }
 
   void RunOperation() {
-    const uint8_t op = script_.U8() % 12;
+    const uint8_t op_byte = script_.U8();
+    const uint8_t op = op_byte % 12;
     HonestWriter& w = writers_[script_.U8() % kHonestSequences];
+    if (cow_clone_ != nullptr) {
+      // A copy-on-write clone in progress: 0..3 more blocks of it per
+      // operation, the rest left to the writes that meet them.
+      buffer_->ContinueClone((op_byte / 12) % 4 * 256);
+      CheckCowClone();
+    }
     switch (op) {
       case 0: {  // Write packets.
         const int count = 1 + script_.U8() % 4;
@@ -345,7 +359,8 @@ class Harness {
       case 6:
         ReadAllAndCheck(buffer_.get(), &checks_, false);
         break;
-      case 7: {  // Clone and read the clone; the original is untouched.
+      case 7: {                            // Clone and read the clone; the original is untouched.
+        if (cow_clone_ != nullptr) break;  // One clone at a time.
         std::unique_ptr<TraceBuffer> clone = buffer_->CloneReadOnly();
         if (clone == nullptr) {
           Fail("CloneReadOnly failed");
@@ -353,6 +368,15 @@ class Harness {
         }
         std::vector<SequenceCheck> clone_checks = checks_;
         ReadAllAndCheck(clone.get(), &clone_checks, true);
+        if (op_byte / 12 % 2 == 0) break;
+        // And a copy-on-write clone of the same state, to be read once the
+        // script has gone on long enough to complete it: it must read exactly
+        // as the clone just read did.
+        cow_expected_ = ReadEverything(buffer_->CloneReadOnly().get());
+        cow_bytes_written_at_clone_ = buffer_->stats().bytes_written;
+        cow_clone_ = buffer_->BeginClone();
+        if (cow_clone_ == nullptr) Fail("BeginClone failed");
+        CheckCowClone();
         break;
       }
       case 8:
@@ -368,6 +392,43 @@ class Harness {
         w.set_empty_chunk_if_split(!w.empty_chunk_if_split());
         break;
     }
+  }
+
+  struct ReadResult {
+    std::string data;
+    uint32_t loss = 0;
+    ProducerID producer = 0;
+    WriterID writer = 0;
+    bool operator==(const ReadResult&) const = default;
+  };
+
+  static std::vector<ReadResult> ReadEverything(TraceBuffer* buffer) {
+    std::vector<ReadResult> out;
+    buffer->BeginRead();
+    TracePacket packet;
+    PacketSequenceProperties props;
+    uint32_t loss = 0;
+    while (buffer->ReadNextTracePacket(&packet, &props, &loss)) {
+      out.push_back({packet.ToString(), loss, props.producer_id_trusted, props.writer_id});
+    }
+    return out;
+  }
+
+  // Once the copy-on-write clone is complete: it reads exactly what the eager
+  // clone of the same moment read, and its stats are that moment's.
+  void CheckCowClone() {
+    if (cow_clone_ == nullptr || !cow_clone_->clone_complete()) return;
+    if (buffer_->clone_in_progress()) Fail("clone complete but the original still copying");
+    const std::vector<ReadResult> got = ReadEverything(cow_clone_.get());
+    if (got != cow_expected_) {
+      Fail(absl::StrCat("copy-on-write clone read ", got.size(), " packets, the eager clone ",
+                        cow_expected_.size(), ", or their bytes or losses differ"));
+    }
+    result_.cow_clones_checked++;
+    if (buffer_->stats().bytes_written > cow_bytes_written_at_clone_) {
+      result_.cow_clones_written_over++;
+    }
+    cow_clone_.reset();
   }
 
   void HostileCommit() {
@@ -527,6 +588,9 @@ class Harness {
   std::unique_ptr<TraceBuffer> buffer_;
   std::vector<HonestWriter> writers_;
   std::vector<SequenceCheck> checks_;
+  std::unique_ptr<TraceBuffer> cow_clone_;
+  std::vector<ReadResult> cow_expected_;
+  uint64_t cow_bytes_written_at_clone_ = 0;
   TraceBuffer::Stats last_stats_;
 };
 

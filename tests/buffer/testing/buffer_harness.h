@@ -44,6 +44,10 @@ struct HarnessResult {
   uint64_t packets_read = 0;
   uint64_t packets_checked_against_model = 0;
   uint64_t losses_flagged = 0;
+  // Copy-on-write clones read against an eager clone of the same moment, and
+  // how many of them the original wrote over while they were in progress.
+  uint64_t cow_clones_checked = 0;
+  uint64_t cow_clones_written_over = 0;
   bool wrapped = false;
 };
 
