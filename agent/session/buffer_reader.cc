@@ -10,6 +10,11 @@ using trace::TracePacket;
 
 void BufferPacketReader::ReadInto(const std::vector<buffer::TraceBuffer*>& buffers,
                                   std::string* out) {
+  WriteInto(buffers, out, nullptr, 0).IgnoreError();  // Without a sink, nothing fails.
+}
+
+absl::Status BufferPacketReader::WriteInto(const std::vector<buffer::TraceBuffer*>& buffers,
+                                           std::string* out, TraceSink* sink, size_t batch_bytes) {
   for (buffer::TraceBuffer* b : buffers) {
     b->BeginRead();
     buffer::TracePacket packet;
@@ -40,8 +45,13 @@ void BufferPacketReader::ReadInto(const std::vector<buffer::TraceBuffer*>& buffe
       events_ += CountEventsInPacket(scratch_);
       AppendFramedPacket(scratch_, out);
       packets_++;
+      if (sink != nullptr && out->size() >= batch_bytes) {
+        if (absl::Status st = sink->Write(*out); !st.ok()) return st;
+        out->clear();
+      }
     }
   }
+  return absl::OkStatus();
 }
 
 }  // namespace ringside::agent

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "agent/files/trace_sink.h"
 #include "buffer/trace_buffer.h"
 
 namespace ringside::agent {
@@ -27,6 +29,12 @@ class BufferPacketReader {
   // Appends every packet not read before from `buffers`, in order: each
   // buffer's pass (its durable descriptors first), one buffer after another.
   void ReadInto(const std::vector<buffer::TraceBuffer*>& buffers, std::string* out);
+  // The same, writing *out into `sink` (and clearing it) whenever it holds
+  // `batch_bytes` or more, so that a large buffer is never copied whole into
+  // memory; what is left under `batch_bytes` stays in *out. Returns the
+  // sink's error, after which reading stops.
+  absl::Status WriteInto(const std::vector<buffer::TraceBuffer*>& buffers, std::string* out,
+                         TraceSink* sink, size_t batch_bytes);
 
   uint64_t packets() const { return packets_; }
   // Kernel events in the packets read (CountEventsInPacket).

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/config/defaults.h"
 #include "agent/descriptors/process_scan.h"
@@ -426,8 +427,36 @@ absl::StatusOr<std::unique_ptr<SessionSnapshot>> TracingSession::CloneSnapshot(
   snap->clocks_ = ClockSnapshotPacket();
   const std::vector<SourceStats> sources = CollectSourceStats();
   {
+    // The writers wait only for this: per-sequence state and stats.
     absl::MutexLock lock(&mu_);
-    for (const auto& b : buffers_) snap->buffers_.push_back(b->CloneReadOnly());
+    for (const auto& b : buffers_) {
+      if (b->clone_in_progress()) {
+        return absl::FailedPreconditionError("another snapshot is being cloned");
+      }
+    }
+    for (const auto& b : buffers_) {
+      std::unique_ptr<buffer::TraceBuffer> clone = b->BeginClone();
+      if (clone == nullptr) {
+        snap->buffers_.clear();
+        for (const auto& other : buffers_) other->ContinueClone(1);  // Ends the abandoned ones.
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "cannot clone a ", b->size() >> 20, " MiB buffer: out of memory or address space"));
+      }
+      snap->buffers_.push_back(std::move(clone));
+    }
+  }
+  // The bytes follow in steps, each a short hold of the writers' lock; a
+  // write meanwhile first preserves what it changes (copy-on-write).
+  for (const auto& clone : snap->buffers_) clone->PrefaultCloneMemory();
+  for (bool done = false; !done;) {
+    {
+      absl::MutexLock lock(&mu_);
+      done = true;
+      for (const auto& b : buffers_) done = b->ContinueClone(kCloneStepBytes) && done;
+    }
+    // A writer woken by the unlock needs a moment to take the lock: a
+    // mutex lets the releasing thread barge back in before it.
+    if (!done) absl::SleepFor(kCloneStepGap);
   }
   std::vector<const buffer::TraceBuffer*> clones;
   for (const auto& b : snap->buffers_) clones.push_back(b.get());
@@ -452,7 +481,9 @@ absl::Status SessionSnapshot::WriteTo(TraceSink* sink) {
   BufferPacketReader reader;
   std::vector<buffer::TraceBuffer*> buffers;
   for (auto& b : buffers_) buffers.push_back(b.get());
-  reader.ReadInto(buffers, &out);
+  if (absl::Status st = reader.WriteInto(buffers, &out, sink, kWriteBatchBytes); !st.ok()) {
+    return st;
+  }
   emit(stats_);
   if (absl::Status st = sink->Write(out); !st.ok()) return st;
   return sink->Finish();

@@ -135,6 +135,11 @@ class TracingSession {
   // How long CloneSnapshot() waits, over all sources together, for the
   // sources' readers to empty their staging rings.
   static constexpr absl::Duration kStagingFlushLimit = absl::Milliseconds(100);
+  // Bytes of a buffer CloneSnapshot() copies per hold of the writers' lock:
+  // the longest a writer waits for a snapshot (tens of microseconds).
+  static constexpr size_t kCloneStepBytes = 256 << 10;
+  // And the pause between two steps, for the writers.
+  static constexpr absl::Duration kCloneStepGap = absl::Microseconds(10);
 
   // A read-only copy of the buffers and the durable store as of now, to be
   // written (SessionSnapshot::WriteTo) while the session records on, for
@@ -142,7 +147,9 @@ class TracingSession {
   // running source's reader first reads what its staging rings hold
   // (within kStagingFlushLimit; a source that misses it is counted in
   // SessionSnapshot::sources_not_flushed()), then the writers' open chunks
-  // are scraped.
+  // are scraped. The buffers are cloned copy-on-write: writers never wait
+  // for a whole-buffer copy (see TraceBuffer::BeginClone). Fails if memory
+  // for the clone cannot be mapped; one clone at a time.
   absl::StatusOr<std::unique_ptr<SessionSnapshot>> CloneSnapshot(const SnapshotTrigger& trigger);
   // Stops every source (all they saw committed), the owner thread, and
   // moves the rest into the buffers; the sources' kernel state is removed.
@@ -234,6 +241,9 @@ class SessionSnapshot {
   // Running sources whose staging rings were not read within the limit
   // before the clone: their last events may be missing.
   int sources_not_flushed() const { return sources_not_flushed_; }
+  // WriteTo() hands the sink this much at a time: a snapshot of a large
+  // buffer is never a second copy of it in memory.
+  static constexpr size_t kWriteBatchBytes = 1 << 20;
 
  private:
   friend class TracingSession;
