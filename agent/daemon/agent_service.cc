@@ -21,6 +21,7 @@
 #include "agent/config/defaults.h"
 #include "agent/daemon/config_reload.h"
 #include "agent/daemon/control_frame.h"
+#include "agent/files/output_file.h"
 #include "agent/version.h"
 
 namespace ringside::agent {
@@ -98,6 +99,12 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
     control_options.group = *gid;
   }
   if (absl::Status st = PrepareOutputDir(config.output_dir()); !st.ok()) return st;
+  if (const RemovedTemporaries gone = RemoveDeadTemporaryFiles(config.output_dir());
+      gone.files > 0) {
+    s->log_.Notice(absl::StrCat("removed ", gone.files, " unfinished snapshot file(s) (",
+                                gone.bytes >> 20, " MiB) that a killed agent left in ",
+                                config.output_dir()));
+  }
   // Before the sources start: an incident they read wakes the main thread.
   s->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

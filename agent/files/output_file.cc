@@ -1,7 +1,9 @@
 #include "agent/files/output_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -9,9 +11,12 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <ctime>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace ringside::agent {
@@ -205,6 +210,7 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
   }
   out->fd_ = fd;
   out->temp_path_ = temp;
+  flock(fd, LOCK_EX | LOCK_NB);  // A new file: nobody else can hold it.
   if (reserve_bytes > 0) {
     const int err = posix_fallocate(fd, 0, static_cast<off_t>(reserve_bytes));
     if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
@@ -219,6 +225,52 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
     }
   }
   return out;
+}
+
+namespace {
+constexpr char kTempPrefix[] = ".ringside-";
+constexpr size_t kTempSuffixSize = 6;  // mkostemp's XXXXXX.
+
+bool IsTemporaryName(std::string_view name) {
+  if (name.size() != sizeof(kTempPrefix) - 1 + kTempSuffixSize || !name.starts_with(kTempPrefix)) {
+    return false;
+  }
+  for (char c : name.substr(sizeof(kTempPrefix) - 1)) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+}  // namespace
+
+RemovedTemporaries RemoveDeadTemporaryFiles(const std::string& dir) {
+  RemovedTemporaries removed;
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return removed;
+  DIR* d = fdopendir(dup(dir_fd));
+  if (d == nullptr) {
+    close(dir_fd);
+    return removed;
+  }
+  while (const dirent* e = readdir(d)) {
+    if (!IsTemporaryName(e->d_name)) continue;
+    const int fd = openat(dir_fd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;  // A symlink (ELOOP), or gone.
+    struct stat st, now;
+    // Ours, a plain file with no other name, and no writer holding it. An
+    // empty one just made may not be locked yet by its writer: left for
+    // the next clean-up.
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1 &&
+        (st.st_size > 0 || time(nullptr) - st.st_ctime > 60) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+        fstatat(dir_fd, e->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st.st_dev &&
+        now.st_ino == st.st_ino && unlinkat(dir_fd, e->d_name, 0) == 0) {
+      removed.files++;
+      removed.bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+    }
+    close(fd);
+  }
+  closedir(d);
+  close(dir_fd);
+  return removed;
 }
 
 OutputFile::~OutputFile() {

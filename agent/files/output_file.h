@@ -33,7 +33,10 @@ namespace ringside::agent {
 //     the target's directory, with the space the trace can need reserved by
 //     fallocate, then at Finish() cut to size, fsynced and renamed over the
 //     target: a reader sees either the old file or the whole new one, and a
-//     full disk is found before recording rather than at the end;
+//     full disk is found before recording rather than at the end. The
+//     temporary file is flock'ed while open, so that one a killed writer
+//     left behind can be told from one being written
+//     (RemoveDeadTemporaryFiles);
 //   - kStreaming: whole packets appended to the target while recording, so
 //     it is a valid trace at every moment; a short write (a full disk) is
 //     cut back to the last whole packet and may be retried.
@@ -81,6 +84,17 @@ class OutputFile : public TraceSink {
   int fd_ = -1;
   uint64_t bytes_written_ = 0;
 };
+
+struct RemovedTemporaries {
+  uint64_t files = 0;
+  uint64_t bytes = 0;  // Disk space they held (their reserve included).
+};
+// Removes from `dir` the temporary files of kWholeFile writers that died
+// before Finish() (a kill -9 mid-write): names OutputFile makes, regular
+// files of ours with one link that no process holds locked. Never follows
+// a symlink nor touches anything else. Best effort: what cannot be checked
+// is left alone.
+RemovedTemporaries RemoveDeadTemporaryFiles(const std::string& dir);
 
 }  // namespace ringside::agent
 
