@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "tests/agent/testing/agent_process.h"
 #include "tests/agent/testing/control_peer.h"
+#include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/testing/kernel_tracefs.h"
 
@@ -44,18 +45,6 @@ constexpr char kConfig[] = R"pb(
   }
   durable_buffer_size_kb: 1024
 )pb";
-
-std::set<std::string> ListDir(const std::string& dir) {
-  std::set<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") out.insert(name);
-    }
-    closedir(d);
-  }
-  return out;
-}
 
 // BPF links the process holds (the programs it attached).
 int BpfLinks(pid_t pid) {

@@ -48,6 +48,7 @@
 #include "ringside/trace/trace_packet.pb.h"
 #include "tests/agent/testing/agent_process.h"
 #include "tests/agent/testing/control_peer.h"
+#include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/testing/workloads.h"
 
@@ -83,18 +84,6 @@ bool WriteFile(const std::string& path, const std::string& text) {
   f << text;
   f.flush();
   return f.good();
-}
-
-std::set<std::string> ListDir(const std::string& dir) {
-  std::set<std::string> out;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != "..") out.insert(name);
-    }
-    closedir(d);
-  }
-  return out;
 }
 
 // The name OutputFile gives a file being written: mkostemp's

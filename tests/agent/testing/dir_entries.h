@@ -1,0 +1,14 @@
+#ifndef RINGSIDE_TESTS_AGENT_TESTING_DIR_ENTRIES_H_
+#define RINGSIDE_TESTS_AGENT_TESTING_DIR_ENTRIES_H_
+
+#include <set>
+#include <string>
+
+namespace ringside::agent::testing {
+
+// The names in `dir` but "." and ".."; empty if it cannot be read.
+std::set<std::string> ListDir(const std::string& dir);
+
+}  // namespace ringside::agent::testing
+
+#endif  // RINGSIDE_TESTS_AGENT_TESTING_DIR_ENTRIES_H_
