@@ -114,8 +114,12 @@ void DurableStore::ForEach(
 
 std::unique_ptr<DurableStore> DurableStore::Clone() const {
   auto clone = std::make_unique<DurableStore>(*this);
-  for (auto& [key, entry] : clone->entries_) entry.read = false;
+  clone->MarkAllUnread();
   return clone;
+}
+
+void DurableStore::MarkAllUnread() {
+  for (auto& [key, entry] : entries_) entry.read = false;
 }
 
 bool DurableStore::Contains(Kind kind, uint64_t id) const {

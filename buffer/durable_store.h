@@ -74,6 +74,9 @@ class DurableStore {
   // A copy for another output (a snapshot): everything in it counts as
   // not yet read, so its first changed-only visit hands out all of it.
   std::unique_ptr<DurableStore> Clone() const;
+  // Everything counts as not yet read: the next changed-only visit hands
+  // out all of it (a new output file that must name every task again).
+  void MarkAllUnread();
   const Stats& stats() const { return stats_; }
 
  private:

@@ -16,6 +16,9 @@ constexpr uint8_t kErased = 1 << 5;       // Consumed or overwritten: dead space
 constexpr uint8_t kSeen = 1 << 6;         // The ChunkID gap check was done.
 constexpr uint8_t kLostInErase = 1 << 7;  // Unread bytes were erased by an overwrite.
 
+// TBChunk::history bits: what happened to a chunk that its flags no longer say.
+constexpr uint8_t kReadOut = 1;  // kErased because a read consumed all of it.
+
 // The low bits of a record's first word (sizes are multiples of 4).
 constexpr uint32_t kPaddingBit = 1;
 // Padding that only marks the unused tail of the newest chunk, given back at
@@ -77,7 +80,7 @@ struct TraceBuffer::TBChunk {
   uint16_t payload_consumed;      // Bytes read (or erased) so far; a fragment boundary.
   uint16_t last_fragment_offset;  // Start of the last readable fragment (for patches).
   uint8_t flags;                  // ABI flags | local flags.
-  uint8_t reserved;
+  uint8_t history;                // kReadOut.
 
   uint32_t outer_size() const { return size_and_padding & kSizeMask; }
   uint8_t* payload() { return reinterpret_cast<uint8_t*>(this) + sizeof(TBChunk); }
@@ -340,7 +343,7 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
   c->payload_consumed = std::min<uint16_t>(already_consumed, c->payload_size);
   c->last_fragment_offset = static_cast<uint16_t>(t.last_fragment_offset);
   c->flags = flags | local_flags;
-  c->reserved = 0;
+  c->history = 0;
 
   InsertChunkRef(seq, ChunkRef{chunk_id, static_cast<uint32_t>(offset)});
   live_chunks_++;
@@ -737,6 +740,7 @@ void TraceBuffer::PopFrontChunk(SequenceState& seq, Mode mode) {
   } else {
     stats_.chunks_read++;
     stats_.bytes_read += c->outer_size();
+    c->history |= kReadOut;  // Its bytes stay until overwritten: a rewound clone reads them.
   }
   c->flags |= kErased;
   seq.chunks.pop_front();
@@ -943,8 +947,8 @@ TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
 
 // --- Cloning -----------------------------------------------------------------
 
-std::unique_ptr<TraceBuffer> TraceBuffer::CloneReadOnly() {
-  std::unique_ptr<TraceBuffer> clone = BeginClone();
+std::unique_ptr<TraceBuffer> TraceBuffer::CloneReadOnly(CloneScope scope) {
+  std::unique_ptr<TraceBuffer> clone = BeginClone(scope);
   if (clone != nullptr) {
     while (!ContinueClone(size_)) {
     }
@@ -952,13 +956,14 @@ std::unique_ptr<TraceBuffer> TraceBuffer::CloneReadOnly() {
   return clone;
 }
 
-std::unique_ptr<TraceBuffer> TraceBuffer::BeginClone() {
+std::unique_ptr<TraceBuffer> TraceBuffer::BeginClone(CloneScope scope) {
   if (cow_ != nullptr) return nullptr;
   std::shared_ptr<Mapping> target = Mapping::Map(size_);
   if (target == nullptr) return nullptr;
   std::unique_ptr<TraceBuffer> clone(new TraceBuffer(target, policy_));
   clone->read_only_ = true;
   clone->index_pending_ = true;
+  clone->rewind_ = scope == CloneScope::kEverything;
   clone->wr_ = wr_;
   clone->data_end_ = data_end_;
   clone->used_size_ = used_size_;
@@ -1046,19 +1051,46 @@ void TraceBuffer::PrefaultCloneMemory() {
 
 void TraceBuffer::RebuildChunkIndex() {
   index_pending_ = false;
+  if (rewind_) {
+    // Read from the start, as a reader that never read anything: no ChunkID
+    // consumed before, no stall.
+    for (auto& [key, seq] : sequences_) {
+      seq.has_last_consumed = false;
+      seq.stalled_in_pass = 0;
+    }
+  }
   // Buffer order, oldest first: the order the chunks of a sequence were
   // stored in, so nearly all go to the back of their queue.
   auto visit = [this](uint32_t begin, uint32_t end) {
     for (uint32_t offset = begin; offset < end;) {
       const uint32_t word = FirstWordAt(offset);
       if ((word & kPaddingBit) == 0) {
-        const TBChunk* c = ChunkAt(offset);
-        if ((c->flags & kErased) == 0) {
+        TBChunk* c = MutableChunkAt(offset);
+        bool live = (c->flags & kErased) == 0;
+        if (rewind_) {
+          // A chunk read whole is still intact until the ring overwrites it
+          // (unlike one erased by an overwrite or retired by a relocation,
+          // whose bytes are gone or live on elsewhere).
+          if (!live && (c->history & kReadOut) != 0) {
+            c->flags &= ~kErased;
+            live_chunks_++;
+            live = true;
+          }
+          c->history = 0;
+          c->flags &= ~kSeen;
+          c->payload_consumed = 0;
+        }
+        if (live) {
           if (SequenceState* seq = FindSequence(c->producer_id, c->writer_id)) {
             const ChunkRef ref{c->chunk_id, offset};
             size_t pos = seq->chunks.size();
             while (pos > 0 && IsAfter(seq->chunks[pos - 1].chunk_id, ref.chunk_id)) pos--;
             seq->chunks.insert(pos, ref);
+            if (seq->empty_stamp != 0) RemoveFromEmptyList(*seq);
+          } else if (rewind_ && (c->flags & kErased) == 0) {
+            // Read out on a sequence swept since: nobody to read it as.
+            c->flags |= kErased;
+            live_chunks_--;
           }
         }
       }

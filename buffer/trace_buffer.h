@@ -254,10 +254,22 @@ class TraceBuffer {
   bool ReadNextTracePacket(TracePacket* packet, PacketSequenceProperties* sequence_properties,
                            uint32_t* previous_packet_on_sequence_dropped);
 
+  // What a clone reads.
+  enum class CloneScope {
+    // What a read of this buffer would return next (Perfetto's clone).
+    kUnread,
+    // Everything still in memory, read before or not, as a reader that never
+    // read anything would find it: for a snapshot of a buffer that a
+    // streaming drain reads. Chunks read whole keep their bytes until the
+    // ring overwrites them; only those of a sequence whose state was swept
+    // since (kKeepLastEmptySeq) are left out.
+    kEverything,
+  };
+
   // A new buffer with the same contents, state and stats that can only be read,
   // copied at once: BeginClone() then ContinueClone() to the end. Returns
   // nullptr if memory cannot be mapped or another clone is in progress.
-  std::unique_ptr<TraceBuffer> CloneReadOnly();
+  std::unique_ptr<TraceBuffer> CloneReadOnly(CloneScope scope = CloneScope::kUnread);
 
   // Starts a copy-on-write clone of the buffer as it is now (see the class
   // comment); it can be read once clone_complete() says so, which
@@ -265,7 +277,7 @@ class TraceBuffer {
   // about. The clone may be handed to another thread at once and destroyed
   // at any time. Returns nullptr if memory cannot be mapped or a clone is
   // already in progress (one at a time).
-  std::unique_ptr<TraceBuffer> BeginClone();
+  std::unique_ptr<TraceBuffer> BeginClone(CloneScope scope = CloneScope::kUnread);
   // Copies up to `max_bytes` more of the clone in progress (at least one
   // block). Returns true once it is complete, or if none is in progress.
   bool ContinueClone(size_t max_bytes);
@@ -372,7 +384,8 @@ class TraceBuffer {
   // Copies block `block` into the clone if it is not there yet.
   void CopyCloneBlock(size_t block);
   // On a complete clone read for the first time: the chunk index of every
-  // sequence, from the chunks in its memory.
+  // sequence, from the chunks in its memory (with rewind_, the chunks read
+  // before too, unread again).
   void RebuildChunkIndex();
   SequenceState* FindSequence(ProducerID producer_id, WriterID writer_id);
   SequenceState& GetOrCreateSequence(ProducerID producer_id, WriterID writer_id,
@@ -428,6 +441,8 @@ class TraceBuffer {
   bool read_only_ = false;
   // A clone: its chunk index is still to be rebuilt once its memory is whole.
   bool index_pending_ = false;
+  // A clone of CloneScope::kEverything.
+  bool rewind_ = false;
   // The clone of this buffer in progress, if any.
   std::unique_ptr<CloneCopy> cow_;
   size_t clone_block_size_ = kCloneBlockSize;

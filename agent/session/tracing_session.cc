@@ -435,7 +435,11 @@ absl::StatusOr<std::unique_ptr<SessionSnapshot>> TracingSession::CloneSnapshot(
       }
     }
     for (const auto& b : buffers_) {
-      std::unique_ptr<buffer::TraceBuffer> clone = b->BeginClone();
+      // Everything the ring still holds, whether a streaming drain read it
+      // already or not: a snapshot's window is the ring's, not what is left
+      // since the last drain.
+      std::unique_ptr<buffer::TraceBuffer> clone =
+          b->BeginClone(buffer::TraceBuffer::CloneScope::kEverything);
       if (clone == nullptr) {
         snap->buffers_.clear();
         for (const auto& other : buffers_) other->ContinueClone(1);  // Ends the abandoned ones.

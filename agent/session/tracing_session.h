@@ -143,9 +143,10 @@ class TracingSession {
 
   // A read-only copy of the buffers and the durable store as of now, to be
   // written (SessionSnapshot::WriteTo) while the session records on, for
-  // `trigger`. Fresh to the moment of the call: while started, every
-  // running source's reader first reads what its staging rings hold
-  // (within kStagingFlushLimit; a source that misses it is counted in
+  // `trigger`: all the buffers hold, including what a streaming drain has
+  // read already (TraceBuffer::CloneScope::kEverything). Fresh to the moment of the call: while
+  // started, every running source's reader first reads what its staging rings hold (within
+  // kStagingFlushLimit; a source that misses it is counted in
   // SessionSnapshot::sources_not_flushed()), then the writers' open chunks
   // are scraped. The buffers are cloned copy-on-write: writers never wait
   // for a whole-buffer copy (see TraceBuffer::BeginClone). Fails if memory

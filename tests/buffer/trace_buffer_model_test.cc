@@ -162,6 +162,19 @@ TEST(TraceBufferModelTest, ACopyOnWriteCloneReadsAsTheBufferWasWhateverIsWritten
   EXPECT_GT(written_over, 500u);
 }
 
+TEST(TraceBufferModelTest, AnEverythingCloneRereadsInOrderAndEndsWithWhatIsUnread) {
+  uint64_t checked = 0, reread = 0;
+  for (uint32_t seed = 0; seed < 2000; seed++) {
+    const std::vector<uint8_t> script = RandomScript(300000 + seed, 120);
+    HarnessResult r = RunScript(script, 4096 * (1 + seed % 4));
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure;
+    checked += r.everything_clones_checked;
+    reread += r.everything_clone_packets_reread;
+  }
+  EXPECT_GT(checked, 1000u);
+  EXPECT_GT(reread, 1000u);  // The drains had read much of what the clones hold.
+}
+
 TEST(TraceBufferModelTest, OutOfOrderBatches) {
   ScriptBuilder b({4, 4, 4, 4, 4, 4});
   for (uint8_t order = 0; order < 16; order++) {

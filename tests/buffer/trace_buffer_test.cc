@@ -1139,6 +1139,86 @@ TEST_F(TraceBufferTest, ACopyOnWriteCloneKeepsTheReadPositionOfItsMoment) {
   EXPECT_EQ(DataOf(ReadAllFrom(clone.get())), Fills(8, 11, 1024));
 }
 
+using CloneScope = TraceBuffer::CloneScope;
+
+TEST_F(TraceBufferTest, AnEverythingCloneReadsWhatADrainAlreadyReadAsIfNeverRead) {
+  CreateBuffer(16 * 1024);
+  for (ChunkID id = 0; id < 8; id++) Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+  Commit(2, ChunkOfOuterSize(0, 1, 1024, 'z'));
+  ASSERT_EQ(ReadAll().size(), 9u);
+  for (ChunkID id = 8; id < 12; id++) Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+  const TraceBuffer::Stats before = buf_->stats();
+
+  std::unique_ptr<TraceBuffer> clone = buf_->CloneReadOnly(CloneScope::kEverything);
+  ASSERT_NE(clone, nullptr);
+  std::vector<ReadPacket> all = ReadAllFrom(clone.get());
+  std::vector<std::string> of_1;
+  for (const ReadPacket& p : all) {
+    EXPECT_EQ(p.loss, 0u) << p.data.substr(0, 1);
+    if (p.producer == 1) of_1.push_back(p.data);
+  }
+  EXPECT_EQ(of_1, Fills(0, 11, 1024));
+  EXPECT_EQ(all.size(), 13u);  // Producer 2's chunk too.
+  // A second pass of the clone has nothing new; the original is untouched.
+  EXPECT_TRUE(ReadAllFrom(clone.get()).empty());
+  EXPECT_EQ(buf_->stats().bytes_read, before.bytes_read);
+  EXPECT_EQ(DataOf(ReadAll()), Fills(8, 11, 1024));
+}
+
+TEST_F(TraceBufferTest, AnEverythingCloneHasWhatTheRingKeptAndFlagsUnreadOverwrites) {
+  CreateBuffer(16 * 1024);
+  for (ChunkID id = 0; id < 16; id++) Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+  ASSERT_EQ(ReadAll().size(), 16u);
+  // A lap over read data: no loss.
+  for (ChunkID id = 16; id < 32; id++) Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+  {
+    std::unique_ptr<TraceBuffer> clone = buf_->CloneReadOnly(CloneScope::kEverything);
+    std::vector<ReadPacket> all = ReadAllFrom(clone.get());
+    EXPECT_EQ(DataOf(all), Fills(16, 31, 1024));
+    for (const ReadPacket& p : all) EXPECT_EQ(p.loss, 0u);
+  }
+  ASSERT_EQ(ReadAll().size(), 16u);
+  // Half a lap over read data, then four chunks over unread ones: lost.
+  for (ChunkID id = 32; id < 52; id++) Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+  std::unique_ptr<TraceBuffer> clone = buf_->CloneReadOnly(CloneScope::kEverything);
+  std::vector<ReadPacket> all = ReadAllFrom(clone.get());
+  EXPECT_EQ(DataOf(all), Fills(36, 51, 1024));
+  ASSERT_FALSE(all.empty());
+  EXPECT_TRUE(all[0].loss & kDataLossOverwrite);
+  for (size_t i = 1; i < all.size(); i++) EXPECT_EQ(all[i].loss, 0u);
+}
+
+TEST_F(TraceBufferTest, AnEverythingCloneRereadsAPartlyReadChunkAndAPacketSpanningChunks) {
+  CreateBuffer(16 * 1024);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("p0").AddFragment("p1").AddFragment("q").set_flags(
+                kLastPacketContinuesOnNextChunk));
+  EXPECT_EQ(ReadData(), (std::vector<std::string>{"p0", "p1"}));  // "q" waits for its end.
+  Commit(1, ChunkBuilder(1, 1).AddFragment("r").AddFragment("s").set_flags(
+                kFirstPacketContinuesFromPrevChunk));
+  std::unique_ptr<TraceBuffer> clone = buf_->CloneReadOnly(CloneScope::kEverything);
+  EXPECT_EQ(DataOf(ReadAllFrom(clone.get())), (std::vector<std::string>{"p0", "p1", "qr", "s"}));
+  EXPECT_EQ(ReadData(), (std::vector<std::string>{"qr", "s"}));
+}
+
+TEST_F(TraceBufferTest, AnEverythingCloneDoesNotRepeatARelocatedChunk) {
+  CreateBuffer(8 * 1024);
+  // A scraped chunk, partly read, then finally committed once the ring has
+  // come round to it: stored anew, its old copy retired.
+  ChunkBuilder scraped = ChunkOfOuterSize(0, 1, 1024, 'a');
+  scraped.AddFragment("tail");
+  Commit(1, scraped, /*complete=*/false);
+  EXPECT_EQ(ReadAll().size(), 1u);
+  for (ChunkID id = 0; id < 6; id++) Commit(2, ChunkOfOuterSize(id, 1, 1024, 'k'));
+  Commit(1, scraped, /*complete=*/true);
+  ASSERT_EQ(buf_->stats().chunks_relocated, 1u);
+  std::unique_ptr<TraceBuffer> clone = buf_->CloneReadOnly(CloneScope::kEverything);
+  std::vector<std::string> of_1;
+  for (const ReadPacket& p : ReadAllFrom(clone.get())) {
+    if (p.producer == 1) of_1.push_back(p.data);
+  }
+  EXPECT_EQ(of_1, (std::vector<std::string>{Fills(0, 0, 1024)[0], "tail"}));
+}
+
 TEST_F(TraceBufferTest, OneCloneInProgressAtATime) {
   CreateBuffer(4096);
   buf_->SetCloneBlockSizeForTesting(1024);

@@ -368,6 +368,7 @@ class Harness {
         }
         std::vector<SequenceCheck> clone_checks = checks_;
         ReadAllAndCheck(clone.get(), &clone_checks, true);
+        CheckEverythingClone();
         if (op_byte / 12 % 2 == 0) break;
         // And a copy-on-write clone of the same state, to be read once the
         // script has gone on long enough to complete it: it must read exactly
@@ -429,6 +430,49 @@ class Harness {
       result_.cow_clones_written_over++;
     }
     cow_clone_.reset();
+  }
+
+  // A clone of everything the ring still holds reads, for each sequence of
+  // the well-behaved writers, packets in serial order, none twice, ending
+  // with exactly what an unread clone of the same moment reads.
+  void CheckEverythingClone() {
+    using Serials = std::map<std::pair<ProducerID, WriterID>, std::vector<uint32_t>>;
+    auto serials_of = [this](TraceBuffer* clone) {
+      Serials out;
+      for (const ReadResult& r : ReadEverything(clone)) {
+        uint16_t producer = 0, writer = 0;
+        uint32_t serial = 0;
+        if (r.producer == kHostileProducer) continue;
+        if (!ParseHarnessPacket(r.data, &producer, &writer, &serial)) {
+          Fail("an everything clone read a packet no writer wrote");
+          continue;
+        }
+        out[{r.producer, r.writer}].push_back(serial);
+      }
+      return out;
+    };
+    const Serials unread = serials_of(buffer_->CloneReadOnly().get());
+    const Serials everything =
+        serials_of(buffer_->CloneReadOnly(TraceBuffer::CloneScope::kEverything).get());
+    for (const auto& [seq, all] : everything) {
+      for (size_t i = 1; i < all.size(); i++) {
+        if (all[i] <= all[i - 1]) {
+          Fail(absl::StrCat("everything clone: serial ", all[i], " after ", all[i - 1]));
+          return;
+        }
+      }
+    }
+    for (const auto& [seq, tail] : unread) {
+      auto it = everything.find(seq);
+      const size_t n = it == everything.end() ? 0 : it->second.size();
+      if (n < tail.size() ||
+          !std::equal(tail.begin(), tail.end(), it->second.end() - tail.size())) {
+        Fail("everything clone does not end with what the unread clone reads");
+        return;
+      }
+      result_.everything_clone_packets_reread += n - tail.size();
+    }
+    result_.everything_clones_checked++;
   }
 
   void HostileCommit() {

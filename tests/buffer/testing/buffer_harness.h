@@ -48,6 +48,10 @@ struct HarnessResult {
   // how many of them the original wrote over while they were in progress.
   uint64_t cow_clones_checked = 0;
   uint64_t cow_clones_written_over = 0;
+  // Clones of CloneScope::kEverything checked against the unread clone of
+  // the same moment, and the packets they had that it did not (read before).
+  uint64_t everything_clones_checked = 0;
+  uint64_t everything_clone_packets_reread = 0;
   bool wrapped = false;
 };
 
