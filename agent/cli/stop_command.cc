@@ -1,8 +1,11 @@
 #include "agent/cli/stop_command.h"
 
 #include <cstdio>
+#include <fstream>
+#include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/cli/agent_client.h"
 #include "agent/daemon/control_client.h"
@@ -30,6 +33,21 @@ bool Gone(const std::string& socket_path, int32_t pid, absl::Duration timeout) {
            absl::StartsWith(reply.status().message(), "no ringside agent");
   }
   return reply->has_status() && reply->status().pid() != pid;
+}
+
+// The agent `pid` still runs: it closes its socket first and then finishes
+// its files, so --wait waits for the process too. A pid that is not a
+// ringside (another PID namespace's numbering) is not waited for, nor one
+// that has exited and waits for its parent (a zombie).
+bool StillRunning(int32_t pid) {
+  if (pid <= 0) return false;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  std::getline(in, stat);
+  // "pid (comm) state ...": comm may hold spaces and parentheses.
+  const size_t close = stat.rfind(')');
+  return absl::StrContains(stat, " (ringside) ") && close != std::string::npos &&
+         close + 2 < stat.size() && stat[close + 2] != 'Z';
 }
 
 }  // namespace
@@ -103,7 +121,7 @@ int RunStopCommand(const ParsedArgs& args) {
   while (true) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) break;
-    if (Gone(*socket_path, pid, std::min(left, absl::Seconds(1)))) {
+    if (Gone(*socket_path, pid, std::min(left, absl::Seconds(1))) && !StillRunning(pid)) {
       std::printf("the agent on %s has stopped\n", socket_path->c_str());
       return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
     }
