@@ -124,9 +124,24 @@ std::string StatusText(const control::StatusReply& s) {
     AppendLine(&out, "", absl::StrCat("reason: ", snap.last_reason()));
   }
   if (s.has_streaming()) {
-    AppendLine(
-        &out, "streaming",
-        absl::StrCat(s.streaming().path(), ", ", HumanBytes(s.streaming().bytes()), " written"));
+    const control::StreamingStatus& st = s.streaming();
+    AppendLine(&out, "streaming",
+               st.path().empty()
+                   ? std::string("no file open (see the last error)")
+                   : absl::StrCat(st.path(), ", ", HumanBytes(st.bytes()), " written"));
+    AppendLine(&out, "",
+               absl::StrCat(st.files_finished(), " files finished (",
+                            HumanBytes(st.bytes_finished()), "), ", st.files_deleted(),
+                            " deleted by retention (", HumanBytes(st.bytes_deleted()), ")"));
+    if (st.bytes_lost() > 0) {
+      AppendLine(&out, "",
+                 absl::StrCat(HumanBytes(st.bytes_lost()),
+                              " overwritten in the buffers before they could be written"));
+    }
+    if (st.write_errors() > 0) {
+      AppendLine(&out, "",
+                 absl::StrCat(st.write_errors(), " write errors; last: ", st.last_error()));
+    }
   }
   return out;
 }
@@ -173,7 +188,16 @@ json StatusJsonValue(const control::StatusReply& s) {
                     {"last_reason", snap.last_reason()},
                     {"suppressed", snap.suppressed()}};
   if (s.has_streaming()) {
-    j["streaming"] = {{"path", s.streaming().path()}, {"bytes", s.streaming().bytes()}};
+    const control::StreamingStatus& st = s.streaming();
+    j["streaming"] = {{"path", st.path()},
+                      {"bytes", st.bytes()},
+                      {"files_finished", st.files_finished()},
+                      {"bytes_finished", st.bytes_finished()},
+                      {"files_deleted", st.files_deleted()},
+                      {"bytes_deleted", st.bytes_deleted()},
+                      {"bytes_lost", st.bytes_lost()},
+                      {"write_errors", st.write_errors()},
+                      {"last_error", st.last_error()}};
   } else {
     j["streaming"] = nullptr;
   }

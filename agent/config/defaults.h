@@ -42,11 +42,17 @@ inline constexpr int32_t kDefaultCrashSignals[] = {11, 7, 4, 8, 6};
 inline constexpr char kDefaultRunDir[] = "/run/ringside";
 inline constexpr char kDefaultControlSocket[] = "/run/ringside/control.sock";
 inline constexpr char kDefaultOutputDir[] = "/var/lib/ringside/snapshots";
+// The agent's streaming files (write_into_file) when the config bounds
+// neither their size nor their age, nor how many are kept.
+inline constexpr uint64_t kDefaultStreamFileBytes = uint64_t{64} << 20;
+inline constexpr uint32_t kDefaultStreamRotationPeriodMs = 3'600'000;
+inline constexpr uint64_t kDefaultStreamTotalBytes = uint64_t{1} << 30;
 
 // Fills in every field left unset (or 0) with its default. Idempotent; an
 // explicit flush_period_ms of 0 is kept (no periodic flush).
 void ApplyDefaults(config::TraceConfig* config);
-// The agent's settings left unset: output_dir, control_socket. Only the
+// The agent's settings left unset: output_dir, control_socket, and with
+// write_into_file the streaming files' size, age and retention. Only the
 // agent applies them, so a `record` trace's embedded config does not carry
 // settings it never used.
 void ApplyAgentDefaults(config::TraceConfig* config);

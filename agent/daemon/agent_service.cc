@@ -21,6 +21,7 @@
 #include "agent/config/defaults.h"
 #include "agent/daemon/config_reload.h"
 #include "agent/daemon/control_frame.h"
+#include "agent/files/file_retention.h"
 #include "agent/files/output_file.h"
 #include "agent/version.h"
 
@@ -72,12 +73,6 @@ AgentService::~AgentService() {
 
 absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options options) {
   const config::TraceConfig& cfg = options.config;
-  if (cfg.write_into_file()) {
-    return absl::UnimplementedError(
-        "write_into_file: the agent cannot stream into files yet (its rotating drain is still "
-        "to come); remove it to record into the buffers and take snapshots, or stream with "
-        "`ringside record`");
-  }
   if (cfg.has_trigger_config() &&
       cfg.trigger_config().trigger_mode() != config::TraceConfig::TriggerConfig::CLONE_SNAPSHOT &&
       cfg.trigger_config().trigger_mode() != config::TraceConfig::TriggerConfig::UNSPECIFIED) {
@@ -112,10 +107,30 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   }
 
+  if (config.write_into_file()) {
+    const std::string host = LocalHostname();
+    if (const RecoveredFiles r = RecoverPartialStreamFiles(config.output_dir(), host);
+        r.files > 0) {
+      s->log_.Notice(absl::StrCat("kept ", r.files, " streaming file(s) a killed agent left in ",
+                                  config.output_dir(), " unfinished (", r.bytes_cut,
+                                  " bytes of a packet cut short removed)"));
+    }
+    RotatingTraceFile::Options o;
+    o.dir = config.output_dir();
+    o.hostname = host;
+    o.max_file_bytes = config.max_file_size_bytes();
+    o.max_file_age = absl::Milliseconds(config.file_rotation_period_ms());
+    o.max_files = config.max_files();
+    o.max_total_bytes = config.max_total_bytes();
+    absl::StatusOr<std::unique_ptr<RotatingTraceFile>> stream = RotatingTraceFile::Open(o);
+    if (!stream.ok()) return stream.status();
+    s->stream_ = std::move(*stream);
+  }
   absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config, s.get());
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
-  const absl::Status started = s->session_->Start();
+  const absl::Status started =
+      s->stream_ != nullptr ? s->session_->StartIntoFiles(s->stream_.get()) : s->session_->Start();
   for (const std::string& w : s->session_->warnings()) s->log_.Warning(w);
   if (!started.ok()) return started;
   s->WarnOfIncidentTriggersNothingFires();
@@ -143,7 +158,8 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   s->log_.Notice(absl::StrCat(
       "ringside agent ", kVersion, " recording (",
       s->options_.config_path.empty() ? "embedded default config" : s->options_.config_path,
-      "); control socket ", config.control_socket(), "; snapshots into ", config.output_dir()));
+      "); control socket ", config.control_socket(), "; snapshots into ", config.output_dir(),
+      s->stream_ != nullptr ? absl::StrCat("; streaming into ", s->stream_->display_name()) : ""));
   // Every source attached and the socket answering: ready means ready.
   s->notifier_.Ready(s->HealthLine());
   return s;
@@ -226,7 +242,13 @@ int AgentService::Run() {
   stopping_ = true;
   // Queued snapshots written; then the session.
   snapshots_->Finish();
-  const absl::Status stopped = session_->Stop();
+  absl::Status stopped = session_->Stop();
+  if (stopped.ok() && stream_ != nullptr) {
+    // The last file: the buffers' rest and its trailer, renamed into place.
+    absl::StatusOr<TracingSession::Summary> last = session_->WriteTrace(stream_.get());
+    if (!last.ok()) stopped = last.status();
+  }
+  LogSessionNotices();
   const TracingSession::Progress p = session_->progress();
   const SnapshotWriter::Stats snaps = snapshots_->stats();
   log_.Notice(absl::StrCat(
@@ -476,7 +498,12 @@ void AgentService::Reload() {
   notifier_.Ready(HealthLine());
 }
 
+void AgentService::LogSessionNotices() {
+  for (const std::string& notice : session_->TakeNotices()) log_.Warning(notice);
+}
+
 void AgentService::HealthTick() {
+  LogSessionNotices();
   status_.Tick(session_->report(), absl::Now());
   notifier_.Status(HealthLine());
 }
@@ -492,7 +519,26 @@ control::StatusReply AgentService::BuildStatus() {
     absl::MutexLock lock(&mu_);
     suppressed = triggers_.counts().suppressed + joined_triggers_ + snaps.joined;
   }
-  return status_.Reply(session_->report(), absl::Now(), options_.config_path, snaps, suppressed);
+  const TracingSession::Report report = session_->report();
+  control::StatusReply reply =
+      status_.Reply(report, absl::Now(), options_.config_path, snaps, suppressed);
+  if (stream_ != nullptr) {
+    const RotatingTraceFile::Stats st = stream_->stats();
+    control::StreamingStatus* out = reply.mutable_streaming();
+    out->set_path(st.path);
+    out->set_bytes(st.bytes);
+    out->set_files_finished(st.files_finished);
+    out->set_bytes_finished(st.bytes_finished);
+    out->set_files_deleted(st.files_deleted);
+    out->set_bytes_deleted(st.bytes_deleted);
+    // Nothing else reads the buffers: what they overwrote, the drain missed.
+    uint64_t lost = 0;
+    for (const TracingSession::BufferReport& b : report.buffers) lost += b.stats.bytes_overwritten;
+    out->set_bytes_lost(lost);
+    out->set_write_errors(st.write_errors);
+    out->set_last_error(st.last_error);
+  }
+  return reply;
 }
 
 }  // namespace ringside::agent

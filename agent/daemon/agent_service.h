@@ -15,6 +15,7 @@
 #include "agent/daemon/snapshot_writer.h"
 #include "agent/daemon/systemd_notifier.h"
 #include "agent/daemon/trigger_policy.h"
+#include "agent/files/rotating_trace_file.h"
 #include "agent/session/tracing_session.h"
 #include "agent/sources/incident.h"
 #include "ringside/config/trace_config.pb.h"
@@ -96,6 +97,9 @@ class AgentService : public ControlHandler, public IncidentListener {
   void WarnOfIncidentTriggersNothingFires();
   // Measures events/s; refreshes the health line.
   void HealthTick();
+  // Logs what the session had to say (a full disk under the stream, and
+  // when it is writing again).
+  void LogSessionNotices();
   std::string HealthLine();
   void RequestStop();
   // Takes the snapshots whose trigger's stop_delay_ms has passed; returns
@@ -108,6 +112,9 @@ class AgentService : public ControlHandler, public IncidentListener {
   SystemdNotifier& notifier_;
   const absl::Time started_ = absl::Now();
   AgentStatus status_{started_};
+  // write_into_file: the files the session streams into. Declared before
+  // the session, which writes into it until it is destroyed.
+  std::unique_ptr<RotatingTraceFile> stream_;
   std::unique_ptr<TracingSession> session_;
   std::unique_ptr<SnapshotWriter> snapshots_;
   std::unique_ptr<ControlServer> control_;

@@ -3,22 +3,17 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "absl/strings/string_view.h"
+#include "agent/files/file_retention.h"
 
 namespace ringside::agent {
 
 // True for the name of a snapshot file the agent writes
 // (SnapshotFileName): "<hostname>-<yyyymmddThhmmssZ>-<reason>.pftrace".
-// Retention deletes only these: output_dir may hold other files.
+// Retention deletes only these: output_dir may hold other files, the
+// streaming drain's among them (IsStreamFileName), which never count.
 bool IsSnapshotFileName(absl::string_view name, absl::string_view hostname);
-
-struct PruneResult {
-  uint64_t files_deleted = 0;
-  uint64_t bytes_deleted = 0;
-  std::vector<std::string> errors;  // "path: why", for the log.
-};
 
 // Keeps at most `max_files` snapshots (0: any number) and `max_bytes` of
 // them (0: any size) in `dir`, deleting the oldest first (by the time in

@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "agent/daemon/snapshot_retention.h"
+#include "agent/files/file_retention.h"
 #include "agent/files/output_file.h"
 #include "agent/session/service_packets.h"
 
@@ -19,12 +21,6 @@ namespace {
 // How many finished snapshots Wait() can still find.
 constexpr size_t kRememberedResults = 16;
 constexpr size_t kMaxReasonInName = 48;
-
-std::string Hostname() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
 
 absl::Status EnsureDirectory(const std::string& dir) {
   struct stat st;
@@ -59,12 +55,13 @@ std::string SnapshotFileName(absl::string_view hostname, absl::Time when,
                     c == '.' || c == '_' || c == '-';
     safe.push_back(ok ? c : '_');
   }
-  // Never a hidden file, and never a name that is only dots.
-  if (safe.empty() || safe[0] == '.') safe = absl::StrCat("r", safe);
-  std::string host;
-  for (char c : hostname) host.push_back(c == '/' ? '_' : c);
-  return absl::StrCat(host, "-", absl::FormatTime("%Y%m%dT%H%M%SZ", when, absl::UTCTimeZone()), "-",
-                      safe, ".pftrace");
+  // Never a hidden file, never a name that is only dots, and never one only
+  // of digits: that is a streaming file's sequence number.
+  if (safe.empty() || safe[0] == '.' ||
+      std::all_of(safe.begin(), safe.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    safe = absl::StrCat("r", safe);
+  }
+  return absl::StrCat(AgentFileStem(hostname, when), "-", safe, ".pftrace");
 }
 
 SnapshotWriter::SnapshotWriter(TracingSession* session, std::string output_dir,
@@ -96,7 +93,7 @@ SnapshotWriter::Stats SnapshotWriter::stats() const {
 
 absl::StatusOr<std::string> SnapshotWriter::ChoosePathLocked(absl::string_view reason) {
   if (absl::Status s = EnsureDirectory(output_dir_); !s.ok()) return s;
-  const std::string name = SnapshotFileName(Hostname(), absl::Now(), reason);
+  const std::string name = SnapshotFileName(LocalHostname(), absl::Now(), reason);
   const std::string stem = name.substr(0, name.size() - std::string(".pftrace").size());
   // Two snapshots in one second for one reason: -2, -3, ...
   for (int n = 1; n < 1000; n++) {
@@ -224,7 +221,7 @@ void SnapshotWriter::Loop() {
       }
       const size_t slash = result.path.find_last_of('/');
       dir = result.path.substr(0, slash);
-      pruned = PruneSnapshots(dir, Hostname(), max_files, max_bytes, result.path);
+      pruned = PruneSnapshots(dir, LocalHostname(), max_files, max_bytes, result.path);
     }
     {
       absl::MutexLock lock(&mu_);

@@ -227,6 +227,28 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
   return out;
 }
 
+absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateNew(int dir_fd,
+                                                                  const std::string& name,
+                                                                  const std::string& display_name,
+                                                                  mode_t mode) {
+  const int fd =
+      openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) {
+    const std::string message = Errno(absl::StrCat("cannot create ", display_name), errno);
+    if (errno == EEXIST) return absl::AlreadyExistsError(message);
+    if (errno == ENOSPC || errno == EDQUOT) return absl::ResourceExhaustedError(message);
+    return absl::UnavailableError(message);
+  }
+  // The umask may have narrowed `mode`; it is the agent's own setting.
+  fchmod(fd, mode);
+  std::unique_ptr<OutputFile> out(new OutputFile());
+  out->mode_ = Mode::kStreaming;
+  out->display_name_ = display_name;
+  out->final_path_ = display_name;
+  out->fd_ = fd;
+  return out;
+}
+
 namespace {
 constexpr char kTempPrefix[] = ".ringside-";
 constexpr size_t kTempSuffixSize = 6;  // mkostemp's XXXXXX.

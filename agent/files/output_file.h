@@ -1,6 +1,8 @@
 #ifndef RINGSIDE_AGENT_FILES_OUTPUT_FILE_H_
 #define RINGSIDE_AGENT_FILES_OUTPUT_FILE_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -52,6 +54,12 @@ class OutputFile : public TraceSink {
   // of the finished trace (0: reserve nothing).
   static absl::StatusOr<std::unique_ptr<OutputFile>> Open(const std::string& path, Mode mode,
                                                           uint64_t reserve_bytes);
+  // A kStreaming file of the agent's own, `name` created new in the
+  // directory `dir_fd` (O_EXCL, never through a symlink) with `mode`.
+  // kAlreadyExists when the name is taken.
+  static absl::StatusOr<std::unique_ptr<OutputFile>> CreateNew(int dir_fd, const std::string& name,
+                                                               const std::string& display_name,
+                                                               mode_t mode);
   ~OutputFile() override;  // Removes the temporary file of an unfinished kWholeFile.
 
   // Appends `packets` (whole packets). On failure (a full disk) a regular

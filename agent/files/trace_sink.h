@@ -33,6 +33,21 @@ class TraceSink {
   virtual uint64_t bytes_written() const = 0;
 };
 
+// A stream cut into files one after another (the agent's rotating drain,
+// RotatingTraceFile). The session writes into the current file as into any
+// sink; when FileDue() says so it ends that file with its trailer (clock
+// snapshot, trace_stats), calls NextFile(), and begins the next one with a
+// preamble and every descriptor, so each file opens alone. Finish() ends
+// the last file.
+class RotatingSink : public TraceSink {
+ public:
+  // The current file is big or old enough to end.
+  virtual bool FileDue() const = 0;
+  // Finishes the current file (if one is open) and opens the next. On
+  // failure no file is open and Write() fails until a later call succeeds.
+  virtual absl::Status NextFile() = 0;
+};
+
 // A sink into memory, for traces that go somewhere else than a file (and
 // for tests).
 class StringSink : public TraceSink {

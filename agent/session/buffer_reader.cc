@@ -21,30 +21,9 @@ absl::Status BufferPacketReader::WriteInto(const std::vector<buffer::TraceBuffer
     buffer::PacketSequenceProperties props;
     uint32_t loss = 0;
     while (b->ReadNextTracePacket(&packet, &props, &loss)) {
-      const bool durable = props.producer_id_trusted == buffer::TraceBuffer::kDurableProducerId;
-      const uint32_t key = uint32_t{props.producer_id_trusted} << 16 | props.writer_id;
-      if (durable) sequence_ids_.try_emplace(key, kDescriptorSequenceId);
-      // Ids of data sequences count from kFirstDataSequenceId, the durable
-      // one's entry (if any) taking a place in the count.
-      auto [it, inserted] = sequence_ids_.try_emplace(
-          key, static_cast<uint32_t>(sequence_ids_.size()) + kFirstDataSequenceId);
       scratch_.clear();
       packet.AppendTo(&scratch_);
-      if (!durable) {
-        AppendVarIntField(TracePacket::kTrustedUidFieldNumber,
-                          static_cast<uint32_t>(props.client_identity_trusted.uid), &scratch_);
-      }
-      AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, it->second, &scratch_);
-      if (props.client_identity_trusted.pid > 0) {
-        AppendVarIntField(TracePacket::kTrustedPidFieldNumber,
-                          static_cast<uint32_t>(props.client_identity_trusted.pid), &scratch_);
-      }
-      if (loss != 0) {
-        AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &scratch_);
-      }
-      events_ += CountEventsInPacket(scratch_);
-      AppendFramedPacket(scratch_, out);
-      packets_++;
+      FramePacket(props, loss, out);
       if (sink != nullptr && out->size() >= batch_bytes) {
         if (absl::Status st = sink->Write(*out); !st.ok()) return st;
         out->clear();
@@ -52,6 +31,42 @@ absl::Status BufferPacketReader::WriteInto(const std::vector<buffer::TraceBuffer
     }
   }
   return absl::OkStatus();
+}
+
+void BufferPacketReader::ReadAllDescriptors(buffer::DurableStore* store, std::string* out) {
+  const buffer::PacketSequenceProperties props{buffer::TraceBuffer::kDurableProducerId, {}, 0};
+  store->ForEach(
+      [&](buffer::DurableStore::Kind, uint64_t, std::string_view packet) {
+        scratch_.assign(packet.data(), packet.size());
+        FramePacket(props, 0, out);
+      },
+      /*changed_only=*/false, /*mark_read=*/true);
+}
+
+void BufferPacketReader::FramePacket(const buffer::PacketSequenceProperties& props, uint32_t loss,
+                                     std::string* out) {
+  const bool durable = props.producer_id_trusted == buffer::TraceBuffer::kDurableProducerId;
+  const uint32_t key = uint32_t{props.producer_id_trusted} << 16 | props.writer_id;
+  if (durable) sequence_ids_.try_emplace(key, kDescriptorSequenceId);
+  // Ids of data sequences count from kFirstDataSequenceId, the durable
+  // one's entry (if any) taking a place in the count.
+  auto [it, inserted] = sequence_ids_.try_emplace(
+      key, static_cast<uint32_t>(sequence_ids_.size()) + kFirstDataSequenceId);
+  if (!durable) {
+    AppendVarIntField(TracePacket::kTrustedUidFieldNumber,
+                      static_cast<uint32_t>(props.client_identity_trusted.uid), &scratch_);
+  }
+  AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, it->second, &scratch_);
+  if (props.client_identity_trusted.pid > 0) {
+    AppendVarIntField(TracePacket::kTrustedPidFieldNumber,
+                      static_cast<uint32_t>(props.client_identity_trusted.pid), &scratch_);
+  }
+  if (loss != 0) {
+    AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &scratch_);
+  }
+  events_ += CountEventsInPacket(scratch_);
+  AppendFramedPacket(scratch_, out);
+  packets_++;
 }
 
 }  // namespace ringside::agent

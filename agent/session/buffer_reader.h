@@ -36,11 +36,21 @@ class BufferPacketReader {
   absl::Status WriteInto(const std::vector<buffer::TraceBuffer*>& buffers, std::string* out,
                          TraceSink* sink, size_t batch_bytes);
 
+  // Appends every descriptor of `store` (the durable store beside one of
+  // the buffers) as that buffer's read pass would, and marks them read: the
+  // start of a new file of a stream, which must name every task before its
+  // first event.
+  void ReadAllDescriptors(buffer::DurableStore* store, std::string* out);
+
   uint64_t packets() const { return packets_; }
   // Kernel events in the packets read (CountEventsInPacket).
   uint64_t events() const { return events_; }
 
  private:
+  // Adds the trusted fields of the packet in scratch_ and frames it into
+  // *out.
+  void FramePacket(const buffer::PacketSequenceProperties& props, uint32_t loss, std::string* out);
+
   std::map<uint32_t, uint32_t> sequence_ids_;  // By producer << 16 | writer.
   uint64_t packets_ = 0;
   uint64_t events_ = 0;

@@ -126,6 +126,12 @@ class TracingSession {
   // `stream` (which must outlive the session) gets the preamble now and the
   // buffers every file_write_period_ms.
   absl::Status Start(TraceSink* stream = nullptr);
+  // The same, streaming into files one after another (the agent's rotating
+  // drain): when `files` says a file is due, the current one is ended with
+  // a clock snapshot and trace_stats and the next begun with the preamble
+  // and every descriptor of the durable store, so each opens alone; the
+  // config's max_file_size_bytes is then the sink's to apply, not a stop.
+  absl::Status StartIntoFiles(RotatingSink* files);
   // A flush that never waits for a writer: what writers hold in chunks still
   // open is copied into the buffers as scraped chunks, with every committed
   // chunk. Then the durable store may compact what ended before it.
@@ -189,7 +195,20 @@ class TracingSession {
   // meanwhile: they keep the newest data, their overwrites counted.
   void WriteIntoFile();
   absl::Status WriteToStream(const std::string& bytes);
-  void AppendPreamble(std::string* out);
+  // Rotation (rotating_ only): the trailer of the current file; then the
+  // next file and its preamble (queued in stream_pending_), false while no
+  // file can be opened (retried each period).
+  void EndStreamFile();
+  bool BeginStreamFile();
+  // Writes whole packets into the stream; a rotating stream's file is ended
+  // at max_file_size_bytes, between two packets, and the rest goes into
+  // the next. False when a write failed (said once): the rest is then in
+  // stream_pending_, as it is when no next file could be opened
+  // (stream_needs_file_).
+  bool StreamOut(std::string data);
+  // `fresh_scan`: without the durable store, a /proc scan of now rather
+  // than the one of the session's start (a later file of a stream).
+  void AppendPreamble(std::string* out, bool fresh_scan = false);
   std::vector<SourceStats> CollectSourceStats() const;
   std::vector<SourceReport> CollectSourceReports() const;
   std::vector<buffer::TraceBuffer*> BuffersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -198,6 +217,13 @@ class TracingSession {
   config::TraceConfig config_;
   std::atomic<State> state_{State::kConfigured};
   TraceSink* stream_ = nullptr;
+  RotatingSink* rotating_ = nullptr;  // stream_, when it is cut into files.
+  // Owner thread: the current file was ended and no next one is open yet;
+  // opening it failed (said once, until it works again).
+  bool stream_needs_file_ = false;
+  bool stream_file_failed_ = false;
+  // A write failed; stream_pending_ holds what it could not write.
+  bool stream_write_failed_ = false;
   // Descriptor tracking for the durable store beside buffers_[0] (null:
   // off). Declared before the sources, which report to it, so it outlives
   // them.

@@ -1,0 +1,104 @@
+#include "agent/files/file_retention.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace ringside::agent {
+namespace {
+
+constexpr size_t kTimeLength = 16;  // yyyymmddThhmmssZ
+
+std::string SafeHost(absl::string_view hostname) {
+  std::string host;
+  for (char c : hostname) host.push_back(c == '/' ? '_' : c);
+  return host;
+}
+
+struct File {
+  std::string name;
+  std::string path;
+  uint64_t bytes = 0;
+};
+
+}  // namespace
+
+std::string LocalHostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+std::string AgentFileStem(absl::string_view hostname, absl::Time when) {
+  return absl::StrCat(SafeHost(hostname), "-",
+                      absl::FormatTime("%Y%m%dT%H%M%SZ", when, absl::UTCTimeZone()));
+}
+
+std::optional<absl::string_view> AgentFileRest(absl::string_view name, absl::string_view hostname) {
+  if (!absl::ConsumePrefix(&name, SafeHost(hostname)) || !absl::ConsumePrefix(&name, "-")) {
+    return std::nullopt;
+  }
+  if (!absl::ConsumeSuffix(&name, ".pftrace")) return std::nullopt;
+  if (name.size() < kTimeLength + 2 || name[kTimeLength] != '-') return std::nullopt;
+  for (size_t i = 0; i < kTimeLength; i++) {
+    const char c = name[i];
+    const bool ok = i == 8 ? c == 'T' : i == 15 ? c == 'Z' : absl::ascii_isdigit(c);
+    if (!ok) return std::nullopt;
+  }
+  return name.substr(kTimeLength + 1);
+}
+
+PruneResult PruneOldestFiles(const std::string& dir,
+                             const std::function<bool(absl::string_view name)>& is_ours,
+                             uint32_t max_files, uint64_t max_bytes, const std::string& keep,
+                             std::optional<FileJoining> joining) {
+  PruneResult result;
+  if (max_files == 0 && max_bytes == 0) return result;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    result.errors.push_back(absl::StrCat(dir, ": ", std::strerror(errno)));
+    return result;
+  }
+  std::vector<File> files;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (!is_ours(name)) continue;
+    const std::string path = absl::StrCat(dir, "/", name);
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    files.push_back({name, path, static_cast<uint64_t>(st.st_size)});
+  }
+  closedir(d);
+  std::sort(files.begin(), files.end(),
+            [](const File& a, const File& b) { return a.name < b.name; });
+  uint64_t count = files.size(), bytes = 0;
+  for (const File& f : files) bytes += f.bytes;
+  if (joining.has_value()) {
+    count++;
+    bytes += joining->bytes;
+  }
+  for (const File& f : files) {
+    const bool over = (max_files > 0 && count > max_files) || (max_bytes > 0 && bytes > max_bytes);
+    if (!over) break;
+    if (f.path == keep) continue;
+    if (unlink(f.path.c_str()) != 0) {
+      result.errors.push_back(absl::StrCat(f.path, ": ", std::strerror(errno)));
+      continue;
+    }
+    count--;
+    bytes -= f.bytes;
+    result.files_deleted++;
+    result.bytes_deleted += f.bytes;
+  }
+  return result;
+}
+
+}  // namespace ringside::agent

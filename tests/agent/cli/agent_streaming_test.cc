@@ -1,0 +1,206 @@
+// `ringside agent` with write_into_file on the real kernel: rotating,
+// self-contained files under a scheduling storm, with retention, and
+// snapshots taken from the same buffers meanwhile.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "agent/files/file_retention.h"
+#include "agent/files/rotating_trace_file.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/agent_process.h"
+#include "tests/agent/testing/control_peer.h"
+#include "tests/agent/testing/dir_entries.h"
+#include "tests/agent/testing/ringside_cli.h"
+#include "tests/testing/workloads.h"
+
+namespace ringside::agent::testing {
+namespace {
+
+constexpr char kStreamingConfig[] = R"pb(
+  buffers { size_kb: 8192 }
+  data_sources {
+    config {
+      name: "linux.bpf"
+      bpf_config { ring_size_kb: 1024 }
+    }
+  }
+  durable_buffer_size_kb: 1024
+  write_into_file: true
+  file_write_period_ms: 250
+  max_file_size_bytes: 1048576
+  max_files: 5
+)pb";
+
+void WriteFile(const std::string& path, const std::string& text) {
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs(text.c_str(), f);
+  fclose(f);
+}
+
+// The packets of a trace file that carry kernel events (ftrace bundles),
+// without the fields the reader adds per file, to compare across files.
+std::vector<std::string> EventPackets(const trace::Trace& t) {
+  std::vector<std::string> out;
+  for (trace::TracePacket p : t.packet()) {
+    if (!p.has_ftrace_events()) continue;
+    p.clear_trusted_packet_sequence_id();
+    p.clear_previous_packet_dropped();
+    out.push_back(p.SerializeAsString());
+  }
+  return out;
+}
+
+class AgentStreamingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "ringside agent's kernel sources need root";
+    config_ = dir_.Join("agent.pbtxt");
+    WriteFile(config_, kStreamingConfig);
+    mkdir(dir_.Join("run").c_str(), 0755);
+    mkdir(out_.c_str(), 0750);
+  }
+  std::vector<std::string> Args() const {
+    return {"-c",        config_,          "--socket",     socket(),
+            "--run-dir", dir_.Join("run"), "--output-dir", out_};
+  }
+  std::string socket() const { return dir_.Join("control.sock"); }
+  std::unique_ptr<AgentProcess> StartReady() {
+    auto agent = std::make_unique<AgentProcess>(Args(), dir_.Join("agent.log"), notify_.path());
+    EXPECT_FALSE(notify_.ReceiveUntil("READY=1", absl::Seconds(60)).empty())
+        << "no READY=1; the agent said:\n"
+        << agent->Log();
+    return agent;
+  }
+
+  ScratchDir dir_;
+  std::string out_ = dir_.Join("out");
+  FakeNotifySocket notify_{dir_.Join("notify.sock")};
+  std::string config_;
+};
+
+TEST_F(AgentStreamingTest, AStormMakesAtMostMaxFilesWholeSelfContainedFilesWithoutDuplicates) {
+  std::unique_ptr<AgentProcess> agent = StartReady();
+  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(4);
+  // Halfway, a snapshot from the same buffers: it holds the ring's window,
+  // not just what the drain has not read yet.
+  absl::SleepFor(absl::Seconds(15));
+  int code = -1;
+  const std::string snapshot =
+      RunRingsideCapture({"snapshot", "--wait", "--socket", socket()}, &code);
+  EXPECT_EQ(code, 0);
+  absl::SleepFor(absl::Seconds(15));
+  const std::string status_json =
+      RunRingsideCapture({"status", "--json", "--socket", socket()}, &code);
+  ringside::testing::StopProcesses(storm);
+  ASSERT_EQ(code, 0);
+  const nlohmann::json status = nlohmann::json::parse(status_json);
+
+  // While it runs: at most max_files whole files and the one being written.
+  std::vector<std::string> finished, partial;
+  const std::string host = LocalHostname();
+  for (const std::string& name : ListDir(out_)) {
+    if (IsStreamFileName(name, host)) finished.push_back(name);
+    if (absl::EndsWith(name, ".pftrace.partial")) partial.push_back(name);
+  }
+  EXPECT_LE(finished.size(), 5u);
+  EXPECT_LE(partial.size(), 1u);  // None between a rename and the next file.
+  EXPECT_GE(status["streaming"]["files_finished"].get<uint64_t>(), 6u) << status_json;
+  // Retention deleted the rest (the count races the listing, so no equality).
+  EXPECT_GT(status["streaming"]["files_deleted"].get<uint64_t>(), 0u);
+  EXPECT_EQ(status["streaming"]["write_errors"].get<uint64_t>(), 0u);
+
+  // Stopped: the last file is finished under its final name too, and the
+  // files left are read at rest (retention deletes while it runs).
+  ASSERT_EQ(RunRingside({"stop", "--wait", "--socket", socket()}), 0);
+  ASSERT_TRUE(agent->WaitExit(absl::Seconds(30)).has_value());
+  finished.clear();
+  for (const std::string& name : ListDir(out_)) {
+    EXPECT_FALSE(absl::EndsWith(name, ".partial")) << name;
+    if (IsStreamFileName(name, host)) finished.push_back(name);
+  }
+  EXPECT_EQ(finished.size(), 5u);
+
+  std::set<std::string> seen;
+  int64_t first_file_start = INT64_MAX;
+  uint64_t dropped_marks = 0;
+  std::sort(finished.begin(), finished.end());
+  for (const std::string& name : finished) {
+    const std::string path = absl::StrCat(out_, "/", name);
+    const std::string json = RunRingsideCapture({"inspect", "--json", path}, &code);
+    ASSERT_EQ(code, 0) << path << " does not open whole";
+    const nlohmann::json j = nlohmann::json::parse(json);
+    EXPECT_EQ(j["sched_pids"]["unresolved"].get<int>(), 0) << path;
+    EXPECT_GT(j["sched_pids"]["seen"].get<int>(), 0) << path;
+    EXPECT_EQ(j["packets_by_type"].value("trace_stats", 0), 1) << path;
+    EXPECT_EQ(j["packets_by_type"].value("system_info", 0), 1) << path;
+    EXPECT_LT(j["bytes"].get<uint64_t>(), uint64_t{1} << 21) << path;  // About max_file_size_bytes.
+    for (const auto& seq : j["sequences"])
+      dropped_marks += seq["previous_packet_dropped"].get<int>();
+    first_file_start = std::min(first_file_start, j["time_range"]["first_ns"].get<int64_t>());
+    // No packet in two files.
+    for (const std::string& p : EventPackets(ReadTraceFile(path))) {
+      EXPECT_TRUE(seen.insert(p).second) << "a packet of " << name << " is in an earlier file";
+    }
+  }
+  // Losses, if the drain fell behind, are flagged where they happened.
+  if (status["streaming"]["bytes_lost"].get<uint64_t>() > 0) {
+    EXPECT_GT(dropped_marks, 0u);
+  }
+
+  // The snapshot taken meanwhile opens whole and names every pid.
+  const std::string snap_json =
+      RunRingsideCapture({"inspect", "--json", snapshot.substr(0, snapshot.find('\n'))}, &code);
+  ASSERT_EQ(code, 0) << snapshot;
+  const nlohmann::json sj = nlohmann::json::parse(snap_json);
+  EXPECT_EQ(sj["sched_pids"]["unresolved"].get<int>(), 0);
+  // It spans far more than one drain period (250 ms): what the drain had
+  // read was still in it.
+  EXPECT_GT(sj["time_range"]["duration_ns"].get<int64_t>(), 2'000'000'000) << snap_json;
+}
+
+TEST_F(AgentStreamingTest, AKilledAgentsPartialFileIsKeptWholeByTheNextAgent) {
+  {
+    std::unique_ptr<AgentProcess> agent = StartReady();
+    absl::SleepFor(absl::Seconds(2));
+    ASSERT_TRUE(agent->Signal(SIGKILL));
+    ASSERT_TRUE(agent->WaitExit(absl::Seconds(10)).has_value());
+  }
+  std::vector<std::string> partial;
+  for (const std::string& name : ListDir(out_)) {
+    if (absl::EndsWith(name, ".partial")) partial.push_back(name);
+  }
+  ASSERT_EQ(partial.size(), 1u);
+  // A write the kill cut short: half a packet at the end.
+  {
+    FILE* f = fopen(absl::StrCat(out_, "/", partial[0]).c_str(), "a");
+    ASSERT_NE(f, nullptr);
+    fwrite("\x0a\x80\x01xyz", 1, 6, f);
+    fclose(f);
+  }
+  std::unique_ptr<AgentProcess> agent = StartReady();
+  const std::string kept = partial[0].substr(0, partial[0].size() - 8);
+  struct stat st;
+  ASSERT_EQ(stat(absl::StrCat(out_, "/", kept).c_str(), &st), 0) << agent->Log();
+  int code = -1;
+  RunRingsideCapture({"inspect", absl::StrCat(out_, "/", kept)}, &code);
+  EXPECT_EQ(code, 0) << "the recovered file does not open whole";
+  EXPECT_TRUE(absl::StrContains(agent->Log(), "kept 1 streaming file")) << agent->Log();
+  ASSERT_EQ(RunRingside({"stop", "--wait", "--socket", socket()}), 0);
+}
+
+}  // namespace
+}  // namespace ringside::agent::testing
