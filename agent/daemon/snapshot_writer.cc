@@ -237,6 +237,7 @@ void SnapshotWriter::Loop() {
         stats_.last_reason = result.reason;
       } else {
         stats_.failed++;
+        stats_.last_error = std::string(result.status.message());
       }
       done_.push_back(result);
       if (done_.size() > kRememberedResults) done_.pop_front();

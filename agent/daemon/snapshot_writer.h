@@ -57,6 +57,8 @@ class SnapshotWriter {
     uint64_t deleted_bytes = 0;
     std::string last_path;
     std::string last_reason;
+    // Why the last failed snapshot failed; empty while none has.
+    std::string last_error;
   };
 
   // `session` outlives the writer. `on_done` is called on the writer's
