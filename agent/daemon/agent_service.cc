@@ -122,13 +122,15 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
 
   AgentService* self = s.get();
   s->snapshots_ = std::make_unique<SnapshotWriter>(
-      s->session_.get(), config.output_dir(), [self](const SnapshotWriter::Result& r) {
+      s->session_.get(), config.output_dir(),
+      [self](const SnapshotWriter::Result& r) {
         if (r.status.ok()) {
           self->log_.Notice(absl::StrCat("snapshot written: ", r.path, " (", r.reason, ")"));
         } else {
           self->log_.Error(absl::StrCat("snapshot ", r.path, " failed: ", r.status.message()));
         }
-      });
+      },
+      &s->tally_);
 
   s->snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
   control_options.replace_stale_socket = s->options_.replace_stale_socket;
@@ -218,8 +220,8 @@ int AgentService::Run() {
     absl::MutexLock lock(&mu_);
     // An incident read from here on would wait for a snapshot never taken.
     triggers_closed_ = true;
-    std::multimap<absl::Time, SnapshotTrigger> now_due;
-    for (auto& [when, trigger] : delayed_) now_due.emplace(absl::InfinitePast(), trigger);
+    std::multimap<absl::Time, DelayedTrigger> now_due;
+    for (auto& [when, delayed] : delayed_) now_due.emplace(absl::InfinitePast(), delayed);
     delayed_.swap(now_due);
   }
   TakeDueSnapshots();
@@ -270,7 +272,7 @@ void AgentService::Wake() {
 }
 
 absl::Time AgentService::TakeDueSnapshots() {
-  std::vector<SnapshotTrigger> due;
+  std::vector<DelayedTrigger> due;
   absl::Time next = absl::InfiniteFuture();
   {
     absl::MutexLock lock(&mu_);
@@ -281,8 +283,10 @@ absl::Time AgentService::TakeDueSnapshots() {
     }
     if (!delayed_.empty()) next = delayed_.begin()->first;
   }
-  for (const SnapshotTrigger& t : due) {
-    if (absl::StatusOr<std::string> p = TakeSnapshot(t.name, "trigger " + t.name, t); !p.ok()) {
+  for (const DelayedTrigger& d : due) {
+    const SnapshotTrigger& t = d.trigger;
+    if (absl::StatusOr<std::string> p = TakeSnapshot(t.name, "trigger " + t.name, t, d.joined);
+        !p.ok()) {
       log_.Error(absl::StrCat("snapshot (trigger ", t.name, "): ", p.status().message()));
     }
   }
@@ -321,9 +325,14 @@ AgentService::TriggerOutcome AgentService::FireLocked(const std::string& name,
   // Already fired and waiting for its stop_delay_ms: this one coalesces
   // into that snapshot (so the pending ones are at most one per trigger),
   // and counts as suppressed: it gets no snapshot of its own.
-  for (const auto& [when, pending] : delayed_) {
-    if (pending.name != name) continue;
+  for (auto& [when, pending] : delayed_) {
+    if (pending.trigger.name != name) continue;
     joined_triggers_++;
+    tally_.Count(name, TriggerTally::Outcome::kJoined);
+    // The trigger itself and the list count toward the file's limit.
+    if (pending.joined.size() + 1 < kMaxTriggersListedPerSnapshot) {
+      pending.joined.push_back(trigger);
+    }
     log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
                     absl::StrCat("trigger ", name, " from ", who,
                                  " joins the snapshot it already has pending"));
@@ -332,6 +341,7 @@ AgentService::TriggerOutcome AgentService::FireLocked(const std::string& name,
   const TriggerPolicy::Verdict verdict = triggers_.Offer(name, absl::Now());
   if (verdict == TriggerPolicy::Verdict::kUnknown) return {TriggerOutcome::kUnknown, verdict};
   if (verdict != TriggerPolicy::Verdict::kFire) {
+    tally_.Count(name, TriggerTally::Outcome::kSuppressed);
     log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
                     absl::StrCat("trigger ", name, " from ", who, " suppressed (",
                                  TriggerPolicy::VerdictName(verdict), ")"));
@@ -340,7 +350,7 @@ AgentService::TriggerOutcome AgentService::FireLocked(const std::string& name,
   const absl::Duration delay = triggers_.Find(name)->stop_delay;
   log_.Info(absl::StrCat("trigger ", name, " from ", who, ": a snapshot in ",
                          absl::FormatDuration(delay)));
-  delayed_.emplace(absl::Now() + delay, trigger);
+  delayed_.emplace(absl::Now() + delay, DelayedTrigger{trigger, {}});
   Wake();
   return {TriggerOutcome::kQueued, verdict};
 }
@@ -410,9 +420,10 @@ control::Reply AgentService::Snapshot(const control::SnapshotRequest& request, c
 
 absl::StatusOr<std::string> AgentService::TakeSnapshot(const std::string& reason,
                                                        const std::string& by,
-                                                       const SnapshotTrigger& trigger) {
+                                                       const SnapshotTrigger& trigger,
+                                                       const std::vector<SnapshotTrigger>& joined) {
   if (stopping_) return absl::FailedPreconditionError("the agent is stopping");
-  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger);
+  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger, joined);
   if (path.ok()) log_.Info(absl::StrCat("snapshot asked by ", by, " (", reason, "): ", *path));
   return path;
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/daemon/snapshot_retention.h"
 #include "agent/files/output_file.h"
+#include "agent/files/stats_merging_sink.h"
 #include "agent/session/service_packets.h"
 
 namespace ringside::agent {
@@ -68,9 +69,10 @@ std::string SnapshotFileName(absl::string_view hostname, absl::Time when,
 }
 
 SnapshotWriter::SnapshotWriter(TracingSession* session, std::string output_dir,
-                               std::function<void(const Result&)> on_done)
+                               std::function<void(const Result&)> on_done, TriggerTally* tally)
     : session_(session),
       on_done_(std::move(on_done)),
+      tally_(tally),
       reserve_bytes_(TracingSession::MaxTraceBytes(session->config())),
       output_dir_(std::move(output_dir)) {
   thread_ = std::thread([this] { Loop(); });
@@ -116,8 +118,20 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason) {
                                       static_cast<int32_t>(geteuid()), BoottimeNowNs()});
 }
 
+void SnapshotWriter::ListTriggers(const SnapshotTrigger& trigger,
+                                  const std::vector<SnapshotTrigger>& joined, Pending* pending) {
+  if (pending->triggers.size() < kMaxTriggersListedPerSnapshot) {
+    pending->triggers.push_back(trigger);
+  }
+  for (const SnapshotTrigger& t : joined) {
+    if (pending->triggers.size() >= kMaxTriggersListedPerSnapshot) break;
+    pending->triggers.push_back(t);
+  }
+}
+
 absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
-                                                 const SnapshotTrigger& trigger) {
+                                                 const SnapshotTrigger& trigger,
+                                                 const std::vector<SnapshotTrigger>& joined) {
   absl::MutexLock lock(&mu_);
   // Another thread's clone in progress (the control thread and the main
   // thread both take snapshots) is waited for and joined like a queued
@@ -129,6 +143,8 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   // holds what the trigger is about: join it.
   if (!queue_.empty() && queue_.back().snapshot->cloned_at_ns() >= trigger.boottime_ns) {
     stats_.joined++;
+    if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kJoined);
+    ListTriggers(trigger, joined, &queue_.back());
     return queue_.back().path;
   }
   cloning_ = true;
@@ -144,7 +160,9 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   // no more than one clone ever waits.
   if (!queue_.empty()) {
     stats_.joined++;
+    if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kJoined);
     queue_.back().snapshot = std::move(*snap);
+    ListTriggers(trigger, joined, &queue_.back());
     return queue_.back().path;
   }
   absl::StatusOr<std::string> path = ChoosePathLocked(reason);
@@ -152,7 +170,9 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   // A name can come back after a failed write left no file: Wait() on it
   // must see this snapshot's outcome, not that one's.
   std::erase_if(done_, [&](const Result& r) { return r.path == *path; });
-  queue_.push_back({*path, std::string(reason), std::move(*snap)});
+  if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kFired);
+  queue_.push_back({*path, std::string(reason), std::move(*snap), {}});
+  ListTriggers(trigger, joined, &queue_.back());
   return *path;
 }
 
@@ -185,6 +205,27 @@ void SnapshotWriter::Finish() {
   if (thread_.joinable()) thread_.join();
 }
 
+trace::TraceStats SnapshotWriter::ExtraStats(const std::vector<SnapshotTrigger>& triggers) const {
+  trace::TraceStats stats;
+  if (tally_ != nullptr) {
+    for (const TriggerTally::Counts& c : tally_->counts()) {
+      trace::TraceStats::TriggerCount* out = stats.add_ringside_triggers();
+      out->set_name(c.name);
+      out->set_fired(c.fired);
+      out->set_joined(c.joined);
+      out->set_suppressed(c.suppressed);
+    }
+  }
+  for (const SnapshotTrigger& t : triggers) {
+    trace::TraceStats::SnapshotTrigger* out = stats.add_ringside_snapshot_triggers();
+    out->set_trigger_name(t.name);
+    out->set_producer_name(t.producer_name);
+    out->set_trusted_producer_uid(t.uid);
+    out->set_timestamp(static_cast<uint64_t>(t.boottime_ns));
+  }
+  return stats;
+}
+
 void SnapshotWriter::Loop() {
   for (;;) {
     Pending next;
@@ -206,7 +247,8 @@ void SnapshotWriter::Loop() {
     if (!file.ok()) {
       result.status = file.status();
     } else {
-      result.status = next.snapshot->WriteTo(file->get());
+      StatsMergingSink sink(file->get(), ExtraStats(next.triggers));
+      result.status = next.snapshot->WriteTo(&sink);
     }
     // Its memory goes before the next clone comes, back to the system (the
     // pieces below the mmap threshold too).

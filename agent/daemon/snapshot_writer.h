@@ -7,13 +7,16 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/daemon/trigger_tally.h"
 #include "agent/session/tracing_session.h"
+#include "ringside/trace/trace_stats.pb.h"
 
 namespace ringside::agent {
 
@@ -28,6 +31,10 @@ std::string SnapshotFileName(absl::string_view hostname, absl::Time when, absl::
 // exists and is not a directory; others naming the path and errno.
 absl::Status PrepareOutputDir(const std::string& dir);
 
+// A snapshot file lists at most this many of the triggers it answers (the
+// one that made it and those that joined it); the rest are only counted.
+inline constexpr size_t kMaxTriggersListedPerSnapshot = 256;
+
 // Writes CLONE_SNAPSHOTs of a running session into a directory: the clone is
 // taken at once, on the caller's thread; the file is written on the
 // writer's own thread, into a temporary file renamed into place when whole
@@ -40,6 +47,10 @@ absl::Status PrepareOutputDir(const std::string& dir);
 // requests cannot hold a buffer's worth of memory each, and every trigger's
 // moment is in some file. One clone is taken at a time; a second caller
 // waits for it and joins it.
+//
+// Each file's trace_stats also carry, besides the session's figures, the
+// triggers the file answers (every one that joined it) and the tally of
+// all requests so far (ringside_snapshot_triggers, ringside_triggers).
 //
 // Thread-safe.
 class SnapshotWriter {
@@ -62,9 +73,11 @@ class SnapshotWriter {
   };
 
   // `session` outlives the writer. `on_done` is called on the writer's
-  // thread after each file is written or has failed.
+  // thread after each file is written or has failed. `tally`, if not null,
+  // outlives the writer: Take() counts each request there as fired or
+  // joined, and every file carries it as of its write.
   SnapshotWriter(TracingSession* session, std::string output_dir,
-                 std::function<void(const Result&)> on_done);
+                 std::function<void(const Result&)> on_done, TriggerTally* tally = nullptr);
   // Finish()es.
   ~SnapshotWriter();
   SnapshotWriter(const SnapshotWriter&) = delete;
@@ -75,7 +88,10 @@ class SnapshotWriter {
   // session cannot be cloned; the output directory's problems (it cannot be
   // created, is not a directory) naming it.
   // `reason` names the file; `trigger` goes into it (clone_snapshot_trigger).
-  absl::StatusOr<std::string> Take(absl::string_view reason, const SnapshotTrigger& trigger);
+  // `joined`: triggers that already joined this one before it was taken
+  // (counted by the caller); the file lists them after `trigger`.
+  absl::StatusOr<std::string> Take(absl::string_view reason, const SnapshotTrigger& trigger,
+                                   const std::vector<SnapshotTrigger>& joined = {});
   // The same for a trigger the agent fired itself: named `reason`, by
   // "ringside agent", with the agent's uid, now.
   absl::StatusOr<std::string> Take(absl::string_view reason);
@@ -99,13 +115,23 @@ class SnapshotWriter {
     std::string path;
     std::string reason;
     std::unique_ptr<SessionSnapshot> snapshot;
+    // Every trigger it answers, in the order they came; at most
+    // kMaxTriggersListedPerSnapshot.
+    std::vector<SnapshotTrigger> triggers;
   };
+  // Appends to `pending`'s triggers up to the limit.
+  static void ListTriggers(const SnapshotTrigger& trigger,
+                           const std::vector<SnapshotTrigger>& joined, Pending* pending);
   void Loop();
+  // What the file of a snapshot answering `triggers` adds to its
+  // trace_stats: the triggers and the tally as of now.
+  trace::TraceStats ExtraStats(const std::vector<SnapshotTrigger>& triggers) const;
   absl::StatusOr<std::string> ChoosePathLocked(absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   TracingSession* const session_;
   const std::function<void(const Result&)> on_done_;
+  TriggerTally* const tally_;
   const uint64_t reserve_bytes_;
 
   mutable absl::Mutex mu_;

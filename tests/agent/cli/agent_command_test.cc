@@ -515,6 +515,35 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
   // The one that joined and the one the cooldown held back.
   EXPECT_EQ(st->status().snapshots().suppressed(), 2u);
   EXPECT_EQ(st->status().snapshots().last_reason(), "deploy");
+  // The deploy file names both requests it answers; the next snapshot's
+  // stats count the one held back too.
+  auto stats_of = [](const std::string& path) {
+    trace::TraceStats stats;
+    const trace::Trace t = ReadTraceFile(path);
+    for (const trace::TracePacket& p : t.packet()) {
+      if (p.has_trace_stats()) stats = p.trace_stats();
+    }
+    return stats;
+  };
+  const trace::TraceStats deploy_stats = stats_of(dir_.Join("snaps/" + *files.begin()));
+  ASSERT_EQ(deploy_stats.ringside_snapshot_triggers_size(), 2);
+  for (const auto& t : deploy_stats.ringside_snapshot_triggers()) {
+    EXPECT_EQ(t.trigger_name(), "deploy");
+    EXPECT_EQ(t.producer_name(), "ringside trigger");
+  }
+  absl::StatusOr<control::Reply> next = Ask(socket(), SnapshotRequest("after", true));
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_TRUE(next->has_snapshot()) << next->error();
+  const trace::TraceStats next_stats = stats_of(next->snapshot().path());
+  ASSERT_EQ(next_stats.ringside_triggers_size(), 2);
+  EXPECT_EQ(next_stats.ringside_triggers(0).name(), "deploy");
+  EXPECT_EQ(next_stats.ringside_triggers(0).fired(), 1u);
+  EXPECT_EQ(next_stats.ringside_triggers(0).joined(), 1u);
+  EXPECT_EQ(next_stats.ringside_triggers(0).suppressed(), 1u);
+  EXPECT_EQ(next_stats.ringside_triggers(1).name(), "after");
+  EXPECT_EQ(next_stats.ringside_triggers(1).fired(), 1u);
+  ASSERT_EQ(next_stats.ringside_snapshot_triggers_size(), 1);
+  EXPECT_EQ(next_stats.ringside_snapshot_triggers(0).trigger_name(), "after");
 }
 
 TEST_F(AgentCommandTest, RetentionKeepsTheNewestSnapshotsAndWhatIsNotOurs) {
@@ -633,6 +662,18 @@ TEST_F(AgentCommandTest, ABurstOfCrashesFiresOneSnapshotHoldingTheFirstAndCounts
     }
   }
   for (pid_t pid : crashed) EXPECT_EQ(crash_ts.count(pid), 1u) << "no crash of pid " << pid;
+  // It names all 50 crashes it answers, and counts them.
+  const trace::TraceStats& stats = t.packet(t.packet_size() - 1).trace_stats();
+  ASSERT_EQ(stats.ringside_snapshot_triggers_size(), 50);
+  std::set<uint64_t> trigger_times;
+  for (const auto& st : stats.ringside_snapshot_triggers()) {
+    EXPECT_EQ(st.trigger_name(), "crash");
+    trigger_times.insert(st.timestamp());
+  }
+  for (pid_t pid : crashed) EXPECT_EQ(trigger_times.count(crash_ts[pid]), 1u) << pid;
+  ASSERT_EQ(stats.ringside_triggers_size(), 1);
+  EXPECT_EQ(stats.ringside_triggers(0).fired(), 1u);
+  EXPECT_EQ(stats.ringside_triggers(0).joined(), 49u);
   ASSERT_EQ(triggers.size(), 1u);
   EXPECT_EQ(triggers[0].clone_snapshot_trigger().trigger_name(), "crash");
   EXPECT_EQ(triggers[0].clone_snapshot_trigger().producer_name(), "linux.bpf");
