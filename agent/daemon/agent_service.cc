@@ -1,6 +1,5 @@
 #include "agent/daemon/agent_service.h"
 
-#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -14,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/config/config_loader.h"
@@ -30,21 +28,6 @@ namespace {
 // `snapshot --wait` gets its answer within this, or an error saying the
 // file may still come.
 constexpr absl::Duration kSnapshotWaitLimit = absl::Minutes(5);
-
-absl::StatusOr<gid_t> ResolveGroup(const std::string& name) {
-  uint32_t number = 0;
-  if (absl::SimpleAtoi(name, &number)) return static_cast<gid_t>(number);
-  std::vector<char> buf(16384);
-  group g;
-  group* found = nullptr;
-  const int err = getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found);
-  if (err != 0 || found == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("control_group '", name, "': no such group",
-                     err != 0 ? absl::StrCat(" (", strerror(err), ")") : ""));
-  }
-  return found->gr_gid;
-}
 
 std::string Who(const Peer& peer) { return absl::StrCat("uid ", peer.uid, " pid ", peer.pid); }
 
@@ -94,11 +77,18 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   const config::TraceConfig& config = s->options_.config;
   ControlServer::Options control_options;
   if (config.has_control_group()) {
-    absl::StatusOr<gid_t> gid = ResolveGroup(config.control_group());
+    absl::StatusOr<gid_t> gid = ResolveGroup("control_group", config.control_group());
     if (!gid.ok()) return gid.status();
     control_options.group = *gid;
   }
-  if (absl::Status st = PrepareOutputDir(config.output_dir()); !st.ok()) return st;
+  if (config.has_output_group()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup("output_group", config.output_group());
+    if (!gid.ok()) return gid.status();
+    s->output_group_ = *gid;
+  }
+  if (absl::Status st = PrepareOutputDir(config.output_dir(), s->output_group_); !st.ok()) {
+    return st;
+  }
   if (const RemovedTemporaries gone = RemoveDeadTemporaryFiles(config.output_dir());
       gone.files > 0) {
     s->log_.Notice(absl::StrCat("removed ", gone.files, " unfinished snapshot file(s) (",
@@ -133,6 +123,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
       &s->tally_);
 
   s->snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
+  s->snapshots_->set_output_group(s->output_group_);
   control_options.replace_stale_socket = s->options_.replace_stale_socket;
   control_options.log = [self](absl::string_view line) {
     self->log_.LogLimited(LogLevel::kWarning, "control", line);
@@ -452,7 +443,7 @@ void AgentService::Reload() {
   }
   const absl::Status dir_ready = loaded->output_dir() == running_dir
                                      ? absl::OkStatus()
-                                     : PrepareOutputDir(loaded->output_dir());
+                                     : PrepareOutputDir(loaded->output_dir(), output_group_);
   {
     absl::MutexLock lock(&mu_);
     ReloadPlan plan = PlanReload(config_, *loaded);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,8 @@ class AgentService : public ControlHandler, public IncidentListener {
   int stop_fd_ = -1;  // eventfd: a stop request from the control thread.
   int wake_fd_ = -1;  // eventfd: a delayed snapshot was queued.
   std::atomic<bool> stopping_{false};
+  // output_group resolved at start (a change needs a restart).
+  std::optional<gid_t> output_group_;
 
   absl::Mutex mu_;
   // The running config (reloads change its live fields).

@@ -27,7 +27,7 @@ std::string Hostname() {
   return name;
 }
 
-absl::Status EnsureDirectory(const std::string& dir) {
+absl::Status EnsureDirectory(const std::string& dir, std::optional<gid_t> group) {
   struct stat st;
   if (stat(dir.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return absl::OkStatus();
@@ -39,18 +39,28 @@ absl::Status EnsureDirectory(const std::string& dir) {
   }
   const size_t slash = dir.find_last_of('/');
   if (slash != std::string::npos && slash > 0) {
-    if (absl::Status s = EnsureDirectory(dir.substr(0, slash)); !s.ok()) return s;
+    if (absl::Status s = EnsureDirectory(dir.substr(0, slash), group); !s.ok()) return s;
   }
-  if (mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) {
+  if (mkdir(dir.c_str(), 0750) != 0) {
+    if (errno == EEXIST) return absl::OkStatus();  // Made meanwhile: not ours to change.
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create output_dir ", dir, ": ", std::strerror(errno)));
+  }
+  // The group must be able to reach the files through every directory
+  // made for them; chmod because the umask may have taken bits away.
+  if (group.has_value() &&
+      (chown(dir.c_str(), static_cast<uid_t>(-1), *group) != 0 || chmod(dir.c_str(), 0750) != 0)) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot give output_dir ", dir, " to group ",
+                                                    *group, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status PrepareOutputDir(const std::string& dir) { return EnsureDirectory(dir); }
+absl::Status PrepareOutputDir(const std::string& dir, std::optional<gid_t> group) {
+  return EnsureDirectory(dir, group);
+}
 
 std::string SnapshotFileName(absl::string_view hostname, absl::Time when,
                              absl::string_view reason) {
@@ -86,6 +96,11 @@ void SnapshotWriter::set_retention(uint32_t max_files, uint64_t max_bytes) {
   max_bytes_ = max_bytes;
 }
 
+void SnapshotWriter::set_output_group(std::optional<gid_t> group) {
+  absl::MutexLock lock(&mu_);
+  group_ = group;
+}
+
 void SnapshotWriter::set_output_dir(std::string dir) {
   absl::MutexLock lock(&mu_);
   output_dir_ = std::move(dir);
@@ -97,7 +112,7 @@ SnapshotWriter::Stats SnapshotWriter::stats() const {
 }
 
 absl::StatusOr<std::string> SnapshotWriter::ChoosePathLocked(absl::string_view reason) {
-  if (absl::Status s = EnsureDirectory(output_dir_); !s.ok()) return s;
+  if (absl::Status s = EnsureDirectory(output_dir_, group_); !s.ok()) return s;
   const std::string name = SnapshotFileName(Hostname(), absl::Now(), reason);
   const std::string stem = name.substr(0, name.size() - std::string(".pftrace").size());
   // Two snapshots in one second for one reason: -2, -3, ...
@@ -229,6 +244,7 @@ trace::TraceStats SnapshotWriter::ExtraStats(const std::vector<SnapshotTrigger>&
 void SnapshotWriter::Loop() {
   for (;;) {
     Pending next;
+    std::optional<gid_t> group;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
@@ -240,10 +256,14 @@ void SnapshotWriter::Loop() {
       next = std::move(queue_.front());
       queue_.pop_front();
       writing_ = next.path;
+      group = group_;
     }
     Result result{absl::OkStatus(), next.path, next.reason};
     absl::StatusOr<std::unique_ptr<OutputFile>> file =
         OutputFile::Open(next.path, OutputFile::Mode::kWholeFile, reserve_bytes_);
+    if (file.ok() && group.has_value()) {
+      if (absl::Status st = (*file)->ShareWithGroup(*group); !st.ok()) file = st;
+    }
     if (!file.ok()) {
       result.status = file.status();
     } else {

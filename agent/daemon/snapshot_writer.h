@@ -1,10 +1,13 @@
 #ifndef RINGSIDE_AGENT_DAEMON_SNAPSHOT_WRITER_H_
 #define RINGSIDE_AGENT_DAEMON_SNAPSHOT_WRITER_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,9 +30,11 @@ namespace ringside::agent {
 std::string SnapshotFileName(absl::string_view hostname, absl::Time when, absl::string_view reason);
 
 // Creates the snapshot directory `dir` and its missing parents (mode 0750:
-// snapshots hold command lines). kFailedPrecondition when it (or a parent)
-// exists and is not a directory; others naming the path and errno.
-absl::Status PrepareOutputDir(const std::string& dir);
+// snapshots hold command lines), owned by `group` when given (output_group,
+// so its members can reach the files); directories that exist keep their
+// owner and mode. kFailedPrecondition when it (or a parent) exists and is
+// not a directory; others naming the path and errno.
+absl::Status PrepareOutputDir(const std::string& dir, std::optional<gid_t> group = std::nullopt);
 
 // A snapshot file lists at most this many of the triggers it answers (the
 // one that made it and those that joined it); the rest are only counted.
@@ -105,6 +110,9 @@ class SnapshotWriter {
   // output directory, the oldest deleted (snapshot_retention.h); 0: no
   // limit.
   void set_retention(uint32_t max_files, uint64_t max_bytes);
+  // Files written from now on are 0640 owned by `group` (output_group), and
+  // directories made for them are owned by it; nullopt: files 0600.
+  void set_output_group(std::optional<gid_t> group);
   Stats stats() const;
 
   // Writes what is queued, then stops the thread. Idempotent.
@@ -138,6 +146,7 @@ class SnapshotWriter {
   std::string output_dir_ ABSL_GUARDED_BY(mu_);
   uint32_t max_files_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t max_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<gid_t> group_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   std::string writing_ ABSL_GUARDED_BY(mu_);  // Path of the file being written.
   // Finished files' outcomes, by path, for Wait(); the last few only.

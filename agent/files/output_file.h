@@ -1,6 +1,8 @@
 #ifndef RINGSIDE_AGENT_FILES_OUTPUT_FILE_H_
 #define RINGSIDE_AGENT_FILES_OUTPUT_FILE_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,6 +64,11 @@ class OutputFile : public TraceSink {
   // over the target (never over what became a non-file meanwhile).
   // kStreaming: fsyncs what was written.
   absl::Status Finish() override;
+
+  // Makes the file 0640 owned by group `gid` (config output_group) instead
+  // of 0600. REQUIRES: kWholeFile, before Finish(), so the file appears
+  // under its final name with its final mode.
+  absl::Status ShareWithGroup(gid_t gid);
 
   // What the user named, for messages ("standard output" for "-").
   const std::string& display_name() const override { return display_name_; }

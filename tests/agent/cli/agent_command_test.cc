@@ -268,6 +268,21 @@ TEST_F(AgentCommandTest, AFullDiskFailsTheSnapshotVisiblyAndRecordingGoesOn) {
   EXPECT_EQ(last->status().snapshots().failed(), 1u);
 }
 
+TEST_F(AgentCommandTest, OutputGroupMakesSnapshotsReadableByThatGroup) {
+  WriteFile(config_, absl::StrCat(kConfig, "output_group: \"adm\"\n"));
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  absl::StatusOr<control::Reply> reply = Ask(socket(), SnapshotRequest("shared", true));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_TRUE(reply->has_snapshot()) << reply->error();
+  struct stat st;
+  ASSERT_EQ(stat(reply->snapshot().path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_gid, 4u) << "not adm's";
+  ASSERT_EQ(stat(dir_.Join("snaps").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);
+  EXPECT_EQ(st.st_gid, 4u) << "not adm's";
+}
+
 TEST_F(AgentCommandTest, SigusrOneWritesASnapshotWithReasonSignal) {
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   ASSERT_TRUE(agent->Signal(SIGUSR1));

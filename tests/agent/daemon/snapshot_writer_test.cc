@@ -62,6 +62,33 @@ TEST(SnapshotWriterTest, WritesAWholeTraceUnderItsFinalNameOnly) {
   EXPECT_EQ(writer.stats().last_reason, "manual");
 }
 
+// output_group: the group reads the files and reaches them through every
+// directory the writer made.
+TEST(SnapshotWriterTest, WithAGroupFilesAre0640AndNewDirectories0750OfThatGroup) {
+  if (geteuid() != 0) GTEST_SKIP() << "giving files to another group needs root";
+  const gid_t adm = 4;  // Debian's adm; any group but ours will do.
+  ASSERT_NE(getegid(), adm);
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.Join("snaps/deep"), nullptr);
+  writer.set_output_group(adm);
+  absl::StatusOr<std::string> path = writer.Take("manual");
+  ASSERT_TRUE(path.ok()) << path.status();
+  ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+  struct stat st;
+  ASSERT_EQ(stat(path->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_gid, adm);
+  for (const char* d : {"snaps", "snaps/deep"}) {
+    ASSERT_EQ(stat(dir.Join(d).c_str(), &st), 0) << d;
+    EXPECT_EQ(st.st_mode & 0777, 0750u) << d;
+    EXPECT_EQ(st.st_gid, adm) << d;
+  }
+  // The scratch directory existed: not the writer's to change.
+  ASSERT_EQ(stat(dir.path().c_str(), &st), 0);
+  EXPECT_NE(st.st_gid, adm);
+}
+
 TEST(SnapshotWriterTest, TheFileIsNamedForTheReasonAndCarriesTheTriggerGiven) {
   ScratchDir dir;
   std::unique_ptr<TracingSession> session = StartedSession();
