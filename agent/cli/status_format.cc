@@ -118,10 +118,14 @@ std::string StatusText(const control::StatusReply& s) {
                           d.evicted_ended(), " ended"));
   const control::SnapshotStatus& snap = s.snapshots();
   AppendLine(&out, "snapshots",
-             absl::StrCat(snap.count(), " taken, ", snap.suppressed(), " suppressed"));
+             absl::StrCat(snap.count(), " taken, ", snap.failed(), " failed, ", snap.suppressed(),
+                          " suppressed"));
   if (!snap.last_path().empty()) {
     AppendLine(&out, "", absl::StrCat("last: ", snap.last_path()));
     AppendLine(&out, "", absl::StrCat("reason: ", snap.last_reason()));
+  }
+  if (!snap.last_error().empty()) {
+    AppendLine(&out, "", absl::StrCat("last failure: ", snap.last_error()));
   }
   if (s.has_streaming()) {
     const control::StreamingStatus& st = s.streaming();
@@ -186,7 +190,9 @@ json StatusJsonValue(const control::StatusReply& s) {
   j["snapshots"] = {{"count", snap.count()},
                     {"last_path", snap.last_path()},
                     {"last_reason", snap.last_reason()},
-                    {"suppressed", snap.suppressed()}};
+                    {"suppressed", snap.suppressed()},
+                    {"failed", snap.failed()},
+                    {"last_error", snap.last_error()}};
   if (s.has_streaming()) {
     const control::StreamingStatus& st = s.streaming();
     j["streaming"] = {{"path", st.path()},

@@ -1,5 +1,6 @@
 #include "agent/config/config_loader.h"
 
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/config/defaults.h"
@@ -239,6 +241,18 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
   if (cfg.has_control_group() && cfg.control_group().empty()) {
     v->Fail({{"control_group", -1}}, "is empty: a group name or number, or leave it unset");
   }
+  // Checked here, not when the first snapshot is written: a typo would
+  // otherwise show only after the incident it was meant to record.
+  if (cfg.has_output_group()) {
+    if (cfg.output_group().empty()) {
+      v->Fail({{"output_group", -1}}, "is empty: a group name or number, or leave it unset");
+    } else if (!ResolveGroup("output_group", cfg.output_group()).ok()) {
+      v->Fail({{"output_group", -1}},
+              absl::StrCat("is '", absl::CHexEscape(cfg.output_group()),
+                           "': no such group on this machine (see `getent group`); a group "
+                           "name or number"));
+    }
+  }
   // Which trigger_mode a program acts on is its own business (the agent
   // snapshots); names, limits and probabilities are checked for every mode.
   const config::TraceConfig::TriggerConfig& triggers = cfg.trigger_config();
@@ -340,6 +354,21 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
 }
 
 }  // namespace
+
+absl::StatusOr<gid_t> ResolveGroup(const std::string& field, const std::string& name) {
+  uint32_t number = 0;
+  if (absl::SimpleAtoi(name, &number)) return static_cast<gid_t>(number);
+  std::vector<char> buf(16384);
+  group g;
+  group* found = nullptr;
+  const int err = getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found);
+  if (err != 0 || found == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " '", name, "': no such group",
+                     err != 0 ? absl::StrCat(" (", std::strerror(err), ")") : ""));
+  }
+  return found->gr_gid;
+}
 
 absl::Status ValidateConfig(const config::TraceConfig& cfg, const std::string& file_name) {
   if (cfg.buffers_size() == 0) {

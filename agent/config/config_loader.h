@@ -1,6 +1,8 @@
 #ifndef RINGSIDE_AGENT_CONFIG_CONFIG_LOADER_H_
 #define RINGSIDE_AGENT_CONFIG_CONFIG_LOADER_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -58,6 +60,11 @@ absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
 // kNotFound / kPermissionDenied / kInvalidArgument (a directory) naming
 // why the file cannot be read.
 absl::StatusOr<config::TraceConfig> LoadConfigFile(const std::string& path);
+
+// The group `name` names, for the config field `field` (control_group,
+// output_group): a number is taken as is; a name must exist on this
+// machine. kInvalidArgument naming the field and the group otherwise.
+absl::StatusOr<gid_t> ResolveGroup(const std::string& field, const std::string& name);
 
 // The checks ParseConfig makes, for a config changed after parsing (by
 // command-line flags): errors name the field, without a line.

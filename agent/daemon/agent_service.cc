@@ -1,6 +1,5 @@
 #include "agent/daemon/agent_service.h"
 
-#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -14,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/config/config_loader.h"
@@ -31,21 +29,6 @@ namespace {
 // `snapshot --wait` gets its answer within this, or an error saying the
 // file may still come.
 constexpr absl::Duration kSnapshotWaitLimit = absl::Minutes(5);
-
-absl::StatusOr<gid_t> ResolveGroup(const std::string& name) {
-  uint32_t number = 0;
-  if (absl::SimpleAtoi(name, &number)) return static_cast<gid_t>(number);
-  std::vector<char> buf(16384);
-  group g;
-  group* found = nullptr;
-  const int err = getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found);
-  if (err != 0 || found == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("control_group '", name, "': no such group",
-                     err != 0 ? absl::StrCat(" (", strerror(err), ")") : ""));
-  }
-  return found->gr_gid;
-}
 
 std::string Who(const Peer& peer) { return absl::StrCat("uid ", peer.uid, " pid ", peer.pid); }
 
@@ -89,11 +72,18 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   const config::TraceConfig& config = s->options_.config;
   ControlServer::Options control_options;
   if (config.has_control_group()) {
-    absl::StatusOr<gid_t> gid = ResolveGroup(config.control_group());
+    absl::StatusOr<gid_t> gid = ResolveGroup("control_group", config.control_group());
     if (!gid.ok()) return gid.status();
     control_options.group = *gid;
   }
-  if (absl::Status st = PrepareOutputDir(config.output_dir()); !st.ok()) return st;
+  if (config.has_output_group()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup("output_group", config.output_group());
+    if (!gid.ok()) return gid.status();
+    s->output_group_ = *gid;
+  }
+  if (absl::Status st = PrepareOutputDir(config.output_dir(), s->output_group_); !st.ok()) {
+    return st;
+  }
   if (const RemovedTemporaries gone = RemoveDeadTemporaryFiles(config.output_dir());
       gone.files > 0) {
     s->log_.Notice(absl::StrCat("removed ", gone.files, " unfinished snapshot file(s) (",
@@ -122,6 +112,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
     o.max_file_age = absl::Milliseconds(config.file_rotation_period_ms());
     o.max_files = config.max_files();
     o.max_total_bytes = config.max_total_bytes();
+    o.group = s->output_group_;
     absl::StatusOr<std::unique_ptr<RotatingTraceFile>> stream = RotatingTraceFile::Open(o);
     if (!stream.ok()) return stream.status();
     s->stream_ = std::move(*stream);
@@ -137,15 +128,18 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
 
   AgentService* self = s.get();
   s->snapshots_ = std::make_unique<SnapshotWriter>(
-      s->session_.get(), config.output_dir(), [self](const SnapshotWriter::Result& r) {
+      s->session_.get(), config.output_dir(),
+      [self](const SnapshotWriter::Result& r) {
         if (r.status.ok()) {
           self->log_.Notice(absl::StrCat("snapshot written: ", r.path, " (", r.reason, ")"));
         } else {
           self->log_.Error(absl::StrCat("snapshot ", r.path, " failed: ", r.status.message()));
         }
-      });
+      },
+      &s->tally_);
 
   s->snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
+  s->snapshots_->set_output_group(s->output_group_);
   control_options.replace_stale_socket = s->options_.replace_stale_socket;
   control_options.log = [self](absl::string_view line) {
     self->log_.LogLimited(LogLevel::kWarning, "control", line);
@@ -234,8 +228,8 @@ int AgentService::Run() {
     absl::MutexLock lock(&mu_);
     // An incident read from here on would wait for a snapshot never taken.
     triggers_closed_ = true;
-    std::multimap<absl::Time, SnapshotTrigger> now_due;
-    for (auto& [when, trigger] : delayed_) now_due.emplace(absl::InfinitePast(), trigger);
+    std::multimap<absl::Time, DelayedTrigger> now_due;
+    for (auto& [when, delayed] : delayed_) now_due.emplace(absl::InfinitePast(), delayed);
     delayed_.swap(now_due);
   }
   TakeDueSnapshots();
@@ -292,7 +286,7 @@ void AgentService::Wake() {
 }
 
 absl::Time AgentService::TakeDueSnapshots() {
-  std::vector<SnapshotTrigger> due;
+  std::vector<DelayedTrigger> due;
   absl::Time next = absl::InfiniteFuture();
   {
     absl::MutexLock lock(&mu_);
@@ -303,8 +297,10 @@ absl::Time AgentService::TakeDueSnapshots() {
     }
     if (!delayed_.empty()) next = delayed_.begin()->first;
   }
-  for (const SnapshotTrigger& t : due) {
-    if (absl::StatusOr<std::string> p = TakeSnapshot(t.name, "trigger " + t.name, t); !p.ok()) {
+  for (const DelayedTrigger& d : due) {
+    const SnapshotTrigger& t = d.trigger;
+    if (absl::StatusOr<std::string> p = TakeSnapshot(t.name, "trigger " + t.name, t, d.joined);
+        !p.ok()) {
       log_.Error(absl::StrCat("snapshot (trigger ", t.name, "): ", p.status().message()));
     }
   }
@@ -343,9 +339,14 @@ AgentService::TriggerOutcome AgentService::FireLocked(const std::string& name,
   // Already fired and waiting for its stop_delay_ms: this one coalesces
   // into that snapshot (so the pending ones are at most one per trigger),
   // and counts as suppressed: it gets no snapshot of its own.
-  for (const auto& [when, pending] : delayed_) {
-    if (pending.name != name) continue;
+  for (auto& [when, pending] : delayed_) {
+    if (pending.trigger.name != name) continue;
     joined_triggers_++;
+    tally_.Count(name, TriggerTally::Outcome::kJoined);
+    // The trigger itself and the list count toward the file's limit.
+    if (pending.joined.size() + 1 < kMaxTriggersListedPerSnapshot) {
+      pending.joined.push_back(trigger);
+    }
     log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
                     absl::StrCat("trigger ", name, " from ", who,
                                  " joins the snapshot it already has pending"));
@@ -354,6 +355,7 @@ AgentService::TriggerOutcome AgentService::FireLocked(const std::string& name,
   const TriggerPolicy::Verdict verdict = triggers_.Offer(name, absl::Now());
   if (verdict == TriggerPolicy::Verdict::kUnknown) return {TriggerOutcome::kUnknown, verdict};
   if (verdict != TriggerPolicy::Verdict::kFire) {
+    tally_.Count(name, TriggerTally::Outcome::kSuppressed);
     log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
                     absl::StrCat("trigger ", name, " from ", who, " suppressed (",
                                  TriggerPolicy::VerdictName(verdict), ")"));
@@ -362,7 +364,7 @@ AgentService::TriggerOutcome AgentService::FireLocked(const std::string& name,
   const absl::Duration delay = triggers_.Find(name)->stop_delay;
   log_.Info(absl::StrCat("trigger ", name, " from ", who, ": a snapshot in ",
                          absl::FormatDuration(delay)));
-  delayed_.emplace(absl::Now() + delay, trigger);
+  delayed_.emplace(absl::Now() + delay, DelayedTrigger{trigger, {}});
   Wake();
   return {TriggerOutcome::kQueued, verdict};
 }
@@ -432,9 +434,10 @@ control::Reply AgentService::Snapshot(const control::SnapshotRequest& request, c
 
 absl::StatusOr<std::string> AgentService::TakeSnapshot(const std::string& reason,
                                                        const std::string& by,
-                                                       const SnapshotTrigger& trigger) {
+                                                       const SnapshotTrigger& trigger,
+                                                       const std::vector<SnapshotTrigger>& joined) {
   if (stopping_) return absl::FailedPreconditionError("the agent is stopping");
-  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger);
+  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger, joined);
   if (path.ok()) log_.Info(absl::StrCat("snapshot asked by ", by, " (", reason, "): ", *path));
   return path;
 }
@@ -463,7 +466,7 @@ void AgentService::Reload() {
   }
   const absl::Status dir_ready = loaded->output_dir() == running_dir
                                      ? absl::OkStatus()
-                                     : PrepareOutputDir(loaded->output_dir());
+                                     : PrepareOutputDir(loaded->output_dir(), output_group_);
   {
     absl::MutexLock lock(&mu_);
     ReloadPlan plan = PlanReload(config_, *loaded);

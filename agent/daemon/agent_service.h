@@ -4,7 +4,9 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -15,6 +17,7 @@
 #include "agent/daemon/snapshot_writer.h"
 #include "agent/daemon/systemd_notifier.h"
 #include "agent/daemon/trigger_policy.h"
+#include "agent/daemon/trigger_tally.h"
 #include "agent/files/rotating_trace_file.h"
 #include "agent/session/tracing_session.h"
 #include "agent/sources/incident.h"
@@ -88,9 +91,11 @@ class AgentService : public ControlHandler, public IncidentListener {
   TriggerOutcome FireLocked(const std::string& name, const SnapshotTrigger& trigger,
                             const std::string& who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a snapshot; logs it.
-  // `trigger` goes into the file (clone_snapshot_trigger); `by` into the log.
+  // `trigger` goes into the file (clone_snapshot_trigger); `by` into the log;
+  // `joined`: the triggers that joined it while it waited for its delay.
   absl::StatusOr<std::string> TakeSnapshot(const std::string& reason, const std::string& by,
-                                           const SnapshotTrigger& trigger);
+                                           const SnapshotTrigger& trigger,
+                                           const std::vector<SnapshotTrigger>& joined = {});
   void Reload();
   // Names the triggers with an incident filter that no running source can
   // fire (no linux.bpf, or its incident programs off).
@@ -112,6 +117,8 @@ class AgentService : public ControlHandler, public IncidentListener {
   SystemdNotifier& notifier_;
   const absl::Time started_ = absl::Now();
   AgentStatus status_{started_};
+  // Before the session and the writer, which count into it.
+  TriggerTally tally_;
   // write_into_file: the files the session streams into. Declared before
   // the session, which writes into it until it is destroyed.
   std::unique_ptr<RotatingTraceFile> stream_;
@@ -121,13 +128,22 @@ class AgentService : public ControlHandler, public IncidentListener {
   int stop_fd_ = -1;  // eventfd: a stop request from the control thread.
   int wake_fd_ = -1;  // eventfd: a delayed snapshot was queued.
   std::atomic<bool> stopping_{false};
+  // output_group resolved at start (a change needs a restart).
+  std::optional<gid_t> output_group_;
 
   absl::Mutex mu_;
   // The running config (reloads change its live fields).
   config::TraceConfig config_ ABSL_GUARDED_BY(mu_);
   TriggerPolicy triggers_ ABSL_GUARDED_BY(mu_){{}};
-  // Triggers fired, waiting for their stop_delay_ms: when, and the reason.
-  std::multimap<absl::Time, SnapshotTrigger> delayed_ ABSL_GUARDED_BY(mu_);
+  // A trigger fired, waiting for its stop_delay_ms, and the requests of the
+  // same trigger that joined it meanwhile (at most
+  // kMaxTriggersListedPerSnapshot listed; all counted in tally_).
+  struct DelayedTrigger {
+    SnapshotTrigger trigger;
+    std::vector<SnapshotTrigger> joined;
+  };
+  // By when they are due.
+  std::multimap<absl::Time, DelayedTrigger> delayed_ ABSL_GUARDED_BY(mu_);
   // Triggers that joined a pending snapshot of theirs (suppressed in status).
   uint64_t joined_triggers_ ABSL_GUARDED_BY(mu_) = 0;
   // Shutdown took the pending triggers: incidents fire none any more.

@@ -141,6 +141,8 @@ control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, ab
   st.mutable_snapshots()->set_last_path(snapshots.last_path);
   st.mutable_snapshots()->set_last_reason(snapshots.last_reason);
   st.mutable_snapshots()->set_suppressed(suppressed);
+  st.mutable_snapshots()->set_failed(snapshots.failed);
+  st.mutable_snapshots()->set_last_error(snapshots.last_error);
   st.set_cpu_seconds(CpuSeconds());
   st.set_rss_bytes(ResidentBytes());
   st.set_pid(getpid());

@@ -13,6 +13,7 @@
 #include "agent/daemon/snapshot_retention.h"
 #include "agent/files/file_retention.h"
 #include "agent/files/output_file.h"
+#include "agent/files/stats_merging_sink.h"
 #include "agent/session/service_packets.h"
 
 namespace ringside::agent {
@@ -22,7 +23,7 @@ namespace {
 constexpr size_t kRememberedResults = 16;
 constexpr size_t kMaxReasonInName = 48;
 
-absl::Status EnsureDirectory(const std::string& dir) {
+absl::Status EnsureDirectory(const std::string& dir, std::optional<gid_t> group) {
   struct stat st;
   if (stat(dir.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return absl::OkStatus();
@@ -34,18 +35,28 @@ absl::Status EnsureDirectory(const std::string& dir) {
   }
   const size_t slash = dir.find_last_of('/');
   if (slash != std::string::npos && slash > 0) {
-    if (absl::Status s = EnsureDirectory(dir.substr(0, slash)); !s.ok()) return s;
+    if (absl::Status s = EnsureDirectory(dir.substr(0, slash), group); !s.ok()) return s;
   }
-  if (mkdir(dir.c_str(), 0750) != 0 && errno != EEXIST) {
+  if (mkdir(dir.c_str(), 0750) != 0) {
+    if (errno == EEXIST) return absl::OkStatus();  // Made meanwhile: not ours to change.
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create output_dir ", dir, ": ", std::strerror(errno)));
+  }
+  // The group must be able to reach the files through every directory
+  // made for them; chmod because the umask may have taken bits away.
+  if (group.has_value() &&
+      (chown(dir.c_str(), static_cast<uid_t>(-1), *group) != 0 || chmod(dir.c_str(), 0750) != 0)) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot give output_dir ", dir, " to group ",
+                                                    *group, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status PrepareOutputDir(const std::string& dir) { return EnsureDirectory(dir); }
+absl::Status PrepareOutputDir(const std::string& dir, std::optional<gid_t> group) {
+  return EnsureDirectory(dir, group);
+}
 
 std::string SnapshotFileName(absl::string_view hostname, absl::Time when,
                              absl::string_view reason) {
@@ -65,9 +76,10 @@ std::string SnapshotFileName(absl::string_view hostname, absl::Time when,
 }
 
 SnapshotWriter::SnapshotWriter(TracingSession* session, std::string output_dir,
-                               std::function<void(const Result&)> on_done)
+                               std::function<void(const Result&)> on_done, TriggerTally* tally)
     : session_(session),
       on_done_(std::move(on_done)),
+      tally_(tally),
       reserve_bytes_(TracingSession::MaxTraceBytes(session->config())),
       output_dir_(std::move(output_dir)) {
   thread_ = std::thread([this] { Loop(); });
@@ -81,6 +93,11 @@ void SnapshotWriter::set_retention(uint32_t max_files, uint64_t max_bytes) {
   max_bytes_ = max_bytes;
 }
 
+void SnapshotWriter::set_output_group(std::optional<gid_t> group) {
+  absl::MutexLock lock(&mu_);
+  group_ = group;
+}
+
 void SnapshotWriter::set_output_dir(std::string dir) {
   absl::MutexLock lock(&mu_);
   output_dir_ = std::move(dir);
@@ -92,7 +109,7 @@ SnapshotWriter::Stats SnapshotWriter::stats() const {
 }
 
 absl::StatusOr<std::string> SnapshotWriter::ChoosePathLocked(absl::string_view reason) {
-  if (absl::Status s = EnsureDirectory(output_dir_); !s.ok()) return s;
+  if (absl::Status s = EnsureDirectory(output_dir_, group_); !s.ok()) return s;
   const std::string name = SnapshotFileName(LocalHostname(), absl::Now(), reason);
   const std::string stem = name.substr(0, name.size() - std::string(".pftrace").size());
   // Two snapshots in one second for one reason: -2, -3, ...
@@ -113,8 +130,20 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason) {
                                       static_cast<int32_t>(geteuid()), BoottimeNowNs()});
 }
 
+void SnapshotWriter::ListTriggers(const SnapshotTrigger& trigger,
+                                  const std::vector<SnapshotTrigger>& joined, Pending* pending) {
+  if (pending->triggers.size() < kMaxTriggersListedPerSnapshot) {
+    pending->triggers.push_back(trigger);
+  }
+  for (const SnapshotTrigger& t : joined) {
+    if (pending->triggers.size() >= kMaxTriggersListedPerSnapshot) break;
+    pending->triggers.push_back(t);
+  }
+}
+
 absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
-                                                 const SnapshotTrigger& trigger) {
+                                                 const SnapshotTrigger& trigger,
+                                                 const std::vector<SnapshotTrigger>& joined) {
   absl::MutexLock lock(&mu_);
   // Another thread's clone in progress (the control thread and the main
   // thread both take snapshots) is waited for and joined like a queued
@@ -126,6 +155,8 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   // holds what the trigger is about: join it.
   if (!queue_.empty() && queue_.back().snapshot->cloned_at_ns() >= trigger.boottime_ns) {
     stats_.joined++;
+    if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kJoined);
+    ListTriggers(trigger, joined, &queue_.back());
     return queue_.back().path;
   }
   cloning_ = true;
@@ -141,7 +172,9 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   // no more than one clone ever waits.
   if (!queue_.empty()) {
     stats_.joined++;
+    if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kJoined);
     queue_.back().snapshot = std::move(*snap);
+    ListTriggers(trigger, joined, &queue_.back());
     return queue_.back().path;
   }
   absl::StatusOr<std::string> path = ChoosePathLocked(reason);
@@ -149,7 +182,9 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   // A name can come back after a failed write left no file: Wait() on it
   // must see this snapshot's outcome, not that one's.
   std::erase_if(done_, [&](const Result& r) { return r.path == *path; });
-  queue_.push_back({*path, std::string(reason), std::move(*snap)});
+  if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kFired);
+  queue_.push_back({*path, std::string(reason), std::move(*snap), {}});
+  ListTriggers(trigger, joined, &queue_.back());
   return *path;
 }
 
@@ -182,9 +217,31 @@ void SnapshotWriter::Finish() {
   if (thread_.joinable()) thread_.join();
 }
 
+trace::TraceStats SnapshotWriter::ExtraStats(const std::vector<SnapshotTrigger>& triggers) const {
+  trace::TraceStats stats;
+  if (tally_ != nullptr) {
+    for (const TriggerTally::Counts& c : tally_->counts()) {
+      trace::TraceStats::TriggerCount* out = stats.add_ringside_triggers();
+      out->set_name(c.name);
+      out->set_fired(c.fired);
+      out->set_joined(c.joined);
+      out->set_suppressed(c.suppressed);
+    }
+  }
+  for (const SnapshotTrigger& t : triggers) {
+    trace::TraceStats::SnapshotTrigger* out = stats.add_ringside_snapshot_triggers();
+    out->set_trigger_name(t.name);
+    out->set_producer_name(t.producer_name);
+    out->set_trusted_producer_uid(t.uid);
+    out->set_timestamp(static_cast<uint64_t>(t.boottime_ns));
+  }
+  return stats;
+}
+
 void SnapshotWriter::Loop() {
   for (;;) {
     Pending next;
+    std::optional<gid_t> group;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
@@ -196,14 +253,19 @@ void SnapshotWriter::Loop() {
       next = std::move(queue_.front());
       queue_.pop_front();
       writing_ = next.path;
+      group = group_;
     }
     Result result{absl::OkStatus(), next.path, next.reason};
     absl::StatusOr<std::unique_ptr<OutputFile>> file =
         OutputFile::Open(next.path, OutputFile::Mode::kWholeFile, reserve_bytes_);
+    if (file.ok() && group.has_value()) {
+      if (absl::Status st = (*file)->ShareWithGroup(*group); !st.ok()) file = st;
+    }
     if (!file.ok()) {
       result.status = file.status();
     } else {
-      result.status = next.snapshot->WriteTo(file->get());
+      StatsMergingSink sink(file->get(), ExtraStats(next.triggers));
+      result.status = next.snapshot->WriteTo(&sink);
     }
     // Its memory goes before the next clone comes, back to the system (the
     // pieces below the mmap threshold too).
@@ -234,6 +296,7 @@ void SnapshotWriter::Loop() {
         stats_.last_reason = result.reason;
       } else {
         stats_.failed++;
+        stats_.last_error = std::string(result.status.message());
       }
       done_.push_back(result);
       if (done_.size() > kRememberedResults) done_.pop_front();

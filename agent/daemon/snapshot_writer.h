@@ -1,19 +1,25 @@
 #ifndef RINGSIDE_AGENT_DAEMON_SNAPSHOT_WRITER_H_
 #define RINGSIDE_AGENT_DAEMON_SNAPSHOT_WRITER_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/daemon/trigger_tally.h"
 #include "agent/session/tracing_session.h"
+#include "ringside/trace/trace_stats.pb.h"
 
 namespace ringside::agent {
 
@@ -24,9 +30,15 @@ namespace ringside::agent {
 std::string SnapshotFileName(absl::string_view hostname, absl::Time when, absl::string_view reason);
 
 // Creates the snapshot directory `dir` and its missing parents (mode 0750:
-// snapshots hold command lines). kFailedPrecondition when it (or a parent)
-// exists and is not a directory; others naming the path and errno.
-absl::Status PrepareOutputDir(const std::string& dir);
+// snapshots hold command lines), owned by `group` when given (output_group,
+// so its members can reach the files); directories that exist keep their
+// owner and mode. kFailedPrecondition when it (or a parent) exists and is
+// not a directory; others naming the path and errno.
+absl::Status PrepareOutputDir(const std::string& dir, std::optional<gid_t> group = std::nullopt);
+
+// A snapshot file lists at most this many of the triggers it answers (the
+// one that made it and those that joined it); the rest are only counted.
+inline constexpr size_t kMaxTriggersListedPerSnapshot = 256;
 
 // Writes CLONE_SNAPSHOTs of a running session into a directory: the clone is
 // taken at once, on the caller's thread; the file is written on the
@@ -40,6 +52,10 @@ absl::Status PrepareOutputDir(const std::string& dir);
 // requests cannot hold a buffer's worth of memory each, and every trigger's
 // moment is in some file. One clone is taken at a time; a second caller
 // waits for it and joins it.
+//
+// Each file's trace_stats also carry, besides the session's figures, the
+// triggers the file answers (every one that joined it) and the tally of
+// all requests so far (ringside_snapshot_triggers, ringside_triggers).
 //
 // Thread-safe.
 class SnapshotWriter {
@@ -57,12 +73,16 @@ class SnapshotWriter {
     uint64_t deleted_bytes = 0;
     std::string last_path;
     std::string last_reason;
+    // Why the last failed snapshot failed; empty while none has.
+    std::string last_error;
   };
 
   // `session` outlives the writer. `on_done` is called on the writer's
-  // thread after each file is written or has failed.
+  // thread after each file is written or has failed. `tally`, if not null,
+  // outlives the writer: Take() counts each request there as fired or
+  // joined, and every file carries it as of its write.
   SnapshotWriter(TracingSession* session, std::string output_dir,
-                 std::function<void(const Result&)> on_done);
+                 std::function<void(const Result&)> on_done, TriggerTally* tally = nullptr);
   // Finish()es.
   ~SnapshotWriter();
   SnapshotWriter(const SnapshotWriter&) = delete;
@@ -73,7 +93,10 @@ class SnapshotWriter {
   // session cannot be cloned; the output directory's problems (it cannot be
   // created, is not a directory) naming it.
   // `reason` names the file; `trigger` goes into it (clone_snapshot_trigger).
-  absl::StatusOr<std::string> Take(absl::string_view reason, const SnapshotTrigger& trigger);
+  // `joined`: triggers that already joined this one before it was taken
+  // (counted by the caller); the file lists them after `trigger`.
+  absl::StatusOr<std::string> Take(absl::string_view reason, const SnapshotTrigger& trigger,
+                                   const std::vector<SnapshotTrigger>& joined = {});
   // The same for a trigger the agent fired itself: named `reason`, by
   // "ringside agent", with the agent's uid, now.
   absl::StatusOr<std::string> Take(absl::string_view reason);
@@ -87,6 +110,9 @@ class SnapshotWriter {
   // output directory, the oldest deleted (snapshot_retention.h); 0: no
   // limit.
   void set_retention(uint32_t max_files, uint64_t max_bytes);
+  // Files written from now on are 0640 owned by `group` (output_group), and
+  // directories made for them are owned by it; nullopt: files 0600.
+  void set_output_group(std::optional<gid_t> group);
   Stats stats() const;
 
   // Writes what is queued, then stops the thread. Idempotent.
@@ -97,19 +123,30 @@ class SnapshotWriter {
     std::string path;
     std::string reason;
     std::unique_ptr<SessionSnapshot> snapshot;
+    // Every trigger it answers, in the order they came; at most
+    // kMaxTriggersListedPerSnapshot.
+    std::vector<SnapshotTrigger> triggers;
   };
+  // Appends to `pending`'s triggers up to the limit.
+  static void ListTriggers(const SnapshotTrigger& trigger,
+                           const std::vector<SnapshotTrigger>& joined, Pending* pending);
   void Loop();
+  // What the file of a snapshot answering `triggers` adds to its
+  // trace_stats: the triggers and the tally as of now.
+  trace::TraceStats ExtraStats(const std::vector<SnapshotTrigger>& triggers) const;
   absl::StatusOr<std::string> ChoosePathLocked(absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   TracingSession* const session_;
   const std::function<void(const Result&)> on_done_;
+  TriggerTally* const tally_;
   const uint64_t reserve_bytes_;
 
   mutable absl::Mutex mu_;
   std::string output_dir_ ABSL_GUARDED_BY(mu_);
   uint32_t max_files_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t max_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<gid_t> group_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   std::string writing_ ABSL_GUARDED_BY(mu_);  // Path of the file being written.
   // Finished files' outcomes, by path, for Wait(); the last few only.

@@ -324,6 +324,19 @@ absl::Status OutputFile::Write(absl::string_view bytes) {
   return absl::OkStatus();
 }
 
+absl::Status OutputFile::ShareWithGroup(gid_t gid) {
+  // A .partial file of the agent's own (CreateNew) is not in place either.
+  if (fd_ < 0 || (temp_path_.empty() && mode_ != Mode::kStreaming)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(display_name_, ": only a file not yet in place can change its group"));
+  }
+  if (fchown(fd_, static_cast<uid_t>(-1), gid) != 0 || fchmod(fd_, 0640) != 0) {
+    return absl::PermissionDeniedError(
+        Errno(absl::StrCat("giving ", display_name_, " to group ", gid), errno));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status OutputFile::Finish() {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(display_name_, " is finished"));
   if (mode_ == Mode::kStreaming || is_stream_) {

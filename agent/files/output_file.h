@@ -71,6 +71,12 @@ class OutputFile : public TraceSink {
   // kStreaming: fsyncs what was written.
   absl::Status Finish() override;
 
+  // Makes the file 0640 owned by group `gid` (config output_group) instead
+  // of 0600. REQUIRES: kWholeFile before Finish(), or a file of CreateNew()
+  // not yet renamed, so the file appears under its final name with its
+  // final mode.
+  absl::Status ShareWithGroup(gid_t gid);
+
   // What the user named, for messages ("standard output" for "-").
   const std::string& display_name() const override { return display_name_; }
   uint64_t bytes_written() const override { return bytes_written_; }

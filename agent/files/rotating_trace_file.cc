@@ -87,8 +87,14 @@ absl::Status RotatingTraceFile::OpenFile() {
     if (fstatat(dir_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
     const std::string path = absl::StrCat(options_.dir, "/", partial);
     absl::StatusOr<std::unique_ptr<OutputFile>> file =
-        OutputFile::CreateNew(dir_fd_, partial, path, options_.file_mode);
+        OutputFile::CreateNew(dir_fd_, partial, path, 0600);
     if (absl::IsAlreadyExists(file.status())) continue;
+    if (file.ok() && options_.group.has_value()) {
+      if (absl::Status st = (*file)->ShareWithGroup(*options_.group); !st.ok()) {
+        unlinkat(dir_fd_, partial.c_str(), 0);
+        file = st;
+      }
+    }
     if (!file.ok()) {
       CountError(file.status());
       return file.status();

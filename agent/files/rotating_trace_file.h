@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -37,7 +38,7 @@ bool IsStreamFileName(absl::string_view name, absl::string_view hostname);
 // So a reader or a shipper that skips ".partial" only ever sees whole files,
 // and the file being written is a valid trace up to its last whole packet
 // (a full disk cuts a write back to it: OutputFile). Files are created
-// O_EXCL|O_NOFOLLOW with `file_mode`: nothing planted in the directory is
+// O_EXCL|O_NOFOLLOW, 0600 or 0640 with a group: nothing planted in the directory is
 // followed or overwritten.
 //
 // Write(), Finish(), FileDue() and NextFile() from one thread (the
@@ -51,7 +52,8 @@ class RotatingTraceFile : public RotatingSink {
     absl::Duration max_file_age;   // Zero: no age limit.
     uint32_t max_files = 0;        // Finished files kept; 0: any number.
     uint64_t max_total_bytes = 0;  // Of finished files kept; 0: any size.
-    mode_t file_mode = 0600;
+    // Files 0600, or 0640 owned by this group (output_group).
+    std::optional<gid_t> group;
     std::function<absl::Time()> now = absl::Now;  // Tests move time.
   };
   struct Stats {

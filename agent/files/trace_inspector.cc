@@ -45,8 +45,17 @@ void FlattenNonZero(const Message& message, const std::string& prefix, StatList*
     const std::string name = absl::StrCat(prefix, field->name());
     const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
     for (int i = 0; i < count; i++) {
-      const std::string path = field->is_repeated() ? absl::StrCat(name, "[", i, "]") : name;
       const bool rep = field->is_repeated();
+      std::string path = rep ? absl::StrCat(name, "[", i, "]") : name;
+      // An entry that has a name (a trigger's) is found by it, not by place.
+      if (rep && field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        const Message& entry = reflection->GetRepeatedMessage(message, field, i);
+        const FieldDescriptor* entry_name = entry.GetDescriptor()->FindFieldByName("name");
+        if (entry_name != nullptr && entry_name->cpp_type() == FieldDescriptor::CPPTYPE_STRING &&
+            !entry_name->is_repeated()) {
+          path = absl::StrCat(name, "[", entry.GetReflection()->GetString(entry, entry_name), "]");
+        }
+      }
       std::optional<TraceSummary::StatValue> value;
       switch (field->cpp_type()) {
         case FieldDescriptor::CPPTYPE_MESSAGE:
@@ -188,7 +197,12 @@ void TraceSummarizer::AddStats(const trace::TracePacket& packet) {
   if (!packet.has_trace_stats() && !packet.has_ftrace_stats()) return;
   if (packet.has_trace_stats()) {
     trace_stats_.clear();
-    FlattenNonZero(packet.trace_stats(), "trace_stats.", &trace_stats_);
+    // The snapshot's triggers are a list of its own, not figures.
+    trace::TraceStats figures = packet.trace_stats();
+    figures.clear_ringside_snapshot_triggers();
+    FlattenNonZero(figures, "trace_stats.", &trace_stats_);
+    summary_.snapshot_triggers.assign(packet.trace_stats().ringside_snapshot_triggers().begin(),
+                                      packet.trace_stats().ringside_snapshot_triggers().end());
   } else {
     ftrace_stats_.clear();
     FlattenNonZero(packet.ftrace_stats(), "ftrace_stats.", &ftrace_stats_);
@@ -295,6 +309,20 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   for (const auto& [name, value] : s.nonzero_stats) {
     absl::StrAppendFormat(&out, "  %-56s %s\n", name, StatToString(value));
   }
+  if (!s.snapshot_triggers.empty()) {
+    absl::StrAppend(&out, "\nSnapshot of ", s.snapshot_triggers.size(), " trigger(s):\n");
+    listed = 0;
+    for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
+      if (listed++ == kMaxListedInText) break;
+      absl::StrAppendFormat(&out, "  %-24s by %s (uid %d) at %s\n", t.trigger_name(),
+                            t.producer_name(), t.trusted_producer_uid(),
+                            FormatSeconds(t.timestamp()));
+    }
+    if (s.snapshot_triggers.size() > kMaxListedInText) {
+      absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                            s.snapshot_triggers.size() - kMaxListedInText);
+    }
+  }
   return out;
 }
 
@@ -335,6 +363,13 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
   for (const auto& [name, value] : s.nonzero_stats) {
     nlohmann::json& slot = j["nonzero_stats"][name];
     std::visit([&slot](auto v) { slot = v; }, value);
+  }
+  j["snapshot_triggers"] = nlohmann::json::array();
+  for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
+    j["snapshot_triggers"].push_back({{"trigger_name", t.trigger_name()},
+                                      {"producer_name", t.producer_name()},
+                                      {"trusted_producer_uid", t.trusted_producer_uid()},
+                                      {"timestamp_ns", t.timestamp()}});
   }
   if (s.error) {
     j["error"] = {{"offset", s.error->offset}, {"message", s.error->message}};

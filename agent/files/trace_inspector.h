@@ -56,8 +56,12 @@ struct TraceSummary {
   std::set<int32_t> event_named_pids;
   std::vector<int32_t> UnresolvedSchedPids() const;
   // Non-zero numeric fields of the last trace_stats and ftrace_stats packets,
-  // in field order, keyed by path ("trace_stats.buffer_stats[0].chunks_read").
+  // in field order, keyed by path ("trace_stats.buffer_stats[0].chunks_read";
+  // an entry with a `name` is keyed by it: "trace_stats.ringside_triggers[oom_kill].fired").
   std::vector<std::pair<std::string, StatValue>> nonzero_stats;
+  // The triggers a snapshot file answers (the last trace_stats'
+  // ringside_snapshot_triggers); empty for other traces.
+  std::vector<trace::TraceStats::SnapshotTrigger> snapshot_triggers;
 
   // Set when the file could not be read to its end.
   struct Error {

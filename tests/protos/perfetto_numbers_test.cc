@@ -426,6 +426,8 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "TraceStats.StagingLoss",
       "TraceStats.ProducerStats",
       "TraceStats.DurableBufferStats",
+      "TraceStats.TriggerCount",
+      "TraceStats.SnapshotTrigger",
       // The control socket's protocol (ringside.control), never in a trace.
       "Request",
       "StatusRequest",

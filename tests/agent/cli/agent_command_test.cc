@@ -196,6 +196,93 @@ TEST_F(AgentCommandTest, SnapshotWaitReturnsAWholeTraceInTheOutputDir) {
   EXPECT_EQ(status->status().snapshots().last_reason(), "disk slow / sdb");
 }
 
+// A full disk: the snapshot fails with a log line and a counter in status,
+// leaves no file, and recording goes on; once there is room again the next
+// snapshot is written. The disk is a 16 MiB tmpfs the agent alone sees.
+TEST_F(AgentCommandTest, AFullDiskFailsTheSnapshotVisiblyAndRecordingGoesOn) {
+  // Snapshots reserve their buffers' worth ahead (TracingSession::
+  // MaxTraceBytes): 1 MiB * 1.25 + 256 KiB * 2 + 8 MiB, under 10 MiB.
+  WriteFile(config_, R"pb(
+    buffers { size_kb: 1024 }
+    data_sources {
+      config {
+        name: "linux.bpf"
+        bpf_config { ring_size_kb: 256 }
+      }
+    }
+    durable_buffer_size_kb: 256
+  )pb");
+  const std::string snaps = dir_.Join("snaps");
+  ASSERT_EQ(mkdir(snaps.c_str(), 0750), 0);
+  auto agent =
+      std::make_unique<AgentProcess>(Args(), dir_.Join("full.log"), notify_.path(),
+                                     std::vector<std::string>{}, PrivateTmpfs{snaps, 16u << 20});
+  ASSERT_FALSE(notify_.ReceiveUntil("READY=1", absl::Seconds(60)).empty()) << agent->Log();
+  // 12 MiB of the 16 taken: less room than a snapshot reserves.
+  const std::string filler = agent->SeenByAgent(snaps + "/filler");
+  std::ofstream(filler) << std::string(12u << 20, 'x');
+  struct stat st;
+  ASSERT_EQ(stat(filler.c_str(), &st), 0);
+  ASSERT_EQ(st.st_size, 12 << 20);
+
+  absl::StatusOr<control::Reply> failed = Ask(socket(), SnapshotRequest("full", /*wait=*/true));
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_FALSE(failed->has_snapshot());
+  EXPECT_TRUE(absl::StrContains(failed->error(), "No space left on device")) << failed->error();
+  absl::StatusOr<control::Reply> before = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(before.ok()) << before.status();
+  const control::SnapshotStatus& after_failure = before->status().snapshots();
+  EXPECT_EQ(after_failure.count(), 0u);
+  EXPECT_EQ(after_failure.failed(), 1u);
+  EXPECT_TRUE(absl::StrContains(after_failure.last_error(), snaps + "/"))
+      << after_failure.last_error();
+  EXPECT_TRUE(absl::StrContains(after_failure.last_error(), "No space left on device"))
+      << after_failure.last_error();
+  EXPECT_TRUE(absl::StrContains(agent->Log(), "snapshot " + snaps + "/")) << agent->Log();
+  EXPECT_TRUE(absl::StrContains(agent->Log(), "failed: cannot write")) << agent->Log();
+  // Neither the file nor its temporary one is left; nothing reached the
+  // test's own view of the directory.
+  EXPECT_EQ(ListDir(agent->SeenByAgent(snaps)), std::set<std::string>{"filler"});
+  EXPECT_TRUE(ListDir(snaps).empty());
+
+  // Still recording.
+  absl::SleepFor(absl::Milliseconds(1000));
+  absl::StatusOr<control::Reply> later = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(later.ok()) << later.status();
+  ASSERT_EQ(later->status().sources_size(), 1);
+  EXPECT_EQ(later->status().sources(0).state(), control::SourceStatus::RUNNING);
+  EXPECT_GT(later->status().sources(0).events(), before->status().sources(0).events());
+
+  // Room again: the next snapshot is written.
+  ASSERT_EQ(unlink(filler.c_str()), 0);
+  absl::StatusOr<control::Reply> written = Ask(socket(), SnapshotRequest("room", /*wait=*/true));
+  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_TRUE(written->has_snapshot()) << written->error();
+  int code = -1;
+  const std::string summary =
+      RunRingsideCapture({"inspect", agent->SeenByAgent(written->snapshot().path())}, &code);
+  EXPECT_EQ(code, 0) << summary;
+  absl::StatusOr<control::Reply> last = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->status().snapshots().count(), 1u);
+  EXPECT_EQ(last->status().snapshots().failed(), 1u);
+}
+
+TEST_F(AgentCommandTest, OutputGroupMakesSnapshotsReadableByThatGroup) {
+  WriteFile(config_, absl::StrCat(kConfig, "output_group: \"adm\"\n"));
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  absl::StatusOr<control::Reply> reply = Ask(socket(), SnapshotRequest("shared", true));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_TRUE(reply->has_snapshot()) << reply->error();
+  struct stat st;
+  ASSERT_EQ(stat(reply->snapshot().path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_gid, 4u) << "not adm's";
+  ASSERT_EQ(stat(dir_.Join("snaps").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);
+  EXPECT_EQ(st.st_gid, 4u) << "not adm's";
+}
+
 TEST_F(AgentCommandTest, SigusrOneWritesASnapshotWithReasonSignal) {
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   ASSERT_TRUE(agent->Signal(SIGUSR1));
@@ -443,6 +530,35 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
   // The one that joined and the one the cooldown held back.
   EXPECT_EQ(st->status().snapshots().suppressed(), 2u);
   EXPECT_EQ(st->status().snapshots().last_reason(), "deploy");
+  // The deploy file names both requests it answers; the next snapshot's
+  // stats count the one held back too.
+  auto stats_of = [](const std::string& path) {
+    trace::TraceStats stats;
+    const trace::Trace t = ReadTraceFile(path);
+    for (const trace::TracePacket& p : t.packet()) {
+      if (p.has_trace_stats()) stats = p.trace_stats();
+    }
+    return stats;
+  };
+  const trace::TraceStats deploy_stats = stats_of(dir_.Join("snaps/" + *files.begin()));
+  ASSERT_EQ(deploy_stats.ringside_snapshot_triggers_size(), 2);
+  for (const auto& t : deploy_stats.ringside_snapshot_triggers()) {
+    EXPECT_EQ(t.trigger_name(), "deploy");
+    EXPECT_EQ(t.producer_name(), "ringside trigger");
+  }
+  absl::StatusOr<control::Reply> next = Ask(socket(), SnapshotRequest("after", true));
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_TRUE(next->has_snapshot()) << next->error();
+  const trace::TraceStats next_stats = stats_of(next->snapshot().path());
+  ASSERT_EQ(next_stats.ringside_triggers_size(), 2);
+  EXPECT_EQ(next_stats.ringside_triggers(0).name(), "deploy");
+  EXPECT_EQ(next_stats.ringside_triggers(0).fired(), 1u);
+  EXPECT_EQ(next_stats.ringside_triggers(0).joined(), 1u);
+  EXPECT_EQ(next_stats.ringside_triggers(0).suppressed(), 1u);
+  EXPECT_EQ(next_stats.ringside_triggers(1).name(), "after");
+  EXPECT_EQ(next_stats.ringside_triggers(1).fired(), 1u);
+  ASSERT_EQ(next_stats.ringside_snapshot_triggers_size(), 1);
+  EXPECT_EQ(next_stats.ringside_snapshot_triggers(0).trigger_name(), "after");
 }
 
 TEST_F(AgentCommandTest, RetentionKeepsTheNewestSnapshotsAndWhatIsNotOurs) {
@@ -561,6 +677,18 @@ TEST_F(AgentCommandTest, ABurstOfCrashesFiresOneSnapshotHoldingTheFirstAndCounts
     }
   }
   for (pid_t pid : crashed) EXPECT_EQ(crash_ts.count(pid), 1u) << "no crash of pid " << pid;
+  // It names all 50 crashes it answers, and counts them.
+  const trace::TraceStats& stats = t.packet(t.packet_size() - 1).trace_stats();
+  ASSERT_EQ(stats.ringside_snapshot_triggers_size(), 50);
+  std::set<uint64_t> trigger_times;
+  for (const auto& st : stats.ringside_snapshot_triggers()) {
+    EXPECT_EQ(st.trigger_name(), "crash");
+    trigger_times.insert(st.timestamp());
+  }
+  for (pid_t pid : crashed) EXPECT_EQ(trigger_times.count(crash_ts[pid]), 1u) << pid;
+  ASSERT_EQ(stats.ringside_triggers_size(), 1);
+  EXPECT_EQ(stats.ringside_triggers(0).fired(), 1u);
+  EXPECT_EQ(stats.ringside_triggers(0).joined(), 49u);
   ASSERT_EQ(triggers.size(), 1u);
   EXPECT_EQ(triggers[0].clone_snapshot_trigger().trigger_name(), "crash");
   EXPECT_EQ(triggers[0].clone_snapshot_trigger().producer_name(), "linux.bpf");

@@ -67,6 +67,8 @@ control::StatusReply FilledReply() {
   snap->set_last_path("/var/lib/ringside/snapshots/oom-1.pftrace");
   snap->set_last_reason("oom");
   snap->set_suppressed(2);
+  snap->set_failed(1);
+  snap->set_last_error("cannot write /snaps/x.pftrace: No space left on device");
   s.mutable_streaming()->set_path("/var/lib/ringside/trace.pftrace");
   s.mutable_streaming()->set_bytes(5 << 20);
   return s;
@@ -141,9 +143,11 @@ TEST(StatusTextTest, DurableSnapshotsAndStreamingHaveTheirLines) {
   const std::string text = StatusText(FilledReply());
   EXPECT_THAT(LineWith(text, "durable"),
               HasSubstr("1234 entries, 2.0 MiB of 4.0 MiB; evicted 1 live, 12 ended"));
-  EXPECT_THAT(LineWith(text, "snapshots"), HasSubstr("3 taken, 2 suppressed"));
+  EXPECT_THAT(LineWith(text, "snapshots"), HasSubstr("3 taken, 1 failed, 2 suppressed"));
   EXPECT_THAT(text, HasSubstr("last: /var/lib/ringside/snapshots/oom-1.pftrace\n"));
   EXPECT_THAT(text, HasSubstr("reason: oom\n"));
+  EXPECT_THAT(text, HasSubstr("last failure: cannot write /snaps/x.pftrace: "
+                              "No space left on device\n"));
   EXPECT_THAT(LineWith(text, "streaming"),
               HasSubstr("/var/lib/ringside/trace.pftrace, 5.0 MiB written"));
 }
@@ -159,8 +163,9 @@ TEST(StatusTextTest, EmptyReplySaysEmbeddedDefaultAndNone) {
   EXPECT_THAT(LineWith(text, "config"), HasSubstr("embedded default"));
   EXPECT_THAT(LineWith(text, "sources"), HasSubstr("none"));
   EXPECT_THAT(LineWith(text, "buffers"), HasSubstr("none"));
-  EXPECT_THAT(LineWith(text, "snapshots"), HasSubstr("0 taken, 0 suppressed"));
+  EXPECT_THAT(LineWith(text, "snapshots"), HasSubstr("0 taken, 0 failed, 0 suppressed"));
   EXPECT_THAT(text, Not(HasSubstr("last:")));
+  EXPECT_THAT(text, Not(HasSubstr("last failure:")));
   EXPECT_THAT(text, Not(HasSubstr("streaming")));
 }
 
@@ -228,6 +233,8 @@ TEST(StatusJsonTest, EmptyReplyStillHasEveryFieldWithZeroValues) {
   EXPECT_EQ(j["buffers"], json::array());
   EXPECT_EQ(j["durable"]["capacity"], 0);
   EXPECT_EQ(j["snapshots"]["last_path"], "");
+  EXPECT_EQ(j["snapshots"]["failed"], 0);
+  EXPECT_EQ(j["snapshots"]["last_error"], "");
   EXPECT_TRUE(j["streaming"].is_null());
 }
 

@@ -26,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/config/config_loader.h"
+#include "agent/files/stats_merging_sink.h"
 #include "agent/files/trace_sink.h"
 #include "agent/session/tracing_session.h"
 #include "gtest/gtest.h"
@@ -486,8 +487,25 @@ TEST(TraceProcessorImportTest, SnapshotWithItsCloneSnapshotTrigger) {
   absl::StatusOr<std::unique_ptr<SessionSnapshot>> snap = (*session)->CloneSnapshot(
       SnapshotTrigger{"rs_tp_trigger", "trace_processor_import_test", 4242, fired_at});
   ASSERT_TRUE(snap.ok()) << snap.status();
+  // With what the agent adds to a snapshot's trace_stats (ringside
+  // extensions the importer must skip).
+  trace::TraceStats extra;
+  trace::TraceStats::TriggerCount* count = extra.add_ringside_triggers();
+  count->set_name("rs_tp_trigger");
+  count->set_fired(1);
+  count->set_joined(2);
+  count->set_suppressed(3);
+  for (int64_t at : {fired_at, fired_at + 1}) {
+    trace::TraceStats::SnapshotTrigger* t = extra.add_ringside_snapshot_triggers();
+    t->set_trigger_name("rs_tp_trigger");
+    t->set_producer_name("trace_processor_import_test");
+    t->set_trusted_producer_uid(4242);
+    t->set_timestamp(static_cast<uint64_t>(at));
+  }
   StringSink file;
-  ASSERT_TRUE((*snap)->WriteTo(&file).ok());
+  StatsMergingSink merging(&file, extra);
+  ASSERT_TRUE((*snap)->WriteTo(&merging).ok());
+  ASSERT_TRUE(merging.merged());
   ASSERT_TRUE((*session)->Stop().ok());
   std::ofstream(r.path, std::ios::binary) << file.data();
 

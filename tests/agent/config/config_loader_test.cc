@@ -183,6 +183,25 @@ TEST(ConfigLoaderTest, AgentPathsMustBeAbsoluteAndTheSocketFitAUnixAddress) {
   EXPECT_EQ(cfg->output_dir(), "/var/tmp/s");
 }
 
+TEST(ConfigLoaderTest, OutputGroupMustBeAGroupOfThisMachine) {
+  absl::StatusOr<config::TraceConfig> cfg =
+      ParseConfig("buffers { size_kb: 1024 }\noutput_group: \"rs-no-such-group\"\n", "a.pbtxt");
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cfg.status().message(),
+            "a.pbtxt: line 2, column 1: output_group is 'rs-no-such-group': no such group on this "
+            "machine (see `getent group`); a group name or number");
+  cfg = ParseConfig("buffers { size_kb: 1024 }\noutput_group: \"\"\n", "a.pbtxt");
+  EXPECT_NE(cfg.status().message().find("output_group is empty"), std::string::npos)
+      << cfg.status();
+  cfg = ParseConfig("buffers { size_kb: 1024 }\noutput_group: \"adm\"\n", "a.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->output_group(), "adm");
+  // A number is taken as is, as chown(1) takes it.
+  cfg = ParseConfig("buffers { size_kb: 1024 }\noutput_group: \"4242\"\n", "a.pbtxt");
+  EXPECT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(*ResolveGroup("output_group", "adm"), 4u);
+}
+
 TEST(ConfigLoaderTest, TheAgentsDefaultRecordsUntilStoppedWithTheAgentSettingsFilledIn) {
   const config::TraceConfig cfg = DefaultAgentConfig();
   EXPECT_EQ(cfg.duration_ms(), 0u);

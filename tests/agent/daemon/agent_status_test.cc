@@ -63,6 +63,8 @@ TEST(AgentStatusTest, TheReplyCarriesEverySourceBufferAndSnapshotFigure) {
   snaps.written = 4;
   snaps.last_path = "/var/lib/ringside/snapshots/h-20261123T000000Z-crash.pftrace";
   snaps.last_reason = "crash";
+  snaps.failed = 2;
+  snaps.last_error = "cannot write /s/x.pftrace: No space left on device";
   const control::StatusReply st =
       status.Reply(MakeReport(10), kStart + absl::Seconds(1), "/c.pbtxt", snaps, 49);
   EXPECT_EQ(st.config_path(), "/c.pbtxt");
@@ -84,6 +86,8 @@ TEST(AgentStatusTest, TheReplyCarriesEverySourceBufferAndSnapshotFigure) {
   EXPECT_EQ(st.snapshots().count(), 4u);
   EXPECT_EQ(st.snapshots().last_reason(), "crash");
   EXPECT_EQ(st.snapshots().suppressed(), 49u);
+  EXPECT_EQ(st.snapshots().failed(), 2u);
+  EXPECT_EQ(st.snapshots().last_error(), "cannot write /s/x.pftrace: No space left on device");
   EXPECT_EQ(st.pid(), getpid());
   EXPECT_GT(st.rss_bytes(), 0u);
 }

@@ -62,6 +62,33 @@ TEST(SnapshotWriterTest, WritesAWholeTraceUnderItsFinalNameOnly) {
   EXPECT_EQ(writer.stats().last_reason, "manual");
 }
 
+// output_group: the group reads the files and reaches them through every
+// directory the writer made.
+TEST(SnapshotWriterTest, WithAGroupFilesAre0640AndNewDirectories0750OfThatGroup) {
+  if (geteuid() != 0) GTEST_SKIP() << "giving files to another group needs root";
+  const gid_t adm = 4;  // Debian's adm; any group but ours will do.
+  ASSERT_NE(getegid(), adm);
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.Join("snaps/deep"), nullptr);
+  writer.set_output_group(adm);
+  absl::StatusOr<std::string> path = writer.Take("manual");
+  ASSERT_TRUE(path.ok()) << path.status();
+  ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+  struct stat st;
+  ASSERT_EQ(stat(path->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_gid, adm);
+  for (const char* d : {"snaps", "snaps/deep"}) {
+    ASSERT_EQ(stat(dir.Join(d).c_str(), &st), 0) << d;
+    EXPECT_EQ(st.st_mode & 0777, 0750u) << d;
+    EXPECT_EQ(st.st_gid, adm) << d;
+  }
+  // The scratch directory existed: not the writer's to change.
+  ASSERT_EQ(stat(dir.path().c_str(), &st), 0);
+  EXPECT_NE(st.st_gid, adm);
+}
+
 TEST(SnapshotWriterTest, TheFileIsNamedForTheReasonAndCarriesTheTriggerGiven) {
   ScratchDir dir;
   std::unique_ptr<TracingSession> session = StartedSession();
@@ -175,6 +202,78 @@ TEST(SnapshotWriterTest, ARequestJoinsTheWaitingCloneOrRefreshesItWhenItsTrigger
   }
   EXPECT_EQ(triggers, 1);
   EXPECT_GE(stats_at, static_cast<uint64_t>(newer_at));
+}
+
+// A file names every trigger it answers (the one that made it, those that
+// joined it before and after it was taken) and carries the tally of all
+// requests up to its write, in its trace_stats.
+TEST(SnapshotWriterTest, AFileListsTheTriggersItAnswersAndTheTallyAsOfItsWrite) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  TriggerTally tally;
+  absl::Mutex mu;
+  bool release = false;
+  SnapshotWriter writer(
+      session.get(), dir.path(),
+      [&](const SnapshotWriter::Result&) {
+        absl::MutexLock lock(&mu);
+        mu.Await(absl::Condition(&release));
+      },
+      &tally);
+  absl::StatusOr<std::string> first = writer.Take("first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Written; the writer's thread is now held, so the next requests queue.
+  ASSERT_TRUE(writer.Wait(*first, absl::Seconds(30)).ok());
+
+  const int64_t early = BoottimeNowNs();
+  // "crash" was joined by another crash while it waited for its delay.
+  absl::StatusOr<std::string> crash =
+      writer.Take("crash", SnapshotTrigger{"crash", "linux.bpf", 0, early},
+                  {SnapshotTrigger{"crash", "linux.bpf", 0, early + 1}});
+  ASSERT_TRUE(crash.ok()) << crash.status();
+  absl::StatusOr<std::string> manual =
+      writer.Take("control", SnapshotTrigger{"control", "ringside snapshot", 1000, early});
+  ASSERT_TRUE(manual.ok()) << manual.status();
+  EXPECT_EQ(*manual, *crash);
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  ASSERT_TRUE(writer.Wait(*crash, absl::Seconds(30)).ok());
+  writer.Finish();
+
+  auto stats_of = [](const std::string& path) {
+    trace::TraceStats stats;
+    const trace::Trace t = testing::ReadTraceFile(path);
+    for (const trace::TracePacket& p : t.packet()) {
+      if (p.has_trace_stats()) stats = p.trace_stats();
+    }
+    return stats;
+  };
+  const trace::TraceStats first_stats = stats_of(*first);
+  ASSERT_EQ(first_stats.ringside_snapshot_triggers_size(), 1);
+  EXPECT_EQ(first_stats.ringside_snapshot_triggers(0).trigger_name(), "first");
+  EXPECT_GT(first_stats.buffer_stats_size(), 0) << "the session's own stats are gone";
+
+  const trace::TraceStats stats = stats_of(*crash);
+  EXPECT_GT(stats.buffer_stats_size(), 0) << "the session's own stats are gone";
+  ASSERT_EQ(stats.ringside_snapshot_triggers_size(), 3);
+  EXPECT_EQ(stats.ringside_snapshot_triggers(0).trigger_name(), "crash");
+  EXPECT_EQ(stats.ringside_snapshot_triggers(0).timestamp(), static_cast<uint64_t>(early));
+  EXPECT_EQ(stats.ringside_snapshot_triggers(1).trigger_name(), "crash");
+  EXPECT_EQ(stats.ringside_snapshot_triggers(1).timestamp(), static_cast<uint64_t>(early + 1));
+  EXPECT_EQ(stats.ringside_snapshot_triggers(2).trigger_name(), "control");
+  EXPECT_EQ(stats.ringside_snapshot_triggers(2).producer_name(), "ringside snapshot");
+  EXPECT_EQ(stats.ringside_snapshot_triggers(2).trusted_producer_uid(), 1000);
+  // The request that joined before the clone was counted by whoever took
+  // it (the agent's trigger rules); the writer counts what it decided.
+  ASSERT_EQ(stats.ringside_triggers_size(), 3);
+  EXPECT_EQ(stats.ringside_triggers(0).name(), "first");
+  EXPECT_EQ(stats.ringside_triggers(0).fired(), 1u);
+  EXPECT_EQ(stats.ringside_triggers(1).name(), "crash");
+  EXPECT_EQ(stats.ringside_triggers(1).fired(), 1u);
+  EXPECT_EQ(stats.ringside_triggers(2).name(), "control");
+  EXPECT_EQ(stats.ringside_triggers(2).joined(), 1u);
 }
 
 }  // namespace

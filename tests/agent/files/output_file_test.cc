@@ -59,6 +59,28 @@ TEST_F(OutputFileTest, AWholeFileAppearsOnlyAtFinishCutToItsSize) {
   EXPECT_EQ(sink->Write("x").code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// output_group: the file is the group's to read from the moment it has its
+// final name.
+TEST_F(OutputFileTest, AWholeFileSharedWithAGroupAppearsAs0640OfThatGroup) {
+  if (geteuid() != 0) GTEST_SKIP() << "giving a file to another group needs root";
+  const gid_t group = 4;  // Any group but ours will do; Debian's adm.
+  ASSERT_NE(getegid(), group);
+  const std::string path = dir_ + "/t.pftrace";
+  absl::StatusOr<std::unique_ptr<OutputFile>> f =
+      OutputFile::Open(path, OutputFile::Mode::kWholeFile, 0);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE((*f)->ShareWithGroup(group).ok());
+  ASSERT_TRUE((*f)->Write("abc").ok());
+  ASSERT_TRUE((*f)->Finish().ok());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_gid, group);
+  EXPECT_EQ(st.st_uid, geteuid());
+  // Once in place it is too late: the file was visible with another mode.
+  EXPECT_EQ((*f)->ShareWithGroup(group).code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(OutputFileTest, AnUnfinishedWholeFileLeavesTheOldFileAndNoTemporary) {
   const std::string path = dir_ + "/t.pftrace";
   std::ofstream(path) << "old trace";

@@ -174,6 +174,38 @@ TEST(TraceInspectorTest, LaterStatsPacketReplacesEarlierOne) {
   EXPECT_EQ(s->nonzero_stats[1].first, "ftrace_stats.cpu_stats[0].overrun");
 }
 
+// A snapshot's trigger tally reads by trigger name, and the triggers it
+// answers are listed, not taken for figures.
+TEST(TraceInspectorTest, SnapshotTriggersAreNamedAmongTheStats) {
+  Trace trace;
+  auto* stats = trace.add_packet()->mutable_trace_stats();
+  auto* crash = stats->add_ringside_triggers();
+  crash->set_name("crash");
+  crash->set_fired(1);
+  crash->set_joined(49);
+  for (int i = 0; i < 2; i++) {
+    auto* t = stats->add_ringside_snapshot_triggers();
+    t->set_trigger_name("crash");
+    t->set_producer_name("linux.bpf");
+    t->set_timestamp(1'500'000'000 + i);
+  }
+  const std::string path = WriteFile("triggers", trace.SerializeAsString());
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->nonzero_stats.size(), 2u);
+  EXPECT_EQ(s->nonzero_stats[0].first, "trace_stats.ringside_triggers[crash].fired");
+  EXPECT_EQ(s->nonzero_stats[1].first, "trace_stats.ringside_triggers[crash].joined");
+  EXPECT_EQ(std::get<uint64_t>(s->nonzero_stats[1].second), 49u);
+  ASSERT_EQ(s->snapshot_triggers.size(), 2u);
+  const std::string text = SummaryToText(path, *s);
+  EXPECT_NE(text.find("Snapshot of 2 trigger(s):\n  crash"), std::string::npos) << text;
+  EXPECT_NE(text.find("by linux.bpf (uid 0) at 1.500000001 s"), std::string::npos) << text;
+  const nlohmann::json j = SummaryToJson(path, *s);
+  ASSERT_EQ(j["snapshot_triggers"].size(), 2u);
+  EXPECT_EQ(j["snapshot_triggers"][1]["timestamp_ns"], 1'500'000'001u);
+  EXPECT_EQ(j["nonzero_stats"]["trace_stats.ringside_triggers[crash].joined"], 49u);
+}
+
 TEST(TraceInspectorTest, EmptyFileIsAnEmptyTrace) {
   absl::StatusOr<TraceSummary> s = InspectTraceFile(WriteFile("empty", ""));
   ASSERT_TRUE(s.ok());

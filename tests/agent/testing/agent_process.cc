@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/daemon/control_client.h"
@@ -59,7 +62,8 @@ std::vector<std::string> FakeNotifySocket::ReceiveUntil(const std::string& line,
 }
 
 AgentProcess::AgentProcess(const std::vector<std::string>& args, const std::string& log_path,
-                           const std::string& notify_socket, const std::vector<std::string>& env)
+                           const std::string& notify_socket, const std::vector<std::string>& env,
+                           const std::optional<PrivateTmpfs>& tmpfs)
     : log_path_(log_path) {
   // Everything the child needs is built before fork(): the test process
   // has threads, and a child of a threaded process may only call
@@ -91,6 +95,11 @@ AgentProcess::AgentProcess(const std::vector<std::string>& args, const std::stri
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
 
+  const std::string tmpfs_dir = tmpfs ? tmpfs->dir : "";
+  const std::string tmpfs_options =
+      tmpfs ? absl::StrCat("size=", tmpfs->size_bytes, ",mode=0750") : "";
+  static constexpr char kNoTmpfs[] = "test: cannot set up the agent's private tmpfs\n";
+
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   sigset_t none;
@@ -103,6 +112,17 @@ AgentProcess::AgentProcess(const std::vector<std::string>& args, const std::stri
     }
     // The test's own signal mask is not the agent's.
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (!tmpfs_dir.empty()) {
+      // Private first, so that the tmpfs never propagates to the test's
+      // namespace (systemd makes / shared).
+      if (unshare(CLONE_NEWNS) != 0 ||
+          mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+          mount("ringside-test", tmpfs_dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+                tmpfs_options.c_str()) != 0) {
+        (void)!write(STDERR_FILENO, kNoTmpfs, sizeof(kNoTmpfs) - 1);
+        _exit(124);
+      }
+    }
     execve(binary.c_str(), argv.data(), envp.data());
     _exit(126);
   }
@@ -115,6 +135,10 @@ AgentProcess::~AgentProcess() {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }
+}
+
+std::string AgentProcess::SeenByAgent(const std::string& path) const {
+  return absl::StrCat("/proc/", pid_, "/root", path);
 }
 
 bool AgentProcess::Signal(int sig) { return pid_ > 0 && kill(pid_, sig) == 0; }

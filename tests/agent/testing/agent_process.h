@@ -3,6 +3,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,16 +33,31 @@ class FakeNotifySocket {
   int fd_ = -1;
 };
 
+// A small disk of the agent's own: a tmpfs mounted on `dir` in a mount
+// namespace only the agent is in, so a test can fill it without filling the
+// machine's, and nothing stays mounted once the agent is gone (the
+// namespace dies with it).
+struct PrivateTmpfs {
+  std::string dir;  // Must exist.
+  uint64_t size_bytes = 0;
+};
+
 // `ringside agent ARGS...` started by the test, stderr into `log_path`,
 // NOTIFY_SOCKET set to `notify_socket` (if not empty). Killed (SIGKILL) by
 // the destructor if still running.
 class AgentProcess {
  public:
-  // `env`: more NAME=value settings for the agent.
+  // `env`: more NAME=value settings for the agent. `tmpfs`: run it in a
+  // mount namespace of its own with that tmpfs (needs CAP_SYS_ADMIN; the
+  // agent exits 124 with a line on its log when it cannot be set up).
   AgentProcess(const std::vector<std::string>& args, const std::string& log_path,
-               const std::string& notify_socket, const std::vector<std::string>& env = {});
+               const std::string& notify_socket, const std::vector<std::string>& env = {},
+               const std::optional<PrivateTmpfs>& tmpfs = std::nullopt);
   ~AgentProcess();
   pid_t pid() const { return pid_; }
+  // `path` as the agent sees it, for the test to reach into its tmpfs
+  // (through /proc/PID/root).
+  std::string SeenByAgent(const std::string& path) const;
   bool Signal(int sig);
   // The wait status once it exited, within `timeout`; nullopt if it did not.
   std::optional<int> WaitExit(absl::Duration timeout);
