@@ -5,8 +5,13 @@
 
 #include "bpf/common_events.h"
 
+/* Every incident record carries the cgroup v2 id (the inode number of its
+ * directory) of the task it happened to, for triggers that filter by cgroup;
+ * 0 when unknown. */
+
 /* RS_EV_OOM_KILL: the OOM killer chose a victim. On kernels whose
- * oom/mark_victim reports only a pid, tgid, uid and comm are 0/empty. */
+ * oom/mark_victim reports only a pid, tgid, uid, comm and cgroup_id are
+ * 0/empty. */
 struct rs_oom_kill {
   struct rs_event_header h;
   __s32 pid;
@@ -14,6 +19,7 @@ struct rs_oom_kill {
   __u32 uid;
   __s32 killer_pid; /* The task whose allocation ran the OOM killer. */
   char comm[RS_TASK_COMM_LEN];
+  __u64 cgroup_id;
 };
 
 /* RS_EV_FATAL_SIGNAL: a signal whose action will kill the target (SIGSEGV,
@@ -29,6 +35,7 @@ struct rs_fatal_signal {
   __s32 target_tgid;
   char sender_comm[RS_TASK_COMM_LEN];
   char target_comm[RS_TASK_COMM_LEN];
+  __u64 target_cgroup_id;
 };
 
 /* RS_EV_CORE_DUMP: a process ended by a signal and dumped core. */
@@ -39,6 +46,7 @@ struct rs_core_dump {
   __s32 sig;
   __s32 pad;
   char comm[RS_TASK_COMM_LEN];
+  __u64 cgroup_id;
 };
 
 #endif /* RINGSIDE_BPF_INCIDENT_EVENTS_H_ */

@@ -15,6 +15,10 @@ char LICENSE[] SEC("license") = "GPL";
 #define RS_SIGSEGV 11
 #define RS_NSIG 64
 
+static __always_inline __u64 cgroup_id_of(struct task_struct* t) {
+  return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
 /* Kernels since 6.8: the victim task and its uid. */
 SEC("tp_btf/mark_victim")
 int BPF_PROG(handle_mark_victim, struct task_struct* task, uid_t uid) {
@@ -25,6 +29,7 @@ int BPF_PROG(handle_mark_victim, struct task_struct* task, uid_t uid) {
   e->uid = uid;
   e->killer_pid = bpf_get_current_pid_tgid() >> 32;
   __builtin_memcpy(e->comm, task->comm, RS_TASK_COMM_LEN);
+  e->cgroup_id = cgroup_id_of(task);
   rs_submit(e);
   return 0;
 }
@@ -40,6 +45,7 @@ int BPF_PROG(handle_mark_victim_pid, int pid) {
   e->uid = 0;
   e->killer_pid = bpf_get_current_pid_tgid() >> 32;
   __builtin_memset(e->comm, 0, RS_TASK_COMM_LEN);
+  e->cgroup_id = 0;
   rs_submit(e);
   return 0;
 }
@@ -76,6 +82,7 @@ int BPF_PROG(handle_signal_generate, int sig, struct kernel_siginfo* info, struc
   e->target_tgid = task->tgid;
   __builtin_memcpy(e->sender_comm, sender->comm, RS_TASK_COMM_LEN);
   __builtin_memcpy(e->target_comm, task->comm, RS_TASK_COMM_LEN);
+  e->target_cgroup_id = cgroup_id_of(task);
   rs_submit(e);
   return 0;
 }
@@ -94,6 +101,7 @@ int BPF_PROG(handle_core_dump_exit, struct task_struct* p) {
   e->sig = code & 0x7f;
   e->pad = 0;
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
+  e->cgroup_id = cgroup_id_of(p);
   rs_submit(e);
   return 0;
 }

@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -190,6 +191,17 @@ void ValidateIncident(const config::TraceConfig::TriggerConfig::Trigger::Inciden
                            absl::StrJoin(seen, ", "),
                            " (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGKILL, SIGSEGV); for others "
                            "that dump core, use the kind CORE_DUMP"));
+    }
+  }
+  for (int k = 0; k < incident.cgroups_size(); k++) {
+    const std::string& path = incident.cgroups(k);
+    if (path.empty() || path[0] != '/' || absl::StrContains(path, "/../") ||
+        absl::EndsWith(path, "/..") || path.size() > kMaxCgroupPathBytes) {
+      v->Fail(field("cgroups", k),
+              absl::StrCat("is '", absl::CHexEscape(path),
+                           "': a cgroup's path below the cgroup2 mount, starting with '/' "
+                           "(\"/system.slice/nginx.service\"), without '..', at most ",
+                           kMaxCgroupPathBytes, " bytes"));
     }
   }
   for (int k = 0; k < incident.comms_size(); k++) {

@@ -35,6 +35,8 @@ inline constexpr uint32_t kMaxTriggerFiresPerWindow = 10000;
 // A trigger's incident filter: task names as the kernel keeps them
 // (TASK_COMM_LEN less its NUL).
 inline constexpr size_t kMaxCommBytes = 15;
+// A trigger's incident filter: cgroup paths, as the kernel's PATH_MAX allows.
+inline constexpr size_t kMaxCgroupPathBytes = 4095;
 
 // Data sources this build can run.
 const std::vector<std::string>& KnownDataSources();

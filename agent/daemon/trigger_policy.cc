@@ -1,11 +1,16 @@
 #include "agent/daemon/trigger_policy.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <fstream>
 #include <iterator>
 #include <memory>
 #include <random>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
 
@@ -15,6 +20,21 @@ namespace {
 
 constexpr absl::Duration kHour = absl::Hours(1);
 constexpr absl::Duration kDay = absl::Hours(24);
+// Where the cgroup2 hierarchy is mounted: /sys/fs/cgroup, or
+// /sys/fs/cgroup/unified beside v1 hierarchies (systemd's hybrid layout);
+// empty when it is not. Read once: it does not move while the agent runs.
+const std::string& Cgroup2Root() {
+  static const std::string* root = [] {
+    std::ifstream mounts("/proc/self/mounts");
+    std::string line;
+    while (std::getline(mounts, line)) {
+      const std::vector<std::string> f = absl::StrSplit(line, ' ');
+      if (f.size() >= 3 && f[2] == "cgroup2") return new std::string(f[1]);
+    }
+    return new std::string();
+  }();
+  return *root;
+}
 
 uint32_t Capped(uint32_t limit) { return std::min(limit, kMaxTriggerFiresPerWindow); }
 
@@ -68,6 +88,7 @@ std::vector<TriggerPolicy::Rule> TriggerPolicy::RulesFrom(const config::TraceCon
         filter.signals.assign(std::begin(kDefaultCrashSignals), std::end(kDefaultCrashSignals));
       }
       filter.comms.assign(t.incident().comms().begin(), t.incident().comms().end());
+      filter.cgroups.assign(t.incident().cgroups().begin(), t.incident().cgroups().end());
       rule.incident = std::move(filter);
     }
     rules.push_back(std::move(rule));
@@ -171,7 +192,17 @@ const char* TriggerPolicy::VerdictName(Verdict verdict) {
   return "?";
 }
 
-bool TriggerPolicy::Matches(const Rule::IncidentFilter& filter, const Incident& incident) {
+std::optional<uint64_t> TriggerPolicy::SystemCgroupIdOf(const std::string& path) {
+  const std::string& root = Cgroup2Root();
+  struct stat st;
+  if (root.empty() || stat(absl::StrCat(root, path).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return std::nullopt;
+  }
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+bool TriggerPolicy::Matches(const Rule::IncidentFilter& filter, const Incident& incident,
+                            const CgroupIdOf& cgroup_id_of) {
   if (std::find(filter.kinds.begin(), filter.kinds.end(), incident.kind) == filter.kinds.end()) {
     return false;
   }
@@ -180,14 +211,23 @@ bool TriggerPolicy::Matches(const Rule::IncidentFilter& filter, const Incident& 
           filter.signals.end()) {
     return false;
   }
-  return filter.comms.empty() ||
-         std::find(filter.comms.begin(), filter.comms.end(), incident.comm) != filter.comms.end();
+  if (!filter.comms.empty() &&
+      std::find(filter.comms.begin(), filter.comms.end(), incident.comm) == filter.comms.end()) {
+    return false;
+  }
+  if (filter.cgroups.empty()) return true;
+  if (incident.cgroup_id == 0) return false;
+  for (const std::string& path : filter.cgroups) {
+    if (cgroup_id_of(path) == incident.cgroup_id) return true;
+  }
+  return false;
 }
 
-std::vector<std::string> TriggerPolicy::RulesFor(const Incident& incident) const {
+std::vector<std::string> TriggerPolicy::RulesFor(const Incident& incident,
+                                                 const CgroupIdOf& cgroup_id_of) const {
   std::vector<std::string> names;
   for (const auto& [name, state] : states_) {
-    if (state.rule.incident.has_value() && Matches(*state.rule.incident, incident)) {
+    if (state.rule.incident.has_value() && Matches(*state.rule.incident, incident, cgroup_id_of)) {
       names.push_back(name);
     }
   }

@@ -64,6 +64,9 @@ class TriggerPolicy {
       std::vector<int32_t> signals;
       // Task names; empty: any.
       std::vector<std::string> comms;
+      // cgroup v2 paths below the cgroup2 mount; empty: any. The task's own
+      // cgroup must be one of them.
+      std::vector<std::string> cgroups;
     };
     std::optional<IncidentFilter> incident;
   };
@@ -94,11 +97,24 @@ class TriggerPolicy {
   // The rule named `name`, or nullptr. Valid until the next Replace.
   const Rule* Find(absl::string_view name) const;
 
+  // The cgroup v2 id of the cgroup at `path` below the cgroup2 root;
+  // nullopt when there is none.
+  using CgroupIdOf = std::function<std::optional<uint64_t>(const std::string& path)>;
+  // Looks paths up below the cgroup2 mount (/sys/fs/cgroup, or
+  // /sys/fs/cgroup/unified on hybrid systems): the id is the directory's
+  // inode number, as the kernel's kernfs gives it.
+  static std::optional<uint64_t> SystemCgroupIdOf(const std::string& path);
+
   // The names of the rules whose incident filter `incident` passes, in no
-  // particular order (the caller Offer()s each).
-  std::vector<std::string> RulesFor(const Incident& incident) const;
-  // Whether `incident` passes `filter`.
-  static bool Matches(const Rule::IncidentFilter& filter, const Incident& incident);
+  // particular order (the caller Offer()s each). Filters with cgroups look
+  // them up with `cgroup_id_of` now: cgroups come and go (a container
+  // started after the config was loaded), incidents are rare.
+  std::vector<std::string> RulesFor(const Incident& incident,
+                                    const CgroupIdOf& cgroup_id_of = SystemCgroupIdOf) const;
+  // Whether `incident` passes `filter`. An incident whose cgroup is unknown
+  // (0) never passes a filter that names cgroups.
+  static bool Matches(const Rule::IncidentFilter& filter, const Incident& incident,
+                      const CgroupIdOf& cgroup_id_of = SystemCgroupIdOf);
 
   // Swaps in new rules (config reload). A rule whose name stays keeps its
   // fire history and counts, now judged by its new settings; others start

@@ -99,9 +99,13 @@ void BpfDataSource::TellIncidents(absl::Span<const bpf::Record> records) {
     switch (r.type) {
       case RS_EV_OOM_KILL: {
         const rs_oom_kill& e = r.oom_kill();
-        incident = {
-            Incident::Kind::kOomKill,        static_cast<int64_t>(e.h.ts_ns), e.pid, e.tgid, 0,
-            std::string(bpf::CommOf(e.comm))};
+        incident = {Incident::Kind::kOomKill,
+                    static_cast<int64_t>(e.h.ts_ns),
+                    e.pid,
+                    e.tgid,
+                    0,
+                    std::string(bpf::CommOf(e.comm)),
+                    e.cgroup_id};
         break;
       }
       case RS_EV_FATAL_SIGNAL: {
@@ -111,14 +115,19 @@ void BpfDataSource::TellIncidents(absl::Span<const bpf::Record> records) {
                     e.target_pid,
                     e.target_tgid,
                     e.sig,
-                    std::string(bpf::CommOf(e.target_comm))};
+                    std::string(bpf::CommOf(e.target_comm)),
+                    e.target_cgroup_id};
         break;
       }
       case RS_EV_CORE_DUMP: {
         const rs_core_dump& e = r.core_dump();
-        incident = {
-            Incident::Kind::kCoreDump,       static_cast<int64_t>(e.h.ts_ns), e.pid, e.tgid, e.sig,
-            std::string(bpf::CommOf(e.comm))};
+        incident = {Incident::Kind::kCoreDump,
+                    static_cast<int64_t>(e.h.ts_ns),
+                    e.pid,
+                    e.tgid,
+                    e.sig,
+                    std::string(bpf::CommOf(e.comm)),
+                    e.cgroup_id};
         break;
       }
       default:

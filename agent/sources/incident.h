@@ -18,6 +18,9 @@ struct Incident {
   int32_t tgid = 0;
   int32_t signal = 0;  // kFatalSignal, kCoreDump: the signal; else 0.
   std::string comm;    // The task's name; may be empty.
+  // The task's cgroup v2 id (the inode number of its directory); 0 when the
+  // kernel did not say.
+  uint64_t cgroup_id = 0;
 };
 
 // Told of incidents as a source reads them, on that source's reader

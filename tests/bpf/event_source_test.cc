@@ -604,6 +604,25 @@ TEST(EventSourceTest, RenameIsRecordedWithOldAndNewComm) {
   EXPECT_EQ(found, 1);
 }
 
+// This process's cgroup v2 id (the inode of its cgroup's directory), which
+// its children inherit; 0 when there is no cgroup2 hierarchy.
+uint64_t OwnCgroupId() {
+  std::string root;  // /sys/fs/cgroup, or .../unified on hybrid systems.
+  std::ifstream mounts("/proc/self/mounts");
+  std::string line;
+  while (root.empty() && std::getline(mounts, line)) {
+    const std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() >= 3 && f[2] == "cgroup2") root = f[1];
+  }
+  std::ifstream in("/proc/self/cgroup");
+  while (!root.empty() && std::getline(in, line)) {
+    if (line.rfind("0::", 0) != 0) continue;
+    struct stat st;
+    if (stat((root + line.substr(3)).c_str(), &st) == 0) return st.st_ino;
+  }
+  return 0;
+}
+
 TEST(EventSourceTest, FatalSignalsAndCoreDumpsAreIncidents) {
   RINGSIDE_LOAD_BPF_OR_SKIP(source, EventSource::Options{});
   ASSERT_TRUE(source->Attach().ok());
@@ -645,8 +664,13 @@ TEST(EventSourceTest, FatalSignalsAndCoreDumpsAreIncidents) {
   ASSERT_TRUE(WIFSIGNALED(kill_status) && WTERMSIG(kill_status) == SIGKILL);
   ASSERT_TRUE(WIFSIGNALED(abort_status) && WTERMSIG(abort_status) == SIGABRT);
 
+  // Incidents name the task's cgroup, for triggers that filter by it.
+  const uint64_t cgroup = OwnCgroupId();
   int segv_seen = 0, kill_seen = 0, abort_seen = 0;
   for (const rs_fatal_signal& e : c.signals) {
+    if (cgroup != 0 && (e.target_pid == segv || e.target_pid == aborter)) {
+      EXPECT_EQ(e.target_cgroup_id, cgroup);
+    }
     if (e.target_pid == segv) {
       segv_seen++;
       EXPECT_EQ(e.sig, SIGSEGV);
@@ -681,6 +705,9 @@ TEST(EventSourceTest, FatalSignalsAndCoreDumpsAreIncidents) {
     if (e.pid != aborter) continue;
     core_seen++;
     EXPECT_EQ(e.sig, SIGABRT);
+    if (cgroup != 0) {
+      EXPECT_EQ(e.cgroup_id, cgroup);
+    }
   }
   EXPECT_EQ(core_seen, dumped ? 1 : 0);
 }

@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -22,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -600,12 +602,19 @@ TEST_F(AgentCommandTest, ATriggerStillInItsDelayIsWrittenWhenTheAgentStops) {
 }
 
 // `n` children named `comm`, one after another, each killed by a SIGSEGV
-// with its default action (no handler, as a crash; no core file).
-std::vector<pid_t> Crash(int n, const char* comm) {
+// with its default action (no handler, as a crash; no core file); each
+// first moves itself into the cgroup whose cgroup.procs is `cgroup_procs`,
+// if given.
+std::vector<pid_t> Crash(int n, const char* comm, const std::string& cgroup_procs = "") {
   std::vector<pid_t> pids;
   for (int i = 0; i < n; i++) {
     const pid_t pid = fork();
     if (pid == 0) {
+      if (!cgroup_procs.empty()) {
+        const int fd = open(cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0", 1) != 1) _exit(3);
+        close(fd);
+      }
       prctl(PR_SET_NAME, comm, 0, 0, 0);
       const struct rlimit no_core = {0, 0};
       setrlimit(RLIMIT_CORE, &no_core);
@@ -698,6 +707,77 @@ TEST_F(AgentCommandTest, ABurstOfCrashesFiresOneSnapshotHoldingTheFirstAndCounts
   EXPECT_TRUE(
       absl::StrContains(agent->Log(), "trigger crash from the kernel (fatal_signal 11 of pid"))
       << agent->Log();
+}
+
+// The cgroup2 hierarchy's mount point (/sys/fs/cgroup, or .../unified on
+// hybrid systems); empty when there is none.
+std::string Cgroup2Mount() {
+  std::ifstream mounts("/proc/self/mounts");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    const std::vector<std::string> f = absl::StrSplit(line, ' ');
+    if (f.size() >= 3 && f[2] == "cgroup2") return f[1];
+  }
+  return "";
+}
+
+// A cgroup2 cgroup of the test's own at the hierarchy's top, removed at the
+// end (once the tasks that died in it have left it).
+class ScratchCgroup {
+ public:
+  ScratchCgroup() {
+    const std::string mount = Cgroup2Mount();
+    if (mount.empty()) return;
+    name_ = absl::StrCat("/ringside-test-", getpid());
+    if (mkdir((mount + name_).c_str(), 0755) != 0) {
+      name_.clear();
+      return;
+    }
+    dir_ = mount + name_;
+  }
+  ~ScratchCgroup() {
+    for (int i = 0; i < 100 && !dir_.empty() && rmdir(dir_.c_str()) != 0; i++) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+  // Below the mount, as a config names it; empty when it could not be made.
+  const std::string& name() const { return name_; }
+  std::string procs() const { return dir_ + "/cgroup.procs"; }
+
+ private:
+  std::string name_;
+  std::string dir_;
+};
+
+// A cgroup filter: the crash of a task in the cgroup fires the trigger; the
+// same crash outside it does not.
+TEST_F(AgentCommandTest, AnIncidentFilterByCgroupFiresOnlyForTasksInIt) {
+  ScratchCgroup cgroup;
+  if (cgroup.name().empty()) GTEST_SKIP() << "needs a cgroup2 hierarchy to make a cgroup in";
+  WriteFile(config_, absl::StrCat(kConfig,
+                                  "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers {\n"
+                                  "  name: \"cg-crash\" stop_delay_ms: 200 cooldown_ms: 0\n"
+                                  "  incident { kinds: FATAL_SIGNAL comms: \"rs-cg-crasher\"\n"
+                                  "    cgroups: \"",
+                                  cgroup.name(), "\" } } }\n"));
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  const std::string snaps = dir_.Join("snaps");
+  Crash(1, "rs-cg-crasher");
+  absl::SleepFor(absl::Seconds(2));
+  EXPECT_TRUE(SnapshotFiles(snaps).empty()) << "a crash outside the cgroup fired it";
+
+  const std::vector<pid_t> inside = Crash(1, "rs-cg-crasher", cgroup.procs());
+  std::set<std::string> files;
+  for (int i = 0; i < 300 && files.empty(); i++) {
+    absl::SleepFor(absl::Milliseconds(100));
+    files = SnapshotFiles(snaps);
+  }
+  ASSERT_EQ(files.size(), 1u) << agent->Log();
+  EXPECT_TRUE(absl::EndsWith(*files.begin(), "-cg-crash.pftrace")) << *files.begin();
+  EXPECT_TRUE(absl::StrContains(agent->Log(), absl::StrCat("of pid ", inside[0]))) << agent->Log();
+  absl::StatusOr<control::Reply> st = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->status().snapshots().suppressed(), 0u);
 }
 
 // A trigger that waits for incidents no source reports would never fire:

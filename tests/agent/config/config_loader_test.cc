@@ -386,6 +386,11 @@ TEST(ConfigLoaderTest, BadIncidentFiltersNameFileLineAndField) {
            {"incident { kinds: OOM_KILL comms: \"a-name-of-16-chr\" }",
             "trigger_config.triggers[0].incident.comms[0] is 'a-name-of-16-chr': a task name is "
             "1 to 15 bytes"},
+           {"incident { kinds: OOM_KILL cgroups: \"system.slice\" }",
+            "trigger_config.triggers[0].incident.cgroups[0] is 'system.slice': a cgroup's path "
+            "below the cgroup2 mount, starting with '/'"},
+           {"incident { kinds: OOM_KILL cgroups: \"/a\" cgroups: \"/a/../../etc\" }",
+            "trigger_config.triggers[0].incident.cgroups[1] is '/a/../../etc'"},
        }) {
     absl::StatusOr<config::TraceConfig> cfg =
         ParseConfig("buffers { size_kb: 1024 }\ntrigger_config { triggers { name: \"a\" " +

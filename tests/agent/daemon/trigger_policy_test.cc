@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -347,6 +349,7 @@ TEST(TriggerPolicyTest, RulesFromConfigReadTheIncidentFilterWithTheCrashSignalsB
   oom->mutable_incident()->add_kinds(Kind::OOM_KILL);
   oom->mutable_incident()->add_signals(SIGKILL);
   oom->mutable_incident()->add_comms("java");
+  oom->mutable_incident()->add_cgroups("/system.slice/app.service");
   tc->add_triggers()->set_name("manual");
 
   const std::vector<Rule> rules = TriggerPolicy::RulesFrom(cfg);
@@ -360,11 +363,13 @@ TEST(TriggerPolicyTest, RulesFromConfigReadTheIncidentFilterWithTheCrashSignalsB
   ASSERT_TRUE(rules[1].incident.has_value());
   EXPECT_EQ(rules[1].incident->signals, std::vector<int32_t>{SIGKILL});
   EXPECT_EQ(rules[1].incident->comms, std::vector<std::string>{"java"});
+  EXPECT_EQ(rules[1].incident->cgroups, std::vector<std::string>{"/system.slice/app.service"});
+  EXPECT_TRUE(rules[0].incident->cgroups.empty());
   EXPECT_FALSE(rules[2].incident.has_value());
 }
 
 TEST(TriggerPolicyTest, AnIncidentMatchesByKindSignalAndComm) {
-  Rule::IncidentFilter crash{{Incident::Kind::kFatalSignal}, {SIGSEGV, SIGABRT}, {}};
+  Rule::IncidentFilter crash{{Incident::Kind::kFatalSignal}, {SIGSEGV, SIGABRT}, {}, {}};
   EXPECT_TRUE(TriggerPolicy::Matches(crash, MakeIncident(Incident::Kind::kFatalSignal, SIGSEGV)));
   EXPECT_TRUE(TriggerPolicy::Matches(crash, MakeIncident(Incident::Kind::kFatalSignal, SIGABRT)));
   // A kill is not a crash; an OOM kill is another kind.
@@ -372,18 +377,50 @@ TEST(TriggerPolicyTest, AnIncidentMatchesByKindSignalAndComm) {
   EXPECT_FALSE(TriggerPolicy::Matches(crash, MakeIncident(Incident::Kind::kOomKill)));
 
   // Signals filter only fatal signals: a core dump's signal is not looked at.
-  Rule::IncidentFilter dumps{{Incident::Kind::kCoreDump}, {SIGSEGV}, {"java", "python3"}};
+  Rule::IncidentFilter dumps{{Incident::Kind::kCoreDump}, {SIGSEGV}, {"java", "python3"}, {}};
   EXPECT_TRUE(
       TriggerPolicy::Matches(dumps, MakeIncident(Incident::Kind::kCoreDump, SIGQUIT, "python3")));
   EXPECT_FALSE(
       TriggerPolicy::Matches(dumps, MakeIncident(Incident::Kind::kCoreDump, SIGSEGV, "bash")));
 }
 
+// cgroups are looked up when the incident comes: a path names whatever
+// cgroup is there then.
+TEST(TriggerPolicyTest, AnIncidentMatchesByTheCgroupsItsTaskIsIn) {
+  Rule::IncidentFilter web{{Incident::Kind::kFatalSignal}, {SIGSEGV}, {}, {"/web", "/db"}};
+  std::map<std::string, uint64_t> cgroups = {{"/web", 100}, {"/db", 200}, {"/batch", 300}};
+  TriggerPolicy::CgroupIdOf lookup = [&](const std::string& path) -> std::optional<uint64_t> {
+    const auto it = cgroups.find(path);
+    if (it == cgroups.end()) return std::nullopt;
+    return it->second;
+  };
+  Incident in_db = MakeIncident(Incident::Kind::kFatalSignal, SIGSEGV);
+  in_db.cgroup_id = 200;
+  EXPECT_TRUE(TriggerPolicy::Matches(web, in_db, lookup));
+  Incident in_batch = in_db;
+  in_batch.cgroup_id = 300;
+  EXPECT_FALSE(TriggerPolicy::Matches(web, in_batch, lookup));
+  // The kernel did not say (an OOM kill on an old kernel): not in any.
+  Incident unknown = in_db;
+  unknown.cgroup_id = 0;
+  EXPECT_FALSE(TriggerPolicy::Matches(web, unknown, lookup));
+  // /db removed and made again: a new id; the old one no longer matches.
+  cgroups["/db"] = 201;
+  EXPECT_FALSE(TriggerPolicy::Matches(web, in_db, lookup));
+  in_db.cgroup_id = 201;
+  EXPECT_TRUE(TriggerPolicy::Matches(web, in_db, lookup));
+  cgroups.erase("/db");
+  EXPECT_FALSE(TriggerPolicy::Matches(web, in_db, lookup));
+  // No cgroups in the filter: any, without a lookup.
+  Rule::IncidentFilter any{{Incident::Kind::kFatalSignal}, {SIGSEGV}, {}, {}};
+  EXPECT_TRUE(TriggerPolicy::Matches(any, in_batch, nullptr));
+}
+
 TEST(TriggerPolicyTest, RulesForNamesEveryRuleWhoseFilterAnIncidentPasses) {
   Rule crash = MakeRule("crash", absl::ZeroDuration());
-  crash.incident = Rule::IncidentFilter{{Incident::Kind::kFatalSignal}, {SIGSEGV}, {}};
+  crash.incident = Rule::IncidentFilter{{Incident::Kind::kFatalSignal}, {SIGSEGV}, {}, {}};
   Rule java = MakeRule("java-crash", absl::ZeroDuration());
-  java.incident = Rule::IncidentFilter{{Incident::Kind::kFatalSignal}, {SIGSEGV}, {"java"}};
+  java.incident = Rule::IncidentFilter{{Incident::Kind::kFatalSignal}, {SIGSEGV}, {"java"}, {}};
   Rule manual = MakeRule("manual", absl::ZeroDuration());
   TriggerPolicy policy({crash, java, manual}, NoRandom);
   std::vector<std::string> names =
