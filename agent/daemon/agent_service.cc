@@ -29,6 +29,8 @@ namespace {
 // `snapshot --wait` gets its answer within this, or an error saying the
 // file may still come.
 constexpr absl::Duration kSnapshotWaitLimit = absl::Minutes(5);
+// How often the session's notices are logged.
+constexpr absl::Duration kNoticePeriod = absl::Seconds(1);
 
 std::string Who(const Peer& peer) { return absl::StrCat("uid ", peer.uid, " pid ", peer.pid); }
 
@@ -183,7 +185,12 @@ int AgentService::Run() {
       next_health = now + options_.health_period;
     }
     const absl::Time next_snapshot = TakeDueSnapshots();
-    const absl::Duration wait = std::min({next_health, next_watchdog, next_snapshot}) - absl::Now();
+    // What the session noticed (a full disk under the stream) reaches the
+    // log within a second.
+    LogSessionNotices();
+    const absl::Time next_notices = absl::Now() + kNoticePeriod;
+    const absl::Duration wait =
+        std::min({next_health, next_watchdog, next_snapshot, next_notices}) - absl::Now();
     pollfd fds[3] = {{sfd, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     const int n =
         poll(fds, 3,
@@ -506,7 +513,6 @@ void AgentService::LogSessionNotices() {
 }
 
 void AgentService::HealthTick() {
-  LogSessionNotices();
   status_.Tick(session_->report(), absl::Now());
   notifier_.Status(HealthLine());
 }

@@ -202,5 +202,95 @@ TEST_F(AgentStreamingTest, AKilledAgentsPartialFileIsKeptWholeByTheNextAgent) {
   ASSERT_EQ(RunRingside({"stop", "--wait", "--socket", socket()}), 0);
 }
 
+TEST_F(AgentStreamingTest, AFullDiskPausesTheFilesNotTheRecordingAndWritingResumes) {
+  WriteFile(config_, R"pb(
+    buffers { size_kb: 2048 }
+    data_sources {
+      config {
+        name: "linux.bpf"
+        bpf_config { ring_size_kb: 512 }
+      }
+    }
+    durable_buffer_size_kb: 512
+    write_into_file: true
+    file_write_period_ms: 250
+    max_file_size_bytes: 1048576
+    max_files: 1000
+  )pb");
+  // A 6 MiB disk of the agent's own: the storm fills it in seconds.
+  auto agent =
+      std::make_unique<AgentProcess>(Args(), dir_.Join("full.log"), notify_.path(),
+                                     std::vector<std::string>{}, PrivateTmpfs{out_, 6u << 20});
+  ASSERT_FALSE(notify_.ReceiveUntil("READY=1", absl::Seconds(60)).empty()) << agent->Log();
+  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(4);
+  auto status = [&] {
+    absl::StatusOr<control::Reply> r = Ask(socket(), StatusRequest());
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->status() : control::StatusReply();
+  };
+  control::StatusReply full;
+  for (int i = 0; i < 200; i++) {
+    full = status();
+    if (full.streaming().write_errors() > 0 && full.streaming().bytes_lost() > 0) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GT(full.streaming().write_errors(), 0u) << agent->Log();
+  EXPECT_TRUE(absl::StrContains(full.streaming().last_error(), "No space left on device"))
+      << full.streaming().last_error();
+  // Recording goes on while the files cannot grow; what the buffers
+  // overwrite meanwhile is counted.
+  absl::SleepFor(absl::Seconds(2));
+  const control::StatusReply stalled = status();
+  EXPECT_GT(stalled.sources(0).events(), full.sources(0).events());
+  EXPECT_GT(stalled.streaming().bytes_lost(), 0u);
+  EXPECT_GT(stalled.streaming().write_errors(), full.streaming().write_errors());  // Retried.
+  // Said once, not every period.
+  const std::string log = agent->Log();
+  size_t said = 0;
+  for (size_t at = log.find("No space left"); at != std::string::npos;
+       at = log.find("No space left", at + 1)) {
+    said++;
+  }
+  EXPECT_LE(said, 2u) << log;  // A write, perhaps a new file's creation.
+
+  // Room again: writing resumes and says so.
+  std::vector<std::string> finished;
+  const std::string host = LocalHostname();
+  for (const std::string& name : ListDir(agent->SeenByAgent(out_))) {
+    if (IsStreamFileName(name, host)) finished.push_back(name);
+  }
+  std::sort(finished.begin(), finished.end());
+  ASSERT_GE(finished.size(), 2u);
+  const std::string kept = finished.back();
+  for (size_t i = 0; i + 1 < finished.size(); i++) {
+    ASSERT_EQ(unlink(agent->SeenByAgent(absl::StrCat(out_, "/", finished[i])).c_str()), 0);
+  }
+  absl::SleepFor(absl::Seconds(2));
+  const control::StatusReply resumed = status();
+  ringside::testing::StopProcesses(storm);
+  EXPECT_GT(resumed.streaming().files_finished(), stalled.streaming().files_finished())
+      << agent->Log();
+  EXPECT_TRUE(absl::StrContains(agent->Log(), "again")) << agent->Log();
+
+  // The file the full disk cut is whole up to its last packet, and the
+  // files after the gap say data was lost before their packets.
+  uint64_t dropped_marks = 0;
+  for (const std::string& name : ListDir(agent->SeenByAgent(out_))) {
+    if (!IsStreamFileName(name, host)) continue;
+    int code = -1;
+    const std::string json = RunRingsideCapture(
+        {"inspect", "--json", agent->SeenByAgent(absl::StrCat(out_, "/", name))}, &code);
+    EXPECT_EQ(code, 0) << name << " does not open whole";
+    if (code != 0) continue;
+    const nlohmann::json j = nlohmann::json::parse(json);
+    for (const auto& seq : j["sequences"]) {
+      dropped_marks += seq["previous_packet_dropped"].get<uint64_t>();
+    }
+  }
+  EXPECT_GT(dropped_marks, 0u);
+  EXPECT_FALSE(kept.empty());
+  ASSERT_EQ(RunRingside({"stop", "--wait", "--socket", socket()}), 0);
+}
+
 }  // namespace
 }  // namespace ringside::agent::testing
