@@ -128,14 +128,69 @@ struct TraceBuffer::Mapping {
 };
 
 // The clone in progress: which blocks of [0, bytes) are in its memory yet.
+// Shared by the buffer's owner (which copies a block before changing it)
+// and a CloneCopier on another thread (which copies the rest without the
+// owner's lock). Each block is claimed by one of them at a time:
+//
+//   kNotCopied ──CAS by whoever gets there first──► kCopying ──memcpy──► kCopied
+//
+// and the owner changes a block's bytes only once it is kCopied (waiting the
+// few microseconds a copier's memcpy of it takes), so a block is never read
+// by one thread while written by another.
 struct TraceBuffer::CloneCopy {
+  enum : uint8_t { kNotCopied, kCopying, kCopied };
+  std::shared_ptr<Mapping> source;  // The buffer's memory, mapped while a copier holds this.
   std::shared_ptr<Mapping> target;
   size_t block_size = 0;
   size_t bytes = 0;  // The source's used_size_ at the clone: nothing above matters.
-  std::vector<bool> copied;
-  size_t left = 0;  // Blocks not copied yet.
-  size_t next = 0;  // Where ContinueClone() goes on, cyclically.
+  size_t blocks = 0;
+  std::unique_ptr<std::atomic<uint8_t>[]> state;
+  std::atomic<size_t> left{0};  // Blocks not copied yet.
+  std::atomic<size_t> next{0};  // Where the next step goes on, cyclically.
+
+  bool complete() const { return left.load(std::memory_order_acquire) == 0; }
+  // Nobody holds the clone any more: what is left to copy is for nobody.
+  bool abandoned() const { return target.use_count() <= 1; }
+  // `block` is in the clone when this returns: copied here, or by the
+  // thread that had claimed it (waited for).
+  void CopyBlock(size_t block) {
+    uint8_t s = kNotCopied;
+    if (state[block].compare_exchange_strong(s, kCopying, std::memory_order_acquire)) {
+      const size_t begin = block * block_size;
+      std::memcpy(target->memory + begin, source->memory + begin,
+                  std::min(block_size, bytes - begin));
+      state[block].store(kCopied, std::memory_order_release);
+      if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        target->complete.store(true, std::memory_order_release);
+      }
+      return;
+    }
+    while (s != kCopied) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#elif defined(__aarch64__)
+      asm volatile("yield");
+#endif
+      s = state[block].load(std::memory_order_acquire);
+    }
+  }
+  // Copies blocks from `next` on until `max_bytes` (at least one block)
+  // are copied or the clone is complete. True once it is complete.
+  bool CopySome(size_t max_bytes) {
+    for (size_t copied = 0; !complete() && (copied == 0 || copied < max_bytes);) {
+      const size_t block = next.fetch_add(1, std::memory_order_relaxed) % blocks;
+      if (state[block].load(std::memory_order_acquire) == kCopied) continue;
+      CopyBlock(block);
+      copied += block_size;
+    }
+    return complete();
+  }
 };
+
+bool TraceBuffer::CloneCopier::CopySome(size_t max_bytes) {
+  if (cow_->abandoned()) return true;
+  return cow_->CopySome(max_bytes);
+}
 
 std::unique_ptr<TraceBuffer> TraceBuffer::Create(size_t size_bytes, OverwritePolicy policy) {
   static_assert(sizeof(TBChunk) == kTBChunkHeaderSize);
@@ -982,46 +1037,42 @@ std::unique_ptr<TraceBuffer> TraceBuffer::BeginClone(CloneScope scope) {
   const size_t blocks = (used_size_ + clone_block_size_ - 1) / clone_block_size_;
   if (blocks == 0) return clone;  // Nothing was ever written: complete as it is.
   target->complete.store(false, std::memory_order_relaxed);
-  cow_ = std::make_unique<CloneCopy>();
+  cow_ = std::make_shared<CloneCopy>();
+  cow_->source = mapping_;
   cow_->target = std::move(target);
   cow_->block_size = clone_block_size_;
   cow_->bytes = used_size_;
-  cow_->copied.assign(blocks, false);
-  cow_->left = blocks;
+  cow_->blocks = blocks;
+  cow_->state = std::make_unique<std::atomic<uint8_t>[]>(blocks);
+  for (size_t b = 0; b < blocks; b++) cow_->state[b].store(CloneCopy::kNotCopied);
+  cow_->left.store(blocks);
   // The oldest data first: it is what the writers overwrite next.
   cow_->next = std::min<size_t>(wr_ / clone_block_size_, blocks - 1);
   return clone;
 }
 
 bool TraceBuffer::DropAbandonedClone() {
-  if (cow_->target.use_count() > 1) return false;
-  // The clone was destroyed: nobody will read what is left to copy.
+  if (!cow_->abandoned() && !cow_->complete()) return false;
+  // Complete, or the clone was destroyed (nobody will read what is left).
   cow_.reset();
   return true;
 }
 
 void TraceBuffer::CopyCloneBlock(size_t block) {
-  if (DropAbandonedClone() || cow_->copied[block]) return;
-  CloneCopy& cow = *cow_;
-  const size_t begin = block * cow.block_size;
-  const size_t size = std::min(cow.block_size, cow.bytes - begin);
-  std::memcpy(cow.target->memory + begin, memory_ + begin, size);
-  cow.copied[block] = true;
-  if (--cow.left == 0) {
-    cow.target->complete.store(true, std::memory_order_release);
-    cow_.reset();
-  }
+  if (DropAbandonedClone()) return;
+  cow_->CopyBlock(block);
+  if (cow_->complete()) cow_.reset();
 }
 
 bool TraceBuffer::ContinueClone(size_t max_bytes) {
-  for (size_t copied = 0; cow_ != nullptr && (copied == 0 || copied < max_bytes);) {
-    const size_t block = cow_->next;
-    cow_->next = block + 1 == cow_->copied.size() ? 0 : block + 1;
-    if (cow_->copied[block]) continue;
-    copied += cow_->block_size;
-    CopyCloneBlock(block);
-  }
-  return cow_ == nullptr;
+  if (cow_ == nullptr || DropAbandonedClone()) return true;
+  cow_->CopySome(max_bytes);
+  return DropAbandonedClone();
+}
+
+std::unique_ptr<TraceBuffer::CloneCopier> TraceBuffer::clone_copier() const {
+  if (cow_ == nullptr) return nullptr;
+  return std::unique_ptr<CloneCopier>(new CloneCopier(cow_));
 }
 
 void TraceBuffer::PreserveSlow(uint32_t offset, uint32_t size) {
@@ -1041,10 +1092,18 @@ void TraceBuffer::PrefaultCloneMemory() {
 #ifdef MADV_POPULATE_WRITE
   // In slices: the kernel holds the process's memory map lock while it
   // populates, and a page fault of another thread waits behind a long hold.
+  // From the write cursor on, wrapping: the writers preserve blocks there
+  // first (the oldest data, overwritten next), and a block preserved into
+  // memory not yet populated costs the writer its page faults.
   constexpr size_t kSlice = 4 << 20;
   const size_t end = (used_size_ + kPageSize - 1) & ~(kPageSize - 1);
-  for (size_t offset = 0; offset < end; offset += kSlice) {
-    if (madvise(memory_ + offset, std::min(kSlice, end - offset), MADV_POPULATE_WRITE) != 0) break;
+  const size_t start = std::min(wr_ / kSlice * kSlice, end);
+  for (size_t done = 0, offset = start; done < end;) {
+    if (offset >= end) offset = 0;
+    const size_t n = std::min(kSlice, end - offset);
+    if (madvise(memory_ + offset, n, MADV_POPULATE_WRITE) != 0) break;
+    offset += n;
+    done += n;
   }
 #endif
 }

@@ -131,8 +131,9 @@ enum DataLoss : uint32_t {
 // Cloning is copy-on-write, so that writers never wait for a whole-buffer
 // copy (Perfetto's clone is a memcpy under the writers' lock). BeginClone()
 // copies only per-sequence state, O(sequences), and maps the clone's memory;
-// the bytes follow in 64 KiB blocks, either by ContinueClone() steps or,
-// first, by any write about to change a block not yet copied: every write to
+// the bytes follow in 64 KiB blocks, either by a CloneCopier on another
+// thread (or ContinueClone() steps) or, first, by any write about to change
+// a block not yet copied: every write to
 // the memory (a new chunk, an overwrite, a patch, a read marking bytes
 // consumed) goes through an accessor that preserves the old bytes into the
 // clone. The copy starts at the write cursor, the oldest data and the next
@@ -140,14 +141,20 @@ enum DataLoss : uint32_t {
 // clone's chunk index is rebuilt from its memory when it is first read, off
 // the owner's lock:
 //
-//   BeginClone()      under the lock: sequences, stats, cursors (microseconds)
-//   ContinueClone(n)  under the lock, repeated: n more bytes, blocks
-//                     already preserved by writers skipped
-//   clone reads       any thread that owns the clone, once complete
+//   BeginClone()           under the lock: sequences, stats, cursors
+//                          (microseconds); clone_copier() with it
+//   CloneCopier::CopySome  WITHOUT the lock, on the snapshot's thread,
+//                          repeated; blocks preserved by writers skipped,
+//                          a block being copied waited for by a writer
+//   ContinueClone(n)       under the lock, once: the clone ends on the
+//                          owner's side (or, alone, copies n more bytes)
+//   clone reads            any thread that owns the clone, once complete
 //
-// Not thread-safe: one owner thread (or lock) does everything, including the
-// clone steps; a clone is then owned by whoever holds it.
+// Not thread-safe: one owner thread (or lock) does everything but a
+// CloneCopier's copying; a clone is then owned by whoever holds it.
 class TraceBuffer {
+  struct CloneCopy;  // Private; named early for CloneCopier.
+
  public:
   enum class OverwritePolicy {
     kOverwrite,  // RING_BUFFER: the newest data overwrites the oldest.
@@ -283,6 +290,26 @@ class TraceBuffer {
   bool ContinueClone(size_t max_bytes);
   // True while a clone of this buffer is in progress.
   bool clone_in_progress() const { return cow_ != nullptr; }
+
+  // Copies the clone in progress on a thread of its own, WITHOUT the
+  // owner's lock, while the owner goes on writing: the owner then waits
+  // only when it is about to change the very block being copied (a 64 KiB
+  // memcpy), never for the lock. ContinueClone() under the lock afterwards
+  // (any max_bytes) ends the clone on the owner's side. The copier may
+  // outlive the buffer and its clone.
+  class CloneCopier {
+   public:
+    // Copies up to `max_bytes` more (at least one block). True once the
+    // clone is complete, or abandoned (its clone destroyed).
+    bool CopySome(size_t max_bytes);
+
+   private:
+    friend class TraceBuffer;
+    explicit CloneCopier(std::shared_ptr<CloneCopy> cow) : cow_(std::move(cow)) {}
+    std::shared_ptr<CloneCopy> cow_;
+  };
+  // The copier of the clone in progress, or nullptr. Owner only.
+  std::unique_ptr<CloneCopier> clone_copier() const;
   // On a clone: true once all its bytes are copied. Until then it reads as
   // empty. Always true for a buffer that is not a clone.
   bool clone_complete() const;
@@ -320,7 +347,6 @@ class TraceBuffer {
  private:
   struct TBChunk;
   struct Mapping;
-  struct CloneCopy;
   struct ChunkRef {
     ChunkID chunk_id = 0;
     uint32_t offset = 0;
@@ -381,7 +407,8 @@ class TraceBuffer {
   void PreserveSlow(uint32_t offset, uint32_t size);
   // Ends the clone in progress if nobody holds the clone any more.
   bool DropAbandonedClone();
-  // Copies block `block` into the clone if it is not there yet.
+  // Copies block `block` into the clone if it is not there yet (waiting if
+  // a CloneCopier is copying it).
   void CopyCloneBlock(size_t block);
   // On a complete clone read for the first time: the chunk index of every
   // sequence, from the chunks in its memory (with rewind_, the chunks read
@@ -444,7 +471,7 @@ class TraceBuffer {
   // A clone of CloneScope::kEverything.
   bool rewind_ = false;
   // The clone of this buffer in progress, if any.
-  std::unique_ptr<CloneCopy> cow_;
+  std::shared_ptr<CloneCopy> cow_;
   size_t clone_block_size_ = kCloneBlockSize;
 
   uint32_t wr_ = 0;        // Write cursor.

@@ -405,6 +405,7 @@ absl::StatusOr<std::unique_ptr<SessionSnapshot>> TracingSession::CloneSnapshot(
   snap->cloned_at_ns_ = BoottimeNowNs();
   snap->clocks_ = ClockSnapshotPacket();
   const std::vector<SourceStats> sources = CollectSourceStats();
+  std::vector<std::unique_ptr<buffer::TraceBuffer::CloneCopier>> copiers;
   {
     // The writers wait only for this: per-sequence state and stats.
     absl::MutexLock lock(&mu_);
@@ -427,19 +428,22 @@ absl::StatusOr<std::unique_ptr<SessionSnapshot>> TracingSession::CloneSnapshot(
       }
       snap->buffers_.push_back(std::move(clone));
     }
+    for (const auto& b : buffers_) copiers.push_back(b->clone_copier());
   }
-  // The bytes follow in steps, each a short hold of the writers' lock; a
-  // write meanwhile first preserves what it changes (copy-on-write).
+  // The bytes follow without the writers' lock: a write meanwhile first
+  // preserves what it changes (copy-on-write), waiting only for a block
+  // being copied. Taking the lock for each step instead made the writers
+  // block on it thousands of times per snapshot, and a blocked thread's
+  // wake-up can take milliseconds on a busy (or virtual) machine.
   for (const auto& clone : snap->buffers_) clone->PrefaultCloneMemory();
-  for (bool done = false; !done;) {
-    {
-      absl::MutexLock lock(&mu_);
-      done = true;
-      for (const auto& b : buffers_) done = b->ContinueClone(kCloneStepBytes) && done;
+  for (const auto& copier : copiers) {
+    if (copier == nullptr) continue;  // Nothing to copy: complete at once.
+    while (!copier->CopySome(kCloneStepBytes)) {
     }
-    // A writer woken by the unlock needs a moment to take the lock: a
-    // mutex lets the releasing thread barge back in before it.
-    if (!done) absl::SleepFor(kCloneStepGap);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& b : buffers_) b->ContinueClone(kCloneStepBytes);  // Ends it on their side.
   }
   std::vector<const buffer::TraceBuffer*> clones;
   for (const auto& b : snap->buffers_) clones.push_back(b.get());

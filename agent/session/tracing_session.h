@@ -141,11 +141,9 @@ class TracingSession {
   // How long CloneSnapshot() waits, over all sources together, for the
   // sources' readers to empty their staging rings.
   static constexpr absl::Duration kStagingFlushLimit = absl::Milliseconds(100);
-  // Bytes of a buffer CloneSnapshot() copies per hold of the writers' lock:
-  // the longest a writer waits for a snapshot (tens of microseconds).
+  // Bytes of a buffer CloneSnapshot()'s copier takes at a time (without
+  // the writers' lock; see TraceBuffer::CloneCopier).
   static constexpr size_t kCloneStepBytes = 256 << 10;
-  // And the pause between two steps, for the writers.
-  static constexpr absl::Duration kCloneStepGap = absl::Microseconds(10);
 
   // A read-only copy of the buffers and the durable store as of now, to be
   // written (SessionSnapshot::WriteTo) while the session records on, for
@@ -154,8 +152,10 @@ class TracingSession {
   // started, every running source's reader first reads what its staging rings hold (within
   // kStagingFlushLimit; a source that misses it is counted in
   // SessionSnapshot::sources_not_flushed()), then the writers' open chunks
-  // are scraped. The buffers are cloned copy-on-write: writers never wait
-  // for a whole-buffer copy (see TraceBuffer::BeginClone). Fails if memory
+  // are scraped. The buffers are cloned copy-on-write: writers wait for the
+  // lock only while per-sequence state is copied, then at most for one
+  // 64 KiB block they are about to change (see TraceBuffer::BeginClone and
+  // CloneCopier). Fails if memory
   // for the clone cannot be mapped; one clone at a time.
   absl::StatusOr<std::unique_ptr<SessionSnapshot>> CloneSnapshot(const SnapshotTrigger& trigger);
   // Stops every source (all they saw committed), the owner thread, and

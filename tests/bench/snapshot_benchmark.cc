@@ -3,7 +3,8 @@
 //   BM_Snapshot_WriterPause/<MiB>/0   the longest a writer waits for the lock
 //                                     while a snapshot of a full buffer is
 //                                     taken as TracingSession does it: a
-//                                     copy-on-write clone, copied in steps
+//                                     copy-on-write clone, copied by a
+//                                     CloneCopier without the lock
 //   BM_Snapshot_WriterPause/<MiB>/1   the same with the whole buffer copied
 //                                     under the lock (Perfetto's clone)
 //   BM_Snapshot_Memcpy/<MiB>          a plain memcpy of the same size into
@@ -158,29 +159,33 @@ class PacedWriter {
 std::unique_ptr<TraceBuffer> CopyOnWriteClone(absl::Mutex* mu, TraceBuffer* buffer,
                                               int64_t* max_hold_ns) {
   std::unique_ptr<TraceBuffer> clone;
+  std::unique_ptr<TraceBuffer::CloneCopier> copier;
   int64_t t0 = 0;
   {
     absl::MutexLock lock(mu);
     t0 = NowNs();
     clone = buffer->BeginClone();
+    copier = buffer->clone_copier();
     *max_hold_ns = std::max(*max_hold_ns, NowNs() - t0);
   }
   clone->PrefaultCloneMemory();
-  for (bool done = false; !done;) {
-    {
-      absl::MutexLock lock(mu);
-      t0 = NowNs();
-      done = buffer->ContinueClone(TracingSession::kCloneStepBytes);
-      *max_hold_ns = std::max(*max_hold_ns, NowNs() - t0);
-    }
-    if (!done) absl::SleepFor(TracingSession::kCloneStepGap);
+  // Without the lock, as the session copies.
+  while (copier != nullptr && !copier->CopySome(TracingSession::kCloneStepBytes)) {
+  }
+  {
+    absl::MutexLock lock(mu);
+    t0 = NowNs();
+    buffer->ContinueClone(TracingSession::kCloneStepBytes);
+    *max_hold_ns = std::max(*max_hold_ns, NowNs() - t0);
   }
   return clone;
 }
 
 void BM_Snapshot_WriterPause(benchmark::State& state) {
   const size_t size = static_cast<size_t>(state.range(0)) << 20;
-  const int64_t mode = state.range(1);  // 0: copy-on-write, 1: whole copy, 2: no snapshot.
+  // 0: copy-on-write, 1: whole copy, 2: no snapshot, 3: no snapshot, but
+  // as much fresh memory populated on another thread as a clone needs.
+  const int64_t mode = state.range(1);
   FullBuffer full(size);
   absl::Mutex mu;
   PacedWriter writer(&mu, &full);
@@ -197,6 +202,22 @@ void BM_Snapshot_WriterPause(benchmark::State& state) {
       max_hold_ns = std::max(max_hold_ns, NowNs() - t0);
     } else if (mode == 0) {
       clone = CopyOnWriteClone(&mu, full.buffer.get(), &max_hold_ns);
+    } else if (mode == 3) {
+      // What populating fresh memory costs the writer by itself, lock or
+      // no lock (on a virtual machine the host backs each new page).
+      void* fresh = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (fresh == MAP_FAILED) {
+        state.SkipWithError("mmap failed");
+        break;
+      }
+#ifdef MADV_POPULATE_WRITE
+      for (size_t off = 0; off < size; off += 4 << 20) {
+        madvise(static_cast<char*>(fresh) + off, 4 << 20, MADV_POPULATE_WRITE);
+      }
+#endif
+      state.PauseTiming();
+      munmap(fresh, size);
+      state.ResumeTiming();
     } else {
       // The writer's own noise floor: as long as a snapshot of this size
       // takes, with none taken.
@@ -207,8 +228,8 @@ void BM_Snapshot_WriterPause(benchmark::State& state) {
     writer.StopMeasuring();
     max_wait_ns = std::max(max_wait_ns, writer.max_wait_ns());
     commits += writer.commits();
-    if (mode != 2 && (clone == nullptr || !clone->clone_complete() ||
-                      clone->stats().chunks_written >= full.buffer->stats().chunks_written)) {
+    if (mode < 2 && (clone == nullptr || !clone->clone_complete() ||
+                     clone->stats().chunks_written >= full.buffer->stats().chunks_written)) {
       state.SkipWithError("the clone is not the buffer as it was");
     }
     state.PauseTiming();
@@ -223,7 +244,7 @@ void BM_Snapshot_WriterPause(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
 }
 BENCHMARK(BM_Snapshot_WriterPause)
-    ->ArgsProduct({{64, 256, 1024}, {0, 1, 2}})
+    ->ArgsProduct({{64, 256, 1024}, {0, 1, 2, 3}})
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
@@ -320,11 +341,13 @@ class PauseReporter : public benchmark::ConsoleReporter {
   void Finalize() override {
     ConsoleReporter::Finalize();
     auto& out = GetOutputStream();
-    char line[240];
+    char line[320];
     out << "\nWriters' pause during a snapshot of a full buffer (medians of the repetitions,"
            " +- stddev)\n"
            "  pause: the longest a writer waited for the lock and committed; hold: the longest\n"
-           "  the snapshot held the lock; idle: the writer's longest commit with no snapshot\n";
+           "  the snapshot held the lock; idle: the writer's longest commit with no snapshot;\n"
+           "  populate: the same while another thread populates as much fresh memory as the\n"
+           "  clone (no lock taken: the machine's own cost of new pages)\n";
     for (const char* mib : {"64", "256", "1024"}) {
       auto name = [&](const char* prefix, const char* mode) {
         return std::string(prefix) + mib + mode + "/iterations:3/real_time";
@@ -332,20 +355,22 @@ class PauseReporter : public benchmark::ConsoleReporter {
       const std::string cow = name("BM_Snapshot_WriterPause/", "/0");
       const std::string copy = name("BM_Snapshot_WriterPause/", "/1");
       const std::string idle = name("BM_Snapshot_WriterPause/", "/2");
+      const std::string populate = name("BM_Snapshot_WriterPause/", "/3");
       const std::string base = name("BM_Snapshot_Memcpy/", "");
       if (!median_.count(cow) || !median_.count(copy) || !median_.count(idle) ||
-          !median_ms_.count(base)) {
+          !median_.count(populate) || !median_ms_.count(base)) {
         continue;
       }
       std::snprintf(line, sizeof(line),
                     "  %4s MiB copy-on-write: pause %7.0f us (+-%.0f) hold %5.0f us (+-%.0f), "
-                    "clone %4.0f ms | idle pause %5.0f us | whole copy: pause %8.0f us | "
-                    "memcpy %6.1f ms | cow hold / memcpy %.5f\n",
+                    "clone %4.0f ms | idle pause %5.0f us | populate pause %6.0f us (+-%.0f) | "
+                    "whole copy: pause %8.0f us | memcpy %6.1f ms | cow hold / memcpy %.5f\n",
                     mib, median_[cow]["pause_max_us"].value, stddev_[cow]["pause_max_us"].value,
                     median_[cow]["hold_max_us"].value, stddev_[cow]["hold_max_us"].value,
                     median_[cow]["clone_ms"].value, median_[idle]["pause_max_us"].value,
-                    median_[copy]["pause_max_us"].value, median_ms_[base],
-                    median_[cow]["hold_max_us"].value / (median_ms_[base] * 1e3));
+                    median_[populate]["pause_max_us"].value,
+                    stddev_[populate]["pause_max_us"].value, median_[copy]["pause_max_us"].value,
+                    median_ms_[base], median_[cow]["hold_max_us"].value / (median_ms_[base] * 1e3));
       out << line;
     }
     for (const auto& [name, ms] : median_ms_) {

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "buffer/chunk_abi.h"
@@ -1217,6 +1219,36 @@ TEST_F(TraceBufferTest, AnEverythingCloneDoesNotRepeatARelocatedChunk) {
     if (p.producer == 1) of_1.push_back(p.data);
   }
   EXPECT_EQ(of_1, (std::vector<std::string>{Fills(0, 0, 1024)[0], "tail"}));
+}
+
+TEST_F(TraceBufferTest, ACloneCopiedOnAnotherThreadWhileTheOwnerWritesReadsAsTheBufferWas) {
+  for (int round = 0; round < 40; round++) {
+    CreateBuffer(256 * 1024);
+    buf_->SetCloneBlockSizeForTesting(4096);
+    ChunkID id = 0;
+    for (; id < 300; id++) Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+    // The same moment, copied at once under the (notional) lock.
+    const std::vector<std::string> expected = DataOf(ReadAllFrom(buf_->CloneReadOnly().get()));
+    std::unique_ptr<TraceBuffer> clone = buf_->BeginClone();
+    ASSERT_NE(clone, nullptr);
+    std::unique_ptr<TraceBuffer::CloneCopier> copier = buf_->clone_copier();
+    ASSERT_NE(copier, nullptr);
+    std::thread copying([&copier, round] {
+      // Small steps, and a late start on some rounds: the owner gets ahead.
+      if (round % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      while (!copier->CopySome(4096)) {
+      }
+    });
+    // Two laps over everything the clone holds while it is being copied.
+    for (const ChunkID end = id + 512; id < end; id++) {
+      Commit(1, ChunkOfOuterSize(id, 1, 1024, 'a' + id % 26));
+    }
+    copying.join();
+    EXPECT_TRUE(buf_->ContinueClone(1));
+    EXPECT_FALSE(buf_->clone_in_progress());
+    ASSERT_TRUE(clone->clone_complete());
+    ASSERT_EQ(DataOf(ReadAllFrom(clone.get())), expected) << "round " << round;
+  }
 }
 
 TEST_F(TraceBufferTest, OneCloneInProgressAtATime) {
