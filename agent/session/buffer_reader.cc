@@ -15,6 +15,22 @@ void BufferPacketReader::ReadInto(const std::vector<buffer::TraceBuffer*>& buffe
 
 absl::Status BufferPacketReader::WriteInto(const std::vector<buffer::TraceBuffer*>& buffers,
                                            std::string* out, TraceSink* sink, size_t batch_bytes) {
+  bool all_read = false;
+  return Read(buffers, out, sink, batch_bytes, 0, &all_read);
+}
+
+bool BufferPacketReader::ReadSome(const std::vector<buffer::TraceBuffer*>& buffers,
+                                  std::string* out, size_t max_bytes) {
+  bool all_read = false;
+  Read(buffers, out, nullptr, 0, max_bytes, &all_read).IgnoreError();  // No sink: no error.
+  return all_read;
+}
+
+absl::Status BufferPacketReader::Read(const std::vector<buffer::TraceBuffer*>& buffers,
+                                      std::string* out, TraceSink* sink, size_t batch_bytes,
+                                      size_t max_bytes, bool* all_read) {
+  *all_read = false;
+  const size_t start = out->size();
   for (buffer::TraceBuffer* b : buffers) {
     b->BeginRead();
     buffer::TracePacket packet;
@@ -28,8 +44,10 @@ absl::Status BufferPacketReader::WriteInto(const std::vector<buffer::TraceBuffer
         if (absl::Status st = sink->Write(*out); !st.ok()) return st;
         out->clear();
       }
+      if (max_bytes > 0 && out->size() - start >= max_bytes) return absl::OkStatus();
     }
   }
+  *all_read = true;
   return absl::OkStatus();
 }
 

@@ -35,6 +35,13 @@ class BufferPacketReader {
   // sink's error, after which reading stops.
   absl::Status WriteInto(const std::vector<buffer::TraceBuffer*>& buffers, std::string* out,
                          TraceSink* sink, size_t batch_bytes);
+  // Like ReadInto(), but stops once *out has grown by `max_bytes` or more
+  // (whole packets): a caller holding the buffers' lock can let it go
+  // between batches. Returns true when everything was read; false when
+  // stopped short, the next call going on where this one stopped (a new
+  // read pass, which skips what was read).
+  bool ReadSome(const std::vector<buffer::TraceBuffer*>& buffers, std::string* out,
+                size_t max_bytes);
 
   // Appends every descriptor of `store` (the durable store beside one of
   // the buffers) as that buffer's read pass would, and marks them read: the
@@ -47,6 +54,9 @@ class BufferPacketReader {
   uint64_t events() const { return events_; }
 
  private:
+  // The loop of the three above; `max_bytes` 0: no limit. Sets *all_read.
+  absl::Status Read(const std::vector<buffer::TraceBuffer*>& buffers, std::string* out,
+                    TraceSink* sink, size_t batch_bytes, size_t max_bytes, bool* all_read);
   // Adds the trusted fields of the packet in scratch_ and frames it into
   // *out.
   void FramePacket(const buffer::PacketSequenceProperties& props, uint32_t loss, std::string* out);

@@ -10,6 +10,9 @@
 namespace ringside::agent {
 namespace {
 
+// How much a streaming drain reads per hold of the buffers' lock.
+constexpr size_t kDrainBatchBytes = 1 << 20;
+
 // The size of the framed packet at data[at] (AppendFramedPacket: tag,
 // varint length, packet).
 size_t FramedPacketSize(const std::string& data, size_t at) {
@@ -52,12 +55,24 @@ void TracingSession::WriteIntoFile() {
       stream_write_failed_ = false;
     }
   }
-  std::string out;
+  // In batches, the lock let go between them: a snapshot or a status
+  // request waits for one batch, not for a whole period's worth (about
+  // 2 ms per MiB read). Bounded, so that a drain always ends.
+  uint64_t total = 0;
   {
     absl::MutexLock lock(&mu_);
-    reader_.ReadInto(BuffersLocked(), &out);
+    for (const auto& b : buffers_) total += b->size();
   }
-  if (!out.empty() && (!StreamOut(std::move(out)) || stream_needs_file_)) return;
+  for (uint64_t batches = total / kDrainBatchBytes + 2; batches > 0; batches--) {
+    std::string out;
+    bool all_read = false;
+    {
+      absl::MutexLock lock(&mu_);
+      all_read = reader_.ReadSome(BuffersLocked(), &out, kDrainBatchBytes);
+    }
+    if (!out.empty() && (!StreamOut(std::move(out)) || stream_needs_file_)) return;
+    if (all_read) break;
+  }
   if (rotating_ != nullptr && rotating_->FileDue()) {
     EndStreamFile();
     if (BeginStreamFile()) StreamOut(std::exchange(stream_pending_, {}));
