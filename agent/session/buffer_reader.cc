@@ -1,5 +1,7 @@
 #include "agent/session/buffer_reader.h"
 
+#include <cstdint>
+
 #include "agent/session/service_packets.h"
 #include "agent/writer/wire_format.h"
 #include "ringside/trace/trace_packet.pb.h"
@@ -31,8 +33,15 @@ absl::Status BufferPacketReader::Read(const std::vector<buffer::TraceBuffer*>& b
                                       size_t max_bytes, bool* all_read) {
   *all_read = false;
   const size_t start = out->size();
-  for (buffer::TraceBuffer* b : buffers) {
-    b->BeginRead();
+  // Going on with the pass a batch stopped in: the buffer starts a new one
+  // by itself if it was written meanwhile. Restarting instead would walk
+  // every chunk header again (about 2 ms for 64 MiB) for each batch.
+  const size_t first = resume_at_ < buffers.size() ? resume_at_ : 0;
+  const bool resuming = resume_at_ < buffers.size();
+  resume_at_ = SIZE_MAX;
+  for (size_t i = first; i < buffers.size(); i++) {
+    buffer::TraceBuffer* b = buffers[i];
+    if (!(resuming && i == first)) b->BeginRead();
     buffer::TracePacket packet;
     buffer::PacketSequenceProperties props;
     uint32_t loss = 0;
@@ -44,7 +53,10 @@ absl::Status BufferPacketReader::Read(const std::vector<buffer::TraceBuffer*>& b
         if (absl::Status st = sink->Write(*out); !st.ok()) return st;
         out->clear();
       }
-      if (max_bytes > 0 && out->size() - start >= max_bytes) return absl::OkStatus();
+      if (max_bytes > 0 && out->size() - start >= max_bytes) {
+        resume_at_ = i;
+        return absl::OkStatus();
+      }
     }
   }
   *all_read = true;

@@ -38,8 +38,9 @@ class BufferPacketReader {
   // Like ReadInto(), but stops once *out has grown by `max_bytes` or more
   // (whole packets): a caller holding the buffers' lock can let it go
   // between batches. Returns true when everything was read; false when
-  // stopped short, the next call going on where this one stopped (a new
-  // read pass, which skips what was read).
+  // stopped short, the next call going on where this one stopped (in the
+  // same read pass when nothing was written meanwhile, else in a new one,
+  // which skips what was read). REQUIRES: the same `buffers` each call.
   bool ReadSome(const std::vector<buffer::TraceBuffer*>& buffers, std::string* out,
                 size_t max_bytes);
 
@@ -65,6 +66,9 @@ class BufferPacketReader {
   uint64_t packets_ = 0;
   uint64_t events_ = 0;
   std::string scratch_;
+  // The buffer whose read pass a ReadSome() batch stopped in (SIZE_MAX:
+  // none; the next read starts a pass of every buffer).
+  size_t resume_at_ = SIZE_MAX;
 };
 
 }  // namespace ringside::agent
