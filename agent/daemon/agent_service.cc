@@ -17,9 +17,9 @@
 #include "absl/strings/str_join.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
+#include "agent/daemon/agent_stream.h"
 #include "agent/daemon/config_reload.h"
 #include "agent/daemon/control_frame.h"
-#include "agent/files/file_retention.h"
 #include "agent/files/output_file.h"
 #include "agent/version.h"
 
@@ -100,22 +100,8 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   }
 
   if (config.write_into_file()) {
-    const std::string host = LocalHostname();
-    if (const RecoveredFiles r = RecoverPartialStreamFiles(config.output_dir(), host);
-        r.files > 0) {
-      s->log_.Notice(absl::StrCat("kept ", r.files, " streaming file(s) a killed agent left in ",
-                                  config.output_dir(), " unfinished (", r.bytes_cut,
-                                  " bytes of a packet cut short removed)"));
-    }
-    RotatingTraceFile::Options o;
-    o.dir = config.output_dir();
-    o.hostname = host;
-    o.max_file_bytes = config.max_file_size_bytes();
-    o.max_file_age = absl::Milliseconds(config.file_rotation_period_ms());
-    o.max_files = config.max_files();
-    o.max_total_bytes = config.max_total_bytes();
-    o.group = s->output_group_;
-    absl::StatusOr<std::unique_ptr<RotatingTraceFile>> stream = RotatingTraceFile::Open(o);
+    absl::StatusOr<std::unique_ptr<RotatingTraceFile>> stream =
+        OpenAgentStream(config, s->output_group_, s->log_);
     if (!stream.ok()) return stream.status();
     s->stream_ = std::move(*stream);
   }
@@ -531,22 +517,7 @@ control::StatusReply AgentService::BuildStatus() {
   const TracingSession::Report report = session_->report();
   control::StatusReply reply =
       status_.Reply(report, absl::Now(), options_.config_path, snaps, suppressed);
-  if (stream_ != nullptr) {
-    const RotatingTraceFile::Stats st = stream_->stats();
-    control::StreamingStatus* out = reply.mutable_streaming();
-    out->set_path(st.path);
-    out->set_bytes(st.bytes);
-    out->set_files_finished(st.files_finished);
-    out->set_bytes_finished(st.bytes_finished);
-    out->set_files_deleted(st.files_deleted);
-    out->set_bytes_deleted(st.bytes_deleted);
-    // Nothing else reads the buffers: what they overwrote, the drain missed.
-    uint64_t lost = 0;
-    for (const TracingSession::BufferReport& b : report.buffers) lost += b.stats.bytes_overwritten;
-    out->set_bytes_lost(lost);
-    out->set_write_errors(st.write_errors);
-    out->set_last_error(st.last_error);
-  }
+  if (stream_ != nullptr) FillStreamingStatus(*stream_, report, reply.mutable_streaming());
   return reply;
 }
 

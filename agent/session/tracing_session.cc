@@ -324,6 +324,9 @@ absl::StatusOr<TracingSession::Summary> TracingSession::WriteTrace(TraceSink* si
     return absl::UnavailableError(absl::StrCat("no file to stream the end of the recording into (",
                                                stream_->display_name(), ")"));
   }
+  // Files cut by size: the rest of the buffers goes the way a periodic
+  // write goes, into as many files as it needs, before the trailer.
+  if (into_stream && rotating_ != nullptr) WriteIntoFile();
   const int64_t end_ns = BoottimeNowNs();
   std::string out;
   if (!into_stream) AppendPreamble(&out);

@@ -1,0 +1,46 @@
+#include "agent/daemon/agent_stream.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "agent/files/file_retention.h"
+
+namespace ringside::agent {
+
+absl::StatusOr<std::unique_ptr<RotatingTraceFile>> OpenAgentStream(
+    const config::TraceConfig& config, std::optional<gid_t> group, AgentLog& log) {
+  const std::string host = LocalHostname();
+  if (const RecoveredFiles r = RecoverPartialStreamFiles(config.output_dir(), host); r.files > 0) {
+    log.Notice(absl::StrCat("kept ", r.files, " streaming file(s) a killed agent left in ",
+                            config.output_dir(), " unfinished (", r.bytes_cut,
+                            " bytes of a packet cut short removed)"));
+  }
+  RotatingTraceFile::Options o;
+  o.dir = config.output_dir();
+  o.hostname = host;
+  o.max_file_bytes = config.max_file_size_bytes();
+  o.max_file_age = absl::Milliseconds(config.file_rotation_period_ms());
+  o.max_files = config.max_files();
+  o.max_total_bytes = config.max_total_bytes();
+  o.group = group;
+  return RotatingTraceFile::Open(o);
+}
+
+void FillStreamingStatus(const RotatingTraceFile& stream, const TracingSession::Report& report,
+                         control::StreamingStatus* out) {
+  const RotatingTraceFile::Stats st = stream.stats();
+  out->set_path(st.path);
+  out->set_bytes(st.bytes);
+  out->set_files_finished(st.files_finished);
+  out->set_bytes_finished(st.bytes_finished);
+  out->set_files_deleted(st.files_deleted);
+  out->set_bytes_deleted(st.bytes_deleted);
+  uint64_t lost = 0;
+  for (const TracingSession::BufferReport& b : report.buffers) lost += b.stats.bytes_overwritten;
+  out->set_bytes_lost(lost);
+  out->set_write_errors(st.write_errors);
+  out->set_last_error(st.last_error);
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,31 @@
+#ifndef RINGSIDE_AGENT_DAEMON_AGENT_STREAM_H_
+#define RINGSIDE_AGENT_DAEMON_AGENT_STREAM_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "agent/daemon/agent_log.h"
+#include "agent/files/rotating_trace_file.h"
+#include "agent/session/tracing_session.h"
+#include "ringside/config/trace_config.pb.h"
+#include "ringside/control/control.pb.h"
+
+namespace ringside::agent {
+
+// The agent's streaming files (write_into_file) as its config sets them:
+// what a killed agent left unfinished in output_dir is kept first (logged),
+// then the first file is opened. `group`: output_group.
+absl::StatusOr<std::unique_ptr<RotatingTraceFile>> OpenAgentStream(
+    const config::TraceConfig& config, std::optional<gid_t> group, AgentLog& log);
+
+// The status reply's `streaming`: the files' figures, and what the buffers
+// overwrote before the drain wrote it (nothing else reads them).
+void FillStreamingStatus(const RotatingTraceFile& stream, const TracingSession::Report& report,
+                         control::StreamingStatus* out);
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_DAEMON_AGENT_STREAM_H_
