@@ -44,6 +44,7 @@
 #include "buffer/chunk_abi.h"
 #include "buffer/trace_buffer.h"
 #include "ringside/trace/trace_packet.pb.h"
+#include "tests/bench/bench_main.h"
 
 namespace ringside::agent {
 namespace {
@@ -390,18 +391,6 @@ class PauseReporter : public benchmark::ConsoleReporter {
 }  // namespace ringside::agent
 
 int main(int argc, char** argv) {
-  // Medians of 5 repetitions unless told otherwise: the machine is shared.
-  std::vector<char*> args(argv, argv + argc);
-  std::string repetitions = "--benchmark_repetitions=5";
-  std::string aggregates = "--benchmark_report_aggregates_only=true";
-  bool has_repetitions = false;
-  for (char* a : args) has_repetitions |= std::string(a).find("repetitions") != std::string::npos;
-  if (!has_repetitions) args.insert(args.begin() + 1, {repetitions.data(), aggregates.data()});
-  int args_count = static_cast<int>(args.size());
-  benchmark::Initialize(&args_count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
   ringside::agent::PauseReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  return ringside::bench::RunWithMedians(argc, argv, &reporter);
 }

@@ -25,6 +25,7 @@
 #include "benchmark/benchmark.h"
 #include "buffer/chunk_abi.h"
 #include "buffer/trace_buffer.h"
+#include "tests/bench/bench_main.h"
 
 namespace ringside::buffer {
 namespace {
@@ -270,23 +271,6 @@ class RatioReporter : public benchmark::ConsoleReporter {
 }  // namespace ringside::buffer
 
 int main(int argc, char** argv) {
-  // Medians of 5 runs unless told otherwise: single runs on a shared machine
-  // vary by 20%.
-  std::vector<char*> args(argv, argv + argc);
-  std::string repetitions = "--benchmark_repetitions=5";
-  std::string aggregates = "--benchmark_report_aggregates_only=true";
-  bool has_repetitions = false;
-  for (char* a : args) has_repetitions |= std::string(a).find("repetitions") != std::string::npos;
-  if (!has_repetitions) {
-    args.insert(args.begin() + 1, {repetitions.data(), aggregates.data()});
-  }
-  int args_count = static_cast<int>(args.size());
-  benchmark::Initialize(&args_count, args.data());
-  argc = args_count;
-  argv = args.data();
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   ringside::buffer::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  return ringside::bench::RunWithMedians(argc, argv, &reporter);
 }
