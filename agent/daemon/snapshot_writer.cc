@@ -13,7 +13,6 @@
 #include "agent/daemon/snapshot_retention.h"
 #include "agent/files/file_retention.h"
 #include "agent/files/output_file.h"
-#include "agent/files/stats_merging_sink.h"
 #include "agent/session/service_packets.h"
 
 namespace ringside::agent {
@@ -264,8 +263,8 @@ void SnapshotWriter::Loop() {
     if (!file.ok()) {
       result.status = file.status();
     } else {
-      StatsMergingSink sink(file->get(), ExtraStats(next.triggers));
-      result.status = next.snapshot->WriteTo(&sink);
+      next.snapshot->MergeIntoStats(ExtraStats(next.triggers));
+      result.status = next.snapshot->WriteTo(file->get());
     }
     // Its memory goes before the next clone comes, back to the system (the
     // pieces below the mmap threshold too).

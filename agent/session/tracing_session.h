@@ -263,6 +263,13 @@ class SessionSnapshot {
   // preamble, the clone_snapshot_trigger packet (once), the buffers' data,
   // trace_stats as of the clone.
   absl::Status WriteTo(TraceSink* sink);
+  // Joins `extra` (what only the snapshot's writer knows: the agent's
+  // trigger tally, the triggers the file answers) to the trace_stats the
+  // file ends with; one stats packet, as Perfetto's importer keeps one.
+  // Before WriteTo().
+  void MergeIntoStats(const trace::TraceStats& extra) {
+    stats_.mutable_trace_stats()->MergeFrom(extra);
+  }
   int64_t cloned_at_ns() const { return cloned_at_ns_; }
   const SnapshotTrigger& trigger() const { return trigger_; }
   // Running sources whose staging rings were not read within the limit

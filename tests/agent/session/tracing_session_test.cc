@@ -158,6 +158,34 @@ TEST(TracingSessionTest, AStreamGetsThePreambleAtStartAndOnlyTheTrailerAtTheEnd)
   EXPECT_TRUE(whole.packet(whole.packet_size() - 1).service_event().tracing_disabled());
 }
 
+TEST(TracingSessionTest, WhatTheWriterAddsJoinsTheSnapshotsOneTraceStatsPacket) {
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(BuffersOnly(true));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Start().ok());
+  absl::StatusOr<std::unique_ptr<SessionSnapshot>> snap = (*s)->CloneSnapshot(ManualTrigger());
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  trace::TraceStats extra;
+  trace::TraceStats::TriggerCount* count = extra.add_ringside_triggers();
+  count->set_name("crash");
+  count->set_joined(49);
+  (*snap)->MergeIntoStats(extra);
+  StringSink file;
+  ASSERT_TRUE((*snap)->WriteTo(&file).ok());
+  ASSERT_TRUE((*s)->Stop().ok());
+  int stats_packets = 0;
+  const trace::Trace t = Parse(file.data());
+  for (const trace::TracePacket& p : t.packet()) {
+    if (!p.has_trace_stats()) continue;
+    stats_packets++;
+    // The session's own figures and the writer's, side by side.
+    EXPECT_GT(p.trace_stats().buffer_stats_size(), 0);
+    ASSERT_EQ(p.trace_stats().ringside_triggers_size(), 1);
+    EXPECT_EQ(p.trace_stats().ringside_triggers(0).name(), "crash");
+    EXPECT_EQ(p.trace_stats().ringside_triggers(0).joined(), 49u);
+  }
+  EXPECT_EQ(stats_packets, 1);
+}
+
 TEST(TracingSessionTest, ASnapshotIsACompleteTraceAndTheSessionRecordsOn) {
   absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(BuffersOnly(true));
   ASSERT_TRUE(s.ok()) << s.status();
