@@ -141,6 +141,7 @@ int RunAgentCommand(const ParsedArgs& args) {
   options.replace_stale_socket = replace_stale_socket;
   options.log = &log;
   options.notifier = &notifier;
+  options.drop_capabilities = true;
   absl::StatusOr<std::unique_ptr<AgentService>> service = AgentService::Start(std::move(options));
   if (!service.ok()) {
     log.Error(absl::StrCat("not started: ", service.status().message()));

@@ -1,5 +1,6 @@
 #include "agent/daemon/agent_service.h"
 
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -20,6 +21,7 @@
 #include "agent/daemon/agent_stream.h"
 #include "agent/daemon/config_reload.h"
 #include "agent/daemon/control_frame.h"
+#include "agent/daemon/privileges.h"
 #include "agent/files/output_file.h"
 #include "agent/version.h"
 
@@ -136,6 +138,9 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
       ControlServer::Listen(config.control_socket(), control_options, s.get());
   if (!control.ok()) return control.status();
   s->control_ = std::move(*control);
+  if (s->options_.drop_capabilities) {
+    if (absl::Status st = s->DropCapabilitiesAfterSetup(); !st.ok()) return st;
+  }
 
   s->log_.Notice(absl::StrCat(
       "ringside agent ", kVersion, " recording (",
@@ -145,6 +150,18 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   // Every source attached and the socket answering: ready means ready.
   s->notifier_.Ready(s->HealthLine());
   return s;
+}
+
+absl::Status AgentService::DropCapabilitiesAfterSetup() {
+  CapabilityMask keep = CapabilitiesToKeepHere(output_group_.has_value());
+  // Stop() unmounts a tracefs mounted for everyone; that takes CAP_SYS_ADMIN.
+  if (session_->mounted_tracefs_for_everyone()) keep |= CapabilityBit(CAP_SYS_ADMIN);
+  if (absl::Status st = DropCapabilities(keep); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("dropping privileges after setup: ", st.message()));
+  }
+  log_.Info(absl::StrCat("setup done: capabilities dropped (kept: ", CapabilityNames(keep),
+                         "), no_new_privs set"));
+  return absl::OkStatus();
 }
 
 int AgentService::Run() {

@@ -55,6 +55,11 @@ class AgentService : public ControlHandler, public IncidentListener {
     // How often the health line (log and systemd STATUS=) is refreshed and
     // events/s measured.
     absl::Duration health_period = absl::Seconds(10);
+    // Once every source is attached and the socket listens, lower every
+    // thread to the capabilities recording still needs (privileges.h) and
+    // set no_new_privs. `ringside agent` does; tests that run the service
+    // inside their own process do not.
+    bool drop_capabilities = false;
   };
 
   // Loads and starts the session, creates output_dir and the control
@@ -100,6 +105,7 @@ class AgentService : public ControlHandler, public IncidentListener {
   // Names the triggers with an incident filter that no running source can
   // fire (no linux.bpf, or its incident programs off).
   void WarnOfIncidentTriggersNothingFires();
+  absl::Status DropCapabilitiesAfterSetup();
   // Measures events/s; refreshes the health line.
   void HealthTick();
   // Logs what the session had to say (a full disk under the stream, and

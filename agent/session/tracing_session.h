@@ -176,6 +176,12 @@ class TracingSession {
   bool file_limit_reached() const { return file_limit_reached_.load(); }
   // Data sources that could not start, with why (the rest keep recording).
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // tracefs was not mounted and could not be mounted in a mount namespace
+  // of our own, so it was mounted for the whole system; Stop() unmounts it
+  // (which needs CAP_SYS_ADMIN). Valid after Start().
+  bool mounted_tracefs_for_everyone() const {
+    return sources_.tracefs.has_value() && sources_.tracefs->mounted_by_us();
+  }
   // What went wrong (and right again) while recording, e.g. a full disk
   // under a streaming file, since the last call.
   std::vector<std::string> TakeNotices();
