@@ -76,7 +76,7 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
       case RS_EV_PROCESS_EXEC: {
         const rs_process_exec& e = r.exec();
         t->OnExec(e.h.ts_ns, e.pid, e.tgid, bpf::ExecFilename(e), bpf::ExecArgv(e),
-                  bpf::CommOf(e.comm), e.ppid, e.uid);
+                  bpf::CommOf(e.comm), e.ppid, e.uid, e.cgroup_id);
         break;
       }
       case RS_EV_PROCESS_EXIT: {
