@@ -13,6 +13,8 @@
 #define RS_MAX_CPUS 1024
 /* Entries of the tgid filter (rodata). */
 #define RS_MAX_FILTER_TGIDS 16
+/* Entries of the cgroup set filter (a hash map user space fills). */
+#define RS_MAX_FILTER_CGROUPS 256
 
 enum rs_event_type {
   RS_EV_SCHED_SWITCH = 1,

@@ -7,6 +7,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -94,17 +95,24 @@ class KernelTracepoints {
 
 // Load steps every program group shares: the same ring and drop maps, the
 // filters, and leaving out programs the kernel cannot attach.
+struct SharedMaps {
+  int rings_fd;
+  int drops_fd;
+  int filter_cgroups_fd;
+};
+
 template <typename Skel>
-absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, int rings_fd,
-                          int drops_fd, const KernelTracepoints& kernel,
-                          std::vector<std::string>* skipped) {
+absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, const SharedMaps& maps,
+                          const KernelTracepoints& kernel, std::vector<std::string>* skipped) {
   const EventSource::Filters& f = options.filters;
   skel->rodata->filter_num_tgids = static_cast<uint32_t>(f.tgids.size());
   for (size_t i = 0; i < f.tgids.size(); i++) skel->rodata->filter_tgids[i] = f.tgids[i];
   skel->rodata->filter_cgroup_id = f.cgroup_id;
+  skel->rodata->filter_cgroup_set = f.cgroup_set;
   skel->rodata->filter_max_prio = f.max_prio;
-  if (bpf_map__reuse_fd(skel->maps.rings, rings_fd) != 0 ||
-      bpf_map__reuse_fd(skel->maps.drops, drops_fd) != 0) {
+  if (bpf_map__reuse_fd(skel->maps.rings, maps.rings_fd) != 0 ||
+      bpf_map__reuse_fd(skel->maps.drops, maps.drops_fd) != 0 ||
+      bpf_map__reuse_fd(skel->maps.filter_cgroups, maps.filter_cgroups_fd) != 0) {
     return LoadError(errno, "sharing the rings between the BPF objects");
   }
   bpf_program* prog;
@@ -163,6 +171,9 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
   s->drops_fd_ = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_drops", sizeof(uint32_t),
                                 sizeof(uint64_t), RS_EV_MAX, nullptr);
   if (s->drops_fd_ < 0) return LoadError(errno, "creating the drop counters");
+  s->filter_cgroups_fd_ = bpf_map_create(BPF_MAP_TYPE_HASH, "rs_filter_cg", sizeof(uint64_t),
+                                         sizeof(uint8_t), RS_MAX_FILTER_CGROUPS, nullptr);
+  if (s->filter_cgroups_fd_ < 0) return LoadError(errno, "creating the cgroup filter");
   for (int cpu = 0; cpu < s->num_cpus_; cpu++) {
     const int fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "rs_ring", 0, 0, ring_size, nullptr);
     if (fd < 0) return LoadError(errno, absl::StrCat("creating the ring of CPU ", cpu));
@@ -183,6 +194,7 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
 absl::Status EventSource::LoadGroups(const Options& options) {
   KernelTracepoints kernel;
   if (!kernel.ok()) return LoadError(errno, "reading the kernel's BTF");
+  const SharedMaps maps{rings_fd_, drops_fd_, filter_cgroups_fd_};
   if (options.sched) {
     // (preempt, prev, next, prev_state): prev_state, the state the switch
     // was decided on, became an argument in 5.18. Reading prev's state
@@ -193,8 +205,7 @@ absl::Status EventSource::LoadGroups(const Options& options) {
           "use the ftrace sources on this kernel");
     }
     if ((sched_ = rs_sched__open()) == nullptr) return LoadError(errno, "opening bpf/sched");
-    if (auto st = PrepareGroup(sched_, options, rings_fd_, drops_fd_, kernel, &skipped_);
-        !st.ok()) {
+    if (auto st = PrepareGroup(sched_, options, maps, kernel, &skipped_); !st.ok()) {
       return st;
     }
     utsname u;
@@ -204,8 +215,7 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   }
   if (options.process) {
     if ((process_ = rs_process__open()) == nullptr) return LoadError(errno, "opening bpf/process");
-    if (auto st = PrepareGroup(process_, options, rings_fd_, drops_fd_, kernel, &skipped_);
-        !st.ok()) {
+    if (auto st = PrepareGroup(process_, options, maps, kernel, &skipped_); !st.ok()) {
       return st;
     }
     if (int err = rs_process__load(process_); err != 0) {
@@ -216,8 +226,7 @@ absl::Status EventSource::LoadGroups(const Options& options) {
     if ((incidents_ = rs_incidents__open()) == nullptr) {
       return LoadError(errno, "opening bpf/incidents");
     }
-    if (auto st = PrepareGroup(incidents_, options, rings_fd_, drops_fd_, kernel, &skipped_);
-        !st.ok()) {
+    if (auto st = PrepareGroup(incidents_, options, maps, kernel, &skipped_); !st.ok()) {
       return st;
     }
     if (int err = rs_incidents__load(incidents_); err != 0) {
@@ -236,6 +245,7 @@ EventSource::~EventSource() {
   for (int fd : ring_fds_) close(fd);
   if (rings_fd_ >= 0) close(rings_fd_);
   if (drops_fd_ >= 0) close(drops_fd_);
+  if (filter_cgroups_fd_ >= 0) close(filter_cgroups_fd_);
 }
 
 absl::Status EventSource::Attach() {
@@ -261,6 +271,32 @@ void EventSource::Detach() {
   if (sched_ != nullptr) rs_sched__detach(sched_);
   if (process_ != nullptr) rs_process__detach(process_);
   if (incidents_ != nullptr) rs_incidents__detach(incidents_);
+}
+
+absl::Status EventSource::SetCgroupFilter(const std::vector<uint64_t>& cgroup_ids) {
+  std::vector<uint64_t> wanted = cgroup_ids;
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  if (wanted.size() > RS_MAX_FILTER_CGROUPS) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "at most ", RS_MAX_FILTER_CGROUPS, " cgroups can be filtered on, not ", wanted.size()));
+  }
+  // Additions first, so a cgroup in both sets is never missing.
+  const uint8_t present = 1;
+  for (uint64_t id : wanted) {
+    if (std::binary_search(filter_cgroups_.begin(), filter_cgroups_.end(), id)) continue;
+    if (bpf_map_update_elem(filter_cgroups_fd_, &id, &present, BPF_ANY) != 0) {
+      return LoadError(errno, "updating the cgroup filter");
+    }
+  }
+  for (uint64_t id : filter_cgroups_) {
+    if (std::binary_search(wanted.begin(), wanted.end(), id)) continue;
+    if (bpf_map_delete_elem(filter_cgroups_fd_, &id) != 0 && errno != ENOENT) {
+      return LoadError(errno, "updating the cgroup filter");
+    }
+  }
+  filter_cgroups_ = std::move(wanted);
+  return absl::OkStatus();
 }
 
 std::vector<uint64_t> EventSource::drops_per_cpu(uint32_t event_type) const {

@@ -33,7 +33,11 @@ class EventSource {
   struct Filters {
     std::vector<int32_t> tgids;  // At most RS_MAX_FILTER_TGIDS.
     uint64_t cgroup_id = 0;      // cgroup v2 id: the inode number of its directory.
-    int32_t max_prio = -1;       // Kernel prio (0-99 RT, 100-139 normal); -1: off.
+    // The cgroup set: when on, a task whose cgroup is in the set that
+    // SetCgroupFilter() gives passes the cgroup filter too (as one whose
+    // cgroup is `cgroup_id` does). Empty until set: nothing passes.
+    bool cgroup_set = false;
+    int32_t max_prio = -1;  // Kernel prio (0-99 RT, 100-139 normal); -1: off.
   };
   struct Options {
     size_t ring_size_per_cpu = 1 << 20;  // Bytes; rounded up to a power of two pages.
@@ -61,6 +65,11 @@ class EventSource {
 
   absl::Status Attach();
   void Detach();
+
+  // Replaces the cgroup set (Filters::cgroup_set) with `cgroup_ids`, at most
+  // RS_MAX_FILTER_CGROUPS of them (kInvalidArgument otherwise); takes effect
+  // at once, attached or not. Programs see the set change one id at a time.
+  absl::Status SetCgroupFilter(const std::vector<uint64_t>& cgroup_ids);
 
   // See RingReader: waits up to `timeout_ms`, then hands every available
   // record to `callback` in per-CPU batches.
@@ -97,8 +106,10 @@ class EventSource {
   ::rs_sched* sched_ = nullptr;
   ::rs_process* process_ = nullptr;
   ::rs_incidents* incidents_ = nullptr;
-  int rings_fd_ = -1;  // ARRAY_OF_MAPS: CPU -> ring.
-  int drops_fd_ = -1;  // PERCPU_ARRAY: event type -> count.
+  int rings_fd_ = -1;                     // ARRAY_OF_MAPS: CPU -> ring.
+  int drops_fd_ = -1;                     // PERCPU_ARRAY: event type -> count.
+  int filter_cgroups_fd_ = -1;            // HASH: cgroup id -> unused; the cgroup set.
+  std::vector<uint64_t> filter_cgroups_;  // What the map holds, sorted.
   std::vector<int> ring_fds_;
   std::unique_ptr<RingReader> reader_;
   std::vector<std::string> skipped_;

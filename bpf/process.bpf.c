@@ -35,6 +35,7 @@ int BPF_PROG(handle_process_exec, struct task_struct* p, pid_t old_pid, struct l
   e->uid = (__u32)uid_gid;
   e->gid = (__u32)(uid_gid >> 32);
   e->pad = 0;
+  e->cgroup_id = BPF_CORE_READ(p, cgroups, dfl_cgrp, kn, id);
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
   long n =
       bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), BPF_CORE_READ(bprm, filename));

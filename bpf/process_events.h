@@ -31,6 +31,7 @@ struct rs_process_exec {
   __u16 filename_len; /* Bytes of filename, without the NUL. */
   __u16 argv_len;     /* Bytes of argv used. */
   __u32 pad;
+  __u64 cgroup_id;             /* The task's cgroup v2 id (inode number of its directory). */
   char comm[RS_TASK_COMM_LEN]; /* The new comm (basename of the file). */
   char filename[RS_FILENAME_LEN];
   char argv[RS_ARGV_LEN];

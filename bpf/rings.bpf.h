@@ -33,15 +33,29 @@ struct {
   __type(value, __u64);
 } drops SEC(".maps");
 
+/* The cgroup set filter: cgroup v2 ids (key) whose tasks are recorded; the
+ * value is unused. User space fills it before attaching and keeps it current
+ * (containers come and go); shared by every object like the rings. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, RS_MAX_FILTER_CGROUPS);
+  __type(key, __u64);
+  __type(value, __u8);
+} filter_cgroups SEC(".maps");
+
 /* Filters, set by the loader before load; all off by default. A task is
- * selected when it passes every filter that is on. */
+ * selected when it passes every filter that is on. The cgroup filter is
+ * one: a task passes it when its own cgroup is filter_cgroup_id or in
+ * filter_cgroups (on when filter_cgroup_set is). */
 const volatile __u32 filter_num_tgids = 0;
 const volatile __s32 filter_tgids[RS_MAX_FILTER_TGIDS] = {};
 const volatile __u64 filter_cgroup_id = 0; /* cgroup v2 id (inode of its directory). */
+const volatile bool filter_cgroup_set = false;
 const volatile __s32 filter_max_prio = -1; /* Kernel prio: 0-99 RT, 100-139 normal. */
 
 static __always_inline bool rs_filters_on(void) {
-  return filter_num_tgids != 0 || filter_cgroup_id != 0 || filter_max_prio >= 0;
+  return filter_num_tgids != 0 || filter_cgroup_id != 0 || filter_cgroup_set ||
+         filter_max_prio >= 0;
 }
 
 static __always_inline bool rs_task_selected(struct task_struct* t) {
@@ -53,8 +67,12 @@ static __always_inline bool rs_task_selected(struct task_struct* t) {
     }
     if (!found) return false;
   }
-  if (filter_cgroup_id != 0 && BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id) != filter_cgroup_id) {
-    return false;
+  if (filter_cgroup_id != 0 || filter_cgroup_set) {
+    __u64 cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+    if (cgroup_id != filter_cgroup_id &&
+        !(filter_cgroup_set && bpf_map_lookup_elem(&filter_cgroups, &cgroup_id))) {
+      return false;
+    }
   }
   if (filter_max_prio >= 0 && BPF_CORE_READ(t, prio) > filter_max_prio) return false;
   return true;

@@ -25,6 +25,7 @@
 namespace ringside::agent {
 
 static_assert(kMaxFilterTgids == RS_MAX_FILTER_TGIDS);
+static_assert(kMaxCgroupFilterValues == RS_MAX_FILTER_CGROUPS);
 
 namespace {
 
@@ -167,6 +168,28 @@ const std::vector<int>& SignalsTheIncidentSourceSees() {
   return *signals;
 }
 
+void CheckCgroupPath(const std::string& path, const FieldPath& at, Validator* v) {
+  if (path.empty() || path[0] != '/' || absl::StrContains(path, "/../") ||
+      absl::EndsWith(path, "/..") || path.size() > kMaxCgroupPathBytes) {
+    v->Fail(at, absl::StrCat("is '", absl::CHexEscape(path),
+                             "': a cgroup's path below the cgroup2 mount, starting with '/' "
+                             "(\"/system.slice/nginx.service\"), without '..', at most ",
+                             kMaxCgroupPathBytes, " bytes"));
+  }
+}
+
+void CheckContainerId(const std::string& id, const FieldPath& at, Validator* v) {
+  const bool hex = std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+  if (!hex || id.size() < kMinContainerIdPrefix || id.size() > kContainerIdDigits) {
+    v->Fail(at, absl::StrCat("is '", absl::CHexEscape(id), "': a container id is ",
+                             kMinContainerIdPrefix, " to ", kContainerIdDigits,
+                             " lowercase hex digits (the full id, or a prefix of it such as "
+                             "`docker ps` shows)"));
+  }
+}
+
 void ValidateIncident(const config::TraceConfig::TriggerConfig::Trigger::Incident& incident,
                       const FieldPath& at, Validator* v) {
   using Incident = config::TraceConfig::TriggerConfig::Trigger::Incident;
@@ -194,15 +217,7 @@ void ValidateIncident(const config::TraceConfig::TriggerConfig::Trigger::Inciden
     }
   }
   for (int k = 0; k < incident.cgroups_size(); k++) {
-    const std::string& path = incident.cgroups(k);
-    if (path.empty() || path[0] != '/' || absl::StrContains(path, "/../") ||
-        absl::EndsWith(path, "/..") || path.size() > kMaxCgroupPathBytes) {
-      v->Fail(field("cgroups", k),
-              absl::StrCat("is '", absl::CHexEscape(path),
-                           "': a cgroup's path below the cgroup2 mount, starting with '/' "
-                           "(\"/system.slice/nginx.service\"), without '..', at most ",
-                           kMaxCgroupPathBytes, " bytes"));
-    }
+    CheckCgroupPath(incident.cgroups(k), field("cgroups", k), v);
   }
   for (int k = 0; k < incident.comms_size(); k++) {
     const std::string& comm = incident.comms(k);
@@ -360,6 +375,20 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
       if (b.has_filter_max_prio() && (b.filter_max_prio() < 0 || b.filter_max_prio() > 139)) {
         v->Fail(field({{"bpf_config", -1}, {"filter_max_prio", -1}}),
                 absl::StrCat("is ", b.filter_max_prio(), ": kernel priorities are 0 to 139"));
+      }
+      for (int k = 0; k < b.filter_container_id_size(); k++) {
+        CheckContainerId(b.filter_container_id(k),
+                         field({{"bpf_config", -1}, {"filter_container_id", k}}), v);
+      }
+      for (int k = 0; k < b.filter_cgroup_path_size(); k++) {
+        CheckCgroupPath(b.filter_cgroup_path(k),
+                        field({{"bpf_config", -1}, {"filter_cgroup_path", k}}), v);
+      }
+      if (b.filter_container_id_size() + b.filter_cgroup_path_size() > kMaxCgroupFilterValues) {
+        v->Fail(field({{"bpf_config", -1}, {"filter_container_id", -1}}),
+                absl::StrCat("and filter_cgroup_path give ",
+                             b.filter_container_id_size() + b.filter_cgroup_path_size(),
+                             " values: at most ", kMaxCgroupFilterValues, " together"));
       }
     }
   }

@@ -37,6 +37,13 @@ inline constexpr uint32_t kMaxTriggerFiresPerWindow = 10000;
 inline constexpr size_t kMaxCommBytes = 15;
 // A trigger's incident filter: cgroup paths, as the kernel's PATH_MAX allows.
 inline constexpr size_t kMaxCgroupPathBytes = 4095;
+// linux.bpf's filter_container_id: a container id or a prefix of one as
+// `docker ps` shortens them (12 hex digits) or longer.
+inline constexpr size_t kMinContainerIdPrefix = 12;
+inline constexpr size_t kContainerIdDigits = 64;
+// linux.bpf's filter_container_id and filter_cgroup_path together (each
+// names at least one of the filter's RS_MAX_FILTER_CGROUPS cgroups).
+inline constexpr int kMaxCgroupFilterValues = 256;
 
 // Data sources this build can run.
 const std::vector<std::string>& KnownDataSources();

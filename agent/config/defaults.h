@@ -15,6 +15,9 @@ namespace ringside::agent {
 // linux.bpf: per-CPU staging ring, and how often its consumer reads it.
 inline constexpr uint32_t kDefaultBpfRingSizeKb = 4096;
 inline constexpr uint32_t kDefaultBpfDrainPeriodMs = 100;
+// linux.bpf's filter_container_id / filter_cgroup_path: how often the
+// cgroups they name are looked up again (containers come and go).
+inline constexpr uint32_t kCgroupFilterRefreshMs = 2000;
 // linux.ftrace: per-CPU kernel buffer of our instance, how often it is read,
 // and the fill that wakes the reader early.
 inline constexpr uint32_t kDefaultFtraceBufferSizeKb = 2048;

@@ -1,18 +1,14 @@
 #include "agent/daemon/trigger_policy.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <random>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
+#include "agent/descriptors/cgroup_fs.h"
 
 namespace ringside::agent {
 
@@ -20,22 +16,6 @@ namespace {
 
 constexpr absl::Duration kHour = absl::Hours(1);
 constexpr absl::Duration kDay = absl::Hours(24);
-// Where the cgroup2 hierarchy is mounted: /sys/fs/cgroup, or
-// /sys/fs/cgroup/unified beside v1 hierarchies (systemd's hybrid layout);
-// empty when it is not. Read once: it does not move while the agent runs.
-const std::string& Cgroup2Root() {
-  static const std::string* root = [] {
-    std::ifstream mounts("/proc/self/mounts");
-    std::string line;
-    while (std::getline(mounts, line)) {
-      const std::vector<std::string> f = absl::StrSplit(line, ' ');
-      if (f.size() >= 3 && f[2] == "cgroup2") return new std::string(f[1]);
-    }
-    return new std::string();
-  }();
-  return *root;
-}
-
 uint32_t Capped(uint32_t limit) { return std::min(limit, kMaxTriggerFiresPerWindow); }
 
 // The longest window whose limit needs the fire times; zero when none does.
@@ -193,12 +173,7 @@ const char* TriggerPolicy::VerdictName(Verdict verdict) {
 }
 
 std::optional<uint64_t> TriggerPolicy::SystemCgroupIdOf(const std::string& path) {
-  const std::string& root = Cgroup2Root();
-  struct stat st;
-  if (root.empty() || stat(absl::StrCat(root, path).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return std::nullopt;
-  }
-  return static_cast<uint64_t>(st.st_ino);
+  return CgroupIdOfPath(path);
 }
 
 bool TriggerPolicy::Matches(const Rule::IncidentFilter& filter, const Incident& incident,

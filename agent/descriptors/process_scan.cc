@@ -4,14 +4,18 @@
 #include <time.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/descriptors/cgroup_fs.h"
+#include "agent/descriptors/container_identity.h"
 
 namespace ringside::agent {
 namespace {
@@ -33,12 +37,25 @@ std::string ReadSmallFile(const std::string& path) {
 
 }  // namespace
 
+void SetCgroupOfProcess(uint64_t cgroup_id, const std::string& cgroup_path,
+                        trace::ProcessTree::Process* process) {
+  if (cgroup_id != 0) process->set_cgroup_id(cgroup_id);
+  if (cgroup_path.empty()) return;
+  process->set_cgroup_path(cgroup_path);
+  const ContainerIdentity c = ParseContainerIdentity(cgroup_path);
+  if (!c.container_id.empty()) process->set_container_id(c.container_id);
+  if (!c.pod_uid.empty()) process->set_pod_uid(c.pod_uid);
+  if (!c.runtime.empty()) process->set_container_runtime(c.runtime);
+}
+
 trace::TracePacket ScanProcesses() {
   TracePacket packet;
   packet.set_timestamp(static_cast<uint64_t>(BoottimeNs()));
   trace::ProcessTree* tree = packet.mutable_process_tree();
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return packet;
+  // Most processes share a few cgroups: each is looked up once.
+  absl::flat_hash_map<std::string, uint64_t> cgroup_ids;
   while (dirent* entry = readdir(proc)) {
     int pid = 0;
     if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
@@ -67,6 +84,11 @@ trace::TracePacket ScanProcesses() {
       for (absl::string_view arg : absl::StrSplit(cmdline, '\0', absl::SkipEmpty())) {
         p->add_cmdline(std::string(arg));
       }
+    }
+    if (std::optional<std::string> cgroup = CgroupPathOfPid(pid)) {
+      auto [it, added] = cgroup_ids.try_emplace(*cgroup, 0);
+      if (added) it->second = CgroupIdOfPath(*cgroup).value_or(0);
+      SetCgroupOfProcess(it->second, *cgroup, p);
     }
     DIR* tasks = opendir((dir + "/task").c_str());
     if (tasks == nullptr) continue;

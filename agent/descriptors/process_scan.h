@@ -1,16 +1,26 @@
 #ifndef RINGSIDE_AGENT_DESCRIPTORS_PROCESS_SCAN_H_
 #define RINGSIDE_AGENT_DESCRIPTORS_PROCESS_SCAN_H_
 
+#include <cstdint>
+#include <string>
+
 #include "ringside/trace/trace_packet.pb.h"
 
 namespace ringside::agent {
 
 // A ProcessTree packet of every process and thread in /proc as this
-// process sees it (its PID namespace): pid, ppid, uid and cmdline of each
-// process (a kernel thread's comm as its cmdline, as Perfetto does), tid,
-// tgid and name of each thread. Processes that end during the scan are
-// left out. Stamped with CLOCK_BOOTTIME at the start and the end of the scan.
+// process sees it (its PID namespace): pid, ppid, uid, cmdline and cgroup
+// v2 (SetCgroupOfProcess) of each process (a kernel thread's comm as its
+// cmdline, as Perfetto does), tid, tgid and name of each thread. Processes
+// that end during the scan are left out. Stamped with CLOCK_BOOTTIME at the
+// start and the end of the scan.
 trace::TracePacket ScanProcesses();
+
+// Fills a process descriptor's cgroup fields: `cgroup_id` unless 0,
+// `cgroup_path` unless empty, and the container, pod and runtime the path
+// names (ParseContainerIdentity).
+void SetCgroupOfProcess(uint64_t cgroup_id, const std::string& cgroup_path,
+                        trace::ProcessTree::Process* process);
 
 }  // namespace ringside::agent
 

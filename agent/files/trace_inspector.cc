@@ -22,6 +22,10 @@ constexpr uint32_t kBoottimeClockId = 6;
 // How many processes and threads the text rendering lists before eliding.
 constexpr size_t kMaxListedInText = 50;
 
+// A container id in the text rendering: its first 12 digits, as `docker
+// ps` and `crictl ps` show them (--json has the full id).
+absl::string_view ShortContainerId(absl::string_view id) { return id.substr(0, 12); }
+
 std::string PacketType(const trace::TracePacket& packet) {
   const Reflection* reflection = packet.GetReflection();
   const google::protobuf::OneofDescriptor* data =
@@ -183,6 +187,13 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
   if (p.has_process_tree()) {
     for (const auto& process : p.process_tree().processes()) {
       summary_.processes[process.pid()] = process.cmdline_size() > 0 ? process.cmdline(0) : "";
+      if (process.has_cgroup_id() || process.has_cgroup_path() || process.has_container_id()) {
+        summary_.process_cgroups[process.pid()] = TraceSummary::ProcessCgroup{
+            process.cgroup_id(), process.cgroup_path(), process.container_id(), process.pod_uid(),
+            process.container_runtime()};
+      } else {
+        summary_.process_cgroups.erase(process.pid());
+      }
     }
     for (const auto& thread : p.process_tree().threads()) {
       summary_.threads[thread.tid()] = TraceSummary::Thread{thread.tgid(), thread.name()};
@@ -218,6 +229,18 @@ std::vector<int32_t> TraceSummary::UnresolvedSchedPids() const {
     if (!threads.count(pid) && !processes.count(pid) && !event_named_pids.count(pid)) {
       out.push_back(pid);
     }
+  }
+  return out;
+}
+
+std::map<std::string, TraceSummary::Container> TraceSummary::Containers() const {
+  std::map<std::string, Container> out;
+  for (const auto& [pid, cgroup] : process_cgroups) {
+    if (cgroup.container_id.empty()) continue;
+    Container& c = out[cgroup.container_id];
+    c.pod_uid = cgroup.pod_uid;
+    c.runtime = cgroup.runtime;
+    c.processes++;
   }
   return out;
 }
@@ -287,12 +310,39 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   size_t listed = 0;
   for (const auto& [pid, name] : s.processes) {
     if (listed++ == kMaxListedInText) break;
-    absl::StrAppendFormat(&out, "  %8d  %s\n", pid, name);
+    absl::StrAppendFormat(&out, "  %8d  %s", pid, name);
+    auto cgroup = s.process_cgroups.find(pid);
+    if (cgroup != s.process_cgroups.end() && !cgroup->second.container_id.empty()) {
+      absl::StrAppend(&out, "  [container ", ShortContainerId(cgroup->second.container_id), "]");
+    }
+    absl::StrAppend(&out, "\n");
   }
   if (s.processes.size() > kMaxListedInText) {
     absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
                           s.processes.size() - kMaxListedInText);
   }
+  const std::map<std::string, TraceSummary::Container> containers = s.Containers();
+  absl::StrAppendFormat(&out, "\nContainers (%u):\n", containers.size());
+  if (!containers.empty()) {
+    absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9s\n", "container", "pod uid", "runtime",
+                          "processes");
+  }
+  listed = 0;
+  uint64_t in_containers = 0;
+  for (const auto& [id, c] : containers) {
+    in_containers += c.processes;
+    if (listed++ >= kMaxListedInText) continue;
+    absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9u\n", ShortContainerId(id),
+                          c.pod_uid.empty() ? "-" : c.pod_uid, c.runtime.empty() ? "-" : c.runtime,
+                          c.processes);
+  }
+  if (containers.size() > kMaxListedInText) {
+    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                          containers.size() - kMaxListedInText);
+  }
+  absl::StrAppendFormat(&out, "  %u processes in no container, %u of unknown cgroup\n",
+                        s.process_cgroups.size() - in_containers,
+                        s.processes.size() - s.process_cgroups.size());
   absl::StrAppendFormat(&out, "\nThreads (%u):\n", s.threads.size());
   listed = 0;
   for (const auto& [tid, thread] : s.threads) {
@@ -353,8 +403,25 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
                      {"unresolved", unresolved.size()},
                      {"unresolved_pids", unresolved}};
   j["processes"] = nlohmann::json::array();
-  for (const auto& [pid, name] : s.processes)
-    j["processes"].push_back({{"pid", pid}, {"name", name}});
+  for (const auto& [pid, name] : s.processes) {
+    nlohmann::json process = {{"pid", pid}, {"name", name}};
+    auto cgroup = s.process_cgroups.find(pid);
+    if (cgroup != s.process_cgroups.end()) {
+      const TraceSummary::ProcessCgroup& c = cgroup->second;
+      if (c.cgroup_id != 0) process["cgroup_id"] = c.cgroup_id;
+      if (!c.cgroup_path.empty()) process["cgroup_path"] = c.cgroup_path;
+      if (!c.container_id.empty()) process["container_id"] = c.container_id;
+      if (!c.pod_uid.empty()) process["pod_uid"] = c.pod_uid;
+    }
+    j["processes"].push_back(std::move(process));
+  }
+  j["containers"] = nlohmann::json::array();
+  for (const auto& [id, c] : s.Containers()) {
+    nlohmann::json container = {{"container_id", id}, {"processes", c.processes}};
+    container["pod_uid"] = c.pod_uid.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.pod_uid);
+    container["runtime"] = c.runtime.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.runtime);
+    j["containers"].push_back(std::move(container));
+  }
   j["threads"] = nlohmann::json::array();
   for (const auto& [tid, thread] : s.threads) {
     j["threads"].push_back({{"tid", tid}, {"tgid", thread.tgid}, {"name", thread.name}});

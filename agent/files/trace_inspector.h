@@ -46,6 +46,23 @@ struct TraceSummary {
   // earlier one. Process name: the first cmdline entry.
   std::map<int32_t, std::string> processes;
   std::map<int32_t, Thread> threads;
+  // The cgroup and container of the processes whose descriptor names them
+  // (ringside's ProcessTree.Process fields; replaced like `processes`).
+  struct ProcessCgroup {
+    uint64_t cgroup_id = 0;  // 0: unknown.
+    std::string cgroup_path;
+    std::string container_id;
+    std::string pod_uid;
+    std::string runtime;
+  };
+  std::map<int32_t, ProcessCgroup> process_cgroups;
+  // The processes of each container, by container id.
+  struct Container {
+    std::string pod_uid;
+    std::string runtime;
+    uint64_t processes = 0;
+  };
+  std::map<std::string, Container> Containers() const;
   uint64_t ftrace_events = 0;
   uint64_t ftrace_bundles_with_lost_events = 0;
   // Every pid/tid a scheduling event names (switched in or out, woken),

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "bpf/records.h"
 
 namespace ringside::agent {
@@ -37,6 +38,20 @@ const char* BpfDataSource::EventName(uint32_t type) {
   }
 }
 
+BpfDataSource::BpfDataSource(Config config, ProducerBuffer* producer)
+    : config_(std::move(config)),
+      producer_(producer),
+      cgroups_(config_.filter_container_ids, config_.filter_cgroup_paths, RS_MAX_FILTER_CGROUPS) {
+  if (!cgroups_.empty()) config_.source.filters.cgroup_set = true;
+}
+
+CgroupSelector::Selection BpfDataSource::RefreshCgroupFilter() {
+  CgroupSelector::Selection selection = cgroups_.Select();
+  // A failed update leaves the last set in place; the next refresh retries.
+  source_->SetCgroupFilter(selection.cgroup_ids).IgnoreError();
+  return selection;
+}
+
 absl::StatusOr<std::unique_ptr<BpfDataSource>> BpfDataSource::Create(Config config,
                                                                      ProducerBuffer* producer) {
   std::unique_ptr<BpfDataSource> s(new BpfDataSource(std::move(config), producer));
@@ -44,6 +59,23 @@ absl::StatusOr<std::unique_ptr<BpfDataSource>> BpfDataSource::Create(Config conf
       bpf::EventSource::Load(s->config_.source);
   if (!source.ok()) return source.status();
   s->source_ = std::move(*source);
+  if (!s->cgroups_.empty()) {
+    const CgroupSelector::Selection first = s->RefreshCgroupFilter();
+    for (const std::string& value : first.unmatched) {
+      // Paths start with '/', container ids never do (the config checks).
+      const bool path = !value.empty() && value[0] == '/';
+      s->cgroup_warnings_.push_back(
+          absl::StrCat(path ? "filter_cgroup_path '" : "filter_container_id '", value,
+                       path ? "' is no cgroup" : "' matches no container's cgroup",
+                       " yet: nothing of it is recorded until it appears (looked up every ",
+                       s->config_.cgroup_refresh_ms, " ms)"));
+    }
+    if (first.truncated) {
+      s->cgroup_warnings_.push_back(absl::StrCat(
+          "filter_container_id and filter_cgroup_path match more than the ", RS_MAX_FILTER_CGROUPS,
+          " cgroups the filter holds: the rest are not recorded"));
+    }
+  }
   const int cpus = s->source_->num_cpus();
   for (int cpu = 0; cpu < cpus; cpu++) {
     s->cpu_writers_.push_back(producer->CreateTraceWriter(static_cast<buffer::WriterID>(1 + cpu)));
@@ -76,7 +108,7 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
       case RS_EV_PROCESS_EXEC: {
         const rs_process_exec& e = r.exec();
         t->OnExec(e.h.ts_ns, e.pid, e.tgid, bpf::ExecFilename(e), bpf::ExecArgv(e),
-                  bpf::CommOf(e.comm), e.ppid, e.uid);
+                  bpf::CommOf(e.comm), e.ppid, e.uid, e.cgroup_id);
         break;
       }
       case RS_EV_PROCESS_EXIT: {
@@ -181,9 +213,14 @@ void BpfDataSource::ReadRings(int timeout_ms) {
 
 void BpfDataSource::ConsumerLoop() {
   const int period = static_cast<int>(config_.drain_period_ms);
+  absl::Time next_cgroup_refresh = absl::Now() + absl::Milliseconds(config_.cgroup_refresh_ms);
   while (!stop_.load(std::memory_order_acquire)) {
     ReadRings(period);
     ServeFlushRequests();
+    if (!cgroups_.empty() && absl::Now() >= next_cgroup_refresh) {
+      RefreshCgroupFilter();
+      next_cgroup_refresh = absl::Now() + absl::Milliseconds(config_.cgroup_refresh_ms);
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 #include "agent/config/defaults.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/bpf_bundle_writer.h"
+#include "agent/sources/cgroup_selector.h"
 #include "agent/sources/data_source.h"
 #include "agent/sources/incident.h"
 #include "agent/sources/staging_flush.h"
@@ -34,6 +35,12 @@ class BpfDataSource : public DataSource {
   struct Config {
     bpf::EventSource::Options source;
     uint32_t drain_period_ms = kDefaultBpfDrainPeriodMs;
+    // filter_container_id / filter_cgroup_path: when either is set, the
+    // programs' cgroup set filter is on, filled before they attach and
+    // looked up again every cgroup_refresh_ms (CgroupSelector).
+    std::vector<std::string> filter_container_ids;
+    std::vector<std::string> filter_cgroup_paths;
+    uint32_t cgroup_refresh_ms = kCgroupFilterRefreshMs;
     // Told of fork/exec/exit/rename records as they are read (may be null).
     DescriptorTracker* tracker = nullptr;
     // Told of OOM kills, fatal signals and core dumps once their bundle is
@@ -62,13 +69,15 @@ class BpfDataSource : public DataSource {
   // entries.
   std::vector<Loss> Losses() const override;
   const std::vector<std::string>& skipped_programs() const { return source_->skipped_programs(); }
+  // What the cgroup filter's first lookup (at Create) said: a value that
+  // named no cgroup yet, more cgroups than the filter holds.
+  const std::vector<std::string>& cgroup_filter_warnings() const { return cgroup_warnings_; }
 
   // Name of a record type, as in the trace ("sched_switch").
   static const char* EventName(uint32_t type);
 
  private:
-  BpfDataSource(Config config, ProducerBuffer* producer)
-      : config_(std::move(config)), producer_(producer) {}
+  BpfDataSource(Config config, ProducerBuffer* producer);
   void ConsumerLoop();
   // Reads the rings once: waiting up to `timeout_ms` for data, or (0)
   // reading what is there.
@@ -79,6 +88,9 @@ class BpfDataSource : public DataSource {
   void TellTracker(absl::Span<const bpf::Record> records);
   void TellIncidents(absl::Span<const bpf::Record> records);
   uint64_t TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>& per_type, uint32_t cpu) const;
+  // Looks the filter's cgroups up again and hands them to the programs;
+  // returns what the lookup found.
+  CgroupSelector::Selection RefreshCgroupFilter();
 
   Config config_;
   ProducerBuffer* producer_;
@@ -89,6 +101,8 @@ class BpfDataSource : public DataSource {
   // Drops seen per CPU so far; a CPU whose count grew marks its next bundle.
   std::vector<uint64_t> drops_seen_;
   std::vector<bool> lost_pending_;
+  CgroupSelector cgroups_;
+  std::vector<std::string> cgroup_warnings_;
 
   std::thread thread_;
   StagingFlush flush_;

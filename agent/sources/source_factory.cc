@@ -48,6 +48,8 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   cfg.source.filters.tgids.assign(bc.filter_tgid().begin(), bc.filter_tgid().end());
   cfg.source.filters.cgroup_id = bc.filter_cgroup_id();
   cfg.source.filters.max_prio = bc.has_filter_max_prio() ? bc.filter_max_prio() : -1;
+  cfg.filter_container_ids.assign(bc.filter_container_id().begin(), bc.filter_container_id().end());
+  cfg.filter_cgroup_paths.assign(bc.filter_cgroup_path().begin(), bc.filter_cgroup_path().end());
   cfg.drain_period_ms = bc.drain_period_ms();
   cfg.tracker = ctx->tracker;
   cfg.incidents = ctx->incidents;
@@ -59,6 +61,9 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   }
   for (const std::string& p : (*b)->skipped_programs()) {
     ctx->Warn(absl::StrCat(c.name(), ": this kernel cannot attach ", p));
+  }
+  for (const std::string& w : (*b)->cgroup_filter_warnings()) {
+    ctx->Warn(absl::StrCat(c.name(), ": bpf_config.", w));
   }
   ctx->Add(c, std::move(producer), std::move(*b));
   ctx->bpf_loaded++;

@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
 #include "tests/agent/testing/ringside_cli.h"
+#include "tests/agent/testing/scratch_cgroup.h"
 #include "tests/testing/kernel_tracefs.h"
 #include "tests/testing/workloads.h"
 
@@ -379,6 +380,43 @@ TEST(TraceProcessorImportTest, DefaultRecording) {
   RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
   // The embedded default, as `ringside record` without -c uses it.
   const Recording r = Record("default", "", 200);
+  ExpectImportsCleanly(tp, r);
+  ExpectNamesAndProcessTree(tp, r);
+}
+
+// Processes in a container: their descriptors carry ringside's cgroup and
+// container fields (numbers from 1000), which the importer must skip.
+TEST(TraceProcessorImportTest, RecordingWithContainerAttribution) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
+  const std::string id(64, 'c');
+  testing::ScratchCgroup cgroup("cri-containerd-" + id + ".scope");
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  // Wakes every 20 ms in the container until killed.
+  const pid_t resident = fork();
+  if (resident == 0) {
+    setpgid(0, 0);
+    std::ofstream(cgroup.dir() + "/cgroup.procs") << getpid() << "\n";
+    execl("/bin/sh", "/bin/sh", "-c", "while :; do /bin/sleep 0.02; done",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const Recording r = Record("containers",
+                             "buffers { size_kb: 16384 }\n"
+                             "data_sources { config { name: \"linux.bpf\" } }\n"
+                             "durable_buffer_size_kb: 2048\n",
+                             200);
+  kill(-resident, SIGKILL);
+  kill(resident, SIGKILL);
+  waitpid(resident, nullptr, 0);
+  int in_container = 0;
+  const trace::Trace t = testing::ReadTraceFile(r.path);
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const auto& process : p.process_tree().processes()) {
+      if (process.container_id() == id && process.cgroup_id() == cgroup.id()) in_container++;
+    }
+  }
+  EXPECT_GT(in_container, 0);
   ExpectImportsCleanly(tp, r);
   ExpectNamesAndProcessTree(tp, r);
 }

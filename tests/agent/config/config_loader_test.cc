@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "agent/config/defaults.h"
 #include "gtest/gtest.h"
 
@@ -424,6 +425,71 @@ TEST(ConfigLoaderTest, TriggerLimitsAboveTheBoundAreErrors) {
                           "max_per_hour: 10000 max_per_24_h: 10000 } }",
                           "t.pbtxt")
                   .ok());
+}
+
+}  // namespace
+}  // namespace ringside::agent
+
+namespace ringside::agent {
+namespace {
+
+// linux.bpf's container and cgroup filters: values that could never match
+// are errors naming the file, the line and the field.
+TEST(ConfigLoaderTest, CgroupFiltersTakeContainerIdsAndAbsolutePaths) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\" bpf_config {\n"
+      "  filter_container_id: \"3f4b1c2d5e6f\"\n"
+      "  filter_container_id: "
+      "\"3f4b1c2d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f809\"\n"
+      "  filter_cgroup_path: \"/system.slice/nginx.service\" } } }\n",
+      "c.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const config::BpfConfig& b = cfg->data_sources(0).config().bpf_config();
+  EXPECT_EQ(b.filter_container_id_size(), 2);
+  EXPECT_EQ(b.filter_cgroup_path(0), "/system.slice/nginx.service");
+}
+
+TEST(ConfigLoaderTest, BadCgroupFiltersNameFileLineAndField) {
+  struct Case {
+    std::string value;
+    const char* says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"filter_container_id: \"3f4b1c2d5e6\"",
+            "c.pbtxt: line 4, column 3: data_sources[0].config.bpf_config.filter_container_id[1] "
+            "is '3f4b1c2d5e6': a container id is 12 to 64 lowercase hex digits"},
+           {"filter_container_id: \"3F4B1C2D5E6F\"", "filter_container_id[1] is '3F4B1C2D5E6F'"},
+           {"filter_container_id: \"" + std::string(65, 'a') + "\"",
+            "filter_container_id[1] is 'aaaa"},
+           {"filter_container_id: \"docker-3f4b1c2d5e6f\"",
+            "filter_container_id[1] is 'docker-3f4b1c2d5e6f'"},
+           {"filter_cgroup_path: \"system.slice\"",
+            "line 4, column 3: data_sources[0].config.bpf_config.filter_cgroup_path[0] is "
+            "'system.slice': a cgroup's path below the cgroup2 mount, starting with '/'"},
+           {"filter_cgroup_path: \"/a/../b\"", "filter_cgroup_path[0] is '/a/../b'"},
+           {"filter_cgroup_path: \"\"", "filter_cgroup_path[0] is ''"},
+       }) {
+    const std::string text =
+        "buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\" bpf_config {\n"
+        "  filter_container_id: \"0123456789ab\"\n  " +
+        c.value + " } } }\n";
+    absl::StatusOr<config::TraceConfig> cfg = ParseConfig(text, "c.pbtxt");
+    ASSERT_FALSE(cfg.ok()) << c.says;
+    EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(cfg.status().message().find(c.says), std::string::npos) << cfg.status();
+  }
+}
+
+TEST(ConfigLoaderTest, AtMost256CgroupFilterValues) {
+  std::string values;
+  for (int i = 0; i < 257; i++) values += absl::StrCat("filter_cgroup_path: \"/c", i, "\"\n");
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\" bpf_config {\n" +
+          values + "} } }\n",
+      "c.pbtxt");
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("257 values: at most 256 together"), std::string::npos)
+      << cfg.status();
 }
 
 }  // namespace

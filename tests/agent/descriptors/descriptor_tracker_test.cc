@@ -1,6 +1,7 @@
 #include "agent/descriptors/descriptor_tracker.h"
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "buffer/durable_store.h"
@@ -94,6 +95,23 @@ TEST(DescriptorTrackerTest, ForkExecRenameExitKeepEveryTaskNamed) {
   EXPECT_EQ(store.stats().compacted, 3u);  // Process 60, threads 60 and 61.
 }
 
+// Records are read per CPU: a child's exec (or a thread's rename) on
+// another CPU may be read before its fork, which must not undo it.
+TEST(DescriptorTrackerTest, AnExecReadBeforeItsForkIsNotUndone) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  t.OnExec(300, 60, 60, "/bin/true", {}, "true", 50, 0);
+  t.OnRename(310, 61, "worker");
+  t.OnFork(200, 50, 50, 60, 60, "sh");
+  t.OnFork(210, 60, 60, 61, 60, "true");
+  const Named n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(60).cmdline(0), "/bin/true");
+  EXPECT_EQ(n.threads.at(60).name(), "true");
+  EXPECT_EQ(n.threads.at(61).name(), "worker");
+  EXPECT_EQ(n.threads.at(61).tgid(), 60);
+}
+
 // The ftrace path: task_newtask says thread or process by CLONE_THREAD,
 // exec gives only the filename, exit does not say whether the group died.
 TEST(DescriptorTrackerTest, FtraceEventsWithLessInformation) {
@@ -134,6 +152,154 @@ TEST(DescriptorTrackerTest, ChangedOnlyHandsOutEachUpdateOnce) {
   const Named n = Descriptors(t, store, true);
   EXPECT_EQ(n.threads.size(), 1u);
   EXPECT_EQ(n.processes.size(), 0u);
+}
+
+// A containerd container's cgroup, as the fake /proc of the tests below has
+// it: pid 80's cgroup, id 4242.
+constexpr char kContainerId[] = "3f4b1c2d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f809";
+const std::string kContainerPath =
+    std::string(
+        "/kubepods.slice/kubepods-besteffort.slice/"
+        "kubepods-besteffort-pod0c7e1a2b_3c4d_4e5f_8a9b_0c1d2e3f4a5b.slice/"
+        "cri-containerd-") +
+    kContainerId + ".scope";
+
+struct FakeCgroups {
+  std::map<int32_t, std::string> path_of_pid;
+  std::map<std::string, uint64_t> id_of_path;
+  int pid_reads = 0;
+
+  DescriptorTracker::CgroupLookup Lookup() {
+    return {[this](int32_t pid) -> std::optional<std::string> {
+              pid_reads++;
+              auto it = path_of_pid.find(pid);
+              if (it == path_of_pid.end()) return std::nullopt;
+              return it->second;
+            },
+            [this](const std::string& path) -> std::optional<uint64_t> {
+              auto it = id_of_path.find(path);
+              if (it == id_of_path.end()) return std::nullopt;
+              return it->second;
+            }};
+  }
+};
+
+TEST(DescriptorTrackerTest, ExecCarriesTheCgroupAndTheContainerItNames) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake;
+  fake.path_of_pid[80] = kContainerPath;
+  fake.id_of_path[kContainerPath] = 4242;
+  DescriptorTracker t(fake.Lookup());
+  t.Seed(Scan());
+  t.OnFork(200, 50, 50, 80, 80, "sh");
+  t.OnExec(210, 80, 80, "/bin/sleep", {}, "sleep", 50, 0, /*cgroup_id=*/4242);
+  const Named n = Descriptors(t, store);
+  const trace::ProcessTree::Process& p = n.processes.at(80);
+  EXPECT_EQ(p.cgroup_id(), 4242u);
+  EXPECT_EQ(p.cgroup_path(), kContainerPath);
+  EXPECT_EQ(p.container_id(), kContainerId);
+  EXPECT_EQ(p.pod_uid(), "0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b");
+  EXPECT_EQ(p.container_runtime(), "containerd");
+}
+
+TEST(DescriptorTrackerTest, ForksInheritTheParentsCgroup) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake;
+  fake.path_of_pid[80] = kContainerPath;
+  fake.id_of_path[kContainerPath] = 4242;
+  DescriptorTracker t(fake.Lookup());
+  t.Seed(Scan());
+  t.OnExec(210, 80, 80, "/bin/sh", {}, "sh", 50, 0, 4242);
+  t.OnFork(220, 80, 80, 81, 81, "sh");
+  const Named n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(81).cgroup_id(), 4242u);
+  EXPECT_EQ(n.processes.at(81).container_id(), kContainerId);
+}
+
+// The process exited before its exec record was read: its id alone.
+TEST(DescriptorTrackerTest, AnExecOfAProcessAlreadyGoneKeepsTheIdAlone) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake;
+  DescriptorTracker t(fake.Lookup());
+  t.Seed(Scan());
+  t.OnExec(210, 80, 80, "/bin/true", {}, "true", 50, 0, 4242);
+  const Named n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(80).cgroup_id(), 4242u);
+  EXPECT_FALSE(n.processes.at(80).has_cgroup_path());
+  EXPECT_FALSE(n.processes.at(80).has_container_id());
+}
+
+// The process moved on before its exec record was read: its path now is not
+// the one of the id its exec reported, so it is not taken.
+TEST(DescriptorTrackerTest, APathOfAnotherCgroupThanTheExecsIsNotTaken) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake;
+  fake.path_of_pid[80] = kContainerPath;
+  fake.id_of_path[kContainerPath] = 4343;
+  DescriptorTracker t(fake.Lookup());
+  t.OnExec(210, 80, 80, "/bin/true", {}, "true", 50, 0, 4242);
+  const Named n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(80).cgroup_id(), 4242u);
+  EXPECT_FALSE(n.processes.at(80).has_cgroup_path());
+}
+
+// A cgroup's path is read once per id, also for a later process whose
+// /proc entry is gone by the time its exec is read.
+TEST(DescriptorTrackerTest, PathsAreRememberedPerCgroupId) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake;
+  fake.path_of_pid[80] = kContainerPath;
+  fake.id_of_path[kContainerPath] = 4242;
+  DescriptorTracker t(fake.Lookup());
+  t.OnExec(210, 80, 80, "/bin/true", {}, "true", 50, 0, 4242);
+  t.OnExec(220, 90, 90, "/bin/true", {}, "true", 50, 0, 4242);
+  EXPECT_EQ(fake.pid_reads, 1);
+  EXPECT_EQ(Descriptors(t, store).processes.at(90).container_id(), kContainerId);
+}
+
+TEST(DescriptorTrackerTest, TheScansCgroupsAreRememberedToo) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake;
+  DescriptorTracker t(fake.Lookup());
+  trace::TracePacket scan = Scan();
+  scan.mutable_process_tree()->mutable_processes(1)->set_cgroup_id(4242);
+  scan.mutable_process_tree()->mutable_processes(1)->set_cgroup_path(kContainerPath);
+  t.Seed(scan);
+  t.OnExec(220, 90, 90, "/bin/true", {}, "true", 50, 0, 4242);
+  EXPECT_EQ(fake.pid_reads, 0);
+  const Named n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(50).container_id(), kContainerId);
+  EXPECT_EQ(n.processes.at(90).cgroup_path(), kContainerPath);
+}
+
+TEST(DescriptorTrackerTest, RememberedCgroupsAreBounded) {
+  FakeCgroups fake;
+  const size_t n = DescriptorTracker::kMaxRememberedCgroups + 10;
+  for (size_t i = 0; i < n; i++) {
+    const std::string path = "/c" + std::to_string(i);
+    fake.path_of_pid[static_cast<int32_t>(1000 + i)] = path;
+    fake.id_of_path[path] = 10 + i;
+  }
+  DescriptorTracker t(fake.Lookup());
+  for (size_t i = 0; i < n; i++) {
+    t.OnExec(200 + i, static_cast<int32_t>(1000 + i), static_cast<int32_t>(1000 + i), "/bin/true",
+             {}, "true", 1, 0, 10 + i);
+  }
+  EXPECT_EQ(t.remembered_cgroups_for_testing(), DescriptorTracker::kMaxRememberedCgroups);
+}
+
+// ftrace's exec has no cgroup id: it comes from the path.
+TEST(DescriptorTrackerTest, AnExecWithoutACgroupIdTakesItFromThePath) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake;
+  fake.path_of_pid[70] = kContainerPath;
+  fake.id_of_path[kContainerPath] = 4242;
+  DescriptorTracker t(fake.Lookup());
+  t.Seed(Scan());
+  t.OnExec(220, 70, -1, "/bin/true", {}, {}, -1, -1);
+  const Named n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(70).cgroup_id(), 4242u);
+  EXPECT_EQ(n.processes.at(70).container_id(), kContainerId);
 }
 
 }  // namespace

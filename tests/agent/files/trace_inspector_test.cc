@@ -206,6 +206,72 @@ TEST(TraceInspectorTest, SnapshotTriggersAreNamedAmongTheStats) {
   EXPECT_EQ(j["nonzero_stats"]["trace_stats.ringside_triggers[crash].joined"], 49u);
 }
 
+// Processes in containers: each container with its pod, runtime and how
+// many processes it has (a later descriptor of a process replaces its
+// earlier one), in the text (short ids) and the JSON (full ids).
+TEST(TraceInspectorTest, ContainersAreCountedByTheirProcesses) {
+  const std::string a(64, 'a');
+  const std::string b = "b" + std::string(63, '0');
+  Trace trace;
+  auto* tree = trace.add_packet()->mutable_process_tree();
+  auto add = [tree](int32_t pid, const std::string& name, uint64_t cgroup, const std::string& id,
+                    const std::string& pod) {
+    auto* p = tree->add_processes();
+    p->set_pid(pid);
+    p->add_cmdline(name);
+    if (cgroup != 0) p->set_cgroup_id(cgroup);
+    if (!id.empty()) {
+      p->set_container_id(id);
+      p->set_container_runtime("containerd");
+    }
+    if (!pod.empty()) p->set_pod_uid(pod);
+  };
+  add(1, "/sbin/init", 1, "", "");
+  add(10, "nginx", 50, a, "0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b");
+  add(11, "nginx", 50, a, "0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b");
+  add(12, "redis", 60, b, "");
+  add(13, "worker", 0, "", "");  // An older trace's descriptor: no cgroup.
+  // pid 12 moved out of its container and exec'd again.
+  add(12, "sh", 1, "", "");
+  const std::string path = WriteFile("containers", trace.SerializeAsString());
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
+  ASSERT_TRUE(s.ok());
+  const auto containers = s->Containers();
+  ASSERT_EQ(containers.size(), 1u);
+  EXPECT_EQ(containers.at(a).processes, 2u);
+  EXPECT_EQ(containers.at(a).pod_uid, "0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b");
+
+  const std::string text = SummaryToText(path, *s);
+  EXPECT_NE(text.find("      10  nginx  [container aaaaaaaaaaaa]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Containers (1):\n"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find("  aaaaaaaaaaaa  0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b  containerd          2\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  2 processes in no container, 1 of unknown cgroup\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find(a), std::string::npos) << "the text shows short ids";
+
+  const nlohmann::json j = SummaryToJson(path, *s);
+  ASSERT_EQ(j["containers"].size(), 1u);
+  EXPECT_EQ(j["containers"][0]["container_id"], a);
+  EXPECT_EQ(j["containers"][0]["pod_uid"], "0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b");
+  EXPECT_EQ(j["containers"][0]["runtime"], "containerd");
+  EXPECT_EQ(j["containers"][0]["processes"], 2u);
+  for (const auto& p : j["processes"]) {
+    if (p["pid"] == 10) {
+      EXPECT_EQ(p["container_id"], a);
+      EXPECT_EQ(p["cgroup_id"], 50u);
+    }
+    if (p["pid"] == 12) {
+      EXPECT_FALSE(p.contains("container_id"));
+    }
+    if (p["pid"] == 13) {
+      EXPECT_FALSE(p.contains("cgroup_id"));
+    }
+  }
+}
+
 TEST(TraceInspectorTest, EmptyFileIsAnEmptyTrace) {
   absl::StatusOr<TraceSummary> s = InspectTraceFile(WriteFile("empty", ""));
   ASSERT_TRUE(s.ok());

@@ -1,0 +1,263 @@
+// The proof of container attribution on the real kernel: a process that
+// moves into a containerd-style cgroup and execs shows up in the trace with
+// that cgroup and its container id, `inspect` counts it under the
+// container, and a recording filtered to the container records its
+// scheduling and nobody else's.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/ringside_cli.h"
+#include "tests/agent/testing/scratch_cgroup.h"
+
+namespace ringside::agent {
+namespace {
+
+using testing::ScratchCgroup;
+using testing::TempPath;
+
+constexpr char kContainerId[] = "5ca1ab1e0c0ffee0ddba11ab0defaced5eed1e55c0deba5eba11ade0facade12";
+constexpr char kOtherId[] = "0dd000000000000000000000000000000000000000000000000000000000000f";
+
+std::string ContainerdScope(const std::string& id) {
+  return absl::StrCat("cri-containerd-", id, ".scope");
+}
+
+// `ringside record` of `command` with `config`; returns the trace's path
+// (empty on failure, with the failure recorded).
+std::string Record(const std::string& name, const std::string& config,
+                   const std::vector<std::string>& command) {
+  const std::string cfg = TempPath(name + ".pbtxt");
+  const std::string out = TempPath(name + ".pftrace");
+  std::ofstream(cfg) << config;
+  std::vector<std::string> args = {"record", "-c", cfg, "-o", out, "--"};
+  args.insert(args.end(), command.begin(), command.end());
+  int code = -1;
+  const std::string err = testing::RunRingsideCaptureStderr(args, &code);
+  unlink(cfg.c_str());
+  EXPECT_EQ(code, 0) << err;
+  return code == 0 ? out : "";
+}
+
+// A shell that writes its pid to `pid_file`, moves itself into `cgroup`
+// and execs sleep there.
+std::vector<std::string> MoveAndExec(const ScratchCgroup& cgroup, const std::string& pid_file) {
+  return {"/bin/sh", "-c",
+          absl::StrCat("echo $$ > ", pid_file, " && echo $$ > ", cgroup.dir(),
+                       "/cgroup.procs && exec /bin/sleep 0.3")};
+}
+
+int32_t ReadPid(const std::string& pid_file) {
+  std::ifstream in(pid_file);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  int32_t pid = -1;
+  EXPECT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &pid)) << text;
+  unlink(pid_file.c_str());
+  return pid;
+}
+
+// The last descriptor of process `pid` in the trace.
+std::optional<trace::ProcessTree::Process> LastDescriptor(const trace::Trace& t, int32_t pid) {
+  std::optional<trace::ProcessTree::Process> last;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const auto& process : p.process_tree().processes()) {
+      if (process.pid() == pid) last = process;
+    }
+  }
+  return last;
+}
+
+// A process of the test's own in `cgroup`, waking every 20 ms until killed.
+pid_t StartNoise(const ScratchCgroup& cgroup) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    std::ofstream(cgroup.dir() + "/cgroup.procs") << getpid() << "\n";
+    execl("/bin/sh", "/bin/sh", "-c", "while :; do /bin/sleep 0.02; done",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+void StopNoise(pid_t pid) {
+  if (pid <= 0) return;
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+constexpr char kBpfConfig[] =
+    "buffers { size_kb: 16384 }\n"
+    "data_sources { config { name: \"linux.bpf\" } }\n"
+    "durable_buffer_size_kb: 2048\n"
+    "duration_ms: 30000\n";
+
+TEST(ContainerAttributionTest, AProcessInAContainerdCgroupCarriesItsContainerId) {
+  ScratchCgroup cgroup(ContainerdScope(kContainerId));
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  const std::string pid_file = TempPath("attribution.pid");
+  const std::string trace_path = Record("attribution", kBpfConfig, MoveAndExec(cgroup, pid_file));
+  ASSERT_FALSE(trace_path.empty());
+  const int32_t pid = ReadPid(pid_file);
+  const trace::Trace t = testing::ReadTraceFile(trace_path);
+
+  const std::optional<trace::ProcessTree::Process> p = LastDescriptor(t, pid);
+  ASSERT_TRUE(p.has_value()) << "no descriptor of pid " << pid;
+  EXPECT_EQ(p->cmdline(0), "/bin/sleep");
+  EXPECT_EQ(p->cgroup_id(), cgroup.id());
+  EXPECT_EQ(p->cgroup_path(), cgroup.path());
+  EXPECT_EQ(p->container_id(), kContainerId);
+  EXPECT_EQ(p->container_runtime(), "containerd");
+  EXPECT_FALSE(p->has_pod_uid());
+
+  // inspect: the container, with that process, in both renderings.
+  int code = -1;
+  const std::string json = testing::RunRingsideCapture({"inspect", "--json", trace_path}, &code);
+  ASSERT_EQ(code, 0);
+  const nlohmann::json j = nlohmann::json::parse(json);
+  bool listed = false;
+  for (const auto& c : j["containers"]) {
+    if (c["container_id"] == kContainerId) {
+      listed = true;
+      EXPECT_EQ(c["runtime"], "containerd");
+      EXPECT_GE(c["processes"].get<int>(), 1);
+    }
+  }
+  EXPECT_TRUE(listed) << json;
+  const std::string text = testing::RunRingsideCapture({"inspect", trace_path}, &code);
+  // The Containers section, by short id (the process list may be elided).
+  EXPECT_NE(text.find(absl::StrCat("\n  ", std::string(kContainerId).substr(0, 12), "  ")),
+            std::string::npos)
+      << text;
+  unlink(trace_path.c_str());
+}
+
+// Every sched_switch of a filtered recording has the container's process on
+// one side: switched in, or switched out (the switch before it on the same
+// CPU switched it in). The first switch of each CPU cannot say.
+TEST(ContainerAttributionTest, AFilterByContainerRecordsThatContainerOnly) {
+  ScratchCgroup cgroup(ContainerdScope(kContainerId));
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  ScratchCgroup other(ContainerdScope(kOtherId));
+  ASSERT_TRUE(other.ok()) << other.error();
+  const pid_t noise = StartNoise(other);
+  const std::string pid_file = TempPath("filter.pid");
+  // By a prefix, as `docker ps` shows the id.
+  const std::string config = absl::StrCat(
+      "buffers { size_kb: 16384 }\n", "data_sources { config { name: \"linux.bpf\" bpf_config { ",
+      "filter_container_id: \"", std::string(kContainerId).substr(0, 12), "\" } } }\n",
+      "durable_buffer_size_kb: 2048\nduration_ms: 30000\n");
+  const std::string trace_path = Record("filter", config, MoveAndExec(cgroup, pid_file));
+  StopNoise(noise);
+  ASSERT_FALSE(trace_path.empty());
+  const int32_t pid = ReadPid(pid_file);
+  const trace::Trace t = testing::ReadTraceFile(trace_path);
+
+  int64_t ours_in = 0, switches = 0;
+  std::map<uint32_t, int32_t> on_cpu;  // CPU -> the last task switched in.
+  std::vector<std::string> strangers;
+  for (const trace::TracePacket& p : t.packet()) {
+    if (!p.has_ftrace_events()) continue;
+    const uint32_t cpu = p.ftrace_events().cpu();
+    const auto& compact = p.ftrace_events().compact_sched();
+    for (int32_t next : compact.switch_next_pid()) {
+      switches++;
+      auto prev = on_cpu.find(cpu);
+      if (next == pid) {
+        ours_in++;
+      } else if (prev != on_cpu.end() && prev->second != pid) {
+        strangers.push_back(absl::StrCat("cpu ", cpu, ": ", prev->second, " -> ", next));
+      }
+      on_cpu[cpu] = next;
+    }
+    for (int32_t woken : compact.waking_pid()) {
+      if (woken != pid) strangers.push_back(absl::StrCat("waking ", woken));
+    }
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      if (e.has_sched_switch()) {
+        switches++;
+        ours_in += e.sched_switch().next_pid() == pid;
+        if (e.sched_switch().next_pid() != pid && e.sched_switch().prev_pid() != pid) {
+          strangers.push_back(absl::StrCat("switch ", e.sched_switch().prev_pid(), " -> ",
+                                           e.sched_switch().next_pid()));
+        }
+      }
+      if (e.has_sched_process_exec() && e.sched_process_exec().pid() != pid) {
+        strangers.push_back(absl::StrCat("exec ", e.sched_process_exec().pid()));
+      }
+      if (e.has_sched_wakeup() && e.sched_wakeup().pid() != pid) {
+        strangers.push_back(absl::StrCat("wakeup ", e.sched_wakeup().pid()));
+      }
+    }
+  }
+  EXPECT_GT(ours_in, 0) << "the container's process was never switched in (" << switches
+                        << " switches)";
+  EXPECT_TRUE(strangers.empty()) << strangers.size()
+                                 << " events of other tasks, first: " << strangers.front();
+  unlink(trace_path.c_str());
+}
+
+// A container that starts after the recording: the filter finds its cgroup
+// at its next look (every 2 s) and records it from then on.
+TEST(ContainerAttributionTest, AFilteredContainerThatStartsLaterIsPickedUp) {
+  ScratchCgroup cgroup(ContainerdScope(kContainerId), /*make_leaf=*/false);
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  const std::string pid_file = TempPath("late.pid");
+  const std::string config = absl::StrCat(
+      "buffers { size_kb: 16384 }\n", "data_sources { config { name: \"linux.bpf\" bpf_config { ",
+      "filter_container_id: \"", kContainerId, "\" } } }\n", "duration_ms: 30000\n");
+  // Made 2.3 s in, between two looks; it lives past the next one.
+  const std::string trace_path =
+      Record("late", config,
+             {"/bin/sh", "-c",
+              absl::StrCat("/bin/sleep 2.3 && mkdir ", cgroup.dir(), " && echo $$ > ", pid_file,
+                           " && echo $$ > ", cgroup.dir(), "/cgroup.procs && exec /bin/sleep 2")});
+  ASSERT_FALSE(trace_path.empty());
+  const int32_t pid = ReadPid(pid_file);
+  const trace::Trace t = testing::ReadTraceFile(trace_path);
+  int64_t ours_in = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (int32_t next : p.ftrace_events().compact_sched().switch_next_pid()) ours_in += next == pid;
+  }
+  EXPECT_GT(ours_in, 0) << "the container's process was never switched in";
+  unlink(trace_path.c_str());
+}
+
+// The same recording without the filter has the noise of the other container
+// (and everything else): the filtered test above could tell.
+TEST(ContainerAttributionTest, WithoutTheFilterOtherTasksAreRecorded) {
+  ScratchCgroup other(ContainerdScope(kOtherId));
+  if (!other.ok()) GTEST_SKIP() << other.error();
+  const pid_t noise = StartNoise(other);
+  const std::string trace_path = Record("nofilter", kBpfConfig, {"/bin/sleep", "0.3"});
+  StopNoise(noise);
+  ASSERT_FALSE(trace_path.empty());
+  const trace::Trace t = testing::ReadTraceFile(trace_path);
+  int64_t noise_in = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (int32_t next : p.ftrace_events().compact_sched().switch_next_pid()) {
+      noise_in += next == noise;
+    }
+  }
+  EXPECT_GT(noise_in, 0);
+  const std::optional<trace::ProcessTree::Process> p = LastDescriptor(t, noise);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->container_id(), kOtherId);
+  unlink(trace_path.c_str());
+}
+
+}  // namespace
+}  // namespace ringside::agent
