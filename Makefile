@@ -5,7 +5,10 @@
 #   make test       build and run every test; exits non-zero on any failure
 #   make asan       the same tests under AddressSanitizer + UBSan, in build/asan
 #   make deps       install the Debian packages the build needs (idempotent)
-#   make bench | fuzz | demo | install | clean | format
+#   make install    the binary, the systemd unit, the default config (kept
+#                   if present) and /var/lib/ringside, under $(DESTDIR)$(PREFIX)
+#   make uninstall  removes what install put there, and nothing else
+#   make bench | fuzz | demo | clean | format
 
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -31,7 +34,16 @@ DEB_PACKAGES := \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
-  rt-tests
+  rt-tests systemd
+
+# tests/deploy/ checks the Kubernetes manifests against the API's schemas
+# (kubernetes-models: every kind's OpenAPI schema compiled to a validator,
+# and its TypeScript types, which catch misspelt field names). npm installs
+# them into TOOLS_DIR, which stays under build/ whatever BUILD is, so that
+# `make asan` (BUILD=build/asan) finds them too. `make deps NPM_TOOLS=`
+# installs the build's packages only (deploy/container/Dockerfile).
+TOOLS_DIR ?= build/tools
+NPM_TOOLS ?= kubernetes-models@5.1.0 yaml@2.9.1 typescript@5.9.3
 
 PKGS := protobuf nlohmann_json libbpf libsystemd \
   absl_status absl_statusor absl_strings absl_str_format \
@@ -121,7 +133,8 @@ ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests asan bench bench-run soak fuzz fuzz-run fuzz-corpus demo run-demo deps install clean format
+.PHONY: all test run-tests asan bench bench-run soak fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+  uninstall clean format
 
 all: $(BIN) $(LIBS)
 
@@ -176,7 +189,7 @@ endif
 # Tests that run the CLI find it here, and tools beside the source tree
 # (../shared/bin) from there.
 $(BUILD)/obj/tests/%.o: CPPFLAGS += -DRINGSIDE_BUILD_DIR='"$(abspath $(BUILD))"' \
-  -DRINGSIDE_SOURCE_DIR='"$(abspath .)"'
+  -DRINGSIDE_SOURCE_DIR='"$(abspath .)"' -DRINGSIDE_TOOLS_DIR='"$(abspath $(TOOLS_DIR))"'
 
 $(BUILD)/lib/libringside_protos.a: $(PROTO_OBJS)
 	@mkdir -p $(@D)
@@ -320,9 +333,62 @@ deps:
 	  $$sudo apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing; \
 	fi
+	@if [ -n "$(NPM_TOOLS)" ] && ! command -v npm >/dev/null; then \
+	  echo "make deps: installing nodejs npm"; \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq nodejs npm; \
+	fi
+	@if [ -n "$(NPM_TOOLS)" ] && [ "$$(cat $(TOOLS_DIR)/installed 2>/dev/null)" != "$(NPM_TOOLS)" ]; then \
+	  echo "make deps: installing $(NPM_TOOLS) into $(TOOLS_DIR)"; \
+	  rm -rf $(TOOLS_DIR) && mkdir -p $(TOOLS_DIR) && \
+	  npm install --prefix $(TOOLS_DIR) --no-save --no-package-lock --no-audit --no-fund \
+	    --loglevel=error $(NPM_TOOLS) && \
+	  echo "$(NPM_TOOLS)" > $(TOOLS_DIR)/installed; \
+	fi
 
+# --- Install ------------------------------------------------------------------
+
+# The unit goes where systemd looks for units of this prefix
+# (/usr/local/lib/systemd/system, or /usr/lib/systemd/system with
+# PREFIX=/usr); the config and the state directory are the system's, whatever
+# the prefix, as the unit names them.
+BINDIR := $(PREFIX)/bin
+UNITDIR := $(PREFIX)/lib/systemd/system
+CONFIG_DIR := /etc/ringside
+STATE_DIR := /var/lib/ringside
+SHIPPED_CONFIG := deploy/configs/agent.pbtxt
+
+# An edited config is never overwritten (nor removed by uninstall). The state
+# directory holds the snapshots: uninstall removes it only when empty.
 install: $(BIN)
-	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/ringside
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/ringside
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	sed 's|@BINDIR@|$(BINDIR)|g' deploy/systemd/ringside.service > $(DESTDIR)$(UNITDIR)/ringside.service.tmp
+	chmod 0644 $(DESTDIR)$(UNITDIR)/ringside.service.tmp
+	mv -f $(DESTDIR)$(UNITDIR)/ringside.service.tmp $(DESTDIR)$(UNITDIR)/ringside.service
+	@if [ -e $(DESTDIR)$(CONFIG_DIR)/agent.pbtxt ]; then \
+	  echo "make install: keeping $(DESTDIR)$(CONFIG_DIR)/agent.pbtxt as it is" \
+	    "(the shipped default is $(SHIPPED_CONFIG))"; \
+	else \
+	  echo "install -D -m 0644 $(SHIPPED_CONFIG) $(DESTDIR)$(CONFIG_DIR)/agent.pbtxt"; \
+	  install -D -m 0644 $(SHIPPED_CONFIG) $(DESTDIR)$(CONFIG_DIR)/agent.pbtxt; \
+	fi
+	install -d -m 0750 $(DESTDIR)$(STATE_DIR)
+	@echo "make install: done; then: systemctl daemon-reload && systemctl enable --now ringside"
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/ringside $(DESTDIR)$(UNITDIR)/ringside.service
+	@cfg=$(DESTDIR)$(CONFIG_DIR)/agent.pbtxt; \
+	if [ -e $$cfg ]; then \
+	  if cmp -s $$cfg $(SHIPPED_CONFIG); then echo "rm -f $$cfg"; rm -f $$cfg; \
+	  else echo "make uninstall: keeping $$cfg: it differs from the shipped default"; fi; \
+	fi
+	@for d in $(DESTDIR)$(CONFIG_DIR) $(DESTDIR)$(STATE_DIR)/snapshots $(DESTDIR)$(STATE_DIR); do \
+	  [ -d $$d ] || continue; \
+	  if rmdir $$d 2>/dev/null; then echo "rmdir $$d"; \
+	  else echo "make uninstall: keeping $$d: it is not empty"; fi; \
+	done
 
 clean:
 	rm -rf $(BUILD)

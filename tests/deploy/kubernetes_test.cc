@@ -1,0 +1,175 @@
+// deploy/kubernetes/: the manifests pass the Kubernetes API's schemas
+// (tests/deploy/validate_manifests.mjs, with the tools `make deps`
+// installs), and the DaemonSet gives the agent the paths, capabilities and
+// budgets it has under systemd.
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "agent/config/config_loader.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/deploy/testing/deploy_files.h"
+
+namespace ringside::deploy_testing {
+namespace {
+
+using nlohmann::json;
+
+const char* const kManifests[] = {"namespace.yaml", "configmap.yaml", "daemonset.yaml"};
+
+std::string ManifestPaths() {
+  std::string paths;
+  for (const char* m : kManifests) absl::StrAppend(&paths, " deploy/kubernetes/", m);
+  return paths;
+}
+
+CommandResult Validate(const std::string& args) {
+  return RunShell(absl::StrCat("node tests/deploy/validate_manifests.mjs ", ToolsDir(), " ", args));
+}
+
+class KubernetesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // make deps installs them; a machine without is not set up to test.
+    ASSERT_TRUE(HaveProgram("node")) << "node is not installed: run make deps";
+    ASSERT_EQ(RunShell("test -d " + ToolsDir() + "/node_modules/kubernetes-models").exit_code, 0)
+        << "kubernetes-models is not installed in " << ToolsDir() << ": run make deps";
+  }
+
+  // Every document of every manifest, parsed (and validated) by the script
+  // once per run of this binary: it takes a second.
+  const json& Documents() {
+    static const json* const documents = [] {
+      const CommandResult r = Validate("--json" + ManifestPaths());
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      // Errors go to stderr, the JSON to stdout: the JSON is the last line.
+      const std::vector<std::string> lines = absl::StrSplit(r.output, '\n', absl::SkipEmpty());
+      return new json(lines.empty() ? json::array()
+                                    : json::parse(lines.back(), nullptr,
+                                                  /*allow_exceptions=*/false));
+    }();
+    return *documents;
+  }
+
+  json Find(const std::string& kind) {
+    for (const json& d : Documents()) {
+      if (d["doc"]["kind"] == kind) return d["doc"];
+    }
+    ADD_FAILURE() << "no " << kind;
+    return json::object();
+  }
+};
+
+TEST_F(KubernetesTest, ManifestsPassTheKubernetesSchemas) {
+  const CommandResult r = Validate(ManifestPaths());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(KubernetesTest, ValidatorRejectsWhatTheApiServerWould) {
+  TempDir tmp;
+  const std::string ds = ReadFile(SourceDir() + "/deploy/kubernetes/daemonset.yaml");
+  // A field the API does not have, and a value of the wrong type.
+  WriteFile(tmp.path() + "/misspelt.yaml", absl::StrReplaceAll(ds, {{"hostPID:", "hostPid:"}}));
+  WriteFile(tmp.path() + "/mistyped.yaml",
+            absl::StrReplaceAll(
+                ds, {{"readOnlyRootFilesystem: true", "readOnlyRootFilesystem: \"yes\""}}));
+  const CommandResult misspelt = Validate(tmp.path() + "/misspelt.yaml");
+  EXPECT_EQ(misspelt.exit_code, 1) << misspelt.output;
+  EXPECT_TRUE(absl::StrContains(misspelt.output, "hostPid")) << misspelt.output;
+  const CommandResult mistyped = Validate(tmp.path() + "/mistyped.yaml");
+  EXPECT_EQ(mistyped.exit_code, 1) << mistyped.output;
+  EXPECT_TRUE(absl::StrContains(mistyped.output, "readOnlyRootFilesystem")) << mistyped.output;
+}
+
+TEST_F(KubernetesTest, ConfigMapHoldsTheShippedConfigAndItParses) {
+  const json cm = Find("ConfigMap");
+  const std::string text = cm["data"].value("agent.pbtxt", "");
+  EXPECT_EQ(text, ReadFile(SourceDir() + "/deploy/configs/agent.pbtxt"))
+      << "deploy/kubernetes/configmap.yaml differs from deploy/configs/agent.pbtxt";
+  const absl::StatusOr<config::TraceConfig> cfg = agent::ParseConfig(text, "configmap.yaml");
+  EXPECT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cm["metadata"]["namespace"], Find("Namespace")["metadata"]["name"]);
+}
+
+TEST_F(KubernetesTest, DaemonSetRunsTheAgentWithTheNodesProcessesAndConfig) {
+  const json ds = Find("DaemonSet");
+  EXPECT_EQ(ds["metadata"]["namespace"], Find("Namespace")["metadata"]["name"]);
+  const json& pod = ds["spec"]["template"]["spec"];
+  EXPECT_EQ(pod.value("hostPID", false), true);
+  ASSERT_EQ(pod["containers"].size(), 1u);
+  const json& c = pod["containers"][0];
+  EXPECT_EQ(c["command"], json::array({"ringside", "agent", "-c", "/etc/ringside/agent.pbtxt"}));
+  EXPECT_EQ(c["livenessProbe"]["exec"]["command"], json::array({"ringside", "status"}));
+  ASSERT_EQ(pod["tolerations"].size(), 1u);
+  EXPECT_EQ(pod["tolerations"][0], json({{"operator", "Exists"}}));
+}
+
+TEST_F(KubernetesTest, DaemonSetMountsWhatTheAgentReadsAndWrites) {
+  const json ds = Find("DaemonSet");
+  const json& pod = ds["spec"]["template"]["spec"];
+  const json& c = pod["containers"][0];
+  json volumes = json::object();
+  for (const json& v : pod["volumes"]) volumes[v["name"].get<std::string>()] = v;
+  json mounts = json::object();  // By mount path: {readOnly, volume}.
+  for (const json& m : c["volumeMounts"]) {
+    mounts[m["mountPath"].get<std::string>()] = {{"readOnly", m.value("readOnly", false)},
+                                                 {"volume", volumes[m["name"].get<std::string>()]}};
+  }
+  auto host_path = [&](const std::string& at) {
+    return mounts[at]["volume"]["hostPath"].value("path", "");
+  };
+  // tracefs: the agent makes its instance there.
+  EXPECT_EQ(host_path("/sys/kernel/tracing"), "/sys/kernel/tracing");
+  EXPECT_EQ(mounts["/sys/kernel/tracing"]["readOnly"], false);
+  EXPECT_EQ(host_path("/sys/kernel/btf"), "/sys/kernel/btf");
+  EXPECT_EQ(mounts["/sys/kernel/btf"]["readOnly"], true);
+  EXPECT_EQ(host_path("/sys/fs/cgroup"), "/sys/fs/cgroup");
+  EXPECT_EQ(mounts["/sys/fs/cgroup"]["readOnly"], true);
+  // Snapshots on the node, where the default output_dir is.
+  const config::TraceConfig cfg = agent::DefaultAgentConfig();
+  ASSERT_TRUE(absl::StartsWith(cfg.output_dir(), "/var/lib/ringside/"));
+  EXPECT_EQ(host_path("/var/lib/ringside"), "/var/lib/ringside");
+  EXPECT_EQ(mounts["/var/lib/ringside"]["volume"]["hostPath"]["type"], "DirectoryOrCreate");
+  EXPECT_EQ(mounts["/var/lib/ringside"]["readOnly"], false);
+  // The lock file and control socket, where `ringside status` looks.
+  ASSERT_TRUE(absl::StartsWith(cfg.control_socket(), "/run/ringside/"));
+  EXPECT_TRUE(mounts["/run/ringside"]["volume"].contains("emptyDir"));
+  EXPECT_EQ(mounts["/etc/ringside"]["volume"]["configMap"]["name"],
+            Find("ConfigMap")["metadata"]["name"]);
+}
+
+TEST_F(KubernetesTest, DaemonSetHasTheUnitsCapabilitiesAndBudgets) {
+  const json c = Find("DaemonSet")["spec"]["template"]["spec"]["containers"][0];
+  const json& sc = c["securityContext"];
+  EXPECT_EQ(sc.value("privileged", true), false);
+  EXPECT_EQ(sc.value("allowPrivilegeEscalation", true), false);
+  EXPECT_EQ(sc.value("readOnlyRootFilesystem", false), true);
+  EXPECT_EQ(sc["capabilities"]["drop"], json::array({"ALL"}));
+
+  const std::string unit = ReadFile(SourceDir() + "/deploy/systemd/ringside.service");
+  std::set<std::string> unit_caps;
+  for (const std::string& v : UnitValues(unit, "CapabilityBoundingSet")) {
+    for (absl::string_view cap : absl::StrSplit(v, ' ', absl::SkipEmpty())) {
+      unit_caps.emplace(absl::StripPrefix(cap, "CAP_"));
+    }
+  }
+  std::set<std::string> pod_caps;
+  for (const json& cap : sc["capabilities"]["add"]) pod_caps.insert(cap.get<std::string>());
+  EXPECT_EQ(pod_caps, unit_caps);
+
+  // systemd's M is MiB; CPUQuota=50% is half a CPU.
+  ASSERT_EQ(UnitValues(unit, "MemoryMax"), std::vector<std::string>{"512M"});
+  ASSERT_EQ(UnitValues(unit, "CPUQuota"), std::vector<std::string>{"50%"});
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "512Mi");
+  EXPECT_EQ(c["resources"]["limits"]["cpu"], "500m");
+}
+
+}  // namespace
+}  // namespace ringside::deploy_testing

@@ -1,0 +1,153 @@
+// deploy/systemd/ringside.service: systemd accepts it as installed, and it
+// gives the agent what the agent's defaults need, no more.
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "agent/config/config_loader.h"
+#include "agent/config/defaults.h"
+#include "gtest/gtest.h"
+#include "tests/deploy/testing/deploy_files.h"
+
+namespace ringside::deploy_testing {
+namespace {
+
+std::string UnitTemplate() { return ReadFile(SourceDir() + "/deploy/systemd/ringside.service"); }
+
+std::string OnlyValue(const std::string& unit, const std::string& key) {
+  const std::vector<std::string> values = UnitValues(unit, key);
+  EXPECT_EQ(values.size(), 1u) << key;
+  return values.empty() ? "" : values.back();
+}
+
+std::set<std::string> Words(const std::string& value) {
+  std::set<std::string> words;
+  for (absl::string_view w : absl::StrSplit(value, ' ', absl::SkipEmpty())) words.emplace(w);
+  return words;
+}
+
+// `systemd-analyze verify` on a unit installed into a DESTDIR: systemd
+// checks that ExecStart= names an executable, which is under the DESTDIR
+// until the package lands. The copy it checks differs from the installed
+// unit in that path only (--root= would also move /bin/kill and the
+// system's targets out of its sight).
+class UnitVerifyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveProgram("systemd-analyze")) GTEST_SKIP() << "systemd-analyze is not installed";
+    if (RunShell(absl::StrCat("make -q BUILD=", BuildDir(), " ", BuildDir(), "/ringside"))
+            .exit_code != 0) {
+      GTEST_SKIP() << BuildDir() << "/ringside is not up to date: run make first";
+    }
+    const CommandResult r =
+        RunShell(absl::StrCat("make --no-print-directory install BUILD=", BuildDir(),
+                              " PREFIX=/usr DESTDIR=", dest_.path()));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    installed_ = ReadFile(dest_.path() + "/usr/lib/systemd/system/ringside.service");
+  }
+
+  // The installed unit with ExecStart pointing into the DESTDIR, written to
+  // a directory of its own; its path.
+  std::string CheckableCopy(const std::string& unit) {
+    const std::string from = "ExecStart=/usr/bin/ringside ";
+    const std::string to = absl::StrCat("ExecStart=", dest_.path(), "/usr/bin/ringside ");
+    EXPECT_EQ(absl::StrReplaceAll(unit, {{from, to}}).size() - unit.size(), to.size() - from.size())
+        << "exactly one ExecStart= line names the binary";
+    const std::string path = unit_dir_.path() + "/ringside.service";
+    WriteFile(path, absl::StrReplaceAll(unit, {{from, to}}));
+    return path;
+  }
+
+  TempDir dest_;
+  TempDir unit_dir_;
+  std::string installed_;
+};
+
+TEST_F(UnitVerifyTest, InstalledUnitPassesSystemdAnalyzeVerify) {
+  const CommandResult r = RunShell("systemd-analyze verify " + CheckableCopy(installed_));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(absl::StrContains(r.output, "ringside.service")) << r.output;
+}
+
+TEST_F(UnitVerifyTest, VerifyCatchesABrokenUnit) {
+  // The check above can fail: the same unit with a typo does not pass.
+  const std::string broken = absl::StrReplaceAll(installed_, {{"Type=notify", "Type=notfy"}});
+  ASSERT_NE(broken, installed_);
+  const CommandResult r = RunShell("systemd-analyze verify " + CheckableCopy(broken));
+  EXPECT_TRUE(r.exit_code != 0 || absl::StrContains(r.output, "notfy")) << r.output;
+}
+
+TEST(SystemdUnitTest, TalksToSystemdTheWayTheAgentDoes) {
+  const std::string unit = UnitTemplate();
+  EXPECT_EQ(OnlyValue(unit, "Type"), "notify");
+  EXPECT_FALSE(OnlyValue(unit, "WatchdogSec").empty());
+  EXPECT_EQ(OnlyValue(unit, "ExecStart"), "@BINDIR@/ringside agent -c /etc/ringside/agent.pbtxt");
+  EXPECT_EQ(OnlyValue(unit, "ExecReload"), "/bin/kill -HUP $MAINPID");
+  EXPECT_EQ(OnlyValue(unit, "Restart"), "on-failure");
+  EXPECT_FALSE(OnlyValue(unit, "StartLimitIntervalSec").empty());
+  EXPECT_FALSE(OnlyValue(unit, "StartLimitBurst").empty());
+}
+
+TEST(SystemdUnitTest, WritableDirectoriesAreTheAgentsDefaults) {
+  const std::string unit = UnitTemplate();
+  EXPECT_EQ(OnlyValue(unit, "ProtectSystem"), "strict");
+  EXPECT_EQ(OnlyValue(unit, "StateDirectory"), "ringside");
+  EXPECT_EQ(OnlyValue(unit, "RuntimeDirectory"), "ringside");
+  EXPECT_EQ(OnlyValue(unit, "RuntimeDirectoryPreserve"), "no");
+  EXPECT_TRUE(UnitValues(unit, "ReadWritePaths").empty());
+  // What systemd makes writable is where the agent writes by default.
+  const config::TraceConfig cfg = agent::DefaultAgentConfig();
+  EXPECT_TRUE(absl::StartsWith(cfg.output_dir(), "/var/lib/ringside/")) << cfg.output_dir();
+  EXPECT_TRUE(absl::StartsWith(cfg.control_socket(), "/run/ringside/")) << cfg.control_socket();
+  EXPECT_EQ(std::string(agent::kDefaultRunDir), "/run/ringside");
+}
+
+TEST(SystemdUnitTest, KeepsOnlyTheCapabilitiesTheAgentUses) {
+  const std::string unit = UnitTemplate();
+  const std::set<std::string> caps = {"CAP_BPF", "CAP_PERFMON", "CAP_CHOWN"};
+  EXPECT_EQ(Words(OnlyValue(unit, "CapabilityBoundingSet")), caps);
+  EXPECT_EQ(Words(OnlyValue(unit, "AmbientCapabilities")), caps);
+  EXPECT_EQ(OnlyValue(unit, "NoNewPrivileges"), "yes");
+  EXPECT_EQ(OnlyValue(unit, "LimitMEMLOCK"), "infinity");
+  // Either would stop the agent: tracefs below /sys is written, every
+  // process's /proc entries are read.
+  EXPECT_TRUE(UnitValues(unit, "ProtectKernelTunables").empty());
+  EXPECT_TRUE(UnitValues(unit, "ProtectProc").empty());
+  EXPECT_TRUE(UnitValues(unit, "ProcSubset").empty());
+  EXPECT_EQ(OnlyValue(unit, "RestrictAddressFamilies"), "AF_UNIX");
+}
+
+TEST(SystemdUnitTest, MemoryMaxHoldsTheDefaultConfigOnSixtyFourCpus) {
+  const std::string unit = UnitTemplate();
+  const std::string max_value = OnlyValue(unit, "MemoryMax");
+  absl::string_view max = max_value;
+  ASSERT_TRUE(absl::ConsumeSuffix(&max, "M")) << "MemoryMax in M (MiB to systemd)";
+  uint64_t max_mib = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(max, &max_mib));
+
+  // The unit's comment: the ring and its snapshot copy, the durable store
+  // and its copy, a BPF staging ring per CPU, 32 MiB for the rest.
+  const config::TraceConfig cfg = agent::DefaultAgentConfig();
+  ASSERT_EQ(cfg.buffers_size(), 1);
+  uint64_t bpf_ring_kb = 0;
+  for (const auto& ds : cfg.data_sources()) {
+    if (ds.config().name() == "linux.bpf") bpf_ring_kb = ds.config().bpf_config().ring_size_kb();
+  }
+  ASSERT_GT(bpf_ring_kb, 0u);
+  const uint64_t need_kb = 2 * uint64_t{cfg.buffers(0).size_kb()} +
+                           2 * uint64_t{cfg.durable_buffer_size_kb()} + 64 * bpf_ring_kb +
+                           32 * 1024;
+  EXPECT_LE(need_kb, max_mib * 1024)
+      << "MemoryMax=" << max_mib << "M, the default needs " << need_kb / 1024 << " MiB on 64 CPUs";
+  EXPECT_EQ(OnlyValue(unit, "CPUQuota"), "50%");
+}
+
+}  // namespace
+}  // namespace ringside::deploy_testing
