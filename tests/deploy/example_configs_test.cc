@@ -45,7 +45,8 @@ absl::StatusOr<config::TraceConfig> LoadAsTheAgentDoes(const std::string& name) 
 
 TEST(ExampleConfigsTest, TheDocumentedExamplesAreThere) {
   const std::vector<std::string> names = ExampleConfigs();
-  for (const char* name : {"agent.pbtxt", "flight-recorder.pbtxt", "streaming.pbtxt"}) {
+  for (const char* name :
+       {"agent.pbtxt", "flight-recorder.pbtxt", "streaming.pbtxt", "one-cgroup.pbtxt"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
   }
 }
@@ -104,6 +105,23 @@ TEST(ExampleConfigsTest, StreamingRotatesAndBoundsItsFiles) {
   EXPECT_GT(cfg->file_write_period_ms(), 0u);
   EXPECT_GT(cfg->max_file_size_bytes(), 0u);
   EXPECT_GT(cfg->file_rotation_period_ms(), 0u);
+  EXPECT_GT(cfg->max_files(), 0u);
+  EXPECT_GT(cfg->max_total_bytes(), 0u);
+}
+
+TEST(ExampleConfigsTest, OneCgroupRecordsOnlyItsCgroupIntoBoundedFiles) {
+  const absl::StatusOr<config::TraceConfig> cfg = LoadAsTheAgentDoes("one-cgroup.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  // Every source filters by cgroup: no ftrace source, whose events would be
+  // the whole machine's.
+  ASSERT_GT(cfg->data_sources_size(), 0);
+  for (const auto& ds : cfg->data_sources()) {
+    EXPECT_EQ(ds.config().name(), "linux.bpf");
+    EXPECT_GT(ds.config().bpf_config().filter_cgroup_path_size() +
+                  ds.config().bpf_config().filter_container_id_size(),
+              0);
+  }
+  EXPECT_TRUE(cfg->write_into_file());
   EXPECT_GT(cfg->max_files(), 0u);
   EXPECT_GT(cfg->max_total_bytes(), 0u);
 }
