@@ -72,6 +72,11 @@ void AppendSources(const control::StatusReply& s, std::string* out) {
       const std::string where = loss.cpu() >= 0 ? absl::StrCat(", cpu ", loss.cpu()) : "";
       absl::StrAppend(out, "  lost ", loss.events(), ": ", loss.kind(), where, "\n");
     }
+    if (source.reader_paused_seconds() > 0) {
+      absl::StrAppendFormat(out,
+                            "  reader used %.2f s CPU, paused %.2f s by max_consumer_cpu_percent\n",
+                            source.reader_cpu_seconds(), source.reader_paused_seconds());
+    }
     if (source.state() == SourceStatus::FAILED || !source.error().empty()) {
       absl::StrAppend(out, "  error: ", source.error().empty() ? "(none given)" : source.error(),
                       "\n");
@@ -170,6 +175,8 @@ json StatusJsonValue(const control::StatusReply& s) {
                             {"error", source.error()},
                             {"events", source.events()},
                             {"events_per_s", source.events_per_s()},
+                            {"reader_cpu_seconds", source.reader_cpu_seconds()},
+                            {"reader_paused_seconds", source.reader_paused_seconds()},
                             {"losses", std::move(losses)}});
   }
   j["buffers"] = json::array();

@@ -249,6 +249,11 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                            kMaxBufferSizeKb, " (4 GiB less a page)"));
     }
   }
+  if (cfg.max_consumer_cpu_percent() > kMaxConsumerCpuPercent) {
+    v->Fail({{"max_consumer_cpu_percent", -1}},
+            absl::StrCat("is ", cfg.max_consumer_cpu_percent(), ": percent of one CPU, 1 to ",
+                         kMaxConsumerCpuPercent, " (0: no limit)"));
+  }
   // The agent's paths: relative ones would depend on the directory it was
   // started from, which a service manager does not promise.
   if (cfg.has_output_dir() && (cfg.output_dir().empty() || cfg.output_dir()[0] != '/')) {

@@ -50,6 +50,9 @@ void ApplyDefaults(config::TraceConfig* config) {
 void ApplyAgentDefaults(config::TraceConfig* config) {
   if (!config->has_output_dir()) config->set_output_dir(kDefaultOutputDir);
   if (!config->has_control_socket()) config->set_control_socket(kDefaultControlSocket);
+  if (!config->has_max_consumer_cpu_percent()) {
+    config->set_max_consumer_cpu_percent(kDefaultAgentConsumerCpuPercent);
+  }
   if (config->write_into_file()) {
     if (!config->has_max_file_size_bytes() && !config->has_file_rotation_period_ms()) {
       config->set_max_file_size_bytes(kDefaultStreamFileBytes);

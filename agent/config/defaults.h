@@ -50,11 +50,18 @@ inline constexpr char kDefaultOutputDir[] = "/var/lib/ringside/snapshots";
 inline constexpr uint64_t kDefaultStreamFileBytes = uint64_t{64} << 20;
 inline constexpr uint32_t kDefaultStreamRotationPeriodMs = 3'600'000;
 inline constexpr uint64_t kDefaultStreamTotalBytes = uint64_t{1} << 30;
+// max_consumer_cpu_percent of `ringside agent`: the sources' reader threads
+// together may use half a CPU; past it the staging rings fill and the
+// kernel's drops are counted. `record` has no limit by default.
+inline constexpr uint32_t kDefaultAgentConsumerCpuPercent = 50;
+// The most max_consumer_cpu_percent may say: a thousand CPUs.
+inline constexpr uint32_t kMaxConsumerCpuPercent = 100000;
 
 // Fills in every field left unset (or 0) with its default. Idempotent; an
 // explicit flush_period_ms of 0 is kept (no periodic flush).
 void ApplyDefaults(config::TraceConfig* config);
-// The agent's settings left unset: output_dir, control_socket, and with
+// The agent's settings left unset: output_dir, control_socket,
+// max_consumer_cpu_percent, and with
 // write_into_file the streaming files' size, age and retention. Only the
 // agent applies them, so a `record` trace's embedded config does not carry
 // settings it never used.

@@ -113,6 +113,8 @@ control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, ab
       out->set_events_per_s(rate != rates_.end() ? rate->second
                             : uptime_s > 0       ? static_cast<double>(s.events) / uptime_s
                                                  : 0);
+      out->set_reader_cpu_seconds(absl::ToDoubleSeconds(s.consumer.cpu));
+      out->set_reader_paused_seconds(absl::ToDoubleSeconds(s.consumer.paused));
       for (const DataSource::Loss& l : s.losses) {
         control::SourceStatus::Loss* loss = out->add_losses();
         loss->set_cpu(static_cast<int32_t>(l.cpu));

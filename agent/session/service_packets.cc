@@ -116,6 +116,11 @@ TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources
     p->set_chunks_committed(s.producer.chunks_committed);
     p->set_pool_exhausted(s.producer.pool_exhausted);
     p->set_stall_timeouts(s.producer.stall_timeouts);
+    p->set_consumer_cpu_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(s.consumer.cpu)));
+    if (s.consumer.pauses > 0) {
+      p->set_consumer_paused_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(s.consumer.paused)));
+      p->set_consumer_pauses(s.consumer.pauses);
+    }
     for (const DataSource::Loss& l : s.losses) {
       auto* loss = stats->add_ringside_staging_loss();
       loss->set_data_source(s.data_source);

@@ -57,6 +57,7 @@ struct SourceStats {
   std::string data_source;  // The config's name.
   ProducerBuffer::Stats producer;
   std::vector<DataSource::Loss> losses;
+  DataSource::ConsumerCpu consumer;
 };
 trace::TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources,
                                     const std::vector<const buffer::TraceBuffer*>& buffers,

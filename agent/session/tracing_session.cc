@@ -215,8 +215,11 @@ std::vector<SourceStats> TracingSession::CollectSourceStats() const {
   if (state_.load() == State::kStopped) return final_source_stats_;
   std::vector<SourceStats> out;
   for (const SourceSlot& slot : sources_.slots) {
-    SourceStats s{slot.name, slot.producer->stats(), {}};
-    if (slot.source != nullptr) s.losses = slot.source->Losses();
+    SourceStats s{slot.name, slot.producer->stats(), {}, {}};
+    if (slot.source != nullptr) {
+      s.losses = slot.source->Losses();
+      s.consumer = slot.source->consumer_cpu();
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -228,10 +231,10 @@ std::vector<TracingSession::SourceReport> TracingSession::CollectSourceReports()
   for (const SourceSlot& slot : sources_.slots) {
     if (slot.source == nullptr) continue;  // In sources_.failed.
     out.push_back({slot.name, SourceReport::State::kRunning, "", slot.source->events_read(),
-                   slot.source->Losses()});
+                   slot.source->Losses(), slot.source->consumer_cpu()});
   }
   for (const BuiltSources::Failed& f : sources_.failed) {
-    out.push_back({f.name, SourceReport::State::kFailed, f.error, 0, {}});
+    out.push_back({f.name, SourceReport::State::kFailed, f.error, 0, {}, {}});
   }
   return out;
 }

@@ -98,6 +98,7 @@ class TracingSession {
     std::string error;  // kFailed: why it could not load or start.
     uint64_t events = 0;
     std::vector<DataSource::Loss> losses;
+    DataSource::ConsumerCpu consumer;
   };
   struct BufferReport {
     buffer::TraceBuffer::Stats stats;

@@ -217,6 +217,7 @@ void BpfDataSource::ConsumerLoop() {
   while (!stop_.load(std::memory_order_acquire)) {
     ReadRings(period);
     ServeFlushRequests();
+    pacer_.AfterPass(stop_);
     if (!cgroups_.empty() && absl::Now() >= next_cgroup_refresh) {
       RefreshCgroupFilter();
       next_cgroup_refresh = absl::Now() + absl::Milliseconds(config_.cgroup_refresh_ms);

@@ -14,6 +14,7 @@
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/bpf_bundle_writer.h"
 #include "agent/sources/cgroup_selector.h"
+#include "agent/sources/cpu_budget.h"
 #include "agent/sources/data_source.h"
 #include "agent/sources/incident.h"
 #include "agent/sources/staging_flush.h"
@@ -46,6 +47,9 @@ class BpfDataSource : public DataSource {
     // Told of OOM kills, fatal signals and core dumps once their bundle is
     // written (may be null).
     IncidentListener* incidents = nullptr;
+    // max_consumer_cpu_percent, shared with the recording's other readers
+    // (may be null: no limit).
+    CpuBudget* cpu_budget = nullptr;
   };
 
   // Loads the programs (not attached yet). The error names what is missing
@@ -68,6 +72,9 @@ class BpfDataSource : public DataSource {
   // name), and runs the kernel skipped ("bpf_missed_runs"); only non-zero
   // entries.
   std::vector<Loss> Losses() const override;
+  ConsumerCpu consumer_cpu() const override {
+    return {pacer_.cpu(), pacer_.paused(), pacer_.pauses()};
+  }
   const std::vector<std::string>& skipped_programs() const { return source_->skipped_programs(); }
   // What the cgroup filter's first lookup (at Create) said: a value that
   // named no cgroup yet, more cgroups than the filter holds.
@@ -107,6 +114,8 @@ class BpfDataSource : public DataSource {
   std::thread thread_;
   StagingFlush flush_;
   std::atomic<bool> stop_{false};
+  // Measures the reader thread, and pauses it past the budget (if any).
+  ConsumerPacer pacer_{config_.cpu_budget};
   std::atomic<uint64_t> events_{0};
   bool started_ = false;
   bool stopped_ = false;

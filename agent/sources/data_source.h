@@ -47,6 +47,15 @@ class DataSource {
   virtual uint64_t events_lost() const = 0;
   // The same losses, per CPU and kind; only non-zero entries.
   virtual std::vector<Loss> Losses() const = 0;
+
+  // The CPU its reader thread used, and the pauses a consumer CPU budget
+  // (max_consumer_cpu_percent) made it take.
+  struct ConsumerCpu {
+    absl::Duration cpu;
+    absl::Duration paused;
+    uint64_t pauses = 0;
+  };
+  virtual ConsumerCpu consumer_cpu() const { return {}; }
 };
 
 }  // namespace ringside::agent

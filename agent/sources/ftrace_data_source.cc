@@ -197,6 +197,7 @@ void FtraceDataSource::ReaderLoop() {
     const uint64_t flush = flush_.Pending();
     ReadKernelBuffers();
     if (flush != 0) flush_.Served(flush);
+    pacer_.AfterPass(stop_);
     if (++loops % 50 == 0) OpenMissingReaders();  // CPUs that came online.
   }
 }

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/config/defaults.h"
+#include "agent/sources/cpu_budget.h"
 #include "agent/sources/data_source.h"
 #include "agent/sources/ftrace_bundle_writer.h"
 #include "agent/sources/staging_flush.h"
@@ -47,6 +48,9 @@ class FtraceDataSource : public DataSource {
     // False: no reader thread; the caller reads with ReadKernelBuffers() (and
     // Stop() reads the rest), for embedding in a thread the caller owns.
     bool reader_thread = true;
+    // max_consumer_cpu_percent, shared with the recording's other readers
+    // (may be null: no limit).
+    CpuBudget* cpu_budget = nullptr;
   };
 
   struct Stats {
@@ -82,6 +86,9 @@ class FtraceDataSource : public DataSource {
   uint64_t events_lost() const override { return lost_stored_.load(); }
   // Overruns per CPU as of the last FtraceStats written ("ftrace_overrun").
   std::vector<Loss> Losses() const override;
+  ConsumerCpu consumer_cpu() const override {
+    return {pacer_.cpu(), pacer_.paused(), pacer_.pauses()};
+  }
 
   const ftrace::Instance::EnableResult& enable_result() const { return enable_result_; }
   uint32_t applied_buffer_size_kb() const { return applied_buffer_size_kb_; }
@@ -118,6 +125,8 @@ class FtraceDataSource : public DataSource {
   int wake_fd_ = -1;
   StagingFlush flush_;
   std::atomic<bool> stop_{false};
+  // Measures the reader thread, and pauses it past the budget (if any).
+  ConsumerPacer pacer_{config_.cpu_budget};
   bool started_ = false;
   bool stopped_ = false;
 

@@ -53,6 +53,7 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   cfg.drain_period_ms = bc.drain_period_ms();
   cfg.tracker = ctx->tracker;
   cfg.incidents = ctx->incidents;
+  cfg.cpu_budget = ctx->out->cpu_budget.get();
   std::unique_ptr<ProducerBuffer> producer = ctx->NewProducer();
   absl::StatusOr<std::unique_ptr<BpfDataSource>> b = BpfDataSource::Create(cfg, producer.get());
   if (!b.ok()) {
@@ -89,6 +90,7 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
   std::unique_ptr<ProducerBuffer> producer = ctx->NewProducer();
   FtraceDataSource::Config fc;
   fc.tracker = ctx->tracker;
+  fc.cpu_budget = ctx->out->cpu_budget.get();
   fc.instance_name = absl::StrCat("record", producer->producer_id());
   for (const std::string& e : f.ftrace_events()) {
     std::string filter;
@@ -141,6 +143,9 @@ BuiltSources BuildDataSources(const config::TraceConfig& config, DescriptorTrack
   ctx.tracker = tracker;
   ctx.incidents = incidents;
   ctx.out = &out;
+  if (config.max_consumer_cpu_percent() > 0) {
+    out.cpu_budget = std::make_unique<CpuBudget>(config.max_consumer_cpu_percent());
+  }
   for (const SourceKind& kind : kSourceKinds) {
     for (const auto& ds : config.data_sources()) {
       if (ds.config().name() == kind.name) kind.build(ds.config(), &ctx);

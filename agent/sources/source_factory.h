@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent/descriptors/descriptor_tracker.h"
+#include "agent/sources/cpu_budget.h"
 #include "agent/sources/data_source.h"
 #include "agent/sources/incident.h"
 #include "agent/writer/producer_buffer.h"
@@ -26,6 +27,9 @@ struct SourceSlot {
 };
 
 struct BuiltSources {
+  // max_consumer_cpu_percent, shared by every source's reader thread; null
+  // without a limit. Before `slots`: it outlives the sources.
+  std::unique_ptr<CpuBudget> cpu_budget;
   std::vector<SourceSlot> slots;
   // Mounted for the ftrace sources when it was not mounted (unmounted at
   // the end by the session).

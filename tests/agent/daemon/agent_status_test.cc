@@ -17,9 +17,10 @@ TracingSession::Report MakeReport(uint64_t bpf_events) {
                        SourceReport::State::kRunning,
                        "",
                        bpf_events,
-                       {{1, "sched_switch", 7}, {0, "bpf_missed_runs", 3}}});
+                       {{1, "sched_switch", 7}, {0, "bpf_missed_runs", 3}},
+                       {absl::Milliseconds(1500), absl::Milliseconds(250), 3}});
   r.sources.push_back(
-      {"linux.ftrace", SourceReport::State::kFailed, "tracefs is not mounted", 0, {}});
+      {"linux.ftrace", SourceReport::State::kFailed, "tracefs is not mounted", 0, {}, {}});
   TracingSession::BufferReport b;
   b.stats.buffer_size = 64 << 20;
   b.stats.bytes_written = 100 << 20;
@@ -74,6 +75,9 @@ TEST(AgentStatusTest, TheReplyCarriesEverySourceBufferAndSnapshotFigure) {
   EXPECT_EQ(st.sources(0).losses(0).cpu(), 1);
   EXPECT_EQ(st.sources(0).losses(0).kind(), "sched_switch");
   EXPECT_EQ(st.sources(0).losses(0).events(), 7u);
+  // The reader thread's CPU and the budget's pauses, in seconds.
+  EXPECT_DOUBLE_EQ(st.sources(0).reader_cpu_seconds(), 1.5);
+  EXPECT_DOUBLE_EQ(st.sources(0).reader_paused_seconds(), 0.25);
   EXPECT_EQ(st.sources(1).state(), control::SourceStatus::FAILED);
   EXPECT_EQ(st.sources(1).error(), "tracefs is not mounted");
   ASSERT_EQ(st.buffers_size(), 1);
