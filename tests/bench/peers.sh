@@ -39,11 +39,10 @@ BIN=$(realpath "${RINGSIDE:-build/ringside}")
 REPS=${REPS:-5}
 HACKBENCH_ARGS=${HACKBENCH_ARGS:--g 4 -l 1000}
 FORKS=${FORKS:-500}
-PIPE_LOOPS=${PIPE_LOOPS:-50000}
-# Debian 12's perf is 6.1's; /usr/bin/perf is a wrapper that runs
-# perf_<kernel version> and falls back to the newest one installed, which
-# reads this newer kernel's tracepoints fine (their formats come from
-# tracefs).
+PIPE_LOOPS=${PIPE_LOOPS:-200000}
+# Debian 12's perf (linux-perf) is 6.1's, installed as /usr/bin/perf itself
+# (no per-kernel-version wrapper); it works on newer kernels, as it reads
+# the tracepoints' formats from tracefs.
 PERF=${PERF:-perf}
 # perf record's buffer per CPU: ringside's default BPF ring size, so that
 # neither loses events for want of a larger buffer than the other has.
