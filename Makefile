@@ -8,7 +8,7 @@
 #   make install    the binary, the systemd unit, the default config (kept
 #                   if present) and /var/lib/ringside, under $(DESTDIR)$(PREFIX)
 #   make uninstall  removes what install put there, and nothing else
-#   make bench | fuzz | demo | clean | format
+#   make bench | bench-peers | soak | fuzz | demo | clean | format
 
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -34,7 +34,7 @@ DEB_PACKAGES := \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
-  rt-tests systemd
+  rt-tests systemd linux-perf time
 
 # tests/deploy/ checks the Kubernetes manifests against the API's schemas
 # (kubernetes-models: every kind's OpenAPI schema compiled to a validator,
@@ -133,7 +133,7 @@ ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests asan bench bench-run soak fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+.PHONY: all test run-tests asan bench bench-run bench-peers soak fuzz fuzz-run fuzz-corpus demo run-demo deps install \
   uninstall clean format
 
 all: $(BIN) $(LIBS)
@@ -234,6 +234,13 @@ bench: deps
 
 bench-run: $(BENCH_BINS) $(BIN)
 	@for b in $(BENCH_BINS); do $$b || exit 1; done
+
+# ringside record beside perf record and a raw ftrace reader, on the same
+# workload and events: time, CPU, RSS, bytes and events kept, as ratios to
+# the no-tracer runs of the same run (REPS= repetitions, 5). Needs root.
+# Not part of `make test`.
+bench-peers: $(BIN)
+	RINGSIDE=$(BIN) bash tests/bench/peers.sh
 
 # The agent's 10-minute soak under a sched storm: RSS and CPU over time
 # (DURATION=seconds to shorten it). Not part of `make test`.

@@ -1,0 +1,456 @@
+#!/bin/bash
+# ringside beside its peers: the same workload with no tracer, under
+# `perf record -a`, under a raw ftrace instance read with `cat
+# trace_pipe_raw` (the floor: the kernel's cost and a copy), and under
+# `ringside record` with its embedded default config, each asked for the same
+# events (those the default records). Repetitions are interleaved, in a
+# rotating order, and every figure is a median (min-max) of this run with
+# ratios to the no-tracer runs of the same run: the machine may be shared and
+# noisy, so absolute times mean little.
+#
+# Two workloads:
+#   mixed  hackbench (HACKBENCH_ARGS) then FORKS fork+exec of /bin/true
+#   pipe   perf bench sched pipe -l PIPE_LOOPS: microseconds per round trip
+#          (two switches and two wakeups each)
+#
+# Every tracer runs beside the workload, not as its parent, under GNU time,
+# so its CPU seconds (user + system, with its children: the cat readers) and
+# peak RSS are its own. A fifth configuration, `kernel`, runs the workload
+# under `perf stat -a` of the same tracepoints: the kernel's own count of the
+# events one run makes, the denominator of the per-event figures (perf stat
+# is a tracer too, so it runs in repetitions of its own).
+#
+# The tracers' counts come from themselves and are labelled so: perf's
+# samples in perf.data and its lost-sample records; ftrace's per-CPU `read
+# events` and `overrun` in the instance's stats (the kernel's counters, exact);
+# ringside's closing line (events kept, recorded, lost in the staging rings).
+# A tracer's window is a little longer than the workload (start and stop), so
+# it also keeps the machine's other events of those moments.
+#
+# Needs root, hackbench (rt-tests), perf (linux-perf) and GNU time (time).
+# tracefs is mounted in a mount namespace of this script's own; the ftrace
+# instance (instances/peers-floor-PID) is removed at the end, on Ctrl-C too.
+#
+#   make bench-peers                 # REPS=5
+#   REPS=3 make bench-peers          # shorter
+set -eEuo pipefail
+
+BIN=$(realpath "${RINGSIDE:-build/ringside}")
+REPS=${REPS:-5}
+HACKBENCH_ARGS=${HACKBENCH_ARGS:--g 4 -l 1000}
+FORKS=${FORKS:-500}
+PIPE_LOOPS=${PIPE_LOOPS:-200000}
+# Debian 12's perf (linux-perf) is 6.1's, installed as /usr/bin/perf itself
+# (no per-kernel-version wrapper); it works on newer kernels, as it reads
+# the tracepoints' formats from tracefs.
+PERF=${PERF:-perf}
+# perf record's buffer per CPU: ringside's default BPF ring size, so that
+# neither loses events for want of a larger buffer than the other has.
+PERF_MMAP=${PERF_MMAP:-4M}
+# How the ftrace instance is read: `cat` of each CPU's trace_pipe_raw, as
+# issue 21 names the floor; on this kernel a blocking read() of
+# trace_pipe_raw returns as soon as one event is there (buffer_percent is
+# for splice only), so cat wakes for a few events a page and its own
+# switches feed the trace. `poll` drains each CPU every 100 ms with
+# non-blocking reads (dd), as ringside's readers do: the kernel's cost
+# and a copy, nearer a floor.
+FTRACE_READER=${FTRACE_READER:-cat}
+
+# What ringside's embedded default records (agent/config/config_loader.cc,
+# kDefaultConfig): the BPF programs of bpf/sched.bpf.c and bpf/process.bpf.c,
+# and the ftrace events of its linux.ftrace source. ringside also attaches
+# the incident programs (signal_generate, mark_victim), which keep only fatal
+# signals and OOM kills: none here, so they are left out of the peers' list
+# (ringside still pays for their runs on every signal).
+EVENTS=(
+  sched:sched_switch sched:sched_wakeup sched:sched_wakeup_new sched:sched_migrate_task
+  sched:sched_process_fork sched:sched_process_exec sched:sched_process_exit
+  sched:sched_process_free task:task_rename power:cpu_frequency power:cpu_idle
+)
+TRACERS=(none kernel perf ftrace ringside)
+WORKLOADS=(mixed pipe)
+
+die() { echo "bench-peers: $*" >&2; exit 1; }
+
+# --- Preconditions, then a mount namespace of our own ----------------------------
+
+if [ -z "${PEERS_IN_NAMESPACE:-}" ]; then
+  [ "$(id -u)" = 0 ] || { echo "bench-peers: needs root (perf -a, ftrace, BPF)" >&2; exit 2; }
+  for tool in hackbench "$PERF" /usr/bin/time unshare; do
+    command -v "$tool" >/dev/null ||
+      { echo "bench-peers: needs $tool (make deps: rt-tests, linux-perf, time)" >&2; exit 2; }
+  done
+  [ -x "$BIN" ] || { echo "bench-peers: no $BIN (make build/ringside)" >&2; exit 2; }
+  # tracefs mounted here would be seen by everyone; perf would even mount it
+  # itself. A private namespace keeps both to this script.
+  exec env PEERS_IN_NAMESPACE=1 unshare -m --propagation private bash "$0" "$@"
+fi
+
+TRACEFS=/sys/kernel/tracing
+mountpoint -q "$TRACEFS" || mount -t tracefs nodev "$TRACEFS" || die "cannot mount tracefs"
+for e in "${EVENTS[@]}"; do
+  [ -d "$TRACEFS/events/${e%%:*}/${e#*:}" ] || die "this kernel has no tracepoint $e"
+done
+case "$FTRACE_READER" in cat | poll) ;; *) die "FTRACE_READER is cat or poll, not $FTRACE_READER" ;; esac
+EVENT_LIST=$(IFS=,; echo "${EVENTS[*]}")
+NCPUS=$(getconf _NPROCESSORS_ONLN)
+
+dir=$(mktemp -d /tmp/ringside-peers.XXXXXX)
+instance=$TRACEFS/instances/peers-floor-$$
+tracer_pid=""  # the GNU time process wrapping the running tracer (a process group)
+
+cleanup() {
+  local status=$?
+  trap - EXIT INT TERM
+  if [ -n "$tracer_pid" ]; then
+    kill -TERM -- "-$tracer_pid" 2>/dev/null || true
+    wait "$tracer_pid" 2>/dev/null || true
+  fi
+  if [ -d "$instance" ]; then
+    echo 0 > "$instance/tracing_on" 2>/dev/null || true
+    rmdir "$instance" 2>/dev/null || echo "bench-peers: could not remove $instance" >&2
+  fi
+  rm -rf "$dir"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+# Every failing step ends the run (set -e, in functions too: -E), saying where.
+current_run="setup"
+trap 'echo "bench-peers: failed during $current_run: line $LINENO: $BASH_COMMAND" >&2' ERR
+
+# --- Workloads ----------------------------------------------------------------
+
+run_mixed() {
+  # shellcheck disable=SC2086  # HACKBENCH_ARGS is a list of words
+  hackbench $HACKBENCH_ARGS >/dev/null || return 1
+  local i
+  for ((i = 0; i < FORKS; i++)); do /bin/true; done
+}
+
+run_pipe() {
+  "$PERF" bench sched pipe -l "$PIPE_LOOPS" > "$dir/pipe.out" 2>&1 || { cat "$dir/pipe.out" >&2; return 1; }
+  awk '/usecs\/op/ { print $1; found = 1 } END { exit !found }' "$dir/pipe.out" ||
+    { cat "$dir/pipe.out" >&2; return 1; }
+}
+
+now_ns() { date +%s%N; }
+
+# Runs workload $1 and sets wall_s, and usecs_op for pipe.
+timed_workload() {
+  local t0 t1
+  t0=$(now_ns)
+  if [ "$1" = pipe ]; then usecs_op=$(run_pipe) || return 1; else run_mixed || return 1; fi
+  t1=$(now_ns)
+  wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }')
+}
+
+# --- Tracers ------------------------------------------------------------------
+
+# Starts "$@" beside us, in a process group of its own, under GNU time.
+start_tracer() {
+  setsid /usr/bin/time -q -f '%U %S %M' -o "$dir/rusage" "$@" &
+  tracer_pid=$!
+}
+
+# The tracer itself: GNU time's only child.
+tracer_child() {
+  local i child
+  for ((i = 0; i < 100; i++)); do
+    child=$(awk '{ print $1 }' "/proc/$tracer_pid/task/$tracer_pid/children" 2>/dev/null)
+    [ -n "$child" ] && { echo "$child"; return 0; }
+    sleep 0.05
+  done
+  return 1
+}
+
+# Waits for the tracer ($1, for messages) to end; sets cpu_s and rss_kb.
+# Fails when it failed (a status other than 0 or $2).
+finish_tracer() {
+  local status=0
+  wait "$tracer_pid" || status=$?
+  tracer_pid=""
+  [ "$status" = 0 ] || [ "$status" = "${2:-0}" ] ||
+    { echo "bench-peers: $1 exited with status $status" >&2; return 1; }
+  read -r user sys rss_kb < <(tail -1 "$dir/rusage")
+  cpu_s=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }')
+}
+
+ftrace_stat() {  # the sum over CPUs of one field of per_cpu/cpuN/stats
+  cat "$instance"/per_cpu/cpu*/stats | awk -v f="$1:" '$0 ~ "^" f { n += $NF } END { print n + 0 }'
+}
+
+# One run of tracer $1 beside workload $2. Sets the figures of record().
+run_one() {
+  local tracer=$1 workload=$2 child i
+  wall_s="" usecs_op="" cpu_s="" rss_kb="" bytes="" kept="" lost="" kernel=""
+  rm -rf "${dir:?}"/run && mkdir "$dir/run"
+  case "$tracer" in
+    none)
+      timed_workload "$workload"
+      ;;
+    kernel)
+      # perf stat is the workload's parent here: it counts, all CPUs, over
+      # the workload's run.
+      local t0 t1
+      t0=$(now_ns)
+      "$PERF" stat -a -x, -e "$EVENT_LIST" -o "$dir/run/stat.csv" -- \
+        bash -c "$(declare -f run_mixed run_pipe); PERF='$PERF' HACKBENCH_ARGS='$HACKBENCH_ARGS' \
+          FORKS=$FORKS PIPE_LOOPS=$PIPE_LOOPS dir='$dir/run' run_$workload >/dev/null" ||
+        return 1
+      t1=$(now_ns)
+      wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }')
+      kernel=$(awk -F, '$3 ~ /:/ && $1 ~ /^[0-9]+$/ { n += $1 } END { print n + 0 }' \
+        "$dir/run/stat.csv")
+      ;;
+    perf)
+      # Started with its events off (-D -1) and turned on through its
+      # control fifo, whose ack says they are on.
+      mkfifo "$dir/run/ctl" "$dir/run/ack"
+      start_tracer "$PERF" record -a -m "$PERF_MMAP" -D -1 \
+        --control "fifo:$dir/run/ctl,$dir/run/ack" -e "$EVENT_LIST" -o "$dir/run/perf.data" \
+        2> "$dir/run/perf.log"
+      timeout 30 bash -c "echo enable > '$dir/run/ctl' && read -r _ < '$dir/run/ack'" ||
+        { cat "$dir/run/perf.log" >&2; die "perf record did not start"; }
+      timed_workload "$workload"
+      timeout 30 bash -c "echo disable > '$dir/run/ctl' && read -r _ < '$dir/run/ack'" ||
+        { cat "$dir/run/perf.log" >&2; die "perf record does not answer"; }
+      child=$(tracer_child) || die "perf record is gone"
+      kill -INT "$child"
+      # perf record ends with 130 when stopped by SIGINT.
+      finish_tracer "perf record" 130 || { cat "$dir/run/perf.log" >&2; false; }
+      bytes=$(stat -c %s "$dir/run/perf.data")
+      # Kept: the SAMPLE records; lost: the samples each event's LOST_SAMPLES
+      # records count (perf's "lost N%" warning), from perf's own stats.
+      "$PERF" report --stats -i "$dir/run/perf.data" > "$dir/run/perf.stats" 2>&1 ||
+        { cat "$dir/run/perf.stats" >&2; false; }
+      kept=$(awk '/ stats:$/ { a = /^Aggregated/ }
+        a && /SAMPLE events:/ { print $3; exit }' "$dir/run/perf.stats")
+      lost=$(awk '/ stats:$/ { e = !/^Aggregated/ } e && /LOST_SAMPLES events:/ { n += $3 }
+        END { print n + 0 }' "$dir/run/perf.stats")
+      [ -n "$kept" ] || { cat "$dir/run/perf.stats" >&2; die "no sample count from perf report"; }
+      ;;
+    ftrace)
+      mkdir "$instance"
+      echo 0 > "$instance/tracing_on"
+      echo 4096 > "$instance/buffer_size_kb"  # ringside's default staging size
+      for e in "${EVENTS[@]}"; do echo 1 > "$instance/events/${e%%:*}/${e#*:}/enable"; done
+      local readers=""
+      for ((i = 0; i < NCPUS; i++)); do
+        local pipe=$instance/per_cpu/cpu$i/trace_pipe_raw out=$dir/run/cpu$i.raw
+        if [ "$FTRACE_READER" = poll ]; then
+          # dd ends at the first read that finds nothing (EAGAIN).
+          readers+="while :; do dd if=$pipe iflag=nonblock bs=4096 status=none 2>/dev/null; \
+            sleep 0.1; done > $out & "
+        else
+          readers+="cat $pipe > $out & "
+        fi
+      done
+      # Stopped, the shell stops its readers and waits for them, so that
+      # their CPU time reaches GNU time.
+      start_tracer bash -c "trap 'kill \$(jobs -p) 2>/dev/null; wait' TERM; $readers wait"
+      sleep 0.2
+      echo 1 > "$instance/tracing_on"
+      timed_workload "$workload"
+      echo 0 > "$instance/tracing_on"
+      # With tracing off, a reader sees the end of its file once it has read
+      # everything, or blocks: stopped once the buffers are empty.
+      for ((i = 0; i < 50; i++)); do
+        [ "$(ftrace_stat entries)" = 0 ] && break
+        sleep 0.1
+      done
+      sleep 0.1
+      child=$(awk '{ print $1 }' "/proc/$tracer_pid/task/$tracer_pid/children" 2>/dev/null || true)
+      [ -z "$child" ] || kill -TERM "$child" 2>/dev/null || true
+      finish_tracer "the ftrace readers" 143
+      kept=$(ftrace_stat "read events")
+      lost=$(( $(ftrace_stat overrun) + $(ftrace_stat "dropped events") ))
+      bytes=$(cat "$dir"/run/cpu*.raw | wc -c)
+      rmdir "$instance"
+      ;;
+    ringside)
+      # CMD only says when recording has started (ringside runs it once
+      # every source is attached) and waits; the workload runs beside.
+      # shellcheck disable=SC2016  # $0 is sh's
+      start_tracer "$BIN" record -o "$dir/run/out.pftrace" -- \
+        sh -c ': > "$0"; exec sleep 100000' "$dir/run/ready" 2> "$dir/run/ringside.log"
+      for ((i = 0; i < 600; i++)); do
+        [ -e "$dir/run/ready" ] && break
+        kill -0 "$tracer_pid" 2>/dev/null || break
+        sleep 0.05
+      done
+      [ -e "$dir/run/ready" ] || { cat "$dir/run/ringside.log" >&2; die "ringside record did not start"; }
+      timed_workload "$workload"
+      child=$(tracer_child) || die "ringside record is gone"
+      kill -INT "$child"
+      finish_tracer "ringside record" || { cat "$dir/run/ringside.log" >&2; false; }
+      bytes=$(stat -c %s "$dir/run/out.pftrace")
+      # "N events kept[ of M recorded]." and "lost N events in the staging rings"
+      kept=$(sed -n 's/.*: \([0-9]*\) events kept.*/\1/p' "$dir/run/ringside.log" | tail -1)
+      local seen
+      seen=$(sed -n 's/.* events kept of \([0-9]*\) recorded.*/\1/p' "$dir/run/ringside.log" | tail -1)
+      lost=$(sed -n 's/.*lost \([0-9]*\) events in the staging.*/\1/p' "$dir/run/ringside.log" | tail -1)
+      lost=$(( ${lost:-0} + ${seen:-$kept} - kept ))
+      [ -n "$kept" ] || { cat "$dir/run/ringside.log" >&2; die "no events count from ringside"; }
+      "$BIN" inspect "$dir/run/out.pftrace" > /dev/null ||
+        die "ringside's trace does not read back (ringside inspect)"
+      ;;
+  esac
+}
+
+# --- The runs -------------------------------------------------------------------
+
+results=$dir/results.tsv
+: > "$results"
+echo "bench-peers: $REPS repetitions of ${#WORKLOADS[@]} workloads under ${#TRACERS[@]}" \
+  "configurations, interleaved (mixed: hackbench $HACKBENCH_ARGS + $FORKS fork/exec;" \
+  "pipe: perf bench sched pipe -l $PIPE_LOOPS)" >&2
+for ((rep = 0; rep < REPS; rep++)); do
+  for workload in "${WORKLOADS[@]}"; do
+    for ((k = 0; k < ${#TRACERS[@]}; k++)); do
+      # Each repetition starts one tracer later, so none always runs first.
+      tracer=${TRACERS[$(( (k + rep) % ${#TRACERS[@]} ))]}
+      current_run="$tracer beside $workload, repetition $((rep + 1))"
+      run_one "$tracer" "$workload"
+      printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$workload" "$tracer" "$wall_s" \
+        "${usecs_op:--}" "${cpu_s:--}" "${rss_kb:--}" "${bytes:--}" "${kept:--}" "${lost:--}" \
+        "${kernel:--}" >> "$results"
+      printf "  rep %d %-5s %-8s %8ss%s\n" "$((rep + 1))" "$workload" "$tracer" "$wall_s" \
+        "${usecs_op:+ ${usecs_op} us/op}" >&2
+    done
+  done
+done
+
+# --- The table ------------------------------------------------------------------
+
+# Column numbers in results.tsv.
+C_WALL=3 C_USECS=4 C_CPU=5 C_RSS=6 C_BYTES=7 C_KEPT=8 C_LOST=9 C_KERNEL=10
+
+# "median min max" of column $3 over the runs of workload $1 under tracer $2;
+# a column of "-" gives "- - -". With an expression $4 over the columns
+# ($C for column C), of that instead.
+stat3() {
+  awk -F'\t' -v w="$1" -v t="$2" -v c="$3" '
+    $1 == w && $2 == t && $c != "-" { print $c }' "$results" | sort -g |
+    awk '{ v[NR] = $1 } END {
+      if (NR == 0) { print "- - -"; exit }
+      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+      print m, v[1], v[NR] }'
+}
+median() { stat3 "$@" | awk '{ print $1 }'; }
+# Events a tracer saw in one run (kept + lost), per run, then their stats.
+events_seen_stat() {
+  awk -F'\t' -v w="$1" -v t="$2" '$1 == w && $2 == t && $8 != "-" { print $8 + $9 }' "$results" |
+    sort -g | awk '{ v[NR] = $1 } END {
+      if (NR == 0) { print "- - -"; exit }
+      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+      print m, v[1], v[NR] }'
+}
+
+# x.xx (min-max) of a stat3 line divided by $2.
+ratio_span() {
+  awk -v d="$2" -v f="${3:-%.2f}" '{
+    if ($1 == "-" || d == 0) { print "-"; exit }
+    printf f " (" f "-" f ")\n", $1 / d, $2 / d, $3 / d }' <<< "$1"
+}
+fmt_span() {  # stat3 line, scaled by $2, printf format $3
+  awk -v s="$2" -v f="$3" '{
+    if ($1 == "-") { print "-"; exit }
+    printf f " (" f "-" f ")\n", $1 * s, $2 * s, $3 * s }' <<< "$1"
+}
+
+declare -A added_ns cpu_per_m
+print_table() {
+  local workload=$1 none_wall kernel_med
+  none_wall=$(median "$workload" none $C_WALL)
+  kernel_med=$(median "$workload" kernel $C_KERNEL)
+  echo
+  if [ "$workload" = mixed ]; then
+    echo "mixed: hackbench $HACKBENCH_ARGS, then $FORKS x fork+exec of /bin/true; $REPS runs each, median (min-max)"
+  else
+    echo "pipe: perf bench sched pipe -l $PIPE_LOOPS; $REPS runs each, median (min-max)"
+  fi
+  echo "kernel count of the events in one run (perf stat -a, runs of its own): $(fmt_span \
+    "$(stat3 "$workload" kernel $C_KERNEL)" 1 %.0f); none: $(printf %.3f "$none_wall") s"
+  if [ "$workload" = pipe ]; then
+    local none_us
+    none_us=$(median pipe none $C_USECS)
+    printf "%-9s %-22s %-19s %9s\n" tracer "us/round trip" "x none" "+ns/event"
+    for tracer in none perf ftrace ringside; do
+      local us
+      us=$(median pipe "$tracer" $C_USECS)
+      added_ns[pipe,$tracer]=$(awk -v u="$us" -v n="$none_us" -v k="$kernel_med" -v l="$PIPE_LOOPS" \
+        'BEGIN { printf "%.0f", (u - n) * 1000 * l / k }')
+      printf "%-9s %-22s %-19s %9s\n" "$tracer" \
+        "$(fmt_span "$(stat3 pipe "$tracer" $C_USECS)" 1 %.2f)" \
+        "$(ratio_span "$(stat3 pipe "$tracer" $C_USECS)" "$none_us")" "${added_ns[pipe,$tracer]}"
+    done
+    awk -v k="$kernel_med" -v l="$PIPE_LOOPS" \
+      'BEGIN { printf "(%.2f events per round trip, from the kernel count)\n", k / l }'
+    echo
+    echo "tracer    CPU s               CPU s/M events  peak RSS MiB  output MiB  kept (own count)     lost"
+  else
+    printf "%-9s %-19s %9s  %-18s %14s %12s %11s  %-20s %-8s %s\n" tracer "time x none" \
+      "+ns/event" "CPU s" "CPU s/M events" "peak RSS MiB" "output MiB" "kept (own count)" lost \
+      "kept+lost / kernel"
+  fi
+  for tracer in none perf ftrace ringside; do
+    local cpu seen
+    cpu=$(median "$workload" "$tracer" $C_CPU)
+    seen=$(events_seen_stat "$workload" "$tracer" | awk '{ print $1 }')
+    cpu_per_m[$workload,$tracer]=$(awk -v c="$cpu" -v e="$seen" \
+      'BEGIN { if (c == "-" || e == "-" || e == 0) print "-"; else printf "%.3f", c * 1e6 / e }')
+    local rss_mib bytes_mib
+    rss_mib=$(median "$workload" "$tracer" $C_RSS | awk '{ if ($1 == "-") print "-"; else printf "%.1f", $1 / 1024 }')
+    bytes_mib=$(median "$workload" "$tracer" $C_BYTES | awk '{ if ($1 == "-") print "-"; else printf "%.1f", $1 / 1048576 }')
+    local kept_line lost_med coverage
+    kept_line=$(fmt_span "$(stat3 "$workload" "$tracer" $C_KEPT)" 1 %.0f)
+    lost_med=$(median "$workload" "$tracer" $C_LOST | awk '{ if ($1 == "-") print "-"; else printf "%.0f", $1 }')
+    coverage=$(awk -v s="$seen" -v k="$kernel_med" \
+      'BEGIN { if (s == "-" || k == 0) print "-"; else printf "%.3f", s / k }')
+    if [ "$workload" = pipe ]; then
+      [ "$tracer" = none ] && continue
+      printf "%-9s %-19s %14s %12s %11s  %-20s %s\n" "$tracer" \
+        "$(fmt_span "$(stat3 pipe "$tracer" $C_CPU)" 1 %.2f)" "${cpu_per_m[pipe,$tracer]}" \
+        "$rss_mib" "$bytes_mib" "$kept_line" "$lost_med"
+    else
+      added_ns[mixed,$tracer]=$(awk -v t="$(median mixed "$tracer" $C_WALL)" -v n="$none_wall" \
+        -v k="$kernel_med" 'BEGIN { printf "%.0f", (t - n) * 1e9 / k }')
+      printf "%-9s %-19s %9s  %-18s %14s %12s %11s  %-20s %-8s %s\n" "$tracer" \
+        "$(ratio_span "$(stat3 mixed "$tracer" $C_WALL)" "$none_wall")" "${added_ns[mixed,$tracer]}" \
+        "$(fmt_span "$(stat3 mixed "$tracer" $C_CPU)" 1 %.2f)" "${cpu_per_m[mixed,$tracer]}" \
+        "$rss_mib" "$bytes_mib" "$kept_line" "$lost_med" "$coverage"
+    fi
+  done
+}
+
+{
+  echo
+  echo "== ringside beside its peers ($(uname -r), $NCPUS CPUs; $("$PERF" --version)) =="
+  echo "events: ${EVENTS[*]}"
+  echo "perf record -a -m $PERF_MMAP; ftrace: an instance of 4096 KiB a CPU read by $FTRACE_READER; ringside record, its default config"
+  print_table mixed
+  print_table pipe
+  echo
+  echo "goals (issue 21), from the medians above:"
+  for workload in mixed pipe; do
+    awk -v w="$workload" -v r="${added_ns[$workload,ringside]}" -v p="${added_ns[$workload,perf]}" 'BEGIN {
+      if (p <= 0) { printf "  %s: added cost per event: perf record added nothing measurable (%s ns): no ratio\n", w, p; exit }
+      printf "  %s: added cost per event: ringside %s ns vs perf record %s ns = %.2fx (goal <= 0.5x): %s\n",
+        w, r, p, r / p, (r / p <= 0.5) ? "met" : "NOT met" }'
+    awk -v w="$workload" -v r="${cpu_per_m[$workload,ringside]}" -v p="${cpu_per_m[$workload,perf]}" 'BEGIN {
+      if (p == "-" || p <= 0 || r == "-") { print "  " w ": CPU per million events: no figure"; exit }
+      printf "  %s: CPU per million events: ringside %.3f s vs perf record %.3f s = %.2fx (goal <= 0.5x): %s\n",
+        w, r, p, r / p, (r / p <= 0.5) ? "met" : "NOT met" }'
+  done
+  echo
+  echo "+ns/event: (median time - median time with none) / median kernel count, the tracer's whole"
+  echo "cost in the workload's time (its kernel hooks, and its process competing for the CPUs)."
+  echo "CPU s: the tracer process and its children (user + system), measured by GNU time; per"
+  echo "million of the events it saw (kept + lost). Peak RSS: the largest process (ftrace: one cat)."
+  echo "kept: perf, its samples in perf.data; ftrace, the instance's 'read events'; ringside, its"
+  echo "closing line. lost: perf's LOST records, ftrace's overrun + dropped, ringside's staging-ring"
+  echo "losses + events overwritten in its ring. A tracer's window is a little wider than the"
+  echo "workload's, so kept + lost may exceed the kernel count by the machine's other events."
+}
