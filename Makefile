@@ -129,7 +129,7 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.cc=$(BUILD)/bench/%)
 
 ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
   $(BUILD)/obj/agent/cli/main.o $(PROTO_OBJS) $(foreach d,$(TEST_DIRS),$(call test_objs,$(d))) \
-  $(BENCH_SRCS:%.cc=$(BUILD)/obj/%.o)
+  $(BENCH_SRCS:%.cc=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/tools/storm.o
 
 # --- Rules --------------------------------------------------------------------
 
@@ -205,12 +205,19 @@ $(foreach c,$(COMPONENTS),$(eval $(call component_rules,$(c))))
 $(BIN): $(BUILD)/obj/agent/cli/main.o $(LINK_LIBS)
 	$(CXX) $(LDFLAGS) $^ $(PKG_LIBS) -o $@
 
+# The storm generator (tests/tools/storm.cc): load for the accounting tests
+# (agent_test runs it) and `make storm`.
+STORM := $(BUILD)/storm
+$(STORM): $(BUILD)/obj/tests/tools/storm.o
+	$(CXX) $(LDFLAGS) $^ -o $@
+
 define test_rules
 $(BUILD)/tests/$(1)_test: $(call test_objs,$(1)) $(LINK_LIBS)
 	@mkdir -p $$(@D)
 	$$(CXX) $$(LDFLAGS) $$^ $$(TEST_LIBS) $$(PKG_LIBS) -o $$@
 endef
 $(foreach d,$(TEST_DIRS),$(eval $(call test_rules,$(d))))
+$(BUILD)/tests/agent_test: | $(STORM)
 
 # `make test` is one of the two commands a newcomer runs on a fresh machine, so
 # it installs missing packages first (a quick no-op when they are present).
