@@ -68,6 +68,7 @@ class BpfDataSource : public DataSource {
   // name), and runs the kernel skipped ("bpf_missed_runs"); only non-zero
   // entries.
   std::vector<Loss> Losses() const override;
+  std::vector<EventTally> EventTallies() const override;
   const std::vector<std::string>& skipped_programs() const { return source_->skipped_programs(); }
   // What the cgroup filter's first lookup (at Create) said: a value that
   // named no cgroup yet, more cgroups than the filter holds.
@@ -108,6 +109,9 @@ class BpfDataSource : public DataSource {
   StagingFlush flush_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> events_{0};
+  // Records written, by (cpu * RS_EV_MAX + type) * 2 + (1 if their packet
+  // was dropped for want of a chunk, else 0). Consumer thread writes.
+  std::unique_ptr<std::atomic<uint64_t>[]> tallies_;
   bool started_ = false;
   bool stopped_ = false;
 };
