@@ -133,7 +133,7 @@ ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests asan bench bench-run soak fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+.PHONY: all test run-tests asan bench bench-run soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
   uninstall clean format
 
 all: $(BIN) $(LIBS)
@@ -246,6 +246,12 @@ bench-run: $(BENCH_BINS) $(BIN)
 # (DURATION=seconds to shorten it). Not part of `make test`.
 soak: $(BIN)
 	RINGSIDE=$(BIN) bash tests/bench/agent_soak.sh
+
+# The load figures: ringside record beside build/storm for STORM_SECONDS (30),
+# exact accounting against the kernel's counters, ringside's CPU and RSS.
+# Not part of `make test`; needs root.
+storm: $(BIN) $(STORM) $(BUILD)/tests/agent_test
+	BUILD=$(BUILD) bash tests/bench/storm_accounting.sh
 
 # --- Fuzzing (clang libFuzzer) -------------------------------------------------
 

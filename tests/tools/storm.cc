@@ -2,7 +2,7 @@
 // machine's maximum rate, for load tests of the agent.
 //
 //   storm [--duration S] [--pairs N] [--forkers N] [--exec] [--comm NAME]
-//         [--cgroup DIR] [--hold]
+//         [--cgroup DIR] [--hold] [--pause-us N]
 //
 // - pairs: N pairs of threads passing a byte back and forth over two pipes
 //   (as `perf bench sched pipe` does): each round trip is two wakeups and at
@@ -13,6 +13,8 @@
 //   so a perf filter on comm selects exactly the storm's tasks.
 // - --cgroup DIR: the storm moves itself into that cgroup (its
 //   cgroup.procs) before starting anything, so its children are in it too.
+// - --pause-us N: a quiet load instead of a storm: every pinger and forker
+//   sleeps N microseconds between two round trips or forks.
 // - --hold: the storm sets up its threads, prints "ready", and waits for a
 //   line on stdin before it starts; when done it prints its JSON and waits
 //   for stdin to close before it exits. Between the two, and before the
@@ -55,6 +57,7 @@ struct Options {
   std::string comm;
   std::string cgroup;
   bool hold = false;
+  int pause_us = 0;
 };
 
 std::atomic<bool> g_stop{false};
@@ -75,16 +78,16 @@ void NameThisTask(const std::string& comm) {
 int Usage(const char* why) {
   std::fprintf(stderr,
                "storm: %s\nusage: storm [--duration S] [--pairs N] [--forkers N] [--exec] "
-               "[--comm NAME] [--cgroup DIR] [--hold]\n",
+               "[--comm NAME] [--cgroup DIR] [--hold] [--pause-us N]\n",
                why);
   return 2;
 }
 
-bool ParseInt(const char* s, int* out) {
+bool ParseInt(const char* s, int* out, long max = 4096) {
   char* end = nullptr;
   errno = 0;
   const long v = std::strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < 0 || v > 4096) return false;
+  if (errno != 0 || end == s || *end != '\0' || v < 0 || v > max) return false;
   *out = static_cast<int>(v);
   return true;
 }
@@ -98,13 +101,14 @@ struct Pair {
   std::thread ping, pong;
 };
 
-void Ping(Pair* p, const std::string& comm) {
+void Ping(Pair* p, const std::string& comm, int pause_us) {
   NameThisTask(comm);
   char c = 0;
   uint64_t n = 0;
   while (!g_stop.load(std::memory_order_relaxed)) {
     if (write(p->ab[1], &c, 1) != 1 || read(p->ba[0], &c, 1) != 1) break;
     n++;
+    if (pause_us > 0) usleep(static_cast<useconds_t>(pause_us));
   }
   g_round_trips.fetch_add(n);
   close(p->ab[1]);
@@ -117,7 +121,7 @@ void Pong(Pair* p, const std::string& comm) {
   }
 }
 
-void Fork(bool exec, const std::string& comm) {
+void Fork(bool exec, const std::string& comm, int pause_us) {
   NameThisTask(comm);
   uint64_t forks = 0, execs = 0;
   while (!g_stop.load(std::memory_order_relaxed)) {
@@ -138,6 +142,7 @@ void Fork(bool exec, const std::string& comm) {
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
     if (exec && WIFEXITED(status) && WEXITSTATUS(status) == 0) execs++;
+    if (pause_us > 0) usleep(static_cast<useconds_t>(pause_us));
   }
   g_forks.fetch_add(forks);
   g_execs.fetch_add(execs);
@@ -185,6 +190,10 @@ int main(int argc, char** argv) {
       if (o.comm.empty() || o.comm.size() > 15) return Usage("--comm takes 1 to 15 characters");
     } else if (a == "--cgroup" && has_value) {
       o.cgroup = argv[++i];
+    } else if (a == "--pause-us" && has_value) {
+      if (!ParseInt(argv[++i], &o.pause_us, 10'000'000)) {
+        return Usage("--pause-us takes 0 to 10000000");
+      }
     } else if (a == "--exec") {
       o.exec = true;
     } else if (a == "--hold") {
@@ -242,9 +251,9 @@ int main(int argc, char** argv) {
   if (started) {
     for (Pair& p : pairs) {
       p.pong = std::thread(Pong, &p, o.comm);
-      p.ping = std::thread(Ping, &p, o.comm);
+      p.ping = std::thread(Ping, &p, o.comm, o.pause_us);
     }
-    for (int i = 0; i < o.forkers; i++) forkers.emplace_back(Fork, o.exec, o.comm);
+    for (int i = 0; i < o.forkers; i++) forkers.emplace_back(Fork, o.exec, o.comm, o.pause_us);
     pollfd fds[1] = {{sigfd, POLLIN, 0}};
     const int timeout_ms = static_cast<int>(o.duration_s * 1000);
     while (poll(fds, 1, timeout_ms) < 0 && errno == EINTR) {
