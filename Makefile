@@ -129,11 +129,11 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.cc=$(BUILD)/bench/%)
 
 ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
   $(BUILD)/obj/agent/cli/main.o $(PROTO_OBJS) $(foreach d,$(TEST_DIRS),$(call test_objs,$(d))) \
-  $(BENCH_SRCS:%.cc=$(BUILD)/obj/%.o)
+  $(BENCH_SRCS:%.cc=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/tools/storm.o
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests asan bench bench-run bench-peers soak fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+.PHONY: all test run-tests asan bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
   uninstall clean format
 
 all: $(BIN) $(LIBS)
@@ -205,12 +205,19 @@ $(foreach c,$(COMPONENTS),$(eval $(call component_rules,$(c))))
 $(BIN): $(BUILD)/obj/agent/cli/main.o $(LINK_LIBS)
 	$(CXX) $(LDFLAGS) $^ $(PKG_LIBS) -o $@
 
+# The storm generator (tests/tools/storm.cc): load for the accounting tests
+# (agent_test runs it) and `make storm`.
+STORM := $(BUILD)/storm
+$(STORM): $(BUILD)/obj/tests/tools/storm.o
+	$(CXX) $(LDFLAGS) $^ -o $@
+
 define test_rules
 $(BUILD)/tests/$(1)_test: $(call test_objs,$(1)) $(LINK_LIBS)
 	@mkdir -p $$(@D)
 	$$(CXX) $$(LDFLAGS) $$^ $$(TEST_LIBS) $$(PKG_LIBS) -o $$@
 endef
 $(foreach d,$(TEST_DIRS),$(eval $(call test_rules,$(d))))
+$(BUILD)/tests/agent_test: | $(STORM)
 
 # `make test` is one of the two commands a newcomer runs on a fresh machine, so
 # it installs missing packages first (a quick no-op when they are present).
@@ -246,6 +253,12 @@ bench-peers: $(BIN)
 # (DURATION=seconds to shorten it). Not part of `make test`.
 soak: $(BIN)
 	RINGSIDE=$(BIN) bash tests/bench/agent_soak.sh
+
+# The load figures: ringside record beside build/storm for STORM_SECONDS (30),
+# exact accounting against the kernel's counters, ringside's CPU and RSS.
+# Not part of `make test`; needs root.
+storm: $(BIN) $(STORM) $(BUILD)/tests/agent_test
+	BUILD=$(BUILD) bash tests/bench/storm_accounting.sh
 
 # --- Fuzzing (clang libFuzzer) -------------------------------------------------
 

@@ -191,8 +191,13 @@ void PrintSummary(const TracingSession::Summary& s, const std::string& why,
                                 "shorter drain_period_ms)"));
   }
   if (s.chunks_dropped > 0) {
-    lost.push_back(absl::StrCat(Count(s.chunks_dropped),
-                                " chunks whose pool was empty (a shorter drain_period_ms)"));
+    lost.push_back(absl::StrCat(Count(s.chunks_dropped), " chunks whose pool was empty (",
+                                Count(s.events_lost_in_pool),
+                                " events; a shorter drain_period_ms)"));
+  }
+  if (s.events_lost_in_buffers > 0) {
+    lost.push_back(absl::StrCat(Count(s.events_lost_in_buffers),
+                                " events in the buffers before they were read, in:"));
   }
   if (s.chunks_overwritten > 0) {
     lost.push_back(

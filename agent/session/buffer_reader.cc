@@ -10,6 +10,21 @@ namespace ringside::agent {
 
 using trace::TracePacket;
 
+namespace {
+
+uint64_t EventKey(buffer::ProducerID producer, uint32_t cpu, uint32_t field) {
+  // CPUs below 2^16, field numbers below 2^32 (FtraceEvent's are below 2^29).
+  return uint64_t{producer} << 48 | uint64_t{cpu & 0xffff} << 32 | field;
+}
+
+}  // namespace
+
+uint64_t BufferPacketReader::events_of(buffer::ProducerID producer, uint32_t cpu,
+                                       uint32_t field) const {
+  auto it = events_by_kind_.find(EventKey(producer, cpu, field));
+  return it == events_by_kind_.end() ? 0 : it->second;
+}
+
 void BufferPacketReader::ReadInto(const std::vector<buffer::TraceBuffer*>& buffers,
                                   std::string* out) {
   WriteInto(buffers, out, nullptr, 0).IgnoreError();  // Without a sink, nothing fails.
@@ -94,7 +109,12 @@ void BufferPacketReader::FramePacket(const buffer::PacketSequenceProperties& pro
   if (loss != 0) {
     AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &scratch_);
   }
-  events_ += CountEventsInPacket(scratch_);
+  if (!durable) {
+    CountEventsByKind(scratch_, [&](uint32_t cpu, uint32_t field, uint64_t n) {
+      events_ += n;
+      events_by_kind_[EventKey(props.producer_id_trusted, cpu, field)] += n;
+    });
+  }
   AppendFramedPacket(scratch_, out);
   packets_++;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "agent/files/trace_sink.h"
 #include "buffer/trace_buffer.h"
@@ -53,6 +54,9 @@ class BufferPacketReader {
   uint64_t packets() const { return packets_; }
   // Kernel events in the packets read (CountEventsInPacket).
   uint64_t events() const { return events_; }
+  // The same, of one producer's packets, by the CPU of their bundle and the
+  // FtraceEvent field they are written as (CountEventsByKind).
+  uint64_t events_of(buffer::ProducerID producer, uint32_t cpu, uint32_t field) const;
 
  private:
   // The loop of the three above; `max_bytes` 0: no limit. Sets *all_read.
@@ -65,6 +69,8 @@ class BufferPacketReader {
   std::map<uint32_t, uint32_t> sequence_ids_;  // By producer << 16 | writer.
   uint64_t packets_ = 0;
   uint64_t events_ = 0;
+  // By EventKey(): producer, CPU, FtraceEvent field.
+  absl::flat_hash_map<uint64_t, uint64_t> events_by_kind_;
   std::string scratch_;
   // The buffer whose read pass a ReadSome() batch stopped in (SIZE_MAX:
   // none; the next read starts a pass of every buffer).

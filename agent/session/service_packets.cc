@@ -104,12 +104,41 @@ TracePacket CloneSnapshotTriggerPacket(const std::string& name, const std::strin
   return packet;
 }
 
+std::vector<EventLoss> EventLosses(const std::vector<SourceStats>& sources,
+                                   const BufferPacketReader& reader) {
+  std::vector<EventLoss> out;
+  for (const SourceStats& s : sources) {
+    for (const DataSource::EventTally& t : s.written) {
+      if (t.pool_dropped != 0) {
+        out.push_back({s.data_source, t.cpu, t.kind, "chunk_pool", t.pool_dropped});
+      }
+      const uint64_t read = reader.events_of(s.producer_id, t.cpu, t.field);
+      // More read than committed cannot be; were it so, it is no loss.
+      if (t.committed > read) {
+        out.push_back({s.data_source, t.cpu, t.kind, "buffer", t.committed - read});
+      }
+    }
+  }
+  return out;
+}
+
 TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources,
                              const std::vector<const buffer::TraceBuffer*>& buffers,
-                             const buffer::DurableStore* durable) {
+                             const buffer::DurableStore* durable,
+                             const std::vector<EventLoss>* event_losses) {
   TracePacket packet;
   packet.set_timestamp(static_cast<uint64_t>(ts));
   trace::TraceStats* stats = packet.mutable_trace_stats();
+  if (event_losses != nullptr) {
+    for (const EventLoss& l : *event_losses) {
+      auto* e = stats->add_ringside_event_loss();
+      e->set_data_source(l.data_source);
+      e->set_cpu(l.cpu);
+      e->set_kind(l.kind);
+      e->set_stage(l.stage);
+      e->set_events_lost(l.events);
+    }
+  }
   for (const SourceStats& s : sources) {
     auto* p = stats->add_ringside_producer_stats();
     p->set_data_source(s.data_source);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/session/buffer_reader.h"
 #include "agent/sources/data_source.h"
 #include "agent/writer/producer_buffer.h"
 #include "buffer/durable_store.h"
@@ -57,11 +58,27 @@ struct SourceStats {
   std::string data_source;  // The config's name.
   ProducerBuffer::Stats producer;
   std::vector<DataSource::Loss> losses;
+  buffer::ProducerID producer_id = 0;
+  std::vector<DataSource::EventTally> written;
   DataSource::ConsumerCpu consumer;
 };
+// Events each source wrote that `reader` (which read everything the
+// buffers will ever give: the end of a recording) did not read, by source,
+// CPU, kind and stage ("chunk_pool", "buffer"); only non-zero entries.
+struct EventLoss {
+  std::string data_source;
+  uint32_t cpu = 0;
+  std::string kind;
+  std::string stage;
+  uint64_t events = 0;
+};
+std::vector<EventLoss> EventLosses(const std::vector<SourceStats>& sources,
+                                   const BufferPacketReader& reader);
+// `event_losses` (may be null: not known) go into ringside_event_loss.
 trace::TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources,
                                     const std::vector<const buffer::TraceBuffer*>& buffers,
-                                    const buffer::DurableStore* durable);
+                                    const buffer::DurableStore* durable,
+                                    const std::vector<EventLoss>* event_losses = nullptr);
 
 // Frames `packet` on the service sequence and appends it to `out`.
 void AppendServicePacket(trace::TracePacket packet, std::string* out);

@@ -215,9 +215,10 @@ std::vector<SourceStats> TracingSession::CollectSourceStats() const {
   if (state_.load() == State::kStopped) return final_source_stats_;
   std::vector<SourceStats> out;
   for (const SourceSlot& slot : sources_.slots) {
-    SourceStats s{slot.name, slot.producer->stats(), {}, {}};
+    SourceStats s{slot.name, slot.producer->stats(), {}, slot.producer->producer_id(), {}, {}};
     if (slot.source != nullptr) {
       s.losses = slot.source->Losses();
+      s.written = slot.source->EventTallies();
       s.consumer = slot.source->consumer_cpu();
     }
     out.push_back(std::move(s));
@@ -350,8 +351,17 @@ absl::StatusOr<TracingSession::Summary> TracingSession::WriteTrace(TraceSink* si
   {
     absl::MutexLock lock(&mu_);
     const std::vector<buffer::TraceBuffer*> buffers = BuffersLocked();
+    // Everything is read now, but for files cut by rotation, which each
+    // hold a part of the recording.
+    const bool whole_recording = !(into_stream && rotating_ != nullptr);
+    const std::vector<EventLoss> event_losses = EventLosses(final_source_stats_, reader_);
     emit(TraceStatsPacket(end_ns, final_source_stats_, Const(buffers),
-                          tracker_ != nullptr ? buffers_[0]->durable() : nullptr));
+                          tracker_ != nullptr ? buffers_[0]->durable() : nullptr,
+                          whole_recording ? &event_losses : nullptr));
+    for (const EventLoss& l : event_losses) {
+      (l.stage == "chunk_pool" ? summary.events_lost_in_pool : summary.events_lost_in_buffers) +=
+          l.events;
+    }
     for (const buffer::TraceBuffer* b : buffers) {
       summary.chunks_overwritten += b->stats().chunks_overwritten;
       summary.chunks_discarded += b->stats().chunks_discarded;

@@ -87,6 +87,11 @@ class TracingSession {
     uint64_t chunks_overwritten = 0;
     uint64_t bytes_overwritten = 0;
     uint64_t chunks_discarded = 0;
+    // The same two in events, where the sources count them: in packets
+    // dropped for want of a chunk, and committed into the buffers but not
+    // read (overwritten, discarded).
+    uint64_t events_lost_in_pool = 0;
+    uint64_t events_lost_in_buffers = 0;
   };
 
   // How the session is doing, for the agent's status: each data source of

@@ -41,6 +41,35 @@ void WriteWakeup(ProtoMessage* bundle, uint32_t field, const rs_sched_wakeup& e)
 
 }  // namespace
 
+uint32_t BpfBundleWriter::FieldOf(uint32_t type) {
+  switch (type) {
+    case RS_EV_SCHED_SWITCH:
+      return FtraceEvent::kSchedSwitchFieldNumber;
+    case RS_EV_SCHED_WAKEUP:
+      return FtraceEvent::kSchedWakeupFieldNumber;
+    case RS_EV_SCHED_WAKEUP_NEW:
+      return FtraceEvent::kSchedWakeupNewFieldNumber;
+    case RS_EV_SCHED_MIGRATE:
+      return FtraceEvent::kSchedMigrateTaskFieldNumber;
+    case RS_EV_PROCESS_FORK:
+      return FtraceEvent::kSchedProcessForkFieldNumber;
+    case RS_EV_PROCESS_EXEC:
+      return FtraceEvent::kSchedProcessExecFieldNumber;
+    case RS_EV_PROCESS_EXIT:
+      return FtraceEvent::kSchedProcessExitFieldNumber;
+    case RS_EV_TASK_RENAME:
+      return FtraceEvent::kTaskRenameFieldNumber;
+    case RS_EV_FATAL_SIGNAL:
+      return FtraceEvent::kSignalGenerateFieldNumber;
+    case RS_EV_OOM_KILL:
+      return FtraceEvent::kMarkVictimFieldNumber;
+    case RS_EV_CORE_DUMP:
+      return FtraceEvent::kGenericFieldNumber;
+    default:
+      return 0;
+  }
+}
+
 uint64_t BpfBundleWriter::total_events() const {
   uint64_t n = 0;
   for (uint64_t e : stats_.events) n += e;
@@ -61,6 +90,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
 void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
                                   absl::Span<const bpf::Record> records, bool lost_events) {
   compact_.Clear();
+  for (uint64_t& n : last_bundle_) n = 0;
 
   auto packet = writer->NewTracePacket();
   ProtoMessage* bundle = packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
@@ -193,6 +223,7 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         break;
     }
     stats_.events[r.type]++;
+    last_bundle_[r.type]++;
   }
   compact_.AppendTo(bundle);
   bundle->EndNested();

@@ -47,10 +47,16 @@ class BpfBundleWriter {
                    bool lost_events);
 
   const Stats& stats() const { return stats_; }
+  // Records of each type in the last bundle written.
+  const uint64_t (&last_bundle_events() const)[RS_EV_MAX] { return last_bundle_; }
+  // The FtraceEvent field a record type is written as (sched_switch's for
+  // the compact switches); 0 for an unknown type.
+  static uint32_t FieldOf(uint32_t type);
   uint64_t total_events() const;
 
  private:
   Stats stats_;
+  uint64_t last_bundle_[RS_EV_MAX] = {};
   // compact_sched columns of the bundle being written (capacity reused).
   CompactSchedColumns compact_;
   bpf::RecordBatch decoded_;  // Capacity reused.

@@ -80,6 +80,8 @@ absl::StatusOr<std::unique_ptr<BpfDataSource>> BpfDataSource::Create(Config conf
   for (int cpu = 0; cpu < cpus; cpu++) {
     s->cpu_writers_.push_back(producer->CreateTraceWriter(static_cast<buffer::WriterID>(1 + cpu)));
   }
+  s->tallies_ =
+      std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(cpus) * RS_EV_MAX * 2);
   s->drops_seen_.assign(static_cast<size_t>(cpus), 0);
   s->lost_pending_.assign(static_cast<size_t>(cpus), false);
   return s;
@@ -174,8 +176,18 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
   // Decoded once for both of its readers.
   const absl::Span<const bpf::Record> decoded = bundles_.Decode(records, &decoded_);
   if (config_.tracker != nullptr) TellTracker(decoded);
-  bundles_.WriteBundle(cpu_writers_[cpu].get(), cpu, decoded, lost_pending_[cpu]);
+  TraceWriter* writer = cpu_writers_[cpu].get();
+  const uint64_t dropped_before = writer->stats().packets_dropped;
+  bundles_.WriteBundle(writer, cpu, decoded, lost_pending_[cpu]);
   lost_pending_[cpu] = false;
+  // One packet per bundle: it was dropped whole or committed whole.
+  const size_t dropped = writer->stats().packets_dropped != dropped_before ? 1 : 0;
+  const uint64_t(&written)[RS_EV_MAX] = bundles_.last_bundle_events();
+  for (uint32_t type = 0; type < RS_EV_MAX; type++) {
+    if (written[type] == 0) continue;
+    tallies_[(cpu * RS_EV_MAX + type) * 2 + dropped].fetch_add(written[type],
+                                                               std::memory_order_relaxed);
+  }
   // After the bundle: a snapshot the listener asks for holds the incident.
   if (config_.incidents != nullptr && decoded_.incidents() > 0) TellIncidents(decoded);
   events_.store(bundles_.total_events(), std::memory_order_relaxed);
@@ -274,6 +286,21 @@ std::vector<DataSource::Loss> BpfDataSource::Losses() const {
   uint64_t missed = 0;
   for (const bpf::EventSource::ProgramStats& p : source_->program_stats()) missed += p.missed;
   if (missed != 0) out.push_back(Loss{0, "bpf_missed_runs", missed});
+  return out;
+}
+
+std::vector<DataSource::EventTally> BpfDataSource::EventTallies() const {
+  std::vector<EventTally> out;
+  for (uint32_t cpu = 0; cpu < cpu_writers_.size(); cpu++) {
+    for (uint32_t type = 1; type < RS_EV_MAX; type++) {
+      const size_t i = (cpu * RS_EV_MAX + type) * 2;
+      const uint64_t committed = tallies_[i].load(std::memory_order_relaxed);
+      const uint64_t dropped = tallies_[i + 1].load(std::memory_order_relaxed);
+      if (committed == 0 && dropped == 0) continue;
+      out.push_back(
+          EventTally{cpu, BpfBundleWriter::FieldOf(type), EventName(type), committed, dropped});
+    }
+  }
   return out;
 }
 

@@ -75,6 +75,7 @@ class BpfDataSource : public DataSource {
   ConsumerCpu consumer_cpu() const override {
     return {pacer_.cpu(), pacer_.paused(), pacer_.pauses()};
   }
+  std::vector<EventTally> EventTallies() const override;
   const std::vector<std::string>& skipped_programs() const { return source_->skipped_programs(); }
   // What the cgroup filter's first lookup (at Create) said: a value that
   // named no cgroup yet, more cgroups than the filter holds.
@@ -117,6 +118,9 @@ class BpfDataSource : public DataSource {
   // Measures the reader thread, and pauses it past the budget (if any).
   ConsumerPacer pacer_{config_.cpu_budget};
   std::atomic<uint64_t> events_{0};
+  // Records written, by (cpu * RS_EV_MAX + type) * 2 + (1 if their packet
+  // was dropped for want of a chunk, else 0). Consumer thread writes.
+  std::unique_ptr<std::atomic<uint64_t>[]> tallies_;
   bool started_ = false;
   bool stopped_ = false;
 };

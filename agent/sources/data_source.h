@@ -25,6 +25,17 @@ class DataSource {
     uint64_t events = 0;
   };
 
+  // Events the source wrote into packets, per CPU and kind, for the
+  // buffers' losses in events (what a reader of the buffers did not read of
+  // `committed`).
+  struct EventTally {
+    uint32_t cpu = 0;
+    uint32_t field = 0;         // The FtraceEvent field they are written as.
+    std::string kind;           // Its name ("sched_switch").
+    uint64_t committed = 0;     // In packets committed to the chunk pool.
+    uint64_t pool_dropped = 0;  // In packets dropped for want of a chunk.
+  };
+
   virtual ~DataSource() = default;
 
   // Attaches to the kernel and starts reading.
@@ -56,6 +67,10 @@ class DataSource {
     uint64_t pauses = 0;
   };
   virtual ConsumerCpu consumer_cpu() const { return {}; }
+  // The events it wrote, per CPU and kind; only non-zero entries. Sources
+  // that do not count them return none (their losses after the staging
+  // rings are then counted in chunks and bytes only).
+  virtual std::vector<EventTally> EventTallies() const { return {}; }
 };
 
 }  // namespace ringside::agent

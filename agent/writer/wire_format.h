@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 
 namespace ringside::agent {
@@ -23,6 +24,13 @@ void AppendVarIntField(uint32_t field, uint64_t value, std::string* out);
 // columns; 0 for any other packet. Reads untrusted bytes: malformed input
 // counts what was readable and never reads past the end.
 uint64_t CountEventsInPacket(absl::string_view packet);
+// The same events by CPU and kind: calls `on_events(cpu, field, n)` for
+// each run of `n` events of the bundle's CPU written as FtraceEvent field
+// `field` (compact sched_switch as sched_switch's field, compact
+// sched_waking as sched_waking's; an event with no payload as 0). The sum
+// of every `n` is CountEventsInPacket().
+void CountEventsByKind(absl::string_view packet,
+                       absl::FunctionRef<void(uint32_t cpu, uint32_t field, uint64_t n)> on_events);
 
 }  // namespace ringside::agent
 

@@ -2,14 +2,11 @@
 
 #include "bpf/event_source.h"
 
-#include <linux/perf_event.h>
 #include <sched.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,8 +24,6 @@
 #include <tuple>
 #include <vector>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -41,6 +36,7 @@
 #include "gtest/gtest.h"
 #include "tests/bpf/testing/collector.h"
 #include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/perf_tracepoint_counter.h"
 
 namespace ringside::bpf {
 namespace {
@@ -267,57 +263,7 @@ class FtraceSchedSwitchReference {
   const ftrace::FieldFormat* prev_state_ = nullptr;
 };
 
-// The kernel's own count of a tracepoint: a system-wide perf_event_open
-// counter (one per CPU), with a filter like those of `perf stat --filter`.
-class PerfTracepointCounter {
- public:
-  ~PerfTracepointCounter() {
-    for (int fd : fds_) close(fd);
-  }
-
-  absl::Status Open(absl::string_view event, const std::string& filter) {
-    const auto& tracefs = ftrace::testing::KernelTracefs();
-    if (!tracefs.ok()) return tracefs.status();
-    absl::StatusOr<std::string> id = tracefs->Read(absl::StrCat("events/", event, "/id"));
-    uint64_t config = 0;
-    if (!id.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*id), &config)) {
-      return absl::NotFoundError(absl::StrCat("no tracepoint id for ", event));
-    }
-    perf_event_attr attr = {};
-    attr.type = PERF_TYPE_TRACEPOINT;
-    attr.size = sizeof(attr);
-    attr.config = config;
-    attr.disabled = 1;
-    for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); cpu++) {
-      const int fd =
-          static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
-      if (fd < 0) return absl::ErrnoToStatus(errno, "perf_event_open");
-      fds_.push_back(fd);
-      if (ioctl(fd, PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
-        return absl::ErrnoToStatus(errno, absl::StrCat("perf filter ", filter));
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  void Enable() {
-    for (int fd : fds_) ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
-  }
-  void Disable() {
-    for (int fd : fds_) ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
-  }
-  int64_t Count() const {
-    int64_t total = 0;
-    for (int fd : fds_) {
-      uint64_t n = 0;
-      if (read(fd, &n, sizeof(n)) == sizeof(n)) total += static_cast<int64_t>(n);
-    }
-    return total;
-  }
-
- private:
-  std::vector<int> fds_;
-};
+using ::ringside::testing::PerfTracepointCounter;
 
 TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
   RINGSIDE_REQUIRE_TRACEFS();

@@ -428,6 +428,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "TraceStats.DurableBufferStats",
       "TraceStats.TriggerCount",
       "TraceStats.SnapshotTrigger",
+      "TraceStats.EventLoss",
       // The control socket's protocol (ringside.control), never in a trace.
       "Request",
       "StatusRequest",

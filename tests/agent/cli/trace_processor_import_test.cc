@@ -452,12 +452,17 @@ TEST(TraceProcessorImportTest, WrappedRingRecording) {
                              "durable_buffer_size_kb: 2048\n",
                              300);
   ringside::testing::StopProcesses(storm);
-  uint64_t overwritten = 0;
+  uint64_t overwritten = 0, events_overwritten = 0;
   const trace::Trace t = testing::ReadTraceFile(r.path);
   for (const auto& p : t.packet()) {
     for (const auto& b : p.trace_stats().buffer_stats()) overwritten += b.bytes_overwritten();
+    for (const auto& l : p.trace_stats().ringside_event_loss()) {
+      if (l.stage() == "buffer") events_overwritten += l.events_lost();
+    }
   }
   EXPECT_GT(overwritten, 0u) << "the ring did not wrap";
+  // The overwritten events, in events (ringside_event_loss), import too.
+  EXPECT_GT(events_overwritten, 0u);
   ExpectImportsCleanly(tp, r);
 }
 
@@ -471,12 +476,16 @@ TEST(TraceProcessorImportTest, DiscardRecording) {
                              "durable_buffer_size_kb: 2048\n",
                              300);
   ringside::testing::StopProcesses(storm);
-  uint64_t discarded = 0;
+  uint64_t discarded = 0, events_discarded = 0;
   const trace::Trace t = testing::ReadTraceFile(r.path);
   for (const auto& p : t.packet()) {
     for (const auto& b : p.trace_stats().buffer_stats()) discarded += b.chunks_discarded();
+    for (const auto& l : p.trace_stats().ringside_event_loss()) {
+      if (l.stage() == "buffer") events_discarded += l.events_lost();
+    }
   }
   EXPECT_GT(discarded, 0u) << "the buffer did not fill";
+  EXPECT_GT(events_discarded, 0u);
   ExpectImportsCleanly(tp, r);
 }
 

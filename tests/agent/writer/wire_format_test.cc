@@ -1,6 +1,8 @@
 #include "agent/writer/wire_format.h"
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
@@ -28,6 +30,31 @@ TracePacket SevenEventPacket() {
 
 TEST(AgentWireFormatTest, CountsFullAndCompactEventsOfABundle) {
   EXPECT_EQ(CountEventsInPacket(SevenEventPacket().SerializeAsString()), 7u);
+}
+
+TEST(AgentWireFormatTest, CountsEventsByCpuAndTheFieldTheyAreWrittenAs) {
+  TracePacket p;
+  auto* bundle = p.mutable_ftrace_events();
+  bundle->set_cpu(3);
+  bundle->add_event()->mutable_sched_process_fork()->set_child_pid(7);
+  bundle->add_event()->mutable_sched_process_fork()->set_child_pid(8);
+  bundle->add_event()->mutable_sched_process_exit()->set_pid(7);
+  bundle->add_event()->set_timestamp(1);  // No payload: kind 0.
+  for (uint64_t ts : {10ull, 20ull}) bundle->mutable_compact_sched()->add_switch_timestamp(ts);
+  bundle->mutable_compact_sched()->add_waking_timestamp(30);
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> counted;
+  CountEventsByKind(p.SerializeAsString(), [&](uint32_t cpu, uint32_t field, uint64_t n) {
+    counted[{cpu, field}] += n;
+  });
+  using trace::FtraceEvent;
+  const std::map<std::pair<uint32_t, uint32_t>, uint64_t> expected = {
+      {{3, FtraceEvent::kSchedProcessForkFieldNumber}, 2},
+      {{3, FtraceEvent::kSchedProcessExitFieldNumber}, 1},
+      {{3, 0}, 1},
+      {{3, FtraceEvent::kSchedSwitchFieldNumber}, 2},
+      {{3, FtraceEvent::kSchedWakingFieldNumber}, 1}};
+  EXPECT_EQ(counted, expected);
+  EXPECT_EQ(CountEventsInPacket(p.SerializeAsString()), 7u);
 }
 
 TEST(AgentWireFormatTest, PacketWithoutABundleHasNoEvents) {

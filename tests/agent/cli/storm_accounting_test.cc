@@ -1,0 +1,618 @@
+// Exact accounting under an event storm, against the real kernel: for each
+// event type and CPU, the events in `ringside record`'s file + the losses
+// its trace_stats reports = the kernel's own count of the tracepoint (a
+// per-CPU perf_event_open counter) over the same window. With a BPF ring
+// small enough to drop, with a central ring small enough to wrap, and after
+// the storm (recovery: a quiet phase loses nothing).
+//
+// The window. The perf counters count every hit of a tracepoint on a CPU
+// between their enable and disable; the BPF programs every hit between
+// their attach and detach. Those two windows cannot be made to coincide for
+// the whole machine (other processes run at their edges), so both sides
+// count only the storm's tasks, by two selectors that pick the same tasks:
+//  - ringside: bpf_config.filter_cgroup_id, a cgroup of the test's own that
+//    the storm joins before it starts anything (its threads and children
+//    inherit it);
+//  - perf: a filter on comm (every task of the storm is named the same,
+//    unique to the test: storm --comm), on the fields the BPF programs
+//    select on (sched_switch: prev or next; fork: the parent; wakeups,
+//    migrations, exits: the task).
+// And the storm is held still at both edges: it is started and set up
+// before the recording (storm --hold: one thread blocked in poll()), the
+// counters are enabled only once the programs are attached, the storm does
+// everything between "go" and its JSON (threads started and joined, children
+// reaped), and the counters are disabled once its one thread is blocked
+// again. So no event of the storm's tasks happens outside the counters'
+// window while the programs are attached, and the two counts cover the
+// same hits.
+//
+// Where the kernel's count is not exact: switches *out of the idle task*
+// (prev_pid 0), of which perf tracepoint counters (and ftrace) see about
+// half on this kernel (tests/bpf/event_source_test.cc). sched_switch from
+// idle to a storm task would be selected on both sides, so the test keeps
+// the idle task from running at all: one SCHED_IDLE spinner per CPU (outside
+// the cgroup, another comm) is always runnable. Every other kind, and every
+// switch between tasks, is counted exactly. (One run in about six of the
+// quiet phase below, on a machine at load 16, had perf count 2 sched_wakeup
+// and 1 sched_migrate_task of the quiet load that the BPF programs never
+// saw, with no reserve failure and no skipped run reported; not understood
+// yet. The storm phases matched exactly in every run.)
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/ringside_cli.h"
+#include "tests/agent/testing/scratch_cgroup.h"
+#include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/perf_tracepoint_counter.h"
+
+namespace ringside::agent {
+namespace {
+
+using ::ringside::agent::testing::ReadTraceFile;
+using ::ringside::agent::testing::ScratchCgroup;
+using ::ringside::agent::testing::TempPath;
+using ::ringside::testing::PerfTracepointCounter;
+
+int64_t BootNs() {
+  timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// A child process with pipes to its stdin and from its stdout; killed and
+// reaped on destruction if still there.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::string& stderr_path) {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], STDIN_FILENO);
+      dup2(out[1], STDOUT_FILENO);
+      const int err = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (err >= 0) dup2(err, STDERR_FILENO);
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~Child() {
+    CloseStdin();
+    if (from_ >= 0) close(from_);
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+  // After Wait(): its CPU time and peak RSS.
+  const rusage& usage() const { return usage_; }
+  bool Send(const std::string& s) {
+    return to_ >= 0 && write(to_, s.data(), s.size()) == static_cast<ssize_t>(s.size());
+  }
+  void CloseStdin() {
+    if (to_ >= 0) close(to_);
+    to_ = -1;
+  }
+  // A line of its stdout, waiting up to `timeout_ms`; "" at its end or on
+  // timeout.
+  std::string ReadLine(int timeout_ms) {
+    const int64_t deadline = BootNs() + int64_t{timeout_ms} * 1'000'000;
+    for (;;) {
+      const size_t nl = buffered_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffered_.substr(0, nl);
+        buffered_.erase(0, nl + 1);
+        return line;
+      }
+      const int64_t left_ms = (deadline - BootNs()) / 1'000'000;
+      pollfd p{from_, POLLIN, 0};
+      if (left_ms <= 0 || poll(&p, 1, static_cast<int>(left_ms)) <= 0) return "";
+      char buf[4096];
+      const ssize_t n = read(from_, buf, sizeof(buf));
+      if (n <= 0) return "";
+      buffered_.append(buf, static_cast<size_t>(n));
+    }
+  }
+  // Its exit status (-signal when killed), waiting up to `timeout_ms`;
+  // -1000 on timeout.
+  int Wait(int timeout_ms) {
+    for (int waited = 0; waited <= timeout_ms; waited += 10) {
+      int status = 0;
+      if (wait4(pid_, &status, WNOHANG, &usage_) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      }
+      usleep(10'000);
+    }
+    return -1000;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string buffered_;
+  rusage usage_{};
+};
+
+// One SCHED_IDLE spinner per online CPU, pinned: the idle task never runs
+// while they do (see the top of the file). Killed on destruction.
+class IdleSpinners {
+ public:
+  IdleSpinners() {
+    for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); cpu++) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(static_cast<int>(cpu), &set);
+        sched_setaffinity(0, sizeof(set), &set);
+        sched_param param{};
+        sched_setscheduler(0, SCHED_IDLE, &param);
+        for (;;) {
+        }
+      }
+      if (pid > 0) pids_.push_back(pid);
+    }
+  }
+  ~IdleSpinners() {
+    for (pid_t p : pids_) kill(p, SIGKILL);
+    for (pid_t p : pids_) waitpid(p, nullptr, 0);
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// The kinds compared: the name in trace_stats, the tracepoint, and the perf
+// filter that selects what the BPF programs select, for comm `c`.
+struct Kind {
+  const char* name;
+  const char* tracepoint;
+  std::string (*filter)(const std::string& c);
+};
+const Kind kKinds[] = {
+    {"sched_switch", "sched/sched_switch",
+     [](const std::string& c) {
+       return absl::StrCat("prev_comm == \"", c, "\" || next_comm == \"", c, "\"");
+     }},
+    {"sched_wakeup", "sched/sched_wakeup",
+     [](const std::string& c) { return absl::StrCat("comm == \"", c, "\""); }},
+    {"sched_wakeup_new", "sched/sched_wakeup_new",
+     [](const std::string& c) { return absl::StrCat("comm == \"", c, "\""); }},
+    {"sched_migrate_task", "sched/sched_migrate_task",
+     [](const std::string& c) { return absl::StrCat("comm == \"", c, "\""); }},
+    {"sched_process_fork", "sched/sched_process_fork",
+     [](const std::string& c) { return absl::StrCat("parent_comm == \"", c, "\""); }},
+    {"sched_process_exit", "sched/sched_process_exit",
+     [](const std::string& c) { return absl::StrCat("comm == \"", c, "\""); }},
+};
+
+// Per kind, per CPU.
+using Counts = std::map<std::string, std::map<uint32_t, int64_t>>;
+
+// The storm's tasks' events of one phase, counted by the kernel.
+class KernelCounts {
+ public:
+  absl::Status Open(const std::string& comm) {
+    for (const Kind& k : kKinds) {
+      if (absl::Status st = counters_[k.name].Open(k.tracepoint, k.filter(comm)); !st.ok()) {
+        return st;
+      }
+    }
+    return absl::OkStatus();
+  }
+  void Enable() {
+    for (auto& [name, c] : counters_) c.Enable();
+  }
+  void Disable() {
+    for (auto& [name, c] : counters_) c.Disable();
+  }
+  Counts Read() const {
+    Counts out;
+    for (const auto& [name, c] : counters_) {
+      const std::vector<int64_t> per_cpu = c.CountPerCpu();
+      for (size_t cpu = 0; cpu < per_cpu.size(); cpu++) {
+        out[name][static_cast<uint32_t>(cpu)] = per_cpu[cpu];
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::map<std::string, PerfTracepointCounter> counters_;
+};
+
+const char* KindOf(const trace::FtraceEvent& e) {
+  switch (e.event_case()) {
+    case trace::FtraceEvent::kSchedWakeup:
+      return "sched_wakeup";
+    case trace::FtraceEvent::kSchedWakeupNew:
+      return "sched_wakeup_new";
+    case trace::FtraceEvent::kSchedMigrateTask:
+      return "sched_migrate_task";
+    case trace::FtraceEvent::kSchedProcessFork:
+      return "sched_process_fork";
+    case trace::FtraceEvent::kSchedProcessExit:
+      return "sched_process_exit";
+    default:
+      return "other";
+  }
+}
+
+// What a recording's file says: events per kind and CPU (those at or after
+// `split_ns` apart, when given), and the losses of its trace_stats.
+struct FileAccounting {
+  Counts events, events_after_split;
+  Counts staging, chunk_pool, buffer;
+  uint64_t missed_runs = 0;
+  uint64_t chunks_overwritten = 0;
+  int64_t switches_into_idle = 0;
+};
+
+FileAccounting Account(const trace::Trace& trace, int64_t split_ns) {
+  FileAccounting a;
+  for (const trace::TracePacket& p : trace.packet()) {
+    if (p.has_ftrace_events()) {
+      const trace::FtraceEventBundle& b = p.ftrace_events();
+      const uint32_t cpu = b.cpu();
+      for (const trace::FtraceEvent& e : b.event()) {
+        const char* kind = KindOf(e);
+        a.events[kind][cpu]++;
+        if (split_ns > 0 && static_cast<int64_t>(e.timestamp()) >= split_ns) {
+          a.events_after_split[kind][cpu]++;
+        }
+      }
+      const auto& cs = b.compact_sched();
+      uint64_t ts = 0;
+      for (int i = 0; i < cs.switch_timestamp_size(); i++) {
+        ts += cs.switch_timestamp(i);
+        a.events["sched_switch"][cpu]++;
+        if (split_ns > 0 && static_cast<int64_t>(ts) >= split_ns) {
+          a.events_after_split["sched_switch"][cpu]++;
+        }
+        if (i < cs.switch_next_pid_size() && cs.switch_next_pid(i) == 0) a.switches_into_idle++;
+      }
+    }
+    if (p.has_trace_stats()) {
+      const trace::TraceStats& s = p.trace_stats();
+      for (const auto& l : s.ringside_staging_loss()) {
+        if (l.kind() == "bpf_missed_runs") {
+          a.missed_runs += l.events_lost();
+        } else {
+          a.staging[l.kind()][l.cpu()] += static_cast<int64_t>(l.events_lost());
+        }
+      }
+      for (const auto& l : s.ringside_event_loss()) {
+        (l.stage() == "chunk_pool" ? a.chunk_pool : a.buffer)[l.kind()][l.cpu()] +=
+            static_cast<int64_t>(l.events_lost());
+      }
+      for (const auto& b : s.buffer_stats()) a.chunks_overwritten += b.chunks_overwritten();
+    }
+  }
+  return a;
+}
+
+int64_t Sum(const Counts& c, const std::string& kind) {
+  int64_t n = 0;
+  auto it = c.find(kind);
+  if (it == c.end()) return 0;
+  for (const auto& [cpu, v] : it->second) n += v;
+  return n;
+}
+
+int64_t At(const Counts& c, const std::string& kind, uint32_t cpu) {
+  auto it = c.find(kind);
+  if (it == c.end()) return 0;
+  auto jt = it->second.find(cpu);
+  return jt == it->second.end() ? 0 : jt->second;
+}
+
+// Waits until the storm is still: its one thread asleep in poll().
+bool WaitUntilStill(pid_t storm) {
+#ifdef SYS_poll
+  const std::string kPoll = std::to_string(SYS_poll);
+#else
+  const std::string kPoll = std::to_string(SYS_ppoll);
+#endif
+  for (int i = 0; i < 500; i++) {
+    std::ifstream status(absl::StrCat("/proc/", storm, "/status"));
+    std::string line, state, threads;
+    while (std::getline(status, line)) {
+      if (line.rfind("State:", 0) == 0) state = line;
+      if (line.rfind("Threads:", 0) == 0) threads = line;
+    }
+    std::ifstream syscall(absl::StrCat("/proc/", storm, "/syscall"));
+    std::string nr;
+    syscall >> nr;
+    if (state.find("(sleeping)") != std::string::npos && threads == "Threads:\t1" &&
+        (nr == kPoll || nr == std::to_string(SYS_ppoll))) {
+      usleep(20'000);  // Past the schedule() that put it to sleep.
+      return true;
+    }
+    usleep(10'000);
+  }
+  return false;
+}
+
+struct StormSetup {
+  uint32_t ring_size_kb = 4096;
+  uint32_t drain_period_ms = 100;
+  uint32_t buffer_kb = 65536;
+  double storm_s = 4;
+  int pairs = 2;
+  int forkers = 2;
+  bool quiet_phase = false;  // Then a quiet load after the storm.
+};
+
+struct Result {
+  FileAccounting file;
+  Counts kernel;        // Over the whole recording (both phases).
+  Counts kernel_quiet;  // Over the quiet phase only.
+  std::string storm_json;
+  std::string quiet_json;
+  double storm_s = 0;       // Between the counters' enable and disable.
+  double record_cpu_s = 0;  // ringside record's user + system time.
+  long record_max_rss_kb = 0;
+};
+
+// Records the storm (and the quiet phase) with `setup`, counting the
+// storm's tasks' events with perf on the side.
+void RecordStorm(const StormSetup& setup, Result* result) {
+  const std::string storm_bin = RINGSIDE_BUILD_DIR "/storm";
+  ASSERT_EQ(access(storm_bin.c_str(), X_OK), 0) << storm_bin << " missing: make build/storm";
+  ScratchCgroup cgroup("storm");
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  const std::string comm = absl::StrCat("rsst", getpid() % 1000000);
+  const std::string quiet_comm = absl::StrCat("rsqt", getpid() % 1000000);
+  KernelCounts storm_counts, quiet_counts;
+  if (absl::Status st = storm_counts.Open(comm); !st.ok()) GTEST_SKIP() << "needs perf: " << st;
+  ASSERT_TRUE(quiet_counts.Open(quiet_comm).ok());
+
+  const std::string config = TempPath("storm.pbtxt");
+  const std::string out = TempPath("storm.pftrace");
+  std::ofstream(config) << absl::StrCat(
+      "buffers { size_kb: ", setup.buffer_kb, " fill_policy: RING_BUFFER }\n",
+      "data_sources { config { name: \"linux.bpf\" target_buffer: 0 bpf_config {\n",
+      "  ring_size_kb: ", setup.ring_size_kb, " drain_period_ms: ", setup.drain_period_ms, "\n",
+      "  filter_cgroup_id: ", cgroup.id(), "\n} } }\n");
+
+  IdleSpinners spinners;
+  // Both loads are set up and still before the programs attach.
+  Child storm({storm_bin, "--hold", "--comm", comm, "--cgroup", cgroup.dir(), "--duration",
+               absl::StrCat(setup.storm_s), "--pairs", absl::StrCat(setup.pairs), "--forkers",
+               absl::StrCat(setup.forkers)},
+              TempPath("storm.err"));
+  ASSERT_EQ(storm.ReadLine(10'000), "ready");
+  ASSERT_TRUE(WaitUntilStill(storm.pid()));
+  // The quiet phase: in the same cgroup, another comm (its own counters).
+  std::unique_ptr<Child> quiet;
+  if (setup.quiet_phase) {
+    quiet = std::make_unique<Child>(
+        std::vector<std::string>{storm_bin, "--hold", "--comm", quiet_comm, "--cgroup",
+                                 cgroup.dir(), "--duration", "2", "--pairs", "1", "--forkers", "1",
+                                 "--pause-us", "5000"},
+        TempPath("quiet.err"));
+    ASSERT_EQ(quiet->ReadLine(10'000), "ready");
+    ASSERT_TRUE(WaitUntilStill(quiet->pid()));
+  }
+  // CMD runs once the programs are attached; it ends when its stdin does.
+  Child record({RINGSIDE_BUILD_DIR "/ringside", "record", "-c", config, "-o", out, "--", "/bin/sh",
+                "-c", "echo attached; exec cat >/dev/null"},
+               TempPath("record.err"));
+  ASSERT_EQ(record.ReadLine(30'000), "attached");
+
+  storm_counts.Enable();
+  const int64_t enabled_ns = BootNs();
+  ASSERT_TRUE(storm.Send("go\n"));
+  result->storm_json = storm.ReadLine(static_cast<int>(setup.storm_s * 1000) + 20'000);
+  ASSERT_FALSE(result->storm_json.empty());
+  ASSERT_TRUE(WaitUntilStill(storm.pid()));
+  storm_counts.Disable();
+  result->storm_s = static_cast<double>(BootNs() - enabled_ns) / 1e9;
+
+  int64_t split_ns = 0;
+  if (quiet != nullptr) {
+    split_ns = BootNs();
+    quiet_counts.Enable();
+    ASSERT_TRUE(quiet->Send("go\n"));
+    result->quiet_json = quiet->ReadLine(30'000);
+    ASSERT_FALSE(result->quiet_json.empty());
+    ASSERT_TRUE(WaitUntilStill(quiet->pid()));
+    quiet_counts.Disable();
+  }
+  record.CloseStdin();
+  ASSERT_EQ(record.Wait(60'000), 0);
+  const rusage& ru = record.usage();
+  result->record_cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  result->record_max_rss_kb = ru.ru_maxrss;
+  // The loads exit once the recording has stopped, outside the window.
+  storm.CloseStdin();
+  EXPECT_EQ(storm.Wait(10'000), 0);
+  if (quiet != nullptr) {
+    quiet->CloseStdin();
+    EXPECT_EQ(quiet->Wait(10'000), 0);
+  }
+
+  result->file = Account(ReadTraceFile(out), split_ns);
+  result->kernel = storm_counts.Read();
+  if (setup.quiet_phase) {
+    result->kernel_quiet = quiet_counts.Read();
+    for (auto& [kind, per_cpu] : result->kernel_quiet) {
+      for (auto& [cpu, n] : per_cpu) result->kernel[kind][cpu] += n;
+    }
+  }
+  std::remove(out.c_str());
+  std::remove(config.c_str());
+}
+
+// For every kind and CPU: file + staging + chunk pool + buffer = kernel.
+// Prints the table; returns the totals lost (staging, buffer).
+std::pair<int64_t, int64_t> ExpectExactAccounting(const Result& r) {
+  const FileAccounting& f = r.file;
+  int64_t staging_total = 0, buffer_total = 0;
+  std::printf("storm: %s\n", r.storm_json.c_str());
+  std::printf("%-20s %4s %10s %10s %10s %10s %10s %6s\n", "kind", "cpu", "kernel", "file",
+              "bpf_ring", "chunk_pool", "buffer", "diff");
+  for (const Kind& k : kKinds) {
+    for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); cpu++) {
+      const uint32_t c = static_cast<uint32_t>(cpu);
+      const int64_t kernel = At(r.kernel, k.name, c), file = At(f.events, k.name, c),
+                    staging = At(f.staging, k.name, c), pool = At(f.chunk_pool, k.name, c),
+                    buffer = At(f.buffer, k.name, c);
+      const int64_t diff = file + staging + pool + buffer - kernel;
+      std::printf("%-20s %4u %10lld %10lld %10lld %10lld %10lld %6lld\n", k.name, c,
+                  static_cast<long long>(kernel), static_cast<long long>(file),
+                  static_cast<long long>(staging), static_cast<long long>(pool),
+                  static_cast<long long>(buffer), static_cast<long long>(diff));
+      EXPECT_EQ(diff, 0) << k.name << " on CPU " << c << ": file " << file << " + bpf ring "
+                         << staging << " + chunk pool " << pool << " + buffer " << buffer
+                         << " != kernel " << kernel;
+      staging_total += staging;
+      buffer_total += buffer;
+    }
+  }
+  std::printf("program runs the kernel skipped (bpf_missed_runs): %llu\n",
+              static_cast<unsigned long long>(f.missed_runs));
+  EXPECT_EQ(f.missed_runs, 0u) << "program runs the kernel skipped are not per CPU and kind";
+  // The idle task never ran after a storm task (the spinners kept it off).
+  EXPECT_EQ(f.switches_into_idle, 0);
+  // The storm made the counts worth comparing.
+  EXPECT_GT(Sum(r.kernel, "sched_switch"), 10'000);
+  EXPECT_GT(Sum(r.kernel, "sched_process_fork"), 100);
+  EXPECT_GT(Sum(r.kernel, "sched_process_exit"), 100);
+  return {staging_total, buffer_total};
+}
+
+TEST(StormAccountingTest, BpfRingDropsAreCountedExactlyPerCpuAndType) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  StormSetup s;
+  s.ring_size_kb = 4;  // About 50 records; drained every second, or when a quarter full.
+  s.drain_period_ms = 1000;
+  Result r;
+  RecordStorm(s, &r);
+  if (IsSkipped() || HasFatalFailure()) return;
+  const auto [staging, buffer] = ExpectExactAccounting(r);
+  EXPECT_GT(staging, 1000) << "the BPF rings were meant to drop";
+  EXPECT_EQ(buffer, 0);
+}
+
+TEST(StormAccountingTest, OverwrittenEventsOfAWrappedRingAreCountedExactly) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  StormSetup s;
+  s.buffer_kb = 512;  // Wraps many times over in the storm.
+  Result r;
+  RecordStorm(s, &r);
+  if (IsSkipped() || HasFatalFailure()) return;
+  const auto [staging, buffer] = ExpectExactAccounting(r);
+  EXPECT_GT(r.file.chunks_overwritten, 100u);
+  EXPECT_GT(buffer, 10'000) << "the central ring was meant to wrap";
+}
+
+// Recovery: after a storm that made the BPF rings drop, a quiet load in
+// the same recording is recorded whole: every event the kernel counted in
+// that phase is in the file (so none of it was lost, and no ring or source
+// was left stuck).
+TEST(StormAccountingTest, AfterAStormThatDroppedAQuietPhaseLosesNothing) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  StormSetup s;
+  // About 220 records per CPU, the reader woken at a quarter: the storm
+  // overflows it, the quiet phase's two thousand events a second do not.
+  s.ring_size_kb = 16;
+  s.drain_period_ms = 100;
+  s.quiet_phase = true;
+  Result r;
+  RecordStorm(s, &r);
+  if (IsSkipped() || HasFatalFailure()) return;
+  const auto [staging, buffer] = ExpectExactAccounting(r);
+  EXPECT_GT(staging, 100) << "the storm was meant to make the BPF rings drop";
+  std::printf("quiet: %s\n", r.quiet_json.c_str());
+  for (const Kind& k : kKinds) {
+    for (const auto& [cpu, kernel] : r.kernel_quiet[k.name]) {
+      EXPECT_EQ(At(r.file.events_after_split, k.name, cpu), kernel)
+          << k.name << " on CPU " << cpu << " in the quiet phase";
+    }
+  }
+  EXPECT_GT(Sum(r.kernel_quiet, "sched_process_fork"), 100);
+  EXPECT_GT(Sum(r.kernel_quiet, "sched_switch"), 500);
+}
+
+// The figures (tests/bench/storm_accounting.sh, `make storm`): a longer
+// storm (STORM_SECONDS, 30) against ringside record with the shipped
+// defaults (STORM_RING_KB, STORM_BUFFER_KB to change them), the exact
+// accounting above, and ringside's cost. Not part of `make test`.
+TEST(StormAccountingTest, DISABLED_Figures) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  auto env = [](const char* name, double fallback) {
+    const char* v = getenv(name);
+    return v != nullptr && *v != '\0' ? std::atof(v) : fallback;
+  };
+  StormSetup s;
+  s.storm_s = env("STORM_SECONDS", 30);
+  s.ring_size_kb = static_cast<uint32_t>(env("STORM_RING_KB", 4096));
+  s.buffer_kb = static_cast<uint32_t>(env("STORM_BUFFER_KB", 65536));
+  s.pairs = static_cast<int>(env("STORM_PAIRS", 2));
+  s.forkers = static_cast<int>(env("STORM_FORKERS", 2));
+  Result r;
+  RecordStorm(s, &r);
+  if (IsSkipped() || HasFatalFailure()) return;
+  ExpectExactAccounting(r);
+  int64_t kernel = 0, file = 0, staging = 0, pool = 0, buffer = 0;
+  for (const Kind& k : kKinds) {
+    kernel += Sum(r.kernel, k.name);
+    file += Sum(r.file.events, k.name);
+    staging += Sum(r.file.staging, k.name);
+    pool += Sum(r.file.chunk_pool, k.name);
+    buffer += Sum(r.file.buffer, k.name);
+  }
+  std::printf(
+      "\nconfig: bpf ring %u KiB per CPU, drain %u ms, central RING_BUFFER %u KiB, %d pairs, "
+      "%d forkers, %ld CPUs\n",
+      s.ring_size_kb, s.drain_period_ms, s.buffer_kb, s.pairs, s.forkers,
+      sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf("storm rate:        %.0f events/s (kernel count %lld in %.1f s)\n",
+              static_cast<double>(kernel) / r.storm_s, static_cast<long long>(kernel), r.storm_s);
+  std::printf("ringside record:   %.2f CPU s (%.1f%% of one CPU), peak RSS %.1f MiB\n",
+              r.record_cpu_s, 100 * r.record_cpu_s / r.storm_s,
+              static_cast<double>(r.record_max_rss_kb) / 1024);
+  std::printf("events kept:       %lld\n", static_cast<long long>(file));
+  std::printf("lost, BPF ring:    %lld\n", static_cast<long long>(staging));
+  std::printf("lost, chunk pool:  %lld\n", static_cast<long long>(pool));
+  std::printf("lost, buffer wrap: %lld (%llu chunks overwritten)\n", static_cast<long long>(buffer),
+              static_cast<unsigned long long>(r.file.chunks_overwritten));
+  std::printf("kept + lost - kernel count: %lld\n",
+              static_cast<long long>(file + staging + pool + buffer - kernel));
+}
+
+}  // namespace
+}  // namespace ringside::agent
