@@ -273,6 +273,16 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
   // started from, which a service manager does not promise; a file where a
   // directory must be fails here, not once the agent has started its
   // sources.
+  // The C library would read a path only up to a NUL byte: another path.
+  for (const auto& [name, path] :
+       {std::pair<const char*, const std::string&>{"output_path", cfg.output_path()},
+        {"output_dir", cfg.output_dir()},
+        {"control_socket", cfg.control_socket()}}) {
+    if (path.find('\0') != std::string::npos) {
+      v->Fail({{name, -1}}, absl::StrCat("is '", absl::CHexEscape(path),
+                                         "', which holds a NUL byte: a path cannot"));
+    }
+  }
   if (cfg.has_output_dir()) {
     if (cfg.output_dir().empty() || cfg.output_dir()[0] != '/') {
       v->Fail({{"output_dir", -1}}, absl::StrCat("is '", cfg.output_dir(), "': an absolute path"));

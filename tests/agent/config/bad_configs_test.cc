@@ -170,6 +170,9 @@ const std::vector<BadConfig>& BadConfigs() {
        absl::StrCat(kBuffer, "control_socket: \"/proc/version/control.sock\"\n"),
        "bad.pbtxt: line 2, column 1: control_socket is '/proc/version/control.sock', but "
        "/proc/version is not a directory: a path in a directory the agent can write"},
+      {"a path with a NUL byte", absl::StrCat(kBuffer, "output_dir: \"/tmp\\000/x\"\n"),
+       "bad.pbtxt: line 2, column 1: output_dir is '/tmp\\x00/x', which holds a NUL byte: a path "
+       "cannot"},
       {"an output_group that does not exist",
        absl::StrCat(kBuffer, "output_group: \"rs-no-such-group\"\n"),
        "bad.pbtxt: line 2, column 1: output_group is 'rs-no-such-group': no such group on this "
