@@ -300,6 +300,17 @@ $(FUZZ_DIR)/control_request_fuzzer: tests/fuzz/control_request_fuzzer.cc $(CONTR
 	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -isystem $(BUILD)/gen $(filter %.cc,$^) \
 	  $(shell $(PKG_CONFIG) --cflags --libs protobuf absl_statusor absl_strings) -o $@
 
+# A config file's text, through the loader, the agent's defaults and checks,
+# and the reload plan.
+CONFIG_TEXT_SRCS := agent/config/config_loader.cc agent/config/defaults.cc \
+  agent/daemon/config_reload.cc $(BUILD)/gen/ringside/config/trace_config.pb.cc \
+  $(wildcard agent/config/*.h agent/daemon/config_reload.h) bpf/common_events.h
+
+$(FUZZ_DIR)/config_text_fuzzer: tests/fuzz/config_text_fuzzer.cc $(CONFIG_TEXT_SRCS)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -isystem $(BUILD)/gen $(filter %.cc,$^) \
+	  $(shell $(PKG_CONFIG) --cflags --libs protobuf absl_statusor absl_strings absl_str_format) -o $@
+
 $(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_generator.cc
 	@mkdir -p $(@D)
 	$(CXX) -std=c++20 -O2 $(WARNINGS) $< -o $@
@@ -310,9 +321,10 @@ fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-run
 
 fuzz-run: $(FUZZ_DIR)/trace_buffer_fuzzer $(FUZZ_DIR)/page_parser_fuzzer $(FUZZ_DIR)/trace_file_fuzzer \
-  $(FUZZ_DIR)/control_request_fuzzer
+  $(FUZZ_DIR)/control_request_fuzzer $(FUZZ_DIR)/config_text_fuzzer
 	@mkdir -p $(FUZZ_DIR)/corpus/trace_buffer $(FUZZ_DIR)/corpus/page_parser \
-	  $(FUZZ_DIR)/corpus/trace_file $(FUZZ_DIR)/corpus/control_request
+	  $(FUZZ_DIR)/corpus/trace_file $(FUZZ_DIR)/corpus/control_request \
+	  $(FUZZ_DIR)/corpus/config_text
 	$(FUZZ_DIR)/trace_buffer_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -max_len=8192 $(FUZZ_DIR)/corpus/trace_buffer tests/fuzz/corpus/trace_buffer
 	$(FUZZ_DIR)/page_parser_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
@@ -321,6 +333,9 @@ fuzz-run: $(FUZZ_DIR)/trace_buffer_fuzzer $(FUZZ_DIR)/page_parser_fuzzer $(FUZZ_
 	  -max_len=65536 $(FUZZ_DIR)/corpus/trace_file tests/fuzz/corpus/trace_file
 	$(FUZZ_DIR)/control_request_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  -max_len=8192 $(FUZZ_DIR)/corpus/control_request tests/fuzz/corpus/control_request
+	$(FUZZ_DIR)/config_text_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -max_len=8192 -dict=tests/fuzz/config_text.dict \
+	  $(FUZZ_DIR)/corpus/config_text tests/fuzz/corpus/config_text
 
 # Regenerates the committed seed corpus.
 fuzz-corpus: $(FUZZ_DIR)/trace_buffer_corpus_generator

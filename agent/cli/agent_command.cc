@@ -92,6 +92,12 @@ int RunAgentCommand(const ParsedArgs& args) {
       !s.ok()) {
     return UsageError(spec, std::string(s.message()));
   }
+  if (absl::Status s = AgentService::CheckConfig(config); !s.ok()) {
+    std::fprintf(stderr, "ringside agent: %s: %s\n",
+                 config_path.empty() ? "flags" : config_path.c_str(),
+                 std::string(s.message()).c_str());
+    return kExitUsage;
+  }
   const std::string run_dir = args.Get("run-dir", kDefaultRunDir);
   if (run_dir.empty() || run_dir[0] != '/') {
     return UsageError(spec, absl::StrCat("--run-dir ", run_dir, ": an absolute path"));

@@ -69,8 +69,12 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
   void AddError(int line, google::protobuf::io::ColumnNumber column,
                 const std::string& message) override {
-    if (error_.empty())
-      error_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
+    if (!error_.empty()) return;
+    error_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
+    // The parser names the token it found, which at the end is none.
+    if (absl::EndsWith(message, "got: ")) {
+      absl::StrAppend(&error_, "the end of the file (is a '}' missing?)");
+    }
   }
   void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
   const std::string& error() const { return error_; }
@@ -121,22 +125,24 @@ class Validator {
   }
 
  private:
+  // Where the field was written; for a field left out (an empty name, no
+  // kinds), where the innermost section holding it was.
   std::string Where(const FieldPath& path) const {
     const google::protobuf::Descriptor* d = config::TraceConfig::descriptor();
     const google::protobuf::TextFormat::ParseInfoTree* tree = tree_;
+    google::protobuf::TextFormat::ParseLocation found;
     for (size_t i = 0; tree != nullptr && d != nullptr && i < path.size(); i++) {
       const google::protobuf::FieldDescriptor* f = d->FindFieldByName(path[i].first);
-      if (f == nullptr) return "";
+      if (f == nullptr) break;
       const int index = f->is_repeated() ? std::max(path[i].second, 0) : -1;
-      if (i + 1 == path.size()) {
-        const auto loc = tree->GetLocation(f, index);
-        if (loc.line < 0) return "";
-        return absl::StrCat("line ", loc.line + 1, ", column ", loc.column + 1, ": ");
-      }
+      const auto loc = tree->GetLocation(f, index);
+      if (loc.line >= 0) found = loc;
+      if (i + 1 == path.size()) break;
       tree = tree->GetTreeForNested(f, index);
       d = f->message_type();
     }
-    return "";
+    if (found.line < 0) return "";
+    return absl::StrCat("line ", found.line + 1, ", column ", found.column + 1, ": ");
   }
 
   std::string file_name_;
@@ -166,6 +172,20 @@ const std::vector<int>& SignalsTheIncidentSourceSees() {
   // SIGKILL.
   static const std::vector<int>* signals = new std::vector<int>{4, 6, 7, 8, 9, 11};
   return *signals;
+}
+
+// The first directory of `path` (absolute), or `path` itself when
+// `with_last`, that exists and is not a directory: the agent cannot create
+// anything below it. "" when there is none (what is missing is created).
+std::string FirstNotADirectory(const std::string& path, bool with_last) {
+  for (size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {
+    if (end == std::string::npos && !with_last) return "";
+    const std::string prefix = path.substr(0, end);
+    struct stat st;
+    if (stat(prefix.c_str(), &st) != 0) return "";
+    if (!S_ISDIR(st.st_mode)) return prefix;
+    if (end == std::string::npos) return "";
+  }
 }
 
 void CheckCgroupPath(const std::string& path, const FieldPath& at, Validator* v) {
@@ -255,9 +275,29 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                          kMaxConsumerCpuPercent, " (0: no limit)"));
   }
   // The agent's paths: relative ones would depend on the directory it was
-  // started from, which a service manager does not promise.
-  if (cfg.has_output_dir() && (cfg.output_dir().empty() || cfg.output_dir()[0] != '/')) {
-    v->Fail({{"output_dir", -1}}, absl::StrCat("is '", cfg.output_dir(), "': an absolute path"));
+  // started from, which a service manager does not promise; a file where a
+  // directory must be fails here, not once the agent has started its
+  // sources.
+  // The C library would read a path only up to a NUL byte: another path.
+  for (const auto& [name, path] :
+       {std::pair<const char*, const std::string&>{"output_path", cfg.output_path()},
+        {"output_dir", cfg.output_dir()},
+        {"control_socket", cfg.control_socket()}}) {
+    if (path.find('\0') != std::string::npos) {
+      v->Fail({{name, -1}}, absl::StrCat("is '", absl::CHexEscape(path),
+                                         "', which holds a NUL byte: a path cannot"));
+    }
+  }
+  if (cfg.has_output_dir()) {
+    if (cfg.output_dir().empty() || cfg.output_dir()[0] != '/') {
+      v->Fail({{"output_dir", -1}}, absl::StrCat("is '", cfg.output_dir(), "': an absolute path"));
+    } else if (const std::string file = FirstNotADirectory(cfg.output_dir(), true); !file.empty()) {
+      v->Fail({{"output_dir", -1}},
+              absl::StrCat("is '", absl::CHexEscape(cfg.output_dir()), "', but ",
+                           absl::CHexEscape(file),
+                           " is not a directory: a directory, or a path the agent can create "
+                           "one at"));
+    }
   }
   if (cfg.has_control_socket()) {
     if (cfg.control_socket().empty() || cfg.control_socket()[0] != '/') {
@@ -268,6 +308,28 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                                                      " bytes long: a unix socket path is "
                                                      "at most ",
                                                      sizeof(sockaddr_un{}.sun_path) - 1));
+    } else if (const std::string file = FirstNotADirectory(cfg.control_socket(), false);
+               !file.empty()) {
+      v->Fail({{"control_socket", -1}},
+              absl::StrCat("is '", absl::CHexEscape(cfg.control_socket()), "', but ",
+                           absl::CHexEscape(file),
+                           " is not a directory: a path in a directory the agent can write"));
+    }
+  }
+  // Settings of the stream: without it they would be ignored, which hides
+  // a forgotten `write_into_file: true`.
+  if (!cfg.write_into_file()) {
+    for (const auto& [name, value] :
+         {std::pair<const char*, uint64_t>{"file_write_period_ms", cfg.file_write_period_ms()},
+          {"max_file_size_bytes", cfg.max_file_size_bytes()},
+          {"file_rotation_period_ms", cfg.file_rotation_period_ms()},
+          {"max_files", cfg.max_files()},
+          {"max_total_bytes", cfg.max_total_bytes()}}) {
+      if (value != 0) {
+        v->Fail({{name, -1}}, absl::StrCat("is ", value,
+                                           " without write_into_file: true: it applies only "
+                                           "to streaming; set write_into_file or remove it"));
+      }
     }
   }
   if (cfg.has_control_group() && cfg.control_group().empty()) {
@@ -321,6 +383,17 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                                            " (0: no limit)"));
       }
     }
+    if (t.stop_delay_ms() > kMaxTriggerStopDelayMs) {
+      v->Fail(field("stop_delay_ms"),
+              absl::StrCat("is ", t.stop_delay_ms(), ": at most ", kMaxTriggerStopDelayMs,
+                           " (10 minutes); later, the buffers no longer hold the trigger's "
+                           "moment"));
+    }
+    if (t.cooldown_ms() > kMaxTriggerCooldownMs) {
+      v->Fail(field("cooldown_ms"),
+              absl::StrCat("is ", t.cooldown_ms(), ": at most ", kMaxTriggerCooldownMs,
+                           " (24 hours; 0: none); for fewer fires, set max_per_24_h"));
+    }
     // Written so that NaN fails too.
     if (!(t.skip_probability() >= 0 && t.skip_probability() <= 1)) {
       v->Fail(field("skip_probability"),
@@ -344,7 +417,19 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
     if (ds.target_buffer() >= static_cast<uint32_t>(cfg.buffers_size())) {
       v->Fail(field({{"target_buffer", -1}}),
               absl::StrCat("is ", ds.target_buffer(), " but there are only ", cfg.buffers_size(),
-                           " buffers"));
+                           " buffers: an index from 0 to ", cfg.buffers_size() - 1));
+    }
+    // Two sources of one name into one buffer record the same kernel events
+    // twice (each loads its own programs, or its own tracefs instance).
+    for (int j = 0; j < i; j++) {
+      const config::DataSourceConfig& other = cfg.data_sources(j).config();
+      if (other.name() == ds.name() && other.target_buffer() == ds.target_buffer()) {
+        v->Fail(field({{"name", -1}}),
+                absl::StrCat("'", ds.name(), "' also writes into buffers[", ds.target_buffer(),
+                             "], as data_sources[", j,
+                             "] does: one data source of a name per buffer; merge the two"));
+        break;
+      }
     }
     if (ds.name() == "linux.ftrace") {
       const config::FtraceConfig& f = ds.ftrace_config();
@@ -395,6 +480,21 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                              b.filter_container_id_size() + b.filter_cgroup_path_size(),
                              " values: at most ", kMaxCgroupFilterValues, " together"));
       }
+    }
+  }
+  // A buffer no source writes into stays empty and takes its memory for
+  // nothing; a config without sources (triggers only, tests) is left be.
+  for (int i = 0; i < cfg.buffers_size() && cfg.data_sources_size() > 0; i++) {
+    const bool written =
+        std::any_of(cfg.data_sources().begin(), cfg.data_sources().end(),
+                    [i](const config::TraceConfig::DataSource& ds) {
+                      return ds.config().target_buffer() == static_cast<uint32_t>(i);
+                    });
+    if (!written) {
+      v->Fail({{"buffers", i}}, absl::StrCat("is the target_buffer of no data source, so it "
+                                             "would stay empty: point a data source at it "
+                                             "(target_buffer: ",
+                                             i, ") or remove it"));
     }
   }
 }

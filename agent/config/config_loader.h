@@ -23,6 +23,12 @@ inline constexpr uint64_t kMaxBpfRingSizeKb = uint64_t{1} << 21;
 // Per CPU; beyond this the kernel's page allocation fails on any machine
 // that would want it.
 inline constexpr uint64_t kMaxFtraceBufferSizeKb = uint64_t{1} << 21;
+// trigger_config.triggers.stop_delay_ms: a snapshot this long after its
+// trigger; later, the buffers no longer hold the moment it was fired for.
+inline constexpr uint32_t kMaxTriggerStopDelayMs = 600'000;
+// trigger_config.triggers.cooldown_ms: a day; a longer pause is
+// max_per_24_h: 1.
+inline constexpr uint32_t kMaxTriggerCooldownMs = 86'400'000;
 // The BPF programs' tgid filter table (RS_MAX_FILTER_TGIDS).
 inline constexpr int kMaxFilterTgids = 16;
 // A trigger's name travels in control requests, file names and the trace:

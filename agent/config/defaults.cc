@@ -1,15 +1,27 @@
 #include "agent/config/defaults.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace ringside::agent {
 
 void ApplyDefaults(config::TraceConfig* config) {
+  for (config::TraceConfig::BufferConfig& b : *config->mutable_buffers()) {
+    const uint64_t kb = b.size_kb();
+    if (kb % kBufferPageKb != 0 && kb < UINT32_MAX - kBufferPageKb) {
+      b.set_size_kb(static_cast<uint32_t>((kb / kBufferPageKb + 1) * kBufferPageKb));
+    }
+  }
   for (config::TraceConfig::DataSource& ds : *config->mutable_data_sources()) {
     config::DataSourceConfig* c = ds.mutable_config();
     if (c->name() == "linux.bpf") {
       config::BpfConfig* b = c->mutable_bpf_config();
       if (b->ring_size_kb() == 0) b->set_ring_size_kb(kDefaultBpfRingSizeKb);
+      // The ring the kernel makes: a power of two number of pages.
+      uint64_t ring_kb = std::max<uint64_t>(1, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024);
+      while (ring_kb < b->ring_size_kb()) ring_kb <<= 1;
+      if (ring_kb <= UINT32_MAX) b->set_ring_size_kb(static_cast<uint32_t>(ring_kb));
       if (b->drain_period_ms() == 0) b->set_drain_period_ms(kDefaultBpfDrainPeriodMs);
     } else if (c->name() == "linux.ftrace") {
       config::FtraceConfig* f = c->mutable_ftrace_config();

@@ -12,7 +12,12 @@ namespace ringside::agent {
 // trace's embedded config states what was in effect. docs/config.md names
 // each one.
 
-// linux.bpf: per-CPU staging ring, and how often its consumer reads it.
+// buffers.size_kb: a buffer is a whole number of 4 KiB pages (its chunks'
+// size, and TraceBuffer's page); a size between two is rounded up, as
+// Perfetto does, and the effective config states the rounded size.
+inline constexpr uint32_t kBufferPageKb = 4;
+// linux.bpf: per-CPU staging ring (rounded up to a power of two pages in
+// the effective config, as the kernel makes it), and how often its consumer reads it.
 inline constexpr uint32_t kDefaultBpfRingSizeKb = 4096;
 inline constexpr uint32_t kDefaultBpfDrainPeriodMs = 100;
 // linux.bpf's filter_container_id / filter_cgroup_path: how often the

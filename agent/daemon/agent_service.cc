@@ -58,8 +58,7 @@ AgentService::~AgentService() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options options) {
-  const config::TraceConfig& cfg = options.config;
+absl::Status AgentService::CheckConfig(const config::TraceConfig& cfg) {
   if (cfg.has_trigger_config() &&
       cfg.trigger_config().trigger_mode() != config::TraceConfig::TriggerConfig::CLONE_SNAPSHOT &&
       cfg.trigger_config().trigger_mode() != config::TraceConfig::TriggerConfig::UNSPECIFIED) {
@@ -68,6 +67,11 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
         config::TraceConfig::TriggerConfig::TriggerMode_Name(cfg.trigger_config().trigger_mode()),
         ": the agent records until stopped and takes CLONE_SNAPSHOTs; use CLONE_SNAPSHOT"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options options) {
+  if (absl::Status st = CheckConfig(options.config); !st.ok()) return st;
   std::unique_ptr<AgentService> s(new AgentService(std::move(options)));
   {
     absl::MutexLock lock(&s->mu_);

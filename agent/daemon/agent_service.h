@@ -62,6 +62,12 @@ class AgentService : public ControlHandler, public IncidentListener {
     bool drop_capabilities = false;
   };
 
+  // What only the agent refuses in a config ParseConfig accepts: a
+  // trigger_mode it does not act on. kUnimplemented naming the field and
+  // what to use. `ringside agent` asks before it takes its lock, so that a
+  // refused config starts nothing; Start() asks again.
+  static absl::Status CheckConfig(const config::TraceConfig& config);
+
   // Loads and starts the session, creates output_dir and the control
   // socket. The caller has blocked SIGTERM, SIGINT, SIGHUP and SIGUSR1 in
   // every thread (before this call, so the service's threads inherit it).
