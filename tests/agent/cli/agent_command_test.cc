@@ -527,7 +527,13 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
   absl::StatusOr<control::Reply> later = Ask(socket(), trigger);
   ASSERT_TRUE(later.ok()) << later.status();
   EXPECT_TRUE(absl::StrContains(later->error(), "suppressed: cooldown")) << later->error();
+  // The file is in place a moment before the writer's status says so
+  // (retention runs in between).
   absl::StatusOr<control::Reply> st = Ask(socket(), StatusRequest());
+  for (int i = 0; i < 100 && st.ok() && st->status().snapshots().last_reason().empty(); i++) {
+    absl::SleepFor(absl::Milliseconds(50));
+    st = Ask(socket(), StatusRequest());
+  }
   ASSERT_TRUE(st.ok()) << st.status();
   // The one that joined and the one the cooldown held back.
   EXPECT_EQ(st->status().snapshots().suppressed(), 2u);
