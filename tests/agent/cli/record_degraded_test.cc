@@ -258,50 +258,23 @@ int64_t BootTimeNs() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-// CPU 1 goes offline during a recording and comes back: the recording goes
-// on on the other CPUs meanwhile, ends whole, and CPU 1's events are there
-// again after it came back.
-TEST_F(RecordDegradedTest, ACpuGoingOfflineAndOnlineWhileRecording) {
-  RINGSIDE_REQUIRE_TRACEFS();
-  const std::string online = "/sys/devices/system/cpu/cpu1/online";
-  if (access(online.c_str(), W_OK) != 0) {
-    GTEST_SKIP() << online << " cannot be written here: CPU 1 cannot be taken offline";
-  }
-  {
-    std::ifstream in(online);
-    std::string v;
-    in >> v;
-    if (v != "1") GTEST_SKIP() << "CPU 1 is not online to begin with";
-  }
-  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(1);
-  pid_t recorder = -1;
-  testing::RunRingside({"record", "--duration", "4s", "-o", out_}, &recorder, /*wait=*/false);
-  int64_t offline_ns = 0, online_ns = 0;
-  {
-    CpuOffline cpu1(1);
-    absl::SleepFor(absl::Milliseconds(1500));
-    offline_ns = BootTimeNs();
-    ASSERT_TRUE(cpu1.Offline()) << "writing 0 to " << online << ": " << std::strerror(errno);
-    absl::SleepFor(absl::Milliseconds(1000));
-    ASSERT_TRUE(cpu1.Online()) << "writing 1 to " << online << ": " << std::strerror(errno);
-    online_ns = BootTimeNs();
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(recorder, &status, 0), recorder);
-  ringside::testing::StopProcesses(storm);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-  const trace::Trace t = ReadTraceFile(out_);
-  uint64_t cpu1_before = 0, cpu1_after = 0, cpu0_while_off = 0;
+struct CpuEvents {
+  uint64_t cpu1_before = 0;     // On CPU 1 before it went offline.
+  uint64_t cpu1_after = 0;      // On CPU 1 after it came back.
+  uint64_t cpu0_while_off = 0;  // On CPU 0 meanwhile.
   int trace_stats = 0;
+};
+
+CpuEvents CountCpuEvents(const trace::Trace& t, int64_t offline_ns, int64_t online_ns) {
+  CpuEvents c;
   for (const trace::TracePacket& p : t.packet()) {
-    trace_stats += p.has_trace_stats();
+    c.trace_stats += p.has_trace_stats();
     if (!p.has_ftrace_events()) continue;
     const uint32_t cpu = p.ftrace_events().cpu();
     auto count = [&](int64_t ts) {
-      if (cpu == 1 && ts < offline_ns) cpu1_before++;
-      if (cpu == 1 && ts > online_ns) cpu1_after++;
-      if (cpu == 0 && ts > offline_ns && ts < online_ns) cpu0_while_off++;
+      if (cpu == 1 && ts < offline_ns) c.cpu1_before++;
+      if (cpu == 1 && ts > online_ns) c.cpu1_after++;
+      if (cpu == 0 && ts > offline_ns && ts < online_ns) c.cpu0_while_off++;
     };
     for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
       count(static_cast<int64_t>(e.timestamp()));
@@ -312,10 +285,94 @@ TEST_F(RecordDegradedTest, ACpuGoingOfflineAndOnlineWhileRecording) {
       count(ts);
     }
   }
-  EXPECT_EQ(trace_stats, 1);
-  EXPECT_GT(cpu1_before, 0u);
-  EXPECT_GT(cpu0_while_off, 0u);
-  EXPECT_GT(cpu1_after, 0u) << "nothing recorded on CPU 1 after it came back online";
+  return c;
+}
+
+class CpuHotplugTest : public RecordDegradedTest {
+ protected:
+  void SetUp() override {
+    RecordDegradedTest::SetUp();
+    if (IsSkipped()) return;
+    RINGSIDE_REQUIRE_TRACEFS();
+    if (access(kOnline, W_OK) != 0) {
+      GTEST_SKIP() << kOnline << " cannot be written here: CPU 1 cannot be taken offline";
+    }
+    std::ifstream in(kOnline);
+    std::string v;
+    in >> v;
+    if (v != "1") GTEST_SKIP() << "CPU 1 is not online to begin with";
+  }
+  static constexpr char kOnline[] = "/sys/devices/system/cpu/cpu1/online";
+};
+
+// CPU 1 goes offline during a recording and comes back: the recording goes
+// on on CPU 0 meanwhile, says when CPU 1 went and came back, ends whole,
+// and CPU 1's events are there again after it came back.
+TEST_F(CpuHotplugTest, ACpuGoingOfflineAndOnlineWhileRecording) {
+  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(1);
+  RecordRun run;
+  std::thread recorder([&] {
+    run = RecordDegraded(Degradation(), {"record", "--duration", "4s", "-o", out_});
+  });
+  int64_t offline_ns = 0, online_ns = 0;
+  bool offline = false, online = false;
+  {
+    CpuOffline cpu1(1);
+    absl::SleepFor(absl::Milliseconds(1500));
+    offline_ns = BootTimeNs();
+    offline = cpu1.Offline();
+    absl::SleepFor(absl::Milliseconds(1200));
+    online = cpu1.Online();
+    online_ns = BootTimeNs();
+  }
+  recorder.join();
+  ringside::testing::StopProcesses(storm);
+  ASSERT_TRUE(offline) << "writing 0 to " << kOnline;
+  ASSERT_TRUE(online) << "writing 1 to " << kOnline;
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "CPU 1 went offline")) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "CPU 1 came online")) << run.stderr_text;
+  const CpuEvents c = CountCpuEvents(ReadTraceFile(out_), offline_ns, online_ns);
+  EXPECT_EQ(c.trace_stats, 1);
+  EXPECT_GT(c.cpu1_before, 0u);
+  EXPECT_GT(c.cpu0_while_off, 0u);
+  EXPECT_GT(c.cpu1_after, 0u) << "nothing recorded on CPU 1 after it came back online";
+}
+
+// CPU 1 offline when the recording starts and online during it, with
+// ftrace recording scheduling (BTF hidden): its ftrace reader is opened
+// once it is there, and its events are recorded from then on.
+TEST_F(CpuHotplugTest, ACpuOfflineAtTheStartIsRecordedOnceItComesOnline) {
+  struct stat st;
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0) GTEST_SKIP() << "no BTF to hide";
+  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(1);
+  RecordRun run;
+  int64_t asked_online_ns = 0, online_ns = 0;
+  bool offline = false, online = false;
+  {
+    CpuOffline cpu1(1);
+    offline = cpu1.Offline();
+    std::thread recorder([&] {
+      run = RecordDegraded(HideBtf(), {"record", "--duration", "4s", "-o", out_});
+    });
+    absl::SleepFor(absl::Milliseconds(1500));
+    asked_online_ns = BootTimeNs();
+    online = cpu1.Online();
+    online_ns = BootTimeNs();
+    recorder.join();
+  }
+  ringside::testing::StopProcesses(storm);
+  ASSERT_TRUE(offline) << "writing 0 to " << kOnline;
+  ASSERT_TRUE(online) << "writing 1 to " << kOnline;
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "linux.bpf disabled")) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "CPU 1 came online")) << run.stderr_text;
+  // Nothing on CPU 1 before it was asked to come online (it runs before the
+  // write returns).
+  const CpuEvents c = CountCpuEvents(ReadTraceFile(out_), asked_online_ns, online_ns);
+  EXPECT_EQ(c.trace_stats, 1);
+  EXPECT_EQ(c.cpu1_before, 0u);
+  EXPECT_GT(c.cpu1_after, 0u) << "nothing recorded on CPU 1 after it came online";
 }
 
 }  // namespace
