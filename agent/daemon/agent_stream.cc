@@ -8,14 +8,19 @@
 
 namespace ringside::agent {
 
-absl::StatusOr<std::unique_ptr<RotatingTraceFile>> OpenAgentStream(
-    const config::TraceConfig& config, std::optional<gid_t> group, AgentLog& log) {
-  const std::string host = LocalHostname();
-  if (const RecoveredFiles r = RecoverPartialStreamFiles(config.output_dir(), host); r.files > 0) {
+void RecoverAgentStreamFiles(const std::string& output_dir, AgentLog& log) {
+  const RecoveredFiles r = RecoverPartialStreamFiles(output_dir, LocalHostname());
+  if (r.files > 0) {
     log.Notice(absl::StrCat("kept ", r.files, " streaming file(s) a killed agent left in ",
-                            config.output_dir(), " unfinished (", r.bytes_cut,
+                            output_dir, " unfinished (", r.bytes_cut,
                             " bytes of a packet cut short removed)"));
   }
+}
+
+absl::StatusOr<std::unique_ptr<RotatingTraceFile>> OpenAgentStream(
+    const config::TraceConfig& config, std::optional<gid_t> group, AgentLog& log) {
+  RecoverAgentStreamFiles(config.output_dir(), log);
+  const std::string host = LocalHostname();
   RotatingTraceFile::Options o;
   o.dir = config.output_dir();
   o.hostname = host;

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "agent/daemon/agent_log.h"
@@ -14,6 +15,12 @@
 #include "ringside/control/control.pb.h"
 
 namespace ringside::agent {
+
+// What a killed agent left unfinished in `output_dir` (".partial" streaming
+// files of this host) cut back to its last whole packet and kept under its
+// final name, logged. At every start, streaming or not: a shipper skips
+// ".partial" files, so until then their data is as good as lost.
+void RecoverAgentStreamFiles(const std::string& output_dir, AgentLog& log);
 
 // The agent's streaming files (write_into_file) as its config sets them:
 // what a killed agent left unfinished in output_dir is kept first (logged),

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "agent/config/defaults.h"
 #include "agent/descriptors/process_scan.h"
+#include "agent/session/cpu_hotplug_watch.h"
 
 namespace ringside::agent {
 namespace {
@@ -18,6 +19,8 @@ using trace::TracePacket;
 
 // How often the owner thread moves committed chunks into the buffers.
 constexpr int64_t kMoveChunksPeriodNs = 100'000'000;
+// How often the owner thread looks for CPUs gone offline or back.
+constexpr int64_t kCpuHotplugPeriodNs = 1'000'000'000;
 
 int64_t MonotonicNs() {
   timespec ts;
@@ -157,6 +160,8 @@ void TracingSession::BufferOwnerLoop() {
   int64_t next_move = start + kMoveChunksPeriodNs;
   int64_t next_flush = flush_ns > 0 ? start + flush_ns : INT64_MAX;
   int64_t next_write = write_ns > 0 ? start + write_ns : INT64_MAX;
+  int64_t next_cpu_check = start + kCpuHotplugPeriodNs;
+  CpuHotplugWatch cpu_watch;
   // The next due time after `due` that is in the future: a period missed
   // (a slow disk) is skipped, not run twice.
   auto advance = [](int64_t due, int64_t period, int64_t now) {
@@ -185,6 +190,10 @@ void TracingSession::BufferOwnerLoop() {
     if (now >= next_write) {
       WriteIntoFile();
       next_write = advance(next_write, write_ns, now);
+    }
+    if (now >= next_cpu_check) {
+      for (std::string& line : cpu_watch.Poll()) Notice(std::move(line));
+      next_cpu_check = now + kCpuHotplugPeriodNs;
     }
   }
 }

@@ -1,0 +1,389 @@
+// `ringside record` on a machine missing something it uses: the kernel's
+// BTF, tracefs, locked memory, a CPU that goes away and comes back. Each
+// time: a line naming what is missing and what it costs, and a recording
+// of what can still be had. (Without privilege at all:
+// RecordCommandTest.WithoutPrivilegeSaysWhatIsMissingAndRecordsProc.)
+
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stddef.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/ringside_cli.h"
+#include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/workloads.h"
+
+namespace ringside::agent {
+namespace {
+
+using testing::ReadTraceFile;
+using testing::TempPath;
+
+// What the child running `ringside record` takes away before it execs.
+struct Degradation {
+  // An empty tmpfs over /sys/kernel/btf, in a mount namespace of the
+  // child's own: the kernel's BTF is not to be found.
+  bool hide_btf = false;
+  // tracefs unmounted in a mount namespace of the child's own, and mount()
+  // refused (seccomp, as a container's profile does): tracefs cannot be had.
+  bool no_tracefs = false;
+  // RLIMIT_MEMLOCK, soft and hard.
+  std::optional<rlim_t> memlock_bytes;
+};
+
+Degradation HideBtf() {
+  Degradation d;
+  d.hide_btf = true;
+  return d;
+}
+Degradation NoTracefs() {
+  Degradation d;
+  d.no_tracefs = true;
+  return d;
+}
+Degradation MemlockLimit(rlim_t bytes) {
+  Degradation d;
+  d.memlock_bytes = bytes;
+  return d;
+}
+
+struct RecordRun {
+  int exit_code = -1;  // 100+: the child could not set up the degradation.
+  std::string stderr_text;
+};
+
+// Runs build/ringside ARGS in a child degraded as `d`.
+RecordRun RecordDegraded(const Degradation& d, const std::vector<std::string>& args) {
+  // Built before fork(): the child of a threaded process makes only system
+  // calls until it execs.
+  const std::string binary = std::string(RINGSIDE_BUILD_DIR) + "/ringside";
+  std::vector<std::string> arg_strings = {binary};
+  arg_strings.insert(arg_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : arg_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string err_path = TempPath(absl::StrCat("degraded-", getpid(), ".stderr"));
+  const int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  sock_filter deny_mount[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mount, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog deny_mount_prog = {static_cast<unsigned short>(std::size(deny_mount)), deny_mount};
+
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (err_fd < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(100);
+    if (d.hide_btf || d.no_tracefs) {
+      if (unshare(CLONE_NEWNS) != 0 ||
+          mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+        _exit(101);
+      }
+    }
+    if (d.hide_btf &&
+        mount("ringside-test", "/sys/kernel/btf", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k") != 0) {
+      _exit(102);
+    }
+    if (d.no_tracefs) {
+      for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+        while (umount2(dir, MNT_DETACH) == 0) {
+        }
+      }
+      if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+          prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &deny_mount_prog) != 0) {
+        _exit(103);
+      }
+    }
+    if (d.memlock_bytes.has_value()) {
+      const rlimit limit = {*d.memlock_bytes, *d.memlock_bytes};
+      if (setrlimit(RLIMIT_MEMLOCK, &limit) != 0) _exit(104);
+    }
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  if (err_fd >= 0) close(err_fd);
+  RecordRun run;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  std::ifstream in(err_path);
+  run.stderr_text = std::string(std::istreambuf_iterator<char>(in), {});
+  unlink(err_path.c_str());
+  return run;
+}
+
+struct Recorded {
+  uint64_t switches = 0;
+  int execs = 0;  // Of `program`.
+  int trace_stats = 0;
+};
+
+Recorded Summarize(const trace::Trace& t, const std::string& program) {
+  Recorded r;
+  for (const trace::TracePacket& p : t.packet()) {
+    r.trace_stats += p.has_trace_stats();
+    r.switches += static_cast<uint64_t>(p.ftrace_events().compact_sched().switch_timestamp_size());
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      r.switches += e.has_sched_switch();
+      r.execs += e.sched_process_exec().filename() == program;
+    }
+  }
+  return r;
+}
+
+class RecordDegradedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root, to take away what root has";
+    // A copy of /bin/true of this test's own: the recording is of the
+    // whole machine, where others may run /bin/true meanwhile.
+    std::ifstream in("/bin/true", std::ios::binary);
+    std::ofstream(true_, std::ios::binary) << in.rdbuf();
+    ASSERT_EQ(chmod(true_.c_str(), 0755), 0) << std::strerror(errno);
+  }
+  void TearDown() override {
+    unlink(out_.c_str());
+    unlink(true_.c_str());
+  }
+  // `record` while a shell runs our true three times.
+  std::vector<std::string> RecordArgs() const {
+    return {"record",
+            "-o",
+            out_,
+            "--",
+            "/bin/sh",
+            "-c",
+            absl::StrCat("for i in 1 2 3; do ", true_, "; done; sleep 0.2")};
+  }
+  std::string out_ = TempPath("degraded.pftrace");
+  std::string true_ = TempPath("degraded-true");
+};
+
+// No BTF: the BPF programs cannot load; the default config's ftrace source
+// records scheduling and process events in their place.
+TEST_F(RecordDegradedTest, WithoutBtfFtraceRecordsSchedulingInsteadOfBpf) {
+  struct stat st;
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0) GTEST_SKIP() << "this kernel has no BTF anyway";
+  const RecordRun run = RecordDegraded(HideBtf(), RecordArgs());
+  ASSERT_LT(run.exit_code, 100) << "cannot hide /sys/kernel/btf in a mount namespace";
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "linux.bpf disabled")) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "no BTF (/sys/kernel/btf/vmlinux)"))
+      << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "sched/sched_switch")) << run.stderr_text;
+  const Recorded r = Summarize(ReadTraceFile(out_), true_);
+  EXPECT_GT(r.switches, 0u);
+  EXPECT_EQ(r.execs, 3);
+  EXPECT_EQ(r.trace_stats, 1);
+}
+
+// tracefs neither mounted nor mountable: the ftrace source is disabled,
+// naming why; BPF, which needs no tracefs, records everything else.
+TEST_F(RecordDegradedTest, WithoutTracefsBpfStillRecordsAndFtraceIsNamed) {
+  struct stat st;
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0) GTEST_SKIP() << "BPF here needs the kernel's BTF";
+  const RecordRun run = RecordDegraded(NoTracefs(), RecordArgs());
+  ASSERT_LT(run.exit_code, 100) << "cannot take tracefs away in a mount namespace";
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "linux.ftrace disabled")) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "tracefs is not mounted")) << run.stderr_text;
+  EXPECT_FALSE(absl::StrContains(run.stderr_text, "linux.bpf disabled")) << run.stderr_text;
+  const Recorded r = Summarize(ReadTraceFile(out_), true_);
+  EXPECT_GT(r.switches, 0u);
+  EXPECT_EQ(r.execs, 3);
+  EXPECT_EQ(r.trace_stats, 1);
+}
+
+// A 64 KiB RLIMIT_MEMLOCK. Since 5.11 BPF maps are charged to the memory
+// cgroup, not to RLIMIT_MEMLOCK, so this records as usual; a kernel that
+// still counted them would disable linux.bpf naming the limit.
+TEST_F(RecordDegradedTest, ATinyMemlockLimitRecordsOrNamesTheLimit) {
+  const RecordRun run = RecordDegraded(MemlockLimit(65536), RecordArgs());
+  ASSERT_LT(run.exit_code, 100) << "cannot set RLIMIT_MEMLOCK";
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  if (absl::StrContains(run.stderr_text, "linux.bpf disabled")) {
+    EXPECT_TRUE(absl::StrContains(run.stderr_text, "RLIMIT_MEMLOCK")) << run.stderr_text;
+  }
+  const Recorded r = Summarize(ReadTraceFile(out_), true_);
+  EXPECT_GT(r.switches, 0u);
+  EXPECT_EQ(r.execs, 3);
+  EXPECT_EQ(r.trace_stats, 1);
+}
+
+// Puts a CPU offline for a while; always back online when it ends, even
+// when the test fails midway.
+class CpuOffline {
+ public:
+  explicit CpuOffline(int cpu)
+      : path_(absl::StrCat("/sys/devices/system/cpu/cpu", cpu, "/online")) {}
+  ~CpuOffline() {
+    if (offline_) Write("1");
+  }
+  bool Offline() { return offline_ = Write("0"); }
+  bool Online() {
+    if (!Write("1")) return false;
+    offline_ = false;
+    return true;
+  }
+
+ private:
+  bool Write(const char* value) {
+    const int fd = open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool ok = write(fd, value, 1) == 1;
+    close(fd);
+    return ok;
+  }
+  std::string path_;
+  bool offline_ = false;
+};
+
+int64_t BootTimeNs() {
+  timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+struct CpuEvents {
+  uint64_t cpu1_before = 0;     // On CPU 1 before it went offline.
+  uint64_t cpu1_after = 0;      // On CPU 1 after it came back.
+  uint64_t cpu0_while_off = 0;  // On CPU 0 meanwhile.
+  int trace_stats = 0;
+};
+
+CpuEvents CountCpuEvents(const trace::Trace& t, int64_t offline_ns, int64_t online_ns) {
+  CpuEvents c;
+  for (const trace::TracePacket& p : t.packet()) {
+    c.trace_stats += p.has_trace_stats();
+    if (!p.has_ftrace_events()) continue;
+    const uint32_t cpu = p.ftrace_events().cpu();
+    auto count = [&](int64_t ts) {
+      if (cpu == 1 && ts < offline_ns) c.cpu1_before++;
+      if (cpu == 1 && ts > online_ns) c.cpu1_after++;
+      if (cpu == 0 && ts > offline_ns && ts < online_ns) c.cpu0_while_off++;
+    };
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      count(static_cast<int64_t>(e.timestamp()));
+    }
+    int64_t ts = 0;
+    for (uint64_t delta : p.ftrace_events().compact_sched().switch_timestamp()) {
+      ts += static_cast<int64_t>(delta);
+      count(ts);
+    }
+  }
+  return c;
+}
+
+class CpuHotplugTest : public RecordDegradedTest {
+ protected:
+  void SetUp() override {
+    RecordDegradedTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    RINGSIDE_REQUIRE_TRACEFS();
+    if (access(kOnline, W_OK) != 0) {
+      GTEST_SKIP() << kOnline << " cannot be written here: CPU 1 cannot be taken offline";
+    }
+    std::ifstream in(kOnline);
+    std::string v;
+    in >> v;
+    if (v != "1") GTEST_SKIP() << "CPU 1 is not online to begin with";
+  }
+  static constexpr char kOnline[] = "/sys/devices/system/cpu/cpu1/online";
+};
+
+// CPU 1 goes offline during a recording and comes back: the recording goes
+// on on CPU 0 meanwhile, says when CPU 1 went and came back, ends whole,
+// and CPU 1's events are there again after it came back.
+TEST_F(CpuHotplugTest, ACpuGoingOfflineAndOnlineWhileRecording) {
+  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(1);
+  RecordRun run;
+  std::thread recorder([&] {
+    run = RecordDegraded(Degradation(), {"record", "--duration", "4s", "-o", out_});
+  });
+  int64_t offline_ns = 0, online_ns = 0;
+  bool offline = false, online = false;
+  {
+    CpuOffline cpu1(1);
+    absl::SleepFor(absl::Milliseconds(1500));
+    offline_ns = BootTimeNs();
+    offline = cpu1.Offline();
+    absl::SleepFor(absl::Milliseconds(1200));
+    online = cpu1.Online();
+    online_ns = BootTimeNs();
+  }
+  recorder.join();
+  ringside::testing::StopProcesses(storm);
+  ASSERT_TRUE(offline) << "writing 0 to " << kOnline;
+  ASSERT_TRUE(online) << "writing 1 to " << kOnline;
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "CPU 1 went offline")) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "CPU 1 came online")) << run.stderr_text;
+  const CpuEvents c = CountCpuEvents(ReadTraceFile(out_), offline_ns, online_ns);
+  EXPECT_EQ(c.trace_stats, 1);
+  EXPECT_GT(c.cpu1_before, 0u);
+  EXPECT_GT(c.cpu0_while_off, 0u);
+  EXPECT_GT(c.cpu1_after, 0u) << "nothing recorded on CPU 1 after it came back online";
+}
+
+// CPU 1 offline when the recording starts and online during it, with
+// ftrace recording scheduling (BTF hidden): its ftrace reader is opened
+// once it is there, and its events are recorded from then on.
+TEST_F(CpuHotplugTest, ACpuOfflineAtTheStartIsRecordedOnceItComesOnline) {
+  struct stat st;
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0) GTEST_SKIP() << "no BTF to hide";
+  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(1);
+  RecordRun run;
+  int64_t asked_online_ns = 0, online_ns = 0;
+  bool offline = false, online = false;
+  {
+    CpuOffline cpu1(1);
+    offline = cpu1.Offline();
+    std::thread recorder([&] {
+      run = RecordDegraded(HideBtf(), {"record", "--duration", "4s", "-o", out_});
+    });
+    absl::SleepFor(absl::Milliseconds(1500));
+    asked_online_ns = BootTimeNs();
+    online = cpu1.Online();
+    online_ns = BootTimeNs();
+    recorder.join();
+  }
+  ringside::testing::StopProcesses(storm);
+  ASSERT_TRUE(offline) << "writing 0 to " << kOnline;
+  ASSERT_TRUE(online) << "writing 1 to " << kOnline;
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "linux.bpf disabled")) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "CPU 1 came online")) << run.stderr_text;
+  // Nothing on CPU 1 before it was asked to come online (it runs before the
+  // write returns).
+  const CpuEvents c = CountCpuEvents(ReadTraceFile(out_), asked_online_ns, online_ns);
+  EXPECT_EQ(c.trace_stats, 1);
+  EXPECT_EQ(c.cpu1_before, 0u);
+  EXPECT_GT(c.cpu1_after, 0u) << "nothing recorded on CPU 1 after it came online";
+}
+
+}  // namespace
+}  // namespace ringside::agent
