@@ -240,6 +240,10 @@ TEST_F(AgentCommandTest, AFullDiskFailsTheSnapshotVisiblyAndRecordingGoesOn) {
       << after_failure.last_error();
   EXPECT_TRUE(absl::StrContains(after_failure.last_error(), "No space left on device"))
       << after_failure.last_error();
+  // The reply goes out as the result is recorded; the log line follows.
+  for (int i = 0; i < 100 && !absl::StrContains(agent->Log(), "failed: cannot write"); i++) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
   EXPECT_TRUE(absl::StrContains(agent->Log(), "snapshot " + snaps + "/")) << agent->Log();
   EXPECT_TRUE(absl::StrContains(agent->Log(), "failed: cannot write")) << agent->Log();
   // Neither the file nor its temporary one is left; nothing reached the
