@@ -94,14 +94,12 @@ bool BpfProgramLoaded(uint32_t id) {
   return true;
 }
 
-void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
 class AgentCommandTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "ringside agent's kernel sources need root";
     config_ = dir_.Join("agent.pbtxt");
-    WriteFile(config_, kConfig);
+    ASSERT_TRUE(WriteTextFile(config_, kConfig));
     mkdir(dir_.Join("run").c_str(), 0755);
   }
 
@@ -204,7 +202,7 @@ TEST_F(AgentCommandTest, SnapshotWaitReturnsAWholeTraceInTheOutputDir) {
 TEST_F(AgentCommandTest, AFullDiskFailsTheSnapshotVisiblyAndRecordingGoesOn) {
   // Snapshots reserve their buffers' worth ahead (TracingSession::
   // MaxTraceBytes): 1 MiB * 1.25 + 256 KiB * 2 + 8 MiB, under 10 MiB.
-  WriteFile(config_, R"pb(
+  ASSERT_TRUE(WriteTextFile(config_, R"pb(
     buffers { size_kb: 1024 }
     data_sources {
       config {
@@ -213,7 +211,7 @@ TEST_F(AgentCommandTest, AFullDiskFailsTheSnapshotVisiblyAndRecordingGoesOn) {
       }
     }
     durable_buffer_size_kb: 256
-  )pb");
+  )pb"));
   const std::string snaps = dir_.Join("snaps");
   ASSERT_EQ(mkdir(snaps.c_str(), 0750), 0);
   auto agent =
@@ -275,7 +273,7 @@ TEST_F(AgentCommandTest, AFullDiskFailsTheSnapshotVisiblyAndRecordingGoesOn) {
 }
 
 TEST_F(AgentCommandTest, OutputGroupMakesSnapshotsReadableByThatGroup) {
-  WriteFile(config_, absl::StrCat(kConfig, "output_group: \"adm\"\n"));
+  ASSERT_TRUE(WriteTextFile(config_, absl::StrCat(kConfig, "output_group: \"adm\"\n")));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   absl::StatusOr<control::Reply> reply = Ask(socket(), SnapshotRequest("shared", true));
   ASSERT_TRUE(reply.ok()) << reply.status();
@@ -442,7 +440,7 @@ TEST_F(AgentCommandTest, ADeadAgentsLockAndSocketAreCleanedUp) {
 
 TEST_F(AgentCommandTest, SighupWithABrokenConfigKeepsTheRunningOne) {
   std::unique_ptr<AgentProcess> agent = StartReady(Args(dir_.Join("a")));
-  WriteFile(config_, "buffers { size_kb: 8192 }\nbogus_field: 1\n");
+  ASSERT_TRUE(WriteTextFile(config_, "buffers { size_kb: 8192 }\nbogus_field: 1\n"));
   ASSERT_TRUE(agent->Signal(SIGHUP));
   // Reloading, then ready again on the old config.
   EXPECT_FALSE(notify_.ReceiveUntil("READY=1", absl::Seconds(30)).empty());
@@ -458,13 +456,15 @@ TEST_F(AgentCommandTest, SighupWithABrokenConfigKeepsTheRunningOne) {
 TEST_F(AgentCommandTest, SighupAppliesOutputDirLiveAndNamesWhatNeedsARestart) {
   // No --output-dir (which would win over the file): the config's, so a
   // reload can move it.
-  WriteFile(config_, absl::StrCat("output_dir: \"", dir_.Join("a"), "\"\n", kConfig));
+  ASSERT_TRUE(
+      WriteTextFile(config_, absl::StrCat("output_dir: \"", dir_.Join("a"), "\"\n", kConfig)));
   std::unique_ptr<AgentProcess> agent =
       StartReady({"-c", config_, "--socket", socket(), "--run-dir", dir_.Join("run")});
-  WriteFile(config_, absl::StrCat("output_dir: \"", dir_.Join("b"),
-                                  "\"\nbuffers { size_kb: 4096 }\n"
-                                  "data_sources { config { name: \"linux.bpf\" bpf_config { "
-                                  "ring_size_kb: 256 } } }\ndurable_buffer_size_kb: 1024\n"));
+  ASSERT_TRUE(WriteTextFile(
+      config_, absl::StrCat("output_dir: \"", dir_.Join("b"),
+                            "\"\nbuffers { size_kb: 4096 }\n"
+                            "data_sources { config { name: \"linux.bpf\" bpf_config { "
+                            "ring_size_kb: 256 } } }\ndurable_buffer_size_kb: 1024\n")));
   ASSERT_TRUE(agent->Signal(SIGHUP));
   EXPECT_FALSE(notify_.ReceiveUntil("READY=1", absl::Seconds(30)).empty());
   const std::string log = agent->Log();
@@ -493,9 +493,10 @@ TEST_F(AgentCommandTest, ItFeedsTheWatchdogWhenTheUnitAsksForIt) {
 }
 
 TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepeatsThenCoolsDown) {
-  WriteFile(config_, absl::StrCat(kConfig,
-                                  "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers { name: "
-                                  "\"deploy\" stop_delay_ms: 3000 cooldown_ms: 60000 } }\n"));
+  ASSERT_TRUE(WriteTextFile(
+      config_, absl::StrCat(kConfig,
+                            "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers { name: "
+                            "\"deploy\" stop_delay_ms: 3000 cooldown_ms: 60000 } }\n")));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   // As a deploy tool would: the command line.
   int code = -1;
@@ -574,9 +575,9 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
 }
 
 TEST_F(AgentCommandTest, RetentionKeepsTheNewestSnapshotsAndWhatIsNotOurs) {
-  WriteFile(config_, absl::StrCat(kConfig, "max_snapshot_files: 2\n"));
+  ASSERT_TRUE(WriteTextFile(config_, absl::StrCat(kConfig, "max_snapshot_files: 2\n")));
   mkdir(dir_.Join("snaps").c_str(), 0750);
-  WriteFile(dir_.Join("snaps/notes.txt"), "mine");
+  ASSERT_TRUE(WriteTextFile(dir_.Join("snaps/notes.txt"), "mine"));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   std::vector<std::string> paths;
   for (const char* reason : {"a", "b", "c"}) {
@@ -593,9 +594,10 @@ TEST_F(AgentCommandTest, RetentionKeepsTheNewestSnapshotsAndWhatIsNotOurs) {
 }
 
 TEST_F(AgentCommandTest, ATriggerStillInItsDelayIsWrittenWhenTheAgentStops) {
-  WriteFile(config_, absl::StrCat(kConfig,
-                                  "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers { name: "
-                                  "\"late\" stop_delay_ms: 600000 } }\n"));
+  ASSERT_TRUE(WriteTextFile(
+      config_, absl::StrCat(kConfig,
+                            "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers { name: "
+                            "\"late\" stop_delay_ms: 600000 } }\n")));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   control::Request trigger;
   trigger.mutable_trigger()->set_name("late");
@@ -653,11 +655,11 @@ std::set<std::string> SnapshotFiles(const std::string& dir) {
 // crash; a burst of crashes within the cooldown makes one file, and the
 // rest are counted as suppressed.
 TEST_F(AgentCommandTest, ABurstOfCrashesFiresOneSnapshotHoldingTheFirstAndCountsTheRest) {
-  WriteFile(config_,
-            absl::StrCat(kConfig,
-                         "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers {\n"
-                         "  name: \"crash\" stop_delay_ms: 5000 cooldown_ms: 600000\n"
-                         "  incident { kinds: FATAL_SIGNAL comms: \"rs-crasher\" } } }\n"));
+  ASSERT_TRUE(WriteTextFile(
+      config_, absl::StrCat(kConfig,
+                            "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers {\n"
+                            "  name: \"crash\" stop_delay_ms: 5000 cooldown_ms: 600000\n"
+                            "  incident { kinds: FATAL_SIGNAL comms: \"rs-crasher\" } } }\n")));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   const absl::Time burst_start = absl::Now();
   const std::vector<pid_t> crashed = Crash(50, "rs-crasher");
@@ -764,12 +766,13 @@ class ScratchCgroup {
 TEST_F(AgentCommandTest, AnIncidentFilterByCgroupFiresOnlyForTasksInIt) {
   ScratchCgroup cgroup;
   if (cgroup.name().empty()) GTEST_SKIP() << "needs a cgroup2 hierarchy to make a cgroup in";
-  WriteFile(config_, absl::StrCat(kConfig,
-                                  "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers {\n"
-                                  "  name: \"cg-crash\" stop_delay_ms: 200 cooldown_ms: 0\n"
-                                  "  incident { kinds: FATAL_SIGNAL comms: \"rs-cg-crasher\"\n"
-                                  "    cgroups: \"",
-                                  cgroup.name(), "\" } } }\n"));
+  ASSERT_TRUE(WriteTextFile(
+      config_, absl::StrCat(kConfig,
+                            "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers {\n"
+                            "  name: \"cg-crash\" stop_delay_ms: 200 cooldown_ms: 0\n"
+                            "  incident { kinds: FATAL_SIGNAL comms: \"rs-cg-crasher\"\n"
+                            "    cgroups: \"",
+                            cgroup.name(), "\" } } }\n")));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   const std::string snaps = dir_.Join("snaps");
   Crash(1, "rs-cg-crasher");
@@ -793,7 +796,7 @@ TEST_F(AgentCommandTest, AnIncidentFilterByCgroupFiresOnlyForTasksInIt) {
 // A trigger that waits for incidents no source reports would never fire:
 // the agent says so instead of leaving the user to find out after a crash.
 TEST_F(AgentCommandTest, AnIncidentTriggerWithoutTheIncidentProgramsIsNamedInAWarning) {
-  WriteFile(config_, R"pb(
+  ASSERT_TRUE(WriteTextFile(config_, R"pb(
     buffers { size_kb: 8192 }
     data_sources {
       config {
@@ -808,7 +811,7 @@ TEST_F(AgentCommandTest, AnIncidentTriggerWithoutTheIncidentProgramsIsNamedInAWa
         incident { kinds: FATAL_SIGNAL }
       }
     }
-  )pb");
+  )pb"));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   EXPECT_TRUE(absl::StrContains(agent->Log(),
                                 "warning: trigger crash: its incident filter fires only on "

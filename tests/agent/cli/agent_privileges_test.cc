@@ -46,13 +46,6 @@ constexpr char kConfig[] = R"pb(
   }
 )pb";
 
-void WriteFile(const std::string& path, const std::string& text) {
-  FILE* f = fopen(path.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  fputs(text.c_str(), f);
-  fclose(f);
-}
-
 // The name of the tracefs instance the agent holds open ("" if none).
 std::string AgentInstance(pid_t pid) {
   const std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
@@ -85,7 +78,7 @@ class AgentPrivilegesTest : public ::testing::Test {
   }
   std::unique_ptr<AgentProcess> StartReady(const std::string& config_text) {
     const std::string config = dir_.Join("agent.pbtxt");
-    WriteFile(config, config_text);
+    EXPECT_TRUE(WriteTextFile(config, config_text));
     auto agent = std::make_unique<AgentProcess>(
         std::vector<std::string>{"-c", config, "--socket", socket(), "--run-dir", dir_.Join("run"),
                                  "--output-dir", out_},

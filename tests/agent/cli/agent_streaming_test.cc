@@ -44,13 +44,6 @@ constexpr char kStreamingConfig[] = R"pb(
   max_files: 5
 )pb";
 
-void WriteFile(const std::string& path, const std::string& text) {
-  FILE* f = fopen(path.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  fputs(text.c_str(), f);
-  fclose(f);
-}
-
 // The packets of a trace file that carry kernel events (ftrace bundles),
 // without the fields the reader adds per file, to compare across files.
 std::vector<std::string> EventPackets(const trace::Trace& t) {
@@ -69,7 +62,7 @@ class AgentStreamingTest : public ::testing::Test {
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "ringside agent's kernel sources need root";
     config_ = dir_.Join("agent.pbtxt");
-    WriteFile(config_, kStreamingConfig);
+    ASSERT_TRUE(WriteTextFile(config_, kStreamingConfig));
     mkdir(dir_.Join("run").c_str(), 0755);
     mkdir(out_.c_str(), 0750);
   }
@@ -203,7 +196,7 @@ TEST_F(AgentStreamingTest, AKilledAgentsPartialFileIsKeptWholeByTheNextAgent) {
 }
 
 TEST_F(AgentStreamingTest, AFullDiskPausesTheFilesNotTheRecordingAndWritingResumes) {
-  WriteFile(config_, R"pb(
+  ASSERT_TRUE(WriteTextFile(config_, R"pb(
     buffers { size_kb: 2048 }
     data_sources {
       config {
@@ -216,7 +209,7 @@ TEST_F(AgentStreamingTest, AFullDiskPausesTheFilesNotTheRecordingAndWritingResum
     file_write_period_ms: 250
     max_file_size_bytes: 1048576
     max_files: 1000
-  )pb");
+  )pb"));
   // A 6 MiB disk of the agent's own: the storm fills it in seconds.
   auto agent =
       std::make_unique<AgentProcess>(Args(), dir_.Join("full.log"), notify_.path(),

@@ -41,7 +41,7 @@ StormRun RecordUnderStorm(const ScratchDir& dir, uint32_t percent, int seconds) 
                        data_sources {
                          config {
                            name: "linux.bpf"
-                           bpf_config { process: false incidents: false ring_size_kb: 64 }
+                           bpf_config { process: false incidents: false ring_size_kb: 16 }
                          }
                        }
                        max_consumer_cpu_percent:)pb",
@@ -88,7 +88,9 @@ TEST(ConsumerBudgetTest, AStormIsReadWithinTheBudgetAndWhatItDropsIsCounted) {
   ScratchDir dir;
   constexpr int kSeconds = 4;
   const StormRun unlimited = RecordUnderStorm(dir, 0, kSeconds);
-  const StormRun limited = RecordUnderStorm(dir, 2, kSeconds);
+  // 1% of a CPU reads about 70,000 events a second here, half of what the
+  // storm makes on an idle machine (more under load, when each costs more).
+  const StormRun limited = RecordUnderStorm(dir, 1, kSeconds);
   SCOPED_TRACE(absl::StrCat("unlimited: process ", unlimited.process_cpu_s, " s, reader ",
                             unlimited.reader_cpu_ns / 1e9, " s, losses ", unlimited.staged_losses,
                             "; limited: process ", limited.process_cpu_s, " s, reader ",
@@ -96,26 +98,26 @@ TEST(ConsumerBudgetTest, AStormIsReadWithinTheBudgetAndWhatItDropsIsCounted) {
                             limited.reader_paused_ns / 1e9, " s, losses ", limited.staged_losses));
   std::printf(
       "consumer budget, %d s of a 2-pair pipe storm: unlimited reader %.3f s CPU "
-      "(process %.2f s), %llu staged losses; at 2%%: reader %.3f s CPU, paused %.2f s in "
+      "(process %.2f s), %llu staged losses; at 1%%: reader %.3f s CPU, paused %.2f s in "
       "%llu pauses (process %.2f s), %llu staged losses\n",
       kSeconds, unlimited.reader_cpu_ns / 1e9, unlimited.process_cpu_s,
       static_cast<unsigned long long>(unlimited.staged_losses), limited.reader_cpu_ns / 1e9,
       limited.reader_paused_ns / 1e9, static_cast<unsigned long long>(limited.reader_pauses),
       limited.process_cpu_s, static_cast<unsigned long long>(limited.staged_losses));
   ASSERT_GT(unlimited.sched_events, 0u);
-  // The unlimited reader needs more than 2% of a CPU for this storm, or the
-  // comparison proves nothing.
-  ASSERT_GT(unlimited.reader_cpu_ns, uint64_t{kSeconds} * 20'000'000 * 2);
+  // The unlimited reader needs more than twice the budget for this storm, or
+  // the comparison proves nothing.
+  ASSERT_GT(unlimited.reader_cpu_ns, uint64_t{kSeconds} * 10'000'000 * 2);
   EXPECT_EQ(unlimited.reader_pauses, 0u);
 
-  // 2% of kSeconds, plus the burst allowance (2% of 0.5 s), plus the last
+  // 1% of kSeconds, plus the burst allowance (1% of 0.5 s), plus the last
   // pass before the budget could act and the final drain at stop, which
   // reads what the rings still hold without a budget.
-  EXPECT_LT(limited.reader_cpu_ns, uint64_t{kSeconds} * 20'000'000 + 10'000'000 +
-                                       unlimited.reader_cpu_ns / (kSeconds * 2));
+  EXPECT_LT(limited.reader_cpu_ns,
+            uint64_t{kSeconds} * 10'000'000 + 5'000'000 + unlimited.reader_cpu_ns / (kSeconds * 2));
   EXPECT_GT(limited.reader_pauses, 0u);
   EXPECT_GT(limited.reader_paused_ns, uint64_t{kSeconds} * 500'000'000);
-  // What the paused reader left in the 64 KiB rings, the kernel dropped and
+  // What the paused reader left in the 16 KiB rings, the kernel dropped and
   // counted; the agent as a whole used less CPU.
   EXPECT_GT(limited.staged_losses, unlimited.staged_losses);
   EXPECT_LT(limited.process_cpu_s, unlimited.process_cpu_s);

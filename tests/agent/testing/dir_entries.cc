@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 
+#include <fstream>
+
 namespace ringside::agent::testing {
 
 std::set<std::string> ListDir(const std::string& dir) {
@@ -14,6 +16,13 @@ std::set<std::string> ListDir(const std::string& dir) {
     closedir(d);
   }
   return out;
+}
+
+bool WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  return static_cast<bool>(out);
 }
 
 }  // namespace ringside::agent::testing
