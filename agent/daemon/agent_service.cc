@@ -21,10 +21,10 @@
 #include "agent/daemon/agent_stream.h"
 #include "agent/daemon/config_reload.h"
 #include "agent/daemon/control_frame.h"
+#include "agent/daemon/dead_agent_cleanup.h"
 #include "agent/daemon/privileges.h"
 #include "agent/files/output_file.h"
 #include "agent/version.h"
-#include "ftrace/tracefs.h"
 
 namespace ringside::agent {
 namespace {
@@ -41,24 +41,6 @@ control::Reply Error(std::string message) {
   control::Reply reply;
   reply.set_error(std::move(message));
   return reply;
-}
-
-// ftrace instances of ringsides that died without removing them (kill -9)
-// keep tracing, with their per-CPU buffers, until someone removes them.
-// Instance::Create does on its way, but an agent without an ftrace source
-// creates none: the agent looks at every start. tracefs mounted just for
-// this for everyone (no mount namespace of our own) is unmounted again.
-void RemoveDeadRecordersInstances(AgentLog& log) {
-  absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();
-  if (!tracefs.ok()) return;  // The ftrace source, if any, says why.
-  const ftrace::Instance::StaleInstances stale = ftrace::Instance::RemoveStaleInstances(*tracefs);
-  if (!stale.removed.empty()) {
-    log.Notice(absl::StrCat("removed ", stale.removed.size(),
-                            " ftrace instance(s) of ringside processes that died without removing "
-                            "them: ",
-                            absl::StrJoin(stale.removed, ", ")));
-  }
-  if (tracefs->mounted_by_us()) (void)tracefs->Unmount();
 }
 
 }  // namespace
@@ -111,14 +93,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   if (absl::Status st = PrepareOutputDir(config.output_dir(), s->output_group_); !st.ok()) {
     return st;
   }
-  if (const RemovedTemporaries gone = RemoveDeadTemporaryFiles(config.output_dir());
-      gone.files > 0) {
-    s->log_.Notice(absl::StrCat("removed ", gone.files, " unfinished snapshot file(s) (",
-                                gone.bytes >> 20, " MiB) that a killed agent left in ",
-                                config.output_dir()));
-  }
-  if (!config.write_into_file()) RecoverAgentStreamFiles(config.output_dir(), s->log_);
-  RemoveDeadRecordersInstances(s->log_);
+  CleanUpAfterDeadAgents(config, s->log_);
   // Before the sources start: an incident they read wakes the main thread.
   s->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

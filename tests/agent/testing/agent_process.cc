@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -104,8 +105,12 @@ AgentProcess::AgentProcess(const std::vector<std::string>& args, const std::stri
   const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   sigset_t none;
   sigemptyset(&none);
+  const pid_t test_pid = getpid();
   pid_ = fork();
   if (pid_ == 0) {
+    // A test process killed before its destructor runs (a timeout) takes
+    // its agent with it, rather than leaving it recording on the machine.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != test_pid) _exit(125);
     if (log_fd < 0 || dup2(log_fd, STDERR_FILENO) < 0) _exit(125);
     if (null_fd < 0 || dup2(null_fd, STDOUT_FILENO) < 0 || dup2(null_fd, STDIN_FILENO) < 0) {
       _exit(125);
