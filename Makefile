@@ -302,7 +302,7 @@ $(FUZZ_DIR)/control_request_fuzzer: tests/fuzz/control_request_fuzzer.cc $(CONTR
 
 # A config file's text, through the loader, the agent's defaults and checks,
 # and the reload plan.
-CONFIG_TEXT_SRCS := agent/config/config_loader.cc agent/config/defaults.cc \
+CONFIG_TEXT_SRCS := agent/config/config_loader.cc agent/config/config_validation.cc agent/config/defaults.cc \
   agent/daemon/config_reload.cc $(BUILD)/gen/ringside/config/trace_config.pb.cc \
   $(wildcard agent/config/*.h agent/daemon/config_reload.h) bpf/common_events.h
 

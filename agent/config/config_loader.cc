@@ -2,7 +2,6 @@
 
 #include <grp.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,12 +10,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/config/config_validation.h"
 #include "agent/config/defaults.h"
 #include "bpf/common_events.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -92,64 +90,6 @@ const std::vector<std::string>& KnownDataSources() {
 
 namespace {
 
-// A field of the config by its path from the root, e.g.
-// {{"data_sources", 0}, {"config", -1}, {"bpf_config", -1}, {"ring_size_kb", -1}}
-// (index -1: not repeated).
-using FieldPath = std::vector<std::pair<std::string, int>>;
-
-std::string PathText(const FieldPath& path) {
-  std::string text;
-  for (const auto& [name, index] : path) {
-    absl::StrAppend(&text, text.empty() ? "" : ".", name);
-    if (index >= 0) absl::StrAppend(&text, "[", index, "]");
-  }
-  return text;
-}
-
-// Checks values against what ringside and the kernel can do; the first
-// problem becomes an error naming the file, the line and the field.
-class Validator {
- public:
-  Validator(const std::string& file_name, const google::protobuf::TextFormat::ParseInfoTree* tree)
-      : file_name_(file_name), tree_(tree) {}
-
-  bool ok() const { return status_.ok(); }
-  const absl::Status& status() const { return status_; }
-
-  // Records "file: line L, column C: <field> <problem>" unless an error is
-  // already recorded.
-  void Fail(const FieldPath& path, const std::string& problem) {
-    if (!status_.ok()) return;
-    status_ = absl::InvalidArgumentError(
-        absl::StrCat(file_name_, ": ", Where(path), PathText(path), " ", problem));
-  }
-
- private:
-  // Where the field was written; for a field left out (an empty name, no
-  // kinds), where the innermost section holding it was.
-  std::string Where(const FieldPath& path) const {
-    const google::protobuf::Descriptor* d = config::TraceConfig::descriptor();
-    const google::protobuf::TextFormat::ParseInfoTree* tree = tree_;
-    google::protobuf::TextFormat::ParseLocation found;
-    for (size_t i = 0; tree != nullptr && d != nullptr && i < path.size(); i++) {
-      const google::protobuf::FieldDescriptor* f = d->FindFieldByName(path[i].first);
-      if (f == nullptr) break;
-      const int index = f->is_repeated() ? std::max(path[i].second, 0) : -1;
-      const auto loc = tree->GetLocation(f, index);
-      if (loc.line >= 0) found = loc;
-      if (i + 1 == path.size()) break;
-      tree = tree->GetTreeForNested(f, index);
-      d = f->message_type();
-    }
-    if (found.line < 0) return "";
-    return absl::StrCat("line ", found.line + 1, ", column ", found.column + 1, ": ");
-  }
-
-  std::string file_name_;
-  const google::protobuf::TextFormat::ParseInfoTree* tree_;
-  absl::Status status_;
-};
-
 uint64_t MachineMemoryKb() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -159,344 +99,6 @@ uint64_t MachineMemoryKb() {
     in.ignore(1 << 10, '\n');
   }
   return 0;
-}
-
-std::string Kb(uint64_t kb) {
-  if (kb >= (1 << 20) && kb % (1 << 20) == 0) return absl::StrCat(kb >> 20, " GiB");
-  if (kb >= (1 << 10) && kb % (1 << 10) == 0) return absl::StrCat(kb >> 10, " MiB");
-  return absl::StrCat(kb, " KiB");
-}
-
-const std::vector<int>& SignalsTheIncidentSourceSees() {
-  // bpf/incidents.bpf.c: a fault's signals with their default action, and
-  // SIGKILL.
-  static const std::vector<int>* signals = new std::vector<int>{4, 6, 7, 8, 9, 11};
-  return *signals;
-}
-
-// The first directory of `path` (absolute), or `path` itself when
-// `with_last`, that exists and is not a directory: the agent cannot create
-// anything below it. "" when there is none (what is missing is created).
-std::string FirstNotADirectory(const std::string& path, bool with_last) {
-  for (size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {
-    if (end == std::string::npos && !with_last) return "";
-    const std::string prefix = path.substr(0, end);
-    struct stat st;
-    if (stat(prefix.c_str(), &st) != 0) return "";
-    if (!S_ISDIR(st.st_mode)) return prefix;
-    if (end == std::string::npos) return "";
-  }
-}
-
-void CheckCgroupPath(const std::string& path, const FieldPath& at, Validator* v) {
-  if (path.empty() || path[0] != '/' || absl::StrContains(path, "/../") ||
-      absl::EndsWith(path, "/..") || path.size() > kMaxCgroupPathBytes) {
-    v->Fail(at, absl::StrCat("is '", absl::CHexEscape(path),
-                             "': a cgroup's path below the cgroup2 mount, starting with '/' "
-                             "(\"/system.slice/nginx.service\"), without '..', at most ",
-                             kMaxCgroupPathBytes, " bytes"));
-  }
-}
-
-void CheckContainerId(const std::string& id, const FieldPath& at, Validator* v) {
-  const bool hex = std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-  });
-  if (!hex || id.size() < kMinContainerIdPrefix || id.size() > kContainerIdDigits) {
-    v->Fail(at, absl::StrCat("is '", absl::CHexEscape(id), "': a container id is ",
-                             kMinContainerIdPrefix, " to ", kContainerIdDigits,
-                             " lowercase hex digits (the full id, or a prefix of it such as "
-                             "`docker ps` shows)"));
-  }
-}
-
-void ValidateIncident(const config::TraceConfig::TriggerConfig::Trigger::Incident& incident,
-                      const FieldPath& at, Validator* v) {
-  using Incident = config::TraceConfig::TriggerConfig::Trigger::Incident;
-  auto field = [&](const std::string& name, int index) {
-    FieldPath path = at;
-    path.push_back({name, index});
-    return path;
-  };
-  if (incident.kinds_size() == 0) {
-    v->Fail(field("kinds", -1), "is empty: OOM_KILL, FATAL_SIGNAL or CORE_DUMP, at least one");
-  }
-  for (int k = 0; k < incident.kinds_size(); k++) {
-    if (incident.kinds(k) == Incident::KIND_UNSPECIFIED) {
-      v->Fail(field("kinds", k), "is KIND_UNSPECIFIED: OOM_KILL, FATAL_SIGNAL or CORE_DUMP");
-    }
-  }
-  for (int k = 0; k < incident.signals_size(); k++) {
-    const std::vector<int>& seen = SignalsTheIncidentSourceSees();
-    if (std::find(seen.begin(), seen.end(), incident.signals(k)) == seen.end()) {
-      v->Fail(field("signals", k),
-              absl::StrCat("is ", incident.signals(k), ": linux.bpf reports the fatal signals ",
-                           absl::StrJoin(seen, ", "),
-                           " (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGKILL, SIGSEGV); for others "
-                           "that dump core, use the kind CORE_DUMP"));
-    }
-  }
-  for (int k = 0; k < incident.cgroups_size(); k++) {
-    CheckCgroupPath(incident.cgroups(k), field("cgroups", k), v);
-  }
-  for (int k = 0; k < incident.comms_size(); k++) {
-    const std::string& comm = incident.comms(k);
-    if (comm.empty() || comm.size() > kMaxCommBytes) {
-      v->Fail(field("comms", k),
-              absl::StrCat("is '", absl::CHexEscape(comm), "': a task name is 1 to ", kMaxCommBytes,
-                           " bytes (the kernel's comm), so it would never match"));
-    }
-  }
-}
-
-void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Validator* v) {
-  const int cpus = std::max(1, machine.cpus);
-  const uint64_t memory_kb = machine.memory_kb;
-  // Per-CPU kernel buffers, together, may take at most half the machine.
-  auto check_per_cpu = [&](const FieldPath& path, uint64_t kb) {
-    if (memory_kb > 0 && kb * static_cast<uint64_t>(cpus) > memory_kb / 2) {
-      v->Fail(path, absl::StrCat("is ", kb, ": ", cpus, " CPUs of ", Kb(kb),
-                                 " exceed half of this machine's ", Kb(memory_kb),
-                                 " of memory, which the kernel would refuse or the machine "
-                                 "miss"));
-    }
-  };
-  for (int i = 0; i < cfg.buffers_size(); i++) {
-    const uint64_t kb = cfg.buffers(i).size_kb();
-    if (kb < kMinBufferSizeKb || kb > kMaxBufferSizeKb) {
-      v->Fail({{"buffers", i}, {"size_kb", -1}},
-              absl::StrCat("is ", kb, ": it must be at least ", kMinBufferSizeKb, " and at most ",
-                           kMaxBufferSizeKb, " (4 GiB less a page)"));
-    }
-  }
-  if (cfg.max_consumer_cpu_percent() > kMaxConsumerCpuPercent) {
-    v->Fail({{"max_consumer_cpu_percent", -1}},
-            absl::StrCat("is ", cfg.max_consumer_cpu_percent(), ": percent of one CPU, 1 to ",
-                         kMaxConsumerCpuPercent, " (0: no limit)"));
-  }
-  // The agent's paths: relative ones would depend on the directory it was
-  // started from, which a service manager does not promise; a file where a
-  // directory must be fails here, not once the agent has started its
-  // sources.
-  // The C library would read a path only up to a NUL byte: another path.
-  for (const auto& [name, path] :
-       {std::pair<const char*, const std::string&>{"output_path", cfg.output_path()},
-        {"output_dir", cfg.output_dir()},
-        {"control_socket", cfg.control_socket()}}) {
-    if (path.find('\0') != std::string::npos) {
-      v->Fail({{name, -1}}, absl::StrCat("is '", absl::CHexEscape(path),
-                                         "', which holds a NUL byte: a path cannot"));
-    }
-  }
-  if (cfg.has_output_dir()) {
-    if (cfg.output_dir().empty() || cfg.output_dir()[0] != '/') {
-      v->Fail({{"output_dir", -1}}, absl::StrCat("is '", cfg.output_dir(), "': an absolute path"));
-    } else if (const std::string file = FirstNotADirectory(cfg.output_dir(), true); !file.empty()) {
-      v->Fail({{"output_dir", -1}},
-              absl::StrCat("is '", absl::CHexEscape(cfg.output_dir()), "', but ",
-                           absl::CHexEscape(file),
-                           " is not a directory: a directory, or a path the agent can create "
-                           "one at"));
-    }
-  }
-  if (cfg.has_control_socket()) {
-    if (cfg.control_socket().empty() || cfg.control_socket()[0] != '/') {
-      v->Fail({{"control_socket", -1}},
-              absl::StrCat("is '", cfg.control_socket(), "': an absolute path"));
-    } else if (cfg.control_socket().size() >= sizeof(sockaddr_un{}.sun_path)) {
-      v->Fail({{"control_socket", -1}}, absl::StrCat("is ", cfg.control_socket().size(),
-                                                     " bytes long: a unix socket path is "
-                                                     "at most ",
-                                                     sizeof(sockaddr_un{}.sun_path) - 1));
-    } else if (const std::string file = FirstNotADirectory(cfg.control_socket(), false);
-               !file.empty()) {
-      v->Fail({{"control_socket", -1}},
-              absl::StrCat("is '", absl::CHexEscape(cfg.control_socket()), "', but ",
-                           absl::CHexEscape(file),
-                           " is not a directory: a path in a directory the agent can write"));
-    }
-  }
-  // Settings of the stream: without it they would be ignored, which hides
-  // a forgotten `write_into_file: true`.
-  if (!cfg.write_into_file()) {
-    for (const auto& [name, value] :
-         {std::pair<const char*, uint64_t>{"file_write_period_ms", cfg.file_write_period_ms()},
-          {"max_file_size_bytes", cfg.max_file_size_bytes()},
-          {"file_rotation_period_ms", cfg.file_rotation_period_ms()},
-          {"max_files", cfg.max_files()},
-          {"max_total_bytes", cfg.max_total_bytes()}}) {
-      if (value != 0) {
-        v->Fail({{name, -1}}, absl::StrCat("is ", value,
-                                           " without write_into_file: true: it applies only "
-                                           "to streaming; set write_into_file or remove it"));
-      }
-    }
-  }
-  if (cfg.has_control_group() && cfg.control_group().empty()) {
-    v->Fail({{"control_group", -1}}, "is empty: a group name or number, or leave it unset");
-  }
-  // Checked here, not when the first snapshot is written: a typo would
-  // otherwise show only after the incident it was meant to record.
-  if (cfg.has_output_group()) {
-    if (cfg.output_group().empty()) {
-      v->Fail({{"output_group", -1}}, "is empty: a group name or number, or leave it unset");
-    } else if (!ResolveGroup("output_group", cfg.output_group()).ok()) {
-      v->Fail({{"output_group", -1}},
-              absl::StrCat("is '", absl::CHexEscape(cfg.output_group()),
-                           "': no such group on this machine (see `getent group`); a group "
-                           "name or number"));
-    }
-  }
-  // Which trigger_mode a program acts on is its own business (the agent
-  // snapshots); names, limits and probabilities are checked for every mode.
-  const config::TraceConfig::TriggerConfig& triggers = cfg.trigger_config();
-  for (int i = 0; i < triggers.triggers_size(); i++) {
-    const config::TraceConfig::TriggerConfig::Trigger& t = triggers.triggers(i);
-    auto field = [&](const std::string& name) -> FieldPath {
-      return {{"trigger_config", -1}, {"triggers", i}, {name, -1}};
-    };
-    const std::string& name = t.name();
-    const bool name_chars_ok = std::all_of(name.begin(), name.end(), [](char c) {
-      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-    });
-    if (name.empty()) {
-      v->Fail(field("name"), "is empty: a trigger needs the name its requests give");
-    } else if (name.size() > kMaxTriggerNameBytes) {
-      v->Fail(field("name"),
-              absl::StrCat("is ", name.size(), " bytes long: at most ", kMaxTriggerNameBytes));
-    } else if (!name_chars_ok) {
-      v->Fail(field("name"), absl::StrCat("is '", absl::CHexEscape(name),
-                                          "': only letters, digits, '.', '_' and '-'"));
-    }
-    for (int j = 0; j < i; j++) {
-      if (triggers.triggers(j).name() == name && !name.empty()) {
-        v->Fail(field("name"), absl::StrCat("'", name, "' is also the name of triggers[", j,
-                                            "]: names must be unique"));
-        break;
-      }
-    }
-    for (const auto& [limit, value] :
-         {std::pair<const char*, uint32_t>{"max_per_hour", t.max_per_hour()},
-          {"max_per_24_h", t.max_per_24_h()}}) {
-      if (value > kMaxTriggerFiresPerWindow) {
-        v->Fail(field(limit), absl::StrCat("is ", value, ": at most ", kMaxTriggerFiresPerWindow,
-                                           " (0: no limit)"));
-      }
-    }
-    if (t.stop_delay_ms() > kMaxTriggerStopDelayMs) {
-      v->Fail(field("stop_delay_ms"),
-              absl::StrCat("is ", t.stop_delay_ms(), ": at most ", kMaxTriggerStopDelayMs,
-                           " (10 minutes); later, the buffers no longer hold the trigger's "
-                           "moment"));
-    }
-    if (t.cooldown_ms() > kMaxTriggerCooldownMs) {
-      v->Fail(field("cooldown_ms"),
-              absl::StrCat("is ", t.cooldown_ms(), ": at most ", kMaxTriggerCooldownMs,
-                           " (24 hours; 0: none); for fewer fires, set max_per_24_h"));
-    }
-    // Written so that NaN fails too.
-    if (!(t.skip_probability() >= 0 && t.skip_probability() <= 1)) {
-      v->Fail(field("skip_probability"),
-              absl::StrCat("is ", t.skip_probability(), ": a probability, from 0 to 1"));
-    }
-    if (t.has_incident()) ValidateIncident(t.incident(), field("incident"), v);
-  }
-  for (int i = 0; i < cfg.data_sources_size(); i++) {
-    const config::DataSourceConfig& ds = cfg.data_sources(i).config();
-    const FieldPath at = {{"data_sources", i}, {"config", -1}};
-    auto field = [&](std::initializer_list<std::pair<std::string, int>> rest) {
-      FieldPath path = at;
-      path.insert(path.end(), rest);
-      return path;
-    };
-    if (std::find(KnownDataSources().begin(), KnownDataSources().end(), ds.name()) ==
-        KnownDataSources().end()) {
-      v->Fail(field({{"name", -1}}), absl::StrCat("'", ds.name(), "' is not a data source; known: ",
-                                                  absl::StrJoin(KnownDataSources(), ", ")));
-    }
-    if (ds.target_buffer() >= static_cast<uint32_t>(cfg.buffers_size())) {
-      v->Fail(field({{"target_buffer", -1}}),
-              absl::StrCat("is ", ds.target_buffer(), " but there are only ", cfg.buffers_size(),
-                           " buffers: an index from 0 to ", cfg.buffers_size() - 1));
-    }
-    // Two sources of one name into one buffer record the same kernel events
-    // twice (each loads its own programs, or its own tracefs instance).
-    for (int j = 0; j < i; j++) {
-      const config::DataSourceConfig& other = cfg.data_sources(j).config();
-      if (other.name() == ds.name() && other.target_buffer() == ds.target_buffer()) {
-        v->Fail(field({{"name", -1}}),
-                absl::StrCat("'", ds.name(), "' also writes into buffers[", ds.target_buffer(),
-                             "], as data_sources[", j,
-                             "] does: one data source of a name per buffer; merge the two"));
-        break;
-      }
-    }
-    if (ds.name() == "linux.ftrace") {
-      const config::FtraceConfig& f = ds.ftrace_config();
-      if (f.ftrace_events_size() == 0 && f.bpf_fallback_events_size() == 0) {
-        v->Fail(field({{"name", -1}}),
-                "is linux.ftrace, which needs ftrace_config { ftrace_events: \"group/name\" "
-                "... } (or bpf_fallback_events)");
-      }
-      if (f.buffer_size_kb() > kMaxFtraceBufferSizeKb) {
-        v->Fail(field({{"ftrace_config", -1}, {"buffer_size_kb", -1}}),
-                absl::StrCat("is ", f.buffer_size_kb(), ": at most ", kMaxFtraceBufferSizeKb, " (",
-                             Kb(kMaxFtraceBufferSizeKb), ") per CPU"));
-      }
-      check_per_cpu(field({{"ftrace_config", -1}, {"buffer_size_kb", -1}}), f.buffer_size_kb());
-      if (f.drain_buffer_percent() > 100) {
-        v->Fail(field({{"ftrace_config", -1}, {"drain_buffer_percent", -1}}),
-                absl::StrCat("is ", f.drain_buffer_percent(), ": a percentage, at most 100"));
-      }
-    }
-    if (ds.name() == "linux.bpf") {
-      const config::BpfConfig& b = ds.bpf_config();
-      if (b.ring_size_kb() > kMaxBpfRingSizeKb) {
-        v->Fail(field({{"bpf_config", -1}, {"ring_size_kb", -1}}),
-                absl::StrCat("is ", b.ring_size_kb(), ": a BPF ring buffer holds at most ",
-                             kMaxBpfRingSizeKb, " (", Kb(kMaxBpfRingSizeKb), ") per CPU"));
-      }
-      check_per_cpu(field({{"bpf_config", -1}, {"ring_size_kb", -1}}), b.ring_size_kb());
-      if (b.filter_tgid_size() > kMaxFilterTgids) {
-        v->Fail(field({{"bpf_config", -1}, {"filter_tgid", kMaxFilterTgids}}),
-                absl::StrCat("is one of ", b.filter_tgid_size(), " filter_tgid values: at most ",
-                             kMaxFilterTgids, " can be given"));
-      }
-      if (b.has_filter_max_prio() && (b.filter_max_prio() < 0 || b.filter_max_prio() > 139)) {
-        v->Fail(field({{"bpf_config", -1}, {"filter_max_prio", -1}}),
-                absl::StrCat("is ", b.filter_max_prio(), ": kernel priorities are 0 to 139"));
-      }
-      for (int k = 0; k < b.filter_container_id_size(); k++) {
-        CheckContainerId(b.filter_container_id(k),
-                         field({{"bpf_config", -1}, {"filter_container_id", k}}), v);
-      }
-      for (int k = 0; k < b.filter_cgroup_path_size(); k++) {
-        CheckCgroupPath(b.filter_cgroup_path(k),
-                        field({{"bpf_config", -1}, {"filter_cgroup_path", k}}), v);
-      }
-      if (b.filter_container_id_size() + b.filter_cgroup_path_size() > kMaxCgroupFilterValues) {
-        v->Fail(field({{"bpf_config", -1}, {"filter_container_id", -1}}),
-                absl::StrCat("and filter_cgroup_path give ",
-                             b.filter_container_id_size() + b.filter_cgroup_path_size(),
-                             " values: at most ", kMaxCgroupFilterValues, " together"));
-      }
-    }
-  }
-  // A buffer no source writes into stays empty and takes its memory for
-  // nothing; a config without sources (triggers only, tests) is left be.
-  for (int i = 0; i < cfg.buffers_size() && cfg.data_sources_size() > 0; i++) {
-    const bool written =
-        std::any_of(cfg.data_sources().begin(), cfg.data_sources().end(),
-                    [i](const config::TraceConfig::DataSource& ds) {
-                      return ds.config().target_buffer() == static_cast<uint32_t>(i);
-                    });
-    if (!written) {
-      v->Fail({{"buffers", i}}, absl::StrCat("is the target_buffer of no data source, so it "
-                                             "would stay empty: point a data source at it "
-                                             "(target_buffer: ",
-                                             i, ") or remove it"));
-    }
-  }
 }
 
 }  // namespace
@@ -521,9 +123,7 @@ absl::Status ValidateConfig(const config::TraceConfig& cfg, const std::string& f
     return absl::InvalidArgumentError(
         absl::StrCat(file_name, ": no buffers { size_kb: ... } section: at least one is needed"));
   }
-  Validator v(file_name, nullptr);
-  Validate(cfg, ThisMachine(), &v);
-  return v.status();
+  return CheckConfig(cfg, ThisMachine(), file_name, nullptr);
 }
 
 MachineLimits ThisMachine() {
@@ -551,9 +151,7 @@ absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
     return absl::InvalidArgumentError(
         absl::StrCat(file_name, ": no buffers { size_kb: ... } section: at least one is needed"));
   }
-  Validator v(file_name, &tree);
-  Validate(cfg, machine, &v);
-  if (!v.ok()) return v.status();
+  if (absl::Status st = CheckConfig(cfg, machine, file_name, &tree); !st.ok()) return st;
   ApplyDefaults(&cfg);
   return cfg;
 }
