@@ -103,13 +103,15 @@ struct SharedMaps {
 
 template <typename Skel>
 absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, const SharedMaps& maps,
-                          const KernelTracepoints& kernel, std::vector<std::string>* skipped) {
+                          size_t ring_size, const KernelTracepoints& kernel,
+                          std::vector<std::string>* skipped) {
   const EventSource::Filters& f = options.filters;
   skel->rodata->filter_num_tgids = static_cast<uint32_t>(f.tgids.size());
   for (size_t i = 0; i < f.tgids.size(); i++) skel->rodata->filter_tgids[i] = f.tgids[i];
   skel->rodata->filter_cgroup_id = f.cgroup_id;
   skel->rodata->filter_cgroup_set = f.cgroup_set;
   skel->rodata->filter_max_prio = f.max_prio;
+  skel->rodata->ring_wakeup_bytes = ring_size / 4;
   if (bpf_map__reuse_fd(skel->maps.rings, maps.rings_fd) != 0 ||
       bpf_map__reuse_fd(skel->maps.drops, maps.drops_fd) != 0 ||
       bpf_map__reuse_fd(skel->maps.filter_cgroups, maps.filter_cgroups_fd) != 0) {
@@ -205,7 +207,7 @@ absl::Status EventSource::LoadGroups(const Options& options) {
           "use the ftrace sources on this kernel");
     }
     if ((sched_ = rs_sched__open()) == nullptr) return LoadError(errno, "opening bpf/sched");
-    if (auto st = PrepareGroup(sched_, options, maps, kernel, &skipped_); !st.ok()) {
+    if (auto st = PrepareGroup(sched_, options, maps, ring_size_, kernel, &skipped_); !st.ok()) {
       return st;
     }
     utsname u;
@@ -215,7 +217,7 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   }
   if (options.process) {
     if ((process_ = rs_process__open()) == nullptr) return LoadError(errno, "opening bpf/process");
-    if (auto st = PrepareGroup(process_, options, maps, kernel, &skipped_); !st.ok()) {
+    if (auto st = PrepareGroup(process_, options, maps, ring_size_, kernel, &skipped_); !st.ok()) {
       return st;
     }
     if (int err = rs_process__load(process_); err != 0) {
@@ -226,7 +228,8 @@ absl::Status EventSource::LoadGroups(const Options& options) {
     if ((incidents_ = rs_incidents__open()) == nullptr) {
       return LoadError(errno, "opening bpf/incidents");
     }
-    if (auto st = PrepareGroup(incidents_, options, maps, kernel, &skipped_); !st.ok()) {
+    if (auto st = PrepareGroup(incidents_, options, maps, ring_size_, kernel, &skipped_);
+        !st.ok()) {
       return st;
     }
     if (int err = rs_incidents__load(incidents_); err != 0) {

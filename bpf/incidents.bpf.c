@@ -22,7 +22,8 @@ static __always_inline __u64 cgroup_id_of(struct task_struct* t) {
 /* Kernels since 6.8: the victim task and its uid. */
 SEC("tp_btf/mark_victim")
 int BPF_PROG(handle_mark_victim, struct task_struct* task, uid_t uid) {
-  struct rs_oom_kill* e = rs_reserve(RS_EV_OOM_KILL, sizeof(*e));
+  void* ring;
+  struct rs_oom_kill* e = rs_reserve(RS_EV_OOM_KILL, sizeof(*e), &ring);
   if (!e) return 0;
   e->pid = task->pid;
   e->tgid = task->tgid;
@@ -30,7 +31,7 @@ int BPF_PROG(handle_mark_victim, struct task_struct* task, uid_t uid) {
   e->killer_pid = bpf_get_current_pid_tgid() >> 32;
   __builtin_memcpy(e->comm, task->comm, RS_TASK_COMM_LEN);
   e->cgroup_id = cgroup_id_of(task);
-  rs_submit(e);
+  rs_submit(ring, e);
   return 0;
 }
 
@@ -38,7 +39,8 @@ int BPF_PROG(handle_mark_victim, struct task_struct* task, uid_t uid) {
  * when the kernel's mark_victim has no task argument. */
 SEC("tp_btf/mark_victim")
 int BPF_PROG(handle_mark_victim_pid, int pid) {
-  struct rs_oom_kill* e = rs_reserve(RS_EV_OOM_KILL, sizeof(*e));
+  void* ring;
+  struct rs_oom_kill* e = rs_reserve(RS_EV_OOM_KILL, sizeof(*e), &ring);
   if (!e) return 0;
   e->pid = pid;
   e->tgid = 0;
@@ -46,7 +48,7 @@ int BPF_PROG(handle_mark_victim_pid, int pid) {
   e->killer_pid = bpf_get_current_pid_tgid() >> 32;
   __builtin_memset(e->comm, 0, RS_TASK_COMM_LEN);
   e->cgroup_id = 0;
-  rs_submit(e);
+  rs_submit(ring, e);
   return 0;
 }
 
@@ -70,7 +72,8 @@ int BPF_PROG(handle_signal_generate, int sig, struct kernel_siginfo* info, struc
     if (handler != NULL) return 0; /* Caught or ignored: not fatal. */
   }
   if (rs_filters_on() && !rs_task_selected(task)) return 0;
-  struct rs_fatal_signal* e = rs_reserve(RS_EV_FATAL_SIGNAL, sizeof(*e));
+  void* ring;
+  struct rs_fatal_signal* e = rs_reserve(RS_EV_FATAL_SIGNAL, sizeof(*e), &ring);
   if (!e) return 0;
   struct task_struct* sender = bpf_get_current_task_btf();
   e->sig = sig;
@@ -83,7 +86,7 @@ int BPF_PROG(handle_signal_generate, int sig, struct kernel_siginfo* info, struc
   __builtin_memcpy(e->sender_comm, sender->comm, RS_TASK_COMM_LEN);
   __builtin_memcpy(e->target_comm, task->comm, RS_TASK_COMM_LEN);
   e->target_cgroup_id = cgroup_id_of(task);
-  rs_submit(e);
+  rs_submit(ring, e);
   return 0;
 }
 
@@ -94,7 +97,8 @@ int BPF_PROG(handle_core_dump_exit, struct task_struct* p) {
   if ((code & 0x80) == 0 || (code & 0x7f) == 0) return 0;
   if (BPF_CORE_READ(p, signal, live.counter) != 0) return 0;
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
-  struct rs_core_dump* e = rs_reserve(RS_EV_CORE_DUMP, sizeof(*e));
+  void* ring;
+  struct rs_core_dump* e = rs_reserve(RS_EV_CORE_DUMP, sizeof(*e), &ring);
   if (!e) return 0;
   e->pid = p->pid;
   e->tgid = p->tgid;
@@ -102,6 +106,6 @@ int BPF_PROG(handle_core_dump_exit, struct task_struct* p) {
   e->pad = 0;
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
   e->cgroup_id = cgroup_id_of(p);
-  rs_submit(e);
+  rs_submit(ring, e);
   return 0;
 }

@@ -10,7 +10,8 @@ char LICENSE[] SEC("license") = "GPL";
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(handle_process_fork, struct task_struct* parent, struct task_struct* child) {
   if (rs_filters_on() && !rs_task_selected(parent)) return 0;
-  struct rs_process_fork* e = rs_reserve(RS_EV_PROCESS_FORK, sizeof(*e));
+  void* ring;
+  struct rs_process_fork* e = rs_reserve(RS_EV_PROCESS_FORK, sizeof(*e), &ring);
   if (!e) return 0;
   e->parent_pid = parent->pid;
   e->parent_tgid = parent->tgid;
@@ -18,14 +19,15 @@ int BPF_PROG(handle_process_fork, struct task_struct* parent, struct task_struct
   e->child_tgid = child->tgid;
   __builtin_memcpy(e->parent_comm, parent->comm, RS_TASK_COMM_LEN);
   __builtin_memcpy(e->child_comm, child->comm, RS_TASK_COMM_LEN);
-  rs_submit(e);
+  rs_submit(ring, e);
   return 0;
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(handle_process_exec, struct task_struct* p, pid_t old_pid, struct linux_binprm* bprm) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
-  struct rs_process_exec* e = rs_reserve(RS_EV_PROCESS_EXEC, sizeof(*e));
+  void* ring;
+  struct rs_process_exec* e = rs_reserve(RS_EV_PROCESS_EXEC, sizeof(*e), &ring);
   if (!e) return 0;
   e->pid = p->pid;
   e->tgid = p->tgid;
@@ -47,7 +49,7 @@ int BPF_PROG(handle_process_exec, struct task_struct* p, pid_t old_pid, struct l
   if (len > RS_ARGV_LEN) len = RS_ARGV_LEN;
   if (len > 0 && bpf_probe_read_user(e->argv, len, (const void*)arg_start) != 0) len = 0;
   e->argv_len = (__u16)len;
-  rs_submit(e);
+  rs_submit(ring, e);
   return 0;
 }
 
@@ -56,27 +58,29 @@ int BPF_PROG(handle_process_exec, struct task_struct* p, pid_t old_pid, struct l
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(handle_process_exit, struct task_struct* p) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
-  struct rs_process_exit* e = rs_reserve(RS_EV_PROCESS_EXIT, sizeof(*e));
+  void* ring;
+  struct rs_process_exit* e = rs_reserve(RS_EV_PROCESS_EXIT, sizeof(*e), &ring);
   if (!e) return 0;
   e->pid = p->pid;
   e->tgid = p->tgid;
   e->exit_code = p->exit_code;
   e->group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
-  rs_submit(e);
+  rs_submit(ring, e);
   return 0;
 }
 
 SEC("tp_btf/task_rename")
 int BPF_PROG(handle_task_rename, struct task_struct* task, const char* comm) {
   if (rs_filters_on() && !rs_task_selected(task)) return 0;
-  struct rs_task_rename* e = rs_reserve(RS_EV_TASK_RENAME, sizeof(*e));
+  void* ring;
+  struct rs_task_rename* e = rs_reserve(RS_EV_TASK_RENAME, sizeof(*e), &ring);
   if (!e) return 0;
   e->pid = task->pid;
   e->tgid = task->tgid;
   __builtin_memcpy(e->old_comm, task->comm, RS_TASK_COMM_LEN);
   __builtin_memset(e->new_comm, 0, RS_TASK_COMM_LEN);
   bpf_probe_read_kernel_str(e->new_comm, sizeof(e->new_comm), comm);
-  rs_submit(e);
+  rs_submit(ring, e);
   return 0;
 }

@@ -83,16 +83,21 @@ static __always_inline void rs_count_drop(__u32 type) {
   if (n) *n += 1;
 }
 
+/* Bytes of unread records in a CPU's ring past which rs_submit wakes the
+ * consumer: a quarter of the ring, set by the loader before load. */
+const volatile __u64 ring_wakeup_bytes = (1 << 20) / 4;
+
 /* Reserves `size` bytes in the current CPU's ring and fills the header, or
- * counts a drop of `type` and returns NULL. */
-static __always_inline void* rs_reserve(__u32 type, __u32 size) {
+ * counts a drop of `type` and returns NULL. `*ring` is the ring, for
+ * rs_submit. */
+static __always_inline void* rs_reserve(__u32 type, __u32 size, void** ring) {
   __u32 cpu = bpf_get_smp_processor_id();
-  void* ring = bpf_map_lookup_elem(&rings, &cpu);
-  if (!ring) {
+  *ring = bpf_map_lookup_elem(&rings, &cpu);
+  if (!*ring) {
     rs_count_drop(type);
     return NULL;
   }
-  struct rs_event_header* h = bpf_ringbuf_reserve(ring, size, 0);
+  struct rs_event_header* h = bpf_ringbuf_reserve(*ring, size, 0);
   if (!h) {
     rs_count_drop(type);
     return NULL;
@@ -104,18 +109,15 @@ static __always_inline void* rs_reserve(__u32 type, __u32 size) {
   return h;
 }
 
-/* Submits a record from rs_reserve(). The consumer is woken only once the
- * ring is a quarter full: it drains on its own period otherwise. Waking it
- * per record costs an irq_work (a self-IPI: microseconds in a VM) on every
- * event, which measured 4.6 us per sched_switch here instead of ~0.3. */
-static __always_inline void rs_submit(void* record) {
-  __u32 cpu = ((struct rs_event_header*)record)->cpu;
-  void* ring = bpf_map_lookup_elem(&rings, &cpu);
-  __u64 flags = BPF_RB_NO_WAKEUP;
-  if (ring &&
-      bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) / 4) {
-    flags = BPF_RB_FORCE_WAKEUP;
-  }
+/* Submits a record from rs_reserve() into its `ring`. The consumer is woken
+ * only once the ring is a quarter full: it drains on its own period
+ * otherwise. Waking it per record costs an irq_work (a self-IPI:
+ * microseconds in a VM) on every event, which measured 4.6 us per
+ * sched_switch here instead of ~0.3. */
+static __always_inline void rs_submit(void* ring, void* record) {
+  const __u64 flags = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) > ring_wakeup_bytes
+                          ? BPF_RB_FORCE_WAKEUP
+                          : BPF_RB_NO_WAKEUP;
   bpf_ringbuf_submit(record, flags);
 }
 
@@ -124,9 +126,11 @@ struct task_struct___pre_5_16 {
   unsigned int cpu;
 };
 
+/* A direct read (tp_btf pointers are BTF pointers): BPF_CORE_READ would be a
+ * bpf_probe_read_kernel call, which measured 30+ ns on the wakeup path. */
 static __always_inline __s32 rs_task_cpu(struct task_struct* t) {
-  if (bpf_core_field_exists(t->thread_info.cpu)) return BPF_CORE_READ(t, thread_info.cpu);
-  return BPF_CORE_READ((struct task_struct___pre_5_16*)t, cpu);
+  if (bpf_core_field_exists(t->thread_info.cpu)) return t->thread_info.cpu;
+  return ((struct task_struct___pre_5_16*)t)->cpu;
 }
 
 #endif /* RINGSIDE_BPF_RINGS_BPF_H_ */

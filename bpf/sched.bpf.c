@@ -13,7 +13,8 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
              unsigned int prev_state) {
   if (rs_filters_on() && !rs_task_selected(prev) && !rs_task_selected(next)) return 0;
-  struct rs_sched_switch* e = rs_reserve(RS_EV_SCHED_SWITCH, sizeof(*e));
+  void* ring;
+  struct rs_sched_switch* e = rs_reserve(RS_EV_SCHED_SWITCH, sizeof(*e), &ring);
   if (!e) return 0;
   e->prev_pid = prev->pid;
   e->prev_tgid = prev->tgid;
@@ -24,13 +25,14 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct
   e->prev_state = rs_sched_switch_state(preempt, prev_state, prev->exit_state, task_state_rules);
   __builtin_memcpy(e->prev_comm, prev->comm, RS_TASK_COMM_LEN);
   __builtin_memcpy(e->next_comm, next->comm, RS_TASK_COMM_LEN);
-  rs_submit(e);
+  rs_submit(ring, e);
   return 0;
 }
 
 static __always_inline int emit_wakeup(__u32 type, struct task_struct* p) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
-  struct rs_sched_wakeup* e = rs_reserve(type, sizeof(*e));
+  void* ring;
+  struct rs_sched_wakeup* e = rs_reserve(type, sizeof(*e), &ring);
   if (!e) return 0;
   struct task_struct* waker = bpf_get_current_task_btf();
   e->pid = p->pid;
@@ -40,7 +42,7 @@ static __always_inline int emit_wakeup(__u32 type, struct task_struct* p) {
   e->waker_pid = waker->pid;
   e->waker_tgid = waker->tgid;
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
-  rs_submit(e);
+  rs_submit(ring, e);
   return 0;
 }
 
@@ -57,7 +59,8 @@ int BPF_PROG(handle_sched_wakeup_new, struct task_struct* p) {
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(handle_sched_migrate_task, struct task_struct* p, int dest_cpu) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
-  struct rs_sched_migrate* e = rs_reserve(RS_EV_SCHED_MIGRATE, sizeof(*e));
+  void* ring;
+  struct rs_sched_migrate* e = rs_reserve(RS_EV_SCHED_MIGRATE, sizeof(*e), &ring);
   if (!e) return 0;
   e->pid = p->pid;
   e->tgid = p->tgid;
@@ -66,6 +69,6 @@ int BPF_PROG(handle_sched_migrate_task, struct task_struct* p, int dest_cpu) {
   e->dest_cpu = dest_cpu;
   e->pad = 0;
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
-  rs_submit(e);
+  rs_submit(ring, e);
   return 0;
 }

@@ -6,10 +6,13 @@
 //
 // BM_KernelCost: what each of our programs costs the kernel per event
 // (the kernel's own run_time_ns / run_cnt with BPF stats on) while a
-// context-switch storm runs; the baseline is an empty sched_switch program
-// attached at the same time (the cost of the attachment and of the kernel's
-// own time accounting). step_* programs time the parts of ours alone: the
-// clock read, a ring reserve + submit, the fill query of rs_submit.
+// context-switch storm runs; the baselines are an empty sched_switch and an
+// empty sched_wakeup program attached at the same time (the cost of the
+// attachment, of the kernel's own time accounting and of the caches as the
+// workload leaves them). Two workloads: a sleep loop (switches to and from
+// idle, wakeups from a timer on a CPU waking up: cold caches) and a pipe
+// ping-pong pinned to one CPU (an event storm's hot caches). step_* programs time the parts of ours
+// alone: the clock read, a ring reserve + submit, the fill query of rs_submit.
 
 #include <benchmark/benchmark.h>
 #include <bpf/bpf.h>
@@ -134,17 +137,66 @@ void BM_Libbpf_Consume(benchmark::State& state) {
 }
 BENCHMARK(BM_Libbpf_Consume)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// The kernel's run_time_ns / run_cnt of a program (0 if it never ran).
-double NsPerRun(int prog_fd) {
+// The kernel's run count and run time of a program (BPF stats on).
+struct RunStats {
+  uint64_t count = 0;
+  uint64_t time_ns = 0;
+};
+
+RunStats ReadRunStats(const bpf_program* p) {
   bpf_prog_info info;
   std::memset(&info, 0, sizeof(info));
   uint32_t len = sizeof(info);
-  if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) != 0 || info.run_cnt == 0) return 0;
-  return static_cast<double>(info.run_time_ns) / static_cast<double>(info.run_cnt);
+  if (bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len) != 0) return {};
+  return {info.run_cnt, info.run_time_ns};
 }
 
-// Each iteration: a child sleeps briefly 2,000 times (4,000 switches plus
-// wakeups) while every program of ours and the empty baseline are attached.
+constexpr int64_t kSleepLoop = 0;
+constexpr int64_t kPingPong = 1;
+
+// A child that sleeps briefly 2,000 times: each sleep is a switch to idle
+// and a timer wakeup on a CPU coming out of idle (cold caches).
+pid_t StartSleepLoop() {
+  const pid_t child = fork();
+  if (child == 0) {
+    for (int i = 0; i < 2000; i++) usleep(20);
+    _exit(0);
+  }
+  return child;
+}
+
+// A child and a grandchild, both on the last CPU, passing a byte back and
+// forth 20,000 times over pipes: switches straight from one to the other
+// and wakeups of a task on the waker's own CPU, the hot-cache case of an
+// event storm. The caller polls the rings from another CPU.
+pid_t StartPinnedPingPong() {
+  const pid_t child = fork();
+  if (child != 0) return child;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  CPU_SET(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) - 1, &cpus);
+  sched_setaffinity(0, sizeof(cpus), &cpus);
+  int ping[2], pong[2];
+  if (pipe(ping) != 0 || pipe(pong) != 0) _exit(1);
+  constexpr int kRoundTrips = 20000;
+  char byte = 0;
+  const pid_t peer = fork();
+  if (peer == 0) {
+    for (int i = 0; i < kRoundTrips; i++) {
+      if (read(ping[0], &byte, 1) != 1 || write(pong[1], &byte, 1) != 1) _exit(1);
+    }
+    _exit(0);
+  }
+  for (int i = 0; i < kRoundTrips; i++) {
+    if (write(ping[1], &byte, 1) != 1 || read(pong[0], &byte, 1) != 1) break;
+  }
+  int status;
+  waitpid(peer, &status, 0);
+  _exit(0);
+}
+
+// Each iteration: one run of the workload while every program of ours and
+// the empty baselines are attached.
 void BM_KernelCost(benchmark::State& state) {
   EventSource::Options options;
   options.ring_size_per_cpu = static_cast<size_t>(state.range(0)) << 10;
@@ -153,55 +205,98 @@ void BM_KernelCost(benchmark::State& state) {
   EventSource& source = **s;
   Fixture& f = GetFixture();
   if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
+  // Programs on one tracepoint run one after the other, and each one's
+  // figure depends on what ran before it (a clock read right after the
+  // kernel's own work waits for it; the next one does not), so ours run
+  // alone after the baselines, and each step in a run of its own.
+  const bpf_program* all_steps[] = {
+      nullptr,
+      f.programs->progs.step_clock,
+      f.programs->progs.step_reserve_submit,
+      f.programs->progs.step_query,
+      f.programs->progs.step_switch_minimal,
+      f.programs->progs.step_wakeup_minimal,
+      f.programs->progs.step_switch_fields,
+      f.programs->progs.step_switch_no_query,
+  };
+  const bpf_program* step = all_steps[state.range(2)];
+  std::vector<const bpf_program*> bench_programs = {f.programs->progs.empty_sched_switch,
+                                                    f.programs->progs.empty_sched_wakeup};
+  if (step != nullptr) bench_programs.push_back(step);
   const int stats_fd = EventSource::EnableKernelStats();
   if (stats_fd < 0) return state.SkipWithError("BPF_ENABLE_STATS failed");
-  bpf_link* baseline = bpf_program__attach(f.programs->progs.empty_sched_switch);
-  bpf_link* steps[] = {bpf_program__attach(f.programs->progs.step_clock),
-                       bpf_program__attach(f.programs->progs.step_reserve_submit),
-                       bpf_program__attach(f.programs->progs.step_query)};
-  if (baseline == nullptr || !source.Attach().ok()) {
-    close(stats_fd);
-    return state.SkipWithError("attach failed");
+  std::vector<RunStats> before;
+  std::vector<bpf_link*> links;
+  bool attached = true;
+  for (const bpf_program* p : bench_programs) {
+    before.push_back(ReadRunStats(p));
+    links.push_back(bpf_program__attach(p));
+    attached &= links.back() != nullptr;
   }
-  for (auto _ : state) {
-    const pid_t child = fork();
-    if (child == 0) {
-      for (int i = 0; i < 2000; i++) usleep(20);
-      _exit(0);
-    }
-    int status;
-    while (waitpid(child, &status, WNOHANG) == 0) {
-      source.Poll(5, [](uint32_t, absl::Span<const RecordView>) {}).IgnoreError();
+  if (step == nullptr) attached &= source.Attach().ok();
+  if (attached) {
+    for (auto _ : state) {
+      const pid_t child = state.range(1) == kSleepLoop ? StartSleepLoop() : StartPinnedPingPong();
+      if (child < 0) break;
+      int status;
+      // The steps write into the fixture's rings.
+      EventSource& rings = step == nullptr ? source : *f.source;
+      while (waitpid(child, &status, WNOHANG) == 0) {
+        rings.Poll(5, [](uint32_t, absl::Span<const RecordView>) {}).IgnoreError();
+      }
     }
   }
   source.Detach();
-  bpf_link__destroy(baseline);
-  for (bpf_link* l : steps) bpf_link__destroy(l);
-  for (bpf_program* p : {f.programs->progs.step_clock, f.programs->progs.step_reserve_submit,
-                         f.programs->progs.step_query}) {
-    const double ns = NsPerRun(bpf_program__fd(p));
-    if (ns > 0) state.counters[std::string("ns_") + bpf_program__name(p)] = ns;
+  for (bpf_link* l : links) bpf_link__destroy(l);
+  if (!attached) {
+    close(stats_fd);
+    return state.SkipWithError("attach failed");
   }
-  // The kernel's own accounting, per program.
-  const double baseline_ns = NsPerRun(bpf_program__fd(f.programs->progs.empty_sched_switch));
-  state.counters["ns_empty_sched_switch"] = baseline_ns;
+  // The kernel's own accounting, per program, over this run only.
+  std::map<std::string, double> ns_per_run;
+  for (size_t i = 0; i < bench_programs.size(); i++) {
+    const RunStats after = ReadRunStats(bench_programs[i]);
+    if (after.count == before[i].count) continue;
+    ns_per_run[bpf_program__name(bench_programs[i])] =
+        static_cast<double>(after.time_ns - before[i].time_ns) /
+        static_cast<double>(after.count - before[i].count);
+  }
   for (const EventSource::ProgramStats& p : source.program_stats()) {
     if (p.run_count == 0) continue;
-    const double ns = static_cast<double>(p.run_time_ns) / static_cast<double>(p.run_count);
-    state.counters["ns_" + p.name.substr(p.name.find('_') + 1)] = ns;
-    if (p.name == "handle_sched_switch" && baseline_ns > 0) {
-      state.counters["sched_switch_vs_empty"] = ns / baseline_ns;
-    }
+    ns_per_run[p.name.substr(p.name.find('_') + 1)] =
+        static_cast<double>(p.run_time_ns) / static_cast<double>(p.run_count);
   }
   close(stats_fd);
+  for (const auto& [name, ns] : ns_per_run) state.counters["ns_" + name] = ns;
+  for (const char* kind : {"sched_switch", "sched_wakeup"}) {
+    const auto ours = ns_per_run.find(kind);
+    const auto empty = ns_per_run.find(std::string("empty_") + kind);
+    if (ours != ns_per_run.end() && empty != ns_per_run.end() && empty->second > 0) {
+      state.counters[std::string(kind) + "_vs_empty"] = ours->second / empty->second;
+    }
+  }
 }
-// Ring size per CPU in KiB: a ring that stays in cache costs less per record.
+// Args: the ring size per CPU in KiB (a ring that stays in cache costs less
+// per record), the workload, and which step runs instead of ours (0: ours;
+// 1 the clock, 2 reserve + submit, 3 the fill query, 4 and 5 a minimal
+// record on sched_switch and on sched_wakeup, 6 and 7 ours on sched_switch
+// without the comms and the fill query, then without the query only).
 BENCHMARK(BM_KernelCost)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(5)
-    ->Arg(256)
-    ->Arg(4096);
+    ->ArgNames({"ring_kb", "pingpong", "step"})
+    ->Args({256, kSleepLoop, 0})
+    ->Args({4096, kSleepLoop, 0})
+    ->Args({256, kPingPong, 0})
+    ->Args({4096, kPingPong, 0})
+    ->Args({4096, kPingPong, 1})
+    ->Args({4096, kPingPong, 2})
+    ->Args({4096, kPingPong, 3})
+    ->Args({4096, kPingPong, 4})
+    ->Args({4096, kPingPong, 5})
+    ->Args({4096, kPingPong, 6})
+    ->Args({4096, kPingPong, 7});
 
 }  // namespace
 }  // namespace ringside::bpf

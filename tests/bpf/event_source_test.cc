@@ -117,6 +117,39 @@ class KernelStatsScope {
   int fd_;
 };
 
+// The wakeup's target CPU is read from the task itself: a child pinned to one
+// CPU is woken there every time, and switched in there.
+TEST(EventSourceTest, AWakeupNamesTheCpuItsTaskIsQueuedOn) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, EventSource::Options{});
+  ASSERT_TRUE(source->Attach().ok());
+  const int pinned_cpu = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) - 1;
+  const pid_t child = fork();
+  if (child == 0) {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    CPU_SET(pinned_cpu, &cpus);
+    if (sched_setaffinity(0, sizeof(cpus), &cpus) != 0) _exit(1);
+    for (int i = 0; i < 200; i++) usleep(50);
+    _exit(0);
+  }
+  Collected c;
+  CollectUntilExit(source.get(), child, &c);
+  uint64_t wakeups = 0, switched_in = 0;
+  for (const rs_sched_wakeup& e : c.wakeups) {
+    if (e.pid != child) continue;
+    // The first wakeup may come before the child pinned itself.
+    if (wakeups++ == 0 && e.target_cpu != pinned_cpu) continue;
+    EXPECT_EQ(e.target_cpu, pinned_cpu);
+  }
+  for (const rs_sched_switch& e : c.switches) {
+    if (e.next_pid == child && switched_in++ > 0) {
+      EXPECT_EQ(static_cast<int>(e.h.cpu), pinned_cpu);
+    }
+  }
+  EXPECT_GE(wakeups, 150u);
+  EXPECT_GE(switched_in, 150u);
+}
+
 TEST(EventSourceTest, SchedulingRecordsPerCpuInOrderFromOneRingPerCpu) {
   RINGSIDE_LOAD_BPF_OR_SKIP(source, EventSource::Options{});
   ASSERT_TRUE(source->Attach().ok());
