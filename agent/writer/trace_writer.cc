@@ -25,7 +25,7 @@ void ProtoMessage::AppendVarIntSlow(uint32_t field, uint64_t value) {
   writer_->WriteBytes(buf, static_cast<size_t>(end - buf));
 }
 
-void ProtoMessage::AppendRawVarInt(uint64_t value) {
+void ProtoMessage::AppendRawVarIntSlow(uint64_t value) {
   uint8_t buf[kMaxVarIntSize];
   uint8_t* end = WriteVarInt(value, buf);
   writer_->WriteBytes(buf, static_cast<size_t>(end - buf));

@@ -62,11 +62,12 @@ class ProtoMessage {
 
  private:
   friend class TraceWriter;
-  void AppendRawVarInt(uint64_t value);
+  inline void AppendRawVarInt(uint64_t value);
   inline void Prepare();  // Ends open nested messages below this one.
   ProtoMessage* BeginNestedSlow(uint32_t field);
   void AppendBytesSlow(uint32_t field, const void* data, size_t size);
   void AppendVarIntSlow(uint32_t field, uint64_t value);
+  void AppendRawVarIntSlow(uint64_t value);
 
   TraceWriter* writer_ = nullptr;
   int depth_ = 0;
@@ -236,6 +237,16 @@ inline void ProtoMessage::AppendVarInt(uint32_t field, uint64_t value) {
     return;
   }
   AppendVarIntSlow(field, value);
+}
+
+// A packed column's value: compact_sched writes five per switch, so this one
+// must not be a call and a memcpy per value.
+inline void ProtoMessage::AppendRawVarInt(uint64_t value) {
+  if (writer_->end_ - writer_->cur_ >= static_cast<ptrdiff_t>(buffer::kMaxVarIntSize)) {
+    writer_->cur_ = buffer::WriteVarInt(value, writer_->cur_);
+    return;
+  }
+  AppendRawVarIntSlow(value);
 }
 
 inline void ProtoMessage::AppendBytes(uint32_t field, const void* data, size_t size) {
