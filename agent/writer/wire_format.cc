@@ -1,6 +1,9 @@
 #include "agent/writer/wire_format.h"
 
 #include <string_view>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
 
 #include "buffer/trace_packet.h"
 #include "buffer/wire_format.h"
@@ -30,6 +33,48 @@ void ForEachField(std::string_view msg, F on_field) {
   while (p < end && buffer::ReadField(&p, end, &field)) on_field(field);
 }
 
+// The number of an FtraceEvent's first length-delimited field, its payload
+// (the common fields before it are varints), or 0 when it has none or a
+// field before it is malformed: what ForEachField would find first, without
+// decoding the values it skips. Called for every event the drain reads.
+uint32_t PayloadField(std::string_view event) {
+  const auto* p = reinterpret_cast<const uint8_t*>(event.data());
+  const uint8_t* end = p + event.size();
+  while (p < end) {
+    uint64_t tag = 0;
+    if (!buffer::ReadVarInt(&p, end, &tag)) return 0;
+    const uint64_t number = buffer::TagFieldNumber(tag);
+    if (number == 0 || number > buffer::kMaxFieldNumber) return 0;
+    switch (static_cast<WireType>(buffer::TagWireType(tag))) {
+      case WireType::kVarInt: {
+        size_t i = 0;
+        for (;; i++) {
+          if (i == buffer::kMaxVarIntSize || p + i >= end) return 0;
+          if ((p[i] & 0x80) == 0) break;
+        }
+        p += i + 1;
+        break;
+      }
+      case WireType::kFixed64:
+      case WireType::kFixed32: {
+        const ptrdiff_t size =
+            static_cast<WireType>(buffer::TagWireType(tag)) == WireType::kFixed64 ? 8 : 4;
+        if (end - p < size) return 0;
+        p += size;
+        break;
+      }
+      case WireType::kLengthDelimited: {
+        uint64_t size = 0;
+        if (!buffer::ReadVarInt(&p, end, &size) || size > static_cast<uint64_t>(end - p)) return 0;
+        return static_cast<uint32_t>(number);
+      }
+      default:
+        return 0;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 void AppendFramedPacket(absl::string_view packet, std::string* out) {
@@ -50,36 +95,32 @@ uint64_t CountEventsInPacket(absl::string_view packet) {
 void CountEventsByKind(
     absl::string_view packet,
     absl::FunctionRef<void(uint32_t cpu, uint32_t field, uint64_t n)> on_events) {
+  // Events per kind of one bundle, in order of first appearance: a bundle
+  // holds a few kinds, so a short list beats a map.
+  absl::InlinedVector<std::pair<uint32_t, uint64_t>, 8> tally;
+  auto add = [&](uint32_t field, uint64_t n) {
+    if (n == 0) return;
+    for (auto& [f, count] : tally) {
+      if (f == field) {
+        count += n;
+        return;
+      }
+    }
+    tally.emplace_back(field, n);
+  };
   ForEachField(std::string_view(packet.data(), packet.size()), [&](const buffer::Field& f) {
     if (f.number != kPacketFtraceEvents || f.type != WireType::kLengthDelimited) return;
-    // The CPU may come after the events (it does not in ours): the bundle
-    // is counted once it is known.
+    // One pass: the CPU may come after the events (it does not in ours), so
+    // the bundle is reported once it is read.
     uint32_t cpu = 0;
+    tally.clear();
     ForEachField(f.bytes, [&](const buffer::Field& b) {
       if (b.number == kBundleCpu && b.type == WireType::kVarInt) {
         cpu = static_cast<uint32_t>(b.int_value);
-      }
-    });
-    // Runs of one kind are reported together: a bundle is mostly one kind.
-    uint32_t run_field = 0;
-    uint64_t run = 0;
-    auto add = [&](uint32_t field, uint64_t n) {
-      if (n == 0) return;
-      if (run > 0 && field != run_field) {
-        on_events(cpu, run_field, run);
-        run = 0;
-      }
-      run_field = field;
-      run += n;
-    };
-    ForEachField(f.bytes, [&](const buffer::Field& b) {
-      if (b.type != WireType::kLengthDelimited) return;
-      if (b.number == kBundleEvent) {
-        uint32_t field = 0;
-        ForEachField(b.bytes, [&](const buffer::Field& e) {
-          if (field == 0 && e.type == WireType::kLengthDelimited) field = e.number;
-        });
-        add(field, 1);
+      } else if (b.type != WireType::kLengthDelimited) {
+        return;
+      } else if (b.number == kBundleEvent) {
+        add(PayloadField(b.bytes), 1);
       } else if (b.number == kBundleCompactSched) {
         ForEachField(b.bytes, [&](const buffer::Field& column) {
           if (column.type != WireType::kLengthDelimited) return;
@@ -91,7 +132,7 @@ void CountEventsByKind(
         });
       }
     });
-    if (run > 0) on_events(cpu, run_field, run);
+    for (const auto& [field, n] : tally) on_events(cpu, field, n);
   });
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "buffer/wire_format.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
 
@@ -55,6 +56,43 @@ TEST(AgentWireFormatTest, CountsEventsByCpuAndTheFieldTheyAreWrittenAs) {
       {{3, FtraceEvent::kSchedWakingFieldNumber}, 1}};
   EXPECT_EQ(counted, expected);
   EXPECT_EQ(CountEventsInPacket(p.SerializeAsString()), 7u);
+}
+
+// An event's kind is its first length-delimited field, whatever fields come
+// before it; an event malformed before its payload has kind 0 and still
+// counts as one event. The CPU counts for the whole bundle wherever it is.
+TEST(AgentWireFormatTest, AnEventsKindIsItsFirstLengthDelimitedField) {
+  using buffer::WireType;
+  auto event = [](const std::string& fields) {
+    std::string e;
+    buffer::AppendLengthDelimitedField(2, fields, &e);  // FtraceEventBundle.event
+    return e;
+  };
+  std::string fixed;  // Fixed-width fields, then sched_wakeup (74).
+  buffer::AppendTag(40, WireType::kFixed64, &fixed);
+  fixed.append(8, '\xff');
+  buffer::AppendTag(41, WireType::kFixed32, &fixed);
+  fixed.append(4, '\x80');
+  buffer::AppendVarIntField(1, 1'000'000'000'000, &fixed);
+  buffer::AppendLengthDelimitedField(74, "", &fixed);
+  buffer::AppendLengthDelimitedField(75, "x", &fixed);
+  std::string truncated;  // A payload whose length runs past the event.
+  buffer::AppendVarIntField(1, 5, &truncated);
+  buffer::AppendTag(74, WireType::kLengthDelimited, &truncated);
+  buffer::AppendVarInt(9, &truncated);
+  std::string endless_varint;  // A varint with no last byte.
+  buffer::AppendTag(1, WireType::kVarInt, &endless_varint);
+  endless_varint.append(3, '\x80');
+  std::string bundle = event(fixed) + event(truncated) + event(endless_varint) + event(fixed);
+  buffer::AppendVarIntField(1, 5, &bundle);  // cpu, after the events.
+  std::string packet;
+  buffer::AppendLengthDelimitedField(1, bundle, &packet);  // TracePacket.ftrace_events
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> counted;
+  CountEventsByKind(packet, [&](uint32_t cpu, uint32_t field, uint64_t n) {
+    counted[{cpu, field}] += n;
+  });
+  const std::map<std::pair<uint32_t, uint32_t>, uint64_t> expected = {{{5, 74}, 2}, {{5, 0}, 2}};
+  EXPECT_EQ(counted, expected);
 }
 
 TEST(AgentWireFormatTest, PacketWithoutABundleHasNoEvents) {
