@@ -78,9 +78,11 @@ static __always_inline bool rs_task_selected(struct task_struct* t) {
   return true;
 }
 
+/* Atomic: the process programs run preemptible on a preemptible kernel, so
+ * two of them can count a drop on one CPU at once. */
 static __always_inline void rs_count_drop(__u32 type) {
   __u64* n = bpf_map_lookup_elem(&drops, &type);
-  if (n) *n += 1;
+  if (n) __sync_fetch_and_add(n, 1);
 }
 
 /* Bytes of unread records in a CPU's ring past which rs_submit wakes the
