@@ -261,6 +261,10 @@ ptrdiff_t TraceBuffer::FindChunkIndex(const SequenceState& seq, ChunkID chunk_id
   const uint32_t distance = chunk_id - front;
   // Fast path: the ChunkIDs in the queue are contiguous.
   if (distance < n && seq.chunks[distance].chunk_id == chunk_id) return distance;
+  // A new chunk comes after the newest one: nothing to search. Every commit
+  // asks, so this keeps a binary search over the whole queue off the
+  // common path.
+  if (distance > seq.chunks.back().chunk_id - front) return -1;
   // Otherwise binary search: the queue is sorted by distance from the front.
   size_t lo = 0, hi = n;
   while (lo < hi) {
@@ -527,15 +531,21 @@ int64_t TraceBuffer::AllocateChunk(uint32_t outer_size) {
   }
   const uint32_t offset = wr_;
   const uint32_t end = wr_ + outer_size;
+  // The first record the next write may have to delete.
+  uint32_t next_record = end;
   if (data_end_ > wr_) {
     const uint32_t deleted_to = DeleteRange(wr_, std::min(end, data_end_));
-    if (deleted_to > end) WritePadding(end, deleted_to - end);
+    if (deleted_to > end) {
+      WritePadding(end, deleted_to - end);
+      next_record = deleted_to;  // Past the padding just written, still in cache.
+    }
   }
   wr_ = end;
   if (wr_ > data_end_) data_end_ = wr_;
   used_size_ = std::max<size_t>(used_size_, wr_);
-  // The next write starts by reading the record at wr_: fetch it now.
-  if (wr_ < data_end_) __builtin_prefetch(ChunkAt(wr_));
+  // The next write starts by reading that record's header: fetch it now,
+  // while this chunk is copied and checked.
+  if (next_record < data_end_) __builtin_prefetch(ChunkAt(next_record));
   return offset;
 }
 
@@ -544,6 +554,9 @@ uint32_t TraceBuffer::DeleteRange(uint32_t begin, uint32_t end) {
   while (offset < end) {
     const uint32_t word = FirstWordAt(offset);
     const uint32_t outer = word & kSizeMask;
+    // Chunks of different sizes rarely line up with the new one: fetch the
+    // header after this record while this one is deleted.
+    if (offset + outer < end) __builtin_prefetch(memory_ + offset + outer);
     if (word & kPaddingBit) {
       if ((word & kTransientBit) == 0) stats_.padding_bytes_cleared += outer;
     } else if ((ChunkAt(offset)->flags & kErased) == 0) {
