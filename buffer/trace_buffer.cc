@@ -261,6 +261,10 @@ ptrdiff_t TraceBuffer::FindChunkIndex(const SequenceState& seq, ChunkID chunk_id
   const uint32_t distance = chunk_id - front;
   // Fast path: the ChunkIDs in the queue are contiguous.
   if (distance < n && seq.chunks[distance].chunk_id == chunk_id) return distance;
+  // A new chunk comes after the newest one: nothing to search. Every commit
+  // asks, so this keeps a binary search over the whole queue off the
+  // common path.
+  if (distance > seq.chunks.back().chunk_id - front) return -1;
   // Otherwise binary search: the queue is sorted by distance from the front.
   size_t lo = 0, hi = n;
   while (lo < hi) {
@@ -351,7 +355,8 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
   // dependent loads, cheap on the lines just written and slow on a source
   // that is cold in this core's cache. The unused tail is given back after.
   const uint32_t max_outer = AlignUp(kTBChunkHeaderSize + static_cast<uint32_t>(size));
-  const int64_t offset = AllocateChunk(max_outer);
+  uint32_t next_record = 0;
+  const int64_t offset = AllocateChunk(max_outer, &next_record);
   if (offset < 0) {
     stats_.chunks_discarded++;
     MarkRefused(seq, chunk_id, 0);
@@ -404,6 +409,14 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
   live_chunks_++;
   stats_.chunks_written++;
   stats_.bytes_written += outer;
+
+  // The next write starts by deleting the chunk at next_record; with many
+  // writers its sequence's state is out of cache. Its header was fetched
+  // before the copy above: look up where that state lives now.
+  if (next_record < data_end_ && (FirstWordAt(next_record) & kPaddingBit) == 0) {
+    const TBChunk* next = ChunkAt(next_record);
+    sequences_.prefetch(SequenceKey(next->producer_id, next->writer_id));
+  }
 }
 
 void TraceBuffer::GiveBackTail(uint32_t new_end, uint32_t old_end) {
@@ -501,7 +514,8 @@ bool TraceBuffer::NextAllocationErases(uint32_t offset, uint32_t outer_size) con
   return data_end_ > wr_ && offset >= wr_ && offset < wr_ + outer_size;
 }
 
-int64_t TraceBuffer::AllocateChunk(uint32_t outer_size) {
+int64_t TraceBuffer::AllocateChunk(uint32_t outer_size, uint32_t* next_record) {
+  *next_record = static_cast<uint32_t>(size_);  // None, unless the ring has wrapped.
   if (policy_ == OverwritePolicy::kDiscard) {
     if (discard_full_ || wr_ + uint64_t{outer_size} > size_) {
       discard_full_ = true;
@@ -527,15 +541,20 @@ int64_t TraceBuffer::AllocateChunk(uint32_t outer_size) {
   }
   const uint32_t offset = wr_;
   const uint32_t end = wr_ + outer_size;
+  *next_record = end;
   if (data_end_ > wr_) {
     const uint32_t deleted_to = DeleteRange(wr_, std::min(end, data_end_));
-    if (deleted_to > end) WritePadding(end, deleted_to - end);
+    if (deleted_to > end) {
+      WritePadding(end, deleted_to - end);
+      *next_record = deleted_to;  // Past the padding just written, still in cache.
+    }
   }
   wr_ = end;
   if (wr_ > data_end_) data_end_ = wr_;
   used_size_ = std::max<size_t>(used_size_, wr_);
-  // The next write starts by reading the record at wr_: fetch it now.
-  if (wr_ < data_end_) __builtin_prefetch(ChunkAt(wr_));
+  // The next write starts by reading that record's header: fetch it now,
+  // while this chunk is copied and checked.
+  if (*next_record < data_end_) __builtin_prefetch(ChunkAt(*next_record));
   return offset;
 }
 
@@ -544,6 +563,9 @@ uint32_t TraceBuffer::DeleteRange(uint32_t begin, uint32_t end) {
   while (offset < end) {
     const uint32_t word = FirstWordAt(offset);
     const uint32_t outer = word & kSizeMask;
+    // Chunks of different sizes rarely line up with the new one: fetch the
+    // header after this record while this one is deleted.
+    if (offset + outer < end) __builtin_prefetch(memory_ + offset + outer);
     if (word & kPaddingBit) {
       if ((word & kTransientBit) == 0) stats_.padding_bytes_cleared += outer;
     } else if ((ChunkAt(offset)->flags & kErased) == 0) {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
-#include "absl/container/node_hash_map.h"
+#include "absl/container/flat_hash_map.h"
 #include "buffer/chunk_abi.h"
 #include "buffer/durable_store.h"
 #include "buffer/internal/circular_queue.h"
@@ -427,7 +427,9 @@ class TraceBuffer {
   bool NextAllocationErases(uint32_t offset, uint32_t outer_size) const;
   // Reserves `outer_size` bytes at the write cursor, deleting what is there.
   // Returns the offset, or -1 if the buffer refuses the chunk (DISCARD full).
-  int64_t AllocateChunk(uint32_t outer_size);
+  // *next_record: the first record after what was deleted, the first the
+  // next allocation may delete (size() if none).
+  int64_t AllocateChunk(uint32_t outer_size, uint32_t* next_record);
   // Deletes every chunk that starts in [begin, end); returns the end of the
   // last one (which may lie past `end`).
   uint32_t DeleteRange(uint32_t begin, uint32_t end);
@@ -488,7 +490,13 @@ class TraceBuffer {
   bool reading_target_ = false;           // An inner walk targets the chunk at rd_.
   SequenceState* reading_seq_ = nullptr;  // Its sequence, while reading_target_.
 
-  absl::node_hash_map<uint32_t, SequenceState> sequences_;
+  // Held inline: every commit looks up its own sequence and, once the ring
+  // wraps, that of each chunk it overwrites, and with many writers neither is
+  // in cache; a node map would add a dependent miss to each. Only inserting
+  // moves states (GetOrCreateSequence(), before any reference is taken);
+  // erasing (the sweep) leaves the others where they are, so a reference
+  // held across a write, or reading_seq_ across a read pass, stays valid.
+  absl::flat_hash_map<uint32_t, SequenceState> sequences_;
   // Empty sequences by the time they became empty (oldest first).
   absl::btree_map<uint64_t, uint32_t> empty_sequences_;
   uint64_t empty_stamp_counter_ = 0;

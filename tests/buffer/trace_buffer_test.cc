@@ -249,6 +249,111 @@ TEST_F(TraceBufferTest, PaddingCanBeSmallerThanAChunkHeader) {
   EXPECT_EQ(r[1].data[0], 'c');
 }
 
+// Many interleaved writers, chunks of different sizes (so that each write
+// overwrites one, two or part of older chunks), a reader that stops in the
+// middle of chunks, the ring wrapping many times: every sequence stays FIFO,
+// a loss is flagged exactly where packets are missing, and a chunk counts as
+// overwritten exactly when some of its packets were never read.
+TEST_F(TraceBufferTest, ManySequencesWrappingManyTimesStayFifoWithExactStats) {
+  constexpr int kWriters = 100;
+  for (uint32_t seed = 0; seed < 10; seed++) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    CreateBuffer(64 << 10);
+    struct Writer {
+      ProducerID producer = 0;
+      WriterID writer = 0;
+      ChunkID next_id = 0;
+      uint32_t next_packet = 0;
+      int64_t last_read = -1;
+      std::vector<bool> read;  // By packet number.
+    };
+    struct ChunkRecord {
+      size_t writer;
+      uint32_t first_packet;
+      uint32_t packets;
+      uint64_t outer_size;
+    };
+    std::vector<ChunkRecord> chunk_records;
+    std::vector<Writer> writers;
+    for (int i = 0; i < kWriters; i++) {
+      Writer& w = writers.emplace_back();
+      w.producer = static_cast<ProducerID>(1 + i % 3);
+      w.writer = static_cast<WriterID>(i);
+    }
+    uint64_t bytes = 0;
+    auto read_some = [&](size_t max_packets) {
+      buf_->BeginRead();
+      TracePacket packet;
+      PacketSequenceProperties props;
+      uint32_t loss = 0;
+      for (size_t n = 0; n < max_packets && buf_->ReadNextTracePacket(&packet, &props, &loss);
+           n++) {
+        const std::string data = packet.ToString();
+        int producer = 0, writer = 0;
+        uint32_t number = 0;
+        ASSERT_EQ(std::sscanf(data.c_str(), "%d/%d/%u", &producer, &writer, &number), 3) << data;
+        ASSERT_EQ(producer, props.producer_id_trusted);
+        ASSERT_EQ(writer, props.writer_id);
+        Writer& w = writers[static_cast<size_t>(writer)];
+        ASSERT_GT(int64_t{number}, w.last_read) << data;  // FIFO, no duplicates.
+        const bool gap = int64_t{number} != w.last_read + 1;
+        EXPECT_EQ(loss != 0, gap) << data << " loss " << loss;
+        w.last_read = number;
+        w.read[number] = true;
+      }
+    };
+    for (int i = 0; i < 6000; i++) {
+      const size_t index = rng() % kWriters;
+      Writer& w = writers[index];
+      ChunkBuilder b(w.next_id++, w.writer);
+      const uint32_t first = w.next_packet;
+      const int packets = 1 + static_cast<int>(rng() % 4);
+      for (int p = 0; p < packets; p++) {
+        std::string data = std::to_string(w.producer) + "/" + std::to_string(w.writer) + "/" +
+                           std::to_string(w.next_packet++) + "/";
+        data.resize(data.size() + rng() % 700, 'x');
+        b.AddFragment(data);
+      }
+      w.read.resize(w.next_packet, false);
+      Commit(w.producer, b);
+      const uint64_t outer = (kTBChunkHeader + b.payload().size() + 3) & ~size_t{3};
+      chunk_records.push_back(ChunkRecord{index, first, static_cast<uint32_t>(packets), outer});
+      bytes += outer;
+      if (rng() % 16 == 0) read_some(rng() % 40);
+      if (HasFatalFailure()) return;
+    }
+    read_some(SIZE_MAX);
+    if (HasFatalFailure()) return;
+
+    // A chunk is lost to the ring if any of its packets was never read.
+    uint64_t lost_chunks = 0, lost_bytes = 0;
+    for (const ChunkRecord& c : chunk_records) {
+      const std::vector<bool>& read = writers[c.writer].read;
+      for (uint32_t p = c.first_packet; p < c.first_packet + c.packets; p++) {
+        if (!read[p]) {
+          lost_chunks++;
+          lost_bytes += c.outer_size;
+          break;
+        }
+      }
+    }
+    const TraceBuffer::Stats& s = buf_->stats();
+    EXPECT_GT(s.write_wrap_count, 20u);
+    EXPECT_EQ(s.chunks_written, chunk_records.size());
+    EXPECT_EQ(s.bytes_written, bytes);
+    EXPECT_EQ(s.chunks_overwritten, lost_chunks);
+    EXPECT_EQ(s.bytes_overwritten, lost_bytes);
+    EXPECT_EQ(s.data_loss_overwrite, lost_chunks);
+    // A chunk whose last packet was read, then overwritten before a read
+    // moved past it, counts as neither read nor overwritten.
+    EXPECT_LE(s.chunks_read, chunk_records.size() - lost_chunks);
+    EXPECT_LE(s.bytes_read, bytes - lost_bytes);
+    EXPECT_EQ(s.chunks_discarded + s.chunks_relocated + s.abi_violations, 0u);
+    EXPECT_FALSE(buf_->has_data());
+  }
+}
+
 // --- DISCARD -----------------------------------------------------------------
 
 TEST_F(TraceBufferTest, DiscardStopsAcceptingAtTheEndReadOrNot) {
