@@ -1,12 +1,14 @@
 #!/bin/bash
 # ringside beside its peers: the same workload with no tracer, under
 # `perf record -a`, under a raw ftrace instance read with `cat
-# trace_pipe_raw` (the floor: the kernel's cost and a copy), and under
-# `ringside record` with its embedded default config, each asked for the same
-# events (those the default records). Repetitions are interleaved, in a
-# rotating order, and every figure is a median (min-max) of this run with
-# ratios to the no-tracer runs of the same run: the machine may be shared and
-# noisy, so absolute times mean little.
+# trace_pipe_raw` (the floor: the kernel's cost and a copy), under
+# `ringside record` with its embedded default config (BPF, and ftrace for the
+# power events), and under `ringside record` of the same events with ftrace
+# only (rs-ftrace: issue 21 asks for that configuration's figures too), each
+# asked for the same events (those the default records). Repetitions are
+# interleaved, in a rotating order, and every figure is a median (min-max) of
+# this run with ratios to the no-tracer runs of the same run: the machine may
+# be shared and noisy, so absolute times mean little.
 #
 # Two workloads:
 #   mixed  hackbench (HACKBENCH_ARGS) then FORKS fork+exec of /bin/true
@@ -15,7 +17,7 @@
 #
 # Every tracer runs beside the workload, not as its parent, under GNU time,
 # so its CPU seconds (user + system, with its children: the cat readers) and
-# peak RSS are its own. A fifth configuration, `kernel`, runs the workload
+# peak RSS are its own. One more configuration, `kernel`, runs the workload
 # under `perf stat -a` of the same tracepoints: the kernel's own count of the
 # events one run makes, the denominator of the per-event figures (perf stat
 # is a tracer too, so it runs in repetitions of its own).
@@ -23,7 +25,8 @@
 # The tracers' counts come from themselves and are labelled so: perf's
 # samples in perf.data and its lost-sample records; ftrace's per-CPU `read
 # events` and `overrun` in the instance's stats (the kernel's counters, exact);
-# ringside's closing line (events kept, recorded, lost in the staging rings).
+# ringside's closing line (events kept, recorded, lost in the staging rings),
+# for both of its configurations.
 # A tracer's window is a little longer than the workload (start and stop), so
 # it also keeps the machine's other events of those moments.
 #
@@ -67,7 +70,7 @@ EVENTS=(
   sched:sched_process_fork sched:sched_process_exec sched:sched_process_exit
   sched:sched_process_free task:task_rename power:cpu_frequency power:cpu_idle
 )
-TRACERS=(none kernel perf ftrace ringside)
+TRACERS=(none kernel perf ftrace ringside rs-ftrace)
 WORKLOADS=(mixed pipe)
 
 die() { echo "bench-peers: $*" >&2; exit 1; }
@@ -119,6 +122,20 @@ trap 'exit 143' TERM
 # Every failing step ends the run (set -e, in functions too: -E), saying where.
 current_run="setup"
 trap 'echo "bench-peers: failed during $current_run: line $LINENO: $BASH_COMMAND" >&2' ERR
+
+# rs-ftrace's config: the default's buffers and its ftrace source as they are
+# (what the default records with when BPF cannot load), asked for every event
+# of EVENTS, and no linux.bpf source, so no BPF program is loaded. No
+# duration_ms: a config file's duration would bound the recording, which
+# should last as long as its command.
+RS_FTRACE_CONFIG=$dir/rs-ftrace.pbtxt
+{
+  echo 'buffers { size_kb: 65536 fill_policy: RING_BUFFER }'
+  echo 'data_sources { config { name: "linux.ftrace" target_buffer: 0 ftrace_config {'
+  for e in "${EVENTS[@]}"; do echo "  ftrace_events: \"${e%%:*}/${e#*:}\""; done
+  echo '  buffer_size_kb: 4096 drain_period_ms: 250 } } }'
+  echo 'flush_period_ms: 1000 durable_buffer_size_kb: 2048'
+} > "$RS_FTRACE_CONFIG"
 
 # --- Workloads ----------------------------------------------------------------
 
@@ -269,11 +286,13 @@ run_one() {
       bytes=$(cat "$dir"/run/cpu*.raw | wc -c)
       rmdir "$instance"
       ;;
-    ringside)
+    ringside | rs-ftrace)
       # CMD only says when recording has started (ringside runs it once
       # every source is attached) and waits; the workload runs beside.
+      local config=()
+      if [ "$tracer" = rs-ftrace ]; then config=(-c "$RS_FTRACE_CONFIG"); fi
       # shellcheck disable=SC2016  # $0 is sh's
-      start_tracer "$BIN" record -o "$dir/run/out.pftrace" -- \
+      start_tracer "$BIN" record "${config[@]}" -o "$dir/run/out.pftrace" -- \
         sh -c ': > "$0"; exec sleep 100000' "$dir/run/ready" 2> "$dir/run/ringside.log"
       for ((i = 0; i < 600; i++)); do
         [ -e "$dir/run/ready" ] && break
@@ -316,7 +335,7 @@ for ((rep = 0; rep < REPS; rep++)); do
       printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$workload" "$tracer" "$wall_s" \
         "${usecs_op:--}" "${cpu_s:--}" "${rss_kb:--}" "${bytes:--}" "${kept:--}" "${lost:--}" \
         "${kernel:--}" >> "$results"
-      printf "  rep %d %-5s %-8s %8ss%s\n" "$((rep + 1))" "$workload" "$tracer" "$wall_s" \
+      printf "  rep %d %-5s %-9s %8ss%s\n" "$((rep + 1))" "$workload" "$tracer" "$wall_s" \
         "${usecs_op:+ ${usecs_op} us/op}" >&2
     done
   done
@@ -360,6 +379,10 @@ fmt_span() {  # stat3 line, scaled by $2, printf format $3
     printf f " (" f "-" f ")\n", $1 * s, $2 * s, $3 * s }' <<< "$1"
 }
 
+# The table's rows: every tracer but `kernel`, whose runs give the count.
+SHOWN=()
+for t in "${TRACERS[@]}"; do [ "$t" = kernel ] || SHOWN+=("$t"); done
+
 declare -A added_ns cpu_per_m
 print_table() {
   local workload=$1 none_wall kernel_med
@@ -377,7 +400,7 @@ print_table() {
     local none_us
     none_us=$(median pipe none $C_USECS)
     printf "%-9s %-22s %-19s %9s\n" tracer "us/round trip" "x none" "+ns/event"
-    for tracer in none perf ftrace ringside; do
+    for tracer in "${SHOWN[@]}"; do
       local us
       us=$(median pipe "$tracer" $C_USECS)
       added_ns[pipe,$tracer]=$(awk -v u="$us" -v n="$none_us" -v k="$kernel_med" -v l="$PIPE_LOOPS" \
@@ -395,7 +418,7 @@ print_table() {
       "+ns/event" "CPU s" "CPU s/M events" "peak RSS MiB" "output MiB" "kept (own count)" lost \
       "kept+lost / kernel"
   fi
-  for tracer in none perf ftrace ringside; do
+  for tracer in "${SHOWN[@]}"; do
     local cpu seen
     cpu=$(median "$workload" "$tracer" $C_CPU)
     seen=$(events_seen_stat "$workload" "$tracer" | awk '{ print $1 }')
@@ -425,32 +448,42 @@ print_table() {
   done
 }
 
+# The goal lines of tracer $2 (labelled $3) against perf record, workload $1:
+# added cost per event and CPU per million events, each <= half of perf's.
+goal_lines() {
+  local w=$1 t=$2 label=$3
+  awk -v w="$w" -v l="$label" -v r="${added_ns[$w,$t]}" -v p="${added_ns[$w,perf]}" 'BEGIN {
+    if (p <= 0) { printf "  %s: %s: added cost per event: perf record added nothing measurable (%s ns): no ratio\n", w, l, p; exit }
+    printf "  %s: %s: added cost per event: %s ns vs perf record %s ns = %.2fx (goal <= 0.5x): %s\n",
+      w, l, r, p, r / p, (r / p <= 0.5) ? "met" : "NOT met" }'
+  awk -v w="$w" -v l="$label" -v r="${cpu_per_m[$w,$t]}" -v p="${cpu_per_m[$w,perf]}" 'BEGIN {
+    if (p == "-" || p <= 0 || r == "-") { printf "  %s: %s: CPU per million events: no figure\n", w, l; exit }
+    printf "  %s: %s: CPU per million events: %.3f s vs perf record %.3f s = %.2fx (goal <= 0.5x): %s\n",
+      w, l, r, p, r / p, (r / p <= 0.5) ? "met" : "NOT met" }'
+}
+
 {
   echo
   echo "== ringside beside its peers ($(uname -r), $NCPUS CPUs; $("$PERF" --version)) =="
   echo "events: ${EVENTS[*]}"
   echo "perf record -a -m $PERF_MMAP; ftrace: an instance of 4096 KiB a CPU read by $FTRACE_READER; ringside record, its default config"
+  echo "(BPF, and ftrace for the power events); rs-ftrace: ringside record of the same events with ftrace only (no BPF)"
   print_table mixed
   print_table pipe
   echo
-  echo "goals (issue 21), from the medians above:"
+  echo "goals (issue 21), from the medians above: each ringside configuration against perf record"
   for workload in mixed pipe; do
-    awk -v w="$workload" -v r="${added_ns[$workload,ringside]}" -v p="${added_ns[$workload,perf]}" 'BEGIN {
-      if (p <= 0) { printf "  %s: added cost per event: perf record added nothing measurable (%s ns): no ratio\n", w, p; exit }
-      printf "  %s: added cost per event: ringside %s ns vs perf record %s ns = %.2fx (goal <= 0.5x): %s\n",
-        w, r, p, r / p, (r / p <= 0.5) ? "met" : "NOT met" }'
-    awk -v w="$workload" -v r="${cpu_per_m[$workload,ringside]}" -v p="${cpu_per_m[$workload,perf]}" 'BEGIN {
-      if (p == "-" || p <= 0 || r == "-") { print "  " w ": CPU per million events: no figure"; exit }
-      printf "  %s: CPU per million events: ringside %.3f s vs perf record %.3f s = %.2fx (goal <= 0.5x): %s\n",
-        w, r, p, r / p, (r / p <= 0.5) ? "met" : "NOT met" }'
+    goal_lines "$workload" ringside "ringside (default: BPF + ftrace)"
+    goal_lines "$workload" rs-ftrace "ringside ftrace-only (rs-ftrace)"
   done
   echo
   echo "+ns/event: (median time - median time with none) / median kernel count, the tracer's whole"
   echo "cost in the workload's time (its kernel hooks, and its process competing for the CPUs)."
   echo "CPU s: the tracer process and its children (user + system), measured by GNU time; per"
   echo "million of the events it saw (kept + lost). Peak RSS: the largest process (ftrace: one cat)."
-  echo "kept: perf, its samples in perf.data; ftrace, the instance's 'read events'; ringside, its"
-  echo "closing line. lost: perf's LOST records, ftrace's overrun + dropped, ringside's staging-ring"
-  echo "losses + events overwritten in its ring. A tracer's window is a little wider than the"
-  echo "workload's, so kept + lost may exceed the kernel count by the machine's other events."
+  echo "kept: perf, its samples in perf.data; ftrace, the instance's 'read events'; ringside and"
+  echo "rs-ftrace, ringside's closing line. lost: perf's LOST records, ftrace's overrun + dropped,"
+  echo "ringside's staging-ring losses + events overwritten in its ring. A tracer's window is a"
+  echo "little wider than the workload's, so kept + lost may exceed the kernel count by the"
+  echo "machine's other events."
 }
