@@ -5,15 +5,11 @@
 // RecordCommandTest.WithoutPrivilegeSaysWhatIsMissingAndRecordsProc.)
 
 #include <fcntl.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <sched.h>
-#include <stddef.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/degradation.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/testing/kernel_tracefs.h"
 #include "tests/testing/workloads.h"
@@ -39,36 +36,12 @@
 namespace ringside::agent {
 namespace {
 
+using testing::Degradation;
+using testing::HideBtf;
+using testing::MemlockLimit;
+using testing::NoTracefs;
 using testing::ReadTraceFile;
 using testing::TempPath;
-
-// What the child running `ringside record` takes away before it execs.
-struct Degradation {
-  // An empty tmpfs over /sys/kernel/btf, in a mount namespace of the
-  // child's own: the kernel's BTF is not to be found.
-  bool hide_btf = false;
-  // tracefs unmounted in a mount namespace of the child's own, and mount()
-  // refused (seccomp, as a container's profile does): tracefs cannot be had.
-  bool no_tracefs = false;
-  // RLIMIT_MEMLOCK, soft and hard.
-  std::optional<rlim_t> memlock_bytes;
-};
-
-Degradation HideBtf() {
-  Degradation d;
-  d.hide_btf = true;
-  return d;
-}
-Degradation NoTracefs() {
-  Degradation d;
-  d.no_tracefs = true;
-  return d;
-}
-Degradation MemlockLimit(rlim_t bytes) {
-  Degradation d;
-  d.memlock_bytes = bytes;
-  return d;
-}
 
 struct RecordRun {
   int exit_code = -1;  // 100+: the child could not set up the degradation.
@@ -87,41 +60,10 @@ RecordRun RecordDegraded(const Degradation& d, const std::vector<std::string>& a
   argv.push_back(nullptr);
   const std::string err_path = TempPath(absl::StrCat("degraded-", getpid(), ".stderr"));
   const int err_fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  sock_filter deny_mount[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mount, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog deny_mount_prog = {static_cast<unsigned short>(std::size(deny_mount)), deny_mount};
-
   const pid_t pid = fork();
   if (pid == 0) {
     if (err_fd < 0 || dup2(err_fd, STDERR_FILENO) < 0) _exit(100);
-    if (d.hide_btf || d.no_tracefs) {
-      if (unshare(CLONE_NEWNS) != 0 ||
-          mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-        _exit(101);
-      }
-    }
-    if (d.hide_btf &&
-        mount("ringside-test", "/sys/kernel/btf", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k") != 0) {
-      _exit(102);
-    }
-    if (d.no_tracefs) {
-      for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
-        while (umount2(dir, MNT_DETACH) == 0) {
-        }
-      }
-      if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-          prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &deny_mount_prog) != 0) {
-        _exit(103);
-      }
-    }
-    if (d.memlock_bytes.has_value()) {
-      const rlimit limit = {*d.memlock_bytes, *d.memlock_bytes};
-      if (setrlimit(RLIMIT_MEMLOCK, &limit) != 0) _exit(104);
-    }
+    if (const int failed = testing::ApplyInChild(d); failed != 0) _exit(failed);
     execv(binary.c_str(), argv.data());
     _exit(127);
   }

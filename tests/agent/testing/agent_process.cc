@@ -64,7 +64,7 @@ std::vector<std::string> FakeNotifySocket::ReceiveUntil(const std::string& line,
 
 AgentProcess::AgentProcess(const std::vector<std::string>& args, const std::string& log_path,
                            const std::string& notify_socket, const std::vector<std::string>& env,
-                           const std::optional<PrivateTmpfs>& tmpfs)
+                           const std::optional<PrivateTmpfs>& tmpfs, const Degradation& degradation)
     : log_path_(log_path) {
   // Everything the child needs is built before fork(): the test process
   // has threads, and a child of a threaded process may only call
@@ -128,6 +128,7 @@ AgentProcess::AgentProcess(const std::vector<std::string>& args, const std::stri
         _exit(124);
       }
     }
+    if (const int failed = ApplyInChild(degradation); failed != 0) _exit(failed);
     execve(binary.c_str(), argv.data(), envp.data());
     _exit(126);
   }

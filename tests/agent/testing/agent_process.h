@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ringside/control/control.pb.h"
+#include "tests/agent/testing/degradation.h"
 
 namespace ringside::agent::testing {
 
@@ -50,9 +51,12 @@ class AgentProcess {
   // `env`: more NAME=value settings for the agent. `tmpfs`: run it in a
   // mount namespace of its own with that tmpfs (needs CAP_SYS_ADMIN; the
   // agent exits 124 with a line on its log when it cannot be set up).
+  // `degradation`: what it runs without (ApplyInChild(); the agent exits
+  // 101-104 when that cannot be set up).
   AgentProcess(const std::vector<std::string>& args, const std::string& log_path,
                const std::string& notify_socket, const std::vector<std::string>& env = {},
-               const std::optional<PrivateTmpfs>& tmpfs = std::nullopt);
+               const std::optional<PrivateTmpfs>& tmpfs = std::nullopt,
+               const Degradation& degradation = {});
   ~AgentProcess();
   pid_t pid() const { return pid_; }
   // `path` as the agent sees it, for the test to reach into its tmpfs
