@@ -1,5 +1,9 @@
 #include "agent/sources/ftrace_bundle_writer.h"
 
+#include <unistd.h>
+
+#include <iterator>
+
 #include "ringside/trace/trace_packet.pb.h"
 
 namespace ringside::agent {
@@ -67,6 +71,37 @@ const std::vector<TypedEvent>& TypedEvents() {
   return *events;
 }
 
+// What events are tallied as: the FtraceEvent field a reader of the
+// packets finds them in, and its name. Generic events, whatever their name,
+// all share the one field.
+struct TallyKind {
+  uint32_t field;
+  const char* name;
+};
+constexpr TallyKind kKinds[] = {
+    {FtraceEvent::kPrintFieldNumber, "print"},
+    {FtraceEvent::kSchedSwitchFieldNumber, "sched_switch"},
+    {FtraceEvent::kSchedWakingFieldNumber, "sched_waking"},
+    {FtraceEvent::kSchedWakeupFieldNumber, "sched_wakeup"},
+    {FtraceEvent::kSchedWakeupNewFieldNumber, "sched_wakeup_new"},
+    {FtraceEvent::kSchedProcessForkFieldNumber, "sched_process_fork"},
+    {FtraceEvent::kSchedProcessExecFieldNumber, "sched_process_exec"},
+    {FtraceEvent::kSchedProcessExitFieldNumber, "sched_process_exit"},
+    {FtraceEvent::kSchedProcessFreeFieldNumber, "sched_process_free"},
+    {FtraceEvent::kTaskNewtaskFieldNumber, "task_newtask"},
+    {FtraceEvent::kTaskRenameFieldNumber, "task_rename"},
+    {FtraceEvent::kGenericFieldNumber, "generic"},
+};
+static_assert(std::size(kKinds) == FtraceBundleWriter::kNumKinds);
+constexpr uint8_t kGenericKind = FtraceBundleWriter::kNumKinds - 1;
+
+uint8_t KindOfField(uint32_t event_field) {
+  for (uint8_t k = 0; k < kGenericKind; k++) {
+    if (kKinds[k].field == event_field) return k;
+  }
+  return kGenericKind;
+}
+
 bool IsString(const FieldFormat* f) {
   return f->kind == FieldFormat::Kind::kFixedCharArray || f->kind == FieldFormat::Kind::kCharTail ||
          f->kind == FieldFormat::Kind::kDataLocString;
@@ -89,7 +124,26 @@ void AppendField(ProtoMessage* m, uint32_t number, const ftrace::RawEvent& e,
 }  // namespace
 
 FtraceBundleWriter::FtraceBundleWriter(const ftrace::EventTable* table, Options options)
-    : table_(table), options_(options) {}
+    : table_(table),
+      options_(options),
+      num_cpus_(options.num_cpus != 0 ? options.num_cpus
+                                      : static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_CONF))),
+      tallies_(std::make_unique<std::atomic<uint64_t>[]>(size_t{num_cpus_} * kNumKinds * 2)) {}
+
+std::vector<DataSource::EventTally> FtraceBundleWriter::EventTallies() const {
+  std::vector<DataSource::EventTally> out;
+  for (uint32_t cpu = 0; cpu < num_cpus_; cpu++) {
+    for (size_t kind = 0; kind < kNumKinds; kind++) {
+      const size_t i = (cpu * kNumKinds + kind) * 2;
+      const uint64_t committed = tallies_[i].load(std::memory_order_relaxed);
+      const uint64_t dropped = tallies_[i + 1].load(std::memory_order_relaxed);
+      if (committed == 0 && dropped == 0) continue;
+      out.push_back(
+          DataSource::EventTally{cpu, kKinds[kind].field, kKinds[kind].name, committed, dropped});
+    }
+  }
+  return out;
+}
 
 const FtraceBundleWriter::Plan& FtraceBundleWriter::PlanFor(const EventTable::Entry& entry) {
   auto [it, inserted] = plans_.try_emplace(entry.format.id);
@@ -106,6 +160,7 @@ const FtraceBundleWriter::Plan& FtraceBundleWriter::PlanFor(const EventTable::En
       }
     }
   }
+  plan.kind = plan.event_field != 0 ? KindOfField(plan.event_field) : kGenericKind;
   if (entry.known == KnownEvent::kSchedSwitch) {
     plan.prev_state = format.FindField("prev_state");
     plan.pid = format.FindField("next_pid");
@@ -194,44 +249,61 @@ void FtraceBundleWriter::WriteTyped(ProtoMessage* bundle, const ftrace::RawEvent
   event->EndNested();
 }
 
-void FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
+bool FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
                                      const std::vector<ftrace::RawEvent>& events,
                                      bool lost_events) {
   compact_.Clear();
+  for (uint64_t& n : bundle_events_) n = 0;
 
-  auto packet = writer->NewTracePacket();
-  ProtoMessage* bundle = packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
-  bundle->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
-  for (const ftrace::RawEvent& e : events) {
-    const EventTable::Entry* entry = table_->Find(EventTable::EventId(e));
-    if (entry == nullptr) {
-      stats_.unknown_events++;
-      continue;
+  uint64_t dropped_before = 0;
+  {
+    auto packet = writer->NewTracePacket();
+    // Taken once the packet is open: opening it finishes any packet left
+    // open before, whose drop is not this bundle's.
+    dropped_before = writer->stats().packets_dropped;
+    ProtoMessage* bundle = packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
+    bundle->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
+    for (const ftrace::RawEvent& e : events) {
+      const EventTable::Entry* entry = table_->Find(EventTable::EventId(e));
+      if (entry == nullptr) {
+        stats_.unknown_events++;
+        continue;
+      }
+      stats_.events++;
+      const Plan& plan = PlanFor(*entry);
+      bundle_events_[plan.kind]++;
+      if (options_.tracker != nullptr) TellTracker(e, *entry, plan);
+      if (options_.compact_sched && entry->known == KnownEvent::kSchedSwitch) {
+        compact_.AddSwitch(e.timestamp, EventTable::ReadInt(e, plan.prev_state),
+                           static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
+                           static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)),
+                           EventTable::ReadString(e, plan.comm));
+        stats_.compact_events++;
+        continue;
+      }
+      if (options_.compact_sched && entry->known == KnownEvent::kSchedWaking) {
+        compact_.AddWaking(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
+                           static_cast<int32_t>(EventTable::ReadInt(e, plan.target_cpu)),
+                           static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)),
+                           EventTable::ReadString(e, plan.comm));
+        stats_.compact_events++;
+        continue;
+      }
+      WriteTyped(bundle, e, *entry, plan);
     }
-    stats_.events++;
-    const Plan& plan = PlanFor(*entry);
-    if (options_.tracker != nullptr) TellTracker(e, *entry, plan);
-    if (options_.compact_sched && entry->known == KnownEvent::kSchedSwitch) {
-      compact_.AddSwitch(e.timestamp, EventTable::ReadInt(e, plan.prev_state),
-                         static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
-                         static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)),
-                         EventTable::ReadString(e, plan.comm));
-      stats_.compact_events++;
-      continue;
-    }
-    if (options_.compact_sched && entry->known == KnownEvent::kSchedWaking) {
-      compact_.AddWaking(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
-                         static_cast<int32_t>(EventTable::ReadInt(e, plan.target_cpu)),
-                         static_cast<int32_t>(EventTable::ReadInt(e, plan.prio)),
-                         EventTable::ReadString(e, plan.comm));
-      stats_.compact_events++;
-      continue;
-    }
-    WriteTyped(bundle, e, *entry, plan);
-  }
-  if (lost_events) bundle->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
-  compact_.AppendTo(bundle);
+    if (lost_events) bundle->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
+    compact_.AppendTo(bundle);
+  }  // The packet is finished here: written whole, or dropped whole.
   stats_.bundles++;
+  const bool dropped = writer->stats().packets_dropped != dropped_before;
+  if (cpu < num_cpus_) {
+    for (size_t kind = 0; kind < kNumKinds; kind++) {
+      if (bundle_events_[kind] == 0) continue;
+      tallies_[(cpu * kNumKinds + kind) * 2 + (dropped ? 1 : 0)].fetch_add(
+          bundle_events_[kind], std::memory_order_relaxed);
+    }
+  }
+  return !dropped;
 }
 
 }  // namespace ringside::agent

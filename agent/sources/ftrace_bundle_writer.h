@@ -1,13 +1,17 @@
 #ifndef RINGSIDE_AGENT_SOURCES_FTRACE_BUNDLE_WRITER_H_
 #define RINGSIDE_AGENT_SOURCES_FTRACE_BUNDLE_WRITER_H_
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/compact_sched.h"
+#include "agent/sources/data_source.h"
 #include "agent/writer/trace_writer.h"
 #include "ftrace/event_table.h"
 #include "ftrace/page_parser.h"
@@ -21,7 +25,13 @@ namespace ringside::agent {
 //    task_newtask and task_rename as typed messages;
 //  - any other event in the generic form (field names and values), so
 //    nothing enabled is silently dropped.
-// Not thread-safe; one per reader thread.
+// It tallies the events it writes per CPU and kind, as a reader of the
+// packets counts them (CountEventsByKind: the FtraceEvent field of each
+// event, one per compact_sched row, every generic event as "generic"),
+// split by whether their packet was committed or dropped for want of a
+// chunk.
+// Not thread-safe; one per reader thread. EventTallies() alone may be called
+// from any thread.
 class FtraceBundleWriter {
  public:
   struct Options {
@@ -29,6 +39,9 @@ class FtraceBundleWriter {
     // Told of task_newtask, sched_process_exec/exit and task_rename as they
     // are written (may be null).
     DescriptorTracker* tracker = nullptr;
+    // CPUs whose events are tallied: 0..num_cpus-1 (0: every configured CPU,
+    // sysconf(_SC_NPROCESSORS_CONF)).
+    uint32_t num_cpus = 0;
   };
   struct Stats {
     uint64_t bundles = 0;
@@ -42,15 +55,26 @@ class FtraceBundleWriter {
 
   // Writes `events` (from one CPU, in order) as one bundle packet.
   // `lost_events`: the kernel lost events on this CPU before the first one.
-  void WriteBundle(TraceWriter* writer, uint32_t cpu, const std::vector<ftrace::RawEvent>& events,
+  // Returns false when the packet was dropped for want of a chunk (its
+  // events are tallied as pool_dropped), true when it was written.
+  // REQUIRES: no packet of `writer` open; cpu < num_cpus.
+  bool WriteBundle(TraceWriter* writer, uint32_t cpu, const std::vector<ftrace::RawEvent>& events,
                    bool lost_events);
 
   const Stats& stats() const { return stats_; }
+  // The events written so far, per CPU and kind; only non-zero entries.
+  // Thread-safe.
+  std::vector<DataSource::EventTally> EventTallies() const;
+
+  // The kinds events are tallied by: one per typed message, and one for
+  // every event in the generic form.
+  static constexpr size_t kNumKinds = 12;
 
  private:
   // How one known event's fields map onto its typed message.
   struct Plan {
     uint32_t event_field = 0;  // Field number in FtraceEvent's oneof (0: generic).
+    uint8_t kind = 0;          // What it is tallied as (an index of kKinds in the .cc).
     std::vector<std::pair<const ftrace::FieldFormat*, uint32_t>> fields;
     const ftrace::FieldFormat* common_pid = nullptr;
     // compact_sched inputs.
@@ -75,6 +99,14 @@ class FtraceBundleWriter {
   Options options_;
   absl::flat_hash_map<uint32_t, Plan> plans_;
   Stats stats_;
+
+  // Events of each kind in the bundle being written.
+  uint64_t bundle_events_[kNumKinds] = {};
+  // Events written, by (cpu * kNumKinds + kind) * 2 + (1 if their packet was
+  // dropped for want of a chunk, else 0). The writing thread adds; any
+  // thread reads.
+  uint32_t num_cpus_ = 0;
+  std::unique_ptr<std::atomic<uint64_t>[]> tallies_;
 
   // compact_sched columns of the bundle being written (capacity reused).
   CompactSchedColumns compact_;

@@ -60,11 +60,12 @@ absl::StatusOr<std::unique_ptr<FtraceDataSource>> FtraceDataSource::Create(
   if (!page.ok()) return page.status();
   if (!event.ok()) return event.status();
   ds->parser_ = std::make_unique<ftrace::PageParser>(*page, *event);
+  ds->num_cpus_ = static_cast<int>(sysconf(_SC_NPROCESSORS_CONF));
   ds->bundles_ = std::make_unique<FtraceBundleWriter>(
       &ds->table_, FtraceBundleWriter::Options{.compact_sched = ds->config_.compact_sched,
-                                               .tracker = ds->config_.tracker});
+                                               .tracker = ds->config_.tracker,
+                                               .num_cpus = static_cast<uint32_t>(ds->num_cpus_)});
 
-  ds->num_cpus_ = static_cast<int>(sysconf(_SC_NPROCESSORS_CONF));
   ds->control_writer_ = producer->CreateTraceWriter(0);
   for (int cpu = 0; cpu < ds->num_cpus_; cpu++) {
     ds->cpu_writers_.push_back(producer->CreateTraceWriter(static_cast<buffer::WriterID>(1 + cpu)));
@@ -251,6 +252,10 @@ std::vector<DataSource::Loss> FtraceDataSource::Losses() const {
     if (n != 0) out.push_back(Loss{static_cast<uint32_t>(cpu), "ftrace_overrun", n});
   }
   return out;
+}
+
+std::vector<DataSource::EventTally> FtraceDataSource::EventTallies() const {
+  return bundles_->EventTallies();
 }
 
 FtraceDataSource::Stats FtraceDataSource::stats() const {

@@ -89,6 +89,9 @@ class FtraceDataSource : public DataSource {
   ConsumerCpu consumer_cpu() const override {
     return {pacer_.cpu(), pacer_.paused(), pacer_.pauses()};
   }
+  // The events written into packets per CPU and kind, committed or dropped
+  // for want of a chunk (FtraceBundleWriter::EventTallies()).
+  std::vector<EventTally> EventTallies() const override;
 
   const ftrace::Instance::EnableResult& enable_result() const { return enable_result_; }
   uint32_t applied_buffer_size_kb() const { return applied_buffer_size_kb_; }

@@ -37,6 +37,16 @@
 // and 1 sched_migrate_task of the quiet load that the BPF programs never
 // saw, with no reserve failure and no skipped run reported; not understood
 // yet. The storm phases matched exactly in every run.)
+//
+// The ftrace-only recordings (linux.ftrace, no BPF) select the storm's tasks
+// with ftrace event filters, the perf counters' own filters (the same
+// filter engine), instead of the cgroup; the ftrace instance's window is its
+// tracing_on, set before CMD starts and cleared after it ends, and the
+// storm is still at both edges as above. The idle task's switches, which
+// ftrace misses as perf does, are kept off by the same spinners. Counted
+// exactly per kind and CPU (five runs of each ftrace test matched exactly);
+// the kernel's ftrace overrun is per CPU only, so a CPU that overran is
+// compared in its sum over the kinds.
 
 #include <fcntl.h>
 #include <poll.h>
@@ -60,6 +70,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/types/span.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
 #include "tests/agent/testing/ringside_cli.h"
@@ -217,14 +228,29 @@ const Kind kKinds[] = {
      [](const std::string& c) { return absl::StrCat("comm == \"", c, "\""); }},
 };
 
+// The kinds compared for an ftrace-only recording: the same selection, as
+// the ftrace source's event filters (the kernel's filter syntax, which perf
+// uses too). sched_waking is written in compact_sched, the rest as typed
+// events; sched_migrate_task, which ftrace writes in the generic form, is
+// left out.
+const Kind kFtraceKinds[] = {
+    kKinds[0],
+    {"sched_waking", "sched/sched_waking",
+     [](const std::string& c) { return absl::StrCat("comm == \"", c, "\""); }},
+    kKinds[1],
+    kKinds[2],
+    kKinds[4],
+    kKinds[5],
+};
+
 // Per kind, per CPU.
 using Counts = std::map<std::string, std::map<uint32_t, int64_t>>;
 
 // The storm's tasks' events of one phase, counted by the kernel.
 class KernelCounts {
  public:
-  absl::Status Open(const std::string& comm) {
-    for (const Kind& k : kKinds) {
+  absl::Status Open(absl::Span<const Kind> kinds, const std::string& comm) {
+    for (const Kind& k : kinds) {
       if (absl::Status st = counters_[k.name].Open(k.tracepoint, k.filter(comm)); !st.ok()) {
         return st;
       }
@@ -256,6 +282,8 @@ const char* KindOf(const trace::FtraceEvent& e) {
   switch (e.event_case()) {
     case trace::FtraceEvent::kSchedWakeup:
       return "sched_wakeup";
+    case trace::FtraceEvent::kSchedWaking:
+      return "sched_waking";
     case trace::FtraceEvent::kSchedWakeupNew:
       return "sched_wakeup_new";
     case trace::FtraceEvent::kSchedMigrateTask:
@@ -302,6 +330,7 @@ FileAccounting Account(const trace::Trace& trace, int64_t split_ns) {
         }
         if (i < cs.switch_next_pid_size() && cs.switch_next_pid(i) == 0) a.switches_into_idle++;
       }
+      a.events["sched_waking"][cpu] += cs.waking_timestamp_size();
     }
     if (p.has_trace_stats()) {
       const trace::TraceStats& s = p.trace_stats();
@@ -373,6 +402,13 @@ struct StormSetup {
   int forkers = 2;
   bool quiet_phase = false;           // Then a quiet load after the storm.
   uint32_t consumer_cpu_percent = 0;  // max_consumer_cpu_percent; 0: none.
+  // Then an ftrace-only recording (kFtraceKinds), with kernel buffers of
+  // this size per CPU, instead of BPF.
+  bool ftrace = false;
+  uint32_t ftrace_buffer_kb = 65536;
+  absl::Span<const Kind> kinds() const {
+    return ftrace ? absl::Span<const Kind>(kFtraceKinds) : absl::Span<const Kind>(kKinds);
+  }
 };
 
 struct Result {
@@ -396,16 +432,36 @@ void RecordStorm(const StormSetup& setup, Result* result) {
   const std::string comm = absl::StrCat("rsst", getpid() % 1000000);
   const std::string quiet_comm = absl::StrCat("rsqt", getpid() % 1000000);
   KernelCounts storm_counts, quiet_counts;
-  if (absl::Status st = storm_counts.Open(comm); !st.ok()) GTEST_SKIP() << "needs perf: " << st;
-  ASSERT_TRUE(quiet_counts.Open(quiet_comm).ok());
+  if (absl::Status st = storm_counts.Open(setup.kinds(), comm); !st.ok()) {
+    GTEST_SKIP() << "needs perf: " << st;
+  }
+  ASSERT_TRUE(quiet_counts.Open(setup.kinds(), quiet_comm).ok());
 
   const std::string config = TempPath("storm.pbtxt");
   const std::string out = TempPath("storm.pftrace");
+  std::string source;
+  if (setup.ftrace) {
+    // The storm's tasks only, by comm: the perf counters' own filters.
+    std::string events, filters;
+    for (const Kind& k : setup.kinds()) {
+      absl::StrAppend(&events, "  ftrace_events: \"", k.tracepoint, "\"\n");
+      std::string filter = k.filter(comm);
+      if (setup.quiet_phase) filter = absl::StrCat("(", filter, ") || ", k.filter(quiet_comm));
+      absl::StrAppend(&filters, "  event_filters { event: \"", k.tracepoint, "\" filter: '", filter,
+                      "' }\n");
+    }
+    source = absl::StrCat("data_sources { config { name: \"linux.ftrace\" target_buffer: 0 ",
+                          "ftrace_config {\n", events, filters,
+                          "  buffer_size_kb: ", setup.ftrace_buffer_kb,
+                          " drain_period_ms: ", setup.drain_period_ms, "\n} } }\n");
+  } else {
+    source = absl::StrCat(
+        "data_sources { config { name: \"linux.bpf\" target_buffer: 0 bpf_config {\n",
+        "  ring_size_kb: ", setup.ring_size_kb, " drain_period_ms: ", setup.drain_period_ms, "\n",
+        "  filter_cgroup_id: ", cgroup.id(), "\n} } }\n");
+  }
   std::ofstream(config) << absl::StrCat(
-      "buffers { size_kb: ", setup.buffer_kb, " fill_policy: RING_BUFFER }\n",
-      "data_sources { config { name: \"linux.bpf\" target_buffer: 0 bpf_config {\n",
-      "  ring_size_kb: ", setup.ring_size_kb, " drain_period_ms: ", setup.drain_period_ms, "\n",
-      "  filter_cgroup_id: ", cgroup.id(), "\n} } }\n",
+      "buffers { size_kb: ", setup.buffer_kb, " fill_policy: RING_BUFFER }\n", source,
       "max_consumer_cpu_percent: ", setup.consumer_cpu_percent, "\n");
 
   IdleSpinners spinners;
@@ -521,6 +577,58 @@ std::pair<int64_t, int64_t> ExpectExactAccounting(const Result& r, int64_t toler
   return {staging_total, buffer_total};
 }
 
+// The same for an ftrace-only recording. The ftrace source's staging loss
+// is the kernel's overrun of a CPU's ftrace buffer, counted in events per
+// CPU but not per kind ("ftrace_overrun"): on a CPU with no overrun, file +
+// chunk pool + buffer = kernel for each kind; on one with overruns, only
+// their sums over the kinds, + the overrun, can be compared. Prints the
+// table; returns the totals lost (overrun, buffer) and, in *exact_cpus, the
+// CPUs compared per kind.
+std::pair<int64_t, int64_t> ExpectExactFtraceAccounting(const Result& r, int* exact_cpus) {
+  const FileAccounting& f = r.file;
+  int64_t overrun_total = 0, buffer_total = 0;
+  *exact_cpus = 0;
+  std::printf("storm: %s\n", r.storm_json.c_str());
+  std::printf("%-20s %4s %10s %10s %10s %10s %10s %6s\n", "kind", "cpu", "kernel", "file",
+              "overrun", "chunk_pool", "buffer", "diff");
+  for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); cpu++) {
+    const uint32_t c = static_cast<uint32_t>(cpu);
+    const int64_t overrun = At(f.staging, "ftrace_overrun", c);
+    int64_t kernel_sum = 0, kept_and_lost_sum = 0;
+    for (const Kind& k : kFtraceKinds) {
+      const int64_t kernel = At(r.kernel, k.name, c), file = At(f.events, k.name, c),
+                    pool = At(f.chunk_pool, k.name, c), buffer = At(f.buffer, k.name, c);
+      const int64_t diff = file + pool + buffer - kernel;
+      std::printf("%-20s %4u %10lld %10lld %10s %10lld %10lld %6lld\n", k.name, c,
+                  static_cast<long long>(kernel), static_cast<long long>(file), "",
+                  static_cast<long long>(pool), static_cast<long long>(buffer),
+                  static_cast<long long>(diff));
+      if (overrun == 0) {
+        EXPECT_EQ(diff, 0) << k.name << " on CPU " << c << ": file " << file << " + chunk pool "
+                           << pool << " + buffer " << buffer << " != kernel " << kernel;
+      }
+      kernel_sum += kernel;
+      kept_and_lost_sum += file + pool + buffer;
+      buffer_total += buffer;
+    }
+    std::printf("%-20s %4u %10lld %10lld %10lld %10s %10s %6lld\n", "(all)", c,
+                static_cast<long long>(kernel_sum), static_cast<long long>(kept_and_lost_sum),
+                static_cast<long long>(overrun), "", "",
+                static_cast<long long>(kept_and_lost_sum + overrun - kernel_sum));
+    EXPECT_EQ(kept_and_lost_sum + overrun, kernel_sum)
+        << "CPU " << c << ": file and losses " << kept_and_lost_sum << " + ftrace overrun "
+        << overrun << " != kernel " << kernel_sum;
+    if (overrun == 0) ++*exact_cpus;
+    overrun_total += overrun;
+  }
+  EXPECT_EQ(f.switches_into_idle, 0);
+  EXPECT_GT(Sum(r.kernel, "sched_switch"), 10'000);
+  EXPECT_GT(Sum(r.kernel, "sched_waking"), 10'000);
+  EXPECT_GT(Sum(r.kernel, "sched_process_fork"), 100);
+  EXPECT_GT(Sum(r.kernel, "sched_process_exit"), 100);
+  return {overrun_total, buffer_total};
+}
+
 TEST(StormAccountingTest, BpfRingDropsAreCountedExactlyPerCpuAndType) {
   RINGSIDE_REQUIRE_TRACEFS();
   StormSetup s;
@@ -544,6 +652,46 @@ TEST(StormAccountingTest, OverwrittenEventsOfAWrappedRingAreCountedExactly) {
   const auto [staging, buffer] = ExpectExactAccounting(r);
   EXPECT_GT(r.file.chunks_overwritten, 100u);
   EXPECT_GT(buffer, 10'000) << "the central ring was meant to wrap";
+}
+
+// An ftrace-only recording (sched events via the ftrace source, no BPF)
+// whose central ring wraps many times over: the events the ftrace source
+// wrote and the ring overwrote are counted per CPU and kind.
+TEST(StormAccountingTest, FtraceEventsOverwrittenInAWrappedRingAreCountedExactly) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  StormSetup s;
+  s.ftrace = true;
+  s.buffer_kb = 512;  // Wraps many times over in the storm.
+  // Kernel buffers the reader does not fall behind (their overrun is not
+  // per kind: see above).
+  s.ftrace_buffer_kb = 65536;
+  Result r;
+  RecordStorm(s, &r);
+  if (IsSkipped() || HasFatalFailure()) return;
+  int exact_cpus = 0;
+  const auto [overrun, buffer] = ExpectExactFtraceAccounting(r, &exact_cpus);
+  std::printf("ftrace overrun: %lld; CPUs compared per kind: %d\n", static_cast<long long>(overrun),
+              exact_cpus);
+  EXPECT_GT(exact_cpus, 0) << "every CPU's ftrace buffer overran: nothing compared per kind";
+  EXPECT_GT(r.file.chunks_overwritten, 100u);
+  EXPECT_GT(buffer, 10'000) << "the central ring was meant to wrap";
+}
+
+// The same with kernel buffers too small for the storm: the events the
+// kernel overwrote before the reader came, counted per CPU only, make up
+// the rest of each CPU's count.
+TEST(StormAccountingTest, FtraceOverrunsAreCountedExactlyPerCpu) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  StormSetup s;
+  s.ftrace = true;
+  s.ftrace_buffer_kb = 64;
+  s.drain_period_ms = 1000;
+  Result r;
+  RecordStorm(s, &r);
+  if (IsSkipped() || HasFatalFailure()) return;
+  int exact_cpus = 0;
+  const auto [overrun, buffer] = ExpectExactFtraceAccounting(r, &exact_cpus);
+  EXPECT_GT(overrun, 1000) << "the ftrace buffers were meant to overrun";
 }
 
 // Recovery: after a storm that made the BPF rings drop, a quiet load in

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "agent/session/buffer_reader.h"
+#include "agent/session/service_packets.h"
 #include "agent/writer/producer_buffer.h"
 #include "buffer/trace_buffer.h"
 #include "ftrace/cpu_reader.h"
@@ -198,6 +200,104 @@ TEST(FtraceBundleWriterTest, TruncatedRecordsReadAsEmptyFieldsNotPastTheEnd) {
   ASSERT_EQ(packets.size(), 1u);
   EXPECT_EQ(packets[0].ftrace_events().event(0).sched_switch().next_comm(), "");
   EXPECT_EQ(packets[0].ftrace_events().event(1).sched_process_exec().filename(), "");
+}
+
+// The tally, against what a reader of the buffer counts (CountEventsByKind,
+// as the session does for ringside_event_loss) and against the events
+// written by hand: compact rows count one each, typed events by their
+// message, every generic event under "generic", unknown ids not at all; a
+// bundle whose packet found the chunk pool empty counts as pool_dropped.
+TEST(FtraceBundleWriterTest, TalliesEventsAsAReaderCountsThemAndThoseOfADroppedPacket) {
+  const EventTable table = SyntheticTable();
+  FtraceBundleWriter w(&table, FtraceBundleWriter::Options{.num_cpus = 2});
+  // Two chunks: one for each CPU's writer, none to spare until committed.
+  ProducerBuffer producer(1, {}, ProducerBuffer::Options{.num_chunks = 2});
+  auto cpu0 = producer.CreateTraceWriter(1);
+  auto cpu1 = producer.CreateTraceWriter(2);
+  auto tb = buffer::TraceBuffer::Create(1 << 20);
+
+  const Record sw = Record(10, 100, 64).Str(8, "bash").Str(40, "kworker/0:1").Put<int32_t>(56, 7);
+  const Record wake = Record(11, 7, 36).Str(8, "bash").Put<int32_t>(24, 100);
+  const Record print = Record(12, 55, 24).Str(16, "mark");
+  const Record exec = Record(13, 55, 20);
+  const Record softirq = Record(14, 0, 12).Put<uint32_t>(8, 3);
+  const Record unknown = Record(99, 0, 8);
+
+  // CPU 0, committed: 3 switches and 2 wakings (compact), a print, an exec,
+  // a generic softirq_entry, an unknown id.
+  std::vector<RawEvent> small;
+  uint64_t ts = 1000;
+  for (const Record* r : {&sw, &wake, &sw, &print, &exec, &wake, &softirq, &unknown, &sw}) {
+    small.push_back(r->At(ts++));
+  }
+  EXPECT_TRUE(w.WriteBundle(cpu0.get(), 0, small, false));
+
+  // CPU 1: a bundle larger than the chunk its writer holds, with no chunk
+  // left in the pool: dropped whole, its first fragment already committed.
+  std::vector<RawEvent> large;
+  for (int i = 0; i < 600; i++) large.push_back(sw.At(ts++));
+  for (int i = 0; i < 200; i++) large.push_back(softirq.At(ts++));
+  large.push_back(exec.At(ts++));
+  EXPECT_FALSE(w.WriteBundle(cpu1.get(), 1, large, false));
+  EXPECT_GT(producer.CommitQueuedInto(tb.get()), 0u);  // Chunks back in the pool.
+
+  // CPU 1 again, with chunks to write into: committed.
+  std::vector<RawEvent> after = {sw.At(ts++), softirq.At(ts++), softirq.At(ts++), wake.At(ts++)};
+  EXPECT_TRUE(w.WriteBundle(cpu1.get(), 1, after, true));
+  cpu0->Flush();
+  cpu1->Flush();
+  producer.CommitQueuedInto(tb.get());
+
+  using trace::FtraceEvent;
+  struct Expected {
+    uint32_t cpu;
+    uint32_t field;
+    const char* kind;
+    uint64_t committed, pool_dropped;
+  };
+  const std::vector<Expected> expected = {
+      {0, FtraceEvent::kPrintFieldNumber, "print", 1, 0},
+      {0, FtraceEvent::kSchedSwitchFieldNumber, "sched_switch", 3, 0},
+      {0, FtraceEvent::kSchedWakingFieldNumber, "sched_waking", 2, 0},
+      {0, FtraceEvent::kSchedProcessExecFieldNumber, "sched_process_exec", 1, 0},
+      {0, FtraceEvent::kGenericFieldNumber, "generic", 1, 0},
+      {1, FtraceEvent::kSchedSwitchFieldNumber, "sched_switch", 1, 600},
+      {1, FtraceEvent::kSchedWakingFieldNumber, "sched_waking", 1, 0},
+      {1, FtraceEvent::kSchedProcessExecFieldNumber, "sched_process_exec", 0, 1},
+      {1, FtraceEvent::kGenericFieldNumber, "generic", 2, 200},
+  };
+  const std::vector<DataSource::EventTally> tallies = w.EventTallies();
+  ASSERT_EQ(tallies.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); i++) {
+    const DataSource::EventTally& t = tallies[i];
+    const Expected& e = expected[i];
+    EXPECT_EQ(t.cpu, e.cpu) << i;
+    EXPECT_EQ(t.field, e.field) << i;
+    EXPECT_EQ(t.kind, e.kind) << i;
+    EXPECT_EQ(t.committed, e.committed) << e.kind << " on CPU " << e.cpu;
+    EXPECT_EQ(t.pool_dropped, e.pool_dropped) << e.kind << " on CPU " << e.cpu;
+  }
+  EXPECT_EQ(w.stats().unknown_events, 1u);
+
+  // What the buffer gives back is what the tally says was committed, and
+  // the session's losses are the dropped packet's events, nothing more.
+  BufferPacketReader reader;
+  std::string out;
+  reader.ReadInto({tb.get()}, &out);
+  for (const DataSource::EventTally& t : tallies) {
+    EXPECT_EQ(reader.events_of(1, t.cpu, t.field), t.committed) << t.kind << " on CPU " << t.cpu;
+  }
+  SourceStats source{"linux.ftrace", {}, {}, 1, tallies, {}};
+  const std::vector<EventLoss> losses = EventLosses({source}, reader);
+  ASSERT_EQ(losses.size(), 3u);
+  for (const EventLoss& l : losses) {
+    EXPECT_EQ(l.stage, "chunk_pool");
+    EXPECT_EQ(l.cpu, 1u);
+    EXPECT_EQ(l.events, l.kind == "sched_switch" ? 600u
+                        : l.kind == "generic"    ? 200u
+                                                 : 1u)
+        << l.kind;
+  }
 }
 
 // --- Against the real kernel ---------------------------------------------------

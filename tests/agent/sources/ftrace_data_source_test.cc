@@ -5,13 +5,17 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "agent/session/buffer_reader.h"
 #include "agent/writer/producer_buffer.h"
 #include "buffer/trace_buffer.h"
 #include "gtest/gtest.h"
+#include "ringside/trace/trace.pb.h"
 #include "ringside/trace/trace_packet.pb.h"
 #include "tests/agent/testing/read_packets.h"
 #include "tests/testing/kernel_tracefs.h"
@@ -169,6 +173,108 @@ TEST(FtraceDataSourceTest, NoEnabledEventIsAnErrorNamingThem) {
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(ds.status().message().find("nope/nope"), std::string::npos) << ds.status();
+}
+
+// The source's tally of what it wrote, against the kernel and the buffer:
+// per CPU, the events written (committed or dropped for want of a chunk)
+// are the events the kernel says were read from that CPU's buffer, and per
+// CPU and kind, those committed are what the buffer gives back, counted
+// with libprotobuf here and with CountEventsByKind by the session's reader.
+TEST(FtraceDataSourceTest, EventTalliesMatchTheKernelsReadCountAndTheBuffer) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  auto tb = buffer::TraceBuffer::Create(16 << 20);
+  // 32 KiB of chunks: a read of thousands of markers does not fit.
+  ProducerBuffer producer(1, {}, ProducerBuffer::Options{.num_chunks = 8});
+  FtraceDataSource::Config config;
+  config.instance_name = "t-ds-tally";
+  // sched_stat_runtime, where the kernel has it, in the generic form.
+  config.events = {
+      {"sched/sched_switch", ""}, {"sched/sched_waking", ""}, {"sched/sched_stat_runtime", ""}};
+  config.reader_thread = false;  // The test reads.
+  auto ds = FtraceDataSource::Create(*ftrace::testing::KernelTracefs(), config, &producer);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_TRUE((*ds)->Start().ok());
+  // A few markers read and committed; thousands read with the chunks not
+  // given back (their bundle is dropped); a few more once they are.
+  WriteMarkers(InstancePath("t-ds-tally"), "tally a", 10);
+  (*ds)->ReadKernelBuffers();
+  producer.CommitQueuedInto(tb.get());
+  WriteMarkers(InstancePath("t-ds-tally"), "tally b", 3000);
+  (*ds)->ReadKernelBuffers();
+  producer.CommitQueuedInto(tb.get());
+  WriteMarkers(InstancePath("t-ds-tally"), "tally c", 10);
+  (*ds)->Stop();
+  producer.CommitQueuedInto(tb.get());
+
+  const std::vector<DataSource::EventTally> tallies = (*ds)->EventTallies();
+  std::map<uint32_t, uint64_t> written_per_cpu;
+  uint64_t committed = 0, dropped = 0;
+  for (const DataSource::EventTally& t : tallies) {
+    written_per_cpu[t.cpu] += t.committed + t.pool_dropped;
+    committed += t.committed;
+    dropped += t.pool_dropped;
+  }
+  EXPECT_GT(committed, 0u);
+  EXPECT_GT(dropped, 0u) << "the chunk pool was meant to run out";
+  // The markers, the only prints of the instance: the second batch's went
+  // with their bundle, the others are in the buffer.
+  uint64_t prints_committed = 0, prints_dropped = 0;
+  for (const DataSource::EventTally& t : tallies) {
+    if (t.kind != "print") continue;
+    prints_committed += t.committed;
+    prints_dropped += t.pool_dropped;
+  }
+  EXPECT_EQ(prints_committed, 20u);
+  EXPECT_EQ(prints_dropped, 3000u);
+  EXPECT_EQ(committed + dropped, (*ds)->stats().events);
+
+  // One read of the buffer (reading consumes), as the session's reader
+  // does; its count by CountEventsByKind is what the tally committed.
+  BufferPacketReader reader;
+  std::string out;
+  reader.ReadInto({tb.get()}, &out);
+  for (const DataSource::EventTally& t : tallies) {
+    EXPECT_EQ(reader.events_of(1, t.cpu, t.field), t.committed) << t.kind << " on CPU " << t.cpu;
+  }
+
+  // And per CPU and kind as libprotobuf reads the same packets.
+  trace::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(out));
+  std::map<std::pair<uint32_t, std::string>, uint64_t> in_buffer;
+  std::vector<trace::FtraceStats> stats;
+  std::vector<std::string> markers;
+  for (const trace::TracePacket& p : trace.packet()) {
+    if (p.has_ftrace_stats()) stats.push_back(p.ftrace_stats());
+    if (!p.has_ftrace_events()) continue;
+    const uint32_t cpu = p.ftrace_events().cpu();
+    const auto& cs = p.ftrace_events().compact_sched();
+    in_buffer[{cpu, "sched_switch"}] += static_cast<uint64_t>(cs.switch_timestamp_size());
+    in_buffer[{cpu, "sched_waking"}] += static_cast<uint64_t>(cs.waking_timestamp_size());
+    for (const auto& e : p.ftrace_events().event()) {
+      in_buffer[{cpu, e.has_print() ? "print" : e.has_generic() ? "generic" : "other"}]++;
+      if (e.has_print()) markers.push_back(e.print().buf());
+    }
+  }
+  for (const DataSource::EventTally& t : tallies) {
+    const std::pair<uint32_t, std::string> key(t.cpu, t.kind);
+    EXPECT_EQ(in_buffer[key], t.committed) << t.kind << " on CPU " << t.cpu;
+    in_buffer.erase(key);
+  }
+  for (const auto& [key, n] : in_buffer) {
+    EXPECT_EQ(n, 0u) << key.second << " on CPU " << key.first << " is in no tally";
+  }
+  ASSERT_EQ(markers.size(), 20u);
+  EXPECT_EQ(markers.front().rfind("tally a0", 0), 0u) << markers.front();
+  EXPECT_EQ(markers.back().rfind("tally c9", 0), 0u) << markers.back();
+
+  // The kernel's count of the events read from each CPU's buffer
+  // (END_OF_TRACE, taken after the last read), none of them lost before.
+  ASSERT_EQ(stats.size(), 2u) << "the stats packets were meant to find a chunk";
+  ASSERT_EQ(stats[1].phase(), trace::FtraceStats::END_OF_TRACE);
+  for (const auto& c : stats[1].cpu_stats()) {
+    EXPECT_EQ(c.overrun(), 0u);
+    EXPECT_EQ(written_per_cpu[c.cpu()], c.read_events()) << "CPU " << c.cpu();
+  }
 }
 
 TEST(FtraceDataSourceTest, TinyBufferBurstReportsOverrunAndLostEventsWithoutCrashing) {
