@@ -123,10 +123,12 @@ static __always_inline void rs_submit(void* ring, void* record) {
   bpf_ringbuf_submit(record, flags);
 }
 
-/* The CPU a task is queued on; the field moved into thread_info in 5.16. */
+/* The CPU a task is queued on; the field moved into thread_info in 5.16.
+ * preserve_access_index: vmlinux.h's pragma covers only its own types, and
+ * without a CO-RE relocation a direct read of this one would be at offset 0. */
 struct task_struct___pre_5_16 {
   unsigned int cpu;
-};
+} __attribute__((preserve_access_index));
 
 /* A direct read (tp_btf pointers are BTF pointers): BPF_CORE_READ would be a
  * bpf_probe_read_kernel call, which measured 30+ ns on the wakeup path. */
