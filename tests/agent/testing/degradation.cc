@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <iterator>
@@ -58,6 +59,13 @@ int ApplyInChild(const Degradation& d) {
     for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
       while (umount2(dir, MNT_DETACH) == 0) {
       }
+    }
+    // Where debugfs is mounted, its tracing directory mounts tracefs again
+    // on first use (an automount, which seccomp does not see): hide it.
+    if (access("/sys/kernel/debug", F_OK) == 0 &&
+        mount("ringside-test", "/sys/kernel/debug", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k") !=
+            0) {
+      return 103;
     }
     sock_fprog deny_mount = {static_cast<unsigned short>(std::size(kDenyMount)), kDenyMount};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||

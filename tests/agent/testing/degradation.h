@@ -14,8 +14,9 @@ namespace ringside::agent::testing {
 struct Degradation {
   // An empty tmpfs over /sys/kernel/btf: the kernel's BTF is not to be found.
   bool hide_btf = false;
-  // tracefs unmounted, and mount() refused (seccomp, as a container's
-  // profile does): tracefs cannot be had.
+  // tracefs unmounted, debugfs (whose tracing directory would mount it
+  // again) hidden, and mount() refused (seccomp, as a container's profile
+  // does): tracefs cannot be had.
   bool no_tracefs = false;
   // RLIMIT_MEMLOCK, soft and hard.
   std::optional<rlim_t> memlock_bytes;
@@ -31,7 +32,7 @@ Degradation MemlockLimit(rlim_t bytes);
 // fork and its exec. Async-signal-safe (system calls only), as a child of a
 // threaded process must be. Returns 0, or the exit status 101-104 the child
 // should _exit with (which step failed: 101 the mount namespace, 102 the
-// BTF mount, 103 seccomp, 104 the limit).
+// BTF mount, 103 hiding tracefs, 104 the limit).
 int ApplyInChild(const Degradation& d);
 
 }  // namespace ringside::agent::testing
