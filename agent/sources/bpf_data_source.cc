@@ -80,8 +80,7 @@ absl::StatusOr<std::unique_ptr<BpfDataSource>> BpfDataSource::Create(Config conf
   for (int cpu = 0; cpu < cpus; cpu++) {
     s->cpu_writers_.push_back(producer->CreateTraceWriter(static_cast<buffer::WriterID>(1 + cpu)));
   }
-  s->tallies_ =
-      std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(cpus) * RS_EV_MAX * 2);
+  s->tallies_ = std::make_unique<EventTallyTable>(static_cast<uint32_t>(cpus), RS_EV_MAX);
   s->drops_seen_.assign(static_cast<size_t>(cpus), 0);
   s->lost_pending_.assign(static_cast<size_t>(cpus), false);
   return s;
@@ -181,13 +180,8 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
   bundles_.WriteBundle(writer, cpu, decoded, lost_pending_[cpu]);
   lost_pending_[cpu] = false;
   // One packet per bundle: it was dropped whole or committed whole.
-  const size_t dropped = writer->stats().packets_dropped != dropped_before ? 1 : 0;
-  const uint64_t(&written)[RS_EV_MAX] = bundles_.last_bundle_events();
-  for (uint32_t type = 0; type < RS_EV_MAX; type++) {
-    if (written[type] == 0) continue;
-    tallies_[(cpu * RS_EV_MAX + type) * 2 + dropped].fetch_add(written[type],
-                                                               std::memory_order_relaxed);
-  }
+  tallies_->AddPacket(cpu, bundles_.last_bundle_events(),
+                      writer->stats().packets_dropped != dropped_before);
   // After the bundle: a snapshot the listener asks for holds the incident.
   if (config_.incidents != nullptr && decoded_.incidents() > 0) TellIncidents(decoded);
   events_.store(bundles_.total_events(), std::memory_order_relaxed);
@@ -290,18 +284,9 @@ std::vector<DataSource::Loss> BpfDataSource::Losses() const {
 }
 
 std::vector<DataSource::EventTally> BpfDataSource::EventTallies() const {
-  std::vector<EventTally> out;
-  for (uint32_t cpu = 0; cpu < cpu_writers_.size(); cpu++) {
-    for (uint32_t type = 1; type < RS_EV_MAX; type++) {
-      const size_t i = (cpu * RS_EV_MAX + type) * 2;
-      const uint64_t committed = tallies_[i].load(std::memory_order_relaxed);
-      const uint64_t dropped = tallies_[i + 1].load(std::memory_order_relaxed);
-      if (committed == 0 && dropped == 0) continue;
-      out.push_back(
-          EventTally{cpu, BpfBundleWriter::FieldOf(type), EventName(type), committed, dropped});
-    }
-  }
-  return out;
+  return tallies_->Collect([](uint32_t type) {
+    return EventTallyTable::KindName{BpfBundleWriter::FieldOf(type), EventName(type)};
+  });
 }
 
 }  // namespace ringside::agent

@@ -16,6 +16,7 @@
 #include "agent/sources/cgroup_selector.h"
 #include "agent/sources/cpu_budget.h"
 #include "agent/sources/data_source.h"
+#include "agent/sources/event_tally_table.h"
 #include "agent/sources/incident.h"
 #include "agent/sources/staging_flush.h"
 #include "agent/writer/producer_buffer.h"
@@ -118,9 +119,8 @@ class BpfDataSource : public DataSource {
   // Measures the reader thread, and pauses it past the budget (if any).
   ConsumerPacer pacer_{config_.cpu_budget};
   std::atomic<uint64_t> events_{0};
-  // Records written, by (cpu * RS_EV_MAX + type) * 2 + (1 if their packet
-  // was dropped for want of a chunk, else 0). Consumer thread writes.
-  std::unique_ptr<std::atomic<uint64_t>[]> tallies_;
+  // Records written, by CPU and type. Consumer thread writes.
+  std::unique_ptr<EventTallyTable> tallies_;
   bool started_ = false;
   bool stopped_ = false;
 };

@@ -128,21 +128,12 @@ FtraceBundleWriter::FtraceBundleWriter(const ftrace::EventTable* table, Options 
       options_(options),
       num_cpus_(options.num_cpus != 0 ? options.num_cpus
                                       : static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_CONF))),
-      tallies_(std::make_unique<std::atomic<uint64_t>[]>(size_t{num_cpus_} * kNumKinds * 2)) {}
+      tallies_(num_cpus_, kNumKinds) {}
 
 std::vector<DataSource::EventTally> FtraceBundleWriter::EventTallies() const {
-  std::vector<DataSource::EventTally> out;
-  for (uint32_t cpu = 0; cpu < num_cpus_; cpu++) {
-    for (size_t kind = 0; kind < kNumKinds; kind++) {
-      const size_t i = (cpu * kNumKinds + kind) * 2;
-      const uint64_t committed = tallies_[i].load(std::memory_order_relaxed);
-      const uint64_t dropped = tallies_[i + 1].load(std::memory_order_relaxed);
-      if (committed == 0 && dropped == 0) continue;
-      out.push_back(
-          DataSource::EventTally{cpu, kKinds[kind].field, kKinds[kind].name, committed, dropped});
-    }
-  }
-  return out;
+  return tallies_.Collect([](uint32_t kind) {
+    return EventTallyTable::KindName{kKinds[kind].field, kKinds[kind].name};
+  });
 }
 
 const FtraceBundleWriter::Plan& FtraceBundleWriter::PlanFor(const EventTable::Entry& entry) {
@@ -296,13 +287,7 @@ bool FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
   }  // The packet is finished here: written whole, or dropped whole.
   stats_.bundles++;
   const bool dropped = writer->stats().packets_dropped != dropped_before;
-  if (cpu < num_cpus_) {
-    for (size_t kind = 0; kind < kNumKinds; kind++) {
-      if (bundle_events_[kind] == 0) continue;
-      tallies_[(cpu * kNumKinds + kind) * 2 + (dropped ? 1 : 0)].fetch_add(
-          bundle_events_[kind], std::memory_order_relaxed);
-    }
-  }
+  tallies_.AddPacket(cpu, bundle_events_, dropped);
   return !dropped;
 }
 

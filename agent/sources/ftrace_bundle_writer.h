@@ -12,6 +12,7 @@
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/compact_sched.h"
 #include "agent/sources/data_source.h"
+#include "agent/sources/event_tally_table.h"
 #include "agent/writer/trace_writer.h"
 #include "ftrace/event_table.h"
 #include "ftrace/page_parser.h"
@@ -102,11 +103,10 @@ class FtraceBundleWriter {
 
   // Events of each kind in the bundle being written.
   uint64_t bundle_events_[kNumKinds] = {};
-  // Events written, by (cpu * kNumKinds + kind) * 2 + (1 if their packet was
-  // dropped for want of a chunk, else 0). The writing thread adds; any
-  // thread reads.
+  // Events written, by CPU and kind. The writing thread adds; any thread
+  // reads.
   uint32_t num_cpus_ = 0;
-  std::unique_ptr<std::atomic<uint64_t>[]> tallies_;
+  EventTallyTable tallies_;
 
   // compact_sched columns of the bundle being written (capacity reused).
   CompactSchedColumns compact_;
