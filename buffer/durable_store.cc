@@ -34,6 +34,24 @@ bool DurableStore::EvictOne(bool ended) {
   return true;
 }
 
+void DurableStore::Replace(std::map<Key, Entry>::iterator it, std::string_view packet) {
+  stats_.bytes -= it->second.packet.size();
+  it->second.packet.assign(packet.data(), packet.size());
+  it->second.order = ++order_;
+  it->second.read = false;
+  stats_.bytes += packet.size();
+  stats_.replaced++;
+}
+
+void DurableStore::MakeRoom() {
+  // Ended entries first, oldest first; then live ones, counted. The entry
+  // just written is the newest, so it goes last.
+  while (stats_.bytes > capacity_) {
+    if (!EvictOne(/*ended=*/true) && !EvictOne(/*ended=*/false)) break;
+  }
+  stats_.max_bytes = std::max(stats_.max_bytes, stats_.bytes);
+}
+
 void DurableStore::Put(Kind kind, uint64_t id, std::string_view packet) {
   stats_.writes++;
   const size_t cost = packet.size() + kEntryOverhead;
@@ -43,13 +61,7 @@ void DurableStore::Put(Kind kind, uint64_t id, std::string_view packet) {
   }
   auto live = live_.find({kind, id});
   if (live != live_.end()) {
-    auto it = entries_.find({kind, id, live->second});
-    stats_.bytes -= it->second.packet.size();
-    it->second.packet.assign(packet.data(), packet.size());
-    it->second.order = ++order_;
-    it->second.read = false;
-    stats_.bytes += packet.size();
-    stats_.replaced++;
+    Replace(entries_.find({kind, id, live->second}), packet);
   } else {
     const uint64_t generation = ++generation_;
     Entry e;
@@ -60,12 +72,29 @@ void DurableStore::Put(Kind kind, uint64_t id, std::string_view packet) {
     stats_.bytes += cost;
     stats_.entries++;
   }
-  // Make room: ended entries first, oldest first; then live ones, counted.
-  // The entry just written is the newest, so it goes last.
-  while (stats_.bytes > capacity_) {
-    if (!EvictOne(/*ended=*/true) && !EvictOne(/*ended=*/false)) break;
+  MakeRoom();
+}
+
+void DurableStore::PutEnded(Kind kind, uint64_t id, std::string_view packet) {
+  if (!live_.contains({kind, id})) {
+    auto newest = entries_.upper_bound({kind, id, UINT64_MAX});
+    if (newest != entries_.begin()) {
+      --newest;
+      if (std::get<0>(newest->first) == kind && std::get<1>(newest->first) == id) {
+        if (packet.size() + kEntryOverhead > capacity_) {
+          stats_.writes++;
+          stats_.rejected++;
+          return;
+        }
+        stats_.writes++;
+        Replace(newest, packet);
+        MakeRoom();
+        return;
+      }
+    }
   }
-  stats_.max_bytes = std::max(stats_.max_bytes, stats_.bytes);
+  Put(kind, id, packet);
+  MarkEnded(kind, id);
 }
 
 void DurableStore::MarkEnded(Kind kind, uint64_t id) {

@@ -58,6 +58,11 @@ class DurableStore {
   void Put(Kind kind, uint64_t id, std::string_view packet);
   // The entity ended. Its entry stays until compacted.
   void MarkEnded(Kind kind, uint64_t id);
+  // A late description of an entity that already ended (its records are
+  // read per CPU, so one may come after its end): replaces the newest
+  // entry of {kind, id}, which stays (or becomes) ended, its end where it
+  // was; adds an ended entry when the key has none.
+  void PutEnded(Kind kind, uint64_t id, std::string_view packet);
   // A flush and drain of the ring's producers finished; the ring has had
   // `ring_bytes_written` bytes written in total. Pins pending ends and drops
   // the ended entries the ring has moved past.
@@ -91,6 +96,10 @@ class DurableStore {
   // {kind, id, generation}: generations only differ for reused ids.
   using Key = std::tuple<Kind, uint64_t, uint64_t>;
   void Remove(std::map<Key, Entry>::iterator it);
+  // Writes `packet` over an entry's, as the most recently written.
+  void Replace(std::map<Key, Entry>::iterator it, std::string_view packet);
+  // Evicts until the bytes fit the capacity.
+  void MakeRoom();
   bool EvictOne(bool ended);
 
   size_t capacity_;

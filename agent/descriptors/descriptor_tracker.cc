@@ -1,5 +1,7 @@
 #include "agent/descriptors/descriptor_tracker.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_split.h"
 #include "agent/descriptors/cgroup_fs.h"
 #include "agent/descriptors/process_scan.h"
@@ -48,41 +50,79 @@ std::pair<uint64_t, std::string> DescriptorTracker::CgroupAtExec(int32_t tid, ui
   return {id_now, *path};
 }
 
-void DescriptorTracker::PutProcess(uint64_t ts, int32_t pid, const Process& p) {
+template <typename Entry>
+Entry* DescriptorTracker::EntryAt(absl::flat_hash_map<int32_t, Entry>& map, int32_t id,
+                                  uint64_t ts) {
+  auto [it, inserted] = map.try_emplace(id);
+  Entry& e = it->second;
+  if (inserted) return &e;
+  if (e.exit_ts != 0 && ts > e.exit_ts) {
+    e = Entry{};  // A new task under the id of one that exited.
+    return &e;
+  }
+  return ts < e.ts ? nullptr : &e;
+}
+
+void DescriptorTracker::PutProcess(int32_t pid, const Process& p) {
   trace::TracePacket packet;
-  packet.set_timestamp(ts);
+  packet.set_timestamp(p.ts != 0 ? p.ts : p.exit_ts);  // Known by its exit only.
   trace::ProcessTree::Process* out = packet.mutable_process_tree()->add_processes();
   out->set_pid(pid);
   out->set_ppid(p.ppid);
   if (p.uid >= 0) out->set_uid(static_cast<int32_t>(p.uid));
   for (const std::string& arg : p.cmdline) out->add_cmdline(arg);
   SetCgroupOfProcess(p.cgroup_id, p.cgroup_path, out);
-  queue_.push_back(
-      Update{Kind::kProcess, static_cast<uint64_t>(pid), false, packet.SerializeAsString()});
+  queue_.push_back(Update{Kind::kProcess, static_cast<uint64_t>(pid),
+                          p.exit_ts != 0 ? Update::Op::kPutEnded : Update::Op::kPut,
+                          packet.SerializeAsString()});
 }
 
-void DescriptorTracker::PutThread(uint64_t ts, int32_t tid, const Thread& t) {
+void DescriptorTracker::PutThread(int32_t tid, const Thread& t) {
+  if (t.tgid == 0) return;  // Its process is not known yet.
   trace::TracePacket packet;
-  packet.set_timestamp(ts);
+  packet.set_timestamp(t.ts != 0 ? t.ts : t.exit_ts);
   trace::ProcessTree::Thread* out = packet.mutable_process_tree()->add_threads();
   out->set_tid(tid);
   out->set_tgid(t.tgid);
   out->set_name(t.name);
-  queue_.push_back(
-      Update{Kind::kThread, static_cast<uint64_t>(tid), false, packet.SerializeAsString()});
+  queue_.push_back(Update{Kind::kThread, static_cast<uint64_t>(tid),
+                          t.exit_ts != 0 ? Update::Op::kPutEnded : Update::Op::kPut,
+                          packet.SerializeAsString()});
 }
 
 int32_t DescriptorTracker::TgidOf(int32_t tid) const {
   auto it = threads_.find(tid);
-  return it == threads_.end() ? tid : it->second.tgid;
+  return it == threads_.end() || it->second.tgid == 0 ? tid : it->second.tgid;
+}
+
+void DescriptorTracker::RememberExit(bool process, int32_t id, uint64_t ts) {
+  exits_.push_back(Exit{process, id, ts});
+  newest_exit_ts_ = std::max(newest_exit_ts_, ts);
+  while (!exits_.empty() && (exits_.size() > kMaxRememberedExits ||
+                             exits_.front().ts + kExitMemoryNs < newest_exit_ts_)) {
+    const Exit& e = exits_.front();
+    auto forget = [&e](auto& map) {
+      auto it = map.find(e.id);
+      if (it != map.end() && it->second.exit_ts == e.ts) map.erase(it);
+    };
+    if (e.process) {
+      forget(processes_);
+    } else {
+      forget(threads_);
+    }
+    exits_.pop_front();
+  }
 }
 
 void DescriptorTracker::Seed(const trace::TracePacket& packet) {
   absl::MutexLock lock(&mu_);
   const uint64_t ts = packet.timestamp();
+  // Events already reported are kept where they are newer than the scan,
+  // and a task whose exit was reported is not revived.
   for (const trace::ProcessTree::Process& p : packet.process_tree().processes()) {
-    if (ended_before_seed_.count(p.pid())) continue;
-    Process& proc = processes_[p.pid()];
+    auto [it, inserted] = processes_.try_emplace(p.pid());
+    Process& proc = it->second;
+    if (!inserted && (proc.exit_ts != 0 || proc.ts > ts)) continue;
     proc.ppid = p.ppid();
     proc.uid = p.has_uid() ? p.uid() : -1;
     proc.cmdline.assign(p.cmdline().begin(), p.cmdline().end());
@@ -90,51 +130,62 @@ void DescriptorTracker::Seed(const trace::TracePacket& packet) {
     proc.cgroup_path = p.cgroup_path();
     proc.ts = ts;
     RememberCgroup(proc.cgroup_id, proc.cgroup_path);
-    PutProcess(ts, p.pid(), proc);
+    PutProcess(p.pid(), proc);
   }
   for (const trace::ProcessTree::Thread& t : packet.process_tree().threads()) {
-    if (ended_before_seed_.count(t.tid())) continue;
-    Thread& thread = threads_[t.tid()];
+    auto [it, inserted] = threads_.try_emplace(t.tid());
+    Thread& thread = it->second;
+    if (!inserted && thread.exit_ts != 0) continue;
+    if (!inserted && thread.ts > ts) {
+      // A rename before the scan: the scan knows its process.
+      if (thread.tgid == 0) {
+        thread.tgid = t.tgid();
+        PutThread(t.tid(), thread);
+      }
+      continue;
+    }
     thread.tgid = t.tgid();
     thread.name = t.name();
     thread.ts = ts;
-    PutThread(ts, t.tid(), thread);
+    PutThread(t.tid(), thread);
   }
-  seeded_ = true;
-  ended_before_seed_.clear();
 }
 
 void DescriptorTracker::OnFork(uint64_t ts, int32_t parent_tid, int32_t parent_tgid,
                                int32_t child_tid, int32_t child_tgid, std::string_view child_comm) {
-  absl::MutexLock lock(&mu_);
-  auto newer = [ts](const auto& map, int32_t id) {
-    auto it = map.find(id);
-    return it != map.end() && it->second.ts > ts;
-  };
-  if (child_tid == child_tgid && !newer(processes_, child_tgid)) {
-    // A new process: it starts as a copy of its parent.
-    Process p;
-    auto parent = processes_.find(parent_tgid);
-    if (parent != processes_.end()) p = parent->second;
-    p.ppid = parent_tgid;
-    p.ts = ts;
-    if (p.cmdline.empty()) p.cmdline.emplace_back(child_comm);
-    processes_[child_tgid] = p;
-    PutProcess(ts, child_tgid, p);
-  }
   (void)parent_tid;
-  if (newer(threads_, child_tid)) {
-    // Only the fork knows which process a renamed thread belongs to.
-    Thread& t = threads_[child_tid];
+  absl::MutexLock lock(&mu_);
+  if (child_tid == child_tgid) {
+    // A new process: it starts as a copy of its parent.
+    if (Process* p = EntryAt(processes_, child_tgid, ts)) {
+      const uint64_t exit_ts = p->exit_ts;
+      auto parent = processes_.find(parent_tgid);
+      if (parent != processes_.end() && parent->first != child_tgid) {
+        *p = parent->second;
+      } else {
+        *p = Process{};
+      }
+      p->ppid = parent_tgid;
+      p->ts = ts;
+      p->exit_ts = exit_ts;
+      if (p->cmdline.empty()) p->cmdline.emplace_back(child_comm);
+      PutProcess(child_tgid, *p);
+    }
+  }
+  Thread& t = threads_[child_tid];
+  if (t.exit_ts != 0 && ts > t.exit_ts) t = Thread{};
+  if (ts < t.ts) {
+    // Only the fork knows which process a thread renamed since belongs to.
     if (t.tgid != child_tgid) {
       t.tgid = child_tgid;
-      PutThread(t.ts, child_tid, t);
+      PutThread(child_tid, t);
     }
     return;
   }
-  Thread t{child_tgid, std::string(child_comm), ts};
-  threads_[child_tid] = t;
-  PutThread(ts, child_tid, t);
+  t.tgid = child_tgid;
+  t.name = std::string(child_comm);
+  t.ts = ts;
+  PutThread(child_tid, t);
 }
 
 void DescriptorTracker::OnNewTask(uint64_t ts, int32_t parent_tid, int32_t child_tid,
@@ -154,48 +205,85 @@ void DescriptorTracker::OnExec(uint64_t ts, int32_t tid, int32_t tgid, std::stri
   auto [cgroup, cgroup_path] = CgroupAtExec(tid, cgroup_id);
   absl::MutexLock lock(&mu_);
   if (tgid < 0) tgid = TgidOf(tid);
-  Process& p = processes_[tgid];
-  if (ppid >= 0) p.ppid = ppid;
-  if (uid >= 0) p.uid = uid;
-  p.ts = ts;
-  // Unknown (ftrace, and the process gone): the cgroup it was seen in.
-  if (cgroup != 0 || !cgroup_path.empty()) {
-    p.cgroup_id = cgroup;
-    p.cgroup_path = std::move(cgroup_path);
+  if (Process* p = EntryAt(processes_, tgid, ts)) {
+    if (ppid >= 0) p->ppid = ppid;
+    if (uid >= 0) p->uid = uid;
+    p->ts = ts;
+    // Unknown (ftrace, and the process gone): the cgroup it was seen in.
+    if (cgroup != 0 || !cgroup_path.empty()) {
+      p->cgroup_id = cgroup;
+      p->cgroup_path = std::move(cgroup_path);
+    }
+    p->cmdline.clear();
+    for (absl::string_view arg :
+         absl::StrSplit(absl::string_view(argv.data(), argv.size()), '\0', absl::SkipEmpty())) {
+      p->cmdline.emplace_back(arg);
+    }
+    if (p->cmdline.empty()) p->cmdline.emplace_back(filename);
+    PutProcess(tgid, *p);
   }
-  p.cmdline.clear();
-  for (absl::string_view arg :
-       absl::StrSplit(absl::string_view(argv.data(), argv.size()), '\0', absl::SkipEmpty())) {
-    p.cmdline.emplace_back(arg);
-  }
-  if (p.cmdline.empty()) p.cmdline.emplace_back(filename);
-  PutProcess(ts, tgid, p);
   // exec leaves one thread, named after the file.
-  Thread t{tgid, comm.empty() ? Basename(filename).substr(0, 15) : std::string(comm), ts};
-  threads_[tgid] = t;
-  PutThread(ts, tgid, t);
+  if (Thread* t = EntryAt(threads_, tgid, ts)) {
+    t->tgid = tgid;
+    t->name = comm.empty() ? Basename(filename).substr(0, 15) : std::string(comm);
+    t->ts = ts;
+    PutThread(tgid, *t);
+  }
 }
 
-void DescriptorTracker::OnExit(uint64_t, int32_t tid, int32_t tgid, int group_dead) {
+void DescriptorTracker::OnExit(uint64_t ts, int32_t tid, int32_t tgid, int group_dead,
+                               std::string_view comm) {
   absl::MutexLock lock(&mu_);
   if (tgid < 0) tgid = TgidOf(tid);
-  if (!seeded_) ended_before_seed_.insert(tid);
-  threads_.erase(tid);
-  queue_.push_back(Update{Kind::kThread, static_cast<uint64_t>(tid), true, {}});
-  const bool process_ended = group_dead > 0 || (group_dead < 0 && tid == tgid);
-  if (process_ended) {
-    processes_.erase(tgid);
-    queue_.push_back(Update{Kind::kProcess, static_cast<uint64_t>(tgid), true, {}});
+  // Ends the task the id names at `ts`: not a newer one already reported
+  // under a reused id; a new one if the id's last task ended before.
+  auto end = [ts](auto& map, int32_t id) {
+    auto& e = map[id];
+    if (e.exit_ts != 0 && ts > e.exit_ts) e = {};
+    if (e.exit_ts != 0 || ts < e.ts) return decltype(&e){nullptr};
+    e.exit_ts = ts;
+    return &e;
+  };
+  // A task not described yet is described now, as ended. What it has no
+  // time of (ts 0) any record of it read later still replaces.
+  if (Thread* t = end(threads_, tid)) {
+    if (t->tgid == 0) {
+      t->tgid = tgid;
+      if (t->name.empty()) t->name = std::string(comm);  // Else: its rename's.
+      PutThread(tid, *t);
+    }
+    queue_.push_back(Update{Kind::kThread, static_cast<uint64_t>(tid), Update::Op::kEnd, {}});
+    RememberExit(/*process=*/false, tid, ts);
   }
+  const bool process_ended = group_dead > 0 || (group_dead < 0 && tid == tgid);
+  if (!process_ended) return;
+  if (Process* p = end(processes_, tgid)) {
+    if (p->ts == 0 && p->cmdline.empty() && !comm.empty()) {
+      p->cmdline.emplace_back(comm);
+      PutProcess(tgid, *p);
+    }
+    queue_.push_back(Update{Kind::kProcess, static_cast<uint64_t>(tgid), Update::Op::kEnd, {}});
+    RememberExit(/*process=*/true, tgid, ts);
+  }
+}
+
+void DescriptorTracker::OnFinalSwitch(uint64_t ts, int32_t tid, int32_t tgid,
+                                      std::string_view comm) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = threads_.find(tid);
+    if (it != threads_.end() && (it->second.tgid != 0 || it->second.exit_ts != 0)) return;
+  }
+  OnExit(ts, tid, tgid, /*group_dead=*/-1, comm);
 }
 
 void DescriptorTracker::OnRename(uint64_t ts, int32_t tid, std::string_view new_comm) {
   absl::MutexLock lock(&mu_);
-  Thread& t = threads_[tid];
-  if (t.tgid == 0) t.tgid = tid;
-  t.name = std::string(new_comm);
-  t.ts = ts;
-  PutThread(ts, tid, t);
+  if (Thread* t = EntryAt(threads_, tid, ts)) {
+    t->name = std::string(new_comm);
+    t->ts = ts;
+    PutThread(tid, *t);
+  }
 }
 
 void DescriptorTracker::ApplyTo(buffer::DurableStore* store) {
@@ -205,12 +293,23 @@ void DescriptorTracker::ApplyTo(buffer::DurableStore* store) {
     updates.swap(queue_);
   }
   for (const Update& u : updates) {
-    if (u.ended) {
-      store->MarkEnded(u.kind, u.id);
-    } else {
-      store->Put(u.kind, u.id, u.packet);
+    switch (u.op) {
+      case Update::Op::kPut:
+        store->Put(u.kind, u.id, u.packet);
+        break;
+      case Update::Op::kPutEnded:
+        store->PutEnded(u.kind, u.id, u.packet);
+        break;
+      case Update::Op::kEnd:
+        store->MarkEnded(u.kind, u.id);
+        break;
     }
   }
+}
+
+size_t DescriptorTracker::remembered_exits_for_testing() const {
+  absl::MutexLock lock(&mu_);
+  return exits_.size();
 }
 
 size_t DescriptorTracker::remembered_cgroups_for_testing() const {
@@ -220,7 +319,9 @@ size_t DescriptorTracker::remembered_cgroups_for_testing() const {
 
 size_t DescriptorTracker::live_processes() const {
   absl::MutexLock lock(&mu_);
-  return processes_.size();
+  size_t live = 0;
+  for (const auto& [pid, p] : processes_) live += p.exit_ts == 0 ? 1 : 0;
+  return live;
 }
 
 }  // namespace ringside::agent

@@ -2,6 +2,7 @@
 #define RINGSIDE_AGENT_DESCRIPTORS_DESCRIPTOR_TRACKER_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -11,7 +12,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "buffer/durable_store.h"
 #include "ringside/trace/trace_packet.pb.h"
@@ -31,6 +31,15 @@ namespace ringside::agent {
 // from its parent at fork. A process that moves to another cgroup without
 // an exec keeps the cgroup it had.
 //
+// Records are read CPU by CPU, so a task's events come in any order: an
+// exec may come before its fork or after a later exec (exec moves tasks
+// between CPUs), a rename before the fork of its thread, the fork of a
+// short-lived task after its exit. Every description carries the time of
+// its event, and an event older than what is already known of the task is
+// not applied. A task that exited is remembered (kMaxRememberedExits, for
+// kExitMemoryNs): its late events still describe it, as ended, and only an
+// event after its exit starts a new task under its id (a reused pid).
+//
 // Thread-safe: data source threads report events; the updates wait in a
 // queue until the buffer's owner applies them (ApplyTo), as the store, like
 // the ring, has a single owner.
@@ -45,6 +54,10 @@ class DescriptorTracker {
   // Paths of this many cgroup ids are remembered (a bounded cache: a
   // forgotten one is read from /proc again).
   static constexpr size_t kMaxRememberedCgroups = 4096;
+  // Tasks that exited are remembered, for late records of them, this many
+  // (the oldest forgotten first) and for this long after the newest exit.
+  static constexpr size_t kMaxRememberedExits = 16384;
+  static constexpr uint64_t kExitMemoryNs = 30'000'000'000;
 
   DescriptorTracker();
   explicit DescriptorTracker(CgroupLookup lookup);
@@ -53,8 +66,7 @@ class DescriptorTracker {
   // sources started), except tasks whose exit was already reported.
   void Seed(const trace::TracePacket& process_tree);
 
-  // Records are read per CPU, so a child's exec or rename may arrive before
-  // its fork: the fork does not undo what a later event said.
+  // A fork does not undo what a later event said of the child.
   void OnFork(uint64_t ts, int32_t parent_tid, int32_t parent_tgid, int32_t child_tid,
               int32_t child_tgid, std::string_view child_comm);
   // ftrace's task_newtask: the parent is the current task; a thread when
@@ -70,13 +82,23 @@ class DescriptorTracker {
               std::string_view argv, std::string_view comm, int32_t ppid, int64_t uid,
               uint64_t cgroup_id = 0);
   // `group_dead` < 0: unknown; then the leader's exit ends the process.
-  void OnExit(uint64_t ts, int32_t tid, int32_t tgid, int group_dead);
+  // A task nothing was read of yet (born before the sources ran and gone
+  // before the scan, or its fork still unread) is named by its `comm`.
+  void OnExit(uint64_t ts, int32_t tid, int32_t tgid, int group_dead, std::string_view comm = {});
+  // A task's last switch, after its exit (sched_switch's prev_state X or
+  // Z). A task nothing was read of is named by it, as ended: one that was
+  // exiting when recording began, its exit not recorded (a wakeup of its
+  // parent on its way out would otherwise name a task nobody describes).
+  void OnFinalSwitch(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm);
+  // A thread whose fork is not yet known is described once it is (or at
+  // its exit): until then its process is unknown.
   void OnRename(uint64_t ts, int32_t tid, std::string_view new_comm);
 
   // Moves the updates reported so far into `store` (the buffer owner's).
   void ApplyTo(buffer::DurableStore* store);
   size_t live_processes() const;
   size_t remembered_cgroups_for_testing() const;
+  size_t remembered_exits_for_testing() const;
 
  private:
   struct Process {
@@ -86,16 +108,27 @@ class DescriptorTracker {
     uint64_t cgroup_id = 0;   // 0: unknown.
     std::string cgroup_path;  // Empty: unknown.
     uint64_t ts = 0;          // Of the event (or scan) that last described it.
+    uint64_t exit_ts = 0;     // 0: alive.
   };
   struct Thread {
-    int32_t tgid = 0;
+    int32_t tgid = 0;  // 0: unknown (a rename read before the fork).
     std::string name;
     uint64_t ts = 0;
+    uint64_t exit_ts = 0;  // 0: alive.
   };
-  void PutProcess(uint64_t ts, int32_t pid, const Process& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PutThread(uint64_t ts, int32_t tid, const Thread& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The entry of `id` an event at `ts` describes: a new one for an id not
+  // known or whose task exited before `ts`; null when a later event
+  // already described it.
+  template <typename Entry>
+  static Entry* EntryAt(absl::flat_hash_map<int32_t, Entry>& map, int32_t id, uint64_t ts);
+  // Queue the entry's descriptor for the store (as ended, if it is).
+  void PutProcess(int32_t pid, const Process& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PutThread(int32_t tid, const Thread& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int32_t TgidOf(int32_t tid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RememberCgroup(uint64_t id, const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Remembers an exit, and forgets the exits past kMaxRememberedExits or
+  // kExitMemoryNs.
+  void RememberExit(bool process, int32_t id, uint64_t ts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The cgroup of `tid` at its exec, `cgroup_id` as reported (0: unknown).
   // Takes mu_ only to read and update the remembered paths: /proc is read
   // without it.
@@ -105,7 +138,7 @@ class DescriptorTracker {
   struct Update {
     buffer::DurableStore::Kind kind;
     uint64_t id;
-    bool ended;  // Else: put `packet`.
+    enum class Op : uint8_t { kPut, kPutEnded, kEnd } op;
     std::string packet;
   };
   CgroupLookup cgroup_lookup_;  // Set once, in the constructor.
@@ -113,11 +146,16 @@ class DescriptorTracker {
   // cgroup id -> path, at most kMaxRememberedCgroups.
   absl::flat_hash_map<uint64_t, std::string> cgroup_paths_ ABSL_GUARDED_BY(mu_);
   std::vector<Update> queue_ ABSL_GUARDED_BY(mu_);
+  // Live tasks, and the ones that exited while remembered.
   absl::flat_hash_map<int32_t, Process> processes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int32_t, Thread> threads_ ABSL_GUARDED_BY(mu_);
-  // Until Seed(): tids whose exit was reported, so the scan cannot revive them.
-  bool seeded_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_set<int32_t> ended_before_seed_ ABSL_GUARDED_BY(mu_);
+  struct Exit {
+    bool process;
+    int32_t id;
+    uint64_t ts;
+  };
+  std::deque<Exit> exits_ ABSL_GUARDED_BY(mu_);  // Oldest first.
+  uint64_t newest_exit_ts_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ringside::agent

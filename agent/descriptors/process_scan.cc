@@ -48,18 +48,20 @@ void SetCgroupOfProcess(uint64_t cgroup_id, const std::string& cgroup_path,
   if (!c.runtime.empty()) process->set_container_runtime(c.runtime);
 }
 
-trace::TracePacket ScanProcesses() {
+trace::TracePacket ScanProcesses() { return ScanProcessesIn("/proc"); }
+
+trace::TracePacket ScanProcessesIn(const std::string& proc_root) {
   TracePacket packet;
   packet.set_timestamp(static_cast<uint64_t>(BoottimeNs()));
   trace::ProcessTree* tree = packet.mutable_process_tree();
-  DIR* proc = opendir("/proc");
+  DIR* proc = opendir(proc_root.c_str());
   if (proc == nullptr) return packet;
   // Most processes share a few cgroups: each is looked up once.
   absl::flat_hash_map<std::string, uint64_t> cgroup_ids;
   while (dirent* entry = readdir(proc)) {
     int pid = 0;
     if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
-    const std::string dir = absl::StrCat("/proc/", pid);
+    const std::string dir = absl::StrCat(proc_root, "/", pid);
     const std::string status = ReadSmallFile(dir + "/status");
     if (status.empty()) continue;  // Gone meanwhile.
     trace::ProcessTree::Process* p = tree->add_processes();
@@ -85,23 +87,33 @@ trace::TracePacket ScanProcesses() {
         p->add_cmdline(std::string(arg));
       }
     }
-    if (std::optional<std::string> cgroup = CgroupPathOfPid(pid)) {
+    if (std::optional<std::string> cgroup = CgroupPathInProcFile(ReadSmallFile(dir + "/cgroup"))) {
       auto [it, added] = cgroup_ids.try_emplace(*cgroup, 0);
       if (added) it->second = CgroupIdOfPath(*cgroup).value_or(0);
       SetCgroupOfProcess(it->second, *cgroup, p);
     }
-    DIR* tasks = opendir((dir + "/task").c_str());
-    if (tasks == nullptr) continue;
-    while (dirent* t = readdir(tasks)) {
-      int tid = 0;
-      if (!absl::SimpleAtoi(t->d_name, &tid)) continue;
+    // Its threads; the main thread always, by the process's name if it
+    // went meanwhile (a process must not be left with a nameless thread).
+    bool main_listed = false;
+    auto add_thread = [&](int tid, std::string name) {
       trace::ProcessTree::Thread* thread = tree->add_threads();
       thread->set_tid(tid);
       thread->set_tgid(pid);
-      thread->set_name(std::string(absl::StripTrailingAsciiWhitespace(
-          ReadSmallFile(absl::StrCat(dir, "/task/", tid, "/comm")))));
+      thread->set_name(std::move(name));
+      main_listed |= tid == pid;
+    };
+    if (DIR* tasks = opendir((dir + "/task").c_str())) {
+      while (dirent* t = readdir(tasks)) {
+        int tid = 0;
+        if (!absl::SimpleAtoi(t->d_name, &tid)) continue;
+        std::string name(absl::StripTrailingAsciiWhitespace(
+            ReadSmallFile(absl::StrCat(dir, "/task/", tid, "/comm"))));
+        if (name.empty() && tid != pid) continue;  // Gone meanwhile.
+        add_thread(tid, name.empty() ? comm : std::move(name));
+      }
+      closedir(tasks);
     }
-    closedir(tasks);
+    if (!main_listed) add_thread(pid, comm);
   }
   closedir(proc);
   tree->set_collection_end_timestamp(static_cast<uint64_t>(BoottimeNs()));

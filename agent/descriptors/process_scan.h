@@ -12,9 +12,13 @@ namespace ringside::agent {
 // process sees it (its PID namespace): pid, ppid, uid, cmdline and cgroup
 // v2 (SetCgroupOfProcess) of each process (a kernel thread's comm as its
 // cmdline, as Perfetto does), tid, tgid and name of each thread. Processes
-// that end during the scan are left out. Stamped with CLOCK_BOOTTIME at the
+// that end during the scan are left out, or listed with their main thread
+// named by the process's name if they end between the reads of their
+// files; threads that end are left out. Stamped with CLOCK_BOOTTIME at the
 // start and the end of the scan.
 trace::TracePacket ScanProcesses();
+// The same of a /proc tree at `proc_root` (tests give one of their own).
+trace::TracePacket ScanProcessesIn(const std::string& proc_root);
 
 // Fills a process descriptor's cgroup fields: `cgroup_id` unless 0,
 // `cgroup_path` unless empty, and the container, pod and runtime the path

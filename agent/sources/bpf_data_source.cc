@@ -9,6 +9,10 @@
 
 namespace ringside::agent {
 
+// sched_switch's prev_state of a task that exited: X (EXIT_DEAD), Z
+// (EXIT_ZOMBIE), as bpf/task_state.h reports them.
+constexpr int64_t kExitStates = 0x10 | 0x20;
+
 const char* BpfDataSource::EventName(uint32_t type) {
   switch (type) {
     case RS_EV_SCHED_SWITCH:
@@ -114,12 +118,21 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
       }
       case RS_EV_PROCESS_EXIT: {
         const rs_process_exit& e = r.exit();
-        t->OnExit(e.h.ts_ns, e.pid, e.tgid, e.group_dead != 0);
+        t->OnExit(e.h.ts_ns, e.pid, e.tgid, e.group_dead != 0, bpf::CommOf(e.comm));
         break;
       }
       case RS_EV_TASK_RENAME:
         t->OnRename(r.rename().h.ts_ns, r.rename().pid, bpf::CommOf(r.rename().new_comm));
         break;
+      case RS_EV_SCHED_SWITCH: {
+        // A dead task's last switch (X or Z): names it if nothing else
+        // did, as one whose exit came before recording began.
+        const rs_sched_switch& e = r.sched_switch();
+        if ((e.prev_state & kExitStates) != 0 && e.prev_pid != 0) {
+          t->OnFinalSwitch(e.h.ts_ns, e.prev_pid, e.prev_tgid, bpf::CommOf(e.prev_comm));
+        }
+        break;
+      }
       default:
         break;
     }

@@ -166,6 +166,7 @@ const FtraceBundleWriter::Plan& FtraceBundleWriter::PlanFor(const EventTable::En
     plan.filename = format.FindField("filename");
   } else if (entry.known == KnownEvent::kSchedProcessExit) {
     plan.pid = format.FindField("pid");
+    plan.comm = format.FindField("comm");
     plan.group_dead = format.FindField("group_dead");  // Newer kernels only.
   } else if (entry.known == KnownEvent::kTaskRename) {
     plan.pid = format.FindField("pid");
@@ -196,7 +197,8 @@ void FtraceBundleWriter::TellTracker(const ftrace::RawEvent& e, const EventTable
       break;
     case KnownEvent::kSchedProcessExit:
       t->OnExit(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)), -1,
-                plan.group_dead != nullptr ? (EventTable::ReadInt(e, plan.group_dead) != 0) : -1);
+                plan.group_dead != nullptr ? (EventTable::ReadInt(e, plan.group_dead) != 0) : -1,
+                sv(EventTable::ReadString(e, plan.comm)));
       break;
     case KnownEvent::kTaskRename:
       t->OnRename(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),

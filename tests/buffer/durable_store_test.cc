@@ -38,6 +38,7 @@ TEST(DurableStoreTest, ARenamedProcessReplacesItsEntry) {
   EXPECT_EQ(all[1].packet, "python3");  // In the order last written.
   EXPECT_EQ(s.stats().replaced, 1u);
   EXPECT_EQ(s.stats().entries, 2u);
+  EXPECT_EQ(s.stats().max_bytes, s.stats().bytes);  // Grew with each write.
 }
 
 TEST(DurableStoreTest, AnEndedEntryStaysUntilTheRingHasMovedPastIt) {
@@ -82,6 +83,41 @@ TEST(DurableStoreTest, AReusedPidGetsItsOwnEntryWhileTheOldOneIsKept) {
   s.Put(Kind::kProcess, 100, "new-renamed");  // Replaces the live one only.
   EXPECT_EQ(All(s)[1].packet, "new-renamed");
   EXPECT_EQ(All(s).size(), 2u);
+}
+
+// Records are read CPU by CPU: the exec of a short-lived process may be
+// read after its exit. It rewrites the ended entry, whose end stays where
+// it was, instead of adding a second one.
+TEST(DurableStoreTest, ALateDescriptionOfAnEndedEntityReplacesItsEntryAndKeepsItsEnd) {
+  const size_t ring = 1 << 20;
+  DurableStore s(1 << 20, ring);
+  s.Put(Kind::kProcess, 7, "forked");
+  s.MarkEnded(Kind::kProcess, 7);
+  s.Drained(0);
+  s.Drained(1000);  // The end is pinned here.
+  s.PutEnded(Kind::kProcess, 7, "exec'd");
+  std::vector<Seen> all = All(s);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].packet, "exec'd");
+  EXPECT_EQ(s.stats().replaced, 1u);
+  s.Drained(1000 + ring + ring / 8 + 1);
+  EXPECT_FALSE(s.Contains(Kind::kProcess, 7));
+  EXPECT_EQ(s.stats().bytes, 0u);
+
+  // An entity whose end came before any description of it: an ended entry.
+  s.MarkEnded(Kind::kThread, 8);
+  s.PutEnded(Kind::kThread, 8, "named-late");
+  ASSERT_EQ(All(s).size(), 1u);
+  s.Put(Kind::kThread, 8, "a reused tid");  // A new entity: its own entry.
+  all = All(s);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].packet, "named-late");
+  s.Drained(2 * ring);
+  s.Drained(2 * ring + 1);
+  s.Drained(4 * ring);
+  all = All(s);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].packet, "a reused tid");
 }
 
 TEST(DurableStoreTest, WhenFullEndedEntriesGoFirstThenLiveOnesAsCountedLoss) {

@@ -112,6 +112,125 @@ TEST(DescriptorTrackerTest, AnExecReadBeforeItsForkIsNotUndone) {
   EXPECT_EQ(n.threads.at(61).tgid(), 60);
 }
 
+// A new thread that renames itself on another CPU: its rename may be read
+// before its fork. Until the fork says which process it is in, it is not
+// described at all (the importer would make it a process of its own).
+TEST(DescriptorTrackerTest, ARenameReadBeforeItsForkWaitsForItsProcess) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  t.OnRename(310, 51, "worker");
+  Named n = Descriptors(t, store);
+  EXPECT_FALSE(n.threads.count(51));
+  t.OnFork(300, 50, 50, 51, 50, "sh");
+  n = Descriptors(t, store);
+  EXPECT_EQ(n.threads.at(51).tgid(), 50);
+  EXPECT_EQ(n.threads.at(51).name(), "worker");
+  EXPECT_FALSE(n.processes.count(51));
+  // One whose fork never comes (its record lost) is named at its exit,
+  // which says its process.
+  t.OnRename(320, 52, "lost-fork");
+  t.OnExit(330, 52, 50, 0);
+  n = Descriptors(t, store);
+  EXPECT_EQ(n.threads.at(52).tgid(), 50);
+  EXPECT_EQ(n.threads.at(52).name(), "lost-fork");
+}
+
+// A process that lived shorter than a read: its exit, on the CPU it ran
+// on, may be read before its fork and exec. It is still described (its
+// records are in the ring), as ended: nothing of it stays live.
+TEST(DescriptorTrackerTest, AProcessWhoseExitIsReadFirstIsDescribedAndEnded) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  t.OnExit(400, 70, 70, 1);
+  t.OnExec(300, 70, 70, "/bin/true", {}, "true", 50, 0);
+  t.OnFork(200, 50, 50, 70, 70, "sh");
+  Named n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(70).cmdline(0), "/bin/true");
+  EXPECT_EQ(n.processes.at(70).ppid(), 50);
+  EXPECT_EQ(n.threads.at(70).name(), "true");
+  EXPECT_EQ(t.live_processes(), 2u);     // init and sh
+  EXPECT_EQ(store.stats().entries, 5u);  // The scan's three, process and thread 70.
+  // Ended, so compacted once the ring moves on: one entry each, no leak.
+  store.Drained(0);
+  store.Drained(1);
+  store.Drained(2 << 20);
+  n = Descriptors(t, store);
+  EXPECT_FALSE(n.processes.count(70));
+  EXPECT_FALSE(n.threads.count(70));
+  EXPECT_EQ(store.stats().compacted, 2u);
+
+  // The pid reused by a later fork: a new, live process; a stale record of
+  // the old one read after that changes nothing.
+  t.OnFork(500, 50, 50, 70, 70, "sh");
+  t.OnRename(390, 70, "old-name");
+  n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(70).cmdline(0), "/bin/sh");
+  EXPECT_EQ(n.threads.at(70).name(), "sh");
+  EXPECT_EQ(t.live_processes(), 3u);
+}
+
+// A process born before the sources ran and gone before the scan: only
+// its exit (and its scheduling) is recorded. Its exit names it; an earlier
+// record of it read later still replaces that.
+TEST(DescriptorTrackerTest, ATaskKnownOnlyByItsExitIsNamedByItsComm) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  t.OnExit(400, 80, 80, 1, "short");
+  t.OnExit(410, 82, 81, 0, "worker");  // A thread of an unknown process.
+  Named n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(80).cmdline(0), "short");
+  EXPECT_EQ(n.threads.at(80).name(), "short");
+  EXPECT_EQ(n.threads.at(80).tgid(), 80);
+  EXPECT_EQ(n.threads.at(82).tgid(), 81);
+  EXPECT_EQ(t.live_processes(), 2u);
+  const uint64_t entries = store.stats().entries;
+  t.OnExec(300, 80, 80, "/usr/bin/short-lived", {}, "short-lived", 50, 0);
+  n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(80).cmdline(0), "/usr/bin/short-lived");
+  EXPECT_EQ(n.threads.at(80).name(), "short-lived");
+  EXPECT_EQ(store.stats().entries, entries);
+}
+
+// A task already exiting when recording began: its exit is not recorded,
+// but its last switch is, and names it. Tasks already known are left alone.
+TEST(DescriptorTrackerTest, AFinalSwitchNamesATaskWhoseExitWasNotRecorded) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  t.OnFinalSwitch(400, 90, 90, "dying");
+  Named n = Descriptors(t, store);
+  EXPECT_EQ(n.threads.at(90).name(), "dying");
+  EXPECT_EQ(n.processes.at(90).cmdline(0), "dying");
+  EXPECT_EQ(t.live_processes(), 2u);
+
+  const uint64_t writes = store.stats().writes;
+  t.OnFork(500, 50, 50, 91, 91, "sh");
+  t.OnExit(600, 91, 91, 1, "sh");
+  t.OnFinalSwitch(610, 91, 91, "sh");
+  t.OnFinalSwitch(620, 50, 50, "not-sh");  // Known from the scan.
+  n = Descriptors(t, store);
+  EXPECT_EQ(store.stats().writes, writes + 2);  // The fork's two descriptors.
+  EXPECT_EQ(n.threads.at(50).name(), "sh");
+}
+
+// Exits are remembered for late records, but not without bound.
+TEST(DescriptorTrackerTest, RememberedExitsAreBoundedInNumberAndTime) {
+  DescriptorTracker t;
+  t.Seed(Scan());
+  const int32_t n = static_cast<int32_t>(DescriptorTracker::kMaxRememberedExits) + 100;
+  for (int32_t i = 0; i < n; i++) {
+    t.OnFork(1000 + i, 50, 50, 1000 + i, 1000 + i, "sh");
+    t.OnExit(1000 + i, 1000 + i, 1000 + i, 1);
+  }
+  EXPECT_EQ(t.remembered_exits_for_testing(), DescriptorTracker::kMaxRememberedExits);
+  t.OnExit(1000 + n + DescriptorTracker::kExitMemoryNs, 50, 50, 1);
+  EXPECT_EQ(t.remembered_exits_for_testing(), 2u);  // Thread and process 50.
+  EXPECT_EQ(t.live_processes(), 1u);                // init
+}
+
 // The ftrace path: task_newtask says thread or process by CLONE_THREAD,
 // exec gives only the filename, exit does not say whether the group died.
 TEST(DescriptorTrackerTest, FtraceEventsWithLessInformation) {
@@ -300,6 +419,26 @@ TEST(DescriptorTrackerTest, AnExecWithoutACgroupIdTakesItFromThePath) {
   const Named n = Descriptors(t, store);
   EXPECT_EQ(n.processes.at(70).cgroup_id(), 4242u);
   EXPECT_EQ(n.processes.at(70).container_id(), kContainerId);
+}
+
+// exec moves a task to the least busy CPU, so a process's second exec may
+// be read before its first: the first must not undo it. (A shell that
+// moved into a container and exec'd showed as the shell, outside it.)
+TEST(DescriptorTrackerTest, AnExecReadAfterALaterExecIsNotApplied) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake;
+  fake.path_of_pid[60] = kContainerPath;
+  fake.id_of_path[kContainerPath] = 4242;
+  fake.id_of_path["/"] = 1;
+  DescriptorTracker t(fake.Lookup());
+  t.Seed(Scan());
+  t.OnFork(200, 50, 50, 60, 60, "sh");
+  t.OnExec(300, 60, 60, "/bin/sleep", {}, "sleep", 50, 0, /*cgroup_id=*/4242);
+  t.OnExec(250, 60, 60, "/bin/sh", {}, "sh", 50, 0, /*cgroup_id=*/1);
+  const Named n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(60).cmdline(0), "/bin/sleep");
+  EXPECT_EQ(n.processes.at(60).cgroup_id(), 4242u);
+  EXPECT_EQ(n.threads.at(60).name(), "sleep");
 }
 
 }  // namespace
