@@ -252,14 +252,22 @@ EventSource::~EventSource() {
 }
 
 absl::Status EventSource::Attach() {
-  if (sched_ != nullptr) {
-    if (int err = rs_sched__attach(sched_); err != 0) {
-      return LoadError(-err, "attaching bpf/sched");
-    }
-  }
+  // Programs are attached one by one. The process programs (fork, exec,
+  // exit, rename) start recording together, first; the scheduling and
+  // incident ones together once attached after them. Every task in a
+  // scheduling record is then described by the process records: even one
+  // already exiting then, which the start-up scan no longer finds, is
+  // named by its exit.
+  SetRecording(false);
   if (process_ != nullptr) {
     if (int err = rs_process__attach(process_); err != 0) {
       return LoadError(-err, "attaching bpf/process");
+    }
+    process_->bss->stopping = false;
+  }
+  if (sched_ != nullptr) {
+    if (int err = rs_sched__attach(sched_); err != 0) {
+      return LoadError(-err, "attaching bpf/sched");
     }
   }
   if (incidents_ != nullptr) {
@@ -267,10 +275,23 @@ absl::Status EventSource::Attach() {
       return LoadError(-err, "attaching bpf/incidents");
     }
   }
+  SetRecording(true);
   return absl::OkStatus();
 }
 
+void EventSource::SetRecording(bool on) {
+  // Scheduling last on, first off: what it records is inside the window
+  // the process records describe.
+  if (!on && sched_ != nullptr) sched_->bss->stopping = true;
+  if (process_ != nullptr) process_->bss->stopping = !on;
+  if (incidents_ != nullptr) incidents_->bss->stopping = !on;
+  if (on && sched_ != nullptr) sched_->bss->stopping = false;
+}
+
 void EventSource::Detach() {
+  // Every program stops recording at once, then they are detached one by
+  // one (a grace period each).
+  SetRecording(false);
   if (sched_ != nullptr) rs_sched__detach(sched_);
   if (process_ != nullptr) rs_process__detach(process_);
   if (incidents_ != nullptr) rs_incidents__detach(incidents_);

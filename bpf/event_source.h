@@ -63,8 +63,15 @@ class EventSource {
   EventSource(const EventSource&) = delete;
   EventSource& operator=(const EventSource&) = delete;
 
+  // Attaches the programs, recording.
   absl::Status Attach();
+  // Stops every program recording at once (if not already), then detaches
+  // them.
   void Detach();
+  // Every program stops (or starts again) recording at once, attached or
+  // not: a plain store into each object's `stopping` flag (rings.bpf.h). A
+  // program that read the flag before it changed finishes its record.
+  void SetRecording(bool on);
 
   // Replaces the cgroup set (Filters::cgroup_set) with `cgroup_ids`, at most
   // RS_MAX_FILTER_CGROUPS of them (kInvalidArgument otherwise); takes effect

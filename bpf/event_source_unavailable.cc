@@ -19,6 +19,7 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options&) {
 EventSource::~EventSource() = default;
 absl::Status EventSource::Attach() { return absl::UnavailableError("no BPF in this build"); }
 void EventSource::Detach() {}
+void EventSource::SetRecording(bool) {}
 absl::Status EventSource::SetCgroupFilter(const std::vector<uint64_t>&) {
   return absl::UnavailableError("no BPF in this build");
 }

@@ -89,10 +89,19 @@ static __always_inline void rs_count_drop(__u32 type) {
  * consumer: a quarter of the ring, set by the loader before load. */
 const volatile __u64 ring_wakeup_bytes = (1 << 20) / 4;
 
+/* Set by user space (each object has its own) while the programs are
+ * attached one by one and when recording stops, before they are detached.
+ * Detaching takes a grace period per program: without it the rings would
+ * end with tens of milliseconds in which some programs still record and
+ * others no longer do (renames of processes whose fork and exec are not
+ * recorded, switches without their wakeups). EventSource::SetRecording. */
+volatile bool stopping = false;
+
 /* Reserves `size` bytes in the current CPU's ring and fills the header, or
- * counts a drop of `type` and returns NULL. `*ring` is the ring, for
- * rs_submit. */
+ * counts a drop of `type` and returns NULL; NULL without a drop once
+ * stopping. `*ring` is the ring, for rs_submit. */
 static __always_inline void* rs_reserve(__u32 type, __u32 size, void** ring) {
+  if (stopping) return NULL;
   __u32 cpu = bpf_get_smp_processor_id();
   *ring = bpf_map_lookup_elem(&rings, &cpu);
   if (!*ring) {

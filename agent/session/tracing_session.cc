@@ -287,6 +287,10 @@ absl::Status TracingSession::Stop() {
   const State was = state_.load();
   if (was == State::kStopping || was == State::kStopped) return absl::OkStatus();
   state_.store(State::kStopping);
+  // All sources end at one moment, then each is detached and read out.
+  for (SourceSlot& slot : sources_.slots) {
+    if (slot.source != nullptr) slot.source->StopRecording();
+  }
   for (SourceSlot& slot : sources_.slots) {
     if (slot.source != nullptr) slot.source->Stop();
   }

@@ -261,6 +261,10 @@ bool BpfDataSource::FlushStaging(absl::Duration limit) {
   return flush_.Await(n, deadline);
 }
 
+void BpfDataSource::StopRecording() {
+  if (started_ && source_ != nullptr) source_->SetRecording(false);
+}
+
 void BpfDataSource::Stop() {
   if (stopped_ || source_ == nullptr) return;
   stopped_ = true;

@@ -61,6 +61,8 @@ class BpfDataSource : public DataSource {
 
   // Attaches the programs and starts the consumer thread.
   absl::Status Start() override;
+  // Every program stops recording at once; still attached.
+  void StopRecording() override;
   // Detaches, reads everything left in the rings and flushes; idempotent.
   void Stop() override;
   // Wakes the consumer thread for a pass over every ring; its writers'

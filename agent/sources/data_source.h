@@ -40,6 +40,13 @@ class DataSource {
 
   // Attaches to the kernel and starts reading.
   virtual absl::Status Start() = 0;
+  // Stops recording new events at once, and only that: a quick switch in
+  // the kernel, no reading. The session switches every source off this
+  // way before it stops any, so that all end at the same moment: detaching
+  // BPF programs takes a grace period each, and events one source recorded
+  // meanwhile would name tasks whose fork and exec the other no longer
+  // recorded. Stop() does it too.
+  virtual void StopRecording() {}
   // Detaches, reads what the staging rings still hold and flushes every
   // writer, so all it saw is committed to its ProducerBuffer. Idempotent.
   virtual void Stop() = 0;

@@ -91,6 +91,10 @@ absl::Status FtraceDataSource::Start() {
   return absl::OkStatus();
 }
 
+void FtraceDataSource::StopRecording() {
+  if (started_ && instance_ != nullptr) (void)instance_->SetTracingOn(false);
+}
+
 void FtraceDataSource::Stop() {
   if (stopped_ || instance_ == nullptr) return;
   stopped_ = true;

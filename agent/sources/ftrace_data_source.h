@@ -71,6 +71,8 @@ class FtraceDataSource : public DataSource {
 
   // Turns tracing on and starts the reader thread.
   absl::Status Start() override;
+  // Tracing off in the instance, every CPU at once.
+  void StopRecording() override;
   // Tracing off, a last read of every CPU, END_OF_TRACE stats; idempotent.
   void Stop() override;
   // Wakes the reader thread for a read of every CPU's kernel buffer (each

@@ -757,6 +757,40 @@ TEST(EventSourceTest, DetachedSourceRecordsNothingNew) {
   EXPECT_EQ(records, 0u);
 }
 
+// Recording stops at one moment for every program, while they are still
+// attached (detaching them takes a grace period each); it can start again.
+TEST(EventSourceTest, RecordingOffStopsEveryProgramAtOnceWhileAttached) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, EventSource::Options{});
+  ASSERT_TRUE(source->Attach().ok());
+  source->SetRecording(false);
+  source->Drain([](uint32_t, absl::Span<const RecordView>) {});
+  // Switches, wakeups, a fork, a rename, an exec and exits: none recorded.
+  const pid_t off = fork();
+  if (off == 0) {
+    prctl(PR_SET_NAME, "rs-off", 0, 0, 0);
+    execl("/bin/true", "/bin/true", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  waitpid(off, nullptr, 0);
+  const pid_t storm = SwitchStorm(100);
+  waitpid(storm, nullptr, 0);
+  Collected c;
+  source->Drain([&c](uint32_t cpu, absl::Span<const RecordView> records) {
+    for (const RecordView& r : records) c.Add(cpu, r.data, r.size);
+  });
+  EXPECT_EQ(c.total, 0u);
+  for (uint32_t type = 1; type < RS_EV_MAX; type++) EXPECT_EQ(source->drops(type), 0u) << type;
+
+  source->SetRecording(true);
+  const pid_t on = fork();
+  if (on == 0) _exit(0);
+  CollectUntilExit(source.get(), on, &c);
+  bool forked = false;
+  for (const rs_process_fork& e : c.forks) forked |= e.child_pid == on;
+  EXPECT_TRUE(forked);
+  source->Detach();
+}
+
 TEST(EventSourceTest, MovingATaskToAnotherCpuIsAMigration) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs two online CPUs";
   HeldChild child = ForkHeld([] {
