@@ -353,12 +353,11 @@ void ExpectNamesAndProcessTree(const std::string& tp, const Recording& r) {
   EXPECT_EQ(thread(w.parent)[1], "rs-tp-parent");
   EXPECT_EQ(thread(w.parent)[2], std::to_string(w.parent));
   EXPECT_EQ(thread(w.parent)[3], std::to_string(getpid()));
-  // The threads are not checked yet: now and then (every kind of file) the
-  // importer makes the first thread a process of its own, or names it by
-  // its parent's comm from before its rename, an open bug in how its
-  // descriptor and rename reach the file. Each thread is named, at least.
+  // Each thread in its process, by the name it gave itself (its rename,
+  // read before its fork, once made it a process of its own).
   for (pid_t tid : w.threads) {
-    EXPECT_TRUE(thread(tid)[1] == "rs-tp-thread" || thread(tid)[1] == "rs-tp-parent") << tid;
+    EXPECT_EQ(thread(tid)[1], "rs-tp-thread") << tid;
+    EXPECT_EQ(thread(tid)[2], std::to_string(w.parent)) << tid;
   }
   EXPECT_EQ(thread(w.child)[1], "true");
   EXPECT_EQ(thread(w.child)[2], std::to_string(w.child));
