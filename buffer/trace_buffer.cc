@@ -54,13 +54,19 @@ Tokenized Tokenize(const uint8_t* src, size_t size, uint16_t num_fragments, bool
       t.corrupted = true;
       break;
     }
-    const uint64_t data_size = fragment_size == kPacketSizeDropPacket ? 0 : fragment_size;
-    if (offset + header + data_size > size) {
-      t.corrupted = true;
-      break;
+    // Each fragment's offset depends on the size before it: keep the drop
+    // marker's check off that chain. Its size never fits (sizes are below
+    // 64 KiB), so only a fragment that does not fit can be one.
+    uint64_t next = offset + header + uint64_t{fragment_size};
+    if (next > size) {
+      if (fragment_size != kPacketSizeDropPacket) {
+        t.corrupted = true;
+        break;
+      }
+      next = offset + header;
     }
     t.last_fragment_offset = offset;
-    offset += static_cast<uint32_t>(header + data_size);
+    offset = static_cast<uint32_t>(next);
   }
   t.payload_size = offset;
   return t;
