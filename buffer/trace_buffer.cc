@@ -263,14 +263,14 @@ TraceBuffer::SequenceState& TraceBuffer::GetOrCreateSequence(ProducerID producer
 ptrdiff_t TraceBuffer::FindChunkIndex(const SequenceState& seq, ChunkID chunk_id) const {
   const size_t n = seq.chunks.size();
   if (n == 0) return -1;
-  const ChunkID front = seq.chunks.front().chunk_id;
+  const ChunkID front = seq.chunks.front_id();
   const uint32_t distance = chunk_id - front;
   // Fast path: the ChunkIDs in the queue are contiguous.
   if (distance < n && seq.chunks[distance].chunk_id == chunk_id) return distance;
   // A new chunk comes after the newest one: nothing to search. Every commit
   // asks, so this keeps a binary search over the whole queue off the
   // common path.
-  if (distance > seq.chunks.back().chunk_id - front) return -1;
+  if (distance > seq.chunks.back_id() - front) return -1;
   // Otherwise binary search: the queue is sorted by distance from the front.
   size_t lo = 0, hi = n;
   while (lo < hi) {
@@ -439,7 +439,7 @@ void TraceBuffer::GiveBackTail(uint32_t new_end, uint32_t old_end) {
 
 void TraceBuffer::InsertChunkRef(SequenceState& seq, ChunkRef ref) {
   RemoveFromEmptyList(seq);
-  if (seq.chunks.empty() || IsAfter(ref.chunk_id, seq.chunks.back().chunk_id)) {
+  if (seq.chunks.empty() || IsAfter(ref.chunk_id, seq.chunks.back_id())) {
     seq.chunks.push_back(ref);
     return;
   }
@@ -601,14 +601,16 @@ void TraceBuffer::DeleteChunk(uint32_t offset) {
   // target, without tokenizing them. The losses are the same; a packet that
   // continued into a surviving chunk is reported there as an orphan.
   while (!seq->chunks.empty()) {
-    const ChunkRef ref = seq->chunks.front();
-    TBChunk* front = MutableChunkAt(ref.offset);
+    // Usually the target is the front: its ChunkID says so (ChunkIDs are
+    // unique in a sequence) without a read of the queue's memory.
+    const bool is_target = seq->chunks.front_id() == c->chunk_id;
+    TBChunk* front = is_target ? c : MutableChunkAt(seq->chunks.front().offset);
     CheckForGap(*seq, front);
     if (front->payload_consumed < front->payload_size)
       Consume(*seq, front, front->payload_size, Mode::kErase);
     if (front->flags & kCorrupted) ReportCorruption(*seq, front);
-    PopFrontChunk(*seq, Mode::kErase);
-    if (ref.offset == offset) break;
+    PopFrontChunk(*seq, front, Mode::kErase);
+    if (is_target) break;
   }
 }
 
@@ -801,9 +803,8 @@ void TraceBuffer::Consume(SequenceState& seq, TBChunk* c, uint32_t new_consumed,
   c->payload_consumed = static_cast<uint16_t>(new_consumed);
 }
 
-void TraceBuffer::PopFrontChunk(SequenceState& seq, Mode mode) {
-  const ChunkRef ref = seq.chunks.front();
-  TBChunk* c = MutableChunkAt(ref.offset);
+void TraceBuffer::PopFrontChunk(SequenceState& seq, TBChunk* c, Mode mode) {
+  const ChunkID chunk_id = seq.chunks.front_id();
   if (mode == Mode::kErase) {
     const bool lost = (c->flags & kLostInErase) != 0;
     if (lost) {
@@ -816,7 +817,7 @@ void TraceBuffer::PopFrontChunk(SequenceState& seq, Mode mode) {
       // Its unreadable last fragment is lost only if the chunk is not
       // committed again before the sequence moves on (see CheckForGap).
       seq.has_evicted_incomplete = true;
-      seq.evicted_incomplete_id = ref.chunk_id;
+      seq.evicted_incomplete_id = chunk_id;
       seq.evicted_incomplete_consumed = c->payload_consumed;
       seq.evicted_incomplete_uncounted_bytes = lost ? 0 : c->outer_size();
     }
@@ -828,7 +829,7 @@ void TraceBuffer::PopFrontChunk(SequenceState& seq, Mode mode) {
   c->flags |= kErased;
   seq.chunks.pop_front();
   live_chunks_--;
-  seq.last_consumed = ref.chunk_id;
+  seq.last_consumed = chunk_id;
   seq.has_last_consumed = true;
   if (seq.chunks.empty()) OnSequenceEmpty(seq);
 }
@@ -856,7 +857,7 @@ bool TraceBuffer::ReadInSequence(SequenceState& seq, uint32_t target_offset, Mod
         seq.stalled_in_pass = read_pass_;  // The final commit may add more.
         return false;
       }
-      PopFrontChunk(seq, mode);
+      PopFrontChunk(seq, c, mode);
       continue;
     }
 
@@ -1022,7 +1023,7 @@ TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
   for (size_t j = 0; j < i; j++) {
     TBChunk* c = MutableChunkAt(seq.chunks.front().offset);
     Consume(seq, c, c->payload_size, mode);
-    PopFrontChunk(seq, mode);
+    PopFrontChunk(seq, c, mode);
   }
   Consume(seq, end_chunk, end_fragment_end, mode);
   return Reassembly::kDone;
