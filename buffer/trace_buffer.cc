@@ -380,6 +380,14 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
   // AllocateChunk() preserved the whole allocation.
   TBChunk* c = reinterpret_cast<TBChunk*>(memory_ + offset);
   if (size > 0) std::memcpy(c->payload(), src, size);
+  // The next write starts by deleting the record at next_record, whose
+  // header was fetched before the copy. With many writers the state of its
+  // sequence is out of cache: fetch it while the copy is walked.
+  const TBChunk* next = nullptr;
+  if (next_record < data_end_ && (FirstWordAt(next_record) & kPaddingBit) == 0) {
+    next = ChunkAt(next_record);
+    sequences_.prefetch(SequenceKey(next->producer_id, next->writer_id));
+  }
   const Tokenized t = Tokenize(c->payload(), size, num_fragments, complete);
   uint8_t local_flags = 0;
   if (t.corrupted) {
@@ -416,12 +424,12 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
   stats_.chunks_written++;
   stats_.bytes_written += outer;
 
-  // The next write starts by deleting the chunk at next_record; with many
-  // writers its sequence's state is out of cache. Its header was fetched
-  // before the copy above: look up where that state lives now.
-  if (next_record < data_end_ && (FirstWordAt(next_record) & kPaddingBit) == 0) {
-    const TBChunk* next = ChunkAt(next_record);
-    sequences_.prefetch(SequenceKey(next->producer_id, next->writer_id));
+  // Then, with that state here, the entry after the front of its chunk
+  // queue: deleting the front (usually that chunk) reads it.
+  if (next != nullptr) {
+    const SequenceState* next_seq = FindSequence(next->producer_id, next->writer_id);
+    if (next_seq != nullptr && next_seq->chunks.size() > 1)
+      __builtin_prefetch(&next_seq->chunks[1]);
   }
 }
 
