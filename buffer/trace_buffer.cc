@@ -424,12 +424,14 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
   stats_.chunks_written++;
   stats_.bytes_written += outer;
 
-  // Then, with that state here, the entry after the front of its chunk
-  // queue: deleting the front (usually that chunk) reads it.
+  // Then, with that state here, the front of its chunk queue and the entry
+  // after it, which deleting the front (usually that chunk) reads.
   if (next != nullptr) {
     const SequenceState* next_seq = FindSequence(next->producer_id, next->writer_id);
-    if (next_seq != nullptr && next_seq->chunks.size() > 1)
-      __builtin_prefetch(&next_seq->chunks[1]);
+    if (next_seq != nullptr && !next_seq->chunks.empty()) {
+      __builtin_prefetch(&next_seq->chunks.front());
+      if (next_seq->chunks.size() > 1) __builtin_prefetch(&next_seq->chunks[1]);
+    }
   }
 }
 
@@ -609,10 +611,11 @@ void TraceBuffer::DeleteChunk(uint32_t offset) {
   // target, without tokenizing them. The losses are the same; a packet that
   // continued into a surviving chunk is reported there as an orphan.
   while (!seq->chunks.empty()) {
-    // Usually the target is the front: its ChunkID says so (ChunkIDs are
-    // unique in a sequence) without a read of the queue's memory.
-    const bool is_target = seq->chunks.front_id() == c->chunk_id;
-    TBChunk* front = is_target ? c : MutableChunkAt(seq->chunks.front().offset);
+    // Usually the target is the front. Only its offset says so: a hostile
+    // producer can get a ChunkID into a queue twice.
+    const uint32_t front_offset = seq->chunks.front().offset;
+    const bool is_target = front_offset == offset;
+    TBChunk* front = is_target ? c : MutableChunkAt(front_offset);
     CheckForGap(*seq, front);
     if (front->payload_consumed < front->payload_size)
       Consume(*seq, front, front->payload_size, Mode::kErase);
