@@ -54,13 +54,19 @@ Tokenized Tokenize(const uint8_t* src, size_t size, uint16_t num_fragments, bool
       t.corrupted = true;
       break;
     }
-    const uint64_t data_size = fragment_size == kPacketSizeDropPacket ? 0 : fragment_size;
-    if (offset + header + data_size > size) {
-      t.corrupted = true;
-      break;
+    // Each fragment's offset depends on the size before it: keep the drop
+    // marker's check off that chain. Its size never fits (sizes are below
+    // 64 KiB), so only a fragment that does not fit can be one.
+    uint64_t next = offset + header + uint64_t{fragment_size};
+    if (next > size) {
+      if (fragment_size != kPacketSizeDropPacket) {
+        t.corrupted = true;
+        break;
+      }
+      next = offset + header;
     }
     t.last_fragment_offset = offset;
-    offset += static_cast<uint32_t>(header + data_size);
+    offset = static_cast<uint32_t>(next);
   }
   t.payload_size = offset;
   return t;
@@ -257,14 +263,14 @@ TraceBuffer::SequenceState& TraceBuffer::GetOrCreateSequence(ProducerID producer
 ptrdiff_t TraceBuffer::FindChunkIndex(const SequenceState& seq, ChunkID chunk_id) const {
   const size_t n = seq.chunks.size();
   if (n == 0) return -1;
-  const ChunkID front = seq.chunks.front().chunk_id;
+  const ChunkID front = seq.chunks.front_id();
   const uint32_t distance = chunk_id - front;
   // Fast path: the ChunkIDs in the queue are contiguous.
   if (distance < n && seq.chunks[distance].chunk_id == chunk_id) return distance;
   // A new chunk comes after the newest one: nothing to search. Every commit
   // asks, so this keeps a binary search over the whole queue off the
   // common path.
-  if (distance > seq.chunks.back().chunk_id - front) return -1;
+  if (distance > seq.chunks.back_id() - front) return -1;
   // Otherwise binary search: the queue is sorted by distance from the front.
   size_t lo = 0, hi = n;
   while (lo < hi) {
@@ -374,6 +380,14 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
   // AllocateChunk() preserved the whole allocation.
   TBChunk* c = reinterpret_cast<TBChunk*>(memory_ + offset);
   if (size > 0) std::memcpy(c->payload(), src, size);
+  // The next write starts by deleting the record at next_record, whose
+  // header was fetched before the copy. With many writers the state of its
+  // sequence is out of cache: fetch it while the copy is walked.
+  const TBChunk* next = nullptr;
+  if (next_record < data_end_ && (FirstWordAt(next_record) & kPaddingBit) == 0) {
+    next = ChunkAt(next_record);
+    sequences_.prefetch(SequenceKey(next->producer_id, next->writer_id));
+  }
   const Tokenized t = Tokenize(c->payload(), size, num_fragments, complete);
   uint8_t local_flags = 0;
   if (t.corrupted) {
@@ -410,12 +424,14 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
   stats_.chunks_written++;
   stats_.bytes_written += outer;
 
-  // The next write starts by deleting the chunk at next_record; with many
-  // writers its sequence's state is out of cache. Its header was fetched
-  // before the copy above: look up where that state lives now.
-  if (next_record < data_end_ && (FirstWordAt(next_record) & kPaddingBit) == 0) {
-    const TBChunk* next = ChunkAt(next_record);
-    sequences_.prefetch(SequenceKey(next->producer_id, next->writer_id));
+  // Then, with that state here, the front of its chunk queue and the entry
+  // after it, which deleting the front (usually that chunk) reads.
+  if (next != nullptr) {
+    const SequenceState* next_seq = FindSequence(next->producer_id, next->writer_id);
+    if (next_seq != nullptr && !next_seq->chunks.empty()) {
+      __builtin_prefetch(&next_seq->chunks.front());
+      if (next_seq->chunks.size() > 1) __builtin_prefetch(&next_seq->chunks[1]);
+    }
   }
 }
 
@@ -433,7 +449,7 @@ void TraceBuffer::GiveBackTail(uint32_t new_end, uint32_t old_end) {
 
 void TraceBuffer::InsertChunkRef(SequenceState& seq, ChunkRef ref) {
   RemoveFromEmptyList(seq);
-  if (seq.chunks.empty() || IsAfter(ref.chunk_id, seq.chunks.back().chunk_id)) {
+  if (seq.chunks.empty() || IsAfter(ref.chunk_id, seq.chunks.back_id())) {
     seq.chunks.push_back(ref);
     return;
   }
@@ -595,14 +611,17 @@ void TraceBuffer::DeleteChunk(uint32_t offset) {
   // target, without tokenizing them. The losses are the same; a packet that
   // continued into a surviving chunk is reported there as an orphan.
   while (!seq->chunks.empty()) {
-    const ChunkRef ref = seq->chunks.front();
-    TBChunk* front = MutableChunkAt(ref.offset);
+    // Usually the target is the front. Only its offset says so: a hostile
+    // producer can get a ChunkID into a queue twice.
+    const uint32_t front_offset = seq->chunks.front().offset;
+    const bool is_target = front_offset == offset;
+    TBChunk* front = is_target ? c : MutableChunkAt(front_offset);
     CheckForGap(*seq, front);
     if (front->payload_consumed < front->payload_size)
       Consume(*seq, front, front->payload_size, Mode::kErase);
     if (front->flags & kCorrupted) ReportCorruption(*seq, front);
-    PopFrontChunk(*seq, Mode::kErase);
-    if (ref.offset == offset) break;
+    PopFrontChunk(*seq, front, Mode::kErase);
+    if (is_target) break;
   }
 }
 
@@ -795,9 +814,8 @@ void TraceBuffer::Consume(SequenceState& seq, TBChunk* c, uint32_t new_consumed,
   c->payload_consumed = static_cast<uint16_t>(new_consumed);
 }
 
-void TraceBuffer::PopFrontChunk(SequenceState& seq, Mode mode) {
-  const ChunkRef ref = seq.chunks.front();
-  TBChunk* c = MutableChunkAt(ref.offset);
+void TraceBuffer::PopFrontChunk(SequenceState& seq, TBChunk* c, Mode mode) {
+  const ChunkID chunk_id = seq.chunks.front_id();
   if (mode == Mode::kErase) {
     const bool lost = (c->flags & kLostInErase) != 0;
     if (lost) {
@@ -810,7 +828,7 @@ void TraceBuffer::PopFrontChunk(SequenceState& seq, Mode mode) {
       // Its unreadable last fragment is lost only if the chunk is not
       // committed again before the sequence moves on (see CheckForGap).
       seq.has_evicted_incomplete = true;
-      seq.evicted_incomplete_id = ref.chunk_id;
+      seq.evicted_incomplete_id = chunk_id;
       seq.evicted_incomplete_consumed = c->payload_consumed;
       seq.evicted_incomplete_uncounted_bytes = lost ? 0 : c->outer_size();
     }
@@ -822,7 +840,7 @@ void TraceBuffer::PopFrontChunk(SequenceState& seq, Mode mode) {
   c->flags |= kErased;
   seq.chunks.pop_front();
   live_chunks_--;
-  seq.last_consumed = ref.chunk_id;
+  seq.last_consumed = chunk_id;
   seq.has_last_consumed = true;
   if (seq.chunks.empty()) OnSequenceEmpty(seq);
 }
@@ -850,7 +868,7 @@ bool TraceBuffer::ReadInSequence(SequenceState& seq, uint32_t target_offset, Mod
         seq.stalled_in_pass = read_pass_;  // The final commit may add more.
         return false;
       }
-      PopFrontChunk(seq, mode);
+      PopFrontChunk(seq, c, mode);
       continue;
     }
 
@@ -1016,7 +1034,7 @@ TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
   for (size_t j = 0; j < i; j++) {
     TBChunk* c = MutableChunkAt(seq.chunks.front().offset);
     Consume(seq, c, c->payload_size, mode);
-    PopFrontChunk(seq, mode);
+    PopFrontChunk(seq, c, mode);
   }
   Consume(seq, end_chunk, end_fragment_end, mode);
   return Reassembly::kDone;

@@ -381,9 +381,50 @@ class TraceBuffer {
     // Key in empty_sequences_ while the sequence is empty (0: not listed).
     uint64_t empty_stamp = 0;
   };
+  // The chunks of a sequence in the buffer, sorted by ChunkID (modulo 2^32
+  // from the front), with the ChunkIDs of the first and the last at hand:
+  // every commit compares its ChunkID with them, and with many writers the
+  // queue's own memory is seldom in cache when the state is.
+  class ChunkQueue {
+   public:
+    size_t size() const { return queue_.size(); }
+    bool empty() const { return queue_.empty(); }
+    const ChunkRef& operator[](size_t i) const { return queue_[i]; }
+    const ChunkRef& front() const { return queue_.front(); }
+    const ChunkRef& back() const { return queue_.back(); }
+    // REQUIRES: !empty().
+    ChunkID front_id() const { return front_id_; }
+    ChunkID back_id() const { return back_id_; }
+
+    void push_back(ChunkRef ref) {
+      if (queue_.empty()) front_id_ = ref.chunk_id;
+      back_id_ = ref.chunk_id;
+      queue_.push_back(ref);
+    }
+    void pop_front() {
+      queue_.pop_front();
+      if (!queue_.empty()) front_id_ = queue_.front().chunk_id;
+    }
+    void insert(size_t pos, ChunkRef ref) {
+      queue_.insert(pos, ref);
+      CacheIds();
+    }
+    void erase(size_t pos) {
+      queue_.erase(pos);
+      if (!queue_.empty()) CacheIds();
+    }
+
+   private:
+    void CacheIds() {
+      front_id_ = queue_.front().chunk_id;
+      back_id_ = queue_.back().chunk_id;
+    }
+    internal::CircularQueue<ChunkRef> queue_;
+    ChunkID front_id_ = 0;
+    ChunkID back_id_ = 0;
+  };
   struct SequenceState : SequenceInfo {
-    // Chunks in the buffer, sorted by ChunkID (modulo 2^32 from the front).
-    internal::CircularQueue<ChunkRef> chunks;
+    ChunkQueue chunks;
   };
   enum class Mode { kRead, kErase };
   enum class Reassembly { kDone, kNeedMoreData, kLost };
@@ -445,8 +486,9 @@ class TraceBuffer {
   // Reading.
   bool ReadInSequence(SequenceState& seq, uint32_t target_offset, Mode mode, TracePacket* packet);
   Reassembly Reassemble(SequenceState& seq, Mode mode, TracePacket* packet);
-  // Removes the front chunk of `seq` (fully consumed, or erased in kErase).
-  void PopFrontChunk(SequenceState& seq, Mode mode);
+  // Removes the front chunk of `seq`, `c` (fully consumed, or erased in
+  // kErase).
+  void PopFrontChunk(SequenceState& seq, TBChunk* c, Mode mode);
   void AddLoss(SequenceState& seq, uint32_t reasons);
   // Remembers a chunk the buffer refused, to flag the loss after it.
   void MarkRefused(SequenceState& seq, ChunkID chunk_id, uint32_t reasons);

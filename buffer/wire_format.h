@@ -21,8 +21,10 @@
 // the TraceWriter runs them per field. Readers take untrusted bytes and never
 // read at or past `end`.
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -132,12 +134,17 @@ inline bool ReadVarInt(const uint8_t** p, const uint8_t* end, uint64_t* value) {
 // Reads a 4-byte redundant varint, the form WriteRedundantVarInt() writes.
 // Returns false if [p, end) holds fewer than 4 bytes or they are not in that
 // form (continuation bits on the first three bytes only).
+// Inline and branch-light: the buffer runs it for every fragment it commits
+// or reads, each depending on the one before.
 inline bool ReadRedundantVarInt(const uint8_t* p, const uint8_t* end, uint32_t* value) {
-  if (end - p < static_cast<ptrdiff_t>(kRedundantVarIntSize) || !(p[0] & p[1] & p[2] & 0x80) ||
-      (p[3] & 0x80)) {
-    return false;
-  }
-  *value = (p[0] & 0x7fu) | (p[1] & 0x7fu) << 7 | (p[2] & 0x7fu) << 14 | uint32_t{p[3]} << 21;
+  if (end - p < static_cast<ptrdiff_t>(kRedundantVarIntSize)) return false;
+  // The four bytes as one little-endian word, byte i in bits 8i..8i+7.
+  uint32_t word;
+  std::memcpy(&word, p, sizeof(word));
+  if constexpr (std::endian::native == std::endian::big) word = __builtin_bswap32(word);
+  if ((word & 0x80808080u) != 0x00808080u) return false;
+  *value = (word & 0x7fu) | (word >> 1 & 0x7fu << 7) | (word >> 2 & 0x7fu << 14) |
+           (word >> 3 & 0x7fu << 21);
   return true;
 }
 
