@@ -337,6 +337,19 @@ uint64_t EventSource::drops(uint32_t event_type) const {
   return total;
 }
 
+uint64_t EventSource::not_recorded(uint32_t event_type) const {
+  if (event_type >= RS_EV_MAX) return 0;
+  uint64_t total = 0;
+  // The .bss of each object is mapped: its counters read in place.
+  auto add = [&](const __u64* counters) {
+    total += __atomic_load_n(&counters[event_type], __ATOMIC_RELAXED);
+  };
+  if (sched_ != nullptr) add(sched_->bss->outside_window);
+  if (process_ != nullptr) add(process_->bss->outside_window);
+  if (incidents_ != nullptr) add(incidents_->bss->outside_window);
+  return total;
+}
+
 std::vector<EventSource::ProgramStats> EventSource::program_stats() const {
   std::vector<ProgramStats> out;
   for (bpf_object* obj : {sched_ ? sched_->obj : nullptr, process_ ? process_->obj : nullptr,

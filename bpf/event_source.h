@@ -89,6 +89,10 @@ class EventSource {
   // Reserve failures of an event type, per CPU and summed.
   std::vector<uint64_t> drops_per_cpu(uint32_t event_type) const;
   uint64_t drops(uint32_t event_type) const;
+  // Runs of the programs of an event type while recording was off (attached
+  // but before recording began or after it stopped): neither recorded nor
+  // lost. Their kernel run count is records + drops + this.
+  uint64_t not_recorded(uint32_t event_type) const;
 
   // Kernel-side statistics of every loaded program.
   std::vector<ProgramStats> program_stats() const;

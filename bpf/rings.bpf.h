@@ -97,11 +97,20 @@ const volatile __u64 ring_wakeup_bytes = (1 << 20) / 4;
  * recorded, switches without their wakeups). EventSource::SetRecording. */
 volatile bool stopping = false;
 
+/* Runs per event type that found `stopping` set: events outside the
+ * recording window, neither recorded nor lost. Only that path pays for the
+ * count, so the kernel's run count of a program stays exactly recorded +
+ * dropped + outside (EventSource::not_recorded). */
+__u64 outside_window[RS_EV_MAX] = {};
+
 /* Reserves `size` bytes in the current CPU's ring and fills the header, or
  * counts a drop of `type` and returns NULL; NULL without a drop once
  * stopping. `*ring` is the ring, for rs_submit. */
 static __always_inline void* rs_reserve(__u32 type, __u32 size, void** ring) {
-  if (stopping) return NULL;
+  if (stopping) {
+    if (type < RS_EV_MAX) __sync_fetch_and_add(&outside_window[type], 1);
+    return NULL;
+  }
   __u32 cpu = bpf_get_smp_processor_id();
   *ring = bpf_map_lookup_elem(&rings, &cpu);
   if (!*ring) {

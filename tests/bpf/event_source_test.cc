@@ -355,10 +355,11 @@ TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
               static_cast<long long>(ours), static_cast<long long>(kernel),
               static_cast<long long>(counted));
   EXPECT_LE(std::abs(ours - counted), 2 * source->num_cpus() + 4) << ours << " vs " << counted;
-  // Exact over the whole attachment: every run of the program is a record.
+  // Exact over the whole attachment: every run of the program is a record,
+  // or ran while attached but outside the recording window.
   EXPECT_EQ(source->drops(RS_EV_SCHED_SWITCH), 0u);
   const EventSource::ProgramStats prog = StatsOf(*source, "handle_sched_switch");
-  EXPECT_EQ(prog.run_count, c.switches.size());
+  EXPECT_EQ(prog.run_count, c.switches.size() + source->not_recorded(RS_EV_SCHED_SWITCH));
   EXPECT_EQ(prog.missed, 0u);
 }
 
@@ -500,7 +501,7 @@ TEST(EventSourceTest, TinyRingUnderAStormDropsExactlyWhatIsMissing) {
   const uint64_t drops = source->drops(RS_EV_SCHED_SWITCH);
   const EventSource::ProgramStats prog = StatsOf(*source, "handle_sched_switch");
   EXPECT_GT(drops, 1000u);
-  EXPECT_EQ(c.switches.size() + drops, prog.run_count);
+  EXPECT_EQ(c.switches.size() + drops + source->not_recorded(RS_EV_SCHED_SWITCH), prog.run_count);
   // The per-CPU counters add up to the total.
   uint64_t per_cpu_sum = 0;
   for (uint64_t d : source->drops_per_cpu(RS_EV_SCHED_SWITCH)) per_cpu_sum += d;
@@ -780,6 +781,13 @@ TEST(EventSourceTest, RecordingOffStopsEveryProgramAtOnceWhileAttached) {
   });
   EXPECT_EQ(c.total, 0u);
   for (uint32_t type = 1; type < RS_EV_MAX; type++) EXPECT_EQ(source->drops(type), 0u) << type;
+  // Each is counted as outside the window instead: 100 sleeps are at
+  // least 100 switches of the storm's child away.
+  EXPECT_GE(source->not_recorded(RS_EV_SCHED_SWITCH), 100u);
+  EXPECT_GE(source->not_recorded(RS_EV_PROCESS_FORK), 2u);
+  EXPECT_GE(source->not_recorded(RS_EV_PROCESS_EXEC), 1u);
+  EXPECT_GE(source->not_recorded(RS_EV_TASK_RENAME), 1u);
+  EXPECT_GE(source->not_recorded(RS_EV_PROCESS_EXIT), 2u);
 
   source->SetRecording(true);
   const pid_t on = fork();
