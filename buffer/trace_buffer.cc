@@ -284,6 +284,13 @@ ptrdiff_t TraceBuffer::FindChunkIndex(const SequenceState& seq, ChunkID chunk_id
   return lo < n && seq.chunks[lo].chunk_id == chunk_id ? static_cast<ptrdiff_t>(lo) : -1;
 }
 
+bool TraceBuffer::FitsInQueue(const SequenceState& seq, ChunkID chunk_id) {
+  if (seq.chunks.empty()) return true;
+  // Within half the circle after the oldest, or before the newest.
+  constexpr uint32_t kHalf = uint32_t{1} << 31;
+  return chunk_id - seq.chunks.front_id() < kHalf || seq.chunks.back_id() - chunk_id < kHalf;
+}
+
 void TraceBuffer::AddLoss(SequenceState& seq, uint32_t reasons) {
   seq.pending_loss |= reasons | kDataLossPresent;
 }
@@ -330,6 +337,8 @@ void TraceBuffer::CopyChunkUntrusted(ProducerID producer_id_trusted,
   } else if (const ptrdiff_t index = FindChunkIndex(seq, chunk_id); index >= 0) {
     Recommit(seq, static_cast<size_t>(index), chunk_flags, chunk_complete, src, size,
              num_fragments);
+  } else if (!FitsInQueue(seq, chunk_id)) {
+    stats_.abi_violations++;  // Its place in the sequence is ambiguous.
   } else if (seq.has_last_consumed && !IsAfter(chunk_id, seq.last_consumed)) {
     // The sequence already moved past this ChunkID. The one legitimate case is
     // a scraped chunk that an overwrite evicted, committed again (finally, or

@@ -382,8 +382,8 @@ class TraceBuffer {
     uint64_t empty_stamp = 0;
   };
   // The chunks of a sequence in the buffer, sorted by ChunkID (modulo 2^32
-  // from the front), with the ChunkIDs of the first and the last at hand:
-  // every commit compares its ChunkID with them, and with many writers the
+  // from the front; all within half the circle, see FitsInQueue), with the ChunkIDs of the first
+  // and the last at hand: every commit compares its ChunkID with them, and with many writers the
   // queue's own memory is seldom in cache when the state is.
   class ChunkQueue {
    public:
@@ -460,6 +460,10 @@ class TraceBuffer {
                                      ClientIdentity identity);
   // Index in seq.chunks of `chunk_id`, or -1. O(1) when the ids are contiguous.
   ptrdiff_t FindChunkIndex(const SequenceState& seq, ChunkID chunk_id) const;
+  // Whether the sequence's chunks and `chunk_id` together lie within half the
+  // ChunkID circle, the queue's invariant: only there does IsAfter() order
+  // them all alike. Stays true as chunks leave the queue.
+  static bool FitsInQueue(const SequenceState& seq, ChunkID chunk_id);
 
   // Writing.
   void Recommit(SequenceState& seq, size_t index, uint8_t flags, bool complete, const uint8_t* src,

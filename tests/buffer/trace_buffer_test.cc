@@ -607,6 +607,41 @@ TEST_F(TraceBufferTest, OutOfOrderAcrossChunkIdWrapSortsCorrectly) {
   EXPECT_EQ(r[0].loss, 0u);
 }
 
+// ChunkIDs order modulo 2^32 only within half the circle: a producer whose
+// chunks in the buffer would span more (no real writer can: the buffer holds
+// far fewer chunks) must not make the queue's order ambiguous, or one
+// ChunkID could be stored twice and a recommit go unrecognised.
+TEST_F(TraceBufferTest, ChunkIdsSpanningHalfTheCircleAreRefused) {
+  CreateBuffer(8192);
+  Commit(1, ChunkBuilder(0, 1).AddFragment("a"));
+  Commit(1, ChunkBuilder(0x7fffffff, 1).AddFragment("c"));
+  EXPECT_EQ(buf_->stats().abi_violations, 0u);
+  // After 0x7fffffff, but as far before 0: refused.
+  Commit(1, ChunkBuilder(0xfffffffe, 1).AddFragment("x"));
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+  // Between the two: stored once, and its second commit is a recommit.
+  Commit(1, ChunkBuilder(0x7ffffffd, 1).AddFragment("b"));
+  Commit(1, ChunkBuilder(0x7ffffffd, 1).AddFragment("b"));
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+  EXPECT_EQ(buf_->stats().chunks_rewritten, 1u);
+  EXPECT_EQ(buf_->stats().chunks_written, 3u);
+  EXPECT_EQ(ReadData(), Data({"a", "b", "c"}));
+}
+
+// Before the front, the same: within half the circle of the newest chunk
+// it is an out-of-order commit, beyond it a violation.
+TEST_F(TraceBufferTest, AChunkIdFarBeforeTheOldestIsRefused) {
+  CreateBuffer(8192);
+  Commit(1, ChunkBuilder(0x40000000, 1).AddFragment("b"));
+  Commit(1, ChunkBuilder(0x60000000, 1).AddFragment("c"));
+  Commit(1, ChunkBuilder(0xe0000000, 1).AddFragment("x"));  // 2^31 before the newest.
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+  Commit(1, ChunkBuilder(0xe0000001, 1).AddFragment("a"));  // 2^31 - 1 before it.
+  EXPECT_EQ(buf_->stats().abi_violations, 1u);
+  EXPECT_EQ(buf_->stats().chunks_committed_out_of_order, 1u);
+  EXPECT_EQ(ReadData(), Data({"a", "b", "c"}));
+}
+
 // --- Losses ------------------------------------------------------------------
 
 TEST_F(TraceBufferTest, DropPacketMarkerFlagsWriterAbortOnTheNextPacket) {
