@@ -417,7 +417,7 @@ TEST(EventSourceTest, PrevStateIsWhatTheKernelsTracepointReports) {
   });
   EXPECT_TRUE(c.errors.empty()) << absl::StrJoin(c.errors, "\n");
   // The same switch through both probes: same CPU, same tasks, timestamps
-  // taken within a microsecond or so (BPF misses no hit ftrace has; those
+  // usually taken within a microsecond (BPF misses no hit ftrace has; those
   // BPF has and ftrace lacks are switches from idle, see above).
   std::map<std::tuple<int, int32_t, int32_t>, std::vector<const rs_sched_switch*>> ours;
   for (const rs_sched_switch& e : c.switches) {
@@ -435,7 +435,10 @@ TEST(EventSourceTest, PrevStateIsWhatTheKernelsTracepointReports) {
   std::map<std::tuple<int, int32_t, int32_t>, size_t> next_unpaired;
   int64_t compared = 0, unmatched = 0, differ = 0, exit_races = 0;
   std::map<int64_t, int64_t> per_state;
-  constexpr uint64_t kSkewNs = 20'000;
+  // The two probes run back to back, but a vCPU can be descheduled by its
+  // host between them: 21-38 us apart were seen here (about 1 in 1,000
+  // switches). Pairing in order per key keeps a wider window unambiguous.
+  constexpr uint64_t kSkewNs = 200'000;
   for (const FtraceSchedSwitchReference::Switch& k : *kernel) {
     if (k.ts < t1 || k.ts > t2) continue;
     const std::tuple<int, int32_t, int32_t> key{k.cpu, k.prev_pid, k.next_pid};
