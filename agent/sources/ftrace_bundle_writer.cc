@@ -157,6 +157,8 @@ const FtraceBundleWriter::Plan& FtraceBundleWriter::PlanFor(const EventTable::En
     plan.pid = format.FindField("next_pid");
     plan.prio = format.FindField("next_prio");
     plan.comm = format.FindField("next_comm");
+    plan.prev_pid = format.FindField("prev_pid");
+    plan.prev_comm = format.FindField("prev_comm");
   } else if (entry.known == KnownEvent::kTaskNewtask) {
     plan.pid = format.FindField("pid");
     plan.comm = format.FindField("comm");
@@ -204,6 +206,17 @@ void FtraceBundleWriter::TellTracker(const ftrace::RawEvent& e, const EventTable
       t->OnRename(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
                   sv(EventTable::ReadString(e, plan.newcomm)));
       break;
+    case KnownEvent::kSchedSwitch: {
+      // A dead task's last switch (the tracepoint reports X or Z since
+      // Linux 4.14; never set before): names it if nothing else did, as
+      // one whose exit came before recording began.
+      constexpr int64_t kExitStates = 0x10 | 0x20;
+      if ((EventTable::ReadInt(e, plan.prev_state) & kExitStates) == 0) break;
+      const int32_t prev = static_cast<int32_t>(EventTable::ReadInt(e, plan.prev_pid));
+      if (prev != 0)
+        t->OnFinalSwitch(e.timestamp, prev, -1, sv(EventTable::ReadString(e, plan.prev_comm)));
+      break;
+    }
     default:
       break;
   }

@@ -37,8 +37,8 @@ class FtraceBundleWriter {
  public:
   struct Options {
     bool compact_sched = true;
-    // Told of task_newtask, sched_process_exec/exit and task_rename as they
-    // are written (may be null).
+    // Told of task_newtask, sched_process_exec/exit, task_rename and a dead
+    // task's last sched_switch as they are written (may be null).
     DescriptorTracker* tracker = nullptr;
     // CPUs whose events are tallied: 0..num_cpus-1 (0: every configured CPU,
     // sysconf(_SC_NPROCESSORS_CONF)).
@@ -89,6 +89,8 @@ class FtraceBundleWriter {
     const ftrace::FieldFormat* filename = nullptr;
     const ftrace::FieldFormat* newcomm = nullptr;
     const ftrace::FieldFormat* group_dead = nullptr;
+    const ftrace::FieldFormat* prev_pid = nullptr;  // sched_switch's, with:
+    const ftrace::FieldFormat* prev_comm = nullptr;
   };
   void TellTracker(const ftrace::RawEvent& e, const ftrace::EventTable::Entry& entry,
                    const Plan& plan);

@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "agent/descriptors/descriptor_tracker.h"
 #include "agent/session/buffer_reader.h"
 #include "agent/session/service_packets.h"
 #include "agent/writer/producer_buffer.h"
+#include "buffer/durable_store.h"
 #include "buffer/trace_buffer.h"
 #include "ftrace/cpu_reader.h"
 #include "ftrace/event_format.h"
@@ -186,6 +188,36 @@ TEST(FtraceBundleWriterTest, WithoutCompactSchedSwitchesAreTypedEvents) {
   EXPECT_EQ(e.sched_switch().prev_state(), -1);
   EXPECT_EQ(e.sched_switch().next_comm(), "idle");
   EXPECT_FALSE(packets[0].ftrace_events().has_lost_events());
+}
+
+// A task that was exiting when recording began has no exit in the file;
+// its last switch (prev_state X or Z) names it, and only such a switch.
+TEST(FtraceBundleWriterTest, ADeadTasksLastSwitchNamesIt) {
+  const EventTable table = SyntheticTable();
+  DescriptorTracker tracker;
+  FtraceBundleWriter w(&table, FtraceBundleWriter::Options{.tracker = &tracker});
+  auto leaving = [](int32_t pid, const std::string& comm, int64_t state) {
+    return Record(10, pid, 64)
+        .Str(8, comm)
+        .Put<int32_t>(24, pid)
+        .Put<int64_t>(32, state)
+        .Str(40, "swapper/0")
+        .Put<int32_t>(56, 0);
+  };
+  const Record dead = leaving(90, "dying", 0x10), zombie = leaving(91, "zombie", 0x20),
+               asleep = leaving(92, "asleep", 0x1), preempted = leaving(93, "busy", 0x100);
+  WriteAndReadBack(&w, 0, {dead.At(1), zombie.At(2), asleep.At(3), preempted.At(4)}, false);
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  tracker.ApplyTo(&store);
+  std::map<int32_t, std::string> threads;
+  store.ForEach(
+      [&](buffer::DurableStore::Kind, uint64_t, std::string_view bytes) {
+        trace::TracePacket p;
+        ASSERT_TRUE(p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())));
+        for (const auto& t : p.process_tree().threads()) threads[t.tid()] = t.name();
+      },
+      /*changed_only=*/false, /*mark_read=*/false);
+  EXPECT_EQ(threads, (std::map<int32_t, std::string>{{90, "dying"}, {91, "zombie"}}));
 }
 
 TEST(FtraceBundleWriterTest, TruncatedRecordsReadAsEmptyFieldsNotPastTheEnd) {
