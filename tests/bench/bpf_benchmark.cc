@@ -218,6 +218,8 @@ void BM_KernelCost(benchmark::State& state) {
       f.programs->progs.step_wakeup_minimal,
       f.programs->progs.step_switch_fields,
       f.programs->progs.step_switch_no_query,
+      f.programs->progs.step_switch_batched,
+      f.programs->progs.step_switch_batched_rq_clock,
   };
   const bpf_program* step = all_steps[state.range(2)];
   std::vector<const bpf_program*> bench_programs = {f.programs->progs.empty_sched_switch,
@@ -280,7 +282,9 @@ void BM_KernelCost(benchmark::State& state) {
 // per record), the workload, and which step runs instead of ours (0: ours;
 // 1 the clock, 2 reserve + submit, 3 the fill query, 4 and 5 a minimal
 // record on sched_switch and on sched_wakeup, 6 and 7 ours on sched_switch
-// without the comms and the fill query, then without the query only).
+// without the comms and the fill query, then without the query only; 8
+// ours on sched_switch into a per-CPU batch, one ring output per 42; 9 the
+// same with the run queue's clock instead of ours).
 BENCHMARK(BM_KernelCost)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
@@ -296,7 +300,9 @@ BENCHMARK(BM_KernelCost)
     ->Args({4096, kPingPong, 4})
     ->Args({4096, kPingPong, 5})
     ->Args({4096, kPingPong, 6})
-    ->Args({4096, kPingPong, 7});
+    ->Args({4096, kPingPong, 7})
+    ->Args({4096, kPingPong, 8})
+    ->Args({4096, kPingPong, 9});
 
 }  // namespace
 }  // namespace ringside::bpf
