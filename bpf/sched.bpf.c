@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Scheduling: who ran where. */
+#include "bpf/sched.bpf.h"
 #include "bpf/rings.bpf.h"
-#include "bpf/sched_events.h"
-#include "bpf/task_state.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -16,15 +15,8 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct
   void* ring;
   struct rs_sched_switch* e = rs_reserve(RS_EV_SCHED_SWITCH, sizeof(*e), &ring);
   if (!e) return 0;
-  e->prev_pid = prev->pid;
-  e->prev_tgid = prev->tgid;
-  e->next_pid = next->pid;
-  e->next_tgid = next->tgid;
-  e->prev_prio = prev->prio;
-  e->next_prio = next->prio;
-  e->prev_state = rs_sched_switch_state(preempt, prev_state, prev->exit_state, task_state_rules);
-  __builtin_memcpy(e->prev_comm, prev->comm, RS_TASK_COMM_LEN);
-  __builtin_memcpy(e->next_comm, next->comm, RS_TASK_COMM_LEN);
+  rs_fill_switch_tasks(e, preempt, prev, next, prev_state, task_state_rules);
+  rs_fill_switch_comms(e, prev, next);
   rs_submit(ring, e);
   return 0;
 }

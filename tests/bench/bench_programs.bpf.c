@@ -5,8 +5,7 @@
  * whose cost is the baseline for ours. */
 #include "bpf/rings.bpf.h"
 
-#include "bpf/sched_events.h"
-#include "bpf/task_state.h"
+#include "bpf/sched.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -111,17 +110,9 @@ static __always_inline int switch_record(bool preempt, struct task_struct* prev,
   void* ring;
   struct rs_sched_switch* e = rs_reserve(RS_EV_SCHED_SWITCH, sizeof(*e), &ring);
   if (!e) return 0;
-  e->prev_pid = prev->pid;
-  e->prev_tgid = prev->tgid;
-  e->next_pid = next->pid;
-  e->next_tgid = next->tgid;
-  e->prev_prio = prev->prio;
-  e->next_prio = next->prio;
-  e->prev_state =
-      rs_sched_switch_state(preempt, prev_state, prev->exit_state, RS_TASK_STATE_RULES_NEWEST);
+  rs_fill_switch_tasks(e, preempt, prev, next, prev_state, RS_TASK_STATE_RULES_NEWEST);
   if (comms) {
-    __builtin_memcpy(e->prev_comm, prev->comm, RS_TASK_COMM_LEN);
-    __builtin_memcpy(e->next_comm, next->comm, RS_TASK_COMM_LEN);
+    rs_fill_switch_comms(e, prev, next);
   } else {
     __builtin_memset(e->prev_comm, 0, 2 * RS_TASK_COMM_LEN);
   }
@@ -185,16 +176,8 @@ static __always_inline int batched_switch(bool preempt, struct task_struct* prev
   e->h.size = sizeof(*e);
   e->h.cpu = 0;
   e->h.ts_ns = rq ? rq->clock : bpf_ktime_get_boot_ns();
-  e->prev_pid = prev->pid;
-  e->prev_tgid = prev->tgid;
-  e->next_pid = next->pid;
-  e->next_tgid = next->tgid;
-  e->prev_prio = prev->prio;
-  e->next_prio = next->prio;
-  e->prev_state =
-      rs_sched_switch_state(preempt, prev_state, prev->exit_state, RS_TASK_STATE_RULES_NEWEST);
-  __builtin_memcpy(e->prev_comm, prev->comm, RS_TASK_COMM_LEN);
-  __builtin_memcpy(e->next_comm, next->comm, RS_TASK_COMM_LEN);
+  rs_fill_switch_tasks(e, preempt, prev, next, prev_state, RS_TASK_STATE_RULES_NEWEST);
+  rs_fill_switch_comms(e, prev, next);
   b->used = used + sizeof(*e);
   return 0;
 }
