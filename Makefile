@@ -58,7 +58,14 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs gmock gtest_main)
 
 WARNINGS := -Wall -Wextra -Werror
 CPPFLAGS += -I. -isystem $(BUILD)/gen -MMD -MP
-CXXFLAGS ?= -O2 -g
+# Sanitized builds (`make asan`) compile at -O1 with line tables only (-g1):
+# the sanitizers' reports keep file:line, and the build takes half the time
+# (agent_service.cc: 28 s at -O2 -g, 13 s), which CI's time limit needs.
+ifeq ($(SANITIZE),)
+  CXXFLAGS ?= -O2 -g
+else
+  CXXFLAGS ?= -O1 -g1
+endif
 CXXFLAGS += -std=c++20 $(WARNINGS)
 LDFLAGS ?=
 ifneq ($(SANITIZE),)

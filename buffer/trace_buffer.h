@@ -382,9 +382,10 @@ class TraceBuffer {
     uint64_t empty_stamp = 0;
   };
   // The chunks of a sequence in the buffer, sorted by ChunkID (modulo 2^32
-  // from the front; all within half the circle, see FitsInQueue), with the ChunkIDs of the first
-  // and the last at hand: every commit compares its ChunkID with them, and with many writers the
-  // queue's own memory is seldom in cache when the state is.
+  // from the front; all within half the circle, see FitsInQueue), with the
+  // ChunkIDs of the first and the last at hand: every commit compares its
+  // ChunkID with them, and with many writers the queue's own memory is
+  // seldom in cache when the state is.
   class ChunkQueue {
    public:
     size_t size() const { return queue_.size(); }

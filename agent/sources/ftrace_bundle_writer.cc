@@ -213,8 +213,9 @@ void FtraceBundleWriter::TellTracker(const ftrace::RawEvent& e, const EventTable
       constexpr int64_t kExitStates = 0x10 | 0x20;
       if ((EventTable::ReadInt(e, plan.prev_state) & kExitStates) == 0) break;
       const int32_t prev = static_cast<int32_t>(EventTable::ReadInt(e, plan.prev_pid));
-      if (prev != 0)
+      if (prev != 0) {
         t->OnFinalSwitch(e.timestamp, prev, -1, sv(EventTable::ReadString(e, plan.prev_comm)));
+      }
       break;
     }
     default:
