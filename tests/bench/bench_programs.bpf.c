@@ -132,6 +132,34 @@ int BPF_PROG(step_switch_no_query, bool preempt, struct task_struct* prev, struc
   return switch_record(preempt, prev, next, prev_state, true);
 }
 
+/* A clock without an ordered TSC read: the time a per-CPU software perf
+ * event (PERF_COUNT_SW_DUMMY, opened by the benchmark on every CPU) has been
+ * enabled, which perf computes from local_clock() (sched_clock: an
+ * unordered TSC read). A clock of its own, offset from CLOCK_BOOTTIME per
+ * CPU; timed to see whether it is cheaper than bpf_ktime_get_boot_ns(). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, sizeof(__u32));
+} clock_events SEC(".maps");
+
+/* Reads of clock_events that failed: a step that fails times nothing. */
+__u64 perf_clock_failures = 0;
+
+static __always_inline __u64 rs_bench_perf_clock(void) {
+  struct bpf_perf_event_value v;
+  if (bpf_perf_event_read_value(&clock_events, BPF_F_CURRENT_CPU, &v, sizeof(v)) != 0) {
+    __sync_fetch_and_add(&perf_clock_failures, 1);
+    return 0;
+  }
+  return v.enabled;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(step_clock_perf, bool preempt, struct task_struct* prev, struct task_struct* next) {
+  return rs_bench_perf_clock() == 0;
+}
+
 /* The batching design, timed before anyone builds it: the whole switch
  * record (clock, fields, comms) written into a per-CPU batch, and the batch
  * copied into the CPU's ring with one bpf_ringbuf_output once full. Safe
@@ -158,7 +186,7 @@ struct {
  * with our own read of CLOCK_BOOTTIME (as rs_reserve) without one. */
 static __always_inline int batched_switch(bool preempt, struct task_struct* prev,
                                           struct task_struct* next, unsigned int prev_state,
-                                          struct rq* rq) {
+                                          struct rq* rq, bool perf_clock) {
   const __u32 zero = 0;
   struct switch_batch* b = bpf_map_lookup_elem(&switch_batches, &zero);
   if (!b) return 0;
@@ -175,7 +203,7 @@ static __always_inline int batched_switch(bool preempt, struct task_struct* prev
   e->h.type = RS_EV_SCHED_SWITCH;
   e->h.size = sizeof(*e);
   e->h.cpu = 0;
-  e->h.ts_ns = rq ? rq->clock : bpf_ktime_get_boot_ns();
+  e->h.ts_ns = rq ? rq->clock : perf_clock ? rs_bench_perf_clock() : bpf_ktime_get_boot_ns();
   rs_fill_switch_tasks(e, preempt, prev, next, prev_state, RS_TASK_STATE_RULES_NEWEST);
   rs_fill_switch_comms(e, prev, next);
   b->used = used + sizeof(*e);
@@ -185,7 +213,7 @@ static __always_inline int batched_switch(bool preempt, struct task_struct* prev
 SEC("tp_btf/sched_switch")
 int BPF_PROG(step_switch_batched, bool preempt, struct task_struct* prev, struct task_struct* next,
              unsigned int prev_state) {
-  return batched_switch(preempt, prev, next, prev_state, NULL);
+  return batched_switch(preempt, prev, next, prev_state, NULL, false);
 }
 
 /* The same with the time the scheduler took for this switch (the run
@@ -201,5 +229,82 @@ int BPF_PROG(step_switch_batched_rq_clock, bool preempt, struct task_struct* pre
    * runqueues per-CPU symbol is not in this kernel's kallsyms). */
   struct cfs_rq* cfs_rq = prev->se.cfs_rq ? prev->se.cfs_rq : next->se.cfs_rq;
   if (!cfs_rq || !cfs_rq->rq) return 0;
-  return batched_switch(preempt, prev, next, prev_state, cfs_rq->rq);
+  return batched_switch(preempt, prev, next, prev_state, cfs_rq->rq, false);
+}
+
+/* The batch again, stamped with the perf event's clock. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(step_switch_batched_perf_clock, bool preempt, struct task_struct* prev,
+             struct task_struct* next, unsigned int prev_state) {
+  return batched_switch(preempt, prev, next, prev_state, NULL, true);
+}
+
+/* A ring of our own instead of the kernel's BPF ringbuf, for the programs
+ * that run with interrupts off (the scheduler's tracepoints) and so never
+ * run twice at once on a CPU: one writer per CPU's slots, no lock, no
+ * reserve/commit, the record written straight into an mmap-able array user
+ * space reads; the head published with an atomic add (a full barrier). The
+ * step does not drop on a full ring (nobody consumes it): it reads the
+ * consumer's position as a real one would and counts. */
+#define LOCKLESS_SLOTS 4096 /* Per CPU, a power of two. */
+#define LOCKLESS_CPUS 64
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, LOCKLESS_CPUS* LOCKLESS_SLOTS);
+  __type(key, __u32);
+  __type(value, struct rs_sched_switch);
+} lockless_slots SEC(".maps");
+
+/* Per CPU, one cache line: [0] the head (records written), [1] the tail
+ * (records the consumer is done with), [2] records found the ring full. */
+__u64 lockless_positions[LOCKLESS_CPUS * 8] = {};
+
+static __always_inline void* lockless_slot(__u32 type, __u32 size, __u32 cpu) {
+  if (cpu >= LOCKLESS_CPUS) return NULL;
+  __u64* pos = &lockless_positions[cpu * 8];
+  const __u64 head = pos[0];
+  if (head - pos[1] >= LOCKLESS_SLOTS) pos[2]++;
+  __u32 index = cpu * LOCKLESS_SLOTS + (__u32)(head & (LOCKLESS_SLOTS - 1));
+  struct rs_event_header* h = bpf_map_lookup_elem(&lockless_slots, &index);
+  if (!h) return NULL;
+  h->type = type;
+  h->size = size;
+  h->cpu = cpu;
+  h->ts_ns = bpf_ktime_get_boot_ns();
+  return h;
+}
+
+static __always_inline void lockless_publish(__u32 cpu) {
+  if (cpu < LOCKLESS_CPUS) __sync_fetch_and_add(&lockless_positions[cpu * 8], 1);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(step_switch_lockless, bool preempt, struct task_struct* prev, struct task_struct* next,
+             unsigned int prev_state) {
+  const __u32 cpu = bpf_get_smp_processor_id();
+  struct rs_sched_switch* e = lockless_slot(RS_EV_SCHED_SWITCH, sizeof(*e), cpu);
+  if (!e) return 0;
+  rs_fill_switch_tasks(e, preempt, prev, next, prev_state, RS_TASK_STATE_RULES_NEWEST);
+  rs_fill_switch_comms(e, prev, next);
+  lockless_publish(cpu);
+  return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(step_wakeup_lockless, struct task_struct* p) {
+  const __u32 cpu = bpf_get_smp_processor_id();
+  struct rs_sched_wakeup* e = lockless_slot(RS_EV_SCHED_WAKEUP, sizeof(*e), cpu);
+  if (!e) return 0;
+  struct task_struct* waker = bpf_get_current_task_btf();
+  e->pid = p->pid;
+  e->tgid = p->tgid;
+  e->prio = p->prio;
+  e->target_cpu = rs_task_cpu(p);
+  e->waker_pid = waker->pid;
+  e->waker_tgid = waker->tgid;
+  __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
+  lockless_publish(cpu);
+  return 0;
 }

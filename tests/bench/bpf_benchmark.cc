@@ -17,7 +17,9 @@
 #include <benchmark/benchmark.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/perf_event.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bench_programs.skel.h"
 #include "bpf/event_source.h"
@@ -56,11 +59,26 @@ struct Fixture {
         bpf_map__reuse_fd(programs->maps.drops, source->drops_map_fd()) ||
         rs_bench_programs__load(programs) != 0) {
       error = "cannot load the benchmark's BPF programs";
+      return;
+    }
+    // The perf clock of step_clock_perf: a counting dummy event per CPU.
+    for (int cpu = 0; cpu < source->num_cpus(); cpu++) {
+      perf_event_attr attr{};
+      attr.size = sizeof(attr);
+      attr.type = PERF_TYPE_SOFTWARE;
+      attr.config = PERF_COUNT_SW_DUMMY;
+      const int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, 0));
+      if (fd < 0) continue;  // An offline CPU: the step counts the failed reads.
+      clock_fds.push_back(fd);
+      const uint32_t key = static_cast<uint32_t>(cpu);
+      bpf_map_update_elem(bpf_map__fd(programs->maps.clock_events), &key, &fd, BPF_ANY);
     }
   }
   ~Fixture() {
     if (programs != nullptr) rs_bench_programs__destroy(programs);
+    for (int fd : clock_fds) close(fd);
   }
+  std::vector<int> clock_fds;
 
   // Fills every CPU's ring with kRecordsPerCpu sched_switch records.
   bool Fill() {
@@ -220,6 +238,10 @@ void BM_KernelCost(benchmark::State& state) {
       f.programs->progs.step_switch_no_query,
       f.programs->progs.step_switch_batched,
       f.programs->progs.step_switch_batched_rq_clock,
+      f.programs->progs.step_clock_perf,
+      f.programs->progs.step_switch_batched_perf_clock,
+      f.programs->progs.step_switch_lockless,
+      f.programs->progs.step_wakeup_lockless,
   };
   const bpf_program* step = all_steps[state.range(2)];
   std::vector<const bpf_program*> bench_programs = {f.programs->progs.empty_sched_switch,
@@ -270,6 +292,10 @@ void BM_KernelCost(benchmark::State& state) {
   }
   close(stats_fd);
   for (const auto& [name, ns] : ns_per_run) state.counters["ns_" + name] = ns;
+  if (f.programs->bss->perf_clock_failures != 0) {
+    state.counters["perf_clock_failures"] =
+        static_cast<double>(f.programs->bss->perf_clock_failures);
+  }
   for (const char* kind : {"sched_switch", "sched_wakeup"}) {
     const auto ours = ns_per_run.find(kind);
     const auto empty = ns_per_run.find(std::string("empty_") + kind);
@@ -284,7 +310,10 @@ void BM_KernelCost(benchmark::State& state) {
 // record on sched_switch and on sched_wakeup, 6 and 7 ours on sched_switch
 // without the comms and the fill query, then without the query only; 8
 // ours on sched_switch into a per-CPU batch, one ring output per 42; 9 the
-// same with the run queue's clock instead of ours).
+// same with the run queue's clock instead of ours; 10 a read of a perf
+// event's enabled time (local_clock) instead of our clock; 11 the batch
+// stamped with it; 12 and 13 ours on sched_switch and on sched_wakeup
+// into a lock-free per-CPU ring of fixed slots instead of a BPF ringbuf).
 BENCHMARK(BM_KernelCost)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
@@ -302,7 +331,11 @@ BENCHMARK(BM_KernelCost)
     ->Args({4096, kPingPong, 6})
     ->Args({4096, kPingPong, 7})
     ->Args({4096, kPingPong, 8})
-    ->Args({4096, kPingPong, 9});
+    ->Args({4096, kPingPong, 9})
+    ->Args({4096, kPingPong, 10})
+    ->Args({4096, kPingPong, 11})
+    ->Args({4096, kPingPong, 12})
+    ->Args({4096, kPingPong, 13});
 
 }  // namespace
 }  // namespace ringside::bpf
