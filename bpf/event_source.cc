@@ -5,6 +5,7 @@
 #include <bpf/libbpf.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bpf/common_events.h"
+#include "bpf/sched_events.h"
 #include "bpf/task_state.h"
 #include "bpf/task_state_rules.h"
 #include "incidents.skel.h"
@@ -120,6 +122,10 @@ absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, const
   bpf_program* prog;
   bpf_object__for_each_program(prog, skel->obj) {
     const absl::string_view section = bpf_program__section_name(prog);
+    if (section == "raw_tp") {  // Run by user space (BPF_PROG_TEST_RUN), never attached.
+      bpf_program__set_autoattach(prog, false);
+      continue;
+    }
     absl::string_view tracepoint = section.substr(section.find('/') + 1);
     bool load = kernel.Has(tracepoint);
     if (!load) skipped->push_back(absl::StrCat(bpf_program__name(prog), " (", section, ")"));
@@ -213,6 +219,13 @@ absl::Status EventSource::LoadGroups(const Options& options) {
     utsname u;
     sched_->rodata->task_state_rules =
         uname(&u) == 0 ? TaskStateRulesForRelease(u.release) : RS_TASK_STATE_RULES_NEWEST;
+    // A batch is at most an eighth of the ring, so a full ring still takes
+    // most of them; fewer than 4 switches a batch saves too little.
+    const size_t fit = ring_size_ / 8 / sizeof(rs_sched_switch);
+    switch_batch_records_ = options.batch_switches && fit >= 4
+                                ? static_cast<uint32_t>(std::min<size_t>(fit, RS_SWITCH_BATCH_MAX))
+                                : 0;
+    sched_->rodata->switch_batch_records = switch_batch_records_;
     if (int err = rs_sched__load(sched_); err != 0) return LoadError(-err, "loading bpf/sched");
   }
   if (options.process) {
@@ -321,6 +334,83 @@ absl::Status EventSource::SetCgroupFilter(const std::vector<uint64_t>& cgroup_id
   }
   filter_cgroups_ = std::move(wanted);
   return absl::OkStatus();
+}
+
+void EventSource::FlushSwitchBatches(uint64_t waited_ns) {
+  if (sched_ == nullptr || switch_batch_records_ == 0) return;
+  const int fd = bpf_program__fd(sched_->progs.flush_switch_batch);
+  timespec now_ts;
+  clock_gettime(CLOCK_BOOTTIME, &now_ts);
+  const uint64_t now =
+      static_cast<uint64_t>(now_ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now_ts.tv_nsec);
+  for (int cpu = 0; cpu < num_cpus_; cpu++) {
+    // Written by that CPU's programs as we read: a stale value only moves
+    // the flush to the next call.
+    const uint64_t since = __atomic_load_n(&sched_->bss->batch_waiting[cpu * 8], __ATOMIC_RELAXED);
+    if (since == 0 || (waited_ns != 0 && (since > now || now - since < waited_ns))) continue;
+    LIBBPF_OPTS(bpf_test_run_opts, opts, .flags = BPF_F_TEST_RUN_ON_CPU,
+                .cpu = static_cast<uint32_t>(cpu));
+    bpf_prog_test_run_opts(fd, &opts);  // Fails only for an offline CPU: flushed on its return.
+  }
+}
+
+uint64_t EventSource::switches_waiting(int cpu) const {
+  if (sched_ == nullptr || cpu < 0 || cpu >= num_cpus_) return 0;
+  return __atomic_load_n(&sched_->bss->batch_waiting[cpu * 8 + 1], __ATOMIC_RELAXED);
+}
+
+RingReader::BatchCallback EventSource::Unbatching(const RingReader::BatchCallback& callback,
+                                                  uint64_t* handed_out) {
+  return [this, &callback, handed_out](uint32_t ring, absl::Span<const RecordView> records) {
+    bool batched = false;
+    for (const RecordView& r : records) {
+      batched |= r.size >= sizeof(rs_event_header) &&
+                 static_cast<const rs_event_header*>(r.data)->type == RS_EV_SCHED_SWITCH_BATCH;
+    }
+    if (!batched) {
+      *handed_out += records.size();
+      return callback(ring, records);
+    }
+    unbatched_.clear();
+    for (const RecordView& r : records) {
+      if (r.size < sizeof(rs_event_header) ||
+          static_cast<const rs_event_header*>(r.data)->type != RS_EV_SCHED_SWITCH_BATCH) {
+        unbatched_.push_back(r);
+        continue;
+      }
+      // Each record keeps its own header: whatever the ring holds, the
+      // decoder checks every one as it would a record on its own, and a
+      // tail shorter than a record is handed out too, for it to refuse.
+      const auto* bytes = static_cast<const uint8_t*>(r.data);
+      size_t at = sizeof(rs_event_header);
+      for (; at + sizeof(rs_sched_switch) <= r.size; at += sizeof(rs_sched_switch)) {
+        unbatched_.push_back(RecordView{bytes + at, sizeof(rs_sched_switch)});
+      }
+      if (at < r.size)
+        unbatched_.push_back(RecordView{bytes + at, static_cast<uint32_t>(r.size - at)});
+    }
+    *handed_out += unbatched_.size();
+    callback(ring, absl::MakeConstSpan(unbatched_));
+  };
+}
+
+absl::StatusOr<uint64_t> EventSource::Poll(int timeout_ms,
+                                           const RingReader::BatchCallback& callback) {
+  uint64_t handed_out = 0;
+  const RingReader::BatchCallback unbatching = Unbatching(callback, &handed_out);
+  if (absl::StatusOr<uint64_t> n = reader_->Poll(timeout_ms, unbatching); !n.ok()) {
+    return n.status();
+  }
+  FlushSwitchBatches(kBatchMaxWaitNs);
+  reader_->Drain(unbatching);
+  return handed_out;
+}
+
+uint64_t EventSource::Drain(const RingReader::BatchCallback& callback) {
+  FlushSwitchBatches();
+  uint64_t handed_out = 0;
+  reader_->Drain(Unbatching(callback, &handed_out));
+  return handed_out;
 }
 
 std::vector<uint64_t> EventSource::drops_per_cpu(uint32_t event_type) const {

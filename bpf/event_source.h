@@ -44,6 +44,10 @@ class EventSource {
     bool sched = true;
     bool process = true;
     bool incidents = true;
+    // sched_switch records reach the rings in per-CPU batches (up to
+    // RS_SWITCH_BATCH_MAX, fewer in a small ring), which Poll() and Drain()
+    // flush first; off: each on its own, at once.
+    bool batch_switches = true;
     Filters filters;
   };
   struct ProgramStats {
@@ -78,13 +82,29 @@ class EventSource {
   // at once, attached or not. Programs see the set change one id at a time.
   absl::Status SetCgroupFilter(const std::vector<uint64_t>& cgroup_ids);
 
-  // See RingReader: waits up to `timeout_ms`, then hands every available
-  // record to `callback` in per-CPU batches.
-  absl::StatusOr<uint64_t> Poll(int timeout_ms, const RingReader::BatchCallback& callback) {
-    return reader_->Poll(timeout_ms, callback);
-  }
-  uint64_t Drain(const RingReader::BatchCallback& callback) { return reader_->Drain(callback); }
+  // Hands every record in the rings to `callback` in per-CPU batches, after
+  // sending each CPU's batch of switches to its ring (FlushSwitchBatches):
+  // all the programs recorded before the call, each record once. The
+  // switches of a batch are handed out one by one, never the batch; each
+  // type's records of a CPU stay in order, but records of different types
+  // may not (a wakeup before the switches that preceded it).
+  uint64_t Drain(const RingReader::BatchCallback& callback);
+  // The same after waiting up to `timeout_ms` (see RingReader), flushing
+  // only the batches whose oldest switch waited kBatchMaxWaitNs: a busy CPU
+  // fills its batch long before, and an idle machine's CPUs are not
+  // interrupted at every poll.
+  absl::StatusOr<uint64_t> Poll(int timeout_ms, const RingReader::BatchCallback& callback);
   void Wake() { reader_->Wake(); }
+  static constexpr uint64_t kBatchMaxWaitNs = 500'000'000;
+  // Sends the batch of each online CPU with switches waiting (for at least
+  // `waited_ns`) to its ring: a BPF_PROG_TEST_RUN of flush_switch_batch on
+  // that CPU. A CPU that is offline keeps its batch until it returns.
+  void FlushSwitchBatches(uint64_t waited_ns = 0);
+  // Switches per batch; 0 when not batched.
+  uint32_t switch_batch_records() const { return switch_batch_records_; }
+  // Switches waiting in `cpu`'s batch: after a Drain(), those of a CPU that
+  // was offline.
+  uint64_t switches_waiting(int cpu) const;
 
   // Reserve failures of an event type, per CPU and summed.
   std::vector<uint64_t> drops_per_cpu(uint32_t event_type) const;
@@ -113,6 +133,10 @@ class EventSource {
  private:
   EventSource() = default;
   absl::Status LoadGroups(const Options& options);
+  // `callback`, with each switch batch replaced by its records; counts the
+  // records it hands out into `*handed_out`.
+  RingReader::BatchCallback Unbatching(const RingReader::BatchCallback& callback,
+                                       uint64_t* handed_out);
 
   ::rs_sched* sched_ = nullptr;
   ::rs_process* process_ = nullptr;
@@ -126,6 +150,8 @@ class EventSource {
   std::vector<std::string> skipped_;
   int num_cpus_ = 0;
   size_t ring_size_ = 0;
+  uint32_t switch_batch_records_ = 0;
+  std::vector<RecordView> unbatched_;  // Capacity reused by Unbatching().
 };
 
 }  // namespace ringside::bpf

@@ -18,6 +18,17 @@ struct rs_sched_switch {
   char next_comm[RS_TASK_COMM_LEN];
 };
 
+/* Most sched_switch records in one batch (bpf/sched.bpf.c). */
+#define RS_SWITCH_BATCH_MAX 42
+
+/* RS_EV_SCHED_SWITCH_BATCH: the header (its size covers the records that
+ * follow; ts_ns is the first record's) and up to RS_SWITCH_BATCH_MAX
+ * sched_switch records of the header's CPU, in the order they happened. */
+struct rs_switch_batch {
+  struct rs_event_header h;
+  struct rs_sched_switch records[RS_SWITCH_BATCH_MAX];
+};
+
 /* RS_EV_SCHED_WAKEUP and RS_EV_SCHED_WAKEUP_NEW: `pid` becomes runnable on
  * `target_cpu`; the waker is the task that ran the wakeup. */
 struct rs_sched_wakeup {

@@ -288,7 +288,14 @@ uint64_t BpfDataSource::events_lost() const {
 std::vector<DataSource::Loss> BpfDataSource::Losses() const {
   std::vector<Loss> out;
   for (uint32_t type = 1; type < RS_EV_MAX; type++) {
-    const std::vector<uint64_t> per_cpu = source_->drops_per_cpu(type);
+    std::vector<uint64_t> per_cpu = source_->drops_per_cpu(type);
+    // Once stopped, switches still in a batch are those of a CPU that was
+    // offline at the last drain: lost too.
+    if (type == RS_EV_SCHED_SWITCH && stopped_) {
+      for (uint32_t cpu = 0; cpu < per_cpu.size(); cpu++) {
+        per_cpu[cpu] += source_->switches_waiting(static_cast<int>(cpu));
+      }
+    }
     for (uint32_t cpu = 0; cpu < per_cpu.size(); cpu++) {
       if (per_cpu[cpu] != 0) out.push_back(Loss{cpu, EventName(type), per_cpu[cpu]});
     }

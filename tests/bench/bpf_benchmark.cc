@@ -213,11 +213,15 @@ pid_t StartPinnedPingPong() {
   _exit(0);
 }
 
+// The step that runs ours with Options::batch_switches off.
+constexpr int64_t kOursUnbatched = 14;
+
 // Each iteration: one run of the workload while every program of ours and
 // the empty baselines are attached.
 void BM_KernelCost(benchmark::State& state) {
   EventSource::Options options;
   options.ring_size_per_cpu = static_cast<size_t>(state.range(0)) << 10;
+  options.batch_switches = state.range(2) != kOursUnbatched;
   absl::StatusOr<std::unique_ptr<EventSource>> s = EventSource::Load(options);
   if (!s.ok()) return state.SkipWithError(std::string(s.status().message()).c_str());
   EventSource& source = **s;
@@ -242,6 +246,7 @@ void BM_KernelCost(benchmark::State& state) {
       f.programs->progs.step_switch_batched_perf_clock,
       f.programs->progs.step_switch_lockless,
       f.programs->progs.step_wakeup_lockless,
+      nullptr,  // kOursUnbatched
   };
   const bpf_program* step = all_steps[state.range(2)];
   std::vector<const bpf_program*> bench_programs = {f.programs->progs.empty_sched_switch,
@@ -313,7 +318,9 @@ void BM_KernelCost(benchmark::State& state) {
 // same with the run queue's clock instead of ours; 10 a read of a perf
 // event's enabled time (local_clock) instead of our clock; 11 the batch
 // stamped with it; 12 and 13 ours on sched_switch and on sched_wakeup
-// into a lock-free per-CPU ring of fixed slots instead of a BPF ringbuf).
+// into a lock-free per-CPU ring of fixed slots instead of a BPF ringbuf;
+// 14 ours with sched_switch records not batched, each reserved on its own
+// in the ring as before batching).
 BENCHMARK(BM_KernelCost)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
@@ -335,7 +342,9 @@ BENCHMARK(BM_KernelCost)
     ->Args({4096, kPingPong, 10})
     ->Args({4096, kPingPong, 11})
     ->Args({4096, kPingPong, 12})
-    ->Args({4096, kPingPong, 13});
+    ->Args({4096, kPingPong, 13})
+    ->Args({4096, kPingPong, kOursUnbatched})
+    ->Args({4096, kSleepLoop, kOursUnbatched});
 
 }  // namespace
 }  // namespace ringside::bpf

@@ -35,6 +35,7 @@
 #include "ftrace/tracefs.h"
 #include "gtest/gtest.h"
 #include "tests/bpf/testing/collector.h"
+#include "tests/testing/cpu_offline.h"
 #include "tests/testing/kernel_tracefs.h"
 #include "tests/testing/perf_tracepoint_counter.h"
 
@@ -509,6 +510,102 @@ TEST(EventSourceTest, TinyRingUnderAStormDropsExactlyWhatIsMissing) {
   uint64_t per_cpu_sum = 0;
   for (uint64_t d : source->drops_per_cpu(RS_EV_SCHED_SWITCH)) per_cpu_sum += d;
   EXPECT_EQ(per_cpu_sum, drops);
+}
+
+// Switches wait in a per-CPU batch until it fills or the consumer drains:
+// a drain hands out the switches of a batch far from full, at once.
+TEST(EventSourceTest, ADrainHandsOutTheSwitchesStillInTheirBatch) {
+  EventSource::Options options = WithRingSize(1 << 20);
+  options.filters.tgids = {getpid()};  // Only this test's own few switches.
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
+  ASSERT_EQ(source->switch_batch_records(), uint32_t{RS_SWITCH_BATCH_MAX});
+  ASSERT_TRUE(source->Attach().ok());
+  for (int i = 0; i < 3; i++) usleep(2000);  // Out and back in, three times.
+  Collected c;
+  source->Drain([&c](uint32_t cpu, absl::Span<const RecordView> records) {
+    for (const RecordView& r : records) c.Add(cpu, r.data, r.size);
+  });
+  source->Detach();
+  EXPECT_TRUE(c.errors.empty()) << absl::StrJoin(c.errors, "\n");
+  size_t ours = 0;
+  for (const rs_sched_switch& e : c.switches) {
+    ours += e.prev_tgid == getpid() || e.next_tgid == getpid();
+  }
+  EXPECT_GE(ours, 6u);
+  EXPECT_LT(ours, size_t{RS_SWITCH_BATCH_MAX});  // No batch filled: the drain sent them.
+}
+
+// A CPU that goes offline keeps the switches waiting in its batch, which no
+// drain can reach, until it comes back: then the next drain hands them out.
+TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs two online CPUs";
+  EventSource::Options options = WithRingSize(1 << 20);
+  options.filters.tgids = {getpid()};
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
+  cpu_set_t original;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(original), &original), 0);
+  auto pin = [](int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof(set), &set) == 0;
+  };
+  auto on_cpu1 = [](Collected* c) {
+    return [c](uint32_t cpu, absl::Span<const RecordView> records) {
+      for (const RecordView& r : records) {
+        if (cpu == 1) c->Add(cpu, r.data, r.size);
+      }
+    };
+  };
+  ASSERT_TRUE(source->Attach().ok());
+  // A few switches of this thread on CPU 1, fewer than a batch; then off it.
+  ASSERT_TRUE(pin(1));
+  for (int i = 0; i < 3; i++) usleep(2000);
+  ASSERT_TRUE(pin(0));
+  const uint64_t waiting = source->switches_waiting(1);
+  EXPECT_GE(waiting, 6u);
+  {
+    ::ringside::testing::CpuOffline cpu1(1);
+    if (!cpu1.Offline()) {
+      sched_setaffinity(0, sizeof(original), &original);
+      GTEST_SKIP() << "cannot take CPU 1 offline here (no CPU hotplug)";
+    }
+    Collected during;
+    source->Drain(on_cpu1(&during));
+    EXPECT_EQ(during.switches.size(), 0u);
+    EXPECT_EQ(source->switches_waiting(1), waiting);
+    ASSERT_TRUE(cpu1.Online());
+  }
+  Collected after;
+  source->Drain(on_cpu1(&after));
+  source->Detach();
+  sched_setaffinity(0, sizeof(original), &original);
+  EXPECT_TRUE(after.errors.empty()) << absl::StrJoin(after.errors, "\n");
+  EXPECT_EQ(after.switches.size(), waiting);
+  EXPECT_EQ(source->switches_waiting(1), 0u);
+}
+
+// Batching off (Options::batch_switches): each switch goes to the ring on
+// its own, and is still counted exactly.
+TEST(EventSourceTest, UnbatchedSwitchesAreCountedExactly) {
+  EventSource::Options options = WithRingSize(8 << 20);
+  options.batch_switches = false;
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
+  EXPECT_EQ(source->switch_batch_records(), 0u);
+  KernelStatsScope stats;
+  ASSERT_TRUE(stats.ok()) << "BPF_ENABLE_STATS: " << std::strerror(errno);
+  ASSERT_TRUE(source->Attach().ok());
+  Collected c;
+  CollectUntilExit(source.get(), SwitchStorm(1000), &c);
+  source->Detach();
+  source->Drain([&c](uint32_t cpu, absl::Span<const RecordView> records) {
+    for (const RecordView& r : records) c.Add(cpu, r.data, r.size);
+  });
+  EXPECT_TRUE(c.errors.empty()) << absl::StrJoin(c.errors, "\n");
+  EXPECT_GE(c.switches.size(), 2000u);
+  EXPECT_EQ(source->drops(RS_EV_SCHED_SWITCH), 0u);
+  EXPECT_EQ(StatsOf(*source, "handle_sched_switch").run_count,
+            c.switches.size() + source->not_recorded(RS_EV_SCHED_SWITCH));
 }
 
 TEST(EventSourceTest, TwoHundredForkExecsOfBinTrueExactly) {

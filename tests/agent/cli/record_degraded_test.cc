@@ -30,6 +30,7 @@
 #include "ringside/trace/trace.pb.h"
 #include "tests/agent/testing/degradation.h"
 #include "tests/agent/testing/ringside_cli.h"
+#include "tests/testing/cpu_offline.h"
 #include "tests/testing/kernel_tracefs.h"
 #include "tests/testing/workloads.h"
 
@@ -176,33 +177,7 @@ TEST_F(RecordDegradedTest, ATinyMemlockLimitRecordsOrNamesTheLimit) {
   EXPECT_EQ(r.trace_stats, 1);
 }
 
-// Puts a CPU offline for a while; always back online when it ends, even
-// when the test fails midway.
-class CpuOffline {
- public:
-  explicit CpuOffline(int cpu)
-      : path_(absl::StrCat("/sys/devices/system/cpu/cpu", cpu, "/online")) {}
-  ~CpuOffline() {
-    if (offline_) Write("1");
-  }
-  bool Offline() { return offline_ = Write("0"); }
-  bool Online() {
-    if (!Write("1")) return false;
-    offline_ = false;
-    return true;
-  }
-
- private:
-  bool Write(const char* value) {
-    const int fd = open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    const bool ok = write(fd, value, 1) == 1;
-    close(fd);
-    return ok;
-  }
-  std::string path_;
-  bool offline_ = false;
-};
+using ::ringside::testing::CpuOffline;
 
 int64_t BootTimeNs() {
   timespec ts;
