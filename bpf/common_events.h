@@ -28,9 +28,9 @@ enum rs_event_type {
   RS_EV_OOM_KILL = 9,
   RS_EV_FATAL_SIGNAL = 10,
   RS_EV_CORE_DUMP = 11,
-  /* Not an event: sched_switch records sent to the ring together
-   * (rs_switch_batch); EventSource hands out the records, never the batch. */
-  RS_EV_SCHED_SWITCH_BATCH = 12,
+  /* Not an event: scheduling records sent to the ring together
+   * (rs_sched_batch); EventSource hands out the records, never the batch. */
+  RS_EV_SCHED_BATCH = 12,
   RS_EV_MAX = 16, /* Size of the drop-counter array. */
 };
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdarg>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -44,7 +45,10 @@ int CaptureLibbpfOutput(enum libbpf_print_level level, const char* format, va_li
 }
 
 absl::Status LoadError(int err, const std::string& what) {
-  if (err == EPERM || err == EACCES) {
+  // The verifier refuses a program with EACCES as well: libbpf then logs
+  // the verifier's reasons, and those are the error, not privileges.
+  const bool verifier = absl::StrContains(LibbpfLog(), "BEGIN PROG LOAD LOG");
+  if ((err == EPERM || err == EACCES) && !verifier) {
     return absl::PermissionDeniedError(absl::StrCat(
         what, ": ", std::strerror(err),
         " (BPF needs root or CAP_BPF + CAP_PERFMON; check kernel.unprivileged_bpf_disabled)"));
@@ -54,7 +58,8 @@ absl::Status LoadError(int err, const std::string& what) {
         what, ": out of locked memory; raise RLIMIT_MEMLOCK (ulimit -l) or the memcg limit"));
   }
   return absl::InvalidArgumentError(
-      absl::StrCat(what, ": ", std::strerror(err), "\n", LibbpfLog()));
+      absl::StrCat(what, ": ", verifier ? "the kernel's verifier refused a program: " : "",
+                   std::strerror(err), "\n", LibbpfLog()));
 }
 
 // What this kernel's BTF says about the tracepoints our programs use.
@@ -221,11 +226,11 @@ absl::Status EventSource::LoadGroups(const Options& options) {
         uname(&u) == 0 ? TaskStateRulesForRelease(u.release) : RS_TASK_STATE_RULES_NEWEST;
     // A batch is at most an eighth of the ring, so a full ring still takes
     // most of them; fewer than 4 switches a batch saves too little.
-    const size_t fit = ring_size_ / 8 / sizeof(rs_sched_switch);
-    switch_batch_records_ = options.batch_switches && fit >= 4
-                                ? static_cast<uint32_t>(std::min<size_t>(fit, RS_SWITCH_BATCH_MAX))
-                                : 0;
-    sched_->rodata->switch_batch_records = switch_batch_records_;
+    const size_t fit = ring_size_ / 8 / sizeof(rs_sched_switch) * sizeof(rs_sched_switch);
+    sched_batch_bytes_ = options.batch_sched && fit >= 4 * sizeof(rs_sched_switch)
+                             ? static_cast<uint32_t>(std::min<size_t>(fit, RS_SCHED_BATCH_BYTES))
+                             : 0;
+    sched_->rodata->sched_batch_bytes = sched_batch_bytes_;
     if (int err = rs_sched__load(sched_); err != 0) return LoadError(-err, "loading bpf/sched");
   }
   if (options.process) {
@@ -336,9 +341,9 @@ absl::Status EventSource::SetCgroupFilter(const std::vector<uint64_t>& cgroup_id
   return absl::OkStatus();
 }
 
-void EventSource::FlushSwitchBatches(uint64_t waited_ns) {
-  if (sched_ == nullptr || switch_batch_records_ == 0) return;
-  const int fd = bpf_program__fd(sched_->progs.flush_switch_batch);
+void EventSource::FlushSchedBatches(uint64_t waited_ns) {
+  if (sched_ == nullptr || sched_batch_bytes_ == 0) return;
+  const int fd = bpf_program__fd(sched_->progs.flush_sched_batch);
   timespec now_ts;
   clock_gettime(CLOCK_BOOTTIME, &now_ts);
   const uint64_t now =
@@ -348,47 +353,87 @@ void EventSource::FlushSwitchBatches(uint64_t waited_ns) {
     // the flush to the next call.
     const uint64_t since = __atomic_load_n(&sched_->bss->batch_waiting[cpu * 8], __ATOMIC_RELAXED);
     if (since == 0 || (waited_ns != 0 && (since > now || now - since < waited_ns))) continue;
-    LIBBPF_OPTS(bpf_test_run_opts, opts, .flags = BPF_F_TEST_RUN_ON_CPU,
-                .cpu = static_cast<uint32_t>(cpu));
-    bpf_prog_test_run_opts(fd, &opts);  // Fails only for an offline CPU: flushed on its return.
+    // It returns 1 when it interrupted a program adding a record: that
+    // lasts a few hundred nanoseconds, so a few tries are plenty. It fails
+    // only for an offline CPU, whose batch waits for its return.
+    for (int attempt = 0; attempt < 8; attempt++) {
+      LIBBPF_OPTS(bpf_test_run_opts, opts, .flags = BPF_F_TEST_RUN_ON_CPU,
+                  .cpu = static_cast<uint32_t>(cpu));
+      if (bpf_prog_test_run_opts(fd, &opts) != 0 || opts.retval == 0) break;
+    }
   }
 }
 
-uint64_t EventSource::switches_waiting(int cpu) const {
-  if (sched_ == nullptr || cpu < 0 || cpu >= num_cpus_) return 0;
-  return __atomic_load_n(&sched_->bss->batch_waiting[cpu * 8 + 1], __ATOMIC_RELAXED);
+uint64_t EventSource::records_waiting(int cpu, uint32_t event_type) const {
+  if (sched_ == nullptr || sched_batch_bytes_ == 0 || cpu < 0 || cpu >= num_cpus_ ||
+      event_type >= 4) {
+    return 0;
+  }
+  // Every CPU's batch at once: a rare call.
+  const size_t value_size = bpf_map__value_size(sched_->maps.sched_batches);
+  const size_t stride = (value_size + 7) / 8 * 8;
+  std::vector<uint8_t> values(stride * static_cast<size_t>(num_cpus_));
+  const uint32_t zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(sched_->maps.sched_batches), &zero, values.data()) != 0) {
+    return 0;
+  }
+  uint32_t count;
+  std::memcpy(&count,
+              values.data() + stride * static_cast<size_t>(cpu) +
+                  offsetof(rs_sched_batch_state, records) + event_type * sizeof(uint32_t),
+              sizeof(count));
+  return count;
 }
+
+namespace {
+
+bool IsSchedBatch(const RecordView& r) {
+  return r.size >= sizeof(rs_event_header) &&
+         static_cast<const rs_event_header*>(r.data)->type == RS_EV_SCHED_BATCH;
+}
+
+}  // namespace
 
 RingReader::BatchCallback EventSource::Unbatching(const RingReader::BatchCallback& callback,
                                                   uint64_t* handed_out) {
   return [this, &callback, handed_out](uint32_t ring, absl::Span<const RecordView> records) {
-    bool batched = false;
-    for (const RecordView& r : records) {
-      batched |= r.size >= sizeof(rs_event_header) &&
-                 static_cast<const rs_event_header*>(r.data)->type == RS_EV_SCHED_SWITCH_BATCH;
-    }
-    if (!batched) {
+    if (std::none_of(records.begin(), records.end(), IsSchedBatch)) {
       *handed_out += records.size();
       return callback(ring, records);
     }
+    // At most RingReader::kMaxBatch records a call, as the reader gives
+    // them: a consumer writes each call as one packet, and its size stays
+    // bounded (a ring's worth of batches in one packet would be megabytes,
+    // which a small buffer could never hold whole).
     unbatched_.clear();
+    auto add = [&](const RecordView& v) {
+      unbatched_.push_back(v);
+      if (unbatched_.size() < RingReader::kMaxBatch) return;
+      *handed_out += unbatched_.size();
+      callback(ring, absl::MakeConstSpan(unbatched_));
+      unbatched_.clear();
+    };
     for (const RecordView& r : records) {
-      if (r.size < sizeof(rs_event_header) ||
-          static_cast<const rs_event_header*>(r.data)->type != RS_EV_SCHED_SWITCH_BATCH) {
-        unbatched_.push_back(r);
+      if (!IsSchedBatch(r)) {
+        add(r);
         continue;
       }
-      // Each record keeps its own header: whatever the ring holds, the
-      // decoder checks every one as it would a record on its own, and a
-      // tail shorter than a record is handed out too, for it to refuse.
+      // Each record has its own header, and the decoder checks each as it
+      // would a record on its own. Whatever the ring holds, the walk stays
+      // inside the batch: a size that cannot be a record's ends it, and
+      // the rest is handed out as one record, for the decoder to refuse.
       const auto* bytes = static_cast<const uint8_t*>(r.data);
       size_t at = sizeof(rs_event_header);
-      for (; at + sizeof(rs_sched_switch) <= r.size; at += sizeof(rs_sched_switch)) {
-        unbatched_.push_back(RecordView{bytes + at, sizeof(rs_sched_switch)});
+      while (at + sizeof(rs_event_header) <= r.size) {
+        rs_event_header h;
+        std::memcpy(&h, bytes + at, sizeof(h));
+        if (h.size < sizeof(h) || h.size % 8 != 0 || h.size > r.size - at) break;
+        add(RecordView{bytes + at, h.size});
+        at += h.size;
       }
-      if (at < r.size)
-        unbatched_.push_back(RecordView{bytes + at, static_cast<uint32_t>(r.size - at)});
+      if (at < r.size) add(RecordView{bytes + at, static_cast<uint32_t>(r.size - at)});
     }
+    if (unbatched_.empty()) return;
     *handed_out += unbatched_.size();
     callback(ring, absl::MakeConstSpan(unbatched_));
   };
@@ -401,13 +446,13 @@ absl::StatusOr<uint64_t> EventSource::Poll(int timeout_ms,
   if (absl::StatusOr<uint64_t> n = reader_->Poll(timeout_ms, unbatching); !n.ok()) {
     return n.status();
   }
-  FlushSwitchBatches(kBatchMaxWaitNs);
+  FlushSchedBatches(kBatchMaxWaitNs);
   reader_->Drain(unbatching);
   return handed_out;
 }
 
 uint64_t EventSource::Drain(const RingReader::BatchCallback& callback) {
-  FlushSwitchBatches();
+  FlushSchedBatches();
   uint64_t handed_out = 0;
   reader_->Drain(Unbatching(callback, &handed_out));
   return handed_out;

@@ -44,10 +44,10 @@ class EventSource {
     bool sched = true;
     bool process = true;
     bool incidents = true;
-    // sched_switch records reach the rings in per-CPU batches (up to
-    // RS_SWITCH_BATCH_MAX, fewer in a small ring), which Poll() and Drain()
-    // flush first; off: each on its own, at once.
-    bool batch_switches = true;
+    // sched_switch, sched_wakeup and sched_wakeup_new records reach the
+    // rings in per-CPU batches (up to RS_SCHED_BATCH_BYTES, an eighth of a
+    // small ring), which Poll() and Drain() flush; off: each on its own.
+    bool batch_sched = true;
     Filters filters;
   };
   struct ProgramStats {
@@ -83,28 +83,29 @@ class EventSource {
   absl::Status SetCgroupFilter(const std::vector<uint64_t>& cgroup_ids);
 
   // Hands every record in the rings to `callback` in per-CPU batches, after
-  // sending each CPU's batch of switches to its ring (FlushSwitchBatches):
-  // all the programs recorded before the call, each record once. The
-  // switches of a batch are handed out one by one, never the batch; each
-  // type's records of a CPU stay in order, but records of different types
-  // may not (a wakeup before the switches that preceded it).
+  // sending each CPU's batch of scheduling records to its ring
+  // (FlushSchedBatches): all the programs recorded before the call, each
+  // record once. The records of a batch are handed out one by one, never
+  // the batch. A CPU's switches and wakeups stay in order, but other
+  // records may come before ones that preceded them (an exit before the
+  // switches of its last moments).
   uint64_t Drain(const RingReader::BatchCallback& callback);
   // The same after waiting up to `timeout_ms` (see RingReader), flushing
-  // only the batches whose oldest switch waited kBatchMaxWaitNs: a busy CPU
+  // only the batches whose oldest record waited kBatchMaxWaitNs: a busy CPU
   // fills its batch long before, and an idle machine's CPUs are not
   // interrupted at every poll.
   absl::StatusOr<uint64_t> Poll(int timeout_ms, const RingReader::BatchCallback& callback);
   void Wake() { reader_->Wake(); }
   static constexpr uint64_t kBatchMaxWaitNs = 500'000'000;
-  // Sends the batch of each online CPU with switches waiting (for at least
-  // `waited_ns`) to its ring: a BPF_PROG_TEST_RUN of flush_switch_batch on
+  // Sends the batch of each online CPU with records waiting (for at least
+  // `waited_ns`) to its ring: a BPF_PROG_TEST_RUN of flush_sched_batch on
   // that CPU. A CPU that is offline keeps its batch until it returns.
-  void FlushSwitchBatches(uint64_t waited_ns = 0);
-  // Switches per batch; 0 when not batched.
-  uint32_t switch_batch_records() const { return switch_batch_records_; }
-  // Switches waiting in `cpu`'s batch: after a Drain(), those of a CPU that
-  // was offline.
-  uint64_t switches_waiting(int cpu) const;
+  void FlushSchedBatches(uint64_t waited_ns = 0);
+  // Bytes of records per batch; 0 when not batched.
+  uint32_t sched_batch_bytes() const { return sched_batch_bytes_; }
+  // Records of a type waiting in `cpu`'s batch: after a Drain(), those of a
+  // CPU that was offline.
+  uint64_t records_waiting(int cpu, uint32_t event_type) const;
 
   // Reserve failures of an event type, per CPU and summed.
   std::vector<uint64_t> drops_per_cpu(uint32_t event_type) const;
@@ -150,7 +151,7 @@ class EventSource {
   std::vector<std::string> skipped_;
   int num_cpus_ = 0;
   size_t ring_size_ = 0;
-  uint32_t switch_batch_records_ = 0;
+  uint32_t sched_batch_bytes_ = 0;
   std::vector<RecordView> unbatched_;  // Capacity reused by Unbatching().
 };
 

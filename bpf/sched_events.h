@@ -18,15 +18,25 @@ struct rs_sched_switch {
   char next_comm[RS_TASK_COMM_LEN];
 };
 
-/* Most sched_switch records in one batch (bpf/sched.bpf.c). */
-#define RS_SWITCH_BATCH_MAX 42
+/* Most bytes of records in one batch: 42 sched_switch records. */
+#define RS_SCHED_BATCH_BYTES 3360
 
-/* RS_EV_SCHED_SWITCH_BATCH: the header (its size covers the records that
- * follow; ts_ns is the first record's) and up to RS_SWITCH_BATCH_MAX
- * sched_switch records of the header's CPU, in the order they happened. */
-struct rs_switch_batch {
+/* RS_EV_SCHED_BATCH: this header (its size covers the records that follow,
+ * its ts_ns is the first one's), then sched_switch, sched_wakeup and
+ * sched_wakeup_new records of the header's CPU in the order they happened,
+ * each with its own header (bpf/sched.bpf.c). */
+struct rs_sched_batch {
   struct rs_event_header h;
-  struct rs_sched_switch records[RS_SWITCH_BATCH_MAX];
+  __u8 data[RS_SCHED_BATCH_BYTES];
+};
+
+/* A CPU's batch as its programs keep it (a PERCPU_ARRAY value); user space
+ * reads `records` of an offline CPU (EventSource::records_waiting). */
+struct rs_sched_batch_state {
+  __u32 used;       /* Bytes of records in batch.data. */
+  __u32 busy;       /* Set while a program or the flush changes the batch. */
+  __u32 records[4]; /* Per type (index: type) in the batch. */
+  struct rs_sched_batch batch;
 };
 
 /* RS_EV_SCHED_WAKEUP and RS_EV_SCHED_WAKEUP_NEW: `pid` becomes runnable on

@@ -289,11 +289,11 @@ std::vector<DataSource::Loss> BpfDataSource::Losses() const {
   std::vector<Loss> out;
   for (uint32_t type = 1; type < RS_EV_MAX; type++) {
     std::vector<uint64_t> per_cpu = source_->drops_per_cpu(type);
-    // Once stopped, switches still in a batch are those of a CPU that was
+    // Once stopped, records still in a batch are those of a CPU that was
     // offline at the last drain: lost too.
-    if (type == RS_EV_SCHED_SWITCH && stopped_) {
+    if (stopped_) {
       for (uint32_t cpu = 0; cpu < per_cpu.size(); cpu++) {
-        per_cpu[cpu] += source_->switches_waiting(static_cast<int>(cpu));
+        per_cpu[cpu] += source_->records_waiting(static_cast<int>(cpu), type);
       }
     }
     for (uint32_t cpu = 0; cpu < per_cpu.size(); cpu++) {

@@ -221,7 +221,7 @@ constexpr int64_t kOursUnbatched = 14;
 void BM_KernelCost(benchmark::State& state) {
   EventSource::Options options;
   options.ring_size_per_cpu = static_cast<size_t>(state.range(0)) << 10;
-  options.batch_switches = state.range(2) != kOursUnbatched;
+  options.batch_sched = state.range(2) != kOursUnbatched;
   absl::StatusOr<std::unique_ptr<EventSource>> s = EventSource::Load(options);
   if (!s.ok()) return state.SkipWithError(std::string(s.status().message()).c_str());
   EventSource& source = **s;
@@ -319,8 +319,8 @@ void BM_KernelCost(benchmark::State& state) {
 // event's enabled time (local_clock) instead of our clock; 11 the batch
 // stamped with it; 12 and 13 ours on sched_switch and on sched_wakeup
 // into a lock-free per-CPU ring of fixed slots instead of a BPF ringbuf;
-// 14 ours with sched_switch records not batched, each reserved on its own
-// in the ring as before batching).
+// 14 ours with no scheduling records batched, each reserved on its own in
+// the ring as before batching).
 BENCHMARK(BM_KernelCost)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()

@@ -362,6 +362,10 @@ TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
   const EventSource::ProgramStats prog = StatsOf(*source, "handle_sched_switch");
   EXPECT_EQ(prog.run_count, c.switches.size() + source->not_recorded(RS_EV_SCHED_SWITCH));
   EXPECT_EQ(prog.missed, 0u);
+  // The wakeups too, which share the switches' batches.
+  EXPECT_EQ(source->drops(RS_EV_SCHED_WAKEUP), 0u);
+  EXPECT_EQ(StatsOf(*source, "handle_sched_wakeup").run_count,
+            c.wakeups.size() + source->not_recorded(RS_EV_SCHED_WAKEUP));
 }
 
 // A child whose tasks leave the CPU in several states: asleep (S), waiting
@@ -506,36 +510,60 @@ TEST(EventSourceTest, TinyRingUnderAStormDropsExactlyWhatIsMissing) {
   const EventSource::ProgramStats prog = StatsOf(*source, "handle_sched_switch");
   EXPECT_GT(drops, 1000u);
   EXPECT_EQ(c.switches.size() + drops + source->not_recorded(RS_EV_SCHED_SWITCH), prog.run_count);
+  EXPECT_EQ(c.wakeups.size() + source->drops(RS_EV_SCHED_WAKEUP) +
+                source->not_recorded(RS_EV_SCHED_WAKEUP),
+            StatsOf(*source, "handle_sched_wakeup").run_count);
   // The per-CPU counters add up to the total.
   uint64_t per_cpu_sum = 0;
   for (uint64_t d : source->drops_per_cpu(RS_EV_SCHED_SWITCH)) per_cpu_sum += d;
   EXPECT_EQ(per_cpu_sum, drops);
 }
 
-// Switches wait in a per-CPU batch until it fills or the consumer drains:
-// a drain hands out the switches of a batch far from full, at once.
-TEST(EventSourceTest, ADrainHandsOutTheSwitchesStillInTheirBatch) {
+// Switches and wakeups wait in a per-CPU batch until it fills or the
+// consumer drains: a drain hands out the records of a batch far from full.
+TEST(EventSourceTest, ADrainHandsOutTheRecordsStillInTheirBatch) {
   EventSource::Options options = WithRingSize(1 << 20);
-  options.filters.tgids = {getpid()};  // Only this test's own few switches.
+  options.filters.tgids = {getpid()};  // Only this test's own few records.
   RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
-  ASSERT_EQ(source->switch_batch_records(), uint32_t{RS_SWITCH_BATCH_MAX});
+  ASSERT_EQ(source->sched_batch_bytes(), uint32_t{RS_SCHED_BATCH_BYTES});
   ASSERT_TRUE(source->Attach().ok());
-  for (int i = 0; i < 3; i++) usleep(2000);  // Out and back in, three times.
+  for (int i = 0; i < 3; i++) usleep(2000);  // Out, woken, back in: three times.
   Collected c;
   source->Drain([&c](uint32_t cpu, absl::Span<const RecordView> records) {
     for (const RecordView& r : records) c.Add(cpu, r.data, r.size);
   });
   source->Detach();
   EXPECT_TRUE(c.errors.empty()) << absl::StrJoin(c.errors, "\n");
-  size_t ours = 0;
+  size_t switches = 0, wakeups = 0;
   for (const rs_sched_switch& e : c.switches) {
-    ours += e.prev_tgid == getpid() || e.next_tgid == getpid();
+    switches += e.prev_tgid == getpid() || e.next_tgid == getpid();
   }
-  EXPECT_GE(ours, 6u);
-  EXPECT_LT(ours, size_t{RS_SWITCH_BATCH_MAX});  // No batch filled: the drain sent them.
+  for (const rs_sched_wakeup& e : c.wakeups) wakeups += e.tgid == getpid();
+  EXPECT_GE(switches, 6u);
+  EXPECT_GE(wakeups, 3u);
+  // No batch filled: the drain sent them.
+  EXPECT_LT(switches * sizeof(rs_sched_switch) + wakeups * sizeof(rs_sched_wakeup),
+            size_t{RS_SCHED_BATCH_BYTES});
 }
 
-// A CPU that goes offline keeps the switches waiting in its batch, which no
+// Batches are handed out as their records, never more at once than the
+// reader hands out ring records: a consumer writes each call as one packet.
+TEST(EventSourceTest, NoCallbackGetsMoreRecordsThanTheReadersBatch) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, WithRingSize(8 << 20));
+  ASSERT_TRUE(source->Attach().ok());
+  const pid_t child = SwitchStorm(3000);  // Nobody reads while it runs.
+  waitpid(child, nullptr, 0);
+  source->Detach();
+  size_t total = 0, most = 0;
+  source->Drain([&](uint32_t, absl::Span<const RecordView> records) {
+    total += records.size();
+    most = std::max(most, records.size());
+  });
+  EXPECT_GT(total, 3 * RingReader::kMaxBatch);
+  EXPECT_LE(most, RingReader::kMaxBatch);
+}
+
+// A CPU that goes offline keeps the records waiting in its batch, which no
 // drain can reach, until it comes back: then the next drain hands them out.
 TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs two online CPUs";
@@ -557,13 +585,19 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
       }
     };
   };
+  auto waiting_on_cpu1 = [&source] {
+    return source->records_waiting(1, RS_EV_SCHED_SWITCH) +
+           source->records_waiting(1, RS_EV_SCHED_WAKEUP) +
+           source->records_waiting(1, RS_EV_SCHED_WAKEUP_NEW);
+  };
   ASSERT_TRUE(source->Attach().ok());
-  // A few switches of this thread on CPU 1, fewer than a batch; then off it.
+  // A few switches and wakeups of this thread on CPU 1, fewer than a
+  // batch; then off it.
   ASSERT_TRUE(pin(1));
   for (int i = 0; i < 3; i++) usleep(2000);
   ASSERT_TRUE(pin(0));
-  const uint64_t waiting = source->switches_waiting(1);
-  EXPECT_GE(waiting, 6u);
+  const uint64_t waiting = waiting_on_cpu1();
+  EXPECT_GE(source->records_waiting(1, RS_EV_SCHED_SWITCH), 6u);
   {
     ::ringside::testing::CpuOffline cpu1(1);
     if (!cpu1.Offline()) {
@@ -572,8 +606,9 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
     }
     Collected during;
     source->Drain(on_cpu1(&during));
-    EXPECT_EQ(during.switches.size(), 0u);
-    EXPECT_EQ(source->switches_waiting(1), waiting);
+    // Only what went straight into its ring (the migration off it).
+    EXPECT_EQ(during.switches.size() + during.wakeups.size() + during.wakeups_new.size(), 0u);
+    EXPECT_EQ(waiting_on_cpu1(), waiting);
     ASSERT_TRUE(cpu1.Online());
   }
   Collected after;
@@ -581,17 +616,17 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
   source->Detach();
   sched_setaffinity(0, sizeof(original), &original);
   EXPECT_TRUE(after.errors.empty()) << absl::StrJoin(after.errors, "\n");
-  EXPECT_EQ(after.switches.size(), waiting);
-  EXPECT_EQ(source->switches_waiting(1), 0u);
+  EXPECT_EQ(after.switches.size() + after.wakeups.size() + after.wakeups_new.size(), waiting);
+  EXPECT_EQ(waiting_on_cpu1(), 0u);
 }
 
-// Batching off (Options::batch_switches): each switch goes to the ring on
-// its own, and is still counted exactly.
+// Batching off (Options::batch_sched): each switch goes to the ring on its
+// own, and is still counted exactly.
 TEST(EventSourceTest, UnbatchedSwitchesAreCountedExactly) {
   EventSource::Options options = WithRingSize(8 << 20);
-  options.batch_switches = false;
+  options.batch_sched = false;
   RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
-  EXPECT_EQ(source->switch_batch_records(), 0u);
+  EXPECT_EQ(source->sched_batch_bytes(), 0u);
   KernelStatsScope stats;
   ASSERT_TRUE(stats.ok()) << "BPF_ENABLE_STATS: " << std::strerror(errno);
   ASSERT_TRUE(source->Attach().ok());
