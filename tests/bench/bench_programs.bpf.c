@@ -53,6 +53,10 @@ int BPF_PROG(step_clock, bool preempt, struct task_struct* prev, struct task_str
   return bpf_ktime_get_boot_ns() == 0;
 }
 
+/* The same read on the wakeup's tracepoint: the floor of a wakeup record. */
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(step_wakeup_clock, struct task_struct* p) { return bpf_ktime_get_boot_ns() == 0; }
+
 /* The current CPU's ring, a record reserved and submitted, no clock. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(step_reserve_submit, bool preempt, struct task_struct* prev,

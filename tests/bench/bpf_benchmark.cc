@@ -247,6 +247,7 @@ void BM_KernelCost(benchmark::State& state) {
       f.programs->progs.step_switch_lockless,
       f.programs->progs.step_wakeup_lockless,
       nullptr,  // kOursUnbatched
+      f.programs->progs.step_wakeup_clock,
   };
   const bpf_program* step = all_steps[state.range(2)];
   std::vector<const bpf_program*> bench_programs = {f.programs->progs.empty_sched_switch,
@@ -320,7 +321,7 @@ void BM_KernelCost(benchmark::State& state) {
 // stamped with it; 12 and 13 ours on sched_switch and on sched_wakeup
 // into a lock-free per-CPU ring of fixed slots instead of a BPF ringbuf;
 // 14 ours with no scheduling records batched, each reserved on its own in
-// the ring as before batching).
+// the ring as before batching; 15 the clock alone on sched_wakeup).
 BENCHMARK(BM_KernelCost)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
@@ -344,7 +345,8 @@ BENCHMARK(BM_KernelCost)
     ->Args({4096, kPingPong, 12})
     ->Args({4096, kPingPong, 13})
     ->Args({4096, kPingPong, kOursUnbatched})
-    ->Args({4096, kSleepLoop, kOursUnbatched});
+    ->Args({4096, kSleepLoop, kOursUnbatched})
+    ->Args({4096, kPingPong, 15});
 
 }  // namespace
 }  // namespace ringside::bpf
