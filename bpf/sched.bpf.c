@@ -156,30 +156,19 @@ int flush_sched_batch(void* ctx) {
   return 0;
 }
 
-static __always_inline void fill_wakeup(struct rs_sched_wakeup* e, struct task_struct* p) {
-  struct task_struct* waker = bpf_get_current_task_btf();
-  e->pid = p->pid;
-  e->tgid = p->tgid;
-  e->prio = p->prio;
-  e->target_cpu = rs_task_cpu(p);
-  e->waker_pid = waker->pid;
-  e->waker_tgid = waker->tgid;
-  __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
-}
-
 static __always_inline int emit_wakeup(__u32 type, struct task_struct* p) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
   struct rs_sched_batch_state* s = take_sched_batch();
   if (s) {
     struct rs_sched_wakeup* e = batch_record(s, type, sizeof(*e));
-    fill_wakeup(e, p);
+    rs_fill_wakeup(e, p);
     commit_batch_record(s, &e->h, type);
     return 0;
   }
   void* ring;
   struct rs_sched_wakeup* e = rs_reserve(type, sizeof(*e), &ring);
   if (!e) return 0;
-  fill_wakeup(e, p);
+  rs_fill_wakeup(e, p);
   rs_submit(ring, e);
   return 0;
 }

@@ -1,5 +1,5 @@
-/* How bpf/sched.bpf.c fills a sched_switch record, shared with the
- * benchmarks that time its parts. */
+/* How bpf/sched.bpf.c fills its sched_switch and sched_wakeup records,
+ * shared with the benchmarks that time its parts. */
 #ifndef RINGSIDE_BPF_SCHED_BPF_H_
 #define RINGSIDE_BPF_SCHED_BPF_H_
 
@@ -7,6 +7,7 @@
 
 #include <bpf/bpf_helpers.h>
 
+#include "bpf/rings.bpf.h"
 #include "bpf/sched_events.h"
 #include "bpf/task_state.h"
 
@@ -28,6 +29,19 @@ static __always_inline void rs_fill_switch_comms(struct rs_sched_switch* e,
                                                  struct task_struct* next) {
   __builtin_memcpy(e->prev_comm, prev->comm, RS_TASK_COMM_LEN);
   __builtin_memcpy(e->next_comm, next->comm, RS_TASK_COMM_LEN);
+}
+
+/* Every field of a wakeup record but the header; the waker is the task
+ * running the wakeup. */
+static __always_inline void rs_fill_wakeup(struct rs_sched_wakeup* e, struct task_struct* p) {
+  struct task_struct* waker = bpf_get_current_task_btf();
+  e->pid = p->pid;
+  e->tgid = p->tgid;
+  e->prio = p->prio;
+  e->target_cpu = rs_task_cpu(p);
+  e->waker_pid = waker->pid;
+  e->waker_tgid = waker->tgid;
+  __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
 }
 
 #endif /* RINGSIDE_BPF_SCHED_BPF_H_ */

@@ -301,14 +301,7 @@ int BPF_PROG(step_wakeup_lockless, struct task_struct* p) {
   const __u32 cpu = bpf_get_smp_processor_id();
   struct rs_sched_wakeup* e = lockless_slot(RS_EV_SCHED_WAKEUP, sizeof(*e), cpu);
   if (!e) return 0;
-  struct task_struct* waker = bpf_get_current_task_btf();
-  e->pid = p->pid;
-  e->tgid = p->tgid;
-  e->prio = p->prio;
-  e->target_cpu = rs_task_cpu(p);
-  e->waker_pid = waker->pid;
-  e->waker_tgid = waker->tgid;
-  __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
+  rs_fill_wakeup(e, p);
   lockless_publish(cpu);
   return 0;
 }
