@@ -134,7 +134,7 @@ class EventSource {
  private:
   EventSource() = default;
   absl::Status LoadGroups(const Options& options);
-  // `callback`, with each switch batch replaced by its records; counts the
+  // `callback`, with each scheduling batch replaced by its records; counts the
   // records it hands out into `*handed_out`.
   RingReader::BatchCallback Unbatching(const RingReader::BatchCallback& callback,
                                        uint64_t* handed_out);
