@@ -364,25 +364,26 @@ void EventSource::FlushSchedBatches(uint64_t waited_ns) {
   }
 }
 
-uint64_t EventSource::records_waiting(int cpu, uint32_t event_type) const {
-  if (sched_ == nullptr || sched_batch_bytes_ == 0 || cpu < 0 || cpu >= num_cpus_ ||
-      event_type >= 4) {
-    return 0;
-  }
-  // Every CPU's batch at once: a rare call.
+std::vector<uint64_t> EventSource::records_waiting(uint32_t event_type) const {
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(num_cpus_), 0);
+  if (sched_ == nullptr || sched_batch_bytes_ == 0 || event_type >= 4) return per_cpu;
+  // Every CPU's batch in one lookup, the per-type counts read out of each.
   const size_t value_size = bpf_map__value_size(sched_->maps.sched_batches);
   const size_t stride = (value_size + 7) / 8 * 8;
-  std::vector<uint8_t> values(stride * static_cast<size_t>(num_cpus_));
+  std::vector<uint8_t> values(stride * per_cpu.size());
   const uint32_t zero = 0;
   if (bpf_map_lookup_elem(bpf_map__fd(sched_->maps.sched_batches), &zero, values.data()) != 0) {
-    return 0;
+    return per_cpu;
   }
-  uint32_t count;
-  std::memcpy(&count,
-              values.data() + stride * static_cast<size_t>(cpu) +
-                  offsetof(rs_sched_batch_state, records) + event_type * sizeof(uint32_t),
-              sizeof(count));
-  return count;
+  for (size_t cpu = 0; cpu < per_cpu.size(); cpu++) {
+    uint32_t count;
+    std::memcpy(&count,
+                values.data() + stride * cpu + offsetof(rs_sched_batch_state, records) +
+                    event_type * sizeof(uint32_t),
+                sizeof(count));
+    per_cpu[cpu] = count;
+  }
+  return per_cpu;
 }
 
 namespace {

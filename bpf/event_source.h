@@ -103,9 +103,9 @@ class EventSource {
   void FlushSchedBatches(uint64_t waited_ns = 0);
   // Bytes of records per batch; 0 when not batched.
   uint32_t sched_batch_bytes() const { return sched_batch_bytes_; }
-  // Records of a type waiting in `cpu`'s batch: after a Drain(), those of a
-  // CPU that was offline.
-  uint64_t records_waiting(int cpu, uint32_t event_type) const;
+  // Records of a type waiting in each CPU's batch (index: CPU), like
+  // drops_per_cpu: after a Drain(), those of a CPU that was offline.
+  std::vector<uint64_t> records_waiting(uint32_t event_type) const;
 
   // Reserve failures of an event type, per CPU and summed.
   std::vector<uint64_t> drops_per_cpu(uint32_t event_type) const;

@@ -292,8 +292,9 @@ std::vector<DataSource::Loss> BpfDataSource::Losses() const {
     // Once stopped, records still in a batch are those of a CPU that was
     // offline at the last drain: lost too.
     if (stopped_) {
-      for (uint32_t cpu = 0; cpu < per_cpu.size(); cpu++) {
-        per_cpu[cpu] += source_->records_waiting(static_cast<int>(cpu), type);
+      const std::vector<uint64_t> waiting = source_->records_waiting(type);
+      for (size_t cpu = 0; cpu < per_cpu.size() && cpu < waiting.size(); cpu++) {
+        per_cpu[cpu] += waiting[cpu];
       }
     }
     for (uint32_t cpu = 0; cpu < per_cpu.size(); cpu++) {

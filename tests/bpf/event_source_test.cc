@@ -586,9 +586,9 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
     };
   };
   auto waiting_on_cpu1 = [&source] {
-    return source->records_waiting(1, RS_EV_SCHED_SWITCH) +
-           source->records_waiting(1, RS_EV_SCHED_WAKEUP) +
-           source->records_waiting(1, RS_EV_SCHED_WAKEUP_NEW);
+    return source->records_waiting(RS_EV_SCHED_SWITCH)[1] +
+           source->records_waiting(RS_EV_SCHED_WAKEUP)[1] +
+           source->records_waiting(RS_EV_SCHED_WAKEUP_NEW)[1];
   };
   ASSERT_TRUE(source->Attach().ok());
   // A few switches and wakeups of this thread on CPU 1, fewer than a
@@ -596,7 +596,7 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
   ASSERT_TRUE(pin(1));
   for (int i = 0; i < 3; i++) usleep(2000);
   ASSERT_TRUE(pin(0));
-  EXPECT_GE(source->records_waiting(1, RS_EV_SCHED_SWITCH), 6u);
+  EXPECT_GE(source->records_waiting(RS_EV_SCHED_SWITCH)[1], 6u);
   uint64_t waiting = 0, offline_at = 0;
   {
     ::ringside::testing::CpuOffline cpu1(1);
