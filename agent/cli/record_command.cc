@@ -193,7 +193,8 @@ void PrintSummary(const TracingSession::Summary& s, const std::string& why,
   if (s.chunks_dropped > 0) {
     lost.push_back(absl::StrCat(Count(s.chunks_dropped), " chunks whose pool was empty (",
                                 Count(s.events_lost_in_pool),
-                                " events; a shorter drain_period_ms)"));
+                                " events; the thread moving chunks into the buffers fell 100 ms "
+                                "behind its readers: a loaded machine or a slow disk)"));
   }
   if (s.events_lost_in_buffers > 0) {
     lost.push_back(absl::StrCat(Count(s.events_lost_in_buffers),

@@ -61,6 +61,13 @@ absl::StatusOr<std::unique_ptr<TracingSession>> TracingSession::Create(
     }
   }
   s->sources_ = BuildDataSources(cfg, s->tracker_.get(), incidents);
+  TracingSession* session = s.get();
+  for (SourceSlot& slot : s->sources_.slots) {
+    slot.producer->SetCommitRequest([session] {
+      absl::MutexLock lock(&session->stop_mu_);
+      session->commit_requested_ = true;
+    });
+  }
   s->warnings_ = s->sources_.warnings;
   return s;
 }
@@ -170,20 +177,23 @@ void TracingSession::BufferOwnerLoop() {
   };
   while (true) {
     const int64_t wake = std::min({next_move, next_flush, next_write});
+    bool commit_requested = false;
     {
       absl::MutexLock lock(&stop_mu_);
       const int64_t wait = wake - MonotonicNs();
-      if (wait > 0) {
-        stop_mu_.AwaitWithTimeout(absl::Condition(&stop_requested_), absl::Nanoseconds(wait));
-      }
+      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stop_mu_) {
+        return stop_requested_ || commit_requested_;
+      };
+      if (wait > 0) stop_mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Nanoseconds(wait));
       if (stop_requested_) return;
+      std::swap(commit_requested, commit_requested_);
     }
     const int64_t now = MonotonicNs();
     if (now >= next_flush) {
       Flush();
       next_flush = advance(next_flush, flush_ns, now);
       next_move = now + kMoveChunksPeriodNs;
-    } else if (now >= next_move || now >= next_write) {
+    } else if (commit_requested || now >= next_move || now >= next_write) {
       MoveChunksIntoBuffers();
       next_move = now + kMoveChunksPeriodNs;
     }
@@ -400,7 +410,7 @@ absl::StatusOr<TracingSession::Summary> TracingSession::WriteTrace(TraceSink* si
     if (absl::Status st = sink->Finish(); !st.ok()) return st;
   }
   for (const SourceStats& s : final_source_stats_)
-    summary.chunks_dropped += s.producer.pool_exhausted;
+    summary.chunks_dropped += s.producer.chunks_dropped();
   summary.events_seen = final_events_seen_;
   summary.events_lost = final_events_lost_;
   summary.packets += service_packets_;

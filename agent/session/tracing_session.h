@@ -79,9 +79,9 @@ class TracingSession {
     uint64_t events_seen = 0;  // Read from the staging rings.
     uint64_t events_kept = 0;  // In the file.
     // Lost, by stage: before the buffers (BPF ring reserve failures, ftrace
-    // overruns), chunk pools found empty (each drops a packet or more),
-    // overwritten in a RING_BUFFER before being read, refused by a full
-    // DISCARD buffer.
+    // overruns), chunk pools that stayed empty 100 ms (each drops a packet
+    // or more), overwritten in a RING_BUFFER before being read, refused by a
+    // full DISCARD buffer.
     uint64_t events_lost = 0;
     uint64_t chunks_dropped = 0;
     uint64_t chunks_overwritten = 0;
@@ -240,6 +240,12 @@ class TracingSession {
   // off). Declared before the sources, which report to it, so it outlives
   // them.
   std::unique_ptr<DescriptorTracker> tracker_;
+  // What wakes the owner thread: a stop, or a producer whose chunk pool is
+  // half in use (its commit request). Declared before the sources, whose
+  // reader threads make the requests, so it outlives them.
+  absl::Mutex stop_mu_;
+  bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
+  bool commit_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
   BuiltSources sources_;
   std::vector<std::string> warnings_;
   // Staging losses, kept from Stop() on, when the sources are gone.
@@ -260,8 +266,6 @@ class TracingSession {
   std::vector<std::string> notices_ ABSL_GUARDED_BY(notices_mu_);
 
   std::thread owner_;
-  absl::Mutex stop_mu_;
-  bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
   int64_t start_boottime_ns_ = 0;
   trace::TracePacket start_clocks_;
   trace::TracePacket start_processes_;

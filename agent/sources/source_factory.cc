@@ -22,9 +22,14 @@ struct BuildContext {
   int bpf_loaded = 0;
   std::optional<absl::Status> tracefs_error;
 
+  // A reader whose chunk pool is empty waits for the buffer-owner thread to
+  // commit (asked to at half the pool) rather than drop what it took out of
+  // the staging ring: the ring holds the events meanwhile, and counts what
+  // it must refuse. It drops only when the owner falls 100 ms behind.
   std::unique_ptr<ProducerBuffer> NewProducer() {
     return std::make_unique<ProducerBuffer>(
-        next_producer++, buffer::ClientIdentity{getuid(), getpid()}, ProducerBuffer::Options{});
+        next_producer++, buffer::ClientIdentity{getuid(), getpid()},
+        ProducerBuffer::Options{.policy = PoolExhaustedPolicy::kStall});
   }
   void Warn(std::string message) { out->warnings.push_back(std::move(message)); }
   void Disable(const config::DataSourceConfig& c, absl::string_view why) {

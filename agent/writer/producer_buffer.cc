@@ -32,8 +32,27 @@ void ProducerBuffer::Unregister(TraceWriter* writer) {
   writers_.erase(std::remove(writers_.begin(), writers_.end(), writer), writers_.end());
 }
 
+void ProducerBuffer::SetCommitRequest(std::function<void()> request) {
+  commit_request_ = std::move(request);
+}
+
 uint8_t* ProducerBuffer::AcquireChunk() {
+  if (commit_request_ && ClaimCommitRequest()) commit_request_();
   absl::MutexLock lock(&mu_);
+  return AcquireChunkLocked();
+}
+
+bool ProducerBuffer::ClaimCommitRequest() {
+  absl::MutexLock lock(&mu_);
+  // Asked for at half the pool, not when it is empty: the owner thread may
+  // take a while to run on a busy machine, and the writer goes on filling
+  // the other half meanwhile.
+  if (commit_requested_ || free_chunks_.size() > options_.num_chunks / 2) return false;
+  commit_requested_ = true;
+  return true;
+}
+
+uint8_t* ProducerBuffer::AcquireChunkLocked() {
   if (free_chunks_.empty()) {
     stats_.pool_exhausted++;
     if (options_.policy == PoolExhaustedPolicy::kDrop) return nullptr;
@@ -104,6 +123,12 @@ size_t ProducerBuffer::CommitQueuedInto(buffer::TraceBuffer* buffer) {
                                       e.patches.size(), e.other_patches_pending);
         break;
     }
+  }
+  {
+    // Only now that the chunks are back in the pool: a writer asks again
+    // when half of it is in use again.
+    absl::MutexLock lock(&mu_);
+    commit_requested_ = false;
   }
   return entries.size();
 }

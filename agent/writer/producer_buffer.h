@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -69,6 +70,9 @@ class ProducerBuffer {
     uint64_t stalls = 0;          // Waits for a free chunk (kStall).
     uint64_t stall_timeouts = 0;  // Waits that gave up and dropped.
     uint64_t stall_ns = 0;        // Total time writers waited.
+    // Acquisitions that got no chunk: each drops what its writer wrote until
+    // the next chunk it gets.
+    uint64_t chunks_dropped() const { return pool_exhausted - stalls + stall_timeouts; }
   };
 
   ProducerBuffer(buffer::ProducerID producer_id, buffer::ClientIdentity identity, Options options);
@@ -88,6 +92,13 @@ class ProducerBuffer {
   // writers' own later commits complete them.
   void ScrapeWriters();
 
+  // `request` is called, from a writer's thread and with no lock held, when
+  // half the pool is in use and the queue has not been committed since:
+  // the owner thread should commit it now rather than at its next period,
+  // so that a fast writer finds chunks. Set before any writer writes; it
+  // must stay callable while writers run.
+  void SetCommitRequest(std::function<void()> request);
+
   Stats stats() const;
   size_t chunk_size() const { return options_.chunk_size; }
   const Options& options() const { return options_; }
@@ -101,6 +112,9 @@ class ProducerBuffer {
   void Unregister(TraceWriter* writer);
 
  private:
+  // Whether this writer is the one to make the commit request now.
+  bool ClaimCommitRequest();
+  uint8_t* AcquireChunkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseChunk(uint8_t* chunk);
 
   const buffer::ProducerID producer_id_;
@@ -113,6 +127,9 @@ class ProducerBuffer {
   std::vector<uint8_t*> free_chunks_ ABSL_GUARDED_BY(mu_);
   std::deque<CommitEntry> queue_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> commit_request_;
+  // The commit request was made and the queue not committed since.
+  bool commit_requested_ ABSL_GUARDED_BY(mu_) = false;
 
   // The writers, for scraping. Lock order: writers_mu_, then a writer's own
   // chunk lock, then mu_.

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
 #include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/workloads.h"
 
 namespace ringside::agent {
 namespace {
@@ -343,6 +344,39 @@ TEST(TracingSessionTest, ASnapshotHoldsWhatTheFtraceBuffersHadNotHandedOverYet) 
       "buffers { size_kb: 4096 }\n"
       "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
       "  ftrace_events: \"sched/sched_process_exec\" drain_period_ms: 5000 } } }\n");
+}
+
+// A reader hands its chunk pool (1 MiB) far more than the owner thread's
+// 100 ms period lets through: a pipe storm's rings, read out in bursts of
+// up to a quarter of a 16 MiB ring. Its pool asks the owner to commit when
+// half full, and the reader waits for chunks rather than drop: the file
+// holds every event the reader took from the rings.
+TEST(TracingSessionTest, AReadersBurstsLargerThanItsChunkPoolAreKeptWhole) {
+  if (geteuid() != 0) GTEST_SKIP() << "linux.bpf needs root (CAP_BPF and CAP_PERFMON)";
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+      "buffers { size_kb: 131072 }\n"
+      "data_sources { config { name: \"linux.bpf\" bpf_config {\n"
+      "  sched: true process: false incidents: false ring_size_kb: 16384\n"
+      "  drain_period_ms: 5000 } } }\n",
+      "test.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(*cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Start().ok());
+  ASSERT_TRUE((*s)->warnings().empty()) << (*s)->warnings()[0];
+  const std::vector<pid_t> storm = testing::StartPipeStorm(2);
+  usleep(1'000'000);
+  testing::StopProcesses(storm);
+  ASSERT_TRUE((*s)->Stop().ok());
+  StringSink sink;
+  absl::StatusOr<TracingSession::Summary> summary = (*s)->WriteTrace(&sink);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_GT(sink.data().size(), size_t{4} << 20) << "the storm wrote too little to fill the pool";
+  EXPECT_EQ(summary->events_lost, 0u) << "the rings lost events: make them larger";
+  EXPECT_EQ(summary->chunks_dropped, 0u);
+  EXPECT_EQ(summary->events_lost_in_pool, 0u);
+  EXPECT_EQ(summary->events_lost_in_buffers, 0u);
+  EXPECT_EQ(summary->events_kept, summary->events_seen);
 }
 
 TEST(TracingSessionTest, ItsReportNamesEachSourceBufferAndTheDurableStore) {

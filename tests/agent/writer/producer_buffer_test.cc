@@ -265,6 +265,81 @@ TEST(ProducerBufferTest, StallGivesUpAfterTheTimeoutAndCountsIt) {
   EXPECT_GE(s.stall_ns, 10'000'000u);
 }
 
+TEST(ProducerBufferTest, AskForACommitOnceWhenHalfThePoolIsInUse) {
+  auto tb = buffer::TraceBuffer::Create(1 << 20);
+  ProducerBuffer producer(1, {}, Pool(8));
+  int requests = 0;
+  producer.SetCommitRequest([&] { requests++; });
+  // The fifth acquisition leaves half the pool, or less, free.
+  for (uint32_t i = 0; i < 4; i++) {
+    CommitBuiltChunk(&producer, i, buffer::ChunkBuilder(0, i).AddFragment("a"));
+  }
+  EXPECT_EQ(requests, 0);
+  CommitBuiltChunk(&producer, 4, buffer::ChunkBuilder(0, 4).AddFragment("b"));
+  EXPECT_EQ(requests, 1);
+  // Not again until the owner has committed.
+  CommitBuiltChunk(&producer, 5, buffer::ChunkBuilder(0, 5).AddFragment("c"));
+  EXPECT_EQ(requests, 1);
+  EXPECT_EQ(producer.CommitQueuedInto(tb.get()), 6u);
+  CommitBuiltChunk(&producer, 6, buffer::ChunkBuilder(0, 6).AddFragment("d"));
+  EXPECT_EQ(requests, 1) << "the pool is back to 7 of 8 chunks free";
+  for (uint32_t i = 7; i < 11; i++) {
+    CommitBuiltChunk(&producer, i, buffer::ChunkBuilder(0, i).AddFragment("e"));
+  }
+  EXPECT_EQ(requests, 2);
+}
+
+// The reader of a kernel source, writing a burst eight times its pool with
+// an owner thread that commits only when asked: every packet arrives, and
+// no writer waits out its stall timeout.
+TEST(ProducerBufferTest, AWriterFasterThanTheOwnersPeriodLosesNothingWithCommitRequests) {
+  auto tb = buffer::TraceBuffer::Create(16 << 20);
+  ProducerBuffer::Options o = Pool(16, PoolExhaustedPolicy::kStall);
+  o.stall_timeout = absl::Seconds(30);
+  ProducerBuffer producer(1, {}, o);
+  absl::Mutex mu;
+  bool requested = false, done = false;
+  producer.SetCommitRequest([&] {
+    absl::MutexLock lock(&mu);
+    requested = true;
+  });
+  std::thread owner([&] {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu);
+        auto woken = [&] { return requested || done; };
+        mu.Await(absl::Condition(&woken));
+        if (done && !requested) return;
+        requested = false;
+      }
+      producer.CommitQueuedInto(tb.get());
+    }
+  });
+  auto writer = producer.CreateTraceWriter(1);
+  constexpr uint64_t kPackets = 16 * 8 * 4;  // Four 1000-byte packets a chunk.
+  for (uint64_t i = 1; i <= kPackets; i++) {
+    auto packet = writer->NewTracePacket();
+    packet->AppendVarInt(TracePacket::kTimestampFieldNumber, i);
+    packet->AppendString(TracePacket::kSynchronizationMarkerFieldNumber, std::string(1000, 'x'));
+  }
+  writer->Flush();
+  {
+    absl::MutexLock lock(&mu);
+    done = true;
+  }
+  owner.join();
+  producer.CommitQueuedInto(tb.get());
+  std::vector<Read> reads = ReadAll(tb.get());
+  ASSERT_EQ(reads.size(), kPackets);
+  for (uint64_t i = 0; i < kPackets; i++) {
+    EXPECT_EQ(TimestampOf(reads[i]), i + 1);
+    EXPECT_EQ(reads[i].loss, 0u);
+  }
+  const ProducerBuffer::Stats s = producer.stats();
+  EXPECT_EQ(s.chunks_dropped(), 0u);
+  EXPECT_EQ(s.stall_timeouts, 0u);
+}
+
 TEST(ProducerBufferTest, WritersFillChunksOfTheConfiguredSize) {
   // A 6000-byte packet fits one 8 KiB chunk but takes two of 4 KiB.
   for (size_t chunk_size : {size_t{4096}, size_t{8192}}) {
