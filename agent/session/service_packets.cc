@@ -145,6 +145,8 @@ TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources
     p->set_chunks_committed(s.producer.chunks_committed);
     p->set_pool_exhausted(s.producer.pool_exhausted);
     p->set_stall_timeouts(s.producer.stall_timeouts);
+    p->set_stalls(s.producer.stalls);
+    p->set_stalled_ns(s.producer.stall_ns);
     p->set_consumer_cpu_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(s.consumer.cpu)));
     if (s.consumer.pauses > 0) {
       p->set_consumer_paused_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(s.consumer.paused)));

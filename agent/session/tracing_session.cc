@@ -61,13 +61,6 @@ absl::StatusOr<std::unique_ptr<TracingSession>> TracingSession::Create(
     }
   }
   s->sources_ = BuildDataSources(cfg, s->tracker_.get(), incidents);
-  TracingSession* session = s.get();
-  for (SourceSlot& slot : s->sources_.slots) {
-    slot.producer->SetCommitRequest([session] {
-      absl::MutexLock lock(&session->stop_mu_);
-      session->commit_requested_ = true;
-    });
-  }
   s->warnings_ = s->sources_.warnings;
   return s;
 }
@@ -78,7 +71,24 @@ uint64_t TracingSession::MaxTraceBytes(const config::TraceConfig& config) {
   return bytes + bytes / 4 + uint64_t{config.durable_buffer_size_kb()} * 2048 + (8 << 20);
 }
 
-TracingSession::~TracingSession() {
+TracingSession::~TracingSession() { StopOwner(); }
+
+void TracingSession::StartOwner() {
+  owner_ = std::thread([this] { BufferOwnerLoop(); });
+  // Readers whose pool runs low ask the owner to commit, and wait for it.
+  for (SourceSlot& slot : sources_.slots) {
+    slot.producer->AttachCommitter([this] {
+      absl::MutexLock lock(&stop_mu_);
+      commit_requested_ = true;
+    });
+  }
+}
+
+void TracingSession::StopOwner() {
+  // From here on a reader that finds its pool empty drops rather than waits
+  // for a commit that would not come (the sources' final drain in their
+  // destructors, when Stop() was not called).
+  for (SourceSlot& slot : sources_.slots) slot.producer->DetachCommitter();
   {
     absl::MutexLock lock(&stop_mu_);
     stop_requested_ = true;
@@ -137,7 +147,7 @@ absl::Status TracingSession::Start(TraceSink* stream) {
     }
     if (absl::Status st = WriteToStream(header); !st.ok()) return st;
   }
-  owner_ = std::thread([this] { BufferOwnerLoop(); });
+  StartOwner();
   return absl::OkStatus();
 }
 
@@ -304,11 +314,7 @@ absl::Status TracingSession::Stop() {
   for (SourceSlot& slot : sources_.slots) {
     if (slot.source != nullptr) slot.source->Stop();
   }
-  {
-    absl::MutexLock lock(&stop_mu_);
-    stop_requested_ = true;
-  }
-  if (owner_.joinable()) owner_.join();
+  StopOwner();
   Flush();
   // Losses before the buffers, taken before the sources go away.
   final_source_stats_ = CollectSourceStats();

@@ -195,8 +195,12 @@ class TracingSession {
  private:
   explicit TracingSession(config::TraceConfig config) : config_(std::move(config)) {}
   bool streaming() const { return config_.write_into_file(); }
+  // The buffer-owner thread, and the producers' commit requests to it.
+  void StartOwner();
+  void StopOwner();
   // Owner thread: moves chunks, flushes and writes into the stream on their
-  // periods, to the millisecond, until Stop().
+  // periods, to the millisecond, and moves chunks whenever a producer asks,
+  // until Stop().
   void BufferOwnerLoop();
   // Commits what the producers queued into the buffers, and the descriptor
   // updates into the durable store.

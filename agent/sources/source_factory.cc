@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,13 +24,18 @@ struct BuildContext {
   std::optional<absl::Status> tracefs_error;
 
   // A reader whose chunk pool is empty waits for the buffer-owner thread to
-  // commit (asked to at half the pool) rather than drop what it took out of
-  // the staging ring: the ring holds the events meanwhile, and counts what
-  // it must refuse. It drops only when the owner falls 100 ms behind.
+  // commit (asked to when half the pool waits for it) rather than drop what
+  // it took out of the staging ring: the ring holds the events meanwhile,
+  // and counts what it must refuse. It drops only when the owner falls
+  // 100 ms behind. The pool holds at least 4 chunks per CPU: each CPU's
+  // writer keeps one open.
   std::unique_ptr<ProducerBuffer> NewProducer() {
-    return std::make_unique<ProducerBuffer>(
-        next_producer++, buffer::ClientIdentity{getuid(), getpid()},
-        ProducerBuffer::Options{.policy = PoolExhaustedPolicy::kStall});
+    ProducerBuffer::Options options;
+    const long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    options.num_chunks = std::max(options.num_chunks, 4 * static_cast<size_t>(std::max(cpus, 1L)));
+    options.policy = PoolExhaustedPolicy::kStall;
+    return std::make_unique<ProducerBuffer>(next_producer++,
+                                            buffer::ClientIdentity{getuid(), getpid()}, options);
   }
   void Warn(std::string message) { out->warnings.push_back(std::move(message)); }
   void Disable(const config::DataSourceConfig& c, absl::string_view why) {

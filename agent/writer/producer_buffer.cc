@@ -32,39 +32,42 @@ void ProducerBuffer::Unregister(TraceWriter* writer) {
   writers_.erase(std::remove(writers_.begin(), writers_.end(), writer), writers_.end());
 }
 
-void ProducerBuffer::SetCommitRequest(std::function<void()> request) {
+void ProducerBuffer::AttachCommitter(std::function<void()> request) {
+  absl::MutexLock lock(&mu_);
   commit_request_ = std::move(request);
+  commit_requested_ = false;
+}
+
+void ProducerBuffer::DetachCommitter() {
+  absl::MutexLock lock(&mu_);
+  commit_request_ = nullptr;
+  chunk_freed_.SignalAll();
 }
 
 uint8_t* ProducerBuffer::AcquireChunk() {
-  if (commit_request_ && ClaimCommitRequest()) commit_request_();
   absl::MutexLock lock(&mu_);
-  return AcquireChunkLocked();
-}
-
-bool ProducerBuffer::ClaimCommitRequest() {
-  absl::MutexLock lock(&mu_);
-  // Asked for at half the pool, not when it is empty: the owner thread may
-  // take a while to run on a busy machine, and the writer goes on filling
-  // the other half meanwhile.
-  if (commit_requested_ || free_chunks_.size() > options_.num_chunks / 2) return false;
-  commit_requested_ = true;
-  return true;
-}
-
-uint8_t* ProducerBuffer::AcquireChunkLocked() {
+  // Asked for when half the chunks writers are not holding wait for the
+  // owner, not when the pool is empty: the owner thread may take a while to
+  // run on a busy machine, and the writer goes on filling the other half.
+  if (commit_request_ && !commit_requested_ && free_chunks_.size() <= queued_chunks_) {
+    commit_requested_ = true;
+    commit_request_();
+  }
   if (free_chunks_.empty()) {
     stats_.pool_exhausted++;
-    if (options_.policy == PoolExhaustedPolicy::kDrop) return nullptr;
+    if (options_.policy == PoolExhaustedPolicy::kDrop || !commit_request_ || stall_gave_up_) {
+      return nullptr;
+    }
     stats_.stalls++;
     const absl::Time start = absl::Now();
     const absl::Time deadline = start + options_.stall_timeout;
-    while (free_chunks_.empty()) {
-      if (chunk_freed_.WaitWithDeadline(&mu_, deadline) && free_chunks_.empty()) break;
+    while (free_chunks_.empty() && commit_request_) {
+      if (chunk_freed_.WaitWithDeadline(&mu_, deadline)) break;
     }
     stats_.stall_ns += static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - start));
     if (free_chunks_.empty()) {
       stats_.stall_timeouts++;
+      stall_gave_up_ = true;
       return nullptr;
     }
   }
@@ -76,6 +79,8 @@ uint8_t* ProducerBuffer::AcquireChunkLocked() {
 void ProducerBuffer::ReleaseChunk(uint8_t* chunk) {
   absl::MutexLock lock(&mu_);
   free_chunks_.push_back(chunk);
+  queued_chunks_--;
+  stall_gave_up_ = false;
   chunk_freed_.Signal();
 }
 
@@ -84,6 +89,7 @@ void ProducerBuffer::Enqueue(CommitEntry entry) {
   switch (entry.kind) {
     case CommitEntry::Kind::kChunk:
       stats_.chunks_committed++;
+      queued_chunks_++;
       break;
     case CommitEntry::Kind::kScrapedChunk:
       stats_.chunks_scraped++;
@@ -100,6 +106,9 @@ size_t ProducerBuffer::CommitQueuedInto(buffer::TraceBuffer* buffer) {
   {
     absl::MutexLock lock(&mu_);
     entries.swap(queue_);
+    // What is committed from now on needs a commit of its own: a request
+    // made while this one runs wakes the owner again.
+    commit_requested_ = false;
   }
   const size_t payload_size = options_.chunk_size - buffer::kChunkHeaderSize;
   for (CommitEntry& e : entries) {
@@ -123,12 +132,6 @@ size_t ProducerBuffer::CommitQueuedInto(buffer::TraceBuffer* buffer) {
                                       e.patches.size(), e.other_patches_pending);
         break;
     }
-  }
-  {
-    // Only now that the chunks are back in the pool: a writer asks again
-    // when half of it is in use again.
-    absl::MutexLock lock(&mu_);
-    commit_requested_ = false;
   }
   return entries.size();
 }

@@ -22,7 +22,9 @@ enum class PoolExhaustedPolicy {
   // Drop packets until a chunk is free, count them, and mark the loss with a
   // kPacketSizeDropPacket fragment so the reader sees previous_packet_dropped.
   kDrop,
-  // Wait for a free chunk, up to the stall timeout; then drop as kDrop does.
+  // While a committer is attached (AttachCommitter): wait for a free chunk,
+  // up to the stall timeout, then drop as kDrop does and wait no more until
+  // a chunk is freed. With no committer, nobody would free one: kDrop.
   kStall,
 };
 
@@ -92,12 +94,15 @@ class ProducerBuffer {
   // writers' own later commits complete them.
   void ScrapeWriters();
 
-  // `request` is called, from a writer's thread and with no lock held, when
-  // half the pool is in use and the queue has not been committed since:
-  // the owner thread should commit it now rather than at its next period,
-  // so that a fast writer finds chunks. Set before any writer writes; it
-  // must stay callable while writers run.
-  void SetCommitRequest(std::function<void()> request);
+  // The owner thread commits this producer's queue from now on. `request`
+  // is called, from a writer's thread under the pool's lock, when as many
+  // chunks wait in the queue as are free, and not again until the next
+  // commit: the owner should commit now rather than at its next period, so
+  // that a fast writer finds chunks. It must only note the request.
+  void AttachCommitter(std::function<void()> request);
+  // No more commit requests, and no more stalls (a stalled writer drops):
+  // before the owner thread stops. Once it returns, `request` is not called.
+  void DetachCommitter();
 
   Stats stats() const;
   size_t chunk_size() const { return options_.chunk_size; }
@@ -112,9 +117,6 @@ class ProducerBuffer {
   void Unregister(TraceWriter* writer);
 
  private:
-  // Whether this writer is the one to make the commit request now.
-  bool ClaimCommitRequest();
-  uint8_t* AcquireChunkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseChunk(uint8_t* chunk);
 
   const buffer::ProducerID producer_id_;
@@ -127,9 +129,14 @@ class ProducerBuffer {
   std::vector<uint8_t*> free_chunks_ ABSL_GUARDED_BY(mu_);
   std::deque<CommitEntry> queue_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> commit_request_;
+  // Committed chunks not yet back in the pool.
+  size_t queued_chunks_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> commit_request_ ABSL_GUARDED_BY(mu_);
   // The commit request was made and the queue not committed since.
   bool commit_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // A stall timed out and no chunk was freed since: the owner is stuck, and
+  // a writer waiting again would only slow its reader down.
+  bool stall_gave_up_ ABSL_GUARDED_BY(mu_) = false;
 
   // The writers, for scraping. Lock order: writers_mu_, then a writer's own
   // chunk lock, then mu_.

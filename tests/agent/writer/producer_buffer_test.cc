@@ -238,6 +238,7 @@ TEST(ProducerBufferTest, StallWaitsForAChunkTheOwnerFrees) {
   ProducerBuffer::Options o = Pool(1, PoolExhaustedPolicy::kStall);
   o.stall_timeout = absl::Seconds(30);
   ProducerBuffer producer(1, {}, o);
+  producer.AttachCommitter([] {});
   CommitBuiltChunk(&producer, 1, buffer::ChunkBuilder(0, 1).AddFragment("a"));
   std::thread owner([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -253,24 +254,69 @@ TEST(ProducerBufferTest, StallWaitsForAChunkTheOwnerFrees) {
 }
 
 TEST(ProducerBufferTest, StallGivesUpAfterTheTimeoutAndCountsIt) {
+  auto tb = buffer::TraceBuffer::Create(1 << 20);
   ProducerBuffer::Options o = Pool(1, PoolExhaustedPolicy::kStall);
   o.stall_timeout = absl::Milliseconds(10);
   ProducerBuffer producer(1, {}, o);
-  ASSERT_NE(producer.AcquireChunk(), nullptr);
+  producer.AttachCommitter([] {});
+  CommitBuiltChunk(&producer, 1, buffer::ChunkBuilder(0, 1).AddFragment("a"));
   EXPECT_EQ(producer.AcquireChunk(), nullptr);
-  const ProducerBuffer::Stats s = producer.stats();
+  ProducerBuffer::Stats s = producer.stats();
   EXPECT_EQ(s.pool_exhausted, 1u);
   EXPECT_EQ(s.stalls, 1u);
   EXPECT_EQ(s.stall_timeouts, 1u);
   EXPECT_GE(s.stall_ns, 10'000'000u);
+  EXPECT_EQ(s.chunks_dropped(), 1u);
+  // The owner is stuck: the next acquisitions drop at once, without a wait
+  // each, until a chunk comes back.
+  EXPECT_EQ(producer.AcquireChunk(), nullptr);
+  EXPECT_EQ(producer.AcquireChunk(), nullptr);
+  s = producer.stats();
+  EXPECT_EQ(s.stalls, 1u);
+  EXPECT_EQ(s.chunks_dropped(), 3u);
+  producer.CommitQueuedInto(tb.get());
+  EXPECT_NE(producer.AcquireChunk(), nullptr);
+  EXPECT_EQ(producer.AcquireChunk(), nullptr);
+  s = producer.stats();
+  EXPECT_EQ(s.stalls, 2u) << "a freed chunk makes writers wait again";
+  EXPECT_EQ(s.stall_timeouts, 2u);
 }
 
-TEST(ProducerBufferTest, AskForACommitOnceWhenHalfThePoolIsInUse) {
+TEST(ProducerBufferTest, StallWithNobodyToCommitDropsAtOnce) {
+  ProducerBuffer::Options o = Pool(1, PoolExhaustedPolicy::kStall);
+  o.stall_timeout = absl::Seconds(30);
+  ProducerBuffer producer(1, {}, o);
+  ASSERT_NE(producer.AcquireChunk(), nullptr);
+  EXPECT_EQ(producer.AcquireChunk(), nullptr);
+  const ProducerBuffer::Stats s = producer.stats();
+  EXPECT_EQ(s.stalls, 0u);
+  EXPECT_EQ(s.chunks_dropped(), 1u);
+}
+
+TEST(ProducerBufferTest, DetachingTheCommitterEndsAStall) {
+  ProducerBuffer::Options o = Pool(1, PoolExhaustedPolicy::kStall);
+  o.stall_timeout = absl::Seconds(30);
+  ProducerBuffer producer(1, {}, o);
+  producer.AttachCommitter([] {});
+  ASSERT_NE(producer.AcquireChunk(), nullptr);
+  std::thread owner([&] {
+    // Once the writer waits.
+    while (producer.stats().stalls == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    producer.DetachCommitter();
+  });
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(producer.AcquireChunk(), nullptr);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  owner.join();
+  EXPECT_EQ(producer.stats().chunks_dropped(), 1u);
+}
+
+TEST(ProducerBufferTest, AskForACommitOnceWhenAsManyChunksWaitAsAreFree) {
   auto tb = buffer::TraceBuffer::Create(1 << 20);
   ProducerBuffer producer(1, {}, Pool(8));
   int requests = 0;
-  producer.SetCommitRequest([&] { requests++; });
-  // The fifth acquisition leaves half the pool, or less, free.
+  producer.AttachCommitter([&] { requests++; });
+  // The fifth acquisition finds four chunks waiting and four free.
   for (uint32_t i = 0; i < 4; i++) {
     CommitBuiltChunk(&producer, i, buffer::ChunkBuilder(0, i).AddFragment("a"));
   }
@@ -289,17 +335,33 @@ TEST(ProducerBufferTest, AskForACommitOnceWhenHalfThePoolIsInUse) {
   EXPECT_EQ(requests, 2);
 }
 
+// A machine with many CPUs has as many writers, each holding a chunk open:
+// those are no reason to wake the owner, only chunks waiting for it are.
+TEST(ProducerBufferTest, ChunksWritersHoldOpenAskForNoCommit) {
+  ProducerBuffer producer(1, {}, Pool(8));
+  int requests = 0;
+  producer.AttachCommitter([&] { requests++; });
+  for (int i = 0; i < 7; i++) ASSERT_NE(producer.AcquireChunk(), nullptr);
+  EXPECT_EQ(requests, 0);
+  CommitBuiltChunk(&producer, 1, buffer::ChunkBuilder(0, 1).AddFragment("a"));
+  EXPECT_EQ(requests, 0);
+  EXPECT_EQ(producer.AcquireChunk(), nullptr);
+  EXPECT_EQ(requests, 1) << "one chunk waits, none is free";
+}
+
 // The reader of a kernel source, writing a burst eight times its pool with
 // an owner thread that commits only when asked: every packet arrives, and
 // no writer waits out its stall timeout.
 TEST(ProducerBufferTest, AWriterFasterThanTheOwnersPeriodLosesNothingWithCommitRequests) {
   auto tb = buffer::TraceBuffer::Create(16 << 20);
   ProducerBuffer::Options o = Pool(16, PoolExhaustedPolicy::kStall);
-  o.stall_timeout = absl::Seconds(30);
+  // Long enough for a loaded machine, short enough to fail rather than hang
+  // when requests are not made.
+  o.stall_timeout = absl::Seconds(2);
   ProducerBuffer producer(1, {}, o);
   absl::Mutex mu;
   bool requested = false, done = false;
-  producer.SetCommitRequest([&] {
+  producer.AttachCommitter([&] {
     absl::MutexLock lock(&mu);
     requested = true;
   });

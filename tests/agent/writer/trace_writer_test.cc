@@ -169,6 +169,7 @@ TEST(TraceWriterTest, DropInTheMiddleOfAPacketLosesOnlyThatPacket) {
 TEST(TraceWriterTest, StallPolicyWaitsForTheOwnerAndLosesNothing) {
   auto tb = buffer::TraceBuffer::Create(8 << 20);
   ProducerBuffer producer(1, {}, PoolOptions(2, PoolExhaustedPolicy::kStall));
+  producer.AttachCommitter([] {});  // The owner commits all the time.
   std::atomic<bool> done{false};
   std::thread owner([&] {
     while (!done.load()) {
@@ -200,6 +201,7 @@ TEST(TraceWriterTest, StallIsBoundedThenDrops) {
   ProducerBuffer::Options o = PoolOptions(1, PoolExhaustedPolicy::kStall);
   o.stall_timeout = absl::Milliseconds(20);
   ProducerBuffer producer(1, {}, o);
+  producer.AttachCommitter([] {});  // An owner that never commits.
   auto writer = producer.CreateTraceWriter(1);
   const absl::Time start = absl::Now();
   for (uint64_t i = 0; i < 3; i++) WritePrintPacket(writer.get(), i, Payload(3000, i));
@@ -251,6 +253,7 @@ TEST(TraceWriterTest, NothingIsCommittedUntilAChunkFillsOrAFlush) {
 TEST(TraceWriterTest, WritersOnManyThreadsStayInOrderPerSequence) {
   auto tb = buffer::TraceBuffer::Create(32 << 20);
   ProducerBuffer producer(1, {}, PoolOptions(64, PoolExhaustedPolicy::kStall));
+  producer.AttachCommitter([] {});  // The owner commits all the time.
   std::atomic<bool> done{false};
   std::thread owner([&] {
     while (!done.load()) {
