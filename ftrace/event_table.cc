@@ -30,6 +30,10 @@ KnownEvent ClassifyEvent(absl::string_view group, absl::string_view name) {
     if (name == "task_newtask") return KnownEvent::kTaskNewtask;
     if (name == "task_rename") return KnownEvent::kTaskRename;
   }
+  if (group == "power") {
+    if (name == "cpu_frequency") return KnownEvent::kCpuFrequency;
+    if (name == "cpu_idle") return KnownEvent::kCpuIdle;
+  }
   if (group != "sched") return KnownEvent::kOther;
   if (name == "sched_switch") return KnownEvent::kSchedSwitch;
   if (name == "sched_waking") return KnownEvent::kSchedWaking;

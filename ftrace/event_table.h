@@ -29,6 +29,8 @@ enum class KnownEvent : uint8_t {
   kSchedProcessFree,
   kTaskNewtask,
   kTaskRename,
+  kCpuFrequency,
+  kCpuIdle,
 };
 
 // Formats of the events a recording enabled, by event id, and safe readers

@@ -21,7 +21,7 @@ struct FieldMap {
 };
 
 // The typed message of each known event, by kernel field name. Proto field
-// numbers are Perfetto's (see protos/ringside/trace/ftrace_events_sched.proto).
+// numbers are Perfetto's (see protos/ringside/trace/ftrace_events_*.proto).
 struct TypedEvent {
   KnownEvent known;
   uint32_t event_field;
@@ -67,6 +67,10 @@ const std::vector<TypedEvent>& TypedEvents() {
       {KnownEvent::kTaskRename,
        FtraceEvent::kTaskRenameFieldNumber,
        {{"pid", 1}, {"oldcomm", 2}, {"newcomm", 3}, {"oom_score_adj", 4}}},
+      {KnownEvent::kCpuFrequency,
+       FtraceEvent::kCpuFrequencyFieldNumber,
+       {{"state", 1}, {"cpu_id", 2}}},
+      {KnownEvent::kCpuIdle, FtraceEvent::kCpuIdleFieldNumber, {{"state", 1}, {"cpu_id", 2}}},
   };
   return *events;
 }
@@ -90,6 +94,8 @@ constexpr TallyKind kKinds[] = {
     {FtraceEvent::kSchedProcessFreeFieldNumber, "sched_process_free"},
     {FtraceEvent::kTaskNewtaskFieldNumber, "task_newtask"},
     {FtraceEvent::kTaskRenameFieldNumber, "task_rename"},
+    {FtraceEvent::kCpuFrequencyFieldNumber, "cpu_frequency"},
+    {FtraceEvent::kCpuIdleFieldNumber, "cpu_idle"},
     {FtraceEvent::kGenericFieldNumber, "generic"},
 };
 static_assert(std::size(kKinds) == FtraceBundleWriter::kNumKinds);

@@ -69,7 +69,7 @@ class FtraceBundleWriter {
 
   // The kinds events are tallied by: one per typed message, and one for
   // every event in the generic form.
-  static constexpr size_t kNumKinds = 12;
+  static constexpr size_t kNumKinds = 14;
 
  private:
   // How one known event's fields map onto its typed message.

@@ -169,6 +169,8 @@ const PerfettoTable& Perfetto() {
           {"common_flags", 5, "uint32"},
           {"print", 3, "message:PrintFtraceEvent"},
           {"sched_switch", 4, "message:SchedSwitchFtraceEvent"},
+          {"cpu_frequency", 11, "message:CpuFrequencyFtraceEvent"},
+          {"cpu_idle", 13, "message:CpuIdleFtraceEvent"},
           {"sched_wakeup", 17, "message:SchedWakeupFtraceEvent"},
           {"sched_waking", 20, "message:SchedWakingFtraceEvent"},
           {"sched_wakeup_new", 114, "message:SchedWakeupNewFtraceEvent"},
@@ -187,6 +189,15 @@ const PerfettoTable& Perfetto() {
       {"PrintFtraceEvent", {{
           {"ip", 1, "uint64"},
           {"buf", 2, "string"},
+      }, {}}},
+      // protos/perfetto/trace/ftrace/power.proto
+      {"CpuFrequencyFtraceEvent", {{
+          {"state", 1, "uint32"},
+          {"cpu_id", 2, "uint32"},
+      }, {}}},
+      {"CpuIdleFtraceEvent", {{
+          {"state", 1, "uint32"},
+          {"cpu_id", 2, "uint32"},
       }, {}}},
       // protos/perfetto/trace/ftrace/sched.proto
       {"SchedSwitchFtraceEvent", {{

@@ -374,6 +374,30 @@ constexpr char kFtraceOnly[] =
     "  ftrace_events: \"task/task_rename\" } } }\n"
     "durable_buffer_size_kb: 2048\n";
 
+// The default's power events, on one file: each becomes a value of its
+// CPU's cpuidle or cpufreq counter track, what the UI draws under the CPU.
+void ExpectPowerCounters(const std::string& tp, const Recording& r) {
+  const trace::Trace t = testing::ReadTraceFile(r.path);
+  int64_t idle = 0, freq = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      idle += e.has_cpu_idle();
+      freq += e.has_cpu_frequency();
+    }
+  }
+  // A machine whose CPUs never idled in the recording has no cpu_idle to
+  // check; ours (and any that waits for a child) has.
+  EXPECT_GT(idle, 0) << "no cpu_idle event in the default recording";
+  auto counters = [&](const char* track) {
+    return QueryInt(tp, r.path,
+                    absl::StrCat("select count(*) from counter c join counter_track t on "
+                                 "c.track_id = t.id where t.name = '",
+                                 track, "'"));
+  };
+  EXPECT_EQ(counters("cpuidle"), idle);
+  EXPECT_EQ(counters("cpufreq"), freq);
+}
+
 TEST(TraceProcessorImportTest, DefaultRecording) {
   RINGSIDE_REQUIRE_TRACEFS();
   RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
@@ -381,6 +405,7 @@ TEST(TraceProcessorImportTest, DefaultRecording) {
   const Recording r = Record("default", "", 200);
   ExpectImportsCleanly(tp, r);
   ExpectNamesAndProcessTree(tp, r);
+  ExpectPowerCounters(tp, r);
 }
 
 // Processes in a container: their descriptors carry ringside's cgroup and

@@ -89,6 +89,11 @@ EventTable SyntheticTable() {
       "\tfield:pid_t pid;\toffset:12;\tsize:4;\tsigned:1;\n"
       "\tfield:pid_t old_pid;\toffset:16;\tsize:4;\tsigned:1;\n");
   add("irq", "softirq_entry", 14, "\tfield:unsigned int vec;\toffset:8;\tsize:4;\tsigned:0;\n");
+  for (auto [name, id] : {std::pair{"cpu_idle", 15}, std::pair{"cpu_frequency", 16}}) {
+    add("power", name, id,
+        "\tfield:u32 state;\toffset:8;\tsize:4;\tsigned:0;\n"
+        "\tfield:u32 cpu_id;\toffset:12;\tsize:4;\tsigned:0;\n");
+  }
   return table;
 }
 
@@ -170,6 +175,35 @@ TEST(FtraceBundleWriterTest, EncodesCompactSchedTypedAndGenericEvents) {
   EXPECT_EQ(w.stats().unknown_events, 1u);
   EXPECT_EQ(w.stats().compact_events, 3u);
   EXPECT_EQ(w.stats().generic_events, 1u);
+}
+
+// Perfetto's importer makes each CPU's cpuidle and cpufreq counter tracks
+// from the typed messages only; a generic event stays in its raw table.
+TEST(FtraceBundleWriterTest, PowerEventsAreTheTypedMessagesPerfettoMakesCountersOf) {
+  const EventTable table = SyntheticTable();
+  FtraceBundleWriter w(&table, {});
+  const Record idle_exit = Record(15, 0, 16).Put<uint32_t>(8, 4294967295u).Put<uint32_t>(12, 1);
+  const Record idle_enter = Record(15, 0, 16).Put<uint32_t>(8, 2).Put<uint32_t>(12, 1);
+  const Record freq = Record(16, 0, 16).Put<uint32_t>(8, 2400000).Put<uint32_t>(12, 1);
+  std::vector<trace::TracePacket> packets = WriteAndReadBack(
+      &w, 1, {idle_exit.At(1000), freq.At(1100), idle_enter.At(1200)}, /*lost=*/false);
+  ASSERT_EQ(packets.size(), 1u);
+  const trace::FtraceEventBundle& b = packets[0].ftrace_events();
+  ASSERT_EQ(b.event_size(), 3);
+  ASSERT_TRUE(b.event(0).has_cpu_idle());
+  EXPECT_EQ(b.event(0).timestamp(), 1000u);
+  EXPECT_EQ(b.event(0).cpu_idle().state(), 4294967295u);
+  EXPECT_EQ(b.event(0).cpu_idle().cpu_id(), 1u);
+  ASSERT_TRUE(b.event(1).has_cpu_frequency());
+  EXPECT_EQ(b.event(1).cpu_frequency().state(), 2400000u);
+  EXPECT_EQ(b.event(1).cpu_frequency().cpu_id(), 1u);
+  ASSERT_TRUE(b.event(2).has_cpu_idle());
+  EXPECT_EQ(b.event(2).cpu_idle().state(), 2u);
+  EXPECT_EQ(w.stats().generic_events, 0u);
+  std::map<std::string, uint64_t> tallied;
+  for (const DataSource::EventTally& t : w.EventTallies()) tallied[t.kind] += t.committed;
+  EXPECT_EQ(tallied["cpu_idle"], 2u);
+  EXPECT_EQ(tallied["cpu_frequency"], 1u);
 }
 
 TEST(FtraceBundleWriterTest, WithoutCompactSchedSwitchesAreTypedEvents) {
