@@ -477,8 +477,8 @@ void RecordStorm(const StormSetup& setup, Result* result) {
   if (setup.quiet_phase) {
     quiet = std::make_unique<Child>(
         std::vector<std::string>{storm_bin, "--hold", "--comm", quiet_comm, "--cgroup",
-                                 cgroup.dir(), "--duration", "2", "--pairs", "1", "--forkers", "1",
-                                 "--pause-us", "5000"},
+                                 cgroup.dir(), "--duration", "3", "--pairs", "1", "--forkers", "1",
+                                 "--pause-us", "10000"},
         TempPath("quiet.err"));
     ASSERT_EQ(quiet->ReadLine(10'000), "ready");
     ASSERT_TRUE(WaitUntilStill(quiet->pid()));
@@ -706,8 +706,10 @@ TEST(StormAccountingTest, AfterAStormThatDroppedAQuietPhaseLosesNothing) {
   StormSetup s;
   // About 220 records per CPU, the reader woken at a quarter, and held to
   // 1% of a CPU (about 70,000 events a second): the storm overflows the
-  // rings whatever the machine's load, the quiet phase's two
-  // thousand events a second, a fraction of a percent to read, do not.
+  // rings whatever the machine's load, the quiet phase's thousand events a
+  // second do not. (At twice that rate a sanitized reader, three times
+  // slower, used most of its 10 ms a second and paused long enough, now and
+  // then, for the 16 KiB rings to drop a few dozen of them.)
   s.ring_size_kb = 16;
   s.drain_period_ms = 100;
   s.consumer_cpu_percent = 1;
