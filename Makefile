@@ -3,6 +3,8 @@
 #
 #   make            build/ringside and one static library per component
 #   make test       build and run every test; exits non-zero on any failure
+#   make test-long  the same, with the slowest scenarios at their full size
+#   make flake-check  the real-kernel tests 10 times beside a load
 #   make asan       the same tests under AddressSanitizer + UBSan, in build/asan
 #   make deps       install the Debian packages the build needs (idempotent)
 #   make install    the binary, the systemd unit, the default config (kept
@@ -34,7 +36,7 @@ DEB_PACKAGES := \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
-  rt-tests systemd linux-perf time
+  rt-tests systemd linux-perf time ccache stress-ng
 
 # tests/deploy/ checks the Kubernetes manifests against the API's schemas
 # (kubernetes-models: every kind's OpenAPI schema compiled to a validator,
@@ -55,6 +57,16 @@ PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS))
 TEST_LIBS = $(shell $(PKG_CONFIG) --libs gmock gtest_main)
 
 # --- Flags --------------------------------------------------------------------
+
+# Every compile goes through ccache when it is installed (`make deps` installs
+# it; CCACHE= turns it off). Its cache is the user's (~/.cache/ccache), and
+# keyed on paths relative to the source tree with the working directory left
+# out (debug info names it), so that a clone in another folder, such as CI's
+# fresh clone, finds the objects an earlier build of the same sources made.
+# The only absolute paths a compile sees are in tests/testing/paths.cc.
+CCACHE ?= $(shell command -v ccache 2>/dev/null)
+export CCACHE_BASEDIR := $(abspath .)
+export CCACHE_NOHASHDIR := 1
 
 WARNINGS := -Wall -Wextra -Werror
 CPPFLAGS += -I. -isystem $(BUILD)/gen -MMD -MP
@@ -140,7 +152,7 @@ ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests asan bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+.PHONY: all test run-tests test-long flake-check asan bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
   uninstall clean format
 
 all: $(BIN) $(LIBS)
@@ -151,7 +163,7 @@ $(BUILD)/gen/%.pb.cc $(BUILD)/gen/%.pb.h: protos/%.proto $(PROTO_SRCS)
 
 # Generated code is compiled without -Werror: its warnings are protoc's to fix.
 $(BUILD)/gen/%.pb.o: $(BUILD)/gen/%.pb.cc
-	$(CXX) $(CPPFLAGS) $(filter-out -Werror,$(CXXFLAGS)) $(PKG_CFLAGS) -c $< -o $@
+	$(CCACHE) $(CXX) $(CPPFLAGS) $(filter-out -Werror,$(CXXFLAGS)) $(PKG_CFLAGS) -c $< -o $@
 
 # Every object may include any generated header, so they all exist first,
 # and a changed .proto rebuilds them all: -MMD leaves headers found through
@@ -160,7 +172,7 @@ $(BUILD)/gen/%.pb.o: $(BUILD)/gen/%.pb.cc
 # a message links and reads garbage.
 $(BUILD)/obj/%.o: %.cc $(PROTO_HDRS)
 	@mkdir -p $(@D)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) $(PKG_CFLAGS) -c $< -o $@
+	$(CCACHE) $(CXX) $(CPPFLAGS) $(CXXFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 $(BUILD)/bpf/vmlinux.h:
 	@mkdir -p $(@D)
@@ -171,7 +183,7 @@ $(BUILD)/bpf/vmlinux.h:
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events.h bpf/*.bpf.h) \
   bpf/task_state.h
-	$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
+	$(BPF_CLANG) -g -O2 -fdebug-prefix-map=$(CURDIR)=. -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
 
 $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	bpftool gen skeleton $< name rs_$* > $@
@@ -180,7 +192,7 @@ $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 BENCH_BPF_SKELS := $(patsubst tests/bench/%.bpf.c,$(BUILD)/bench/bpf/%.skel.h,$(wildcard tests/bench/*.bpf.c))
 $(BUILD)/bench/bpf/%.bpf.o: tests/bench/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events.h bpf/*.bpf.h)
 	@mkdir -p $(@D)
-	$(BPF_CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
+	$(BPF_CLANG) -g -O2 -fdebug-prefix-map=$(CURDIR)=. -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
 
 $(BUILD)/bench/bpf/%.skel.h: $(BUILD)/bench/bpf/%.bpf.o
 	bpftool gen skeleton $< name rs_$* > $@
@@ -194,8 +206,10 @@ $(call component_objs,bpf): | $(BPF_SKELS)
 endif
 
 # Tests that run the CLI find it here, and tools beside the source tree
-# (../shared/bin) from there.
-$(BUILD)/obj/tests/%.o: CPPFLAGS += -DRINGSIDE_BUILD_DIR='"$(abspath $(BUILD))"' \
+# (../shared/bin) from there: tests/testing/paths.cc alone is compiled with
+# these absolute paths, so that a compiler cache serves every other object to
+# a clone in another folder.
+$(BUILD)/obj/tests/testing/paths.o: CPPFLAGS += -DRINGSIDE_BUILD_DIR='"$(abspath $(BUILD))"' \
   -DRINGSIDE_SOURCE_DIR='"$(abspath .)"' -DRINGSIDE_TOOLS_DIR='"$(abspath $(TOOLS_DIR))"'
 
 $(BUILD)/lib/libringside_protos.a: $(PROTO_OBJS)
@@ -234,10 +248,28 @@ test: deps
 run-tests: $(BIN) $(TEST_BINS)
 	@tools/run_tests.sh $(TEST_BINS)
 
+# `make test` with the slowest end-to-end scenarios at their full size (the
+# kill loops' 20 kills, the durable buffer's 4 MiB ring and 5,000 processes);
+# tests/testing/test_size.h.
+test-long: deps
+	@RINGSIDE_LONG_TESTS=1 $(MAKE) --no-print-directory run-tests
+
+# The test binaries that hold real-kernel tests (BPF, tracefs, the CLI and
+# the agent end to end), for `make flake-check`.
+KERNEL_TEST_BINS := $(filter %/agent_test %/bpf_test %/ftrace_test,$(TEST_BINS))
+
+# Every real-kernel test FLAKE_RUNS times (10) in a row beside a load that
+# keeps both CPUs busy (hackbench), and a table of each test that ever
+# failed. FLAKE_FILTER= takes a GoogleTest filter. Not part of `make test`.
+flake-check: deps
+	@$(MAKE) --no-print-directory $(BIN) $(KERNEL_TEST_BINS)
+	@bash tools/flake_check.sh $(KERNEL_TEST_BINS)
+
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=address,undefined run-tests
 
-$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/obj/tests/testing/workloads.o $(LINK_LIBS)
+$(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/obj/tests/testing/workloads.o \
+  $(BUILD)/obj/tests/testing/paths.o $(LINK_LIBS)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ $(shell $(PKG_CONFIG) --libs benchmark) $(PKG_LIBS) -o $@
 

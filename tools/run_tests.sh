@@ -1,29 +1,150 @@
 #!/usr/bin/env bash
-# Runs GoogleTest binaries one after another and prints one closing summary line,
-# "N passed, N failed, N skipped". Exits non-zero if any test failed or any
-# binary ended without a GoogleTest summary (a crash or an abort).
+# Runs GoogleTest binaries and prints one closing summary line,
+# "tests: N passed, N failed, N skipped". Exits non-zero if any test failed or
+# any run ended without a GoogleTest summary (a crash or an abort).
+#
+# Two phases:
+#  1. Every binary is cut into TEST_JOBS shards (GoogleTest's own sharding,
+#     GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX), and TEST_JOBS shards run side
+#     by side. Each test already keeps to its own tracefs instance, cgroup,
+#     scratch directory and process tree, so two shards share no kernel state.
+#  2. The tests that tests/serial_tests.txt names (those that take a CPU
+#     offline, or compare ringside's count with the kernel's count of a whole
+#     CPU) run alone, one binary after another, on an otherwise quiet machine.
+# A shard's output is printed whole when it ends, so outputs never interleave.
+#
+# TEST_JOBS: shards at a time (default: the number of CPUs, at least 2).
+# TEST_REPEAT: runs of everything, one after another (default 1); with more
+#   than one, the closing lines also list each test that failed in any run.
+# TEST_FILTER: a GoogleTest filter (POSITIVE[-NEGATIVE]) to run only some
+#   tests, in both phases.
 set -u
 
+here=$(cd "$(dirname "$0")" && pwd)
+serial_list="$here/../tests/serial_tests.txt"
+jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
+[ "$jobs" -ge 2 ] 2>/dev/null || jobs=2
+repeat=${TEST_REPEAT:-1}
+
+# The serial tests as one GoogleTest filter (patterns joined by ':').
+serial_filter=$(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$serial_list" | grep -v '^$' | paste -sd: -)
+# TEST_FILTER's positive and negative patterns.
+user_filter=${TEST_FILTER:-*}
+user_pos=${user_filter%%-*}
+user_neg=
+[ "$user_pos" = "$user_filter" ] || user_neg=${user_filter#*-}
+[ -n "$user_pos" ] || user_pos='*'
+
+# The filter of phase 2 for binary $1: its serial tests that TEST_FILTER
+# takes, by full name ("" if none). GoogleTest cannot intersect two filters,
+# so the names are listed and matched here (its * and ? are the shell's).
+serial_tests_of() {
+  local bin=$1 suite="" line name pat keep names=()
+  while IFS= read -r line; do
+    if [[ $line != " "* ]]; then suite=${line%% *}; continue; fi
+    name="$suite${line#  }"
+    name=${name%%  #*}
+    keep=0
+    set -f  # The patterns are split on ':', not expanded as file names.
+    for pat in ${user_pos//:/ }; do [[ $name == $pat ]] && keep=1; done
+    for pat in ${user_neg//:/ }; do [[ $name == $pat ]] && keep=0; done
+    set +f
+    [ "$keep" -eq 0 ] || names+=("$name")
+  done < <("$bin" --gtest_list_tests "--gtest_filter=$serial_filter" 2>/dev/null)
+  (IFS=:; echo "${names[*]}")
+}
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
 passed=0 failed=0 skipped=0 broken=()
-for bin in "$@"; do
-  log=$(mktemp)
-  "$bin" --gtest_color=no 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
+declare -A failed_runs=()
+
+# Adds one finished run's log to the totals. $1 log, $2 exit status, $3 name.
+tally() {
+  local log=$1 rc=$2 name=$3 p f s t
   p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$log" | tail -n1)
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\{0,1\}, listed below:.*/\1/p' "$log" | tail -n1)
   s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}, listed below:.*/\1/p' "$log" | tail -n1)
-  rm -f "$log"
   passed=$((passed + ${p:-0}))
   failed=$((failed + ${f:-0}))
   skipped=$((skipped + ${s:-0}))
   if [ -z "$p" ] && [ -z "$f" ]; then
-    broken+=("$bin (exit $rc, no GoogleTest summary)")
+    broken+=("$name (exit $rc, no GoogleTest summary)")
   elif [ "$rc" -ne 0 ] && [ -z "$f" ]; then
-    broken+=("$bin (exit $rc)")
+    broken+=("$name (exit $rc)")
   fi
+  # The failed tests' names, from GoogleTest's list at the end of the log.
+  for t in $(sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_/.]*\)\(, where .*\)\{0,1\}\( (.*)\)\{0,1\}$/\1/p' "$log" |
+    grep -v '^[0-9]' | sort -u); do
+    failed_runs[$t]=$((${failed_runs[$t]:-0} + 1))
+  done
+}
+
+# Runs one shard in the background: $1 log, $2 binary, $3 shard, $4 shards,
+# $5 filter. Its exit status goes to $1.rc.
+start_shard() {
+  local log=$1 bin=$2 index=$3 total=$4 filter=$5
+  (
+    GTEST_TOTAL_SHARDS=$total GTEST_SHARD_INDEX=$index \
+      "$bin" --gtest_color=no "--gtest_filter=$filter" >"$log" 2>&1
+    echo $? >"$log.rc"
+  ) &
+}
+
+# Prints and tallies every finished shard; $1: wait for all (1) or one (0).
+reap() {
+  local all=$1 log name
+  while :; do
+    for log in "$logs"/*.log; do
+      [ -e "$log.rc" ] || continue
+      name=$(cat "$log.name")
+      cat "$log"
+      tally "$log" "$(cat "$log.rc")" "$name"
+      rm -f "$log" "$log.rc" "$log.name"
+      running=$((running - 1))
+      [ "$all" -eq 1 ] || return 0
+    done
+    [ "$running" -gt 0 ] || return 0
+    wait -n 2>/dev/null || sleep 0.2
+  done
+}
+
+for ((run = 1; run <= repeat; run++)); do
+  [ "$repeat" -eq 1 ] || echo "=== run $run of $repeat"
+  # Phase 1: shards side by side.
+  running=0 n=0
+  for bin in "$@"; do
+    for ((i = 0; i < jobs; i++)); do
+      while [ "$running" -ge "$jobs" ]; do reap 0; done
+      n=$((n + 1))
+      log="$logs/$(printf '%04d' $n).log"
+      echo "$(basename "$bin") shard $((i + 1))/$jobs" >"$log.name"
+      start_shard "$log" "$bin" "$i" "$jobs" \
+        "$user_pos-$serial_filter${user_neg:+:$user_neg}"
+      running=$((running + 1))
+    done
+  done
+  reap 1
+  # Phase 2: the serial tests, alone.
+  for bin in "$@"; do
+    filter=$(serial_tests_of "$bin")
+    [ -n "$filter" ] || continue
+    log="$logs/serial.log"
+    echo "$(basename "$bin") (serial tests)" >"$log.name"
+    running=1
+    start_shard "$log" "$bin" 0 1 "$filter"
+    wait
+    reap 1
+  done
 done
 
 echo
 for b in "${broken[@]+"${broken[@]}"}"; do echo "BROKEN: $b"; done
+if [ "$repeat" -gt 1 ]; then
+  for t in "${!failed_runs[@]}"; do
+    echo "FLAKY: $t failed in ${failed_runs[$t]} of $repeat runs"
+  done | sort
+fi
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ ${#broken[@]} -eq 0 ]

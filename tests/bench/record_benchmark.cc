@@ -18,11 +18,12 @@
 #include <vector>
 
 #include "ringside/trace/trace.pb.h"
+#include "tests/testing/paths.h"
 #include "tests/testing/workloads.h"
 
 namespace {
 
-const std::string kBin = std::string(RINGSIDE_BUILD_DIR) + "/ringside";
+const std::string kBin = ringside::testing::RingsideBinary();
 
 uint64_t CountEvents(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -25,6 +25,7 @@
 #include "ringside/config/trace_config.pb.h"
 #include "ringside/control/control.pb.h"
 #include "ringside/trace/trace.pb.h"
+#include "tests/testing/paths.h"
 
 namespace ringside {
 namespace {
@@ -583,7 +584,8 @@ TEST(PerfettoNumbersTest, EveryProtoFileOfOursIsReachedByTheCheck) {
   // messages skip the check above; it has to be pulled in there.
   std::set<std::string> reached;
   OurMessages(&reached);
-  const std::filesystem::path root = std::filesystem::path(RINGSIDE_SOURCE_DIR) / "protos";
+  const std::filesystem::path root =
+      std::filesystem::path(ringside::testing::SourceDir()) / "protos";
   int files = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root / "ringside")) {
     if (entry.path().extension() != ".proto") continue;

@@ -32,6 +32,7 @@
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/testing/cpu_offline.h"
 #include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/paths.h"
 #include "tests/testing/workloads.h"
 
 namespace ringside::agent {
@@ -53,7 +54,7 @@ struct RecordRun {
 RecordRun RecordDegraded(const Degradation& d, const std::vector<std::string>& args) {
   // Built before fork(): the child of a threaded process makes only system
   // calls until it execs.
-  const std::string binary = std::string(RINGSIDE_BUILD_DIR) + "/ringside";
+  const std::string binary = ringside::testing::RingsideBinary();
   std::vector<std::string> arg_strings = {binary};
   arg_strings.insert(arg_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;

@@ -25,6 +25,7 @@
 #include "ringside/trace/trace.pb.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/paths.h"
 
 namespace ringside::agent {
 namespace {
@@ -120,11 +121,12 @@ TEST_F(RecordSafetyTest, ASymlinkIsFollowedToItsTarget) {
 
 TEST_F(RecordSafetyTest, DashOWritesTheTraceToStandardOutput) {
   const std::string out = dir_ + "/stdout.pftrace";
+  const std::string& bin = ringside::testing::RingsideBinary();
   const pid_t pid = fork();
   if (pid == 0) {
     const int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(fd, STDOUT_FILENO);
-    execl(RINGSIDE_BUILD_DIR "/ringside", "ringside", "record", "-c", config_.c_str(), "-o", "-",
+    execl(bin.c_str(), "ringside", "record", "-c", config_.c_str(), "-o", "-",
           static_cast<char*>(nullptr));
     _exit(126);
   }
@@ -138,6 +140,7 @@ TEST_F(RecordSafetyTest, DashOWritesTheTraceToStandardOutput) {
 TEST_F(RecordSafetyTest, APipeByDevFdIsWrittenAsAStream) {
   int p[2];
   ASSERT_EQ(pipe(p), 0);
+  const std::string& bin = ringside::testing::RingsideBinary();
   const pid_t pid = fork();
   if (pid == 0) {
     close(p[0]);
@@ -146,8 +149,8 @@ TEST_F(RecordSafetyTest, APipeByDevFdIsWrittenAsAStream) {
       close(p[1]);
     }
     freopen("/dev/null", "w", stderr);
-    execl(RINGSIDE_BUILD_DIR "/ringside", "ringside", "record", "-c", config_.c_str(), "-o",
-          "/dev/fd/5", static_cast<char*>(nullptr));
+    execl(bin.c_str(), "ringside", "record", "-c", config_.c_str(), "-o", "/dev/fd/5",
+          static_cast<char*>(nullptr));
     _exit(126);
   }
   close(p[1]);
@@ -260,8 +263,8 @@ TEST_F(RecordSafetyTest, DurationEndsARecordingWhoseCommandRunsLonger) {
 // recording's exit status stays that of a file written.
 TEST_F(RecordSafetyTest, AClosedPipeOnTheSummaryDoesNotChangeTheExitStatus) {
   const std::string out = dir_ + "/pipe.pftrace";
-  const std::string cmd = absl::StrCat(RINGSIDE_BUILD_DIR "/ringside record -c ", config_, " -o ",
-                                       out, " 2>&1 | true; exit ${PIPESTATUS[0]}");
+  const std::string cmd = absl::StrCat(ringside::testing::RingsideBinary(), " record -c ", config_,
+                                       " -o ", out, " 2>&1 | true; exit ${PIPESTATUS[0]}");
   const int status = system(("bash -c '" + cmd + "'").c_str());
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_TRUE(IsTrace(out));

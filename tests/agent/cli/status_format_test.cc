@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
+#include "tests/testing/paths.h"
 
 namespace ringside::agent {
 namespace {
@@ -276,7 +277,7 @@ void CollectKeys(const json& value, const std::string& prefix, std::set<std::str
 }
 
 TEST(StatusJsonTest, DocsDescribeEveryKey) {
-  std::ifstream in(std::string(RINGSIDE_SOURCE_DIR) + "/docs/status.md");
+  std::ifstream in(ringside::testing::SourceDir() + "/docs/status.md");
   ASSERT_TRUE(in) << "docs/status.md";
   const std::string doc((std::istreambuf_iterator<char>(in)), {});
   std::set<std::string> keys;

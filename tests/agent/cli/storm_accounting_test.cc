@@ -76,6 +76,7 @@
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/agent/testing/scratch_cgroup.h"
 #include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/paths.h"
 #include "tests/testing/perf_tracepoint_counter.h"
 
 namespace ringside::agent {
@@ -425,7 +426,7 @@ struct Result {
 // Records the storm (and the quiet phase) with `setup`, counting the
 // storm's tasks' events with perf on the side.
 void RecordStorm(const StormSetup& setup, Result* result) {
-  const std::string storm_bin = RINGSIDE_BUILD_DIR "/storm";
+  const std::string storm_bin = ringside::testing::BuildDir() + "/storm";
   ASSERT_EQ(access(storm_bin.c_str(), X_OK), 0) << storm_bin << " missing: make build/storm";
   ScratchCgroup cgroup("storm");
   if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
@@ -484,8 +485,8 @@ void RecordStorm(const StormSetup& setup, Result* result) {
     ASSERT_TRUE(WaitUntilStill(quiet->pid()));
   }
   // CMD runs once the programs are attached; it ends when its stdin does.
-  Child record({RINGSIDE_BUILD_DIR "/ringside", "record", "-c", config, "-o", out, "--", "/bin/sh",
-                "-c", "echo attached; exec cat >/dev/null"},
+  Child record({ringside::testing::RingsideBinary(), "record", "-c", config, "-o", out, "--",
+                "/bin/sh", "-c", "echo attached; exec cat >/dev/null"},
                TempPath("record.err"));
   ASSERT_EQ(record.ReadLine(30'000), "attached");
 

@@ -33,6 +33,7 @@
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/agent/testing/scratch_cgroup.h"
 #include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/paths.h"
 #include "tests/testing/workloads.h"
 
 namespace ringside::agent {
@@ -44,9 +45,9 @@ using testing::TempPath;
 // neither is there.
 std::string TraceProcessorPath() {
   const char* env = std::getenv("TRACE_PROCESSOR");
-  std::string path = env != nullptr && *env != '\0' ? env
-                                                    : std::string(RINGSIDE_SOURCE_DIR) +
-                                                          "/../shared/bin/trace_processor_shell";
+  std::string path = env != nullptr && *env != '\0'
+                         ? env
+                         : ringside::testing::SourceDir() + "/../shared/bin/trace_processor_shell";
   return access(path.c_str(), X_OK) == 0 ? path : "";
 }
 

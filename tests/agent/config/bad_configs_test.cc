@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/paths.h"
 
 namespace ringside::agent {
 namespace {
@@ -353,7 +354,7 @@ class BadConfigCliTest : public ::testing::Test {
   void ExpectRefused(const std::vector<std::string>& args, const std::string& error,
                      bool test_made_output_file = false) {
     std::vector<std::string> command = {"-c", "exec timeout -s KILL 30 \"$@\" 2>&1", "sh",
-                                        std::string(RINGSIDE_BUILD_DIR) + "/ringside"};
+                                        ringside::testing::RingsideBinary()};
     command.insert(command.end(), args.begin(), args.end());
     int code = -1;
     const std::string err = testing::RunProgramCapture("/bin/sh", command, &code);

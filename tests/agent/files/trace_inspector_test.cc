@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "ringside/trace/trace.pb.h"
+#include "tests/testing/paths.h"
 
 namespace ringside::agent {
 namespace {
@@ -380,7 +381,7 @@ struct CommandResult {
 
 CommandResult RunRingside(const std::string& args) {
   const std::string command =
-      std::string(RINGSIDE_BUILD_DIR) + "/ringside " + args + " 2>" + TempPath("stderr");
+      ringside::testing::RingsideBinary() + " " + args + " 2>" + TempPath("stderr");
   CommandResult result;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return result;

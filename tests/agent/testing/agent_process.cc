@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/daemon/control_client.h"
+#include "tests/testing/paths.h"
 
 namespace ringside::agent::testing {
 
@@ -69,7 +70,7 @@ AgentProcess::AgentProcess(const std::vector<std::string>& args, const std::stri
   // Everything the child needs is built before fork(): the test process
   // has threads, and a child of a threaded process may only call
   // async-signal-safe functions (no allocation, no setenv) before exec.
-  const std::string binary = std::string(RINGSIDE_BUILD_DIR) + "/ringside";
+  const std::string binary = ringside::testing::RingsideBinary();
   std::vector<std::string> arg_strings = {binary, "agent"};
   arg_strings.insert(arg_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;

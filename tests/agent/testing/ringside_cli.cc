@@ -9,12 +9,13 @@
 #include <iterator>
 
 #include "gtest/gtest.h"
+#include "tests/testing/paths.h"
 
 namespace ringside::agent::testing {
 namespace {
 
 const std::string& Binary() {
-  static const std::string* bin = new std::string(std::string(RINGSIDE_BUILD_DIR) + "/ringside");
+  static const std::string* bin = new std::string(ringside::testing::RingsideBinary());
   return *bin;
 }
 

@@ -14,12 +14,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "tests/testing/paths.h"
 
 namespace ringside::deploy_testing {
 
-std::string SourceDir() { return RINGSIDE_SOURCE_DIR; }
-std::string BuildDir() { return RINGSIDE_BUILD_DIR; }
-std::string ToolsDir() { return RINGSIDE_TOOLS_DIR; }
+std::string SourceDir() { return ringside::testing::SourceDir(); }
+std::string BuildDir() { return ringside::testing::BuildDir(); }
+std::string ToolsDir() { return ringside::testing::ToolsDir(); }
 
 CommandResult RunShell(const std::string& command, const std::string& dir) {
   const std::string full = absl::StrCat(
