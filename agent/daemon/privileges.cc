@@ -147,6 +147,30 @@ std::string ThreadName(pid_t tid) {
   return comm;
 }
 
+// True if thread `tid` of this process blocks `signal_number` (its SigBlk
+// line in /proc/self/task/TID/status); false when that cannot be read.
+bool ThreadBlocksSignal(pid_t tid, int signal_number) {
+  const std::string status = ReadSmallFile(absl::StrCat("/proc/self/task/", tid, "/status"));
+  for (absl::string_view line : absl::StrSplit(status, '\n')) {
+    if (!absl::ConsumePrefix(&line, "SigBlk:")) continue;
+    uint64_t mask = 0;
+    if (!absl::SimpleHexAtoi(absl::StripAsciiWhitespace(line), &mask)) return false;
+    return (mask >> (signal_number - 1)) & 1;
+  }
+  return false;
+}
+
+// "state D, in wchan_name" for a failure message.
+std::string ThreadState(pid_t tid) {
+  const std::string stat = ReadSmallFile(absl::StrCat("/proc/self/task/", tid, "/stat"));
+  const size_t paren = stat.rfind(')');
+  const std::string state =
+      paren != std::string::npos && paren + 2 < stat.size() ? stat.substr(paren + 2, 1) : "?";
+  std::string wchan = ReadSmallFile(absl::StrCat("/proc/self/task/", tid, "/wchan"));
+  absl::StripTrailingAsciiWhitespace(&wchan);
+  return absl::StrCat("state ", state, ", in ", wchan.empty() || wchan == "0" ? "?" : wchan);
+}
+
 }  // namespace
 
 CapabilityMask CapabilitiesToKeep(const KeptCapabilities& needs) {
@@ -208,15 +232,32 @@ absl::Status DropCapabilities(CapabilityMask keep) {
         status = absl::InternalError(absl::StrCat("tgkill thread ", tid, ": ", strerror(errno)));
         break;
       }
-      const absl::Time deadline = absl::Now() + absl::Seconds(2);
-      while (g_answers.load() == before && absl::Now() < deadline) {
+      // A thread that blocks the signal fails the drop after kBlockedWait.
+      // Any other answers once the kernel lets its handler run, which a
+      // thread in an uninterruptible wait (an fsync on a busy disk, a
+      // vfork) postpones: it gets kBusyWait, so that a loaded machine delays
+      // the start instead of failing it.
+      constexpr absl::Duration kBlockedWait = absl::Seconds(2);
+      constexpr absl::Duration kBusyWait = absl::Seconds(60);
+      const absl::Time start = absl::Now();
+      absl::Time next_check = start;
+      bool blocks = false;
+      while (g_answers.load() == before) {
+        const absl::Time now = absl::Now();
+        if (now >= next_check) {
+          if (access(absl::StrCat("/proc/self/task/", tid).c_str(), F_OK) != 0) break;
+          blocks = ThreadBlocksSignal(tid, signal_number);
+          next_check = now + absl::Milliseconds(10);
+        }
+        if (now - start >= (blocks ? kBlockedWait : kBusyWait)) break;
         absl::SleepFor(absl::Microseconds(200));
       }
       if (g_answers.load() == before &&
           access(absl::StrCat("/proc/self/task/", tid).c_str(), F_OK) == 0) {
-        status = absl::InternalError(absl::StrCat("thread ", tid, " (", ThreadName(tid),
-                                                  ") did not drop its capabilities within 2 s "
-                                                  "(it blocks real-time signals?)"));
+        status = absl::InternalError(absl::StrCat(
+            "thread ", tid, " (", ThreadName(tid), ") did not drop its capabilities within ",
+            absl::FormatDuration(blocks ? kBlockedWait : kBusyWait),
+            blocks ? " (it blocks real-time signals)" : absl::StrCat(" (", ThreadState(tid), ")")));
         break;
       }
     }

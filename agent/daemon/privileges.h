@@ -44,8 +44,10 @@ CapabilityMask CapabilitiesToKeepHere(bool output_group);
 // anything it runs can gain a capability again. Capabilities belong to
 // threads, so the threads already running are each asked to drop their own
 // (a real-time signal, as glibc does for setuid) and the result is checked
-// in /proc/self/task. Fails, naming the thread, when any thread is left
-// with more than `keep`.
+// in /proc/self/task. A thread that blocks the signal fails the drop after
+// 2 s; one in an uninterruptible wait (a slow fsync) is waited for up to
+// 60 s. Fails, naming the thread, when any thread is left with more than
+// `keep`.
 absl::Status DropCapabilities(CapabilityMask keep);
 
 // What /proc/<pid>/task/<tid>/status says of one thread.

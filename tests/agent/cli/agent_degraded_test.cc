@@ -48,7 +48,7 @@ class AgentDegradedTest : public ::testing::Test {
         std::vector<std::string>{"--socket", socket(), "--run-dir", dir_.Join("run"),
                                  "--output-dir", dir_.Join("snaps")},
         dir_.Join("agent.log"), notify_.path(), std::vector<std::string>{}, std::nullopt, d);
-    ready_ = !notify_.ReceiveUntil("READY=1", absl::Seconds(60)).empty();
+    ready_ = agent->WaitReady(&notify_, absl::Seconds(60)).ok();
     return agent;
   }
 

@@ -174,8 +174,9 @@ class AgentKillTest : public ::testing::Test {
   std::unique_ptr<AgentProcess> StartReady() {
     auto agent = std::make_unique<AgentProcess>(
         Args(), dir_.Join(absl::StrCat("agent-", ++starts_, ".log")), notify_.path());
-    if (notify_.ReceiveUntil("READY=1", absl::Seconds(60)).empty()) {
-      ADD_FAILURE() << "no READY=1 from start " << starts_ << "; the agent said:\n" << agent->Log();
+    if (const absl::Status ready = agent->WaitReady(&notify_, absl::Seconds(60)); !ready.ok()) {
+      ADD_FAILURE() << "start " << starts_ << ": " << ready << "; the agent said:\n"
+                    << agent->Log();
       return nullptr;
     }
     return agent;
@@ -271,7 +272,10 @@ class AgentKillTest : public ::testing::Test {
     EXPECT_TRUE(agent->Signal(SIGKILL));
     // Generous: the kernel detaches a dead process's BPF programs as it
     // exits, which an ASan build on a loaded machine once took over 10 s.
-    EXPECT_TRUE(agent->WaitExit(absl::Seconds(60)).has_value());
+    if (!agent->WaitExit(absl::Seconds(60)).has_value()) {
+      ADD_FAILURE() << "the killed agent " << dead << " did not exit within 60 s";
+      return nullptr;
+    }
     kills_++;
     const Left left = CheckWhatAKillLeft();
     if (!left.temporary.empty()) temporaries_left_++;

@@ -83,9 +83,8 @@ class AgentPrivilegesTest : public ::testing::Test {
         std::vector<std::string>{"-c", config, "--socket", socket(), "--run-dir", dir_.Join("run"),
                                  "--output-dir", out_},
         dir_.Join("agent.log"), notify_.path());
-    EXPECT_FALSE(notify_.ReceiveUntil("READY=1", absl::Seconds(60)).empty())
-        << "no READY=1; the agent said:\n"
-        << agent->Log();
+    const absl::Status ready = agent->WaitReady(&notify_, absl::Seconds(60));
+    EXPECT_TRUE(ready.ok()) << ready << "; the agent said:\n" << agent->Log();
     return agent;
   }
   nlohmann::json Status() {

@@ -73,9 +73,8 @@ class AgentStreamingTest : public ::testing::Test {
   std::string socket() const { return dir_.Join("control.sock"); }
   std::unique_ptr<AgentProcess> StartReady() {
     auto agent = std::make_unique<AgentProcess>(Args(), dir_.Join("agent.log"), notify_.path());
-    EXPECT_FALSE(notify_.ReceiveUntil("READY=1", absl::Seconds(60)).empty())
-        << "no READY=1; the agent said:\n"
-        << agent->Log();
+    const absl::Status ready = agent->WaitReady(&notify_, absl::Seconds(60));
+    EXPECT_TRUE(ready.ok()) << ready << "; the agent said:\n" << agent->Log();
     return agent;
   }
 
@@ -214,7 +213,8 @@ TEST_F(AgentStreamingTest, AFullDiskPausesTheFilesNotTheRecordingAndWritingResum
   auto agent =
       std::make_unique<AgentProcess>(Args(), dir_.Join("full.log"), notify_.path(),
                                      std::vector<std::string>{}, PrivateTmpfs{out_, 6u << 20});
-  ASSERT_FALSE(notify_.ReceiveUntil("READY=1", absl::Seconds(60)).empty()) << agent->Log();
+  const absl::Status ready = agent->WaitReady(&notify_, absl::Seconds(60));
+  ASSERT_TRUE(ready.ok()) << ready << "; the agent said:\n" << agent->Log();
   const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(4);
   auto status = [&] {
     absl::StatusOr<control::Reply> r = Ask(socket(), StatusRequest());

@@ -1,5 +1,6 @@
 #include "tests/agent/testing/agent_process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -49,12 +51,16 @@ std::string FakeNotifySocket::Receive(absl::Duration timeout) {
 }
 
 std::vector<std::string> FakeNotifySocket::ReceiveUntil(const std::string& line,
-                                                        absl::Duration timeout) {
+                                                        absl::Duration timeout,
+                                                        const std::function<bool()>& until) {
   std::vector<std::string> got;
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
-    std::string d = Receive(deadline - absl::Now());
-    if (d.empty()) continue;
+    std::string d = Receive(std::min(deadline - absl::Now(), absl::Milliseconds(100)));
+    if (d.empty()) {
+      if (until && until()) return {};
+      continue;
+    }
     got.push_back(d);
     for (absl::string_view l : absl::StrSplit(d, '\n')) {
       if (l == line) return got;
@@ -168,6 +174,53 @@ std::optional<int> AgentProcess::WaitExit(absl::Duration timeout) {
 std::string AgentProcess::Log() const {
   std::ifstream in(log_path_);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+namespace {
+
+std::string ReadProcFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Process `pid`'s state letter (R, S, D, Z...) from /proc/PID/stat, '?' if
+// it cannot be read.
+char ProcessState(const std::string& stat) {
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
+}
+
+}  // namespace
+
+bool AgentProcess::Exited() const {
+  return pid_ <= 0 || ProcessState(ReadProcFile(absl::StrCat("/proc/", pid_, "/stat"))) == 'Z';
+}
+
+absl::Status AgentProcess::WaitReady(FakeNotifySocket* notify, absl::Duration timeout) {
+  const std::string proc = absl::StrCat("/proc/", pid_);
+  if (!notify->ReceiveUntil("READY=1", timeout, [this] { return Exited(); }).empty()) {
+    return absl::OkStatus();
+  }
+  if (Exited()) {
+    const std::optional<int> status = WaitExit(absl::Seconds(5));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the agent exited before READY=1 (wait status ",
+                     status ? absl::StrCat(*status) : std::string("unknown"), ")"));
+  }
+  std::string threads;
+  DIR* d = opendir((proc + "/task").c_str());
+  while (dirent* e = d != nullptr ? readdir(d) : nullptr) {
+    if (e->d_name[0] == '.') continue;
+    const std::string task = absl::StrCat(proc, "/task/", e->d_name);
+    std::string comm = ReadProcFile(task + "/comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    absl::StrAppend(&threads, "\n  thread ", e->d_name, " (", comm, ") state ",
+                    std::string(1, ProcessState(ReadProcFile(task + "/stat"))), " in ",
+                    ReadProcFile(task + "/wchan"), "\n", ReadProcFile(task + "/stack"));
+  }
+  if (d != nullptr) closedir(d);
+  return absl::DeadlineExceededError(
+      absl::StrCat("no READY=1 within ", absl::FormatDuration(timeout), "; its threads:", threads));
 }
 
 absl::StatusOr<control::Reply> Ask(const std::string& socket, const control::Request& request,

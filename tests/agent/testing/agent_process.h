@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,8 +27,9 @@ class FakeNotifySocket {
   std::string Receive(absl::Duration timeout);
   // Datagrams until one contains `line` (a whole line, e.g. "READY=1");
   // returns all received, the matching one last; empty if none within
-  // `timeout`.
-  std::vector<std::string> ReceiveUntil(const std::string& line, absl::Duration timeout);
+  // `timeout`, or, when `until` is given, as soon as it returns true.
+  std::vector<std::string> ReceiveUntil(const std::string& line, absl::Duration timeout,
+                                        const std::function<bool()>& until = nullptr);
 
  private:
   std::string path_;
@@ -67,6 +69,13 @@ class AgentProcess {
   std::optional<int> WaitExit(absl::Duration timeout);
   // What it wrote on stderr so far.
   std::string Log() const;
+  // True once it exited (reaped by WaitExit, or a zombie still to reap).
+  bool Exited() const;
+  // Waits for READY=1 on `notify`: OK once it came; an error as soon as the
+  // agent exited without it (its exit status), or after `timeout` (each of
+  // its threads' state, wait channel and kernel stack, so that a start stuck
+  // in the kernel says where).
+  absl::Status WaitReady(FakeNotifySocket* notify, absl::Duration timeout);
 
  private:
   pid_t pid_ = -1;
