@@ -65,7 +65,8 @@ Entry* DescriptorTracker::EntryAt(absl::flat_hash_map<int32_t, Entry>& map, int3
 
 void DescriptorTracker::PutProcess(int32_t pid, const Process& p) {
   trace::TracePacket packet;
-  packet.set_timestamp(p.ts != 0 ? p.ts : p.exit_ts);  // Known by its exit only.
+  // Known by its exit, or by a scheduling event, only.
+  packet.set_timestamp(p.ts != 0 ? p.ts : p.exit_ts != 0 ? p.exit_ts : p.seen_ts);
   trace::ProcessTree::Process* out = packet.mutable_process_tree()->add_processes();
   out->set_pid(pid);
   out->set_ppid(p.ppid);
@@ -80,7 +81,7 @@ void DescriptorTracker::PutProcess(int32_t pid, const Process& p) {
 void DescriptorTracker::PutThread(int32_t tid, const Thread& t) {
   if (t.tgid == 0) return;  // Its process is not known yet.
   trace::TracePacket packet;
-  packet.set_timestamp(t.ts != 0 ? t.ts : t.exit_ts);
+  packet.set_timestamp(t.ts != 0 ? t.ts : t.exit_ts != 0 ? t.exit_ts : t.seen_ts);
   trace::ProcessTree::Thread* out = packet.mutable_process_tree()->add_threads();
   out->set_tid(tid);
   out->set_tgid(t.tgid);
@@ -283,6 +284,33 @@ void DescriptorTracker::OnRename(uint64_t ts, int32_t tid, std::string_view new_
     t->name = std::string(new_comm);
     t->ts = ts;
     PutThread(tid, *t);
+  }
+}
+
+void DescriptorTracker::OnSeen(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm) {
+  if (tid <= 0 || tgid <= 0) return;
+  absl::MutexLock lock(&mu_);
+  // Unknown, or known only as a task that ended before `ts`: a new entry.
+  auto fresh = [ts](auto& map, int32_t id) {
+    auto [it, inserted] = map.try_emplace(id);
+    auto& e = it->second;
+    if (!inserted && !(e.exit_ts != 0 && ts > e.exit_ts)) return decltype(&e){nullptr};
+    e = {};
+    e.seen_ts = ts;
+    return &e;
+  };
+  if (Thread* t = fresh(threads_, tid)) {
+    t->tgid = tgid;
+    t->name = std::string(comm);
+    PutThread(tid, *t);
+  } else if (Thread& known = threads_[tid]; known.tgid == 0 && known.exit_ts == 0) {
+    known.tgid = tgid;  // Renamed before its fork was read: its name stays.
+    if (known.name.empty()) known.name = std::string(comm);
+    PutThread(tid, known);
+  }
+  if (Process* p = fresh(processes_, tgid)) {
+    p->cmdline.emplace_back(comm);
+    PutProcess(tgid, *p);
   }
 }
 

@@ -93,6 +93,17 @@ class DescriptorTracker {
   // A thread whose fork is not yet known is described once it is (or at
   // its exit): until then its process is unknown.
   void OnRename(uint64_t ts, int32_t tid, std::string_view new_comm);
+  // A task a scheduling event at `ts` names (a switch's tasks, a wakeup's,
+  // a migration's), thread `tid` of process `tgid` named `comm`. If nothing
+  // describes it yet, or only a task that exited before `ts` under its id,
+  // it is described now from that name (the process's command line its
+  // comm), so that its events never reach the ring before a descriptor of
+  // it reaches the store: its fork may still be unread in another CPU's
+  // ring (records are read CPU by CPU), or unrecorded (a task that moved
+  // into a cgroup the recording is filtered to). Anything read of it later,
+  // fork, exec, rename, exit, replaces this description, which has no time
+  // of its own (ts 0).
+  void OnSeen(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm);
 
   // Moves the updates reported so far into `store` (the buffer owner's).
   void ApplyTo(buffer::DurableStore* store);
@@ -109,12 +120,14 @@ class DescriptorTracker {
     std::string cgroup_path;  // Empty: unknown.
     uint64_t ts = 0;          // Of the event (or scan) that last described it.
     uint64_t exit_ts = 0;     // 0: alive.
+    uint64_t seen_ts = 0;     // Described by OnSeen only: the event's time.
   };
   struct Thread {
     int32_t tgid = 0;  // 0: unknown (a rename read before the fork).
     std::string name;
     uint64_t ts = 0;
     uint64_t exit_ts = 0;  // 0: alive.
+    uint64_t seen_ts = 0;  // Described by OnSeen only: the event's time.
   };
   // The entry of `id` an event at `ts` describes: a new one for an id not
   // known or whose task exited before `ts`; null when a later event

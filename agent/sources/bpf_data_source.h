@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/config/defaults.h"
@@ -112,6 +113,11 @@ class BpfDataSource : public DataSource {
   // Drops seen per CPU so far; a CPU whose count grew marks its next bundle.
   std::vector<uint64_t> drops_seen_;
   std::vector<bool> lost_pending_;
+  // Tasks the tracker has been told of (forked, exec'd or seen), so that
+  // scheduling records call it only for a task's first one: a task leaves
+  // at its exit. Consumer thread only; emptied past kMaxToldTasks.
+  static constexpr size_t kMaxToldTasks = 1 << 16;
+  absl::flat_hash_set<int32_t> told_;
   CgroupSelector cgroups_;
   std::vector<std::string> cgroup_warnings_;
 

@@ -217,6 +217,63 @@ TEST(DescriptorTrackerTest, AFinalSwitchNamesATaskWhoseExitWasNotRecorded) {
 }
 
 // Exits are remembered for late records, but not without bound.
+// Records are read CPU by CPU: a child's switch on CPU 1 can be read while
+// its fork waits unread in CPU 0's ring. Its switch names it at once, and
+// the fork, read later, replaces that description.
+TEST(DescriptorTrackerTest, ATaskSeenBeforeItsForkIsNamedAndTheForkReplacesIt) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  t.OnSeen(210, 60, 60, "child");
+  Named n = Descriptors(t, store);
+  ASSERT_TRUE(n.threads.count(60));
+  EXPECT_EQ(n.threads[60].tgid(), 60);
+  EXPECT_EQ(n.threads[60].name(), "child");
+  ASSERT_TRUE(n.processes.count(60));
+  ASSERT_EQ(n.processes[60].cmdline_size(), 1);
+  EXPECT_EQ(n.processes[60].cmdline(0), "child");
+  // The fork, earlier than the switch but read after it.
+  t.OnFork(200, 50, 50, 60, 60, "sh");
+  n = Descriptors(t, store);
+  EXPECT_EQ(n.processes[60].ppid(), 50);
+  EXPECT_EQ(n.processes[60].cmdline(0), "/bin/sh");
+  EXPECT_EQ(n.threads[60].name(), "sh");
+}
+
+TEST(DescriptorTrackerTest, ASeenTaskDoesNotChangeWhatIsKnownOrReviveAnExit) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  t.OnSeen(200, 50, 50, "other");  // Known from the scan: unchanged.
+  Named n = Descriptors(t, store);
+  EXPECT_EQ(n.threads[50].name(), "sh");
+  EXPECT_EQ(n.processes[50].cmdline(0), "/bin/sh");
+  // A switch of a task read after its exit, but from before it: nothing.
+  t.OnFork(300, 50, 50, 70, 70, "sh");
+  t.OnExit(400, 70, 70, 1, "sh");
+  t.OnSeen(350, 70, 70, "late");
+  n = Descriptors(t, store);
+  EXPECT_EQ(n.threads[70].name(), "sh");
+  // After its exit: a new task under the same id (a reused pid).
+  t.OnSeen(500, 70, 70, "reused");
+  n = Descriptors(t, store);
+  EXPECT_EQ(n.threads[70].name(), "reused");
+  EXPECT_EQ(n.processes[70].cmdline(0), "reused");
+  // A thread renamed before its fork was read: the rename's name stays,
+  // and the switch gives it its process.
+  t.OnRename(600, 81, "worker");
+  t.OnSeen(610, 81, 70, "python3");
+  n = Descriptors(t, store);
+  EXPECT_EQ(n.threads[81].tgid(), 70);
+  EXPECT_EQ(n.threads[81].name(), "worker");
+  // Ids that name no task are ignored (the idle task, a missing tgid).
+  t.OnSeen(700, 0, 0, "swapper/0");
+  t.OnSeen(700, 90, -1, "x");
+  n = Descriptors(t, store);
+  EXPECT_FALSE(n.threads.count(0));
+  EXPECT_FALSE(n.threads.count(90));
+}
+
 TEST(DescriptorTrackerTest, RememberedExitsAreBoundedInNumberAndTime) {
   DescriptorTracker t;
   t.Seed(Scan());

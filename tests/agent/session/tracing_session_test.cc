@@ -1,5 +1,6 @@
 #include "agent/session/tracing_session.h"
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -344,6 +345,63 @@ TEST(TracingSessionTest, ASnapshotHoldsWhatTheFtraceBuffersHadNotHandedOverYet) 
       "buffers { size_kb: 4096 }\n"
       "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
       "  ftrace_events: \"sched/sched_process_exec\" drain_period_ms: 5000 } } }\n");
+}
+
+// A task whose fork and exec the tracker never read (here: the process
+// group is off; in a fleet, its fork still unread in another CPU's ring at
+// the clone, or a task moved into the cgroup the recording is filtered to)
+// is described from its own scheduling records, before they reach the ring:
+// a snapshot names every pid it holds. Before, the child below was in the
+// snapshot's switches with no descriptor.
+TEST(TracingSessionTest, ATaskKnownOnlyFromItsSwitchesIsNamedInASnapshot) {
+  if (geteuid() != 0) GTEST_SKIP() << "linux.bpf needs root (CAP_BPF and CAP_PERFMON)";
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+      "buffers { size_kb: 16384 }\ndurable_buffer_size_kb: 1024\n"
+      "data_sources { config { name: \"linux.bpf\" bpf_config {\n"
+      "  sched: true process: false incidents: false } } }\n",
+      "test.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(*cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Start().ok());
+  ASSERT_TRUE((*s)->warnings().empty()) << (*s)->warnings()[0];
+  // Born after the start's /proc scan; sleeps a few times, so it switches,
+  // and lives on past the snapshot (a dead task's last switch would name
+  // it: OnFinalSwitch).
+  const pid_t child = fork();
+  if (child == 0) {
+    prctl(PR_SET_NAME, "rs-seen-only", 0, 0, 0);
+    for (int i = 0; i < 20; i++) usleep(1000);
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  usleep(100'000);
+  std::unique_ptr<SessionSnapshot> snap = Snapshot(s->get(), ManualTrigger());
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_NE(snap, nullptr);
+  const trace::Trace t = WriteSnapshot(snap.get());
+  ASSERT_TRUE((*s)->Stop().ok());
+
+  int switches_in = 0;
+  std::string thread_name;
+  bool process_named = false;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (int32_t pid : p.ftrace_events().compact_sched().switch_next_pid()) {
+      switches_in += pid == child;
+    }
+    for (const auto& th : p.process_tree().threads()) {
+      if (th.tid() == child) thread_name = th.name();
+    }
+    for (const auto& pr : p.process_tree().processes()) process_named |= pr.pid() == child;
+  }
+  ASSERT_GT(switches_in, 0) << "the child " << child << " never switched in";
+  // Named by its first switch: its new name, or ours if it switched before
+  // its prctl (no rename is recorded with the process group off).
+  EXPECT_TRUE(thread_name == "rs-seen-only" || thread_name == "agent_test")
+      << "the child " << child << " has no thread descriptor (name \"" << thread_name << "\")";
+  EXPECT_TRUE(process_named) << "the child " << child << " has no process descriptor";
 }
 
 // A reader hands its chunk pool (1 MiB) far more than the owner thread's
