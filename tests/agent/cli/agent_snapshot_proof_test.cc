@@ -39,6 +39,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/daemon/snapshot_retention.h"
@@ -50,6 +51,7 @@
 #include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/ringside_cli.h"
+#include "tests/agent/testing/scratch_cgroup.h"
 #include "tests/testing/workloads.h"
 
 namespace ringside::agent::testing {
@@ -66,6 +68,17 @@ constexpr char kBaseConfig[] = R"pb(
   }
   durable_buffer_size_kb: 1024
 )pb";
+
+// `config` (one with kBaseConfig's bpf_config) recording only the tasks of
+// cgroup v2 `cgroup_path` (below the mount).
+std::string FilteredTo(const std::string& config, const std::string& cgroup_path) {
+  std::string filtered = config;
+  absl::StrReplaceAll({{"bpf_config { ring_size_kb: 256 }",
+                        absl::StrCat("bpf_config { ring_size_kb: 256 filter_cgroup_path: \"",
+                                     cgroup_path, "\" }")}},
+                      &filtered);
+  return filtered;
+}
 
 uint64_t BootNs() {
   timespec ts;
@@ -261,6 +274,7 @@ class ScopedMemoryCgroup {
       return;
     }
     path_ = path;
+    if (!is_v1) v2_path_ = path.substr(parent.size());
     const std::string limit = is_v1 ? "/memory.limit_in_bytes" : "/memory.max";
     if (!WriteFile(path_ + limit, std::to_string(limit_bytes))) {
       error_ = absl::StrCat("cannot write ", path_, limit);
@@ -284,10 +298,13 @@ class ScopedMemoryCgroup {
   const std::string& missing() const { return missing_; }
   const std::string& error() const { return error_; }
   const std::string& path() const { return path_; }
+  // Below the cgroup2 mount, as a config names it; empty on cgroup v1.
+  const std::string& v2_path() const { return v2_path_; }
   bool Add(pid_t pid) const { return WriteFile(path_ + "/cgroup.procs", std::to_string(pid)); }
 
  private:
   std::string path_;
+  std::string v2_path_;
   std::string missing_;
   std::string error_;
 };
@@ -342,13 +359,45 @@ class MemoryHog {
   int go_fd_ = -1;
 };
 
+// A child that wakes every 2 ms until the test ends it: a steady trickle of
+// scheduling events.
+class Ticker {
+ public:
+  Ticker() {
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+      prctl(PR_SET_NAME, "rs-ticker", 0, 0, 0);
+      const struct timespec two_ms = {0, 2'000'000};
+      for (;;) nanosleep(&two_ms, nullptr);
+    }
+  }
+  ~Ticker() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  Ticker(const Ticker&) = delete;
+  Ticker& operator=(const Ticker&) = delete;
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
 // Load the test starts and ends: pairs of processes passing a byte over
 // pipes (context switches and wakeups), and, with `forker`, a process that
 // forks short-lived children one after another (pids come and go).
 class ScopedLoad {
  public:
-  ScopedLoad(int pipe_pairs, bool forker) {
+  // With `cgroup_procs` (a cgroup.procs file), every process of the load
+  // runs in that cgroup.
+  ScopedLoad(int pipe_pairs, bool forker, const std::string& cgroup_procs = "") {
     storm_ = ringside::testing::StartPipeStorm(pipe_pairs);
+    for (pid_t pid : storm_) {
+      if (!cgroup_procs.empty()) moved_ &= WriteFile(cgroup_procs, std::to_string(pid));
+    }
     if (!forker) return;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return;
@@ -369,8 +418,11 @@ class ScopedLoad {
     }
     close(fds[0]);
     stop_fd_ = fds[1];
+    if (!cgroup_procs.empty()) moved_ &= WriteFile(cgroup_procs, std::to_string(forker_));
   }
   ~ScopedLoad() { Stop(); }
+  // False if a process could not be moved into the cgroup asked for.
+  bool moved() const { return moved_; }
   void Stop() {
     ringside::testing::StopProcesses(storm_);
     storm_.clear();
@@ -385,6 +437,7 @@ class ScopedLoad {
   std::vector<pid_t> storm_;
   pid_t forker_ = -1;
   int stop_fd_ = -1;
+  bool moved_ = true;
 };
 
 // The names created in, or renamed into, a directory from now on, as they
@@ -453,9 +506,8 @@ class AgentSnapshotProofTest : public ::testing::Test {
   std::unique_ptr<AgentProcess> StartReady(const std::vector<std::string>& args) {
     auto agent = std::make_unique<AgentProcess>(
         args, dir_.Join(absl::StrCat("agent", n_++, ".log")), notify_.path());
-    EXPECT_FALSE(notify_.ReceiveUntil("READY=1", absl::Seconds(60)).empty())
-        << "no READY=1; the agent said:\n"
-        << agent->Log();
+    const absl::Status ready = agent->WaitReady(&notify_, absl::Seconds(60));
+    EXPECT_TRUE(ready.ok()) << ready << "; the agent said:\n" << agent->Log();
     return agent;
   }
 
@@ -475,8 +527,16 @@ TEST_F(AgentSnapshotProofTest, AnOomKillFiresOneSnapshotHoldingTheKillAndItsAfte
   if (!cg.missing().empty()) GTEST_SKIP() << "needs a memory cgroup: " << cg.missing();
   ASSERT_TRUE(cg.error().empty()) << cg.error();
   // Only our victim fires it: other OOM kills on the machine are not ours.
+  // On cgroup v2 the agent records only the cgroup, where a ticker goes on
+  // after the kill, so that the 8 MiB ring holds the kill and the second
+  // after it whatever else the machine does (a whole loaded machine wrapped
+  // it within the second, and the kill was gone from the file).
+  const std::string base =
+      cg.v2_path().empty() ? std::string(kBaseConfig) : FilteredTo(kBaseConfig, cg.v2_path());
+  Ticker ticker;
+  ASSERT_TRUE(cg.Add(ticker.pid())) << cg.path();
   ASSERT_TRUE(
-      WriteFile(config_, absl::StrCat("buffers { size_kb: 8192 }\n", kBaseConfig,
+      WriteFile(config_, absl::StrCat("buffers { size_kb: 8192 }\n", base,
                                       "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers {\n"
                                       "  name: \"oom\" stop_delay_ms: ",
                                       kStopDelayMs, "\n  incident { kinds: OOM_KILL comms: \"",
@@ -509,17 +569,25 @@ TEST_F(AgentSnapshotProofTest, AnOomKillFiresOneSnapshotHoldingTheKillAndItsAfte
   const WholeTrace t = ReadWholeTrace(path);
   ASSERT_TRUE(t.error.empty()) << path << ": " << t.error;
   std::vector<uint64_t> kills;
+  std::vector<int32_t> other_kills;  // For the failure message.
   bool victim_named = false;
   for (const trace::TracePacket& p : t.packets) {
     for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
       if (e.has_mark_victim() && e.mark_victim().pid() == victim) kills.push_back(e.timestamp());
+      if (e.has_mark_victim() && e.mark_victim().pid() != victim) {
+        other_kills.push_back(e.mark_victim().pid());
+      }
       victim_named |= e.has_sched_process_fork() && e.sched_process_fork().child_pid() == victim;
       victim_named |= e.has_task_newtask() && e.task_newtask().pid() == victim;
     }
     for (const auto& th : p.process_tree().threads()) victim_named |= th.tid() == victim;
     for (const auto& pr : p.process_tree().processes()) victim_named |= pr.pid() == victim;
   }
-  ASSERT_EQ(kills.size(), 1u) << "OOM kills of pid " << victim << " in " << path;
+  ASSERT_EQ(kills.size(), 1u) << "OOM kills of pid " << victim << " in " << path
+                              << " (other OOM kills: " << absl::StrJoin(other_kills, ", ")
+                              << "; events from " << EventRange(t).first_ns << " to "
+                              << EventRange(t).last_ns << "); the agent said:\n"
+                              << agent->Log();
   const uint64_t kill_ns = kills[0];
   EXPECT_TRUE(victim_named) << "the victim " << victim << " has no name in " << path;
 
@@ -558,10 +626,19 @@ TEST_F(AgentSnapshotProofTest, AnOomKillFiresOneSnapshotHoldingTheKillAndItsAfte
 // `snapshot --wait` three times in a row while processes switch, wake and
 // fork: three whole files, each its own, each a moment later than the one
 // before and overlapping it.
+//
+// The agent records only the load's cgroup: each snapshot must overlap the
+// one before, so the 16 MiB ring must not wrap between two of them, which
+// the rest of a loaded machine made it do (snapshot 2 began 240 ms after
+// snapshot 1 ended, with another test's pipe storm beside it).
 TEST_F(AgentSnapshotProofTest, ThreeSnapshotsInARowUnderLoadAreWholeDistinctAndOverlap) {
-  ASSERT_TRUE(WriteFile(config_, absl::StrCat("buffers { size_kb: 16384 }\n", kBaseConfig)));
+  testing::ScratchCgroup cgroup("load");
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  ASSERT_TRUE(WriteFile(config_, absl::StrCat("buffers { size_kb: 16384 }\n",
+                                              FilteredTo(kBaseConfig, cgroup.path()))));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
-  ScopedLoad load(/*pipe_pairs=*/1, /*forker=*/true);
+  ScopedLoad load(/*pipe_pairs=*/1, /*forker=*/true, cgroup.dir() + "/cgroup.procs");
+  ASSERT_TRUE(load.moved()) << cgroup.dir();
   ASSERT_EQ(load.storm().size(), 2u);
   absl::SleepFor(absl::Milliseconds(1500));
 
