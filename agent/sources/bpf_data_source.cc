@@ -217,6 +217,10 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
   const uint64_t dropped_before = writer->stats().packets_dropped;
   bundles_.WriteBundle(writer, cpu, decoded, lost_pending_[cpu]);
   lost_pending_[cpu] = false;
+  // An incident's bundle is committed before its listener hears of it: the
+  // snapshot it may fire holds it even if this reader cannot answer the
+  // snapshot's staging flush in time (a loaded machine, a budget pause).
+  if (config_.incidents != nullptr && decoded_.incidents() > 0) writer->Flush();
   // One packet per bundle: it was dropped whole or committed whole.
   tallies_->AddPacket(cpu, bundles_.last_bundle_events(),
                       writer->stats().packets_dropped != dropped_before);
@@ -261,7 +265,8 @@ void BpfDataSource::ConsumerLoop() {
   while (!stop_.load(std::memory_order_acquire)) {
     ReadRings(period);
     ServeFlushRequests();
-    pacer_.AfterPass(stop_);
+    pacer_.AfterPass(stop_, [this] { return flush_.Pending() != 0; });
+    ServeFlushRequests();  // One that cut a budget pause short.
     if (!cgroups_.empty() && absl::Now() >= next_cgroup_refresh) {
       RefreshCgroupFilter();
       next_cgroup_refresh = absl::Now() + absl::Milliseconds(config_.cgroup_refresh_ms);

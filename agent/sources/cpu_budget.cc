@@ -54,7 +54,8 @@ absl::Duration CpuBudget::ThreadMeter::TakeUsed() {
   return used;
 }
 
-void ConsumerPacer::AfterPass(const std::atomic<bool>& stop) {
+void ConsumerPacer::AfterPass(const std::atomic<bool>& stop,
+                              const std::function<bool()>& cut_short) {
   if (!meter_.has_value()) meter_.emplace();
   const absl::Duration used = meter_->TakeUsed();
   cpu_ns_.fetch_add(absl::ToInt64Nanoseconds(used), std::memory_order_relaxed);
@@ -64,7 +65,8 @@ void ConsumerPacer::AfterPass(const std::atomic<bool>& stop) {
   pauses_.fetch_add(1, std::memory_order_relaxed);
   const absl::Time start = absl::Now();
   const absl::Time end = start + pause;
-  for (absl::Time now = start; now < end && !stop.load(std::memory_order_acquire);
+  for (absl::Time now = start;
+       now < end && !stop.load(std::memory_order_acquire) && !(cut_short && cut_short());
        now = absl::Now()) {
     absl::SleepFor(std::min(end - now, absl::Milliseconds(10)));
   }

@@ -71,8 +71,10 @@ class ConsumerPacer {
   explicit ConsumerPacer(CpuBudget* budget) : budget_(budget) {}
 
   // On the consumer thread, after each pass. A pause is cut short (within
-  // 10 ms) once `stop` is set.
-  void AfterPass(const std::atomic<bool>& stop);
+  // 10 ms) once `stop` is set, or `cut_short` (if given) returns true: a
+  // snapshot waiting for the staging rings to be read is served at once,
+  // its CPU charged at the next pass, rather than cloned without them.
+  void AfterPass(const std::atomic<bool>& stop, const std::function<bool()>& cut_short = nullptr);
 
   absl::Duration cpu() const { return absl::Nanoseconds(cpu_ns_.load(std::memory_order_relaxed)); }
   absl::Duration paused() const {

@@ -202,7 +202,8 @@ void FtraceDataSource::ReaderLoop() {
     const uint64_t flush = flush_.Pending();
     ReadKernelBuffers();
     if (flush != 0) flush_.Served(flush);
-    pacer_.AfterPass(stop_);
+    // A snapshot's flush asked for during a pause wakes the poll above.
+    pacer_.AfterPass(stop_, [this] { return flush_.Pending() != 0; });
     if (++loops % 50 == 0) OpenMissingReaders();  // CPUs that came online.
   }
 }

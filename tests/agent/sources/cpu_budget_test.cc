@@ -108,6 +108,28 @@ TEST(CpuBudgetTest, APacerMeasuresItsThreadAndStopsPausingOnStop) {
   EXPECT_LT(pacer.paused(), absl::Seconds(2));
 }
 
+// A snapshot asking for the staging rings to be read does not wait out a
+// pause of seconds (it waits 100 ms, then clones without them).
+TEST(CpuBudgetTest, APauseIsCutShortWhenAsked) {
+  CpuBudget budget(1, absl::Milliseconds(10));
+  ConsumerPacer pacer(&budget);
+  std::atomic<bool> stop{false}, burned{false}, asked{false};
+  std::thread reader([&] {
+    pacer.AfterPass(stop);
+    BurnCpu(absl::Milliseconds(50));  // At 1%: a pause of seconds.
+    burned = true;
+    pacer.AfterPass(stop, [&] { return asked.load(); });
+  });
+  while (!burned.load()) absl::SleepFor(absl::Milliseconds(1));
+  absl::SleepFor(absl::Milliseconds(50));
+  asked = true;
+  const absl::Time asked_at = absl::Now();
+  reader.join();
+  EXPECT_LT(absl::Now() - asked_at, absl::Seconds(1)) << "the pause went on after the request";
+  EXPECT_EQ(pacer.pauses(), 1u);
+  EXPECT_LT(pacer.paused(), absl::Seconds(2));
+}
+
 TEST(CpuBudgetTest, WithoutABudgetAPacerOnlyMeasures) {
   ConsumerPacer pacer(nullptr);
   std::atomic<bool> stop{false};
