@@ -527,14 +527,23 @@ TEST_F(AgentSnapshotProofTest, AnOomKillFiresOneSnapshotHoldingTheKillAndItsAfte
   if (!cg.missing().empty()) GTEST_SKIP() << "needs a memory cgroup: " << cg.missing();
   ASSERT_TRUE(cg.error().empty()) << cg.error();
   // Only our victim fires it: other OOM kills on the machine are not ours.
-  // On cgroup v2 the agent records only the cgroup, where a ticker goes on
-  // after the kill, so that the 8 MiB ring holds the kill and the second
-  // after it whatever else the machine does (a whole loaded machine wrapped
-  // it within the second, and the kill was gone from the file).
+  // The agent records only the cgroup, where a ticker goes on after the
+  // kill, so that the 8 MiB ring holds the kill and the second after it
+  // whatever else the machine does (a whole loaded machine wrapped it
+  // within the second, and the kill was gone from the file).
+  // With the memory controller on cgroup v1 (hybrid systems), the victim
+  // and the ticker are also put in a cgroup2 cgroup of their own, recorded
+  // alone.
+  std::optional<testing::ScratchCgroup> v2;
+  if (cg.v2_path().empty()) v2.emplace("oom");
+  const std::string filter = !cg.v2_path().empty() ? cg.v2_path() : v2->ok() ? v2->path() : "";
   const std::string base =
-      cg.v2_path().empty() ? std::string(kBaseConfig) : FilteredTo(kBaseConfig, cg.v2_path());
+      filter.empty() ? std::string(kBaseConfig) : FilteredTo(kBaseConfig, filter);
   Ticker ticker;
   ASSERT_TRUE(cg.Add(ticker.pid())) << cg.path();
+  if (v2.has_value() && v2->ok()) {
+    ASSERT_TRUE(WriteFile(v2->dir() + "/cgroup.procs", std::to_string(ticker.pid())));
+  }
   ASSERT_TRUE(
       WriteFile(config_, absl::StrCat("buffers { size_kb: 8192 }\n", base,
                                       "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers {\n"
@@ -547,6 +556,9 @@ TEST_F(AgentSnapshotProofTest, AnOomKillFiresOneSnapshotHoldingTheKillAndItsAfte
   ASSERT_GT(hog.pid(), 0);
   const pid_t victim = hog.pid();
   ASSERT_TRUE(cg.Add(victim)) << cg.path();
+  if (v2.has_value() && v2->ok()) {
+    ASSERT_TRUE(WriteFile(v2->dir() + "/cgroup.procs", std::to_string(victim)));
+  }
   ASSERT_TRUE(hog.Go());
   const int status = hog.Wait();
   ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)

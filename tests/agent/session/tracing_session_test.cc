@@ -347,6 +347,30 @@ TEST(TracingSessionTest, ASnapshotHoldsWhatTheFtraceBuffersHadNotHandedOverYet) 
       "  ftrace_events: \"sched/sched_process_exec\" drain_period_ms: 5000 } } }\n");
 }
 
+// A session on `config_text`, started, with no warnings; null (and a
+// failure naming why) if it is not.
+std::unique_ptr<TracingSession> StartedSession(const std::string& config_text) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(config_text, "test.pbtxt");
+  if (!cfg.ok()) {
+    ADD_FAILURE() << cfg.status();
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(*cfg);
+  if (!s.ok()) {
+    ADD_FAILURE() << s.status();
+    return nullptr;
+  }
+  if (absl::Status st = (*s)->Start(); !st.ok()) {
+    ADD_FAILURE() << st;
+    return nullptr;
+  }
+  if (!(*s)->warnings().empty()) {
+    ADD_FAILURE() << (*s)->warnings()[0];
+    return nullptr;
+  }
+  return *std::move(s);
+}
+
 // A task whose fork and exec the tracker never read (here: the process
 // group is off; in a fleet, its fork still unread in another CPU's ring at
 // the clone, or a task moved into the cgroup the recording is filtered to)
@@ -355,16 +379,11 @@ TEST(TracingSessionTest, ASnapshotHoldsWhatTheFtraceBuffersHadNotHandedOverYet) 
 // snapshot's switches with no descriptor.
 TEST(TracingSessionTest, ATaskKnownOnlyFromItsSwitchesIsNamedInASnapshot) {
   if (geteuid() != 0) GTEST_SKIP() << "linux.bpf needs root (CAP_BPF and CAP_PERFMON)";
-  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+  std::unique_ptr<TracingSession> s = StartedSession(
       "buffers { size_kb: 16384 }\ndurable_buffer_size_kb: 1024\n"
       "data_sources { config { name: \"linux.bpf\" bpf_config {\n"
-      "  sched: true process: false incidents: false } } }\n",
-      "test.pbtxt");
-  ASSERT_TRUE(cfg.ok()) << cfg.status();
-  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(*cfg);
-  ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_TRUE((*s)->Start().ok());
-  ASSERT_TRUE((*s)->warnings().empty()) << (*s)->warnings()[0];
+      "  sched: true process: false incidents: false } } }\n");
+  ASSERT_NE(s, nullptr);
   // Born after the start's /proc scan; sleeps a few times, so it switches,
   // and lives on past the snapshot (a dead task's last switch would name
   // it: OnFinalSwitch).
@@ -377,12 +396,12 @@ TEST(TracingSessionTest, ATaskKnownOnlyFromItsSwitchesIsNamedInASnapshot) {
   }
   ASSERT_GT(child, 0);
   usleep(100'000);
-  std::unique_ptr<SessionSnapshot> snap = Snapshot(s->get(), ManualTrigger());
+  std::unique_ptr<SessionSnapshot> snap = Snapshot(s.get(), ManualTrigger());
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   ASSERT_NE(snap, nullptr);
   const trace::Trace t = WriteSnapshot(snap.get());
-  ASSERT_TRUE((*s)->Stop().ok());
+  ASSERT_TRUE(s->Stop().ok());
 
   int switches_in = 0;
   std::string thread_name;
@@ -411,23 +430,18 @@ TEST(TracingSessionTest, ATaskKnownOnlyFromItsSwitchesIsNamedInASnapshot) {
 // holds every event the reader took from the rings.
 TEST(TracingSessionTest, AReadersBurstsLargerThanItsChunkPoolAreKeptWhole) {
   if (geteuid() != 0) GTEST_SKIP() << "linux.bpf needs root (CAP_BPF and CAP_PERFMON)";
-  absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
+  std::unique_ptr<TracingSession> s = StartedSession(
       "buffers { size_kb: 131072 }\n"
       "data_sources { config { name: \"linux.bpf\" bpf_config {\n"
       "  sched: true process: false incidents: false ring_size_kb: 16384\n"
-      "  drain_period_ms: 5000 } } }\n",
-      "test.pbtxt");
-  ASSERT_TRUE(cfg.ok()) << cfg.status();
-  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(*cfg);
-  ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_TRUE((*s)->Start().ok());
-  ASSERT_TRUE((*s)->warnings().empty()) << (*s)->warnings()[0];
+      "  drain_period_ms: 5000 } } }\n");
+  ASSERT_NE(s, nullptr);
   const std::vector<pid_t> storm = testing::StartPipeStorm(2);
   usleep(1'000'000);
   testing::StopProcesses(storm);
-  ASSERT_TRUE((*s)->Stop().ok());
+  ASSERT_TRUE(s->Stop().ok());
   StringSink sink;
-  absl::StatusOr<TracingSession::Summary> summary = (*s)->WriteTrace(&sink);
+  absl::StatusOr<TracingSession::Summary> summary = s->WriteTrace(&sink);
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_GT(sink.data().size(), size_t{4} << 20) << "the storm wrote too little to fill the pool";
   EXPECT_EQ(summary->events_lost, 0u) << "the rings lost events: make them larger";

@@ -91,14 +91,18 @@ TEST(CpuBudgetTest, ThreadsShareOneBudget) {
 TEST(CpuBudgetTest, APacerMeasuresItsThreadAndStopsPausingOnStop) {
   CpuBudget budget(1, absl::Milliseconds(10));
   ConsumerPacer pacer(&budget);
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, burned{false};
   std::thread reader([&] {
     pacer.AfterPass(stop);  // Starts the meter.
     // 50 ms of CPU: at 1% that asks for a pause of seconds.
     BurnCpu(absl::Milliseconds(50));
+    burned = true;
     pacer.AfterPass(stop);
   });
-  absl::SleepFor(absl::Milliseconds(300));
+  // Stopped 200 ms into the pause. (A fixed 300 ms from the start left a
+  // loaded machine, where 50 ms of CPU take most of that, too little pause.)
+  while (!burned.load()) absl::SleepFor(absl::Milliseconds(1));
+  absl::SleepFor(absl::Milliseconds(200));
   stop = true;
   reader.join();
   EXPECT_GE(pacer.cpu(), absl::Milliseconds(50));
