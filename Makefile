@@ -152,7 +152,7 @@ ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests test-long flake-check asan bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+.PHONY: all test run-tests test-long flake-check asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
   uninstall clean format
 
 all: $(BIN) $(LIBS)
@@ -265,8 +265,14 @@ flake-check: deps
 	@$(MAKE) --no-print-directory $(BIN) $(KERNEL_TEST_BINS)
 	@bash tools/flake_check.sh $(KERNEL_TEST_BINS)
 
+# Every test binary but tests/deploy/'s (it checks the repository's
+# manifests, unit and install rules, and runs no ringside code of its own).
+ASAN_TEST_BINS = $(filter-out %/deploy_test,$(TEST_BINS))
 asan: deps
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=address,undefined run-tests
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=address,undefined run-asan-tests
+
+run-asan-tests: $(BIN) $(ASAN_TEST_BINS)
+	@tools/run_tests.sh $(ASAN_TEST_BINS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/obj/tests/testing/workloads.o \
   $(BUILD)/obj/tests/testing/paths.o $(LINK_LIBS)
@@ -304,77 +310,74 @@ storm: $(BIN) $(STORM) $(BUILD)/tests/agent_test
 FUZZ_SECONDS ?= 60
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_CXX ?= clang++
-FUZZ_CXXFLAGS := -std=c++20 -O1 -g $(WARNINGS) -I. \
+FUZZ_CXXFLAGS := -std=c++20 -O1 -g $(WARNINGS) -I. -isystem $(BUILD)/gen \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 BUFFER_SRCS := $(call component_srcs,buffer)
-BUFFER_HDRS := $(wildcard buffer/*.h buffer/internal/*.h)
-HARNESS := tests/buffer/testing/buffer_harness.cc tests/buffer/testing/buffer_harness.h
 
-$(FUZZ_DIR)/trace_buffer_fuzzer: tests/fuzz/trace_buffer_fuzzer.cc $(BUFFER_SRCS) $(BUFFER_HDRS) $(HARNESS)
+# A fuzzer's objects, compiled one by one through the compiler cache (with
+# -fsanitize=fuzzer they only get its coverage; libFuzzer's main comes in at
+# the link), under $(FUZZ_DIR)/obj.
+fuzz_objs = $(patsubst %.cc,$(FUZZ_DIR)/obj/%.o,$(1))
+$(FUZZ_DIR)/obj/%.o: %.cc $(PROTO_HDRS)
 	@mkdir -p $(@D)
-	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $(filter %.cc,$^) $(shell $(PKG_CONFIG) --cflags --libs absl_strings absl_node_hash_map absl_hash absl_raw_hash_set) -o $@
+	$(CCACHE) $(FUZZ_CXX) $(FUZZ_CXXFLAGS) -MMD -MP $(PKG_CFLAGS) -c $< -o $@
 
-FTRACE_PARSER_SRCS := ftrace/page_parser.cc ftrace/page_parser.h ftrace/event_format.h
-
-$(FUZZ_DIR)/page_parser_fuzzer: tests/fuzz/page_parser_fuzzer.cc $(FTRACE_PARSER_SRCS)
-	@mkdir -p $(@D)
-	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) $(filter %.cc,$^) -o $@
-
+FUZZ_OBJS_trace_buffer := $(call fuzz_objs,tests/fuzz/trace_buffer_fuzzer.cc $(BUFFER_SRCS) \
+  tests/buffer/testing/buffer_harness.cc)
+FUZZ_LIBS_trace_buffer := absl_strings absl_node_hash_map absl_hash absl_raw_hash_set
+FUZZ_OBJS_page_parser := $(call fuzz_objs,tests/fuzz/page_parser_fuzzer.cc ftrace/page_parser.cc)
 # `ringside inspect` on any bytes: the reader, the summarizer, both renderings.
-INSPECT_SRCS := agent/files/trace_inspector.cc agent/files/trace_file_reader.cc \
-  agent/files/json_text.cc
-
-$(FUZZ_DIR)/trace_file_fuzzer: tests/fuzz/trace_file_fuzzer.cc $(INSPECT_SRCS) $(PROTO_CCS) \
-  $(wildcard agent/files/trace_inspector.h agent/files/trace_file_reader.h agent/files/json_text.h) $(BUFFER_HDRS)
-	@mkdir -p $(@D)
-	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -isystem $(BUILD)/gen $(filter %.cc,$^) \
-	  $(shell $(PKG_CONFIG) --cflags --libs protobuf absl_statusor absl_str_format) -o $@
-
+FUZZ_OBJS_trace_file := $(call fuzz_objs,tests/fuzz/trace_file_fuzzer.cc \
+  agent/files/trace_inspector.cc agent/files/trace_file_reader.cc agent/files/json_text.cc \
+  $(PROTO_CCS))
+FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format
 # The control socket's framing and request decoder, on a peer's bytes.
-CONTROL_FRAME_SRCS := agent/daemon/control_frame.cc agent/daemon/control_frame.h \
-  $(BUILD)/gen/ringside/control/control.pb.cc
-
-$(FUZZ_DIR)/control_request_fuzzer: tests/fuzz/control_request_fuzzer.cc $(CONTROL_FRAME_SRCS)
-	@mkdir -p $(@D)
-	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -isystem $(BUILD)/gen $(filter %.cc,$^) \
-	  $(shell $(PKG_CONFIG) --cflags --libs protobuf absl_statusor absl_strings) -o $@
-
+FUZZ_OBJS_control_request := $(call fuzz_objs,tests/fuzz/control_request_fuzzer.cc \
+  agent/daemon/control_frame.cc $(BUILD)/gen/ringside/control/control.pb.cc)
+FUZZ_LIBS_control_request := protobuf absl_statusor absl_strings
 # A config file's text, through the loader, the agent's defaults and checks,
 # and the reload plan.
-CONFIG_TEXT_SRCS := agent/config/config_loader.cc agent/config/config_validation.cc agent/config/defaults.cc \
-  agent/daemon/config_reload.cc $(BUILD)/gen/ringside/config/trace_config.pb.cc \
-  $(wildcard agent/config/*.h agent/daemon/config_reload.h) bpf/common_events.h
+FUZZ_OBJS_config_text := $(call fuzz_objs,tests/fuzz/config_text_fuzzer.cc \
+  agent/config/config_loader.cc agent/config/config_validation.cc agent/config/defaults.cc \
+  agent/daemon/config_reload.cc $(BUILD)/gen/ringside/config/trace_config.pb.cc)
+FUZZ_LIBS_config_text := protobuf absl_statusor absl_strings absl_str_format
+FUZZ_MAX_LEN_trace_file := 65536
+FUZZ_ARGS_config_text := -dict=tests/fuzz/config_text.dict
 
-$(FUZZ_DIR)/config_text_fuzzer: tests/fuzz/config_text_fuzzer.cc $(CONFIG_TEXT_SRCS)
-	@mkdir -p $(@D)
-	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -isystem $(BUILD)/gen $(filter %.cc,$^) \
-	  $(shell $(PKG_CONFIG) --cflags --libs protobuf absl_statusor absl_strings absl_str_format) -o $@
+FUZZERS := trace_buffer page_parser trace_file control_request config_text
+FUZZ_BINS := $(FUZZERS:%=$(FUZZ_DIR)/%_fuzzer)
+FUZZ_ALL_OBJS := $(foreach f,$(FUZZERS),$(FUZZ_OBJS_$(f)))
+
+define fuzzer_rules
+$(FUZZ_DIR)/$(1)_fuzzer: $(FUZZ_OBJS_$(1))
+	$$(FUZZ_CXX) $$(FUZZ_CXXFLAGS) $$^ $$(if $$(FUZZ_LIBS_$(1)),$$(shell $$(PKG_CONFIG) --libs $$(FUZZ_LIBS_$(1)))) -o $$@
+endef
+$(foreach f,$(FUZZERS),$(eval $(call fuzzer_rules,$(f))))
 
 $(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_generator.cc
 	@mkdir -p $(@D)
 	$(CXX) -std=c++20 -O2 $(WARNINGS) $< -o $@
 
 # Runs every fuzzer for FUZZ_SECONDS on the committed seed corpus (new inputs
-# go to build/, never into the source tree).
+# go to build/, never into the source tree), as many at once as make -j
+# allows. Each one's output goes to $(FUZZ_DIR)/NAME.log: its final stats
+# are printed, or the whole log if it found a crash.
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-run
 
-fuzz-run: $(FUZZ_DIR)/trace_buffer_fuzzer $(FUZZ_DIR)/page_parser_fuzzer $(FUZZ_DIR)/trace_file_fuzzer \
-  $(FUZZ_DIR)/control_request_fuzzer $(FUZZ_DIR)/config_text_fuzzer
-	@mkdir -p $(FUZZ_DIR)/corpus/trace_buffer $(FUZZ_DIR)/corpus/page_parser \
-	  $(FUZZ_DIR)/corpus/trace_file $(FUZZ_DIR)/corpus/control_request \
-	  $(FUZZ_DIR)/corpus/config_text
-	$(FUZZ_DIR)/trace_buffer_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  -max_len=8192 $(FUZZ_DIR)/corpus/trace_buffer tests/fuzz/corpus/trace_buffer
-	$(FUZZ_DIR)/page_parser_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  -max_len=8192 $(FUZZ_DIR)/corpus/page_parser tests/fuzz/corpus/page_parser
-	$(FUZZ_DIR)/trace_file_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  -max_len=65536 $(FUZZ_DIR)/corpus/trace_file tests/fuzz/corpus/trace_file
-	$(FUZZ_DIR)/control_request_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  -max_len=8192 $(FUZZ_DIR)/corpus/control_request tests/fuzz/corpus/control_request
-	$(FUZZ_DIR)/config_text_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  -max_len=8192 -dict=tests/fuzz/config_text.dict \
-	  $(FUZZ_DIR)/corpus/config_text tests/fuzz/corpus/config_text
+fuzz-run: $(FUZZERS:%=fuzz-run-%)
+
+fuzz-run-%: $(FUZZ_DIR)/%_fuzzer
+	@mkdir -p $(FUZZ_DIR)/corpus/$*
+	@echo "fuzz $*: $(FUZZ_SECONDS) s"
+	@if $< -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -max_len=$(or $(FUZZ_MAX_LEN_$*),8192) $(FUZZ_ARGS_$*) \
+	    $(FUZZ_DIR)/corpus/$* tests/fuzz/corpus/$* > $(FUZZ_DIR)/$*.log 2>&1; then \
+	  grep -E '^(Done [0-9]+ runs|stat::number_of_executed_units|stat::new_units_added)' \
+	    $(FUZZ_DIR)/$*.log | sed 's/^/fuzz $*: /'; \
+	else \
+	  cat $(FUZZ_DIR)/$*.log; echo "fuzz $*: FAILED (its log: $(FUZZ_DIR)/$*.log)"; exit 1; \
+	fi
 
 # Regenerates the committed seed corpus.
 fuzz-corpus: $(FUZZ_DIR)/trace_buffer_corpus_generator
@@ -471,4 +474,4 @@ format:
 	find buffer ftrace bpf agent tests -name '*.cc' -o -name '*.h' -o -name '*.c' \
 	  | xargs -r clang-format -i
 
--include $(ALL_OBJS:.o=.d)
+-include $(ALL_OBJS:.o=.d) $(FUZZ_ALL_OBJS:.o=.d)
