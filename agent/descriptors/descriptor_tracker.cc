@@ -273,7 +273,11 @@ void DescriptorTracker::OnFinalSwitch(uint64_t ts, int32_t tid, int32_t tgid,
   {
     absl::MutexLock lock(&mu_);
     auto it = threads_.find(tid);
-    if (it != threads_.end() && (it->second.tgid != 0 || it->second.exit_ts != 0)) return;
+    // Described by its scheduling records only (OnSeen): ended here too.
+    const bool only_seen = it != threads_.end() && it->second.ts == 0 && it->second.seen_ts != 0;
+    if (it != threads_.end() && (it->second.tgid != 0 || it->second.exit_ts != 0) && !only_seen) {
+      return;
+    }
   }
   OnExit(ts, tid, tgid, /*group_dead=*/-1, comm);
 }
@@ -290,11 +294,17 @@ void DescriptorTracker::OnRename(uint64_t ts, int32_t tid, std::string_view new_
 void DescriptorTracker::OnSeen(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm) {
   if (tid <= 0 || tgid <= 0) return;
   absl::MutexLock lock(&mu_);
-  // Unknown, or known only as a task that ended before `ts`: a new entry.
+  // An id nothing was told of, or one whose task exited more than
+  // kSeenAfterExitNs before: a task is still scheduled for a moment after
+  // its exit record (it wakes its parent, is preempted, switches out dead),
+  // which must not describe it again as a live one; later, the id is a new
+  // task's (a reused pid whose fork was not read).
   auto fresh = [ts](auto& map, int32_t id) {
     auto [it, inserted] = map.try_emplace(id);
     auto& e = it->second;
-    if (!inserted && !(e.exit_ts != 0 && ts > e.exit_ts)) return decltype(&e){nullptr};
+    if (!inserted && !(e.exit_ts != 0 && ts > e.exit_ts + kSeenAfterExitNs)) {
+      return decltype(&e){nullptr};
+    }
     e = {};
     e.seen_ts = ts;
     return &e;

@@ -95,15 +95,17 @@ class DescriptorTracker {
   void OnRename(uint64_t ts, int32_t tid, std::string_view new_comm);
   // A task a scheduling event at `ts` names (a switch's tasks, a wakeup's,
   // a migration's), thread `tid` of process `tgid` named `comm`. If nothing
-  // describes it yet, or only a task that exited before `ts` under its id,
-  // it is described now from that name (the process's command line its
-  // comm), so that its events never reach the ring before a descriptor of
-  // it reaches the store: its fork may still be unread in another CPU's
-  // ring (records are read CPU by CPU), or unrecorded (a task that moved
-  // into a cgroup the recording is filtered to). Anything read of it later,
-  // fork, exec, rename, exit, replaces this description, which has no time
-  // of its own (ts 0).
+  // was told of it yet, it is described now from that name (the process's
+  // command line its comm), so that its events never reach the ring before
+  // a descriptor of it reaches the store: its fork may still be unread in
+  // another CPU's ring (records are read CPU by CPU), or unrecorded (a task
+  // that moved into a cgroup the recording is filtered to). Anything read
+  // of it later, fork, exec, rename, exit, its final switch, replaces or
+  // ends this description, which has no time of its own (ts 0). An id
+  // whose task exited is left alone for kSeenAfterExitNs (that task is
+  // still scheduled for a moment); after that it is a new task's.
   void OnSeen(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm);
+  static constexpr uint64_t kSeenAfterExitNs = 1'000'000'000;
 
   // Moves the updates reported so far into `store` (the buffer owner's).
   void ApplyTo(buffer::DurableStore* store);

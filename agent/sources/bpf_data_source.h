@@ -115,7 +115,9 @@ class BpfDataSource : public DataSource {
   std::vector<bool> lost_pending_;
   // Tasks the tracker has been told of (forked, exec'd or seen), so that
   // scheduling records call it only for a task's first one: a task leaves
-  // at its exit. Consumer thread only; emptied past kMaxToldTasks.
+  // at its exit and at its final switch (the tracker tells a dying task's
+  // last records from a new task's under a reused id).
+  // Consumer thread only; emptied past kMaxToldTasks.
   static constexpr size_t kMaxToldTasks = 1 << 16;
   absl::flat_hash_set<int32_t> told_;
   CgroupSelector cgroups_;

@@ -248,23 +248,29 @@ TEST(DescriptorTrackerTest, ASeenTaskDoesNotChangeWhatIsKnownOrReviveAnExit) {
   Named n = Descriptors(t, store);
   EXPECT_EQ(n.threads[50].name(), "sh");
   EXPECT_EQ(n.processes[50].cmdline(0), "/bin/sh");
-  // A switch of a task read after its exit, but from before it: nothing.
+  // A switch of a task read after its exit, from before it or after it
+  // (a task is scheduled until it switches out dead): nothing changes, and
+  // it stays ended.
   t.OnFork(300, 50, 50, 70, 70, "sh");
   t.OnExit(400, 70, 70, 1, "sh");
   t.OnSeen(350, 70, 70, "late");
+  t.OnSeen(450, 70, 70, "sh");
   n = Descriptors(t, store);
   EXPECT_EQ(n.threads[70].name(), "sh");
-  // After its exit: a new task under the same id (a reused pid).
-  t.OnSeen(500, 70, 70, "reused");
+  EXPECT_EQ(n.processes[70].cmdline(0), "/bin/sh");
+  EXPECT_EQ(t.live_processes(), 2u);  // init and sh; 70 ended.
+  // Long after its exit: a new task under the id (a reused pid whose fork
+  // was not read).
+  t.OnSeen(400 + DescriptorTracker::kSeenAfterExitNs + 1, 70, 70, "reused");
   n = Descriptors(t, store);
   EXPECT_EQ(n.threads[70].name(), "reused");
   EXPECT_EQ(n.processes[70].cmdline(0), "reused");
   // A thread renamed before its fork was read: the rename's name stays,
   // and the switch gives it its process.
   t.OnRename(600, 81, "worker");
-  t.OnSeen(610, 81, 70, "python3");
+  t.OnSeen(610, 81, 50, "sh");
   n = Descriptors(t, store);
-  EXPECT_EQ(n.threads[81].tgid(), 70);
+  EXPECT_EQ(n.threads[81].tgid(), 50);
   EXPECT_EQ(n.threads[81].name(), "worker");
   // Ids that name no task are ignored (the idle task, a missing tgid).
   t.OnSeen(700, 0, 0, "swapper/0");
@@ -272,6 +278,21 @@ TEST(DescriptorTrackerTest, ASeenTaskDoesNotChangeWhatIsKnownOrReviveAnExit) {
   n = Descriptors(t, store);
   EXPECT_FALSE(n.threads.count(0));
   EXPECT_FALSE(n.threads.count(90));
+}
+
+// A task described by its switches only, whose exit was not recorded (a
+// filtered recording, a dropped record), is ended by its final switch, as
+// a task nothing described is.
+TEST(DescriptorTrackerTest, ATaskOnlySeenIsEndedByItsFinalSwitch) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  t.OnSeen(200, 90, 90, "worker");
+  EXPECT_EQ(t.live_processes(), 3u);  // init, sh and it.
+  t.OnFinalSwitch(300, 90, 90, "worker");
+  EXPECT_EQ(t.live_processes(), 2u);
+  Named n = Descriptors(t, store);
+  EXPECT_EQ(n.threads[90].name(), "worker");
 }
 
 TEST(DescriptorTrackerTest, RememberedExitsAreBoundedInNumberAndTime) {
