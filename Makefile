@@ -36,7 +36,7 @@ DEB_PACKAGES := \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
-  rt-tests systemd linux-perf time ccache stress-ng
+  rt-tests systemd linux-perf time ccache
 
 # tests/deploy/ checks the Kubernetes manifests against the API's schemas
 # (kubernetes-models: every kind's OpenAPI schema compiled to a validator,
@@ -64,9 +64,14 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs gmock gtest_main)
 # out (debug info names it), so that a clone in another folder, such as CI's
 # fresh clone, finds the objects an earlier build of the same sources made.
 # The only absolute paths a compile sees are in tests/testing/paths.cc.
-CCACHE ?= $(shell command -v ccache 2>/dev/null)
+ifeq ($(origin CCACHE),undefined)
+  CCACHE := $(shell command -v ccache 2>/dev/null)
+endif
 export CCACHE_BASEDIR := $(abspath .)
 export CCACHE_NOHASHDIR := 1
+# Debug info names the sources relative to the tree, so that an object the
+# cache serves to another clone points at that clone's files.
+DEBUG_PREFIX_MAP := -fdebug-prefix-map=$(CURDIR)=.
 
 WARNINGS := -Wall -Wextra -Werror
 CPPFLAGS += -I. -isystem $(BUILD)/gen -MMD -MP
@@ -78,7 +83,7 @@ ifeq ($(SANITIZE),)
 else
   CXXFLAGS ?= -O1 -g1
 endif
-CXXFLAGS += -std=c++20 $(WARNINGS)
+CXXFLAGS += -std=c++20 $(WARNINGS) $(DEBUG_PREFIX_MAP)
 LDFLAGS ?=
 ifneq ($(SANITIZE),)
   SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -183,7 +188,7 @@ $(BUILD)/bpf/vmlinux.h:
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events.h bpf/*.bpf.h) \
   bpf/task_state.h
-	$(BPF_CLANG) -g -O2 -fdebug-prefix-map=$(CURDIR)=. -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
+	$(BPF_CLANG) -g -O2 $(DEBUG_PREFIX_MAP) -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
 
 $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	bpftool gen skeleton $< name rs_$* > $@
@@ -192,7 +197,7 @@ $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 BENCH_BPF_SKELS := $(patsubst tests/bench/%.bpf.c,$(BUILD)/bench/bpf/%.skel.h,$(wildcard tests/bench/*.bpf.c))
 $(BUILD)/bench/bpf/%.bpf.o: tests/bench/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events.h bpf/*.bpf.h)
 	@mkdir -p $(@D)
-	$(BPF_CLANG) -g -O2 -fdebug-prefix-map=$(CURDIR)=. -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
+	$(BPF_CLANG) -g -O2 $(DEBUG_PREFIX_MAP) -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
 
 $(BUILD)/bench/bpf/%.skel.h: $(BUILD)/bench/bpf/%.bpf.o
 	bpftool gen skeleton $< name rs_$* > $@
@@ -310,7 +315,7 @@ storm: $(BIN) $(STORM) $(BUILD)/tests/agent_test
 FUZZ_SECONDS ?= 60
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_CXX ?= clang++
-FUZZ_CXXFLAGS := -std=c++20 -O1 -g $(WARNINGS) -I. -isystem $(BUILD)/gen \
+FUZZ_CXXFLAGS := -std=c++20 -O1 -g $(WARNINGS) $(DEBUG_PREFIX_MAP) -I. -isystem $(BUILD)/gen \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 BUFFER_SRCS := $(call component_srcs,buffer)
 

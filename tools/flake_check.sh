@@ -3,6 +3,10 @@
 # row, as `make test` runs them (tools/run_tests.sh), while a load keeps
 # every CPU busy, and closes on a table of each test that failed in any run.
 #
+# The load runs beside the tests that run side by side; it is stopped while
+# the tests that need the machine to themselves run (tests/serial_tests.txt),
+# as CI runs them.
+#
 # FLAKE_LOAD: the load, a shell command run again whenever it ends (default:
 #   hackbench with 2 senders and 2 receivers on pipes, which keeps two CPUs
 #   busy with a scheduling storm that the real-kernel tests' own BPF and
@@ -14,16 +18,22 @@
 set -u
 
 runs=${FLAKE_RUNS:-10}
-load=${FLAKE_LOAD:-hackbench -g 1 -f 2 -l 2000000}
+load=${FLAKE_LOAD:-hackbench -p -g 1 -f 2 -l 2000000}
 here=$(cd "$(dirname "$0")" && pwd)
 
 if [ -n "${FLAKE_FILTER:-}" ]; then export TEST_FILTER=$FLAKE_FILTER; fi
+
+if ! command -v "${load%% *}" >/dev/null; then
+  echo "flake-check: ${load%% *} is not installed (make deps installs rt-tests)" >&2
+  exit 1
+fi
 
 # setsid: the load and everything it starts form one process group, ended
 # by its (negated) id whatever state the test run is left in.
 setsid bash -c "while :; do $load >/dev/null 2>&1 || sleep 1; done" &
 load_pgid=$!
 stop_load() {
+  kill -CONT -- "-$load_pgid" 2>/dev/null
   kill -TERM -- "-$load_pgid" 2>/dev/null
   wait "$load_pgid" 2>/dev/null
 }
@@ -36,7 +46,7 @@ fi
 echo "flake-check: $runs runs of $* beside the load: $load"
 
 log=$(mktemp)
-TEST_REPEAT=$runs bash "$here/run_tests.sh" "$@" >"$log" 2>&1
+TEST_LOAD_PGID=$load_pgid TEST_REPEAT=$runs bash "$here/run_tests.sh" "$@" >"$log" 2>&1
 rc=$?
 stop_load
 trap - EXIT

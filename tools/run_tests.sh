@@ -6,14 +6,19 @@
 # Two phases:
 #  1. Every binary is cut into TEST_JOBS shards (GoogleTest's own sharding,
 #     GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX), and TEST_JOBS shards run side
-#     by side. Each test already keeps to its own tracefs instance, cgroup,
-#     scratch directory and process tree, so two shards share no kernel state.
-#  2. The tests that tests/serial_tests.txt names (those that take a CPU
-#     offline, or compare ringside's count with the kernel's count of a whole
-#     CPU) run alone, one binary after another, on an otherwise quiet machine.
-# A shard's output is printed whole when it ends, so outputs never interleave.
+#     by side. Each test keeps to its own tracefs instance, cgroup, scratch
+#     directory and process tree; those that look at what the whole machine
+#     does are the exceptions tests/serial_tests.txt names.
+#  2. The tests that tests/serial_tests.txt names run alone, one binary after
+#     another, each with why there.
+# A shard's output is printed whole when it ends, so outputs never interleave;
+# a shard still running after TEST_TIMEOUT seconds (1800) is killed and its
+# output printed.
 #
-# TEST_JOBS: shards at a time (default: the number of CPUs, at least 2).
+# TEST_JOBS: shards at a time (default: the number of CPUs; 1 runs the tests
+#   one after another).
+# TEST_LOAD_PGID: a process group (flake-check's load) stopped while the
+#   serial tests run, as they are meant to have the machine to themselves.
 # TEST_REPEAT: runs of everything, one after another (default 1); with more
 #   than one, the closing lines also list each test that failed in any run.
 # TEST_FILTER: a GoogleTest filter (POSITIVE[-NEGATIVE]) to run only some
@@ -23,7 +28,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 serial_list="$here/../tests/serial_tests.txt"
 jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
-[ "$jobs" -ge 2 ] 2>/dev/null || jobs=2
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=2
+timeout_s=${TEST_TIMEOUT:-1800}
 repeat=${TEST_REPEAT:-1}
 
 # The serial tests as one GoogleTest filter (patterns joined by ':').
@@ -55,7 +61,16 @@ serial_tests_of() {
 }
 
 logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+# Whatever did not finish (an interrupt, CI's own time limit) is printed.
+on_exit() {
+  for log in "$logs"/*.log; do
+    [ -e "$log" ] || continue
+    echo "=== unfinished: $(cat "$log.name" 2>/dev/null)"
+    cat "$log"
+  done
+  rm -rf "$logs"
+}
+trap on_exit EXIT
 
 passed=0 failed=0 skipped=0 broken=()
 declare -A failed_runs=()
@@ -86,9 +101,12 @@ tally() {
 start_shard() {
   local log=$1 bin=$2 index=$3 total=$4 filter=$5
   (
-    GTEST_TOTAL_SHARDS=$total GTEST_SHARD_INDEX=$index \
+    GTEST_TOTAL_SHARDS=$total GTEST_SHARD_INDEX=$index timeout -k 30 "$timeout_s" \
       "$bin" --gtest_color=no "--gtest_filter=$filter" >"$log" 2>&1
-    echo $? >"$log.rc"
+    rc=$?
+    [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || echo "run_tests: killed after ${timeout_s} s" >>"$log"
+    # Renamed into place whole: reap() takes the file's presence as the end.
+    echo "$rc" >"$log.rc.tmp" && mv "$log.rc.tmp" "$log.rc"
   ) &
 }
 
@@ -127,6 +145,7 @@ for ((run = 1; run <= repeat; run++)); do
   done
   reap 1
   # Phase 2: the serial tests, alone.
+  [ -z "${TEST_LOAD_PGID:-}" ] || kill -STOP -- "-$TEST_LOAD_PGID" 2>/dev/null
   for bin in "$@"; do
     filter=$(serial_tests_of "$bin")
     [ -n "$filter" ] || continue
@@ -137,6 +156,7 @@ for ((run = 1; run <= repeat; run++)); do
     wait
     reap 1
   done
+  [ -z "${TEST_LOAD_PGID:-}" ] || kill -CONT -- "-$TEST_LOAD_PGID" 2>/dev/null
 done
 
 echo

@@ -640,13 +640,15 @@ TEST_F(AgentSnapshotProofTest, AnOomKillFiresOneSnapshotHoldingTheKillAndItsAfte
 // before and overlapping it.
 //
 // The agent records only the load's cgroup: each snapshot must overlap the
-// one before, so the 16 MiB ring must not wrap between two of them, which
-// the rest of a loaded machine made it do (snapshot 2 began 240 ms after
-// snapshot 1 ended, with another test's pipe storm beside it).
+// one before, so the ring must not wrap between two of them, which the rest
+// of a loaded machine made it do (snapshot 2 began 240 ms after snapshot 1
+// ended, with another test's pipe storm beside it). 64 MiB hold some 10 s
+// of the load alone (16 MiB wrapped while a snapshot took 2.3 s to write
+// on a busy disk).
 TEST_F(AgentSnapshotProofTest, ThreeSnapshotsInARowUnderLoadAreWholeDistinctAndOverlap) {
   testing::ScratchCgroup cgroup("load");
   if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
-  ASSERT_TRUE(WriteFile(config_, absl::StrCat("buffers { size_kb: 16384 }\n",
+  ASSERT_TRUE(WriteFile(config_, absl::StrCat("buffers { size_kb: 65536 }\n",
                                               FilteredTo(kBaseConfig, cgroup.path()))));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   ScopedLoad load(/*pipe_pairs=*/1, /*forker=*/true, cgroup.dir() + "/cgroup.procs");

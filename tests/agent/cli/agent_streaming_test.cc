@@ -135,7 +135,8 @@ TEST_F(AgentStreamingTest, AStormMakesAtMostMaxFilesWholeSelfContainedFilesWitho
     const std::string json = RunRingsideCapture({"inspect", "--json", path}, &code);
     ASSERT_EQ(code, 0) << path << " does not open whole";
     const nlohmann::json j = nlohmann::json::parse(json);
-    EXPECT_EQ(j["sched_pids"]["unresolved"].get<int>(), 0) << path;
+    EXPECT_EQ(j["sched_pids"]["unresolved"].get<int>(), 0)
+        << path << ": unresolved pids " << j["sched_pids"]["unresolved_pids"].dump();
     EXPECT_GT(j["sched_pids"]["seen"].get<int>(), 0) << path;
     EXPECT_EQ(j["packets_by_type"].value("trace_stats", 0), 1) << path;
     EXPECT_EQ(j["packets_by_type"].value("system_info", 0), 1) << path;

@@ -15,6 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -28,8 +29,16 @@ namespace {
 using testing::ScratchCgroup;
 using testing::TempPath;
 
-constexpr char kContainerId[] = "5ca1ab1e0c0ffee0ddba11ab0defaced5eed1e55c0deba5eba11ade0facade12";
-constexpr char kOtherId[] = "0dd000000000000000000000000000000000000000000000000000000000000f";
+// Container ids of this test process's own: its pid leads them, so that a
+// filter by id (or by its 12-digit prefix) never takes the cgroups another
+// test binary makes meanwhile for its own containers.
+std::string OwnContainerId(const char* rest) {
+  return absl::StrFormat("%08x", static_cast<uint32_t>(getpid())) + std::string(rest).substr(8);
+}
+const std::string kContainerId =
+    OwnContainerId("5ca1ab1e0c0ffee0ddba11ab0defaced5eed1e55c0deba5eba11ade0facade12");
+const std::string kOtherId =
+    OwnContainerId("0dd000000000000000000000000000000000000000000000000000000000000f");
 
 std::string ContainerdScope(const std::string& id) {
   return absl::StrCat("cri-containerd-", id, ".scope");

@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
 #include "tests/agent/testing/ringside_cli.h"
+#include "tests/agent/testing/scratch_cgroup.h"
 #include "tests/testing/kernel_tracefs.h"
 #include "tests/testing/workloads.h"
 
@@ -470,11 +471,21 @@ TEST(RecordCommandTest, WithoutPrivilegeSaysWhatIsMissingAndRecordsProc) {
 // write is cut back to the last whole packet), ringside says so at once,
 // keeps recording into its buffers, and writes again once there is room,
 // starting with what it had read when the disk filled.
+//
+// It records its own cgroup only: the freed 4 MiB must hold the rest of the
+// recording, which the whole machine's scheduling, beside another test's
+// pipe storm, filled again before the end.
 TEST(RecordCommandTest, StreamingThroughAFullDiskKeepsTheFileValidAndCatchesUp) {
   RINGSIDE_REQUIRE_TRACEFS();
+  testing::ScratchCgroup cgroup("fulldisk");
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  const std::string procs = cgroup.dir() + "/cgroup.procs";
   const std::string cfg = TempPath("full.pbtxt");
   std::ofstream(cfg) << "buffers { size_kb: 16384 }\n"
-                        "data_sources { config { name: \"linux.bpf\" } }\n"
+                        "data_sources { config { name: \"linux.bpf\" bpf_config {\n"
+                        "  filter_cgroup_path: \""
+                     << cgroup.path()
+                     << "\" } } }\n"
                         "write_into_file: true\nfile_write_period_ms: 100\n"
                         "flush_period_ms: 100\n";
   const std::string dir = TempPath("fulldisk");
@@ -485,6 +496,7 @@ TEST(RecordCommandTest, StreamingThroughAFullDiskKeepsTheFileValidAndCatchesUp) 
   // 48 KiB; the recorded command's 500 execs fill the rest, then it frees it.
   const pid_t pid = fork();
   if (pid == 0) {
+    std::ofstream(procs) << "0";  // Into the cgroup, with all it starts.
     if (unshare(CLONE_NEWNS) != 0 ||
         mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
         mount("ringside-test", dir.c_str(), "tmpfs", 0, "size=4m") != 0) {

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -163,9 +165,9 @@ TEST(DropCapabilitiesTest, AThreadThatCannotAnswerFailsTheDropNamingIt) {
 TEST(DropCapabilitiesTest, AThreadInALongUninterruptibleWaitIsWaitedFor) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (capabilities to drop)";
   const int code = InChild([] {
-    std::atomic<bool> waiting{false};
+    std::atomic<pid_t> tid{0};
     std::thread held([&] {
-      waiting = true;
+      tid = static_cast<pid_t>(syscall(SYS_gettid));
       // The child shares our memory until it exits: a raw sleep, then exit.
       if (vfork() == 0) {
         const struct timespec three_s = {3, 0};
@@ -174,8 +176,17 @@ TEST(DropCapabilitiesTest, AThreadInALongUninterruptibleWaitIsWaitedFor) {
       }
       wait(nullptr);
     });
-    while (!waiting.load()) usleep(1000);
-    usleep(100000);  // Into the vfork wait.
+    while (tid.load() == 0) usleep(1000);
+    // Into the vfork wait (state D), or the test would prove nothing.
+    bool in_wait = false;
+    for (int i = 0; i < 2000 && !in_wait; i++) {
+      std::ifstream stat("/proc/self/task/" + std::to_string(tid.load()) + "/stat");
+      const std::string line((std::istreambuf_iterator<char>(stat)), {});
+      const size_t paren = line.rfind(')');
+      in_wait = paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'D';
+      if (!in_wait) usleep(1000);
+    }
+    if (!in_wait) return 3;
     const absl::Status st = DropCapabilities(0);
     held.join();
     if (!st.ok()) {
