@@ -160,12 +160,16 @@ bool ThreadBlocksSignal(pid_t tid, int signal_number) {
   return false;
 }
 
-// "state D, in wchan_name" for a failure message.
-std::string ThreadState(pid_t tid) {
+// Thread `tid`'s state letter (R, S, D...), '?' if it cannot be read.
+char ThreadStateLetter(pid_t tid) {
   const std::string stat = ReadSmallFile(absl::StrCat("/proc/self/task/", tid, "/stat"));
   const size_t paren = stat.rfind(')');
-  const std::string state =
-      paren != std::string::npos && paren + 2 < stat.size() ? stat.substr(paren + 2, 1) : "?";
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
+}
+
+// "state D, in wchan_name" for a failure message.
+std::string ThreadState(pid_t tid) {
+  const std::string state(1, ThreadStateLetter(tid));
   std::string wchan = ReadSmallFile(absl::StrCat("/proc/self/task/", tid, "/wchan"));
   absl::StripTrailingAsciiWhitespace(&wchan);
   return absl::StrCat("state ", state, ", in ", wchan.empty() || wchan == "0" ? "?" : wchan);
@@ -236,7 +240,9 @@ absl::Status DropCapabilities(CapabilityMask keep) {
       // Any other answers once the kernel lets its handler run, which a
       // thread in an uninterruptible wait (an fsync on a busy disk, a
       // vfork) postpones: it gets kBusyWait, so that a loaded machine delays
-      // the start instead of failing it.
+      // the start instead of failing it. So does a thread that blocks
+      // signals only for such a wait (glibc's posix_spawn and system block
+      // them while the child has its memory): one in state D is waited for.
       constexpr absl::Duration kBlockedWait = absl::Seconds(2);
       constexpr absl::Duration kBusyWait = absl::Seconds(60);
       const absl::Time start = absl::Now();
@@ -246,7 +252,7 @@ absl::Status DropCapabilities(CapabilityMask keep) {
         const absl::Time now = absl::Now();
         if (now >= next_check) {
           if (access(absl::StrCat("/proc/self/task/", tid).c_str(), F_OK) != 0) break;
-          blocks = ThreadBlocksSignal(tid, signal_number);
+          blocks = ThreadBlocksSignal(tid, signal_number) && ThreadStateLetter(tid) != 'D';
           next_check = now + absl::Milliseconds(10);
         }
         if (now - start >= (blocks ? kBlockedWait : kBusyWait)) break;
