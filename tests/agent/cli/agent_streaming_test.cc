@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/files/file_retention.h"
 #include "agent/files/rotating_trace_file.h"
@@ -136,7 +137,9 @@ TEST_F(AgentStreamingTest, AStormMakesAtMostMaxFilesWholeSelfContainedFilesWitho
     ASSERT_EQ(code, 0) << path << " does not open whole";
     const nlohmann::json j = nlohmann::json::parse(json);
     EXPECT_EQ(j["sched_pids"]["unresolved"].get<int>(), 0)
-        << path << ": unresolved pids " << j["sched_pids"]["unresolved_pids"].dump();
+        << path << ": unresolved pids " << j["sched_pids"]["unresolved_pids"].dump()
+        << " (the storm's: " << absl::StrJoin(storm, ",")
+        << "); the durable store at the end: " << status.value("durable", nlohmann::json()).dump();
     EXPECT_GT(j["sched_pids"]["seen"].get<int>(), 0) << path;
     EXPECT_EQ(j["packets_by_type"].value("trace_stats", 0), 1) << path;
     EXPECT_EQ(j["packets_by_type"].value("system_info", 0), 1) << path;
