@@ -15,8 +15,11 @@
 # a shard still running after TEST_TIMEOUT seconds (1800) is killed and its
 # output printed.
 #
-# TEST_JOBS: shards at a time (default: the number of CPUs; 1 runs the tests
-#   one after another).
+# TEST_JOBS: shards at a time (default 1: one after another). 2 or more
+#   takes about half the time, but end-to-end tests that look at the whole
+#   machine without being on tests/serial_tests.txt yet fail now and then
+#   beside each other (a dozen were found that way and fixed or listed; CI
+#   keeps 1 until `TEST_JOBS=2 make flake-check` runs clean).
 # TEST_LOAD_PGID: a process group (flake-check's load) stopped while the
 #   serial tests run, as they are meant to have the machine to themselves.
 # TEST_REPEAT: runs of everything, one after another (default 1); with more
@@ -27,8 +30,8 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 serial_list="$here/../tests/serial_tests.txt"
-jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
-[ "$jobs" -ge 1 ] 2>/dev/null || jobs=2
+jobs=${TEST_JOBS:-1}
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 timeout_s=${TEST_TIMEOUT:-1800}
 repeat=${TEST_REPEAT:-1}
 

@@ -192,8 +192,11 @@ TEST_F(AgentStreamingTest, AKilledAgentsPartialFileIsKeptWholeByTheNextAgent) {
   struct stat st;
   ASSERT_EQ(stat(absl::StrCat(out_, "/", kept).c_str(), &st), 0) << agent->Log();
   int code = -1;
-  RunRingsideCapture({"inspect", absl::StrCat(out_, "/", kept)}, &code);
-  EXPECT_EQ(code, 0) << "the recovered file does not open whole";
+  const std::string inspected =
+      RunRingsideCapture({"inspect", absl::StrCat(out_, "/", kept)}, &code);
+  EXPECT_EQ(code, 0) << "the recovered file does not open whole: " << inspected
+                     << "\nthe agent said:\n"
+                     << agent->Log();
   EXPECT_TRUE(absl::StrContains(agent->Log(), "kept 1 streaming file")) << agent->Log();
   ASSERT_EQ(RunRingside({"stop", "--wait", "--socket", socket()}), 0);
 }

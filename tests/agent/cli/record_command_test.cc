@@ -214,9 +214,14 @@ TEST(RecordCommandTest, StreamingWritesAValidGrowingFileWithoutDuplicates) {
                         "  bpf_fallback_events: \"sched/sched_process_exec\" } } }\n"
                         "write_into_file: true\nfile_write_period_ms: 100\nflush_period_ms: 150\n";
   const std::string out = TempPath("stream.pftrace");
+  // /bin/true under a name of this test's own: the recording is the whole
+  // machine's, and other tests exec /bin/true too (341 counted for 40).
+  const std::string own_true = TempPath("rs-stream-true");
+  unlink(own_true.c_str());
+  ASSERT_EQ(symlink("/bin/true", own_true.c_str()), 0) << std::strerror(errno);
   pid_t pid = 0;
   RunRingside({"record", "-c", cfg, "-o", out, "--", "/bin/sh", "-c",
-               "for i in $(seq 40); do /bin/true; sleep 0.03; done"},
+               "for i in $(seq 40); do " + own_true + "; sleep 0.03; done"},
               &pid, /*wait=*/false);
   int snapshots = 0, execs_while_recording = 0;
   int status = 0;
@@ -232,7 +237,7 @@ TEST(RecordCommandTest, StreamingWritesAValidGrowingFileWithoutDuplicates) {
     // first execs are in the file while the command is still running.
     for (const trace::TracePacket& p : t.packet()) {
       for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
-        execs_while_recording += e.sched_process_exec().filename() == "/bin/true";
+        execs_while_recording += e.sched_process_exec().filename() == own_true;
       }
     }
   }
@@ -248,13 +253,14 @@ TEST(RecordCommandTest, StreamingWritesAValidGrowingFileWithoutDuplicates) {
         std::to_string(p.trusted_packet_sequence_id()) + p.ftrace_events().SerializeAsString();
     EXPECT_TRUE(bundles.insert(key).second) << "a bundle was written twice";
     for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
-      execs += e.sched_process_exec().filename() == "/bin/true";
+      execs += e.sched_process_exec().filename() == own_true;
     }
   }
   EXPECT_EQ(execs, 40);
   EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
   unlink(cfg.c_str());
   unlink(out.c_str());
+  unlink(own_true.c_str());
 }
 
 // max_file_size_bytes ends a streaming recording, with a complete file.
