@@ -270,16 +270,26 @@ void DescriptorTracker::OnExit(uint64_t ts, int32_t tid, int32_t tgid, int group
 
 void DescriptorTracker::OnFinalSwitch(uint64_t ts, int32_t tid, int32_t tgid,
                                       std::string_view comm) {
+  int group_dead = -1;  // Unknown: the leader's end ends its process.
   {
     absl::MutexLock lock(&mu_);
     auto it = threads_.find(tid);
-    // Described by its scheduling records only (OnSeen): ended here too.
-    const bool only_seen = it != threads_.end() && it->second.ts == 0 && it->second.seen_ts != 0;
-    if (it != threads_.end() && (it->second.tgid != 0 || it->second.exit_ts != 0) && !only_seen) {
-      return;
+    if (it != threads_.end() && it->second.exit_ts != 0) return;  // Ended already.
+    if (it != threads_.end() && it->second.tgid != 0) {
+      // Described, and its exit not read: dropped, or still in another
+      // CPU's ring (then it is not applied, being older). Left live, it
+      // would stay in the store for good, pushing live tasks out when full.
+      // Its process ends with it only if no other thread of it is known
+      // live (a leader may exit before its threads).
+      const int32_t process = it->second.tgid;
+      group_dead = 1;
+      for (const auto& [other_tid, other] : threads_) {
+        if (other_tid != tid && other.tgid == process && other.exit_ts == 0) group_dead = 0;
+      }
+      if (tgid <= 0) tgid = process;
     }
   }
-  OnExit(ts, tid, tgid, /*group_dead=*/-1, comm);
+  OnExit(ts, tid, tgid, group_dead, comm);
 }
 
 void DescriptorTracker::OnRename(uint64_t ts, int32_t tid, std::string_view new_comm) {

@@ -89,6 +89,8 @@ class DescriptorTracker {
   // Z). A task nothing was read of is named by it, as ended: one that was
   // exiting when recording began, its exit not recorded (a wakeup of its
   // parent on its way out would otherwise name a task nobody describes).
+  // A described task whose exit was not read is ended by it (its process
+  // too, unless another thread of it is live).
   void OnFinalSwitch(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm);
   // A thread whose fork is not yet known is described once it is (or at
   // its exit): until then its process is unknown.

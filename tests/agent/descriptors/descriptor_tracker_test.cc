@@ -295,6 +295,29 @@ TEST(DescriptorTrackerTest, ATaskOnlySeenIsEndedByItsFinalSwitch) {
   EXPECT_EQ(n.threads[90].name(), "worker");
 }
 
+// A task whose exit record was dropped (a full ring) is ended by its final
+// switch: left live, such tasks piled up in the store under a storm until
+// it pushed live tasks out.
+TEST(DescriptorTrackerTest, AFinalSwitchEndsAKnownTaskWhoseExitWasNotRead) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  t.OnFork(300, 50, 50, 60, 60, "sh");
+  t.OnFork(310, 60, 60, 61, 60, "sh");  // A thread of it.
+  EXPECT_EQ(t.live_processes(), 3u);
+  // The leader goes first: its process lives on in its thread.
+  t.OnFinalSwitch(400, 60, 60, "sh");
+  EXPECT_EQ(t.live_processes(), 3u);
+  t.OnFinalSwitch(410, 61, 60, "sh");
+  EXPECT_EQ(t.live_processes(), 2u);
+  // The exit records, read late, change nothing.
+  t.OnExit(390, 60, 60, 0, "sh");
+  t.OnExit(405, 61, 60, 1, "sh");
+  EXPECT_EQ(t.live_processes(), 2u);
+  Named n = Descriptors(t, store);
+  EXPECT_EQ(n.processes[60].cmdline(0), "/bin/sh");
+}
+
 TEST(DescriptorTrackerTest, RememberedExitsAreBoundedInNumberAndTime) {
   DescriptorTracker t;
   t.Seed(Scan());
