@@ -36,7 +36,7 @@ DEB_PACKAGES := \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
-  rt-tests systemd linux-perf time ccache
+  rt-tests systemd linux-perf time ccache gdb
 
 # tests/deploy/ checks the Kubernetes manifests against the API's schemas
 # (kubernetes-models: every kind's OpenAPI schema compiled to a validator,
@@ -54,7 +54,7 @@ PKGS := protobuf nlohmann_json libbpf libsystemd \
 # Evaluated lazily so that `make deps` works before pkg-config exists.
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
 PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS))
-TEST_LIBS = $(shell $(PKG_CONFIG) --libs gmock gtest_main)
+TEST_LIBS = $(shell $(PKG_CONFIG) --libs gmock gtest)
 
 # --- Flags --------------------------------------------------------------------
 

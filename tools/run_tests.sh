@@ -13,7 +13,9 @@
 #     another, each with why there.
 # A shard's output is printed whole when it ends, so outputs never interleave;
 # a shard still running after TEST_TIMEOUT seconds (1800) is killed and its
-# output printed.
+# output printed. Before that, a single test that runs past
+# RINGSIDE_TEST_HANG_S (300) ends its binary with its name and every
+# thread's backtrace (tests/testing/test_main.cc).
 #
 # TEST_JOBS: shards at a time (default 1: one after another). 2 or more
 #   takes about half the time, but end-to-end tests that look at the whole
