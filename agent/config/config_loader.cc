@@ -207,7 +207,6 @@ config::TraceConfig DefaultAgentConfig() {
     t->set_max_per_24_h(24);
     t->mutable_incident()->add_kinds(kind);
   }
-  cfg.set_max_snapshot_files(10);
   ApplyAgentDefaults(&cfg);
   return cfg;
 }

@@ -65,6 +65,15 @@ void ApplyAgentDefaults(config::TraceConfig* config) {
   if (!config->has_max_consumer_cpu_percent()) {
     config->set_max_consumer_cpu_percent(kDefaultAgentConsumerCpuPercent);
   }
+  if (!config->has_max_snapshot_files() && !config->has_max_snapshot_bytes()) {
+    config->set_max_snapshot_files(kDefaultMaxSnapshotFiles);
+  }
+  if (!config->has_snapshot_request_cooldown_ms()) {
+    config->set_snapshot_request_cooldown_ms(kDefaultSnapshotRequestCooldownMs);
+  }
+  if (!config->has_max_snapshot_requests_per_hour()) {
+    config->set_max_snapshot_requests_per_hour(kDefaultMaxSnapshotRequestsPerHour);
+  }
   if (config->write_into_file()) {
     if (!config->has_max_file_size_bytes() && !config->has_file_rotation_period_ms()) {
       config->set_max_file_size_bytes(kDefaultStreamFileBytes);

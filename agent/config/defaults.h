@@ -55,6 +55,14 @@ inline constexpr char kDefaultOutputDir[] = "/var/lib/ringside/snapshots";
 inline constexpr uint64_t kDefaultStreamFileBytes = uint64_t{64} << 20;
 inline constexpr uint32_t kDefaultStreamRotationPeriodMs = 3'600'000;
 inline constexpr uint64_t kDefaultStreamTotalBytes = uint64_t{1} << 30;
+// The agent's snapshots kept in output_dir when the config bounds neither
+// their number nor their bytes.
+inline constexpr uint32_t kDefaultMaxSnapshotFiles = 10;
+// Snapshots requested by hand: the least time between two, and at most
+// this many in any hour, so that a peer of the control socket cannot
+// flood the disk or push out what the triggers caught.
+inline constexpr uint32_t kDefaultSnapshotRequestCooldownMs = 1000;
+inline constexpr uint32_t kDefaultMaxSnapshotRequestsPerHour = 60;
 // max_consumer_cpu_percent of `ringside agent`: the sources' reader threads
 // together may use half a CPU; past it the staging rings fill and the
 // kernel's drops are counted. `record` has no limit by default.
@@ -66,7 +74,7 @@ inline constexpr uint32_t kMaxConsumerCpuPercent = 100000;
 // explicit flush_period_ms of 0 is kept (no periodic flush).
 void ApplyDefaults(config::TraceConfig* config);
 // The agent's settings left unset: output_dir, control_socket,
-// max_consumer_cpu_percent, and with
+// max_consumer_cpu_percent, snapshot retention and request limits, and with
 // write_into_file the streaming files' size, age and retention. Only the
 // agent applies them, so a `record` trace's embedded config does not carry
 // settings it never used.

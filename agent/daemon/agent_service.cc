@@ -23,6 +23,8 @@
 #include "agent/daemon/control_frame.h"
 #include "agent/daemon/dead_agent_cleanup.h"
 #include "agent/daemon/privileges.h"
+#include "agent/daemon/snapshot_retention.h"
+#include "agent/files/output_dir.h"
 #include "agent/files/output_file.h"
 #include "agent/version.h"
 
@@ -77,6 +79,8 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   {
     absl::MutexLock lock(&s->mu_);
     s->triggers_.Replace(TriggerPolicy::RulesFrom(s->options_.config));
+    s->requests_.Replace(
+        {TriggerPolicy::RequestRuleFrom(s->options_.config, kRequestedSnapshotReason)});
   }
   const config::TraceConfig& config = s->options_.config;
   ControlServer::Options control_options;
@@ -90,7 +94,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
     if (!gid.ok()) return gid.status();
     s->output_group_ = *gid;
   }
-  if (absl::Status st = PrepareOutputDir(config.output_dir(), s->output_group_); !st.ok()) {
+  if (absl::Status st = OutputDir::Open(config.output_dir(), s->output_group_).status(); !st.ok()) {
     return st;
   }
   CleanUpAfterDeadAgents(config, s->log_);
@@ -420,21 +424,41 @@ void AgentService::OnIncident(const Incident& incident) {
 }
 
 control::Reply AgentService::Snapshot(const control::SnapshotRequest& request, const Peer& peer) {
-  const std::string reason = request.reason().empty() ? "control" : request.reason();
+  const std::string reason = request.reason().empty() ? kRequestedSnapshotReason : request.reason();
   if (!IsUtf8(reason)) return Error("the snapshot reason is not UTF-8 text");
   if (reason.size() > kMaxSnapshotReasonBytes) {
     return Error(absl::StrCat("the snapshot reason is ", reason.size(), " bytes; at most ",
                               kMaxSnapshotReasonBytes));
   }
+  {
+    absl::MutexLock lock(&mu_);
+    const TriggerPolicy::Verdict verdict = requests_.Offer(kRequestedSnapshotReason, absl::Now());
+    if (verdict != TriggerPolicy::Verdict::kFire) {
+      tally_.Count(reason, TriggerTally::Outcome::kSuppressed);
+      const char* field = verdict == TriggerPolicy::Verdict::kCooldown
+                              ? "snapshot_request_cooldown_ms"
+                              : "max_snapshot_requests_per_hour";
+      log_.LogLimited(
+          LogLevel::kInfo, "snapshot request",
+          absl::StrCat("snapshot asked by ", Who(peer), " (", reason, ") suppressed by ", field));
+      return Error(absl::StrCat("snapshot request suppressed: the agent's ", field, " (",
+                                field == std::string("snapshot_request_cooldown_ms")
+                                    ? absl::StrCat(config_.snapshot_request_cooldown_ms(), " ms")
+                                    : absl::StrCat(config_.max_snapshot_requests_per_hour()),
+                                ") holds it back; counted in status"));
+    }
+  }
   absl::StatusOr<std::string> path =
-      TakeSnapshot(reason, Who(peer),
+      TakeSnapshot(RequestedSnapshotFileReason(reason), Who(peer),
                    SnapshotTrigger{reason, "ringside snapshot", static_cast<int32_t>(peer.uid),
                                    BoottimeNowNs()});
   if (!path.ok()) return Error(absl::StrCat("no snapshot: ", path.status().message()));
   if (request.wait()) {
-    if (absl::Status st = snapshots_->Wait(*path, kSnapshotWaitLimit); !st.ok()) {
-      return Error(absl::StrCat("snapshot ", *path, ": ", st.message()));
+    absl::StatusOr<std::string> written = snapshots_->Wait(*path, kSnapshotWaitLimit);
+    if (!written.ok()) {
+      return Error(absl::StrCat("snapshot ", *path, ": ", written.status().message()));
     }
+    *path = *written;
   }
   control::Reply reply;
   reply.mutable_snapshot()->set_path(*path);
@@ -474,9 +498,10 @@ void AgentService::Reload() {
     absl::MutexLock lock(&mu_);
     running_dir = config_.output_dir();
   }
-  const absl::Status dir_ready = loaded->output_dir() == running_dir
-                                     ? absl::OkStatus()
-                                     : PrepareOutputDir(loaded->output_dir(), output_group_);
+  const absl::Status dir_ready =
+      loaded->output_dir() == running_dir
+          ? absl::OkStatus()
+          : OutputDir::Open(loaded->output_dir(), output_group_).status();
   {
     absl::MutexLock lock(&mu_);
     ReloadPlan plan = PlanReload(config_, *loaded);
@@ -492,6 +517,9 @@ void AgentService::Reload() {
         snapshots_->set_output_dir(plan.next.output_dir());
       } else if (field == "trigger_config") {
         triggers_.Replace(TriggerPolicy::RulesFrom(plan.next));
+      } else if (field == "snapshot_request_cooldown_ms" ||
+                 field == "max_snapshot_requests_per_hour") {
+        requests_.Replace({TriggerPolicy::RequestRuleFrom(plan.next, kRequestedSnapshotReason)});
       } else if (field == "max_snapshot_files" || field == "max_snapshot_bytes") {
         snapshots_->set_retention(plan.next.max_snapshot_files(), plan.next.max_snapshot_bytes());
       }
@@ -529,7 +557,8 @@ control::StatusReply AgentService::BuildStatus() {
   uint64_t suppressed = 0;
   {
     absl::MutexLock lock(&mu_);
-    suppressed = triggers_.counts().suppressed + joined_triggers_ + snaps.joined;
+    suppressed = triggers_.counts().suppressed + requests_.counts().suppressed + joined_triggers_ +
+                 snaps.joined;
   }
   const TracingSession::Report report = session_->report();
   control::StatusReply reply =

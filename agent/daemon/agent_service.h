@@ -147,6 +147,9 @@ class AgentService : public ControlHandler, public IncidentListener {
   // The running config (reloads change its live fields).
   config::TraceConfig config_ ABSL_GUARDED_BY(mu_);
   TriggerPolicy triggers_ ABSL_GUARDED_BY(mu_){{}};
+  // The limits of snapshots requested by hand: one rule,
+  // kRequestedSnapshotReason.
+  TriggerPolicy requests_ ABSL_GUARDED_BY(mu_){{}};
   // A trigger fired, waiting for its stop_delay_ms, and the requests of the
   // same trigger that joined it meanwhile (at most
   // kMaxTriggersListedPerSnapshot listed; all counted in tally_).

@@ -12,8 +12,12 @@ namespace {
 using google::protobuf::FieldDescriptor;
 
 // TraceConfig fields the agent reads each time it uses them.
-constexpr const char* kLiveFields[] = {"output_dir", "trigger_config", "max_snapshot_files",
-                                       "max_snapshot_bytes"};
+constexpr const char* kLiveFields[] = {"output_dir",
+                                       "trigger_config",
+                                       "max_snapshot_files",
+                                       "max_snapshot_bytes",
+                                       "snapshot_request_cooldown_ms",
+                                       "max_snapshot_requests_per_hour"};
 
 bool IsLive(const FieldDescriptor* f) {
   return std::find(std::begin(kLiveFields), std::end(kLiveFields), f->name()) !=

@@ -1,5 +1,6 @@
 #include "agent/daemon/snapshot_writer.h"
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,40 +23,7 @@ namespace {
 constexpr size_t kRememberedResults = 16;
 constexpr size_t kMaxReasonInName = 48;
 
-absl::Status EnsureDirectory(const std::string& dir, std::optional<gid_t> group) {
-  struct stat st;
-  if (stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat("output_dir ", dir, " is not a directory"));
-  }
-  if (errno != ENOENT) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("output_dir ", dir, ": ", std::strerror(errno)));
-  }
-  const size_t slash = dir.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) {
-    if (absl::Status s = EnsureDirectory(dir.substr(0, slash), group); !s.ok()) return s;
-  }
-  if (mkdir(dir.c_str(), 0750) != 0) {
-    if (errno == EEXIST) return absl::OkStatus();  // Made meanwhile: not ours to change.
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create output_dir ", dir, ": ", std::strerror(errno)));
-  }
-  // The group must be able to reach the files through every directory
-  // made for them; chmod because the umask may have taken bits away.
-  if (group.has_value() &&
-      (chown(dir.c_str(), static_cast<uid_t>(-1), *group) != 0 || chmod(dir.c_str(), 0750) != 0)) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot give output_dir ", dir, " to group ",
-                                                    *group, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
-
-absl::Status PrepareOutputDir(const std::string& dir, std::optional<gid_t> group) {
-  return EnsureDirectory(dir, group);
-}
 
 std::string SnapshotFileName(absl::string_view hostname, absl::Time when,
                              absl::string_view reason) {
@@ -107,18 +75,22 @@ SnapshotWriter::Stats SnapshotWriter::stats() const {
   return stats_;
 }
 
-absl::StatusOr<std::string> SnapshotWriter::ChoosePathLocked(absl::string_view reason) {
-  if (absl::Status s = EnsureDirectory(output_dir_, group_); !s.ok()) return s;
+absl::Status SnapshotWriter::ChooseFileLocked(absl::string_view reason, Pending* pending) {
+  absl::StatusOr<std::unique_ptr<OutputDir>> dir = OutputDir::Open(output_dir_, group_);
+  if (!dir.ok()) return dir.status();
+  pending->dir = std::move(*dir);
   const std::string name = SnapshotFileName(LocalHostname(), absl::Now(), reason);
   const std::string stem = name.substr(0, name.size() - std::string(".pftrace").size());
   // Two snapshots in one second for one reason: -2, -3, ...
   for (int n = 1; n < 1000; n++) {
-    const std::string path =
-        absl::StrCat(output_dir_, "/", n == 1 ? stem : absl::StrCat(stem, "-", n), ".pftrace");
+    pending->name = absl::StrCat(n == 1 ? stem : absl::StrCat(stem, "-", n), ".pftrace");
+    pending->path = pending->dir->Join(pending->name);
     struct stat st;
-    bool taken = lstat(path.c_str(), &st) == 0 || path == writing_;
-    for (const Pending& p : queue_) taken |= p.path == path;
-    if (!taken) return path;
+    bool taken =
+        fstatat(pending->dir->fd(), pending->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+        pending->path == writing_;
+    for (const Pending& p : queue_) taken |= p.path == pending->path;
+    if (!taken) return absl::OkStatus();
   }
   return absl::ResourceExhaustedError(
       absl::StrCat("output_dir ", output_dir_, " has 999 snapshots named ", stem));
@@ -176,23 +148,25 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
     ListTriggers(trigger, joined, &queue_.back());
     return queue_.back().path;
   }
-  absl::StatusOr<std::string> path = ChoosePathLocked(reason);
-  if (!path.ok()) return path.status();
+  Pending pending;
+  if (absl::Status st = ChooseFileLocked(reason, &pending); !st.ok()) return st;
   // A name can come back after a failed write left no file: Wait() on it
   // must see this snapshot's outcome, not that one's.
-  std::erase_if(done_, [&](const Result& r) { return r.path == *path; });
+  std::erase_if(done_, [&](const Result& r) { return r.taken_path == pending.path; });
   if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kFired);
-  queue_.push_back({*path, std::string(reason), std::move(*snap), {}});
-  ListTriggers(trigger, joined, &queue_.back());
-  return *path;
+  pending.reason = trigger.name;  // The reason as given; `reason` may carry a prefix.
+  pending.snapshot = std::move(*snap);
+  ListTriggers(trigger, joined, &pending);
+  queue_.push_back(std::move(pending));
+  return queue_.back().path;
 }
 
-absl::Status SnapshotWriter::Wait(const std::string& path, absl::Duration timeout) {
+absl::StatusOr<std::string> SnapshotWriter::Wait(const std::string& path, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   const Result* found = nullptr;
   auto done = [&] {
     for (const Result& r : done_) {
-      if (r.path == path) found = &r;
+      if (r.taken_path == path) found = &r;
     }
     return found != nullptr;
   };
@@ -201,7 +175,8 @@ absl::Status SnapshotWriter::Wait(const std::string& path, absl::Duration timeou
         absl::StrCat("the snapshot ", path, " was not written within ",
                      absl::FormatDuration(timeout), "; it may still be"));
   }
-  return found->status;
+  if (!found->status.ok()) return found->status;
+  return found->path;
 }
 
 void SnapshotWriter::Finish() {
@@ -254,9 +229,9 @@ void SnapshotWriter::Loop() {
       writing_ = next.path;
       group = group_;
     }
-    Result result{absl::OkStatus(), next.path, next.reason};
+    Result result{absl::OkStatus(), next.path, next.reason, next.path};
     absl::StatusOr<std::unique_ptr<OutputFile>> file =
-        OutputFile::Open(next.path, OutputFile::Mode::kWholeFile, reserve_bytes_);
+        OutputFile::CreateWholeIn(next.dir->fd(), next.name, next.path, reserve_bytes_);
     if (file.ok() && group.has_value()) {
       if (absl::Status st = (*file)->ShareWithGroup(*group); !st.ok()) file = st;
     }
@@ -265,6 +240,7 @@ void SnapshotWriter::Loop() {
     } else {
       next.snapshot->MergeIntoStats(ExtraStats(next.triggers));
       result.status = next.snapshot->WriteTo(file->get());
+      result.path = (*file)->display_name();
     }
     // Its memory goes before the next clone comes, back to the system (the
     // pieces below the mmap threshold too).
@@ -272,7 +248,6 @@ void SnapshotWriter::Loop() {
     malloc_trim(0);
     PruneResult pruned;
     if (result.status.ok()) {
-      std::string dir;
       uint32_t max_files;
       uint64_t max_bytes;
       {
@@ -280,9 +255,8 @@ void SnapshotWriter::Loop() {
         max_files = max_files_;
         max_bytes = max_bytes_;
       }
-      const size_t slash = result.path.find_last_of('/');
-      dir = result.path.substr(0, slash);
-      pruned = PruneSnapshots(dir, LocalHostname(), max_files, max_bytes, result.path);
+      pruned = PruneSnapshots(*next.dir, LocalHostname(), max_files, max_bytes,
+                              result.path.substr(result.path.find_last_of('/') + 1));
     }
     {
       absl::MutexLock lock(&mu_);

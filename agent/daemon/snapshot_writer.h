@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/daemon/trigger_tally.h"
+#include "agent/files/output_dir.h"
 #include "agent/session/tracing_session.h"
 #include "ringside/trace/trace_stats.pb.h"
 
@@ -29,13 +30,6 @@ namespace ringside::agent {
 // name sorts by time and says why, and no reason can leave the directory.
 std::string SnapshotFileName(absl::string_view hostname, absl::Time when, absl::string_view reason);
 
-// Creates the snapshot directory `dir` and its missing parents (mode 0750:
-// snapshots hold command lines), owned by `group` when given (output_group,
-// so its members can reach the files); directories that exist keep their
-// owner and mode. kFailedPrecondition when it (or a parent) exists and is
-// not a directory; others naming the path and errno.
-absl::Status PrepareOutputDir(const std::string& dir, std::optional<gid_t> group = std::nullopt);
-
 // A snapshot file lists at most this many of the triggers it answers (the
 // one that made it and those that joined it); the rest are only counted.
 inline constexpr size_t kMaxTriggersListedPerSnapshot = 256;
@@ -44,6 +38,10 @@ inline constexpr size_t kMaxTriggersListedPerSnapshot = 256;
 // taken at once, on the caller's thread; the file is written on the
 // writer's own thread, into a temporary file renamed into place when whole
 // (OutputFile), so a reader never sees part of one under its final name.
+// The directory is opened and checked at each Take() (OutputDir: refused
+// unless only the agent's user can write it; made again if it was
+// removed), and the file is created and named relative to it, never
+// through a symlink nor over anything found at its name.
 //
 // At most one clone waits while another is written: a request that comes
 // meanwhile joins the waiting one (same file) when that clone was taken at
@@ -62,8 +60,11 @@ class SnapshotWriter {
  public:
   struct Result {
     absl::Status status;
+    // Where the file is. The path Take() returned, unless something took
+    // that name while the file was written: then the next free name.
     std::string path;
     std::string reason;
+    std::string taken_path;  // What Take() returned.
   };
   struct Stats {
     uint64_t written = 0;
@@ -92,7 +93,8 @@ class SnapshotWriter {
   // Errors: kFailedPrecondition once Finish() was called or when the
   // session cannot be cloned; the output directory's problems (it cannot be
   // created, is not a directory) naming it.
-  // `reason` names the file; `trigger` goes into it (clone_snapshot_trigger).
+  // `reason` names the file; `trigger` goes into it (clone_snapshot_trigger),
+  // and its name is the Result's and the stats' reason.
   // `joined`: triggers that already joined this one before it was taken
   // (counted by the caller); the file lists them after `trigger`.
   absl::StatusOr<std::string> Take(absl::string_view reason, const SnapshotTrigger& trigger,
@@ -101,8 +103,9 @@ class SnapshotWriter {
   // "ringside agent", with the agent's uid, now.
   absl::StatusOr<std::string> Take(absl::string_view reason);
   // Blocks until the snapshot of `path` (from Take()) is written or failed,
-  // at most `timeout` (kDeadlineExceeded).
-  absl::Status Wait(const std::string& path, absl::Duration timeout);
+  // at most `timeout` (kDeadlineExceeded). Returns where it was written
+  // (Result::path), or why not.
+  absl::StatusOr<std::string> Wait(const std::string& path, absl::Duration timeout);
 
   // Snapshots taken from now on go there (config reload).
   void set_output_dir(std::string dir);
@@ -120,7 +123,9 @@ class SnapshotWriter {
 
  private:
   struct Pending {
-    std::string path;
+    std::shared_ptr<const OutputDir> dir;
+    std::string name;  // In dir.
+    std::string path;  // dir's path and name, as callers know it.
     std::string reason;
     std::unique_ptr<SessionSnapshot> snapshot;
     // Every trigger it answers, in the order they came; at most
@@ -134,7 +139,8 @@ class SnapshotWriter {
   // What the file of a snapshot answering `triggers` adds to its
   // trace_stats: the triggers and the tally as of now.
   trace::TraceStats ExtraStats(const std::vector<SnapshotTrigger>& triggers) const;
-  absl::StatusOr<std::string> ChoosePathLocked(absl::string_view reason)
+  // Opens the output directory and picks a free name in it for `reason`.
+  absl::Status ChooseFileLocked(absl::string_view reason, Pending* pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   TracingSession* const session_;

@@ -44,6 +44,15 @@ std::function<double()> TriggerPolicy::UniformRandom() {
   return [engine] { return std::uniform_real_distribution<double>(0.0, 1.0)(*engine); };
 }
 
+TriggerPolicy::Rule TriggerPolicy::RequestRuleFrom(const config::TraceConfig& config,
+                                                   absl::string_view name) {
+  Rule rule;
+  rule.name = std::string(name);
+  rule.cooldown = absl::Milliseconds(config.snapshot_request_cooldown_ms());
+  rule.max_per_hour = config.max_snapshot_requests_per_hour();
+  return rule;
+}
+
 std::vector<TriggerPolicy::Rule> TriggerPolicy::RulesFrom(const config::TraceConfig& config) {
   std::vector<Rule> rules;
   for (const config::TraceConfig::TriggerConfig::Trigger& t : config.trigger_config().triggers()) {

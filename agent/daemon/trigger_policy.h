@@ -90,6 +90,11 @@ class TriggerPolicy {
   // for fields left unset (cooldown_ms: kDefaultTriggerCooldownMs).
   static std::vector<Rule> RulesFrom(const config::TraceConfig& config);
 
+  // The one rule of snapshots requested by hand, named `name`: the
+  // config's snapshot_request_cooldown_ms and max_snapshot_requests_per_hour
+  // (ApplyAgentDefaults fills them in).
+  static Rule RequestRuleFrom(const config::TraceConfig& config, absl::string_view name);
+
   // The verdict on a request for trigger `name` at `now`; kFire records a
   // fire at `now` (the caller then takes the snapshot).
   Verdict Offer(absl::string_view name, absl::Time now);

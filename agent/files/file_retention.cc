@@ -1,6 +1,7 @@
 #include "agent/files/file_retention.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,7 +26,7 @@ std::string SafeHost(absl::string_view hostname) {
 
 struct File {
   std::string name;
-  std::string path;
+  int rank = 0;
   uint64_t bytes = 0;
 };
 
@@ -56,29 +57,34 @@ std::optional<absl::string_view> AgentFileRest(absl::string_view name, absl::str
   return name.substr(kTimeLength + 1);
 }
 
-PruneResult PruneOldestFiles(const std::string& dir,
-                             const std::function<bool(absl::string_view name)>& is_ours,
-                             uint32_t max_files, uint64_t max_bytes, const std::string& keep,
+PruneResult PruneOldestFiles(const OutputDir& dir, const FileRank& rank, uint32_t max_files,
+                             uint64_t max_bytes, const std::string& keep,
                              std::optional<FileJoining> joining) {
   PruneResult result;
   if (max_files == 0 && max_bytes == 0) return result;
-  DIR* d = opendir(dir.c_str());
+  const int list_fd = fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
+  DIR* d = list_fd < 0 ? nullptr : fdopendir(list_fd);
   if (d == nullptr) {
-    result.errors.push_back(absl::StrCat(dir, ": ", std::strerror(errno)));
+    result.errors.push_back(absl::StrCat(dir.path(), ": ", std::strerror(errno)));
+    if (list_fd >= 0) close(list_fd);
     return result;
   }
+  rewinddir(d);  // The duplicate shares its offset with dir's descriptor.
   std::vector<File> files;
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
-    if (!is_ours(name)) continue;
-    const std::string path = absl::StrCat(dir, "/", name);
+    const std::optional<int> r = rank(name);
+    if (!r.has_value()) continue;
     struct stat st;
-    if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    files.push_back({name, path, static_cast<uint64_t>(st.st_size)});
+    if (fstatat(dir.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    files.push_back({name, *r, static_cast<uint64_t>(st.st_size)});
   }
   closedir(d);
-  std::sort(files.begin(), files.end(),
-            [](const File& a, const File& b) { return a.name < b.name; });
+  std::sort(files.begin(), files.end(), [](const File& a, const File& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.name < b.name;
+  });
   uint64_t count = files.size(), bytes = 0;
   for (const File& f : files) bytes += f.bytes;
   if (joining.has_value()) {
@@ -88,9 +94,9 @@ PruneResult PruneOldestFiles(const std::string& dir,
   for (const File& f : files) {
     const bool over = (max_files > 0 && count > max_files) || (max_bytes > 0 && bytes > max_bytes);
     if (!over) break;
-    if (f.path == keep) continue;
-    if (unlink(f.path.c_str()) != 0) {
-      result.errors.push_back(absl::StrCat(f.path, ": ", std::strerror(errno)));
+    if (f.name == keep) continue;
+    if (unlinkat(dir.fd(), f.name.c_str(), 0) != 0) {
+      result.errors.push_back(absl::StrCat(dir.Join(f.name), ": ", std::strerror(errno)));
       continue;
     }
     count--;

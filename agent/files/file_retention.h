@@ -9,6 +9,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "agent/files/output_dir.h"
 
 namespace ringside::agent {
 
@@ -30,21 +31,24 @@ struct PruneResult {
   std::vector<std::string> errors;  // "path: why", for the log.
 };
 
-// Retention over the agent's own files in `dir`: keeps at most `max_files`
-// (0: any number) and `max_bytes` of them (0: any size), deleting the
-// oldest first, oldest meaning first by name (the agent's names start with
-// the host, then the UTC time). Only regular files whose names `is_ours`
-// accepts are counted or deleted, never what a symlink points to; `keep`
-// (a path, the file just written) is never deleted, even alone over
-// `max_bytes`. With `joining`, room is also made for a file of that size
-// about to join them (renamed into place after), so that the directory
-// never holds more than the limits.
+// Retention over the agent's own files in the directory `dir`: keeps at
+// most `max_files` (0: any number) and `max_bytes` of them (0: any size).
+// `rank` says which names are the agent's files, and how much each is worth
+// keeping: nullopt for any other name (never counted nor deleted), and of
+// the agent's files those of the lowest rank go first, oldest first within
+// a rank, oldest meaning first by name (the agent's names start with the
+// host, then the UTC time). Only regular files are counted or deleted,
+// found and deleted relative to `dir`'s descriptor, never through a
+// symlink; `keep` (a name in `dir`, the file just written) is never
+// deleted, even alone over `max_bytes`. With `joining`, room is also made
+// for a file of that size about to join them (renamed into place after),
+// so that the directory never holds more than the limits.
 struct FileJoining {
   uint64_t bytes = 0;
 };
-PruneResult PruneOldestFiles(const std::string& dir,
-                             const std::function<bool(absl::string_view name)>& is_ours,
-                             uint32_t max_files, uint64_t max_bytes, const std::string& keep,
+using FileRank = std::function<std::optional<int>(absl::string_view name)>;
+PruneResult PruneOldestFiles(const OutputDir& dir, const FileRank& rank, uint32_t max_files,
+                             uint64_t max_bytes, const std::string& keep,
                              std::optional<FileJoining> joining = std::nullopt);
 
 }  // namespace ringside::agent

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstring>
 #include <ctime>
+#include <random>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -21,6 +22,10 @@
 
 namespace ringside::agent {
 namespace {
+
+// The temporary files of kWholeFile writers: mkostemp's names.
+constexpr char kTempPrefix[] = ".ringside-";
+constexpr size_t kTempSuffixSize = 6;  // mkostemp's XXXXXX.
 
 // Filesystems whose files are kernel settings and state, not storage.
 struct KernelFs {
@@ -211,19 +216,62 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
   out->fd_ = fd;
   out->temp_path_ = temp;
   flock(fd, LOCK_EX | LOCK_NB);  // A new file: nobody else can hold it.
-  if (reserve_bytes > 0) {
-    const int err = posix_fallocate(fd, 0, static_cast<off_t>(reserve_bytes));
-    if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot write ", path, ": the trace can need ", (reserve_bytes + (1 << 20) - 1) >> 20,
-          " MiB (the size of its buffers) and ", DirOf(final_path), " has not that much room: ",
-          std::strerror(err), ". Free some space, name another -o, or use smaller buffers (-b)"));
-    }
-    if (err != 0) {
-      out->warning_ = absl::StrCat("cannot reserve room for ", path, " ahead (", std::strerror(err),
-                                   "): a full disk would only show at the end");
+  if (absl::Status st = out->Reserve(reserve_bytes, DirOf(final_path)); !st.ok()) return st;
+  return out;
+}
+
+absl::Status OutputFile::Reserve(uint64_t reserve_bytes, const std::string& dir) {
+  if (reserve_bytes == 0) return absl::OkStatus();
+  const int err = posix_fallocate(fd_, 0, static_cast<off_t>(reserve_bytes));
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot write ", display_name_, ": the trace can need ",
+                     (reserve_bytes + (1 << 20) - 1) >> 20, " MiB (the size of its buffers) and ",
+                     dir, " has not that much room: ", std::strerror(err),
+                     ". Free some space, name another -o, or use smaller buffers (-b)"));
+  }
+  if (err != 0) {
+    warning_ = absl::StrCat("cannot reserve room for ", display_name_, " ahead (",
+                            std::strerror(err), "): a full disk would only show at the end");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateWholeIn(
+    int dir_fd, const std::string& name, const std::string& display_name, uint64_t reserve_bytes) {
+  std::unique_ptr<OutputFile> out(new OutputFile());
+  out->mode_ = Mode::kWholeFile;
+  out->display_name_ = display_name;
+  out->final_path_ = name;
+  out->dir_fd_ = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (out->dir_fd_ < 0) {
+    return absl::UnavailableError(Errno(absl::StrCat("cannot write ", display_name), errno));
+  }
+  // mkostemp's kind of name, made relative to the directory.
+  constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device random;
+  for (int attempt = 0; attempt < 100 && out->fd_ < 0; attempt++) {
+    std::string temp = kTempPrefix;
+    for (size_t i = 0; i < kTempSuffixSize; i++) temp.push_back(kChars[random() % 62]);
+    const int fd = openat(out->dir_fd_, temp.c_str(),
+                          O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      out->fd_ = fd;
+      out->temp_path_ = temp;
+    } else if (errno != EEXIST) {
+      const std::string message = Errno(
+          absl::StrCat("cannot write ", display_name, ": creating a temporary file beside it"),
+          errno);
+      if (errno == ENOSPC || errno == EDQUOT) return absl::ResourceExhaustedError(message);
+      return absl::PermissionDeniedError(message);
     }
   }
+  if (out->fd_ < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot write ", display_name, ": no free temporary name beside it"));
+  }
+  flock(out->fd_, LOCK_EX | LOCK_NB);  // A new file: nobody else can hold it.
+  if (absl::Status st = out->Reserve(reserve_bytes, DirOf(display_name)); !st.ok()) return st;
   return out;
 }
 
@@ -250,9 +298,6 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateNew(int dir_fd,
 }
 
 namespace {
-constexpr char kTempPrefix[] = ".ringside-";
-constexpr size_t kTempSuffixSize = 6;  // mkostemp's XXXXXX.
-
 bool IsTemporaryName(std::string_view name) {
   if (name.size() != sizeof(kTempPrefix) - 1 + kTempSuffixSize || !name.starts_with(kTempPrefix)) {
     return false;
@@ -297,7 +342,8 @@ RemovedTemporaries RemoveDeadTemporaryFiles(const std::string& dir) {
 
 OutputFile::~OutputFile() {
   if (fd_ >= 0 && owns_fd_) close(fd_);
-  if (!temp_path_.empty()) unlink(temp_path_.c_str());
+  if (!temp_path_.empty()) unlinkat(dir_fd_ >= 0 ? dir_fd_ : AT_FDCWD, temp_path_.c_str(), 0);
+  if (dir_fd_ >= 0) close(dir_fd_);
 }
 
 absl::Status OutputFile::Write(absl::string_view bytes) {
@@ -351,6 +397,7 @@ absl::Status OutputFile::Finish() {
   }
   close(fd_);
   fd_ = -1;
+  if (dir_fd_ >= 0) return CommitInDirectory();
   // The target may have changed since Open(): still never over a non-file.
   struct stat st;
   if (lstat(final_path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -372,6 +419,40 @@ absl::Status OutputFile::Finish() {
     fsync(dir);
     close(dir);
   }
+  return absl::OkStatus();
+}
+
+absl::Status OutputFile::CommitInDirectory() {
+  const std::string temp = temp_path_;
+  const std::string wanted = final_path_;
+  const size_t dot = wanted.rfind('.');
+  const std::string stem = dot == std::string::npos || dot == 0 ? wanted : wanted.substr(0, dot);
+  const std::string ext = stem.size() == wanted.size() ? "" : wanted.substr(dot);
+  int err = EEXIST;
+  // Something at the name meanwhile (the name is chosen before the file is
+  // written): never replaced nor followed; the next free name instead.
+  for (int n = 1; n < 1000 && err == EEXIST; n++) {
+    final_path_ = n == 1 ? wanted : absl::StrCat(stem, "-", n, ext);
+    err = renameat2(dir_fd_, temp.c_str(), dir_fd_, final_path_.c_str(), RENAME_NOREPLACE) == 0
+              ? 0
+              : errno;
+    // A filesystem without RENAME_NOREPLACE: a hard link is as exclusive.
+    if (err == EINVAL || err == ENOSYS) {
+      err = linkat(dir_fd_, temp.c_str(), dir_fd_, final_path_.c_str(), 0) == 0 ? 0 : errno;
+      if (err == 0) unlinkat(dir_fd_, temp.c_str(), 0);
+    }
+  }
+  const std::string dir = DirOf(display_name_);
+  if (err != 0) {
+    temp_path_.clear();  // Kept: it holds the trace.
+    const std::string kept = absl::StrCat(dir, "/", temp);
+    return absl::UnavailableError(Errno(
+        absl::StrCat("renaming ", kept, " to ", display_name_, " (the trace is in ", kept, ")"),
+        err));
+  }
+  temp_path_.clear();
+  if (final_path_ != wanted) display_name_ = absl::StrCat(dir, "/", final_path_);
+  fsync(dir_fd_);  // The rename itself survives a crash only once the directory is synced.
   return absl::OkStatus();
 }
 

@@ -54,6 +54,18 @@ class OutputFile : public TraceSink {
   // of the finished trace (0: reserve nothing).
   static absl::StatusOr<std::unique_ptr<OutputFile>> Open(const std::string& path, Mode mode,
                                                           uint64_t reserve_bytes);
+  // A kWholeFile of the agent's own: its temporary file is created in the
+  // directory `dir_fd` (O_EXCL, never through a symlink), and Finish()
+  // gives it the name `name` there only if that name is free
+  // (renameat2 RENAME_NOREPLACE): whatever appeared at the name meanwhile,
+  // a symlink included, is neither followed nor replaced, and the file
+  // takes the first free name of "<stem>-2<ext>", "-3"... instead
+  // (display_name() says which). `display_name` is the path messages call
+  // it by. `dir_fd` stays the caller's; a duplicate is kept.
+  static absl::StatusOr<std::unique_ptr<OutputFile>> CreateWholeIn(int dir_fd,
+                                                                   const std::string& name,
+                                                                   const std::string& display_name,
+                                                                   uint64_t reserve_bytes);
   // A kStreaming file of the agent's own, `name` created new in the
   // directory `dir_fd` (O_EXCL, never through a symlink) with `mode`.
   // kAlreadyExists when the name is taken.
@@ -77,7 +89,8 @@ class OutputFile : public TraceSink {
   // final mode.
   absl::Status ShareWithGroup(gid_t gid);
 
-  // What the user named, for messages ("standard output" for "-").
+  // What the user named, for messages ("standard output" for "-"); of a
+  // CreateWholeIn() file, after Finish(), the path it was given.
   const std::string& display_name() const override { return display_name_; }
   uint64_t bytes_written() const override { return bytes_written_; }
   // A pipe, FIFO or standard output.
@@ -88,9 +101,19 @@ class OutputFile : public TraceSink {
 
  private:
   OutputFile() = default;
+  // Reserves `reserve_bytes` of disk for the file; kResourceExhausted when
+  // `dir` has not the room, a warning() when it cannot tell.
+  absl::Status Reserve(uint64_t reserve_bytes, const std::string& dir);
+  // Finish() of a CreateWholeIn() file, once written and closed.
+  absl::Status CommitInDirectory();
   std::string display_name_;
-  std::string final_path_;  // The resolved target (symlinks followed).
-  std::string temp_path_;   // kWholeFile to a regular file, until Commit().
+  // The resolved target (symlinks followed); for CreateWholeIn() its name
+  // in dir_fd_.
+  std::string final_path_;
+  // kWholeFile to a regular file, until Finish(); for CreateWholeIn() its
+  // name in dir_fd_.
+  std::string temp_path_;
+  int dir_fd_ = -1;  // CreateWholeIn(): its own duplicate of the directory.
   std::string warning_;
   Mode mode_ = Mode::kWholeFile;
   bool is_stream_ = false;

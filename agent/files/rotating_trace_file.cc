@@ -62,18 +62,19 @@ bool IsStreamFileName(absl::string_view name, absl::string_view hostname) {
 
 absl::StatusOr<std::unique_ptr<RotatingTraceFile>> RotatingTraceFile::Open(Options options) {
   std::unique_ptr<RotatingTraceFile> f(new RotatingTraceFile(std::move(options)));
-  f->dir_fd_ = open(f->options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (f->dir_fd_ < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("streaming into ", f->options_.dir, ": ", std::strerror(errno)));
+  // Checked as the snapshots' directory is: only the agent's user may
+  // write it (it exists already; the agent made it with its group).
+  absl::StatusOr<std::unique_ptr<OutputDir>> dir = OutputDir::Open(f->options_.dir, std::nullopt);
+  if (!dir.ok()) {
+    return absl::Status(dir.status().code(), absl::StrCat("streaming into ", f->options_.dir, ": ",
+                                                          dir.status().message()));
   }
+  f->dir_ = std::move(*dir);
   if (absl::Status st = f->OpenFile(); !st.ok()) return st;
   return f;
 }
 
-RotatingTraceFile::~RotatingTraceFile() {
-  if (dir_fd_ >= 0) close(dir_fd_);
-}
+RotatingTraceFile::~RotatingTraceFile() = default;
 
 absl::Status RotatingTraceFile::OpenFile() {
   const absl::Time now = options_.now();
@@ -84,14 +85,14 @@ absl::Status RotatingTraceFile::OpenFile() {
     const std::string name = absl::StrFormat("%s-%06d.pftrace", stem, next_seq_++);
     const std::string partial = absl::StrCat(name, kPartialSuffix);
     struct stat st;
-    if (fstatat(dir_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
+    if (fstatat(dir_->fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
     const std::string path = absl::StrCat(options_.dir, "/", partial);
     absl::StatusOr<std::unique_ptr<OutputFile>> file =
-        OutputFile::CreateNew(dir_fd_, partial, path, 0600);
+        OutputFile::CreateNew(dir_->fd(), partial, path, 0600);
     if (absl::IsAlreadyExists(file.status())) continue;
     if (file.ok() && options_.group.has_value()) {
       if (absl::Status st = (*file)->ShareWithGroup(*options_.group); !st.ok()) {
-        unlinkat(dir_fd_, partial.c_str(), 0);
+        unlinkat(dir_->fd(), partial.c_str(), 0);
         file = st;
       }
     }
@@ -148,12 +149,12 @@ absl::Status RotatingTraceFile::FinishFile() {
   file.reset();
   const std::string final_name =
       partial_name_.substr(0, partial_name_.size() - (sizeof(kPartialSuffix) - 1));
-  if (st.ok() && renameat2(dir_fd_, partial_name_.c_str(), dir_fd_, final_name.c_str(),
+  if (st.ok() && renameat2(dir_->fd(), partial_name_.c_str(), dir_->fd(), final_name.c_str(),
                            RENAME_NOREPLACE) != 0) {
     st = absl::UnavailableError(absl::StrCat("renaming ", display_name_, " to ", final_name, ": ",
                                              std::strerror(errno), " (the trace stays there)"));
   }
-  if (st.ok()) fsync(dir_fd_);
+  if (st.ok()) fsync(dir_->fd());
   absl::MutexLock lock(&mu_);
   stats_.path.clear();
   stats_.bytes = 0;
@@ -170,8 +171,11 @@ absl::Status RotatingTraceFile::FinishFile() {
 void RotatingTraceFile::Prune(uint64_t joining_bytes) {
   const std::string hostname = options_.hostname;
   const PruneResult r = PruneOldestFiles(
-      options_.dir,
-      [&hostname](absl::string_view name) { return IsStreamFileName(name, hostname); },
+      *dir_,
+      [&hostname](absl::string_view name) -> std::optional<int> {
+        if (!IsStreamFileName(name, hostname)) return std::nullopt;
+        return 0;
+      },
       options_.max_files, options_.max_total_bytes, "", FileJoining{joining_bytes});
   absl::MutexLock lock(&mu_);
   stats_.files_deleted += r.files_deleted;

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/files/output_dir.h"
 #include "agent/files/output_file.h"
 #include "agent/files/trace_sink.h"
 
@@ -92,10 +93,10 @@ class RotatingTraceFile : public RotatingSink {
   void CountError(const absl::Status& status);
 
   const Options options_;
-  int dir_fd_ = -1;
+  std::unique_ptr<OutputDir> dir_;
   uint64_t next_seq_ = 1;
   std::unique_ptr<OutputFile> file_;
-  std::string partial_name_;  // Of file_, in dir_fd_.
+  std::string partial_name_;  // Of file_, in dir_.
   std::string display_name_;
   absl::Time opened_at_;
 

@@ -579,7 +579,8 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
 }
 
 TEST_F(AgentCommandTest, RetentionKeepsTheNewestSnapshotsAndWhatIsNotOurs) {
-  ASSERT_TRUE(WriteTextFile(config_, absl::StrCat(kConfig, "max_snapshot_files: 2\n")));
+  ASSERT_TRUE(WriteTextFile(
+      config_, absl::StrCat(kConfig, "max_snapshot_files: 2\nsnapshot_request_cooldown_ms: 0\n")));
   mkdir(dir_.Join("snaps").c_str(), 0750);
   ASSERT_TRUE(WriteTextFile(dir_.Join("snaps/notes.txt"), "mine"));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
@@ -595,6 +596,64 @@ TEST_F(AgentCommandTest, RetentionKeepsTheNewestSnapshotsAndWhatIsNotOurs) {
   EXPECT_EQ(stat(paths[1].c_str(), &st), 0);
   EXPECT_EQ(stat(paths[2].c_str(), &st), 0);
   EXPECT_EQ(stat(dir_.Join("snaps/notes.txt").c_str(), &st), 0) << "deleted a file not ours";
+}
+
+// A peer of the control socket asking for snapshots as fast as it can: the
+// requests beyond the default limits are refused, saying which, and counted
+// as suppressed; the requested snapshots that are written are the first
+// retention deletes, so the snapshot a trigger took before stays.
+TEST_F(AgentCommandTest, AFloodOfRequestsIsHeldBackAndPushesOutNoTriggeredSnapshot) {
+  ASSERT_TRUE(WriteTextFile(
+      config_, absl::StrCat(kConfig,
+                            "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers { name: "
+                            "\"deploy\" stop_delay_ms: 0 } }\nmax_snapshot_files: 3\n")));
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  control::Request trigger;
+  trigger.mutable_trigger()->set_name("deploy");
+  absl::StatusOr<control::Reply> fired = Ask(socket(), trigger);
+  ASSERT_TRUE(fired.ok()) << fired.status();
+  ASSERT_TRUE(fired->has_trigger()) << fired->error();
+  std::string deploy;
+  for (int i = 0; i < 300 && deploy.empty(); i++) {
+    for (const std::string& f : ListDir(dir_.Join("snaps"))) {
+      if (absl::EndsWith(f, "-deploy.pftrace")) deploy = dir_.Join("snaps/" + f);
+    }
+    if (deploy.empty()) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_FALSE(deploy.empty()) << agent->Log();
+
+  // Until three requested snapshots are in (more than the retention
+  // leaves room for beside the deploy one), as fast as replies come.
+  int written = 0, refused = 0;
+  std::string last;
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (written < 3 && absl::Now() < give_up) {
+    absl::StatusOr<control::Reply> reply = Ask(socket(), SnapshotRequest("flood", written == 2));
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    if (reply->has_snapshot()) {
+      written++;
+      last = reply->snapshot().path();
+      continue;
+    }
+    refused++;
+    ASSERT_TRUE(absl::StrContains(reply->error(), "suppressed")) << reply->error();
+    ASSERT_TRUE(absl::StrContains(reply->error(), "snapshot_request_cooldown_ms (1000 ms)"))
+        << reply->error();
+  }
+  ASSERT_EQ(written, 3) << agent->Log();
+  EXPECT_GT(refused, 0);
+  struct stat st;
+  EXPECT_EQ(stat(deploy.c_str(), &st), 0) << "a request pushed out the triggered snapshot";
+  EXPECT_EQ(stat(last.c_str(), &st), 0);
+  std::set<std::string> files;
+  for (const std::string& f : ListDir(dir_.Join("snaps"))) {
+    if (f[0] != '.') files.insert(f);
+  }
+  EXPECT_EQ(files.size(), 3u);
+  absl::StatusOr<control::Reply> status = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->status().snapshots().suppressed(), static_cast<uint64_t>(refused));
+  EXPECT_EQ(status->status().snapshots().count(), 4u);
 }
 
 TEST_F(AgentCommandTest, ATriggerStillInItsDelayIsWrittenWhenTheAgentStops) {

@@ -230,6 +230,36 @@ TEST(ConfigLoaderTest, TheAgentsDefaultRecordsUntilStoppedWithTheAgentSettingsFi
   EXPECT_TRUE(ValidateConfig(cfg, "<embedded agent default>").ok());
 }
 
+// A config file that leaves retention and the request limits out gets the
+// embedded default's, so a flood of requests can neither fill the disk nor
+// make a snapshot per request; an explicit 0 still means no limit.
+TEST(ConfigLoaderTest, AnAgentConfigWithoutRetentionOrRequestLimitsGetsTheDefaults) {
+  absl::StatusOr<config::TraceConfig> cfg = ParseConfig("buffers { size_kb: 1024 }\n", "a.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  ApplyAgentDefaults(&*cfg);
+  EXPECT_EQ(cfg->max_snapshot_files(), kDefaultMaxSnapshotFiles);
+  EXPECT_EQ(cfg->max_snapshot_bytes(), 0u);
+  EXPECT_EQ(cfg->snapshot_request_cooldown_ms(), kDefaultSnapshotRequestCooldownMs);
+  EXPECT_EQ(cfg->max_snapshot_requests_per_hour(), kDefaultMaxSnapshotRequestsPerHour);
+  EXPECT_EQ(DefaultAgentConfig().max_snapshot_files(), kDefaultMaxSnapshotFiles);
+
+  // Bytes alone bound it: no count is added. Zeros stay zeros.
+  cfg = ParseConfig(
+      "buffers { size_kb: 1024 }\nmax_snapshot_bytes: 1000000\n"
+      "snapshot_request_cooldown_ms: 0\nmax_snapshot_requests_per_hour: 0\n",
+      "a.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  ApplyAgentDefaults(&*cfg);
+  EXPECT_EQ(cfg->max_snapshot_files(), 0u);
+  EXPECT_EQ(cfg->max_snapshot_bytes(), 1000000u);
+  EXPECT_EQ(cfg->snapshot_request_cooldown_ms(), 0u);
+  EXPECT_EQ(cfg->max_snapshot_requests_per_hour(), 0u);
+  cfg = ParseConfig("buffers { size_kb: 1024 }\nmax_snapshot_files: 0\n", "a.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  ApplyAgentDefaults(&*cfg);
+  EXPECT_EQ(cfg->max_snapshot_files(), 0u);
+}
+
 // Perfetto's trigger_config reads as it does in Perfetto; the ringside
 // extensions sit beside it and the cooldown default is written into the
 // effective config.

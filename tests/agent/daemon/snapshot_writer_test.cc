@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -12,6 +14,7 @@
 #include "agent/config/config_loader.h"
 #include "gtest/gtest.h"
 #include "tests/agent/testing/control_peer.h"
+#include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/ringside_cli.h"
 
 namespace ringside::agent {
@@ -133,6 +136,88 @@ TEST(SnapshotWriterTest, AnOutputDirThatIsAFileIsAnErrorNamingIt) {
   EXPECT_EQ(path.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(path.status().message(), file + " is not a directory"))
       << path.status();
+}
+
+// The agent runs as root and names its next snapshot in advance: one who
+// could write output_dir could plant a symlink at that name and have the
+// agent write through it. The directory is refused unless only the agent's
+// user can write it, whoever owns it otherwise, and a symlink is not one.
+TEST(SnapshotWriterTest, AnOutputDirOthersCanChangeIsRefusedNamingItAndWhy) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  struct Case {
+    std::string name;
+    mode_t mode;
+    uid_t owner;
+    std::string why;
+  };
+  for (const Case& c : {Case{"group", 0770, 0, "can be written by others (mode 0770)"},
+                        Case{"all", 0777, 0, "can be written by others (mode 0777)"},
+                        Case{"sticky", 01777, 0, "can be written by others (mode 1777)"},
+                        Case{"nobody", 0755, 65534, "belongs to uid 65534"}}) {
+    const std::string out = dir.Join(c.name);
+    ASSERT_EQ(mkdir(out.c_str(), 0700), 0);
+    ASSERT_EQ(chmod(out.c_str(), c.mode), 0);
+    ASSERT_EQ(chown(out.c_str(), c.owner, static_cast<gid_t>(-1)), 0);
+    SnapshotWriter writer(session.get(), out, nullptr);
+    absl::StatusOr<std::string> path = writer.Take("x");
+    EXPECT_EQ(path.status().code(), absl::StatusCode::kFailedPrecondition) << c.name;
+    EXPECT_TRUE(absl::StrContains(path.status().message(), "output_dir " + out + " " + c.why))
+        << path.status();
+    EXPECT_EQ(testing::ListDir(out).size(), 0u) << c.name;
+  }
+  ASSERT_EQ(mkdir(dir.Join("real").c_str(), 0700), 0);
+  ASSERT_EQ(symlink(dir.Join("real").c_str(), dir.Join("link").c_str()), 0);
+  SnapshotWriter writer(session.get(), dir.Join("link"), nullptr);
+  absl::StatusOr<std::string> path = writer.Take("x");
+  EXPECT_EQ(path.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(path.status().message(), dir.Join("link") + " is a symlink"))
+      << path.status();
+  EXPECT_EQ(testing::ListDir(dir.Join("real")).size(), 0u);
+}
+
+// The name of a snapshot is chosen when it is taken, and the file written
+// later (behind another one): what appears at that name meanwhile, a
+// symlink to a file of the system say, is neither followed nor replaced;
+// the snapshot takes the next free name, which Wait() reports.
+TEST(SnapshotWriterTest, ASymlinkPlantedAtAWaitingSnapshotsNameIsNeitherFollowedNorReplaced) {
+  ScratchDir dir, elsewhere;
+  const std::string victim = elsewhere.Join("passwd");
+  ASSERT_TRUE(testing::WriteTextFile(victim, "root:x:0:0\n"));
+  ASSERT_EQ(chmod(victim.c_str(), 0644), 0);
+  std::unique_ptr<TracingSession> session = StartedSession();
+  absl::Mutex mu;
+  bool release = false;
+  SnapshotWriter writer(session.get(), dir.path(), [&](const SnapshotWriter::Result&) {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&release));
+  });
+  absl::StatusOr<std::string> first = writer.Take("first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(writer.Wait(*first, absl::Seconds(30)).ok());
+  // The writer's thread is held: this one waits, its name chosen.
+  absl::StatusOr<std::string> planted = writer.Take("planted");
+  ASSERT_TRUE(planted.ok()) << planted.status();
+  ASSERT_EQ(symlink(victim.c_str(), planted->c_str()), 0);
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  absl::StatusOr<std::string> written = writer.Wait(*planted, absl::Seconds(30));
+  ASSERT_TRUE(written.ok()) << written.status();
+  writer.Finish();
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "root:x:0:0\n");
+  struct stat st;
+  ASSERT_EQ(stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  EXPECT_EQ(testing::ListDir(elsewhere.path()).size(), 1u);
+  ASSERT_EQ(lstat(planted->c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(*written, planted->substr(0, planted->size() - 8) + "-2.pftrace");
+  EXPECT_EQ(writer.stats().last_path, *written);
+  const trace::Trace t = testing::ReadTraceFile(*written);
+  EXPECT_GT(t.packet_size(), 0);
 }
 
 TEST(SnapshotWriterTest, FinishWritesWhatIsQueuedThenRefusesMore) {
