@@ -13,25 +13,21 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/config/config_loader.h"
+#include "agent/config/defaults.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/deploy/testing/deploy_files.h"
+#include "tests/deploy/testing/kubernetes_manifests.h"
 
 namespace ringside::deploy_testing {
 namespace {
 
 using nlohmann::json;
 
-const char* const kManifests[] = {"namespace.yaml", "configmap.yaml", "daemonset.yaml"};
-
 std::string ManifestPaths() {
   std::string paths;
-  for (const char* m : kManifests) absl::StrAppend(&paths, " deploy/kubernetes/", m);
+  for (const char* m : kKubernetesManifests) absl::StrAppend(&paths, " ", m);
   return paths;
-}
-
-CommandResult Validate(const std::string& args) {
-  return RunShell(absl::StrCat("node tests/deploy/validate_manifests.mjs ", ToolsDir(), " ", args));
 }
 
 class KubernetesTest : public ::testing::Test {
@@ -47,13 +43,9 @@ class KubernetesTest : public ::testing::Test {
   // once per run of this binary: it takes a second.
   const json& Documents() {
     static const json* const documents = [] {
-      const CommandResult r = Validate("--json" + ManifestPaths());
-      EXPECT_EQ(r.exit_code, 0) << r.output;
-      // Errors go to stderr, the JSON to stdout: the JSON is the last line.
-      const std::vector<std::string> lines = absl::StrSplit(r.output, '\n', absl::SkipEmpty());
-      return new json(lines.empty() ? json::array()
-                                    : json::parse(lines.back(), nullptr,
-                                                  /*allow_exceptions=*/false));
+      absl::StatusOr<json> docs = KubernetesDocuments();
+      EXPECT_TRUE(docs.ok()) << docs.status();
+      return new json(docs.ok() ? *std::move(docs) : json::array());
     }();
     return *documents;
   }
@@ -68,7 +60,7 @@ class KubernetesTest : public ::testing::Test {
 };
 
 TEST_F(KubernetesTest, ManifestsPassTheKubernetesSchemas) {
-  const CommandResult r = Validate(ManifestPaths());
+  const CommandResult r = ValidateManifests(ManifestPaths());
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -80,10 +72,10 @@ TEST_F(KubernetesTest, ValidatorRejectsWhatTheApiServerWould) {
   WriteFile(tmp.path() + "/mistyped.yaml",
             absl::StrReplaceAll(
                 ds, {{"readOnlyRootFilesystem: true", "readOnlyRootFilesystem: \"yes\""}}));
-  const CommandResult misspelt = Validate(tmp.path() + "/misspelt.yaml");
+  const CommandResult misspelt = ValidateManifests(tmp.path() + "/misspelt.yaml");
   EXPECT_EQ(misspelt.exit_code, 1) << misspelt.output;
   EXPECT_TRUE(absl::StrContains(misspelt.output, "hostPid")) << misspelt.output;
-  const CommandResult mistyped = Validate(tmp.path() + "/mistyped.yaml");
+  const CommandResult mistyped = ValidateManifests(tmp.path() + "/mistyped.yaml");
   EXPECT_EQ(mistyped.exit_code, 1) << mistyped.output;
   EXPECT_TRUE(absl::StrContains(mistyped.output, "readOnlyRootFilesystem")) << mistyped.output;
 }
@@ -138,9 +130,14 @@ TEST_F(KubernetesTest, DaemonSetMountsWhatTheAgentReadsAndWrites) {
   EXPECT_EQ(host_path("/var/lib/ringside"), "/var/lib/ringside");
   EXPECT_EQ(mounts["/var/lib/ringside"]["volume"]["hostPath"]["type"], "DirectoryOrCreate");
   EXPECT_EQ(mounts["/var/lib/ringside"]["readOnly"], false);
-  // The lock file and control socket, where `ringside status` looks.
+  // The lock file and control socket, where `ringside status` looks: the
+  // agent makes the run directory itself in an emptyDir mounted above it,
+  // since the kubelet makes an emptyDir writable by all, and the agent
+  // refuses such a run directory (DaemonSetStartTest starts it).
+  ASSERT_EQ(std::string(agent::kDefaultRunDir), "/run/ringside");
   ASSERT_TRUE(absl::StartsWith(cfg.control_socket(), "/run/ringside/"));
-  EXPECT_TRUE(mounts["/run/ringside"]["volume"].contains("emptyDir"));
+  EXPECT_TRUE(mounts["/run"]["volume"].contains("emptyDir"));
+  EXPECT_FALSE(mounts.contains("/run/ringside"));
   EXPECT_EQ(mounts["/etc/ringside"]["volume"]["configMap"]["name"],
             Find("ConfigMap")["metadata"]["name"]);
 }
