@@ -45,6 +45,13 @@ control::Reply Error(std::string message) {
   return reply;
 }
 
+control::Reply SnapshotReply(const std::string& path, const std::string& reason) {
+  control::Reply reply;
+  reply.mutable_snapshot()->set_path(path);
+  reply.mutable_snapshot()->set_reason(reason);
+  return reply;
+}
+
 }  // namespace
 
 AgentService::AgentService(Options options)
@@ -124,6 +131,9 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   s->snapshots_ = std::make_unique<SnapshotWriter>(
       s->session_.get(), config.output_dir(),
       [self](const SnapshotWriter::Result& r) {
+        self->AnswerSnapshotWaiters(r.taken_path, r.status.ok()
+                                                      ? absl::StatusOr<std::string>(r.path)
+                                                      : absl::StatusOr<std::string>(r.status));
         if (r.status.ok()) {
           self->log_.Notice(absl::StrCat("snapshot written: ", r.path, " (", r.reason, ")"));
         } else {
@@ -326,14 +336,15 @@ void AgentService::RequestStop() {
   (void)!write(stop_fd_, &one, sizeof(one));
 }
 
-control::Reply AgentService::Handle(const control::Request& request, const Peer& peer) {
+ControlHandler::Answer AgentService::Handle(const control::Request& request, const Peer& peer,
+                                            const LaterReply& later) {
   control::Reply reply;
   switch (request.request_case()) {
     case control::Request::kStatus:
       *reply.mutable_status() = BuildStatus();
       return reply;
     case control::Request::kSnapshot:
-      return Snapshot(request.snapshot(), peer);
+      return Snapshot(request.snapshot(), peer, later);
     case control::Request::kStop:
       log_.Notice(absl::StrCat("stop requested by ", Who(peer)));
       RequestStop();
@@ -423,7 +434,8 @@ void AgentService::OnIncident(const Incident& incident) {
   }
 }
 
-control::Reply AgentService::Snapshot(const control::SnapshotRequest& request, const Peer& peer) {
+ControlHandler::Answer AgentService::Snapshot(const control::SnapshotRequest& request,
+                                              const Peer& peer, const LaterReply& later) {
   const std::string reason = request.reason().empty() ? kRequestedSnapshotReason : request.reason();
   if (!IsUtf8(reason)) return Error("the snapshot reason is not UTF-8 text");
   if (reason.size() > kMaxSnapshotReasonBytes) {
@@ -453,17 +465,43 @@ control::Reply AgentService::Snapshot(const control::SnapshotRequest& request, c
                    SnapshotTrigger{reason, "ringside snapshot", static_cast<int32_t>(peer.uid),
                                    BoottimeNowNs()});
   if (!path.ok()) return Error(absl::StrCat("no snapshot: ", path.status().message()));
-  if (request.wait()) {
-    absl::StatusOr<std::string> written = snapshots_->Wait(*path, kSnapshotWaitLimit);
-    if (!written.ok()) {
-      return Error(absl::StrCat("snapshot ", *path, ": ", written.status().message()));
-    }
-    *path = *written;
+  if (request.wait()) return AnswerOnceWritten(*path, reason, later);
+  return SnapshotReply(*path, reason);
+}
+
+ControlHandler::Answer AgentService::AnswerOnceWritten(const std::string& path,
+                                                       const std::string& reason,
+                                                       const LaterReply& later) {
+  {
+    absl::MutexLock lock(&waiters_mu_);
+    snapshot_waiters_.emplace(path, SnapshotWaiter{reason, later});
   }
-  control::Reply reply;
-  reply.mutable_snapshot()->set_path(*path);
-  reply.mutable_snapshot()->set_reason(reason);
-  return reply;
+  // Done before it was listed: the writer's report passed it by. Asked
+  // after listing it, so that one of the two answers it.
+  if (absl::StatusOr<std::string> done = snapshots_->Wait(path, absl::ZeroDuration());
+      !absl::IsDeadlineExceeded(done.status())) {
+    AnswerSnapshotWaiters(path, done);
+  }
+  return Answer::Later(
+      kSnapshotWaitLimit,
+      Error(absl::StrCat("snapshot ", path, ": not written within ",
+                         absl::FormatDuration(kSnapshotWaitLimit), "; it may still be")));
+}
+
+void AgentService::AnswerSnapshotWaiters(const std::string& path,
+                                         const absl::StatusOr<std::string>& written) {
+  std::vector<SnapshotWaiter> waiters;
+  {
+    absl::MutexLock lock(&waiters_mu_);
+    auto [begin, end] = snapshot_waiters_.equal_range(path);
+    for (auto it = begin; it != end; ++it) waiters.push_back(std::move(it->second));
+    snapshot_waiters_.erase(begin, end);
+  }
+  for (const SnapshotWaiter& w : waiters) {
+    w.later.Send(written.ok()
+                     ? SnapshotReply(*written, w.reason)
+                     : Error(absl::StrCat("snapshot ", path, ": ", written.status().message())));
+  }
 }
 
 absl::StatusOr<std::string> AgentService::TakeSnapshot(const std::string& reason,

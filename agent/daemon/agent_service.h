@@ -31,7 +31,8 @@ namespace ringside::agent {
 //
 //   main thread:     Run(): signals (SIGTERM/SIGINT stop, SIGHUP reload,
 //                    SIGUSR1 snapshot), the watchdog, the health line
-//   control thread:  Handle(): status, snapshot, stop, trigger
+//   control thread:  Handle(): status, snapshot, stop, trigger; never blocks
+//                    (`snapshot --wait` is answered from the snapshot thread)
 //   snapshot thread: SnapshotWriter, one file at a time
 //   the session's own threads (sources, buffer owner)
 //
@@ -80,7 +81,8 @@ class AgentService : public ControlHandler, public IncidentListener {
   // order. Returns the exit status: 0 after a clean stop.
   int Run();
 
-  control::Reply Handle(const control::Request& request, const Peer& peer) override;
+  Answer Handle(const control::Request& request, const Peer& peer,
+                const LaterReply& later) override;
   // A source read an incident: the triggers whose incident filter it
   // passes fire as a request by name would.
   void OnIncident(const Incident& incident) override;
@@ -88,7 +90,15 @@ class AgentService : public ControlHandler, public IncidentListener {
  private:
   explicit AgentService(Options options);
   control::StatusReply BuildStatus();
-  control::Reply Snapshot(const control::SnapshotRequest& request, const Peer& peer);
+  Answer Snapshot(const control::SnapshotRequest& request, const Peer& peer,
+                  const LaterReply& later);
+  // `snapshot --wait`: answered through `later` once the writer reports
+  // the file at `path` written or failed, or after kSnapshotWaitLimit.
+  Answer AnswerOnceWritten(const std::string& path, const std::string& reason,
+                           const LaterReply& later);
+  // The writer reported the file Take() named `path`: written where
+  // `written` says, or failed; its waiters get their reply.
+  void AnswerSnapshotWaiters(const std::string& path, const absl::StatusOr<std::string>& written);
   // A named trigger: the policy decides; a fire takes a snapshot after the
   // trigger's stop_delay_ms, on the main thread.
   control::Reply Trigger(const std::string& name, const Peer& peer);
@@ -135,6 +145,15 @@ class AgentService : public ControlHandler, public IncidentListener {
   // the session, which writes into it until it is destroyed.
   std::unique_ptr<RotatingTraceFile> stream_;
   std::unique_ptr<TracingSession> session_;
+  // `snapshot --wait` requests waiting for their file, by its path: the
+  // writer's report answers them. Before the writer, which reports into it
+  // until it is finished. At most one per control connection.
+  struct SnapshotWaiter {
+    std::string reason;
+    LaterReply later;
+  };
+  absl::Mutex waiters_mu_;
+  std::multimap<std::string, SnapshotWaiter> snapshot_waiters_ ABSL_GUARDED_BY(waiters_mu_);
   std::unique_ptr<SnapshotWriter> snapshots_;
   std::unique_ptr<ControlServer> control_;
   int stop_fd_ = -1;  // eventfd: a stop request from the control thread.

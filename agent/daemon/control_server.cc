@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/daemon/control_frame.h"
 
 namespace ringside::agent {
@@ -51,6 +52,10 @@ struct Connection {
   size_t out_sent = 0;
   bool peer_done_sending = false;
   bool close_after_write = false;
+  // Waiting for a LaterReply: the request's id (0: not parked), and the
+  // reply sent if it has not come by `deadline`.
+  uint64_t parked_id = 0;
+  control::Reply if_late;
   absl::Time deadline;
 };
 
@@ -66,21 +71,54 @@ void SendErrorAndClose(int fd, const std::string& error) {
 
 }  // namespace
 
+// Where LaterReplies go: the loop takes them when woken by `event_fd`.
+struct LaterReply::Mailbox {
+  absl::Mutex mu;
+  // The loop's eventfd; -1 once the loop is gone (replies are dropped).
+  int event_fd ABSL_GUARDED_BY(mu) = -1;
+  std::vector<std::pair<uint64_t, control::Reply>> replies ABSL_GUARDED_BY(mu);
+};
+
+void LaterReply::Send(control::Reply reply) const {
+  if (mailbox_ == nullptr) return;
+  absl::MutexLock lock(&mailbox_->mu);
+  if (mailbox_->event_fd < 0) return;
+  mailbox_->replies.emplace_back(id_, std::move(reply));
+  const uint64_t one = 1;
+  (void)!write(mailbox_->event_fd, &one, sizeof(one));
+}
+
 class ControlServer::Loop {
  public:
-  Loop(int listen_fd, int wake_fd, Options options, ControlHandler* handler)
+  Loop(int listen_fd, int wake_fd, int mailbox_fd, Options options, ControlHandler* handler)
       : listen_fd_(listen_fd),
         wake_fd_(wake_fd),
+        mailbox_fd_(mailbox_fd),
         group_(options.group),
         who_may_(group_.has_value() ? absl::StrCat("root or in ", GroupDisplayName(*group_))
                                     : std::string("root (no control_group is set)")),
         options_(std::move(options)),
-        handler_(handler) {}
+        handler_(handler) {
+    absl::MutexLock lock(&mailbox_->mu);
+    mailbox_->event_fd = mailbox_fd_;
+  }
 
   ~Loop() {
-    for (auto& c : connections_) close(c->fd);
+    {
+      absl::MutexLock lock(&mailbox_->mu);
+      mailbox_->event_fd = -1;
+    }
+    for (auto& c : connections_) {
+      if (c->fd < 0) continue;
+      if (c->parked_id != 0) {
+        SendErrorAndClose(c->fd, "the agent is stopping before it could answer this request");
+      } else {
+        close(c->fd);
+      }
+    }
     close(listen_fd_);
     close(wake_fd_);
+    close(mailbox_fd_);
   }
 
   void Wake() {
@@ -95,13 +133,16 @@ class ControlServer::Loop {
       fds.push_back({wake_fd_, POLLIN, 0});
       const absl::Time now = absl::Now();
       fds.push_back({listen_fd_, static_cast<short>(now >= accept_paused_until_ ? POLLIN : 0), 0});
+      fds.push_back({mailbox_fd_, POLLIN, 0});
       absl::Time next_deadline = absl::InfiniteFuture();
       if (now < accept_paused_until_) next_deadline = accept_paused_until_;
       for (const auto& c : connections_) {
+        // Parked: no events asked, for POLLHUP and POLLERR only, which
+        // poll() always reports.
         short events = 0;
-        if (!c->out.empty()) {
+        if (c->parked_id == 0 && !c->out.empty()) {
           events = POLLOUT;
-        } else if (!c->close_after_write && !c->peer_done_sending) {
+        } else if (c->parked_id == 0 && !c->close_after_write && !c->peer_done_sending) {
           events = POLLIN;
         }
         fds.push_back({c->fd, events, 0});
@@ -121,10 +162,16 @@ class ControlServer::Loop {
       // Only the connections polled above: Accept() appends new ones.
       const size_t polled = connections_.size();
       if (fds[1].revents != 0) Accept();
+      if (fds[2].revents != 0) DeliverLaterReplies();
       for (size_t i = 0; i < polled; i++) {
         Connection& c = *connections_[i];
-        const short revents = fds[i + 2].revents;
+        const short revents = fds[i + kFirstConnection].revents;
         if (c.fd < 0 || revents == 0) continue;
+        if (c.parked_id != 0) {
+          // Hung up while waiting: nobody will take the reply.
+          if (revents & (POLLHUP | POLLERR)) Close(c);
+          continue;
+        }
         if (revents & POLLOUT) {
           Flush(c);
           if (c.fd >= 0 && c.out.empty()) Serve(c);
@@ -139,6 +186,10 @@ class ControlServer::Loop {
   }
 
  private:
+  // fds[]: the wake eventfd, the listening socket, the mailbox, then the
+  // connections.
+  static constexpr size_t kFirstConnection = 3;
+
   void Accept() {
     while (true) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -216,7 +267,7 @@ class ControlServer::Loop {
   // once the previous reply is sent.
   void Serve(Connection& c) {
     std::string payload;
-    while (c.fd >= 0 && c.out.empty() && !c.close_after_write) {
+    while (c.fd >= 0 && c.out.empty() && !c.close_after_write && c.parked_id == 0) {
       const FrameReader::Result result = c.reader.Next(&payload);
       if (result == FrameReader::Result::kIncomplete) {
         if (c.peer_done_sending) Close(c);
@@ -235,17 +286,53 @@ class ControlServer::Loop {
         reply.set_error(std::string(request.status().message()));
       } else {
         const absl::Time start = absl::Now();
-        reply = handler_->Handle(*request, c.peer);
+        const uint64_t id = next_request_id_++;
+        ControlHandler::Answer answer =
+            handler_->Handle(*request, c.peer, LaterReply(mailbox_, id));
         // Nobody else was served meanwhile: their time does not run.
         const absl::Duration busy = absl::Now() - start;
         for (auto& other : connections_) {
-          if (other.get() != &c) other->deadline += busy;
+          if (other.get() != &c && other->parked_id == 0) other->deadline += busy;
         }
+        if (answer.limit().has_value()) {
+          c.parked_id = id;
+          c.if_late = std::move(answer.reply());
+          c.deadline = absl::Now() + *answer.limit();
+          return;
+        }
+        reply = std::move(answer.reply());
       }
-      c.out = EncodeFrame(reply);
-      c.out_sent = 0;
-      c.deadline = absl::Now() + options_.io_timeout;
-      Flush(c);
+      SendReply(c, reply);
+    }
+  }
+
+  // Sends `reply` as the answer to the connection's request (its own, or
+  // the one it was parked for), and serves its next request once sent.
+  void SendReply(Connection& c, const control::Reply& reply) {
+    c.parked_id = 0;
+    c.out = EncodeFrame(reply);
+    c.out_sent = 0;
+    c.deadline = absl::Now() + options_.io_timeout;
+    Flush(c);
+  }
+
+  // The replies handlers gave later, to their parked connections; those of
+  // connections gone (hung up, timed out) are dropped.
+  void DeliverLaterReplies() {
+    uint64_t ignored;
+    (void)!read(mailbox_fd_, &ignored, sizeof(ignored));
+    std::vector<std::pair<uint64_t, control::Reply>> replies;
+    {
+      absl::MutexLock lock(&mailbox_->mu);
+      replies.swap(mailbox_->replies);
+    }
+    for (const auto& [id, reply] : replies) {
+      for (auto& c : connections_) {
+        if (c->fd < 0 || c->parked_id != id) continue;
+        SendReply(*c, reply);
+        if (c->fd >= 0 && c->out.empty()) Serve(*c);
+        break;
+      }
     }
   }
 
@@ -273,6 +360,11 @@ class ControlServer::Loop {
     const absl::Time now = absl::Now();
     for (auto& c : connections_) {
       if (c->fd < 0 || now < c->deadline) continue;
+      if (c->parked_id != 0) {
+        SendReply(*c, c->if_late);
+        if (c->fd >= 0 && c->out.empty()) Serve(*c);
+        continue;
+      }
       if (!c->out.empty()) {
         Log(absl::StrCat("dropped pid ", c->peer.pid, " (uid ", c->peer.uid,
                          "): did not read its reply within ",
@@ -317,6 +409,9 @@ class ControlServer::Loop {
 
   const int listen_fd_;
   const int wake_fd_;
+  const int mailbox_fd_;  // eventfd: a LaterReply was sent.
+  const std::shared_ptr<LaterReply::Mailbox> mailbox_ = std::make_shared<LaterReply::Mailbox>();
+  uint64_t next_request_id_ = 1;
   // Declared before options_, which the constructor moves from.
   const std::optional<gid_t> group_;  // Admitted besides root; none: root only.
   const std::string who_may_;         // "root or in <group>", for refusals.
@@ -394,13 +489,18 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Listen(const std::
   }
   const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) return fail(absl::InternalError(absl::StrCat("eventfd: ", Errno(errno))));
+  const int mailbox_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (mailbox_fd < 0) {
+    close(wake_fd);
+    return fail(absl::InternalError(absl::StrCat("eventfd: ", Errno(errno))));
+  }
 
   std::unique_ptr<ControlServer> server(new ControlServer());
   server->path_ = path;
   server->group_ = options.group;
   server->socket_dev_ = st.st_dev;
   server->socket_ino_ = st.st_ino;
-  server->loop_ = std::make_unique<Loop>(fd, wake_fd, std::move(options), handler);
+  server->loop_ = std::make_unique<Loop>(fd, wake_fd, mailbox_fd, std::move(options), handler);
   server->thread_ = std::thread([loop = server->loop_.get()] { loop->Run(); });
   return server;
 }

@@ -24,14 +24,58 @@ struct Peer {
   gid_t gid = 0;
 };
 
+// A reply given after ControlHandler::Handle() returned (Answer::Later()).
+// Copies stand for the same request. Send() may be called from any thread,
+// at any time: the first call is the request's reply; later ones, and any
+// after the connection was dropped, its limit passed or the server stopped,
+// are dropped. Holding one keeps nothing of the server's but a mailbox.
+class LaterReply {
+ public:
+  void Send(control::Reply reply) const;
+
+ private:
+  friend class ControlServer;
+  struct Mailbox;
+  LaterReply(std::shared_ptr<Mailbox> mailbox, uint64_t id)
+      : mailbox_(std::move(mailbox)), id_(id) {}
+
+  std::shared_ptr<Mailbox> mailbox_;
+  uint64_t id_ = 0;  // The request's, unique in its server.
+};
+
 // What the agent does with a request. Called on the server's thread, one
 // request at a time, for peers that passed the permission check only.
 class ControlHandler {
  public:
+  // The answer to a request: its reply now, or the promise of one.
+  class Answer {
+   public:
+    // Answered now. Implicit, so that a handler returns a Reply as it is.
+    Answer(control::Reply reply) : reply_(std::move(reply)) {}  // NOLINT
+    // Answered later, through the LaterReply given to Handle(); when that
+    // has not come within `limit`, the peer gets `if_late` instead.
+    static Answer Later(absl::Duration limit, control::Reply if_late) {
+      Answer answer(std::move(if_late));
+      answer.limit_ = limit;
+      return answer;
+    }
+    // Set for Later(): how long the peer waits.
+    const std::optional<absl::Duration>& limit() const { return limit_; }
+    // The reply now; for Later(), the one sent once the limit passes.
+    control::Reply& reply() { return reply_; }
+
+   private:
+    control::Reply reply_;
+    std::optional<absl::Duration> limit_;
+  };
+
   virtual ~ControlHandler() = default;
   // The answer to `request` (exactly one of its kinds is set). A failure is
-  // a Reply with `error` set.
-  virtual control::Reply Handle(const control::Request& request, const Peer& peer) = 0;
+  // a Reply with `error` set. A request that waits for something (a
+  // snapshot for its file) must not block here: it keeps `later` and
+  // returns Answer::Later(); `later` may be used before Handle() returns.
+  virtual Answer Handle(const control::Request& request, const Peer& peer,
+                        const LaterReply& later) = 0;
 };
 
 // The agent's control socket: a unix stream socket that takes Requests and
@@ -57,15 +101,19 @@ class ControlHandler {
 //   - a request that does not parse gets Reply{error: "malformed request..."}
 //     and the connection goes on with the next one.
 //
-// Requests are handled in arrival order on the server's own thread, and the
-// handler's reply is sent when it returns: a slow request (a snapshot that
-// waits for its file) delays every other connection's request until it is
-// done. New connections wait in the kernel's listen backlog meanwhile, and
-// the time the handler takes does not count against any other connection's
+// Requests are handled in arrival order on the server's own thread, and a
+// reply the handler gives at once is sent when it returns. A request it
+// answers later (a snapshot that waits for its file) parks its connection:
+// not read, not answered, not timed out by io_timeout but by the handler's
+// limit, still counted in max_connections, dropped if the peer hangs up;
+// the loop is woken (an eventfd in its poll set) when the reply comes and
+// sends it, while every other connection is served meanwhile. Stop()
+// answers parked connections with an error saying the agent is stopping.
+// The time a handler takes does not count against any other connection's
 // io_timeout.
 //
 // Thread-safety: Listen() and Stop() from one thread; the handler runs on the
-// server's thread and must not call Stop().
+// server's thread and must not call Stop(); LaterReply::Send() from any.
 class ControlServer {
  public:
   struct Options {

@@ -34,7 +34,7 @@ constexpr int32_t kAgentPid = 4321;
 // A fake agent: canned answers, and every request it was sent.
 class FakeAgent : public ControlHandler {
  public:
-  control::Reply Handle(const control::Request& request, const Peer&) override {
+  Answer Handle(const control::Request& request, const Peer&, const LaterReply&) override {
     control::Reply reply;
     {
       absl::MutexLock lock(&mu_);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <future>
 #include <map>
 #include <optional>
 #include <set>
@@ -31,6 +32,7 @@
 #include "tests/agent/testing/agent_process.h"
 #include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/dir_entries.h"
+#include "tests/agent/testing/open_gate.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/agent/testing/scratch_cgroup.h"
 #include "tests/testing/kernel_tracefs.h"
@@ -363,6 +365,98 @@ TEST_F(AgentCommandTest, TheClientCommandsDriveARealAgent) {
   std::optional<int> exit = agent->WaitExit(absl::Seconds(60));
   ASSERT_TRUE(exit.has_value()) << agent->Log();
   EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << agent->Log();
+}
+
+// A snapshot whose file is slow to write (its open(2) held, as a slow disk
+// or an on-access scanner would): `snapshot --wait` waits for it without
+// holding the control socket, so `status` (a liveness probe) and `stop` are
+// answered at once meanwhile; the --wait then gets its real answer.
+TEST_F(AgentCommandTest, StatusIsAnsweredWhileASnapshotWaitWaitsForASlowFile) {
+  const std::string snaps = dir_.Join("snaps");
+  ASSERT_EQ(mkdir(snaps.c_str(), 0750), 0);
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  std::future<absl::StatusOr<control::Reply>> waited;
+  absl::StatusOr<std::unique_ptr<OpenGate>> gate = OpenGate::Create(snaps, agent->pid());
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  waited = std::async(std::launch::async, [&] {
+    return Ask(socket(), SnapshotRequest("slow disk", /*wait=*/true), absl::Seconds(60));
+  });
+  const absl::StatusOr<std::string> held = (*gate)->WaitHeld(absl::Seconds(30));
+  ASSERT_TRUE(held.ok()) << held.status() << agent->Log();
+  EXPECT_TRUE(absl::StartsWith(*held, snaps + "/")) << *held;
+
+  const absl::Time asked = absl::Now();
+  const absl::StatusOr<control::Reply> status = Ask(socket(), StatusRequest(), absl::Seconds(1));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(status->has_status()) << status->error();
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(1));
+  EXPECT_EQ(waited.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "the --wait was answered before its file was written";
+
+  (*gate)->Release(/*allow=*/true);
+  const absl::StatusOr<control::Reply> reply = waited.get();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_TRUE(reply->has_snapshot()) << reply->error();
+  EXPECT_TRUE(absl::EndsWith(reply->snapshot().path(), "-slow_disk.pftrace"))
+      << reply->snapshot().path();
+  struct stat st;
+  EXPECT_EQ(stat(reply->snapshot().path().c_str(), &st), 0) << reply->snapshot().path();
+}
+
+// The same wait, for a file that cannot be written: the --wait gets the
+// writer's error, naming the file.
+TEST_F(AgentCommandTest, ASnapshotWaitGetsTheWritersErrorWhenTheFileCannotBeWritten) {
+  const std::string snaps = dir_.Join("snaps");
+  ASSERT_EQ(mkdir(snaps.c_str(), 0750), 0);
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  std::future<absl::StatusOr<control::Reply>> waited;
+  absl::StatusOr<std::unique_ptr<OpenGate>> gate = OpenGate::Create(snaps, agent->pid());
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  waited = std::async(std::launch::async, [&] {
+    return Ask(socket(), SnapshotRequest("refused", /*wait=*/true), absl::Seconds(60));
+  });
+  const absl::StatusOr<std::string> held = (*gate)->WaitHeld(absl::Seconds(30));
+  ASSERT_TRUE(held.ok()) << held.status() << agent->Log();
+
+  (*gate)->Release(/*allow=*/false);
+  const absl::StatusOr<control::Reply> reply = waited.get();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_FALSE(reply->has_snapshot());
+  EXPECT_TRUE(absl::StrContains(reply->error(), snaps + "/")) << reply->error();
+  EXPECT_TRUE(absl::StrContains(reply->error(), "Operation not permitted")) << reply->error();
+}
+
+// `stop` while a --wait waits for a slow file: answered at once; the --wait
+// is told the agent stopped before its answer; the agent still writes the
+// file it queued before it exits.
+TEST_F(AgentCommandTest, StopIsAnsweredWhileASnapshotWaitWaitsForASlowFile) {
+  const std::string snaps = dir_.Join("snaps");
+  ASSERT_EQ(mkdir(snaps.c_str(), 0750), 0);
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  std::future<absl::StatusOr<control::Reply>> waited;
+  absl::StatusOr<std::unique_ptr<OpenGate>> gate = OpenGate::Create(snaps, agent->pid());
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  waited = std::async(std::launch::async, [&] {
+    return Ask(socket(), SnapshotRequest("slow disk", /*wait=*/true), absl::Seconds(60));
+  });
+  const absl::StatusOr<std::string> held = (*gate)->WaitHeld(absl::Seconds(30));
+  ASSERT_TRUE(held.ok()) << held.status() << agent->Log();
+
+  control::Request stop;
+  stop.mutable_stop();
+  const absl::StatusOr<control::Reply> stopped = Ask(socket(), stop, absl::Seconds(1));
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_TRUE(stopped->has_stop()) << stopped->error();
+  const absl::StatusOr<control::Reply> reply = waited.get();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_FALSE(reply->has_snapshot());
+  EXPECT_TRUE(absl::StrContains(reply->error(), "stopping")) << reply->error();
+
+  (*gate)->Release(/*allow=*/true);
+  const std::optional<int> exit = agent->WaitExit(absl::Seconds(60));
+  ASSERT_TRUE(exit.has_value()) << agent->Log();
+  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << agent->Log();
+  EXPECT_TRUE(absl::StrContains(agent->Log(), "snapshot written: " + snaps + "/")) << agent->Log();
 }
 
 TEST_F(AgentCommandTest, AStopRequestStopsItAsSigtermDoes) {

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/daemon/control_client.h"
 #include "agent/daemon/control_frame.h"
@@ -28,10 +29,18 @@ using ::testing::StartsWith;
 // Answers like an agent would, from canned values, and remembers who asked.
 class FakeHandler : public ControlHandler {
  public:
-  control::Reply Handle(const control::Request& request, const Peer& peer) override {
+  Answer Handle(const control::Request& request, const Peer& peer,
+                const LaterReply& later) override {
     {
       absl::MutexLock lock(&mu_);
       peers_.push_back(peer);
+      if (request.has_snapshot() && request.snapshot().wait() && wait_limit_.has_value()) {
+        parked_.push_back(later);
+        if (reply_at_once_) later.Send(SnapshotDone(request.snapshot().reason()));
+        control::Reply late;
+        late.set_error("snapshot not written within the limit");
+        return Answer::Later(*wait_limit_, late);
+      }
     }
     control::Reply reply;
     switch (request.request_case()) {
@@ -64,6 +73,27 @@ class FakeHandler : public ControlHandler {
 
   // How long a snapshot with wait takes.
   void set_snapshot_wait_time(absl::Duration d) { snapshot_wait_time_ = d; }
+  // A snapshot with wait is answered later (Answer::Later(limit)), through
+  // the LaterReply parked(i) of the i-th such request; or, with
+  // `reply_at_once`, through it before Handle() returns.
+  void AnswerSnapshotWaitLater(absl::Duration limit, bool reply_at_once = false) {
+    absl::MutexLock lock(&mu_);
+    wait_limit_ = limit;
+    reply_at_once_ = reply_at_once;
+  }
+  // Once the i-th snapshot with wait was answered with Later().
+  LaterReply Parked(size_t i) {
+    absl::MutexLock lock(&mu_);
+    auto parked = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return parked_.size() > i; };
+    mu_.Await(absl::Condition(&parked));
+    return parked_[i];
+  }
+  static control::Reply SnapshotDone(const std::string& reason) {
+    control::Reply reply;
+    reply.mutable_snapshot()->set_path("/snapshots/written-" + reason);
+    reply.mutable_snapshot()->set_reason(reason);
+    return reply;
+  }
 
   std::vector<Peer> peers() {
     absl::MutexLock lock(&mu_);
@@ -73,6 +103,9 @@ class FakeHandler : public ControlHandler {
  private:
   absl::Mutex mu_;
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Duration> wait_limit_ ABSL_GUARDED_BY(mu_);
+  bool reply_at_once_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<LaterReply> parked_ ABSL_GUARDED_BY(mu_);
   int status_calls_ = 0;
   absl::Duration snapshot_wait_time_;
 };
@@ -100,6 +133,17 @@ class ControlServerTest : public ::testing::Test {
 
   absl::StatusOr<control::Reply> Call(const control::Request& request) {
     return CallAgent(socket_path_, request, absl::Seconds(10));
+  }
+  // Call(), again while the server refuses it as busy (a connection it has
+  // not yet seen closed holds the last place), for up to 10 s.
+  absl::StatusOr<control::Reply> CallWhileBusy(const control::Request& request) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    absl::StatusOr<control::Reply> reply;
+    do {
+      reply = Call(request);
+    } while (reply.ok() && absl::StrContains(reply->error(), "the agent is busy") &&
+             absl::Now() < give_up);
+    return reply;
   }
   static control::Request Status() {
     control::Request request;
@@ -266,6 +310,127 @@ TEST_F(ControlServerTest, ConnectionsBeyondTheLimitGetAnErrorAndTheOthersAreKept
   EXPECT_TRUE(third.ClosedByServer(absl::Seconds(10)));
   ASSERT_TRUE(first.Send(Status()));
   EXPECT_TRUE(first.ReadReply().ok());
+}
+
+TEST_F(ControlServerTest, AnAnswerGivenLaterParksItsConnectionWhileOthersAreServed) {
+  handler_.AnswerSnapshotWaitLater(absl::Minutes(5));
+  Start();
+  RawClient waiting(socket_path_);
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_reason("slow");
+  snapshot.mutable_snapshot()->set_wait(true);
+  ASSERT_TRUE(waiting.Send(snapshot));
+  const LaterReply later = handler_.Parked(0);
+  // Parked: others are served, it is not answered.
+  for (int i = 0; i < 3; i++) {
+    const absl::StatusOr<control::Reply> other = Call(Status());
+    ASSERT_TRUE(other.ok()) << other.status();
+    EXPECT_TRUE(other->has_status());
+  }
+  EXPECT_FALSE(waiting.ReadReply(absl::Milliseconds(100)).ok());
+
+  later.Send(FakeHandler::SnapshotDone("slow"));
+  absl::StatusOr<control::Reply> reply = waiting.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->snapshot().path(), "/snapshots/written-slow");
+  // Only the first reply counts; the connection goes on.
+  later.Send(FakeHandler::SnapshotDone("again"));
+  ASSERT_TRUE(waiting.Send(Status()));
+  reply = waiting.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->has_status());
+}
+
+TEST_F(ControlServerTest, AnAnswerSentBeforeTheHandlerReturnsIsDelivered) {
+  handler_.AnswerSnapshotWaitLater(absl::Minutes(5), /*reply_at_once=*/true);
+  Start();
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_reason("fast");
+  snapshot.mutable_snapshot()->set_wait(true);
+  const absl::StatusOr<control::Reply> reply = Call(snapshot);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->snapshot().path(), "/snapshots/written-fast");
+}
+
+TEST_F(ControlServerTest, AParkedConnectionCountsAgainstMaxConnections) {
+  handler_.AnswerSnapshotWaitLater(absl::Minutes(5));
+  ControlServer::Options options = DefaultOptions();
+  options.max_connections = 1;
+  Start(std::move(options));
+  RawClient waiting(socket_path_);
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_wait(true);
+  ASSERT_TRUE(waiting.Send(snapshot));
+  const LaterReply later = handler_.Parked(0);
+  const absl::StatusOr<control::Reply> refused = Call(Status());
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_THAT(refused->error(), HasSubstr("1 control connections are open already"));
+  later.Send(FakeHandler::SnapshotDone(""));
+  EXPECT_TRUE(waiting.ReadReply().ok());
+}
+
+TEST_F(ControlServerTest, AParkedPeerThatHangsUpIsDroppedAndItsLateAnswerIgnored) {
+  handler_.AnswerSnapshotWaitLater(absl::Minutes(5));
+  ControlServer::Options options = DefaultOptions();
+  options.max_connections = 1;
+  Start(std::move(options));
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_wait(true);
+  LaterReply later = [&] {
+    RawClient gone(socket_path_);
+    EXPECT_TRUE(gone.Send(snapshot));
+    return handler_.Parked(0);
+  }();
+  // Its place is free once the server saw it hang up.
+  absl::StatusOr<control::Reply> reply = CallWhileBusy(Status());
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->has_status()) << reply->error();
+  later.Send(FakeHandler::SnapshotDone(""));
+  // The one place is still there for the next peer.
+  reply = CallWhileBusy(Status());
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->has_status()) << reply->error();
+}
+
+TEST_F(ControlServerTest, AParkedConnectionGetsTheHandlersLateReplyOnceTheLimitPasses) {
+  handler_.AnswerSnapshotWaitLater(absl::Milliseconds(300));
+  ControlServer::Options options = DefaultOptions();
+  options.io_timeout = absl::Milliseconds(100);
+  Start(std::move(options));
+  RawClient waiting(socket_path_);
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_wait(true);
+  const absl::Time sent = absl::Now();
+  ASSERT_TRUE(waiting.Send(snapshot));
+  // Not dropped after io_timeout: parked connections wait for their limit.
+  absl::StatusOr<control::Reply> reply = waiting.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_GE(absl::Now() - sent, absl::Milliseconds(300));
+  EXPECT_EQ(reply->error(), "snapshot not written within the limit");
+  handler_.Parked(0).Send(FakeHandler::SnapshotDone("too late"));
+  ASSERT_TRUE(waiting.Send(Status()));
+  reply = waiting.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(reply->has_status());
+}
+
+TEST_F(ControlServerTest, StopAnswersAParkedConnectionThatTheAgentIsStopping) {
+  handler_.AnswerSnapshotWaitLater(absl::Minutes(5));
+  Start();
+  RawClient waiting(socket_path_);
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_wait(true);
+  ASSERT_TRUE(waiting.Send(snapshot));
+  const LaterReply later = handler_.Parked(0);
+  server_->Stop();
+  const absl::StatusOr<control::Reply> reply = waiting.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_THAT(reply->error(), HasSubstr("the agent is stopping"));
+  EXPECT_TRUE(waiting.ClosedByServer(absl::Seconds(10)));
+  // Its answer after the server is gone goes nowhere.
+  later.Send(FakeHandler::SnapshotDone(""));
+  server_.reset();
+  later.Send(FakeHandler::SnapshotDone(""));
 }
 
 // `bytes` is exactly one frame holding a Reply.
