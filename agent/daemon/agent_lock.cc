@@ -12,9 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/daemon/private_directory.h"
 
 namespace ringside::agent {
 namespace {
@@ -55,26 +55,8 @@ absl::Status OpenError(int err, int dir_fd, const char* name, const std::string&
   return absl::ErrnoToStatus(err, absl::StrCat("cannot open ", path));
 }
 
-// The agent runs as root and writes its lock file and socket in the run
-// directory: one that another user owns or can write could have them
-// planted there in advance (a hard link to someone else's file, say).
-absl::Status CheckOnlyWeCanWrite(int dir_fd, const std::string& run_dir) {
-  struct stat st;
-  if (fstat(dir_fd, &st) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot stat ", run_dir));
-  }
-  if (st.st_uid != geteuid()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the run directory ", run_dir, " belongs to uid ", st.st_uid, ", not to uid ",
-                     geteuid(), " that runs the agent; use a directory of its own (--run-dir)"));
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the run directory ", run_dir, " can be written by others (mode ",
-                     absl::StrFormat("%04o", st.st_mode & 07777),
-                     "); use a directory only the agent's user can write (--run-dir)"));
-  }
-  return absl::OkStatus();
+absl::Status CheckRunDir(int dir_fd, const std::string& run_dir) {
+  return CheckOnlyWeCanWrite(dir_fd, absl::StrCat("the run directory ", run_dir), "--run-dir");
 }
 
 // Opens `run_dir` without following a symlink, creating it (one level) when
@@ -83,7 +65,7 @@ absl::StatusOr<int> OpenRunDir(const std::string& run_dir) {
   constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
   int fd = open(run_dir.c_str(), kFlags);
   if (fd >= 0) {
-    if (absl::Status st = CheckOnlyWeCanWrite(fd, run_dir); !st.ok()) {
+    if (absl::Status st = CheckRunDir(fd, run_dir); !st.ok()) {
       close(fd);
       return st;
     }
@@ -109,7 +91,7 @@ absl::StatusOr<int> OpenRunDir(const std::string& run_dir) {
     close(fd);
     return absl::ErrnoToStatus(err, absl::StrCat("cannot chmod 0755 ", run_dir));
   }
-  if (absl::Status st = CheckOnlyWeCanWrite(fd, run_dir); !st.ok()) {
+  if (absl::Status st = CheckRunDir(fd, run_dir); !st.ok()) {
     close(fd);
     return st;
   }

@@ -134,17 +134,27 @@ class ControlServer {
   };
 
   // Creates the socket at `path` (mode 0660, group as above) and starts
-  // serving it on a thread of its own.
+  // serving it on a thread of its own. Its directory is opened without
+  // following a symlink and must be owned by the agent's user and writable
+  // by no one else (CheckOnlyWeCanWrite, as the run directory): the file is
+  // made, given its group and mode, and removed in that directory only, by
+  // name, never following a symlink.
   // Errors: kInvalidArgument for a path too long for a unix socket;
   // kFailedPrecondition when `path` is something other than a socket
   // (naming what: a regular file, a symlink, a directory...), which is left
-  // untouched; kAlreadyExists when it is a socket and replace_stale_socket
-  // is false; kNotFound when its directory does not exist; others from the
-  // system calls, naming the path.
+  // untouched, or when its directory is a symlink, is another user's or can
+  // be written by others (naming it); kAlreadyExists when it is a socket and
+  // replace_stale_socket is false; kNotFound when its directory does not
+  // exist; others from the system calls, naming the path.
   // REQUIRES: `handler` outlives the server.
   static absl::StatusOr<std::unique_ptr<ControlServer>> Listen(const std::string& path,
                                                                Options options,
                                                                ControlHandler* handler);
+  // Listen(), calling `after_bind` once the socket file exists and before
+  // its group and mode are set, to swap something in at its name.
+  static absl::StatusOr<std::unique_ptr<ControlServer>> ListenForTesting(
+      const std::string& path, Options options, ControlHandler* handler,
+      const std::function<void()>& after_bind);
   // Stop()s.
   ~ControlServer();
   ControlServer(const ControlServer&) = delete;
@@ -162,8 +172,13 @@ class ControlServer {
  private:
   class Loop;
   ControlServer() = default;
+  static absl::StatusOr<std::unique_ptr<ControlServer>> Create(
+      const std::string& path, Options options, ControlHandler* handler,
+      const std::function<void()>& after_bind);
 
   std::string path_;
+  std::string name_;  // The socket file's name in its directory.
+  int dir_fd_ = -1;   // Its directory, opened and checked by Listen().
   std::optional<gid_t> group_;
   dev_t socket_dev_ = 0;
   ino_t socket_ino_ = 0;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/daemon/control_client.h"
 #include "agent/daemon/control_frame.h"
@@ -521,6 +522,85 @@ std::string ReadFile(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The socket's mode and group are right whatever the umask, without a
+// chmod by path: a symlink swapped in at its name between bind() and the
+// mode change (by whoever could write the directory) redirects nothing.
+TEST_F(ControlServerTest, ASymlinkSwappedInAfterBindIsNotFollowedToItsTarget) {
+  const std::string target = dir_.Join("target");
+  std::ofstream(target) << "precious";
+  ASSERT_EQ(chmod(target.c_str(), 0600), 0);
+  ControlServer::Options options = DefaultOptions();
+  options.group = 4242;
+  const auto server =
+      ControlServer::ListenForTesting(socket_path_, std::move(options), &handler_, [&] {
+        ASSERT_EQ(unlink(socket_path_.c_str()), 0);
+        ASSERT_EQ(symlink(target.c_str(), socket_path_.c_str()), 0);
+      });
+  EXPECT_FALSE(server.ok());
+  struct stat st;
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(st.st_gid, getgid());
+  EXPECT_EQ(ReadFile(target), "precious");
+}
+
+TEST_F(ControlServerTest, SocketIsMode0660WhateverTheUmask) {
+  const mode_t old_umask = umask(0077);
+  ControlServer::Options options = DefaultOptions();
+  options.group = 4242;
+  Start(std::move(options));
+  umask(old_umask);
+  struct stat st;
+  ASSERT_EQ(lstat(socket_path_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  EXPECT_EQ(st.st_gid, 4242u);
+}
+
+// Another user could plant or swap names in such a directory: refused,
+// naming it, and nothing is created there.
+TEST_F(ControlServerTest, ListenRefusesADirectoryOthersCanWrite) {
+  for (const mode_t mode : {01777, 0775, 0757}) {
+    const std::string dir = dir_.Join(absl::StrCat("open-", mode));
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+    ASSERT_EQ(chmod(dir.c_str(), mode), 0);
+    const std::string path = dir + "/control.sock";
+    const auto server = ControlServer::Listen(path, DefaultOptions(), &handler_);
+    ASSERT_FALSE(server.ok()) << mode;
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(server.status().message(),
+                HasSubstr("the control socket's directory " + dir + " can be written by others"));
+    struct stat st;
+    EXPECT_NE(lstat(path.c_str(), &st), 0) << "a socket was created in " << dir;
+  }
+}
+
+TEST_F(ControlServerTest, ListenRefusesADirectoryOfAnotherUser) {
+  const std::string dir = dir_.Join("theirs");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(chown(dir.c_str(), 65534, 65534), 0);
+  const auto server = ControlServer::Listen(dir + "/control.sock", DefaultOptions(), &handler_);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(server.status().message(),
+              HasSubstr("the control socket's directory " + dir + " belongs to uid 65534"));
+}
+
+// The directory itself is opened without following a symlink, as the run
+// directory is.
+TEST_F(ControlServerTest, ListenRefusesASymlinkedDirectory) {
+  const std::string real = dir_.Join("real");
+  const std::string link = dir_.Join("link");
+  ASSERT_EQ(mkdir(real.c_str(), 0755), 0);
+  ASSERT_EQ(symlink(real.c_str(), link.c_str()), 0);
+  const auto server = ControlServer::Listen(link + "/control.sock", DefaultOptions(), &handler_);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(server.status().message(), HasSubstr(link + " is a symlink"));
+  struct stat st;
+  EXPECT_NE(lstat((real + "/control.sock").c_str(), &st), 0);
 }
 
 TEST_F(ControlServerTest, ListenRefusesARegularFileAndLeavesItUntouched) {
