@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "agent/daemon/private_directory.h"
+#include "agent/files/private_directory.h"
 
 namespace ringside::agent {
 namespace {

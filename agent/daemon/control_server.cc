@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/daemon/control_frame.h"
-#include "agent/daemon/private_directory.h"
+#include "agent/files/private_directory.h"
 
 namespace ringside::agent {
 namespace {

@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
+#include "agent/files/private_directory.h"
 
 namespace ringside::agent {
 namespace {
@@ -36,24 +35,6 @@ absl::Status OpenError(int err, int parent_fd, const std::string& name, const st
 }
 
 }  // namespace
-
-absl::Status CheckOnlyWeCanWrite(int dir_fd, absl::string_view what, absl::string_view fix) {
-  struct stat st;
-  if (fstat(dir_fd, &st) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot stat ", what));
-  }
-  if (st.st_uid != geteuid()) {
-    return absl::FailedPreconditionError(absl::StrCat(what, " belongs to uid ", st.st_uid,
-                                                      ", not to uid ", geteuid(),
-                                                      " that runs the agent; ", fix));
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(what, " can be written by others (mode ",
-                                                      absl::StrFormat("%04o", st.st_mode & 07777),
-                                                      "); ", fix));
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<OutputDir>> OutputDir::Open(const std::string& path,
                                                            std::optional<gid_t> group) {
@@ -114,9 +95,7 @@ absl::StatusOr<std::unique_ptr<OutputDir>> OutputDir::Open(const std::string& pa
     }
     fd = parent;
   }
-  if (absl::Status st = CheckOnlyWeCanWrite(
-          fd, absl::StrCat("output_dir ", path),
-          "use a directory only the agent's user can write (chmod go-w, or another output_dir)");
+  if (absl::Status st = CheckOnlyWeCanWrite(fd, absl::StrCat("output_dir ", path), "output_dir");
       !st.ok()) {
     close(fd);
     return st;

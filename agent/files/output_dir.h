@@ -55,12 +55,6 @@ class OutputDir {
   const std::string path_;
 };
 
-// Whether the directory open at `dir_fd` can be changed by the agent's user
-// only: owned by the effective uid and writable by neither group nor
-// others. `what` names it in the error ("the run directory /run/ringside"),
-// `fix` says what to do instead.
-absl::Status CheckOnlyWeCanWrite(int dir_fd, absl::string_view what, absl::string_view fix);
-
 }  // namespace ringside::agent
 
 #endif  // RINGSIDE_AGENT_FILES_OUTPUT_DIR_H_

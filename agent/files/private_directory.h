@@ -1,5 +1,5 @@
-#ifndef RINGSIDE_AGENT_DAEMON_PRIVATE_DIRECTORY_H_
-#define RINGSIDE_AGENT_DAEMON_PRIVATE_DIRECTORY_H_
+#ifndef RINGSIDE_AGENT_FILES_PRIVATE_DIRECTORY_H_
+#define RINGSIDE_AGENT_FILES_PRIVATE_DIRECTORY_H_
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -7,7 +7,8 @@
 namespace ringside::agent {
 
 // The agent runs as root and creates files by name in some directories (the
-// run directory's lock file, the control socket): one that another user owns
+// run directory's lock file, the control socket, output_dir's snapshots and
+// streamed files, OutputDir): one that another user owns
 // or can write could have names planted or swapped in it in advance (a hard
 // link to someone else's file, a symlink). The check for such a directory,
 // on the descriptor it was opened as (O_DIRECTORY | O_NOFOLLOW): owned by the
@@ -20,4 +21,4 @@ absl::Status CheckOnlyWeCanWrite(int dir_fd, absl::string_view what, absl::strin
 
 }  // namespace ringside::agent
 
-#endif  // RINGSIDE_AGENT_DAEMON_PRIVATE_DIRECTORY_H_
+#endif  // RINGSIDE_AGENT_FILES_PRIVATE_DIRECTORY_H_

@@ -1,4 +1,4 @@
-#include "agent/daemon/private_directory.h"
+#include "agent/files/private_directory.h"
 
 #include <errno.h>
 #include <sys/stat.h>
