@@ -506,6 +506,24 @@ TEST_F(AgentCommandTest, AGarbageRequestGetsAnErrorAndTheAgentCarriesOn) {
   EXPECT_TRUE(status->has_status());
 }
 
+// A control socket in a directory anyone can write (a /tmp-like 1777): the
+// agent does not start, and says which directory and why.
+TEST_F(AgentCommandTest, ASocketInADirectoryOthersCanWriteIsRefusedNamingIt) {
+  const std::string open_dir = dir_.Join("open");
+  ASSERT_EQ(mkdir(open_dir.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(open_dir.c_str(), 01777), 0);
+  std::vector<std::string> args = Args();
+  args[3] = open_dir + "/control.sock";
+  AgentProcess agent(args, dir_.Join("open.log"), "");
+  const std::optional<int> status = agent.WaitExit(absl::Seconds(60));
+  ASSERT_TRUE(status.has_value()) << agent.Log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status << agent.Log();
+  EXPECT_TRUE(absl::StrContains(agent.Log(), "the control socket's directory " + open_dir +
+                                                 " can be written by others (mode 1777)"))
+      << agent.Log();
+  EXPECT_TRUE(ListDir(open_dir).empty());
+}
+
 TEST_F(AgentCommandTest, ASecondAgentRefusesToStartNamingTheFirst) {
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   std::vector<std::string> args = Args();
