@@ -130,24 +130,40 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
     ListTriggers(trigger, joined, &queue_.back());
     return queue_.back().path;
   }
+  // One is waiting, taken before this trigger (an OOM kill while an
+  // earlier snapshot waits behind a slow write): a fresh clone replaces its
+  // data under its name, so that file holds this trigger's events. The old
+  // clone goes first, so that the memory holds at most the clone being
+  // written and this one (the writer does not take the waiting file
+  // while cloning_).
+  std::unique_ptr<SessionSnapshot> stale;
+  if (!queue_.empty()) stale = std::move(queue_.back().snapshot);
   cloning_ = true;
   mu_.Unlock();
+  if (stale != nullptr) {
+    stale.reset();
+    malloc_trim(0);
+    clones_held_.fetch_sub(1);
+  }
   absl::StatusOr<std::unique_ptr<SessionSnapshot>> snap = session_->CloneSnapshot(trigger);
+  if (snap.ok()) CountClone();
   mu_.Lock();
   cloning_ = false;
-  if (!snap.ok()) return snap.status();
-  if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
-  // One was waiting, taken before this trigger (an OOM kill while an
-  // earlier snapshot waits behind a slow write): the fresh clone replaces
-  // its data under its name, so that file holds this trigger's events and
-  // no more than one clone ever waits.
   if (!queue_.empty()) {
+    Pending& waiting = queue_.back();
     stats_.joined++;
     if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kJoined);
-    queue_.back().snapshot = std::move(*snap);
-    ListTriggers(trigger, joined, &queue_.back());
-    return queue_.back().path;
+    ListTriggers(trigger, joined, &waiting);
+    if (snap.ok()) {
+      waiting.snapshot = std::move(*snap);
+    } else {
+      waiting.clone_error = snap.status();
+    }
+    if (!snap.ok()) return snap.status();
+    return waiting.path;
   }
+  if (!snap.ok()) return snap.status();
+  if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
   Pending pending;
   if (absl::Status st = ChooseFileLocked(reason, &pending); !st.ok()) return st;
   // A name can come back after a failed write left no file: Wait() on it
@@ -177,6 +193,13 @@ absl::StatusOr<std::string> SnapshotWriter::Wait(const std::string& path, absl::
   }
   if (!found->status.ok()) return found->status;
   return found->path;
+}
+
+void SnapshotWriter::CountClone() {
+  const int held = clones_held_.fetch_add(1) + 1;
+  int peak = peak_clones_held_.load();
+  while (held > peak && !peak_clones_held_.compare_exchange_weak(peak, held)) {
+  }
 }
 
 void SnapshotWriter::Finish() {
@@ -220,7 +243,9 @@ void SnapshotWriter::Loop() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](SnapshotWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-            return !w->queue_.empty() || w->finishing_;
+            // Not while a Take() clones: it may be replacing the waiting
+            // file's clone.
+            return (!w->queue_.empty() && !w->cloning_) || (w->finishing_ && !w->cloning_);
           },
           this));
       if (queue_.empty()) return;  // Finishing, and nothing left.
@@ -230,22 +255,28 @@ void SnapshotWriter::Loop() {
       group = group_;
     }
     Result result{absl::OkStatus(), next.path, next.reason, next.path};
-    absl::StatusOr<std::unique_ptr<OutputFile>> file =
-        OutputFile::CreateWholeIn(next.dir->fd(), next.name, next.path, reserve_bytes_);
-    if (file.ok() && group.has_value()) {
-      if (absl::Status st = (*file)->ShareWithGroup(*group); !st.ok()) file = st;
-    }
-    if (!file.ok()) {
-      result.status = file.status();
+    if (next.snapshot == nullptr) {
+      // Its clone was dropped for a fresher one, which failed.
+      result.status = next.clone_error;
     } else {
-      next.snapshot->MergeIntoStats(ExtraStats(next.triggers));
-      result.status = next.snapshot->WriteTo(file->get());
-      result.path = (*file)->display_name();
+      absl::StatusOr<std::unique_ptr<OutputFile>> file =
+          OutputFile::CreateWholeIn(next.dir->fd(), next.name, next.path, reserve_bytes_);
+      if (file.ok() && group.has_value()) {
+        if (absl::Status st = (*file)->ShareWithGroup(*group); !st.ok()) file = st;
+      }
+      if (!file.ok()) {
+        result.status = file.status();
+      } else {
+        next.snapshot->MergeIntoStats(ExtraStats(next.triggers));
+        result.status = next.snapshot->WriteTo(file->get());
+        result.path = (*file)->display_name();
+      }
+      // Its memory goes before the next clone comes, back to the system
+      // (the pieces below the mmap threshold too).
+      next.snapshot.reset();
+      malloc_trim(0);
+      clones_held_.fetch_sub(1);
     }
-    // Its memory goes before the next clone comes, back to the system (the
-    // pieces below the mmap threshold too).
-    next.snapshot.reset();
-    malloc_trim(0);
     PruneResult pruned;
     if (result.status.ok()) {
       uint32_t max_files;

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -46,9 +47,10 @@ inline constexpr size_t kMaxTriggersListedPerSnapshot = 256;
 // At most one clone waits while another is written: a request that comes
 // meanwhile joins the waiting one (same file) when that clone was taken at
 // or after the request's trigger, or else replaces its data with a fresh
-// clone (same file, now holding what the trigger is about). So a burst of
-// requests cannot hold a buffer's worth of memory each, and every trigger's
-// moment is in some file. One clone is taken at a time; a second caller
+// clone (same file, now holding what the trigger is about; the stale clone
+// is freed before the fresh one is taken). So a burst of requests never
+// holds more than two clones (the one written, the one waiting), and every
+// trigger's moment is in some file. One clone is taken at a time; a second caller
 // waits for it and joins it.
 //
 // Each file's trace_stats also carry, besides the session's figures, the
@@ -117,6 +119,9 @@ class SnapshotWriter {
   // directories made for them are owned by it; nullopt: files 0600.
   void set_output_group(std::optional<gid_t> group);
   Stats stats() const;
+  // The most clones this writer has held in memory at once (the one being
+  // written, the one waiting, one being taken): at most 2 by design.
+  int peak_clones_held_ForTesting() const { return peak_clones_held_.load(); }
 
   // Writes what is queued, then stops the thread. Idempotent.
   void Finish();
@@ -131,6 +136,9 @@ class SnapshotWriter {
     // Every trigger it answers, in the order they came; at most
     // kMaxTriggersListedPerSnapshot.
     std::vector<SnapshotTrigger> triggers;
+    // Why `snapshot` is null: its clone was dropped for a fresher one
+    // whose taking failed.
+    absl::Status clone_error;
   };
   // Appends to `pending`'s triggers up to the limit.
   static void ListTriggers(const SnapshotTrigger& trigger,
@@ -162,6 +170,10 @@ class SnapshotWriter {
   // A Take() is cloning the session, outside mu_.
   bool cloning_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
+  // Clones alive now, and the most at once (peak_clones_held_ForTesting).
+  std::atomic<int> clones_held_{0};
+  std::atomic<int> peak_clones_held_{0};
+  void CountClone();
 };
 
 }  // namespace ringside::agent

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/dir_entries.h"
+#include "tests/agent/testing/open_gate.h"
 #include "tests/agent/testing/ringside_cli.h"
 
 namespace ringside::agent {
@@ -287,6 +288,43 @@ TEST(SnapshotWriterTest, ARequestJoinsTheWaitingCloneOrRefreshesItWhenItsTrigger
   }
   EXPECT_EQ(triggers, 1);
   EXPECT_GE(stats_at, static_cast<uint64_t>(newer_at));
+}
+
+// A burst of requests while a slow file is written: the waiting file's
+// clone is refreshed for a newer trigger, but freed before the fresh one is
+// taken, so memory never holds more than two clones (the arithmetic behind
+// the unit's MemoryMax: the ring and two copies).
+TEST(SnapshotWriterTest, ANewerRequestWhileOneIsWrittenAndOneWaitsHoldsAtMostTwoClones) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  absl::StatusOr<std::unique_ptr<testing::OpenGate>> gate =
+      testing::OpenGate::Create(dir.path(), getpid());
+  if (!gate.ok()) GTEST_SKIP() << "holding a file's open needs CAP_SYS_ADMIN: " << gate.status();
+  SnapshotWriter writer(session.get(), dir.path(), nullptr);
+  absl::StatusOr<std::string> first = writer.Take("first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  // The writer holds the first clone, its file's open held by the gate.
+  ASSERT_TRUE((*gate)->WaitHeld(absl::Seconds(30)).ok());
+  absl::StatusOr<std::string> waiting =
+      writer.Take("waiting", SnapshotTrigger{"waiting", "test", 0, BoottimeNowNs()});
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(writer.peak_clones_held_ForTesting(), 2);
+  absl::StatusOr<std::string> newer =
+      writer.Take("newer", SnapshotTrigger{"newer", "test", 0, BoottimeNowNs()});
+  ASSERT_TRUE(newer.ok()) << newer.status();
+  EXPECT_EQ(*newer, *waiting);
+  EXPECT_EQ(writer.stats().joined, 1u);
+  EXPECT_EQ(writer.peak_clones_held_ForTesting(), 2);
+  (*gate)->Release(true);
+  ASSERT_TRUE(writer.Wait(*first, absl::Seconds(30)).ok());
+  ASSERT_TRUE(writer.Wait(*waiting, absl::Seconds(30)).ok());
+  writer.Finish();
+  int triggers = 0;
+  const trace::Trace t = testing::ReadTraceFile(*waiting);
+  for (const trace::TracePacket& p : t.packet()) {
+    triggers += p.has_clone_snapshot_trigger();
+  }
+  EXPECT_EQ(triggers, 1);
 }
 
 // A file names every trigger it answers (the one that made it, those that
