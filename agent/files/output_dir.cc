@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -31,6 +32,10 @@ absl::Status OpenError(int err, int parent_fd, const std::string& name, const st
         "output_dir ", path, " is ", S_ISLNK(st.st_mode) ? "a symlink" : "not a directory",
         S_ISLNK(st.st_mode) ? "; name the directory it points to" : ""));
   }
+  if (err == ENOTDIR) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("output_dir ", path, ": one of the directories above it is not a directory"));
+  }
   return absl::PermissionDeniedError(Errno(absl::StrCat("output_dir ", path), err));
 }
 
@@ -39,14 +44,16 @@ absl::Status OpenError(int err, int parent_fd, const std::string& name, const st
 absl::StatusOr<std::unique_ptr<OutputDir>> OutputDir::Open(const std::string& path,
                                                            std::optional<gid_t> group) {
   if (path.empty()) return absl::InvalidArgumentError("no output_dir named");
-  int fd = open(path.c_str(), kDirFlags);
-  if (fd < 0 && errno != ENOENT) return OpenError(errno, AT_FDCWD, path, path);
+  // "/a/b/" is "/a/b": its last component is b.
+  const std::string trimmed = path.substr(0, std::max<size_t>(path.find_last_not_of('/') + 1, 1));
+  int fd = open(trimmed.c_str(), kDirFlags);
+  if (fd < 0 && errno != ENOENT) return OpenError(errno, AT_FDCWD, trimmed, path);
   if (fd < 0) {
     // Missing: from the deepest directory that exists, each missing level
     // made and entered by descriptor, so that nothing made here can be
     // swapped before it is given its owner and mode.
     std::vector<std::string> missing;
-    std::string existing = path;
+    std::string existing = trimmed;
     int parent = -1;
     while (parent < 0) {
       const size_t slash = existing.find_last_of('/');
