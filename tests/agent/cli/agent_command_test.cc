@@ -128,6 +128,36 @@ class AgentCommandTest : public ::testing::Test {
     return agent;
   }
 
+  // A `snapshot --wait` asked on another thread, its file's open(2) held
+  // by a gate on output_dir (a slow disk): outstanding until the test
+  // releases the gate.
+  struct HeldWait {
+    std::unique_ptr<OpenGate> gate;  // Null if it could not be set up.
+    std::string path;                // The held file's.
+    std::future<absl::StatusOr<control::Reply>> reply;
+  };
+  HeldWait AskHeldWait(const AgentProcess& agent, const std::string& reason) {
+    HeldWait held;
+    // The agent made it at its start.
+    absl::StatusOr<std::unique_ptr<OpenGate>> gate =
+        OpenGate::Create(dir_.Join("snaps"), agent.pid());
+    if (!gate.ok()) {
+      ADD_FAILURE() << gate.status();
+      return held;
+    }
+    held.reply = std::async(std::launch::async, [this, reason] {
+      return Ask(socket(), SnapshotRequest(reason, /*wait=*/true), absl::Seconds(60));
+    });
+    const absl::StatusOr<std::string> path = (*gate)->WaitHeld(absl::Seconds(30));
+    if (!path.ok()) {
+      ADD_FAILURE() << path.status() << agent.Log();
+      return held;
+    }
+    held.path = *path;
+    held.gate = std::move(*gate);
+    return held;
+  }
+
   ScratchDir dir_;
   FakeNotifySocket notify_{dir_.Join("notify.sock")};
   std::string config_;
@@ -373,28 +403,21 @@ TEST_F(AgentCommandTest, TheClientCommandsDriveARealAgent) {
 // answered at once meanwhile; the --wait then gets its real answer.
 TEST_F(AgentCommandTest, StatusIsAnsweredWhileASnapshotWaitWaitsForASlowFile) {
   const std::string snaps = dir_.Join("snaps");
-  ASSERT_EQ(mkdir(snaps.c_str(), 0750), 0);
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
-  std::future<absl::StatusOr<control::Reply>> waited;
-  absl::StatusOr<std::unique_ptr<OpenGate>> gate = OpenGate::Create(snaps, agent->pid());
-  ASSERT_TRUE(gate.ok()) << gate.status();
-  waited = std::async(std::launch::async, [&] {
-    return Ask(socket(), SnapshotRequest("slow disk", /*wait=*/true), absl::Seconds(60));
-  });
-  const absl::StatusOr<std::string> held = (*gate)->WaitHeld(absl::Seconds(30));
-  ASSERT_TRUE(held.ok()) << held.status() << agent->Log();
-  EXPECT_TRUE(absl::StartsWith(*held, snaps + "/")) << *held;
+  HeldWait held = AskHeldWait(*agent, "slow disk");
+  ASSERT_NE(held.gate, nullptr);
+  EXPECT_TRUE(absl::StartsWith(held.path, snaps + "/")) << held.path;
 
   const absl::Time asked = absl::Now();
   const absl::StatusOr<control::Reply> status = Ask(socket(), StatusRequest(), absl::Seconds(1));
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_TRUE(status->has_status()) << status->error();
   EXPECT_LT(absl::Now() - asked, absl::Seconds(1));
-  EXPECT_EQ(waited.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+  EXPECT_EQ(held.reply.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
       << "the --wait was answered before its file was written";
 
-  (*gate)->Release(/*allow=*/true);
-  const absl::StatusOr<control::Reply> reply = waited.get();
+  held.gate->Release(/*allow=*/true);
+  const absl::StatusOr<control::Reply> reply = held.reply.get();
   ASSERT_TRUE(reply.ok()) << reply.status();
   ASSERT_TRUE(reply->has_snapshot()) << reply->error();
   EXPECT_TRUE(absl::EndsWith(reply->snapshot().path(), "-slow_disk.pftrace"))
@@ -407,19 +430,12 @@ TEST_F(AgentCommandTest, StatusIsAnsweredWhileASnapshotWaitWaitsForASlowFile) {
 // writer's error, naming the file.
 TEST_F(AgentCommandTest, ASnapshotWaitGetsTheWritersErrorWhenTheFileCannotBeWritten) {
   const std::string snaps = dir_.Join("snaps");
-  ASSERT_EQ(mkdir(snaps.c_str(), 0750), 0);
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
-  std::future<absl::StatusOr<control::Reply>> waited;
-  absl::StatusOr<std::unique_ptr<OpenGate>> gate = OpenGate::Create(snaps, agent->pid());
-  ASSERT_TRUE(gate.ok()) << gate.status();
-  waited = std::async(std::launch::async, [&] {
-    return Ask(socket(), SnapshotRequest("refused", /*wait=*/true), absl::Seconds(60));
-  });
-  const absl::StatusOr<std::string> held = (*gate)->WaitHeld(absl::Seconds(30));
-  ASSERT_TRUE(held.ok()) << held.status() << agent->Log();
+  HeldWait held = AskHeldWait(*agent, "refused");
+  ASSERT_NE(held.gate, nullptr);
 
-  (*gate)->Release(/*allow=*/false);
-  const absl::StatusOr<control::Reply> reply = waited.get();
+  held.gate->Release(/*allow=*/false);
+  const absl::StatusOr<control::Reply> reply = held.reply.get();
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_FALSE(reply->has_snapshot());
   EXPECT_TRUE(absl::StrContains(reply->error(), snaps + "/")) << reply->error();
@@ -431,28 +447,21 @@ TEST_F(AgentCommandTest, ASnapshotWaitGetsTheWritersErrorWhenTheFileCannotBeWrit
 // file it queued before it exits.
 TEST_F(AgentCommandTest, StopIsAnsweredWhileASnapshotWaitWaitsForASlowFile) {
   const std::string snaps = dir_.Join("snaps");
-  ASSERT_EQ(mkdir(snaps.c_str(), 0750), 0);
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
-  std::future<absl::StatusOr<control::Reply>> waited;
-  absl::StatusOr<std::unique_ptr<OpenGate>> gate = OpenGate::Create(snaps, agent->pid());
-  ASSERT_TRUE(gate.ok()) << gate.status();
-  waited = std::async(std::launch::async, [&] {
-    return Ask(socket(), SnapshotRequest("slow disk", /*wait=*/true), absl::Seconds(60));
-  });
-  const absl::StatusOr<std::string> held = (*gate)->WaitHeld(absl::Seconds(30));
-  ASSERT_TRUE(held.ok()) << held.status() << agent->Log();
+  HeldWait held = AskHeldWait(*agent, "slow disk");
+  ASSERT_NE(held.gate, nullptr);
 
   control::Request stop;
   stop.mutable_stop();
   const absl::StatusOr<control::Reply> stopped = Ask(socket(), stop, absl::Seconds(1));
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   EXPECT_TRUE(stopped->has_stop()) << stopped->error();
-  const absl::StatusOr<control::Reply> reply = waited.get();
+  const absl::StatusOr<control::Reply> reply = held.reply.get();
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_FALSE(reply->has_snapshot());
   EXPECT_TRUE(absl::StrContains(reply->error(), "stopping")) << reply->error();
 
-  (*gate)->Release(/*allow=*/true);
+  held.gate->Release(/*allow=*/true);
   const std::optional<int> exit = agent->WaitExit(absl::Seconds(60));
   ASSERT_TRUE(exit.has_value()) << agent->Log();
   EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << agent->Log();
