@@ -10,6 +10,7 @@
 #   make install    the binary, the systemd unit, the default config (kept
 #                   if present) and /var/lib/ringside, under $(DESTDIR)$(PREFIX)
 #   make uninstall  removes what install put there, and nothing else
+#   make test-kernels  ringside inside Debian's 5.10 to 6.12 kernels in QEMU
 #   make bench | bench-peers | soak | fuzz | demo | clean | format
 
 BUILD ?= build
@@ -36,7 +37,8 @@ DEB_PACKAGES := \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
-  rt-tests systemd linux-perf time ccache gdb
+  rt-tests systemd linux-perf time ccache gdb \
+  qemu-system-x86 busybox-static cpio jq
 
 # tests/deploy/ checks the Kubernetes manifests against the API's schemas
 # (kubernetes-models: every kind's OpenAPI schema compiled to a validator,
@@ -157,7 +159,7 @@ ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests test-long flake-check asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+.PHONY: all test run-tests test-long flake-check test-kernels run-test-kernels asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
   uninstall clean format
 
 all: $(BIN) $(LIBS)
@@ -258,6 +260,18 @@ run-tests: $(BIN) $(TEST_BINS)
 # tests/testing/test_size.h.
 test-long: deps
 	@RINGSIDE_LONG_TESTS=1 $(MAKE) --no-print-directory run-tests
+
+# The kernel matrix (issue 32): ringside's smoke inside each kernel of
+# tests/kernels/kernels.txt, booted in QEMU; a table, and a failure when a
+# kernel does other than that file expects. The first run downloads the
+# pinned kernels (about 300 MB) into $(BUILD)/kernels. KERNELS="6.1 6.12"
+# runs some of them. Needs root. Not part of `make test` nor of CI yet: its
+# expectations still hold the known defects (BPF refused on 6.1 and 5.10).
+test-kernels: deps
+	@$(MAKE) --no-print-directory run-test-kernels
+
+run-test-kernels: $(BIN)
+	@BUILD=$(BUILD) bash tests/kernels/run.sh $(KERNELS)
 
 # The test binaries that hold real-kernel tests (BPF, tracefs, the CLI and
 # the agent end to end), for `make flake-check`.

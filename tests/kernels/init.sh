@@ -1,0 +1,80 @@
+#!/bin/busybox sh
+# /init of the kernel-matrix initramfs (tests/kernels/run.sh builds it): runs
+# the smoke against the kernel it booted on, then powers the VM off.
+#
+# Two serial ports, so that the files never mix with the console:
+#   ttyS0  the console; every result is a line starting "RSKT " (key=value),
+#          which run.sh parses, and everything else is there for a human
+#   ttyS1  one base64 tar of /out (traces, stderr, status) and nothing else
+# Nothing here decides pass or fail: the host judges, with its own ringside
+# and trace_processor, so a kernel that breaks ringside cannot hide it.
+
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+
+# An init that exits panics the kernel; power off whatever happens instead,
+# so the host sees a finished run rather than a timeout.
+trap 'poweroff -f' EXIT
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
+# What a systemd host has mounted before the agent starts.
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t bpf bpf /sys/fs/bpf
+
+r() { echo "RSKT $*"; }
+
+read -r up _ < /proc/uptime
+r "boot_s=$up"
+r "uname=$(uname -r)"
+hostname "kt"
+[ -r /sys/kernel/btf/vmlinux ] && r "btf=yes" || r "btf=no"
+
+mkdir -p /out
+ringside=/usr/bin/ringside
+
+# 1. One-shot recording with the embedded default config.
+t0=$(cut -d' ' -f1 /proc/uptime)
+$ringside record -t 3s -o /out/record.pftrace > /out/record.out 2> /out/record.err
+r "record_rc=$? record_start=$t0 record_end=$(cut -d' ' -f1 /proc/uptime)"
+$ringside inspect /out/record.pftrace > /out/record.inspect 2>&1
+r "inspect_rc=$?"
+
+# 2. The agent with its default config, its own run and output directories
+# (the output directory must be writable by the agent's user alone).
+mkdir -p -m 0700 /run/rs /tmp/snapshots
+sock=/run/rs/control.sock
+$ringside agent --run-dir /run/rs --output-dir /tmp/snapshots --socket "$sock" \
+  > /out/agent.out 2> /out/agent.err &
+agent=$!
+# Under TCG an agent start takes seconds; give it up to 60.
+i=0
+until $ringside status --socket "$sock" > /out/status.txt 2> /out/status.err; do
+  i=$((i + 1))
+  if [ $i -ge 120 ] || ! kill -0 $agent 2> /dev/null; then break; fi
+  sleep 0.5
+done
+r "agent_up_after_polls=$i"
+$ringside status --json --socket "$sock" > /out/status.json 2>> /out/status.err
+r "status_rc=$?"
+# Let the agent record something before the snapshot.
+sleep 2
+$ringside snapshot --wait --reason kernel-matrix --socket "$sock" \
+  > /out/snapshot.out 2> /out/snapshot.err
+r "snapshot_rc=$? snapshot_path=$(head -n 1 /out/snapshot.out)"
+$ringside stop --wait --socket "$sock" > /out/stop.out 2> /out/stop.err
+r "stop_rc=$?"
+wait $agent
+r "agent_rc=$?"
+cp /tmp/snapshots/*.pftrace /out/ 2> /dev/null
+mv /out/*-request-kernel-matrix.pftrace /out/snapshot.pftrace 2> /dev/null
+
+# 3. The files out, over the second port.
+stty -F /dev/ttyS1 raw -echo 2> /dev/null
+tar -C /out -cf - . | base64 > /dev/ttyS1
+r "data_bytes=$(tar -C /out -cf - . | wc -c)"
+r "done"
