@@ -33,6 +33,8 @@ r "boot_s=$up"
 r "uname=$(uname -r)"
 hostname "kt"
 [ -r /sys/kernel/btf/vmlinux ] && r "btf=yes" || r "btf=no"
+# run.sh's KVM probe only asks whether the kernel gets this far.
+grep -q rskt.probe /proc/cmdline && exit 0
 
 mkdir -p /out
 ringside=/usr/bin/ringside
@@ -75,6 +77,7 @@ mv /out/*-request-kernel-matrix.pftrace /out/snapshot.pftrace 2> /dev/null
 
 # 3. The files out, over the second port.
 stty -F /dev/ttyS1 raw -echo 2> /dev/null
-tar -C /out -cf - . | base64 > /dev/ttyS1
-r "data_bytes=$(tar -C /out -cf - . | wc -c)"
+tar -C /out -cf /tmp/out.tar .
+base64 < /tmp/out.tar > /dev/ttyS1
+r "data_bytes=$(wc -c < /tmp/out.tar) data_sha256=$(sha256sum < /tmp/out.tar | cut -d' ' -f1)"
 r "done"

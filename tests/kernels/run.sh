@@ -11,7 +11,7 @@
 #
 #   make test-kernels
 #   tests/kernels/run.sh [NAME...]           only these kernels (6.1 6.12)
-#   KT_ACCEL=kvm tests/kernels/run.sh        KVM instead of TCG (see below)
+#   KT_ACCEL=tcg|kvm tests/kernels/run.sh    no KVM probe (see below)
 #   KT_TIMEOUT=300                           seconds per VM (default 240)
 #
 # Everything it downloads or writes stays under $BUILD/kernels: a private
@@ -28,9 +28,12 @@ TP=${TRACE_PROCESSOR:-../shared/bin/trace_processor_shell}
 LIST=tests/kernels/kernels.txt
 KDIR=$BUILD/kernels
 TIMEOUT=${KT_TIMEOUT:-240}
-# Nested KVM on our build machines hangs early in boot, so TCG is the
-# default; a machine with working KVM can ask for it.
-ACCEL=${KT_ACCEL:-tcg}
+# KVM when it works, else TCG (pick_accel). On our build machines nested
+# KVM does not: `-cpu host` stops QEMU at once ("failed to set MSR 0x10a"),
+# and without arch-capabilities the guest dies before its first console line
+# ("KVM internal error. Suberror: 1").
+ACCEL=${KT_ACCEL:-}
+KVM_PROBE_S=20
 
 die() { echo "test-kernels: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "needs root (apt-get download into a private state directory)"
@@ -99,31 +102,50 @@ initramfs() {
 
 # --- One kernel ----------------------------------------------------------------
 
-# boot NAME: runs the VM; leaves console.log, data.b64 and wall_s in
-# $KDIR/results/NAME.
+# boot NAME RESULTS ACCEL TIMEOUT [CMDLINE...]: runs the VM; leaves
+# console.log, data.b64, qemu_rc and wall_s in RESULTS.
 boot() {
-  local name=$1 res=$KDIR/results/$1 vmlinuz
+  local name=$1 res=$2 accel_name=$3 timeout_s=$4 vmlinuz
+  shift 4
   vmlinuz=$(compgen -G "$KDIR/$name/boot/vmlinuz-*" | head -n 1)
   rm -rf "$res" && mkdir -p "$res"
   local accel=(-accel tcg,thread=multi -cpu max)
-  [ "$ACCEL" = kvm ] && accel=(-accel kvm -cpu host)
+  [ "$accel_name" = kvm ] && accel=(-accel kvm -cpu host)
   local t0 t1
   t0=$(date +%s.%N)
   # -no-reboot: a kernel panic (panic=-1) ends QEMU instead of looping.
   # noirqdebug: under TCG the PREEMPT_RT kernel's threaded 8250 handler
   # leaves ttyS1's interrupts unclaimed often enough that the kernel
   # disables IRQ 3 ("nobody cared") and the files' transfer stalls.
-  timeout --foreground -k 5 "$TIMEOUT" qemu-system-x86_64 "${accel[@]}" -m 1024 -smp 2 \
+  timeout --foreground -k 5 "$timeout_s" qemu-system-x86_64 "${accel[@]}" -m 1024 -smp 2 \
     -display none -monitor none -no-reboot \
     -serial "file:$res/console.log" -serial "file:$res/data.b64" \
     -kernel "$vmlinuz" -initrd "$KDIR/initramfs.cpio.gz" \
-    -append "console=ttyS0 panic=-1 noirqdebug quiet loglevel=4" > "$res/qemu.log" 2>&1 &
-  local qemu=$!
+    -append "console=ttyS0 panic=-1 noirqdebug quiet loglevel=4 $*" > "$res/qemu.log" 2>&1 &
+  QEMU_PID=$!
   local rc=0
-  wait $qemu || rc=$?
+  wait $QEMU_PID 2> /dev/null || rc=$?
+  QEMU_PID=
   t1=$(date +%s.%N)
   echo "$rc" > "$res/qemu_rc"
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", b - a }' > "$res/wall_s"
+}
+
+# pick_accel NAME: sets ACCEL to kvm when /dev/kvm opens and NAME's kernel
+# reaches /init under KVM within KVM_PROBE_S seconds (init.sh powers off at
+# once on rskt.probe), else to tcg.
+pick_accel() {
+  [ -n "$ACCEL" ] && return 0
+  ACCEL=tcg
+  { : < /dev/kvm; } 2> /dev/null || return 0
+  local res=$KDIR/results/kvm-probe
+  boot "$1" "$res" kvm "$KVM_PROBE_S" rskt.probe
+  if [ -n "$(kv boot_s "$res/console.log")" ]; then
+    ACCEL=kvm
+  else
+    echo "test-kernels: KVM does not boot $1 here ($(head -n 1 "$res/qemu.log" |
+      cut -c 1-80)); using TCG" >&2
+  fi
 }
 
 # kv KEY FILE: the value of the last "RSKT ... KEY=value" line of the console.
@@ -165,7 +187,12 @@ judge() {
   [ -n "$(kv boot_s "$con")" ] && booted=yes
   tr -d '\r' < "$con" | grep -q '^RSKT done' && done=yes
   if [ "$done" = yes ]; then
-    base64 -di < "$res/data.b64" | tar -x -C "$files" || fail+=("files did not come out")
+    base64 -di < "$res/data.b64" > "$res/files.tar"
+    if [ "$(sha256sum < "$res/files.tar" | cut -d' ' -f1)" = "$(kv data_sha256 "$con")" ]; then
+      tar -x -C "$files" -f "$res/files.tar"
+    else
+      fail+=("the files came out damaged over ttyS1 ($res/data.b64)")
+    fi
   fi
 
   # BPF: record's stderr names a linux.bpf that did not load; the agent's
@@ -202,6 +229,10 @@ judge() {
   fi
   "$RINGSIDE" inspect "$files/record.pftrace" > "$res/record.inspect" 2>&1 ||
     fail+=("host inspect of record.pftrace failed")
+  local snap_events
+  snap_events=$("$RINGSIDE" inspect --json "$files/snapshot.pftrace" 2> /dev/null |
+    jq -r '.ftrace.events // 0' 2> /dev/null || echo 0)
+  [ "$snap" = ok ] && [ "${snap_events:-0}" = 0 ] && snap=empty
   local err_rec err_snap
   err_rec=$(import_errors "$files/record.pftrace")
   err_snap=$(import_errors "$files/snapshot.pftrace")
@@ -223,11 +254,17 @@ judge() {
     "$(kv boot_s "$con")" "$(cat "$res/wall_s")" "$bpf" "$ftrace" \
     "$(src linux.bpf | tr A-Z a-z)/$(src linux.ftrace | tr A-Z a-z)" "$snap" "$err_rec" "$err_snap"
   [ -n "$bpf_reason" ] && echo "          bpf: $bpf_reason"
-  [ -n "$events" ] && echo "          events: $events"
+  [ -n "$events" ] && echo "          record's events: $events"
+  [ "$snap" = ok ] && echo "          snapshot: $snap_events events, $(basename "$(kv snapshot_path "$con")")"
   local f
   for f in "${fail[@]}"; do echo "          FAIL: $f"; done
   [ ${#fail[@]} = 0 ]
 }
+
+# A VM left running would keep a core busy for its whole timeout: end it
+# with the script (timeout passes the signal on to QEMU).
+QEMU_PID=
+trap '[ -z "$QEMU_PID" ] || kill "$QEMU_PID" 2> /dev/null' EXIT
 
 # --- Main ------------------------------------------------------------------------
 
@@ -243,11 +280,12 @@ for r in "${rows[@]}"; do
 done
 initramfs
 
+pick_accel "$(read -r n _ <<< "${rows[0]}"; echo "$n")"
 status=0
 for r in "${rows[@]}"; do
   read -r name _suite _pkg _version _ <<< "$r"
   echo "test-kernels: booting $name ($ACCEL)..." >&2
-  boot "$name"
+  boot "$name" "$KDIR/results/$name" "$ACCEL" "$TIMEOUT"
 done
 
 echo
