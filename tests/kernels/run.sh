@@ -254,6 +254,14 @@ judge() {
     "$(kv boot_s "$con")" "$(cat "$res/wall_s")" "$bpf" "$ftrace" \
     "$(src linux.bpf | tr A-Z a-z)/$(src linux.ftrace | tr A-Z a-z)" "$snap" "$err_rec" "$err_snap"
   [ -n "$bpf_reason" ] && echo "          bpf: $bpf_reason"
+  # The default triggers (oom_kill, crash) fire on BPF's incident programs
+  # only (issue 32); the agent says so in a warning when they cannot.
+  if [ -s "$files/agent.err" ]; then
+    local incidents=armed
+    grep -q "fires only on linux.bpf's incident programs" "$files/agent.err" && incidents="by name only"
+    echo "          agent: $(grep -c ' warning: ' "$files/agent.err") warning lines;" \
+      "incident triggers $incidents"
+  fi
   [ -n "$events" ] && echo "          record's events: $events"
   [ "$snap" = ok ] && echo "          snapshot: $snap_events events, $(basename "$(kv snapshot_path "$con")")"
   local f
