@@ -32,7 +32,7 @@ read -r up _ < /proc/uptime
 r "boot_s=$up"
 r "uname=$(uname -r)"
 hostname "kt"
-[ -r /sys/kernel/btf/vmlinux ] && r "btf=yes" || r "btf=no"
+if [ -r /sys/kernel/btf/vmlinux ]; then r "btf=yes"; else r "btf=no"; fi
 # run.sh's KVM probe only asks whether the kernel gets this far.
 grep -q rskt.probe /proc/cmdline && exit 0
 
@@ -48,7 +48,7 @@ r "inspect_rc=$?"
 
 # 2. The agent with its default config, its own run and output directories
 # (the output directory must be writable by the agent's user alone).
-mkdir -p -m 0700 /run/rs /tmp/snapshots
+mkdir -m 0700 /run/rs /tmp/snapshots
 sock=/run/rs/control.sock
 $ringside agent --run-dir /run/rs --output-dir /tmp/snapshots --socket "$sock" \
   > /out/agent.out 2> /out/agent.err &

@@ -109,6 +109,7 @@ boot() {
   shift 4
   vmlinuz=$(compgen -G "$KDIR/$name/boot/vmlinuz-*" | head -n 1)
   rm -rf "$res" && mkdir -p "$res"
+  # shellcheck disable=SC2054 # "tcg,thread=multi" is one argument
   local accel=(-accel tcg,thread=multi -cpu max)
   [ "$accel_name" = kvm ] && accel=(-accel kvm -cpu host)
   local t0 t1
@@ -162,7 +163,7 @@ tp_query() {
 
 # import_errors FILE: the sum of trace_processor's error stats, or "-".
 import_errors() {
-  [ -x "$TP" ] && [ -s "$1" ] || { echo "-"; return; }
+  if [ ! -x "$TP" ] || [ ! -s "$1" ]; then echo "-"; return; fi
   local n
   n=$(tp_query "$1" "select ifnull(sum(value), 0) from stats where severity = 'error';")
   echo "${n:-?}"
@@ -252,7 +253,7 @@ judge() {
 
   printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %s/%s\n' "$name" "$(kv uname "$con")" \
     "$(kv boot_s "$con")" "$(cat "$res/wall_s")" "$bpf" "$ftrace" \
-    "$(src linux.bpf | tr A-Z a-z)/$(src linux.ftrace | tr A-Z a-z)" "$snap" "$err_rec" "$err_snap"
+    "$(src linux.bpf | tr '[:upper:]' '[:lower:]')/$(src linux.ftrace | tr '[:upper:]' '[:lower:]')" "$snap" "$err_rec" "$err_snap"
   [ -n "$bpf_reason" ] && echo "          bpf: $bpf_reason"
   # The default triggers (oom_kill, crash) fire on BPF's incident programs
   # only (issue 32); the agent says so in a warning when they cannot.
@@ -306,7 +307,7 @@ EOF
 printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %s\n' kernel uname boot_s total_s bpf ftrace \
   agent:bpf/ftrace snapshot "tp_errors(record/snapshot)"
 for r in "${rows[@]}"; do
-  read -r name suite pkg version exp_bpf exp_ftrace exp_snap <<< "$r"
+  read -r name _suite _pkg _version exp_bpf exp_ftrace exp_snap <<< "$r"
   judge "$name" "$exp_bpf" "$exp_ftrace" "$exp_snap" || status=1
 done
 echo
