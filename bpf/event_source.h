@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "bpf/ring_reader.h"
 
 struct rs_sched;
@@ -154,6 +155,12 @@ class EventSource {
   uint32_t sched_batch_bytes_ = 0;
   std::vector<RecordView> unbatched_;  // Capacity reused by Unbatching().
 };
+
+// The one line to tell a user why the kernel's verifier refused a program,
+// from libbpf's messages `log`: "<program>: <the verifier's last reason
+// line>" (the line before its "processed N insns"); "" when `log` holds no
+// verifier log.
+std::string VerifierSummary(absl::string_view log);
 
 }  // namespace ringside::bpf
 

@@ -46,6 +46,13 @@ __u64 batch_waiting_end[8] __attribute__((aligned(64))) = {};
 
 #define rs_barrier() asm volatile("" ::: "memory")
 
+/* The CPU's slot in batch_waiting. The mask bounds the index by itself:
+ * verifiers before 6.2 or so lose the bound of `cpu < RS_MAX_CPUS` once the
+ * compiler has shifted a copy of cpu ("R2 unbounded memory access" on
+ * Debian's 6.1). RS_MAX_CPUS is a power of two. */
+#define rs_batch_waiting_slot(cpu) (batch_waiting[((cpu) & (RS_MAX_CPUS - 1)) * 8])
+_Static_assert((RS_MAX_CPUS & (RS_MAX_CPUS - 1)) == 0, "RS_MAX_CPUS is a power of two");
+
 /* Copies the CPU's batch into its ring, or counts its records dropped.
  * The caller holds `busy`. */
 static __always_inline void output_sched_batch(struct rs_sched_batch_state* s) {
@@ -54,7 +61,7 @@ static __always_inline void output_sched_batch(struct rs_sched_batch_state* s) {
   if (used == 0) return;
   if (used > RS_SCHED_BATCH_BYTES) used = RS_SCHED_BATCH_BYTES;
   __u32 cpu = bpf_get_smp_processor_id();
-  if (cpu < RS_MAX_CPUS) batch_waiting[cpu * 8] = 0;
+  if (cpu < RS_MAX_CPUS) rs_batch_waiting_slot(cpu) = 0;
   const __u32 switches = s->records[RS_EV_SCHED_SWITCH];
   const __u32 wakeups = s->records[RS_EV_SCHED_WAKEUP];
   const __u32 wakeups_new = s->records[RS_EV_SCHED_WAKEUP_NEW];
@@ -111,7 +118,7 @@ static __always_inline void commit_batch_record(struct rs_sched_batch_state* s,
   s->used = used;
   if (type < 4) s->records[type]++;
   const __u32 cpu = h->cpu;
-  if (used == h->size && cpu < RS_MAX_CPUS) batch_waiting[cpu * 8] = h->ts_ns;
+  if (used == h->size && cpu < RS_MAX_CPUS) rs_batch_waiting_slot(cpu) = h->ts_ns;
   if (used + sizeof(struct rs_sched_switch) > sched_batch_bytes) output_sched_batch(s);
   rs_barrier();
   s->busy = 0;
