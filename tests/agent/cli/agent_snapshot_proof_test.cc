@@ -649,9 +649,9 @@ TEST_F(AgentSnapshotProofTest, ThreeSnapshotsInARowUnderLoadAreWholeDistinctAndO
   testing::ScratchCgroup cgroup("load");
   if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
   // Back to back, as fast as each is written: no request limit.
-  ASSERT_TRUE(WriteFile(config_, absl::StrCat("buffers { size_kb: 65536 }\n",
-                                              "snapshot_request_cooldown_ms: 0\n",
-                                              FilteredTo(kBaseConfig, cgroup.path()))));
+  ASSERT_TRUE(WriteFile(
+      config_, absl::StrCat("buffers { size_kb: 65536 }\n", "snapshot_request_cooldown_ms: 0\n",
+                            FilteredTo(kBaseConfig, cgroup.path()))));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   ScopedLoad load(/*pipe_pairs=*/1, /*forker=*/true, cgroup.dir() + "/cgroup.procs");
   ASSERT_TRUE(load.moved()) << cgroup.dir();
