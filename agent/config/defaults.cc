@@ -53,6 +53,9 @@ void ApplyDefaults(config::TraceConfig* config) {
       }
     }
   }
+  if (!config->has_durable_buffer_size_kb()) {
+    config->set_durable_buffer_size_kb(kDefaultDurableBufferSizeKb);
+  }
   const bool needs_flushes = config->write_into_file() || config->durable_buffer_size_kb() > 0;
   if (needs_flushes && !config->has_flush_period_ms()) {
     config->set_flush_period_ms(kDefaultFlushPeriodMs);

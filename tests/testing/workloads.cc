@@ -1,8 +1,14 @@
 #include "tests/testing/workloads.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "gtest/gtest.h"
 
 namespace ringside::testing {
 
@@ -19,6 +25,8 @@ std::vector<pid_t> StartPipeStorm(int pairs) {
     for (int side = 0; side < 2; side++) {
       const pid_t pid = fork();
       if (pid == 0) {
+        // Never outlives the test binary, whatever a failed test skipped.
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         const int in = side == 0 ? ba[0] : ab[0];
         const int out = side == 0 ? ab[1] : ba[1];
         char c = 0;
@@ -32,6 +40,51 @@ std::vector<pid_t> StartPipeStorm(int pairs) {
     for (int fd : {ab[0], ab[1], ba[0], ba[1]}) close(fd);
   }
   return pids;
+}
+
+namespace {
+
+// In a child: moves it into the cgroup of `cgroup_procs`; exits if it cannot.
+void JoinCgroupOrExit(const std::string& cgroup_procs) {
+  if (cgroup_procs.empty()) return;
+  const int fd = open(cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, "0", 1) != 1) _exit(3);
+  close(fd);
+}
+
+}  // namespace
+
+std::vector<pid_t> Crash(int n, const char* comm, const std::string& cgroup_procs) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; i++) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      JoinCgroupOrExit(cgroup_procs);
+      prctl(PR_SET_NAME, comm, 0, 0, 0);
+      const struct rlimit no_core = {0, 0};
+      setrlimit(RLIMIT_CORE, &no_core);
+      signal(SIGSEGV, SIG_DFL);  // A sanitizer's handler would catch it.
+      raise(SIGSEGV);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << status;
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
+pid_t StartTicker(const char* comm, const std::string& cgroup_procs) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    JoinCgroupOrExit(cgroup_procs);
+    prctl(PR_SET_NAME, comm, 0, 0, 0);
+    const struct timespec two_ms = {0, 2'000'000};
+    for (;;) nanosleep(&two_ms, nullptr);
+  }
+  return pid;
 }
 
 void StopProcesses(const std::vector<pid_t>& pids) {

@@ -3,6 +3,8 @@
 
 #include <sys/types.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace ringside::testing {
@@ -11,8 +13,36 @@ namespace ringside::testing {
 // forth over pipes until killed (as `perf bench sched pipe` and hackbench
 // do). Every pass is two wakeups and two context switches.
 std::vector<pid_t> StartPipeStorm(int pairs);
+// `n` children named `comm`, one after another, each killed by a SIGSEGV
+// with its default action (no handler, as a crash; no core file); each
+// first moves itself into the cgroup whose cgroup.procs is `cgroup_procs`,
+// if given. Returns their pids.
+std::vector<pid_t> Crash(int n, const char* comm, const std::string& cgroup_procs = "");
+// A child that moves itself into the cgroup of `cgroup_procs` (if given),
+// then names itself `comm` (a task_rename event, its first recorded in that
+// cgroup) and wakes every 2 ms until killed: a steady trickle of scheduling
+// events. Dies with the test (PR_SET_PDEATHSIG).
+pid_t StartTicker(const char* comm, const std::string& cgroup_procs = "");
 // Kills and reaps processes started by the helpers above.
 void StopProcesses(const std::vector<pid_t>& pids);
+
+// Processes the helpers above started, stopped when it goes (a failed
+// ASSERT must not leave a storm running).
+class ScopedProcesses {
+ public:
+  explicit ScopedProcesses(std::vector<pid_t> pids) : pids_(std::move(pids)) {}
+  ~ScopedProcesses() { Stop(); }
+  ScopedProcesses(const ScopedProcesses&) = delete;
+  ScopedProcesses& operator=(const ScopedProcesses&) = delete;
+  void Stop() {
+    StopProcesses(pids_);
+    pids_.clear();
+  }
+  const std::vector<pid_t>& pids() const { return pids_; }
+
+ private:
+  std::vector<pid_t> pids_;
+};
 
 }  // namespace ringside::testing
 

@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +35,7 @@
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/agent/testing/scratch_cgroup.h"
 #include "tests/testing/kernel_tracefs.h"
+#include "tests/testing/workloads.h"
 
 namespace ringside::agent::testing {
 namespace {
@@ -797,35 +797,6 @@ TEST_F(AgentCommandTest, ATriggerStillInItsDelayIsWrittenWhenTheAgentStops) {
   EXPECT_TRUE(absl::EndsWith(*files.begin(), "-late.pftrace")) << *files.begin();
 }
 
-// `n` children named `comm`, one after another, each killed by a SIGSEGV
-// with its default action (no handler, as a crash; no core file); each
-// first moves itself into the cgroup whose cgroup.procs is `cgroup_procs`,
-// if given.
-std::vector<pid_t> Crash(int n, const char* comm, const std::string& cgroup_procs = "") {
-  std::vector<pid_t> pids;
-  for (int i = 0; i < n; i++) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      if (!cgroup_procs.empty()) {
-        const int fd = open(cgroup_procs.c_str(), O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write(fd, "0", 1) != 1) _exit(3);
-        close(fd);
-      }
-      prctl(PR_SET_NAME, comm, 0, 0, 0);
-      const struct rlimit no_core = {0, 0};
-      setrlimit(RLIMIT_CORE, &no_core);
-      signal(SIGSEGV, SIG_DFL);  // A sanitizer's handler would catch it.
-      raise(SIGSEGV);
-      _exit(0);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << status;
-    pids.push_back(pid);
-  }
-  return pids;
-}
-
 // Finished snapshot files in `dir` (not the temporary one being written).
 std::set<std::string> SnapshotFiles(const std::string& dir) {
   std::set<std::string> files;
@@ -859,7 +830,8 @@ TEST_F(AgentCommandTest, ABurstOfCrashesFiresOneSnapshotHoldingTheFirstAndCounts
                             "  incident { kinds: FATAL_SIGNAL comms: \"rs-crasher\" } } }\n")));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   const absl::Time burst_start = absl::Now();
-  const std::vector<pid_t> crashed = Crash(50, "rs-crasher", cgroup.dir() + "/cgroup.procs");
+  const std::vector<pid_t> crashed =
+      ringside::testing::Crash(50, "rs-crasher", cgroup.dir() + "/cgroup.procs");
   // Within the delay, so that the rest join the first one's snapshot.
   ASSERT_LT(absl::Now() - burst_start, absl::Seconds(4)) << "the machine is too slow for this test";
   const std::string snaps = dir_.Join("snaps");
@@ -932,11 +904,12 @@ TEST_F(AgentCommandTest, AnIncidentFilterByCgroupFiresOnlyForTasksInIt) {
                             cgroup.path(), "\" } } }\n")));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   const std::string snaps = dir_.Join("snaps");
-  Crash(1, "rs-cg-crasher");
+  ringside::testing::Crash(1, "rs-cg-crasher");
   absl::SleepFor(absl::Seconds(2));
   EXPECT_TRUE(SnapshotFiles(snaps).empty()) << "a crash outside the cgroup fired it";
 
-  const std::vector<pid_t> inside = Crash(1, "rs-cg-crasher", cgroup.dir() + "/cgroup.procs");
+  const std::vector<pid_t> inside =
+      ringside::testing::Crash(1, "rs-cg-crasher", cgroup.dir() + "/cgroup.procs");
   std::set<std::string> files;
   for (int i = 0; i < 300 && files.empty(); i++) {
     absl::SleepFor(absl::Milliseconds(100));

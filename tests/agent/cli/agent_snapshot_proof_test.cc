@@ -635,6 +635,84 @@ TEST_F(AgentSnapshotProofTest, AnOomKillFiresOneSnapshotHoldingTheKillAndItsAfte
   EXPECT_EQ(FinalFiles(snaps()).size(), 1u);
 }
 
+// Issue 39: a flight recorder's config that leaves durable_buffer_size_kb
+// out. A process that came after the agent started lives while the ring
+// wraps past its first event (its rename), and ends just before a crash
+// fires a snapshot. Its last scheduling events are in the snapshot, so it
+// must have its process there too. Without the durable store (then off
+// unless asked for) the snapshot named only the processes alive when it
+// was written (a fresh /proc scan), and those whose fork or exec the ring
+// still held: `inspect` counted it, and the load's processes, without a
+// name; trace_processor gave their threads no process.
+TEST_F(AgentSnapshotProofTest,
+       ACrashSnapshotNamesAProcessThatEndedBeforeItWhoseFirstEventTheRingOverwrote) {
+  testing::ScratchCgroup cgroup("wrap");
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  ASSERT_TRUE(WriteFile(
+      config_, absl::StrCat("buffers { size_kb: 1024 fill_policy: RING_BUFFER }\n"
+                            "data_sources { config { name: \"linux.bpf\"\n"
+                            "  bpf_config { ring_size_kb: 256 filter_cgroup_path: \"",
+                            cgroup.path(),
+                            "\" } } }\n"
+                            "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers {\n"
+                            "  name: \"crash\" stop_delay_ms: 500\n"
+                            "  incident { kinds: FATAL_SIGNAL comms: \"rs-wrap-crash\" } } }\n")));
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  const std::string procs = cgroup.dir() + "/cgroup.procs";
+  const pid_t ticker = ringside::testing::StartTicker("rs-long-lived", procs);
+  ASSERT_GT(ticker, 0);
+  ringside::testing::ScopedProcesses ticking({ticker});
+  ScopedLoad load(2, /*forker=*/false, procs);
+  ASSERT_TRUE(load.moved());
+  // Until the ring has wrapped past the ticker's first events twice over.
+  uint64_t wraps = 0;
+  for (int i = 0; i < 600 && wraps < 3; i++) {
+    absl::StatusOr<control::Reply> st = Ask(socket(), StatusRequest());
+    ASSERT_TRUE(st.ok()) << st.status();
+    ASSERT_EQ(st->status().buffers_size(), 1);
+    wraps = st->status().buffers(0).write_wraps();
+    if (wraps < 3) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GE(wraps, 3u) << "the load did not wrap the 1 MiB ring in 60 s";
+  // The ticker ends, then the crash, then the load (so that the ring keeps
+  // the ticker's last events: it holds about a quarter second of the load).
+  ticking.Stop();
+  ringside::testing::Crash(1, "rs-wrap-crash", procs);
+  load.Stop();
+  std::set<std::string> files;
+  for (int i = 0; i < 300 && files.empty(); i++) {
+    absl::SleepFor(absl::Milliseconds(100));
+    files = FinalFiles(snaps());
+  }
+  ASSERT_EQ(files.size(), 1u) << agent->Log();
+  const std::string path = snaps() + "/" + *files.begin();
+  ExpectInspectReadsItWholeWithEveryPidNamed(path);
+
+  // The ticker is in the file's scheduling events, its rename is not (the
+  // ring overwrote it), and a descriptor names its process and thread
+  // (ended: it is in no /proc scan of the snapshot's time).
+  const WholeTrace t = ReadWholeTrace(path);
+  ASSERT_TRUE(t.error.empty()) << t.error;
+  bool scheduled = false, renamed = false, process = false;
+  std::string thread_name;
+  for (const trace::TracePacket& p : t.packets) {
+    for (const auto& pr : p.process_tree().processes()) process |= pr.pid() == ticker;
+    for (const auto& th : p.process_tree().threads()) {
+      if (th.tid() == ticker) thread_name = th.name();
+    }
+    for (int32_t pid : p.ftrace_events().compact_sched().switch_next_pid()) {
+      scheduled |= pid == ticker;
+    }
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      renamed |= e.has_task_rename() && e.task_rename().pid() == ticker;
+    }
+  }
+  EXPECT_TRUE(scheduled) << "the ticker " << ticker << " never ran in the snapshot's window";
+  EXPECT_FALSE(renamed) << "the ring still held the ticker's rename: it did not wrap past it";
+  EXPECT_TRUE(process) << "no process descriptor of the ticker " << ticker;
+  EXPECT_EQ(thread_name, "rs-long-lived");
+}
+
 // `snapshot --wait` three times in a row while processes switch, wake and
 // fork: three whole files, each its own, each a moment later than the one
 // before and overlapping it.

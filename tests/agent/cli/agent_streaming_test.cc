@@ -25,6 +25,7 @@
 #include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/ringside_cli.h"
+#include "tests/agent/testing/scratch_cgroup.h"
 #include "tests/testing/workloads.h"
 
 namespace ringside::agent::testing {
@@ -222,7 +223,7 @@ TEST_F(AgentStreamingTest, AFullDiskPausesTheFilesNotTheRecordingAndWritingResum
                                      std::vector<std::string>{}, PrivateTmpfs{out_, 6u << 20});
   const absl::Status ready = agent->WaitReady(&notify_, absl::Seconds(60));
   ASSERT_TRUE(ready.ok()) << ready << "; the agent said:\n" << agent->Log();
-  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(4);
+  ringside::testing::ScopedProcesses storm(ringside::testing::StartPipeStorm(4));
   auto status = [&] {
     absl::StatusOr<control::Reply> r = Ask(socket(), StatusRequest());
     EXPECT_TRUE(r.ok()) << r.status();
@@ -267,7 +268,7 @@ TEST_F(AgentStreamingTest, AFullDiskPausesTheFilesNotTheRecordingAndWritingResum
   }
   absl::SleepFor(absl::Seconds(2));
   const control::StatusReply resumed = status();
-  ringside::testing::StopProcesses(storm);
+  storm.Stop();
   EXPECT_GT(resumed.streaming().files_finished(), stalled.streaming().files_finished())
       << agent->Log();
   EXPECT_TRUE(absl::StrContains(agent->Log(), "again")) << agent->Log();
@@ -290,6 +291,66 @@ TEST_F(AgentStreamingTest, AFullDiskPausesTheFilesNotTheRecordingAndWritingResum
   EXPECT_GT(dropped_marks, 0u);
   EXPECT_FALSE(kept.empty());
   ASSERT_EQ(RunRingside({"stop", "--wait", "--socket", socket()}), 0);
+}
+
+// Issue 39: a streaming config that leaves durable_buffer_size_kb out. A
+// storm ends while the ring still holds a second of its events not yet
+// written; files cut while that backlog is written begin after the storm
+// ended. Each must still name every pid it holds events of. Without the
+// durable store (then off unless asked for) each file began with a /proc
+// scan of its own time, which no longer had the storm's processes.
+TEST_F(AgentStreamingTest, FilesCutAfterAStormEndedStillNameItsProcesses) {
+  testing::ScratchCgroup cgroup("stream");
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  ASSERT_TRUE(WriteTextFile(config_, absl::StrCat("buffers { size_kb: 16384 }\n"
+                                                  "data_sources { config { name: \"linux.bpf\"\n"
+                                                  "  bpf_config { filter_cgroup_path: \"",
+                                                  cgroup.path(),
+                                                  "\" } } }\n"
+                                                  "write_into_file: true\n"
+                                                  "file_write_period_ms: 2000\n"
+                                                  "max_file_size_bytes: 1048576\n")));
+  std::unique_ptr<AgentProcess> agent = StartReady();
+  ringside::testing::ScopedProcesses storm(ringside::testing::StartPipeStorm(2));
+  const std::vector<pid_t> storm_pids = storm.pids();
+  for (pid_t pid : storm_pids) {
+    ASSERT_TRUE(WriteTextFile(cgroup.dir() + "/cgroup.procs", std::to_string(pid)));
+  }
+  auto files_finished = [&] {
+    absl::StatusOr<control::Reply> r = Ask(socket(), StatusRequest());
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->status().streaming().files_finished() : 0;
+  };
+  // Just after a write (which finished a file): the storm then runs for a
+  // second of the next period, and that second is written after it ended.
+  const uint64_t before = files_finished();
+  uint64_t now = before;
+  for (int i = 0; i < 1000 && now == before; i++) {
+    absl::SleepFor(absl::Milliseconds(10));
+    now = files_finished();
+  }
+  ASSERT_GT(now, before) << "no file was finished in 10 s";
+  absl::SleepFor(absl::Seconds(1));
+  storm.Stop();
+  absl::SleepFor(absl::Seconds(3));  // A write of the backlog.
+  ASSERT_EQ(RunRingside({"stop", "--wait", "--socket", socket()}), 0);
+  ASSERT_TRUE(agent->WaitExit(absl::Seconds(30)).has_value());
+
+  const std::string host = LocalHostname();
+  int files = 0;
+  for (const std::string& name : ListDir(out_)) {
+    if (!IsStreamFileName(name, host)) continue;
+    files++;
+    const std::string path = absl::StrCat(out_, "/", name);
+    int code = -1;
+    const std::string json = RunRingsideCapture({"inspect", "--json", path}, &code);
+    ASSERT_EQ(code, 0) << path << " does not open whole";
+    const nlohmann::json j = nlohmann::json::parse(json);
+    EXPECT_EQ(j["sched_pids"]["unresolved"].get<int>(), 0)
+        << path << ": unresolved pids " << j["sched_pids"]["unresolved_pids"].dump()
+        << " (the storm's: " << absl::StrJoin(storm_pids, ",") << ")";
+  }
+  EXPECT_GE(files, 3);
 }
 
 }  // namespace

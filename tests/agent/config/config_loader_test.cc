@@ -48,10 +48,33 @@ TEST(ConfigLoaderTest, StreamingConfigGetsAFlushPeriodUnlessItSetsOne) {
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_TRUE(set->has_flush_period_ms());
   EXPECT_EQ(set->flush_period_ms(), 0u);
+  // Without streaming or the durable store, nothing needs a flush.
   absl::StatusOr<config::TraceConfig> whole_file =
-      ParseConfig("buffers { size_kb: 1024 }\n", "w.pbtxt");
+      ParseConfig("buffers { size_kb: 1024 }\ndurable_buffer_size_kb: 0\n", "w.pbtxt");
   ASSERT_TRUE(whole_file.ok()) << whole_file.status();
   EXPECT_FALSE(whole_file->has_flush_period_ms());
+}
+
+// A config that leaves the durable store out still gets one (a snapshot of a
+// flight recorder that wrapped names every pid, issue 39), and with it the
+// flushes its compaction waits for; an explicit 0 turns it off.
+TEST(ConfigLoaderTest, AConfigWithoutADurableBufferGetsTheDefaultOneUnlessItSetsZero) {
+  absl::StatusOr<config::TraceConfig> unset = ParseConfig("buffers { size_kb: 1024 }\n", "d.pbtxt");
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->durable_buffer_size_kb(), kDefaultDurableBufferSizeKb);
+  EXPECT_EQ(unset->flush_period_ms(), kDefaultFlushPeriodMs);
+  ApplyAgentDefaults(&*unset);
+  EXPECT_EQ(unset->durable_buffer_size_kb(), kDefaultDurableBufferSizeKb);
+
+  absl::StatusOr<config::TraceConfig> off =
+      ParseConfig("buffers { size_kb: 1024 }\ndurable_buffer_size_kb: 0\n", "d.pbtxt");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_TRUE(off->has_durable_buffer_size_kb());
+  EXPECT_EQ(off->durable_buffer_size_kb(), 0u);
+  absl::StatusOr<config::TraceConfig> set =
+      ParseConfig("buffers { size_kb: 1024 }\ndurable_buffer_size_kb: 512\n", "d.pbtxt");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->durable_buffer_size_kb(), 512u);
 }
 
 TEST(ConfigLoaderTest, SyntaxErrorsNameFileLineAndColumn) {

@@ -25,7 +25,7 @@ using State = TracingSession::State;
 config::TraceConfig BuffersOnly(bool durable) {
   absl::StatusOr<config::TraceConfig> cfg =
       ParseConfig(durable ? "buffers { size_kb: 1024 }\ndurable_buffer_size_kb: 1024\n"
-                          : "buffers { size_kb: 1024 }\n",
+                          : "buffers { size_kb: 1024 }\ndurable_buffer_size_kb: 0\n",
                   "test.pbtxt");
   EXPECT_TRUE(cfg.ok()) << cfg.status();
   return *cfg;
