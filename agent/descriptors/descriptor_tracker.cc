@@ -275,6 +275,15 @@ void DescriptorTracker::OnFinalSwitch(uint64_t ts, int32_t tid, int32_t tgid,
     absl::MutexLock lock(&mu_);
     auto it = threads_.find(tid);
     if (it != threads_.end() && it->second.exit_ts != 0) return;  // Ended already.
+    if (it != threads_.end()) {
+      const Thread& known = it->second;
+      // Another task's: one of another process, or one before the first
+      // sight of a task known only from its switches (a task's final
+      // switch is its last event). Its pid was freed before it switched
+      // out for good, and a fork already took it.
+      if (known.tgid != 0 && tgid > 0 && known.tgid != tgid) return;
+      if (known.ts == 0 && known.seen_ts > ts) return;
+    }
     if (it != threads_.end() && it->second.tgid != 0) {
       // Described, and its exit not read: dropped, or still in another
       // CPU's ring (then it is not applied, being older). Left live, it
@@ -301,18 +310,20 @@ void DescriptorTracker::OnRename(uint64_t ts, int32_t tid, std::string_view new_
   }
 }
 
-void DescriptorTracker::OnSeen(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm) {
-  if (tid <= 0 || tgid <= 0) return;
+bool DescriptorTracker::OnSeen(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm) {
+  if (tid <= 0 || tgid <= 0) return true;  // Nothing to describe, now or later.
   absl::MutexLock lock(&mu_);
   // An id nothing was told of, or one whose task exited more than
   // kSeenAfterExitNs before: a task is still scheduled for a moment after
   // its exit record (it wakes its parent, is preempted, switches out dead),
   // which must not describe it again as a live one; later, the id is a new
   // task's (a reused pid whose fork was not read).
-  auto fresh = [ts](auto& map, int32_t id) {
+  bool waiting = false;  // Left alone: its id's task exited just before.
+  auto fresh = [ts, &waiting](auto& map, int32_t id) {
     auto [it, inserted] = map.try_emplace(id);
     auto& e = it->second;
     if (!inserted && !(e.exit_ts != 0 && ts > e.exit_ts + kSeenAfterExitNs)) {
+      waiting |= e.exit_ts != 0;
       return decltype(&e){nullptr};
     }
     e = {};
@@ -332,6 +343,7 @@ void DescriptorTracker::OnSeen(uint64_t ts, int32_t tid, int32_t tgid, std::stri
     p->cmdline.emplace_back(comm);
     PutProcess(tgid, *p);
   }
+  return !waiting;
 }
 
 void DescriptorTracker::ApplyTo(buffer::DurableStore* store) {

@@ -90,7 +90,10 @@ class DescriptorTracker {
   // exiting when recording began, its exit not recorded (a wakeup of its
   // parent on its way out would otherwise name a task nobody describes).
   // A described task whose exit was not read is ended by it (its process
-  // too, unless another thread of it is live).
+  // too, unless another thread of it is live). A final switch that cannot
+  // be the described task's, being of another process (`tgid` > 0) or
+  // older than the switch that first showed a task known only from its
+  // switches, is of an earlier task under a reused id: it ends nothing.
   void OnFinalSwitch(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm);
   // A thread whose fork is not yet known is described once it is (or at
   // its exit): until then its process is unknown.
@@ -106,7 +109,11 @@ class DescriptorTracker {
   // ends this description, which has no time of its own (ts 0). An id
   // whose task exited is left alone for kSeenAfterExitNs (that task is
   // still scheduled for a moment); after that it is a new task's.
-  void OnSeen(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm);
+  // Returns false when it left the id alone for that reason: a caller that
+  // tells each task once must tell this one again at its next event, or a
+  // new task under a pid reused within the second (its fork unread) is
+  // never described.
+  bool OnSeen(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm);
   static constexpr uint64_t kSeenAfterExitNs = 1'000'000'000;
 
   // Moves the updates reported so far into `store` (the buffer owner's).

@@ -107,7 +107,9 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
   // the tracker has nothing of it yet (DescriptorTracker::OnSeen).
   auto seen = [this, t](uint64_t ts, int32_t tid, int32_t tgid,
                         const char(&comm)[RS_TASK_COMM_LEN]) {
-    if (tid != 0 && told_.insert(tid).second) t->OnSeen(ts, tid, tgid, bpf::CommOf(comm));
+    if (tid != 0 && told_.insert(tid).second && !t->OnSeen(ts, tid, tgid, bpf::CommOf(comm))) {
+      told_.erase(tid);  // Its id's task exited just before: ask again later.
+    }
   };
   for (const bpf::Record& r : records) {
     switch (r.type) {

@@ -295,6 +295,61 @@ TEST(DescriptorTrackerTest, ATaskOnlySeenIsEndedByItsFinalSwitch) {
   EXPECT_EQ(n.threads[90].name(), "worker");
 }
 
+// A pid reused within a second of its task's exit, by a task whose fork
+// was not read (not recorded: it moved into the cgroup a recording is
+// filtered to): its first switch is left alone, as the dying task's could
+// be, and the tracker says so, so that the source asks again at a later
+// one; once the second has passed, that one describes it.
+TEST(DescriptorTrackerTest, ASwitchLeftAloneAfterAnExitAsksToBeToldAgain) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  EXPECT_TRUE(t.OnSeen(150, 90, 90, "first"));  // Described.
+  EXPECT_TRUE(t.OnSeen(160, 90, 90, "first"));  // Known and live.
+  t.OnExit(200, 90, 90, 1, "first");
+  EXPECT_FALSE(t.OnSeen(300, 90, 90, "second"));
+  const uint64_t later = 200 + DescriptorTracker::kSeenAfterExitNs + 1;
+  EXPECT_TRUE(t.OnSeen(later, 90, 90, "second"));
+  Named n = Descriptors(t, store);
+  EXPECT_EQ(n.threads.at(90).name(), "second");
+  EXPECT_EQ(t.live_processes(), 3u);                // init, sh and the second task.
+  EXPECT_TRUE(t.OnSeen(later, 0, 0, "swapper/0"));  // Nothing to describe.
+}
+
+// A thread's pid is free from its exit on, before its last switch: a fork
+// can take it first. The dying thread's final switch, read after the new
+// task was described, must not end the new task: it is of another process,
+// or (for a task known only from its switches) older than its first sight.
+TEST(DescriptorTrackerTest, AnEarlierTasksFinalSwitchDoesNotEndTheTaskThatReusedItsId) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  // A thread 91 of sh (50) exits; a new process takes pid 91 at once.
+  t.OnFork(200, 50, 50, 91, 50, "sh");
+  t.OnExit(300, 91, 50, 0, "sh");
+  t.OnFork(310, 50, 50, 91, 91, "sh");
+  t.OnFinalSwitch(320, 91, 50, "sh");  // The thread's, on another CPU.
+  EXPECT_EQ(t.live_processes(), 3u);   // init, sh and the new process.
+  Named n = Descriptors(t, store);
+  ASSERT_TRUE(n.processes.count(91));
+  EXPECT_EQ(n.threads.at(91).tgid(), 91);
+  store.Drained(0);
+  store.Drained(1);
+  store.Drained(4 << 20);  // Long past any end: only live entries are left.
+  n = Descriptors(t, store);
+  EXPECT_TRUE(n.processes.count(91)) << "the new process was ended";
+  EXPECT_TRUE(n.threads.count(91)) << "the new thread was ended";
+
+  // A task known only from its switches, seen at 500; a final switch of
+  // its id from before that is another task's (read late).
+  t.OnSeen(500, 92, 92, "new");
+  t.OnFinalSwitch(450, 92, 92, "old");
+  EXPECT_EQ(t.live_processes(), 4u);
+  // Its own final switch ends it.
+  t.OnFinalSwitch(600, 92, 92, "new");
+  EXPECT_EQ(t.live_processes(), 3u);
+}
+
 // A task whose exit record was dropped (a full ring) is ended by its final
 // switch: left live, such tasks piled up in the store under a storm until
 // it pushed live tasks out.
