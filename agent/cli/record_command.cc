@@ -245,10 +245,11 @@ const CommandSpec& RecordCommandSpec() {
       .summary =
           "Records this machine into a Perfetto trace: scheduling, processes and incidents\n"
           "with BPF (ftrace when BPF cannot load), plus any ftrace event asked for. Records\n"
-          "for a duration, or while CMD runs (its exit status is passed on); with both, the\n"
-          "first to end stops the recording (a CMD still running gets SIGTERM). Ctrl-C,\n"
-          "SIGTERM and SIGHUP stop early and still write a complete file. Needs root (or\n"
-          "CAP_BPF, CAP_PERFMON and tracefs access) for kernel events.",
+          "for a duration, or while CMD runs (its exit status is passed on, 128 + the\n"
+          "signal if one ended it); with both, the first to end stops the recording (a CMD\n"
+          "still running gets SIGTERM). Ctrl-C, SIGTERM and SIGHUP stop early, are passed\n"
+          "on to CMD, and still write a complete file. Needs root (or CAP_BPF, CAP_PERFMON\n"
+          "and tracefs access) for kernel events.",
       .flags =
           {
               {'c', "config", "FILE",
@@ -386,6 +387,9 @@ int RunRecordCommand(const ParsedArgs& args) {
       duration == absl::ZeroDuration() ? absl::InfiniteFuture() : absl::Now() + duration;
   std::string why = "duration reached";
   bool child_ended = false;
+  // A stop signal that ends the recording while CMD runs goes on to CMD, as
+  // a shell's Ctrl-C reaches the whole job; CMD's fate is then ours.
+  int stop_signal = 0;
   for (;;) {
     if (absl::Now() >= deadline) break;
     if ((*recording)->file_limit_reached()) {
@@ -397,6 +401,7 @@ int RunRecordCommand(const ParsedArgs& args) {
     const int sig = sigtimedwait(&signals, nullptr, &ts);
     if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
       why = StopReason(sig);
+      stop_signal = sig;
       break;
     }
     if (sig == SIGCHLD && child > 0 && waitpid(child, &child_status, WNOHANG) == child) {
@@ -421,7 +426,7 @@ int RunRecordCommand(const ParsedArgs& args) {
   }
   if (tty) std::fprintf(stderr, "\n");
   if (child > 0 && !child_ended) {
-    kill(child, SIGTERM);
+    kill(child, stop_signal != 0 ? stop_signal : SIGTERM);
     waitpid(child, &child_status, 0);
     why += "; " + DescribeExit(child_status);
   }
@@ -435,9 +440,10 @@ int RunRecordCommand(const ParsedArgs& args) {
     return kExitFailure;
   }
   PrintSummary(*summary, why, output == "-" ? "standard output" : output, output == "-");
-  // CMD's status when it ended by itself; when the recording ended first
-  // and stopped it, the recording's.
-  if (child_ended) {
+  // CMD's status when it ended by itself or with the signal that stopped
+  // us (128 + signal, as shells give); when the duration or a file limit
+  // ended the recording first and stopped CMD, the recording's.
+  if (child_ended || (child > 0 && stop_signal != 0)) {
     if (WIFEXITED(child_status)) return WEXITSTATUS(child_status);
     if (WIFSIGNALED(child_status)) return 128 + WTERMSIG(child_status);
   }

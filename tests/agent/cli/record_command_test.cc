@@ -475,6 +475,43 @@ TEST(RecordCommandTest, SigintOrSigtermStopsEarlyAndStillWritesACompleteFile) {
   }
 }
 
+// A stop signal while CMD runs goes on to CMD, and CMD's fate is the exit
+// status, as a shell gives it: 128 + the signal that ended it (issue 39).
+TEST(RecordCommandTest, AStopSignalGoesOnToTheCommandAndItsFateIsTheExitStatus) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(strsignal(sig));
+    const std::string out = TempPath("cmd_signal.pftrace");
+    pid_t pid = 0;
+    RunRingside({"record", "-o", out, "--", "sleep", "30"}, &pid, /*wait=*/false);
+    sleep(1);
+    ASSERT_EQ(kill(pid, sig), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
+    const trace::Trace t = ReadTrace(out);
+    ASSERT_GT(t.packet_size(), 5);
+    EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
+    unlink(out.c_str());
+  }
+}
+
+// A command that catches the stop signal and exits by itself: its status.
+TEST(RecordCommandTest, ACommandThatHandlesTheStopSignalGivesItsOwnExitStatus) {
+  const std::string out = TempPath("cmd_trap.pftrace");
+  pid_t pid = 0;
+  RunRingside({"record", "-o", out, "--", "/bin/sh", "-c",
+               "trap 'exit 5' TERM; while :; do sleep 0.1; done"},
+              &pid, /*wait=*/false);
+  sleep(1);
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 5);
+  unlink(out.c_str());
+}
+
 // Without privilege neither BPF nor tracefs can be used: each is named with
 // what it needs, and the recording still holds what /proc tells anyone.
 TEST(RecordCommandTest, WithoutPrivilegeSaysWhatIsMissingAndRecordsProc) {
