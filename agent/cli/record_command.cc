@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -314,13 +316,19 @@ int RunRecordCommand(const ParsedArgs& args) {
   }
   // With CMD, a duration bounds the recording only when asked for (the
   // flag, or a config file's duration_ms): the embedded 10 s does not.
+  // The config embedded in the file says what was asked for: the flag's
+  // duration, or none when only CMD's end stops the recording.
   absl::Duration duration = absl::ZeroDuration();
   if (args.Has("duration")) {
     absl::StatusOr<absl::Duration> d = ParseDurationFlag("--duration", args.Get("duration"));
     if (!d.ok()) return UsageError(spec, std::string(d.status().message()));
     duration = *d;
+    config.set_duration_ms(
+        static_cast<uint32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(duration), UINT32_MAX)));
   } else if (args.command.empty() || !config_path.empty()) {
     duration = absl::Milliseconds(config.duration_ms());
+  } else {
+    config.clear_duration_ms();
   }
   std::string output = args.Get("output", config.output_path());
   if (output.empty()) output = "ringside.pftrace";

@@ -512,6 +512,35 @@ TEST(RecordCommandTest, ACommandThatHandlesTheStopSignalGivesItsOwnExitStatus) {
   unlink(out.c_str());
 }
 
+// The trace_config packet of the file at `path` (empty if it has none).
+config::TraceConfig EmbeddedConfig(const std::string& path) {
+  config::TraceConfig cfg;
+  const trace::Trace t = ReadTrace(path);
+  for (const trace::TracePacket& p : t.packet()) {
+    if (p.has_trace_config()) cfg = p.trace_config();
+  }
+  return cfg;
+}
+
+// The trace_config packet says what was recorded: -t's duration, and none
+// when CMD's end is what stops the recording (not the default's 10 s).
+TEST(RecordCommandTest, TheEmbeddedConfigHasTheDurationThatWasRecorded) {
+  const std::string out = TempPath("embedded.pftrace");
+  ASSERT_EQ(RunRingside({"record", "-t", "700ms", "-o", out}), 0);
+  config::TraceConfig cfg = EmbeddedConfig(out);
+  EXPECT_EQ(cfg.duration_ms(), 700u);
+
+  ASSERT_EQ(RunRingside({"record", "-o", out, "--", "/bin/true"}), 0);
+  cfg = EmbeddedConfig(out);
+  EXPECT_GT(cfg.buffers_size(), 0);  // The packet was there.
+  EXPECT_FALSE(cfg.has_duration_ms()) << cfg.duration_ms();
+
+  ASSERT_EQ(RunRingside({"record", "-t", "1500ms", "-o", out, "--", "/bin/true"}), 0);
+  cfg = EmbeddedConfig(out);
+  EXPECT_EQ(cfg.duration_ms(), 1500u);
+  unlink(out.c_str());
+}
+
 // Without privilege neither BPF nor tracefs can be used: each is named with
 // what it needs, and the recording still holds what /proc tells anyone.
 TEST(RecordCommandTest, WithoutPrivilegeSaysWhatIsMissingAndRecordsProc) {
