@@ -22,6 +22,7 @@
 #include "agent/config/config_loader.h"
 #include "agent/files/output_file.h"
 #include "agent/session/tracing_session.h"
+#include "ftrace/tracefs.h"
 
 namespace ringside::agent {
 namespace {
@@ -42,7 +43,9 @@ const char* StopReason(int sig) {
 }
 
 // "group:name", "group/name", "group:*", each with an optional "/filter/".
-absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg) {
+// Sets `*event_out` to the event's tracefs path below events/ ("group/name",
+// "group/*").
+absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg, std::string* event_out) {
   std::string event = spec, filter;
   const size_t colon = spec.find(':');
   if (colon != std::string::npos) {
@@ -69,6 +72,7 @@ absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg) {
     return absl::InvalidArgumentError(
         absl::StrCat("-e ", spec, ": a filter needs one event, not a group:* glob"));
   }
+  *event_out = event;
   config::DataSourceConfig* ftrace = nullptr;
   for (auto& ds : *cfg->mutable_data_sources()) {
     if (ds.config().name() == "linux.ftrace") {
@@ -92,6 +96,37 @@ absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg) {
     f->set_filter(filter);
   }
   return absl::OkStatus();
+}
+
+// An -e event this kernel does not have is refused before anything is
+// recorded, as perf does: a trace silently without it is the worse answer.
+// Without tracefs the events cannot be checked, and the ftrace part is then
+// disabled and named when the recording starts.
+absl::Status CheckEventsExist(const std::vector<std::string>& specs,
+                              const std::vector<std::string>& events) {
+  if (events.empty()) return absl::OkStatus();
+  absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();
+  if (!tracefs.ok()) return absl::OkStatus();
+  absl::Status status = absl::OkStatus();
+  for (size_t i = 0; i < events.size() && status.ok(); i++) {
+    const size_t slash = events[i].find('/');
+    const std::string group = events[i].substr(0, slash), name = events[i].substr(slash + 1);
+    if (tracefs->Exists(absl::StrCat("events/", name == "*" ? group : events[i]))) continue;
+    if (group == "bpf") {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "-e ", specs[i],
+          ": BPF groups are not -e events; a config turns them on in the linux.bpf data "
+          "source's bpf_config (docs/config.md), and the embedded default has them all"));
+    } else {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "-e ", specs[i], ": this kernel has no ", name == "*" ? "event group " : "event ",
+          name == "*" ? group : absl::StrCat(group, ":", name),
+          " ('ringside list' shows the events there are); nothing recorded"));
+    }
+  }
+  // The system as found: the recording mounts it again for itself.
+  if (tracefs->mounted_by_us()) (void)tracefs->Unmount();
+  return status;
 }
 
 // The executable CMD names, looked up as execvp() would: 127 if there is
@@ -265,7 +300,9 @@ const CommandSpec& RecordCommandSpec() {
                "or while CMD runs",
                false},
               {'e', "event", "EVENT",
-               "add an ftrace event: group:name, group:* or group:name/filter/ (repeatable)", true},
+               "add an ftrace event: group:name, group:* or group:name/filter/ (repeatable); "
+               "one this kernel lacks is refused ('ringside list' shows those there are)",
+               true},
               {'b', "buffer-size", "SIZE",
                "size of the central ring buffer (64M, 512K, 1G; plain: KiB)", false},
           },
@@ -295,10 +332,14 @@ int RunRecordCommand(const ParsedArgs& args) {
     }
     config = *loaded;
   }
+  std::vector<std::string> events;
   for (const std::string& e : args.All("event")) {
-    if (absl::Status s = AddEvent(e, &config); !s.ok()) {
+    if (absl::Status s = AddEvent(e, &config, &events.emplace_back()); !s.ok()) {
       return UsageError(spec, std::string(s.message()));
     }
+  }
+  if (absl::Status s = CheckEventsExist(args.All("event"), events); !s.ok()) {
+    return UsageError(spec, std::string(s.message()));
   }
   if (args.Has("buffer-size")) {
     absl::StatusOr<uint64_t> kb = ParseSizeKb(args.Get("buffer-size"));

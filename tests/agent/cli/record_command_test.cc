@@ -541,6 +541,47 @@ TEST(RecordCommandTest, TheEmbeddedConfigHasTheDurationThatWasRecorded) {
   unlink(out.c_str());
 }
 
+// An -e event this kernel does not have is refused before anything is
+// recorded, naming the event and where to look (perf refuses it too).
+TEST(RecordCommandTest, AnUnknownEventIsRefusedBeforeRecording) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string out = TempPath("unknown_event.pftrace");
+  for (const char* e_text :
+       {"nosuch:event", "sched:nosuch_event", "nosuchgroup:*", "sched:nosuch_event/pid == 1/"}) {
+    const std::string e = e_text;
+    SCOPED_TRACE(e);
+    unlink(out.c_str());
+    int code = -1;
+    const std::string err = testing::RunRingsideCaptureStderr(
+        {"record", "-t", "200ms", "-e", "sched:sched_switch", "-e", e, "-o", out}, &code);
+    EXPECT_EQ(code, 2) << err;
+    EXPECT_NE(err.find("-e " + e + ": this kernel has no event"), std::string::npos) << err;
+    EXPECT_NE(err.find("'ringside list'"), std::string::npos) << err;
+    struct stat st;
+    EXPECT_NE(stat(out.c_str(), &st), 0) << "a trace was written";
+  }
+  // The events that exist, one by one and as a group, still record.
+  EXPECT_EQ(
+      RunRingside({"record", "-t", "200ms", "-e", "irq:*", "-e", "sched/sched_wakeup", "-o", out}),
+      0);
+  unlink(out.c_str());
+}
+
+// `ringside list` shows the BPF groups, which are not -e events: -e says
+// where they are turned on instead.
+TEST(RecordCommandTest, ABpfGroupGivenToDashEIsRefusedWithWhereItIsTurnedOn) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string out = TempPath("bpf_event.pftrace");
+  int code = -1;
+  const std::string err =
+      testing::RunRingsideCaptureStderr({"record", "-e", "bpf:sched", "-o", out}, &code);
+  EXPECT_EQ(code, 2) << err;
+  EXPECT_NE(err.find("linux.bpf"), std::string::npos) << err;
+  EXPECT_NE(err.find("bpf_config"), std::string::npos) << err;
+  struct stat st;
+  EXPECT_NE(stat(out.c_str(), &st), 0) << "a trace was written";
+}
+
 // Without privilege neither BPF nor tracefs can be used: each is named with
 // what it needs, and the recording still holds what /proc tells anyone.
 TEST(RecordCommandTest, WithoutPrivilegeSaysWhatIsMissingAndRecordsProc) {
