@@ -44,9 +44,10 @@ const CommandSpec& ListCommandSpec() {
       .synopsis = "ringside list [-v] [PATTERN]",
       .summary =
           "Lists the events ringside can record: its BPF programs (the default source of\n"
-          "scheduling, process and incident events) with what they emit, and this\n"
-          "kernel's ftrace events, which 'ringside record -e group:name' adds. PATTERN is\n"
-          "a glob over group:name. Listing ftrace events needs tracefs (root).",
+          "scheduling, process and incident events) with what they emit, apart, as a\n"
+          "config's linux.bpf data source turns them on (not -e); and this kernel's\n"
+          "ftrace events, which 'ringside record -e group:name' adds. PATTERN is a glob\n"
+          "over group:name. Listing ftrace events needs tracefs (root).",
       .flags = {{'v', "verbose", "", "also print each ftrace event's fields", false}},
       .examples =
           "  ringside list\n"
@@ -61,12 +62,19 @@ const CommandSpec& ListCommandSpec() {
 int RunListCommand(const ParsedArgs& args) {
   const std::string pattern = args.positional.empty() ? "" : args.positional[0];
   const bool verbose = args.Has("verbose");
+  // The BPF groups are named like events but -e does not take them: they
+  // are set apart under a heading that says where they are turned on.
   int shown = 0;
   for (const BpfGroup& g : kBpfGroups) {
     if (!Matches(pattern, g.name)) continue;
-    std::printf("%-16s [BPF, %s] %s\n", g.name, g.config, g.emits);
-    shown++;
+    if (shown++ == 0) {
+      std::printf(
+          "BPF program groups (not -e events: a config's linux.bpf data source turns them on\n"
+          "in bpf_config, docs/config.md; 'ringside record' with no -c has them all):\n");
+    }
+    std::printf("  %-16s [BPF, %s] %s\n", g.name, g.config, g.emits);
   }
+  const int bpf_shown = shown;
   absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();
   absl::StatusOr<std::string> available =
       tracefs.ok() ? tracefs->Read("available_events") : tracefs.status();
@@ -80,6 +88,9 @@ int RunListCommand(const ParsedArgs& args) {
     if (Matches(pattern, std::string(line))) events.emplace_back(line);
   }
   std::sort(events.begin(), events.end());
+  if (bpf_shown > 0 && !events.empty()) {
+    std::printf("\nftrace events ('ringside record -e group:name' adds them):\n");
+  }
   for (const std::string& e : events) {
     std::printf("%-40s [ftrace]\n", e.c_str());
     shown++;
