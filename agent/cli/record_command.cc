@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -86,6 +87,30 @@ absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg, std::st
     ftrace->set_target_buffer(0);
   }
   config::FtraceConfig* fc = ftrace->mutable_ftrace_config();
+  // A bpf_fallback_events event is one the linux.bpf source records, each
+  // one of them; ftrace takes it only when BPF is not running. As an
+  // ftrace_events event it would be recorded twice while BPF runs, and a
+  // filter would narrow nothing, so -e leaves it there, and refuses a filter.
+  // Process lifecycle events come from bpf_config.process, the rest of the
+  // fallbacks (switches, wakeups) from bpf_config.sched.
+  const bool process_event =
+      absl::StartsWith(event, "sched/sched_process_") || absl::StartsWith(event, "task/");
+  const bool bpf_records_it =
+      std::any_of(cfg->data_sources().begin(), cfg->data_sources().end(),
+                  [&](const auto& ds) {
+                    const config::BpfConfig& b = ds.config().bpf_config();
+                    return ds.config().name() == "linux.bpf" &&
+                           (process_event ? b.process() : b.sched());
+                  }) &&
+      std::find(fc->bpf_fallback_events().begin(), fc->bpf_fallback_events().end(), event) !=
+          fc->bpf_fallback_events().end();
+  if (bpf_records_it && !filter.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-e ", spec, ": BPF records every ", parts[0], ":", parts[1],
+        " (see 'ringside list bpf:*'), so a filter would narrow nothing; leave the filter "
+        "out, or record with a config (-c) without linux.bpf, where ftrace applies it"));
+  }
+  if (bpf_records_it) return absl::OkStatus();
   if (std::find(fc->ftrace_events().begin(), fc->ftrace_events().end(), event) ==
       fc->ftrace_events().end()) {
     fc->add_ftrace_events(event);
@@ -310,7 +335,7 @@ const CommandSpec& RecordCommandSpec() {
           "  ringside record                              # 10 s of this machine\n"
           "  ringside record -o boot.pftrace --duration 1m\n"
           "  ringside record -- make -j8                  # while make runs\n"
-          "  ringside record -e irq:* -e 'sched:sched_switch/prev_prio < 100/' -b 256M\n"
+          "  ringside record -e irq:* -e 'signal:signal_generate/sig == 9/' -b 256M\n"
           "  ringside record -c my.pbtxt -o - | gzip > trace.pftrace.gz\n",
       .max_positional = 0,
       .rest_is_command = true,

@@ -582,6 +582,61 @@ TEST(RecordCommandTest, ABpfGroupGivenToDashEIsRefusedWithWhereItIsTurnedOn) {
   EXPECT_NE(stat(out.c_str(), &st), 0) << "a trace was written";
 }
 
+// -e of an event BPF records (one of the config's bpf_fallback_events)
+// does not record it again with ftrace while BPF runs (issue 39). Without
+// compact_sched ftrace writes whole sched_switch events, and BPF writes
+// compact_sched: the two are told apart by their form.
+TEST(RecordCommandTest, AnEventBpfRecordsIsNotRecordedTwice) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string cfg = TempPath("twice.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 16384 }\n"
+                        "data_sources { config { name: \"linux.bpf\" } }\n"
+                        "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                        "  bpf_fallback_events: \"sched/sched_switch\"\n"
+                        "  compact_sched { enabled: false } } } }\n";
+  const std::string out = TempPath("twice.pftrace");
+  ASSERT_EQ(RunRingside({"record", "-c", cfg, "-t", "1s", "-e", "sched:sched_switch", "-o", out}),
+            0);
+  int bpf_switches = 0, ftrace_switches = 0;
+  const trace::Trace t = ReadTrace(out);
+  for (const trace::TracePacket& p : t.packet()) {
+    bpf_switches += p.ftrace_events().compact_sched().switch_timestamp_size();
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      ftrace_switches += e.has_sched_switch();
+    }
+  }
+  if (bpf_switches == 0) GTEST_SKIP() << "BPF did not load: ftrace records the switches";
+  EXPECT_EQ(ftrace_switches, 0) << "BPF's: " << bpf_switches;
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+}
+
+// A filter on an event BPF records would narrow nothing: it is refused
+// with why, before anything is recorded.
+TEST(RecordCommandTest, AFilterOnAnEventBpfRecordsIsRefusedWithWhy) {
+  const std::string out = TempPath("bpf_filter.pftrace");
+  int code = -1;
+  const std::string err = testing::RunRingsideCaptureStderr(
+      {"record", "-e", "sched:sched_switch/prev_prio < 100/", "-o", out}, &code);
+  EXPECT_EQ(code, 2) << err;
+  EXPECT_NE(err.find("BPF records every sched:sched_switch"), std::string::npos) << err;
+  EXPECT_NE(err.find("a filter would narrow nothing"), std::string::npos) << err;
+  struct stat st;
+  EXPECT_NE(stat(out.c_str(), &st), 0) << "a trace was written";
+  // With BPF's sched group off, ftrace records the switches and applies it.
+  const std::string cfg = TempPath("bpf_sched_off.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 4096 }\n"
+                        "data_sources { config { name: \"linux.bpf\" bpf_config { sched: false } "
+                        "} }\n"
+                        "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                        "  bpf_fallback_events: \"sched/sched_switch\" } } }\n";
+  EXPECT_EQ(RunRingside({"record", "-c", cfg, "-t", "200ms", "-e",
+                         "sched:sched_switch/prev_prio < 100/", "-o", out}),
+            0);
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+}
+
 // Without privilege neither BPF nor tracefs can be used: each is named with
 // what it needs, and the recording still holds what /proc tells anyone.
 TEST(RecordCommandTest, WithoutPrivilegeSaysWhatIsMissingAndRecordsProc) {
