@@ -32,6 +32,9 @@ namespace {
 // or ssh connection.
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
+// How long a CMD the recording stops has to end before it is killed.
+constexpr absl::Duration kCommandGraceTime = absl::Seconds(10);
+
 const char* StopReason(int sig) {
   switch (sig) {
     case SIGINT:
@@ -310,8 +313,9 @@ const CommandSpec& RecordCommandSpec() {
           "for a duration, or while CMD runs (its exit status is passed on, 128 + the\n"
           "signal if one ended it); with both, the first to end stops the recording (a CMD\n"
           "still running gets SIGTERM). Ctrl-C, SIGTERM and SIGHUP stop early, are passed\n"
-          "on to CMD, and still write a complete file. Needs root (or CAP_BPF, CAP_PERFMON\n"
-          "and tracefs access) for kernel events.",
+          "on to CMD (a second one, or 10 s, kills a CMD that goes on), and still write a\n"
+          "complete file. Needs root (or CAP_BPF, CAP_PERFMON and tracefs access) for\n"
+          "kernel events.",
       .flags =
           {
               {'c', "config", "FILE",
@@ -500,8 +504,24 @@ int RunRecordCommand(const ParsedArgs& args) {
   }
   if (tty) std::fprintf(stderr, "\n");
   if (child > 0 && !child_ended) {
-    kill(child, stop_signal != 0 ? stop_signal : SIGTERM);
-    waitpid(child, &child_status, 0);
+    const int sent = stop_signal != 0 ? stop_signal : SIGTERM;
+    kill(child, sent);
+    // A CMD that ignores it (nohup, a trap) must not hold the file back: a
+    // second stop signal, or kCommandGraceTime, kills it.
+    const absl::Time give_up = absl::Now() + kCommandGraceTime;
+    bool killed = false;
+    while (waitpid(child, &child_status, WNOHANG) == 0) {
+      const absl::Duration left = std::max(give_up - absl::Now(), absl::ZeroDuration());
+      timespec ts = absl::ToTimespec(std::min(absl::Milliseconds(200), left));
+      const int sig = sigtimedwait(&signals, nullptr, &ts);
+      const bool again = sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
+      if (!killed && (again || absl::Now() >= give_up)) {
+        std::fprintf(stderr, "%sringside record: %s did not end on %s; killing it\n",
+                     tty ? "\n" : "", args.command[0].c_str(), strsignal(sent));
+        kill(child, SIGKILL);
+        killed = true;
+      }
+    }
     why += "; " + DescribeExit(child_status);
   }
 

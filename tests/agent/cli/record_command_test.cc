@@ -496,6 +496,30 @@ TEST(RecordCommandTest, AStopSignalGoesOnToTheCommandAndItsFateIsTheExitStatus) 
   }
 }
 
+// A command that ignores the stop signal does not hold the file back: a
+// second one kills it, and the exit status says so.
+TEST(RecordCommandTest, ASecondStopSignalKillsACommandThatIgnoresTheFirst) {
+  const std::string out = TempPath("cmd_ignores.pftrace");
+  pid_t pid = 0;
+  RunRingside(
+      {"record", "-o", out, "--", "/bin/sh", "-c", "trap '' INT; while :; do sleep 0.1; done"},
+      &pid, /*wait=*/false);
+  sleep(1);
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  usleep(500 * 1000);
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  const absl::Time start = absl::Now();
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
+  const trace::Trace t = ReadTrace(out);
+  ASSERT_GT(t.packet_size(), 5);
+  EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
+  unlink(out.c_str());
+}
+
 // A command that catches the stop signal and exits by itself: its status.
 TEST(RecordCommandTest, ACommandThatHandlesTheStopSignalGivesItsOwnExitStatus) {
   const std::string out = TempPath("cmd_trap.pftrace");
