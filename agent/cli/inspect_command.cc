@@ -2,7 +2,9 @@
 
 #include <cstdio>
 
+#include "agent/files/json_text.h"
 #include "agent/files/trace_inspector.h"
+#include "nlohmann/json.hpp"
 
 namespace ringside::agent {
 
@@ -29,26 +31,40 @@ const CommandSpec& InspectCommandSpec() {
 int RunInspectCommand(const ParsedArgs& args) {
   if (args.positional.size() != 1) return UsageError(InspectCommandSpec(), "needs a FILE");
   const std::string& path = args.positional[0];
+  const bool json = args.Has("json");
   absl::StatusOr<TraceSummary> summary = InspectTraceFile(path);
   if (!summary.ok()) {
-    std::fprintf(stderr, "ringside inspect: %s\n", std::string(summary.status().message()).c_str());
+    const std::string message(summary.status().message());
+    // A script reading --json looks at "error", so it says why here too.
+    if (json) {
+      nlohmann::json j = {{"file", path}, {"error", {{"offset", nullptr}, {"message", message}}}};
+      std::printf("%s\n", JsonText(j).c_str());
+      std::fflush(stdout);
+    }
+    std::fprintf(stderr, "ringside inspect: %s\n", message.c_str());
     return kExitUsage;
   }
-  if (args.Has("json")) {
+  // An empty file reads cleanly but is no trace: it fails like a corrupt one,
+  // and the summary carries the reason so that --json says it.
+  const bool empty = !summary->error && summary->packets == 0;
+  if (empty) {
+    summary->error = TraceSummary::Error{0, "the file is empty: it holds no trace packets"};
+  }
+  if (json) {
     std::printf("%s\n", SummaryToJsonText(path, *summary).c_str());
   } else {
     std::fputs(SummaryToText(path, *summary).c_str(), stdout);
   }
   std::fflush(stdout);
+  if (empty) {
+    std::fprintf(stderr, "ringside inspect: %s: %s\n", path.c_str(),
+                 summary->error->message.c_str());
+    return kExitFailure;
+  }
   if (summary->error) {
     std::fprintf(stderr, "ringside inspect: %s: byte offset %llu: %s\n", path.c_str(),
                  static_cast<unsigned long long>(summary->error->offset),
                  summary->error->message.c_str());
-    return kExitFailure;
-  }
-  if (summary->packets == 0) {
-    std::fprintf(stderr, "ringside inspect: %s: the file is empty: it holds no trace packets\n",
-                 path.c_str());
     return kExitFailure;
   }
   return kExitOk;

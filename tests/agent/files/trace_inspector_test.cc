@@ -452,6 +452,31 @@ TEST(InspectCommandTest, CorruptFileExitsOneAfterPrintingWhatWasRead) {
   EXPECT_NE(LastStderr().find("byte offset"), std::string::npos) << LastStderr();
 }
 
+// A script reading --json decides on "error", not on the exit code alone:
+// whenever inspect fails, the object says why, in the words stderr uses.
+TEST(InspectCommandTest, JsonOfAnEmptyFileCarriesTheErrorItExitsOneFor) {
+  const std::string path = WriteFile("cli_empty_json", "");
+  CommandResult r = RunRingside("inspect --json " + path);
+  EXPECT_EQ(r.exit_code, 1);
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_TRUE(j["error"].is_object()) << r.out;
+  const std::string message = j["error"]["message"];
+  EXPECT_NE(message.find("the file is empty"), std::string::npos) << message;
+  EXPECT_NE(LastStderr().find(message), std::string::npos) << LastStderr();
+}
+
+TEST(InspectCommandTest, JsonOfAMissingFileCarriesTheErrorItExitsTwoFor) {
+  CommandResult r = RunRingside("inspect --json " + TempPath("nope_json"));
+  EXPECT_EQ(r.exit_code, 2);
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_TRUE(j["error"].is_object()) << r.out;
+  const std::string message = j["error"]["message"];
+  EXPECT_NE(message.find("No such file"), std::string::npos) << message;
+  EXPECT_NE(LastStderr().find(message), std::string::npos) << LastStderr();
+}
+
 TEST(InspectCommandTest, MissingFileExitsTwo) {
   CommandResult r = RunRingside("inspect " + TempPath("nope"));
   EXPECT_EQ(r.exit_code, 2);
