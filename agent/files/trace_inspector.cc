@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "agent/files/json_text.h"
 #include "agent/files/trace_file_reader.h"
 #include "google/protobuf/descriptor.h"
@@ -39,25 +40,74 @@ std::string PacketType(const trace::TracePacket& packet) {
   return "empty";
 }
 
+// The fields that say which entry of a repeated stat is which: a trigger's
+// `name`; a loss's data_source, kind (the event), stage and cpu. They label
+// the entry's key rather than being figures of their own.
+constexpr const char* kLabelStringFields[] = {"data_source", "kind", "stage"};
+constexpr const char* kLabelCpuField = "cpu";
+
+bool IsLabelField(const FieldDescriptor* field) {
+  if (field->name() == kLabelCpuField) return true;
+  for (const char* label : kLabelStringFields) {
+    if (field->name() == label) return true;
+  }
+  return false;
+}
+
+// The key of a repeated entry between its brackets: its name, or its labels
+// joined by '/' ("linux.bpf/sched_switch/chunk_pool/cpu1"); empty if it has
+// neither, and it is then found by its place. A loss's CPU is part of the
+// key even when it is 0, so that CPU 0 and CPU 1 do not look alike.
+std::string EntryLabel(const Message& entry) {
+  const google::protobuf::Descriptor* descriptor = entry.GetDescriptor();
+  const Reflection* reflection = entry.GetReflection();
+  auto string_field = [descriptor](const char* name) -> const FieldDescriptor* {
+    const FieldDescriptor* field = descriptor->FindFieldByName(name);
+    return field != nullptr && field->cpp_type() == FieldDescriptor::CPPTYPE_STRING &&
+                   !field->is_repeated()
+               ? field
+               : nullptr;
+  };
+  if (const FieldDescriptor* name = string_field("name")) {
+    return reflection->GetString(entry, name);
+  }
+  if (string_field(kLabelStringFields[0]) == nullptr) return "";
+  std::vector<std::string> parts;
+  for (const char* label : kLabelStringFields) {
+    if (const FieldDescriptor* field = string_field(label)) {
+      parts.push_back(reflection->GetString(entry, field));
+    }
+  }
+  const FieldDescriptor* cpu = descriptor->FindFieldByName(kLabelCpuField);
+  if (cpu != nullptr && cpu->cpp_type() == FieldDescriptor::CPPTYPE_UINT32 && !cpu->is_repeated()) {
+    parts.push_back(absl::StrCat("cpu", reflection->GetUInt32(entry, cpu)));
+  }
+  return absl::StrJoin(parts, "/");
+}
+
 // Appends every non-zero integer or floating-point field of `message`
-// (recursively) to *out, named by its path below `prefix`.
-void FlattenNonZero(const Message& message, const std::string& prefix, StatList* out) {
+// (recursively) to *out, named by its path below `prefix`. `labelled`: the
+// message is an entry keyed by its labels, which are then left out.
+void FlattenNonZero(const Message& message, const std::string& prefix, StatList* out,
+                    bool labelled = false) {
   const Reflection* reflection = message.GetReflection();
   std::vector<const FieldDescriptor*> fields;
   reflection->ListFields(message, &fields);
   for (const FieldDescriptor* field : fields) {
+    if (labelled && IsLabelField(field)) continue;
     const std::string name = absl::StrCat(prefix, field->name());
     const int count = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
     for (int i = 0; i < count; i++) {
       const bool rep = field->is_repeated();
       std::string path = rep ? absl::StrCat(name, "[", i, "]") : name;
-      // An entry that has a name (a trigger's) is found by it, not by place.
+      // An entry that has a name or labels is found by them, not by place:
+      // places shift from one trace to the next.
+      bool entry_labelled = false;
       if (rep && field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        const Message& entry = reflection->GetRepeatedMessage(message, field, i);
-        const FieldDescriptor* entry_name = entry.GetDescriptor()->FindFieldByName("name");
-        if (entry_name != nullptr && entry_name->cpp_type() == FieldDescriptor::CPPTYPE_STRING &&
-            !entry_name->is_repeated()) {
-          path = absl::StrCat(name, "[", entry.GetReflection()->GetString(entry, entry_name), "]");
+        const std::string label = EntryLabel(reflection->GetRepeatedMessage(message, field, i));
+        if (!label.empty()) {
+          path = absl::StrCat(name, "[", label, "]");
+          entry_labelled = true;
         }
       }
       std::optional<TraceSummary::StatValue> value;
@@ -65,7 +115,7 @@ void FlattenNonZero(const Message& message, const std::string& prefix, StatList*
         case FieldDescriptor::CPPTYPE_MESSAGE:
           FlattenNonZero(rep ? reflection->GetRepeatedMessage(message, field, i)
                              : reflection->GetMessage(message, field),
-                         path + ".", out);
+                         path + ".", out, entry_labelled);
           break;
         case FieldDescriptor::CPPTYPE_UINT64:
           value = rep ? reflection->GetRepeatedUInt64(message, field, i)

@@ -74,7 +74,10 @@ struct TraceSummary {
   std::vector<int32_t> UnresolvedSchedPids() const;
   // Non-zero numeric fields of the last trace_stats and ftrace_stats packets,
   // in field order, keyed by path ("trace_stats.buffer_stats[0].chunks_read";
-  // an entry with a `name` is keyed by it: "trace_stats.ringside_triggers[oom_kill].fired").
+  // an entry with a `name` is keyed by it: "trace_stats.ringside_triggers[oom_kill].fired";
+  // one with a data_source by it, its kind, stage and cpu, which are then not
+  // figures:
+  // "trace_stats.ringside_event_loss[linux.bpf/sched_switch/chunk_pool/cpu1].events_lost").
   std::vector<std::pair<std::string, StatValue>> nonzero_stats;
   // The triggers a snapshot file answers (the last trace_stats'
   // ringside_snapshot_triggers); empty for other traces.

@@ -207,6 +207,49 @@ TEST(TraceInspectorTest, SnapshotTriggersAreNamedAmongTheStats) {
   EXPECT_EQ(j["nonzero_stats"]["trace_stats.ringside_triggers[crash].joined"], 49u);
 }
 
+// A loss is found by what was lost and where: its source, event, stage and
+// CPU label the entry, in text and JSON, and are not figures of their own.
+TEST(TraceInspectorTest, LossesAreKeyedBySourceEventStageAndCpu) {
+  Trace trace;
+  auto* stats = trace.add_packet()->mutable_trace_stats();
+  auto* staging = stats->add_ringside_staging_loss();
+  staging->set_data_source("linux.bpf");
+  staging->set_cpu(1);
+  staging->set_kind("sched_switch");
+  staging->set_events_lost(7);
+  auto* loss = stats->add_ringside_event_loss();
+  loss->set_data_source("linux.bpf");
+  loss->set_cpu(1);
+  loss->set_kind("sched_switch");
+  loss->set_stage("chunk_pool");
+  loss->set_events_lost(6976);
+  auto* cpu0 = stats->add_ringside_event_loss();
+  cpu0->set_data_source("linux.ftrace");
+  cpu0->set_kind("generic");
+  cpu0->set_stage("buffer");
+  cpu0->set_events_lost(3);
+  const std::string path = WriteFile("losses", trace.SerializeAsString());
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s->nonzero_stats.size(), 3u);
+  EXPECT_EQ(s->nonzero_stats[0].first,
+            "trace_stats.ringside_staging_loss[linux.bpf/sched_switch/cpu1].events_lost");
+  EXPECT_EQ(s->nonzero_stats[1].first,
+            "trace_stats.ringside_event_loss[linux.bpf/sched_switch/chunk_pool/cpu1].events_lost");
+  EXPECT_EQ(s->nonzero_stats[2].first,
+            "trace_stats.ringside_event_loss[linux.ftrace/generic/buffer/cpu0].events_lost");
+  EXPECT_EQ(std::get<uint64_t>(s->nonzero_stats[1].second), 6976u);
+  const std::string text = SummaryToText(path, *s);
+  EXPECT_NE(text.find("ringside_event_loss[linux.bpf/sched_switch/chunk_pool/cpu1].events_lost"),
+            std::string::npos)
+      << text;
+  const nlohmann::json j = SummaryToJson(path, *s);
+  EXPECT_EQ(
+      j["nonzero_stats"]["trace_stats.ringside_event_loss[linux.bpf/sched_switch/chunk_pool/cpu1]"
+                         ".events_lost"],
+      6976u);
+}
+
 // Processes in containers: each container with its pod, runtime and how
 // many processes it has (a later descriptor of a process replaces its
 // earlier one), in the text (short ids) and the JSON (full ids).
