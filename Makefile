@@ -51,7 +51,7 @@ NPM_TOOLS ?= kubernetes-models@5.1.0 yaml@2.9.1 typescript@5.9.3
 
 PKGS := protobuf nlohmann_json libbpf libsystemd \
   absl_status absl_statusor absl_strings absl_str_format \
-  absl_time absl_synchronization absl_flat_hash_map
+  absl_time absl_synchronization absl_flat_hash_map zlib
 
 # Evaluated lazily so that `make deps` works before pkg-config exists.
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))

@@ -17,11 +17,14 @@ const CommandSpec& InspectCommandSpec() {
           "(previous_packet_dropped marks and every non-zero stat), the time range, and\n"
           "the processes and threads named. Streams the file, so large traces are fine;\n"
           "a truncated or corrupt file is summarized up to the bad byte, then an error\n"
-          "names its offset (exit 1).",
+          "names its offset (exit 1). FILE may be gzip'd (known by its magic bytes); -\n"
+          "reads the trace from standard input.",
       .flags = {{0, "json", "", "print the summary as one JSON object", false}},
       .examples =
           "  ringside inspect trace.pftrace\n"
-          "  ringside inspect --json trace.pftrace | jq .packets_by_type\n",
+          "  ringside inspect --json trace.pftrace | jq .packets_by_type\n"
+          "  ringside inspect trace.pftrace.gz\n"
+          "  ssh host cat trace.pftrace | ringside inspect -\n",
       .max_positional = 1,
       .rest_is_command = false,
   };

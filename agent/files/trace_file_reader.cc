@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "buffer/trace_packet.h"
@@ -37,32 +38,48 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::Open(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever,
-  // before fstat could tell that it is not a regular file. Regular files
-  // ignore the flag, so reads still block as usual.
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
+  int fd = -1;
+  bool size_known = false;
+  uint64_t file_size = 0;
+  if (path == kStandardInput) {
+    // A copy, so that closing the reader leaves standard input open.
+    fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return ErrnoStatus(errno, "cannot read standard input");
+  } else {
+    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever,
+    // before fstat could tell that it is not a regular file. Regular files
+    // ignore the flag, so reads still block as usual.
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      const int err = errno;
+      close(fd);
+      return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      close(fd);
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " is not a regular file (to read a pipe, give - and pipe the trace in)"));
+    }
+    size_known = true;
+    file_size = static_cast<uint64_t>(st.st_size);
   }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
-  }
-  std::FILE* file = fdopen(fd, "rb");
+  gzFile file = gzdopen(fd, "rb");
   if (file == nullptr) {
-    const int err = errno;
     close(fd);
-    return ErrnoStatus(err, absl::StrCat("cannot open ", path));
+    return absl::ResourceExhaustedError(absl::StrCat("cannot read ", path, ": out of memory"));
   }
-  return std::unique_ptr<TraceFileReader>(
-      new TraceFileReader(file, static_cast<uint64_t>(st.st_size)));
+  // Before gzdirect(), which reads the first bytes into buffers of this size.
+  gzbuffer(file, 128 << 10);
+  auto reader =
+      std::unique_ptr<TraceFileReader>(new TraceFileReader(file, fd, size_known, file_size));
+  // zlib knows gzip by its magic bytes and reads anything else as it is.
+  reader->compressed_ = gzdirect(file) == 0;
+  return reader;
 }
 
-TraceFileReader::~TraceFileReader() { std::fclose(file_); }
+TraceFileReader::~TraceFileReader() { gzclose(file_); }
 
 TraceFileReader::Result TraceFileReader::Fail(uint64_t offset, std::string message) {
   done_ = true;
@@ -72,12 +89,69 @@ TraceFileReader::Result TraceFileReader::Fail(uint64_t offset, std::string messa
   return Result::kError;
 }
 
+std::string TraceFileReader::GzipError() {
+  int errnum = Z_OK;
+  std::string message = gzerror(file_, &errnum);
+  if (errnum == Z_OK) return "";
+  // zlib names the file "<fd:N>", which tells the user nothing.
+  if (absl::StartsWith(message, "<fd:")) {
+    const size_t colon = message.find(": ");
+    if (colon != std::string::npos) message = message.substr(colon + 2);
+  }
+  const std::string where =
+      absl::StrFormat("compressed byte offset %d", static_cast<int64_t>(gzoffset(file_)));
+  switch (errnum) {
+    case Z_ERRNO:
+      return absl::StrCat("read failed: ", message);
+    case Z_MEM_ERROR:
+      return "out of memory decompressing gzip data";
+    case Z_BUF_ERROR:
+      return absl::StrCat("truncated gzip data: it ends at ", where, " (", message, ")");
+    default:
+      return absl::StrCat("corrupt gzip data near ", where, ": ", message);
+  }
+}
+
+int TraceFileReader::ReadByte() {
+  int c = gzgetc(file_);
+  if (c != -1 || !GzipError().empty()) return c;
+  // The end of the data so far: a file being streamed may have grown since.
+  gzclearerr(file_);
+  return gzgetc(file_);
+}
+
+uint64_t TraceFileReader::ReadInto(std::string* out, uint64_t size) {
+  constexpr uint64_t kMinGrowthBytes = 64 << 10;
+  out->clear();
+  uint64_t got = 0;
+  bool looked_again = false;
+  while (got < size) {
+    const uint64_t want = std::min(size - got, std::max(got, kMinGrowthBytes));
+    out->resize(got + want);
+    const int n = gzread(file_, out->data() + got, static_cast<unsigned>(want));
+    if (n > 0) {
+      got += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n < 0 || looked_again || !GzipError().empty()) break;
+    // As in ReadByte(): a file being streamed may have grown.
+    gzclearerr(file_);
+    looked_again = true;
+  }
+  out->resize(got);
+  return got;
+}
+
 bool TraceFileReader::ReadVarint(const char* what, uint64_t* value, bool* clean_eof) {
   const uint64_t start = position_;
   buffer::VarIntDecoder decoder;
   for (;;) {
-    const int c = getc_unlocked(file_);
-    if (c == EOF) {
+    const int c = ReadByte();
+    if (c == -1) {
+      if (std::string gzip_error = GzipError(); !gzip_error.empty()) {
+        Fail(position_, std::move(gzip_error));
+        return false;
+      }
       if (decoder.size() == 0 && clean_eof != nullptr) {
         *clean_eof = true;
         return false;
@@ -131,9 +205,11 @@ TraceFileReader::Result TraceFileReader::ReadNextPacket(std::string* packet, uin
 
   // Refuse a length the file cannot hold before allocating for it. The file
   // may be growing (a trace being streamed), so look at its size again first.
-  if (size > file_size_ - std::min(position_, file_size_)) {
+  // Compressed data and pipes have no such size: ReadInto() grows the packet
+  // only as its bytes come instead.
+  if (size_known_ && !compressed_ && size > file_size_ - std::min(position_, file_size_)) {
     struct stat st;
-    if (fstat(fileno(file_), &st) == 0) file_size_ = static_cast<uint64_t>(st.st_size);
+    if (fstat(fd_, &st) == 0) file_size_ = static_cast<uint64_t>(st.st_size);
     const uint64_t remaining = file_size_ - std::min(position_, file_size_);
     if (size > remaining) {
       return Fail(packet_offset, absl::StrFormat("truncated packet: it declares %u bytes but the "
@@ -142,10 +218,12 @@ TraceFileReader::Result TraceFileReader::ReadNextPacket(std::string* packet, uin
     }
   }
 
-  packet->resize(size);
-  size_t got = size == 0 ? 0 : std::fread(packet->data(), 1, size, file_);
+  const uint64_t got = ReadInto(packet, size);
   position_ += got;
   if (got != size) {
+    if (std::string gzip_error = GzipError(); !gzip_error.empty()) {
+      return Fail(position_, std::move(gzip_error));
+    }
     return Fail(packet_offset,
                 absl::StrFormat("truncated packet: it declares %u bytes but the file ends after %u",
                                 size, got));

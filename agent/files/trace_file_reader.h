@@ -2,19 +2,21 @@
 #define RINGSIDE_AGENT_FILES_TRACE_FILE_READER_H_
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "zlib.h"
 
 namespace ringside::agent {
 
 // Reads a trace file (a serialized Trace: a run of `packet` fields, tag 0x0a)
 // one packet at a time, so a multi-gigabyte file never sits in memory at once.
-// The reader trusts nothing: every length is checked against what the file
-// holds, and the first malformed byte stops it with an error that names the
-// byte offset and what was wrong there.
+// A gzip'd trace (known by its magic bytes, not its name) is decompressed as
+// it is read, as trace_processor does; offsets are then in the decompressed
+// trace. The reader trusts nothing: every length is checked against what the
+// file holds, and the first malformed byte (or the first bad gzip byte) stops
+// it with an error that names the byte offset and what was wrong there.
 //
 // Not thread-safe.
 class TraceFileReader {
@@ -28,8 +30,12 @@ class TraceFileReader {
     kError,   // Malformed or truncated data; see error() and error_offset().
   };
 
-  // Opens `path`. Fails with kNotFound / kPermissionDenied / kFailedPrecondition
-  // (not a regular file) naming the path and the cause.
+  // The path that names standard input, which may be a pipe.
+  static constexpr char kStandardInput[] = "-";
+
+  // Opens `path`, or reads standard input if it is kStandardInput. Fails with
+  // kNotFound / kPermissionDenied / kFailedPrecondition (not a regular file)
+  // naming the path and the cause.
   static absl::StatusOr<std::unique_ptr<TraceFileReader>> Open(const std::string& path);
 
   // Reads the next packet into *packet (its serialized TracePacket bytes) and
@@ -43,7 +49,8 @@ class TraceFileReader {
   uint64_t error_offset() const { return error_offset_; }
   // Bytes consumed so far (the offset of the next packet).
   uint64_t position() const { return position_; }
-  // Size of the file when it was opened.
+  // Size of the file when it was opened (compressed, for a gzip'd file);
+  // 0 for standard input.
   uint64_t file_size() const { return file_size_; }
 
   ~TraceFileReader();
@@ -51,16 +58,31 @@ class TraceFileReader {
   TraceFileReader& operator=(const TraceFileReader&) = delete;
 
  private:
-  TraceFileReader(std::FILE* file, uint64_t file_size) : file_(file), file_size_(file_size) {}
+  TraceFileReader(gzFile file, int fd, bool size_known, uint64_t file_size)
+      : file_(file), fd_(fd), size_known_(size_known), file_size_(file_size) {}
 
   // Reads a base-128 varint at position_. Returns false (and sets the error)
   // on EOF or on a varint longer than 10 bytes. `what` names the field for the
   // error message.
   bool ReadVarint(const char* what, uint64_t* value, bool* clean_eof);
+  // The next byte, or -1 at the end of the data or on a gzip error (see
+  // GzipError()). At the end it looks once more, for a file being streamed.
+  int ReadByte();
+  // Reads up to `size` bytes into *out, growing it only as data comes, so a
+  // length a compressed stream does not hold is never allocated whole.
+  // Returns the bytes read.
+  uint64_t ReadInto(std::string* out, uint64_t size);
+  // Why the data ended: a message if gzip data was truncated or corrupt or a
+  // read failed, empty if the data simply ended.
+  std::string GzipError();
   Result Fail(uint64_t offset, std::string message);
 
-  std::FILE* file_;
+  gzFile file_;  // Owns fd_; reads plain files as they are.
+  int fd_;
+  // False for standard input: a pipe has no size to check lengths against.
+  bool size_known_;
   uint64_t file_size_;
+  bool compressed_ = false;
   uint64_t position_ = 0;
   bool done_ = false;
   Result final_result_ = Result::kEnd;

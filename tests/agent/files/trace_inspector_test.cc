@@ -520,6 +520,22 @@ TEST(InspectCommandTest, JsonOfAMissingFileCarriesTheErrorItExitsTwoFor) {
   EXPECT_NE(LastStderr().find(message), std::string::npos) << LastStderr();
 }
 
+// As trace_processor does: a trace piped in (`-`) or gzip'd, known by its
+// magic bytes rather than its name.
+TEST(InspectCommandTest, ReadsStandardInputAndGzippedTraces) {
+  const std::string path = WriteFile("cli_plain", SampleTrace().SerializeAsString());
+  const std::string gz = TempPath("cli_gz");
+  ASSERT_EQ(std::system(("gzip -c " + path + " > " + gz).c_str()), 0);
+  for (const std::string& args :
+       {"inspect - < " + path, "inspect " + gz, "inspect - < " + gz, "inspect --json - < " + gz}) {
+    CommandResult r = RunRingside(args);
+    EXPECT_EQ(r.exit_code, 0) << args << ": " << LastStderr();
+    EXPECT_TRUE(r.out.find("6 packets") != std::string::npos ||
+                r.out.find("\"packets\": 6,") != std::string::npos)
+        << args << ": " << r.out;
+  }
+}
+
 TEST(InspectCommandTest, MissingFileExitsTwo) {
   CommandResult r = RunRingside("inspect " + TempPath("nope"));
   EXPECT_EQ(r.exit_code, 2);
