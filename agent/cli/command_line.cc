@@ -168,12 +168,26 @@ absl::StatusOr<uint64_t> ParseSizeKb(const std::string& text) {
   std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   size_t digits = 0;
   while (digits < t.size() && absl::ascii_isdigit(t[digits])) digits++;
-  uint64_t n = 0;
-  if (digits == 0 || !absl::SimpleAtoi(t.substr(0, digits), &n)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "' is not a size (e.g. 64M, 512K, 1G; a plain number is KiB)"));
+  // An optional fraction: "1.5M". Up to 9 digits of it, which is finer than
+  // any unit's KiB.
+  size_t fraction_digits = 0;
+  size_t end = digits;
+  if (end < t.size() && t[end] == '.') {
+    end++;
+    while (end < t.size() && absl::ascii_isdigit(t[end])) {
+      end++;
+      fraction_digits++;
+    }
   }
-  const std::string unit = t.substr(digits);
+  uint64_t n = 0, fraction = 0;
+  if (digits == 0 || (end > digits && fraction_digits == 0) || fraction_digits > 9 ||
+      !absl::SimpleAtoi(t.substr(0, digits), &n) ||
+      (fraction_digits > 0 &&
+       !absl::SimpleAtoi(t.substr(digits + 1, fraction_digits), &fraction))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a size (e.g. 64M, 1.5M, 512K, 1G; a plain number is KiB)"));
+  }
+  const std::string unit = t.substr(end);
   uint64_t kb_per_unit = 0;
   if (unit.empty() || unit == "k" || unit == "kb" || unit == "kib") {
     kb_per_unit = 1;
@@ -185,10 +199,18 @@ absl::StatusOr<uint64_t> ParseSizeKb(const std::string& text) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", text, "' has an unknown unit '", unit, "' (K, M or G)"));
   }
-  if (n > (uint64_t{1} << 40) / kb_per_unit) {
+  const uint64_t max_units = (uint64_t{1} << 40) / kb_per_unit;
+  if (n > max_units || (n == max_units && fraction > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
   }
-  return n * kb_per_unit;
+  // n < 2^40 and fraction < 10^9 < 2^30: the products stay below 2^64.
+  uint64_t scale = 1;
+  for (size_t i = 0; i < fraction_digits; i++) scale *= 10;
+  const uint64_t fraction_kb_scaled = fraction * kb_per_unit;
+  if (fraction_kb_scaled % scale != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a whole number of KiB"));
+  }
+  return n * kb_per_unit + fraction_kb_scaled / scale;
 }
 
 }  // namespace ringside::agent

@@ -66,8 +66,9 @@ std::string UsageText(const CommandSpec& spec);
 // returns kExitUsage.
 int UsageError(const CommandSpec& spec, const std::string& message);
 
-// Sizes as users type them: "64M", "64MiB", "64mb", "512k", "1G"; a plain
-// number is KiB (as trace-cmd's -b). Returns KiB.
+// Sizes as users type them: "64M", "64MiB", "64mb", "512k", "1G", "1.5M"; a
+// plain number is KiB (as trace-cmd's -b). A fraction must come to a whole
+// number of KiB. Returns KiB.
 absl::StatusOr<uint64_t> ParseSizeKb(const std::string& text);
 
 // Durations as users type them: "10s", "500ms", "2m", "1h30m"; a plain

@@ -77,6 +77,22 @@ TEST(CommandLineTest, SizesTakeTheUnitsUsersType) {
   EXPECT_FALSE(ParseSizeKb("99999999999999G").ok());
 }
 
+// `-b 1.5M` is how people write a buffer size; a fraction that is no whole
+// number of KiB is refused with a reason, not taken for a unit.
+TEST(CommandLineTest, SizesTakeFractionsThatComeToWholeKib) {
+  EXPECT_EQ(ParseSizeKb("1.5M").value_or(0), 1536u);
+  EXPECT_EQ(ParseSizeKb("0.25G").value_or(0), 262144u);
+  EXPECT_EQ(ParseSizeKb("2.0k").value_or(0), 2u);
+  absl::StatusOr<uint64_t> kb = ParseSizeKb("1.5");
+  ASSERT_FALSE(kb.ok());
+  EXPECT_NE(kb.status().message().find("not a whole number of KiB"), std::string::npos)
+      << kb.status();
+  EXPECT_FALSE(ParseSizeKb("1.M").ok());
+  EXPECT_FALSE(ParseSizeKb(".5M").ok());
+  EXPECT_FALSE(ParseSizeKb("1.2.3M").ok());
+  EXPECT_FALSE(ParseSizeKb("1048577.5G").ok());
+}
+
 TEST(CommandLineTest, HelpListsEveryFlagWithinEightyColumns) {
   const std::string text = UsageText(TestSpec());
   for (const char* s : {"usage: ringside record", "-c, --config FILE", "-e, --event EVENT",
@@ -128,6 +144,7 @@ TEST(CommandLineTest, UsageErrorsExitTwoAndNameTheProblem) {
            {{"record", "-b", "lots"}, "not a size"},
            {{"record", "-e", "sched_switch"}, "an event is group:name"},
            {{"help", "frobnicate"}, "no command 'frobnicate'"},
+           {{"record", "-b", "1.5"}, "not a whole number of KiB"},
            {{"inspect"}, "needs a FILE"},
        }) {
     int code = -1;
