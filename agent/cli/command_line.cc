@@ -1,5 +1,6 @@
 #include "agent/cli/command_line.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/ascii.h"
@@ -153,6 +154,38 @@ int UsageError(const CommandSpec& spec, const std::string& message) {
   std::fprintf(stderr, "ringside %s: %s\nSee 'ringside %s --help'.\n", spec.name.c_str(),
                message.c_str(), spec.name.c_str());
   return kExitUsage;
+}
+
+std::string ClosestName(const std::string& typed, const std::vector<std::string>& names) {
+  constexpr size_t kMaxEdits = 2;
+  std::string best;
+  size_t best_edits = kMaxEdits + 1;
+  bool tie = false;
+  for (const std::string& name : names) {
+    // Optimal string alignment distance: Levenshtein plus swapped neighbours
+    // ("recrod"), the typo hands make most.
+    const size_t n = typed.size(), m = name.size();
+    std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
+    for (size_t i = 0; i <= n; i++) d[i][0] = i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = j;
+    for (size_t i = 1; i <= n; i++) {
+      for (size_t j = 1; j <= m; j++) {
+        const size_t cost = typed[i - 1] == name[j - 1] ? 0 : 1;
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+        if (i > 1 && j > 1 && typed[i - 1] == name[j - 2] && typed[i - 2] == name[j - 1]) {
+          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+      }
+    }
+    if (d[n][m] < best_edits) {
+      best = name;
+      best_edits = d[n][m];
+      tie = false;
+    } else if (d[n][m] == best_edits) {
+      tie = true;
+    }
+  }
+  return tie ? "" : best;
 }
 
 absl::StatusOr<absl::Duration> ParseDurationFlag(const std::string& flag, const std::string& text) {

@@ -66,6 +66,11 @@ std::string UsageText(const CommandSpec& spec);
 // returns kExitUsage.
 int UsageError(const CommandSpec& spec, const std::string& message);
 
+// The one of `names` closest to `typed` (fewest single-character inserts,
+// deletes, substitutions and swaps of neighbours), if it is at most two
+// edits away and closer than any other; empty otherwise. For "did you mean".
+std::string ClosestName(const std::string& typed, const std::vector<std::string>& names);
+
 // Sizes as users type them: "64M", "64MiB", "64mb", "512k", "1G", "1.5M"; a
 // plain number is KiB (as trace-cmd's -b). A fraction must come to a whole
 // number of KiB. Returns KiB.

@@ -62,6 +62,33 @@ constexpr char kUsage[] =
     "Exit status: 0 done; 1 it ran and failed; 2 bad arguments or config.\n"
     "ringside --version prints the version.\n";
 
+// `help` is no Command (it runs none), but it has a usage of its own.
+const CommandSpec& HelpCommandSpec() {
+  static const CommandSpec* spec = new CommandSpec{
+      .name = "help",
+      .synopsis = "ringside help [COMMAND]",
+      .summary =
+          "Prints the list of commands, or the flags and examples of COMMAND\n"
+          "(the same as 'ringside COMMAND --help').",
+      .flags = {},
+      .examples =
+          "  ringside help\n"
+          "  ringside help record\n",
+      .max_positional = 1,
+      .rest_is_command = false,
+  };
+  return *spec;
+}
+
+// " did you mean 'record'?" for a command name one or two typos away from
+// `typed`; empty if none is.
+std::string DidYouMean(const std::string& typed) {
+  std::vector<std::string> names = {"help", "version"};
+  for (const Command& c : kCommands) names.push_back(c.spec().name);
+  const std::string closest = ringside::agent::ClosestName(typed, names);
+  return closest.empty() ? "" : "; did you mean '" + closest + "'?";
+}
+
 const Command* Find(const std::string& name) {
   for (const Command& c : kCommands) {
     if (c.spec().name == name) return &c;
@@ -104,9 +131,15 @@ int main(int argc, char** argv) {
     return ringside::agent::kExitOk;
   }
   if (name == "help") {
+    if (args.size() == 2 && (args[1] == "help" || args[1] == "-h" || args[1] == "--help")) {
+      std::fputs(ringside::agent::UsageText(HelpCommandSpec()).c_str(), stdout);
+      return ringside::agent::kExitOk;
+    }
     const Command* c = Find(args[1]);
     if (c == nullptr || args.size() > 2) {
-      std::fprintf(stderr, "ringside help: no command '%s'\n\n%s", args[1].c_str(), kUsage);
+      const std::string hint = c == nullptr ? DidYouMean(args[1]) : "";
+      std::fprintf(stderr, "ringside help: no command '%s'%s\n", args[1].c_str(), hint.c_str());
+      if (hint.empty()) std::fprintf(stderr, "\n%s", kUsage);
       return ringside::agent::kExitUsage;
     }
     std::fputs(ringside::agent::UsageText(c->spec()).c_str(), stdout);
@@ -114,7 +147,14 @@ int main(int argc, char** argv) {
   }
   const Command* c = Find(name);
   if (c == nullptr) {
-    std::fprintf(stderr, "ringside: unknown command '%s'\n\n%s", name.c_str(), kUsage);
+    // A typo gets the name it was probably meant to be, not the whole usage.
+    const std::string hint = DidYouMean(name);
+    std::fprintf(stderr, "ringside: unknown command '%s'%s\n", name.c_str(), hint.c_str());
+    if (hint.empty()) {
+      std::fprintf(stderr, "\n%s", kUsage);
+    } else {
+      std::fputs("See 'ringside --help'.\n", stderr);
+    }
     return ringside::agent::kExitUsage;
   }
   absl::StatusOr<ParsedArgs> parsed =

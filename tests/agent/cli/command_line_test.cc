@@ -93,6 +93,16 @@ TEST(CommandLineTest, SizesTakeFractionsThatComeToWholeKib) {
   EXPECT_FALSE(ParseSizeKb("1048577.5G").ok());
 }
 
+TEST(CommandLineTest, ClosestNameIsWithinTwoEdits) {
+  const std::vector<std::string> names = {"record", "inspect", "list", "status", "stop"};
+  EXPECT_EQ(ClosestName("recrod", names), "record");
+  EXPECT_EQ(ClosestName("inspcet", names), "inspect");
+  EXPECT_EQ(ClosestName("lsit", names), "list");
+  EXPECT_EQ(ClosestName("stauts", names), "status");
+  EXPECT_EQ(ClosestName("frobnicate", names), "");
+  EXPECT_EQ(ClosestName("", names), "");
+}
+
 TEST(CommandLineTest, HelpListsEveryFlagWithinEightyColumns) {
   const std::string text = UsageText(TestSpec());
   for (const char* s : {"usage: ringside record", "-c, --config FILE", "-e, --event EVENT",
@@ -129,6 +139,26 @@ TEST(CommandLineTest, EverySubcommandHasItsOwnHelpExitingZero) {
   }
 }
 
+TEST(CommandLineTest, HelpHelpPrintsHelpsOwnUsage) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"help", "help"}, {"help", "--help"}}) {
+    int code = -1;
+    const std::string out = testing::RunRingsideCapture(args, &code);
+    EXPECT_EQ(code, 0) << args[1];
+    EXPECT_TRUE(absl::StartsWith(out, "usage: ringside help [COMMAND]")) << out;
+  }
+}
+
+// A typo gets a hint, not the whole usage to search.
+TEST(CommandLineTest, MisspelledCommandIsNamedWithTheClosestOne) {
+  int code = -1;
+  const std::string err = testing::RunRingsideCaptureStderr({"recrod"}, &code);
+  EXPECT_EQ(code, 2);
+  EXPECT_TRUE(absl::StartsWith(err, "ringside: unknown command 'recrod'; did you mean 'record'?\n"))
+      << err;
+  EXPECT_EQ(err.find("Commands:"), std::string::npos) << err;
+}
+
 TEST(CommandLineTest, UsageErrorsExitTwoAndNameTheProblem) {
   struct Case {
     std::vector<std::string> args;
@@ -144,6 +174,8 @@ TEST(CommandLineTest, UsageErrorsExitTwoAndNameTheProblem) {
            {{"record", "-b", "lots"}, "not a size"},
            {{"record", "-e", "sched_switch"}, "an event is group:name"},
            {{"help", "frobnicate"}, "no command 'frobnicate'"},
+           {{"recrod"}, "unknown command 'recrod'; did you mean 'record'?"},
+           {{"help", "inspcet"}, "no command 'inspcet'; did you mean 'inspect'?"},
            {{"record", "-b", "1.5"}, "not a whole number of KiB"},
            {{"inspect"}, "needs a FILE"},
        }) {
