@@ -11,7 +11,10 @@
 // message added later is checked without touching this file, and a message
 // that is in neither table fails until someone looks up Perfetto's numbers.
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -577,6 +580,29 @@ TEST(PerfettoNumbersTest, EveryFieldOfOurProtosIsPerfettosOrOnAFreeNumberFrom100
   const std::vector<std::string> problems =
       CheckAgainstPerfetto(messages, Perfetto(), RingsideOnlyMessages());
   EXPECT_TRUE(problems.empty()) << Join(problems);
+}
+
+// docs/config.md lists every number ringside took from 1000 up, so that a
+// reader of a trace with another tool knows what the unknown fields are.
+TEST(PerfettoNumbersTest, EveryRingsideFieldOfTraceStatsIsInTheDocsNumberList) {
+  std::ifstream in(ringside::testing::SourceDir() + "/docs/config.md");
+  ASSERT_TRUE(in.good());
+  std::string docs(std::istreambuf_iterator<char>(in), {});
+  std::replace(docs.begin(), docs.end(), '\n', ' ');
+  std::vector<const Descriptor*> messages = {trace::TraceStats::descriptor()};
+  for (int i = 0; i < trace::TraceStats::descriptor()->nested_type_count(); i++) {
+    messages.push_back(trace::TraceStats::descriptor()->nested_type(i));
+  }
+  for (const Descriptor* message : messages) {
+    for (int i = 0; i < message->field_count(); i++) {
+      const google::protobuf::FieldDescriptor* field = message->field(i);
+      if (field->number() < 1000) continue;
+      const std::string entry = field->name() + "` " + std::to_string(field->number());
+      EXPECT_NE(docs.find(entry), std::string::npos)
+          << message->full_name() << "." << field->name() << " " << field->number()
+          << " is not in docs/config.md's field numbers";
+    }
+  }
 }
 
 TEST(PerfettoNumbersTest, EveryProtoFileOfOursIsReachedByTheCheck) {
