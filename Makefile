@@ -349,7 +349,7 @@ FUZZ_OBJS_page_parser := $(call fuzz_objs,tests/fuzz/page_parser_fuzzer.cc ftrac
 FUZZ_OBJS_trace_file := $(call fuzz_objs,tests/fuzz/trace_file_fuzzer.cc \
   agent/files/trace_inspector.cc agent/files/trace_file_reader.cc agent/files/json_text.cc \
   $(PROTO_CCS))
-FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format
+FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format zlib
 # The control socket's framing and request decoder, on a peer's bytes.
 FUZZ_OBJS_control_request := $(call fuzz_objs,tests/fuzz/control_request_fuzzer.cc \
   agent/daemon/control_frame.cc $(BUILD)/gen/ringside/control/control.pb.cc)
@@ -405,6 +405,8 @@ fuzz-corpus: $(FUZZ_DIR)/trace_buffer_corpus_generator
 	mkdir -p tests/fuzz/corpus/trace_file
 	$(PROTOC) --encode=ringside.trace.Trace -I protos protos/ringside/trace/trace.proto \
 	  < tests/fuzz/trace_file_seed.txtpb > tests/fuzz/corpus/trace_file/every_packet_kind
+	gzip -9 -n -c tests/fuzz/corpus/trace_file/every_packet_kind \
+	  > tests/fuzz/corpus/trace_file/every_packet_kind_gzip
 
 # `make demo`: 10 s of this machine with the embedded default config.
 demo: deps
