@@ -42,6 +42,11 @@ absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::Open(const std
   bool size_known = false;
   uint64_t file_size = 0;
   if (path == kStandardInput) {
+    // At a terminal the reader would wait for a trace nobody is going to type.
+    if (isatty(STDIN_FILENO)) {
+      return absl::FailedPreconditionError(
+          "standard input is a terminal: pipe a trace in (ringside inspect - < trace.pftrace)");
+    }
     // A copy, so that closing the reader leaves standard input open.
     fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) return ErrnoStatus(errno, "cannot read standard input");

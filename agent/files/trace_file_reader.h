@@ -35,7 +35,8 @@ class TraceFileReader {
 
   // Opens `path`, or reads standard input if it is kStandardInput. Fails with
   // kNotFound / kPermissionDenied / kFailedPrecondition (not a regular file)
-  // naming the path and the cause.
+  // naming the path and the cause; kFailedPrecondition too if standard input
+  // is a terminal.
   static absl::StatusOr<std::unique_ptr<TraceFileReader>> Open(const std::string& path);
 
   // Reads the next packet into *packet (its serialized TracePacket bytes) and

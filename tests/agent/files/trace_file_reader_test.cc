@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <future>
 #include <memory>
@@ -367,6 +368,31 @@ TEST_F(TraceFileReaderTest, DashReadsStandardInputEvenAPipe) {
   while ((result = (*reader)->ReadNextPacket(&packet, &offset)) == Result::kPacket) packets++;
   EXPECT_EQ(result, Result::kEnd) << (*reader)->error();
   EXPECT_EQ(packets, 3);
+}
+
+// `ringside inspect -` typed at a terminal would wait for a trace nobody
+// types; it says how to give one instead.
+TEST_F(TraceFileReaderTest, DashRefusesATerminal) {
+  const int master = posix_openpt(O_RDWR | O_NOCTTY);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  const int terminal = open(ptsname(master), O_RDWR | O_NOCTTY);
+  ASSERT_GE(terminal, 0);
+  // An end of file (^D) already typed, so that a reader that does wait on
+  // the terminal fails this test instead of hanging it.
+  ASSERT_EQ(write(master, "\x04", 1), 1);
+  const int saved_stdin = dup(STDIN_FILENO);
+  ASSERT_GE(saved_stdin, 0);
+  dup2(terminal, STDIN_FILENO);
+  close(terminal);
+  absl::StatusOr<std::unique_ptr<TraceFileReader>> reader = TraceFileReader::Open("-");
+  dup2(saved_stdin, STDIN_FILENO);
+  close(saved_stdin);
+  close(master);
+  EXPECT_EQ(reader.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(reader.status().message().find("standard input is a terminal"), std::string::npos)
+      << reader.status();
 }
 
 TEST_F(TraceFileReaderTest, MissingFileIsNotFoundAndNamed) {
