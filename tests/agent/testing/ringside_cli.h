@@ -10,7 +10,8 @@
 
 namespace ringside::agent::testing {
 
-// A path in the test's temp dir, unique to this test process.
+// A path in the test's temp dir, unique to this test process; removed (if
+// it is a file) when the binary's tests end.
 std::string TempPath(const std::string& name);
 
 // Runs build/ringside with `args`, its stderr discarded. Returns its exit
