@@ -1,6 +1,9 @@
 #include "agent/cli/trigger_command.h"
 
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "agent/cli/agent_client.h"
 #include "agent/config/config_loader.h"
 #include "agent/daemon/control_frame.h"
@@ -24,7 +27,8 @@ const CommandSpec& TriggerCommandSpec() {
             "and rate limits, and names the trigger in the file (clone_snapshot_trigger).\n"
             "A trigger fired while its snapshot is pending joins that snapshot. An unknown\n"
             "name, or one held back by a limit, is refused with the agent's reason (exit 1);\n"
-            "`ringside status` counts what was held back.",
+            "`ringside status` counts what was held back. Prints whether it fired or\n"
+            "joined a pending snapshot, when that snapshot is taken and where it goes.",
         .flags = {},
         .examples =
             "  ringside trigger deploy            # a deploy tool marks its rollout\n"
@@ -51,7 +55,14 @@ int RunTriggerCommand(const ParsedArgs& args) {
   int exit_code = kExitOk;
   std::optional<control::Reply> reply =
       AskAgent(spec, args, request, control::Reply::kTrigger, kTimeout, &exit_code);
-  return reply ? kExitOk : exit_code;
+  if (!reply) return exit_code;
+  // What happened, for the tool or person that fired it.
+  const control::TriggerReply& t = reply->trigger();
+  std::printf("trigger %s %s: a snapshot in %s, into %s\n", name.c_str(),
+              t.joined() ? "joined the snapshot already pending" : "fired",
+              absl::FormatDuration(absl::Milliseconds(t.delay_ms())).c_str(),
+              t.output_dir().c_str());
+  return kExitOk;
 }
 
 }  // namespace ringside::agent

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
@@ -34,6 +35,37 @@ namespace {
 
 // How often the session's notices are logged.
 constexpr absl::Duration kNoticePeriod = absl::Seconds(1);
+
+// A start step slower than this is logged as soon as it ends.
+constexpr absl::Duration kSlowStartStep = absl::Seconds(2);
+
+// The start's steps, timed one after another.
+class StartTimes {
+ public:
+  explicit StartTimes(AgentLog* log) : log_(log) {}
+  // The step that ends now, since the previous one ended.
+  void Step(const char* what) {
+    const absl::Time now = absl::Now();
+    const absl::Duration took = now - last_;
+    last_ = now;
+    absl::StrAppend(&steps_, steps_.empty() ? "" : ", ", what, " ", FormatSeconds(took));
+    if (took > kSlowStartStep) {
+      log_->Info(absl::StrCat("slow start: ", what, " took ", FormatSeconds(took)));
+    }
+  }
+  std::string Summary() const {
+    return absl::StrCat("started in ", FormatSeconds(last_ - start_), " (", steps_, ")");
+  }
+
+ private:
+  static std::string FormatSeconds(absl::Duration d) {
+    return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d));
+  }
+  AgentLog* log_;
+  const absl::Time start_ = absl::Now();
+  absl::Time last_ = start_;
+  std::string steps_;
+};
 
 }  // namespace
 
@@ -69,6 +101,11 @@ absl::Status AgentService::CheckConfig(const config::TraceConfig& cfg) {
 absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options options) {
   if (absl::Status st = CheckConfig(options.config); !st.ok()) return st;
   std::unique_ptr<AgentService> s(new AgentService(std::move(options)));
+  // How long each step of the start took, logged once READY (and at once
+  // for a step slower than kSlowStartStep, so that a start that never gets
+  // there still says how far it came): a start that took a minute on a
+  // loaded test machine once, with no trace of where.
+  StartTimes times(&s->log_);
   {
     absl::MutexLock lock(&s->mu_);
     s->triggers_.Replace(TriggerPolicy::RulesFrom(s->options_.config));
@@ -90,7 +127,9 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   if (absl::Status st = OutputDir::Open(config.output_dir(), s->output_group_).status(); !st.ok()) {
     return st;
   }
+  times.Step("output directory");
   CleanUpAfterDeadAgents(config, s->log_);
+  times.Step("clean-up after dead agents");
   // Before the sources start: an incident they read wakes the main thread.
   s->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -107,8 +146,10 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config, s.get());
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
+  times.Step("sources loaded");
   const absl::Status started =
       s->stream_ != nullptr ? s->session_->StartIntoFiles(s->stream_.get()) : s->session_->Start();
+  times.Step("sources started");
   for (const std::string& w : s->session_->warnings()) s->log_.Warning(w);
   if (!started.ok()) return started;
   s->WarnOfIncidentTriggersNothingFires();
@@ -138,9 +179,12 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
       ControlServer::Listen(config.control_socket(), control_options, s.get());
   if (!control.ok()) return control.status();
   s->control_ = std::move(*control);
+  times.Step("control socket");
   if (s->options_.drop_capabilities) {
     if (absl::Status st = s->DropCapabilitiesAfterSetup(); !st.ok()) return st;
+    times.Step("privileges dropped");
   }
+  s->log_.Info(times.Summary());
 
   s->log_.Notice(absl::StrCat(
       "ringside agent ", kVersion, " recording (",
@@ -398,7 +442,16 @@ control::Reply AgentService::Trigger(const std::string& name, const Peer& peer) 
       break;
   }
   control::Reply reply;
-  reply.mutable_trigger();
+  control::TriggerReply* answer = reply.mutable_trigger();
+  answer->set_joined(outcome.kind == TriggerOutcome::kJoined);
+  // The pending snapshot's moment: the earliest of this trigger's.
+  for (const auto& [when, delayed] : delayed_) {
+    if (delayed.trigger.name != name) continue;
+    answer->set_delay_ms(
+        static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Milliseconds(when - absl::Now()))));
+    break;
+  }
+  answer->set_output_dir(config_.output_dir());
   return reply;
 }
 

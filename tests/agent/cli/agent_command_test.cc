@@ -171,6 +171,14 @@ TEST_F(AgentCommandTest, ReadyOnlyOnceTheSourcesAreAttachedAndStatusShowsEventsF
   // At READY=1 the programs are attached and the socket answers.
   EXPECT_GT(BpfLinks(agent->pid()), 0);
   EXPECT_TRUE(absl::StrContains(notes.back(), "STATUS=")) << notes.back();
+  // Its log says how long the start took, step by step (a slow start on a
+  // loaded machine says where the time went).
+  const std::string log = agent->Log();
+  EXPECT_TRUE(absl::StrContains(log, "info: started in ")) << log;
+  for (const char* step : {"clean-up after dead agents ", "sources loaded ", "sources started ",
+                           "control socket ", "privileges dropped "}) {
+    EXPECT_TRUE(absl::StrContains(log, step)) << step << " is not in\n" << log;
+  }
   absl::StatusOr<control::Reply> first = Ask(socket(), StatusRequest());
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(first->has_status()) << first->error();
@@ -627,12 +635,22 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
   int code = -1;
   const std::string fired = RunRingsideCapture({"trigger", "deploy", "--socket", socket()}, &code);
   EXPECT_EQ(code, 0) << fired;
+  // It says what it did: fired, when, and where the file goes.
+  EXPECT_TRUE(absl::StartsWith(fired, "trigger deploy fired: a snapshot in ")) << fired;
+  EXPECT_TRUE(absl::StrContains(fired, ", into " + dir_.Join("snaps"))) << fired;
   control::Request trigger;
   trigger.mutable_trigger()->set_name("deploy");
   // While the first waits for its delay, the same trigger joins it.
   absl::StatusOr<control::Reply> joining = Ask(socket(), trigger);
   ASSERT_TRUE(joining.ok()) << joining.status();
-  EXPECT_TRUE(joining->has_trigger()) << joining->error();
+  ASSERT_TRUE(joining->has_trigger()) << joining->error();
+  EXPECT_TRUE(joining->trigger().joined());
+  EXPECT_GT(joining->trigger().delay_ms(), 0u);
+  EXPECT_LE(joining->trigger().delay_ms(), 3000u);
+  const std::string joined = RunRingsideCapture({"trigger", "deploy", "--socket", socket()}, &code);
+  EXPECT_EQ(code, 0) << joined;
+  EXPECT_TRUE(absl::StartsWith(joined, "trigger deploy joined the snapshot already pending: "))
+      << joined;
   control::Request unknown;
   unknown.mutable_trigger()->set_name("nope");
   absl::StatusOr<control::Reply> third = Ask(socket(), unknown);
@@ -665,11 +683,11 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
     st = Ask(socket(), StatusRequest());
   }
   ASSERT_TRUE(st.ok()) << st.status();
-  // The one that joined and the one the cooldown held back.
-  EXPECT_EQ(st->status().snapshots().suppressed(), 2u);
+  // The two that joined and the one the cooldown held back.
+  EXPECT_EQ(st->status().snapshots().suppressed(), 3u);
   EXPECT_EQ(st->status().snapshots().last_reason(), "deploy");
-  // The deploy file names both requests it answers; the next snapshot's
-  // stats count the one held back too.
+  // The deploy file names the three requests it answers; the next
+  // snapshot's stats count the one held back too.
   auto stats_of = [](const std::string& path) {
     trace::TraceStats stats;
     const trace::Trace t = ReadTraceFile(path);
@@ -679,7 +697,7 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
     return stats;
   };
   const trace::TraceStats deploy_stats = stats_of(dir_.Join("snaps/" + *files.begin()));
-  ASSERT_EQ(deploy_stats.ringside_snapshot_triggers_size(), 2);
+  ASSERT_EQ(deploy_stats.ringside_snapshot_triggers_size(), 3);
   for (const auto& t : deploy_stats.ringside_snapshot_triggers()) {
     EXPECT_EQ(t.trigger_name(), "deploy");
     EXPECT_EQ(t.producer_name(), "ringside trigger");
@@ -691,7 +709,7 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
   ASSERT_EQ(next_stats.ringside_triggers_size(), 2);
   EXPECT_EQ(next_stats.ringside_triggers(0).name(), "deploy");
   EXPECT_EQ(next_stats.ringside_triggers(0).fired(), 1u);
-  EXPECT_EQ(next_stats.ringside_triggers(0).joined(), 1u);
+  EXPECT_EQ(next_stats.ringside_triggers(0).joined(), 2u);
   EXPECT_EQ(next_stats.ringside_triggers(0).suppressed(), 1u);
   EXPECT_EQ(next_stats.ringside_triggers(1).name(), "after");
   EXPECT_EQ(next_stats.ringside_triggers(1).fired(), 1u);
