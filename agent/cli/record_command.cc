@@ -239,7 +239,7 @@ std::string Count(uint64_t n) { return absl::StrCat(n); }
 // the setting that would have kept it (perf and Perfetto say as much at the
 // end of a recording).
 void PrintSummary(const TracingSession::Summary& s, const std::string& why,
-                  const std::string& output, bool to_stdout) {
+                  const std::string& output, bool reopenable) {
   std::fprintf(stderr, "ringside record: %s; wrote %s (%s, %llu packets): %llu events kept",
                why.c_str(), output.c_str(), Size(s.file_bytes).c_str(),
                static_cast<unsigned long long>(s.packets),
@@ -282,7 +282,9 @@ void PrintSummary(const TracingSession::Summary& s, const std::string& why,
                  "ringside record: trace_stats in the file has the losses per source "
                  "and CPU\n");
   }
-  if (!to_stdout) {
+  // A pipe, FIFO or /dev/fd/N (`-o >(gzip > t.gz)`) cannot be read again:
+  // no hint to open what is gone.
+  if (reopenable) {
     std::fprintf(stderr,
                  "ringside record: open it in https://ui.perfetto.dev or summarize it with "
                  "'ringside inspect %s'\n",
@@ -533,7 +535,10 @@ int RunRecordCommand(const ParsedArgs& args) {
     std::fprintf(stderr, "ringside record: %s\n", std::string(summary.status().message()).c_str());
     return kExitFailure;
   }
-  PrintSummary(*summary, why, output == "-" ? "standard output" : output, output == "-");
+  struct stat written;
+  const bool reopenable =
+      output != "-" && stat(output.c_str(), &written) == 0 && S_ISREG(written.st_mode);
+  PrintSummary(*summary, why, output == "-" ? "standard output" : output, reopenable);
   // CMD's status when it ended by itself or with the signal that stopped
   // us (128 + signal, as shells give); when the duration or a file limit
   // ended the recording first and stopped CMD, the recording's.

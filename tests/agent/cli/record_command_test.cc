@@ -1,5 +1,6 @@
 // `ringside record` end to end: the real binary, the real kernel, the file.
 
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -432,6 +433,40 @@ TEST(RecordCommandTest, BpfRingDropsAreInTraceStats) {
       << err;
   unlink(cfg.c_str());
   unlink(out.c_str());
+}
+
+// Written into a FIFO (as `-o >(gzip > t.gz)` is), the trace cannot be read
+// again: the closing lines do not suggest `ringside inspect` of it, as they
+// do of a regular file.
+TEST(RecordCommandTest, TheClosingLinesSuggestInspectOnlyForAFileThatCanBeReadAgain) {
+  const std::string fifo = TempPath("summary.fifo");
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  // A reader for the FIFO, as the shell's process substitution would be.
+  const pid_t reader = fork();
+  if (reader == 0) {
+    const int fd = open(fifo.c_str(), O_RDONLY | O_CLOEXEC);
+    char buf[4096];
+    while (fd >= 0 && read(fd, buf, sizeof(buf)) > 0) {
+    }
+    _exit(0);
+  }
+  ASSERT_GT(reader, 0);
+  int code = -1;
+  const std::string piped =
+      testing::RunRingsideCaptureStderr({"record", "-t", "200ms", "-o", fifo}, &code);
+  waitpid(reader, nullptr, 0);
+  EXPECT_EQ(code, 0) << piped;
+  EXPECT_TRUE(absl::StrContains(piped, "wrote " + fifo)) << piped;
+  EXPECT_FALSE(absl::StrContains(piped, "ringside inspect")) << piped;
+  unlink(fifo.c_str());
+
+  const std::string file = TempPath("summary.pftrace");
+  const std::string plain =
+      testing::RunRingsideCaptureStderr({"record", "-t", "200ms", "-o", file}, &code);
+  EXPECT_EQ(code, 0) << plain;
+  EXPECT_TRUE(absl::StrContains(plain, "'ringside inspect " + file + "'")) << plain;
+  unlink(file.c_str());
 }
 
 // Without -o, the trace goes where the config's output_path says.
