@@ -1,9 +1,13 @@
 #include "agent/cli/agent_client.h"
 
 #include <cstdio>
+#include <fstream>
+#include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
 #include "agent/daemon/control_client.h"
@@ -27,12 +31,36 @@ std::vector<FlagSpec> AgentSocketFlags() {
   };
 }
 
-absl::StatusOr<std::string> ResolveControlSocket(const ParsedArgs& args) {
+absl::StatusOr<std::string> ResolveControlSocket(const ParsedArgs& args, std::string* note) {
   if (args.Has("socket")) return args.Get("socket");
   if (args.Has("config")) {
-    absl::StatusOr<config::TraceConfig> config = LoadConfigFile(args.Get("config"));
-    if (!config.ok()) return config.status();
-    if (config->has_control_socket()) return config->control_socket();
+    const std::string& path = args.Get("config");
+    absl::StatusOr<config::TraceConfig> config = LoadConfigFile(path);
+    if (config.ok()) {
+      return config->has_control_socket() ? config->control_socket()
+                                          : std::string(kDefaultControlSocket);
+    }
+    std::ifstream in(path);
+    if (!in) return config.status();
+    // Readable but broken: the agent still runs on what it loaded before,
+    // and `status` is how one finds out. Its socket, from the text.
+    std::string socket = kDefaultControlSocket;
+    std::string line;
+    while (std::getline(in, line)) {
+      absl::string_view l = absl::StripLeadingAsciiWhitespace(line);
+      if (!absl::ConsumePrefix(&l, "control_socket")) continue;
+      l = absl::StripLeadingAsciiWhitespace(l);
+      if (!absl::ConsumePrefix(&l, ":")) continue;
+      l = absl::StripLeadingAsciiWhitespace(l);
+      if (!absl::ConsumePrefix(&l, "\"")) continue;
+      const size_t end = l.find('"');
+      if (end != absl::string_view::npos && end > 0) socket = std::string(l.substr(0, end));
+    }
+    if (note != nullptr) {
+      *note = absl::StrCat(config.status().message(), "; asking the agent on ", socket,
+                           " (the running agent keeps the config it loaded)");
+    }
+    return socket;
   }
   return std::string(kDefaultControlSocket);
 }
@@ -78,12 +106,14 @@ std::optional<control::Reply> AskAgent(const CommandSpec& spec, const ParsedArgs
                                        const control::Request& request,
                                        control::Reply::ReplyCase expected, absl::Duration timeout,
                                        int* exit_code) {
-  absl::StatusOr<std::string> socket_path = ResolveControlSocket(args);
+  std::string note;
+  absl::StatusOr<std::string> socket_path = ResolveControlSocket(args, &note);
   if (!socket_path.ok()) {
     PrintError(spec.name, std::string(socket_path.status().message()));
     *exit_code = kExitUsage;
     return std::nullopt;
   }
+  if (!note.empty()) PrintError(spec.name, absl::StrCat("note: ", note));
   return AskAgent(spec.name, *socket_path, request, expected, timeout, exit_code);
 }
 

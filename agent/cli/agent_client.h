@@ -19,9 +19,13 @@ namespace ringside::agent {
 std::vector<FlagSpec> AgentSocketFlags();
 
 // The control socket to use: --socket if given, else the control_socket of
-// the config -c names, else kDefaultControlSocket. Errors: the config
-// cannot be read or is invalid (its loader's message).
-absl::StatusOr<std::string> ResolveControlSocket(const ParsedArgs& args);
+// the config -c names, else kDefaultControlSocket. A config that can be
+// read but does not load (an edit the running agent refused on reload)
+// still names its socket: the control_socket line found in its text, else
+// the default; `*note` (if given) then says so, with the config's error.
+// Errors: the config cannot be read.
+absl::StatusOr<std::string> ResolveControlSocket(const ParsedArgs& args,
+                                                 std::string* note = nullptr);
 
 // Sends `request` to the agent on `socket_path` within `timeout`. On success
 // returns its reply, which has `expected` set. Otherwise prints on stderr

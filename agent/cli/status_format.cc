@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "agent/files/json_text.h"
 
 namespace ringside::agent {
@@ -132,6 +133,18 @@ std::string StatusText(const control::StatusReply& s) {
   if (!snap.last_error().empty()) {
     AppendLine(&out, "", absl::StrCat("last failure: ", snap.last_error()));
   }
+  const control::ReloadStatus& r = s.reload();
+  if (r.count() > 0) {
+    AppendLine(&out, "reloads", absl::StrCat(r.count(), " (SIGHUP), ", r.refused(), " refused"));
+    if (!r.last_error().empty()) {
+      AppendLine(&out, "", absl::StrCat("last refused, running config kept: ", r.last_error()));
+    }
+    if (r.waiting_for_restart_size() > 0) {
+      AppendLine(
+          &out, "",
+          absl::StrCat("waiting for a restart: ", absl::StrJoin(r.waiting_for_restart(), ", ")));
+    }
+  }
   if (s.has_streaming()) {
     const control::StreamingStatus& st = s.streaming();
     AppendLine(&out, "streaming",
@@ -200,6 +213,14 @@ json StatusJsonValue(const control::StatusReply& s) {
                     {"suppressed", snap.suppressed()},
                     {"failed", snap.failed()},
                     {"last_error", snap.last_error()}};
+  const control::ReloadStatus& r = s.reload();
+  j["reload"] = {{"count", r.count()},
+                 {"refused", r.refused()},
+                 {"last_error", r.last_error()},
+                 {"waiting_for_restart", json::array()}};
+  for (const std::string& field : r.waiting_for_restart()) {
+    j["reload"]["waiting_for_restart"].push_back(field);
+  }
   if (s.has_streaming()) {
     const control::StreamingStatus& st = s.streaming();
     j["streaming"] = {{"path", st.path()},

@@ -88,12 +88,14 @@ int RunStopCommand(const ParsedArgs& args) {
     if (!t.ok()) return UsageError(spec, std::string(t.status().message()));
     wait_timeout = *t;
   }
-  absl::StatusOr<std::string> socket_path = ResolveControlSocket(args);
+  std::string note;
+  absl::StatusOr<std::string> socket_path = ResolveControlSocket(args, &note);
   if (!socket_path.ok()) {
     std::fprintf(stderr, "ringside stop: %s\n",
                  std::string(socket_path.status().message()).c_str());
     return kExitUsage;
   }
+  if (!note.empty()) std::fprintf(stderr, "ringside stop: note: %s\n", note.c_str());
 
   int exit_code = kExitOk;
   // Which agent is to stop, so that --wait is not fooled by a successor

@@ -475,6 +475,10 @@ void AgentService::OnIncident(const Incident& incident) {
 
 void AgentService::Reload() {
   notifier_.Reloading();
+  {
+    absl::MutexLock lock(&mu_);
+    reload_.set_count(reload_.count() + 1);
+  }
   if (options_.config_path.empty()) {
     log_.Notice("SIGHUP: running on the embedded default config; nothing to reload");
     notifier_.Ready(HealthLine());
@@ -483,6 +487,11 @@ void AgentService::Reload() {
   absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(options_.config_path);
   if (!loaded.ok()) {
     log_.Error(absl::StrCat("reload: ", loaded.status().message(), "; keeping the running config"));
+    {
+      absl::MutexLock lock(&mu_);
+      reload_.set_refused(reload_.refused() + 1);
+      reload_.set_last_error(std::string(loaded.status().message()));
+    }
     notifier_.Ready(HealthLine());
     return;
   }
@@ -528,6 +537,9 @@ void AgentService::Reload() {
                                 "running value until then"));
     }
     config_ = plan.next;
+    reload_.clear_last_error();
+    reload_.clear_waiting_for_restart();
+    for (const std::string& field : plan.kept) reload_.add_waiting_for_restart(field);
     log_.Notice(absl::StrCat("reloaded ", options_.config_path,
                              applied.empty()
                                  ? "; nothing to apply live"
@@ -552,14 +564,17 @@ std::string AgentService::HealthLine() {
 control::StatusReply AgentService::BuildStatus() {
   const SnapshotWriter::Stats snaps = snapshots_->stats();
   uint64_t suppressed = 0;
+  control::ReloadStatus reloads;
   {
     absl::MutexLock lock(&mu_);
     suppressed = triggers_.counts().suppressed + requests_.counts().suppressed + joined_triggers_ +
                  snaps.joined;
+    reloads = reload_;
   }
   const TracingSession::Report report = session_->report();
   control::StatusReply reply =
       status_.Reply(report, absl::Now(), options_.config_path, snaps, suppressed);
+  *reply.mutable_reload() = std::move(reloads);
   if (stream_ != nullptr) FillStreamingStatus(*stream_, report, reply.mutable_streaming());
   return reply;
 }

@@ -165,6 +165,8 @@ class AgentService : public ControlHandler, public IncidentListener {
   absl::Mutex mu_;
   // The running config (reloads change its live fields).
   config::TraceConfig config_ ABSL_GUARDED_BY(mu_);
+  // What `status` says of the reloads.
+  control::ReloadStatus reload_ ABSL_GUARDED_BY(mu_);
   TriggerPolicy triggers_ ABSL_GUARDED_BY(mu_){{}};
   // The limits of snapshots requested by hand: one rule,
   // kRequestedSnapshotReason.

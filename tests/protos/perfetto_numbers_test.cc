@@ -458,6 +458,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "DurableStatus",
       "SnapshotStatus",
       "StreamingStatus",
+      "ReloadStatus",
       "SnapshotReply",
       "StopReply",
       "TriggerReply",

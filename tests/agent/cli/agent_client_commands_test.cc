@@ -284,6 +284,27 @@ TEST_F(AgentClientCommandsTest, ConfigsControlSocketIsUsed) {
   EXPECT_THAT(out, HasSubstr("pid 4321"));
 }
 
+// After an edit the agent refused on reload, its config file no longer
+// loads, but the agent still runs on the one it loaded: status and the other
+// commands still find it, through the control_socket line of the text, and
+// say why they read it that way.
+TEST_F(AgentClientCommandsTest, AConfigThatNoLongerLoadsStillNamesTheAgentsSocket) {
+  const std::string config = dir_.Join("broken.pbtxt");
+  {
+    std::ofstream f(config);
+    f << "buffers { size_kb: 1024 }\n  control_socket: \"" << socket_ << "\"\nbogus_field: 1\n";
+  }
+  int code = -1;
+  const std::string out = RunRingsideCapture({"status", "-c", config}, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("pid 4321"));
+  const std::string err = RunRingsideCaptureStderr({"status", "-c", config}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_THAT(err, HasSubstr("ringside status: note: "));
+  EXPECT_THAT(err, HasSubstr("bogus_field"));
+  EXPECT_THAT(err, HasSubstr("asking the agent on " + socket_));
+}
+
 TEST_F(AgentClientCommandsTest, SocketFlagWinsOverTheConfig) {
   const std::string config = WriteConfig(dir_.Join("other.sock"));
   int code = -1;
