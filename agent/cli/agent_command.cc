@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -141,7 +142,17 @@ int RunAgentCommand(const ParsedArgs& args) {
 
   SystemdNotifier notifier = SystemdNotifier::FromEnvironment();
   AgentService::Options options;
+  // As `status` shows it and SIGHUP reads it again: absolute, whatever the
+  // directory it was typed in (the agent's own stays where it started, but
+  // a reader of `status` is elsewhere).
   options.config_path = config_path;
+  if (!config_path.empty() && config_path[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) {
+      options.config_path =
+          absl::StrCat(cwd, std::string_view(cwd).back() == '/' ? "" : "/", config_path);
+    }
+  }
   options.config = config;
   options.overrides = overrides;
   options.replace_stale_socket = replace_stale_socket;

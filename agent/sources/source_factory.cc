@@ -102,7 +102,10 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
   FtraceDataSource::Config fc;
   fc.tracker = ctx->tracker;
   fc.cpu_budget = ctx->out->cpu_budget.get();
-  fc.instance_name = absl::StrCat("record", producer->producer_id());
+  // Named after the program, as `ls instances/` shows it to whoever wonders
+  // whose it is: only the agent listens for incidents. (Instance::Create
+  // adds an id of its own, so two ftrace sources never share a name.)
+  fc.instance_name = ctx->incidents != nullptr ? "agent" : "record";
   for (const std::string& e : f.ftrace_events()) {
     std::string filter;
     for (const auto& ef : f.event_filters()) {

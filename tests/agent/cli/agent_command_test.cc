@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
@@ -198,6 +199,22 @@ TEST_F(AgentCommandTest, ReadyOnlyOnceTheSourcesAreAttachedAndStatusShowsEventsF
   EXPECT_EQ(st.config_path(), config_);
   EXPECT_GT(st.rss_bytes(), 0u);
   EXPECT_GE(st.uptime_ms(), 1500u);
+}
+
+// A config path typed relative to where the agent was started is shown by
+// `status` (read from anywhere else) as the absolute path it named.
+TEST_F(AgentCommandTest, StatusShowsARelativeConfigPathAsAbsolute) {
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  const std::string relative = std::filesystem::relative(config_, cwd).string();
+  ASSERT_NE(relative[0], '/');
+  std::vector<std::string> args = Args();
+  ASSERT_EQ(args[0], "-c");
+  args[1] = relative;
+  std::unique_ptr<AgentProcess> agent = StartReady(args);
+  absl::StatusOr<control::Reply> st = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->status().config_path(), absl::StrCat(cwd, "/", relative));
 }
 
 TEST_F(AgentCommandTest, SnapshotWaitReturnsAWholeTraceInTheOutputDir) {
@@ -584,6 +601,18 @@ TEST_F(AgentCommandTest, SighupWithABrokenConfigKeepsTheRunningOne) {
   absl::StatusOr<control::Reply> reply = Ask(socket(), SnapshotRequest("after", true));
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_TRUE(absl::StartsWith(reply->snapshot().path(), dir_.Join("a") + "/")) << reply->error();
+  // status says so too, and `status -c` of the broken file still finds it.
+  absl::StatusOr<control::Reply> st = Ask(socket(), StatusRequest());
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->status().reload().count(), 1u);
+  EXPECT_EQ(st->status().reload().refused(), 1u);
+  EXPECT_TRUE(absl::StrContains(st->status().reload().last_error(), "bogus_field"))
+      << st->status().reload().last_error();
+  int code = -1;
+  const std::string text =
+      RunRingsideCapture({"status", "-c", config_, "--socket", socket()}, &code);
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_TRUE(absl::StrContains(text, "last refused, running config kept: ")) << text;
 }
 
 TEST_F(AgentCommandTest, SighupAppliesOutputDirLiveAndNamesWhatNeedsARestart) {
@@ -609,6 +638,12 @@ TEST_F(AgentCommandTest, SighupAppliesOutputDirLiveAndNamesWhatNeedsARestart) {
   absl::StatusOr<control::Reply> st = Ask(socket(), StatusRequest());
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->status().buffers(0).size_bytes(), 8192u * 1024) << "the buffer was resized live";
+  // status names what waits for a restart.
+  EXPECT_EQ(st->status().reload().count(), 1u);
+  EXPECT_EQ(st->status().reload().refused(), 0u);
+  EXPECT_EQ(st->status().reload().last_error(), "");
+  const auto& waiting = st->status().reload().waiting_for_restart();
+  EXPECT_NE(std::find(waiting.begin(), waiting.end(), "buffers"), waiting.end());
 }
 
 TEST_F(AgentCommandTest, ItFeedsTheWatchdogWhenTheUnitAsksForIt) {

@@ -297,6 +297,11 @@ class AgentKillTest : public ::testing::Test {
   void StopCleanly(std::unique_ptr<AgentProcess> agent) {
     ASSERT_NE(agent, nullptr);
     const std::set<std::string> instances = InstancesHeldBy(agent->pid());
+    // Named after the agent, for whoever lists instances/ (issue 39: it was
+    // "ringside-record2-...").
+    for (const std::string& name : instances) {
+      EXPECT_TRUE(absl::StartsWith(name, "ringside-agent-")) << name;
+    }
     ASSERT_EQ(RunRingside({"stop", "--wait", "--socket", socket()}), 0) << agent->Log();
     ASSERT_TRUE(agent->WaitExit(absl::Seconds(30)).has_value());
     for (const std::string& name : instances) EXPECT_FALSE(InstanceExists(name)) << name;
