@@ -362,6 +362,15 @@ int RunRecordCommand(const ParsedArgs& args) {
       return kExitUsage;
     }
     config = *loaded;
+    // A flight recorder's config, given to record: its triggers take
+    // snapshots in the agent only. Said, not silently dropped
+    // (docs/config.md: a program that does not act on a mode says so).
+    if (config.trigger_config().triggers_size() > 0) {
+      std::fprintf(stderr,
+                   "ringside record: note: %s: trigger_config's %d trigger(s) take snapshots in "
+                   "'ringside agent' only; record ignores them and records as usual\n",
+                   config_path.c_str(), config.trigger_config().triggers_size());
+    }
   }
   std::vector<std::string> events;
   for (const std::string& e : args.All("event")) {

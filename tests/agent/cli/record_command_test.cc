@@ -469,6 +469,27 @@ TEST(RecordCommandTest, TheClosingLinesSuggestInspectOnlyForAFileThatCanBeReadAg
   unlink(file.c_str());
 }
 
+// A flight recorder's config given to record: its triggers are the agent's,
+// and record says it ignores them rather than dropping them silently.
+TEST(RecordCommandTest, AConfigsTriggersAreNamedAsIgnored) {
+  const std::string cfg = TempPath("triggers.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 1024 }\n"
+                        "trigger_config { trigger_mode: CLONE_SNAPSHOT\n"
+                        "  triggers { name: \"crash\" incident { kinds: FATAL_SIGNAL } }\n"
+                        "  triggers { name: \"deploy\" } }\n";
+  const std::string out = TempPath("triggers.pftrace");
+  int code = -1;
+  const std::string err =
+      testing::RunRingsideCaptureStderr({"record", "-c", cfg, "-t", "200ms", "-o", out}, &code);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_TRUE(absl::StrContains(err,
+                                "trigger_config's 2 trigger(s) take snapshots in "
+                                "'ringside agent' only; record ignores them"))
+      << err;
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+}
+
 // Without -o, the trace goes where the config's output_path says.
 TEST(RecordCommandTest, OutputPathComesFromTheConfigWithoutDashO) {
   const std::string out = TempPath("from_config.pftrace");
@@ -510,15 +531,32 @@ TEST(RecordCommandTest, SigintOrSigtermStopsEarlyAndStillWritesACompleteFile) {
   }
 }
 
+// Waits (up to a minute) until `path` exists: the command under record
+// writes it once it is running and has set up its traps, so that a signal
+// sent after it finds record's stop signals blocked and the trap in place
+// (a fixed second was not always enough under load).
+bool WaitForFile(const std::string& path) {
+  struct stat st;
+  for (int i = 0; i < 6000; i++) {
+    if (stat(path.c_str(), &st) == 0) return true;
+    usleep(10 * 1000);
+  }
+  return false;
+}
+
 // A stop signal while CMD runs goes on to CMD, and CMD's fate is the exit
 // status, as a shell gives it: 128 + the signal that ended it (issue 39).
 TEST(RecordCommandTest, AStopSignalGoesOnToTheCommandAndItsFateIsTheExitStatus) {
   for (int sig : {SIGTERM, SIGINT}) {
     SCOPED_TRACE(strsignal(sig));
     const std::string out = TempPath("cmd_signal.pftrace");
+    const std::string running = TempPath("cmd_signal.running");
+    unlink(running.c_str());
     pid_t pid = 0;
-    RunRingside({"record", "-o", out, "--", "sleep", "30"}, &pid, /*wait=*/false);
-    sleep(1);
+    RunRingside(
+        {"record", "-o", out, "--", "/bin/sh", "-c", "touch " + running + "; exec sleep 30"}, &pid,
+        /*wait=*/false);
+    ASSERT_TRUE(WaitForFile(running));
     ASSERT_EQ(kill(pid, sig), 0);
     int status = 0;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -528,6 +566,7 @@ TEST(RecordCommandTest, AStopSignalGoesOnToTheCommandAndItsFateIsTheExitStatus) 
     ASSERT_GT(t.packet_size(), 5);
     EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
     unlink(out.c_str());
+    unlink(running.c_str());
   }
 }
 
@@ -535,34 +574,45 @@ TEST(RecordCommandTest, AStopSignalGoesOnToTheCommandAndItsFateIsTheExitStatus) 
 // second one kills it, and the exit status says so.
 TEST(RecordCommandTest, ASecondStopSignalKillsACommandThatIgnoresTheFirst) {
   const std::string out = TempPath("cmd_ignores.pftrace");
+  const std::string running = TempPath("cmd_ignores.running");
+  unlink(running.c_str());
   pid_t pid = 0;
-  RunRingside(
-      {"record", "-o", out, "--", "/bin/sh", "-c", "trap '' INT; while :; do sleep 0.1; done"},
-      &pid, /*wait=*/false);
-  sleep(1);
-  ASSERT_EQ(kill(pid, SIGINT), 0);
-  usleep(500 * 1000);
-  ASSERT_EQ(kill(pid, SIGINT), 0);
+  RunRingside({"record", "-o", out, "--", "/bin/sh", "-c",
+               "trap '' INT; touch " + running + "; while :; do sleep 0.1; done"},
+              &pid, /*wait=*/false);
+  ASSERT_TRUE(WaitForFile(running));
+  // Ctrl-C, then again every 200 ms until record ends (two signals sent
+  // before it took the first would count as one): well before the 10 s after
+  // which it kills the command by itself.
   const absl::Time start = absl::Now();
   int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  pid_t ended = 0;
+  while (ended == 0 && absl::Now() - start < absl::Seconds(60)) {
+    ASSERT_EQ(kill(pid, SIGINT), 0);
+    usleep(200 * 1000);
+    ended = waitpid(pid, &status, WNOHANG);
+  }
+  ASSERT_EQ(ended, pid);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(9));
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
   const trace::Trace t = ReadTrace(out);
   ASSERT_GT(t.packet_size(), 5);
   EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
   unlink(out.c_str());
+  unlink(running.c_str());
 }
 
 // A command that catches the stop signal and exits by itself: its status.
 TEST(RecordCommandTest, ACommandThatHandlesTheStopSignalGivesItsOwnExitStatus) {
   const std::string out = TempPath("cmd_trap.pftrace");
   pid_t pid = 0;
+  const std::string running = TempPath("cmd_trap.running");
+  unlink(running.c_str());
   RunRingside({"record", "-o", out, "--", "/bin/sh", "-c",
-               "trap 'exit 5' TERM; while :; do sleep 0.1; done"},
+               "trap 'exit 5' TERM; touch " + running + "; while :; do sleep 0.1; done"},
               &pid, /*wait=*/false);
-  sleep(1);
+  ASSERT_TRUE(WaitForFile(running));
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
