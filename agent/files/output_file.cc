@@ -142,6 +142,17 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
       // Followed as open() follows it (fs.protected_symlinks applies), then
       // named by what it resolved to.
       const int target = open(path.c_str(), O_PATH | O_CLOEXEC);
+      if (target < 0 && errno == ENOENT) {
+        // Dangling: never created through the link, which is how a program
+        // running as root writes where it should not.
+        std::vector<char> to(PATH_MAX + 1);
+        const ssize_t len = readlink(path.c_str(), to.data(), to.size() - 1);
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cannot write ", path, ": it is a symlink to ",
+            len > 0 ? std::string(to.data(), static_cast<size_t>(len)) : "nothing",
+            ", which does not exist; ringside creates no file through a link (give the "
+            "target's own path)"));
+      }
       if (target < 0) {
         return absl::FailedPreconditionError(
             Errno(absl::StrCat("cannot write ", path, ": it is a symlink that cannot be followed"),
