@@ -1,0 +1,123 @@
+#include "agent/cli/record_events.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "ftrace/tracefs.h"
+
+namespace ringside::agent {
+
+// "group:name", "group/name", "group:*", each with an optional "/filter/".
+// Sets `*event_out` to the event's tracefs path below events/ ("group/name",
+// "group/*").
+absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg, std::string* event_out) {
+  std::string event = spec, filter;
+  const size_t colon = spec.find(':');
+  if (colon != std::string::npos) {
+    // group:name[/filter/]
+    const size_t slash = spec.find('/', colon);
+    event = spec.substr(0, colon) + "/" + spec.substr(colon + 1, slash - colon - 1);
+    if (slash != std::string::npos) {
+      if (spec.size() < slash + 2 || spec.back() != '/') {
+        return absl::InvalidArgumentError(
+            absl::StrCat("-e ", spec, ": a filter is written between slashes: group:name/filter/"));
+      }
+      filter = spec.substr(slash + 1, spec.size() - slash - 2);
+    }
+  }
+  const std::vector<std::string> parts = absl::StrSplit(event, '/');
+  if (parts.size() != 2 || parts[0].empty() || parts[1].empty() ||
+      parts[0].find_first_of("*? ") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-e ", spec,
+                     ": an event is group:name (e.g. sched:sched_switch, irq:*), optionally "
+                     "with a filter: group:name/filter/ ('ringside list' shows the events)"));
+  }
+  if (!filter.empty() && parts[1] == "*") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-e ", spec, ": a filter needs one event, not a group:* glob"));
+  }
+  *event_out = event;
+  config::DataSourceConfig* ftrace = nullptr;
+  for (auto& ds : *cfg->mutable_data_sources()) {
+    if (ds.config().name() == "linux.ftrace") {
+      ftrace = ds.mutable_config();
+      break;
+    }
+  }
+  if (ftrace == nullptr) {
+    ftrace = cfg->add_data_sources()->mutable_config();
+    ftrace->set_name("linux.ftrace");
+    ftrace->set_target_buffer(0);
+  }
+  config::FtraceConfig* fc = ftrace->mutable_ftrace_config();
+  // A bpf_fallback_events event is one the linux.bpf source records, each
+  // one of them; ftrace takes it only when BPF is not running. As an
+  // ftrace_events event it would be recorded twice while BPF runs, and a
+  // filter would narrow nothing, so -e leaves it there, and refuses a filter.
+  // Process lifecycle events come from bpf_config.process, the rest of the
+  // fallbacks (switches, wakeups) from bpf_config.sched.
+  const bool process_event =
+      absl::StartsWith(event, "sched/sched_process_") || absl::StartsWith(event, "task/");
+  const bool bpf_records_it =
+      std::any_of(cfg->data_sources().begin(), cfg->data_sources().end(),
+                  [&](const auto& ds) {
+                    const config::BpfConfig& b = ds.config().bpf_config();
+                    return ds.config().name() == "linux.bpf" &&
+                           (process_event ? b.process() : b.sched());
+                  }) &&
+      std::find(fc->bpf_fallback_events().begin(), fc->bpf_fallback_events().end(), event) !=
+          fc->bpf_fallback_events().end();
+  if (bpf_records_it && !filter.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-e ", spec, ": BPF records every ", parts[0], ":", parts[1],
+        " (see 'ringside list bpf:*'), so a filter would narrow nothing; leave the filter "
+        "out, or record with a config (-c) without linux.bpf, where ftrace applies it"));
+  }
+  if (bpf_records_it) return absl::OkStatus();
+  if (std::find(fc->ftrace_events().begin(), fc->ftrace_events().end(), event) ==
+      fc->ftrace_events().end()) {
+    fc->add_ftrace_events(event);
+  }
+  if (!filter.empty()) {
+    auto* f = fc->add_event_filters();
+    f->set_event(event);
+    f->set_filter(filter);
+  }
+  return absl::OkStatus();
+}
+
+// An -e event this kernel does not have is refused before anything is
+// recorded, as perf does: a trace silently without it is the worse answer.
+// Without tracefs the events cannot be checked, and the ftrace part is then
+// disabled and named when the recording starts.
+absl::Status CheckEventsExist(const std::vector<std::string>& specs,
+                              const std::vector<std::string>& events) {
+  if (events.empty()) return absl::OkStatus();
+  absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();
+  if (!tracefs.ok()) return absl::OkStatus();
+  absl::Status status = absl::OkStatus();
+  for (size_t i = 0; i < events.size() && status.ok(); i++) {
+    const size_t slash = events[i].find('/');
+    const std::string group = events[i].substr(0, slash), name = events[i].substr(slash + 1);
+    if (tracefs->Exists(absl::StrCat("events/", name == "*" ? group : events[i]))) continue;
+    if (group == "bpf") {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "-e ", specs[i],
+          ": BPF groups are not -e events; a config turns them on in the linux.bpf data "
+          "source's bpf_config (docs/config.md), and the embedded default has them all"));
+    } else {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "-e ", specs[i], ": this kernel has no ", name == "*" ? "event group " : "event ",
+          name == "*" ? group : absl::StrCat(group, ":", name),
+          " ('ringside list' shows the events there are); nothing recorded"));
+    }
+  }
+  // The system as found: the recording mounts it again for itself.
+  if (tracefs->mounted_by_us()) (void)tracefs->Unmount();
+  return status;
+}
+
+}  // namespace ringside::agent
