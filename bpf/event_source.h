@@ -51,6 +51,22 @@ class EventSource {
     bool batch_sched = true;
     Filters filters;
   };
+  // The tracepoints ("group/name", as tracefs names them) whose every hit
+  // the programs of `options`' groups record, filters aside: what an ftrace
+  // source leaves out while they run, so that nothing is recorded twice.
+  // (The incident programs record incidents, not these events.)
+  static std::vector<std::string> RecordedTracepoints(const Options& options) {
+    std::vector<std::string> tracepoints;
+    if (options.sched) {
+      tracepoints.insert(tracepoints.end(), {"sched/sched_switch", "sched/sched_wakeup",
+                                             "sched/sched_wakeup_new", "sched/sched_migrate_task"});
+    }
+    if (options.process) {
+      tracepoints.insert(tracepoints.end(), {"sched/sched_process_fork", "sched/sched_process_exec",
+                                             "sched/sched_process_exit", "task/task_rename"});
+    }
+    return tracepoints;
+  }
   struct ProgramStats {
     std::string name;
     uint64_t run_count = 0;    // Filled while kernel BPF stats are on

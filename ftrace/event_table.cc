@@ -1,28 +1,11 @@
 #include "ftrace/event_table.h"
 
-#include <dirent.h>
-
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
 namespace ringside::ftrace {
-namespace {
-
-std::vector<std::string> ListDir(const std::string& path) {
-  std::vector<std::string> names;
-  DIR* dir = opendir(path.c_str());
-  if (dir == nullptr) return names;
-  while (dirent* entry = readdir(dir)) {
-    const std::string name = entry->d_name;
-    if (name != "." && name != ".." && entry->d_type == DT_DIR) names.push_back(name);
-  }
-  closedir(dir);
-  return names;
-}
-
-}  // namespace
 
 KnownEvent ClassifyEvent(absl::string_view group, absl::string_view name) {
   if (group == "ftrace" && name == "print") return KnownEvent::kPrint;
@@ -56,7 +39,7 @@ absl::StatusOr<EventTable> EventTable::Load(const Tracefs& tracefs,
     }
     std::vector<std::string> names;
     if (parts[1] == "*") {
-      names = ListDir(absl::StrCat(tracefs.root(), "/events/", parts[0]));
+      names = tracefs.GroupEvents(parts[0]);
     } else {
       names.push_back(parts[1]);
     }

@@ -170,6 +170,18 @@ bool Tracefs::Exists(const std::string& relative_path) const {
   return stat((root_ + "/" + relative_path).c_str(), &st) == 0;
 }
 
+std::vector<std::string> Tracefs::GroupEvents(const std::string& group) const {
+  std::vector<std::string> names;
+  DIR* dir = opendir((root_ + "/events/" + group).c_str());
+  if (dir == nullptr) return names;
+  while (dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != ".." && entry->d_type == DT_DIR) names.push_back(name);
+  }
+  closedir(dir);
+  return names;
+}
+
 absl::StatusOr<std::string> Tracefs::Read(const std::string& relative_path) const {
   const std::string path = root_ + "/" + relative_path;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);

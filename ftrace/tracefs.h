@@ -37,6 +37,9 @@ class Tracefs {
   absl::StatusOr<std::string> Read(const std::string& relative_path) const;
   absl::Status Write(const std::string& relative_path, const std::string& value) const;
   bool Exists(const std::string& relative_path) const;
+  // The names of the events of `group` (events/<group>/*/); none if the
+  // kernel has no such group.
+  std::vector<std::string> GroupEvents(const std::string& group) const;
 
  private:
   Tracefs(std::string root, bool mounted_by_us)

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bpf/event_source.h"
 #include "ftrace/tracefs.h"
 
 namespace ringside::agent {
@@ -53,30 +54,33 @@ absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg, std::st
     ftrace->set_target_buffer(0);
   }
   config::FtraceConfig* fc = ftrace->mutable_ftrace_config();
-  // A bpf_fallback_events event is one the linux.bpf source records, each
-  // one of them; ftrace takes it only when BPF is not running. As an
-  // ftrace_events event it would be recorded twice while BPF runs, and a
-  // filter would narrow nothing, so -e leaves it there, and refuses a filter.
-  // Process lifecycle events come from bpf_config.process, the rest of the
-  // fallbacks (switches, wakeups) from bpf_config.sched.
-  const bool process_event =
-      absl::StartsWith(event, "sched/sched_process_") || absl::StartsWith(event, "task/");
+  // An event a linux.bpf source records every hit of goes into
+  // bpf_fallback_events: ftrace takes it only when BPF is not running. As
+  // an ftrace_events event it would be left out while BPF runs (see
+  // source_factory.cc), and a filter would narrow nothing, so -e refuses a
+  // filter on it.
   const bool bpf_records_it =
-      std::any_of(cfg->data_sources().begin(), cfg->data_sources().end(),
-                  [&](const auto& ds) {
-                    const config::BpfConfig& b = ds.config().bpf_config();
-                    return ds.config().name() == "linux.bpf" &&
-                           (process_event ? b.process() : b.sched());
-                  }) &&
-      std::find(fc->bpf_fallback_events().begin(), fc->bpf_fallback_events().end(), event) !=
-          fc->bpf_fallback_events().end();
+      std::any_of(cfg->data_sources().begin(), cfg->data_sources().end(), [&](const auto& ds) {
+        if (ds.config().name() != "linux.bpf") return false;
+        bpf::EventSource::Options groups;
+        groups.sched = ds.config().bpf_config().sched();
+        groups.process = ds.config().bpf_config().process();
+        const std::vector<std::string> recorded = bpf::EventSource::RecordedTracepoints(groups);
+        return std::find(recorded.begin(), recorded.end(), event) != recorded.end();
+      });
   if (bpf_records_it && !filter.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "-e ", spec, ": BPF records every ", parts[0], ":", parts[1],
         " (see 'ringside list bpf:*'), so a filter would narrow nothing; leave the filter "
         "out, or record with a config (-c) without linux.bpf, where ftrace applies it"));
   }
-  if (bpf_records_it) return absl::OkStatus();
+  if (bpf_records_it) {
+    if (std::find(fc->bpf_fallback_events().begin(), fc->bpf_fallback_events().end(), event) ==
+        fc->bpf_fallback_events().end()) {
+      fc->add_bpf_fallback_events(event);
+    }
+    return absl::OkStatus();
+  }
   if (std::find(fc->ftrace_events().begin(), fc->ftrace_events().end(), event) ==
       fc->ftrace_events().end()) {
     fc->add_ftrace_events(event);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/sources/bpf_data_source.h"
@@ -21,6 +23,12 @@ struct BuildContext {
   BuiltSources* out = nullptr;
   buffer::ProducerID next_producer = 1;
   int bpf_loaded = 0;
+  // The tracepoints a running linux.bpf source records every hit of, by
+  // the buffer it writes into: an ftrace source writing into the same
+  // buffer leaves them out rather than record each one twice. (Into another
+  // buffer, they are kept apart on purpose: to compare the two, or to keep
+  // one for longer.)
+  absl::flat_hash_map<uint32_t, absl::flat_hash_set<std::string>> bpf_tracepoints;
   std::optional<absl::Status> tracefs_error;
 
   // A reader whose chunk pool is empty waits for the buffer-owner thread to
@@ -77,6 +85,15 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   for (const std::string& w : (*b)->cgroup_filter_warnings()) {
     ctx->Warn(absl::StrCat(c.name(), ": bpf_config.", w));
   }
+  const bpf::EventSource::Filters& fl = cfg.source.filters;
+  const bool every_hit = fl.tgids.empty() && fl.cgroup_id == 0 && !fl.cgroup_set &&
+                         fl.max_prio < 0 && cfg.filter_container_ids.empty() &&
+                         cfg.filter_cgroup_paths.empty();
+  if (every_hit) {
+    for (std::string& t : bpf::EventSource::RecordedTracepoints(cfg.source)) {
+      ctx->bpf_tracepoints[c.target_buffer()].insert(std::move(t));
+    }
+  }
   ctx->Add(c, std::move(producer), std::move(*b));
   ctx->bpf_loaded++;
 }
@@ -106,12 +123,37 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
   // whose it is: only the agent listens for incidents. (Instance::Create
   // adds an id of its own, so two ftrace sources never share a name.)
   fc.instance_name = ctx->incidents != nullptr ? "agent" : "record";
+  const absl::flat_hash_set<std::string>& bpf_records = ctx->bpf_tracepoints[c.target_buffer()];
+  std::vector<std::string> left_out;
   for (const std::string& e : f.ftrace_events()) {
     std::string filter;
     for (const auto& ef : f.event_filters()) {
       if (ef.event() == e) filter = ef.filter();
     }
+    if (bpf_records.contains(e)) {
+      left_out.push_back(filter.empty() ? e : absl::StrCat(e, " (and its filter)"));
+      continue;
+    }
+    // A group glob enables every event of the group; one that BPF records
+    // is left out of it by naming the others one by one.
+    const size_t slash = e.find('/');
+    const std::string group = e.substr(0, slash);
+    const bool glob = slash != std::string::npos && e.substr(slash + 1) == "*";
+    if (glob && std::any_of(bpf_records.begin(), bpf_records.end(),
+                            [&](const std::string& t) { return t.starts_with(group + "/"); })) {
+      for (const std::string& name : ctx->out->tracefs->GroupEvents(group)) {
+        const std::string one = absl::StrCat(group, "/", name);
+        if (!bpf_records.contains(one)) fc.events.push_back({one, ""});
+      }
+      continue;
+    }
     fc.events.push_back({e, filter});
+  }
+  if (!left_out.empty()) {
+    std::sort(left_out.begin(), left_out.end());
+    ctx->Warn(absl::StrCat(c.name(), ": leaves out ", absl::StrJoin(left_out, ", "),
+                           ": linux.bpf records every one of them (ftrace takes them only when "
+                           "BPF is not running)"));
   }
   if (fallback) {
     for (const std::string& e : f.bpf_fallback_events()) fc.events.push_back({e, ""});

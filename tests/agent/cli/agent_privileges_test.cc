@@ -41,7 +41,7 @@ constexpr char kConfig[] = R"pb(
   data_sources {
     config {
       name: "linux.ftrace"
-      ftrace_config { ftrace_events: "sched/sched_process_fork" }
+      ftrace_config { ftrace_events: "sched/sched_process_free" }
     }
   }
 )pb";
