@@ -285,8 +285,10 @@ flake-check: deps
 	@bash tools/flake_check.sh $(KERNEL_TEST_BINS)
 
 # Every test binary but tests/deploy/'s (it checks the repository's
-# manifests, unit and install rules, and runs no ringside code of its own).
-ASAN_TEST_BINS = $(filter-out %/deploy_test,$(TEST_BINS))
+# manifests, unit and install rules, and runs no ringside code of its own)
+# and tests/docs/' (the documentation's shell examples: what a reader types,
+# not untrusted bytes or racing threads, which the other tests cover).
+ASAN_TEST_BINS = $(filter-out %/deploy_test %/docs_test,$(TEST_BINS))
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan SANITIZE=address,undefined run-asan-tests
 

@@ -299,8 +299,12 @@ int AgentService::Run() {
   LogSessionNotices();
   const TracingSession::Progress p = session_->progress();
   const SnapshotWriter::Stats snaps = snapshots_->stats();
+  // Whole seconds ("1h2m3s"), or milliseconds under one ("48ms", not "0").
+  const absl::Duration up = absl::Now() - started_;
   log_.Notice(absl::StrCat(
-      "stopped after ", absl::FormatDuration(absl::Trunc(absl::Now() - started_, absl::Seconds(1))),
+      "stopped after ",
+      absl::FormatDuration(
+          absl::Trunc(up, up < absl::Seconds(1) ? absl::Milliseconds(1) : absl::Seconds(1))),
       ": ", p.events, " events recorded, ", p.events_lost, " lost before the buffers; ",
       snaps.written, " snapshots written",
       snaps.failed ? absl::StrCat(", ", snaps.failed, " failed") : ""));

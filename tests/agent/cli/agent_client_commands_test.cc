@@ -161,6 +161,39 @@ TEST_F(AgentClientCommandsTest, StatusJsonPrintsTheAgentsReplyAsJson) {
   EXPECT_EQ(j["sources"][0]["events"], 777);
 }
 
+// `ringside agent & ringside status --wait`: the status of an agent that
+// starts listening only after the command began, not "no agent".
+TEST_F(AgentClientCommandsTest, StatusWaitWaitsForAnAgentStillStarting) {
+  const std::string later = dir_.Join("later.sock");
+  std::unique_ptr<ControlServer> late_server;
+  stopper_ = std::thread([&] {
+    absl::SleepFor(absl::Milliseconds(500));
+    absl::StatusOr<std::unique_ptr<ControlServer>> server =
+        ControlServer::Listen(later, ControlServer::Options(), &agent_);
+    if (server.ok()) late_server = std::move(*server);
+  });
+  int code = -1;
+  const std::string out =
+      RunRingsideCapture({"status", "--wait", "--timeout", "30s", "--socket", later}, &code);
+  stopper_.join();
+  ASSERT_NE(late_server, nullptr);
+  late_server->Stop();
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("ringside 9.8.7, pid 4321"));
+}
+
+TEST_F(AgentClientCommandsTest, StatusWaitGivesUpAfterItsTimeoutSayingNoAgentListens) {
+  const std::string nowhere = dir_.Join("nobody.sock");
+  int code = -1;
+  const std::string err = RunRingsideCaptureStderr(
+      {"status", "--wait", "--timeout", "300ms", "--socket", nowhere}, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_THAT(err, HasSubstr("ringside status: no ringside agent is listening on " + nowhere));
+  // --timeout alone is a usage error: it would be ignored.
+  RunRingsideCaptureStderr({"status", "--timeout", "1s", "--socket", nowhere}, &code);
+  EXPECT_EQ(code, 2);
+}
+
 TEST_F(AgentClientCommandsTest, SnapshotWaitPrintsTheFinishedFilesPath) {
   int code = -1;
   const std::string out = Run({"snapshot", "--wait", "--reason", "latency spike"}, &code);
