@@ -283,52 +283,96 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   KernelTracepoints kernel;
   if (!kernel.ok()) return LoadError(errno, "reading the kernel's BTF");
   const SharedMaps maps{rings_fd_, drops_fd_, filter_cgroups_fd_};
+  // Each group loads on its own: one this kernel cannot run (sched before
+  // 5.18, a program its verifier refuses) leaves the others running, so
+  // that an older kernel still gets BPF's process events and incident
+  // triggers. Load() fails only when no group it was asked for loads.
+  std::vector<RefusedGroup> refused;
+  int requested = 0;
+  // `load` opens the group into `*skel` and loads it; on failure the group
+  // is refused and destroyed, and its skipped programs are not listed.
+  auto attempt = [&](const char* group, auto** skel, auto destroy, auto load) {
+    requested++;
+    std::vector<std::string> skipped;
+    absl::Status st = load(&skipped);
+    if (st.ok()) {
+      skipped_.insert(skipped_.end(), skipped.begin(), skipped.end());
+      return;
+    }
+    if (*skel != nullptr) destroy(*skel);
+    *skel = nullptr;
+    refused.push_back({group, std::move(st)});
+  };
   if (options.sched) {
-    // (preempt, prev, next, prev_state): prev_state, the state the switch
-    // was decided on, became an argument in 5.18. Reading prev's state
-    // field instead races with wakeups, so older kernels get ftrace.
-    if (kernel.Has("sched_switch") && kernel.NumArgs("sched_switch") < 4) {
-      return absl::UnavailableError(
-          "bpf/sched needs Linux 5.18 or later (sched_switch with its prev_state argument); "
-          "use the ftrace sources on this kernel");
-    }
-    if ((sched_ = rs_sched__open()) == nullptr) return LoadError(errno, "opening bpf/sched");
-    if (auto st = PrepareGroup(sched_, options, maps, ring_size_, kernel, &skipped_); !st.ok()) {
-      return st;
-    }
-    utsname u;
-    sched_->rodata->task_state_rules =
-        uname(&u) == 0 ? TaskStateRulesForRelease(u.release) : RS_TASK_STATE_RULES_NEWEST;
-    // A batch is at most an eighth of the ring, so a full ring still takes
-    // most of them; fewer than 4 switches a batch saves too little.
-    const size_t fit = ring_size_ / 8 / sizeof(rs_sched_switch) * sizeof(rs_sched_switch);
-    sched_batch_bytes_ = options.batch_sched && fit >= 4 * sizeof(rs_sched_switch)
-                             ? static_cast<uint32_t>(std::min<size_t>(fit, RS_SCHED_BATCH_BYTES))
-                             : 0;
-    sched_->rodata->sched_batch_bytes = sched_batch_bytes_;
-    if (int err = rs_sched__load(sched_); err != 0) return LoadError(-err, "loading bpf/sched");
+    attempt("sched", &sched_, rs_sched__destroy, [&](std::vector<std::string>* skipped) {
+      // (preempt, prev, next, prev_state): prev_state, the state the switch
+      // was decided on, became an argument in 5.18. Reading prev's state
+      // field instead races with wakeups, so older kernels get ftrace.
+      if (kernel.Has("sched_switch") && kernel.NumArgs("sched_switch") < 4) {
+        return absl::UnavailableError(
+            "bpf/sched needs Linux 5.18 or later (sched_switch with its prev_state argument)");
+      }
+      if ((sched_ = rs_sched__open()) == nullptr) return LoadError(errno, "opening bpf/sched");
+      if (auto st = PrepareGroup(sched_, options, maps, ring_size_, kernel, skipped); !st.ok()) {
+        return st;
+      }
+      utsname u;
+      sched_->rodata->task_state_rules =
+          uname(&u) == 0 ? TaskStateRulesForRelease(u.release) : RS_TASK_STATE_RULES_NEWEST;
+      // A batch is at most an eighth of the ring, so a full ring still
+      // takes most of them; fewer than 4 switches a batch saves too little.
+      const size_t fit = ring_size_ / 8 / sizeof(rs_sched_switch) * sizeof(rs_sched_switch);
+      sched_batch_bytes_ = options.batch_sched && fit >= 4 * sizeof(rs_sched_switch)
+                               ? static_cast<uint32_t>(std::min<size_t>(fit, RS_SCHED_BATCH_BYTES))
+                               : 0;
+      sched_->rodata->sched_batch_bytes = sched_batch_bytes_;
+      if (int err = rs_sched__load(sched_); err != 0) return LoadError(-err, "loading bpf/sched");
+      return absl::OkStatus();
+    });
+    if (sched_ == nullptr) sched_batch_bytes_ = 0;
   }
   if (options.process) {
-    if ((process_ = rs_process__open()) == nullptr) return LoadError(errno, "opening bpf/process");
-    if (auto st = PrepareGroup(process_, options, maps, ring_size_, kernel, &skipped_); !st.ok()) {
-      return st;
-    }
-    if (int err = rs_process__load(process_); err != 0) {
-      return LoadError(-err, "loading bpf/process");
-    }
+    attempt("process", &process_, rs_process__destroy, [&](std::vector<std::string>* skipped) {
+      if ((process_ = rs_process__open()) == nullptr) {
+        return LoadError(errno, "opening bpf/process");
+      }
+      if (auto st = PrepareGroup(process_, options, maps, ring_size_, kernel, skipped); !st.ok()) {
+        return st;
+      }
+      if (int err = rs_process__load(process_); err != 0) {
+        return LoadError(-err, "loading bpf/process");
+      }
+      return absl::OkStatus();
+    });
   }
   if (options.incidents) {
-    if ((incidents_ = rs_incidents__open()) == nullptr) {
-      return LoadError(errno, "opening bpf/incidents");
-    }
-    if (auto st = PrepareGroup(incidents_, options, maps, ring_size_, kernel, &skipped_);
-        !st.ok()) {
-      return st;
-    }
-    if (int err = rs_incidents__load(incidents_); err != 0) {
-      return LoadError(-err, "loading bpf/incidents");
-    }
+    attempt("incidents", &incidents_, rs_incidents__destroy,
+            [&](std::vector<std::string>* skipped) {
+              if ((incidents_ = rs_incidents__open()) == nullptr) {
+                return LoadError(errno, "opening bpf/incidents");
+              }
+              if (auto st = PrepareGroup(incidents_, options, maps, ring_size_, kernel, skipped);
+                  !st.ok()) {
+                return st;
+              }
+              if (int err = rs_incidents__load(incidents_); err != 0) {
+                return LoadError(-err, "loading bpf/incidents");
+              }
+              return absl::OkStatus();
+            });
   }
+  if (requested > 0 && refused.size() == static_cast<size_t>(requested)) {
+    // Nothing loads: the first group's error (its code says what to do),
+    // and what the others said when it differs.
+    std::string message(refused.front().why.message());
+    for (size_t k = 1; k < refused.size(); k++) {
+      if (refused[k].why.message() != refused.front().why.message()) {
+        absl::StrAppend(&message, "; ", refused[k].why.message());
+      }
+    }
+    return absl::Status(refused.front().why.code(), message);
+  }
+  refused_groups_ = std::move(refused);
   return absl::OkStatus();
 }
 

@@ -77,7 +77,9 @@ class EventSource {
   // Opens and loads the programs. Errors say what to do: kPermissionDenied
   // naming CAP_BPF/CAP_PERFMON, kResourceExhausted for the memlock limit,
   // kUnavailable for a kernel without BTF, kInvalidArgument with the
-  // verifier's log for a rejected program. Programs whose tracepoint this
+  // verifier's log for a rejected program: those of the first group asked
+  // for, when no group loads. A group that cannot load while others can is
+  // left out and named in refused_groups(). Programs whose tracepoint this
   // kernel lacks are skipped and listed in skipped_programs().
   static absl::StatusOr<std::unique_ptr<EventSource>> Load(const Options& options);
   ~EventSource();
@@ -139,6 +141,23 @@ class EventSource {
   static int EnableKernelStats();
 
   const std::vector<std::string>& skipped_programs() const { return skipped_; }
+  // A group asked for that this kernel cannot run while others load: "sched"
+  // before Linux 5.18, a group whose program the verifier refuses. Load()
+  // fails only when none loads.
+  struct RefusedGroup {
+    std::string group;  // "sched", "process", "incidents".
+    absl::Status why;
+  };
+  const std::vector<RefusedGroup>& refused_groups() const { return refused_groups_; }
+  // The groups loaded (as Options' sched, process, incidents; the other
+  // fields as default).
+  Options loaded_groups() const {
+    Options o;
+    o.sched = sched_ != nullptr;
+    o.process = process_ != nullptr;
+    o.incidents = incidents_ != nullptr;
+    return o;
+  }
   int num_cpus() const { return num_cpus_; }
   size_t ring_size() const { return ring_size_; }
   const RingReader& reader() const { return *reader_; }
@@ -166,6 +185,7 @@ class EventSource {
   std::vector<int> ring_fds_;
   std::unique_ptr<RingReader> reader_;
   std::vector<std::string> skipped_;
+  std::vector<RefusedGroup> refused_groups_;
   int num_cpus_ = 0;
   size_t ring_size_ = 0;
   uint32_t sched_batch_bytes_ = 0;

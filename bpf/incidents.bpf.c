@@ -75,15 +75,18 @@ int BPF_PROG(handle_signal_generate, int sig, struct kernel_siginfo* info, struc
   void* ring;
   struct rs_fatal_signal* e = rs_reserve(RS_EV_FATAL_SIGNAL, sizeof(*e), &ring);
   if (!e) return 0;
-  struct task_struct* sender = bpf_get_current_task_btf();
+  /* The sender is the current task. Read with the helpers every kernel
+   * since 4.2 has: bpf_get_current_task_btf() came in 5.11, and 5.10's
+   * verifier refuses a program that calls it. */
+  const __u64 sender = bpf_get_current_pid_tgid();
   e->sig = sig;
   /* SEND_SIG_NOINFO / SEND_SIG_PRIV are small constants, not pointers. */
   e->si_code = (unsigned long)info > 4096 ? BPF_CORE_READ(info, si_code) : 0;
-  e->sender_pid = sender->pid;
-  e->sender_tgid = sender->tgid;
+  e->sender_pid = (__u32)sender;
+  e->sender_tgid = sender >> 32;
   e->target_pid = task->pid;
   e->target_tgid = task->tgid;
-  __builtin_memcpy(e->sender_comm, sender->comm, RS_TASK_COMM_LEN);
+  bpf_get_current_comm(e->sender_comm, RS_TASK_COMM_LEN);
   __builtin_memcpy(e->target_comm, task->comm, RS_TASK_COMM_LEN);
   e->target_cgroup_id = cgroup_id_of(task);
   rs_submit(ring, e);

@@ -326,15 +326,17 @@ void AgentService::WarnOfIncidentTriggersNothingFires() {
     bpf_running |=
         r.name == "linux.bpf" && r.state == TracingSession::SourceReport::State::kRunning;
   }
-  if (reported && bpf_running) return;
+  if (reported && bpf_running && session_->incident_programs_loaded()) return;
   for (const auto& t : options_.config.trigger_config().triggers()) {
     if (!t.has_incident()) continue;
-    log_.Warning(absl::StrCat(
-        "trigger ", t.name(),
-        ": its incident filter fires only on linux.bpf's incident "
-        "programs, which ",
-        !reported ? "this config does not enable (bpf_config.incidents)" : "are not running",
-        "; it answers requests by name only"));
+    log_.Warning(absl::StrCat("trigger ", t.name(),
+                              ": its incident filter fires only on linux.bpf's incident "
+                              "programs, which ",
+                              !reported ? "this config does not enable (bpf_config.incidents)"
+                              : bpf_running && !session_->incident_programs_loaded()
+                                  ? "this kernel cannot run"
+                                  : "are not running",
+                              "; it answers requests by name only"));
   }
 }
 

@@ -182,6 +182,8 @@ class TracingSession {
   bool file_limit_reached() const { return file_limit_reached_.load(); }
   // Data sources that could not start, with why (the rest keep recording).
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // linux.bpf's incident programs loaded (see BuiltSources).
+  bool incident_programs_loaded() const { return sources_.incident_programs; }
   // tracefs was not mounted and could not be mounted in a mount namespace
   // of our own, so it was mounted for the whole system; Stop() unmounts it
   // (which needs CAP_SYS_ADMIN). Valid after Start().

@@ -81,6 +81,11 @@ class BpfDataSource : public DataSource {
   }
   std::vector<EventTally> EventTallies() const override;
   const std::vector<std::string>& skipped_programs() const { return source_->skipped_programs(); }
+  // The program groups this kernel could not run while the others load.
+  const std::vector<bpf::EventSource::RefusedGroup>& refused_groups() const {
+    return source_->refused_groups();
+  }
+  bpf::EventSource::Options loaded_groups() const { return source_->loaded_groups(); }
   // What the cgroup filter's first lookup (at Create) said: a value that
   // named no cgroup yet, more cgroups than the filter holds.
   const std::vector<std::string>& cgroup_filter_warnings() const { return cgroup_warnings_; }

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/sources/bpf_data_source.h"
@@ -22,7 +23,10 @@ struct BuildContext {
   IncidentListener* incidents = nullptr;
   BuiltSources* out = nullptr;
   buffer::ProducerID next_producer = 1;
-  int bpf_loaded = 0;
+  // The BPF program groups running in some linux.bpf source: the ftrace
+  // sources' bpf_fallback_events stand in for those that are not.
+  bool bpf_sched = false;
+  bool bpf_process = false;
   // The tracepoints a running linux.bpf source records every hit of, by
   // the buffer it writes into: an ftrace source writing into the same
   // buffer leaves them out rather than record each one twice. (Into another
@@ -85,24 +89,45 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   for (const std::string& w : (*b)->cgroup_filter_warnings()) {
     ctx->Warn(absl::StrCat(c.name(), ": bpf_config.", w));
   }
+  for (const bpf::EventSource::RefusedGroup& g : (*b)->refused_groups()) {
+    ctx->Warn(
+        absl::StrCat(c.name(), ": bpf/", g.group, " cannot run on this kernel (", g.why.message(),
+                     "); the other groups run",
+                     g.group == "incidents" ? "" : ", and ftrace's bpf_fallback_events stand in"));
+  }
+  const bpf::EventSource::Options loaded = (*b)->loaded_groups();
+  ctx->bpf_sched |= loaded.sched;
+  ctx->bpf_process |= loaded.process;
+  ctx->out->incident_programs |= loaded.incidents;
   const bpf::EventSource::Filters& fl = cfg.source.filters;
   const bool every_hit = fl.tgids.empty() && fl.cgroup_id == 0 && !fl.cgroup_set &&
                          fl.max_prio < 0 && cfg.filter_container_ids.empty() &&
                          cfg.filter_cgroup_paths.empty();
   if (every_hit) {
-    for (std::string& t : bpf::EventSource::RecordedTracepoints(cfg.source)) {
+    for (std::string& t : bpf::EventSource::RecordedTracepoints(loaded)) {
       ctx->bpf_tracepoints[c.target_buffer()].insert(std::move(t));
     }
   }
   ctx->Add(c, std::move(producer), std::move(*b));
-  ctx->bpf_loaded++;
+}
+
+// Whether a bpf_fallback_events event stands in for bpf/process (process
+// lifecycle) rather than bpf/sched (switches, wakeups).
+bool IsProcessEvent(absl::string_view event) {
+  return absl::StartsWith(event, "sched/sched_process_") || absl::StartsWith(event, "task/");
 }
 
 void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
   const config::FtraceConfig& f = c.ftrace_config();
-  const bool fallback = ctx->bpf_loaded == 0 && f.bpf_fallback_events_size() > 0;
-  // Only fallback events, and BPF is there: nothing for ftrace to do.
-  if (f.ftrace_events_size() == 0 && !fallback) return;
+  // The fallback events of the BPF groups that are not running.
+  std::vector<std::string> fallback;
+  for (const std::string& e : f.bpf_fallback_events()) {
+    const bool listed =
+        std::find(f.ftrace_events().begin(), f.ftrace_events().end(), e) != f.ftrace_events().end();
+    if (!listed && !(IsProcessEvent(e) ? ctx->bpf_process : ctx->bpf_sched)) fallback.push_back(e);
+  }
+  // Only fallback events, and BPF records them: nothing for ftrace to do.
+  if (f.ftrace_events_size() == 0 && fallback.empty()) return;
   if (!ctx->out->tracefs.has_value() && !ctx->tracefs_error.has_value()) {
     absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();
     if (tracefs.ok()) {
@@ -155,9 +180,9 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
                            ": linux.bpf records every one of them (ftrace takes them only when "
                            "BPF is not running)"));
   }
-  if (fallback) {
-    for (const std::string& e : f.bpf_fallback_events()) fc.events.push_back({e, ""});
-    ctx->Warn(absl::StrCat(c.name(), ": recording ", absl::StrJoin(f.bpf_fallback_events(), ", "),
+  if (!fallback.empty()) {
+    for (const std::string& e : fallback) fc.events.push_back({e, ""});
+    ctx->Warn(absl::StrCat(c.name(), ": recording ", absl::StrJoin(fallback, ", "),
                            " with ftrace in place of BPF"));
   }
   fc.buffer_size_kb = f.buffer_size_kb();

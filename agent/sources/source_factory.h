@@ -43,15 +43,17 @@ struct BuiltSources {
     std::string error;
   };
   std::vector<Failed> failed;
+  // linux.bpf's incident programs loaded: incidents (OOM kills, fatal
+  // signals) are reported to the listener.
+  bool incident_programs = false;
 };
 
 // The one place where the config's data sources become DataSources. Reads
 // the config as ApplyDefaults() left it (no defaults of its own). linux.bpf
-// is built before linux.ftrace: whether BPF loads decides the ftrace
-// sources' bpf_fallback_events. A new kind of source is one more entry in
-// the table of source_factory.cc. `tracker` (may be null) is told of
-// process events by every source, `incidents` (may be null) of the
-// incidents a source reads.
+// is built before linux.ftrace: which of its program groups load decides
+// which of the ftrace sources' bpf_fallback_events are recorded. A new kind of source is one more
+// entry in the table of source_factory.cc. `tracker` (may be null) is told of process events by
+// every source, `incidents` (may be null) of the incidents a source reads.
 BuiltSources BuildDataSources(const config::TraceConfig& config, DescriptorTracker* tracker,
                               IncidentListener* incidents = nullptr);
 

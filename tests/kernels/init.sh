@@ -68,14 +68,38 @@ sleep 2
 $ringside snapshot --wait --reason kernel-matrix --socket "$sock" \
   > /out/snapshot.out 2> /out/snapshot.err
 r "snapshot_rc=$? snapshot_path=$(head -n 1 /out/snapshot.out)"
+# 3. The flight recorder's incidents: the default config's `crash` and
+# `oom_kill` triggers write a snapshot a second after a fatal signal and an
+# OOM kill. A shell that sends itself SIGSEGV, then a tail of /dev/zero
+# (one endless line, kept whole) in a cgroup of 16 MiB.
+wait_for() {  # wait_for GLOB: up to 20 s for a snapshot file
+  i=0
+  while [ $i -lt 40 ]; do
+    for f in /tmp/snapshots/$1; do [ -e "$f" ] && { echo "$f"; return 0; }; done
+    i=$((i + 1))
+    sleep 0.5
+  done
+  return 1
+}
+sh -c 'kill -SEGV $$'
+r "crash_snapshot=$(wait_for '*-crash.pftrace' | sed 's,.*/,,')"
+cg=/sys/fs/cgroup/rskt-oom
+if echo +memory > /sys/fs/cgroup/cgroup.subtree_control && mkdir $cg &&
+  echo 16M > $cg/memory.max; then
+  sh -c "echo \$\$ > $cg/cgroup.procs && exec tail /dev/zero" > /dev/null 2>&1
+  r "oom_rc=$?"
+fi
+r "oom_snapshot=$(wait_for '*-oom_kill.pftrace' | sed 's,.*/,,')"
 $ringside stop --wait --socket "$sock" > /out/stop.out 2> /out/stop.err
 r "stop_rc=$?"
 wait $agent
 r "agent_rc=$?"
 cp /tmp/snapshots/*.pftrace /out/ 2> /dev/null
 mv /out/*-request-kernel-matrix.pftrace /out/snapshot.pftrace 2> /dev/null
+mv /out/*-crash.pftrace /out/crash.pftrace 2> /dev/null
+mv /out/*-oom_kill.pftrace /out/oom.pftrace 2> /dev/null
 
-# 3. The files out, over the second port.
+# 4. The files out, over the second port.
 stty -F /dev/ttyS1 raw -echo 2> /dev/null
 tar -C /out -cf /tmp/out.tar .
 base64 < /tmp/out.tar > /dev/ttyS1

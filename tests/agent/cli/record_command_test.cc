@@ -761,6 +761,47 @@ TEST(RecordCommandTest, AnEventBpfRecordsIsNotRecordedTwice) {
   unlink(out.c_str());
 }
 
+// A BPF group that is not running (here turned off; on a kernel before
+// 5.18, bpf/sched cannot load) has ftrace's bpf_fallback_events stand in
+// for it, while the other groups still run with BPF: what Linux 5.10 gets
+// (the kernel matrix, tests/kernels/, runs it there).
+TEST(RecordCommandTest, FallbackEventsStandInForTheBpfGroupThatIsNotRunning) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string cfg = TempPath("no_sched.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 16384 }\n"
+                        "data_sources { config { name: \"linux.bpf\" bpf_config { sched: false } "
+                        "} }\n"
+                        "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                        "  bpf_fallback_events: \"sched/sched_switch\"\n"
+                        "  bpf_fallback_events: \"sched/sched_process_fork\"\n"
+                        "  compact_sched { enabled: false } } } }\n";
+  const std::string out = TempPath("no_sched.pftrace");
+  int code = -1;
+  const std::string err = testing::RunRingsideCaptureStderr(
+      {"record", "-c", cfg, "-o", out, "--", "/bin/sh", "-c", "sleep 0.2 & sleep 0.2 & wait"},
+      &code);
+  ASSERT_EQ(code, 0) << err;
+  if (absl::StrContains(err, "linux.bpf disabled")) GTEST_SKIP() << "BPF did not load: " << err;
+  EXPECT_TRUE(absl::StrContains(err, "recording sched/sched_switch with ftrace in place of BPF"))
+      << err;
+  int ftrace_switches = 0;
+  std::map<int32_t, int> forks;  // Child pid -> fork events.
+  const trace::Trace t = ReadTrace(out);
+  for (const trace::TracePacket& p : t.packet()) {
+    EXPECT_EQ(p.ftrace_events().compact_sched().switch_timestamp_size(), 0);
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      ftrace_switches += e.has_sched_switch();
+      if (e.has_sched_process_fork()) forks[e.sched_process_fork().child_pid()]++;
+    }
+  }
+  EXPECT_GT(ftrace_switches, 0);
+  // Each fork once, from BPF's bpf/process: ftrace leaves its fallback out.
+  EXPECT_GE(forks.size(), 2u);
+  for (const auto& [pid, n] : forks) EXPECT_EQ(n, 1) << "the fork of " << pid;
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+}
+
 // A config that lists in ftrace_events an event linux.bpf records (without
 // bpf_fallback_events) records it once, from BPF, and says that ftrace
 // leaves it out and why.
