@@ -262,11 +262,12 @@ test-long: deps
 	@RINGSIDE_LONG_TESTS=1 $(MAKE) --no-print-directory run-tests
 
 # The kernel matrix (issue 32): ringside's smoke inside each kernel of
-# tests/kernels/kernels.txt, booted in QEMU; a table, and a failure when a
-# kernel does other than that file expects. The first run downloads the
-# pinned kernels (about 300 MB) into $(BUILD)/kernels. KERNELS="6.1 6.12"
-# runs some of them. Needs root. Not part of `make test` nor of CI yet: its
-# expectations still hold the known defects (BPF refused on 6.1 and 5.10).
+# tests/kernels/kernels.txt, booted in QEMU (a recording, the agent's
+# snapshots on request, after a crash and after an OOM kill); a table, and a
+# failure when a kernel does other than that file expects. The first run
+# downloads the pinned kernels (about 300 MB) into ~/.cache/ringside/kernels,
+# which every clone shares. KERNELS="6.1 6.12" runs some of them. Needs root.
+# CI runs it after `make test`; about 90 s under TCG.
 test-kernels: deps
 	@$(MAKE) --no-print-directory run-test-kernels
 

@@ -15,11 +15,13 @@
 #   KT_ACCEL=tcg|kvm tests/kernels/run.sh    no KVM probe (see below)
 #   KT_TIMEOUT=300                           seconds per VM (default 240)
 #
-# Everything it downloads or writes stays under $BUILD/kernels: a private
-# apt configuration (the machine's own sources are never read or changed)
-# that knows only Debian's bullseye, bookworm and bookworm-backports, the
-# pinned .debs, each kernel extracted into $BUILD/kernels/<name>/, and each
-# run's console log and files in $BUILD/kernels/results/<name>/.
+# What it downloads stays in a cache of its own, ~/.cache/ringside/kernels
+# (KT_CACHE=), shared by every clone: a private apt configuration (the
+# machine's own sources are never read or changed) that knows only Debian's
+# bullseye, bookworm and bookworm-backports, the pinned .debs, and each
+# kernel extracted into <name>-<version>/. What it writes stays under
+# $BUILD/kernels: the initramfs, and each run's console log and files in
+# $BUILD/kernels/results/<name>/.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -28,6 +30,10 @@ RINGSIDE=$BUILD/ringside
 TP=${TRACE_PROCESSOR:-../shared/bin/trace_processor_shell}
 LIST=tests/kernels/kernels.txt
 KDIR=$BUILD/kernels
+# The downloaded kernels, outside the build (as ccache's compiles), so that
+# a fresh clone (CI) boots them without fetching 300 MB again; each kernel
+# extracted under its pinned version, so a new pin fetches anew.
+CACHE=${KT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ringside/kernels}
 TIMEOUT=${KT_TIMEOUT:-240}
 # KVM when it works, else TCG (pick_accel). On our build machines nested
 # KVM does not: `-cpu host` stops QEMU at once ("failed to set MSR 0x10a"),
@@ -46,7 +52,7 @@ done
 
 # --- Kernels: a private apt, pinned versions ----------------------------------
 
-APT_DIR=$(realpath -m "$KDIR/apt")
+APT_DIR=$(realpath -m "$CACHE/apt")
 APT_OPTS=(-o "Dir::Etc::sourcelist=$APT_DIR/sources.list" -o "Dir::Etc::sourceparts=-"
   -o "Dir::Etc::preferencesparts=-" -o "Dir::State=$APT_DIR/state"
   -o "Dir::Cache=$APT_DIR/cache" -o "APT::Architectures=amd64" -o "Acquire::Languages=none")
@@ -62,21 +68,25 @@ EOF
   apt-get -qq "${APT_OPTS[@]}" update
 }
 
-# fetch NAME PACKAGE VERSION: $KDIR/NAME/boot/vmlinuz-*, from the .deb whose
-# hash apt checked against the suite's signed Release file.
+# kernel_dir NAME VERSION: where that kernel is extracted, in the cache.
+kernel_dir() { echo "$CACHE/$1-${2//[:~+]/_}"; }
+
+# fetch NAME PACKAGE VERSION: kernel_dir's boot/vmlinuz-*, from the .deb
+# whose hash apt checked against the suite's signed Release file.
 fetch() {
-  local name=$1 pkg=$2 version=$3
-  compgen -G "$KDIR/$name/boot/vmlinuz-*" > /dev/null && return 0
-  mkdir -p "$KDIR/debs"
-  local deb=("$KDIR/debs/${pkg}_${version/:/%3a}_amd64.deb")
+  local name=$1 pkg=$2 version=$3 dir
+  dir=$(kernel_dir "$name" "$version")
+  compgen -G "$dir/boot/vmlinuz-*" > /dev/null && return 0
+  mkdir -p "$CACHE/debs"
+  local deb=("$CACHE/debs/${pkg}_${version/:/%3a}_amd64.deb")
   if [ ! -f "${deb[0]}" ]; then
     [ -f "$APT_DIR/sources.list" ] || apt_update
-    (cd "$KDIR/debs" && apt-get -qq "${APT_OPTS[@]}" download "$pkg=$version") ||
+    (cd "$CACHE/debs" && apt-get -qq "${APT_OPTS[@]}" download "$pkg=$version") ||
       { echo "test-kernels: $pkg=$version is not in the archive any more; see $LIST" >&2; return 1; }
   fi
-  rm -rf "$KDIR/$name.tmp"
-  dpkg-deb -x "${deb[0]}" "$KDIR/$name.tmp"
-  mv "$KDIR/$name.tmp" "$KDIR/$name"
+  rm -rf "$dir.tmp"
+  dpkg-deb -x "${deb[0]}" "$dir.tmp"
+  mv "$dir.tmp" "$dir"
 }
 
 # --- The initramfs: busybox, ringside and its libraries, /init -----------------
@@ -108,7 +118,7 @@ initramfs() {
 boot() {
   local name=$1 res=$2 accel_name=$3 timeout_s=$4 vmlinuz
   shift 4
-  vmlinuz=$(compgen -G "$KDIR/$name/boot/vmlinuz-*" | head -n 1)
+  vmlinuz=$(compgen -G "${KERNEL_DIRS[$name]}/boot/vmlinuz-*" | head -n 1)
   rm -rf "$res" && mkdir -p "$res"
   # shellcheck disable=SC2054 # "tcg,thread=multi" is one argument
   local accel=(-accel tcg,thread=multi -cpu max)
@@ -303,9 +313,11 @@ mapfile -t rows < <(grep -v -E '^\s*(#|$)' "$LIST")
 done)
 [ ${#rows[@]} -gt 0 ] || die "no kernel of $LIST matches: $*"
 
+declare -A KERNEL_DIRS
 for r in "${rows[@]}"; do
   read -r name _suite pkg version _ <<< "$r"
   fetch "$name" "$pkg" "$version" || die "cannot fetch $name"
+  KERNEL_DIRS[$name]=$(kernel_dir "$name" "$version")
 done
 initramfs
 
