@@ -35,7 +35,7 @@ const CommandSpec& SnapshotCommandSpec() {
                 {0, "reason", "TEXT",
                  absl::StrCat("why, recorded in the snapshot and shown by `ringside status` ",
                               "(UTF-8, at most ", kMaxSnapshotReasonBytes,
-                              " bytes; default: \"control\")"),
+                              " bytes; default: \"request\")"),
                  false},
                 {0, "wait", "", "return once the file is written and in place", false},
                 {0, "timeout", "D",

@@ -31,8 +31,10 @@ namespace ringside::agent {
 //
 //   main thread:     Run(): signals (SIGTERM/SIGINT stop, SIGHUP reload,
 //                    SIGUSR1 snapshot), the watchdog, the health line
-//   control thread:  Handle(): status, snapshot, stop, trigger; never blocks
-//                    (`snapshot --wait` is answered from the snapshot thread)
+//   control thread:  Handle(): status, snapshot, stop, trigger; never waits
+//                    for a file (`snapshot --wait` is answered from the
+//                    snapshot thread), but a snapshot request's clone of
+//                    the buffers runs on it
 //   snapshot thread: SnapshotWriter, one file at a time
 //   the session's own threads (sources, buffer owner)
 //

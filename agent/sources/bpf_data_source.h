@@ -137,7 +137,9 @@ class BpfDataSource : public DataSource {
   // Records written, by CPU and type. Consumer thread writes.
   std::unique_ptr<EventTallyTable> tallies_;
   bool started_ = false;
-  bool stopped_ = false;
+  // Written by Stop() (the main thread), read by Losses() on any thread
+  // (status, the streaming file's end on the buffer owner).
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace ringside::agent
