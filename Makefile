@@ -256,7 +256,7 @@ run-tests: $(BIN) $(TEST_BINS)
 	@tools/run_tests.sh $(TEST_BINS)
 
 # `make test` with the slowest end-to-end scenarios at their full size (the
-# kill loops' 20 kills, the durable buffer's 4 MiB ring and 5,000 processes);
+# kill loops' 20 kills, the durable buffer's 2 MiB ring and 5,000 processes);
 # tests/testing/test_size.h.
 test-long: deps
 	@RINGSIDE_LONG_TESTS=1 $(MAKE) --no-print-directory run-tests

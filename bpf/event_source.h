@@ -58,7 +58,7 @@ class EventSource {
   static std::vector<std::string> RecordedTracepoints(const Options& options) {
     std::vector<std::string> tracepoints;
     if (options.sched) {
-      tracepoints.insert(tracepoints.end(), {"sched/sched_switch", "sched/sched_wakeup",
+      tracepoints.insert(tracepoints.end(), {"sched/sched_switch", "sched/sched_waking",
                                              "sched/sched_wakeup_new", "sched/sched_migrate_task"});
     }
     if (options.process) {

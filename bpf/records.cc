@@ -11,7 +11,7 @@ size_t LayoutSize(uint32_t type) {
   switch (type) {
     case RS_EV_SCHED_SWITCH:
       return sizeof(rs_sched_switch);
-    case RS_EV_SCHED_WAKEUP:
+    case RS_EV_SCHED_WAKING:
     case RS_EV_SCHED_WAKEUP_NEW:
       return sizeof(rs_sched_wakeup);
     case RS_EV_SCHED_MIGRATE:

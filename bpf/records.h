@@ -26,7 +26,7 @@ struct Record {
 
   const rs_event_header& header() const { return As<rs_event_header>(); }
   const rs_sched_switch& sched_switch() const { return As<rs_sched_switch>(); }
-  // RS_EV_SCHED_WAKEUP and RS_EV_SCHED_WAKEUP_NEW.
+  // RS_EV_SCHED_WAKING and RS_EV_SCHED_WAKEUP_NEW.
   const rs_sched_wakeup& wakeup() const { return As<rs_sched_wakeup>(); }
   const rs_sched_migrate& migrate() const { return As<rs_sched_migrate>(); }
   const rs_process_fork& fork() const { return As<rs_process_fork>(); }

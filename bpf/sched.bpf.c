@@ -63,10 +63,10 @@ static __always_inline void output_sched_batch(struct rs_sched_batch_state* s) {
   __u32 cpu = bpf_get_smp_processor_id();
   if (cpu < RS_MAX_CPUS) rs_batch_waiting_slot(cpu) = 0;
   const __u32 switches = s->records[RS_EV_SCHED_SWITCH];
-  const __u32 wakeups = s->records[RS_EV_SCHED_WAKEUP];
+  const __u32 wakeups = s->records[RS_EV_SCHED_WAKING];
   const __u32 wakeups_new = s->records[RS_EV_SCHED_WAKEUP_NEW];
   s->records[RS_EV_SCHED_SWITCH] = 0;
-  s->records[RS_EV_SCHED_WAKEUP] = 0;
+  s->records[RS_EV_SCHED_WAKING] = 0;
   s->records[RS_EV_SCHED_WAKEUP_NEW] = 0;
   s->used = 0;
   const __u64 size = sizeof(struct rs_event_header) + used;
@@ -77,7 +77,7 @@ static __always_inline void output_sched_batch(struct rs_sched_batch_state* s) {
   void* ring = bpf_map_lookup_elem(&rings, &cpu);
   if (!ring || bpf_ringbuf_output(ring, &s->batch, size, rs_wakeup_flag(ring)) != 0) {
     if (switches) rs_count_drops(RS_EV_SCHED_SWITCH, switches);
-    if (wakeups) rs_count_drops(RS_EV_SCHED_WAKEUP, wakeups);
+    if (wakeups) rs_count_drops(RS_EV_SCHED_WAKING, wakeups);
     if (wakeups_new) rs_count_drops(RS_EV_SCHED_WAKEUP_NEW, wakeups_new);
   }
 }
@@ -180,9 +180,12 @@ static __always_inline int emit_wakeup(__u32 type, struct task_struct* p) {
   return 0;
 }
 
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(handle_sched_wakeup, struct task_struct* p) {
-  return emit_wakeup(RS_EV_SCHED_WAKEUP, p);
+/* sched_waking, not sched_wakeup: it runs in the waker's context (the
+ * wakeup can run later on the wakee's CPU, from an IPI), and it is what
+ * Perfetto builds a thread's runnable state and its waker from. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(handle_sched_waking, struct task_struct* p) {
+  return emit_wakeup(RS_EV_SCHED_WAKING, p);
 }
 
 SEC("tp_btf/sched_wakeup_new")

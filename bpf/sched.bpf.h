@@ -1,4 +1,4 @@
-/* How bpf/sched.bpf.c fills its sched_switch and sched_wakeup records,
+/* How bpf/sched.bpf.c fills its sched_switch and sched_waking records,
  * shared with the benchmarks that time its parts. */
 #ifndef RINGSIDE_BPF_SCHED_BPF_H_
 #define RINGSIDE_BPF_SCHED_BPF_H_

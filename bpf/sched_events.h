@@ -22,7 +22,7 @@ struct rs_sched_switch {
 #define RS_SCHED_BATCH_BYTES 3360
 
 /* RS_EV_SCHED_BATCH: this header (its size covers the records that follow,
- * its ts_ns is the first one's), then sched_switch, sched_wakeup and
+ * its ts_ns is the first one's), then sched_switch, sched_waking and
  * sched_wakeup_new records of the header's CPU in the order they happened,
  * each with its own header (bpf/sched.bpf.c). */
 struct rs_sched_batch {
@@ -39,8 +39,10 @@ struct rs_sched_batch_state {
   struct rs_sched_batch batch;
 };
 
-/* RS_EV_SCHED_WAKEUP and RS_EV_SCHED_WAKEUP_NEW: `pid` becomes runnable on
- * `target_cpu`; the waker is the task that ran the wakeup. */
+/* RS_EV_SCHED_WAKING (sched_waking: the waker starts waking `pid`, on the
+ * waker's CPU, before the wakee is queued) and RS_EV_SCHED_WAKEUP_NEW (a
+ * new task made runnable): the waker is the task that ran it. target_cpu
+ * is task_cpu(pid) at that moment, as the tracepoints report it. */
 struct rs_sched_wakeup {
   struct rs_event_header h;
   __s32 pid;

@@ -23,7 +23,7 @@ struct BpfGroup {
 };
 constexpr BpfGroup kBpfGroups[] = {
     {"bpf:sched", "bpf_config { sched: true }",
-     "sched_switch (prev_state as the tracepoint reports it), sched_wakeup, sched_wakeup_new, "
+     "sched_switch (prev_state as the tracepoint reports it), sched_waking, sched_wakeup_new, "
      "sched_migrate_task"},
     {"bpf:process", "bpf_config { process: true }",
      "sched_process_fork, sched_process_exec (with argv), sched_process_exit (with the exit "

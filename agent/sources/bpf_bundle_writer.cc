@@ -45,8 +45,8 @@ uint32_t BpfBundleWriter::FieldOf(uint32_t type) {
   switch (type) {
     case RS_EV_SCHED_SWITCH:
       return FtraceEvent::kSchedSwitchFieldNumber;
-    case RS_EV_SCHED_WAKEUP:
-      return FtraceEvent::kSchedWakeupFieldNumber;
+    case RS_EV_SCHED_WAKING:
+      return FtraceEvent::kSchedWakingFieldNumber;
     case RS_EV_SCHED_WAKEUP_NEW:
       return FtraceEvent::kSchedWakeupNewFieldNumber;
     case RS_EV_SCHED_MIGRATE:
@@ -104,12 +104,14 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         compact_.AddSwitch(e.h.ts_ns, e.prev_state, e.next_pid, e.next_prio, Comm(e.next_comm));
         break;
       }
-      case RS_EV_SCHED_WAKEUP:
+      case RS_EV_SCHED_WAKING: {
+        // Compact, as switches: the waker is whoever runs on this CPU then.
+        const rs_sched_wakeup& e = r.wakeup();
+        compact_.AddWaking(e.h.ts_ns, e.pid, e.target_cpu, e.prio, Comm(e.comm));
+        break;
+      }
       case RS_EV_SCHED_WAKEUP_NEW:
-        WriteWakeup(bundle,
-                    r.type == RS_EV_SCHED_WAKEUP ? FtraceEvent::kSchedWakeupFieldNumber
-                                                 : FtraceEvent::kSchedWakeupNewFieldNumber,
-                    r.wakeup());
+        WriteWakeup(bundle, FtraceEvent::kSchedWakeupNewFieldNumber, r.wakeup());
         break;
       case RS_EV_SCHED_MIGRATE: {
         const rs_sched_migrate& e = r.migrate();

@@ -17,8 +17,8 @@ const char* BpfDataSource::EventName(uint32_t type) {
   switch (type) {
     case RS_EV_SCHED_SWITCH:
       return "sched_switch";
-    case RS_EV_SCHED_WAKEUP:
-      return "sched_wakeup";
+    case RS_EV_SCHED_WAKING:
+      return "sched_waking";
     case RS_EV_SCHED_WAKEUP_NEW:
       return "sched_wakeup_new";
     case RS_EV_SCHED_MIGRATE:
@@ -149,7 +149,7 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
         seen(e.h.ts_ns, e.next_pid, e.next_tgid, e.next_comm);
         break;
       }
-      case RS_EV_SCHED_WAKEUP:
+      case RS_EV_SCHED_WAKING:
       case RS_EV_SCHED_WAKEUP_NEW: {
         const rs_sched_wakeup& e = r.wakeup();
         seen(e.h.ts_ns, e.pid, e.tgid, e.comm);

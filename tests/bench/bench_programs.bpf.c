@@ -41,8 +41,8 @@ int BPF_PROG(empty_sched_switch, bool preempt, struct task_struct* prev, struct 
 /* The wakeup's own baseline: a wakeup often runs on a CPU coming out of
  * idle, or touches a task last run on another CPU, so its empty program
  * already pays cold caches that a switch's does not. */
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(empty_sched_wakeup, struct task_struct* p) { return 0; }
+SEC("tp_btf/sched_waking")
+int BPF_PROG(empty_sched_waking, struct task_struct* p) { return 0; }
 
 /* Steps of handle_sched_switch on their own, to see where its time goes.
  * They write into the shared per-CPU rings, which the benchmark drains as it
@@ -54,7 +54,7 @@ int BPF_PROG(step_clock, bool preempt, struct task_struct* prev, struct task_str
 }
 
 /* The same read on the wakeup's tracepoint: the floor of a wakeup record. */
-SEC("tp_btf/sched_wakeup")
+SEC("tp_btf/sched_waking")
 int BPF_PROG(step_wakeup_clock, struct task_struct* p) { return bpf_ktime_get_boot_ns() == 0; }
 
 /* The current CPU's ring, a record reserved and submitted, no clock. */
@@ -100,9 +100,9 @@ int BPF_PROG(step_switch_minimal, bool preempt, struct task_struct* prev,
   return minimal_record(RS_EV_SCHED_SWITCH, sizeof(struct rs_sched_switch));
 }
 
-SEC("tp_btf/sched_wakeup")
+SEC("tp_btf/sched_waking")
 int BPF_PROG(step_wakeup_minimal, struct task_struct* p) {
-  return minimal_record(RS_EV_SCHED_WAKEUP, sizeof(struct rs_sched_wakeup));
+  return minimal_record(RS_EV_SCHED_WAKING, sizeof(struct rs_sched_wakeup));
 }
 
 /* handle_sched_switch without its comm copies and fill query, then without
@@ -296,10 +296,10 @@ int BPF_PROG(step_switch_lockless, bool preempt, struct task_struct* prev, struc
   return 0;
 }
 
-SEC("tp_btf/sched_wakeup")
+SEC("tp_btf/sched_waking")
 int BPF_PROG(step_wakeup_lockless, struct task_struct* p) {
   const __u32 cpu = bpf_get_smp_processor_id();
-  struct rs_sched_wakeup* e = lockless_slot(RS_EV_SCHED_WAKEUP, sizeof(*e), cpu);
+  struct rs_sched_wakeup* e = lockless_slot(RS_EV_SCHED_WAKING, sizeof(*e), cpu);
   if (!e) return 0;
   rs_fill_wakeup(e, p);
   lockless_publish(cpu);

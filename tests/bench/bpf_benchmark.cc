@@ -7,7 +7,7 @@
 // BM_KernelCost: what each of our programs costs the kernel per event
 // (the kernel's own run_time_ns / run_cnt with BPF stats on) while a
 // context-switch storm runs; the baselines are an empty sched_switch and an
-// empty sched_wakeup program attached at the same time (the cost of the
+// empty sched_waking program attached at the same time (the cost of the
 // attachment, of the kernel's own time accounting and of the caches as the
 // workload leaves them). Two workloads: a sleep loop (switches to and from
 // idle, wakeups from a timer on a CPU waking up: cold caches) and a pipe
@@ -251,7 +251,7 @@ void BM_KernelCost(benchmark::State& state) {
   };
   const bpf_program* step = all_steps[state.range(2)];
   std::vector<const bpf_program*> bench_programs = {f.programs->progs.empty_sched_switch,
-                                                    f.programs->progs.empty_sched_wakeup};
+                                                    f.programs->progs.empty_sched_waking};
   if (step != nullptr) bench_programs.push_back(step);
   const int stats_fd = EventSource::EnableKernelStats();
   if (stats_fd < 0) return state.SkipWithError("BPF_ENABLE_STATS failed");
@@ -302,7 +302,7 @@ void BM_KernelCost(benchmark::State& state) {
     state.counters["perf_clock_failures"] =
         static_cast<double>(f.programs->bss->perf_clock_failures);
   }
-  for (const char* kind : {"sched_switch", "sched_wakeup"}) {
+  for (const char* kind : {"sched_switch", "sched_waking"}) {
     const auto ours = ns_per_run.find(kind);
     const auto empty = ns_per_run.find(std::string("empty_") + kind);
     if (ours != ns_per_run.end() && empty != ns_per_run.end() && empty->second > 0) {
@@ -313,15 +313,15 @@ void BM_KernelCost(benchmark::State& state) {
 // Args: the ring size per CPU in KiB (a ring that stays in cache costs less
 // per record), the workload, and which step runs instead of ours (0: ours;
 // 1 the clock, 2 reserve + submit, 3 the fill query, 4 and 5 a minimal
-// record on sched_switch and on sched_wakeup, 6 and 7 ours on sched_switch
+// record on sched_switch and on sched_waking, 6 and 7 ours on sched_switch
 // without the comms and the fill query, then without the query only; 8
 // ours on sched_switch into a per-CPU batch, one ring output per 42; 9 the
 // same with the run queue's clock instead of ours; 10 a read of a perf
 // event's enabled time (local_clock) instead of our clock; 11 the batch
-// stamped with it; 12 and 13 ours on sched_switch and on sched_wakeup
+// stamped with it; 12 and 13 ours on sched_switch and on sched_waking
 // into a lock-free per-CPU ring of fixed slots instead of a BPF ringbuf;
 // 14 ours with no scheduling records batched, each reserved on its own in
-// the ring as before batching; 15 the clock alone on sched_wakeup).
+// the ring as before batching; 15 the clock alone on sched_waking).
 BENCHMARK(BM_KernelCost)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()

@@ -66,7 +66,7 @@ FTRACE_READER=${FTRACE_READER:-cat}
 # signals and OOM kills: none here, so they are left out of the peers' list
 # (ringside still pays for their runs on every signal).
 EVENTS=(
-  sched:sched_switch sched:sched_wakeup sched:sched_wakeup_new sched:sched_migrate_task
+  sched:sched_switch sched:sched_waking sched:sched_wakeup_new sched:sched_migrate_task
   sched:sched_process_fork sched:sched_process_exec sched:sched_process_exit
   sched:sched_process_free task:task_rename power:cpu_frequency power:cpu_idle
 )

@@ -64,7 +64,7 @@ std::vector<uint8_t> StormRecords(uint32_t cpu, uint64_t* count) {
     const int32_t prev = pids[i % 5], next = pids[(i + 1) % 5];
     if (next != 0) {
       rs_sched_wakeup w{};
-      w.h = {RS_EV_SCHED_WAKEUP, sizeof(w), cpu, ts += 700};
+      w.h = {RS_EV_SCHED_WAKING, sizeof(w), cpu, ts += 700};
       w.pid = w.tgid = next;
       w.prio = 120;
       w.target_cpu = static_cast<int32_t>(cpu);

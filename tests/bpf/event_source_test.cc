@@ -364,9 +364,9 @@ TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
   EXPECT_EQ(prog.run_count, c.switches.size() + source->not_recorded(RS_EV_SCHED_SWITCH));
   EXPECT_EQ(prog.missed, 0u);
   // The wakeups too, which share the switches' batches.
-  EXPECT_EQ(source->drops(RS_EV_SCHED_WAKEUP), 0u);
-  EXPECT_EQ(StatsOf(*source, "handle_sched_wakeup").run_count,
-            c.wakeups.size() + source->not_recorded(RS_EV_SCHED_WAKEUP));
+  EXPECT_EQ(source->drops(RS_EV_SCHED_WAKING), 0u);
+  EXPECT_EQ(StatsOf(*source, "handle_sched_waking").run_count,
+            c.wakeups.size() + source->not_recorded(RS_EV_SCHED_WAKING));
 }
 
 // A child whose tasks leave the CPU in several states: asleep (S), waiting
@@ -543,9 +543,9 @@ TEST(EventSourceTest, TinyRingUnderAStormDropsExactlyWhatIsMissing) {
   const EventSource::ProgramStats prog = StatsOf(*source, "handle_sched_switch");
   EXPECT_GT(drops, 1000u);
   EXPECT_EQ(c.switches.size() + drops + source->not_recorded(RS_EV_SCHED_SWITCH), prog.run_count);
-  EXPECT_EQ(c.wakeups.size() + source->drops(RS_EV_SCHED_WAKEUP) +
-                source->not_recorded(RS_EV_SCHED_WAKEUP),
-            StatsOf(*source, "handle_sched_wakeup").run_count);
+  EXPECT_EQ(c.wakeups.size() + source->drops(RS_EV_SCHED_WAKING) +
+                source->not_recorded(RS_EV_SCHED_WAKING),
+            StatsOf(*source, "handle_sched_waking").run_count);
   // The per-CPU counters add up to the total.
   uint64_t per_cpu_sum = 0;
   for (uint64_t d : source->drops_per_cpu(RS_EV_SCHED_SWITCH)) per_cpu_sum += d;
@@ -620,7 +620,7 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
   };
   auto waiting_on_cpu1 = [&source] {
     return source->records_waiting(RS_EV_SCHED_SWITCH)[1] +
-           source->records_waiting(RS_EV_SCHED_WAKEUP)[1] +
+           source->records_waiting(RS_EV_SCHED_WAKING)[1] +
            source->records_waiting(RS_EV_SCHED_WAKEUP_NEW)[1];
   };
   ASSERT_TRUE(source->Attach().ok());

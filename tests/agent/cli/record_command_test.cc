@@ -741,7 +741,7 @@ TEST(RecordCommandTest, AnEventBpfRecordsIsNotRecordedTwice) {
   const int kSwitch = trace::FtraceEvent::kSchedSwitchFieldNumber;
   const int kWakeup = trace::FtraceEvent::kSchedWakeupFieldNumber;
   const int kWaking = trace::FtraceEvent::kSchedWakingFieldNumber;
-  for (const char* e : {"sched:sched_switch", "sched:sched_wakeup", "sched:*"}) {
+  for (const char* e : {"sched:sched_switch", "sched:sched_waking", "sched:*"}) {
     SCOPED_TRACE(e);
     int code = -1;
     const std::string err = testing::RunRingsideCaptureStderr(
@@ -750,11 +750,11 @@ TEST(RecordCommandTest, AnEventBpfRecordsIsNotRecordedTwice) {
     const SwitchForms f = CountSwitchForms(out);
     if (f.bpf_switches == 0) GTEST_SKIP() << "BPF did not load: ftrace records the switches";
     EXPECT_EQ(f.ftrace_events.count(kSwitch), 0u) << "BPF's: " << f.bpf_switches;
-    EXPECT_EQ(f.ftrace_events.count(kWakeup), 0u);
+    EXPECT_EQ(f.ftrace_events.count(kWaking), 0u);
     EXPECT_EQ(err.find("leaves out"), std::string::npos) << err;
     // The glob's events BPF does not record come from ftrace.
     if (std::string(e) == "sched:*") {
-      EXPECT_GT(f.ftrace_events.count(kWaking), 0u) << err;
+      EXPECT_GT(f.ftrace_events.count(kWakeup), 0u) << err;
     }
   }
   unlink(cfg.c_str());
@@ -812,7 +812,7 @@ TEST(RecordCommandTest, AConfigsFtraceEventThatBpfRecordsIsLeftOutSayingWhy) {
                         "data_sources { config { name: \"linux.bpf\" } }\n"
                         "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
                         "  ftrace_events: \"sched/sched_switch\"\n"
-                        "  ftrace_events: \"sched/sched_waking\"\n"
+                        "  ftrace_events: \"sched/sched_wakeup\"\n"
                         "  compact_sched { enabled: false } } } }\n";
   const std::string out = TempPath("both.pftrace");
   int code = -1;
@@ -822,7 +822,7 @@ TEST(RecordCommandTest, AConfigsFtraceEventThatBpfRecordsIsLeftOutSayingWhy) {
   const SwitchForms f = CountSwitchForms(out);
   if (f.bpf_switches == 0) GTEST_SKIP() << "BPF did not load: ftrace records the switches";
   EXPECT_EQ(f.ftrace_events.count(trace::FtraceEvent::kSchedSwitchFieldNumber), 0u);
-  EXPECT_GT(f.ftrace_events.count(trace::FtraceEvent::kSchedWakingFieldNumber), 0u);
+  EXPECT_GT(f.ftrace_events.count(trace::FtraceEvent::kSchedWakeupFieldNumber), 0u);
   EXPECT_NE(err.find("linux.ftrace: leaves out sched/sched_switch: linux.bpf records every one"),
             std::string::npos)
       << err;

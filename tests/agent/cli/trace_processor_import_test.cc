@@ -419,6 +419,27 @@ void ExpectPowerCounters(const std::string& tp, const Recording& r, int64_t kern
   EXPECT_EQ(counters("cpufreq"), freq);
 }
 
+// A thread woken from a sleep is runnable until it runs, woken by someone:
+// Perfetto builds that from sched_waking (the UI's "Runnable" and its
+// waker). The workload's threads sleep 20 times each, and its tasks wait
+// for one another (join, wait): some of their runnable states name a
+// waker that is one of the workload's own tasks.
+void ExpectRunnableStatesWithTheirWakers(const std::string& tp, const Recording& r) {
+  const Workload& w = r.workload;
+  const std::string tids = absl::StrJoin({w.parent, w.child, w.threads[0], w.threads[1]}, ",");
+  EXPECT_GT(QueryInt(tp, r.path,
+                     absl::StrCat("select count(*) from thread_state ts join thread t using (utid) "
+                                  "where ts.state = 'R' and t.tid in (",
+                                  tids, ")")),
+            10);
+  EXPECT_GT(QueryInt(tp, r.path,
+                     absl::StrCat("select count(*) from thread_state ts join thread t using (utid) "
+                                  "join thread waker on waker.utid = ts.waker_utid "
+                                  "where ts.state = 'R' and t.tid in (",
+                                  tids, ") and waker.tid in (", tids, ")")),
+            0);
+}
+
 TEST(TraceProcessorImportTest, DefaultRecording) {
   RINGSIDE_REQUIRE_TRACEFS();
   RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
@@ -430,6 +451,7 @@ TEST(TraceProcessorImportTest, DefaultRecording) {
   if (counted) kernel_idle.Disable();
   ExpectImportsCleanly(tp, r);
   ExpectNamesAndProcessTree(tp, r);
+  ExpectRunnableStatesWithTheirWakers(tp, r);
   ExpectPowerCounters(tp, r, counted ? kernel_idle.Count() : -1);
 }
 

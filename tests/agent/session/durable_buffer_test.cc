@@ -1,6 +1,7 @@
 // Issue 8's proof on the real kernel: a ring wrapping 20+ times while
-// short-lived processes come and go (a 1 MiB ring and 1,500 processes; under
-// `make test-long` a 4 MiB ring and 5,000). With the durable buffer every pid
+// short-lived processes come and go (a 512 KiB ring and 1,500 processes;
+// under `make test-long` a 2 MiB ring and 5,000: sched_waking in compact
+// form made the events so small that a 1 MiB ring wrapped only 16 times). With the durable buffer every pid
 // a scheduling event names resolves to a name; without it, some do not.
 
 #include <sys/wait.h>
@@ -39,7 +40,7 @@ struct Result {
 Result RecordScenario(uint32_t durable_kb) {
   Result r;
   const std::string cfg = TempPath("cfg.pbtxt");
-  const int ring_kb = ringside::testing::TestSize(1024, 4096);
+  const int ring_kb = ringside::testing::TestSize(512, 2048);
   const int processes = ringside::testing::TestSize(1500, 5000);
   std::ofstream(cfg) << "buffers { size_kb: " << ring_kb
                      << " }\n"
@@ -103,8 +104,8 @@ TEST(DurableBufferTest, EveryPidResolvesAfterTheRingWrapsTwentyTimes) {
   RINGSIDE_REQUIRE_TRACEFS();
   const Result on = RecordScenario(1024);
   EXPECT_GE(on.wraps, 20u);
-  // What the ring still holds at the end: the last tens (1 MiB) or
-  // hundreds (4 MiB) of them.
+  // What the ring still holds at the end: the last tens (512 KiB) or
+  // hundreds (2 MiB) of them.
   EXPECT_GT(on.sched_pids, ringside::testing::TestSize(20u, 50u));
   EXPECT_EQ(on.unresolved, 0u) << "of " << on.sched_pids;
   const auto& d = on.stats.ringside_durable_buffer();

@@ -53,10 +53,11 @@ TEST(BpfBundleWriterTest, EncodesEveryRecordTypeAsPerfettoReadsIt) {
   sw1.next_prio = 120;
   sw1.prev_state = 1;
   std::strcpy(sw1.next_comm, "kworker/1:1");
-  auto& wake = r.Add<rs_sched_wakeup>(RS_EV_SCHED_WAKEUP, 1500);
+  auto& wake = r.Add<rs_sched_wakeup>(RS_EV_SCHED_WAKING, 1500);
   wake.pid = 100;
   wake.waker_pid = 7;
   wake.target_cpu = 1;
+  wake.prio = 120;
   std::strcpy(wake.comm, "bash");
   auto& sw2 = r.Add<rs_sched_switch>(RS_EV_SCHED_SWITCH, 2000);
   sw2.next_pid = 100;
@@ -113,27 +114,32 @@ TEST(BpfBundleWriterTest, EncodesEveryRecordTypeAsPerfettoReadsIt) {
   EXPECT_EQ(cs.intern_table(static_cast<int>(cs.switch_next_comm_index(0))), "kworker/1:1");
   EXPECT_EQ(cs.intern_table(static_cast<int>(cs.switch_next_comm_index(1))), "bash");
 
-  ASSERT_EQ(b.event_size(), 7);
-  EXPECT_EQ(b.event(0).timestamp(), 1500u);
-  EXPECT_EQ(b.event(0).pid(), 7u);  // The waker.
-  EXPECT_EQ(b.event(0).sched_wakeup().pid(), 100);
-  EXPECT_EQ(b.event(0).sched_wakeup().target_cpu(), 1);
-  EXPECT_EQ(b.event(1).sched_process_fork().child_pid(), 101);
-  EXPECT_EQ(b.event(1).sched_process_fork().parent_tgid(), 100);
-  const auto& x = b.event(2).sched_process_exec();
+  // sched_waking in compact form too, as Perfetto reads it to give the
+  // wakee its runnable state and its waker (whoever runs on the CPU then).
+  ASSERT_EQ(cs.waking_timestamp_size(), 1);
+  EXPECT_EQ(cs.waking_timestamp(0), 1500u);
+  EXPECT_EQ(cs.waking_pid(0), 100);
+  EXPECT_EQ(cs.waking_target_cpu(0), 1);
+  EXPECT_EQ(cs.waking_prio(0), 120);
+  EXPECT_EQ(cs.intern_table(static_cast<int>(cs.waking_comm_index(0))), "bash");
+
+  ASSERT_EQ(b.event_size(), 6);
+  EXPECT_EQ(b.event(0).sched_process_fork().child_pid(), 101);
+  EXPECT_EQ(b.event(0).sched_process_fork().parent_tgid(), 100);
+  const auto& x = b.event(1).sched_process_exec();
   EXPECT_EQ(x.filename(), "/bin/true");
   EXPECT_EQ(x.argv(), std::string("true\0-x\0", 8));
   EXPECT_EQ(x.uid(), 1000u);
   EXPECT_EQ(x.ppid(), 100);
-  EXPECT_EQ(b.event(3).sched_process_exit().exit_code(), 139);
-  EXPECT_TRUE(b.event(3).sched_process_exit().group_dead());
-  EXPECT_EQ(b.event(4).signal_generate().sig(), 11);
-  EXPECT_EQ(b.event(4).signal_generate().pid(), 101);
-  EXPECT_EQ(b.event(5).mark_victim().pid(), 202);
-  EXPECT_EQ(b.event(5).pid(), 7u);
-  EXPECT_EQ(b.event(6).generic().event_name(), "ringside_core_dump");
-  EXPECT_EQ(b.event(6).generic().field(2).int_value(), 11);
-  EXPECT_EQ(b.event(6).generic().field(3).str_value(), "crasher");
+  EXPECT_EQ(b.event(2).sched_process_exit().exit_code(), 139);
+  EXPECT_TRUE(b.event(2).sched_process_exit().group_dead());
+  EXPECT_EQ(b.event(3).signal_generate().sig(), 11);
+  EXPECT_EQ(b.event(3).signal_generate().pid(), 101);
+  EXPECT_EQ(b.event(4).mark_victim().pid(), 202);
+  EXPECT_EQ(b.event(4).pid(), 7u);
+  EXPECT_EQ(b.event(5).generic().event_name(), "ringside_core_dump");
+  EXPECT_EQ(b.event(5).generic().field(2).int_value(), 11);
+  EXPECT_EQ(b.event(5).generic().field(3).str_value(), "crasher");
 
   EXPECT_EQ(w.stats().malformed, 2u);
   EXPECT_EQ(w.stats().events[RS_EV_SCHED_SWITCH], 2u);

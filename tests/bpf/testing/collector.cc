@@ -43,7 +43,7 @@ void Collected::Add(uint32_t cpu, const void* data, size_t size) {
       }
       last_switch_ts_[cpu] = h.ts_ns;
       return Take(data, size, &switches, &errors);
-    case RS_EV_SCHED_WAKEUP:
+    case RS_EV_SCHED_WAKING:
       return Take(data, size, &wakeups, &errors);
     case RS_EV_SCHED_WAKEUP_NEW:
       return Take(data, size, &wakeups_new, &errors);
