@@ -214,6 +214,12 @@ absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, const
       const bool task_flavour = kernel.FirstArgIsPointer(tracepoint);
       load = task_flavour == (absl::string_view(bpf_program__name(prog)) == "handle_mark_victim");
     }
+    // Two of sched_switch: with its prev_state argument since 5.18, and
+    // (preempt, prev, next) before.
+    if (tracepoint == "sched_switch" && load) {
+      const bool with_state = kernel.NumArgs(tracepoint) >= 4;
+      load = with_state == (absl::string_view(bpf_program__name(prog)) == "handle_sched_switch");
+    }
     bpf_program__set_autoload(prog, load);
   }
   return absl::OkStatus();
@@ -283,10 +289,10 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   KernelTracepoints kernel;
   if (!kernel.ok()) return LoadError(errno, "reading the kernel's BTF");
   const SharedMaps maps{rings_fd_, drops_fd_, filter_cgroups_fd_};
-  // Each group loads on its own: one this kernel cannot run (sched before
-  // 5.18, a program its verifier refuses) leaves the others running, so
-  // that an older kernel still gets BPF's process events and incident
-  // triggers. Load() fails only when no group it was asked for loads.
+  // Each group loads on its own: one this kernel cannot run (a program its
+  // verifier refuses) leaves the others running, with ftrace's fallback
+  // events in its place. Load() fails only when no group it was asked for
+  // loads.
   std::vector<RefusedGroup> refused;
   int requested = 0;
   // `load` opens the group into `*skel` and loads it; on failure the group
@@ -305,13 +311,6 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   };
   if (options.sched) {
     attempt("sched", &sched_, rs_sched__destroy, [&](std::vector<std::string>* skipped) {
-      // (preempt, prev, next, prev_state): prev_state, the state the switch
-      // was decided on, became an argument in 5.18. Reading prev's state
-      // field instead races with wakeups, so older kernels get ftrace.
-      if (kernel.Has("sched_switch") && kernel.NumArgs("sched_switch") < 4) {
-        return absl::UnavailableError(
-            "bpf/sched needs Linux 5.18 or later (sched_switch with its prev_state argument)");
-      }
       if ((sched_ = rs_sched__open()) == nullptr) return LoadError(errno, "opening bpf/sched");
       if (auto st = PrepareGroup(sched_, options, maps, ring_size_, kernel, skipped); !st.ok()) {
         return st;

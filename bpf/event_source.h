@@ -141,9 +141,9 @@ class EventSource {
   static int EnableKernelStats();
 
   const std::vector<std::string>& skipped_programs() const { return skipped_; }
-  // A group asked for that this kernel cannot run while others load: "sched"
-  // before Linux 5.18, a group whose program the verifier refuses. Load()
-  // fails only when none loads.
+  // A group asked for that this kernel cannot run while others load (a
+  // group whose program the verifier refuses). Load() fails only when none
+  // loads.
   struct RefusedGroup {
     std::string group;  // "sched", "process", "incidents".
     absl::Status why;

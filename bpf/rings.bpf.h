@@ -159,4 +159,14 @@ static __always_inline __s32 rs_task_cpu(struct task_struct* t) {
   return ((struct task_struct___pre_5_16*)t)->cpu;
 }
 
+/* A task's raw state: `__state` since 5.14, `state` (a long) before. */
+struct task_struct___pre_5_14 {
+  long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32 rs_task_state(struct task_struct* t) {
+  if (bpf_core_field_exists(t->__state)) return t->__state;
+  return (__u32)((struct task_struct___pre_5_14*)t)->state;
+}
+
 #endif /* RINGSIDE_BPF_RINGS_BPF_H_ */

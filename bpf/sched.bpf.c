@@ -124,9 +124,8 @@ static __always_inline void commit_batch_record(struct rs_sched_batch_state* s,
   s->busy = 0;
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
-             unsigned int prev_state) {
+static __always_inline int emit_switch(bool preempt, struct task_struct* prev,
+                                       struct task_struct* next, unsigned int prev_state) {
   if (rs_filters_on() && !rs_task_selected(prev) && !rs_task_selected(next)) return 0;
   struct rs_sched_batch_state* s = take_sched_batch();
   if (s) {
@@ -143,6 +142,24 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct
   rs_fill_switch_comms(e, prev, next);
   rs_submit(ring, e);
   return 0;
+}
+
+/* Since 5.18 the tracepoint passes prev's state as __schedule() read it
+ * before deciding on the switch. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
+             unsigned int prev_state) {
+  return emit_switch(preempt, prev, next, prev_state);
+}
+
+/* Before 5.18 (the loader picks one of the two by the tracepoint's
+ * arguments): the kernel's own sched_switch event read prev's state field
+ * at the tracepoint (__trace_sched_switch_state), and so does this, so its
+ * prev_state is what that kernel's ftrace reports, races included. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(handle_sched_switch_pre_5_18, bool preempt, struct task_struct* prev,
+             struct task_struct* next) {
+  return emit_switch(preempt, prev, next, rs_task_state(prev));
 }
 
 /* Sends the current CPU's batch to its ring: run by user space with

@@ -32,15 +32,16 @@ static __always_inline void rs_fill_switch_comms(struct rs_sched_switch* e,
 }
 
 /* Every field of a wakeup record but the header; the waker is the task
- * running the wakeup. */
+ * running the wakeup (read with the helper every kernel has:
+ * bpf_get_current_task_btf() came in 5.11). */
 static __always_inline void rs_fill_wakeup(struct rs_sched_wakeup* e, struct task_struct* p) {
-  struct task_struct* waker = bpf_get_current_task_btf();
+  const __u64 waker = bpf_get_current_pid_tgid();
   e->pid = p->pid;
   e->tgid = p->tgid;
   e->prio = p->prio;
   e->target_cpu = rs_task_cpu(p);
-  e->waker_pid = waker->pid;
-  e->waker_tgid = waker->tgid;
+  e->waker_pid = (__u32)waker;
+  e->waker_tgid = waker >> 32;
   __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
 }
 

@@ -15,10 +15,11 @@
  *   then only the highest bit left: 1 << (fls(state) - 1)
  *
  * This layout (TASK_REPORT_MAX 0x100, TASK_REPORT_IDLE 0x80) holds from 4.14
- * on; ringside's program needs 5.18+ anyway (prev_state became a tracepoint
- * argument there). Within 5.18+ two rules changed, with stable backports, so
- * the loader passes them in as RS_TASK_STATE_RULE_* bits (task_state_rules.h
- * decides them from the kernel release). */
+ * on. Since 5.18 `state` is the tracepoint's prev_state argument; before,
+ * the program reads the task's state field at the tracepoint, as the
+ * kernel's own event did then. Since 6.6 two rules changed, with stable
+ * backports, so the loader passes them in as RS_TASK_STATE_RULE_* bits
+ * (task_state_rules.h decides them from the kernel release). */
 #ifndef RINGSIDE_BPF_TASK_STATE_H_
 #define RINGSIDE_BPF_TASK_STATE_H_
 

@@ -9,7 +9,7 @@ namespace ringside::bpf {
 
 // The RS_TASK_STATE_RULE_* bits (bpf/task_state.h) of the kernel whose
 // release string (uname -r, e.g. "6.1.123-1-amd64") is `release`: which of
-// the two changes to the kernel's prev_state mapping since 5.18 it has,
+// the two later changes to the kernel's prev_state mapping it has (6.6, 6.13),
 // mainline or backported to a stable series. A release that does not start
 // with MAJOR.MINOR gets the newest rules: the mapping of current kernels.
 // (A distribution kernel that backported either change without the stable

@@ -761,10 +761,9 @@ TEST(RecordCommandTest, AnEventBpfRecordsIsNotRecordedTwice) {
   unlink(out.c_str());
 }
 
-// A BPF group that is not running (here turned off; on a kernel before
-// 5.18, bpf/sched cannot load) has ftrace's bpf_fallback_events stand in
-// for it, while the other groups still run with BPF: what Linux 5.10 gets
-// (the kernel matrix, tests/kernels/, runs it there).
+// A BPF group that is not running (here turned off; elsewhere one whose
+// program a kernel's verifier refuses) has ftrace's bpf_fallback_events
+// stand in for it, while the other groups still run with BPF.
 TEST(RecordCommandTest, FallbackEventsStandInForTheBpfGroupThatIsNotRunning) {
   RINGSIDE_REQUIRE_TRACEFS();
   const std::string cfg = TempPath("no_sched.pbtxt");
