@@ -17,6 +17,8 @@ KnownEvent ClassifyEvent(absl::string_view group, absl::string_view name) {
     if (name == "cpu_frequency") return KnownEvent::kCpuFrequency;
     if (name == "cpu_idle") return KnownEvent::kCpuIdle;
   }
+  if (group == "oom" && name == "mark_victim") return KnownEvent::kMarkVictim;
+  if (group == "signal" && name == "signal_deliver") return KnownEvent::kSignalDeliver;
   if (group != "sched") return KnownEvent::kOther;
   if (name == "sched_switch") return KnownEvent::kSchedSwitch;
   if (name == "sched_waking") return KnownEvent::kSchedWaking;

@@ -31,6 +31,8 @@ enum class KnownEvent : uint8_t {
   kTaskRename,
   kCpuFrequency,
   kCpuIdle,
+  kMarkVictim,     // oom/mark_victim: the OOM killer's victim.
+  kSignalDeliver,  // signal/signal_deliver: a signal taken by its task.
 };
 
 // Formats of the events a recording enabled, by event id, and safe readers

@@ -316,27 +316,32 @@ int AgentService::Run() {
 }
 
 void AgentService::WarnOfIncidentTriggersNothingFires() {
-  // Only linux.bpf's incident programs report incidents.
-  bool reported = false;
+  // Incidents come from linux.bpf's incident programs, or from a
+  // linux.ftrace source's events in their place.
+  if (session_->incidents_reported()) return;
+  bool enabled = false;
   for (const auto& ds : options_.config.data_sources()) {
-    reported |= ds.config().name() == "linux.bpf" && ds.config().bpf_config().incidents();
+    enabled |= ds.config().name() == "linux.bpf" && ds.config().bpf_config().incidents();
   }
-  bool bpf_running = false;
+  bool bpf_running = false, ftrace = false;
   for (const TracingSession::SourceReport& r : session_->report().sources) {
     bpf_running |=
         r.name == "linux.bpf" && r.state == TracingSession::SourceReport::State::kRunning;
+    ftrace |= r.name == "linux.ftrace";
   }
-  if (reported && bpf_running && session_->incident_programs_loaded()) return;
   for (const auto& t : options_.config.trigger_config().triggers()) {
     if (!t.has_incident()) continue;
-    log_.Warning(absl::StrCat("trigger ", t.name(),
-                              ": its incident filter fires only on linux.bpf's incident "
-                              "programs, which ",
-                              !reported ? "this config does not enable (bpf_config.incidents)"
-                              : bpf_running && !session_->incident_programs_loaded()
-                                  ? "this kernel cannot run"
-                                  : "are not running",
-                              "; it answers requests by name only"));
+    log_.Warning(absl::StrCat(
+        "trigger ", t.name(), ": no incident reaches its incident filter: linux.bpf's incident ",
+        "programs ",
+        !enabled      ? "are off in this config (bpf_config.incidents)"
+        : bpf_running ? "cannot run on this kernel"
+                      : "are not running",
+        ", and ",
+        ftrace ? "the linux.ftrace source cannot report them (no tracefs, or no oom/mark_victim "
+                 "and signal/signal_deliver events)"
+               : "this config has no linux.ftrace source to report them",
+        "; it answers requests by name only"));
   }
 }
 

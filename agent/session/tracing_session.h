@@ -182,8 +182,9 @@ class TracingSession {
   bool file_limit_reached() const { return file_limit_reached_.load(); }
   // Data sources that could not start, with why (the rest keep recording).
   const std::vector<std::string>& warnings() const { return warnings_; }
-  // linux.bpf's incident programs loaded (see BuiltSources).
-  bool incident_programs_loaded() const { return sources_.incident_programs; }
+  // Incidents are reported, by BPF or by ftrace in its place (see
+  // BuiltSources).
+  bool incidents_reported() const { return sources_.incidents_reported; }
   // tracefs was not mounted and could not be mounted in a mount namespace
   // of our own, so it was mounted for the whole system; Stop() unmounts it
   // (which needs CAP_SYS_ADMIN). Valid after Start().

@@ -71,6 +71,7 @@ const std::vector<TypedEvent>& TypedEvents() {
        FtraceEvent::kCpuFrequencyFieldNumber,
        {{"state", 1}, {"cpu_id", 2}}},
       {KnownEvent::kCpuIdle, FtraceEvent::kCpuIdleFieldNumber, {{"state", 1}, {"cpu_id", 2}}},
+      {KnownEvent::kMarkVictim, FtraceEvent::kMarkVictimFieldNumber, {{"pid", 1}}},
   };
   return *events;
 }
@@ -96,6 +97,7 @@ constexpr TallyKind kKinds[] = {
     {FtraceEvent::kTaskRenameFieldNumber, "task_rename"},
     {FtraceEvent::kCpuFrequencyFieldNumber, "cpu_frequency"},
     {FtraceEvent::kCpuIdleFieldNumber, "cpu_idle"},
+    {FtraceEvent::kMarkVictimFieldNumber, "mark_victim"},
     {FtraceEvent::kGenericFieldNumber, "generic"},
 };
 static_assert(std::size(kKinds) == FtraceBundleWriter::kNumKinds);
@@ -184,8 +186,39 @@ const FtraceBundleWriter::Plan& FtraceBundleWriter::PlanFor(const EventTable::En
     plan.prio = format.FindField("prio");
     plan.comm = format.FindField("comm");
     plan.target_cpu = format.FindField("target_cpu");
+  } else if (entry.known == KnownEvent::kMarkVictim) {
+    plan.pid = format.FindField("pid");
+    plan.comm = format.FindField("comm");  // Since 6.8.
+  } else if (entry.known == KnownEvent::kSignalDeliver) {
+    plan.sig = format.FindField("sig");
+    plan.sa_handler = format.FindField("sa_handler");
   }
   return plan;
+}
+
+void FtraceBundleWriter::CollectIncident(const ftrace::RawEvent& e, const EventTable::Entry& entry,
+                                         const Plan& plan) {
+  Incident incident;
+  incident.boottime_ns = static_cast<int64_t>(e.timestamp);  // The instance's boot clock.
+  if (entry.known == KnownEvent::kMarkVictim) {
+    incident.kind = Incident::Kind::kOomKill;
+    incident.pid = static_cast<int32_t>(EventTable::ReadInt(e, plan.pid));
+    incident.comm = std::string(EventTable::ReadString(e, plan.comm));
+  } else if (entry.known == KnownEvent::kSignalDeliver) {
+    // Taken by the task it was sent to (the event's own task), with the
+    // action it has then: SIG_DFL (0) of a signal whose default is to end
+    // the process is a crash, as BPF's incident program decides it; a
+    // caught or ignored one is not. SIGKILL cannot be caught.
+    const int64_t sig = EventTable::ReadInt(e, plan.sig);
+    const bool fatal_by_default = sig == 4 || sig == 6 || sig == 7 || sig == 8 || sig == 11;
+    if (EventTable::ReadUint(e, plan.sa_handler) != 0 || !(fatal_by_default || sig == 9)) return;
+    incident.kind = Incident::Kind::kFatalSignal;
+    incident.pid = static_cast<int32_t>(EventTable::ReadInt(e, plan.common_pid));
+    incident.signal = static_cast<int32_t>(sig);
+  } else {
+    return;
+  }
+  incidents_.push_back(std::move(incident));
 }
 
 void FtraceBundleWriter::TellTracker(const ftrace::RawEvent& e, const EventTable::Entry& entry,
@@ -286,6 +319,7 @@ bool FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
       const Plan& plan = PlanFor(*entry);
       bundle_events_[plan.kind]++;
       if (options_.tracker != nullptr) TellTracker(e, *entry, plan);
+      if (options_.incidents) CollectIncident(e, *entry, plan);
       if (options_.compact_sched && entry->known == KnownEvent::kSchedSwitch) {
         compact_.AddSwitch(e.timestamp, EventTable::ReadInt(e, plan.prev_state),
                            static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -13,6 +14,7 @@
 #include "agent/sources/compact_sched.h"
 #include "agent/sources/data_source.h"
 #include "agent/sources/event_tally_table.h"
+#include "agent/sources/incident.h"
 #include "agent/writer/trace_writer.h"
 #include "ftrace/event_table.h"
 #include "ftrace/page_parser.h"
@@ -23,7 +25,8 @@ namespace ringside::agent {
 //  - sched_switch and sched_waking in compact_sched (Perfetto's columnar
 //    form: delta timestamps, comms interned per bundle) unless disabled;
 //  - print, sched_wakeup(_new), sched_process_fork/exec/exit/free,
-//    task_newtask and task_rename as typed messages;
+//    task_newtask, task_rename, cpu_frequency, cpu_idle and mark_victim as
+//    typed messages;
 //  - any other event in the generic form (field names and values), so
 //    nothing enabled is silently dropped.
 // It tallies the events it writes per CPU and kind, as a reader of the
@@ -43,6 +46,10 @@ class FtraceBundleWriter {
     // CPUs whose events are tallied: 0..num_cpus-1 (0: every configured CPU,
     // sysconf(_SC_NPROCESSORS_CONF)).
     uint32_t num_cpus = 0;
+    // Collects the incidents oom/mark_victim and signal/signal_deliver
+    // report (OOM kills; signals taken with their default, fatal action),
+    // for TakeIncidents().
+    bool incidents = false;
   };
   struct Stats {
     uint64_t bundles = 0;
@@ -63,13 +70,17 @@ class FtraceBundleWriter {
                    bool lost_events);
 
   const Stats& stats() const { return stats_; }
+  // The incidents of the bundles written since the last call (Options::
+  // incidents), in order; their pid is the task's, their tgid, comm (but a
+  // victim's since 6.8) and cgroup unknown.
+  std::vector<Incident> TakeIncidents() { return std::exchange(incidents_, {}); }
   // The events written so far, per CPU and kind; only non-zero entries.
   // Thread-safe.
   std::vector<DataSource::EventTally> EventTallies() const;
 
   // The kinds events are tallied by: one per typed message, and one for
   // every event in the generic form.
-  static constexpr size_t kNumKinds = 14;
+  static constexpr size_t kNumKinds = 15;
 
  private:
   // How one known event's fields map onto its typed message.
@@ -91,9 +102,14 @@ class FtraceBundleWriter {
     const ftrace::FieldFormat* group_dead = nullptr;
     const ftrace::FieldFormat* prev_pid = nullptr;  // sched_switch's, with:
     const ftrace::FieldFormat* prev_comm = nullptr;
+    // Incident inputs (signal_deliver's; mark_victim's are pid and comm).
+    const ftrace::FieldFormat* sig = nullptr;
+    const ftrace::FieldFormat* sa_handler = nullptr;
   };
   void TellTracker(const ftrace::RawEvent& e, const ftrace::EventTable::Entry& entry,
                    const Plan& plan);
+  void CollectIncident(const ftrace::RawEvent& e, const ftrace::EventTable::Entry& entry,
+                       const Plan& plan);
   const Plan& PlanFor(const ftrace::EventTable::Entry& entry);
   void WriteTyped(ProtoMessage* bundle, const ftrace::RawEvent& e,
                   const ftrace::EventTable::Entry& entry, const Plan& plan);
@@ -112,6 +128,7 @@ class FtraceBundleWriter {
 
   // compact_sched columns of the bundle being written (capacity reused).
   CompactSchedColumns compact_;
+  std::vector<Incident> incidents_;
 };
 
 }  // namespace ringside::agent

@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "ringside/trace/trace_packet.pb.h"
 
 namespace ringside::agent {
@@ -64,7 +67,8 @@ absl::StatusOr<std::unique_ptr<FtraceDataSource>> FtraceDataSource::Create(
   ds->bundles_ = std::make_unique<FtraceBundleWriter>(
       &ds->table_, FtraceBundleWriter::Options{.compact_sched = ds->config_.compact_sched,
                                                .tracker = ds->config_.tracker,
-                                               .num_cpus = static_cast<uint32_t>(ds->num_cpus_)});
+                                               .num_cpus = static_cast<uint32_t>(ds->num_cpus_),
+                                               .incidents = ds->config_.incidents != nullptr});
 
   ds->control_writer_ = producer->CreateTraceWriter(0);
   for (int cpu = 0; cpu < ds->num_cpus_; cpu++) {
@@ -170,6 +174,30 @@ void FtraceDataSource::ReadKernelBuffers() {
     }
     // Make what was read visible to the buffer's owner.
     cpu_writers_[cpu]->Flush();
+    // Then the incidents: a snapshot they trigger holds their events.
+    if (config_.incidents != nullptr) TellIncidents();
+  }
+}
+
+void FtraceDataSource::TellIncidents() {
+  for (Incident& incident : bundles_->TakeIncidents()) {
+    // The task may have gone since: then its name stays as the event gave
+    // it (a victim's, since 6.8), and the trigger's comms filter cannot
+    // match it.
+    const std::string proc = absl::StrCat("/proc/", incident.pid);
+    if (incident.comm.empty()) {
+      std::ifstream comm(proc + "/comm");
+      std::getline(comm, incident.comm);
+    }
+    std::ifstream status(proc + "/status");
+    for (std::string line; std::getline(status, line);) {
+      absl::string_view rest = line;
+      if (absl::ConsumePrefix(&rest, "Tgid:")) {
+        (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &incident.tgid);
+        break;
+      }
+    }
+    config_.incidents->OnIncident(incident);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "agent/sources/cpu_budget.h"
 #include "agent/sources/data_source.h"
 #include "agent/sources/ftrace_bundle_writer.h"
+#include "agent/sources/incident.h"
 #include "agent/sources/staging_flush.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
@@ -51,6 +52,10 @@ class FtraceDataSource : public DataSource {
     // max_consumer_cpu_percent, shared with the recording's other readers
     // (may be null: no limit).
     CpuBudget* cpu_budget = nullptr;
+    // Told of the OOM kills and fatal signals that oom/mark_victim and
+    // signal/signal_deliver (in `events`) report, on the reader thread,
+    // once their events are committed (may be null).
+    IncidentListener* incidents = nullptr;
   };
 
   struct Stats {
@@ -108,6 +113,9 @@ class FtraceDataSource : public DataSource {
       : config_(std::move(config)), producer_(producer) {}
   void WriteStats(int phase);
   void OpenMissingReaders();
+  // Hands the bundle writer's incidents to config_.incidents, with the
+  // tgid and name /proc still has of each task.
+  void TellIncidents();
   void ReaderLoop();
 
   Config config_;

@@ -98,7 +98,7 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   const bpf::EventSource::Options loaded = (*b)->loaded_groups();
   ctx->bpf_sched |= loaded.sched;
   ctx->bpf_process |= loaded.process;
-  ctx->out->incident_programs |= loaded.incidents;
+  ctx->out->incidents_reported |= loaded.incidents;
   const bpf::EventSource::Filters& fl = cfg.source.filters;
   const bool every_hit = fl.tgids.empty() && fl.cgroup_id == 0 && !fl.cgroup_set &&
                          fl.max_prio < 0 && cfg.filter_container_ids.empty() &&
@@ -110,6 +110,19 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   }
   ctx->Add(c, std::move(producer), std::move(*b));
 }
+
+// Whether the config has a trigger that fires on incidents.
+bool WantsIncidents(const config::TraceConfig& config) {
+  for (const auto& t : config.trigger_config().triggers()) {
+    if (t.has_incident()) return true;
+  }
+  return false;
+}
+
+// The ftrace events that report incidents when BPF's incident programs
+// cannot: an OOM kill's victim, and each signal with the action its task
+// takes (SIG_DFL of a fatal one is a crash).
+constexpr const char* kIncidentEvents[] = {"oom/mark_victim", "signal/signal_deliver"};
 
 // Whether a bpf_fallback_events event stands in for bpf/process (process
 // lifecycle) rather than bpf/sched (switches, wakeups).
@@ -126,8 +139,12 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
         std::find(f.ftrace_events().begin(), f.ftrace_events().end(), e) != f.ftrace_events().end();
     if (!listed && !(IsProcessEvent(e) ? ctx->bpf_process : ctx->bpf_sched)) fallback.push_back(e);
   }
+  // The agent's incident triggers would wait for incidents nobody reports:
+  // the first ftrace source reports them in BPF's place.
+  const bool incidents =
+      ctx->incidents != nullptr && !ctx->out->incidents_reported && WantsIncidents(*ctx->config);
   // Only fallback events, and BPF records them: nothing for ftrace to do.
-  if (f.ftrace_events_size() == 0 && fallback.empty()) return;
+  if (f.ftrace_events_size() == 0 && fallback.empty() && !incidents) return;
   if (!ctx->out->tracefs.has_value() && !ctx->tracefs_error.has_value()) {
     absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();
     if (tracefs.ok()) {
@@ -185,6 +202,26 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
     ctx->Warn(absl::StrCat(c.name(), ": recording ", absl::StrJoin(fallback, ", "),
                            " with ftrace in place of BPF"));
   }
+  if (incidents) {
+    std::vector<std::string> added;
+    for (const char* e : kIncidentEvents) {
+      if (!ctx->out->tracefs->Exists(absl::StrCat("events/", e))) continue;
+      if (std::none_of(fc.events.begin(), fc.events.end(),
+                       [&](const auto& spec) { return spec.event == e; })) {
+        fc.events.push_back({e, ""});
+      }
+      added.push_back(e);
+    }
+    if (!added.empty()) {
+      fc.incidents = ctx->incidents;
+      ctx->Warn(absl::StrCat(c.name(), ": reporting OOM kills and fatal signals with ",
+                             absl::StrJoin(added, " and "),
+                             " in place of BPF's incident programs (their cgroup is not known: "
+                             "an incident filter on cgroups does not match them)"));
+    }
+  }
+  // Every event it lists is BPF's: no tracefs instance for nothing.
+  if (fc.events.empty()) return;
   fc.buffer_size_kb = f.buffer_size_kb();
   fc.drain_period_ms = f.drain_period_ms();
   fc.buffer_percent = f.drain_buffer_percent();
@@ -201,6 +238,7 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
   for (const auto& [e, s] : (*ds)->enable_result().failed) {
     ctx->Warn(absl::StrCat(c.name(), ": ", s.message()));
   }
+  if (fc.incidents != nullptr) ctx->out->incidents_reported = true;
   ctx->Add(c, std::move(producer), std::move(*ds));
 }
 

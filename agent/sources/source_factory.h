@@ -43,9 +43,10 @@ struct BuiltSources {
     std::string error;
   };
   std::vector<Failed> failed;
-  // linux.bpf's incident programs loaded: incidents (OOM kills, fatal
-  // signals) are reported to the listener.
-  bool incident_programs = false;
+  // Incidents (OOM kills, fatal signals) are reported to the listener: by
+  // linux.bpf's incident programs, or in their place by a linux.ftrace
+  // source's oom/mark_victim and signal/signal_deliver.
+  bool incidents_reported = false;
 };
 
 // The one place where the config's data sources become DataSources. Reads

@@ -72,15 +72,16 @@ r "snapshot_rc=$? snapshot_path=$(head -n 1 /out/snapshot.out)"
 # `oom_kill` triggers write a snapshot a second after a fatal signal and an
 # OOM kill. A shell that sends itself SIGSEGV, then a tail of /dev/zero
 # (one endless line, kept whole) in a cgroup of 16 MiB.
-wait_for() {  # wait_for GLOB: up to 20 s for a snapshot file
+wait_for_in() {  # wait_for_in DIR GLOB: up to 20 s for a snapshot file
   i=0
   while [ $i -lt 40 ]; do
-    for f in /tmp/snapshots/$1; do [ -e "$f" ] && { echo "$f"; return 0; }; done
+    for f in $1/$2; do [ -e "$f" ] && { echo "$f"; return 0; }; done
     i=$((i + 1))
     sleep 0.5
   done
   return 1
 }
+wait_for() { wait_for_in /tmp/snapshots "$1"; }
 sh -c 'kill -SEGV $$'
 r "crash_snapshot=$(wait_for '*-crash.pftrace' | sed 's,.*/,,')"
 cg=/sys/fs/cgroup/rskt-oom
@@ -94,12 +95,41 @@ $ringside stop --wait --socket "$sock" > /out/stop.out 2> /out/stop.err
 r "stop_rc=$?"
 wait $agent
 r "agent_rc=$?"
+# 4. The same incidents without BPF (a config with no linux.bpf, as on a
+# kernel without BTF): ftrace's oom/mark_victim and signal/signal_deliver
+# report them to the triggers in its place.
+mkdir -m 0700 /tmp/ft-snapshots
+cat > /tmp/ftrace-only.pbtxt << 'CFG'
+buffers { size_kb: 8192 }
+data_sources { config { name: "linux.ftrace" ftrace_config { ftrace_events: "power/cpu_idle" } } }
+trigger_config {
+  trigger_mode: CLONE_SNAPSHOT
+  triggers { name: "crash" stop_delay_ms: 500 incident { kinds: FATAL_SIGNAL } }
+  triggers { name: "oom_kill" stop_delay_ms: 500 incident { kinds: OOM_KILL } }
+}
+CFG
+$ringside agent -c /tmp/ftrace-only.pbtxt --run-dir /run/rs --output-dir /tmp/ft-snapshots \
+  --socket "$sock" > /out/ft-agent.out 2> /out/ft-agent.err &
+agent=$!
+$ringside status --wait --timeout 60s --socket "$sock" > /dev/null 2>> /out/ft-agent.err
+sh -c 'kill -SEGV $$'
+r "ft_crash_snapshot=$(wait_for_in /tmp/ft-snapshots '*-crash.pftrace' | sed 's,.*/,,')"
+if [ -d $cg ]; then
+  sh -c "echo \$\$ > $cg/cgroup.procs && exec tail /dev/zero" > /dev/null 2>&1
+fi
+r "ft_oom_snapshot=$(wait_for_in /tmp/ft-snapshots '*-oom_kill.pftrace' | sed 's,.*/,,')"
+$ringside stop --wait --socket "$sock" > /dev/null 2>> /out/ft-agent.err
+wait $agent
+r "ft_agent_rc=$?"
+for f in /tmp/ft-snapshots/*-crash.pftrace; do [ -e "$f" ] && cp "$f" /out/ft_crash.pftrace; done
+for f in /tmp/ft-snapshots/*-oom_kill.pftrace; do [ -e "$f" ] && cp "$f" /out/ft_oom.pftrace; done
+
 cp /tmp/snapshots/*.pftrace /out/ 2> /dev/null
 mv /out/*-request-kernel-matrix.pftrace /out/snapshot.pftrace 2> /dev/null
 mv /out/*-crash.pftrace /out/crash.pftrace 2> /dev/null
 mv /out/*-oom_kill.pftrace /out/oom.pftrace 2> /dev/null
 
-# 4. The files out, over the second port.
+# 5. The files out, over the second port.
 stty -F /dev/ttyS1 raw -echo 2> /dev/null
 tar -C /out -cf /tmp/out.tar .
 base64 < /tmp/out.tar > /dev/ttyS1

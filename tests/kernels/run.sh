@@ -192,7 +192,8 @@ bpf_reason() {
 # judge NAME EXPECT_BPF EXPECT_FTRACE EXPECT_SNAPSHOT: reads the results,
 # prints the row and the details, returns 1 if anything differs.
 judge() {
-  local name=$1 exp_bpf=$2 exp_ftrace=$3 exp_snap=$4 exp_incidents=$5 res=$KDIR/results/$1
+  local name=$1 exp_bpf=$2 exp_ftrace=$3 exp_snap=$4 exp_incidents=$5 exp_ft_incidents=$6
+  local res=$KDIR/results/$1
   local con=$res/console.log files=$res/files fail=()
   mkdir -p "$files"
   local booted=no done=no
@@ -255,10 +256,17 @@ judge() {
       incidents+=("$f")
   done
   inc=$(IFS=+; echo "${incidents[*]:-none}")
+  # The same from the agent without BPF (ftrace's events in its place).
+  local ft_incidents=() ft_inc
+  for f in crash oom; do
+    [ -s "$files/ft_$f.pftrace" ] &&
+      "$RINGSIDE" inspect "$files/ft_$f.pftrace" > "$res/ft_$f.inspect" 2>&1 && ft_incidents+=("$f")
+  done
+  ft_inc=$(IFS=+; echo "${ft_incidents[*]:-none}")
   local err_rec err_snap
   err_rec=$(import_errors "$files/record.pftrace")
   err_snap=$(import_errors "$files/snapshot.pftrace")
-  for f in crash oom; do
+  for f in crash oom ft_crash ft_oom; do
     local e
     e=$(import_errors "$files/$f.pftrace")
     [ "$e" = 0 ] || [ "$e" = - ] || fail+=("trace_processor import errors in $f.pftrace: $e")
@@ -274,14 +282,16 @@ judge() {
   [ "$ftrace" = "$exp_ftrace" ] || fail+=("ftrace $ftrace, expected $exp_ftrace")
   [ "$snap" = "$exp_snap" ] || fail+=("snapshot $snap, expected $exp_snap")
   [ "$inc" = "$exp_incidents" ] || fail+=("incident snapshots $inc, expected $exp_incidents")
+  [ "$ft_inc" = "$exp_ft_incidents" ] ||
+    fail+=("incident snapshots without BPF $ft_inc, expected $exp_ft_incidents")
   for e in "$err_rec" "$err_snap"; do
     [ "$e" = 0 ] || [ "$e" = - ] || fail+=("trace_processor import errors: $e")
   done
 
-  printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %s/%s\n' "$name" "$(kv uname "$con")" \
-    "$(kv boot_s "$con")" "$(cat "$res/wall_s")" "$bpf" "$ftrace" \
+  printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %s/%s\n' "$name" \
+    "$(kv uname "$con")" "$(kv boot_s "$con")" "$(cat "$res/wall_s")" "$bpf" "$ftrace" \
     "$(src linux.bpf | tr '[:upper:]' '[:lower:]')/$(src linux.ftrace | tr '[:upper:]' '[:lower:]')" \
-    "$snap" "$inc" "$err_rec" "$err_snap"
+    "$snap" "$inc" "$ft_inc" "$err_rec" "$err_snap"
   [ -n "$bpf_reason" ] && echo "          bpf: $bpf_reason"
   grep -o 'bpf/[a-z]* cannot run on this kernel ([^;]*' "$files/record.err" 2> /dev/null |
     sed 's/^/          bpf: /' | cut -c 1-200
@@ -289,7 +299,8 @@ judge() {
   # only (issue 32); the agent says so in a warning when they cannot.
   if [ -s "$files/agent.err" ]; then
     local incidents=armed
-    grep -q "fires only on linux.bpf's incident programs" "$files/agent.err" && incidents="by name only"
+    grep -q "answers requests by name only" "$files/agent.err" && incidents="by name only"
+    grep -q "reporting OOM kills and fatal signals with" "$files/agent.err" && incidents="by ftrace"
     echo "          agent: $(grep -c ' warning: ' "$files/agent.err") warning lines;" \
       "incident triggers $incidents"
   fi
@@ -335,14 +346,15 @@ accel $ACCEL. boot_s: the guest's uptime when /init starts; total_s: the VM's
 wall-clock time here, boot and smoke. bpf: linux.bpf in record and agent;
 ftrace: ftrace events in record's file; snapshot: the agent's start, snapshot
 --wait, stop and a readable file; incidents: the snapshots the default config's
-triggers wrote after a SIGSEGV (crash) and an OOM kill (oom); tp_errors:
-trace_processor's error stats.
+triggers wrote after a SIGSEGV (crash) and an OOM kill (oom); no-bpf: the same
+from an agent whose config has no linux.bpf (ftrace reports the incidents);
+tp_errors: trace_processor's error stats.
 EOF
-printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %s\n' kernel uname boot_s total_s bpf ftrace \
-  agent:bpf/ftrace snapshot incidents "tp_errors(record/snapshot)"
+printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %s\n' kernel uname boot_s total_s bpf \
+  ftrace agent:bpf/ftrace snapshot incidents no-bpf "tp_errors(record/snapshot)"
 for r in "${rows[@]}"; do
-  read -r name _suite _pkg _version exp_bpf exp_ftrace exp_snap exp_incidents <<< "$r"
-  judge "$name" "$exp_bpf" "$exp_ftrace" "$exp_snap" "$exp_incidents" || status=1
+  read -r name _suite _pkg _version exp_bpf exp_ftrace exp_snap exp_incidents exp_ft <<< "$r"
+  judge "$name" "$exp_bpf" "$exp_ftrace" "$exp_snap" "$exp_incidents" "$exp_ft" || status=1
 done
 echo
 echo "test-kernels: ${#rows[@]} kernels in ${SECONDS}s"

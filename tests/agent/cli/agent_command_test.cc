@@ -997,9 +997,10 @@ TEST_F(AgentCommandTest, AnIncidentTriggerWithoutTheIncidentProgramsIsNamedInAWa
   )pb"));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   EXPECT_TRUE(absl::StrContains(agent->Log(),
-                                "warning: trigger crash: its incident filter fires only on "
-                                "linux.bpf's incident programs, which this config does not "
-                                "enable (bpf_config.incidents)"))
+                                "warning: trigger crash: no incident reaches its incident "
+                                "filter: linux.bpf's incident programs are off in this config "
+                                "(bpf_config.incidents), and this config has no linux.ftrace "
+                                "source to report them; it answers requests by name only"))
       << agent->Log();
 }
 

@@ -24,7 +24,9 @@
 #include "tests/agent/testing/agent_process.h"
 #include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/degradation.h"
+#include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/ringside_cli.h"
+#include "tests/testing/workloads.h"
 
 namespace ringside::agent::testing {
 namespace {
@@ -128,6 +130,50 @@ TEST_F(AgentDegradedTest, WithoutBtfFtraceRecordsSchedulingInsteadOfBpf) {
   EXPECT_TRUE(absl::StrContains(log, "no BTF (/sys/kernel/btf/vmlinux)")) << log;
   Snapshot s;
   ExpectItStillWorks(agent.get(), &s);
+}
+
+// No BTF, so no BPF incident programs: the default config's crash trigger
+// still fires, on ftrace's signal/signal_deliver in their place, and its
+// snapshot holds the crash (issue 32: kernels without BTF, BPF locked down).
+TEST_F(AgentDegradedTest, WithoutBtfACrashStillTakesItsSnapshotThroughFtrace) {
+  struct stat st;
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0) GTEST_SKIP() << "this kernel has no BTF anyway";
+  std::unique_ptr<AgentProcess> agent = StartReady(HideBtf());
+  ASSERT_TRUE(ready_) << "no READY=1; the agent said:\n" << agent->Log();
+  EXPECT_TRUE(absl::StrContains(agent->Log(),
+                                "linux.ftrace: reporting OOM kills and fatal signals with "
+                                "oom/mark_victim and signal/signal_deliver in place of BPF's "
+                                "incident programs"))
+      << agent->Log();
+  EXPECT_FALSE(absl::StrContains(agent->Log(), "answers requests by name only")) << agent->Log();
+  const std::vector<pid_t> crashed = ringside::testing::Crash(1, "rs-ft-crash");
+  ASSERT_EQ(crashed.size(), 1u);
+  // The default trigger writes its snapshot a second after the crash.
+  std::string path;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (path.empty() && absl::Now() < deadline) {
+    for (const std::string& name : ListDir(dir_.Join("snaps"))) {
+      if (absl::EndsWith(name, "-crash.pftrace")) path = dir_.Join("snaps") + "/" + name;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_FALSE(path.empty()) << "no crash snapshot; the agent said:\n" << agent->Log();
+  // The crash itself: the SIGSEGV its task took with the default action.
+  int delivered = 0;
+  const trace::Trace t = ReadTraceFile(path);
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      if (!e.has_generic() || e.generic().event_name() != "signal_deliver") continue;
+      if (static_cast<pid_t>(e.pid()) != crashed[0]) continue;
+      for (const auto& f : e.generic().field())
+        delivered += f.name() == "sig" && f.int_value() == 11;
+    }
+  }
+  EXPECT_EQ(delivered, 1) << path;
+  ASSERT_TRUE(agent->Signal(SIGTERM));
+  const std::optional<int> exit = agent->WaitExit(absl::Seconds(30));
+  ASSERT_TRUE(exit.has_value()) << agent->Log();
+  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << *exit << "\n" << agent->Log();
 }
 
 // tracefs neither mounted nor mountable: the ftrace source is disabled,

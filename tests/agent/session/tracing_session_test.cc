@@ -443,7 +443,12 @@ TEST(TracingSessionTest, AReadersBurstsLargerThanItsChunkPoolAreKeptWhole) {
   StringSink sink;
   absl::StatusOr<TracingSession::Summary> summary = s->WriteTrace(&sink);
   ASSERT_TRUE(summary.ok()) << summary.status();
-  EXPECT_GT(sink.data().size(), size_t{4} << 20) << "the storm wrote too little to fill the pool";
+  // The precondition: the storm wrote well over the 1 MiB pool, in a few
+  // bursts (the drain period outlasts it: the rings are read when a
+  // quarter full and at the stop). 2 MiB, not the 4 it was: compact
+  // sched_waking made the same storm's file smaller (3.4 MiB beside
+  // hackbench).
+  EXPECT_GT(sink.data().size(), size_t{2} << 20) << "the storm wrote too little to fill the pool";
   EXPECT_EQ(summary->events_lost, 0u) << "the rings lost events: make them larger";
   EXPECT_EQ(summary->chunks_dropped, 0u);
   EXPECT_EQ(summary->events_lost_in_pool, 0u);

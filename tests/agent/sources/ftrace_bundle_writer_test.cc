@@ -94,6 +94,14 @@ EventTable SyntheticTable() {
         "\tfield:u32 state;\toffset:8;\tsize:4;\tsigned:0;\n"
         "\tfield:u32 cpu_id;\toffset:12;\tsize:4;\tsigned:0;\n");
   }
+  // As Linux 5.10 and 6.1 have them (mark_victim gained comm and more in 6.8).
+  add("oom", "mark_victim", 17, "\tfield:int pid;\toffset:8;\tsize:4;\tsigned:1;\n");
+  add("signal", "signal_deliver", 18,
+      "\tfield:int sig;\toffset:8;\tsize:4;\tsigned:1;\n"
+      "\tfield:int errno;\toffset:12;\tsize:4;\tsigned:1;\n"
+      "\tfield:int code;\toffset:16;\tsize:4;\tsigned:1;\n"
+      "\tfield:unsigned long sa_handler;\toffset:24;\tsize:8;\tsigned:0;\n"
+      "\tfield:unsigned long sa_flags;\toffset:32;\tsize:8;\tsigned:0;\n");
   return table;
 }
 
@@ -204,6 +212,43 @@ TEST(FtraceBundleWriterTest, PowerEventsAreTheTypedMessagesPerfettoMakesCounters
   for (const DataSource::EventTally& t : w.EventTallies()) tallied[t.kind] += t.committed;
   EXPECT_EQ(tallied["cpu_idle"], 2u);
   EXPECT_EQ(tallied["cpu_frequency"], 1u);
+}
+
+// What ftrace reports in place of BPF's incident programs: an OOM kill's
+// victim, and a signal its task takes with the default action of a signal
+// that ends the process; not one it catches, nor one whose default is
+// harmless.
+TEST(FtraceBundleWriterTest, IncidentsAreOomVictimsAndFatalSignalsTakenWithTheDefaultAction) {
+  const EventTable table = SyntheticTable();
+  FtraceBundleWriter w(&table, FtraceBundleWriter::Options{.incidents = true});
+  const Record oom = Record(17, 55, 16).Put<int32_t>(8, 4242);
+  auto deliver = [](int32_t pid, int32_t sig, uint64_t handler) {
+    return Record(18, pid, 40).Put<int32_t>(8, sig).Put<uint64_t>(24, handler);
+  };
+  const Record segv = deliver(700, 11, 0);
+  const Record caught_segv = deliver(701, 11, 0x401000);
+  const Record term = deliver(702, 15, 0);
+  const Record kill = deliver(703, 9, 0);
+  std::vector<trace::TracePacket> packets = WriteAndReadBack(
+      &w, 0, {oom.At(10), segv.At(20), caught_segv.At(30), term.At(40), kill.At(50)},
+      /*lost=*/false);
+  ASSERT_EQ(packets.size(), 1u);
+  EXPECT_EQ(packets[0].ftrace_events().event(0).mark_victim().pid(), 4242);  // Typed.
+  const std::vector<Incident> incidents = w.TakeIncidents();
+  ASSERT_EQ(incidents.size(), 3u);
+  EXPECT_EQ(incidents[0].kind, Incident::Kind::kOomKill);
+  EXPECT_EQ(incidents[0].pid, 4242);
+  EXPECT_EQ(incidents[0].boottime_ns, 10);
+  EXPECT_EQ(incidents[1].kind, Incident::Kind::kFatalSignal);
+  EXPECT_EQ(incidents[1].pid, 700);
+  EXPECT_EQ(incidents[1].signal, 11);
+  EXPECT_EQ(incidents[2].pid, 703);
+  EXPECT_EQ(incidents[2].signal, 9);
+  EXPECT_TRUE(w.TakeIncidents().empty());
+  // Not asked for: none collected.
+  FtraceBundleWriter quiet(&table, {});
+  WriteAndReadBack(&quiet, 0, {oom.At(10), segv.At(20)}, false);
+  EXPECT_TRUE(quiet.TakeIncidents().empty());
 }
 
 TEST(FtraceBundleWriterTest, WithoutCompactSchedSwitchesAreTypedEvents) {
