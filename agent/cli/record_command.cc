@@ -152,8 +152,9 @@ void PrintSummary(const TracingSession::Summary& s, const std::string& why,
                                 "behind its readers: a loaded machine or a slow disk)"));
   }
   if (s.events_lost_in_buffers > 0) {
-    lost.push_back(absl::StrCat(Count(s.events_lost_in_buffers),
-                                " events in the buffers before they were read, in the chunks below"));
+    lost.push_back(
+        absl::StrCat(Count(s.events_lost_in_buffers),
+                     " events in the buffers before they were read, in the chunks below"));
   }
   if (s.chunks_overwritten > 0) {
     lost.push_back(

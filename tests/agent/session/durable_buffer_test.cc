@@ -1,8 +1,8 @@
 // Issue 8's proof on the real kernel: a ring wrapping 20+ times while
 // short-lived processes come and go (a 512 KiB ring and 1,500 processes;
 // under `make test-long` a 2 MiB ring and 5,000: sched_waking in compact
-// form made the events so small that a 1 MiB ring wrapped only 16 times). With the durable buffer every pid
-// a scheduling event names resolves to a name; without it, some do not.
+// form made the events so small that a 1 MiB ring wrapped only 16 times). With the durable buffer
+// every pid a scheduling event names resolves to a name; without it, some do not.
 
 #include <sys/wait.h>
 #include <unistd.h>
