@@ -140,7 +140,9 @@ absl::Status LoadError(int err, const std::string& what) {
 // What this kernel's BTF says about the tracepoints our programs use.
 class KernelTracepoints {
  public:
-  KernelTracepoints() : btf_(btf__load_vmlinux_btf()) {}
+  // The BTF at `path`; the running kernel's when empty.
+  explicit KernelTracepoints(const std::string& path)
+      : btf_(path.empty() ? btf__load_vmlinux_btf() : btf__parse(path.c_str(), nullptr)) {}
   ~KernelTracepoints() { btf__free(btf_); }
   bool ok() const { return btf_ != nullptr; }
 
@@ -183,9 +185,17 @@ struct SharedMaps {
   int filter_cgroups_fd;
 };
 
+// Opens a group's object, CO-RE relocated against `btf_path` when set.
+template <typename Skel>
+Skel* OpenGroup(Skel* (*open)(const bpf_object_open_opts*), const std::string& btf_path) {
+  LIBBPF_OPTS(bpf_object_open_opts, opts);
+  if (!btf_path.empty()) opts.btf_custom_path = btf_path.c_str();
+  return open(&opts);
+}
+
 template <typename Skel>
 absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, const SharedMaps& maps,
-                          size_t ring_size, const KernelTracepoints& kernel,
+                          size_t ring_size, const KernelTracepoints& kernel, bool raw_tracepoints,
                           std::vector<std::string>* skipped) {
   const EventSource::Filters& f = options.filters;
   skel->rodata->filter_num_tgids = static_cast<uint32_t>(f.tgids.size());
@@ -206,19 +216,28 @@ absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, const
       bpf_program__set_autoattach(prog, false);
       continue;
     }
+    // Each program is there as tp_btf and as raw_tp (named _raw): one of
+    // the two loads.
+    const bool raw = absl::StartsWith(section, "raw_tp/");
+    if (raw != raw_tracepoints) {
+      bpf_program__set_autoload(prog, false);
+      continue;
+    }
     absl::string_view tracepoint = section.substr(section.find('/') + 1);
+    absl::string_view name = bpf_program__name(prog);
+    if (raw) name = absl::StripSuffix(name, "_raw");
     bool load = kernel.Has(tracepoint);
     if (!load) skipped->push_back(absl::StrCat(bpf_program__name(prog), " (", section, ")"));
     // Two flavours of oom/mark_victim: (task, uid) since 6.8, (pid) before.
     if (tracepoint == "mark_victim" && load) {
       const bool task_flavour = kernel.FirstArgIsPointer(tracepoint);
-      load = task_flavour == (absl::string_view(bpf_program__name(prog)) == "handle_mark_victim");
+      load = task_flavour == (name == "handle_mark_victim");
     }
     // Two of sched_switch: with its prev_state argument since 5.18, and
     // (preempt, prev, next) before.
     if (tracepoint == "sched_switch" && load) {
       const bool with_state = kernel.NumArgs(tracepoint) >= 4;
-      load = with_state == (absl::string_view(bpf_program__name(prog)) == "handle_sched_switch");
+      load = with_state == (name == "handle_sched_switch");
     }
     bpf_program__set_autoload(prog, load);
   }
@@ -229,10 +248,37 @@ absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, const
 
 absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& options) {
   struct stat st;
-  if (stat("/sys/kernel/btf/vmlinux", &st) != 0) {
+  const bool kernel_btf = stat("/sys/kernel/btf/vmlinux", &st) == 0;
+  if (!kernel_btf && options.btf_path.empty()) {
     return absl::UnavailableError(
-        "this kernel has no BTF (/sys/kernel/btf/vmlinux): CO-RE BPF programs cannot load; "
-        "use the ftrace sources instead");
+        "this kernel has no BTF (/sys/kernel/btf/vmlinux): CO-RE BPF programs cannot load "
+        "without the kernel's BTF as a file (bpf_config.btf_path); the ftrace sources record "
+        "instead");
+  }
+  // A kernel's own BTF is always right: a fleet's config may name a file
+  // that only its machines without BTF have.
+  Options effective = options;
+  if (kernel_btf) effective.btf_path.clear();
+  if (!effective.btf_path.empty()) {
+    // Checked here, so that a wrong file is named as the config's, not as
+    // a failure to load.
+    const std::string& path = effective.btf_path;
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bpf_config.btf_path ", path, ": ", errno == ENOENT ? "no such file" : strerror(errno)));
+    }
+    close(fd);
+    btf* custom = btf__parse(path.c_str(), nullptr);
+    const bool has_task =
+        custom != nullptr && btf__find_by_name_kind(custom, "task_struct", BTF_KIND_STRUCT) > 0;
+    btf__free(custom);
+    if (!has_task) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bpf_config.btf_path ", path,
+          ": not a kernel's BTF (a raw .btf file, or an ELF with a .BTF section, that describes "
+          "struct task_struct)"));
+    }
   }
   if (options.filters.tgids.size() > RS_MAX_FILTER_TGIDS) {
     return absl::InvalidArgumentError(absl::StrCat("at most ", RS_MAX_FILTER_TGIDS,
@@ -281,12 +327,13 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
       RingReader::Create(s->ring_fds_, s->ring_size_);
   if (!reader.ok()) return reader.status();
   s->reader_ = std::move(*reader);
-  if (absl::Status st = s->LoadGroups(options); !st.ok()) return st;
+  s->raw_tracepoints_ = !kernel_btf;
+  if (absl::Status st = s->LoadGroups(effective); !st.ok()) return st;
   return s;
 }
 
 absl::Status EventSource::LoadGroups(const Options& options) {
-  KernelTracepoints kernel;
+  KernelTracepoints kernel(options.btf_path);
   if (!kernel.ok()) return LoadError(errno, "reading the kernel's BTF");
   const SharedMaps maps{rings_fd_, drops_fd_, filter_cgroups_fd_};
   // Each group loads on its own: one this kernel cannot run (a program its
@@ -311,8 +358,12 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   };
   if (options.sched) {
     attempt("sched", &sched_, rs_sched__destroy, [&](std::vector<std::string>* skipped) {
-      if ((sched_ = rs_sched__open()) == nullptr) return LoadError(errno, "opening bpf/sched");
-      if (auto st = PrepareGroup(sched_, options, maps, ring_size_, kernel, skipped); !st.ok()) {
+      if ((sched_ = OpenGroup(rs_sched__open_opts, options.btf_path)) == nullptr) {
+        return LoadError(errno, "opening bpf/sched");
+      }
+      if (auto st =
+              PrepareGroup(sched_, options, maps, ring_size_, kernel, raw_tracepoints_, skipped);
+          !st.ok()) {
         return st;
       }
       utsname u;
@@ -332,10 +383,12 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   }
   if (options.process) {
     attempt("process", &process_, rs_process__destroy, [&](std::vector<std::string>* skipped) {
-      if ((process_ = rs_process__open()) == nullptr) {
+      if ((process_ = OpenGroup(rs_process__open_opts, options.btf_path)) == nullptr) {
         return LoadError(errno, "opening bpf/process");
       }
-      if (auto st = PrepareGroup(process_, options, maps, ring_size_, kernel, skipped); !st.ok()) {
+      if (auto st =
+              PrepareGroup(process_, options, maps, ring_size_, kernel, raw_tracepoints_, skipped);
+          !st.ok()) {
         return st;
       }
       if (int err = rs_process__load(process_); err != 0) {
@@ -347,10 +400,11 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   if (options.incidents) {
     attempt("incidents", &incidents_, rs_incidents__destroy,
             [&](std::vector<std::string>* skipped) {
-              if ((incidents_ = rs_incidents__open()) == nullptr) {
+              if ((incidents_ = OpenGroup(rs_incidents__open_opts, options.btf_path)) == nullptr) {
                 return LoadError(errno, "opening bpf/incidents");
               }
-              if (auto st = PrepareGroup(incidents_, options, maps, ring_size_, kernel, skipped);
+              if (auto st = PrepareGroup(incidents_, options, maps, ring_size_, kernel,
+                                         raw_tracepoints_, skipped);
                   !st.ok()) {
                 return st;
               }

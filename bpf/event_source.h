@@ -50,6 +50,12 @@ class EventSource {
     // small ring), which Poll() and Drain() flush; off: each on its own.
     bool batch_sched = true;
     Filters filters;
+    // The kernel's BTF as a file, for a kernel that does not expose it at
+    // /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF off; BTFHub, or pahole
+    // on the kernel's debug vmlinux, makes one). CO-RE relocates against it,
+    // and each program's raw_tp flavour runs, as tp_btf needs the kernel's
+    // own BTF. Empty: /sys/kernel/btf/vmlinux.
+    std::string btf_path;
   };
   // The tracepoints ("group/name", as tracefs names them) whose every hit
   // the programs of `options`' groups record, filters aside: what an ftrace
@@ -76,7 +82,8 @@ class EventSource {
 
   // Opens and loads the programs. Errors say what to do: kPermissionDenied
   // naming CAP_BPF/CAP_PERFMON, kResourceExhausted for the memlock limit,
-  // kUnavailable for a kernel without BTF, kInvalidArgument with the
+  // kUnavailable for a kernel without BTF (and no btf_path),
+  // kInvalidArgument for a btf_path that is no kernel's BTF, and with the
   // verifier's log for a rejected program: those of the first group asked
   // for, when no group loads. A group that cannot load while others can is
   // left out and named in refused_groups(). Programs whose tracepoint this
@@ -158,6 +165,9 @@ class EventSource {
     o.incidents = incidents_ != nullptr;
     return o;
   }
+  // Whether the programs run as raw tracepoints (the kernel's BTF is not
+  // at /sys/kernel/btf/vmlinux: Options::btf_path) rather than tp_btf.
+  bool raw_tracepoints() const { return raw_tracepoints_; }
   int num_cpus() const { return num_cpus_; }
   size_t ring_size() const { return ring_size_; }
   const RingReader& reader() const { return *reader_; }
@@ -175,6 +185,7 @@ class EventSource {
   RingReader::BatchCallback Unbatching(const RingReader::BatchCallback& callback,
                                        uint64_t* handed_out);
 
+  bool raw_tracepoints_ = false;
   ::rs_sched* sched_ = nullptr;
   ::rs_process* process_ = nullptr;
   ::rs_incidents* incidents_ = nullptr;

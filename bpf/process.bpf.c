@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Process lifecycle: what ran. */
+/* Process lifecycle: what ran. Each program has a raw_tp flavour, named
+ * _raw, for kernels that do not expose their BTF: see RS_READ. */
 /* rings.bpf.h first: it brings vmlinux.h, which the record header needs. */
 #include "bpf/rings.bpf.h"
 
@@ -7,30 +8,40 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(handle_process_fork, struct task_struct* parent, struct task_struct* child) {
+static __always_inline int on_fork(bool raw, struct task_struct* parent,
+                                   struct task_struct* child) {
   if (rs_filters_on() && !rs_task_selected(parent)) return 0;
   void* ring;
   struct rs_process_fork* e = rs_reserve(RS_EV_PROCESS_FORK, sizeof(*e), &ring);
   if (!e) return 0;
-  e->parent_pid = parent->pid;
-  e->parent_tgid = parent->tgid;
-  e->child_pid = child->pid;
-  e->child_tgid = child->tgid;
-  __builtin_memcpy(e->parent_comm, parent->comm, RS_TASK_COMM_LEN);
-  __builtin_memcpy(e->child_comm, child->comm, RS_TASK_COMM_LEN);
+  e->parent_pid = RS_READ(raw, parent, pid);
+  e->parent_tgid = RS_READ(raw, parent, tgid);
+  e->child_pid = RS_READ(raw, child, pid);
+  e->child_tgid = RS_READ(raw, child, tgid);
+  RS_READ_COMM(raw, e->parent_comm, parent);
+  RS_READ_COMM(raw, e->child_comm, child);
   rs_submit(ring, e);
   return 0;
 }
 
-SEC("tp_btf/sched_process_exec")
-int BPF_PROG(handle_process_exec, struct task_struct* p, pid_t old_pid, struct linux_binprm* bprm) {
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(handle_process_fork, struct task_struct* parent, struct task_struct* child) {
+  return on_fork(false, parent, child);
+}
+
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(handle_process_fork_raw, struct task_struct* parent, struct task_struct* child) {
+  return on_fork(true, parent, child);
+}
+
+static __always_inline int on_exec(bool raw, struct task_struct* p, pid_t old_pid,
+                                   struct linux_binprm* bprm) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
   void* ring;
   struct rs_process_exec* e = rs_reserve(RS_EV_PROCESS_EXEC, sizeof(*e), &ring);
   if (!e) return 0;
-  e->pid = p->pid;
-  e->tgid = p->tgid;
+  e->pid = RS_READ(raw, p, pid);
+  e->tgid = RS_READ(raw, p, tgid);
   e->old_pid = old_pid;
   e->ppid = BPF_CORE_READ(p, real_parent, tgid);
   const __u64 uid_gid = bpf_get_current_uid_gid();
@@ -38,7 +49,7 @@ int BPF_PROG(handle_process_exec, struct task_struct* p, pid_t old_pid, struct l
   e->gid = (__u32)(uid_gid >> 32);
   e->pad = 0;
   e->cgroup_id = BPF_CORE_READ(p, cgroups, dfl_cgrp, kn, id);
-  __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
+  RS_READ_COMM(raw, e->comm, p);
   long n =
       bpf_probe_read_kernel_str(e->filename, sizeof(e->filename), BPF_CORE_READ(bprm, filename));
   e->filename_len = n > 0 ? (__u16)(n - 1) : 0;
@@ -53,34 +64,59 @@ int BPF_PROG(handle_process_exec, struct task_struct* p, pid_t old_pid, struct l
   return 0;
 }
 
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(handle_process_exec, struct task_struct* p, pid_t old_pid, struct linux_binprm* bprm) {
+  return on_exec(false, p, old_pid, bprm);
+}
+
+SEC("raw_tp/sched_process_exec")
+int BPF_PROG(handle_process_exec_raw, struct task_struct* p, pid_t old_pid,
+             struct linux_binprm* bprm) {
+  return on_exec(true, p, old_pid, bprm);
+}
+
 /* The group-dead argument is newer than the tracepoint; the signal's live
  * count (already decremented here) says the same on every kernel. */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(handle_process_exit, struct task_struct* p) {
+static __always_inline int on_exit(bool raw, struct task_struct* p) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
   void* ring;
   struct rs_process_exit* e = rs_reserve(RS_EV_PROCESS_EXIT, sizeof(*e), &ring);
   if (!e) return 0;
-  e->pid = p->pid;
-  e->tgid = p->tgid;
-  e->exit_code = p->exit_code;
+  e->pid = RS_READ(raw, p, pid);
+  e->tgid = RS_READ(raw, p, tgid);
+  e->exit_code = RS_READ(raw, p, exit_code);
   e->group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
-  __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
+  RS_READ_COMM(raw, e->comm, p);
+  rs_submit(ring, e);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(handle_process_exit, struct task_struct* p) { return on_exit(false, p); }
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(handle_process_exit_raw, struct task_struct* p) { return on_exit(true, p); }
+
+static __always_inline int on_rename(bool raw, struct task_struct* task, const char* comm) {
+  if (rs_filters_on() && !rs_task_selected(task)) return 0;
+  void* ring;
+  struct rs_task_rename* e = rs_reserve(RS_EV_TASK_RENAME, sizeof(*e), &ring);
+  if (!e) return 0;
+  e->pid = RS_READ(raw, task, pid);
+  e->tgid = RS_READ(raw, task, tgid);
+  RS_READ_COMM(raw, e->old_comm, task);
+  __builtin_memset(e->new_comm, 0, RS_TASK_COMM_LEN);
+  bpf_probe_read_kernel_str(e->new_comm, sizeof(e->new_comm), comm);
   rs_submit(ring, e);
   return 0;
 }
 
 SEC("tp_btf/task_rename")
 int BPF_PROG(handle_task_rename, struct task_struct* task, const char* comm) {
-  if (rs_filters_on() && !rs_task_selected(task)) return 0;
-  void* ring;
-  struct rs_task_rename* e = rs_reserve(RS_EV_TASK_RENAME, sizeof(*e), &ring);
-  if (!e) return 0;
-  e->pid = task->pid;
-  e->tgid = task->tgid;
-  __builtin_memcpy(e->old_comm, task->comm, RS_TASK_COMM_LEN);
-  __builtin_memset(e->new_comm, 0, RS_TASK_COMM_LEN);
-  bpf_probe_read_kernel_str(e->new_comm, sizeof(e->new_comm), comm);
-  rs_submit(ring, e);
-  return 0;
+  return on_rename(false, task, comm);
+}
+
+SEC("raw_tp/task_rename")
+int BPF_PROG(handle_task_rename_raw, struct task_struct* task, const char* comm) {
+  return on_rename(true, task, comm);
 }

@@ -145,6 +145,28 @@ static __always_inline void rs_submit(void* ring, void* record) {
   bpf_ringbuf_submit(record, rs_wakeup_flag(ring));
 }
 
+/* Every program comes in two flavours, picked by the loader:
+ * - tp_btf (handle_NAME): the kernel passes typed task pointers, which the
+ *   verifier trusts, so fields are read directly. A bpf_probe_read_kernel
+ *   call instead measured 30+ ns more on the wakeup path.
+ * - raw_tp (handle_NAME_raw): for a kernel that does not expose its own BTF
+ *   (no /sys/kernel/btf/vmlinux), where tp_btf cannot attach. CO-RE then
+ *   relocates against an external BTF file (bpf_config.btf_path), and the
+ *   arguments are plain numbers, read with bpf_probe_read_kernel.
+ * `raw` is a constant at every call of the always-inline helpers that take
+ * it, so the compiler keeps only one of the two reads. */
+#define RS_READ(raw, p, field) ((raw) ? BPF_CORE_READ(p, field) : (p)->field)
+
+/* Copies a task's comm (RS_TASK_COMM_LEN bytes) into `dst`. */
+#define RS_READ_COMM(raw, dst, t)                         \
+  do {                                                    \
+    if (raw) {                                            \
+      bpf_core_read(dst, RS_TASK_COMM_LEN, &(t)->comm);   \
+    } else {                                              \
+      __builtin_memcpy(dst, (t)->comm, RS_TASK_COMM_LEN); \
+    }                                                     \
+  } while (0)
+
 /* The CPU a task is queued on; the field moved into thread_info in 5.16.
  * preserve_access_index: vmlinux.h's pragma covers only its own types, and
  * without a CO-RE relocation a direct read of this one would be at offset 0. */
@@ -152,11 +174,9 @@ struct task_struct___pre_5_16 {
   unsigned int cpu;
 } __attribute__((preserve_access_index));
 
-/* A direct read (tp_btf pointers are BTF pointers): BPF_CORE_READ would be a
- * bpf_probe_read_kernel call, which measured 30+ ns on the wakeup path. */
-static __always_inline __s32 rs_task_cpu(struct task_struct* t) {
-  if (bpf_core_field_exists(t->thread_info.cpu)) return t->thread_info.cpu;
-  return ((struct task_struct___pre_5_16*)t)->cpu;
+static __always_inline __s32 rs_task_cpu(bool raw, struct task_struct* t) {
+  if (bpf_core_field_exists(t->thread_info.cpu)) return RS_READ(raw, t, thread_info.cpu);
+  return RS_READ(raw, (struct task_struct___pre_5_16*)t, cpu);
 }
 
 /* A task's raw state: `__state` since 5.14, `state` (a long) before. */
@@ -164,9 +184,9 @@ struct task_struct___pre_5_14 {
   long state;
 } __attribute__((preserve_access_index));
 
-static __always_inline __u32 rs_task_state(struct task_struct* t) {
-  if (bpf_core_field_exists(t->__state)) return t->__state;
-  return (__u32)((struct task_struct___pre_5_14*)t)->state;
+static __always_inline __u32 rs_task_state(bool raw, struct task_struct* t) {
+  if (bpf_core_field_exists(t->__state)) return RS_READ(raw, t, __state);
+  return (__u32)RS_READ(raw, (struct task_struct___pre_5_14*)t, state);
 }
 
 #endif /* RINGSIDE_BPF_RINGS_BPF_H_ */

@@ -124,32 +124,39 @@ static __always_inline void commit_batch_record(struct rs_sched_batch_state* s,
   s->busy = 0;
 }
 
-static __always_inline int emit_switch(bool preempt, struct task_struct* prev,
+static __always_inline int emit_switch(bool raw, bool preempt, struct task_struct* prev,
                                        struct task_struct* next, unsigned int prev_state) {
   if (rs_filters_on() && !rs_task_selected(prev) && !rs_task_selected(next)) return 0;
   struct rs_sched_batch_state* s = take_sched_batch();
   if (s) {
     struct rs_sched_switch* e = batch_record(s, RS_EV_SCHED_SWITCH, sizeof(*e));
-    rs_fill_switch_tasks(e, preempt, prev, next, prev_state, task_state_rules);
-    rs_fill_switch_comms(e, prev, next);
+    rs_fill_switch_tasks(raw, e, preempt, prev, next, prev_state, task_state_rules);
+    rs_fill_switch_comms(raw, e, prev, next);
     commit_batch_record(s, &e->h, RS_EV_SCHED_SWITCH);
     return 0;
   }
   void* ring;
   struct rs_sched_switch* e = rs_reserve(RS_EV_SCHED_SWITCH, sizeof(*e), &ring);
   if (!e) return 0;
-  rs_fill_switch_tasks(e, preempt, prev, next, prev_state, task_state_rules);
-  rs_fill_switch_comms(e, prev, next);
+  rs_fill_switch_tasks(raw, e, preempt, prev, next, prev_state, task_state_rules);
+  rs_fill_switch_comms(raw, e, prev, next);
   rs_submit(ring, e);
   return 0;
 }
 
 /* Since 5.18 the tracepoint passes prev's state as __schedule() read it
- * before deciding on the switch. */
+ * before deciding on the switch. (Each program has a raw_tp flavour too,
+ * named _raw: see RS_READ.) */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
              unsigned int prev_state) {
-  return emit_switch(preempt, prev, next, prev_state);
+  return emit_switch(false, preempt, prev, next, prev_state);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct* prev,
+             struct task_struct* next, unsigned int prev_state) {
+  return emit_switch(true, preempt, prev, next, prev_state);
 }
 
 /* Before 5.18 (the loader picks one of the two by the tracepoint's
@@ -159,7 +166,13 @@ int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct
 SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch_pre_5_18, bool preempt, struct task_struct* prev,
              struct task_struct* next) {
-  return emit_switch(preempt, prev, next, rs_task_state(prev));
+  return emit_switch(false, preempt, prev, next, rs_task_state(false, prev));
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(handle_sched_switch_pre_5_18_raw, bool preempt, struct task_struct* prev,
+             struct task_struct* next) {
+  return emit_switch(true, preempt, prev, next, rs_task_state(true, prev));
 }
 
 /* Sends the current CPU's batch to its ring: run by user space with
@@ -180,19 +193,19 @@ int flush_sched_batch(void* ctx) {
   return 0;
 }
 
-static __always_inline int emit_wakeup(__u32 type, struct task_struct* p) {
+static __always_inline int emit_wakeup(bool raw, __u32 type, struct task_struct* p) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
   struct rs_sched_batch_state* s = take_sched_batch();
   if (s) {
     struct rs_sched_wakeup* e = batch_record(s, type, sizeof(*e));
-    rs_fill_wakeup(e, p);
+    rs_fill_wakeup(raw, e, p);
     commit_batch_record(s, &e->h, type);
     return 0;
   }
   void* ring;
   struct rs_sched_wakeup* e = rs_reserve(type, sizeof(*e), &ring);
   if (!e) return 0;
-  rs_fill_wakeup(e, p);
+  rs_fill_wakeup(raw, e, p);
   rs_submit(ring, e);
   return 0;
 }
@@ -202,27 +215,46 @@ static __always_inline int emit_wakeup(__u32 type, struct task_struct* p) {
  * Perfetto builds a thread's runnable state and its waker from. */
 SEC("tp_btf/sched_waking")
 int BPF_PROG(handle_sched_waking, struct task_struct* p) {
-  return emit_wakeup(RS_EV_SCHED_WAKING, p);
+  return emit_wakeup(false, RS_EV_SCHED_WAKING, p);
+}
+
+SEC("raw_tp/sched_waking")
+int BPF_PROG(handle_sched_waking_raw, struct task_struct* p) {
+  return emit_wakeup(true, RS_EV_SCHED_WAKING, p);
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(handle_sched_wakeup_new, struct task_struct* p) {
-  return emit_wakeup(RS_EV_SCHED_WAKEUP_NEW, p);
+  return emit_wakeup(false, RS_EV_SCHED_WAKEUP_NEW, p);
 }
 
-SEC("tp_btf/sched_migrate_task")
-int BPF_PROG(handle_sched_migrate_task, struct task_struct* p, int dest_cpu) {
+SEC("raw_tp/sched_wakeup_new")
+int BPF_PROG(handle_sched_wakeup_new_raw, struct task_struct* p) {
+  return emit_wakeup(true, RS_EV_SCHED_WAKEUP_NEW, p);
+}
+
+static __always_inline int emit_migrate(bool raw, struct task_struct* p, int dest_cpu) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
   void* ring;
   struct rs_sched_migrate* e = rs_reserve(RS_EV_SCHED_MIGRATE, sizeof(*e), &ring);
   if (!e) return 0;
-  e->pid = p->pid;
-  e->tgid = p->tgid;
-  e->prio = p->prio;
-  e->orig_cpu = rs_task_cpu(p);
+  e->pid = RS_READ(raw, p, pid);
+  e->tgid = RS_READ(raw, p, tgid);
+  e->prio = RS_READ(raw, p, prio);
+  e->orig_cpu = rs_task_cpu(raw, p);
   e->dest_cpu = dest_cpu;
   e->pad = 0;
-  __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
+  RS_READ_COMM(raw, e->comm, p);
   rs_submit(ring, e);
   return 0;
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(handle_sched_migrate_task, struct task_struct* p, int dest_cpu) {
+  return emit_migrate(false, p, dest_cpu);
+}
+
+SEC("raw_tp/sched_migrate_task")
+int BPF_PROG(handle_sched_migrate_task_raw, struct task_struct* p, int dest_cpu) {
+  return emit_migrate(true, p, dest_cpu);
 }

@@ -11,38 +11,39 @@
 #include "bpf/sched_events.h"
 #include "bpf/task_state.h"
 
-/* Every field but the header and the comms. */
-static __always_inline void rs_fill_switch_tasks(struct rs_sched_switch* e, bool preempt,
+/* Every field but the header and the comms. `raw`: see RS_READ. */
+static __always_inline void rs_fill_switch_tasks(bool raw, struct rs_sched_switch* e, bool preempt,
                                                  struct task_struct* prev, struct task_struct* next,
                                                  unsigned int prev_state, __u32 rules) {
-  e->prev_pid = prev->pid;
-  e->prev_tgid = prev->tgid;
-  e->next_pid = next->pid;
-  e->next_tgid = next->tgid;
-  e->prev_prio = prev->prio;
-  e->next_prio = next->prio;
-  e->prev_state = rs_sched_switch_state(preempt, prev_state, prev->exit_state, rules);
+  e->prev_pid = RS_READ(raw, prev, pid);
+  e->prev_tgid = RS_READ(raw, prev, tgid);
+  e->next_pid = RS_READ(raw, next, pid);
+  e->next_tgid = RS_READ(raw, next, tgid);
+  e->prev_prio = RS_READ(raw, prev, prio);
+  e->next_prio = RS_READ(raw, next, prio);
+  e->prev_state = rs_sched_switch_state(preempt, prev_state, RS_READ(raw, prev, exit_state), rules);
 }
 
-static __always_inline void rs_fill_switch_comms(struct rs_sched_switch* e,
+static __always_inline void rs_fill_switch_comms(bool raw, struct rs_sched_switch* e,
                                                  struct task_struct* prev,
                                                  struct task_struct* next) {
-  __builtin_memcpy(e->prev_comm, prev->comm, RS_TASK_COMM_LEN);
-  __builtin_memcpy(e->next_comm, next->comm, RS_TASK_COMM_LEN);
+  RS_READ_COMM(raw, e->prev_comm, prev);
+  RS_READ_COMM(raw, e->next_comm, next);
 }
 
 /* Every field of a wakeup record but the header; the waker is the task
  * running the wakeup (read with the helper every kernel has:
  * bpf_get_current_task_btf() came in 5.11). */
-static __always_inline void rs_fill_wakeup(struct rs_sched_wakeup* e, struct task_struct* p) {
+static __always_inline void rs_fill_wakeup(bool raw, struct rs_sched_wakeup* e,
+                                           struct task_struct* p) {
   const __u64 waker = bpf_get_current_pid_tgid();
-  e->pid = p->pid;
-  e->tgid = p->tgid;
-  e->prio = p->prio;
-  e->target_cpu = rs_task_cpu(p);
+  e->pid = RS_READ(raw, p, pid);
+  e->tgid = RS_READ(raw, p, tgid);
+  e->prio = RS_READ(raw, p, prio);
+  e->target_cpu = rs_task_cpu(raw, p);
   e->waker_pid = (__u32)waker;
   e->waker_tgid = waker >> 32;
-  __builtin_memcpy(e->comm, p->comm, RS_TASK_COMM_LEN);
+  RS_READ_COMM(raw, e->comm, p);
 }
 
 #endif /* RINGSIDE_BPF_SCHED_BPF_H_ */

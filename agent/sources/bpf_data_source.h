@@ -86,6 +86,7 @@ class BpfDataSource : public DataSource {
     return source_->refused_groups();
   }
   bpf::EventSource::Options loaded_groups() const { return source_->loaded_groups(); }
+  bool raw_tracepoints() const { return source_->raw_tracepoints(); }
   // What the cgroup filter's first lookup (at Create) said: a value that
   // named no cgroup yet, more cgroups than the filter holds.
   const std::vector<std::string>& cgroup_filter_warnings() const { return cgroup_warnings_; }

@@ -68,6 +68,7 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   cfg.source.process = bc.process();
   cfg.source.incidents = bc.incidents();
   cfg.source.ring_size_per_cpu = size_t{bc.ring_size_kb()} * 1024;
+  cfg.source.btf_path = bc.btf_path();
   cfg.source.filters.tgids.assign(bc.filter_tgid().begin(), bc.filter_tgid().end());
   cfg.source.filters.cgroup_id = bc.filter_cgroup_id();
   cfg.source.filters.max_prio = bc.has_filter_max_prio() ? bc.filter_max_prio() : -1;
@@ -82,6 +83,12 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   if (!b.ok()) {
     ctx->Disable(c, b.status().message());
     return;
+  }
+  if ((*b)->raw_tracepoints()) {
+    ctx->Warn(absl::StrCat(c.name(),
+                           ": this kernel does not expose its BTF; the programs run as "
+                           "raw tracepoints, relocated against bpf_config.btf_path ",
+                           bc.btf_path()));
   }
   for (const std::string& p : (*b)->skipped_programs()) {
     ctx->Warn(absl::StrCat(c.name(), ": this kernel cannot attach ", p));

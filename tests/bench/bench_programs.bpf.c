@@ -114,9 +114,9 @@ static __always_inline int switch_record(bool preempt, struct task_struct* prev,
   void* ring;
   struct rs_sched_switch* e = rs_reserve(RS_EV_SCHED_SWITCH, sizeof(*e), &ring);
   if (!e) return 0;
-  rs_fill_switch_tasks(e, preempt, prev, next, prev_state, RS_TASK_STATE_RULES_NEWEST);
+  rs_fill_switch_tasks(false, e, preempt, prev, next, prev_state, RS_TASK_STATE_RULES_NEWEST);
   if (comms) {
-    rs_fill_switch_comms(e, prev, next);
+    rs_fill_switch_comms(false, e, prev, next);
   } else {
     __builtin_memset(e->prev_comm, 0, 2 * RS_TASK_COMM_LEN);
   }
@@ -208,8 +208,8 @@ static __always_inline int batched_switch(bool preempt, struct task_struct* prev
   e->h.size = sizeof(*e);
   e->h.cpu = 0;
   e->h.ts_ns = rq ? rq->clock : perf_clock ? rs_bench_perf_clock() : bpf_ktime_get_boot_ns();
-  rs_fill_switch_tasks(e, preempt, prev, next, prev_state, RS_TASK_STATE_RULES_NEWEST);
-  rs_fill_switch_comms(e, prev, next);
+  rs_fill_switch_tasks(false, e, preempt, prev, next, prev_state, RS_TASK_STATE_RULES_NEWEST);
+  rs_fill_switch_comms(false, e, prev, next);
   b->used = used + sizeof(*e);
   return 0;
 }
@@ -290,8 +290,8 @@ int BPF_PROG(step_switch_lockless, bool preempt, struct task_struct* prev, struc
   const __u32 cpu = bpf_get_smp_processor_id();
   struct rs_sched_switch* e = lockless_slot(RS_EV_SCHED_SWITCH, sizeof(*e), cpu);
   if (!e) return 0;
-  rs_fill_switch_tasks(e, preempt, prev, next, prev_state, RS_TASK_STATE_RULES_NEWEST);
-  rs_fill_switch_comms(e, prev, next);
+  rs_fill_switch_tasks(false, e, preempt, prev, next, prev_state, RS_TASK_STATE_RULES_NEWEST);
+  rs_fill_switch_comms(false, e, prev, next);
   lockless_publish(cpu);
   return 0;
 }
@@ -301,7 +301,7 @@ int BPF_PROG(step_wakeup_lockless, struct task_struct* p) {
   const __u32 cpu = bpf_get_smp_processor_id();
   struct rs_sched_wakeup* e = lockless_slot(RS_EV_SCHED_WAKING, sizeof(*e), cpu);
   if (!e) return 0;
-  rs_fill_wakeup(e, p);
+  rs_fill_wakeup(false, e, p);
   lockless_publish(cpu);
   return 0;
 }

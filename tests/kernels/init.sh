@@ -39,9 +39,14 @@ grep -q rskt.probe /proc/cmdline && exit 0
 mkdir -p /out
 ringside=/usr/bin/ringside
 
-# 1. One-shot recording with the embedded default config.
+# 1. One-shot recording with the embedded default config, around the
+# accounting workload: two tasks ping-pong on CPU 1 while the kernel's own
+# perf counters count the switches into them (kt-switches), which the host
+# compares with those the file kept.
 t0=$(cut -d' ' -f1 /proc/uptime)
-$ringside record -t 3s -o /out/record.pftrace > /out/record.out 2> /out/record.err
+$ringside record -t 30s -o /out/record.pftrace -- \
+  sh -c 'sleep 1; kt-switches 500 1 > /out/switches.txt 2>&1; sleep 1' \
+  > /out/record.out 2> /out/record.err
 r "record_rc=$? record_start=$t0 record_end=$(cut -d' ' -f1 /proc/uptime)"
 $ringside inspect /out/record.pftrace > /out/record.inspect 2>&1
 r "inspect_rc=$?"
@@ -124,12 +129,28 @@ r "ft_agent_rc=$?"
 for f in /tmp/ft-snapshots/*-crash.pftrace; do [ -e "$f" ] && cp "$f" /out/ft_crash.pftrace; done
 for f in /tmp/ft-snapshots/*-oom_kill.pftrace; do [ -e "$f" ] && cp "$f" /out/ft_oom.pftrace; done
 
+# 5. A kernel that does not expose its BTF (built without
+# CONFIG_DEBUG_INFO_BTF): /sys/kernel/btf hidden, and the same kernel's BTF
+# given as a file (bpf_config.btf_path). The programs run as raw tracepoints.
+if cp /sys/kernel/btf/vmlinux /tmp/vmlinux.btf 2> /dev/null &&
+  mount -t tmpfs tmpfs /sys/kernel/btf; then
+  cat > /tmp/btf-file.pbtxt << 'CFG'
+buffers { size_kb: 8192 }
+data_sources { config { name: "linux.bpf" bpf_config { btf_path: "/tmp/vmlinux.btf" } } }
+CFG
+  $ringside record -c /tmp/btf-file.pbtxt -t 30s -o /out/btf-file.pftrace -- \
+    sh -c 'sleep 0.5; for i in 1 2 3; do /bin/true; done; sh -c "kill -SEGV \$\$"; sleep 0.5' \
+    > /dev/null 2> /out/btf-file.err
+  r "btf_file_rc=$?"
+  umount /sys/kernel/btf
+fi
+
 cp /tmp/snapshots/*.pftrace /out/ 2> /dev/null
 mv /out/*-request-kernel-matrix.pftrace /out/snapshot.pftrace 2> /dev/null
 mv /out/*-crash.pftrace /out/crash.pftrace 2> /dev/null
 mv /out/*-oom_kill.pftrace /out/oom.pftrace 2> /dev/null
 
-# 5. The files out, over the second port.
+# 6. The files out, over the second port.
 stty -F /dev/ttyS1 raw -echo 2> /dev/null
 tar -C /out -cf /tmp/out.tar .
 base64 < /tmp/out.tar > /dev/ttyS1

@@ -103,6 +103,9 @@ initramfs() {
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"
   done
+  # The accounting workload, static: the initramfs has no C library's
+  # loader of its own for it.
+  g++ -O2 -static -Wall -Wextra -Werror -o "$root/usr/bin/kt-switches" tests/kernels/switch_count.cc
   cp tests/kernels/init.sh "$root/init"
   chmod 0755 "$root/init"
   echo "root:x:0:0:root:/:/bin/sh" > "$root/etc/passwd"
@@ -189,10 +192,60 @@ bpf_reason() {
   echo "$warning${verifier:+ [verifier: $verifier]}" | cut -c 1-200
 }
 
-# judge NAME EXPECT_BPF EXPECT_FTRACE EXPECT_SNAPSHOT: reads the results,
+# accounting FILES: "kept/kernel" switches into kt-switches' tasks in its
+# window, per CPU where either is not 0 ("cpu1:1001/1001"), from record's
+# file and the kernel's own perf counters; "-" when it did not run.
+accounting() {
+  local line t0 t1 out="" cpu kernel kept
+  line=$(grep -o 't0_ns=.*' "$1/switches.txt" 2> /dev/null) || { echo "-"; return; }
+  t0=$(sed 's/.*t0_ns=\([0-9]*\).*/\1/' <<< "$line")
+  t1=$(sed 's/.*t1_ns=\([0-9]*\).*/\1/' <<< "$line")
+  declare -A kept_per_cpu=()
+  while IFS=, read -r cpu kept; do
+    [ -n "$cpu" ] && kept_per_cpu[$cpu]=$kept
+  done < <(tp_query "$1/record.pftrace" "select s.cpu, count(*) from sched s join thread t \
+    using (utid) where t.name = 'rskt-pp' and s.ts >= $t0 and s.ts <= $t1 group by s.cpu;")
+  for pair in $(grep -o 'cpu[0-9]*=[0-9]*' <<< "$line"); do
+    cpu=${pair%%=*}
+    cpu=${cpu#cpu}
+    kernel=${pair#*=}
+    kept=${kept_per_cpu[$cpu]:-0}
+    [ "$kernel" = 0 ] && [ "$kept" = 0 ] && continue
+    out+="${out:+,}cpu$cpu:$kept/$kernel"
+  done
+  echo "${out:-none}"
+}
+
+# btf_file FILES CONSOLE: linux.bpf with /sys/kernel/btf hidden and the
+# kernel's BTF as a file: runs (raw tracepoints; switches, the three execs
+# of /bin/true and the SIGSEGV recorded), refused (why), or "-" (no BTF to
+# copy).
+btf_file() {
+  local rc
+  rc=$(kv btf_file_rc "$2")
+  [ -n "$rc" ] || { echo "-"; return; }
+  if grep -q 'linux.bpf disabled\|cannot run on this kernel' "$1/btf-file.err"; then
+    echo "refused"
+    return
+  fi
+  local counts
+  counts=$(tp_query "$1/btf-file.pftrace" "select
+    (select count(*) from ftrace_event where name = 'sched_switch'),
+    (select count(*) from process where name = '/bin/true'),
+    (select count(*) from ftrace_event where name = 'signal_generate');")
+  if [ "$rc" = 0 ] && grep -q 'programs run as raw tracepoints' "$1/btf-file.err" &&
+    awk -F, '{ exit !($1 > 0 && $2 == 3 && $3 >= 1) }' <<< "$counts"; then
+    echo "runs"
+  else
+    echo "wrong:rc=$rc,switches/execs/signals=${counts//,//}"
+  fi
+}
+
+# judge NAME EXPECT_BPF EXPECT_FTRACE EXPECT_SNAPSHOT...: reads the results,
 # prints the row and the details, returns 1 if anything differs.
 judge() {
   local name=$1 exp_bpf=$2 exp_ftrace=$3 exp_snap=$4 exp_incidents=$5 exp_ft_incidents=$6
+  local exp_btf_file=$7
   local res=$KDIR/results/$1
   local con=$res/console.log files=$res/files fail=()
   mkdir -p "$files"
@@ -266,7 +319,7 @@ judge() {
   local err_rec err_snap
   err_rec=$(import_errors "$files/record.pftrace")
   err_snap=$(import_errors "$files/snapshot.pftrace")
-  for f in crash oom ft_crash ft_oom; do
+  for f in crash oom ft_crash ft_oom btf-file; do
     local e
     e=$(import_errors "$files/$f.pftrace")
     [ "$e" = 0 ] || [ "$e" = - ] || fail+=("trace_processor import errors in $f.pftrace: $e")
@@ -287,11 +340,24 @@ judge() {
   for e in "$err_rec" "$err_snap"; do
     [ "$e" = 0 ] || [ "$e" = - ] || fail+=("trace_processor import errors: $e")
   done
+  # Every switch the kernel counted into the pinned workload's tasks is in
+  # the file, on its CPU, and no other (no loss expected at this rate).
+  local acct bad
+  acct=$(accounting "$files")
+  if [ -x "$TP" ]; then
+    bad=$(tr ',' '\n' <<< "$acct" | awk -F'[:/]' '$2 != $3')
+    { [ "$acct" = - ] || [ "$acct" = none ] || [ -n "$bad" ]; } &&
+      fail+=("switches kept/counted by the kernel: $acct ($(cat "$files/switches.txt" 2> /dev/null))")
+  fi
+  local btf_file
+  btf_file=$(btf_file "$files" "$con")
+  [ "$btf_file" = "$exp_btf_file" ] ||
+    fail+=("linux.bpf with the BTF as a file: $btf_file, expected $exp_btf_file")
 
-  printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %s/%s\n' "$name" \
+  printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %-8s %-14s %s/%s\n' "$name" \
     "$(kv uname "$con")" "$(kv boot_s "$con")" "$(cat "$res/wall_s")" "$bpf" "$ftrace" \
     "$(src linux.bpf | tr '[:upper:]' '[:lower:]')/$(src linux.ftrace | tr '[:upper:]' '[:lower:]')" \
-    "$snap" "$inc" "$ft_inc" "$err_rec" "$err_snap"
+    "$snap" "$inc" "$ft_inc" "$btf_file" "$acct" "$err_rec" "$err_snap"
   [ -n "$bpf_reason" ] && echo "          bpf: $bpf_reason"
   grep -o 'bpf/[a-z]* cannot run on this kernel ([^;]*' "$files/record.err" 2> /dev/null |
     sed 's/^/          bpf: /' | cut -c 1-200
@@ -348,13 +414,19 @@ ftrace: ftrace events in record's file; snapshot: the agent's start, snapshot
 --wait, stop and a readable file; incidents: the snapshots the default config's
 triggers wrote after a SIGSEGV (crash) and an OOM kill (oom); no-bpf: the same
 from an agent whose config has no linux.bpf (ftrace reports the incidents);
-tp_errors: trace_processor's error stats.
+btf-file: linux.bpf with /sys/kernel/btf hidden and the kernel's BTF as a
+file (raw tracepoints); switches: kept/counted by the kernel's perf counters,
+per CPU, into a pinned ping-pong's tasks; tp_errors: trace_processor's error
+stats.
 EOF
-printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %s\n' kernel uname boot_s total_s bpf \
-  ftrace agent:bpf/ftrace snapshot incidents no-bpf "tp_errors(record/snapshot)"
+printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %-8s %-14s %s\n' kernel uname boot_s \
+  total_s bpf ftrace agent:bpf/ftrace snapshot incidents no-bpf btf-file switches \
+  "tp_errors(record/snapshot)"
 for r in "${rows[@]}"; do
-  read -r name _suite _pkg _version exp_bpf exp_ftrace exp_snap exp_incidents exp_ft <<< "$r"
-  judge "$name" "$exp_bpf" "$exp_ftrace" "$exp_snap" "$exp_incidents" "$exp_ft" || status=1
+  read -r name _suite _pkg _version exp_bpf exp_ftrace exp_snap exp_incidents exp_ft exp_btf_file \
+    <<< "$r"
+  judge "$name" "$exp_bpf" "$exp_ftrace" "$exp_snap" "$exp_incidents" "$exp_ft" "$exp_btf_file" ||
+    status=1
 done
 echo
 echo "test-kernels: ${#rows[@]} kernels in ${SECONDS}s"

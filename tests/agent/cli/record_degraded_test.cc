@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -143,6 +144,66 @@ TEST_F(RecordDegradedTest, WithoutBtfFtraceRecordsSchedulingInsteadOfBpf) {
   EXPECT_GT(r.switches, 0u);
   EXPECT_EQ(r.execs, 3);
   EXPECT_EQ(r.trace_stats, 1);
+}
+
+// No BTF at /sys/kernel/btf/vmlinux, but the kernel's BTF as a file
+// (bpf_config.btf_path), as on a kernel built without CONFIG_DEBUG_INFO_BTF:
+// the programs run as raw tracepoints relocated against it, and record what
+// the tp_btf ones do (issue 32).
+TEST_F(RecordDegradedTest, WithoutBtfAnExternalBtfFileRunsBpfAsRawTracepoints) {
+  struct stat st;
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0) GTEST_SKIP() << "no BTF to copy";
+  const std::string btf = TempPath("degraded-vmlinux.btf");
+  {
+    std::ifstream in("/sys/kernel/btf/vmlinux", std::ios::binary);
+    std::ofstream(btf, std::ios::binary) << in.rdbuf();
+  }
+  const std::string config = TempPath("degraded-btf.pbtxt");
+  std::ofstream(config) << "buffers { size_kb: 16384 }\n"
+                        << "data_sources { config { name: \"linux.bpf\" bpf_config { btf_path: \""
+                        << btf << "\" } } }\n";
+  std::vector<std::string> args = RecordArgs();
+  args.insert(args.begin() + 1, {"-c", config});
+  const RecordRun run = RecordDegraded(HideBtf(), args);
+  unlink(config.c_str());
+  unlink(btf.c_str());
+  ASSERT_LT(run.exit_code, 100) << "cannot hide /sys/kernel/btf in a mount namespace";
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "programs run as raw tracepoints"))
+      << run.stderr_text;
+  EXPECT_FALSE(absl::StrContains(run.stderr_text, "linux.bpf disabled")) << run.stderr_text;
+  EXPECT_FALSE(absl::StrContains(run.stderr_text, "cannot run on this kernel")) << run.stderr_text;
+  // Only linux.bpf in the config: the switches and our execs are its own.
+  const Recorded r = Summarize(ReadTraceFile(out_), true_);
+  EXPECT_GT(r.switches, 0u);
+  EXPECT_EQ(r.execs, 3);
+}
+
+// A btf_path that is not a kernel's BTF, or not there, is named; the
+// recording goes on without BPF.
+TEST_F(RecordDegradedTest, WithoutBtfABtfPathThatIsNoKernelsBtfIsNamed) {
+  struct stat st;
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0) GTEST_SKIP() << "this kernel has no BTF anyway";
+  const std::string config = TempPath("degraded-btf.pbtxt");
+  for (const auto& [path, why] : std::vector<std::pair<std::string, std::string>>{
+           {"/bin/true", "not a kernel's BTF"},
+           {TempPath("degraded-no-such.btf"), "no such file"}}) {
+    std::ofstream(config) << "buffers { size_kb: 4096 }\n"
+                          << "data_sources { config { name: \"linux.bpf\" bpf_config { "
+                          << "btf_path: \"" << path << "\" } } }\n"
+                          << "data_sources { config { name: \"linux.ftrace\" ftrace_config { "
+                          << "ftrace_events: \"sched/sched_switch\" } } }\n";
+    const RecordRun run =
+        RecordDegraded(HideBtf(), {"record", "-c", config, "-t", "300ms", "-o", out_});
+    ASSERT_LT(run.exit_code, 100) << "cannot hide /sys/kernel/btf in a mount namespace";
+    EXPECT_EQ(run.exit_code, 0) << run.stderr_text;
+    EXPECT_TRUE(absl::StrContains(run.stderr_text, absl::StrCat("linux.bpf disabled: "
+                                                                "bpf_config.btf_path ",
+                                                                path, ": ", why)))
+        << run.stderr_text;
+    EXPECT_GT(Summarize(ReadTraceFile(out_), true_).switches, 0u) << path;
+  }
+  unlink(config.c_str());
 }
 
 // tracefs neither mounted nor mountable: the ftrace source is disabled,
