@@ -1,6 +1,9 @@
 #ifndef RINGSIDE_TESTS_TESTING_KERNEL_TRACEFS_H_
 #define RINGSIDE_TESTS_TESTING_KERNEL_TRACEFS_H_
 
+#include <sys/types.h>
+
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -19,6 +22,12 @@ const absl::StatusOr<Tracefs>& KernelTracefs();
 // "" if none. Other processes' instances of the same name (another test run)
 // are not it.
 std::string InstanceHeldByThisProcess(const std::string& name);
+
+// The names of the ringside instances (ringside-*) that process `pid` holds
+// open: an agent's own, whatever other runs have made meanwhile.
+std::set<std::string> InstancesHeldBy(pid_t pid);
+// Whether the instance `name` (a directory under instances/) is there.
+bool InstanceExists(const std::string& name);
 
 }  // namespace ringside::ftrace::testing
 

@@ -113,32 +113,8 @@ int CountTraceStats(const trace::Trace& t) {
   return n;
 }
 
-// The names (below instances/) of the tracefs instances process `pid`
-// holds open: an agent holds a lock fd on its instance's directory.
-std::set<std::string> InstancesHeldBy(pid_t pid) {
-  std::set<std::string> names;
-  const std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
-  for (const std::string& fd : ListDir(fd_dir)) {
-    char target[4096];
-    const ssize_t n = readlink(absl::StrCat(fd_dir, "/", fd).c_str(), target, sizeof(target) - 1);
-    if (n <= 0) continue;
-    const std::string path(target, static_cast<size_t>(n));
-    const std::string marker = absl::StrCat("/instances/", ftrace::Instance::kPrefix);
-    const size_t at = path.find(marker);
-    if (at == std::string::npos) continue;
-    const std::string name = path.substr(at + sizeof("/instances/") - 1);
-    if (name.find('/') == std::string::npos && name.find(' ') == std::string::npos) {
-      names.insert(name);
-    }
-  }
-  return names;
-}
-
-bool InstanceExists(const std::string& name) {
-  struct stat st;
-  return stat(absl::StrCat(ftrace::testing::KernelTracefs()->root(), "/instances/", name).c_str(),
-              &st) == 0;
-}
+using ftrace::testing::InstanceExists;
+using ftrace::testing::InstancesHeldBy;
 
 class AgentKillTest : public ::testing::Test {
  protected:
