@@ -42,12 +42,28 @@ ringside=/usr/bin/ringside
 # 1. One-shot recording with the embedded default config, around the
 # accounting workload: two tasks ping-pong on CPU 1 while the kernel's own
 # perf counters count the switches into them (kt-switches), which the host
-# compares with those the file kept.
+# compares with those the file kept. A second recording, of ftrace's own
+# sched_switch alone, runs across the same workload: the host compares the
+# task states the two report.
+cat > /tmp/ftrace-sched.pbtxt << 'CFG'
+buffers { size_kb: 8192 }
+data_sources { config { name: "linux.ftrace" ftrace_config {
+  ftrace_events: "sched/sched_switch" ftrace_events: "task/task_rename"
+  ftrace_events: "sched/sched_process_fork" } } }
+CFG
+$ringside record -c /tmp/ftrace-sched.pbtxt -t 60s -o /out/ftrace-sched.pftrace -- \
+  sh -c 'touch /tmp/ft.ready; until [ -e /tmp/kt.done ]; do sleep 0.1; done' \
+  > /dev/null 2> /out/ftrace-sched.err &
+ft_record=$!
 t0=$(cut -d' ' -f1 /proc/uptime)
 $ringside record -t 30s -o /out/record.pftrace -- \
-  sh -c 'sleep 1; kt-switches 500 1 > /out/switches.txt 2>&1; sleep 1' \
+  sh -c 'i=0; until [ -e /tmp/ft.ready ] || [ $i -ge 300 ]; do sleep 0.1; i=$((i+1)); done
+    sleep 1; kt-switches 500 1 > /out/switches.txt 2>&1; touch /tmp/kt.done; sleep 1' \
   > /out/record.out 2> /out/record.err
 r "record_rc=$? record_start=$t0 record_end=$(cut -d' ' -f1 /proc/uptime)"
+touch /tmp/kt.done
+wait $ft_record
+r "ftrace_sched_rc=$?"
 $ringside inspect /out/record.pftrace > /out/record.inspect 2>&1
 r "inspect_rc=$?"
 

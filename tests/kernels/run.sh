@@ -53,12 +53,17 @@ done
 # --- Kernels: a private apt, pinned versions ----------------------------------
 
 APT_DIR=$(realpath -m "$CACHE/apt")
-APT_OPTS=(-o "Dir::Etc::sourcelist=$APT_DIR/sources.list" -o "Dir::Etc::sourceparts=-"
-  -o "Dir::Etc::preferencesparts=-" -o "Dir::State=$APT_DIR/state"
+# The parts directories are an empty one of its own: the machine's are
+# never read (apt takes "-" for a directory of that name, and warns). The
+# .debs go into the cache, which apt's _apt user may not reach: apt
+# downloads as root there (and warns, unless told so).
+APT_OPTS=(-o "Dir::Etc::sourcelist=$APT_DIR/sources.list" -o "Dir::Etc::sourceparts=$APT_DIR/parts"
+  -o "Dir::Etc::preferencesparts=$APT_DIR/parts" -o "Dir::State=$APT_DIR/state"
+  -o "APT::Sandbox::User=root"
   -o "Dir::Cache=$APT_DIR/cache" -o "APT::Architectures=amd64" -o "Acquire::Languages=none")
 
 apt_update() {
-  mkdir -p "$APT_DIR/state/lists/partial" "$APT_DIR/cache/archives/partial"
+  mkdir -p "$APT_DIR/state/lists/partial" "$APT_DIR/cache/archives/partial" "$APT_DIR/parts"
   local key=/usr/share/keyrings/debian-archive-keyring.gpg m=http://deb.debian.org/debian
   cat > "$APT_DIR/sources.list" << EOF
 deb [signed-by=$key] $m bullseye main
@@ -216,6 +221,23 @@ accounting() {
   echo "${out:-none}"
 }
 
+# task_states FILES: the end states of kt-switches' tasks' slices in its
+# window, "S=720 D=10 ...", from record's file (BPF) then from the ftrace
+# recording beside it, "|"-separated; "-" when either is missing.
+task_states() {
+  local line t0 t1 f out=()
+  line=$(grep -o 't0_ns=.*' "$1/switches.txt" 2> /dev/null) || { echo "-"; return; }
+  t0=$(sed 's/.*t0_ns=\([0-9]*\).*/\1/' <<< "$line")
+  t1=$(sed 's/.*t1_ns=\([0-9]*\).*/\1/' <<< "$line")
+  for f in record ftrace-sched; do
+    [ -s "$1/$f.pftrace" ] || { echo "-"; return; }
+    out+=("$(tp_query "$1/$f.pftrace" "select s.end_state, count(*) from sched s join thread t \
+      using (utid) where t.name = 'rskt-pp' and s.ts >= $t0 and s.ts <= $t1 \
+      group by s.end_state order by 1;" | tr ',' '=' | tr '\n' ' ' | sed 's/ $//')")
+  done
+  echo "${out[0]}|${out[1]}"
+}
+
 # btf_file FILES CONSOLE: linux.bpf with /sys/kernel/btf hidden and the
 # kernel's BTF as a file: runs (raw tracepoints; switches, the three execs
 # of /bin/true and the SIGSEGV recorded), refused (why), or "-" (no BTF to
@@ -349,6 +371,14 @@ judge() {
     { [ "$acct" = - ] || [ "$acct" = none ] || [ -n "$bad" ]; } &&
       fail+=("switches kept/counted by the kernel: $acct ($(cat "$files/switches.txt" 2> /dev/null))")
   fi
+  # The states BPF gives each switch are those the kernel's own
+  # sched_switch event reports (read from the task before 5.18, as it did).
+  local states
+  states=$(task_states "$files")
+  if [ -x "$TP" ] && { [ "$states" = - ] || [ "${states%%|*}" != "${states#*|}" ] ||
+    [ -z "${states%%|*}" ]; }; then
+    fail+=("task states, BPF | ftrace: $states")
+  fi
   local btf_file
   btf_file=$(btf_file "$files" "$con")
   [ "$btf_file" = "$exp_btf_file" ] ||
@@ -371,6 +401,7 @@ judge() {
       "incident triggers $incidents"
   fi
   [ -n "$events" ] && echo "          record's events: $events"
+  echo "          task states (BPF | ftrace): $states"
   [ "$snap" = ok ] && echo "          snapshot: $snap_events events, $(basename "$(kv snapshot_path "$con")")"
   local f
   for f in "${fail[@]}"; do echo "          FAIL: $f"; done
@@ -416,8 +447,9 @@ triggers wrote after a SIGSEGV (crash) and an OOM kill (oom); no-bpf: the same
 from an agent whose config has no linux.bpf (ftrace reports the incidents);
 btf-file: linux.bpf with /sys/kernel/btf hidden and the kernel's BTF as a
 file (raw tracepoints); switches: kept/counted by the kernel's perf counters,
-per CPU, into a pinned ping-pong's tasks; tp_errors: trace_processor's error
-stats.
+per CPU, into a pinned ping-pong's tasks (whose task states must also be the
+same in BPF's file and in an ftrace recording beside it); tp_errors:
+trace_processor's error stats.
 EOF
 printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %-8s %-14s %s\n' kernel uname boot_s \
   total_s bpf ftrace agent:bpf/ftrace snapshot incidents no-bpf btf-file switches \

@@ -1,12 +1,18 @@
 // The kernel matrix's accounting workload (tests/kernels/init.sh): two tasks
-// named rskt-pp ping-pong ROUNDS times over pipes, both pinned to CPU, while
-// a perf counter on every CPU counts the kernel's own sched_switch hits whose
-// next task is one of them. Prints one line:
+// named rskt-pp ping-pong ROUNDS times over pipes, both pinned to CPU, then
+// leave the CPU in each other way a task can (a sleep, a vfork's wait, a
+// preemption while both spin, their exit), while a perf counter on every
+// CPU counts the kernel's own sched_switch hits whose next task is one of
+// them. Prints one line:
 //   t0_ns=.. t1_ns=.. cpuN=COUNT... total=COUNT
-// t0 and t1 (CLOCK_BOOTTIME, the clock of ringside's timestamps) bound the
-// counted window: the tasks sleep on a pipe from before t0, and both have
-// exited by t1, so every switch into them in [t0, t1] is counted and none
-// outside. The host compares the switches ringside kept in that window.
+// t0 and t1 (CLOCK_BOOTTIME, the clock of ringside's timestamps) enclose the
+// counted window, and nothing happens to the tasks between either end and
+// the counters: they sleep on a pipe from before t0 (read before the
+// counters start), and t1 is read after the counters stop, 100 ms after the
+// last of them was reaped (a reaped task can still be switched in once, to
+// switch out for good: on PREEMPT_RT that came after its parent's waitpid).
+// So the switches into them in [t0, t1] are exactly those counted. The
+// host compares the switches ringside kept in that window.
 //
 // Static (g++ -static), for an initramfs with busybox only. Usage:
 //   kt-switches ROUNDS CPU
@@ -63,6 +69,20 @@ int TracepointId() {
     if (read(in, &c, 1) != 1) Die("read");
     if (!serves && write(out, &c, 1) != 1) Die("write");
   }
+  // The other states a switch reports: asleep (S), waiting for a vfork
+  // child (D), preempted by the other player (R, R+), and dead (X).
+  for (int i = 0; i < 5; i++) usleep(2000);
+  for (int i = 0; i < 5; i++) {
+    const pid_t child = vfork();
+    if (child == 0) {
+      usleep(2000);
+      _exit(0);
+    }
+    if (child > 0) waitpid(child, nullptr, 0);
+  }
+  const long long spin_until = BootNs() + 100'000'000;
+  while (BootNs() < spin_until) {
+  }
   _exit(0);
 }
 
@@ -110,12 +130,13 @@ int main(int argc, char** argv) {
     if (ioctl(fds[n], PERF_EVENT_IOC_SET_FILTER, filter) != 0) Die("the perf filter");
     n++;
   }
-  for (int i = 0; i < n; i++) ioctl(fds[i], PERF_EVENT_IOC_ENABLE, 0);
   const long long t0 = BootNs();
+  for (int i = 0; i < n; i++) ioctl(fds[i], PERF_EVENT_IOC_ENABLE, 0);
   if (write(go[1], "gg", 2) != 2) Die("go");
   for (pid_t p : players) waitpid(p, nullptr, 0);
-  const long long t1 = BootNs();
+  usleep(100000);
   for (int i = 0; i < n; i++) ioctl(fds[i], PERF_EVENT_IOC_DISABLE, 0);
+  const long long t1 = BootNs();
   printf("t0_ns=%lld t1_ns=%lld", t0, t1);
   long long total = 0;
   for (int i = 0; i < n; i++) {
