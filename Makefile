@@ -252,7 +252,9 @@ $(BUILD)/tests/agent_test: | $(STORM)
 test: deps
 	@$(MAKE) --no-print-directory run-tests
 
-run-tests: $(BIN) $(TEST_BINS)
+# The benchmarks are built too, not run: a change that breaks one (a test
+# helper they link, say) shows here, not at the next `make bench`.
+run-tests: $(BIN) $(TEST_BINS) $(BENCH_BINS)
 	@tools/run_tests.sh $(TEST_BINS)
 
 # `make test` with the slowest end-to-end scenarios at their full size (the
@@ -297,7 +299,7 @@ run-asan-tests: $(BIN) $(ASAN_TEST_BINS)
 	@tools/run_tests.sh $(ASAN_TEST_BINS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/tests/bench/%.o $(BUILD)/obj/tests/testing/workloads.o \
-  $(BUILD)/obj/tests/testing/paths.o $(LINK_LIBS)
+  $(BUILD)/obj/tests/testing/paths.o $(BUILD)/obj/tests/testing/chunk_builder.o $(LINK_LIBS)
 	@mkdir -p $(@D)
 	$(CXX) $(LDFLAGS) $^ $(shell $(PKG_CONFIG) --libs benchmark) $(PKG_LIBS) -o $@
 

@@ -45,6 +45,7 @@
 #include "buffer/trace_buffer.h"
 #include "ringside/trace/trace_packet.pb.h"
 #include "tests/bench/bench_main.h"
+#include "tests/testing/chunk_builder.h"
 
 namespace ringside::agent {
 namespace {

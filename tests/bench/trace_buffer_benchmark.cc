@@ -26,6 +26,7 @@
 #include "buffer/chunk_abi.h"
 #include "buffer/trace_buffer.h"
 #include "tests/bench/bench_main.h"
+#include "tests/testing/chunk_builder.h"
 
 namespace ringside::buffer {
 namespace {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/testing/chunk_builder.h"
 
 namespace ringside::buffer {
 namespace {

@@ -6,6 +6,7 @@
 #include "buffer/chunk_abi.h"
 #include "buffer/trace_buffer.h"
 #include "gtest/gtest.h"
+#include "tests/testing/chunk_builder.h"
 
 namespace ringside::buffer {
 namespace {

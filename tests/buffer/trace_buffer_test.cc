@@ -11,6 +11,7 @@
 
 #include "buffer/chunk_abi.h"
 #include "gtest/gtest.h"
+#include "tests/testing/chunk_builder.h"
 
 namespace ringside::buffer {
 namespace {

@@ -8,7 +8,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gtest/gtest.h"
 
 namespace ringside::testing {
 
@@ -69,8 +68,7 @@ std::vector<pid_t> Crash(int n, const char* comm, const std::string& cgroup_proc
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) << status;
-    pids.push_back(pid);
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) pids.push_back(pid);
   }
   return pids;
 }

@@ -16,7 +16,9 @@ std::vector<pid_t> StartPipeStorm(int pairs);
 // `n` children named `comm`, one after another, each killed by a SIGSEGV
 // with its default action (no handler, as a crash; no core file); each
 // first moves itself into the cgroup whose cgroup.procs is `cgroup_procs`,
-// if given. Returns their pids.
+// if given. Returns the pids of those that died of it (all `n`, unless a
+// child could not crash: callers check the count). No gtest here: the
+// benchmarks link this file too.
 std::vector<pid_t> Crash(int n, const char* comm, const std::string& cgroup_procs = "");
 // A child that moves itself into the cgroup of `cgroup_procs` (if given),
 // then names itself `comm` (a task_rename event, its first recorded in that

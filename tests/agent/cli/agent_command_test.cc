@@ -885,6 +885,7 @@ TEST_F(AgentCommandTest, ABurstOfCrashesFiresOneSnapshotHoldingTheFirstAndCounts
   const absl::Time burst_start = absl::Now();
   const std::vector<pid_t> crashed =
       ringside::testing::Crash(50, "rs-crasher", cgroup.dir() + "/cgroup.procs");
+  ASSERT_EQ(crashed.size(), 50u) << "crashers that did not die of their SIGSEGV";
   // Within the delay, so that the rest join the first one's snapshot.
   ASSERT_LT(absl::Now() - burst_start, absl::Seconds(4)) << "the machine is too slow for this test";
   const std::string snaps = dir_.Join("snaps");
@@ -957,12 +958,13 @@ TEST_F(AgentCommandTest, AnIncidentFilterByCgroupFiresOnlyForTasksInIt) {
                             cgroup.path(), "\" } } }\n")));
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
   const std::string snaps = dir_.Join("snaps");
-  ringside::testing::Crash(1, "rs-cg-crasher");
+  ASSERT_EQ(ringside::testing::Crash(1, "rs-cg-crasher").size(), 1u);
   absl::SleepFor(absl::Seconds(2));
   EXPECT_TRUE(SnapshotFiles(snaps).empty()) << "a crash outside the cgroup fired it";
 
   const std::vector<pid_t> inside =
       ringside::testing::Crash(1, "rs-cg-crasher", cgroup.dir() + "/cgroup.procs");
+  ASSERT_EQ(inside.size(), 1u);
   std::set<std::string> files;
   for (int i = 0; i < 300 && files.empty(); i++) {
     absl::SleepFor(absl::Milliseconds(100));

@@ -682,7 +682,7 @@ TEST_F(AgentSnapshotProofTest,
   // check beside hackbench and four QEMU VMs.)
   ticking.Stop();
   load.Stop();
-  ringside::testing::Crash(1, "rs-wrap-crash", procs);
+  ASSERT_EQ(ringside::testing::Crash(1, "rs-wrap-crash", procs).size(), 1u);
   std::set<std::string> files;
   for (int i = 0; i < 300 && files.empty(); i++) {
     absl::SleepFor(absl::Milliseconds(100));

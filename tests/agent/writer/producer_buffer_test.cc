@@ -13,6 +13,7 @@
 #include "buffer/trace_buffer.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace_packet.pb.h"
+#include "tests/testing/chunk_builder.h"
 
 namespace ringside::agent {
 namespace {
