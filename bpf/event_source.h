@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "bpf/event_types.h"
 #include "bpf/ring_reader.h"
 
 struct rs_sched;
@@ -63,13 +64,11 @@ class EventSource {
   // (The incident programs record incidents, not these events.)
   static std::vector<std::string> RecordedTracepoints(const Options& options) {
     std::vector<std::string> tracepoints;
-    if (options.sched) {
-      tracepoints.insert(tracepoints.end(), {"sched/sched_switch", "sched/sched_waking",
-                                             "sched/sched_wakeup_new", "sched/sched_migrate_task"});
-    }
-    if (options.process) {
-      tracepoints.insert(tracepoints.end(), {"sched/sched_process_fork", "sched/sched_process_exec",
-                                             "sched/sched_process_exit", "task/task_rename"});
+    for (const EventType& e : kEventTypes) {
+      const bool on = e.group == Group::kSched     ? options.sched
+                      : e.group == Group::kProcess ? options.process
+                                                   : options.incidents;
+      if (on && e.every_hit) tracepoints.emplace_back(e.tracepoint);
     }
     return tracepoints;
   }

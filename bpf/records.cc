@@ -3,36 +3,15 @@
 #include <algorithm>
 #include <cstring>
 
+#include "bpf/event_types.h"
+
 namespace ringside::bpf {
 namespace {
 
 // Bytes of the fixed layout of each record type (0: unknown type).
 size_t LayoutSize(uint32_t type) {
-  switch (type) {
-    case RS_EV_SCHED_SWITCH:
-      return sizeof(rs_sched_switch);
-    case RS_EV_SCHED_WAKING:
-    case RS_EV_SCHED_WAKEUP_NEW:
-      return sizeof(rs_sched_wakeup);
-    case RS_EV_SCHED_MIGRATE:
-      return sizeof(rs_sched_migrate);
-    case RS_EV_PROCESS_FORK:
-      return sizeof(rs_process_fork);
-    case RS_EV_PROCESS_EXEC:
-      return sizeof(rs_process_exec);
-    case RS_EV_PROCESS_EXIT:
-      return sizeof(rs_process_exit);
-    case RS_EV_TASK_RENAME:
-      return sizeof(rs_task_rename);
-    case RS_EV_OOM_KILL:
-      return sizeof(rs_oom_kill);
-    case RS_EV_FATAL_SIGNAL:
-      return sizeof(rs_fatal_signal);
-    case RS_EV_CORE_DUMP:
-      return sizeof(rs_core_dump);
-    default:
-      return 0;
-  }
+  const EventType* t = FindEventType(type);
+  return t == nullptr ? 0 : t->size;
 }
 
 // The layout size of a well-formed record, else 0.
@@ -67,8 +46,7 @@ size_t RecordBatch::Decode(absl::Span<const RecordView> views) {
     rs_event_header h;
     std::memcpy(&h, v.data, sizeof(h));
     records_.push_back(Record{h.type, next});
-    incidents_ +=
-        h.type == RS_EV_OOM_KILL || h.type == RS_EV_FATAL_SIGNAL || h.type == RS_EV_CORE_DUMP;
+    incidents_ += FindEventType(h.type)->incident;
     next += (layout + 7) / 8;
   }
   return dropped;

@@ -9,28 +9,36 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bpf/event_types.h"
 #include "ftrace/event_format.h"
 #include "ftrace/tracefs.h"
 
 namespace ringside::agent {
 namespace {
 
-// The linux.bpf programs: what `bpf_config` switches on, and what each emits.
+// The linux.bpf program groups: what `bpf_config` switches on, and what
+// each emits (from bpf::kEventTypes).
 struct BpfGroup {
   const char* name;  // As listed and matched: "bpf:<group>".
   const char* config;
-  const char* emits;
+  bpf::Group group;
 };
 constexpr BpfGroup kBpfGroups[] = {
-    {"bpf:sched", "bpf_config { sched: true }",
-     "sched_switch (prev_state as the tracepoint reports it), sched_waking, sched_wakeup_new, "
-     "sched_migrate_task"},
-    {"bpf:process", "bpf_config { process: true }",
-     "sched_process_fork, sched_process_exec (with argv), sched_process_exit (with the exit "
-     "code), task_rename"},
-    {"bpf:incidents", "bpf_config { incidents: true }",
-     "OOM kills (victim, cgroup), fatal signals (SIGSEGV, SIGBUS, ...), core dumps"},
+    {"bpf:sched", "bpf_config { sched: true }", bpf::Group::kSched},
+    {"bpf:process", "bpf_config { process: true }", bpf::Group::kProcess},
+    {"bpf:incidents", "bpf_config { incidents: true }", bpf::Group::kIncidents},
 };
+
+// "sched_switch (prev_state as the tracepoint reports it), sched_waking, ..."
+std::string Emits(bpf::Group group) {
+  std::string out;
+  for (const bpf::EventType& e : bpf::kEventTypes) {
+    if (e.group != group) continue;
+    absl::StrAppend(&out, out.empty() ? "" : ", ", e.name, *e.note ? " (" : "", e.note,
+                    *e.note ? ")" : "");
+  }
+  return out;
+}
 
 bool Matches(const std::string& pattern, const std::string& name) {
   return pattern.empty() || fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
@@ -72,7 +80,7 @@ int RunListCommand(const ParsedArgs& args) {
           "BPF program groups (not -e events: a config's linux.bpf data source turns them on\n"
           "in bpf_config, docs/config.md; 'ringside record' with no -c has them all):\n");
     }
-    std::printf("  %-16s [BPF, %s] %s\n", g.name, g.config, g.emits);
+    std::printf("  %-16s [BPF, %s] %s\n", g.name, g.config, Emits(g.group).c_str());
   }
   const int bpf_shown = shown;
   absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();

@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
+#include "bpf/event_types.h"
+#include "google/protobuf/descriptor.h"
 #include "ringside/trace/trace_packet.pb.h"
 
 namespace ringside::agent {
@@ -42,32 +45,20 @@ void WriteWakeup(ProtoMessage* bundle, uint32_t field, const rs_sched_wakeup& e)
 }  // namespace
 
 uint32_t BpfBundleWriter::FieldOf(uint32_t type) {
-  switch (type) {
-    case RS_EV_SCHED_SWITCH:
-      return FtraceEvent::kSchedSwitchFieldNumber;
-    case RS_EV_SCHED_WAKING:
-      return FtraceEvent::kSchedWakingFieldNumber;
-    case RS_EV_SCHED_WAKEUP_NEW:
-      return FtraceEvent::kSchedWakeupNewFieldNumber;
-    case RS_EV_SCHED_MIGRATE:
-      return FtraceEvent::kSchedMigrateTaskFieldNumber;
-    case RS_EV_PROCESS_FORK:
-      return FtraceEvent::kSchedProcessForkFieldNumber;
-    case RS_EV_PROCESS_EXEC:
-      return FtraceEvent::kSchedProcessExecFieldNumber;
-    case RS_EV_PROCESS_EXIT:
-      return FtraceEvent::kSchedProcessExitFieldNumber;
-    case RS_EV_TASK_RENAME:
-      return FtraceEvent::kTaskRenameFieldNumber;
-    case RS_EV_FATAL_SIGNAL:
-      return FtraceEvent::kSignalGenerateFieldNumber;
-    case RS_EV_OOM_KILL:
-      return FtraceEvent::kMarkVictimFieldNumber;
-    case RS_EV_CORE_DUMP:
-      return FtraceEvent::kGenericFieldNumber;
-    default:
-      return 0;
-  }
+  // The FtraceEvent field of each row of bpf::kEventTypes, by its name in
+  // the generated descriptor (so no field number is written by hand here),
+  // looked up once.
+  static const absl::flat_hash_map<uint32_t, uint32_t>* const fields = [] {
+    auto* m = new absl::flat_hash_map<uint32_t, uint32_t>();
+    for (const bpf::EventType& e : bpf::kEventTypes) {
+      const google::protobuf::FieldDescriptor* f =
+          FtraceEvent::descriptor()->FindFieldByName(e.perfetto_event);
+      (*m)[e.type] = f == nullptr ? 0 : static_cast<uint32_t>(f->number());
+    }
+    return m;
+  }();
+  const auto it = fields->find(type);
+  return it == fields->end() ? 0 : it->second;
 }
 
 uint64_t BpfBundleWriter::total_events() const {

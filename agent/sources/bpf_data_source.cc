@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bpf/event_types.h"
 #include "bpf/records.h"
 
 namespace ringside::agent {
@@ -14,32 +15,8 @@ namespace ringside::agent {
 constexpr int64_t kExitStates = 0x10 | 0x20;
 
 const char* BpfDataSource::EventName(uint32_t type) {
-  switch (type) {
-    case RS_EV_SCHED_SWITCH:
-      return "sched_switch";
-    case RS_EV_SCHED_WAKING:
-      return "sched_waking";
-    case RS_EV_SCHED_WAKEUP_NEW:
-      return "sched_wakeup_new";
-    case RS_EV_SCHED_MIGRATE:
-      return "sched_migrate_task";
-    case RS_EV_PROCESS_FORK:
-      return "sched_process_fork";
-    case RS_EV_PROCESS_EXEC:
-      return "sched_process_exec";
-    case RS_EV_PROCESS_EXIT:
-      return "sched_process_exit";
-    case RS_EV_TASK_RENAME:
-      return "task_rename";
-    case RS_EV_OOM_KILL:
-      return "mark_victim";
-    case RS_EV_FATAL_SIGNAL:
-      return "signal_generate";
-    case RS_EV_CORE_DUMP:
-      return "ringside_core_dump";
-    default:
-      return "unknown";
-  }
+  const bpf::EventType* t = bpf::FindEventType(type);
+  return t == nullptr ? "unknown" : t->name;
 }
 
 BpfDataSource::BpfDataSource(Config config, ProducerBuffer* producer)

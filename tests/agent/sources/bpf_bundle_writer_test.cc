@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "bpf/event_types.h"
 #include "bpf/incident_events.h"
 #include "bpf/process_events.h"
 #include "bpf/sched_events.h"
@@ -43,6 +44,21 @@ trace::FtraceEventBundle WriteAndReadBack(BpfBundleWriter* w, const Records& rec
       [&](TraceWriter* writer) { w->WriteBundle(writer, 1, views, lost); });
   EXPECT_EQ(packets.size(), 1u);
   return packets.empty() ? trace::FtraceEventBundle() : packets[0].ftrace_events();
+}
+
+// Each row of bpf::kEventTypes names an FtraceEvent field that exists
+// (found in the generated descriptor), and the numbers are Perfetto's.
+TEST(BpfBundleWriterTest, EveryEventTypeHasItsPerfettoField) {
+  for (const bpf::EventType& e : bpf::kEventTypes) {
+    EXPECT_NE(BpfBundleWriter::FieldOf(e.type), 0u) << e.name << ": " << e.perfetto_event;
+  }
+  EXPECT_EQ(BpfBundleWriter::FieldOf(RS_EV_SCHED_SWITCH),
+            uint32_t{trace::FtraceEvent::kSchedSwitchFieldNumber});
+  EXPECT_EQ(BpfBundleWriter::FieldOf(RS_EV_TASK_RENAME),
+            uint32_t{trace::FtraceEvent::kTaskRenameFieldNumber});
+  EXPECT_EQ(BpfBundleWriter::FieldOf(RS_EV_CORE_DUMP),
+            uint32_t{trace::FtraceEvent::kGenericFieldNumber});
+  EXPECT_EQ(BpfBundleWriter::FieldOf(RS_EV_SCHED_BATCH), 0u);
 }
 
 TEST(BpfBundleWriterTest, EncodesEveryRecordTypeAsPerfettoReadsIt) {

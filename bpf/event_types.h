@@ -1,0 +1,75 @@
+#ifndef RINGSIDE_BPF_EVENT_TYPES_H_
+#define RINGSIDE_BPF_EVENT_TYPES_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "bpf/common_events.h"
+#include "bpf/incident_events.h"
+#include "bpf/process_events.h"
+#include "bpf/sched_events.h"
+
+namespace ringside::bpf {
+
+// The program group that records an event type (bpf_config's switches).
+enum class Group : uint8_t { kSched, kProcess, kIncidents };
+
+// One row per record type the BPF programs write: the one place that says
+// what a type is. The decoder takes its size from here, the loss reports
+// and `ringside list` its name, the source factory the tracepoints each
+// group records (so that ftrace leaves them out), and the encoder (agent/
+// sources/) the Perfetto event it becomes: the FtraceEvent field named
+// `perfetto_event`, found by name in the generated descriptor. A new event
+// type is its BPF program, a row here and its encoder.
+struct EventType {
+  uint32_t type;           // RS_EV_*.
+  const char* name;        // The kernel's event name (ringside_core_dump: ours).
+  const char* tracepoint;  // "group/name" in tracefs, of the program.
+  Group group;
+  size_t size;    // The record's fixed layout.
+  bool incident;  // Reported to the trigger policy.
+  // Whether the program records every hit of `tracepoint` (filters aside),
+  // so that an ftrace source beside it must not record it again.
+  bool every_hit;
+  const char* perfetto_event;  // FtraceEvent's field ("generic": GenericFtraceEvent).
+  const char* note;            // What `ringside list` adds to the name.
+};
+
+inline constexpr EventType kEventTypes[] = {
+    {RS_EV_SCHED_SWITCH, "sched_switch", "sched/sched_switch", Group::kSched,
+     sizeof(rs_sched_switch), false, true, "sched_switch",
+     "prev_state as the tracepoint reports it"},
+    {RS_EV_SCHED_WAKING, "sched_waking", "sched/sched_waking", Group::kSched,
+     sizeof(rs_sched_wakeup), false, true, "sched_waking", ""},
+    {RS_EV_SCHED_WAKEUP_NEW, "sched_wakeup_new", "sched/sched_wakeup_new", Group::kSched,
+     sizeof(rs_sched_wakeup), false, true, "sched_wakeup_new", ""},
+    {RS_EV_SCHED_MIGRATE, "sched_migrate_task", "sched/sched_migrate_task", Group::kSched,
+     sizeof(rs_sched_migrate), false, true, "sched_migrate_task", ""},
+    {RS_EV_PROCESS_FORK, "sched_process_fork", "sched/sched_process_fork", Group::kProcess,
+     sizeof(rs_process_fork), false, true, "sched_process_fork", ""},
+    {RS_EV_PROCESS_EXEC, "sched_process_exec", "sched/sched_process_exec", Group::kProcess,
+     sizeof(rs_process_exec), false, true, "sched_process_exec", "with argv"},
+    {RS_EV_PROCESS_EXIT, "sched_process_exit", "sched/sched_process_exit", Group::kProcess,
+     sizeof(rs_process_exit), false, true, "sched_process_exit", "with the exit code"},
+    {RS_EV_TASK_RENAME, "task_rename", "task/task_rename", Group::kProcess, sizeof(rs_task_rename),
+     false, true, "task_rename", ""},
+    {RS_EV_OOM_KILL, "mark_victim", "oom/mark_victim", Group::kIncidents, sizeof(rs_oom_kill), true,
+     false, "mark_victim", "OOM kills: victim, cgroup"},
+    {RS_EV_FATAL_SIGNAL, "signal_generate", "signal/signal_generate", Group::kIncidents,
+     sizeof(rs_fatal_signal), true, false, "signal_generate",
+     "fatal signals only: SIGSEGV, SIGBUS, ..."},
+    {RS_EV_CORE_DUMP, "ringside_core_dump", "sched/sched_process_exit", Group::kIncidents,
+     sizeof(rs_core_dump), true, false, "generic", "core dumps"},
+};
+
+// The row of `type`; nullptr for a type no program writes.
+constexpr const EventType* FindEventType(uint32_t type) {
+  for (const EventType& e : kEventTypes) {
+    if (e.type == type) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace ringside::bpf
+
+#endif  // RINGSIDE_BPF_EVENT_TYPES_H_
