@@ -272,12 +272,23 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
     btf* custom = btf__parse(path.c_str(), nullptr);
     const bool has_task =
         custom != nullptr && btf__find_by_name_kind(custom, "task_struct", BTF_KIND_STRUCT) > 0;
+    // The loader reads each tracepoint's arguments from its btf_trace_*
+    // type, which a minimised BTF (bpftool gen min_core_btf) leaves out.
+    const bool has_tracepoints =
+        custom != nullptr &&
+        btf__find_by_name_kind(custom, "btf_trace_sched_switch", BTF_KIND_TYPEDEF) > 0;
     btf__free(custom);
     if (!has_task) {
       return absl::InvalidArgumentError(absl::StrCat(
           "bpf_config.btf_path ", path,
           ": not a kernel's BTF (a raw .btf file, or an ELF with a .BTF section, that describes "
           "struct task_struct)"));
+    }
+    if (!has_tracepoints) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bpf_config.btf_path ", path,
+          ": has no tracepoint types (btf_trace_sched_switch): a minimised BTF, not the "
+          "kernel's whole one"));
     }
   }
   if (options.filters.tgids.size() > RS_MAX_FILTER_TGIDS) {
@@ -334,7 +345,11 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
 
 absl::Status EventSource::LoadGroups(const Options& options) {
   KernelTracepoints kernel(options.btf_path);
-  if (!kernel.ok()) return LoadError(errno, "reading the kernel's BTF");
+  if (!kernel.ok()) {
+    return LoadError(errno, options.btf_path.empty()
+                                ? std::string("reading the kernel's BTF")
+                                : absl::StrCat("reading bpf_config.btf_path ", options.btf_path));
+  }
   const SharedMaps maps{rings_fd_, drops_fd_, filter_cgroups_fd_};
   // Each group loads on its own: one this kernel cannot run (a program its
   // verifier refuses) leaves the others running, with ftrace's fallback

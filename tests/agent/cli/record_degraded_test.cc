@@ -15,10 +15,12 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -174,9 +176,48 @@ TEST_F(RecordDegradedTest, WithoutBtfAnExternalBtfFileRunsBpfAsRawTracepoints) {
   EXPECT_FALSE(absl::StrContains(run.stderr_text, "linux.bpf disabled")) << run.stderr_text;
   EXPECT_FALSE(absl::StrContains(run.stderr_text, "cannot run on this kernel")) << run.stderr_text;
   // Only linux.bpf in the config: the switches and our execs are its own.
-  const Recorded r = Summarize(ReadTraceFile(out_), true_);
+  const trace::Trace t = ReadTraceFile(out_);
+  const Recorded r = Summarize(t, true_);
   EXPECT_GT(r.switches, 0u);
   EXPECT_EQ(r.execs, 3);
+  // The raw flavours read the tasks right, not just something: each exec's
+  // pid is one the switches ran, and the switches name their tasks.
+  std::set<int32_t> exec_pids, next_pids;
+  size_t named = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    const trace::FtraceEventBundle::CompactSched& cs = p.ftrace_events().compact_sched();
+    next_pids.insert(cs.switch_next_pid().begin(), cs.switch_next_pid().end());
+    for (const std::string& comm : cs.intern_table()) named += !comm.empty();
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      if (e.sched_process_exec().filename() == true_)
+        exec_pids.insert(e.sched_process_exec().pid());
+    }
+  }
+  EXPECT_EQ(exec_pids.size(), 3u);
+  for (int32_t pid : exec_pids) {
+    EXPECT_GT(pid, 0);
+    EXPECT_EQ(next_pids.count(pid), 1u) << "exec'd pid " << pid << " never switched in";
+  }
+  EXPECT_GT(named, 0u) << "no switch names its task";
+}
+
+// A kernel that has its own BTF uses it and never reads btf_path: one
+// config serves machines with and without BTF, even where the file is not.
+TEST_F(RecordDegradedTest, WithBtfABtfPathIsNotRead) {
+  struct stat st;
+  if (stat("/sys/kernel/btf/vmlinux", &st) != 0) GTEST_SKIP() << "this kernel has no BTF";
+  const std::string config = TempPath("degraded-btf.pbtxt");
+  std::ofstream(config) << "buffers { size_kb: 16384 }\n"
+                        << "data_sources { config { name: \"linux.bpf\" bpf_config { btf_path: \""
+                        << TempPath("degraded-no-such.btf") << "\" } } }\n";
+  std::vector<std::string> args = RecordArgs();
+  args.insert(args.begin() + 1, {"-c", config});
+  const RecordRun run = RecordDegraded(Degradation{}, args);
+  unlink(config.c_str());
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  EXPECT_FALSE(absl::StrContains(run.stderr_text, "btf_path")) << run.stderr_text;
+  EXPECT_FALSE(absl::StrContains(run.stderr_text, "raw tracepoints")) << run.stderr_text;
+  EXPECT_EQ(Summarize(ReadTraceFile(out_), true_).execs, 3);
 }
 
 // A btf_path that is not a kernel's BTF, or not there, is named; the
@@ -185,9 +226,19 @@ TEST_F(RecordDegradedTest, WithoutBtfABtfPathThatIsNoKernelsBtfIsNamed) {
   struct stat st;
   if (stat("/sys/kernel/btf/vmlinux", &st) != 0) GTEST_SKIP() << "this kernel has no BTF anyway";
   const std::string config = TempPath("degraded-btf.pbtxt");
-  for (const auto& [path, why] : std::vector<std::pair<std::string, std::string>>{
-           {"/bin/true", "not a kernel's BTF"},
-           {TempPath("degraded-no-such.btf"), "no such file"}}) {
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"/bin/true", "not a kernel's BTF"}, {TempPath("degraded-no-such.btf"), "no such file"}};
+  // A minimised BTF (what BTFHub's tools make for one program): the types
+  // the programs read, but not the tracepoints'.
+  const std::string min_btf = TempPath("degraded-min.btf");
+  if (std::system(absl::StrCat("bpftool gen min_core_btf /sys/kernel/btf/vmlinux ", min_btf, " ",
+                               ringside::testing::BuildDir(), "/bpf/sched.bpf.o")
+                      .c_str()) == 0) {
+    cases.push_back({min_btf, "has no tracepoint types"});
+  } else {
+    ADD_FAILURE() << "bpftool gen min_core_btf failed (make deps installs bpftool)";
+  }
+  for (const auto& [path, why] : cases) {
     std::ofstream(config) << "buffers { size_kb: 4096 }\n"
                           << "data_sources { config { name: \"linux.bpf\" bpf_config { "
                           << "btf_path: \"" << path << "\" } } }\n"
@@ -204,6 +255,7 @@ TEST_F(RecordDegradedTest, WithoutBtfABtfPathThatIsNoKernelsBtfIsNamed) {
     EXPECT_GT(Summarize(ReadTraceFile(out_), true_).switches, 0u) << path;
   }
   unlink(config.c_str());
+  unlink(min_btf.c_str());
 }
 
 // tracefs neither mounted nor mountable: the ftrace source is disabled,

@@ -455,8 +455,8 @@ TEST(TracingSessionTest, AReadersBurstsLargerThanItsChunkPoolAreKeptWhole) {
   absl::StatusOr<TracingSession::Summary> summary = s->WriteTrace(&sink);
   ASSERT_TRUE(summary.ok()) << summary.status();
   // The precondition: the storm wrote well over the 1 MiB pool, in a few
-  // bursts (the drain period outlasts it: the rings are read when a
-  // quarter full and at the stop).
+  // bursts (the rings are read when a quarter full, at the 5 s drain
+  // period if the storm outlasts it, and at the stop).
   EXPECT_GT(sink.data().size(), size_t{2} << 20)
       << "the storm wrote too little to fill the pool in "
       << absl::FormatDuration(absl::Now() - start);
