@@ -8,7 +8,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 namespace ringside::testing {
 
 std::vector<pid_t> StartPipeStorm(int pairs) {
