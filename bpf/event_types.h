@@ -1,6 +1,7 @@
 #ifndef RINGSIDE_BPF_EVENT_TYPES_H_
 #define RINGSIDE_BPF_EVENT_TYPES_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -62,12 +63,19 @@ inline constexpr EventType kEventTypes[] = {
      sizeof(rs_core_dump), true, false, "generic", "core dumps"},
 };
 
+namespace internal {
+// Each type's row, by type: the decoder looks one up per record.
+constexpr std::array<const EventType*, RS_EV_MAX> IndexEventTypes() {
+  std::array<const EventType*, RS_EV_MAX> index{};
+  for (const EventType& e : kEventTypes) index[e.type] = &e;
+  return index;
+}
+inline constexpr std::array<const EventType*, RS_EV_MAX> kEventTypeIndex = IndexEventTypes();
+}  // namespace internal
+
 // The row of `type`; nullptr for a type no program writes.
 constexpr const EventType* FindEventType(uint32_t type) {
-  for (const EventType& e : kEventTypes) {
-    if (e.type == type) return &e;
-  }
-  return nullptr;
+  return type < RS_EV_MAX ? internal::kEventTypeIndex[type] : nullptr;
 }
 
 }  // namespace ringside::bpf

@@ -1,8 +1,8 @@
 #include "agent/sources/bpf_bundle_writer.h"
 
+#include <array>
 #include <cstring>
 
-#include "absl/container/flat_hash_map.h"
 #include "bpf/event_types.h"
 #include "google/protobuf/descriptor.h"
 #include "ringside/trace/trace_packet.pb.h"
@@ -48,17 +48,16 @@ uint32_t BpfBundleWriter::FieldOf(uint32_t type) {
   // The FtraceEvent field of each row of bpf::kEventTypes, by its name in
   // the generated descriptor (so no field number is written by hand here),
   // looked up once.
-  static const absl::flat_hash_map<uint32_t, uint32_t>* const fields = [] {
-    auto* m = new absl::flat_hash_map<uint32_t, uint32_t>();
+  static const std::array<uint32_t, RS_EV_MAX> fields = [] {
+    std::array<uint32_t, RS_EV_MAX> by_type{};
     for (const bpf::EventType& e : bpf::kEventTypes) {
       const google::protobuf::FieldDescriptor* f =
           FtraceEvent::descriptor()->FindFieldByName(e.perfetto_event);
-      (*m)[e.type] = f == nullptr ? 0 : static_cast<uint32_t>(f->number());
+      by_type[e.type] = f == nullptr ? 0 : static_cast<uint32_t>(f->number());
     }
-    return m;
+    return by_type;
   }();
-  const auto it = fields->find(type);
-  return it == fields->end() ? 0 : it->second;
+  return type < RS_EV_MAX ? fields[type] : 0;
 }
 
 uint64_t BpfBundleWriter::total_events() const {
