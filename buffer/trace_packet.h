@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ringside::buffer {
@@ -11,6 +12,38 @@ namespace ringside::buffer {
 // A trace file is a serialized Trace message: a run of this field
 // (`repeated TracePacket packet = 1`), each one length-delimited.
 inline constexpr uint32_t kTracePacketFieldNumber = 1;
+
+// --- Framing: a packet as a trace file holds it. ----------------------------
+//
+//   frame = tag 0x0a (field 1, length-delimited), varint length, packet
+//
+// Every writer of framed packets goes through AppendFramedPacket() (or
+// TracePacket::AppendFramedTo), and every reader of framed bytes in memory
+// through ReadPacketFrame(). (TraceFileReader reads a stream byte by byte with
+// VarIntDecoder instead, to name the offset of what is wrong.)
+
+// Appends the framing and `packet` to *out.
+void AppendFramedPacket(std::string_view packet, std::string* out);
+
+// The frame at the start of some bytes.
+struct PacketFrame {
+  enum class Status {
+    kWhole,       // Header and packet are all there.
+    kCut,         // The bytes end inside the header or the packet.
+    kNotAPacket,  // Not Trace.packet's tag, or a length varint over 10 bytes.
+  };
+  Status status = Status::kCut;
+  size_t header_size = 0;    // Tag and length; 0 unless the header is whole.
+  uint64_t packet_size = 0;  // The packet's bytes after the header.
+  // The whole frame's bytes. REQUIRES: header_size != 0.
+  uint64_t size() const { return header_size + packet_size; }
+};
+
+// Reads the frame at the start of [p, end), untrusted bytes: never reads at
+// or past `end`. A frame whose header is whole but whose packet is cut has
+// status kCut and its header_size and packet_size set, so a reader of the
+// headers alone (a file read piece by piece) learns where the frame ends.
+PacketFrame ReadPacketFrame(const uint8_t* p, const uint8_t* end);
 
 // One TracePacket read out of a TraceBuffer, as the serialized bytes of a
 // ringside.trace.TracePacket message (without the Trace.packet tag/length).

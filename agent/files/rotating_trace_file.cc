@@ -16,6 +16,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "agent/files/file_retention.h"
+#include "buffer/trace_packet.h"
+#include "buffer/wire_format.h"
 
 namespace ringside::agent {
 namespace {
@@ -31,24 +33,19 @@ bool IsSeq(absl::string_view s) {
   return true;
 }
 
-// The end of the last whole packet of a trace file (Trace.packet, field 1,
-// length-delimited, one after another), reading only the packets' headers.
+// The end of the last whole packet of a trace file, reading only the
+// packets' headers.
 uint64_t EndOfLastWholePacket(int fd, uint64_t size) {
   uint64_t offset = 0;
   while (offset < size) {
-    uint8_t header[11];
+    uint8_t header[1 + buffer::kMaxVarIntSize];
     const ssize_t n = pread(fd, header, sizeof(header), static_cast<off_t>(offset));
-    if (n < 2 || header[0] != 0x0a) break;  // Tag of field 1, length-delimited.
-    uint64_t length = 0;
-    int i = 1;
-    for (int shift = 0; i < n && shift < 64; i++, shift += 7) {
-      length |= uint64_t{header[i] & 0x7fu} << shift;
-      if ((header[i] & 0x80) == 0) break;
-    }
-    if (i >= n) break;  // The length itself is cut.
-    const uint64_t end = offset + static_cast<uint64_t>(i) + 1 + length;
-    if (end > size) break;
-    offset = end;
+    if (n <= 0) break;
+    const buffer::PacketFrame frame = buffer::ReadPacketFrame(header, header + n);
+    if (frame.header_size == 0) break;  // Not a packet, or its header is cut.
+    const uint64_t left = size - offset;
+    if (frame.header_size > left || frame.packet_size > left - frame.header_size) break;  // Cut.
+    offset += frame.size();
   }
   return offset;
 }

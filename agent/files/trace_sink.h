@@ -11,7 +11,7 @@ namespace ringside::agent {
 
 // Where a tracing session's packets go: a whole file written at the end, a
 // file streamed while recording, later rotating and snapshot files. The
-// session hands a sink framed TracePackets (agent/writer/wire_format.h) and
+// session hands a sink framed TracePackets (buffer/trace_packet.h) and
 // never knows what is behind it.
 //
 // Every sink keeps its output a valid trace: Write() adds whole packets or,

@@ -2,8 +2,10 @@
 
 #include <cstdint>
 
+#include "agent/session/packet_events.h"
 #include "agent/session/service_packets.h"
-#include "agent/writer/wire_format.h"
+#include "buffer/trace_packet.h"
+#include "buffer/wire_format.h"
 #include "ringside/trace/trace_packet.pb.h"
 
 namespace ringside::agent {
@@ -98,16 +100,17 @@ void BufferPacketReader::FramePacket(const buffer::PacketSequenceProperties& pro
   auto [it, inserted] = sequence_ids_.try_emplace(
       key, static_cast<uint32_t>(sequence_ids_.size()) + kFirstDataSequenceId);
   if (!durable) {
-    AppendVarIntField(TracePacket::kTrustedUidFieldNumber,
-                      static_cast<uint32_t>(props.client_identity_trusted.uid), &scratch_);
+    buffer::AppendVarIntField(TracePacket::kTrustedUidFieldNumber,
+                              static_cast<uint32_t>(props.client_identity_trusted.uid), &scratch_);
   }
-  AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, it->second, &scratch_);
+  buffer::AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, it->second,
+                            &scratch_);
   if (props.client_identity_trusted.pid > 0) {
-    AppendVarIntField(TracePacket::kTrustedPidFieldNumber,
-                      static_cast<uint32_t>(props.client_identity_trusted.pid), &scratch_);
+    buffer::AppendVarIntField(TracePacket::kTrustedPidFieldNumber,
+                              static_cast<uint32_t>(props.client_identity_trusted.pid), &scratch_);
   }
   if (loss != 0) {
-    AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &scratch_);
+    buffer::AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &scratch_);
   }
   if (!durable) {
     CountEventsByKind(scratch_, [&](uint32_t cpu, uint32_t field, uint64_t n) {
@@ -115,7 +118,7 @@ void BufferPacketReader::FramePacket(const buffer::PacketSequenceProperties& pro
       events_by_kind_[EventKey(props.producer_id_trusted, cpu, field)] += n;
     });
   }
-  AppendFramedPacket(scratch_, out);
+  buffer::AppendFramedPacket(scratch_, out);
   packets_++;
 }
 

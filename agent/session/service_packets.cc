@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/version.h"
-#include "agent/writer/wire_format.h"
+#include "buffer/trace_packet.h"
 
 namespace ringside::agent {
 namespace {
@@ -211,7 +211,7 @@ TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources
 
 void AppendServicePacket(TracePacket packet, std::string* out) {
   packet.set_trusted_packet_sequence_id(kServiceSequenceId);
-  AppendFramedPacket(packet.SerializeAsString(), out);
+  buffer::AppendFramedPacket(packet.SerializeAsString(), out);
 }
 
 }  // namespace ringside::agent

@@ -2,10 +2,12 @@
 // buffers into the stream, and, for a stream cut into files (RotatingSink),
 // where one file ends and the next begins.
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "agent/session/tracing_session.h"
+#include "buffer/trace_packet.h"
 
 namespace ringside::agent {
 namespace {
@@ -13,24 +15,20 @@ namespace {
 // How much a streaming drain reads per hold of the buffers' lock.
 constexpr size_t kDrainBatchBytes = 1 << 20;
 
-// The size of the framed packet at data[at] (AppendFramedPacket: tag,
-// varint length, packet).
+// The size of the framed packet at data[at] (a whole one: the session
+// framed it), or 0 past the end.
 size_t FramedPacketSize(const std::string& data, size_t at) {
-  size_t i = at + 1;
-  uint64_t length = 0;
-  for (int shift = 0; i < data.size(); i++, shift += 7) {
-    length |= uint64_t{static_cast<uint8_t>(data[i]) & 0x7fu} << shift;
-    if ((static_cast<uint8_t>(data[i]) & 0x80) == 0) break;
-  }
-  return i + 1 + length - at;
+  if (at >= data.size()) return 0;
+  const auto* begin = reinterpret_cast<const uint8_t*>(data.data());
+  const buffer::PacketFrame frame = buffer::ReadPacketFrame(begin + at, begin + data.size());
+  return frame.status == buffer::PacketFrame::Status::kWhole ? static_cast<size_t>(frame.size())
+                                                             : 0;
 }
 
 // Bytes of the whole framed packets from data[from] on that fit in `room`.
 size_t WholePacketsWithin(const std::string& data, size_t from, uint64_t room) {
   size_t end = from;
-  while (end < data.size() && end + FramedPacketSize(data, end) - from <= room) {
-    end += FramedPacketSize(data, end);
-  }
+  for (size_t n; (n = FramedPacketSize(data, end)) != 0 && end + n - from <= room;) end += n;
   return end - from;
 }
 

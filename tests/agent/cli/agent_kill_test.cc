@@ -30,6 +30,7 @@
 #include "agent/daemon/agent_lock.h"
 #include "agent/files/file_retention.h"
 #include "agent/files/rotating_trace_file.h"
+#include "buffer/trace_packet.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
 #include "tests/agent/testing/agent_process.h"
@@ -77,32 +78,24 @@ std::string ReadAll(const std::string& path) {
 // length-delimited, one after another); every whole packet must parse as
 // a TracePacket, else *bad_packet is set.
 size_t EndOfWholePackets(const std::string& bytes, bool* bad_packet) {
+  const auto* begin = reinterpret_cast<const uint8_t*>(bytes.data());
+  const uint8_t* end = begin + bytes.size();
   size_t at = 0;
   *bad_packet = false;
   while (at < bytes.size()) {
-    if (static_cast<uint8_t>(bytes[at]) != 0x0a) {
+    const buffer::PacketFrame frame = buffer::ReadPacketFrame(begin + at, end);
+    if (frame.status == buffer::PacketFrame::Status::kNotAPacket) {
       *bad_packet = true;
       return at;
     }
-    uint64_t length = 0;
-    size_t i = at + 1;
-    int shift = 0;
-    bool length_whole = false;
-    for (; i < bytes.size() && shift < 64; i++, shift += 7) {
-      length |= uint64_t{static_cast<uint8_t>(bytes[i]) & 0x7fu} << shift;
-      if ((static_cast<uint8_t>(bytes[i]) & 0x80) == 0) {
-        length_whole = true;
-        i++;
-        break;
-      }
-    }
-    if (!length_whole || length > bytes.size() - i) return at;  // Cut by the kill.
+    if (frame.status == buffer::PacketFrame::Status::kCut) return at;  // Cut by the kill.
     trace::TracePacket packet;
-    if (!packet.ParseFromArray(bytes.data() + i, static_cast<int>(length))) {
+    if (!packet.ParseFromArray(begin + at + frame.header_size,
+                               static_cast<int>(frame.packet_size))) {
       *bad_packet = true;
       return at;
     }
-    at = i + length;
+    at += frame.size();
   }
   return at;
 }

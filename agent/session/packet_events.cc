@@ -1,27 +1,22 @@
-#include "agent/writer/wire_format.h"
+#include "agent/session/packet_events.h"
 
 #include <string_view>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
-
-#include "buffer/trace_packet.h"
 #include "buffer/wire_format.h"
+#include "ringside/trace/ftrace_event.pb.h"
+#include "ringside/trace/ftrace_event_bundle.pb.h"
+#include "ringside/trace/trace_packet.pb.h"
 
 namespace ringside::agent {
 namespace {
 
 using buffer::WireType;
 
-// Field numbers (trace_packet.proto, ftrace_event_bundle.proto).
-constexpr uint32_t kPacketFtraceEvents = 1;
-constexpr uint32_t kBundleEvent = 2;
-constexpr uint32_t kBundleCompactSched = 4;
-constexpr uint32_t kCompactSwitchTimestamp = 1;
-constexpr uint32_t kCompactWakingTimestamp = 7;
-constexpr uint32_t kBundleCpu = 1;
-constexpr uint32_t kEventSchedSwitch = 4;
-constexpr uint32_t kEventSchedWaking = 20;
+using trace::FtraceEvent;
+using trace::FtraceEventBundle;
+using CompactSched = trace::FtraceEventBundle::CompactSched;
 
 // Calls `on_field(field)` for each field of a message; stops at the first
 // malformed byte.
@@ -47,12 +42,8 @@ uint32_t PayloadField(std::string_view event) {
     if (number == 0 || number > buffer::kMaxFieldNumber) return 0;
     switch (static_cast<WireType>(buffer::TagWireType(tag))) {
       case WireType::kVarInt: {
-        size_t i = 0;
-        for (;; i++) {
-          if (i == buffer::kMaxVarIntSize || p + i >= end) return 0;
-          if ((p[i] & 0x80) == 0) break;
-        }
-        p += i + 1;
+        uint64_t skipped;
+        if (!buffer::ReadVarInt(&p, end, &skipped)) return 0;
         break;
       }
       case WireType::kFixed64:
@@ -77,15 +68,6 @@ uint32_t PayloadField(std::string_view event) {
 
 }  // namespace
 
-void AppendFramedPacket(absl::string_view packet, std::string* out) {
-  buffer::AppendLengthDelimitedField(buffer::kTracePacketFieldNumber,
-                                     std::string_view(packet.data(), packet.size()), out);
-}
-
-void AppendVarIntField(uint32_t field, uint64_t value, std::string* out) {
-  buffer::AppendVarIntField(field, value, out);
-}
-
 uint64_t CountEventsInPacket(absl::string_view packet) {
   uint64_t events = 0;
   CountEventsByKind(packet, [&](uint32_t, uint32_t, uint64_t n) { events += n; });
@@ -109,25 +91,27 @@ void CountEventsByKind(
     tally.emplace_back(field, n);
   };
   ForEachField(std::string_view(packet.data(), packet.size()), [&](const buffer::Field& f) {
-    if (f.number != kPacketFtraceEvents || f.type != WireType::kLengthDelimited) return;
+    if (f.number != trace::TracePacket::kFtraceEventsFieldNumber ||
+        f.type != WireType::kLengthDelimited)
+      return;
     // One pass: the CPU may come after the events (it does not in ours), so
     // the bundle is reported once it is read.
     uint32_t cpu = 0;
     tally.clear();
     ForEachField(f.bytes, [&](const buffer::Field& b) {
-      if (b.number == kBundleCpu && b.type == WireType::kVarInt) {
+      if (b.number == FtraceEventBundle::kCpuFieldNumber && b.type == WireType::kVarInt) {
         cpu = static_cast<uint32_t>(b.int_value);
       } else if (b.type != WireType::kLengthDelimited) {
         return;
-      } else if (b.number == kBundleEvent) {
+      } else if (b.number == FtraceEventBundle::kEventFieldNumber) {
         add(PayloadField(b.bytes), 1);
-      } else if (b.number == kBundleCompactSched) {
+      } else if (b.number == FtraceEventBundle::kCompactSchedFieldNumber) {
         ForEachField(b.bytes, [&](const buffer::Field& column) {
           if (column.type != WireType::kLengthDelimited) return;
-          if (column.number == kCompactSwitchTimestamp) {
-            add(kEventSchedSwitch, buffer::CountPackedVarInts(column.bytes));
-          } else if (column.number == kCompactWakingTimestamp) {
-            add(kEventSchedWaking, buffer::CountPackedVarInts(column.bytes));
+          if (column.number == CompactSched::kSwitchTimestampFieldNumber) {
+            add(FtraceEvent::kSchedSwitchFieldNumber, buffer::CountPackedVarInts(column.bytes));
+          } else if (column.number == CompactSched::kWakingTimestampFieldNumber) {
+            add(FtraceEvent::kSchedWakingFieldNumber, buffer::CountPackedVarInts(column.bytes));
           }
         });
       }

@@ -1,4 +1,4 @@
-#include "agent/writer/wire_format.h"
+#include "agent/session/packet_events.h"
 
 #include <map>
 #include <string>
@@ -29,11 +29,11 @@ TracePacket SevenEventPacket() {
   return p;
 }
 
-TEST(AgentWireFormatTest, CountsFullAndCompactEventsOfABundle) {
+TEST(PacketEventsTest, CountsFullAndCompactEventsOfABundle) {
   EXPECT_EQ(CountEventsInPacket(SevenEventPacket().SerializeAsString()), 7u);
 }
 
-TEST(AgentWireFormatTest, CountsEventsByCpuAndTheFieldTheyAreWrittenAs) {
+TEST(PacketEventsTest, CountsEventsByCpuAndTheFieldTheyAreWrittenAs) {
   TracePacket p;
   auto* bundle = p.mutable_ftrace_events();
   bundle->set_cpu(3);
@@ -61,7 +61,7 @@ TEST(AgentWireFormatTest, CountsEventsByCpuAndTheFieldTheyAreWrittenAs) {
 // An event's kind is its first length-delimited field, whatever fields come
 // before it; an event malformed before its payload has kind 0 and still
 // counts as one event. The CPU counts for the whole bundle wherever it is.
-TEST(AgentWireFormatTest, AnEventsKindIsItsFirstLengthDelimitedField) {
+TEST(PacketEventsTest, AnEventsKindIsItsFirstLengthDelimitedField) {
   using buffer::WireType;
   auto event = [](const std::string& fields) {
     std::string e;
@@ -95,14 +95,14 @@ TEST(AgentWireFormatTest, AnEventsKindIsItsFirstLengthDelimitedField) {
   EXPECT_EQ(counted, expected);
 }
 
-TEST(AgentWireFormatTest, PacketWithoutABundleHasNoEvents) {
+TEST(PacketEventsTest, PacketWithoutABundleHasNoEvents) {
   TracePacket p;
   p.set_timestamp(5);
   p.mutable_process_tree()->add_processes()->set_pid(1);
   EXPECT_EQ(CountEventsInPacket(p.SerializeAsString()), 0u);
 }
 
-TEST(AgentWireFormatTest, TruncatedPacketCountsOnlyWhatIsReadable) {
+TEST(PacketEventsTest, TruncatedPacketCountsOnlyWhatIsReadable) {
   const std::string bytes = SevenEventPacket().SerializeAsString();
   // Every cut stays within bounds and never counts more than the whole.
   for (size_t cut = 0; cut <= bytes.size(); cut++) {
@@ -112,24 +112,12 @@ TEST(AgentWireFormatTest, TruncatedPacketCountsOnlyWhatIsReadable) {
   EXPECT_EQ(CountEventsInPacket(bytes.substr(0, bytes.size() - 1)), 0u);
 }
 
-TEST(AgentWireFormatTest, FramedPacketsParseAsATrace) {
-  std::string file;
-  AppendFramedPacket(SevenEventPacket().SerializeAsString(), &file);
-  TracePacket big;
-  big.set_synchronization_marker(std::string(300, 's'));  // A two-byte length.
-  AppendFramedPacket(big.SerializeAsString(), &file);
-  trace::Trace trace;
-  ASSERT_TRUE(trace.ParseFromString(file));
-  ASSERT_EQ(trace.packet_size(), 2);
-  EXPECT_EQ(trace.packet(0).ftrace_events().event_size(), 2);
-  EXPECT_EQ(trace.packet(1).synchronization_marker(), big.synchronization_marker());
-}
-
-TEST(AgentWireFormatTest, VarIntFieldAppendedToAPacketMergesIntoIt) {
+// The session appends its trusted fields to a packet's bytes (BufferPacketReader).
+TEST(PacketEventsTest, VarIntFieldAppendedToAPacketMergesIntoIt) {
   TracePacket p;
   p.set_timestamp(5);
   std::string bytes = p.SerializeAsString();
-  AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, 300, &bytes);
+  buffer::AppendVarIntField(TracePacket::kTrustedPacketSequenceIdFieldNumber, 300, &bytes);
   TracePacket merged;
   ASSERT_TRUE(merged.ParseFromString(bytes));
   EXPECT_EQ(merged.timestamp(), 5u);

@@ -1,23 +1,18 @@
-#ifndef RINGSIDE_AGENT_WRITER_WIRE_FORMAT_H_
-#define RINGSIDE_AGENT_WRITER_WIRE_FORMAT_H_
+#ifndef RINGSIDE_AGENT_SESSION_PACKET_EVENTS_H_
+#define RINGSIDE_AGENT_SESSION_PACKET_EVENTS_H_
 
 #include <cstdint>
-#include <string>
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 
 namespace ringside::agent {
 
-// Trace-specific wire-format helpers for packets assembled outside a
-// TraceWriter: the Trace.packet framing, fields appended to a serialized
-// packet (fields appended to a message merge into it), and reading what a
-// packet holds. The primitives they build on are in buffer/wire_format.h.
-
-// Appends Trace.packet framing (field 1, length-delimited) and `packet`.
-void AppendFramedPacket(absl::string_view packet, std::string* out);
-// Appends a varint field.
-void AppendVarIntField(uint32_t field, uint64_t value, std::string* out);
+// What a serialized TracePacket holds, read without parsing it whole: the
+// session's reader counts the kernel events of every packet it reads out of
+// the buffers (the losses are what was committed and not read). The
+// wire-format primitives are in buffer/wire_format.h, the framing in
+// buffer/trace_packet.h.
 
 // The kernel events a serialized TracePacket holds: the events of its
 // ftrace_events bundle, including the compact sched_switch and sched_waking
@@ -34,4 +29,4 @@ void CountEventsByKind(absl::string_view packet,
 
 }  // namespace ringside::agent
 
-#endif  // RINGSIDE_AGENT_WRITER_WIRE_FORMAT_H_
+#endif  // RINGSIDE_AGENT_SESSION_PACKET_EVENTS_H_
