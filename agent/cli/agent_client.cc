@@ -10,7 +10,7 @@
 #include "absl/strings/strip.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
-#include "agent/daemon/control_client.h"
+#include "agent/control/control_client.h"
 
 namespace ringside::agent {
 namespace {

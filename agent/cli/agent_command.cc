@@ -11,11 +11,11 @@
 #include "absl/time/time.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
-#include "agent/daemon/agent_lock.h"
-#include "agent/daemon/agent_log.h"
+#include "agent/control/control_client.h"
 #include "agent/daemon/agent_service.h"
-#include "agent/daemon/control_client.h"
-#include "agent/daemon/systemd_notifier.h"
+#include "agent/lifecycle/agent_lock.h"
+#include "agent/lifecycle/agent_log.h"
+#include "agent/lifecycle/systemd_notifier.h"
 
 namespace ringside::agent {
 namespace {

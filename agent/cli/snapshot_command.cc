@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/cli/agent_client.h"
-#include "agent/daemon/control_frame.h"
+#include "agent/control/control_frame.h"
 
 namespace ringside::agent {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/time/clock.h"
 #include "agent/cli/agent_client.h"
 #include "agent/cli/status_format.h"
-#include "agent/daemon/control_client.h"
+#include "agent/control/control_client.h"
 
 namespace ringside::agent {
 namespace {

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/cli/agent_client.h"
-#include "agent/daemon/control_client.h"
+#include "agent/control/control_client.h"
 
 namespace ringside::agent {
 namespace {

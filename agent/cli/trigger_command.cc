@@ -6,7 +6,7 @@
 #include "absl/time/time.h"
 #include "agent/cli/agent_client.h"
 #include "agent/config/config_loader.h"
-#include "agent/daemon/control_frame.h"
+#include "agent/control/control_frame.h"
 
 namespace ringside::agent {
 namespace {

@@ -8,11 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/config/config_loader.h"
+#include "agent/config/config_reload.h"
 #include "agent/config/defaults.h"
 #include "agent/daemon/agent_service.h"
-#include "agent/daemon/config_reload.h"
-#include "agent/daemon/snapshot_retention.h"
 #include "agent/files/output_dir.h"
+#include "agent/snapshots/snapshot_retention.h"
 
 namespace ringside::agent {
 

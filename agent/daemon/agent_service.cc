@@ -18,16 +18,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/config/config_loader.h"
+#include "agent/config/config_reload.h"
 #include "agent/config/defaults.h"
+#include "agent/control/control_frame.h"
 #include "agent/daemon/agent_stream.h"
-#include "agent/daemon/config_reload.h"
-#include "agent/daemon/control_frame.h"
 #include "agent/daemon/dead_agent_cleanup.h"
 #include "agent/daemon/internal/replies.h"
-#include "agent/daemon/privileges.h"
-#include "agent/daemon/snapshot_retention.h"
 #include "agent/files/output_dir.h"
 #include "agent/files/output_file.h"
+#include "agent/lifecycle/privileges.h"
+#include "agent/snapshots/snapshot_retention.h"
 #include "agent/version.h"
 
 namespace ringside::agent {
@@ -217,6 +217,12 @@ int AgentService::Run() {
     log_.Error(absl::StrCat("signalfd: ", std::strerror(errno), "; stopping"));
     return 1;
   }
+  const std::string why = ServeUntilStopped(sfd);
+  close(sfd);
+  return Shutdown(why);
+}
+
+std::string AgentService::ServeUntilStopped(int signal_fd) {
   const std::optional<absl::Duration> watchdog = notifier_.watchdog_interval();
   absl::Time next_health = absl::Now() + options_.health_period;
   absl::Time next_watchdog = watchdog ? absl::Now() : absl::InfiniteFuture();
@@ -238,7 +244,7 @@ int AgentService::Run() {
     const absl::Time next_notices = absl::Now() + kNoticePeriod;
     const absl::Duration wait =
         std::min({next_health, next_watchdog, next_snapshot, next_notices}) - absl::Now();
-    pollfd fds[3] = {{sfd, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    pollfd fds[3] = {{signal_fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     const int n =
         poll(fds, 3,
              static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(wait) + 1, 1, 60'000)));
@@ -249,29 +255,36 @@ int AgentService::Run() {
     }
     if (fds[1].revents & POLLIN) why = "stop requested over the control socket";
     signalfd_siginfo info;
-    while (read(sfd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-      const std::string from = info.ssi_pid != 0 ? absl::StrCat(" from pid ", info.ssi_pid) : "";
-      switch (info.ssi_signo) {
-        case SIGTERM:
-        case SIGINT:
-          why = absl::StrCat(strsignal(static_cast<int>(info.ssi_signo)), from);
-          break;
-        case SIGHUP:
-          Reload();
-          break;
-        case SIGUSR1:
-          if (absl::StatusOr<std::string> p = TakeSnapshot(
-                  "signal", absl::StrCat("SIGUSR1", from),
-                  SnapshotTrigger{"signal", "SIGUSR1", static_cast<int32_t>(info.ssi_uid),
-                                  BoottimeNowNs()});
-              !p.ok()) {
-            log_.Error(absl::StrCat("snapshot (SIGUSR1", from, "): ", p.status().message()));
-          }
-          break;
-      }
+    while (read(signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      if (std::string stop = OnSignal(info); !stop.empty()) why = std::move(stop);
     }
   }
-  close(sfd);
+  return why;
+}
+
+std::string AgentService::OnSignal(const signalfd_siginfo& info) {
+  const std::string from = info.ssi_pid != 0 ? absl::StrCat(" from pid ", info.ssi_pid) : "";
+  switch (info.ssi_signo) {
+    case SIGTERM:
+    case SIGINT:
+      return absl::StrCat(strsignal(static_cast<int>(info.ssi_signo)), from);
+    case SIGHUP:
+      Reload();
+      break;
+    case SIGUSR1:
+      if (absl::StatusOr<std::string> p =
+              TakeSnapshot("signal", absl::StrCat("SIGUSR1", from),
+                           SnapshotTrigger{"signal", "SIGUSR1", static_cast<int32_t>(info.ssi_uid),
+                                           BoottimeNowNs()});
+          !p.ok()) {
+        log_.Error(absl::StrCat("snapshot (SIGUSR1", from, "): ", p.status().message()));
+      }
+      break;
+  }
+  return "";
+}
+
+int AgentService::Shutdown(const std::string& why) {
   notifier_.Stopping();
   log_.Notice(absl::StrCat("stopping: ", why));
   // No new requests first: a trigger accepted from here on would be lost.
@@ -297,6 +310,15 @@ int AgentService::Run() {
     if (!last.ok()) stopped = last.status();
   }
   LogSessionNotices();
+  LogStopped();
+  if (!stopped.ok()) {
+    log_.Error(absl::StrCat("stopping the recording: ", stopped.message()));
+    return 1;
+  }
+  return 0;
+}
+
+void AgentService::LogStopped() {
   const TracingSession::Progress p = session_->progress();
   const SnapshotWriter::Stats snaps = snapshots_->stats();
   // Whole seconds ("1h2m3s"), or milliseconds under one ("48ms", not "0").
@@ -308,11 +330,6 @@ int AgentService::Run() {
       ": ", p.events, " events recorded, ", p.events_lost, " lost before the buffers; ",
       snaps.written, " snapshots written",
       snaps.failed ? absl::StrCat(", ", snaps.failed, " failed") : ""));
-  if (!stopped.ok()) {
-    log_.Error(absl::StrCat("stopping the recording: ", stopped.message()));
-    return 1;
-  }
-  return 0;
 }
 
 void AgentService::WarnOfIncidentTriggersNothingFires() {

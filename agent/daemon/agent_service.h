@@ -1,6 +1,8 @@
 #ifndef RINGSIDE_AGENT_DAEMON_AGENT_SERVICE_H_
 #define RINGSIDE_AGENT_DAEMON_AGENT_SERVICE_H_
 
+#include <sys/signalfd.h>
+
 #include <atomic>
 #include <map>
 #include <memory>
@@ -11,15 +13,15 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/daemon/agent_log.h"
+#include "agent/control/control_server.h"
 #include "agent/daemon/agent_status.h"
-#include "agent/daemon/control_server.h"
-#include "agent/daemon/snapshot_writer.h"
-#include "agent/daemon/systemd_notifier.h"
-#include "agent/daemon/trigger_policy.h"
-#include "agent/daemon/trigger_tally.h"
 #include "agent/files/rotating_trace_file.h"
+#include "agent/lifecycle/agent_log.h"
+#include "agent/lifecycle/systemd_notifier.h"
 #include "agent/session/tracing_session.h"
+#include "agent/snapshots/snapshot_writer.h"
+#include "agent/snapshots/trigger_policy.h"
+#include "agent/snapshots/trigger_tally.h"
 #include "agent/sources/incident.h"
 #include "ringside/config/trace_config.pb.h"
 #include "ringside/control/control.pb.h"
@@ -91,6 +93,14 @@ class AgentService : public ControlHandler, public IncidentListener {
 
  private:
   explicit AgentService(Options options);
+  // Run()'s parts: the loop until a stop (returns why it stopped), one
+  // signal read from `signal_fd` (returns why to stop, or ""), and the
+  // shutdown in order (returns the exit status).
+  std::string ServeUntilStopped(int signal_fd);
+  std::string OnSignal(const signalfd_siginfo& info);
+  int Shutdown(const std::string& why);
+  // The last log line: how long it ran, what it recorded and lost.
+  void LogStopped();
   control::StatusReply BuildStatus();
   Answer Snapshot(const control::SnapshotRequest& request, const Peer& peer,
                   const LaterReply& later);

@@ -7,8 +7,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/daemon/snapshot_writer.h"
 #include "agent/session/tracing_session.h"
+#include "agent/snapshots/snapshot_writer.h"
 #include "ringside/control/control.pb.h"
 
 namespace ringside::agent {

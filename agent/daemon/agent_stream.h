@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "agent/daemon/agent_log.h"
 #include "agent/files/rotating_trace_file.h"
+#include "agent/lifecycle/agent_log.h"
 #include "agent/session/tracing_session.h"
 #include "ringside/config/trace_config.pb.h"
 #include "ringside/control/control.pb.h"

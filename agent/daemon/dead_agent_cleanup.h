@@ -1,7 +1,7 @@
 #ifndef RINGSIDE_AGENT_DAEMON_DEAD_AGENT_CLEANUP_H_
 #define RINGSIDE_AGENT_DAEMON_DEAD_AGENT_CLEANUP_H_
 
-#include "agent/daemon/agent_log.h"
+#include "agent/lifecycle/agent_log.h"
 #include "ringside/config/trace_config.pb.h"
 
 namespace ringside::agent {

@@ -7,10 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "agent/control/control_frame.h"
 #include "agent/daemon/agent_service.h"
-#include "agent/daemon/control_frame.h"
 #include "agent/daemon/internal/replies.h"
-#include "agent/daemon/snapshot_retention.h"
+#include "agent/snapshots/snapshot_retention.h"
 
 namespace ringside::agent {
 namespace {

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "agent/config/config_loader.h"
+#include "agent/config/config_reload.h"
 #include "agent/config/defaults.h"
-#include "agent/daemon/config_reload.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "agent/daemon/control_frame.h"
+#include "agent/control/control_frame.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using ringside::agent::FrameReader;

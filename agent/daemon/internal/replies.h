@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "agent/daemon/control_server.h"
+#include "agent/control/control_server.h"
 #include "ringside/control/control.pb.h"
 
 // The control replies AgentService builds, shared by the files it is

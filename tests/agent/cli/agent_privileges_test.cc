@@ -17,7 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "agent/daemon/privileges.h"
+#include "agent/lifecycle/privileges.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/agent/testing/agent_process.h"

@@ -9,9 +9,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "agent/daemon/snapshot_retention.h"
-#include "agent/daemon/snapshot_writer.h"
 #include "agent/files/file_retention.h"
+#include "agent/snapshots/snapshot_retention.h"
+#include "agent/snapshots/snapshot_writer.h"
 #include "gtest/gtest.h"
 #include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/dir_entries.h"

@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "agent/daemon/control_client.h"
+#include "agent/control/control_client.h"
 #include "tests/testing/paths.h"
 
 namespace ringside::agent::testing {

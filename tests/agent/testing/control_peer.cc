@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "agent/daemon/control_frame.h"
+#include "agent/control/control_frame.h"
 
 namespace ringside::agent::testing {
 namespace {

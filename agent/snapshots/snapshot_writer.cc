@@ -1,0 +1,312 @@
+#include "agent/snapshots/snapshot_writer.h"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "agent/files/file_retention.h"
+#include "agent/files/output_file.h"
+#include "agent/session/service_packets.h"
+#include "agent/snapshots/snapshot_retention.h"
+
+namespace ringside::agent {
+namespace {
+
+// How many finished snapshots Wait() can still find.
+constexpr size_t kRememberedResults = 16;
+constexpr size_t kMaxReasonInName = 48;
+
+}  // namespace
+
+std::string SnapshotFileName(absl::string_view hostname, absl::Time when,
+                             absl::string_view reason) {
+  std::string safe;
+  for (char c : reason.substr(0, kMaxReasonInName)) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    safe.push_back(ok ? c : '_');
+  }
+  // Never a hidden file, never a name that is only dots, and never one only
+  // of digits: that is a streaming file's sequence number.
+  if (safe.empty() || safe[0] == '.' ||
+      std::all_of(safe.begin(), safe.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    safe = absl::StrCat("r", safe);
+  }
+  return absl::StrCat(AgentFileStem(hostname, when), "-", safe, ".pftrace");
+}
+
+SnapshotWriter::SnapshotWriter(TracingSession* session, std::string output_dir,
+                               std::function<void(const Result&)> on_done, TriggerTally* tally)
+    : session_(session),
+      on_done_(std::move(on_done)),
+      tally_(tally),
+      reserve_bytes_(TracingSession::MaxTraceBytes(session->config())),
+      output_dir_(std::move(output_dir)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+SnapshotWriter::~SnapshotWriter() { Finish(); }
+
+void SnapshotWriter::set_retention(uint32_t max_files, uint64_t max_bytes) {
+  absl::MutexLock lock(&mu_);
+  max_files_ = max_files;
+  max_bytes_ = max_bytes;
+}
+
+void SnapshotWriter::set_output_group(std::optional<gid_t> group) {
+  absl::MutexLock lock(&mu_);
+  group_ = group;
+}
+
+void SnapshotWriter::set_output_dir(std::string dir) {
+  absl::MutexLock lock(&mu_);
+  output_dir_ = std::move(dir);
+}
+
+SnapshotWriter::Stats SnapshotWriter::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+absl::Status SnapshotWriter::ChooseFileLocked(absl::string_view reason, Pending* pending) {
+  absl::StatusOr<std::unique_ptr<OutputDir>> dir = OutputDir::Open(output_dir_, group_);
+  if (!dir.ok()) return dir.status();
+  pending->dir = std::move(*dir);
+  const std::string name = SnapshotFileName(LocalHostname(), absl::Now(), reason);
+  const std::string stem = name.substr(0, name.size() - std::string(".pftrace").size());
+  // Two snapshots in one second for one reason: -2, -3, ...
+  for (int n = 1; n < 1000; n++) {
+    pending->name = absl::StrCat(n == 1 ? stem : absl::StrCat(stem, "-", n), ".pftrace");
+    pending->path = pending->dir->Join(pending->name);
+    struct stat st;
+    bool taken =
+        fstatat(pending->dir->fd(), pending->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+        pending->path == writing_;
+    for (const Pending& p : queue_) taken |= p.path == pending->path;
+    if (!taken) return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrCat("output_dir ", output_dir_, " has 999 snapshots named ", stem));
+}
+
+absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason) {
+  return Take(reason, SnapshotTrigger{std::string(reason), "ringside agent",
+                                      static_cast<int32_t>(geteuid()), BoottimeNowNs()});
+}
+
+void SnapshotWriter::ListTriggers(const SnapshotTrigger& trigger,
+                                  const std::vector<SnapshotTrigger>& joined, Pending* pending) {
+  if (pending->triggers.size() < kMaxTriggersListedPerSnapshot) {
+    pending->triggers.push_back(trigger);
+  }
+  for (const SnapshotTrigger& t : joined) {
+    if (pending->triggers.size() >= kMaxTriggersListedPerSnapshot) break;
+    pending->triggers.push_back(t);
+  }
+}
+
+absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
+                                                 const SnapshotTrigger& trigger,
+                                                 const std::vector<SnapshotTrigger>& joined) {
+  absl::MutexLock lock(&mu_);
+  // Another thread's clone in progress (the control thread and the main
+  // thread both take snapshots) is waited for and joined like a queued
+  // one: never two clones at once on top of one being written.
+  mu_.Await(absl::Condition(
+      +[](bool* cloning) { return !*cloning; }, &cloning_));
+  if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
+  // A clone still waiting for the writer, taken at or after the trigger,
+  // holds what the trigger is about: join it.
+  if (!queue_.empty() && queue_.back().snapshot->cloned_at_ns() >= trigger.boottime_ns) {
+    stats_.joined++;
+    if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kJoined);
+    ListTriggers(trigger, joined, &queue_.back());
+    return queue_.back().path;
+  }
+  // One is waiting, taken before this trigger (an OOM kill while an
+  // earlier snapshot waits behind a slow write): a fresh clone replaces its
+  // data under its name, so that file holds this trigger's events. The old
+  // clone goes first, so that the memory holds at most the clone being
+  // written and this one (the writer does not take the waiting file
+  // while cloning_).
+  std::unique_ptr<SessionSnapshot> stale;
+  if (!queue_.empty()) stale = std::move(queue_.back().snapshot);
+  cloning_ = true;
+  mu_.Unlock();
+  if (stale != nullptr) {
+    stale.reset();
+    malloc_trim(0);
+    clones_held_.fetch_sub(1);
+  }
+  absl::StatusOr<std::unique_ptr<SessionSnapshot>> snap = session_->CloneSnapshot(trigger);
+  if (snap.ok()) CountClone();
+  mu_.Lock();
+  cloning_ = false;
+  if (!queue_.empty()) {
+    Pending& waiting = queue_.back();
+    stats_.joined++;
+    if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kJoined);
+    ListTriggers(trigger, joined, &waiting);
+    if (snap.ok()) {
+      waiting.snapshot = std::move(*snap);
+    } else {
+      waiting.clone_error = snap.status();
+    }
+    if (!snap.ok()) return snap.status();
+    return waiting.path;
+  }
+  if (!snap.ok()) return snap.status();
+  if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
+  Pending pending;
+  if (absl::Status st = ChooseFileLocked(reason, &pending); !st.ok()) return st;
+  // A name can come back after a failed write left no file: Wait() on it
+  // must see this snapshot's outcome, not that one's.
+  std::erase_if(done_, [&](const Result& r) { return r.taken_path == pending.path; });
+  if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kFired);
+  pending.reason = trigger.name;  // The reason as given; `reason` may carry a prefix.
+  pending.snapshot = std::move(*snap);
+  ListTriggers(trigger, joined, &pending);
+  queue_.push_back(std::move(pending));
+  return queue_.back().path;
+}
+
+absl::StatusOr<std::string> SnapshotWriter::Wait(const std::string& path, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const Result* found = nullptr;
+  auto done = [&] {
+    for (const Result& r : done_) {
+      if (r.taken_path == path) found = &r;
+    }
+    return found != nullptr;
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the snapshot ", path, " was not written within ",
+                     absl::FormatDuration(timeout), "; it may still be"));
+  }
+  if (!found->status.ok()) return found->status;
+  return found->path;
+}
+
+void SnapshotWriter::CountClone() {
+  const int held = clones_held_.fetch_add(1) + 1;
+  int peak = peak_clones_held_.load();
+  while (held > peak && !peak_clones_held_.compare_exchange_weak(peak, held)) {
+  }
+}
+
+void SnapshotWriter::Finish() {
+  {
+    absl::MutexLock lock(&mu_);
+    finishing_ = true;
+    // A Take() cloning now drops its clone once done: wait for that, so
+    // that nothing uses the session after Finish() returns.
+    mu_.Await(absl::Condition(
+        +[](bool* cloning) { return !*cloning; }, &cloning_));
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+trace::TraceStats SnapshotWriter::ExtraStats(const std::vector<SnapshotTrigger>& triggers) const {
+  trace::TraceStats stats;
+  if (tally_ != nullptr) {
+    for (const TriggerTally::Counts& c : tally_->counts()) {
+      trace::TraceStats::TriggerCount* out = stats.add_ringside_triggers();
+      out->set_name(c.name);
+      out->set_fired(c.fired);
+      out->set_joined(c.joined);
+      out->set_suppressed(c.suppressed);
+    }
+  }
+  for (const SnapshotTrigger& t : triggers) {
+    trace::TraceStats::SnapshotTrigger* out = stats.add_ringside_snapshot_triggers();
+    out->set_trigger_name(t.name);
+    out->set_producer_name(t.producer_name);
+    out->set_trusted_producer_uid(t.uid);
+    out->set_timestamp(static_cast<uint64_t>(t.boottime_ns));
+  }
+  return stats;
+}
+
+void SnapshotWriter::Loop() {
+  for (;;) {
+    Pending next;
+    std::optional<gid_t> group;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](SnapshotWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+            // Not while a Take() clones: it may be replacing the waiting
+            // file's clone.
+            return (!w->queue_.empty() && !w->cloning_) || (w->finishing_ && !w->cloning_);
+          },
+          this));
+      if (queue_.empty()) return;  // Finishing, and nothing left.
+      next = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = next.path;
+      group = group_;
+    }
+    Result result{absl::OkStatus(), next.path, next.reason, next.path};
+    if (next.snapshot == nullptr) {
+      // Its clone was dropped for a fresher one, which failed.
+      result.status = next.clone_error;
+    } else {
+      absl::StatusOr<std::unique_ptr<OutputFile>> file =
+          OutputFile::CreateWholeIn(next.dir->fd(), next.name, next.path, reserve_bytes_);
+      if (file.ok() && group.has_value()) {
+        if (absl::Status st = (*file)->ShareWithGroup(*group); !st.ok()) file = st;
+      }
+      if (!file.ok()) {
+        result.status = file.status();
+      } else {
+        next.snapshot->MergeIntoStats(ExtraStats(next.triggers));
+        result.status = next.snapshot->WriteTo(file->get());
+        result.path = (*file)->display_name();
+      }
+      // Its memory goes before the next clone comes, back to the system
+      // (the pieces below the mmap threshold too).
+      next.snapshot.reset();
+      malloc_trim(0);
+      clones_held_.fetch_sub(1);
+    }
+    PruneResult pruned;
+    if (result.status.ok()) {
+      uint32_t max_files;
+      uint64_t max_bytes;
+      {
+        absl::MutexLock lock(&mu_);
+        max_files = max_files_;
+        max_bytes = max_bytes_;
+      }
+      pruned = PruneSnapshots(*next.dir, LocalHostname(), max_files, max_bytes,
+                              result.path.substr(result.path.find_last_of('/') + 1));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      stats_.deleted_files += pruned.files_deleted;
+      stats_.deleted_bytes += pruned.bytes_deleted;
+      writing_.clear();
+      if (result.status.ok()) {
+        stats_.written++;
+        stats_.last_path = result.path;
+        stats_.last_reason = result.reason;
+      } else {
+        stats_.failed++;
+        stats_.last_error = std::string(result.status.message());
+      }
+      done_.push_back(result);
+      if (done_.size() > kRememberedResults) done_.pop_front();
+    }
+    if (on_done_) on_done_(result);
+  }
+}
+
+}  // namespace ringside::agent

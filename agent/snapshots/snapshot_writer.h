@@ -1,0 +1,181 @@
+#ifndef RINGSIDE_AGENT_SNAPSHOTS_SNAPSHOT_WRITER_H_
+#define RINGSIDE_AGENT_SNAPSHOTS_SNAPSHOT_WRITER_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/files/output_dir.h"
+#include "agent/session/tracing_session.h"
+#include "agent/snapshots/trigger_tally.h"
+#include "ringside/trace/trace_stats.pb.h"
+
+namespace ringside::agent {
+
+// The file name of a snapshot taken at `when` for `reason`:
+// "<hostname>-<UTC yyyymmddThhmmssZ>-<reason>.pftrace", the reason cut to 48
+// bytes and reduced to [A-Za-z0-9._-] (anything else becomes '_'), so a
+// name sorts by time and says why, and no reason can leave the directory.
+std::string SnapshotFileName(absl::string_view hostname, absl::Time when, absl::string_view reason);
+
+// A snapshot file lists at most this many of the triggers it answers (the
+// one that made it and those that joined it); the rest are only counted.
+inline constexpr size_t kMaxTriggersListedPerSnapshot = 256;
+
+// Writes CLONE_SNAPSHOTs of a running session into a directory: the clone is
+// taken at once, on the caller's thread; the file is written on the
+// writer's own thread, into a temporary file renamed into place when whole
+// (OutputFile), so a reader never sees part of one under its final name.
+// The directory is opened and checked at each Take() (OutputDir: refused
+// unless only the agent's user can write it; made again if it was
+// removed), and the file is created and named relative to it, never
+// through a symlink nor over anything found at its name.
+//
+// At most one clone waits while another is written: a request that comes
+// meanwhile joins the waiting one (same file) when that clone was taken at
+// or after the request's trigger, or else replaces its data with a fresh
+// clone (same file, now holding what the trigger is about; the stale clone
+// is freed before the fresh one is taken). So a burst of requests never
+// holds more than two clones (the one written, the one waiting), and every
+// trigger's moment is in some file. One clone is taken at a time; a second caller
+// waits for it and joins it.
+//
+// Each file's trace_stats also carry, besides the session's figures, the
+// triggers the file answers (every one that joined it) and the tally of
+// all requests so far (ringside_snapshot_triggers, ringside_triggers).
+//
+// Thread-safe.
+class SnapshotWriter {
+ public:
+  struct Result {
+    absl::Status status;
+    // Where the file is. The path Take() returned, unless something took
+    // that name while the file was written: then the next free name.
+    std::string path;
+    std::string reason;
+    std::string taken_path;  // What Take() returned.
+  };
+  struct Stats {
+    uint64_t written = 0;
+    uint64_t failed = 0;
+    uint64_t joined = 0;         // Requests that joined (or refreshed) a waiting snapshot.
+    uint64_t deleted_files = 0;  // By retention.
+    uint64_t deleted_bytes = 0;
+    std::string last_path;
+    std::string last_reason;
+    // Why the last failed snapshot failed; empty while none has.
+    std::string last_error;
+  };
+
+  // `session` outlives the writer. `on_done` is called on the writer's
+  // thread after each file is written or has failed. `tally`, if not null,
+  // outlives the writer: Take() counts each request there as fired or
+  // joined, and every file carries it as of its write.
+  SnapshotWriter(TracingSession* session, std::string output_dir,
+                 std::function<void(const Result&)> on_done, TriggerTally* tally = nullptr);
+  // Finish()es.
+  ~SnapshotWriter();
+  SnapshotWriter(const SnapshotWriter&) = delete;
+  SnapshotWriter& operator=(const SnapshotWriter&) = delete;
+
+  // Clones the session and queues its file. Returns the path it will have.
+  // Errors: kFailedPrecondition once Finish() was called or when the
+  // session cannot be cloned; the output directory's problems (it cannot be
+  // created, is not a directory) naming it.
+  // `reason` names the file; `trigger` goes into it (clone_snapshot_trigger),
+  // and its name is the Result's and the stats' reason.
+  // `joined`: triggers that already joined this one before it was taken
+  // (counted by the caller); the file lists them after `trigger`.
+  absl::StatusOr<std::string> Take(absl::string_view reason, const SnapshotTrigger& trigger,
+                                   const std::vector<SnapshotTrigger>& joined = {});
+  // The same for a trigger the agent fired itself: named `reason`, by
+  // "ringside agent", with the agent's uid, now.
+  absl::StatusOr<std::string> Take(absl::string_view reason);
+  // Blocks until the snapshot of `path` (from Take()) is written or failed,
+  // at most `timeout` (kDeadlineExceeded). Returns where it was written
+  // (Result::path), or why not.
+  absl::StatusOr<std::string> Wait(const std::string& path, absl::Duration timeout);
+
+  // Snapshots taken from now on go there (config reload).
+  void set_output_dir(std::string dir);
+  // After each file: at most this many snapshots / bytes of them in the
+  // output directory, the oldest deleted (snapshot_retention.h); 0: no
+  // limit.
+  void set_retention(uint32_t max_files, uint64_t max_bytes);
+  // Files written from now on are 0640 owned by `group` (output_group), and
+  // directories made for them are owned by it; nullopt: files 0600.
+  void set_output_group(std::optional<gid_t> group);
+  Stats stats() const;
+  // The most clones this writer has held in memory at once (the one being
+  // written, the one waiting, one being taken): at most 2 by design.
+  int peak_clones_held_ForTesting() const { return peak_clones_held_.load(); }
+
+  // Writes what is queued, then stops the thread. Idempotent.
+  void Finish();
+
+ private:
+  struct Pending {
+    std::shared_ptr<const OutputDir> dir;
+    std::string name;  // In dir.
+    std::string path;  // dir's path and name, as callers know it.
+    std::string reason;
+    std::unique_ptr<SessionSnapshot> snapshot;
+    // Every trigger it answers, in the order they came; at most
+    // kMaxTriggersListedPerSnapshot.
+    std::vector<SnapshotTrigger> triggers;
+    // Why `snapshot` is null: its clone was dropped for a fresher one
+    // whose taking failed.
+    absl::Status clone_error;
+  };
+  // Appends to `pending`'s triggers up to the limit.
+  static void ListTriggers(const SnapshotTrigger& trigger,
+                           const std::vector<SnapshotTrigger>& joined, Pending* pending);
+  void Loop();
+  // What the file of a snapshot answering `triggers` adds to its
+  // trace_stats: the triggers and the tally as of now.
+  trace::TraceStats ExtraStats(const std::vector<SnapshotTrigger>& triggers) const;
+  // Opens the output directory and picks a free name in it for `reason`.
+  absl::Status ChooseFileLocked(absl::string_view reason, Pending* pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  TracingSession* const session_;
+  const std::function<void(const Result&)> on_done_;
+  TriggerTally* const tally_;
+  const uint64_t reserve_bytes_;
+
+  mutable absl::Mutex mu_;
+  std::string output_dir_ ABSL_GUARDED_BY(mu_);
+  uint32_t max_files_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t max_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<gid_t> group_ ABSL_GUARDED_BY(mu_);
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  std::string writing_ ABSL_GUARDED_BY(mu_);  // Path of the file being written.
+  // Finished files' outcomes, by path, for Wait(); the last few only.
+  std::deque<Result> done_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  // A Take() is cloning the session, outside mu_.
+  bool cloning_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+  // Clones alive now, and the most at once (peak_clones_held_ForTesting).
+  std::atomic<int> clones_held_{0};
+  std::atomic<int> peak_clones_held_{0};
+  void CountClone();
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SNAPSHOTS_SNAPSHOT_WRITER_H_

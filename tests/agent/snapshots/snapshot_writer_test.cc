@@ -1,0 +1,403 @@
+#include "agent/snapshots/snapshot_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/civil_time.h"
+#include "agent/config/config_loader.h"
+#include "gtest/gtest.h"
+#include "tests/agent/testing/control_peer.h"
+#include "tests/agent/testing/dir_entries.h"
+#include "tests/agent/testing/open_gate.h"
+#include "tests/agent/testing/ringside_cli.h"
+
+namespace ringside::agent {
+namespace {
+
+using testing::ScratchDir;
+
+std::unique_ptr<TracingSession> StartedSession() {
+  absl::StatusOr<config::TraceConfig> cfg =
+      ParseConfig("buffers { size_kb: 1024 }\ndurable_buffer_size_kb: 512\n", "t.pbtxt");
+  EXPECT_TRUE(cfg.ok()) << cfg.status();
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(*cfg);
+  EXPECT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE((*s)->Start().ok());
+  return std::move(*s);
+}
+
+TEST(SnapshotFileNameTest, IsHostTimeAndReasonWithNothingThatLeavesTheDirectory) {
+  const absl::Time t =
+      absl::FromCivil(absl::CivilSecond(2026, 11, 23, 9, 5, 7), absl::UTCTimeZone());
+  EXPECT_EQ(SnapshotFileName("node-1", t, "oom-kill"), "node-1-20261123T090507Z-oom-kill.pftrace");
+  EXPECT_EQ(SnapshotFileName("h", t, "../../etc/x y"), "h-20261123T090507Z-r.._.._etc_x_y.pftrace");
+  EXPECT_EQ(SnapshotFileName("h", t, ".."), "h-20261123T090507Z-r...pftrace");
+  EXPECT_EQ(SnapshotFileName("h", t, ""), "h-20261123T090507Z-r.pftrace");
+  EXPECT_EQ(SnapshotFileName("h", t, std::string(300, 'a')),
+            "h-20261123T090507Z-" + std::string(48, 'a') + ".pftrace");
+  EXPECT_EQ(SnapshotFileName("h", t, "d\xc3\xa9j\xc3\xa0"), "h-20261123T090507Z-d__j__.pftrace");
+}
+
+TEST(SnapshotWriterTest, WritesAWholeTraceUnderItsFinalNameOnly) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.Join("snaps/deep"), nullptr);
+  absl::StatusOr<std::string> path = writer.Take("manual");
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_TRUE(absl::StartsWith(*path, dir.Join("snaps/deep/"))) << *path;
+  ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+  struct stat st;
+  ASSERT_EQ(stat(path->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(stat(dir.Join("snaps").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);
+  const trace::Trace t = testing::ReadTraceFile(*path);
+  ASSERT_GT(t.packet_size(), 0);
+  EXPECT_TRUE(t.packet(0).has_trace_uuid());
+  EXPECT_EQ(writer.stats().written, 1u);
+  EXPECT_EQ(writer.stats().last_path, *path);
+  EXPECT_EQ(writer.stats().last_reason, "manual");
+}
+
+// output_group: the group reads the files and reaches them through every
+// directory the writer made.
+TEST(SnapshotWriterTest, WithAGroupFilesAre0640AndNewDirectories0750OfThatGroup) {
+  if (geteuid() != 0) GTEST_SKIP() << "giving files to another group needs root";
+  const gid_t adm = 4;  // Debian's adm; any group but ours will do.
+  ASSERT_NE(getegid(), adm);
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.Join("snaps/deep"), nullptr);
+  writer.set_output_group(adm);
+  absl::StatusOr<std::string> path = writer.Take("manual");
+  ASSERT_TRUE(path.ok()) << path.status();
+  ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+  struct stat st;
+  ASSERT_EQ(stat(path->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_gid, adm);
+  for (const char* d : {"snaps", "snaps/deep"}) {
+    ASSERT_EQ(stat(dir.Join(d).c_str(), &st), 0) << d;
+    EXPECT_EQ(st.st_mode & 0777, 0750u) << d;
+    EXPECT_EQ(st.st_gid, adm) << d;
+  }
+  // The scratch directory existed: not the writer's to change.
+  ASSERT_EQ(stat(dir.path().c_str(), &st), 0);
+  EXPECT_NE(st.st_gid, adm);
+}
+
+TEST(SnapshotWriterTest, TheFileIsNamedForTheReasonAndCarriesTheTriggerGiven) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.Join("snaps"), nullptr);
+  absl::StatusOr<std::string> path =
+      writer.Take("segv", SnapshotTrigger{"fatal_signal", "bpf.incidents", 0, 123456789});
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_TRUE(absl::EndsWith(*path, "-segv.pftrace")) << *path;
+  ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+  int triggers = 0;
+  const trace::Trace t = testing::ReadTraceFile(*path);
+  for (const trace::TracePacket& p : t.packet()) {
+    if (!p.has_clone_snapshot_trigger()) continue;
+    triggers++;
+    EXPECT_EQ(p.clone_snapshot_trigger().trigger_name(), "fatal_signal");
+    EXPECT_EQ(p.clone_snapshot_trigger().producer_name(), "bpf.incidents");
+    EXPECT_EQ(p.timestamp(), 123456789u);
+  }
+  EXPECT_EQ(triggers, 1);
+}
+
+TEST(SnapshotWriterTest, TwoSnapshotsInOneSecondGetTwoNames) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.path(), nullptr);
+  absl::StatusOr<std::string> a = writer.Take("same");
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(writer.Wait(*a, absl::Seconds(30)).ok());
+  absl::StatusOr<std::string> b = writer.Take("same");
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(writer.Wait(*b, absl::Seconds(30)).ok());
+  EXPECT_NE(*a, *b);
+}
+
+TEST(SnapshotWriterTest, AnOutputDirThatIsAFileIsAnErrorNamingIt) {
+  ScratchDir dir;
+  const std::string file = dir.Join("f");
+  close(open(file.c_str(), O_CREAT | O_WRONLY, 0644));
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), file, nullptr);
+  absl::StatusOr<std::string> path = writer.Take("x");
+  EXPECT_EQ(path.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(path.status().message(), file + " is not a directory"))
+      << path.status();
+}
+
+// The agent runs as root and names its next snapshot in advance: one who
+// could write output_dir could plant a symlink at that name and have the
+// agent write through it. The directory is refused unless only the agent's
+// user can write it, whoever owns it otherwise, and a symlink is not one.
+TEST(SnapshotWriterTest, AnOutputDirOthersCanChangeIsRefusedNamingItAndWhy) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  struct Case {
+    std::string name;
+    mode_t mode;
+    uid_t owner;
+    std::string why;
+  };
+  for (const Case& c : {Case{"group", 0770, 0, "can be written by others (mode 0770)"},
+                        Case{"all", 0777, 0, "can be written by others (mode 0777)"},
+                        Case{"sticky", 01777, 0, "can be written by others (mode 1777)"},
+                        Case{"nobody", 0755, 65534, "belongs to uid 65534"}}) {
+    const std::string out = dir.Join(c.name);
+    ASSERT_EQ(mkdir(out.c_str(), 0700), 0);
+    ASSERT_EQ(chmod(out.c_str(), c.mode), 0);
+    ASSERT_EQ(chown(out.c_str(), c.owner, static_cast<gid_t>(-1)), 0);
+    SnapshotWriter writer(session.get(), out, nullptr);
+    absl::StatusOr<std::string> path = writer.Take("x");
+    EXPECT_EQ(path.status().code(), absl::StatusCode::kFailedPrecondition) << c.name;
+    EXPECT_TRUE(absl::StrContains(path.status().message(), "output_dir " + out + " " + c.why))
+        << path.status();
+    EXPECT_EQ(testing::ListDir(out).size(), 0u) << c.name;
+  }
+  ASSERT_EQ(mkdir(dir.Join("real").c_str(), 0700), 0);
+  ASSERT_EQ(symlink(dir.Join("real").c_str(), dir.Join("link").c_str()), 0);
+  SnapshotWriter writer(session.get(), dir.Join("link"), nullptr);
+  absl::StatusOr<std::string> path = writer.Take("x");
+  EXPECT_EQ(path.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(path.status().message(), dir.Join("link") + " is a symlink"))
+      << path.status();
+  EXPECT_EQ(testing::ListDir(dir.Join("real")).size(), 0u);
+}
+
+// The name of a snapshot is chosen when it is taken, and the file written
+// later (behind another one): what appears at that name meanwhile, a
+// symlink to a file of the system say, is neither followed nor replaced;
+// the snapshot takes the next free name, which Wait() reports.
+TEST(SnapshotWriterTest, ASymlinkPlantedAtAWaitingSnapshotsNameIsNeitherFollowedNorReplaced) {
+  ScratchDir dir, elsewhere;
+  const std::string victim = elsewhere.Join("passwd");
+  ASSERT_TRUE(testing::WriteTextFile(victim, "root:x:0:0\n"));
+  ASSERT_EQ(chmod(victim.c_str(), 0644), 0);
+  std::unique_ptr<TracingSession> session = StartedSession();
+  absl::Mutex mu;
+  bool release = false;
+  SnapshotWriter writer(session.get(), dir.path(), [&](const SnapshotWriter::Result&) {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&release));
+  });
+  absl::StatusOr<std::string> first = writer.Take("first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(writer.Wait(*first, absl::Seconds(30)).ok());
+  // The writer's thread is held: this one waits, its name chosen.
+  absl::StatusOr<std::string> planted = writer.Take("planted");
+  ASSERT_TRUE(planted.ok()) << planted.status();
+  ASSERT_EQ(symlink(victim.c_str(), planted->c_str()), 0);
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  absl::StatusOr<std::string> written = writer.Wait(*planted, absl::Seconds(30));
+  ASSERT_TRUE(written.ok()) << written.status();
+  writer.Finish();
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "root:x:0:0\n");
+  struct stat st;
+  ASSERT_EQ(stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  EXPECT_EQ(testing::ListDir(elsewhere.path()).size(), 1u);
+  ASSERT_EQ(lstat(planted->c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(*written, planted->substr(0, planted->size() - 8) + "-2.pftrace");
+  EXPECT_EQ(writer.stats().last_path, *written);
+  const trace::Trace t = testing::ReadTraceFile(*written);
+  EXPECT_GT(t.packet_size(), 0);
+}
+
+TEST(SnapshotWriterTest, FinishWritesWhatIsQueuedThenRefusesMore) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  int done = 0;
+  SnapshotWriter writer(session.get(), dir.path(),
+                        [&](const SnapshotWriter::Result& r) { done += r.status.ok(); });
+  absl::StatusOr<std::string> path = writer.Take("last");
+  ASSERT_TRUE(path.ok());
+  writer.Finish();
+  EXPECT_EQ(done, 1);
+  struct stat st;
+  EXPECT_EQ(stat(path->c_str(), &st), 0);
+  EXPECT_EQ(writer.Take("late").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// While one file is written, a request whose trigger came before the
+// waiting clone joins it as it is; one whose trigger came after it gets a
+// fresh clone into the same file, so the file holds the trigger's moment.
+TEST(SnapshotWriterTest, ARequestJoinsTheWaitingCloneOrRefreshesItWhenItsTriggerIsNewer) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  absl::Mutex mu;
+  bool release = false;
+  SnapshotWriter writer(session.get(), dir.path(), [&](const SnapshotWriter::Result&) {
+    // Holds the writer's thread after the first file, so the next waits.
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&release));
+  });
+  absl::StatusOr<std::string> first = writer.Take("first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(writer.Wait(*first, absl::Seconds(30)).ok());
+
+  const int64_t before_waiting = BoottimeNowNs();
+  absl::StatusOr<std::string> waiting =
+      writer.Take("waiting", SnapshotTrigger{"waiting", "test", 0, BoottimeNowNs()});
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  absl::StatusOr<std::string> older =
+      writer.Take("older", SnapshotTrigger{"older", "test", 0, before_waiting});
+  ASSERT_TRUE(older.ok()) << older.status();
+  EXPECT_EQ(*older, *waiting);
+  const int64_t newer_at = BoottimeNowNs();
+  absl::StatusOr<std::string> newer =
+      writer.Take("newer", SnapshotTrigger{"newer", "test", 0, newer_at});
+  ASSERT_TRUE(newer.ok()) << newer.status();
+  EXPECT_EQ(*newer, *waiting);
+  EXPECT_EQ(writer.stats().joined, 2u);
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  ASSERT_TRUE(writer.Wait(*waiting, absl::Seconds(30)).ok());
+  writer.Finish();
+
+  // The file is the fresh clone: taken after the newer trigger, and it
+  // names that trigger.
+  const trace::Trace t = testing::ReadTraceFile(*waiting);
+  int triggers = 0;
+  uint64_t stats_at = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    if (p.has_clone_snapshot_trigger()) {
+      triggers++;
+      EXPECT_EQ(p.clone_snapshot_trigger().trigger_name(), "newer");
+    }
+    if (p.has_trace_stats()) stats_at = p.timestamp();
+  }
+  EXPECT_EQ(triggers, 1);
+  EXPECT_GE(stats_at, static_cast<uint64_t>(newer_at));
+}
+
+// A burst of requests while a slow file is written: the waiting file's
+// clone is refreshed for a newer trigger, but freed before the fresh one is
+// taken, so memory never holds more than two clones (the arithmetic behind
+// the unit's MemoryMax: the ring and two copies).
+TEST(SnapshotWriterTest, ANewerRequestWhileOneIsWrittenAndOneWaitsHoldsAtMostTwoClones) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  absl::StatusOr<std::unique_ptr<testing::OpenGate>> gate =
+      testing::OpenGate::Create(dir.path(), getpid());
+  if (!gate.ok()) GTEST_SKIP() << "holding a file's open needs CAP_SYS_ADMIN: " << gate.status();
+  SnapshotWriter writer(session.get(), dir.path(), nullptr);
+  absl::StatusOr<std::string> first = writer.Take("first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  // The writer holds the first clone, its file's open held by the gate.
+  ASSERT_TRUE((*gate)->WaitHeld(absl::Seconds(30)).ok());
+  absl::StatusOr<std::string> waiting =
+      writer.Take("waiting", SnapshotTrigger{"waiting", "test", 0, BoottimeNowNs()});
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(writer.peak_clones_held_ForTesting(), 2);
+  absl::StatusOr<std::string> newer =
+      writer.Take("newer", SnapshotTrigger{"newer", "test", 0, BoottimeNowNs()});
+  ASSERT_TRUE(newer.ok()) << newer.status();
+  EXPECT_EQ(*newer, *waiting);
+  EXPECT_EQ(writer.stats().joined, 1u);
+  EXPECT_EQ(writer.peak_clones_held_ForTesting(), 2);
+  (*gate)->Release(true);
+  ASSERT_TRUE(writer.Wait(*first, absl::Seconds(30)).ok());
+  ASSERT_TRUE(writer.Wait(*waiting, absl::Seconds(30)).ok());
+  writer.Finish();
+  int triggers = 0;
+  const trace::Trace t = testing::ReadTraceFile(*waiting);
+  for (const trace::TracePacket& p : t.packet()) {
+    triggers += p.has_clone_snapshot_trigger();
+  }
+  EXPECT_EQ(triggers, 1);
+}
+
+// A file names every trigger it answers (the one that made it, those that
+// joined it before and after it was taken) and carries the tally of all
+// requests up to its write, in its trace_stats.
+TEST(SnapshotWriterTest, AFileListsTheTriggersItAnswersAndTheTallyAsOfItsWrite) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  TriggerTally tally;
+  absl::Mutex mu;
+  bool release = false;
+  SnapshotWriter writer(
+      session.get(), dir.path(),
+      [&](const SnapshotWriter::Result&) {
+        absl::MutexLock lock(&mu);
+        mu.Await(absl::Condition(&release));
+      },
+      &tally);
+  absl::StatusOr<std::string> first = writer.Take("first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Written; the writer's thread is now held, so the next requests queue.
+  ASSERT_TRUE(writer.Wait(*first, absl::Seconds(30)).ok());
+
+  const int64_t early = BoottimeNowNs();
+  // "crash" was joined by another crash while it waited for its delay.
+  absl::StatusOr<std::string> crash =
+      writer.Take("crash", SnapshotTrigger{"crash", "linux.bpf", 0, early},
+                  {SnapshotTrigger{"crash", "linux.bpf", 0, early + 1}});
+  ASSERT_TRUE(crash.ok()) << crash.status();
+  absl::StatusOr<std::string> manual =
+      writer.Take("control", SnapshotTrigger{"control", "ringside snapshot", 1000, early});
+  ASSERT_TRUE(manual.ok()) << manual.status();
+  EXPECT_EQ(*manual, *crash);
+  {
+    absl::MutexLock lock(&mu);
+    release = true;
+  }
+  ASSERT_TRUE(writer.Wait(*crash, absl::Seconds(30)).ok());
+  writer.Finish();
+
+  auto stats_of = [](const std::string& path) {
+    trace::TraceStats stats;
+    const trace::Trace t = testing::ReadTraceFile(path);
+    for (const trace::TracePacket& p : t.packet()) {
+      if (p.has_trace_stats()) stats = p.trace_stats();
+    }
+    return stats;
+  };
+  const trace::TraceStats first_stats = stats_of(*first);
+  ASSERT_EQ(first_stats.ringside_snapshot_triggers_size(), 1);
+  EXPECT_EQ(first_stats.ringside_snapshot_triggers(0).trigger_name(), "first");
+  EXPECT_GT(first_stats.buffer_stats_size(), 0) << "the session's own stats are gone";
+
+  const trace::TraceStats stats = stats_of(*crash);
+  EXPECT_GT(stats.buffer_stats_size(), 0) << "the session's own stats are gone";
+  ASSERT_EQ(stats.ringside_snapshot_triggers_size(), 3);
+  EXPECT_EQ(stats.ringside_snapshot_triggers(0).trigger_name(), "crash");
+  EXPECT_EQ(stats.ringside_snapshot_triggers(0).timestamp(), static_cast<uint64_t>(early));
+  EXPECT_EQ(stats.ringside_snapshot_triggers(1).trigger_name(), "crash");
+  EXPECT_EQ(stats.ringside_snapshot_triggers(1).timestamp(), static_cast<uint64_t>(early + 1));
+  EXPECT_EQ(stats.ringside_snapshot_triggers(2).trigger_name(), "control");
+  EXPECT_EQ(stats.ringside_snapshot_triggers(2).producer_name(), "ringside snapshot");
+  EXPECT_EQ(stats.ringside_snapshot_triggers(2).trusted_producer_uid(), 1000);
+  // The request that joined before the clone was counted by whoever took
+  // it (the agent's trigger rules); the writer counts what it decided.
+  ASSERT_EQ(stats.ringside_triggers_size(), 3);
+  EXPECT_EQ(stats.ringside_triggers(0).name(), "first");
+  EXPECT_EQ(stats.ringside_triggers(0).fired(), 1u);
+  EXPECT_EQ(stats.ringside_triggers(1).name(), "crash");
+  EXPECT_EQ(stats.ringside_triggers(1).fired(), 1u);
+  EXPECT_EQ(stats.ringside_triggers(2).name(), "control");
+  EXPECT_EQ(stats.ringside_triggers(2).joined(), 1u);
+}
+
+}  // namespace
+}  // namespace ringside::agent
