@@ -202,12 +202,6 @@ class EventSource {
   std::vector<RecordView> unbatched_;  // Capacity reused by Unbatching().
 };
 
-// The one line to tell a user why the kernel's verifier refused a program,
-// from libbpf's messages `log`: "<program>: <the verifier's last reason
-// line>" (the line before its "processed N insns"); "" when `log` holds no
-// verifier log.
-std::string VerifierSummary(absl::string_view log);
-
 }  // namespace ringside::bpf
 
 #endif  // RINGSIDE_BPF_EVENT_SOURCE_H_

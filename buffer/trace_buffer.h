@@ -52,10 +52,10 @@ enum DataLoss : uint32_t {
 // the sequence that suffered it. TraceBufferV2 semantics
 // (shared/seeds/tracebuffer-v2-design.txt), with Perfetto's API names.
 //
-// Memory layout. Chunks are copied into one flat region, bump-pointer style,
-// each as a 20-byte TBChunk header followed by its fragments, 4-byte aligned.
-// When a chunk does not fit before the end, the writer wraps to 0 and the tail
-// is abandoned. Writing over older chunks first "deletes" them (see Overwrites).
+// Chunks are copied one after another into a flat ring of memory, each
+// behind a 20-byte header; a chunk that does not fit before the end wraps to
+// 0, and writing over older chunks deletes them first (a loss, counted and
+// flagged on the next packet of their sequence that is read):
 //
 //       0                         wr_                 data_end_         size_
 //       +-------+----+-----+------+----------+----+---+--------+----------+
@@ -63,92 +63,14 @@ enum DataLoss : uint32_t {
 //       +-------+----+-----+------+----------+----+---+--------+----------+
 //       |<--- newer lap: [0, wr_) --->|<- older lap: [wr_, data_end_) ->|
 //
-// Buffer order (oldest first) is [wr_, data_end_) then [0, wr_).
-//
-// Sequences. A sequence is {ProducerID, WriterID}. Each has a SequenceState
-// holding the offsets of its chunks sorted by ChunkID (out-of-order commits
-// from SMB scraping are inserted in place), the last ChunkID it consumed (to
-// detect gaps), and the losses not yet reported.
-//
-// Reading is a two-layer walk. The outer layer visits chunks in buffer order,
-// which keeps packets of different sequences roughly in the order they were
-// written. For each chunk it meets, the inner layer (ReadInSequence) reads
-// that chunk's sequence in ChunkID order, from the sequence's oldest chunk up
-// to the chunk the outer walk is on, so each sequence stays FIFO even when its
-// chunks were committed out of order:
-//
-//   buffer order:   A1  B1  B3  A2  B2          (B3 committed before B2)
-//   outer walk at B3 -> inner walk of B: B2, B3   (B2 is read first)
-//   outer walk at A2 -> inner walk of A: A2
-//   outer walk at B2 -> already consumed, skipped
-//
-// A packet split over chunks is reassembled by following the next ChunkIDs of
-// its sequence; that may consume the first fragment of a chunk beyond the one
-// the outer walk is on, whose other packets are left for later. A chunk with
-// no fragments in the chain (an idle writer flushed it) is skipped over.
-//
-// Stalls. A chunk still waiting for patches (kChunkNeedsPatching) cannot have
-// its last fragment read; a scraped chunk (chunk_complete = false) cannot have
-// its last fragment read at all, and may be completed by a later recommit. The
-// inner walk stops there and the sequence is skipped until the next
-// BeginRead(); other sequences keep reading.
-//
-// Recommits. The final commit (or a newer scrape) of a scraped chunk is
-// written over its copy in place (chunks_rewritten), keeping what was read,
-// unless the copy is among what making room for the chunk would erase: the
-// ring has come round to it. It is then stored anew at the write position and
-// the old copy retired (chunks_relocated), so nothing in it is lost and it
-// reads after the data written before it. A scraped chunk evicted by the ring
-// is admitted again by its next commit (final or scrape), as long as nothing
-// later of its sequence was consumed meanwhile; only its unread bytes come
-// back, and if all that could be read had been read, its eviction is no loss.
-// Its unreadable last fragment is counted lost (chunks_overwritten, OVERWRITE)
-// only once a later chunk of the sequence is read without it coming back.
-//
-// Losses are flagged on the first packet after them, never on one written
-// before: a chunk refused (DISCARD full, oversized) is flagged on the first
-// chunk after it in ChunkID order that gets read. READ_GAP flags a ChunkID
-// gap after a chunk the sequence consumed. A sequence's first chunk having an
-// ID above 0 is not flagged, as in Perfetto: the IDs a writer skipped never
-// reached the buffer and would be accounted where they were lost (a refusal
-// here is flagged as above; writer-side drops carry a drop marker), while a
-// sequence whose state was swept after kKeepLastEmptySeq newer ones emptied
-// comes back with an ID above 0 after data that was read whole, where a
-// READ_GAP would report a loss that never happened.
-//
-// Overwrites. Deleting chunks to make room runs the same inner walk in erase
-// mode: it never stalls, hands every valid packet to the overwrite observer (in
-// sequence order) and flags the loss on the sequence. A chunk that was fully
-// read before it is overwritten is not a loss.
-//
-// Nothing from a producer is trusted: sizes, counts, flags, patch offsets and
-// recommits that break the ABI are counted in abi_violations and never read or
-// written out of bounds; the rest of the sequence's valid data still reads.
-//
-// Memory is committed lazily (an anonymous mapping touched only where written)
-// and state refers to the buffer by offsets, never by pointers.
-//
-// Cloning is copy-on-write, so that writers never wait for a whole-buffer
-// copy (Perfetto's clone is a memcpy under the writers' lock). BeginClone()
-// copies only per-sequence state, O(sequences), and maps the clone's memory;
-// the bytes follow in 64 KiB blocks, either by a CloneCopier on another
-// thread (or ContinueClone() steps) or, first, by any write about to change
-// a block not yet copied: every write to
-// the memory (a new chunk, an overwrite, a patch, a read marking bytes
-// consumed) goes through an accessor that preserves the old bytes into the
-// clone. The copy starts at the write cursor, the oldest data and the next
-// to be overwritten, so writers rarely meet a block not yet copied. The
-// clone's chunk index is rebuilt from its memory when it is first read, off
-// the owner's lock:
-//
-//   BeginClone()           under the lock: sequences, stats, cursors
-//                          (microseconds); clone_copier() with it
-//   CloneCopier::CopySome  WITHOUT the lock, on the snapshot's thread,
-//                          repeated; blocks preserved by writers skipped,
-//                          a block being copied waited for by a writer
-//   ContinueClone(n)       under the lock, once: the clone ends on the
-//                          owner's side (or, alone, copies n more bytes)
-//   clone reads            any thread that owns the clone, once complete
+// A sequence ({ProducerID, WriterID}) is read in ChunkID order, its
+// fragmented packets put back together; nothing from a producer is trusted. Cloning is
+// copy-on-write: BeginClone() under the owner's lock takes microseconds, a
+// CloneCopier copies the bytes without it. docs/design/trace-buffer.md has
+// the layout, the two-layer read walk, stalls, recommits, losses and the
+// clone, with pictures. The code: trace_buffer.cc (writes),
+// trace_buffer_read.cc (the sequence reader), trace_buffer_clone.cc (the
+// clone), internal/trace_buffer_memory.h (what they share).
 //
 // Not thread-safe: one owner thread (or lock) does everything but a
 // CloneCopier's copying; a clone is then owned by whoever holds it.
@@ -228,7 +150,7 @@ class TraceBuffer {
   // Copies a chunk payload (`src`, `size`: what follows the 8-byte chunk
   // header) into the buffer. `chunk_complete` is false for a chunk scraped
   // while its writer may still be writing its last fragment. Committing a
-  // ChunkID the sequence still holds is a recommit (see the class comment).
+  // ChunkID the sequence still holds is a recommit (docs/design/trace-buffer.md, Recommits).
   void CopyChunkUntrusted(ProducerID producer_id_trusted, ClientIdentity client_identity_trusted,
                           WriterID writer_id, ChunkID chunk_id, uint16_t num_fragments,
                           uint8_t chunk_flags, bool chunk_complete, const uint8_t* src,

@@ -1,6 +1,6 @@
 #include <string>
 
-#include "bpf/event_source.h"
+#include "bpf/load_errors.h"
 #include "gtest/gtest.h"
 
 namespace ringside::bpf {

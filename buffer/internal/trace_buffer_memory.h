@@ -1,0 +1,128 @@
+#ifndef RINGSIDE_BUFFER_INTERNAL_TRACE_BUFFER_MEMORY_H_
+#define RINGSIDE_BUFFER_INTERNAL_TRACE_BUFFER_MEMORY_H_
+
+// TraceBuffer's memory as its three units share it (trace_buffer.cc: the
+// writes; trace_buffer_read.cc: the sequence reader; trace_buffer_clone.cc:
+// the copy-on-write clone): the header of a stored chunk, its local flags,
+// the mapping, and the accessors every read and write of the memory goes
+// through (inline: they are on every path). Only those three files include
+// it. docs/design/trace-buffer.md has the layout.
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+
+#include "buffer/trace_buffer.h"
+
+namespace ringside::buffer {
+
+// Local TBChunk flags, above the three ABI flags.
+inline constexpr uint8_t kIncomplete = 1 << 3;   // Scraped: the last fragment is not readable.
+inline constexpr uint8_t kCorrupted = 1 << 4;    // Fragments were dropped as malformed: report it.
+inline constexpr uint8_t kErased = 1 << 5;       // Consumed or overwritten: dead space.
+inline constexpr uint8_t kSeen = 1 << 6;         // The ChunkID gap check was done.
+inline constexpr uint8_t kLostInErase = 1 << 7;  // Unread bytes were erased by an overwrite.
+
+// TBChunk::history bits: what happened to a chunk that its flags no longer say.
+inline constexpr uint8_t kReadOut = 1;  // kErased because a read consumed all of it.
+
+// The low bits of a record's first word (sizes are multiples of 4).
+inline constexpr uint32_t kPaddingBit = 1;
+// Padding that only marks the unused tail of the newest chunk, given back at
+// once to the next write: not counted in the padding stats.
+inline constexpr uint32_t kTransientBit = 2;
+inline constexpr uint32_t kSizeMask = ~uint32_t{3};
+inline constexpr uint32_t kAlignment = 4;
+
+inline uint32_t AlignUp(uint32_t n) { return (n + kAlignment - 1) & ~(kAlignment - 1); }
+
+// True if ChunkID `a` comes after `b`, modulo 2^32.
+inline bool IsAfter(ChunkID a, ChunkID b) { return static_cast<int32_t>(a - b) > 0; }
+
+// The header of every chunk stored in the buffer, followed by its payload.
+// A padding record is just the first word, with kPaddingBit set; it can be as
+// small as 4 bytes, so only that word may be read before checking it.
+struct TraceBuffer::TBChunk {
+  uint32_t size_and_padding;  // Outer size (header + reserved payload), | kPaddingBit.
+  ChunkID chunk_id;
+  ProducerID producer_id;
+  WriterID writer_id;
+  uint16_t payload_size;          // Readable fragment bytes.
+  uint16_t payload_consumed;      // Bytes read (or erased) so far; a fragment boundary.
+  uint16_t last_fragment_offset;  // Start of the last readable fragment (for patches).
+  uint8_t flags;                  // ABI flags | local flags.
+  uint8_t history;                // kReadOut.
+
+  uint32_t outer_size() const { return size_and_padding & kSizeMask; }
+  uint8_t* payload() { return reinterpret_cast<uint8_t*>(this) + sizeof(TBChunk); }
+  const uint8_t* payload() const {
+    return reinterpret_cast<const uint8_t*>(this) + sizeof(TBChunk);
+  }
+};
+
+inline constexpr uint32_t kTBChunkHeaderSize = 20;
+inline constexpr size_t kGuardSize = 4096;
+
+// The buffer's memory. A clone in progress shares its mapping with the
+// buffer it is cloned from, which copies into it.
+struct TraceBuffer::Mapping {
+  uint8_t* memory = nullptr;
+  size_t size = 0;
+  // False while a clone's bytes are still being copied in. Stored with
+  // release once the last byte is in; a reader on another thread loads it
+  // with acquire before touching the memory.
+  std::atomic<bool> complete{true};
+
+  ~Mapping() {
+    if (memory != nullptr) munmap(memory - kGuardSize, size + 2 * kGuardSize);
+  }
+  // Maps `size` bytes (a multiple of the page size) between guard pages, or
+  // returns nullptr.
+  static std::shared_ptr<Mapping> Map(size_t size) {
+    // Inaccessible guard pages on both sides turn any access outside the
+    // buffer into a fault instead of a silent read of other memory.
+    void* base = mmap(nullptr, size + 2 * kGuardSize, PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) return nullptr;
+    uint8_t* memory = static_cast<uint8_t*>(base) + kGuardSize;
+    if (mprotect(memory, size, PROT_READ | PROT_WRITE) != 0) {
+      munmap(base, size + 2 * kGuardSize);
+      return nullptr;
+    }
+    auto m = std::make_shared<Mapping>();
+    m->memory = memory;
+    m->size = size;
+    return m;
+  }
+};
+
+inline const TraceBuffer::TBChunk* TraceBuffer::ChunkAt(uint32_t offset) const {
+  return reinterpret_cast<const TBChunk*>(memory_ + offset);
+}
+
+inline uint32_t TraceBuffer::FirstWordAt(uint32_t offset) const {
+  uint32_t word;
+  std::memcpy(&word, memory_ + offset, sizeof(word));
+  return word;
+}
+
+inline TraceBuffer::TBChunk* TraceBuffer::MutableChunkAt(uint32_t offset) {
+  PreserveForClone(offset, std::max(FirstWordAt(offset) & kSizeMask, kTBChunkHeaderSize));
+  return reinterpret_cast<TBChunk*>(memory_ + offset);
+}
+
+inline uint8_t* TraceBuffer::WritableBytes(uint32_t offset, uint32_t size) {
+  PreserveForClone(offset, size);
+  return memory_ + offset;
+}
+
+inline void TraceBuffer::AddLoss(SequenceState& seq, uint32_t reasons) {
+  seq.pending_loss |= reasons | kDataLossPresent;
+}
+
+}  // namespace ringside::buffer
+
+#endif  // RINGSIDE_BUFFER_INTERNAL_TRACE_BUFFER_MEMORY_H_
