@@ -1,8 +1,6 @@
 #ifndef RINGSIDE_AGENT_DAEMON_AGENT_SERVICE_H_
 #define RINGSIDE_AGENT_DAEMON_AGENT_SERVICE_H_
 
-#include <sys/signalfd.h>
-
 #include <atomic>
 #include <map>
 #include <memory>
@@ -25,6 +23,8 @@
 #include "agent/sources/incident.h"
 #include "ringside/config/trace_config.pb.h"
 #include "ringside/control/control.pb.h"
+
+struct signalfd_siginfo;
 
 namespace ringside::agent {
 

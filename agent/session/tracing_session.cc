@@ -94,6 +94,7 @@ void TracingSession::StopOwner() {
     stop_requested_ = true;
   }
   if (owner_.joinable()) owner_.join();
+  stream_state_.Claim();
 }
 
 std::vector<buffer::TraceBuffer*> TracingSession::BuffersLocked() {
@@ -171,6 +172,7 @@ void TracingSession::Flush() {
 }
 
 void TracingSession::BufferOwnerLoop() {
+  stream_state_.Claim();
   const int64_t flush_ns = int64_t{config_.flush_period_ms()} * 1'000'000;
   const int64_t write_ns = streaming() ? int64_t{config_.file_write_period_ms()} * 1'000'000 : 0;
   const int64_t start = MonotonicNs();
@@ -352,6 +354,7 @@ absl::StatusOr<TracingSession::Summary> TracingSession::WriteTrace(TraceSink* si
   if (state_.load() != State::kStopped) {
     return absl::FailedPreconditionError("the trace is written once the session has stopped");
   }
+  stream_state_.Check();
   const bool into_stream = streaming() && sink == stream_;
   if (into_stream && stream_needs_file_ && !BeginStreamFile()) {
     return absl::UnavailableError(absl::StrCat("no file to stream the end of the recording into (",

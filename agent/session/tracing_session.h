@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/base/owner_thread.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/files/trace_sink.h"
 #include "agent/session/buffer_reader.h"
@@ -169,7 +170,8 @@ class TracingSession {
   absl::Status Stop();
   // After Stop(): the rest of the trace into `sink`, which is finished.
   // A whole file gets everything; the stream given to Start() the buffers'
-  // last packets and the trailer.
+  // last packets and the trailer. REQUIRES: the thread that called Stop()
+  // (the stream's state is its own from then on: OwnerThread).
   absl::StatusOr<Summary> WriteTrace(TraceSink* sink);
 
   State state() const { return state_.load(); }
@@ -263,6 +265,10 @@ class TracingSession {
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<buffer::TraceBuffer>> buffers_ ABSL_GUARDED_BY(mu_);
   BufferPacketReader reader_ ABSL_GUARDED_BY(mu_);
+  // The stream's state (service_packets_, stream_pending_, the stream_*
+  // flags and the sinks' write side): Start()'s thread, then the buffer
+  // owner's, then the thread that stopped the owner (WriteTrace).
+  OwnerThread stream_state_{"the session's stream state"};
   uint64_t service_packets_ = 0;
   // Read from the buffers, not yet written: the write failed. Owner thread
   // (WriteTrace once the owner has stopped).

@@ -44,6 +44,7 @@ absl::Status TracingSession::WriteToStream(const std::string& bytes) {
 }
 
 void TracingSession::WriteIntoFile() {
+  stream_state_.Check();
   if (stream_needs_file_ && !BeginStreamFile()) return;
   if (!stream_pending_.empty()) {
     if (!StreamOut(std::exchange(stream_pending_, {})) || stream_needs_file_) return;
@@ -135,6 +136,7 @@ bool TracingSession::StreamOut(std::string data) {
 }
 
 void TracingSession::EndStreamFile() {
+  stream_state_.Check();
   std::string tail;
   AppendServicePacket(ClockSnapshotPacket(), &tail);
   const std::vector<SourceStats> sources = CollectSourceStats();
@@ -156,6 +158,7 @@ void TracingSession::EndStreamFile() {
 }
 
 bool TracingSession::BeginStreamFile() {
+  stream_state_.Check();
   if (absl::Status st = rotating_->NextFile(); !st.ok()) {
     if (!stream_file_failed_) {
       Notice(absl::StrCat(st.message(),

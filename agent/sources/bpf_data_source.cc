@@ -27,6 +27,7 @@ BpfDataSource::BpfDataSource(Config config, ProducerBuffer* producer)
 }
 
 CgroupSelector::Selection BpfDataSource::RefreshCgroupFilter() {
+  reader_state_.Check();
   CgroupSelector::Selection selection = cgroups_.Select();
   // A failed update leaves the last set in place; the next refresh retries.
   source_->SetCgroupFilter(selection.cgroup_ids).IgnoreError();
@@ -216,6 +217,7 @@ uint64_t BpfDataSource::TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>
 }
 
 void BpfDataSource::ReadRings(int timeout_ms) {
+  reader_state_.Check();
   // Drops since the last look mark the next bundle of their CPU.
   std::vector<std::vector<uint64_t>> per_type;
   for (uint32_t type = 1; type < RS_EV_MAX; type++) {
@@ -239,6 +241,7 @@ void BpfDataSource::ReadRings(int timeout_ms) {
 }
 
 void BpfDataSource::ConsumerLoop() {
+  reader_state_.Claim();
   const int period = static_cast<int>(config_.drain_period_ms);
   absl::Time next_cgroup_refresh = absl::Now() + absl::Milliseconds(config_.cgroup_refresh_ms);
   while (!stop_.load(std::memory_order_acquire)) {
@@ -281,6 +284,7 @@ void BpfDataSource::Stop() {
   stop_.store(true, std::memory_order_release);
   source_->Wake();
   if (thread_.joinable()) thread_.join();
+  reader_state_.Claim();
   if (started_) {
     source_->Detach();
     ReadRings(0);

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/base/owner_thread.h"
 #include "agent/config/defaults.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/bpf_bundle_writer.h"
@@ -113,6 +114,10 @@ class BpfDataSource : public DataSource {
   Config config_;
   ProducerBuffer* producer_;
   std::unique_ptr<bpf::EventSource> source_;
+  // The reader's state below (bundles_ to cgroups_, and the writing side of
+  // cpu_writers_): the creating thread's, then the reader thread's, then
+  // Stop()'s after the join.
+  OwnerThread reader_state_{"linux.bpf's reader state"};
   BpfBundleWriter bundles_;
   bpf::RecordBatch decoded_;  // The batch being written; capacity reused.
   std::vector<std::unique_ptr<TraceWriter>> cpu_writers_;

@@ -110,6 +110,7 @@ void FtraceDataSource::Stop() {
     (void)!write(wake_fd_, &one, sizeof(one));
   }
   if (thread_.joinable()) thread_.join();
+  reader_state_.Claim();
   if (started_) {
     ReadKernelBuffers();
     WriteStats(trace::FtraceStats::END_OF_TRACE);
@@ -123,6 +124,7 @@ void FtraceDataSource::Stop() {
 }
 
 void FtraceDataSource::OpenMissingReaders() {
+  reader_state_.Check();
   for (int cpu = 0; cpu < num_cpus_; cpu++) {
     if (readers_[cpu] != nullptr) continue;
     absl::StatusOr<std::unique_ptr<ftrace::CpuReader>> r =
@@ -132,6 +134,7 @@ void FtraceDataSource::OpenMissingReaders() {
 }
 
 void FtraceDataSource::ReadKernelBuffers() {
+  reader_state_.Check();
   const size_t page_size = parser_->page_format().page_size();
   for (int cpu = 0; cpu < num_cpus_; cpu++) {
     ftrace::CpuReader* reader = readers_[cpu].get();
@@ -212,6 +215,7 @@ bool FtraceDataSource::FlushStaging(absl::Duration limit) {
 }
 
 void FtraceDataSource::ReaderLoop() {
+  reader_state_.Claim();
   int loops = 0;
   while (!stop_.load()) {
     std::vector<pollfd> fds;

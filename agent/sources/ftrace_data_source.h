@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/base/owner_thread.h"
 #include "agent/config/defaults.h"
 #include "agent/sources/cpu_budget.h"
 #include "agent/sources/data_source.h"
@@ -85,7 +86,9 @@ class FtraceDataSource : public DataSource {
   // (reader_thread = false: the caller reads).
   bool FlushStaging(absl::Duration limit) override;
   // Reads every CPU's kernel buffer once on the calling thread (what the
-  // reader thread does each period).
+  // reader thread does each period). REQUIRES: reader_thread = false and
+  // the thread that called Start() (the reader's state is its own:
+  // OwnerThread).
   void ReadKernelBuffers();
 
   uint64_t events_read() const override { return events_count_.load(); }
@@ -131,6 +134,10 @@ class FtraceDataSource : public DataSource {
 
   std::unique_ptr<TraceWriter> control_writer_;
   std::vector<std::unique_ptr<TraceWriter>> cpu_writers_;
+  // The reader's state (readers_, the page and event scratch, the parser,
+  // the bundle writer, cpu_writers_): Start()'s thread, then the reader
+  // thread's, then Stop()'s after the join.
+  OwnerThread reader_state_{"linux.ftrace's reader state"};
   std::vector<std::unique_ptr<ftrace::CpuReader>> readers_;  // Null: offline / not open.
 
   std::thread thread_;
