@@ -31,6 +31,7 @@ enum rs_event_type {
   /* Not an event: scheduling records sent to the ring together
    * (rs_sched_batch); EventSource hands out the records, never the batch. */
   RS_EV_SCHED_BATCH = 12,
+  RS_EV_PROCESS_FREE = 13,
   RS_EV_MAX = 16, /* Size of the drop-counter array. */
 };
 

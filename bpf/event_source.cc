@@ -350,7 +350,7 @@ EventSource::~EventSource() {
 
 absl::Status EventSource::Attach() {
   // Programs are attached one by one. The process programs (fork, exec,
-  // exit, rename) start recording together, first; the scheduling and
+  // exit, rename, free) start recording together, first; the scheduling and
   // incident ones together once attached after them. Every task in a
   // scheduling record is then described by the process records: even one
   // already exiting then, which the start-up scan no longer finds, is

@@ -120,3 +120,26 @@ SEC("raw_tp/task_rename")
 int BPF_PROG(handle_task_rename_raw, struct task_struct* task, const char* comm) {
   return on_rename(true, task, comm);
 }
+
+/* Runs in the RCU callback that frees the task, on whichever CPU runs it:
+ * the task is dead, but its fields (and its cgroup, for the filter) are
+ * still there until the put_task_struct() after the tracepoint. */
+static __always_inline int on_free(bool raw, struct task_struct* p) {
+  if (rs_filters_on() && !rs_task_selected(p)) return 0;
+  void* ring;
+  struct rs_process_free* e = rs_reserve(RS_EV_PROCESS_FREE, sizeof(*e), &ring);
+  if (!e) return 0;
+  e->pid = RS_READ(raw, p, pid);
+  e->tgid = RS_READ(raw, p, tgid);
+  e->prio = RS_READ(raw, p, prio);
+  e->pad = 0;
+  RS_READ_COMM(raw, e->comm, p);
+  rs_submit(ring, e);
+  return 0;
+}
+
+SEC("tp_btf/sched_process_free")
+int BPF_PROG(handle_process_free, struct task_struct* p) { return on_free(false, p); }
+
+SEC("raw_tp/sched_process_free")
+int BPF_PROG(handle_process_free_raw, struct task_struct* p) { return on_free(true, p); }

@@ -58,4 +58,16 @@ struct rs_task_rename {
   char new_comm[RS_TASK_COMM_LEN];
 };
 
+/* RS_EV_PROCESS_FREE: a dead task's last reference is gone (its
+ * task_struct is freed, in an RCU callback): from here on its pid may be
+ * reused. */
+struct rs_process_free {
+  struct rs_event_header h;
+  __s32 pid;
+  __s32 tgid;
+  __s32 prio;
+  __u32 pad;
+  char comm[RS_TASK_COMM_LEN];
+};
+
 #endif /* RINGSIDE_BPF_PROCESS_EVENTS_H_ */

@@ -33,6 +33,7 @@ struct Record {
   const rs_process_exec& exec() const { return As<rs_process_exec>(); }
   const rs_process_exit& exit() const { return As<rs_process_exit>(); }
   const rs_task_rename& rename() const { return As<rs_task_rename>(); }
+  const rs_process_free& process_free() const { return As<rs_process_free>(); }
   const rs_oom_kill& oom_kill() const { return As<rs_oom_kill>(); }
   const rs_fatal_signal& fatal_signal() const { return As<rs_fatal_signal>(); }
   const rs_core_dump& core_dump() const { return As<rs_core_dump>(); }

@@ -41,7 +41,6 @@ constexpr char kDefaultConfig[] = R"pb(
       name: "linux.ftrace"
       target_buffer: 0
       ftrace_config {
-        ftrace_events: "sched/sched_process_free"
         ftrace_events: "power/cpu_frequency"
         ftrace_events: "power/cpu_idle"
         bpf_fallback_events: "sched/sched_switch"
@@ -52,6 +51,7 @@ constexpr char kDefaultConfig[] = R"pb(
         bpf_fallback_events: "sched/sched_process_exit"
         bpf_fallback_events: "task/task_newtask"
         bpf_fallback_events: "task/task_rename"
+        bpf_fallback_events: "sched/sched_process_free"
         buffer_size_kb: 4096
         drain_period_ms: 250
       }

@@ -235,6 +235,20 @@ void DescriptorTracker::OnExec(uint64_t ts, int32_t tid, int32_t tgid, std::stri
 void DescriptorTracker::OnExit(uint64_t ts, int32_t tid, int32_t tgid, int group_dead,
                                std::string_view comm) {
   absl::MutexLock lock(&mu_);
+  ExitLocked(ts, tid, tgid, group_dead, comm);
+}
+
+void DescriptorTracker::OnFree(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm) {
+  absl::MutexLock lock(&mu_);
+  // Any entry of the id stays as it is: the task's exit or last switch
+  // ended it, or a fork already took the id again (the kernel frees the id
+  // at the reap, the task only a grace period later).
+  if (threads_.contains(tid)) return;
+  ExitLocked(ts, tid, tgid, /*group_dead=*/-1, comm);
+}
+
+void DescriptorTracker::ExitLocked(uint64_t ts, int32_t tid, int32_t tgid, int group_dead,
+                                   std::string_view comm) {
   if (tgid < 0) tgid = TgidOf(tid);
   // Ends the task the id names at `ts`: not a newer one already reported
   // under a reused id; a new one if the id's last task ended before.

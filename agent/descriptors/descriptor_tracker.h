@@ -21,9 +21,9 @@ namespace ringside::agent {
 // Keeps a descriptor (a ProcessTree packet naming it) of every process and
 // thread in the DurableStore beside a ring, so that every pid in the ring
 // resolves to a name however often the ring wrapped. Seeded from a /proc
-// scan, then kept up to date from fork/exec/exit/rename events — the BPF
-// process source, or ftrace's task_newtask/sched_process_exec/exit and
-// task_rename.
+// scan, then kept up to date from fork/exec/exit/rename/free events — the
+// BPF process source, or ftrace's task_newtask/sched_process_exec/exit/free
+// and task_rename.
 //
 // A process's cgroup v2 (SetCgroupOfProcess) comes from the scan, from its
 // exec (the id BPF reports, or none from ftrace; the path read from
@@ -95,6 +95,13 @@ class DescriptorTracker {
   // older than the switch that first showed a task known only from its
   // switches, is of an earlier task under a reused id: it ends nothing.
   void OnFinalSwitch(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm);
+  // A task freed (sched_process_free), after its exit and its last switch.
+  // Names a task nothing was read of, as ended: one whose exit came before
+  // recording began (the importer makes a thread of every freed id). Never
+  // ends or changes a task the tracker has an entry of: the id is free from
+  // the reap on, so it may be a new task's by the time its old task is
+  // freed. `tgid` < 0: unknown.
+  void OnFree(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm);
   // A thread whose fork is not yet known is described once it is (or at
   // its exit): until then its process is unknown.
   void OnRename(uint64_t ts, int32_t tid, std::string_view new_comm);
@@ -153,6 +160,9 @@ class DescriptorTracker {
   // Remembers an exit, and forgets the exits past kMaxRememberedExits or
   // kExitMemoryNs.
   void RememberExit(bool process, int32_t id, uint64_t ts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OnExit() under the lock.
+  void ExitLocked(uint64_t ts, int32_t tid, int32_t tgid, int group_dead, std::string_view comm)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The cgroup of `tid` at its exec, `cgroup_id` as reported (0: unknown).
   // Takes mu_ only to read and update the remembered paths: /proc is read
   // without it.

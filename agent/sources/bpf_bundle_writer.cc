@@ -170,6 +170,19 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
         EndEvent(m, event);
         break;
       }
+      case RS_EV_PROCESS_FREE: {
+        const rs_process_free& e = r.process_free();
+        using P = trace::SchedProcessFreeFtraceEvent;
+        // The event's pid is the task freed's: the RCU callback runs in
+        // whatever task the CPU was in, which says nothing.
+        ProtoMessage* m =
+            BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kSchedProcessFreeFieldNumber, &event);
+        m->AppendString(P::kCommFieldNumber, Comm(e.comm));
+        m->AppendInt(P::kPidFieldNumber, e.pid);
+        m->AppendInt(P::kPrioFieldNumber, e.prio);
+        EndEvent(m, event);
+        break;
+      }
       case RS_EV_FATAL_SIGNAL: {
         const rs_fatal_signal& e = r.fatal_signal();
         using S = trace::SignalGenerateFtraceEvent;

@@ -114,6 +114,11 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
       case RS_EV_TASK_RENAME:
         t->OnRename(r.rename().h.ts_ns, r.rename().pid, bpf::CommOf(r.rename().new_comm));
         break;
+      case RS_EV_PROCESS_FREE: {
+        const rs_process_free& e = r.process_free();
+        t->OnFree(e.h.ts_ns, e.pid, e.tgid, bpf::CommOf(e.comm));
+        break;
+      }
       case RS_EV_SCHED_SWITCH: {
         const rs_sched_switch& e = r.sched_switch();
         if ((e.prev_state & kExitStates) != 0 && e.prev_pid != 0) {

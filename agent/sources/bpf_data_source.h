@@ -45,7 +45,7 @@ class BpfDataSource : public DataSource {
     std::vector<std::string> filter_container_ids;
     std::vector<std::string> filter_cgroup_paths;
     uint32_t cgroup_refresh_ms = kCgroupFilterRefreshMs;
-    // Told of fork/exec/exit/rename records as they are read (may be null).
+    // Told of fork/exec/exit/rename/free records as they are read (may be null).
     DescriptorTracker* tracker = nullptr;
     // Told of OOM kills, fatal signals and core dumps once their bundle is
     // written (may be null).

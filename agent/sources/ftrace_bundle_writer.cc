@@ -178,6 +178,9 @@ const FtraceBundleWriter::Plan& FtraceBundleWriter::PlanFor(const EventTable::En
     plan.pid = format.FindField("pid");
     plan.comm = format.FindField("comm");
     plan.group_dead = format.FindField("group_dead");  // Newer kernels only.
+  } else if (entry.known == KnownEvent::kSchedProcessFree) {
+    plan.pid = format.FindField("pid");
+    plan.comm = format.FindField("comm");
   } else if (entry.known == KnownEvent::kTaskRename) {
     plan.pid = format.FindField("pid");
     plan.newcomm = format.FindField("newcomm");
@@ -244,6 +247,10 @@ void FtraceBundleWriter::TellTracker(const ftrace::RawEvent& e, const EventTable
     case KnownEvent::kTaskRename:
       t->OnRename(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)),
                   sv(EventTable::ReadString(e, plan.newcomm)));
+      break;
+    case KnownEvent::kSchedProcessFree:
+      t->OnFree(e.timestamp, static_cast<int32_t>(EventTable::ReadInt(e, plan.pid)), -1,
+                sv(EventTable::ReadString(e, plan.comm)));
       break;
     case KnownEvent::kSchedSwitch: {
       // A dead task's last switch (the tracepoint reports X or Z since

@@ -40,8 +40,8 @@ class FtraceBundleWriter {
  public:
   struct Options {
     bool compact_sched = true;
-    // Told of task_newtask, sched_process_exec/exit, task_rename and a dead
-    // task's last sched_switch as they are written (may be null).
+    // Told of task_newtask, sched_process_exec/exit/free, task_rename and a
+    // dead task's last sched_switch as they are written (may be null).
     DescriptorTracker* tracker = nullptr;
     // CPUs whose events are tallied: 0..num_cpus-1 (0: every configured CPU,
     // sysconf(_SC_NPROCESSORS_CONF)).

@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "bpf/task_state.h"
 #include "ftrace/cpu_reader.h"
 #include "ftrace/event_format.h"
@@ -772,6 +773,51 @@ TEST(EventSourceTest, RenameIsRecordedWithOldAndNewComm) {
   EXPECT_EQ(found, 1);
 }
 
+// A reaped task is freed once a grace period has passed: recorded once,
+// with the pid, comm and priority it had, after its exit.
+TEST(EventSourceTest, AReapedTaskIsFreedOnceAfterItsExit) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, EventSource::Options{});
+  ASSERT_TRUE(source->Attach().ok());
+  const pid_t child = fork();
+  if (child == 0) {
+    prctl(PR_SET_NAME, "rs-freed", 0, 0, 0);
+    _exit(0);
+  }
+  Collected c;
+  CollectUntilExit(source.get(), child, &c);
+  auto add = [&c](uint32_t cpu, absl::Span<const RecordView> records) {
+    for (const RecordView& r : records) c.Add(cpu, r.data, r.size);
+  };
+  auto frees_of_child = [&] {
+    int n = 0;
+    for (const rs_process_free& e : c.frees) n += e.pid == child;
+    return n;
+  };
+  // The free comes after the reap, in an RCU callback, a grace period
+  // later (milliseconds here, seconds with lazy RCU): wait for it.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (frees_of_child() == 0 && absl::Now() < deadline) {
+    ASSERT_TRUE(source->Poll(10, add).ok());
+  }
+  source->Drain(add);
+  ASSERT_TRUE(c.errors.empty()) << absl::StrJoin(c.errors, "; ");
+  ASSERT_EQ(frees_of_child(), 1) << "frees recorded: " << c.frees.size();
+  uint64_t exit_ts = 0;
+  for (const rs_process_exit& e : c.exits) {
+    if (e.pid == child) exit_ts = e.h.ts_ns;
+  }
+  ASSERT_NE(exit_ts, 0u) << "the child's exit was not recorded";
+  for (const rs_process_free& e : c.frees) {
+    if (e.pid != child) continue;
+    EXPECT_EQ(e.tgid, child);
+    EXPECT_EQ(Comm(e.comm), "rs-freed");
+    EXPECT_GT(e.h.ts_ns, exit_ts) << "freed before it exited";
+    if (sched_getscheduler(0) == SCHED_OTHER) {
+      EXPECT_EQ(e.prio, 120 + getpriority(PRIO_PROCESS, 0)) << "the kernel's prio: 120 + nice";
+    }
+  }
+}
+
 // This process's cgroup v2 id (the inode of its cgroup's directory), which
 // its children inherit; 0 when there is no cgroup2 hierarchy.
 uint64_t OwnCgroupId() {
@@ -1088,7 +1134,7 @@ TEST(EventSourceTest, NoProgramsOrMapsLeftAfterTheLoadingProcessExits) {
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   if (!ok) GTEST_SKIP() << "needs BPF (the child could not load the programs)";
-  EXPECT_GE(ours.size(), 10u);  // 12 programs, the ring array, rings, drops.
+  EXPECT_GE(ours.size(), 10u);  // 13 programs, the ring array, rings, drops.
   // The kernel frees programs and maps after an RCU grace period.
   auto left = [&ours] {
     std::vector<std::string> names;

@@ -24,7 +24,7 @@ TEST(EventTypesTest, EachRecordTypeHasOneRow) {
   for (uint32_t t :
        {RS_EV_SCHED_SWITCH, RS_EV_SCHED_WAKING, RS_EV_SCHED_WAKEUP_NEW, RS_EV_SCHED_MIGRATE,
         RS_EV_PROCESS_FORK, RS_EV_PROCESS_EXEC, RS_EV_PROCESS_EXIT, RS_EV_TASK_RENAME,
-        RS_EV_OOM_KILL, RS_EV_FATAL_SIGNAL, RS_EV_CORE_DUMP}) {
+        RS_EV_PROCESS_FREE, RS_EV_OOM_KILL, RS_EV_FATAL_SIGNAL, RS_EV_CORE_DUMP}) {
     EXPECT_NE(FindEventType(t), nullptr) << "RS_EV " << t << " has no row";
   }
   // The batch is a container of records, not one.
@@ -44,7 +44,8 @@ TEST(EventTypesTest, EachGroupRecordsItsOwnTracepoints) {
   process_only.sched = false;
   EXPECT_EQ(EventSource::RecordedTracepoints(process_only),
             (std::vector<std::string>{"sched/sched_process_fork", "sched/sched_process_exec",
-                                      "sched/sched_process_exit", "task/task_rename"}));
+                                      "sched/sched_process_exit", "task/task_rename",
+                                      "sched/sched_process_free"}));
   // The incident programs record incidents only, not every hit.
   EventSource::Options incidents_only;
   incidents_only.sched = false;

@@ -58,7 +58,7 @@ constexpr char kKillConfig[] = R"pb(
   data_sources {
     config {
       name: "linux.ftrace"
-      ftrace_config { ftrace_events: "sched/sched_process_free" buffer_size_kb: 256 }
+      ftrace_config { ftrace_events: "sched/sched_wakeup" buffer_size_kb: 256 }
     }
   }
   durable_buffer_size_kb: 1024

@@ -41,7 +41,7 @@ constexpr char kConfig[] = R"pb(
   data_sources {
     config {
       name: "linux.ftrace"
-      ftrace_config { ftrace_events: "sched/sched_process_free" }
+      ftrace_config { ftrace_events: "sched/sched_wakeup" }
     }
   }
 )pb";

@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "agent/config/config_loader.h"
 #include "agent/files/trace_sink.h"
 #include "agent/session/tracing_session.h"
@@ -176,7 +177,10 @@ Workload RunForkExecExitWorkload() { return RunPendingWorkload(ForkForkExecExitW
 struct Recording {
   Recording() = default;
   Recording(Recording&& other) noexcept
-      : path(std::exchange(other.path, std::string())), workload(other.workload) {}
+      : path(std::exchange(other.path, std::string())),
+        workload(other.workload),
+        freed(other.freed),
+        freed_comm(std::move(other.freed_comm)) {}
   Recording(const Recording&) = delete;
   Recording& operator=(const Recording&) = delete;
   ~Recording() {
@@ -185,6 +189,10 @@ struct Recording {
 
   std::string path;
   Workload workload;
+  // A task reaped before the hold (its free falls within the recording),
+  // and its name.
+  pid_t freed = -1;
+  std::string freed_comm;
 };
 
 // Records with `config` (protobuf text; empty: the embedded default) while the workload runs, for
@@ -216,6 +224,25 @@ Recording Record(const std::string& name, const std::string& config, int hold_ms
     ADD_FAILURE() << "ringside record did not start its command";
     kill(ringside, SIGTERM);
   } else {
+    // A task that exits and is reaped at once, before the hold. The kernel
+    // frees it a grace period after the reap (milliseconds here, but
+    // without bound): the kernel's own count of its free is waited for, so
+    // that the free falls within the recording.
+    r.freed_comm = absl::StrCat("rsfree", getpid());
+    ringside::testing::PerfTracepointCounter frees;
+    const bool counting =
+        frees.Open("sched/sched_process_free", absl::StrCat("comm == \"", r.freed_comm, "\"")).ok();
+    if (counting) frees.Enable();
+    r.freed = fork();
+    if (r.freed == 0) {
+      prctl(PR_SET_NAME, r.freed_comm.c_str(), 0, 0, 0);
+      _exit(0);
+    }
+    if (r.freed > 0) waitpid(r.freed, nullptr, 0);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (counting && frees.Count() == 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
     // The workload last: a wrapped ring keeps the newest events.
     usleep(static_cast<useconds_t>(hold_ms) * 1000);
     r.workload = RunForkExecExitWorkload();
@@ -440,6 +467,28 @@ void ExpectRunnableStatesWithTheirWakers(const std::string& tp, const Recording&
             0);
 }
 
+// A task reaped before the hold was freed (BPF's sched_process_free) within
+// the recording, which the importer takes as the end of the thread: a later
+// task under the same pid is another one.
+void ExpectTheFreedTaskEnded(const std::string& tp, const Recording& r) {
+  ASSERT_GT(r.freed, 0);
+  const trace::Trace t = testing::ReadTraceFile(r.path);
+  int frees = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+      if (e.has_sched_process_free() && e.sched_process_free().pid() == r.freed) {
+        frees++;
+        EXPECT_EQ(e.sched_process_free().comm(), r.freed_comm);
+      }
+    }
+  }
+  EXPECT_EQ(frees, 1) << "sched_process_free of pid " << r.freed;
+  EXPECT_EQ(QueryInt(tp, r.path,
+                     absl::StrCat("select count(*) from thread where tid = ", r.freed,
+                                  " and name = '", r.freed_comm, "' and end_ts is not null")),
+            1);
+}
+
 TEST(TraceProcessorImportTest, DefaultRecording) {
   RINGSIDE_REQUIRE_TRACEFS();
   RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
@@ -453,6 +502,7 @@ TEST(TraceProcessorImportTest, DefaultRecording) {
   ExpectNamesAndProcessTree(tp, r);
   ExpectRunnableStatesWithTheirWakers(tp, r);
   ExpectPowerCounters(tp, r, counted ? kernel_idle.Count() : -1);
+  ExpectTheFreedTaskEnded(tp, r);
 }
 
 // Processes in a container: their descriptors carry ringside's cgroup and

@@ -216,6 +216,37 @@ TEST(DescriptorTrackerTest, AFinalSwitchNamesATaskWhoseExitWasNotRecorded) {
   EXPECT_EQ(n.threads.at(50).name(), "sh");
 }
 
+// A task freed whose exit came before recording began is named by its
+// free, as ended. A free never touches a task the tracker has: the id is
+// free from the reap on, so a new task may already hold it.
+TEST(DescriptorTrackerTest, AFreeNamesAnUnknownTaskAndLeavesAKnownIdAlone) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  t.OnFree(400, 90, 90, "gone");
+  Named n = Descriptors(t, store);
+  EXPECT_EQ(n.threads.at(90).name(), "gone");
+  EXPECT_EQ(n.processes.at(90).cmdline(0), "gone");
+  EXPECT_EQ(t.live_processes(), 2u) << "the freed task is not live";
+
+  // Task 91 exits and is reaped; a new task takes id 91 before the old one
+  // is freed. The free ends nothing and renames nothing.
+  t.OnFork(500, 50, 50, 91, 91, "old");
+  t.OnExit(600, 91, 91, 1, "old");
+  t.OnFork(700, 50, 50, 91, 91, "new");
+  Descriptors(t, store);
+  const uint64_t writes = store.stats().writes;
+  const size_t live = t.live_processes();
+  t.OnFree(800, 91, 91, "old");
+  n = Descriptors(t, store);
+  EXPECT_EQ(store.stats().writes, writes) << "the free wrote a descriptor";
+  EXPECT_EQ(t.live_processes(), live);
+  EXPECT_EQ(n.threads.at(91).name(), "new");
+  // A free of a task known live (its exit unread) ends nothing either.
+  t.OnFree(900, 50, 50, "not-sh");
+  EXPECT_EQ(t.live_processes(), live);
+}
+
 // Exits are remembered for late records, but not without bound.
 // Records are read CPU by CPU: a child's switch on CPU 1 can be read while
 // its fork waits unread in CPU 0's ring. Its switch names it at once, and

@@ -57,6 +57,8 @@ void Collected::Add(uint32_t cpu, const void* data, size_t size) {
       return Take(data, size, &exits, &errors);
     case RS_EV_TASK_RENAME:
       return Take(data, size, &renames, &errors);
+    case RS_EV_PROCESS_FREE:
+      return Take(data, size, &frees, &errors);
     case RS_EV_OOM_KILL:
       return Take(data, size, &ooms, &errors);
     case RS_EV_FATAL_SIGNAL:

@@ -28,6 +28,7 @@ struct Collected {
   std::vector<rs_process_exec> execs;
   std::vector<rs_process_exit> exits;
   std::vector<rs_task_rename> renames;
+  std::vector<rs_process_free> frees;
   std::vector<rs_oom_kill> ooms;
   std::vector<rs_fatal_signal> signals;
   std::vector<rs_core_dump> core_dumps;
