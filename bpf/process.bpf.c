@@ -132,7 +132,7 @@ static __always_inline int on_free(bool raw, struct task_struct* p) {
   e->pid = RS_READ(raw, p, pid);
   e->tgid = RS_READ(raw, p, tgid);
   e->prio = RS_READ(raw, p, prio);
-  e->pad = 0;
+  e->current_pid = (__s32)bpf_get_current_pid_tgid();
   RS_READ_COMM(raw, e->comm, p);
   rs_submit(ring, e);
   return 0;

@@ -63,10 +63,10 @@ struct rs_task_rename {
  * reused. */
 struct rs_process_free {
   struct rs_event_header h;
-  __s32 pid;
+  __s32 pid; /* The task freed. */
   __s32 tgid;
   __s32 prio;
-  __u32 pad;
+  __s32 current_pid; /* The task the RCU callback ran in, as ftrace's common_pid. */
   char comm[RS_TASK_COMM_LEN];
 };
 

@@ -173,10 +173,11 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
       case RS_EV_PROCESS_FREE: {
         const rs_process_free& e = r.process_free();
         using P = trace::SchedProcessFreeFtraceEvent;
-        // The event's pid is the task freed's: the RCU callback runs in
-        // whatever task the CPU was in, which says nothing.
-        ProtoMessage* m =
-            BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kSchedProcessFreeFieldNumber, &event);
+        // The event's pid is the task that ran, as ftrace's: the importer
+        // files the event under that thread (the freed task's would make a
+        // thread of a task it may know nothing else of).
+        ProtoMessage* m = BeginEvent(bundle, e.h.ts_ns, e.current_pid,
+                                     FtraceEvent::kSchedProcessFreeFieldNumber, &event);
         m->AppendString(P::kCommFieldNumber, Comm(e.comm));
         m->AppendInt(P::kPidFieldNumber, e.pid);
         m->AppendInt(P::kPrioFieldNumber, e.prio);

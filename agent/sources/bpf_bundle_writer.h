@@ -23,9 +23,8 @@ namespace ringside::agent {
 //    (signal_generate) and OOM victims (mark_victim) as typed events, with
 //    ringside's extension fields where the kernel's format has no place
 //    (exec argv/uid, exit code);
-//  - the FtraceEvent's pid is the task the event is about where ftrace's
-//    (the task running) says nothing: sched_process_free's is the freed
-//    task's, not that of whatever task the RCU callback interrupted;
+//  - the FtraceEvent's pid is the task that ran, as ftrace's common_pid
+//    (trace_processor files the event under that thread);
 //  - core dumps as a generic event "ringside_core_dump".
 // Records whose size does not match their type are counted and skipped.
 // Not thread-safe; one per consumer thread.

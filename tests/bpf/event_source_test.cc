@@ -812,6 +812,8 @@ TEST(EventSourceTest, AReapedTaskIsFreedOnceAfterItsExit) {
     EXPECT_EQ(e.tgid, child);
     EXPECT_EQ(Comm(e.comm), "rs-freed");
     EXPECT_GT(e.h.ts_ns, exit_ts) << "freed before it exited";
+    // The task the freeing ran in (ftrace's common_pid): never the dead one.
+    EXPECT_NE(e.current_pid, child);
     if (sched_getscheduler(0) == SCHED_OTHER) {
       EXPECT_EQ(e.prio, 120 + getpriority(PRIO_PROCESS, 0)) << "the kernel's prio: 120 + nice";
     }

@@ -363,12 +363,43 @@ void ExpectImportsCleanly(const std::string& tp, const Recording& r) {
   EXPECT_EQ(QueryInt(tp, r.path, "select count(*) from thread_state where state is null"), 0);
 }
 
+// The threads trace_processor could not name, and what the file holds of
+// each: for a failure message.
+std::string NamelessThreads(const std::string& tp, const Recording& r) {
+  std::string out;
+  const auto rows = Query(tp, r.path,
+                          "select tid, ifnull(start_ts, ''), ifnull(end_ts, ''), "
+                          "ifnull(upid, '') from thread where name is null and tid != 0");
+  const trace::Trace t = testing::ReadTraceFile(r.path);
+  for (const auto& row : rows) {
+    absl::StrAppend(&out, "thread ", absl::StrJoin(row, " "), " (tid start end upid):");
+    int64_t tid = 0;
+    if (!absl::SimpleAtoi(row[0], &tid)) continue;
+    for (const trace::TracePacket& p : t.packet()) {
+      for (const trace::FtraceEvent& e : p.ftrace_events().event()) {
+        const bool about =
+            e.pid() == tid || (e.has_sched_process_free() && e.sched_process_free().pid() == tid);
+        if (about) {
+          absl::StrAppend(&out, " [", e.timestamp(), " pid ", e.pid(), " ",
+                          e.ShortDebugString().substr(0, 160), "]");
+        }
+      }
+      for (const auto& th : p.process_tree().threads()) {
+        if (th.tid() == tid) absl::StrAppend(&out, " [descriptor ", th.ShortDebugString(), "]");
+      }
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 // Names and the process tree, on one file: every thread and process named
 // (pid 0 is the importer's own placeholder), each of the workload's
 // processes under its parent.
 void ExpectNamesAndProcessTree(const std::string& tp, const Recording& r) {
   ASSERT_GT(r.workload.child, 0);
-  EXPECT_EQ(QueryInt(tp, r.path, "select count(*) from thread where name is null and tid != 0"), 0);
+  EXPECT_EQ(QueryInt(tp, r.path, "select count(*) from thread where name is null and tid != 0"), 0)
+      << NamelessThreads(tp, r);
   EXPECT_EQ(QueryInt(tp, r.path, "select count(*) from process where name is null and pid != 0"),
             0);
 
