@@ -36,6 +36,36 @@ if [ -r /sys/kernel/btf/vmlinux ]; then r "btf=yes"; else r "btf=no"; fi
 # run.sh's KVM probe only asks whether the kernel gets this far.
 grep -q rskt.probe /proc/cmdline && exit 0
 
+# The memory mode (KT_MEMORY_CPUS=... run.sh): the agent with its default
+# config in a memory cgroup of its own, idle for 20 s; what the cgroup,
+# the agent's pages and the machine's MemAvailable say of it.
+if grep -q rskt.memory /proc/cmdline; then
+  mkdir -m 0700 -p /run/rs /tmp/snapshots
+  r "cpus=$(grep -c ^processor /proc/cpuinfo) possible=$(cat /sys/devices/system/cpu/possible)"
+  avail0=$(awk '/MemAvailable/ { print $2 }' /proc/meminfo)
+  cg=/sys/fs/cgroup/rskt-agent
+  echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+  mkdir $cg
+  sh -c "echo \$\$ > $cg/cgroup.procs && exec /usr/bin/ringside agent --run-dir /run/rs \
+    --output-dir /tmp/snapshots --socket /run/rs/c.sock" > /tmp/agent.out 2> /tmp/agent.err &
+  agent=$!
+  /usr/bin/ringside status --wait --timeout 120s --socket /run/rs/c.sock > /dev/null 2>&1
+  r "agent_up=$?"
+  sleep 20
+  avail1=$(awk '/MemAvailable/ { print $2 }' /proc/meminfo)
+  r "memavail_drop_kb=$((avail0 - avail1)) cgroup_bytes=$(cat $cg/memory.current)" \
+    "rss_kb=$(awk '/^Rss:/ { print $2 }' /proc/$agent/smaps_rollup)" \
+    "pss_kb=$(awk '/^Pss:/ { print $2 }' /proc/$agent/smaps_rollup)"
+  /usr/bin/ringside status --json --socket /run/rs/c.sock > /tmp/status.json 2>&1
+  r "status_memory=$(tr -d ' \n' < /tmp/status.json | grep -o '"memory":{[^}]*}' | tr -d '"{}')"
+  /usr/bin/ringside stop --wait --socket /run/rs/c.sock > /dev/null 2>&1
+  wait $agent
+  r "agent_rc=$?"
+  tail -n 3 /tmp/agent.err
+  r "done"
+  exit 0
+fi
+
 mkdir -p /out
 ringside=/usr/bin/ringside
 

@@ -14,6 +14,8 @@
 #   tests/kernels/run.sh [NAME...]           only these kernels (6.1 6.12)
 #   KT_ACCEL=tcg|kvm tests/kernels/run.sh    no KVM probe (see below)
 #   KT_TIMEOUT=300                           seconds per VM (default 240)
+#   KT_MEMORY_CPUS="2 16 32" tests/kernels/run.sh 6.12
+#                                            the agent's memory per vCPU count
 #
 # What it downloads stays in a cache of its own, ~/.cache/ringside/kernels
 # (KT_CACHE=), shared by every clone: a private apt configuration (the
@@ -41,6 +43,9 @@ TIMEOUT=${KT_TIMEOUT:-240}
 # ("KVM internal error. Suberror: 1").
 ACCEL=${KT_ACCEL:-}
 KVM_PROBE_S=20
+# The VMs' CPUs and memory; the memory mode (below) sets them per boot.
+VM_CPUS=2
+VM_MEM_MB=1024
 
 die() { echo "test-kernels: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "needs root (apt-get download into a private state directory)"
@@ -137,7 +142,8 @@ boot() {
   # noirqdebug: under TCG the PREEMPT_RT kernel's threaded 8250 handler
   # leaves ttyS1's interrupts unclaimed often enough that the kernel
   # disables IRQ 3 ("nobody cared") and the files' transfer stalls.
-  timeout --foreground -k 5 "$timeout_s" qemu-system-x86_64 "${accel[@]}" -m 1024 -smp 2 \
+  timeout --foreground -k 5 "$timeout_s" qemu-system-x86_64 "${accel[@]}" -m "$VM_MEM_MB" \
+    -smp "$VM_CPUS" \
     -display none -monitor none -no-reboot \
     -serial "file:$res/console.log" -serial "file:$res/data.b64" \
     -kernel "$vmlinuz" -initrd "$KDIR/initramfs.cpio.gz" \
@@ -447,6 +453,34 @@ done
 initramfs
 
 pick_accel "$(read -r n _ <<< "${rows[0]}"; echo "$n")"
+
+# The memory mode: KT_MEMORY_CPUS="2 16 32" tests/kernels/run.sh 6.12 boots
+# each kernel with each number of vCPUs (and KT_MEMORY_MB of memory,
+# default 4096) and measures the agent of the default config after 20 s
+# idle (init.sh's rskt.memory): its memory cgroup's memory.current, its
+# own pages (Pss) and resident memory, and how much MemAvailable fell.
+# Prints one row per boot; no smoke, no judgement.
+if [ -n "${KT_MEMORY_CPUS:-}" ]; then
+  VM_MEM_MB=${KT_MEMORY_MB:-4096}
+  printf '%-7s %5s %10s %9s %9s %13s  %s\n' kernel vcpus cgroup_MiB pss_MiB rss_MiB \
+    memavail_MiB "status memory (bytes)"
+  for r in "${rows[@]}"; do
+    read -r name _ <<< "$r"
+    for VM_CPUS in $KT_MEMORY_CPUS; do
+      res="$KDIR/results/memory-$name-$VM_CPUS"
+      echo "test-kernels: booting $name with $VM_CPUS vCPUs ($ACCEL)..." >&2
+      boot "$name" "$res" "$ACCEL" "$((TIMEOUT + 30 * VM_CPUS))" rskt.memory
+      con="$res/console.log"
+      mib() { [ -n "$1" ] && awk -v v="$1" -v d="$2" 'BEGIN { printf "%.1f", v / d }' || echo -; }
+      printf '%-7s %5s %10s %9s %9s %13s  %s\n' "$name" "$(kv cpus "$con")" \
+        "$(mib "$(kv cgroup_bytes "$con")" 1048576)" "$(mib "$(kv pss_kb "$con")" 1024)" \
+        "$(mib "$(kv rss_kb "$con")" 1024)" "$(mib "$(kv memavail_drop_kb "$con")" 1024)" \
+        "$(kv status_memory "$con")"
+    done
+  done
+  exit 0
+fi
+
 status=0
 # Under TCG a guest now and then dies of the emulation itself: one matrix
 # run in five here had 6.12 oops on an int3 in try_to_wake_up (code the
