@@ -101,6 +101,36 @@ void AppendBuffers(const control::StatusReply& s, std::string* out) {
   }
 }
 
+// What a memory limit counts (the cgroup's), the agent's own pages, and
+// the staging's share, with the kernel memory outside the cgroup named
+// apart. Not RSS: it counts each BPF ring twice.
+void AppendMemory(const control::MemoryStatus& m, std::string* out) {
+  const std::string own = absl::StrCat(HumanBytes(m.proportional_bytes()), " its own pages");
+  if (m.cgroup().empty()) {
+    AppendLine(out, "memory", absl::StrCat(own, " (no memory cgroup to count it)"));
+  } else {
+    AppendLine(out, "memory",
+               absl::StrCat(HumanBytes(m.cgroup_bytes()), " in its cgroup (",
+                            m.cgroup_limit_bytes() > 0
+                                ? absl::StrCat("limit ", HumanBytes(m.cgroup_limit_bytes()))
+                                : "no limit",
+                            m.cgroup_other_processes() > 0
+                                ? absl::StrCat("; ", m.cgroup_other_processes(), " other processes")
+                                : "",
+                            "); ", own));
+    AppendLine(out, "", absl::StrCat("cgroup ", m.cgroup()));
+  }
+  AppendLine(out, "",
+             absl::StrCat("BPF rings ", HumanBytes(m.bpf_ring_bytes()), ", chunk pools ",
+                          HumanBytes(m.chunk_pool_bytes()), ", ring and store ",
+                          HumanBytes(m.buffer_bytes())));
+  if (m.ftrace_buffer_bytes() > 0) {
+    AppendLine(out, "",
+               absl::StrCat("ftrace rings ", HumanBytes(m.ftrace_buffer_bytes()),
+                            ": kernel memory outside the cgroup"));
+  }
+}
+
 }  // namespace
 
 std::string StatusText(const control::StatusReply& s) {
@@ -109,9 +139,8 @@ std::string StatusText(const control::StatusReply& s) {
              absl::StrCat("ringside ", s.version().empty() ? "(version unknown)" : s.version(),
                           ", pid ", s.pid(), ", up ", Uptime(s.uptime_ms())));
   AppendLine(&out, "config", s.config_path().empty() ? "embedded default" : s.config_path());
-  AppendLine(
-      &out, "cost",
-      absl::StrFormat("%.2f s CPU, %s resident", s.cpu_seconds(), HumanBytes(s.rss_bytes())));
+  AppendLine(&out, "cost", absl::StrFormat("%.2f s CPU", s.cpu_seconds()));
+  AppendMemory(s.memory(), &out);
   out += "\n";
   AppendSources(s, &out);
   out += "\n";
@@ -177,6 +206,16 @@ json StatusJsonValue(const control::StatusReply& s) {
   j["version"] = s.version();
   j["cpu_seconds"] = s.cpu_seconds();
   j["rss_bytes"] = s.rss_bytes();
+  const control::MemoryStatus& m = s.memory();
+  j["memory"] = {{"cgroup", m.cgroup()},
+                 {"cgroup_bytes", m.cgroup_bytes()},
+                 {"cgroup_limit_bytes", m.cgroup_limit_bytes()},
+                 {"cgroup_other_processes", m.cgroup_other_processes()},
+                 {"proportional_bytes", m.proportional_bytes()},
+                 {"bpf_ring_bytes", m.bpf_ring_bytes()},
+                 {"chunk_pool_bytes", m.chunk_pool_bytes()},
+                 {"ftrace_buffer_bytes", m.ftrace_buffer_bytes()},
+                 {"buffer_bytes", m.buffer_bytes()}};
   j["sources"] = json::array();
   for (const SourceStatus& source : s.sources()) {
     json losses = json::array();

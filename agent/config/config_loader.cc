@@ -33,7 +33,7 @@ constexpr char kDefaultConfig[] = R"pb(
     config {
       name: "linux.bpf"
       target_buffer: 0
-      bpf_config { ring_size_kb: 4096 drain_period_ms: 100 }
+      bpf_config { drain_period_ms: 100 }
     }
   }
   data_sources {
@@ -52,7 +52,6 @@ constexpr char kDefaultConfig[] = R"pb(
         bpf_fallback_events: "task/task_newtask"
         bpf_fallback_events: "task/task_rename"
         bpf_fallback_events: "sched/sched_process_free"
-        buffer_size_kb: 4096
         drain_period_ms: 250
       }
     }
@@ -60,6 +59,7 @@ constexpr char kDefaultConfig[] = R"pb(
   duration_ms: 10000
   flush_period_ms: 1000
   durable_buffer_size_kb: 2048
+  staging_budget_kb: 32768
 )pb";
 
 // Collects the first parse error with its position (1-based for humans).

@@ -187,6 +187,19 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                            kMaxBufferSizeKb, " (4 GiB less a page)"));
     }
   }
+  if (cfg.has_staging_budget_kb()) {
+    const uint64_t kb = cfg.staging_budget_kb();
+    if (kb < kMinStagingBudgetKb || kb > kMaxStagingBudgetKb) {
+      v->Fail({{"staging_budget_kb", -1}},
+              absl::StrCat("is ", kb, ": the staging memory of the whole machine, at least ",
+                           kMinStagingBudgetKb, " (", Kb(kMinStagingBudgetKb), ") and at most ",
+                           kMaxStagingBudgetKb, " (", Kb(kMaxStagingBudgetKb), ")"));
+    } else if (memory_kb > 0 && kb > memory_kb / 2) {
+      v->Fail({{"staging_budget_kb", -1}},
+              absl::StrCat("is ", kb, ": ", Kb(kb), " exceed half of this machine's ",
+                           Kb(memory_kb), " of memory"));
+    }
+  }
   if (cfg.max_consumer_cpu_percent() > kMaxConsumerCpuPercent) {
     v->Fail({{"max_consumer_cpu_percent", -1}},
             absl::StrCat("is ", cfg.max_consumer_cpu_percent(), ": percent of one CPU, 1 to ",

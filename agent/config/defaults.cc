@@ -3,21 +3,80 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
+
+#include <bpf/libbpf.h>
+
+#include "buffer/chunk_abi.h"
 
 namespace ringside::agent {
 
-void ApplyDefaults(config::TraceConfig* config) {
+namespace {
+
+uint64_t Clamp(uint64_t v, uint64_t lo, uint64_t hi) { return std::min(std::max(v, lo), hi); }
+
+// The largest power of two no larger than `v` (v >= 1).
+uint64_t PowerOfTwoFloor(uint64_t v) {
+  uint64_t p = 1;
+  while (p <= v / 2) p <<= 1;
+  return p;
+}
+
+// Whether a linux.bpf source of `config` records scheduling: then an
+// ftrace source beside it records the few events BPF does not.
+bool HasBpfScheduling(const config::TraceConfig& config) {
+  for (const config::TraceConfig::DataSource& ds : config.data_sources()) {
+    const config::DataSourceConfig& c = ds.config();
+    if (c.name() == "linux.bpf" && c.bpf_config().sched()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, bool ftrace_beside_bpf,
+                               size_t chunk_size) {
+  const uint64_t n = static_cast<uint64_t>(std::max(cpus, 1));
+  const uint64_t page_kb =
+      std::max<uint64_t>(1, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024);
+  StagingShares s;
+  s.bpf_ring_kb = static_cast<uint32_t>(std::max(
+      page_kb,
+      PowerOfTwoFloor(Clamp(budget_kb / 2 / n, kMinBpfRingSizeKb, kMaxDefaultBpfRingSizeKb))));
+  const uint64_t ftrace_kb = (ftrace_beside_bpf ? budget_kb / 4 : budget_kb / 4 * 3) / n;
+  s.ftrace_buffer_kb =
+      static_cast<uint32_t>(Clamp(ftrace_kb, kMinFtraceBufferSizeKb,
+                                  ftrace_beside_bpf ? kMaxDefaultFtraceBufferSizeKb
+                                                    : kMaxDefaultFtraceAloneBufferSizeKb) /
+                            kBufferPageKb * kBufferPageKb);
+  const uint64_t pool_chunks = budget_kb * 1024 / 32 / std::max<size_t>(chunk_size, 1);
+  s.chunk_pool_chunks = static_cast<uint32_t>(std::min<uint64_t>(
+      std::max<uint64_t>(pool_chunks, 4 * n), std::numeric_limits<uint32_t>::max()));
+  return s;
+}
+
+int PossibleCpus() {
+  const int n = libbpf_num_possible_cpus();
+  return n > 0 ? n : static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_CONF)));
+}
+
+void ApplyDefaults(config::TraceConfig* config) { ApplyDefaults(config, PossibleCpus()); }
+
+void ApplyDefaults(config::TraceConfig* config, int cpus) {
   for (config::TraceConfig::BufferConfig& b : *config->mutable_buffers()) {
     const uint64_t kb = b.size_kb();
     if (kb % kBufferPageKb != 0 && kb < UINT32_MAX - kBufferPageKb) {
       b.set_size_kb(static_cast<uint32_t>((kb / kBufferPageKb + 1) * kBufferPageKb));
     }
   }
+  if (!config->has_staging_budget_kb()) config->set_staging_budget_kb(kDefaultStagingBudgetKb);
+  const StagingShares shares = StagingSharesFor(config->staging_budget_kb(), cpus,
+                                                HasBpfScheduling(*config), buffer::kMinChunkSize);
   for (config::TraceConfig::DataSource& ds : *config->mutable_data_sources()) {
     config::DataSourceConfig* c = ds.mutable_config();
     if (c->name() == "linux.bpf") {
       config::BpfConfig* b = c->mutable_bpf_config();
-      if (b->ring_size_kb() == 0) b->set_ring_size_kb(kDefaultBpfRingSizeKb);
+      if (b->ring_size_kb() == 0) b->set_ring_size_kb(shares.bpf_ring_kb);
       // The ring the kernel makes: a power of two number of pages.
       uint64_t ring_kb = std::max<uint64_t>(1, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024);
       while (ring_kb < b->ring_size_kb()) ring_kb <<= 1;
@@ -25,7 +84,7 @@ void ApplyDefaults(config::TraceConfig* config) {
       if (b->drain_period_ms() == 0) b->set_drain_period_ms(kDefaultBpfDrainPeriodMs);
     } else if (c->name() == "linux.ftrace") {
       config::FtraceConfig* f = c->mutable_ftrace_config();
-      if (f->buffer_size_kb() == 0) f->set_buffer_size_kb(kDefaultFtraceBufferSizeKb);
+      if (f->buffer_size_kb() == 0) f->set_buffer_size_kb(shares.ftrace_buffer_kb);
       if (f->drain_period_ms() == 0) f->set_drain_period_ms(kDefaultFtraceDrainPeriodMs);
       if (f->drain_buffer_percent() == 0) {
         f->set_drain_buffer_percent(kDefaultFtraceDrainBufferPercent);

@@ -1,6 +1,7 @@
 #ifndef RINGSIDE_AGENT_CONFIG_DEFAULTS_H_
 #define RINGSIDE_AGENT_CONFIG_DEFAULTS_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "ringside/config/trace_config.pb.h"
@@ -16,16 +17,34 @@ namespace ringside::agent {
 // size, and TraceBuffer's page); a size between two is rounded up, as
 // Perfetto does, and the effective config states the rounded size.
 inline constexpr uint32_t kBufferPageKb = 4;
-// linux.bpf: per-CPU staging ring (rounded up to a power of two pages in
-// the effective config, as the kernel makes it), and how often its consumer reads it.
-inline constexpr uint32_t kDefaultBpfRingSizeKb = 4096;
+// The staging memory of the whole machine (staging_budget_kb): the BPF
+// rings, the ftrace sources' kernel buffers and the chunk pools of every
+// source that leaves its own size unset, split over the CPUs (see
+// StagingShares). A fixed size per CPU made the agent's memory grow by
+// about 7 MB a CPU: 700 MB at 96 CPUs, past the unit's MemoryMax.
+inline constexpr uint32_t kDefaultStagingBudgetKb = 32768;
+// What the budget may say: at least 1 MiB, at most 4 GiB.
+inline constexpr uint64_t kMinStagingBudgetKb = 1024;
+inline constexpr uint64_t kMaxStagingBudgetKb = uint64_t{1} << 22;
+// linux.bpf: the per-CPU staging ring a budget gives (rounded down to a
+// power of two, as the kernel makes it), no less than the floor (a busy
+// CPU's 100 ms at 10,000 events a second, and a whole sched batch eight
+// times over) and no more than the ceiling (what the fixed size was).
+// An explicit ring_size_kb is rounded up to a power of two pages in the
+// effective config. And how often the consumer reads the rings.
+inline constexpr uint32_t kMinBpfRingSizeKb = 64;
+inline constexpr uint32_t kMaxDefaultBpfRingSizeKb = 4096;
 inline constexpr uint32_t kDefaultBpfDrainPeriodMs = 100;
 // linux.bpf's filter_container_id / filter_cgroup_path: how often the
 // cgroups they name are looked up again (containers come and go).
 inline constexpr uint32_t kCgroupFilterRefreshMs = 2000;
-// linux.ftrace: per-CPU kernel buffer of our instance, how often it is read,
-// and the fill that wakes the reader early.
-inline constexpr uint32_t kDefaultFtraceBufferSizeKb = 2048;
+// linux.ftrace: the per-CPU kernel buffer of our instance a budget gives,
+// between a floor and a ceiling (larger when no linux.bpf source records
+// scheduling beside it, as its bpf_fallback_events then may); how often it
+// is read, and the fill that wakes the reader early.
+inline constexpr uint32_t kMinFtraceBufferSizeKb = 64;
+inline constexpr uint32_t kMaxDefaultFtraceBufferSizeKb = 2048;
+inline constexpr uint32_t kMaxDefaultFtraceAloneBufferSizeKb = 4096;
 inline constexpr uint32_t kDefaultFtraceDrainPeriodMs = 100;
 inline constexpr uint32_t kDefaultFtraceDrainBufferPercent = 50;
 inline constexpr bool kDefaultFtraceCompactSched = true;
@@ -77,8 +96,29 @@ inline constexpr uint32_t kDefaultAgentConsumerCpuPercent = 50;
 // The most max_consumer_cpu_percent may say: a thousand CPUs.
 inline constexpr uint32_t kMaxConsumerCpuPercent = 100000;
 
-// Fills in every field left unset (or 0) with its default. Idempotent; an
-// explicit flush_period_ms of 0 is kept (no periodic flush).
+// One CPU's share of a staging budget of `budget_kb` on a machine of
+// `cpus` CPUs. Of the budget, half goes to the BPF rings, a quarter to
+// the ftrace buffers (three quarters with no BPF scheduling beside them),
+// and a thirty-second to each source's chunk pool (at least 4 chunks a
+// CPU: each CPU's writer keeps one open). Below the floors (256 CPUs and
+// more with the default budget) the floors win: the memory then grows
+// with the CPUs, by the floors. docs/config.md gives the table.
+struct StagingShares {
+  uint32_t bpf_ring_kb = 0;       // A power of two, at least a page.
+  uint32_t ftrace_buffer_kb = 0;  // A multiple of 4 KiB.
+  uint32_t chunk_pool_chunks = 0;
+};
+StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, bool ftrace_beside_bpf,
+                               size_t chunk_size);
+// The CPUs the kernel may ever bring online (/sys/devices/system/cpu/
+// possible): the BPF source makes a ring for each.
+int PossibleCpus();
+
+// Fills in every field left unset (or 0) with its default, the staging
+// sizes from staging_budget_kb for `cpus` CPUs. Idempotent; an explicit
+// flush_period_ms of 0 is kept (no periodic flush).
+void ApplyDefaults(config::TraceConfig* config, int cpus);
+// The same for this machine's PossibleCpus().
 void ApplyDefaults(config::TraceConfig* config);
 // The agent's settings left unset: output_dir, control_socket,
 // max_consumer_cpu_percent, snapshot retention and request limits, and with

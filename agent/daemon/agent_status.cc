@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/daemon/agent_memory.h"
 #include "agent/version.h"
 
 namespace ringside::agent {
@@ -51,6 +52,27 @@ control::SourceStatus::State StateOf(TracingSession::SourceReport::State s) {
 }
 
 }  // namespace
+
+void SetMemory(const TracingSession::Report& report, const AgentMemory& memory,
+               control::MemoryStatus* out) {
+  out->set_cgroup(memory.cgroup);
+  out->set_cgroup_bytes(memory.cgroup_bytes);
+  out->set_cgroup_limit_bytes(memory.cgroup_limit_bytes);
+  out->set_cgroup_other_processes(memory.cgroup_other_processes);
+  out->set_proportional_bytes(memory.proportional_bytes);
+  uint64_t rings = 0, pools = 0, ftrace = 0, buffers = 0;
+  for (const TracingSession::SourceReport& s : report.sources) {
+    rings += s.staging.bpf_ring_bytes;
+    ftrace += s.staging.ftrace_buffer_bytes;
+    pools += s.chunk_pool_bytes;
+  }
+  for (const TracingSession::BufferReport& b : report.buffers) buffers += b.stats.buffer_size;
+  if (report.durable.has_value()) buffers += report.durable->capacity;
+  out->set_bpf_ring_bytes(rings);
+  out->set_chunk_pool_bytes(pools);
+  out->set_ftrace_buffer_bytes(ftrace);
+  out->set_buffer_bytes(buffers);
+}
 
 AgentStatus::AgentStatus(absl::Time started) : started_(started), last_tick_(started) {}
 
@@ -147,6 +169,7 @@ control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, ab
   st.mutable_snapshots()->set_last_error(snapshots.last_error);
   st.set_cpu_seconds(CpuSeconds());
   st.set_rss_bytes(ResidentBytes());
+  SetMemory(report, ReadAgentMemory(), st.mutable_memory());
   st.set_pid(getpid());
   st.set_version(kVersion);
   return st;

@@ -7,11 +7,17 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/daemon/agent_memory.h"
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/snapshot_writer.h"
 #include "ringside/control/control.pb.h"
 
 namespace ringside::agent {
+
+// The memory part of `status`: `memory` as read, and the staging and
+// buffers of `report`, summed over sources and CPUs.
+void SetMemory(const TracingSession::Report& report, const AgentMemory& memory,
+               control::MemoryStatus* out);
 
 // What the agent reports about itself, from the session's Report: each
 // source's events/s over the last health period, the one-line health

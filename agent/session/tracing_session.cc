@@ -262,11 +262,13 @@ std::vector<TracingSession::SourceReport> TracingSession::CollectSourceReports()
   std::vector<SourceReport> out;
   for (const SourceSlot& slot : sources_.slots) {
     if (slot.source == nullptr) continue;  // In sources_.failed.
+    const ProducerBuffer::Options& pool = slot.producer->options();
     out.push_back({slot.name, SourceReport::State::kRunning, "", slot.source->events_read(),
-                   slot.source->Losses(), slot.source->consumer_cpu()});
+                   slot.source->Losses(), slot.source->consumer_cpu(),
+                   slot.source->staging_memory(), uint64_t{pool.num_chunks} * pool.chunk_size});
   }
   for (const BuiltSources::Failed& f : sources_.failed) {
-    out.push_back({f.name, SourceReport::State::kFailed, f.error, 0, {}, {}});
+    out.push_back({f.name, SourceReport::State::kFailed, f.error, 0, {}, {}, {}, 0});
   }
   return out;
 }

@@ -105,6 +105,8 @@ class TracingSession {
     uint64_t events = 0;
     std::vector<DataSource::Loss> losses;
     DataSource::ConsumerCpu consumer;
+    DataSource::StagingMemory staging;
+    uint64_t chunk_pool_bytes = 0;  // Its producer's pool of chunks.
   };
   struct BufferReport {
     buffer::TraceBuffer::Stats stats;

@@ -326,6 +326,10 @@ std::vector<DataSource::Loss> BpfDataSource::Losses() const {
   return out;
 }
 
+DataSource::StagingMemory BpfDataSource::staging_memory() const {
+  return {config_.source.ring_size_per_cpu * cpu_writers_.size(), 0};
+}
+
 std::vector<DataSource::EventTally> BpfDataSource::EventTallies() const {
   return tallies_->Collect([](uint32_t type) {
     return EventTallyTable::KindName{BpfBundleWriter::FieldOf(type), EventName(type)};

@@ -78,6 +78,15 @@ class DataSource {
   // that do not count them return none (their losses after the staging
   // rings are then counted in chunks and bytes only).
   virtual std::vector<EventTally> EventTallies() const { return {}; }
+  // The kernel memory its staging takes, all CPUs together: BPF rings
+  // (which kernels from 5.11 charge to the memory cgroup of the process
+  // that made them, the agent's) or ftrace per-CPU buffers (which no
+  // cgroup is charged for).
+  struct StagingMemory {
+    uint64_t bpf_ring_bytes = 0;
+    uint64_t ftrace_buffer_bytes = 0;
+  };
+  virtual StagingMemory staging_memory() const { return {}; }
 };
 
 }  // namespace ringside::agent

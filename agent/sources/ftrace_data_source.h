@@ -41,7 +41,7 @@ class FtraceDataSource : public DataSource {
   struct Config {
     std::string instance_name = "record";
     std::vector<ftrace::Instance::EventSpec> events;
-    uint32_t buffer_size_kb = kDefaultFtraceBufferSizeKb;  // Per CPU.
+    uint32_t buffer_size_kb = kMaxDefaultFtraceBufferSizeKb;  // Per CPU.
     uint32_t drain_period_ms = kDefaultFtraceDrainPeriodMs;
     uint32_t buffer_percent = kDefaultFtraceDrainBufferPercent;  // Wake the reader at this fill.
     bool compact_sched = kDefaultFtraceCompactSched;
@@ -102,6 +102,9 @@ class FtraceDataSource : public DataSource {
   // The events written into packets per CPU and kind, committed or dropped
   // for want of a chunk (FtraceBundleWriter::EventTallies()).
   std::vector<EventTally> EventTallies() const override;
+  StagingMemory staging_memory() const override {
+    return {0, uint64_t{applied_buffer_size_kb_} * 1024 * static_cast<uint64_t>(num_cpus_)};
+  }
 
   const ftrace::Instance::EnableResult& enable_result() const { return enable_result_; }
   uint32_t applied_buffer_size_kb() const { return applied_buffer_size_kb_; }

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/config/defaults.h"
 #include "agent/sources/bpf_data_source.h"
 #include "agent/sources/ftrace_data_source.h"
 
@@ -39,12 +40,14 @@ struct BuildContext {
   // commit (asked to when half the pool waits for it) rather than drop what
   // it took out of the staging ring: the ring holds the events meanwhile,
   // and counts what it must refuse. It drops only when the owner falls
-  // 100 ms behind. The pool holds at least 4 chunks per CPU: each CPU's
-  // writer keeps one open.
+  // 100 ms behind. The pool is the source's share of staging_budget_kb, at
+  // least 4 chunks per CPU: each CPU's writer keeps one open.
   std::unique_ptr<ProducerBuffer> NewProducer() {
     ProducerBuffer::Options options;
-    const long cpus = sysconf(_SC_NPROCESSORS_CONF);
-    options.num_chunks = std::max(options.num_chunks, 4 * static_cast<size_t>(std::max(cpus, 1L)));
+    const uint64_t budget_kb =
+        config->has_staging_budget_kb() ? config->staging_budget_kb() : kDefaultStagingBudgetKb;
+    options.num_chunks = StagingSharesFor(budget_kb, PossibleCpus(), bpf_sched, options.chunk_size)
+                             .chunk_pool_chunks;
     options.policy = PoolExhaustedPolicy::kStall;
     return std::make_unique<ProducerBuffer>(next_producer++,
                                             buffer::ClientIdentity{getuid(), getpid()}, options);

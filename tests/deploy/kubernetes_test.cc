@@ -162,9 +162,9 @@ TEST_F(KubernetesTest, DaemonSetHasTheUnitsCapabilitiesAndBudgets) {
   EXPECT_EQ(pod_caps, unit_caps);
 
   // systemd's M is MiB; CPUQuota=50% is half a CPU.
-  ASSERT_EQ(UnitValues(unit, "MemoryMax"), std::vector<std::string>{"512M"});
+  ASSERT_EQ(UnitValues(unit, "MemoryMax"), std::vector<std::string>{"320M"});
   ASSERT_EQ(UnitValues(unit, "CPUQuota"), std::vector<std::string>{"50%"});
-  EXPECT_EQ(c["resources"]["limits"]["memory"], "512Mi");
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "320Mi");
   EXPECT_EQ(c["resources"]["limits"]["cpu"], "500m");
 }
 

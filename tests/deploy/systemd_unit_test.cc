@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
+#include "buffer/chunk_abi.h"
 #include "gtest/gtest.h"
 #include "tests/deploy/testing/deploy_files.h"
 
@@ -124,7 +125,7 @@ TEST(SystemdUnitTest, KeepsOnlyTheCapabilitiesTheAgentUses) {
   EXPECT_EQ(OnlyValue(unit, "RestrictAddressFamilies"), "AF_UNIX");
 }
 
-TEST(SystemdUnitTest, MemoryMaxHoldsTheDefaultConfigOnSixtyFourCpus) {
+TEST(SystemdUnitTest, MemoryMaxHoldsTheDefaultConfigOnAnyNumberOfCpus) {
   const std::string unit = UnitTemplate();
   const std::string max_value = OnlyValue(unit, "MemoryMax");
   absl::string_view max = max_value;
@@ -133,19 +134,30 @@ TEST(SystemdUnitTest, MemoryMaxHoldsTheDefaultConfigOnSixtyFourCpus) {
   ASSERT_TRUE(absl::SimpleAtoi(max, &max_mib));
 
   // The unit's comment: the ring and its snapshot copy, the durable store
-  // and its copy, a BPF staging ring per CPU, 32 MiB for the rest.
+  // and its copy, the BPF rings and the two chunk pools of the staging
+  // budget's split for that many CPUs, 32 MiB for the rest.
   const config::TraceConfig cfg = agent::DefaultAgentConfig();
   ASSERT_EQ(cfg.buffers_size(), 1);
-  uint64_t bpf_ring_kb = 0;
+  // The default's rings are the budget's share here, not a size per CPU.
+  const uint32_t here = agent::StagingSharesFor(cfg.staging_budget_kb(), agent::PossibleCpus(),
+                                                /*ftrace_beside_bpf=*/true, buffer::kMinChunkSize)
+                            .bpf_ring_kb;
   for (const auto& ds : cfg.data_sources()) {
-    if (ds.config().name() == "linux.bpf") bpf_ring_kb = ds.config().bpf_config().ring_size_kb();
+    if (ds.config().name() == "linux.bpf") {
+      EXPECT_EQ(ds.config().bpf_config().ring_size_kb(), here);
+    }
   }
-  ASSERT_GT(bpf_ring_kb, 0u);
-  const uint64_t need_kb = 2 * uint64_t{cfg.buffers(0).size_kb()} +
-                           2 * uint64_t{cfg.durable_buffer_size_kb()} + 64 * bpf_ring_kb +
-                           32 * 1024;
-  EXPECT_LE(need_kb, max_mib * 1024)
-      << "MemoryMax=" << max_mib << "M, the default needs " << need_kb / 1024 << " MiB on 64 CPUs";
+  for (int cpus : {1, 2, 16, 64, 96, 256, 1024}) {
+    const agent::StagingShares s =
+        agent::StagingSharesFor(cfg.staging_budget_kb(), cpus,
+                                /*ftrace_beside_bpf=*/true, buffer::kMinChunkSize);
+    const uint64_t need_kb =
+        2 * uint64_t{cfg.buffers(0).size_kb()} + 2 * uint64_t{cfg.durable_buffer_size_kb()} +
+        uint64_t{s.bpf_ring_kb} * static_cast<uint64_t>(cpus) +
+        2 * uint64_t{s.chunk_pool_chunks} * buffer::kMinChunkSize / 1024 + 32 * 1024;
+    EXPECT_LE(need_kb, max_mib * 1024) << "MemoryMax=" << max_mib << "M, the default needs "
+                                       << need_kb / 1024 << " MiB on " << cpus << " CPUs";
+  }
   EXPECT_EQ(OnlyValue(unit, "CPUQuota"), "50%");
 }
 

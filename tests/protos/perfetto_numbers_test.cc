@@ -459,6 +459,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "SnapshotStatus",
       "StreamingStatus",
       "ReloadStatus",
+      "MemoryStatus",
       "SnapshotReply",
       "StopReply",
       "TriggerReply",

@@ -28,6 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "agent/config/defaults.h"
 #include "gtest/gtest.h"
 #include "tests/agent/testing/agent_process.h"
 #include "tests/agent/testing/control_peer.h"
@@ -199,6 +200,19 @@ TEST_F(AgentCommandTest, ReadyOnlyOnceTheSourcesAreAttachedAndStatusShowsEventsF
   EXPECT_EQ(st.config_path(), config_);
   EXPECT_GT(st.rss_bytes(), 0u);
   EXPECT_GE(st.uptime_ms(), 1500u);
+  // Memory: the 256 KiB rings of every CPU the kernel may bring online,
+  // counted once in the agent's own pages (resident memory counts them
+  // twice); the ring and the durable store; the cgroup's count.
+  const control::MemoryStatus& m = st.memory();
+  EXPECT_EQ(m.bpf_ring_bytes(), uint64_t{256} * 1024 * static_cast<uint64_t>(PossibleCpus()));
+  EXPECT_EQ(m.buffer_bytes(), uint64_t{8192} * 1024 + st.durable().capacity());
+  EXPECT_GT(m.chunk_pool_bytes(), 0u);
+  EXPECT_EQ(m.ftrace_buffer_bytes(), 0u) << "no linux.ftrace in this config";
+  EXPECT_GT(m.proportional_bytes(), 0u);
+  EXPECT_LT(m.proportional_bytes() + m.bpf_ring_bytes() / 2, st.rss_bytes());
+  if (!m.cgroup().empty()) {
+    EXPECT_GE(m.cgroup_bytes(), m.proportional_bytes()) << "the agent's cgroup " << m.cgroup();
+  }
 }
 
 // A config path typed relative to where the agent was started is shown by

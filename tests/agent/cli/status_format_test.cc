@@ -31,6 +31,15 @@ control::StatusReply FilledReply() {
   s.set_config_path("/etc/ringside/agent.pbtxt");
   s.set_cpu_seconds(12.34);
   s.set_rss_bytes(48 << 20);
+  control::MemoryStatus* m = s.mutable_memory();
+  m->set_cgroup("/system.slice/ringside.service");
+  m->set_cgroup_bytes(uint64_t{100} << 20);
+  m->set_cgroup_limit_bytes(uint64_t{512} << 20);
+  m->set_proportional_bytes(uint64_t{90} << 20);
+  m->set_bpf_ring_bytes(uint64_t{8} << 20);
+  m->set_chunk_pool_bytes(uint64_t{2} << 20);
+  m->set_ftrace_buffer_bytes(uint64_t{4} << 20);
+  m->set_buffer_bytes(uint64_t{68} << 20);
   s.set_pid(4321);
   s.set_version("0.1.0-dev");
   SourceStatus* bpf = s.add_sources();
@@ -90,7 +99,28 @@ TEST(StatusTextTest, HeadNamesVersionPidUptimeConfigAndCost) {
   const std::string text = StatusText(FilledReply());
   EXPECT_THAT(LineWith(text, "agent"), HasSubstr("ringside 0.1.0-dev, pid 4321, up 2h 03m 15s"));
   EXPECT_THAT(LineWith(text, "config"), HasSubstr("/etc/ringside/agent.pbtxt"));
-  EXPECT_THAT(LineWith(text, "cost"), HasSubstr("12.34 s CPU, 48.0 MiB resident"));
+  EXPECT_THAT(LineWith(text, "cost"), HasSubstr("12.34 s CPU"));
+}
+
+TEST(StatusTextTest, MemoryIsTheCgroupsWithTheStagingNamedNotResident) {
+  const std::string text = StatusText(FilledReply());
+  EXPECT_THAT(text, Not(HasSubstr("resident")));
+  EXPECT_THAT(LineWith(text, "memory"),
+              HasSubstr("100.0 MiB in its cgroup (limit 512.0 MiB); 90.0 MiB its own pages"));
+  EXPECT_THAT(text, HasSubstr("cgroup /system.slice/ringside.service\n"));
+  EXPECT_THAT(LineWith(text, "BPF rings"),
+              HasSubstr("BPF rings 8.0 MiB, chunk pools 2.0 MiB, ring and store 68.0 MiB"));
+  EXPECT_THAT(LineWith(text, "ftrace rings"),
+              HasSubstr("ftrace rings 4.0 MiB: kernel memory outside the cgroup"));
+  control::StatusReply shared = FilledReply();
+  shared.mutable_memory()->set_cgroup_other_processes(3);
+  shared.mutable_memory()->set_cgroup_limit_bytes(0);
+  EXPECT_THAT(LineWith(StatusText(shared), "memory"), HasSubstr("(no limit; 3 other processes)"));
+  control::StatusReply none = FilledReply();
+  none.mutable_memory()->clear_cgroup();
+  EXPECT_THAT(LineWith(StatusText(none), "memory"),
+              HasSubstr("90.0 MiB its own pages (no memory cgroup to count it)"));
+  EXPECT_THAT(StatusText(none), Not(HasSubstr("cgroup /")));
 }
 
 TEST(StatusTextTest, SourceLineHasStateEventsRateAndTotalLosses) {

@@ -18,9 +18,12 @@ TracingSession::Report MakeReport(uint64_t bpf_events) {
                        "",
                        bpf_events,
                        {{1, "sched_switch", 7}, {0, "bpf_missed_runs", 3}},
-                       {absl::Milliseconds(1500), absl::Milliseconds(250), 3}});
+                       {absl::Milliseconds(1500), absl::Milliseconds(250), 3},
+                       {uint64_t{8} << 20, 0},
+                       uint64_t{1} << 20});
   r.sources.push_back(
-      {"linux.ftrace", SourceReport::State::kFailed, "tracefs is not mounted", 0, {}, {}});
+      {"linux.ftrace", SourceReport::State::kFailed, "tracefs is not mounted", 0, {}, {}, {}, 0});
+
   TracingSession::BufferReport b;
   b.stats.buffer_size = 64 << 20;
   b.stats.bytes_written = 100 << 20;
@@ -94,6 +97,35 @@ TEST(AgentStatusTest, TheReplyCarriesEverySourceBufferAndSnapshotFigure) {
   EXPECT_EQ(st.snapshots().last_error(), "cannot write /s/x.pftrace: No space left on device");
   EXPECT_EQ(st.pid(), getpid());
   EXPECT_GT(st.rss_bytes(), 0u);
+  // This process's own memory, read for real.
+  EXPECT_GT(st.memory().proportional_bytes(), 0u);
+}
+
+TEST(AgentStatusTest, MemoryNamesTheStagingOfEverySourceAndTheBuffers) {
+  AgentMemory read;
+  read.cgroup = "/system.slice/ringside.service";
+  read.cgroup_bytes = 90 << 20;
+  read.cgroup_limit_bytes = 512 << 20;
+  read.proportional_bytes = 80 << 20;
+  TracingSession::Report report = MakeReport(10);
+  report.sources.push_back({"linux.ftrace",
+                            SourceReport::State::kRunning,
+                            "",
+                            0,
+                            {},
+                            {},
+                            {0, uint64_t{4} << 20},
+                            uint64_t{1} << 20});
+  control::MemoryStatus m;
+  SetMemory(report, read, &m);
+  EXPECT_EQ(m.cgroup(), "/system.slice/ringside.service");
+  EXPECT_EQ(m.cgroup_bytes(), 90u << 20);
+  EXPECT_EQ(m.cgroup_limit_bytes(), 512u << 20);
+  EXPECT_EQ(m.proportional_bytes(), 80u << 20);
+  EXPECT_EQ(m.bpf_ring_bytes(), 8u << 20);
+  EXPECT_EQ(m.ftrace_buffer_bytes(), 4u << 20);
+  EXPECT_EQ(m.chunk_pool_bytes(), 2u << 20);
+  EXPECT_EQ(m.buffer_bytes(), (64u << 20) + (4u << 20)) << "the central ring and the durable store";
 }
 
 }  // namespace

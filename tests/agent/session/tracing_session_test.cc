@@ -12,6 +12,7 @@
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
 #include "agent/files/trace_sink.h"
+#include "buffer/chunk_abi.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
 #include "tests/testing/kernel_tracefs.h"
@@ -121,7 +122,10 @@ TEST(TracingSessionTest, TheEmbeddedConfigStatesEveryDefaultInEffect) {
   EXPECT_EQ(embedded->flush_period_ms(), kDefaultFlushPeriodMs);
   EXPECT_EQ(embedded->file_write_period_ms(), kDefaultFileWritePeriodMs);
   const config::FtraceConfig& f = embedded->data_sources(0).config().ftrace_config();
-  EXPECT_EQ(f.buffer_size_kb(), kDefaultFtraceBufferSizeKb);
+  EXPECT_EQ(embedded->staging_budget_kb(), kDefaultStagingBudgetKb);
+  EXPECT_EQ(f.buffer_size_kb(), StagingSharesFor(kDefaultStagingBudgetKb, PossibleCpus(),
+                                                 /*ftrace_beside_bpf=*/false, buffer::kMinChunkSize)
+                                    .ftrace_buffer_kb);
   EXPECT_EQ(f.drain_period_ms(), kDefaultFtraceDrainPeriodMs);
   EXPECT_EQ(f.drain_buffer_percent(), kDefaultFtraceDrainBufferPercent);
   EXPECT_TRUE(f.compact_sched().enabled());
