@@ -359,12 +359,13 @@ FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format zlib
 FUZZ_OBJS_control_request := $(call fuzz_objs,tests/fuzz/control_request_fuzzer.cc \
   agent/control/control_frame.cc $(BUILD)/gen/ringside/control/control.pb.cc)
 FUZZ_LIBS_control_request := protobuf absl_statusor absl_strings
-# A config file's text, through the loader, the agent's defaults and checks,
+# A config file's text, through the loader, the agent's defaults (libbpf: the
+# possible CPUs the staging budget is split over) and checks,
 # and the reload plan.
 FUZZ_OBJS_config_text := $(call fuzz_objs,tests/fuzz/config_text_fuzzer.cc \
   agent/config/config_loader.cc agent/config/config_validation.cc agent/config/defaults.cc \
   agent/config/config_reload.cc $(BUILD)/gen/ringside/config/trace_config.pb.cc)
-FUZZ_LIBS_config_text := protobuf absl_statusor absl_strings absl_str_format
+FUZZ_LIBS_config_text := protobuf absl_statusor absl_strings absl_str_format libbpf
 FUZZ_MAX_LEN_trace_file := 65536
 FUZZ_ARGS_config_text := -dict=tests/fuzz/config_text.dict
 
