@@ -141,9 +141,9 @@ void PrintSummary(const TracingSession::Summary& s, const std::string& why,
   std::vector<std::string> lost;
   if (s.events_lost > 0) {
     lost.push_back(absl::StrCat(Count(s.events_lost),
-                                " events in the staging rings before they were read (larger "
-                                "bpf_config.ring_size_kb / ftrace_config.buffer_size_kb, or a "
-                                "shorter drain_period_ms)"));
+                                " events in the staging rings before they were read (a larger "
+                                "staging_budget_kb or bpf_config.ring_size_kb / "
+                                "ftrace_config.buffer_size_kb, or a shorter drain_period_ms)"));
   }
   if (s.chunks_dropped > 0) {
     lost.push_back(absl::StrCat(Count(s.chunks_dropped), " chunks whose pool was empty (",

@@ -107,7 +107,7 @@ void AppendBuffers(const control::StatusReply& s, std::string* out) {
 void AppendMemory(const control::MemoryStatus& m, std::string* out) {
   const std::string own = absl::StrCat(HumanBytes(m.proportional_bytes()), " its own pages");
   if (m.cgroup().empty()) {
-    AppendLine(out, "memory", absl::StrCat(own, " (no memory cgroup to count it)"));
+    AppendLine(out, "memory", absl::StrCat(own, " (its memory cgroup cannot be read here)"));
   } else {
     AppendLine(out, "memory",
                absl::StrCat(HumanBytes(m.cgroup_bytes()), " in its cgroup (",
@@ -139,8 +139,15 @@ std::string StatusText(const control::StatusReply& s) {
              absl::StrCat("ringside ", s.version().empty() ? "(version unknown)" : s.version(),
                           ", pid ", s.pid(), ", up ", Uptime(s.uptime_ms())));
   AppendLine(&out, "config", s.config_path().empty() ? "embedded default" : s.config_path());
-  AppendLine(&out, "cost", absl::StrFormat("%.2f s CPU", s.cpu_seconds()));
-  AppendMemory(s.memory(), &out);
+  if (s.has_memory()) {
+    AppendLine(&out, "cost", absl::StrFormat("%.2f s CPU", s.cpu_seconds()));
+    AppendMemory(s.memory(), &out);
+  } else {
+    // An agent from before `memory`: what it reported then.
+    AppendLine(
+        &out, "cost",
+        absl::StrFormat("%.2f s CPU, %s resident", s.cpu_seconds(), HumanBytes(s.rss_bytes())));
+  }
   out += "\n";
   AppendSources(s, &out);
   out += "\n";

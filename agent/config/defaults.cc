@@ -22,19 +22,20 @@ uint64_t PowerOfTwoFloor(uint64_t v) {
   return p;
 }
 
-// Whether a linux.bpf source of `config` records scheduling: then an
-// ftrace source beside it records the few events BPF does not.
-bool HasBpfScheduling(const config::TraceConfig& config) {
-  for (const config::TraceConfig::DataSource& ds : config.data_sources()) {
-    const config::DataSourceConfig& c = ds.config();
-    if (c.name() == "linux.bpf" && c.bpf_config().sched()) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
-StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, bool ftrace_beside_bpf,
+FtraceShare FtraceShareOf(const config::TraceConfig& config) {
+  FtraceShare share = FtraceShare::kAlone;
+  for (const config::TraceConfig::DataSource& ds : config.data_sources()) {
+    const config::DataSourceConfig& c = ds.config();
+    if (c.name() != "linux.bpf") continue;
+    if (c.bpf_config().sched()) return FtraceShare::kBesideBpfScheduling;
+    share = FtraceShare::kBesideBpf;
+  }
+  return share;
+}
+
+StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, FtraceShare ftrace_share,
                                size_t chunk_size) {
   const uint64_t n = static_cast<uint64_t>(std::max(cpus, 1));
   const uint64_t page_kb =
@@ -43,10 +44,12 @@ StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, bool ftrace_beside_
   s.bpf_ring_kb = static_cast<uint32_t>(std::max(
       page_kb,
       PowerOfTwoFloor(Clamp(budget_kb / 2 / n, kMinBpfRingSizeKb, kMaxDefaultBpfRingSizeKb))));
-  const uint64_t ftrace_kb = (ftrace_beside_bpf ? budget_kb / 4 : budget_kb / 4 * 3) / n;
+  const bool beside_scheduling = ftrace_share == FtraceShare::kBesideBpfScheduling;
+  const uint64_t quarters = beside_scheduling ? 1 : ftrace_share == FtraceShare::kBesideBpf ? 2 : 3;
+  const uint64_t ftrace_kb = budget_kb / 4 * quarters / n;
   s.ftrace_buffer_kb =
       static_cast<uint32_t>(Clamp(ftrace_kb, kMinFtraceBufferSizeKb,
-                                  ftrace_beside_bpf ? kMaxDefaultFtraceBufferSizeKb
+                                  beside_scheduling ? kMaxDefaultFtraceBufferSizeKb
                                                     : kMaxDefaultFtraceAloneBufferSizeKb) /
                             kBufferPageKb * kBufferPageKb);
   const uint64_t pool_chunks = budget_kb * 1024 / 32 / std::max<size_t>(chunk_size, 1);
@@ -71,7 +74,7 @@ void ApplyDefaults(config::TraceConfig* config, int cpus) {
   }
   if (!config->has_staging_budget_kb()) config->set_staging_budget_kb(kDefaultStagingBudgetKb);
   const StagingShares shares = StagingSharesFor(config->staging_budget_kb(), cpus,
-                                                HasBpfScheduling(*config), buffer::kMinChunkSize);
+                                                FtraceShareOf(*config), buffer::kMinChunkSize);
   for (config::TraceConfig::DataSource& ds : *config->mutable_data_sources()) {
     config::DataSourceConfig* c = ds.mutable_config();
     if (c->name() == "linux.bpf") {

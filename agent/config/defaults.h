@@ -22,7 +22,7 @@ inline constexpr uint32_t kBufferPageKb = 4;
 // source that leaves its own size unset, split over the CPUs (see
 // StagingShares). A fixed size per CPU made the agent's memory grow by
 // about 7 MB a CPU: 700 MB at 96 CPUs, past the unit's MemoryMax.
-inline constexpr uint32_t kDefaultStagingBudgetKb = 32768;
+inline constexpr uint64_t kDefaultStagingBudgetKb = 32768;
 // What the budget may say: at least 1 MiB, at most 4 GiB.
 inline constexpr uint64_t kMinStagingBudgetKb = 1024;
 inline constexpr uint64_t kMaxStagingBudgetKb = uint64_t{1} << 22;
@@ -39,9 +39,10 @@ inline constexpr uint32_t kDefaultBpfDrainPeriodMs = 100;
 // cgroups they name are looked up again (containers come and go).
 inline constexpr uint32_t kCgroupFilterRefreshMs = 2000;
 // linux.ftrace: the per-CPU kernel buffer of our instance a budget gives,
-// between a floor and a ceiling (larger when no linux.bpf source records
-// scheduling beside it, as its bpf_fallback_events then may); how often it
-// is read, and the fill that wakes the reader early.
+// between a floor and a ceiling (larger when no BPF scheduling runs beside
+// it: its bpf_fallback_events, or its own sched events, carry the
+// scheduling then); how often it is read, and the fill that wakes the
+// reader early.
 inline constexpr uint32_t kMinFtraceBufferSizeKb = 64;
 inline constexpr uint32_t kMaxDefaultFtraceBufferSizeKb = 2048;
 inline constexpr uint32_t kMaxDefaultFtraceAloneBufferSizeKb = 4096;
@@ -98,18 +99,26 @@ inline constexpr uint32_t kMaxConsumerCpuPercent = 100000;
 
 // One CPU's share of a staging budget of `budget_kb` on a machine of
 // `cpus` CPUs. Of the budget, half goes to the BPF rings, a quarter to
-// the ftrace buffers (three quarters with no BPF scheduling beside them),
-// and a thirty-second to each source's chunk pool (at least 4 chunks a
-// CPU: each CPU's writer keeps one open). Below the floors (256 CPUs and
-// more with the default budget) the floors win: the memory then grows
-// with the CPUs, by the floors. docs/config.md gives the table.
+// the ftrace buffers (`ftrace_share`), and a thirty-second to each
+// source's chunk pool, on top (at least 4 chunks a CPU: each CPU's writer
+// keeps one open). Past the floors the floors win, and the memory grows
+// with the CPUs: with the default budget, the chunk pools from 64 CPUs,
+// the ftrace buffers from 128, the BPF rings from 256. docs/config.md
+// gives the table.
 struct StagingShares {
   uint32_t bpf_ring_kb = 0;       // A power of two, at least a page.
   uint32_t ftrace_buffer_kb = 0;  // A multiple of 4 KiB.
   uint32_t chunk_pool_chunks = 0;
 };
-StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, bool ftrace_beside_bpf,
+// The ftrace buffers' share: a quarter beside BPF's scheduling; half
+// beside a linux.bpf source that records none (its rings keep their
+// half); three quarters with no BPF rings at all (no linux.bpf source, or
+// one that could not load), when ftrace records scheduling in BPF's place.
+enum class FtraceShare { kBesideBpfScheduling, kBesideBpf, kAlone };
+StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, FtraceShare ftrace_share,
                                size_t chunk_size);
+// The share a config gives its ftrace sources.
+FtraceShare FtraceShareOf(const config::TraceConfig& config);
 // The CPUs the kernel may ever bring online (/sys/devices/system/cpu/
 // possible): the BPF source makes a ring for each.
 int PossibleCpus();

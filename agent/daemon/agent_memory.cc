@@ -104,7 +104,7 @@ AgentMemory ReadAgentMemory() {
   // no controllers).
   const std::string& mount = Cgroup2Mount();
   const std::optional<std::string> v2 = CgroupPathOfPid(getpid());
-  if (!mount.empty() && v2.has_value() && !absl::StrContains(*v2, "/..") &&
+  if (!mount.empty() && v2.has_value() && !HasDotDot(*v2) &&
       ReadCgroupDir(mount + (*v2 == "/" ? "" : *v2), "memory.current", "memory.max", &m)) {
     m.cgroup = *v2;
     return m;
@@ -114,7 +114,7 @@ AgentMemory ReadAgentMemory() {
   if (!proc_cgroup.has_value() || !mounts.has_value()) return m;
   const std::optional<std::string> v1 = MemoryCgroupV1Path(*proc_cgroup);
   const std::optional<std::string> v1_mount = MemoryCgroupV1Mount(*mounts);
-  if (!v1.has_value() || !v1_mount.has_value() || absl::StrContains(*v1, "/..")) return m;
+  if (!v1.has_value() || !v1_mount.has_value() || HasDotDot(*v1)) return m;
   if (ReadCgroupDir(*v1_mount + (*v1 == "/" ? "" : *v1), "memory.usage_in_bytes",
                     "memory.limit_in_bytes", &m)) {
     m.cgroup = *v1;

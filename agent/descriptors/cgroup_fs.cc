@@ -13,16 +13,16 @@
 #include "absl/strings/strip.h"
 
 namespace ringside::agent {
-namespace {
-
-constexpr int kMaxDepth = 64;
-
-bool HasDotDot(absl::string_view path) {
-  for (absl::string_view part : absl::StrSplit(path, '/')) {
+bool HasDotDot(std::string_view path) {
+  for (absl::string_view part : absl::StrSplit(absl::string_view(path.data(), path.size()), '/')) {
     if (part == "..") return true;
   }
   return false;
 }
+
+namespace {
+
+constexpr int kMaxDepth = 64;
 
 // Returns false once `budget` is used up.
 bool Walk(const std::string& dir, const std::string& path, int depth, size_t* budget,

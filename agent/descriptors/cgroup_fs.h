@@ -29,6 +29,9 @@ std::optional<std::string> CgroupPathInProcFile(std::string_view contents);
 // has none.
 std::optional<std::string> CgroupPathOfPid(int32_t pid);
 
+// Whether `path` has a ".." component (which would leave the hierarchy).
+bool HasDotDot(std::string_view path);
+
 // The id of the cgroup at `path` below Cgroup2Mount(); nullopt when there is
 // no such cgroup, or `path` does not start with '/' or has a ".." component.
 std::optional<uint64_t> CgroupIdOfPath(const std::string& path);

@@ -28,6 +28,8 @@ struct BuildContext {
   // sources' bpf_fallback_events stand in for those that are not.
   bool bpf_sched = false;
   bool bpf_process = false;
+  // Some linux.bpf source made its rings (loaded at least one group).
+  bool bpf_rings = false;
   // The tracepoints a running linux.bpf source records every hit of, by
   // the buffer it writes into: an ftrace source writing into the same
   // buffer leaves them out rather than record each one twice. (Into another
@@ -44,13 +46,15 @@ struct BuildContext {
   // least 4 chunks per CPU: each CPU's writer keeps one open.
   std::unique_ptr<ProducerBuffer> NewProducer() {
     ProducerBuffer::Options options;
-    const uint64_t budget_kb =
-        config->has_staging_budget_kb() ? config->staging_budget_kb() : kDefaultStagingBudgetKb;
-    options.num_chunks = StagingSharesFor(budget_kb, PossibleCpus(), bpf_sched, options.chunk_size)
-                             .chunk_pool_chunks;
+    options.num_chunks =
+        StagingSharesFor(budget_kb(), PossibleCpus(), FtraceShareOf(*config), options.chunk_size)
+            .chunk_pool_chunks;
     options.policy = PoolExhaustedPolicy::kStall;
     return std::make_unique<ProducerBuffer>(next_producer++,
                                             buffer::ClientIdentity{getuid(), getpid()}, options);
+  }
+  uint64_t budget_kb() const {
+    return config->has_staging_budget_kb() ? config->staging_budget_kb() : kDefaultStagingBudgetKb;
   }
   void Warn(std::string message) { out->warnings.push_back(std::move(message)); }
   void Disable(const config::DataSourceConfig& c, absl::string_view why) {
@@ -108,6 +112,7 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   const bpf::EventSource::Options loaded = (*b)->loaded_groups();
   ctx->bpf_sched |= loaded.sched;
   ctx->bpf_process |= loaded.process;
+  ctx->bpf_rings |= loaded.sched || loaded.process || loaded.incidents;
   ctx->out->incidents_reported |= loaded.incidents;
   const bpf::EventSource::Filters& fl = cfg.source.filters;
   const bool every_hit = fl.tgids.empty() && fl.cgroup_id == 0 && !fl.cgroup_set &&
@@ -233,6 +238,23 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
   // Every event it lists is BPF's: no tracefs instance for nothing.
   if (fc.events.empty()) return;
   fc.buffer_size_kb = f.buffer_size_kb();
+  // No BPF rings were made, so their half of staging_budget_kb is free: a
+  // buffer size the budget gave beside BPF becomes the one it gives ftrace
+  // alone, which now records scheduling and processes in BPF's place. (A
+  // size set by hand that happens to equal that share is raised too.)
+  const int cpus = PossibleCpus();
+  const FtraceShare planned = FtraceShareOf(*ctx->config);
+  if (!fallback.empty() && !ctx->bpf_rings && planned != FtraceShare::kAlone &&
+      fc.buffer_size_kb == StagingSharesFor(ctx->budget_kb(), cpus, planned, buffer::kMinChunkSize)
+                               .ftrace_buffer_kb) {
+    fc.buffer_size_kb =
+        StagingSharesFor(ctx->budget_kb(), cpus, FtraceShare::kAlone, buffer::kMinChunkSize)
+            .ftrace_buffer_kb;
+    ctx->Warn(absl::StrCat(c.name(),
+                           ": its per-CPU buffers take the BPF rings' share of "
+                           "staging_budget_kb as well: ",
+                           fc.buffer_size_kb, " KiB each"));
+  }
   fc.drain_period_ms = f.drain_period_ms();
   fc.buffer_percent = f.drain_buffer_percent();
   fc.compact_sched = f.compact_sched().enabled();

@@ -139,9 +139,10 @@ TEST(SystemdUnitTest, MemoryMaxHoldsTheDefaultConfigOnAnyNumberOfCpus) {
   const config::TraceConfig cfg = agent::DefaultAgentConfig();
   ASSERT_EQ(cfg.buffers_size(), 1);
   // The default's rings are the budget's share here, not a size per CPU.
-  const uint32_t here = agent::StagingSharesFor(cfg.staging_budget_kb(), agent::PossibleCpus(),
-                                                /*ftrace_beside_bpf=*/true, buffer::kMinChunkSize)
-                            .bpf_ring_kb;
+  const uint32_t here =
+      agent::StagingSharesFor(cfg.staging_budget_kb(), agent::PossibleCpus(),
+                              agent::FtraceShare::kBesideBpfScheduling, buffer::kMinChunkSize)
+          .bpf_ring_kb;
   for (const auto& ds : cfg.data_sources()) {
     if (ds.config().name() == "linux.bpf") {
       EXPECT_EQ(ds.config().bpf_config().ring_size_kb(), here);
@@ -150,7 +151,7 @@ TEST(SystemdUnitTest, MemoryMaxHoldsTheDefaultConfigOnAnyNumberOfCpus) {
   for (int cpus : {1, 2, 16, 64, 96, 256, 1024}) {
     const agent::StagingShares s =
         agent::StagingSharesFor(cfg.staging_budget_kb(), cpus,
-                                /*ftrace_beside_bpf=*/true, buffer::kMinChunkSize);
+                                agent::FtraceShare::kBesideBpfScheduling, buffer::kMinChunkSize);
     const uint64_t need_kb =
         2 * uint64_t{cfg.buffers(0).size_kb()} + 2 * uint64_t{cfg.durable_buffer_size_kb()} +
         uint64_t{s.bpf_ring_kb} * static_cast<uint64_t>(cpus) +

@@ -210,8 +210,10 @@ TEST_F(AgentCommandTest, ReadyOnlyOnceTheSourcesAreAttachedAndStatusShowsEventsF
   EXPECT_EQ(m.ftrace_buffer_bytes(), 0u) << "no linux.ftrace in this config";
   EXPECT_GT(m.proportional_bytes(), 0u);
   EXPECT_LT(m.proportional_bytes() + m.bpf_ring_bytes() / 2, st.rss_bytes());
+  // The cgroup's count may be below the agent's own pages (libraries'
+  // pages are charged to whoever read them first), never zero.
   if (!m.cgroup().empty()) {
-    EXPECT_GE(m.cgroup_bytes(), m.proportional_bytes()) << "the agent's cgroup " << m.cgroup();
+    EXPECT_GT(m.cgroup_bytes(), 0u) << "the agent's cgroup " << m.cgroup();
   }
 }
 

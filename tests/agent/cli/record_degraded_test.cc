@@ -29,6 +29,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "agent/config/defaults.h"
+#include "buffer/chunk_abi.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"
 #include "tests/agent/testing/degradation.h"
@@ -142,6 +144,13 @@ TEST_F(RecordDegradedTest, WithoutBtfFtraceRecordsSchedulingInsteadOfBpf) {
   EXPECT_TRUE(absl::StrContains(run.stderr_text, "no BTF (/sys/kernel/btf/vmlinux)"))
       << run.stderr_text;
   EXPECT_TRUE(absl::StrContains(run.stderr_text, "sched/sched_switch")) << run.stderr_text;
+  // With no BPF rings, ftrace's buffers take their share of the budget.
+  const uint32_t alone_kb = StagingSharesFor(kDefaultStagingBudgetKb, PossibleCpus(),
+                                             FtraceShare::kAlone, buffer::kMinChunkSize)
+                                .ftrace_buffer_kb;
+  EXPECT_TRUE(absl::StrContains(
+      run.stderr_text, absl::StrCat("share of staging_budget_kb as well: ", alone_kb, " KiB each")))
+      << run.stderr_text;
   const Recorded r = Summarize(ReadTraceFile(out_), true_);
   EXPECT_GT(r.switches, 0u);
   EXPECT_EQ(r.execs, 3);

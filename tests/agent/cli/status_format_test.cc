@@ -119,8 +119,12 @@ TEST(StatusTextTest, MemoryIsTheCgroupsWithTheStagingNamedNotResident) {
   control::StatusReply none = FilledReply();
   none.mutable_memory()->clear_cgroup();
   EXPECT_THAT(LineWith(StatusText(none), "memory"),
-              HasSubstr("90.0 MiB its own pages (no memory cgroup to count it)"));
+              HasSubstr("90.0 MiB its own pages (its memory cgroup cannot be read here)"));
   EXPECT_THAT(StatusText(none), Not(HasSubstr("cgroup /")));
+  // An agent from before `memory` still shows what it reported.
+  control::StatusReply old = FilledReply();
+  old.clear_memory();
+  EXPECT_THAT(LineWith(StatusText(old), "cost"), HasSubstr("12.34 s CPU, 48.0 MiB resident"));
 }
 
 TEST(StatusTextTest, SourceLineHasStateEventsRateAndTotalLosses) {

@@ -15,7 +15,8 @@ constexpr size_t kChunk = buffer::kMinChunkSize;
 // The staging memory one CPU count takes, in KiB: BPF rings, ftrace
 // buffers and the two sources' chunk pools of the default config.
 uint64_t StagingKb(uint64_t budget_kb, int cpus) {
-  const StagingShares s = StagingSharesFor(budget_kb, cpus, /*ftrace_beside_bpf=*/true, kChunk);
+  const StagingShares s =
+      StagingSharesFor(budget_kb, cpus, FtraceShare::kBesideBpfScheduling, kChunk);
   return uint64_t{s.bpf_ring_kb} * static_cast<uint64_t>(cpus) +
          uint64_t{s.ftrace_buffer_kb} * static_cast<uint64_t>(cpus) +
          2 * uint64_t{s.chunk_pool_chunks} * kChunk / 1024;
@@ -25,7 +26,8 @@ TEST(StagingSharesTest, SmallMachinesKeepTheSizesOfBefore) {
   // 4 MiB BPF rings and 2 MiB ftrace buffers per CPU, and 1 MiB chunk
   // pools: what a fixed size per CPU gave.
   for (int cpus : {1, 2, 4}) {
-    const StagingShares s = StagingSharesFor(kDefaultStagingBudgetKb, cpus, true, kChunk);
+    const StagingShares s =
+        StagingSharesFor(kDefaultStagingBudgetKb, cpus, FtraceShare::kBesideBpfScheduling, kChunk);
     EXPECT_EQ(s.bpf_ring_kb, 4096u) << cpus << " CPUs";
     EXPECT_EQ(s.ftrace_buffer_kb, 2048u) << cpus << " CPUs";
     EXPECT_EQ(s.chunk_pool_chunks, 256u) << cpus << " CPUs";
@@ -40,14 +42,16 @@ TEST(StagingSharesTest, TheBudgetHoldsUpToTheFloors) {
   }
   // At 96 CPUs: 128 KiB rings (a power of two, rounded down), 85 KiB
   // ftrace buffers rounded down to pages.
-  const StagingShares s96 = StagingSharesFor(kDefaultStagingBudgetKb, 96, true, kChunk);
+  const StagingShares s96 =
+      StagingSharesFor(kDefaultStagingBudgetKb, 96, FtraceShare::kBesideBpfScheduling, kChunk);
   EXPECT_EQ(s96.bpf_ring_kb, 128u);
   EXPECT_EQ(s96.ftrace_buffer_kb, 84u);
   EXPECT_EQ(s96.chunk_pool_chunks, 4u * 96);
 }
 
 TEST(StagingSharesTest, FloorsBoundEachCpusShare) {
-  const StagingShares s = StagingSharesFor(kDefaultStagingBudgetKb, 1024, true, kChunk);
+  const StagingShares s =
+      StagingSharesFor(kDefaultStagingBudgetKb, 1024, FtraceShare::kBesideBpfScheduling, kChunk);
   EXPECT_EQ(s.bpf_ring_kb, kMinBpfRingSizeKb);
   EXPECT_EQ(s.ftrace_buffer_kb, kMinFtraceBufferSizeKb);
   EXPECT_EQ(s.chunk_pool_chunks, 4u * 1024) << "each CPU's writer keeps a chunk open";
@@ -55,19 +59,40 @@ TEST(StagingSharesTest, FloorsBoundEachCpusShare) {
   EXPECT_LE(StagingKb(kDefaultStagingBudgetKb, 256), 40u * 1024);
 }
 
-TEST(StagingSharesTest, FtraceAloneTakesTheBpfRingsShare) {
-  const StagingShares beside = StagingSharesFor(kDefaultStagingBudgetKb, 32, true, kChunk);
-  const StagingShares alone = StagingSharesFor(kDefaultStagingBudgetKb, 32, false, kChunk);
-  EXPECT_EQ(beside.ftrace_buffer_kb, 256u);
-  EXPECT_EQ(alone.ftrace_buffer_kb, 768u);
-  EXPECT_EQ(StagingSharesFor(kDefaultStagingBudgetKb, 2, false, kChunk).ftrace_buffer_kb,
-            kMaxDefaultFtraceAloneBufferSizeKb);
+TEST(StagingSharesTest, FtraceTakesWhatTheBpfRingsLeave) {
+  const auto ftrace_kb = [](int cpus, FtraceShare share) {
+    return StagingSharesFor(kDefaultStagingBudgetKb, cpus, share, kChunk).ftrace_buffer_kb;
+  };
+  EXPECT_EQ(ftrace_kb(32, FtraceShare::kBesideBpfScheduling), 256u);
+  EXPECT_EQ(ftrace_kb(32, FtraceShare::kBesideBpf), 512u);
+  EXPECT_EQ(ftrace_kb(32, FtraceShare::kAlone), 768u);
+  EXPECT_EQ(ftrace_kb(2, FtraceShare::kAlone), kMaxDefaultFtraceAloneBufferSizeKb);
+  // Rings and ftrace buffers together stay within the budget in every
+  // case (the chunk pools come on top).
+  for (int cpus : {2, 16, 64}) {
+    const StagingShares s =
+        StagingSharesFor(kDefaultStagingBudgetKb, cpus, FtraceShare::kBesideBpf, kChunk);
+    EXPECT_LE((uint64_t{s.bpf_ring_kb} + s.ftrace_buffer_kb) * static_cast<uint64_t>(cpus),
+              kDefaultStagingBudgetKb)
+        << cpus << " CPUs";
+  }
+}
+
+TEST(StagingSharesTest, TheConfigSaysWhichShareFtraceGets) {
+  config::TraceConfig cfg;
+  EXPECT_EQ(FtraceShareOf(cfg), FtraceShare::kAlone);
+  config::DataSourceConfig* bpf = cfg.add_data_sources()->mutable_config();
+  bpf->set_name("linux.bpf");
+  EXPECT_EQ(FtraceShareOf(cfg), FtraceShare::kBesideBpfScheduling) << "sched is on by default";
+  bpf->mutable_bpf_config()->set_sched(false);
+  EXPECT_EQ(FtraceShareOf(cfg), FtraceShare::kBesideBpf);
 }
 
 TEST(StagingSharesTest, RingsArePowersOfTwo) {
   for (uint64_t budget : {kMinStagingBudgetKb, uint64_t{5000}, uint64_t{32768}, uint64_t{100000}}) {
     for (int cpus : {1, 3, 7, 12, 100}) {
-      const uint32_t ring = StagingSharesFor(budget, cpus, true, kChunk).bpf_ring_kb;
+      const uint32_t ring =
+          StagingSharesFor(budget, cpus, FtraceShare::kBesideBpfScheduling, kChunk).bpf_ring_kb;
       EXPECT_EQ(ring & (ring - 1), 0u) << budget << " KiB on " << cpus << " CPUs: " << ring;
       EXPECT_GE(ring, kMinBpfRingSizeKb);
       EXPECT_LE(ring, kMaxDefaultBpfRingSizeKb);

@@ -124,7 +124,7 @@ TEST(TracingSessionTest, TheEmbeddedConfigStatesEveryDefaultInEffect) {
   const config::FtraceConfig& f = embedded->data_sources(0).config().ftrace_config();
   EXPECT_EQ(embedded->staging_budget_kb(), kDefaultStagingBudgetKb);
   EXPECT_EQ(f.buffer_size_kb(), StagingSharesFor(kDefaultStagingBudgetKb, PossibleCpus(),
-                                                 /*ftrace_beside_bpf=*/false, buffer::kMinChunkSize)
+                                                 FtraceShare::kAlone, buffer::kMinChunkSize)
                                     .ftrace_buffer_kb);
   EXPECT_EQ(f.drain_period_ms(), kDefaultFtraceDrainPeriodMs);
   EXPECT_EQ(f.drain_buffer_percent(), kDefaultFtraceDrainBufferPercent);
