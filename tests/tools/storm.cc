@@ -14,7 +14,21 @@
 // - --cgroup DIR: the storm moves itself into that cgroup (its
 //   cgroup.procs) before starting anything, so its children are in it too.
 // - --pause-us N: a quiet load instead of a storm: every pinger and forker
-//   sleeps N microseconds between two round trips or forks.
+//   waits for a tick between two round trips or forks. The ticks come from
+//   a ticker process, forked before the storm joins its cgroup or takes its
+//   name, that writes a byte into a pipe every N microseconds.
+//
+// No task of the storm is ever woken by a timer: a sleeper's timer wakes it
+// from a hard interrupt, and for a few of those wakeups (0 to 5 of some
+// 1,000, on this machine's 6.18 guest kernel) the kernel runs neither the
+// BPF programs attached to sched_waking nor, sometimes, perf's counters,
+// while ftrace records them; tests that count the storm's events exactly
+// need every wakeup to come from a task. So the ticker (not counted: other
+// cgroup, other name) sleeps in the storm's place and wakes it with a
+// write, each worker watches the clock for the end of the storm itself,
+// and the main thread is woken by the last worker to stop (a pipe), not by
+// a timeout. (Spinning instead of sleeping made the quiet load anything but
+// quiet on a loaded machine: every preemption is two switches.)
 // - --hold: the storm sets up its threads, prints "ready", and waits for a
 //   line on stdin before it starts; when done it prints its JSON and waits
 //   for stdin to close before it exits. Between the two, and before the
@@ -61,6 +75,10 @@ struct Options {
 };
 
 std::atomic<bool> g_stop{false};
+double g_deadline = 0;               // MonotonicS() at which the workers stop.
+std::atomic<int> g_workers_left{0};  // The last to stop writes to g_done[1].
+int g_done[2] = {-1, -1};
+int g_tick_fd = -1;  // The ticker's pipe (--pause-us), else -1.
 std::atomic<uint64_t> g_round_trips{0};
 std::atomic<uint64_t> g_forks{0};
 std::atomic<uint64_t> g_execs{0};
@@ -73,6 +91,47 @@ double MonotonicS() {
 
 void NameThisTask(const std::string& comm) {
   if (!comm.empty()) prctl(PR_SET_NAME, comm.c_str(), 0, 0, 0);
+}
+
+bool Running() { return !g_stop.load(std::memory_order_relaxed) && MonotonicS() < g_deadline; }
+
+// Waits for the ticker's next tick (see the top).
+void WaitForTick() {
+  char c;
+  while (read(g_tick_fd, &c, 1) < 0 && errno == EINTR) {
+  }
+}
+
+// Forks the ticker: a byte into a pipe every `us` microseconds until the
+// pipe's reader is gone (it then dies of SIGPIPE), or the storm is.
+// Returns its pid, and the pipe's read end in g_tick_fd.
+pid_t StartTicker(int us) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    close(fds[0]);
+    const char c = 0;
+    do {
+      usleep(static_cast<useconds_t>(us));
+    } while (write(fds[1], &c, 1) == 1);
+    _exit(0);
+  }
+  close(fds[1]);
+  if (pid < 0) {
+    close(fds[0]);
+    return -1;
+  }
+  g_tick_fd = fds[0];
+  return pid;
+}
+
+void WorkerDone() {
+  if (g_workers_left.fetch_sub(1) == 1) {
+    const char c = 0;
+    if (write(g_done[1], &c, 1) != 1) std::perror("storm: done pipe");
+  }
 }
 
 int Usage(const char* why) {
@@ -105,13 +164,14 @@ void Ping(Pair* p, const std::string& comm, int pause_us) {
   NameThisTask(comm);
   char c = 0;
   uint64_t n = 0;
-  while (!g_stop.load(std::memory_order_relaxed)) {
+  while (Running()) {
     if (write(p->ab[1], &c, 1) != 1 || read(p->ba[0], &c, 1) != 1) break;
     n++;
-    if (pause_us > 0) usleep(static_cast<useconds_t>(pause_us));
+    if (pause_us > 0) WaitForTick();
   }
   g_round_trips.fetch_add(n);
   close(p->ab[1]);
+  WorkerDone();
 }
 
 void Pong(Pair* p, const std::string& comm) {
@@ -124,7 +184,7 @@ void Pong(Pair* p, const std::string& comm) {
 void Fork(bool exec, const std::string& comm, int pause_us) {
   NameThisTask(comm);
   uint64_t forks = 0, execs = 0;
-  while (!g_stop.load(std::memory_order_relaxed)) {
+  while (Running()) {
     const pid_t child = fork();
     if (child == 0) {
       if (exec) {
@@ -142,10 +202,11 @@ void Fork(bool exec, const std::string& comm, int pause_us) {
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
     if (exec && WIFEXITED(status) && WEXITSTATUS(status) == 0) execs++;
-    if (pause_us > 0) usleep(static_cast<useconds_t>(pause_us));
+    if (pause_us > 0) WaitForTick();
   }
   g_forks.fetch_add(forks);
   g_execs.fetch_add(execs);
+  WorkerDone();
 }
 
 // Waits for a line on stdin (`want_line`) or its end, or for a stop signal
@@ -219,6 +280,12 @@ int main(int argc, char** argv) {
   }
   // A storm whose parent dies stops too (a test that crashed).
   prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+  // Before the cgroup and the name: the ticker is not the storm's.
+  pid_t ticker = -1;
+  if (o.pause_us > 0 && (ticker = StartTicker(o.pause_us)) < 0) {
+    std::perror("storm: ticker");
+    return 1;
+  }
   if (!o.cgroup.empty()) {
     const std::string procs = o.cgroup + "/cgroup.procs";
     const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
@@ -232,6 +299,10 @@ int main(int argc, char** argv) {
   }
   NameThisTask(o.comm);
 
+  if (pipe2(g_done, O_CLOEXEC) != 0) {
+    std::perror("storm: pipe");
+    return 1;
+  }
   std::vector<Pair> pairs(static_cast<size_t>(o.pairs));
   for (Pair& p : pairs) {
     if (pipe2(p.ab, O_CLOEXEC) != 0 || pipe2(p.ba, O_CLOEXEC) != 0) {
@@ -249,14 +320,17 @@ int main(int argc, char** argv) {
   std::vector<std::thread> forkers;
   const bool started = !g_stop;
   if (started) {
+    g_deadline = start + o.duration_s;
+    g_workers_left = o.pairs + o.forkers;
     for (Pair& p : pairs) {
       p.pong = std::thread(Pong, &p, o.comm);
       p.ping = std::thread(Ping, &p, o.comm, o.pause_us);
     }
     for (int i = 0; i < o.forkers; i++) forkers.emplace_back(Fork, o.exec, o.comm, o.pause_us);
-    pollfd fds[1] = {{sigfd, POLLIN, 0}};
-    const int timeout_ms = static_cast<int>(o.duration_s * 1000);
-    while (poll(fds, 1, timeout_ms) < 0 && errno == EINTR) {
+    // Until a stop signal, or the last worker is done (no timer: see the
+    // top). There is at least one pair.
+    pollfd fds[2] = {{sigfd, POLLIN, 0}, {g_done[0], POLLIN, 0}};
+    while (poll(fds, 2, -1) < 0 && errno == EINTR) {
     }
   }
   g_stop = true;
@@ -279,5 +353,9 @@ int main(int argc, char** argv) {
       elapsed > 0 ? static_cast<double>(forks) / elapsed : 0);
   std::fflush(stdout);
   if (o.hold) WaitForStdin(sigfd, /*want_line=*/false);
+  if (ticker > 0) {
+    kill(ticker, SIGKILL);
+    waitpid(ticker, nullptr, 0);
+  }
   return 0;
 }

@@ -32,11 +32,35 @@
 // idle to a storm task would be selected on both sides, so the test keeps
 // the idle task from running at all: one SCHED_IDLE spinner per CPU (outside
 // the cgroup, another comm) is always runnable. Every other kind, and every
-// switch between tasks, is counted exactly. (One run in about six of the
-// quiet phase below, on a machine at load 16, had perf count 2 wakeups
-// and 1 sched_migrate_task of the quiet load that the BPF programs never
-// saw, with no reserve failure and no skipped run reported; not understood
-// yet. The storm phases matched exactly in every run.)
+// switch between tasks, is counted exactly.
+//
+// Wakeups by a timer. A task woken by its timer is woken from a hard
+// interrupt, and there this machine's kernel (6.18, a Firecracker guest)
+// does not run the BPF programs for a few sched_waking hits (0 to 5 of
+// some 1,000 a run, with or without load, mostly while pid 1's own thread
+// was the one interrupted), nor perf's counters for some of them, while an
+// ftrace instance records every one. Shown with a count kept by the
+// program before anything else it does (below ftrace's count of the same
+// comm, the difference exactly the events missing from the file), no
+// recursion miss reported by the kernel, and the same with the batching of
+// sched records off. Neither ringside nor the kernel's counters can count a
+// run that never happened, so the storm's tasks are never woken by a timer:
+// a ticker process outside the cgroup sleeps for them and wakes them with a
+// write, and the storm's end is told by its workers, not by a timeout
+// (tests/tools/storm.cc). Before that, the quiet phase below came up 4 or
+// 5 wakeups short in about one run of six.
+//
+// Kernel noise left. With the ticker, beside hackbench, 79 of 81 recordings
+// of the quiet-phase test matched exactly; in one perf counted a
+// sched_switch fewer than the file holds (+1: a switch, which never runs
+// in an interrupt, so a hit perf's counter missed), in one the storm phase
+// had 3 sched_migrate_task fewer in the file than perf counted (in 12 other
+// recordings with an ftrace instance beside them, the migrations ftrace saw
+// and those the BPF program was run for matched exactly). Neither was a
+// loss of ringside's: so a recording whose counts differ by at most
+// kKernelNoise per kind and CPU is recorded again, up to three times, and
+// only the last is held to the exact count. A difference of ringside's own
+// comes back in every recording; a larger one fails at once.
 //
 // Other tracers. The two counts agree only while no other tracer attaches
 // to or detaches from tracepoints during the window: beside a loop of
@@ -51,8 +75,8 @@
 // loaded and gone again in between count too: a wakeup fewer, with both
 // lists equal, in one run beside other tests' recordings); one that saw
 // another tracer come or go is recorded again, up to three times; the
-// failure message names what came and went. Alone, 40 runs of the BPF
-// drop test matched exactly.
+// failure message names what came and went, and why each earlier recording
+// was made again. Alone, 40 runs of the BPF drop test matched exactly.
 //
 // The ftrace-only recordings (linux.ftrace, no BPF) select the storm's tasks
 // with ftrace event filters, the perf counters' own filters (the same
@@ -531,6 +555,8 @@ std::string TracersChanged(Tracers before, Tracers after) {
 struct Result {
   // Other tracers that came or went while the counters counted; "" if none.
   std::string other_tracers;
+  // Why the recordings before this one were made again ("" if none were).
+  std::string earlier_recordings;
   FileAccounting file;
   Counts kernel;        // Over the whole recording (both phases).
   Counts kernel_quiet;  // Over the quiet phase only.
@@ -668,30 +694,73 @@ void RecordStorm(const StormSetup& setup, Result* result) {
 
 // RecordStorm, again (up to three recordings in all) while another tracer
 // came or went during the counters' window (see the top of the file).
-void RecordStormWithoutOtherTracers(const StormSetup& setup, Result* result) {
+// The kinds and CPUs of a BPF recording whose file + losses differ from the
+// kernel's count (over the whole recording, and over the quiet phase) by
+// kKernelNoise or less, when none differs by more: "sched_switch on CPU 1:
+// +1"; "" when all match, or when one differs by more (a real difference,
+// for the test to report).
+constexpr int64_t kKernelNoise = 3;
+std::string SmallDisagreements(const StormSetup& setup, const Result& r) {
+  if (setup.ftrace) return "";  // Compared per CPU where the kernel overran.
+  std::vector<std::string> found;
+  auto check = [&](const char* kind, uint32_t cpu, int64_t diff, const char* phase) {
+    if (diff == 0) return true;
+    found.push_back(absl::StrCat(kind, " on CPU ", cpu, phase, ": ", diff > 0 ? "+" : "", diff));
+    return std::abs(diff) <= kKernelNoise;
+  };
+  for (const Kind& k : kKinds) {
+    for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); cpu++) {
+      const uint32_t c = static_cast<uint32_t>(cpu);
+      const FileAccounting& f = r.file;
+      const int64_t diff = At(f.events, k.name, c) + At(f.staging, k.name, c) +
+                           At(f.chunk_pool, k.name, c) + At(f.buffer, k.name, c) -
+                           At(r.kernel, k.name, c);
+      if (!check(k.name, c, diff, "")) return "";
+      if (setup.quiet_phase) {
+        const int64_t quiet = At(f.events_after_split, k.name, c) - At(r.kernel_quiet, k.name, c);
+        if (!check(k.name, c, quiet, " in the quiet phase")) return "";
+      }
+    }
+  }
+  return absl::StrJoin(found, ", ");
+}
+
+// RecordStorm, again (up to three recordings in all) while another tracer
+// came or went during the counters' window, or while the kernel's counts
+// and the file's differ by a few events (see the top of the file): a
+// difference of ringside's own comes back in every recording.
+void RecordStormRetryingNoise(const StormSetup& setup, Result* result) {
+  std::string earlier;
   for (int attempt = 1;; attempt++) {
     *result = Result();
     RecordStorm(setup, result);
-    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure() ||
-        result->other_tracers.empty() || attempt == 3) {
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+    const std::string small = SmallDisagreements(setup, *result);
+    if ((result->other_tracers.empty() && small.empty()) || attempt == 3) {
+      result->earlier_recordings = earlier;
       return;
     }
-    std::printf("recording %d: other tracers came or went in the window (%s); again\n", attempt,
-                result->other_tracers.c_str());
+    const std::string why =
+        !result->other_tracers.empty()
+            ? absl::StrCat("other tracers came or went in the window (", result->other_tracers, ")")
+            : absl::StrCat("the kernel's counts and the file's differ by a few (", small, ")");
+    std::printf("recording %d: %s; again\n", attempt, why.c_str());
+    absl::StrAppend(&earlier, "\nrecording ", attempt, ": ", why);
   }
 }
 
-std::string OtherTracersNote(const Result& r) {
-  if (r.other_tracers.empty()) return "";
-  return absl::StrCat(
-      "\n(other tracers came or went in all three recordings' windows: ", r.other_tracers, ")");
+std::string RecordingsNote(const Result& r) {
+  std::string note = r.earlier_recordings;
+  if (!r.other_tracers.empty()) {
+    absl::StrAppend(
+        &note, "\n(other tracers came or went in this recording's window: ", r.other_tracers, ")");
+  }
+  return note;
 }
 
 // For every kind and CPU: file + staging + chunk pool + buffer = kernel.
 // Prints the table; returns the totals lost (staging, buffer).
-// `tolerance`: how far file + losses may be from the kernel's count per
-// kind and CPU (0: exact).
-std::pair<int64_t, int64_t> ExpectExactAccounting(const Result& r, int64_t tolerance = 0) {
+std::pair<int64_t, int64_t> ExpectExactAccounting(const Result& r) {
   const FileAccounting& f = r.file;
   int64_t staging_total = 0, buffer_total = 0;
   std::printf("storm: %s\n", r.storm_json.c_str());
@@ -708,10 +777,9 @@ std::pair<int64_t, int64_t> ExpectExactAccounting(const Result& r, int64_t toler
                   static_cast<long long>(kernel), static_cast<long long>(file),
                   static_cast<long long>(staging), static_cast<long long>(pool),
                   static_cast<long long>(buffer), static_cast<long long>(diff));
-      EXPECT_LE(std::abs(diff), tolerance)
-          << k.name << " on CPU " << c << ": file " << file << " + bpf ring " << staging
-          << " + chunk pool " << pool << " + buffer " << buffer << " != kernel " << kernel
-          << OtherTracersNote(r);
+      EXPECT_EQ(diff, 0) << k.name << " on CPU " << c << ": file " << file << " + bpf ring "
+                         << staging << " + chunk pool " << pool << " + buffer " << buffer
+                         << " != kernel " << kernel << RecordingsNote(r);
       staging_total += staging;
       buffer_total += buffer;
     }
@@ -757,7 +825,7 @@ std::pair<int64_t, int64_t> ExpectExactFtraceAccounting(const Result& r, int* ex
       if (overrun == 0) {
         EXPECT_EQ(diff, 0) << k.name << " on CPU " << c << ": file " << file << " + chunk pool "
                            << pool << " + buffer " << buffer << " != kernel " << kernel
-                           << OtherTracersNote(r);
+                           << RecordingsNote(r);
       }
       kernel_sum += kernel;
       kept_and_lost_sum += file + pool + buffer;
@@ -769,7 +837,7 @@ std::pair<int64_t, int64_t> ExpectExactFtraceAccounting(const Result& r, int* ex
                 static_cast<long long>(kept_and_lost_sum + overrun - kernel_sum));
     EXPECT_EQ(kept_and_lost_sum + overrun, kernel_sum)
         << "CPU " << c << ": file and losses " << kept_and_lost_sum << " + ftrace overrun "
-        << overrun << " != kernel " << kernel_sum << OtherTracersNote(r);
+        << overrun << " != kernel " << kernel_sum << RecordingsNote(r);
     if (overrun == 0) ++*exact_cpus;
     overrun_total += overrun;
   }
@@ -787,7 +855,7 @@ TEST(StormAccountingTest, BpfRingDropsAreCountedExactlyPerCpuAndType) {
   s.ring_size_kb = 4;  // About 50 records; drained every second, or when a quarter full.
   s.drain_period_ms = 1000;
   Result r;
-  RecordStormWithoutOtherTracers(s, &r);
+  RecordStormRetryingNoise(s, &r);
   if (IsSkipped() || HasFatalFailure()) return;
   const auto [staging, buffer] = ExpectExactAccounting(r);
   EXPECT_GT(staging, 1000) << "the BPF rings were meant to drop";
@@ -799,7 +867,7 @@ TEST(StormAccountingTest, OverwrittenEventsOfAWrappedRingAreCountedExactly) {
   StormSetup s;
   s.buffer_kb = 512;  // Wraps many times over in the storm.
   Result r;
-  RecordStormWithoutOtherTracers(s, &r);
+  RecordStormRetryingNoise(s, &r);
   if (IsSkipped() || HasFatalFailure()) return;
   const auto [staging, buffer] = ExpectExactAccounting(r);
   EXPECT_GT(r.file.chunks_overwritten, 100u);
@@ -818,7 +886,7 @@ TEST(StormAccountingTest, FtraceEventsOverwrittenInAWrappedRingAreCountedExactly
   // per kind: see above).
   s.ftrace_buffer_kb = 65536;
   Result r;
-  RecordStormWithoutOtherTracers(s, &r);
+  RecordStormRetryingNoise(s, &r);
   if (IsSkipped() || HasFatalFailure()) return;
   int exact_cpus = 0;
   const auto [overrun, buffer] = ExpectExactFtraceAccounting(r, &exact_cpus);
@@ -842,7 +910,7 @@ TEST(StormAccountingTest, FtraceOverrunsAreCountedExactlyPerCpu) {
   // idle machine too, where the reader would otherwise keep up.
   s.consumer_cpu_percent = 1;
   Result r;
-  RecordStormWithoutOtherTracers(s, &r);
+  RecordStormRetryingNoise(s, &r);
   if (IsSkipped() || HasFatalFailure()) return;
   int exact_cpus = 0;
   const auto [overrun, buffer] = ExpectExactFtraceAccounting(r, &exact_cpus);
@@ -868,26 +936,17 @@ TEST(StormAccountingTest, AfterAStormThatDroppedAQuietPhaseLosesNothing) {
   s.consumer_cpu_percent = 1;
   s.quiet_phase = true;
   Result r;
-  RecordStormWithoutOtherTracers(s, &r);
+  RecordStormRetryingNoise(s, &r);
   if (IsSkipped() || HasFatalFailure()) return;
-  // Within 3 per kind and CPU here, not exactly: with the reader paused by
-  // the budget, 2 runs of 3 matched exactly and one had the wakeups on one
-  // CPU 3 short (file 90477 + BPF ring 3808 against the kernel's 94288),
-  // with no skipped run reported; not understood yet. The two tests above
-  // hold the exact count under drops and wraps.
-  const auto [staging, buffer] = ExpectExactAccounting(r, /*tolerance=*/3);
+  const auto [staging, buffer] = ExpectExactAccounting(r);
   EXPECT_GT(staging, 100) << "the storm was meant to make the BPF rings drop";
   std::printf("quiet: %s\n", r.quiet_json.c_str());
-  // Within 3 events per kind and CPU, not exactly: see the note at the top
-  // (in about one run of six, perf counted 2 wakeups and 1 migration of the
-  // quiet load the file does not have, with no loss reported anywhere). A
-  // stuck source or a ring left full would miss the whole phase, not 3 of
-  // its thousands.
+  // Every event of the quiet phase is in the file: none lost.
   for (const Kind& k : kKinds) {
     for (const auto& [cpu, kernel] : r.kernel_quiet[k.name]) {
       const int64_t file = At(r.file.events_after_split, k.name, cpu);
-      EXPECT_LE(file, kernel) << k.name << " on CPU " << cpu << " in the quiet phase";
-      EXPECT_GE(file, kernel - 3) << k.name << " on CPU " << cpu << " in the quiet phase";
+      EXPECT_EQ(file, kernel) << k.name << " on CPU " << cpu << " in the quiet phase"
+                              << RecordingsNote(r);
     }
   }
   // A quiet load of some hundreds of forks and a thousand switches on an
@@ -914,7 +973,7 @@ TEST(StormAccountingTest, DISABLED_Figures) {
   s.pairs = static_cast<int>(env("STORM_PAIRS", 2));
   s.forkers = static_cast<int>(env("STORM_FORKERS", 2));
   Result r;
-  RecordStormWithoutOtherTracers(s, &r);
+  RecordStormRetryingNoise(s, &r);
   if (IsSkipped() || HasFatalFailure()) return;
   ExpectExactAccounting(r);
   int64_t kernel = 0, file = 0, staging = 0, pool = 0, buffer = 0;
