@@ -33,7 +33,7 @@ PKG_CONFIG ?= pkg-config
 # Debian packages (bookworm) that building, testing and running ringside need.
 DEB_PACKAGES := \
   g++ make clang llvm clang-format pkg-config \
-  libbpf-dev bpftool libelf-dev zlib1g-dev \
+  libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
@@ -51,7 +51,7 @@ NPM_TOOLS ?= kubernetes-models@5.1.0 yaml@2.9.1 typescript@5.9.3
 
 PKGS := protobuf nlohmann_json libbpf libsystemd \
   absl_status absl_statusor absl_strings absl_str_format \
-  absl_time absl_synchronization absl_flat_hash_map zlib
+  absl_time absl_synchronization absl_flat_hash_map zlib libzstd
 
 # Evaluated lazily so that `make deps` works before pkg-config exists.
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
@@ -353,8 +353,8 @@ FUZZ_OBJS_page_parser := $(call fuzz_objs,tests/fuzz/page_parser_fuzzer.cc ftrac
 # `ringside inspect` on any bytes: the reader, the summarizer, both renderings.
 FUZZ_OBJS_trace_file := $(call fuzz_objs,tests/fuzz/trace_file_fuzzer.cc \
   agent/files/trace_inspector.cc agent/files/trace_file_reader.cc agent/files/json_text.cc \
-  $(PROTO_CCS))
-FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format zlib
+  agent/files/packet_compression.cc buffer/wire_format.cc $(PROTO_CCS))
+FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format zlib libzstd
 # The control socket's framing and request decoder, on a peer's bytes.
 FUZZ_OBJS_control_request := $(call fuzz_objs,tests/fuzz/control_request_fuzzer.cc \
   agent/control/control_frame.cc $(BUILD)/gen/ringside/control/control.pb.cc)
@@ -383,6 +383,11 @@ $(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_genera
 	@mkdir -p $(@D)
 	$(CXX) -std=c++20 -O2 $(WARNINGS) $< -o $@
 
+$(FUZZ_DIR)/compressed_corpus_generator: tests/fuzz/compressed_corpus_generator.cc \
+    agent/files/packet_compression.cc buffer/wire_format.cc $(BUILD)/gen/ringside/config/trace_config.pb.cc
+	@mkdir -p $(@D)
+	$(CXX) -std=c++20 -O2 $(WARNINGS) -I. -isystem $(BUILD)/gen $(PKG_CFLAGS) $^ $(PKG_LIBS) -o $@
+
 # Runs every fuzzer for FUZZ_SECONDS on the committed seed corpus (new inputs
 # go to build/, never into the source tree), as many at once as make -j
 # allows. Each one's output goes to $(FUZZ_DIR)/NAME.log: its final stats
@@ -405,7 +410,7 @@ fuzz-run-%: $(FUZZ_DIR)/%_fuzzer
 	fi
 
 # Regenerates the committed seed corpus.
-fuzz-corpus: $(FUZZ_DIR)/trace_buffer_corpus_generator
+fuzz-corpus: $(FUZZ_DIR)/trace_buffer_corpus_generator $(FUZZ_DIR)/compressed_corpus_generator
 	rm -rf tests/fuzz/corpus/trace_buffer && mkdir -p tests/fuzz/corpus/trace_buffer
 	$< tests/fuzz/corpus/trace_buffer 64
 	mkdir -p tests/fuzz/corpus/trace_file
@@ -413,6 +418,9 @@ fuzz-corpus: $(FUZZ_DIR)/trace_buffer_corpus_generator
 	  < tests/fuzz/trace_file_seed.txtpb > tests/fuzz/corpus/trace_file/every_packet_kind
 	gzip -9 -n -c tests/fuzz/corpus/trace_file/every_packet_kind \
 	  > tests/fuzz/corpus/trace_file/every_packet_kind_gzip
+	$(FUZZ_DIR)/compressed_corpus_generator tests/fuzz/corpus/trace_file/every_packet_kind \
+	  tests/fuzz/corpus/trace_file/every_packet_kind_zstd \
+	  tests/fuzz/corpus/trace_file/every_packet_kind_deflate
 
 # `make demo`: 10 s of this machine with the embedded default config.
 demo: deps

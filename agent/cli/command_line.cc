@@ -93,7 +93,13 @@ absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec& spec,
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag '", spelled, "' for ringside ", spec.name));
     }
-    if (f->value_name.empty()) {
+    if (f->optional_value) {
+      // The value, if any, was given with '=' (or attached to the short
+      // form, '=' or not: "-zdeflate", "-z=deflate").
+      if (has_value && !absl::StartsWith(a, "--") && absl::StartsWith(value, "=")) {
+        value.erase(0, 1);
+      }
+    } else if (f->value_name.empty()) {
       if (has_value) {
         return absl::InvalidArgumentError(absl::StrCat(spelled, " takes no value"));
       }
@@ -128,7 +134,11 @@ std::string UsageText(const CommandSpec& spec) {
       std::string left = f.short_name != 0 ? absl::StrCat("-", std::string(1, f.short_name), ", ")
                                            : std::string("    ");
       absl::StrAppend(&left, "--", f.long_name);
-      if (!f.value_name.empty()) absl::StrAppend(&left, " ", f.value_name);
+      if (f.optional_value) {
+        absl::StrAppend(&left, "[=", f.value_name, "]");
+      } else if (!f.value_name.empty()) {
+        absl::StrAppend(&left, " ", f.value_name);
+      }
       if (left.size() < 26) left.resize(26, ' ');
       absl::StrAppend(&text, "  ", left);
       // The help, wrapped at 80 columns beside the flag.

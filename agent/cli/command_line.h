@@ -23,6 +23,9 @@ struct FlagSpec {
   std::string value_name;  // Empty: a boolean flag that takes no value.
   std::string help;
   bool repeatable = false;
+  // The value may be left out ("--compress" or "--compress=zstd"): it is
+  // then "", and the next argument is never taken as the value.
+  bool optional_value = false;
 };
 
 // What a subcommand accepts, and its help text.

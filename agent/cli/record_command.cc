@@ -22,7 +22,9 @@
 #include "absl/time/time.h"
 #include "agent/cli/record_events.h"
 #include "agent/config/config_loader.h"
+#include "agent/files/compressing_sink.h"
 #include "agent/files/output_file.h"
+#include "agent/files/packet_compression.h"
 #include "agent/session/tracing_session.h"
 #include "ftrace/tracefs.h"
 
@@ -199,7 +201,7 @@ const CommandSpec& RecordCommandSpec() {
       .name = "record",
       .synopsis =
           "ringside record [-c CONFIG] [-o FILE] [-t D] [-e EVENT]... [-b SIZE] "
-          "[[--] CMD ...]",
+          "[-z] [[--] CMD ...]",
       .summary =
           "Records this machine into a Perfetto trace: scheduling, processes and incidents\n"
           "with BPF (ftrace when BPF cannot load), plus any ftrace event asked for. Records\n"
@@ -227,12 +229,17 @@ const CommandSpec& RecordCommandSpec() {
                true},
               {'b', "buffer-size", "SIZE",
                "size of the central ring buffer (64M, 512K, 1G; plain: KiB)", false},
+              {'z', "compress", "CODEC",
+               "compress the file as Perfetto does: zstd (what -z alone means), zstd:LEVEL "
+               "(1-19, default 3), deflate, or none; default: the config's compression",
+               false, /*optional_value=*/true},
           },
       .examples =
           "  ringside record                              # 10 s of this machine\n"
           "  ringside record -o boot.pftrace --duration 1m\n"
           "  ringside record -- make -j8                  # while make runs\n"
           "  ringside record -e irq:* -e 'signal:signal_generate/sig == 9/' -b 256M\n"
+          "  ringside record -z -- ./load-test           # a zstd-compressed file\n"
           "  ringside record -c my.pbtxt -o - | gzip > trace.pftrace.gz\n",
       .max_positional = 0,
       .rest_is_command = true,
@@ -281,9 +288,30 @@ int RunRecordCommand(const ParsedArgs& args) {
     }
     config.mutable_buffers(0)->set_size_kb(static_cast<uint32_t>(*kb));
   }
+  if (args.Has("compress")) {
+    const std::string codec = args.Get("compress");
+    // "-z zstd:9" would run zstd:9 as CMD: the codec goes after '='.
+    if (codec.empty() && !args.command.empty() && ParsePacketCompression(args.command[0]).ok()) {
+      return UsageError(spec, absl::StrCat("-z takes no value: write --compress=", args.command[0],
+                                           " (or -z", args.command[0], ")"));
+    }
+    absl::StatusOr<PacketCompression> c = ParsePacketCompression(codec.empty() ? "zstd" : codec);
+    if (!c.ok()) return UsageError(spec, absl::StrCat("--compress: ", c.status().message()));
+    SetPacketCompression(*c, &config);
+  }
   if (absl::Status s = ValidateConfig(config, config_path.empty() ? "flags" : config_path);
       !s.ok()) {
     std::fprintf(stderr, "ringside record: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
+  // A whole file is compressed as it is written, at the end, on this
+  // thread. A streamed one would be compressed by the thread that moves
+  // chunks into the buffers, which the readers wait for: not done (yet).
+  // Refused before the output is opened, which empties a streamed file.
+  if (config.write_into_file() && PacketCompressionOf(config).codec != PacketCodec::kNone) {
+    std::fprintf(stderr,
+                 "ringside record: compression applies to whole files; a streamed file "
+                 "(write_into_file) cannot be compressed yet: drop one of the two\n");
     return kExitUsage;
   }
   // With CMD, a duration bounds the recording only when asked for (the
@@ -333,6 +361,18 @@ int RunRecordCommand(const ParsedArgs& args) {
   if (!(*file)->warning().empty()) {
     std::fprintf(stderr, "ringside record: warning: %s\n", (*file)->warning().c_str());
   }
+  TraceSink* sink = file->get();
+  std::unique_ptr<CompressingSink> compressing;
+  if (const PacketCompression c = PacketCompressionOf(config); c.codec != PacketCodec::kNone) {
+    absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
+    if (!compressor.ok()) {
+      std::fprintf(stderr, "ringside record: %s\n",
+                   std::string(compressor.status().message()).c_str());
+      return kExitUsage;
+    }
+    compressing = std::make_unique<CompressingSink>(file->get(), std::move(*compressor));
+    sink = compressing.get();
+  }
   absl::StatusOr<std::unique_ptr<TracingSession>> recording = TracingSession::Create(config);
   if (!recording.ok()) {
     std::fprintf(stderr, "ringside record: %s\n",
@@ -340,7 +380,7 @@ int RunRecordCommand(const ParsedArgs& args) {
     return kExitFailure;
   }
   // Start() can add warnings (a source that loaded but would not start).
-  const absl::Status started = (*recording)->Start(file->get());
+  const absl::Status started = (*recording)->Start(sink);
   for (const std::string& w : (*recording)->warnings()) {
     std::fprintf(stderr, "ringside record: warning: %s\n", w.c_str());
   }
@@ -428,7 +468,7 @@ int RunRecordCommand(const ParsedArgs& args) {
   }
 
   absl::StatusOr<TracingSession::Summary> summary =
-      (*recording)->Stop().ok() ? (*recording)->WriteTrace(file->get())
+      (*recording)->Stop().ok() ? (*recording)->WriteTrace(sink)
                                 : absl::InternalError("the tracing session did not stop");
   PrintNotices(recording->get(), /*tty=*/false);
   if (!summary.ok()) {
@@ -439,6 +479,14 @@ int RunRecordCommand(const ParsedArgs& args) {
   const bool reopenable =
       output != "-" && stat(output.c_str(), &written) == 0 && S_ISREG(written.st_mode);
   PrintSummary(*summary, why, output == "-" ? "standard output" : output, reopenable);
+  if (compressing != nullptr) {
+    const CompressingSink& c = *compressing;
+    std::fprintf(stderr, "ringside record: %s: %s of packets in %s (%.2fx), %.0f ms of CPU\n",
+                 PacketCodecName(c.compression().codec), Size(c.bytes_in()).c_str(),
+                 Size(c.bytes_out()).c_str(),
+                 c.bytes_in() > 0 ? static_cast<double>(c.bytes_out()) / c.bytes_in() : 0.0,
+                 static_cast<double>(c.cpu_ns()) / 1e6);
+  }
   // CMD's status when it ended by itself or with the signal that stopped
   // us (128 + signal, as shells give); when the duration or a file limit
   // ended the recording first and stopped CMD, the recording's.

@@ -169,6 +169,15 @@ std::string StatusText(const control::StatusReply& s) {
   if (!snap.last_error().empty()) {
     AppendLine(&out, "", absl::StrCat("last failure: ", snap.last_error()));
   }
+  if (!snap.codec().empty() && snap.compressed_in_bytes() > 0) {
+    AppendLine(&out, "",
+               absl::StrFormat("compressed (%s): %s into %s (%.2fx), %.0f ms of CPU", snap.codec(),
+                               HumanBytes(snap.compressed_in_bytes()),
+                               HumanBytes(snap.compressed_out_bytes()),
+                               static_cast<double>(snap.compressed_out_bytes()) /
+                                   static_cast<double>(snap.compressed_in_bytes()),
+                               static_cast<double>(snap.compression_cpu_ns()) / 1e6));
+  }
   const control::ReloadStatus& r = s.reload();
   if (r.count() > 0) {
     AppendLine(&out, "reloads", absl::StrCat(r.count(), " (SIGHUP), ", r.refused(), " refused"));
@@ -258,7 +267,11 @@ json StatusJsonValue(const control::StatusReply& s) {
                     {"last_reason", snap.last_reason()},
                     {"suppressed", snap.suppressed()},
                     {"failed", snap.failed()},
-                    {"last_error", snap.last_error()}};
+                    {"last_error", snap.last_error()},
+                    {"codec", snap.codec()},
+                    {"compressed_in_bytes", snap.compressed_in_bytes()},
+                    {"compressed_out_bytes", snap.compressed_out_bytes()},
+                    {"compression_cpu_ns", snap.compression_cpu_ns()}};
   const control::ReloadStatus& r = s.reload();
   j["reload"] = {{"count", r.count()},
                  {"refused", r.refused()},

@@ -200,6 +200,18 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                            Kb(memory_kb), " of memory"));
     }
   }
+  if (cfg.has_compression() && cfg.compression().has_zstd() == cfg.compression().has_deflate()) {
+    v->Fail({{"compression", -1}},
+            absl::StrCat(cfg.compression().has_zstd() ? "names both codecs" : "names no codec",
+                         ": write compression { zstd {} } or compression { deflate {} }"));
+  }
+  if (cfg.compression().has_zstd()) {
+    const int level = cfg.compression().zstd().level();
+    if (level < 0 || level > 19) {
+      v->Fail({{"compression", -1}, {"zstd", -1}, {"level", -1}},
+              absl::StrCat("is ", level, ": zstd levels go from 1 to 19 (0 or unset: 3)"));
+    }
+  }
   if (cfg.max_consumer_cpu_percent() > kMaxConsumerCpuPercent) {
     v->Fail({{"max_consumer_cpu_percent", -1}},
             absl::StrCat("is ", cfg.max_consumer_cpu_percent(), ": percent of one CPU, 1 to ",

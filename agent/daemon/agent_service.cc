@@ -26,6 +26,7 @@
 #include "agent/daemon/internal/replies.h"
 #include "agent/files/output_dir.h"
 #include "agent/files/output_file.h"
+#include "agent/files/packet_compression.h"
 #include "agent/lifecycle/privileges.h"
 #include "agent/snapshots/snapshot_retention.h"
 #include "agent/version.h"
@@ -142,6 +143,13 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
         OpenAgentStream(config, s->output_group_, s->log_);
     if (!stream.ok()) return stream.status();
     s->stream_ = std::move(*stream);
+    if (PacketCompressionOf(config).codec != PacketCodec::kNone) {
+      // Streamed files are written by the thread that moves chunks into the
+      // buffers, which the readers wait for: compressing there is not done.
+      s->log_.Warning(
+          "compression applies to snapshots only; the streamed files (write_into_file) are "
+          "written uncompressed");
+    }
   }
   absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config, s.get());
   if (!session.ok()) return session.status();
@@ -171,6 +179,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
 
   s->snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
   s->snapshots_->set_output_group(s->output_group_);
+  s->snapshots_->set_compression(PacketCompressionOf(config));
   control_options.replace_stale_socket = s->options_.replace_stale_socket;
   control_options.log = [self](absl::string_view line) {
     self->log_.LogLimited(LogLevel::kWarning, "control", line);

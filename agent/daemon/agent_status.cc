@@ -167,6 +167,12 @@ control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, ab
   st.mutable_snapshots()->set_suppressed(suppressed);
   st.mutable_snapshots()->set_failed(snapshots.failed);
   st.mutable_snapshots()->set_last_error(snapshots.last_error);
+  if (snapshots.codec != PacketCodec::kNone) {
+    st.mutable_snapshots()->set_codec(PacketCodecName(snapshots.codec));
+  }
+  st.mutable_snapshots()->set_compressed_in_bytes(snapshots.compressed_in_bytes);
+  st.mutable_snapshots()->set_compressed_out_bytes(snapshots.compressed_out_bytes);
+  st.mutable_snapshots()->set_compression_cpu_ns(snapshots.compression_cpu_ns);
   st.set_cpu_seconds(CpuSeconds());
   st.set_rss_bytes(ResidentBytes());
   SetMemory(report, ReadAgentMemory(), st.mutable_memory());

@@ -181,6 +181,58 @@ bool TraceFileReader::ReadVarint(const char* what, uint64_t* value, bool* clean_
 
 TraceFileReader::Result TraceFileReader::ReadNextPacket(std::string* packet, uint64_t* offset) {
   if (done_) return final_result_;
+  if (inflated_at_ < inflated_.size()) return NextInflatedPacket(packet, offset);
+  // A loop, not recursion: a file of empty compressed packets is as long as
+  // it likes.
+  for (;;) {
+    const Result result = ReadFilePacket(packet, offset);
+    if (result != Result::kPacket) return result;
+    const std::optional<CompressedPayload> payload = FindCompressedPayload(*packet);
+    if (!payload.has_value()) return result;
+    const char* codec = PacketCodecName(payload->codec);
+    (payload->codec == PacketCodec::kZstd ? compression_stats_.zstd_packets
+                                          : compression_stats_.deflate_packets)++;
+    compression_stats_.compressed_bytes += payload->data.size();
+    if (absl::Status st = InflatePayload(*payload, kMaxInflatedBytes, &inflated_); !st.ok()) {
+      inflated_.clear();
+      return Fail(*offset, absl::StrCat("compressed packet (", codec, "): ", st.message()));
+    }
+    compression_stats_.inflated_bytes += inflated_.size();
+    inflated_at_ = 0;
+    inflated_offset_ = *offset;
+    inflated_codec_ = payload->codec;
+    if (!inflated_.empty()) return NextInflatedPacket(packet, offset);
+  }
+}
+
+TraceFileReader::Result TraceFileReader::NextInflatedPacket(std::string* packet, uint64_t* offset) {
+  const auto* begin = reinterpret_cast<const uint8_t*>(inflated_.data());
+  const uint8_t* p = begin + inflated_at_;
+  const uint8_t* end = begin + inflated_.size();
+  buffer::Field field;
+  if (!buffer::ReadField(&p, end, &field) || field.number != buffer::kTracePacketFieldNumber ||
+      field.type != buffer::WireType::kLengthDelimited) {
+    return Fail(inflated_offset_,
+                absl::StrFormat("compressed packet (%s): not a whole trace packet at byte %u of "
+                                "the %u it inflated to",
+                                PacketCodecName(inflated_codec_), inflated_at_, inflated_.size()));
+  }
+  if (FindCompressedPayload(field.bytes).has_value()) {
+    return Fail(inflated_offset_,
+                absl::StrCat("compressed packet (", PacketCodecName(inflated_codec_),
+                             "): it holds another compressed packet"));
+  }
+  packet->assign(field.bytes.data(), field.bytes.size());
+  inflated_at_ = static_cast<size_t>(p - begin);
+  if (inflated_at_ == inflated_.size()) {
+    inflated_.clear();
+    inflated_at_ = 0;
+  }
+  *offset = inflated_offset_;
+  return Result::kPacket;
+}
+
+TraceFileReader::Result TraceFileReader::ReadFilePacket(std::string* packet, uint64_t* offset) {
   const uint64_t packet_offset = position_;
 
   uint64_t tag = 0;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "agent/files/packet_compression.h"
 #include "zlib.h"
 
 namespace ringside::agent {
@@ -17,6 +18,13 @@ namespace ringside::agent {
 // trace. The reader trusts nothing: every length is checked against what the
 // file holds, and the first malformed byte (or the first bad gzip byte) stops
 // it with an error that names the byte offset and what was wrong there.
+//
+// Compressed packets (Perfetto's compressed_packets and
+// zstd_compressed_packets, agent/files/packet_compression.h) are replaced
+// by the packets inside them, each reported at the compressed packet's
+// offset; one that does not inflate, inflates past kMaxInflatedBytes, or
+// holds anything but whole packets (another compressed packet included) is
+// an error at its offset.
 //
 // Not thread-safe.
 class TraceFileReader {
@@ -43,6 +51,16 @@ class TraceFileReader {
   // its byte offset in the file (of the packet's tag) into *offset.
   // After kEnd or kError, every later call returns the same result.
   Result ReadNextPacket(std::string* packet, uint64_t* offset);
+
+  // The compressed packets read so far, by codec, and their bytes: the
+  // compressed payloads and the packets they inflated to.
+  struct CompressionStats {
+    uint64_t deflate_packets = 0;
+    uint64_t zstd_packets = 0;
+    uint64_t compressed_bytes = 0;
+    uint64_t inflated_bytes = 0;
+  };
+  const CompressionStats& compression_stats() const { return compression_stats_; }
 
   // Why the last ReadNextPacket() returned kError, e.g. "truncated packet: ...".
   const std::string& error() const { return error_; }
@@ -77,6 +95,10 @@ class TraceFileReader {
   // read failed, empty if the data simply ended.
   std::string GzipError();
   Result Fail(uint64_t offset, std::string message);
+  // The next packet of the file itself, compressed or not.
+  Result ReadFilePacket(std::string* packet, uint64_t* offset);
+  // The next packet of the inflated compressed packet being read.
+  Result NextInflatedPacket(std::string* packet, uint64_t* offset);
 
   gzFile file_;  // Owns fd_; reads plain files as they are.
   int fd_;
@@ -89,6 +111,13 @@ class TraceFileReader {
   Result final_result_ = Result::kEnd;
   std::string error_;
   uint64_t error_offset_ = 0;
+  // The packets of the compressed packet at inflated_offset_, read up to
+  // inflated_at_.
+  std::string inflated_;
+  size_t inflated_at_ = 0;
+  uint64_t inflated_offset_ = 0;
+  PacketCodec inflated_codec_ = PacketCodec::kNone;
+  CompressionStats compression_stats_;
 };
 
 }  // namespace ringside::agent

@@ -314,11 +314,23 @@ absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path) {
   }
   TraceSummary summary = summarizer.summary();
   summary.bytes = whole_packet_bytes;
+  const TraceFileReader::CompressionStats& c = (*reader)->compression_stats();
+  summary.compression = {c.deflate_packets, c.zstd_packets, c.compressed_bytes, c.inflated_bytes};
   return summary;
 }
 
 std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   std::string out = absl::StrFormat("%s: %u packets in %u bytes\n", path, s.packets, s.bytes);
+  if (const TraceSummary::Compression& c = s.compression; c.deflate_packets + c.zstd_packets > 0) {
+    std::vector<std::string> codecs;
+    if (c.zstd_packets > 0) codecs.push_back(absl::StrCat("zstd (", c.zstd_packets, ")"));
+    if (c.deflate_packets > 0) codecs.push_back(absl::StrCat("deflate (", c.deflate_packets, ")"));
+    absl::StrAppendFormat(&out, "compressed: %s; %u bytes hold %u bytes of packets (%.2fx)\n",
+                          absl::StrJoin(codecs, ", "), c.compressed_bytes, c.inflated_bytes,
+                          c.inflated_bytes > 0 ? static_cast<double>(c.compressed_bytes) /
+                                                     static_cast<double>(c.inflated_bytes)
+                                               : 0.0);
+  }
 
   absl::StrAppend(&out, "\nPackets by type:\n");
   for (const auto& [type, count] : s.packets_by_type) {
@@ -431,6 +443,10 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
   j["file"] = path;
   j["packets"] = s.packets;
   j["bytes"] = s.bytes;
+  j["compression"] = {{"deflate_packets", s.compression.deflate_packets},
+                      {"zstd_packets", s.compression.zstd_packets},
+                      {"compressed_bytes", s.compression.compressed_bytes},
+                      {"inflated_bytes", s.compression.inflated_bytes}};
   j["packets_by_type"] = nlohmann::json::object();
   for (const auto& [type, count] : s.packets_by_type) j["packets_by_type"][type] = count;
   j["sequences"] = nlohmann::json::array();

@@ -83,6 +83,16 @@ struct TraceSummary {
   // ringside_snapshot_triggers); empty for other traces.
   std::vector<trace::TraceStats::SnapshotTrigger> snapshot_triggers;
 
+  // Perfetto's compressed packets in the file: how many of each codec, the
+  // compressed bytes and the packets they held.
+  struct Compression {
+    uint64_t deflate_packets = 0;
+    uint64_t zstd_packets = 0;
+    uint64_t compressed_bytes = 0;
+    uint64_t inflated_bytes = 0;
+  };
+  Compression compression;
+
   // Set when the file could not be read to its end.
   struct Error {
     uint64_t offset = 0;

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/files/output_dir.h"
+#include "agent/files/packet_compression.h"
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/trigger_tally.h"
 #include "ringside/trace/trace_stats.pb.h"
@@ -78,6 +79,12 @@ class SnapshotWriter {
     std::string last_reason;
     // Why the last failed snapshot failed; empty while none has.
     std::string last_error;
+    // Compression, on this writer's thread: the codec, packets in, bytes
+    // out, CPU.
+    PacketCodec codec = PacketCodec::kNone;
+    uint64_t compressed_in_bytes = 0;
+    uint64_t compressed_out_bytes = 0;
+    uint64_t compression_cpu_ns = 0;
   };
 
   // `session` outlives the writer. `on_done` is called on the writer's
@@ -118,6 +125,9 @@ class SnapshotWriter {
   // Files written from now on are 0640 owned by `group` (output_group), and
   // directories made for them are owned by it; nullopt: files 0600.
   void set_output_group(std::optional<gid_t> group);
+  // Files written from now on are compressed so (PacketCompressionOf the
+  // config); kNone: not at all.
+  void set_compression(PacketCompression compression);
   Stats stats() const;
   // The most clones this writer has held in memory at once (the one being
   // written, the one waiting, one being taken): at most 2 by design.
@@ -161,6 +171,7 @@ class SnapshotWriter {
   uint32_t max_files_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t max_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<gid_t> group_ ABSL_GUARDED_BY(mu_);
+  PacketCompression compression_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   std::string writing_ ABSL_GUARDED_BY(mu_);  // Path of the file being written.
   // Finished files' outcomes, by path, for Wait(); the last few only.

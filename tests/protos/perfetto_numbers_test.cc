@@ -67,7 +67,17 @@ const PerfettoTable& Perfetto() {
           {"max_file_size_bytes", 10, "uint64"},
           {"flush_period_ms", 13, "uint32"},
           {"trigger_config", 17, "message:TraceConfig.TriggerConfig"},
+          {"compression_type", 24, "enum:TraceConfig.CompressionType"},
           {"output_path", 29, "string"},
+          {"compression", 47, "message:TraceConfig.CompressionConfig"},
+      }, {}}},
+      {"TraceConfig.CompressionConfig", {{
+          {"deflate", 1, "message:TraceConfig.CompressionConfig.Deflate"},
+          {"zstd", 2, "message:TraceConfig.CompressionConfig.Zstd"},
+      }, {}}},
+      {"TraceConfig.CompressionConfig.Deflate", {{}, {}}},
+      {"TraceConfig.CompressionConfig.Zstd", {{
+          {"level", 1, "int32"},
       }, {}}},
       {"TraceConfig.TriggerConfig", {{
           {"trigger_mode", 1, "enum:TraceConfig.TriggerConfig.TriggerMode"},
@@ -121,6 +131,8 @@ const PerfettoTable& Perfetto() {
           {"ftrace_stats", 34, "message:FtraceStats"},
           {"trace_stats", 35, "message:TraceStats"},
           {"synchronization_marker", 36, "bytes"},
+          {"compressed_packets", 50, "bytes"},
+          {"zstd_compressed_packets", 133, "bytes"},
           {"system_info", 45, "message:SystemInfo"},
           {"trigger", 46, "message:Trigger"},
           {"service_event", 69, "message:TracingServiceEvent"},

@@ -21,7 +21,8 @@ CommandSpec TestSpec() {
       "Records.",
       {{'c', "config", "FILE", "config", false},
        {'e', "event", "EVENT", "event", true},
-       {'v', "verbose", "", "more", false}},
+       {'v', "verbose", "", "more", false},
+       {'z', "compress", "CODEC", "compress", false, /*optional_value=*/true}},
       "  ringside record\n",
       0,
       true,
@@ -35,6 +36,27 @@ TEST(CommandLineTest, FlagsAreSpelledEveryWayUsersTypeThem) {
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ(p->Get("config"), "a.pbtxt");
   }
+}
+
+// An optional value (perf's -z, our --compress[=CODEC]) comes after '=' or
+// attached to the short form; the next argument is never taken for it.
+TEST(CommandLineTest, AnOptionalValueIsGivenWithEqualsOrAttachedNeverAsTheNextArgument) {
+  for (const auto& [args, value] :
+       {std::pair<std::vector<std::string>, std::string>{{"-z"}, ""},
+        {{"--compress"}, ""},
+        {{"--compress=zstd:9"}, "zstd:9"},
+        {{"-zdeflate"}, "deflate"},
+        {{"-z=deflate"}, "deflate"}}) {
+    absl::StatusOr<ParsedArgs> p = ParseArgs(TestSpec(), args);
+    ASSERT_TRUE(p.ok()) << args[0] << ": " << p.status();
+    EXPECT_TRUE(p->Has("compress")) << args[0];
+    EXPECT_EQ(p->Get("compress", "unset"), value) << args[0];
+  }
+  absl::StatusOr<ParsedArgs> p = ParseArgs(TestSpec(), {"-z", "zstd", "-v"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->Get("compress", "unset"), "");
+  EXPECT_EQ(p->command, (std::vector<std::string>{"zstd", "-v"}));
+  EXPECT_NE(UsageText(TestSpec()).find("-z, --compress[=CODEC]"), std::string::npos);
 }
 
 TEST(CommandLineTest, RepeatableFlagsCollectEveryValueOthersAreGivenOnce) {

@@ -654,6 +654,72 @@ TEST(RecordCommandTest, TheEmbeddedConfigHasTheDurationThatWasRecorded) {
   unlink(out.c_str());
 }
 
+// -z, as perf record's: every packet of the file is in a zstd compressed
+// packet, the embedded config says so, and the closing lines give the
+// ratio. --compress=deflate and the config's compression the same.
+TEST(RecordCommandTest, DashZCompressesTheFileAndSaysHowMuch) {
+  const std::string out = TempPath("compressed.pftrace");
+  for (const auto& [flag, field] :
+       {std::pair<std::string, int>{"-z", 133}, {"--compress=deflate", 50}}) {
+    int code = -1;
+    const std::string err =
+        testing::RunRingsideCaptureStderr({"record", "-t", "500ms", flag, "-o", out}, &code);
+    ASSERT_EQ(code, 0) << err;
+    std::ifstream in(out, std::ios::binary);
+    trace::Trace raw;
+    ASSERT_TRUE(raw.ParseFromString(std::string((std::istreambuf_iterator<char>(in)), {})));
+    ASSERT_GT(raw.packet_size(), 0);
+    for (const trace::TracePacket& p : raw.packet()) {
+      EXPECT_TRUE(field == 133 ? p.has_zstd_compressed_packets() : p.has_compressed_packets())
+          << flag;
+    }
+    EXPECT_NE(err.find(field == 133 ? "ringside record: zstd: " : "ringside record: deflate: "),
+              std::string::npos)
+        << err;
+    const config::TraceConfig cfg = EmbeddedConfig(out);
+    EXPECT_EQ(field == 133 ? cfg.compression().has_zstd() : cfg.compression().has_deflate(), true)
+        << cfg.DebugString();
+    // Inflated, it is a whole recording.
+    const trace::Trace t = testing::ReadTraceFile(out);
+    EXPECT_GT(t.packet_size(), raw.packet_size());
+  }
+  unlink(out.c_str());
+}
+
+TEST(RecordCommandTest, CompressionOfAStreamedFileIsRefusedSayingWhyAndTheFileIsLeftAlone) {
+  const std::string cfg = TempPath("stream-z.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 1024 }\nwrite_into_file: true\n";
+  const std::string out = TempPath("stream-z.pftrace");
+  std::ofstream(out) << "an earlier trace";
+  int code = -1;
+  const std::string err =
+      testing::RunRingsideCaptureStderr({"record", "-c", cfg, "-z", "-o", out}, &code);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.find("a streamed file (write_into_file) cannot be compressed yet"),
+            std::string::npos)
+      << err;
+  std::ifstream in(out);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "an earlier trace");
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+}
+
+// A codec is given after '=' (perf's -z takes none): "-z zstd:9" would run
+// zstd:9 as the command, so it is refused saying how to write it.
+TEST(RecordCommandTest, ACodecAfterDashZAndASpaceIsRefusedSayingHowToWriteIt) {
+  const std::string out = TempPath("z-space.pftrace");
+  int code = -1;
+  std::string err =
+      testing::RunRingsideCaptureStderr({"record", "-o", out, "-z", "zstd:9", "true"}, &code);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.find("-z takes no value: write --compress=zstd:9"), std::string::npos) << err;
+  err = testing::RunRingsideCaptureStderr({"record", "--compress=gzip", "-o", out}, &code);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.find("unknown compression 'gzip'"), std::string::npos) << err;
+  struct stat st;
+  EXPECT_NE(stat(out.c_str(), &st), 0);
+}
+
 // An -e event this kernel does not have is refused before anything is
 // recorded, naming the event and where to look (perf refuses it too).
 TEST(RecordCommandTest, AnUnknownEventIsRefusedBeforeRecording) {

@@ -127,6 +127,17 @@ TEST(StatusTextTest, MemoryIsTheCgroupsWithTheStagingNamedNotResident) {
   EXPECT_THAT(LineWith(StatusText(old), "cost"), HasSubstr("12.34 s CPU, 48.0 MiB resident"));
 }
 
+TEST(StatusTextTest, CompressedSnapshotsSayTheCodecRatioAndCpu) {
+  control::StatusReply s = FilledReply();
+  EXPECT_THAT(StatusText(s), Not(HasSubstr("compressed (")));
+  s.mutable_snapshots()->set_codec("zstd");
+  s.mutable_snapshots()->set_compressed_in_bytes(30 << 20);
+  s.mutable_snapshots()->set_compressed_out_bytes(9 << 20);
+  s.mutable_snapshots()->set_compression_cpu_ns(94'000'000);
+  EXPECT_THAT(LineWith(StatusText(s), "compressed ("),
+              HasSubstr("compressed (zstd): 30.0 MiB into 9.0 MiB (0.30x), 94 ms of CPU"));
+}
+
 TEST(StatusTextTest, SourceLineHasStateEventsRateAndTotalLosses) {
   const std::string line = LineWith(StatusText(FilledReply()), "linux.bpf");
   EXPECT_THAT(line, HasSubstr("RUNNING"));

@@ -231,6 +231,12 @@ const std::vector<BadConfig>& BadConfigs() {
                     "  ftrace_events: \"sched/sched_switch\" drain_buffer_percent: 101 } } }\n"),
        "bad.pbtxt: line 3, column 39: data_sources[0].config.ftrace_config.drain_buffer_percent "
        "is 101: a percentage, at most 100"},
+      {"a zstd level past 19", absl::StrCat(kBuffer, "compression { zstd { level: 20 } }\n"),
+       "bad.pbtxt: line 2, column 22: compression.zstd.level is 20: zstd levels go from 1 to 19 "
+       "(0 or unset: 3)"},
+      {"compression naming no codec", absl::StrCat(kBuffer, "compression {}\n"),
+       "bad.pbtxt: line 2, column 1: compression names no codec: write compression { zstd {} } "
+       "or compression { deflate {} }"},
       // Settings of the stream without the stream.
       {"max_file_size_bytes without write_into_file",
        absl::StrCat(kBuffer, "max_file_size_bytes: 1048576\n"),

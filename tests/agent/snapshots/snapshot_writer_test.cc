@@ -114,6 +114,39 @@ TEST(SnapshotWriterTest, TheFileIsNamedForTheReasonAndCarriesTheTriggerGiven) {
   EXPECT_EQ(triggers, 1);
 }
 
+// With compression set (the agent's shipped config: zstd), every packet of
+// the file is in a compressed packet, the file reads back whole, and the
+// writer's stats count what it compressed and the CPU it took.
+TEST(SnapshotWriterTest, CompressedSnapshotsReadBackWholeAndAreCounted) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.path(), nullptr);
+  writer.set_compression({PacketCodec::kZstd, 0});
+  absl::StatusOr<std::string> path =
+      writer.Take("z", SnapshotTrigger{"fatal_signal", "bpf.incidents", 0, 42});
+  ASSERT_TRUE(path.ok()) << path.status();
+  ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+  std::ifstream in(*path, std::ios::binary);
+  trace::Trace raw;
+  ASSERT_TRUE(raw.ParseFromString(std::string((std::istreambuf_iterator<char>(in)), {})));
+  ASSERT_GT(raw.packet_size(), 0);
+  for (const trace::TracePacket& p : raw.packet()) EXPECT_TRUE(p.has_zstd_compressed_packets());
+  const trace::Trace t = testing::ReadTraceFile(*path);
+  int triggers = 0, stats = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    triggers += p.has_clone_snapshot_trigger();
+    stats += p.has_trace_stats();
+  }
+  EXPECT_EQ(triggers, 1);
+  EXPECT_EQ(stats, 1);
+  const SnapshotWriter::Stats st = writer.stats();
+  EXPECT_EQ(st.codec, PacketCodec::kZstd);
+  EXPECT_GT(st.compressed_in_bytes, st.compressed_out_bytes);
+  struct stat file;
+  ASSERT_EQ(stat(path->c_str(), &file), 0);
+  EXPECT_EQ(st.compressed_out_bytes, static_cast<uint64_t>(file.st_size));
+}
+
 TEST(SnapshotWriterTest, TwoSnapshotsInOneSecondGetTwoNames) {
   ScratchDir dir;
   std::unique_ptr<TracingSession> session = StartedSession();

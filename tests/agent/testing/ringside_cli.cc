@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <set>
 
+#include "agent/files/trace_file_reader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/paths.h"
 
@@ -138,10 +140,22 @@ std::string RunRingsideCaptureStderr(const std::vector<std::string>& args, int* 
 }
 
 trace::Trace ReadTraceFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
   trace::Trace t;
-  EXPECT_TRUE(t.ParseFromString(bytes)) << path;
+  absl::StatusOr<std::unique_ptr<TraceFileReader>> reader = TraceFileReader::Open(path);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return t;
+  std::string packet;
+  uint64_t offset = 0;
+  for (;;) {
+    const TraceFileReader::Result r = (*reader)->ReadNextPacket(&packet, &offset);
+    if (r == TraceFileReader::Result::kEnd) break;
+    if (r == TraceFileReader::Result::kError) {
+      ADD_FAILURE() << path << ": at byte " << (*reader)->error_offset() << ": "
+                    << (*reader)->error();
+      break;
+    }
+    EXPECT_TRUE(t.add_packet()->ParseFromString(packet)) << path << ": packet at byte " << offset;
+  }
   return t;
 }
 

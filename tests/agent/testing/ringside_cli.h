@@ -31,7 +31,8 @@ std::string RunProgramCapture(const std::string& binary, const std::vector<std::
 std::string RunRingsideCaptureStderr(const std::vector<std::string>& args, int* exit_code,
                                      uid_t uid = static_cast<uid_t>(-1));
 
-// Parses a trace file (a test failure if it does not parse).
+// Parses a trace file, its compressed packets replaced by the packets they
+// hold (a test failure if it does not parse).
 trace::Trace ReadTraceFile(const std::string& path);
 
 }  // namespace ringside::agent::testing
