@@ -70,7 +70,9 @@ EVENTS=(
   sched:sched_process_fork sched:sched_process_exec sched:sched_process_exit
   sched:sched_process_free task:task_rename power:cpu_frequency power:cpu_idle
 )
-TRACERS=(none kernel perf ftrace ringside rs-ftrace)
+# perf-z and rs-z: perf record -z and ringside record -z (zstd both), for
+# the bytes per event a compressed file takes.
+TRACERS=(none kernel perf perf-z ftrace ringside rs-ftrace rs-z)
 WORKLOADS=(mixed pipe)
 
 die() { echo "bench-peers: $*" >&2; exit 1; }
@@ -221,11 +223,13 @@ run_one() {
       kernel=$(awk -F, '$3 ~ /:/ && $1 ~ /^[0-9]+$/ { n += $1 } END { print n + 0 }' \
         "$dir/run/stat.csv")
       ;;
-    perf)
+    perf | perf-z)
       # Started with its events off (-D -1) and turned on through its
       # control fifo, whose ack says they are on.
       mkfifo "$dir/run/ctl" "$dir/run/ack"
-      start_tracer "$PERF" record -a -m "$PERF_MMAP" -D -1 \
+      local compress=()
+      if [ "$tracer" = perf-z ]; then compress=(-z); fi
+      start_tracer "$PERF" record -a -m "$PERF_MMAP" "${compress[@]}" -D -1 \
         --control "fifo:$dir/run/ctl,$dir/run/ack" -e "$EVENT_LIST" -o "$dir/run/perf.data" \
         2> "$dir/run/perf.log"
       timeout 30 bash -c "echo enable > '$dir/run/ctl' && read -r _ < '$dir/run/ack'" ||
@@ -286,11 +290,12 @@ run_one() {
       bytes=$(cat "$dir"/run/cpu*.raw | wc -c)
       rmdir "$instance"
       ;;
-    ringside | rs-ftrace)
+    ringside | rs-ftrace | rs-z)
       # CMD only says when recording has started (ringside runs it once
       # every source is attached) and waits; the workload runs beside.
       local config=()
       if [ "$tracer" = rs-ftrace ]; then config=(-c "$RS_FTRACE_CONFIG"); fi
+      if [ "$tracer" = rs-z ]; then config=(-z); fi
       # shellcheck disable=SC2016  # $0 is sh's
       start_tracer "$BIN" record "${config[@]}" -o "$dir/run/out.pftrace" -- \
         sh -c ': > "$0"; exec sleep 100000' "$dir/run/ready" 2> "$dir/run/ringside.log"
@@ -302,8 +307,11 @@ run_one() {
       [ -e "$dir/run/ready" ] || { cat "$dir/run/ringside.log" >&2; die "ringside record did not start"; }
       timed_workload "$workload"
       child=$(tracer_child) || die "ringside record is gone"
-      kill -INT "$child"
-      finish_tracer "ringside record" || { cat "$dir/run/ringside.log" >&2; false; }
+      # SIGTERM, which ringside passes on to CMD: a background job ignores
+      # SIGINT, so CMD would outlive it and be killed after 10 s. ringside
+      # then exits with CMD's fate, 128 + 15.
+      kill -TERM "$child"
+      finish_tracer "ringside record" 143 || { cat "$dir/run/ringside.log" >&2; false; }
       bytes=$(stat -c %s "$dir/run/out.pftrace")
       # "N events kept[ of M recorded]." and "lost N events in the staging rings"
       kept=$(sed -n 's/.*: \([0-9]*\) events kept.*/\1/p' "$dir/run/ringside.log" | tail -1)
@@ -467,7 +475,8 @@ goal_lines() {
   echo "== ringside beside its peers ($(uname -r), $NCPUS CPUs; $("$PERF" --version)) =="
   echo "events: ${EVENTS[*]}"
   echo "perf record -a -m $PERF_MMAP; ftrace: an instance of 4096 KiB a CPU read by $FTRACE_READER; ringside record, its default config"
-  echo "(BPF, and ftrace for the power events); rs-ftrace: ringside record of the same events with ftrace only (no BPF)"
+  echo "(BPF, and ftrace for the power events); rs-ftrace: ringside record of the same events with ftrace only (no BPF);"
+  echo "perf-z, rs-z: perf record -z and ringside record -z (zstd)"
   print_table mixed
   print_table pipe
   echo
@@ -475,6 +484,17 @@ goal_lines() {
   for workload in mixed pipe; do
     goal_lines "$workload" ringside "ringside (default: BPF + ftrace)"
     goal_lines "$workload" rs-ftrace "ringside ftrace-only (rs-ftrace)"
+  done
+  echo
+  echo "bytes per event kept (median output bytes / median kept), compressed and not (issue 34):"
+  for workload in mixed pipe; do
+    line="  $workload:"
+    for tracer in perf perf-z ringside rs-z; do
+      line+=" $tracer $(awk -v b="$(median "$workload" "$tracer" $C_BYTES)" \
+        -v k="$(median "$workload" "$tracer" $C_KEPT)" \
+        'BEGIN { if (b == "-" || k == "-" || k == 0) print "-"; else printf "%.2f", b / k }')"
+    done
+    echo "$line"
   done
   echo
   echo "+ns/event: (median time - median time with none) / median kernel count, the tracer's whole"
