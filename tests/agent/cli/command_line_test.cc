@@ -41,12 +41,11 @@ TEST(CommandLineTest, FlagsAreSpelledEveryWayUsersTypeThem) {
 // An optional value (perf's -z, our --compress[=CODEC]) comes after '=' or
 // attached to the short form; the next argument is never taken for it.
 TEST(CommandLineTest, AnOptionalValueIsGivenWithEqualsOrAttachedNeverAsTheNextArgument) {
-  for (const auto& [args, value] :
-       {std::pair<std::vector<std::string>, std::string>{{"-z"}, ""},
-        {{"--compress"}, ""},
-        {{"--compress=zstd:9"}, "zstd:9"},
-        {{"-zdeflate"}, "deflate"},
-        {{"-z=deflate"}, "deflate"}}) {
+  for (const auto& [args, value] : {std::pair<std::vector<std::string>, std::string>{{"-z"}, ""},
+                                    {{"--compress"}, ""},
+                                    {{"--compress=zstd:9"}, "zstd:9"},
+                                    {{"-zdeflate"}, "deflate"},
+                                    {{"-z=deflate"}, "deflate"}}) {
     absl::StatusOr<ParsedArgs> p = ParseArgs(TestSpec(), args);
     ASSERT_TRUE(p.ok()) << args[0] << ": " << p.status();
     EXPECT_TRUE(p->Has("compress")) << args[0];
