@@ -304,16 +304,6 @@ int RunRecordCommand(const ParsedArgs& args) {
     std::fprintf(stderr, "ringside record: %s\n", std::string(s.message()).c_str());
     return kExitUsage;
   }
-  // A whole file is compressed as it is written, at the end, on this
-  // thread. A streamed one would be compressed by the thread that moves
-  // chunks into the buffers, which the readers wait for: not done (yet).
-  // Refused before the output is opened, which empties a streamed file.
-  if (config.write_into_file() && PacketCompressionOf(config).codec != PacketCodec::kNone) {
-    std::fprintf(stderr,
-                 "ringside record: compression applies to whole files; a streamed file "
-                 "(write_into_file) cannot be compressed yet: drop one of the two\n");
-    return kExitUsage;
-  }
   // With CMD, a duration bounds the recording only when asked for (the
   // flag, or a config file's duration_ms): the embedded 10 s does not.
   // The config embedded in the file says what was asked for: the flag's

@@ -143,20 +143,22 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
         OpenAgentStream(config, s->output_group_, s->log_);
     if (!stream.ok()) return stream.status();
     s->stream_ = std::move(*stream);
-    if (PacketCompressionOf(config).codec != PacketCodec::kNone) {
-      // Streamed files are written by the thread that moves chunks into the
-      // buffers, which the readers wait for: compressing there is not done.
-      s->log_.Warning(
-          "compression applies to snapshots only; the streamed files (write_into_file) are "
-          "written uncompressed");
+    s->stream_sink_ = s->stream_.get();
+    if (const PacketCompression c = PacketCompressionOf(config); c.codec != PacketCodec::kNone) {
+      absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
+      if (!compressor.ok()) return compressor.status();
+      s->stream_compression_ =
+          std::make_unique<CompressingSink>(s->stream_sink_, std::move(*compressor));
+      s->stream_sink_ = s->stream_compression_.get();
     }
   }
   absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config, s.get());
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
   times.Step("sources loaded");
-  const absl::Status started =
-      s->stream_ != nullptr ? s->session_->StartIntoFiles(s->stream_.get()) : s->session_->Start();
+  const absl::Status started = s->stream_sink_ != nullptr
+                                   ? s->session_->StartIntoFiles(s->stream_sink_)
+                                   : s->session_->Start();
   times.Step("sources started");
   for (const std::string& w : s->session_->warnings()) s->log_.Warning(w);
   if (!started.ok()) return started;
@@ -315,7 +317,7 @@ int AgentService::Shutdown(const std::string& why) {
   absl::Status stopped = session_->Stop();
   if (stopped.ok() && stream_ != nullptr) {
     // The last file: the buffers' rest and its trailer, renamed into place.
-    absl::StatusOr<TracingSession::Summary> last = session_->WriteTrace(stream_.get());
+    absl::StatusOr<TracingSession::Summary> last = session_->WriteTrace(stream_sink_);
     if (!last.ok()) stopped = last.status();
   }
   LogSessionNotices();
@@ -537,7 +539,9 @@ control::StatusReply AgentService::BuildStatus() {
   control::StatusReply reply =
       status_.Reply(report, absl::Now(), options_.config_path, snaps, suppressed);
   *reply.mutable_reload() = std::move(reloads);
-  if (stream_ != nullptr) FillStreamingStatus(*stream_, report, reply.mutable_streaming());
+  if (stream_ != nullptr) {
+    FillStreamingStatus(*stream_, stream_compression_.get(), report, reply.mutable_streaming());
+  }
   return reply;
 }
 

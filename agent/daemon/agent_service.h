@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "agent/control/control_server.h"
 #include "agent/daemon/agent_status.h"
+#include "agent/files/compressing_sink.h"
 #include "agent/files/rotating_trace_file.h"
 #include "agent/lifecycle/agent_log.h"
 #include "agent/lifecycle/systemd_notifier.h"
@@ -38,7 +39,7 @@ namespace ringside::agent {
 //                    snapshot thread), but a snapshot request's clone of
 //                    the buffers runs on it
 //   snapshot thread: SnapshotWriter, one file at a time
-//   the session's own threads (sources, buffer owner)
+//   the session's own threads (sources, buffer owner, the streaming drain)
 //
 // Shutdown, in order: the control socket closes (no new requests), queued
 // snapshots are written, the session stops (sources detached, tracefs
@@ -156,6 +157,11 @@ class AgentService : public ControlHandler, public IncidentListener {
   // write_into_file: the files the session streams into. Declared before
   // the session, which writes into it until it is destroyed.
   std::unique_ptr<RotatingTraceFile> stream_;
+  // With compression: the sink over stream_ that compresses on the
+  // session's drain thread. stream_sink_ is what the session streams into
+  // (this, or stream_ itself).
+  std::unique_ptr<CompressingSink> stream_compression_;
+  RotatingSink* stream_sink_ = nullptr;
   std::unique_ptr<TracingSession> session_;
   // `snapshot --wait` requests waiting for their file, by its path: the
   // writer's report answers them. Before the writer, which reports into it

@@ -32,8 +32,8 @@ absl::StatusOr<std::unique_ptr<RotatingTraceFile>> OpenAgentStream(
   return RotatingTraceFile::Open(o);
 }
 
-void FillStreamingStatus(const RotatingTraceFile& stream, const TracingSession::Report& report,
-                         control::StreamingStatus* out) {
+void FillStreamingStatus(const RotatingTraceFile& stream, const CompressingSink* compression,
+                         const TracingSession::Report& report, control::StreamingStatus* out) {
   const RotatingTraceFile::Stats st = stream.stats();
   out->set_path(st.path);
   out->set_bytes(st.bytes);
@@ -46,6 +46,12 @@ void FillStreamingStatus(const RotatingTraceFile& stream, const TracingSession::
   out->set_bytes_lost(lost);
   out->set_write_errors(st.write_errors);
   out->set_last_error(st.last_error);
+  if (compression != nullptr) {
+    out->set_codec(PacketCodecName(compression->compression().codec));
+    out->set_compressed_in_bytes(compression->bytes_in());
+    out->set_compressed_out_bytes(compression->bytes_out());
+    out->set_compression_cpu_ns(compression->cpu_ns());
+  }
 }
 
 }  // namespace ringside::agent

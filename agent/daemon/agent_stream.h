@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "agent/files/compressing_sink.h"
 #include "agent/files/rotating_trace_file.h"
 #include "agent/lifecycle/agent_log.h"
 #include "agent/session/tracing_session.h"
@@ -28,10 +29,11 @@ void RecoverAgentStreamFiles(const std::string& output_dir, AgentLog& log);
 absl::StatusOr<std::unique_ptr<RotatingTraceFile>> OpenAgentStream(
     const config::TraceConfig& config, std::optional<gid_t> group, AgentLog& log);
 
-// The status reply's `streaming`: the files' figures, and what the buffers
-// overwrote before the drain wrote it (nothing else reads them).
-void FillStreamingStatus(const RotatingTraceFile& stream, const TracingSession::Report& report,
-                         control::StreamingStatus* out);
+// The status reply's `streaming`: the files' figures, what the buffers
+// overwrote before the drain wrote it (nothing else reads them), and the
+// compression's figures when `compression` (may be null) compresses them.
+void FillStreamingStatus(const RotatingTraceFile& stream, const CompressingSink* compression,
+                         const TracingSession::Report& report, control::StreamingStatus* out);
 
 }  // namespace ringside::agent
 

@@ -2,6 +2,8 @@
 
 #include <time.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace ringside::agent {
 namespace {
 
@@ -21,10 +23,18 @@ absl::Status CompressingSink::Write(absl::string_view packets) {
   const uint64_t cpu = ThreadCpuNs() - start;
   if (!compressed.ok()) return compressed;
   if (absl::Status st = inner_->Write(compressed_); !st.ok()) return st;
-  bytes_in_ += packets.size();
-  bytes_out_ += compressed_.size();
-  cpu_ns_ += cpu;
+  bytes_in_.fetch_add(packets.size(), std::memory_order_relaxed);
+  bytes_out_.fetch_add(compressed_.size(), std::memory_order_relaxed);
+  cpu_ns_.fetch_add(cpu, std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+absl::Status CompressingSink::NextFile() {
+  if (rotating_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(inner_->display_name(), " is one file, not a stream of files"));
+  }
+  return rotating_->NextFile();
 }
 
 }  // namespace ringside::agent

@@ -43,7 +43,7 @@ bool IsStreamFileName(absl::string_view name, absl::string_view hostname);
 // followed or overwritten.
 //
 // Write(), Finish(), FileDue() and NextFile() from one thread (the
-// session's buffer owner); stats() from any.
+// session's drain); stats() from any.
 class RotatingTraceFile : public RotatingSink {
  public:
   struct Options {

@@ -28,6 +28,13 @@ int64_t MonotonicNs() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+// The next due time after `due` that is in the future: a period missed (a
+// slow disk) is skipped, not run twice.
+int64_t NextDue(int64_t due, int64_t period, int64_t now) {
+  due += period;
+  return due > now ? due : now + period;
+}
+
 std::vector<const buffer::TraceBuffer*> Const(const std::vector<buffer::TraceBuffer*>& buffers) {
   return std::vector<const buffer::TraceBuffer*>(buffers.begin(), buffers.end());
 }
@@ -75,6 +82,9 @@ TracingSession::~TracingSession() { StopOwner(); }
 
 void TracingSession::StartOwner() {
   owner_ = std::thread([this] { BufferOwnerLoop(); });
+  if (streaming() && config_.file_write_period_ms() > 0) {
+    drain_ = std::thread([this] { DrainLoop(); });
+  }
   // Readers whose pool runs low ask the owner to commit, and wait for it.
   for (SourceSlot& slot : sources_.slots) {
     slot.producer->AttachCommitter([this] {
@@ -94,6 +104,7 @@ void TracingSession::StopOwner() {
     stop_requested_ = true;
   }
   if (owner_.joinable()) owner_.join();
+  if (drain_.joinable()) drain_.join();
   stream_state_.Claim();
 }
 
@@ -172,23 +183,14 @@ void TracingSession::Flush() {
 }
 
 void TracingSession::BufferOwnerLoop() {
-  stream_state_.Claim();
   const int64_t flush_ns = int64_t{config_.flush_period_ms()} * 1'000'000;
-  const int64_t write_ns = streaming() ? int64_t{config_.file_write_period_ms()} * 1'000'000 : 0;
   const int64_t start = MonotonicNs();
   int64_t next_move = start + kMoveChunksPeriodNs;
   int64_t next_flush = flush_ns > 0 ? start + flush_ns : INT64_MAX;
-  int64_t next_write = write_ns > 0 ? start + write_ns : INT64_MAX;
   int64_t next_cpu_check = start + kCpuHotplugPeriodNs;
   CpuHotplugWatch cpu_watch;
-  // The next due time after `due` that is in the future: a period missed
-  // (a slow disk) is skipped, not run twice.
-  auto advance = [](int64_t due, int64_t period, int64_t now) {
-    due += period;
-    return due > now ? due : now + period;
-  };
   while (true) {
-    const int64_t wake = std::min({next_move, next_flush, next_write});
+    const int64_t wake = std::min(next_move, next_flush);
     bool commit_requested = false;
     {
       absl::MutexLock lock(&stop_mu_);
@@ -203,20 +205,33 @@ void TracingSession::BufferOwnerLoop() {
     const int64_t now = MonotonicNs();
     if (now >= next_flush) {
       Flush();
-      next_flush = advance(next_flush, flush_ns, now);
+      next_flush = NextDue(next_flush, flush_ns, now);
       next_move = now + kMoveChunksPeriodNs;
-    } else if (commit_requested || now >= next_move || now >= next_write) {
+    } else if (commit_requested || now >= next_move) {
       MoveChunksIntoBuffers();
       next_move = now + kMoveChunksPeriodNs;
-    }
-    if (now >= next_write) {
-      WriteIntoFile();
-      next_write = advance(next_write, write_ns, now);
     }
     if (now >= next_cpu_check) {
       for (std::string& line : cpu_watch.Poll()) Notice(std::move(line));
       next_cpu_check = now + kCpuHotplugPeriodNs;
     }
+  }
+}
+
+void TracingSession::DrainLoop() {
+  stream_state_.Claim();
+  const int64_t write_ns = int64_t{config_.file_write_period_ms()} * 1'000'000;
+  int64_t next_write = MonotonicNs() + write_ns;
+  while (true) {
+    {
+      absl::MutexLock lock(&stop_mu_);
+      const int64_t wait = next_write - MonotonicNs();
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stop_mu_) { return stop_requested_; };
+      if (wait > 0) stop_mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Nanoseconds(wait));
+      if (stop_requested_) return;
+    }
+    WriteIntoFile();
+    next_write = NextDue(next_write, write_ns, MonotonicNs());
   }
 }
 

@@ -47,7 +47,11 @@ struct SnapshotTrigger {
 //   data source threads ──TraceWriter──► ProducerBuffer (chunks)
 //        ──buffer-owner thread: MoveChunksIntoBuffers() every 100 ms──► TraceBuffers
 //   every flush_period_ms: Flush() (scrape open chunks; durable compaction)
-//   every file_write_period_ms (write_into_file): buffers ──► the stream sink
+//   write_into_file, every file_write_period_ms on a drain thread of its own:
+//        TraceBuffers ──► the stream sink (which may compress: CompressingSink)
+//
+// The drain is not the owner's work: a slow disk or a compressing sink would
+// otherwise hold up the commits that readers short of chunks wait for.
 //
 // States, in order only:
 //   kConfigured ─Start()─► kStarted ─Stop()─► kStopping ─► kStopped
@@ -132,8 +136,8 @@ class TracingSession {
   static uint64_t MaxTraceBytes(const config::TraceConfig& config);
 
   // Starts the sources and the buffer-owner thread. With write_into_file,
-  // `stream` (which must outlive the session) gets the preamble now and the
-  // buffers every file_write_period_ms.
+  // `stream` (which must outlive the session) gets the preamble now and,
+  // from the drain thread, the buffers every file_write_period_ms.
   absl::Status Start(TraceSink* stream = nullptr);
   // The same, streaming into files one after another (the agent's rotating
   // drain): when `files` says a file is due, the current one is ended with
@@ -167,7 +171,7 @@ class TracingSession {
   // CloneCopier). Fails if memory
   // for the clone cannot be mapped; one clone at a time.
   absl::StatusOr<std::unique_ptr<SessionSnapshot>> CloneSnapshot(const SnapshotTrigger& trigger);
-  // Stops every source (all they saw committed), the owner thread, and
+  // Stops every source (all they saw committed), the owner and drain threads, and
   // moves the rest into the buffers; the sources' kernel state is removed.
   absl::Status Stop();
   // After Stop(): the rest of the trace into `sink`, which is finished.
@@ -202,13 +206,18 @@ class TracingSession {
  private:
   explicit TracingSession(config::TraceConfig config) : config_(std::move(config)) {}
   bool streaming() const { return config_.write_into_file(); }
-  // The buffer-owner thread, and the producers' commit requests to it.
+  // The buffer-owner thread, and the producers' commit requests to it; the
+  // drain thread when streaming.
   void StartOwner();
   void StopOwner();
-  // Owner thread: moves chunks, flushes and writes into the stream on their
-  // periods, to the millisecond, and moves chunks whenever a producer asks,
-  // until Stop().
+  // Owner thread: moves chunks and flushes on their periods, to the
+  // millisecond, and moves chunks whenever a producer asks, until Stop().
   void BufferOwnerLoop();
+  // Drain thread (write_into_file): WriteIntoFile() every
+  // file_write_period_ms until Stop(). It reads what the owner moved into
+  // the buffers, so the stream lags the readers by up to 100 ms until the
+  // end (WriteTrace moves and writes the rest).
+  void DrainLoop();
   // Commits what the producers queued into the buffers, and the descriptor
   // updates into the durable store.
   void MoveChunksIntoBuffers();
@@ -241,7 +250,7 @@ class TracingSession {
   std::atomic<State> state_{State::kConfigured};
   TraceSink* stream_ = nullptr;
   RotatingSink* rotating_ = nullptr;  // stream_, when it is cut into files.
-  // Owner thread: the current file was ended and no next one is open yet;
+  // Drain thread: the current file was ended and no next one is open yet;
   // opening it failed (said once, until it works again).
   bool stream_needs_file_ = false;
   bool stream_file_failed_ = false;
@@ -252,7 +261,7 @@ class TracingSession {
   // them.
   std::unique_ptr<DescriptorTracker> tracker_;
   // What wakes the owner thread: a stop, or a producer whose chunk pool is
-  // half in use (its commit request). Declared before the sources, whose
+  // half in use (its commit request); the drain thread: a stop. Declared before the sources, whose
   // reader threads make the requests, so it outlives them.
   absl::Mutex stop_mu_;
   bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
@@ -268,12 +277,12 @@ class TracingSession {
   std::vector<std::unique_ptr<buffer::TraceBuffer>> buffers_ ABSL_GUARDED_BY(mu_);
   BufferPacketReader reader_ ABSL_GUARDED_BY(mu_);
   // The stream's state (service_packets_, stream_pending_, the stream_*
-  // flags and the sinks' write side): Start()'s thread, then the buffer
-  // owner's, then the thread that stopped the owner (WriteTrace).
+  // flags and the sinks' write side): Start()'s thread, then the drain
+  // thread's, then the thread that stopped them (WriteTrace).
   OwnerThread stream_state_{"the session's stream state"};
   uint64_t service_packets_ = 0;
-  // Read from the buffers, not yet written: the write failed. Owner thread
-  // (WriteTrace once the owner has stopped).
+  // Read from the buffers, not yet written: the write failed. Drain thread
+  // (WriteTrace once it has stopped).
   std::string stream_pending_;
   std::atomic<bool> file_limit_reached_{false};
 
@@ -281,6 +290,7 @@ class TracingSession {
   std::vector<std::string> notices_ ABSL_GUARDED_BY(notices_mu_);
 
   std::thread owner_;
+  std::thread drain_;
   int64_t start_boottime_ns_ = 0;
   trace::TracePacket start_clocks_;
   trace::TracePacket start_processes_;

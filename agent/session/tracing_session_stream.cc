@@ -71,14 +71,6 @@ void TracingSession::WriteIntoFile() {
     }
     if (!out.empty() && (!StreamOut(std::move(out)) || stream_needs_file_)) return;
     if (all_read) break;
-    // A reader whose pool ran low waits for this thread: it should not wait
-    // for a whole buffer's read and write.
-    bool commit_requested = false;
-    {
-      absl::MutexLock lock(&stop_mu_);
-      std::swap(commit_requested, commit_requested_);
-    }
-    if (commit_requested) MoveChunksIntoBuffers();
   }
   if (rotating_ != nullptr && rotating_->FileDue()) {
     EndStreamFile();

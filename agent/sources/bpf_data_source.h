@@ -145,7 +145,7 @@ class BpfDataSource : public DataSource {
   std::unique_ptr<EventTallyTable> tallies_;
   bool started_ = false;
   // Written by Stop() (the main thread), read by Losses() on any thread
-  // (status, the streaming file's end on the buffer owner).
+  // (status, the streaming file's end on the drain thread).
   std::atomic<bool> stopped_{false};
 };
 

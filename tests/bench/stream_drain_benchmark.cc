@@ -33,9 +33,10 @@
 // agent commits), so a drain every 250 ms reads ~50 MB under the lock; the
 // hold grows with what a drain reads (the agent's default period is 5 s).
 // It stands for whatever else takes the session's lock (a snapshot's clone,
-// status): the agent itself moves chunks into the buffers on the drain's own
-// thread (BufferOwnerLoop), where its producers' chunk pools wait out the
-// whole drain, file write included (write_max_ms). The
+// status, and the buffer owner's moves of chunks into the buffers, which the
+// producers' chunk pools wait for: the drain has a thread of its own
+// (TracingSession::DrainLoop), so only its holds of the lock, not its file
+// writes (write_max_ms), delay them. The
 // files are cut between packets at 16 MiB as the session cuts them, without
 // the preamble and trailer the session adds to each (a few KiB). The scratch
 // directory is under $TMPDIR (else /tmp) and is removed at the end. After the

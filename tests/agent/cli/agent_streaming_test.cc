@@ -169,6 +169,55 @@ TEST_F(AgentStreamingTest, AStormMakesAtMostMaxFilesWholeSelfContainedFilesWitho
   EXPECT_GT(sj["time_range"]["duration_ns"].get<int64_t>(), 2'000'000'000) << snap_json;
 }
 
+// With the config's compression the streamed files are compressed on the
+// session's drain thread: each rotated file opens alone, and status counts
+// the bytes and CPU of it.
+TEST_F(AgentStreamingTest, CompressedFilesOpenAloneAndStatusCountsTheirCompression) {
+  ASSERT_TRUE(WriteTextFile(config_, absl::StrCat(kStreamingConfig,
+                                                  "file_rotation_period_ms: 1000\n"
+                                                  "compression { zstd {} }\n")));
+  std::unique_ptr<AgentProcess> agent = StartReady();
+  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(2);
+  absl::SleepFor(absl::Seconds(4));
+  int code = -1;
+  const std::string status_json =
+      RunRingsideCapture({"status", "--json", "--socket", socket()}, &code);
+  ASSERT_EQ(code, 0);
+  const std::string status_text = RunRingsideCapture({"status", "--socket", socket()}, &code);
+  ringside::testing::StopProcesses(storm);
+  ASSERT_EQ(RunRingside({"stop", "--wait", "--socket", socket()}), 0);
+  ASSERT_TRUE(agent->WaitExit(absl::Seconds(30)).has_value());
+
+  const nlohmann::json streaming = nlohmann::json::parse(status_json)["streaming"];
+  EXPECT_EQ(streaming["codec"], "zstd") << status_json;
+  const uint64_t in = streaming["compressed_in_bytes"].get<uint64_t>();
+  const uint64_t out = streaming["compressed_out_bytes"].get<uint64_t>();
+  EXPECT_GT(out, 0u) << status_json;
+  EXPECT_GT(in, 2 * out) << status_json;
+  EXPECT_GT(streaming["compression_cpu_ns"].get<uint64_t>(), 0u) << status_json;
+  EXPECT_TRUE(absl::StrContains(status_text, "compressed (zstd)")) << status_text;
+  EXPECT_FALSE(absl::StrContains(agent->Log(), "uncompressed")) << agent->Log();
+
+  std::vector<std::string> finished;
+  for (const std::string& name : ListDir(out_)) {
+    EXPECT_FALSE(absl::EndsWith(name, ".partial")) << name;
+    if (IsStreamFileName(name, LocalHostname())) finished.push_back(name);
+  }
+  EXPECT_GE(finished.size(), 3u) << "4 s in files of at most 1 s";
+  for (const std::string& name : finished) {
+    const std::string path = absl::StrCat(out_, "/", name);
+    const std::string json = RunRingsideCapture({"inspect", "--json", path}, &code);
+    ASSERT_EQ(code, 0) << path << " does not open whole";
+    const nlohmann::json j = nlohmann::json::parse(json);
+    EXPECT_GT(j["compression"]["zstd_packets"].get<int>(), 0) << path;
+    EXPECT_EQ(j["compression"]["deflate_packets"].get<int>(), 0) << path;
+    EXPECT_LE(j["bytes"].get<uint64_t>(), uint64_t{1} << 20) << path;  // max_file_size_bytes.
+    EXPECT_EQ(j["sched_pids"]["unresolved"].get<int>(), 0) << path;
+    EXPECT_GT(j["sched_pids"]["seen"].get<int>(), 0) << path;
+    EXPECT_EQ(j["packets_by_type"].value("trace_stats", 0), 1) << path;
+  }
+}
+
 TEST_F(AgentStreamingTest, AKilledAgentsPartialFileIsKeptWholeByTheNextAgent) {
   {
     std::unique_ptr<AgentProcess> agent = StartReady();

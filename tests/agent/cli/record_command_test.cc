@@ -204,9 +204,9 @@ TEST(RecordCommandTest, FtraceTakesOverWhenBpfCannotLoad) {
 
 // write_into_file: the file is a valid trace while it grows, and at the end
 // holds every packet exactly once (reads consume, scraped chunks completed
-// later are not read twice).
-TEST(RecordCommandTest, StreamingWritesAValidGrowingFileWithoutDuplicates) {
-  RINGSIDE_REQUIRE_TRACEFS();
+// later are not read twice). `compress`: with -z, each drain's write
+// compressed on its own, so the file is whole after each.
+void StreamIntoAValidGrowingFileWithoutDuplicates(bool compress) {
   const std::string cfg = TempPath("stream.pbtxt");
   std::ofstream(cfg) << "buffers { size_kb: 8192 }\n"
                         "data_sources { config { name: \"linux.bpf\" } }\n"
@@ -226,10 +226,13 @@ TEST(RecordCommandTest, StreamingWritesAValidGrowingFileWithoutDuplicates) {
   const std::string enough = TempPath("stream.enough");
   unlink(enough.c_str());
   pid_t pid = 0;
-  RunRingside({"record", "-c", cfg, "-o", out, "--", "/bin/sh", "-c",
+  std::vector<std::string> args = {"record", "-c", cfg, "-o", out};
+  if (compress) args.push_back("-z");
+  args.insert(args.end(),
+              {"--", "/bin/sh", "-c",
                "for i in $(seq 40); do " + own_true + "; sleep 0.03; done; i=0; while [ ! -e " +
-                   enough + " ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done"},
-              &pid, /*wait=*/false);
+                   enough + " ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done"});
+  RunRingside(args, &pid, /*wait=*/false);
   int snapshots = 0, execs_while_recording = 0;
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0) {
@@ -269,10 +272,27 @@ TEST(RecordCommandTest, StreamingWritesAValidGrowingFileWithoutDuplicates) {
   }
   EXPECT_EQ(execs, 40);
   EXPECT_TRUE(t.packet(t.packet_size() - 1).service_event().tracing_disabled());
+  // On disk: every packet a zstd-compressed one, or none.
+  std::ifstream in(out, std::ios::binary);
+  trace::Trace raw;
+  ASSERT_TRUE(raw.ParseFromString(std::string((std::istreambuf_iterator<char>(in)), {})));
+  for (const trace::TracePacket& p : raw.packet()) {
+    ASSERT_EQ(p.has_zstd_compressed_packets(), compress);
+  }
   unlink(cfg.c_str());
   unlink(out.c_str());
   unlink(enough.c_str());
   unlink(own_true.c_str());
+}
+
+TEST(RecordCommandTest, StreamingWritesAValidGrowingFileWithoutDuplicates) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  StreamIntoAValidGrowingFileWithoutDuplicates(/*compress=*/false);
+}
+
+TEST(RecordCommandTest, CompressedStreamingWritesAValidGrowingFileWithoutDuplicates) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  StreamIntoAValidGrowingFileWithoutDuplicates(/*compress=*/true);
 }
 
 // max_file_size_bytes ends a streaming recording, with a complete file.
@@ -683,24 +703,6 @@ TEST(RecordCommandTest, DashZCompressesTheFileAndSaysHowMuch) {
     const trace::Trace t = testing::ReadTraceFile(out);
     EXPECT_GT(t.packet_size(), raw.packet_size());
   }
-  unlink(out.c_str());
-}
-
-TEST(RecordCommandTest, CompressionOfAStreamedFileIsRefusedSayingWhyAndTheFileIsLeftAlone) {
-  const std::string cfg = TempPath("stream-z.pbtxt");
-  std::ofstream(cfg) << "buffers { size_kb: 1024 }\nwrite_into_file: true\n";
-  const std::string out = TempPath("stream-z.pftrace");
-  std::ofstream(out) << "an earlier trace";
-  int code = -1;
-  const std::string err =
-      testing::RunRingsideCaptureStderr({"record", "-c", cfg, "-z", "-o", out}, &code);
-  EXPECT_EQ(code, 2);
-  EXPECT_NE(err.find("a streamed file (write_into_file) cannot be compressed yet"),
-            std::string::npos)
-      << err;
-  std::ifstream in(out);
-  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "an earlier trace");
-  unlink(cfg.c_str());
   unlink(out.c_str());
 }
 

@@ -138,6 +138,19 @@ TEST(StatusTextTest, CompressedSnapshotsSayTheCodecRatioAndCpu) {
               HasSubstr("compressed (zstd): 30.0 MiB into 9.0 MiB (0.30x), 94 ms of CPU"));
 }
 
+TEST(StatusTextTest, CompressedStreamingFilesSayTheCodecRatioAndCpuUnderStreaming) {
+  control::StatusReply s = FilledReply();
+  s.mutable_streaming()->set_codec("deflate");
+  s.mutable_streaming()->set_compressed_in_bytes(8 << 20);
+  s.mutable_streaming()->set_compressed_out_bytes(2 << 20);
+  s.mutable_streaming()->set_compression_cpu_ns(61'000'000);
+  const std::string text = StatusText(s);
+  const size_t streaming = text.find("streaming");
+  const size_t compressed = text.find("compressed (deflate): 8.0 MiB into 2.0 MiB (0.25x), 61 ms");
+  ASSERT_NE(compressed, std::string::npos) << text;
+  EXPECT_GT(compressed, streaming) << text;
+}
+
 TEST(StatusTextTest, SourceLineHasStateEventsRateAndTotalLosses) {
   const std::string line = LineWith(StatusText(FilledReply()), "linux.bpf");
   EXPECT_THAT(line, HasSubstr("RUNNING"));

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -32,10 +33,13 @@
 #include "agent/config/config_loader.h"
 #include "agent/files/compressing_sink.h"
 #include "agent/files/packet_compression.h"
+#include "agent/files/rotating_trace_file.h"
 #include "agent/files/trace_sink.h"
 #include "agent/session/tracing_session.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/agent/testing/scratch_cgroup.h"
 #include "tests/testing/kernel_tracefs.h"
@@ -623,26 +627,106 @@ void ExpectAllPacketsCompressed(const std::string& path, bool zstd) {
 }
 
 // A recording compressed with each codec, as the config's `compression`
-// (Perfetto's) asks: it imports as cleanly as a plain one, to the same
+// (Perfetto's) asks, whole and streamed (each drain's write compressed on
+// the drain thread): it imports as cleanly as a plain one, to the same
 // tables.
 TEST(TraceProcessorImportTest, CompressedRecordings) {
   RINGSIDE_REQUIRE_TRACEFS();
   RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
-  for (const char* codec : {"zstd { level: 3 }", "deflate {}"}) {
-    SCOPED_TRACE(codec);
-    const bool zstd = absl::StartsWith(codec, "zstd");
-    const Recording r = Record(zstd ? "zstd" : "deflate",
+  struct Case {
+    const char* name;
+    const char* compression;
+    const char* streaming;
+  };
+  for (const Case& c :
+       {Case{"zstd", "zstd { level: 3 }", ""}, Case{"deflate", "deflate {}", ""},
+        Case{"zstd-stream", "zstd {}", "write_into_file: true\nfile_write_period_ms: 100\n"}}) {
+    SCOPED_TRACE(c.name);
+    const bool zstd = absl::StartsWith(c.compression, "zstd");
+    const Recording r = Record(c.name,
                                absl::StrCat("buffers { size_kb: 16384 }\n"
                                             "data_sources { config { name: \"linux.bpf\" } }\n"
-                                            "durable_buffer_size_kb: 2048\n"
-                                            "compression { ",
-                                            codec, " }\n"),
-                               200);
+                                            "durable_buffer_size_kb: 2048\n",
+                                            c.streaming, "compression { ", c.compression, " }\n"),
+                               300);
     ExpectAllPacketsCompressed(r.path, zstd);
     ExpectImportsCleanly(tp, r);
     ExpectNamesAndProcessTree(tp, r);
     ExpectTheSameAsItsPlainTwin(tp, r);
   }
+}
+
+// The agent's rotating files, compressed as its config asks: the session
+// drains into a CompressingSink over a RotatingTraceFile (as AgentService
+// does), files cut by size and age under a storm. Each file opens alone:
+// whole compressed packets, no import error, every scheduled pid named, the
+// same tables as its plain twin, and within the size limit on disk.
+TEST(TraceProcessorImportTest, RotatedCompressedFilesEachOpenAlone) {
+  if (geteuid() != 0) GTEST_SKIP() << "linux.bpf needs root (CAP_BPF and CAP_PERFMON)";
+  RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
+  constexpr uint64_t kMaxFileBytes = 256 << 10;
+  absl::StatusOr<config::TraceConfig> cfg =
+      ParseConfig(absl::StrCat("buffers { size_kb: 16384 }\n"
+                               "data_sources { config { name: \"linux.bpf\" } }\n"
+                               "durable_buffer_size_kb: 2048\n"
+                               "write_into_file: true\nfile_write_period_ms: 100\n"
+                               "file_rotation_period_ms: 400\nmax_file_size_bytes: ",
+                               kMaxFileBytes, "\ncompression { zstd {} }\n"),
+                  "rotated.pbtxt");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const std::string dir = TempPath("rotated");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0) << dir;
+  RotatingTraceFile::Options o;
+  o.dir = dir;
+  o.hostname = "rs-tp-test";
+  o.max_file_bytes = cfg->max_file_size_bytes();
+  o.max_file_age = absl::Milliseconds(cfg->file_rotation_period_ms());
+  absl::StatusOr<std::unique_ptr<RotatingTraceFile>> files = RotatingTraceFile::Open(o);
+  ASSERT_TRUE(files.ok()) << files.status();
+  absl::StatusOr<std::unique_ptr<PacketCompressor>> zstd =
+      PacketCompressor::Create(PacketCompressionOf(*cfg));
+  ASSERT_TRUE(zstd.ok()) << zstd.status();
+  CompressingSink compressing(files->get(), std::move(*zstd));
+  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(1);
+  {
+    absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(*cfg);
+    ASSERT_TRUE(session.ok()) << session.status();
+    ASSERT_TRUE((*session)->StartIntoFiles(&compressing).ok());
+    absl::SleepFor(absl::Milliseconds(1500));
+    ASSERT_TRUE((*session)->Stop().ok());
+    ASSERT_TRUE((*session)->WriteTrace(&compressing).ok());
+  }
+  ringside::testing::StopProcesses(storm);
+  EXPECT_GT(compressing.bytes_in(), compressing.bytes_out() * 2);
+
+  std::vector<std::string> names;
+  for (const std::string& name : testing::ListDir(dir)) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  EXPECT_GE(names.size(), 3u) << "1.5 s in files of at most 400 ms";
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    Recording r;  // Removes the file.
+    r.path = absl::StrCat(dir, "/", name);
+    EXPECT_TRUE(IsStreamFileName(name, o.hostname));
+    struct stat st;
+    ASSERT_EQ(stat(r.path.c_str(), &st), 0);
+    EXPECT_LE(static_cast<uint64_t>(st.st_size), kMaxFileBytes);
+    ExpectAllPacketsCompressed(r.path, /*zstd=*/true);
+    std::vector<std::string> problems;
+    for (const auto& row : Query(tp, r.path,
+                                 "select name, value from stats where value > 0 and "
+                                 "severity in ('error', 'warning')")) {
+      problems.push_back(absl::StrJoin(row, " = "));
+    }
+    EXPECT_TRUE(problems.empty()) << absl::StrJoin(problems, "\n");
+    EXPECT_GT(QueryInt(tp, r.path, "select count(*) from sched"), 0);
+    int code = -1;
+    const std::string json = testing::RunRingsideCapture({"inspect", "--json", r.path}, &code);
+    ASSERT_EQ(code, 0) << json;
+    EXPECT_EQ(nlohmann::json::parse(json)["sched_pids"]["unresolved"].get<int>(), 0) << json;
+    ExpectTheSameAsItsPlainTwin(tp, r);
+  }
+  rmdir(dir.c_str());
 }
 
 TEST(TraceProcessorImportTest, WrappedRingRecording) {
