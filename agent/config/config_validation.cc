@@ -212,6 +212,17 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
               absl::StrCat("is ", level, ": zstd levels go from 1 to 19 (0 or unset: 3)"));
     }
   }
+  if (cfg.has_machine_name()) {
+    const std::string& name = cfg.machine_name();
+    const bool printable = std::all_of(name.begin(), name.end(), [](char c) {
+      return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f;
+    });
+    if (name.empty() || name.size() > kMaxMachineNameBytes || !printable) {
+      v->Fail({{"machine_name", -1}},
+              absl::StrCat("is '", absl::CHexEscape(name), "': a name of 1 to ",
+                           kMaxMachineNameBytes, " printable ASCII characters"));
+    }
+  }
   if (cfg.max_consumer_cpu_percent() > kMaxConsumerCpuPercent) {
     v->Fail({{"max_consumer_cpu_percent", -1}},
             absl::StrCat("is ", cfg.max_consumer_cpu_percent(), ": percent of one CPU, 1 to ",

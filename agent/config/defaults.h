@@ -96,6 +96,8 @@ inline constexpr uint32_t kDefaultMaxSnapshotRequestsPerHour = 60;
 inline constexpr uint32_t kDefaultAgentConsumerCpuPercent = 50;
 // The most max_consumer_cpu_percent may say: a thousand CPUs.
 inline constexpr uint32_t kMaxConsumerCpuPercent = 100000;
+// The longest machine_name (SystemInfo.machine_name): a host name's 64.
+inline constexpr size_t kMaxMachineNameBytes = 64;
 
 // One CPU's share of a staging budget of `budget_kb` on a machine of
 // `cpus` CPUs. Of the budget, half goes to the BPF rings, a quarter to

@@ -186,6 +186,14 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
   summary_.packets++;
   summary_.packets_by_type[PacketType(p)]++;
 
+  summary_.packets_by_machine_id[p.machine_id()]++;
+  if (p.has_system_info() && !summary_.machine.has_value()) {
+    const trace::SystemInfo& si = p.system_info();
+    summary_.machine =
+        TraceSummary::Machine{si.machine_name(), si.boot_id(),
+                              absl::StrCat(si.utsname().sysname(), " ", si.utsname().release())};
+  }
+
   TraceSummary::Sequence& sequence = summary_.sequences[p.trusted_packet_sequence_id()];
   sequence.packets++;
   if (p.previous_packet_dropped() != 0) sequence.dropped_marks++;
@@ -332,6 +340,18 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
                                                : 0.0);
   }
 
+  if (s.machine.has_value()) {
+    absl::StrAppend(&out, "machine: ", s.machine->name.empty() ? "(unnamed)" : s.machine->name);
+    std::vector<std::string> ids;
+    for (const auto& [id, packets] : s.packets_by_machine_id) {
+      ids.push_back(id == 0 ? absl::StrCat("none (", packets, " packets)")
+                            : absl::StrFormat("%08x", id));
+    }
+    absl::StrAppend(&out, ", id ", absl::StrJoin(ids, " and "));
+    if (!s.machine->boot_id.empty()) absl::StrAppend(&out, ", boot ", s.machine->boot_id);
+    absl::StrAppend(&out, ", ", s.machine->kernel, "\n");
+  }
+
   absl::StrAppend(&out, "\nPackets by type:\n");
   for (const auto& [type, count] : s.packets_by_type) {
     absl::StrAppendFormat(&out, "  %-28s %10u\n", type, count);
@@ -447,6 +467,13 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
                       {"zstd_packets", s.compression.zstd_packets},
                       {"compressed_bytes", s.compression.compressed_bytes},
                       {"inflated_bytes", s.compression.inflated_bytes}};
+  j["machine"] = {{"name", s.machine.has_value() ? s.machine->name : ""},
+                  {"boot_id", s.machine.has_value() ? s.machine->boot_id : ""},
+                  {"kernel", s.machine.has_value() ? s.machine->kernel : ""},
+                  {"ids", nlohmann::json::array()}};
+  for (const auto& [id, packets] : s.packets_by_machine_id) {
+    j["machine"]["ids"].push_back({{"id", id}, {"packets", packets}});
+  }
   j["packets_by_type"] = nlohmann::json::object();
   for (const auto& [type, count] : s.packets_by_type) j["packets_by_type"][type] = count;
   j["sequences"] = nlohmann::json::array();

@@ -83,6 +83,17 @@ struct TraceSummary {
   // ringside_snapshot_triggers); empty for other traces.
   std::vector<trace::TraceStats::SnapshotTrigger> snapshot_triggers;
 
+  // The machine the file comes from: its first system_info packet's name,
+  // boot id and kernel, and the machine_id of the packets (by id; 0: packets
+  // without one, as files of ringside before 0.1 have).
+  struct Machine {
+    std::string name;
+    std::string boot_id;
+    std::string kernel;  // uname's sysname and release.
+  };
+  std::optional<Machine> machine;
+  std::map<uint32_t, uint64_t> packets_by_machine_id;
+
   // Perfetto's compressed packets in the file: how many of each codec, the
   // compressed bytes and the packets they held.
   struct Compression {

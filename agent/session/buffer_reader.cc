@@ -112,6 +112,9 @@ void BufferPacketReader::FramePacket(const buffer::PacketSequenceProperties& pro
   if (loss != 0) {
     buffer::AppendVarIntField(TracePacket::kPreviousPacketDroppedFieldNumber, loss, &scratch_);
   }
+  if (machine_id_ != 0) {
+    buffer::AppendVarIntField(TracePacket::kMachineIdFieldNumber, machine_id_, &scratch_);
+  }
   if (!durable) {
     CountEventsByKind(scratch_, [&](uint32_t cpu, uint32_t field, uint64_t n) {
       events_ += n;

@@ -51,6 +51,10 @@ class BufferPacketReader {
   // first event.
   void ReadAllDescriptors(buffer::DurableStore* store, std::string* out);
 
+  // Every packet framed from now on carries machine_id `id`
+  // (MachineIdentity); 0: none.
+  void set_machine_id(uint32_t id) { machine_id_ = id; }
+
   uint64_t packets() const { return packets_; }
   // Kernel events in the packets read (CountEventsInPacket).
   uint64_t events() const { return events_; }
@@ -67,6 +71,7 @@ class BufferPacketReader {
   void FramePacket(const buffer::PacketSequenceProperties& props, uint32_t loss, std::string* out);
 
   std::map<uint32_t, uint32_t> sequence_ids_;  // By producer << 16 | writer.
+  uint32_t machine_id_ = 0;
   uint64_t packets_ = 0;
   uint64_t events_ = 0;
   // By EventKey(): producer, CPU, FtraceEvent field.

@@ -36,9 +36,12 @@ TracePacket TraceUuidPacket() {
   return uuid;
 }
 
-TracePacket SystemInfoPacket() {
+TracePacket SystemInfoPacket(const MachineIdentity& machine) {
   TracePacket info;
   trace::SystemInfo* si = info.mutable_system_info();
+  si->set_machine_name(machine.name);
+  if (!machine.boot_id.empty()) si->set_boot_id(machine.boot_id);
+  si->set_machine_id_source(machine.id_source);
   utsname u;
   if (uname(&u) == 0) {
     auto* un = si->mutable_utsname();
@@ -209,8 +212,9 @@ TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources
   return packet;
 }
 
-void AppendServicePacket(TracePacket packet, std::string* out) {
+void AppendServicePacket(TracePacket packet, uint32_t machine_id, std::string* out) {
   packet.set_trusted_packet_sequence_id(kServiceSequenceId);
+  if (machine_id != 0) packet.set_machine_id(machine_id);
   buffer::AppendFramedPacket(packet.SerializeAsString(), out);
 }
 

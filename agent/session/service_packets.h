@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "agent/session/buffer_reader.h"
+#include "agent/session/machine_identity.h"
 #include "agent/sources/data_source.h"
 #include "agent/writer/producer_buffer.h"
 #include "buffer/durable_store.h"
@@ -27,7 +28,8 @@ namespace ringside::agent {
 // clone_snapshot_trigger packet and its data with trace_stats.
 //
 // They go on sequence 1; the durable descriptors on 2; data sources get
-// 3, 4, ...
+// 3, 4, ... Every packet carries the machine's id (MachineIdentity), these
+// from AppendServicePacket, the rest from BufferPacketReader.
 inline constexpr uint32_t kServiceSequenceId = 1;
 inline constexpr uint32_t kDescriptorSequenceId = 2;
 inline constexpr uint32_t kFirstDataSequenceId = 3;
@@ -36,9 +38,9 @@ int64_t BoottimeNowNs();
 
 // A random trace_uuid: each file is one trace to the importer.
 trace::TracePacket TraceUuidPacket();
-// This machine: uname, hostname, ringside's version, page size, CPUs,
-// time zone.
-trace::TracePacket SystemInfoPacket();
+// This machine: its name and boot id (`machine`), uname, hostname,
+// ringside's version, page size, CPUs, time zone.
+trace::TracePacket SystemInfoPacket(const MachineIdentity& machine);
 // BOOTTIME (the trace's clock), MONOTONIC and REALTIME read together, so
 // tools can line the trace up with wall time.
 trace::TracePacket ClockSnapshotPacket();
@@ -80,8 +82,9 @@ trace::TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& 
                                     const buffer::DurableStore* durable,
                                     const std::vector<EventLoss>* event_losses = nullptr);
 
-// Frames `packet` on the service sequence and appends it to `out`.
-void AppendServicePacket(trace::TracePacket packet, std::string* out);
+// Frames `packet` on the service sequence, from machine `machine_id`
+// (MachineIdentity; 0: none), and appends it to `out`.
+void AppendServicePacket(trace::TracePacket packet, uint32_t machine_id, std::string* out);
 
 }  // namespace ringside::agent
 

@@ -46,6 +46,11 @@ absl::StatusOr<std::unique_ptr<TracingSession>> TracingSession::Create(
   ApplyDefaults(&config);
   std::unique_ptr<TracingSession> s(new TracingSession(std::move(config)));
   const config::TraceConfig& cfg = s->config_;
+  s->machine_ = ReadMachineIdentity(cfg.machine_name());
+  {
+    absl::MutexLock lock(&s->mu_);
+    s->reader_.set_machine_id(s->machine_.id);
+  }
   {
     absl::MutexLock lock(&s->mu_);
     for (const auto& b : cfg.buffers()) {
@@ -355,11 +360,11 @@ absl::Status TracingSession::Stop() {
 
 void TracingSession::AppendPreamble(std::string* out, bool fresh_scan) {
   auto emit = [&](TracePacket p) {
-    AppendServicePacket(std::move(p), out);
+    AppendServicePacket(std::move(p), machine_.id, out);
     service_packets_++;
   };
   emit(TraceUuidPacket());
-  emit(SystemInfoPacket());
+  emit(SystemInfoPacket(machine_));
   emit(start_clocks_);
   emit(TraceConfigPacket(config_));
   // With the durable store, its descriptors (seeded from this scan) follow.
@@ -384,7 +389,7 @@ absl::StatusOr<TracingSession::Summary> TracingSession::WriteTrace(TraceSink* si
   std::string out;
   if (!into_stream) AppendPreamble(&out);
   auto emit = [&](TracePacket p) {
-    AppendServicePacket(std::move(p), &out);
+    AppendServicePacket(std::move(p), machine_.id, &out);
     service_packets_++;
   };
   Summary summary;
@@ -465,6 +470,7 @@ absl::StatusOr<std::unique_ptr<SessionSnapshot>> TracingSession::CloneSnapshot(
   }
   snap->trigger_ = trigger;
   snap->config_ = config_;
+  snap->machine_ = machine_;
   snap->durable_ = tracker_ != nullptr;
   snap->started_at_ns_ = start_boottime_ns_;
   snap->cloned_at_ns_ = BoottimeNowNs();
@@ -519,9 +525,9 @@ absl::StatusOr<std::unique_ptr<SessionSnapshot>> TracingSession::CloneSnapshot(
 
 absl::Status SessionSnapshot::WriteTo(TraceSink* sink) {
   std::string out;
-  auto emit = [&](TracePacket p) { AppendServicePacket(std::move(p), &out); };
+  auto emit = [&](TracePacket p) { AppendServicePacket(std::move(p), machine_.id, &out); };
   emit(TraceUuidPacket());
-  emit(SystemInfoPacket());
+  emit(SystemInfoPacket(machine_));
   emit(clocks_);
   emit(TraceConfigPacket(config_));
   if (!durable_) emit(ScanProcesses());
@@ -531,6 +537,7 @@ absl::Status SessionSnapshot::WriteTo(TraceSink* sink) {
   emit(CloneSnapshotTriggerPacket(trigger_.name, trigger_.producer_name, trigger_.uid,
                                   trigger_.boottime_ns));
   BufferPacketReader reader;
+  reader.set_machine_id(machine_.id);
   std::vector<buffer::TraceBuffer*> buffers;
   for (auto& b : buffers_) buffers.push_back(b.get());
   if (absl::Status st = reader.WriteInto(buffers, &out, sink, kWriteBatchBytes); !st.ok()) {

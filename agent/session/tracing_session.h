@@ -16,6 +16,7 @@
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/files/trace_sink.h"
 #include "agent/session/buffer_reader.h"
+#include "agent/session/machine_identity.h"
 #include "agent/session/service_packets.h"
 #include "agent/sources/data_source.h"
 #include "agent/sources/incident.h"
@@ -248,6 +249,8 @@ class TracingSession {
 
   config::TraceConfig config_;
   std::atomic<State> state_{State::kConfigured};
+  // Read at Create(); every packet of every file carries its id.
+  MachineIdentity machine_;
   TraceSink* stream_ = nullptr;
   RotatingSink* rotating_ = nullptr;  // stream_, when it is cut into files.
   // Drain thread: the current file was ended and no next one is open yet;
@@ -324,6 +327,7 @@ class SessionSnapshot {
   friend class TracingSession;
   SessionSnapshot() = default;
   config::TraceConfig config_;
+  MachineIdentity machine_;
   std::vector<std::unique_ptr<buffer::TraceBuffer>> buffers_;
   bool durable_ = false;
   int64_t started_at_ns_ = 0;

@@ -130,7 +130,7 @@ bool TracingSession::StreamOut(std::string data) {
 void TracingSession::EndStreamFile() {
   stream_state_.Check();
   std::string tail;
-  AppendServicePacket(ClockSnapshotPacket(), &tail);
+  AppendServicePacket(ClockSnapshotPacket(), machine_.id, &tail);
   const std::vector<SourceStats> sources = CollectSourceStats();
   {
     absl::MutexLock lock(&mu_);
@@ -139,7 +139,7 @@ void TracingSession::EndStreamFile() {
         TraceStatsPacket(BoottimeNowNs(), sources,
                          std::vector<const buffer::TraceBuffer*>(buffers.begin(), buffers.end()),
                          tracker_ != nullptr ? buffers_[0]->durable() : nullptr),
-        &tail);
+        machine_.id, &tail);
   }
   service_packets_ += 2;
   if (absl::Status st = WriteToStream(tail); !st.ok()) {

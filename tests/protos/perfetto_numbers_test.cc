@@ -146,6 +146,7 @@ const PerfettoTable& Perfetto() {
           {"incremental_state_cleared", 41, "bool"},
           {"previous_packet_dropped", 42, "uint32"},
           {"first_packet_on_sequence", 87, "bool"},
+          {"machine_id", 98, "uint32"},
       }, {{1000, 1999} /* extensions, allocated by Perfetto */}}},
       // protos/perfetto/trace/clock_snapshot.proto
       {"ClockSnapshot", {{
@@ -374,6 +375,7 @@ const PerfettoTable& Perfetto() {
           {"page_size", 6, "uint32"},
           {"timezone_off_mins", 7, "int32"},
           {"num_cpus", 8, "uint32"},
+          {"machine_name", 17, "string"},
       }, {}}},
       // protos/perfetto/common/trace_stats.proto
       {"TraceStats", {{

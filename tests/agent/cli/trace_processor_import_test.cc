@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +36,7 @@
 #include "agent/files/packet_compression.h"
 #include "agent/files/rotating_trace_file.h"
 #include "agent/files/trace_sink.h"
+#include "agent/session/machine_identity.h"
 #include "agent/session/tracing_session.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -726,6 +728,81 @@ TEST(TraceProcessorImportTest, RotatedCompressedFilesEachOpenAlone) {
     EXPECT_EQ(nlohmann::json::parse(json)["sched_pids"]["unresolved"].get<int>(), 0) << json;
     ExpectTheSameAsItsPlainTwin(tp, r);
   }
+  rmdir(dir.c_str());
+}
+
+// Files of two machines in one TAR, as Perfetto's importer takes several
+// traces: every packet carries its machine's id, so the importer keeps two
+// machines, named after each file's SystemInfo.machine_name, each with its
+// own processes (pids collide) and scheduling, and no error. "Machine" B
+// is this one in a mount and UTS namespace of its own: another
+// /etc/machine-id and host name (the clocks are the same here; lining
+// machines up on REALTIME is the importer's, tested by the kernel matrix).
+TEST(TraceProcessorImportTest, TwoMachinesInOneTarStayApartAndNamed) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
+  const std::string cfg = TempPath("machines.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 8192 }\n"
+                        "data_sources { config { name: \"linux.bpf\" } }\n"
+                        "durable_buffer_size_kb: 2048\n";
+  const std::string dir = TempPath("machines");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string a = dir + "/node-a.pftrace", b = dir + "/node-b.pftrace";
+  ASSERT_EQ(testing::RunRingside({"record", "-c", cfg, "-t", "1s", "-o", a}), 0);
+  const std::string machine_id = dir + "/machine-id";
+  std::ofstream(machine_id) << "0123456789abcdef0123456789abcdef\n";
+  // Without /etc/machine-id here, B's id is a hash of its other name.
+  const std::string bind = access("/etc/machine-id", F_OK) == 0
+                               ? "mount --bind " + machine_id + " /etc/machine-id && "
+                               : "";
+  int code = -1;
+  testing::RunProgramCapture(
+      "/usr/bin/unshare",
+      {"--mount", "--uts", "--propagation", "private", "/bin/sh", "-c",
+       bind + "hostname rs-node-b && exec " + ringside::testing::RingsideBinary() + " record -c " +
+           cfg + " -t 1s -o " + b},
+      &code);
+  ASSERT_EQ(code, 0) << "ringside record in namespaces of its own";
+  utsname u;
+  ASSERT_EQ(uname(&u), 0);
+  const std::string tar = dir + "/incident.tar";
+  testing::RunProgramCapture("/bin/tar", {"cf", tar, "-C", dir, "node-a.pftrace", "node-b.pftrace"},
+                             &code);
+  ASSERT_EQ(code, 0);
+
+  // Alone, a file is one machine, named.
+  const auto alone = Query(tp, a, "select name from machine");
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_EQ(alone[0][0], u.nodename);
+  // Together, two, each with its id, its processes and its scheduling.
+  const auto machines = Query(tp, tar,
+                              "select m.name, m.raw_id, "
+                              "(select count(*) from process p where p.machine_id = m.id), "
+                              "(select count(*) from process p where p.machine_id = m.id "
+                              "and p.pid = 1), "
+                              "(select count(*) from sched s join cpu c using (ucpu) "
+                              "where c.machine_id = m.id) "
+                              "from machine m order by m.name");
+  ASSERT_EQ(machines.size(), 2u);
+  const std::vector<std::string> names = {machines[0][0], machines[1][0]};
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()),
+            (std::set<std::string>{u.nodename, "rs-node-b"}));
+  for (const auto& m : machines) {
+    SCOPED_TRACE(m[0]);
+    int64_t processes = 0, init = 0, switches = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(m[2], &processes) && absl::SimpleAtoi(m[3], &init) &&
+                absl::SimpleAtoi(m[4], &switches));
+    EXPECT_GT(processes, 1);
+    EXPECT_EQ(init, 1);
+    EXPECT_GT(switches, 0);
+    if (m[0] == "rs-node-b") {
+      EXPECT_EQ(m[1], std::to_string(bind.empty() ? MachineIdFromName("rs-node-b") : 0x01234567));
+    }
+  }
+  EXPECT_NE(machines[0][1], machines[1][1]);
+  EXPECT_TRUE(
+      Query(tp, tar, "select name from stats where value > 0 and severity = 'error'").empty());
+  for (const std::string& f : {a, b, machine_id, tar}) unlink(f.c_str());
   rmdir(dir.c_str());
 }
 

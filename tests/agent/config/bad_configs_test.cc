@@ -237,6 +237,12 @@ const std::vector<BadConfig>& BadConfigs() {
       {"compression naming no codec", absl::StrCat(kBuffer, "compression {}\n"),
        "bad.pbtxt: line 2, column 1: compression names no codec: write compression { zstd {} } "
        "or compression { deflate {} }"},
+      {"a machine name with a newline", absl::StrCat(kBuffer, "machine_name: \"db-1\\n\"\n"),
+       "bad.pbtxt: line 2, column 1: machine_name is 'db-1\\n': a name of 1 to 64 printable "
+       "ASCII characters"},
+      {"an empty machine name", absl::StrCat(kBuffer, "machine_name: \"\"\n"),
+       "bad.pbtxt: line 2, column 1: machine_name is '': a name of 1 to 64 printable ASCII "
+       "characters"},
       // Settings of the stream without the stream.
       {"max_file_size_bytes without write_into_file",
        absl::StrCat(kBuffer, "max_file_size_bytes: 1048576\n"),

@@ -159,6 +159,38 @@ TEST(TraceInspectorTest, SummarizesEveryPartOfATrace) {
   EXPECT_EQ(std::get<uint64_t>(s->nonzero_stats[2].second), 2u);
 }
 
+// The machine a file comes from, and its packets by machine id: a file
+// whose packets do not all carry the machine's id is seen to.
+TEST(TraceInspectorTest, NamesTheMachineAndCountsPacketsByMachineId) {
+  Trace trace;
+  TracePacket* p = trace.add_packet();
+  p->set_machine_id(0x3d1219c7);
+  trace::SystemInfo* si = p->mutable_system_info();
+  si->set_machine_name("db-1");
+  si->set_boot_id("2b80db8d-68fb-4d46-8582-629db27d8174");
+  si->mutable_utsname()->set_sysname("Linux");
+  si->mutable_utsname()->set_release("6.1.0-50-amd64");
+  trace.add_packet()->set_machine_id(0x3d1219c7);
+  trace.add_packet()->set_timestamp(1);
+  const std::string path = WriteFile("machine", trace.SerializeAsString());
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(s->machine.has_value());
+  EXPECT_EQ(s->machine->name, "db-1");
+  EXPECT_EQ(s->machine->kernel, "Linux 6.1.0-50-amd64");
+  const std::map<uint32_t, uint64_t> ids = {{0, 1}, {0x3d1219c7, 2}};
+  EXPECT_EQ(s->packets_by_machine_id, ids);
+  EXPECT_NE(
+      SummaryToText(path, *s).find("machine: db-1, id none (1 packets) and 3d1219c7, boot "
+                                   "2b80db8d-68fb-4d46-8582-629db27d8174, Linux 6.1.0-50-amd64\n"),
+      std::string::npos)
+      << SummaryToText(path, *s);
+  const nlohmann::json j = SummaryToJson(path, *s);
+  EXPECT_EQ(j["machine"]["name"], "db-1");
+  EXPECT_EQ(j["machine"]["ids"][1]["id"], 0x3d1219c7u);
+  EXPECT_EQ(j["machine"]["ids"][1]["packets"], 2u);
+}
+
 TEST(TraceInspectorTest, LaterStatsPacketReplacesEarlierOne) {
   Trace trace;
   trace.add_packet()->mutable_trace_stats()->add_buffer_stats()->set_chunks_written(5);

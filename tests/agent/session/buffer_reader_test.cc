@@ -70,5 +70,26 @@ TEST(BufferPacketReaderTest, ReadingInBatchesGetsEveryPacketOnceInOrder) {
   EXPECT_TRUE(rest.empty());
 }
 
+// Every packet read carries the machine's id, the producers' own too (a
+// field a producer set is overridden: the reader's comes last).
+TEST(BufferPacketReaderTest, EveryPacketCarriesTheMachineId) {
+  auto tb = buffer::TraceBuffer::Create(1 << 20);
+  ProducerBuffer producer(1, {}, ProducerBuffer::Options{});
+  {
+    auto w = producer.CreateTraceWriter(3);
+    auto packet = w->NewTracePacket();
+    packet->AppendVarInt(trace::TracePacket::kMachineIdFieldNumber, 7);
+  }
+  WritePackets(&producer, tb.get(), 10);
+  BufferPacketReader reader;
+  reader.set_machine_id(0x3d1219c7);
+  std::string out;
+  reader.ReadInto({tb.get()}, &out);
+  trace::Trace t;
+  ASSERT_TRUE(t.ParseFromString(out));
+  ASSERT_EQ(t.packet_size(), 21);
+  for (const trace::TracePacket& p : t.packet()) EXPECT_EQ(p.machine_id(), 0x3d1219c7u);
+}
+
 }  // namespace
 }  // namespace ringside::agent
