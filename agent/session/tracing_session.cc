@@ -1,6 +1,7 @@
 #include "agent/session/tracing_session.h"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <utility>
@@ -21,6 +22,11 @@ using trace::TracePacket;
 constexpr int64_t kMoveChunksPeriodNs = 100'000'000;
 // How often the owner thread looks for CPUs gone offline or back.
 constexpr int64_t kCpuHotplugPeriodNs = 1'000'000'000;
+// How often the owner thread writes a clock snapshot into the first buffer
+// by default (builtin_data_sources.snapshot_interval_ms): whatever window of
+// the ring a file holds, its BOOTTIME is tied to REALTIME within the last
+// 10 s, as files of other machines are lined up on REALTIME.
+constexpr int64_t kDefaultClockSnapshotPeriodNs = 10'000'000'000;
 
 int64_t MonotonicNs() {
   timespec ts;
@@ -71,6 +77,14 @@ absl::StatusOr<std::unique_ptr<TracingSession>> TracingSession::Create(
           size_t{cfg.durable_buffer_size_kb()} * 1024, s->buffers_[0]->size()));
       s->tracker_ = std::make_unique<DescriptorTracker>();
     }
+  }
+  if (!s->buffers_.empty() && !cfg.builtin_data_sources().disable_clock_snapshotting()) {
+    ProducerBuffer::Options clock_options;
+    clock_options.num_chunks = 4;
+    clock_options.policy = PoolExhaustedPolicy::kDrop;
+    s->clock_producer_ = std::make_unique<ProducerBuffer>(
+        kClockProducerId, buffer::ClientIdentity{getuid(), getpid()}, clock_options);
+    s->clock_writer_ = s->clock_producer_->CreateTraceWriter(1);
   }
   s->sources_ = BuildDataSources(cfg, s->tracker_.get(), incidents);
   s->warnings_ = s->sources_.warnings;
@@ -168,11 +182,24 @@ absl::Status TracingSession::Start(TraceSink* stream) {
   return absl::OkStatus();
 }
 
+void TracingSession::WriteClockSnapshot() {
+  if (clock_writer_ == nullptr) return;
+  const TracePacket clocks = ClockSnapshotPacket();
+  {
+    TraceWriter::PacketHandle packet = clock_writer_->NewTracePacket();
+    packet->AppendVarInt(TracePacket::kTimestampFieldNumber, clocks.timestamp());
+    packet->AppendString(TracePacket::kClockSnapshotFieldNumber,
+                         clocks.clock_snapshot().SerializeAsString());
+  }
+  clock_writer_->Flush();
+}
+
 void TracingSession::MoveChunksIntoBuffers() {
   absl::MutexLock lock(&mu_);
   for (SourceSlot& slot : sources_.slots) {
     slot.producer->CommitQueuedInto(buffers_[slot.target_buffer].get());
   }
+  if (clock_producer_ != nullptr) clock_producer_->CommitQueuedInto(buffers_[0].get());
   if (tracker_ != nullptr) tracker_->ApplyTo(buffers_[0]->durable());
 }
 
@@ -193,9 +220,14 @@ void TracingSession::BufferOwnerLoop() {
   int64_t next_move = start + kMoveChunksPeriodNs;
   int64_t next_flush = flush_ns > 0 ? start + flush_ns : INT64_MAX;
   int64_t next_cpu_check = start + kCpuHotplugPeriodNs;
+  const int64_t clocks_ns =
+      config_.builtin_data_sources().snapshot_interval_ms() > 0
+          ? int64_t{config_.builtin_data_sources().snapshot_interval_ms()} * 1'000'000
+          : kDefaultClockSnapshotPeriodNs;
+  int64_t next_clocks = clock_writer_ != nullptr ? start + clocks_ns : INT64_MAX;
   CpuHotplugWatch cpu_watch;
   while (true) {
-    const int64_t wake = std::min(next_move, next_flush);
+    const int64_t wake = std::min({next_move, next_flush, next_clocks});
     bool commit_requested = false;
     {
       absl::MutexLock lock(&stop_mu_);
@@ -208,6 +240,11 @@ void TracingSession::BufferOwnerLoop() {
       std::swap(commit_requested, commit_requested_);
     }
     const int64_t now = MonotonicNs();
+    if (now >= next_clocks) {
+      WriteClockSnapshot();  // Committed by the move or flush below.
+      next_clocks = NextDue(next_clocks, clocks_ns, now);
+      commit_requested = true;
+    }
     if (now >= next_flush) {
       Flush();
       next_flush = NextDue(next_flush, flush_ns, now);

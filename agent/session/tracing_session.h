@@ -21,6 +21,8 @@
 #include "agent/sources/data_source.h"
 #include "agent/sources/incident.h"
 #include "agent/sources/source_factory.h"
+#include "agent/writer/producer_buffer.h"
+#include "agent/writer/trace_writer.h"
 #include "buffer/durable_store.h"
 #include "buffer/trace_buffer.h"
 #include "ftrace/tracefs.h"
@@ -219,9 +221,14 @@ class TracingSession {
   // the buffers, so the stream lags the readers by up to 100 ms until the
   // end (WriteTrace moves and writes the rest).
   void DrainLoop();
-  // Commits what the producers queued into the buffers, and the descriptor
-  // updates into the durable store.
+  // Commits what the producers queued into the buffers (the clock
+  // snapshots into the first), and the descriptor updates into the durable
+  // store.
   void MoveChunksIntoBuffers();
+  // Owner thread: a clock snapshot (BOOTTIME, MONOTONIC, REALTIME) into the
+  // first buffer, every builtin_data_sources.snapshot_interval_ms (10 s),
+  // so that any window of the ring has one.
+  void WriteClockSnapshot();
   // write_into_file: a periodic write of the buffers into the stream. When
   // the write fails (a full disk), the packets read are kept and retried
   // first the next time, and nothing more is read from the buffers
@@ -270,6 +277,12 @@ class TracingSession {
   bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
   bool commit_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
   BuiltSources sources_;
+  // The session's own producer, of the periodic clock snapshots: written by
+  // the owner thread alone, committed into buffers_[0] with the sources'
+  // chunks. Null without buffers or with disable_clock_snapshotting.
+  static constexpr buffer::ProducerID kClockProducerId = 0xffff;
+  std::unique_ptr<ProducerBuffer> clock_producer_;
+  std::unique_ptr<TraceWriter> clock_writer_;
   std::vector<std::string> warnings_;
   // Staging losses, kept from Stop() on, when the sources are gone.
   std::vector<SourceStats> final_source_stats_;

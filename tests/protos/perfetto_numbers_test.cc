@@ -70,6 +70,11 @@ const PerfettoTable& Perfetto() {
           {"compression_type", 24, "enum:TraceConfig.CompressionType"},
           {"output_path", 29, "string"},
           {"compression", 47, "message:TraceConfig.CompressionConfig"},
+          {"builtin_data_sources", 20, "message:TraceConfig.BuiltinDataSource"},
+      }, {}}},
+      {"TraceConfig.BuiltinDataSource", {{
+          {"disable_clock_snapshotting", 1, "bool"},
+          {"snapshot_interval_ms", 6, "uint32"},
       }, {}}},
       {"TraceConfig.CompressionConfig", {{
           {"deflate", 1, "message:TraceConfig.CompressionConfig.Deflate"},

@@ -82,6 +82,65 @@ TEST(TracingSessionTest, MovesThroughItsStatesInOrderOnly) {
   EXPECT_EQ(summary->file_bytes, sink.data().size());
 }
 
+// Clock snapshots go into the ring every snapshot_interval_ms, so that a
+// snapshot of any window of it ties BOOTTIME to REALTIME (files of several
+// machines are lined up on it); a snapshot holds them with its own, and
+// every packet carries the machine's id.
+TEST(TracingSessionTest, ClockSnapshotsGoIntoTheRingEveryInterval) {
+  config::TraceConfig cfg = BuffersOnly(true);
+  cfg.mutable_builtin_data_sources()->set_snapshot_interval_ms(100);
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Start().ok());
+  // Up to 10 s for three intervals, on a loaded machine.
+  int in_ring = 0;
+  std::string snapshot;
+  for (int tries = 0; tries < 100 && in_ring < 3; tries++) {
+    absl::SleepFor(absl::Milliseconds(100));
+    absl::StatusOr<std::unique_ptr<SessionSnapshot>> snap = (*s)->CloneSnapshot(ManualTrigger());
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    StringSink sink;
+    ASSERT_TRUE((*snap)->WriteTo(&sink).ok());
+    snapshot = sink.data();
+    in_ring = 0;
+    const trace::Trace t = Parse(snapshot);
+    for (const trace::TracePacket& p : t.packet()) {
+      if (!p.has_clock_snapshot() || p.trusted_packet_sequence_id() == kServiceSequenceId) continue;
+      in_ring++;
+      std::set<uint32_t> clocks;
+      for (const auto& c : p.clock_snapshot().clocks()) clocks.insert(c.clock_id());
+      EXPECT_EQ(clocks, (std::set<uint32_t>{1, 3, 6}));  // REALTIME, MONOTONIC, BOOTTIME.
+      EXPECT_GT(p.timestamp(), 0u);
+    }
+  }
+  EXPECT_GE(in_ring, 3);
+  uint32_t machine_id = 0;
+  const trace::Trace t = Parse(snapshot);
+  for (const trace::TracePacket& p : t.packet()) {
+    if (machine_id == 0) machine_id = p.machine_id();
+    EXPECT_EQ(p.machine_id(), machine_id);
+  }
+  EXPECT_NE(machine_id, 0u);
+  ASSERT_TRUE((*s)->Stop().ok());
+}
+
+TEST(TracingSessionTest, NoClockSnapshotsInTheRingWhenDisabled) {
+  config::TraceConfig cfg = BuffersOnly(false);
+  cfg.mutable_builtin_data_sources()->set_snapshot_interval_ms(100);
+  cfg.mutable_builtin_data_sources()->set_disable_clock_snapshotting(true);
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->Start().ok());
+  absl::SleepFor(absl::Milliseconds(350));
+  ASSERT_TRUE((*s)->Stop().ok());
+  StringSink sink;
+  ASSERT_TRUE((*s)->WriteTrace(&sink).ok());
+  int clocks = 0;
+  const trace::Trace t = Parse(sink.data());
+  for (const trace::TracePacket& p : t.packet()) clocks += p.has_clock_snapshot();
+  EXPECT_EQ(clocks, 2);  // The file's start and end.
+}
+
 TEST(TracingSessionTest, AWholeFileHasThePreambleThenTheDataThenTheTrailer) {
   absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(BuffersOnly(false));
   ASSERT_TRUE(s.ok()) << s.status();
