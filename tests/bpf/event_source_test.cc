@@ -160,8 +160,14 @@ TEST(EventSourceTest, AWakeupNamesTheCpuItsTaskIsQueuedOn) {
   EXPECT_GE(switched_in, 150u);
 }
 
+// The whole machine's scheduling is recorded (the child's wakeup_new
+// included, which a filter naming it could not catch), so under a load of
+// other tasks (flake-check's hackbench and a compile: 6,064 switches lost
+// once on 1 MiB rings, the reader starved for 600 ms) the rings may lose
+// other tasks' records: an 8 MiB ring per CPU holds such a stall, and only
+// the child's records are counted. Drops are named in the failures.
 TEST(EventSourceTest, SchedulingRecordsPerCpuInOrderFromOneRingPerCpu) {
-  RINGSIDE_LOAD_BPF_OR_SKIP(source, EventSource::Options{});
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, WithRingSize(8 << 20));
   ASSERT_TRUE(source->Attach().ok());
   const pid_t child = SwitchStorm(500);
   Collected c;
@@ -187,13 +193,19 @@ TEST(EventSourceTest, SchedulingRecordsPerCpuInOrderFromOneRingPerCpu) {
   // does not block. CI saw 493 of 500. Ins and outs need not balance
   // exactly: the tracepoint skips a transition now and then (498 in, 501 out
   // seen once here; see the chain breaks below).
-  EXPECT_GE(switched_out, 450u);
-  EXPECT_GE(switched_in, 450u);
-  EXPECT_GE(child_wakeups, 400u);  // And a timer wakes it (a few sleeps may not block).
+  std::string drops;
+  for (uint32_t type = 1; type < RS_EV_MAX; type++) {
+    if (source->drops(type) > 0) absl::StrAppend(&drops, " type ", type, ": ", source->drops(type));
+  }
+  if (drops.empty()) drops = " none";
+  EXPECT_GE(switched_out, 450u) << "records the rings dropped:" << drops;
+  EXPECT_GE(switched_in, 450u) << "records the rings dropped:" << drops;
+  // And a timer wakes it (a few sleeps may not block).
+  EXPECT_GE(child_wakeups, 400u) << "records the rings dropped:" << drops;
   bool child_started = false;
   for (const rs_sched_wakeup& e : c.wakeups_new) child_started |= e.pid == child;
-  EXPECT_TRUE(child_started) << "no sched_wakeup_new for the child";
-  for (uint32_t type = 1; type < RS_EV_MAX; type++) EXPECT_EQ(source->drops(type), 0u) << type;
+  EXPECT_TRUE(child_started) << "no sched_wakeup_new for the child; records the rings dropped:"
+                             << drops;
 }
 
 // The kernel's own record of the sched_switch tracepoint: an ftrace
