@@ -12,6 +12,7 @@
 #include "agent/cli/command_line.h"
 #include "agent/cli/inspect_command.h"
 #include "agent/cli/list_command.h"
+#include "agent/cli/merge_command.h"
 #include "agent/cli/record_command.h"
 #include "agent/cli/snapshot_command.h"
 #include "agent/cli/status_command.h"
@@ -33,6 +34,7 @@ struct Command {
 const Command kCommands[] = {
     {ringside::agent::RecordCommandSpec, ringside::agent::RunRecordCommand},
     {ringside::agent::InspectCommandSpec, ringside::agent::RunInspectCommand},
+    {ringside::agent::MergeCommandSpec, ringside::agent::RunMergeCommand},
     {ringside::agent::ListCommandSpec, ringside::agent::RunListCommand},
     {ringside::agent::AgentCommandSpec, ringside::agent::RunAgentCommand},
     {ringside::agent::StatusCommandSpec, ringside::agent::RunStatusCommand},
@@ -50,6 +52,7 @@ constexpr char kUsage[] =
     "Commands:\n"
     "  record    record this machine (for a duration, or while a command runs)\n"
     "  inspect   summarize a trace file: packets, losses, time range, processes\n"
+    "  merge     put files of several machines into one TAR: one timeline in Perfetto\n"
     "  list      list the events that can be recorded\n"
     "  agent     run the node agent: a flight recorder that writes snapshots when asked\n"
     "            or when something goes wrong (an OOM kill, a crash)\n"

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "agent/files/json_text.h"
 #include "agent/files/trace_file_reader.h"
 #include "google/protobuf/descriptor.h"
@@ -20,6 +21,7 @@ using google::protobuf::Reflection;
 using StatList = std::vector<std::pair<std::string, TraceSummary::StatValue>>;
 
 constexpr uint32_t kBoottimeClockId = 6;
+constexpr uint32_t kRealtimeClockId = 1;
 // How many processes and threads the text rendering lists before eliding.
 constexpr size_t kMaxListedInText = 50;
 
@@ -187,6 +189,18 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
   summary_.packets_by_type[PacketType(p)]++;
 
   summary_.packets_by_machine_id[p.machine_id()]++;
+  if (p.has_clock_snapshot()) {
+    std::optional<uint64_t> boot, real;
+    for (const trace::ClockSnapshot::Clock& c : p.clock_snapshot().clocks()) {
+      if (c.clock_id() == kBoottimeClockId) boot = c.timestamp();
+      if (c.clock_id() == kRealtimeClockId) real = c.timestamp();
+    }
+    if (boot.has_value() && real.has_value()) {
+      const int64_t offset = static_cast<int64_t>(*real - *boot);
+      if (!summary_.realtime_offset_first_ns) summary_.realtime_offset_first_ns = offset;
+      summary_.realtime_offset_last_ns = offset;
+    }
+  }
   if (p.has_system_info() && !summary_.machine.has_value()) {
     const trace::SystemInfo& si = p.system_info();
     summary_.machine =
@@ -327,6 +341,19 @@ absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path) {
   return summary;
 }
 
+std::optional<std::pair<int64_t, int64_t>> TraceSummary::RealtimeRange() const {
+  if (!first_timestamp_ns || !realtime_offset_first_ns) return std::nullopt;
+  // Modular: an untrusted file's clocks may be anything.
+  return std::pair<int64_t, int64_t>{
+      static_cast<int64_t>(*first_timestamp_ns + static_cast<uint64_t>(*realtime_offset_first_ns)),
+      static_cast<int64_t>(*last_timestamp_ns + static_cast<uint64_t>(*realtime_offset_last_ns))};
+}
+
+std::string FormatRealtime(int64_t unix_ns) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixNanos(unix_ns),
+                          absl::UTCTimeZone());
+}
+
 std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   std::string out = absl::StrFormat("%s: %u packets in %u bytes\n", path, s.packets, s.bytes);
   if (const TraceSummary::Compression& c = s.compression; c.deflate_packets + c.zstd_packets > 0) {
@@ -371,6 +398,10 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
                           FormatSeconds(*s.last_timestamp_ns - *s.first_timestamp_ns));
   } else {
     absl::StrAppend(&out, "no timestamps\n");
+  }
+  if (const auto range = s.RealtimeRange(); range.has_value()) {
+    absl::StrAppendFormat(&out, "Wall clock (REALTIME): %s .. %s\n", FormatRealtime(range->first),
+                          FormatRealtime(range->second));
   }
 
   absl::StrAppendFormat(&out, "\nFtrace: %u events, %u bundles with lost events\n", s.ftrace_events,
@@ -485,7 +516,13 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
     j["time_range"] = {{"clock", "BOOTTIME"},
                        {"first_ns", *s.first_timestamp_ns},
                        {"last_ns", *s.last_timestamp_ns},
-                       {"duration_ns", *s.last_timestamp_ns - *s.first_timestamp_ns}};
+                       {"duration_ns", *s.last_timestamp_ns - *s.first_timestamp_ns},
+                       {"realtime_first_ns", nullptr},
+                       {"realtime_last_ns", nullptr}};
+    if (const auto range = s.RealtimeRange(); range.has_value()) {
+      j["time_range"]["realtime_first_ns"] = range->first;
+      j["time_range"]["realtime_last_ns"] = range->second;
+    }
   } else {
     j["time_range"] = nullptr;
   }

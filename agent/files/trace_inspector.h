@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -42,6 +43,14 @@ struct TraceSummary {
   // CLOCK_BOOTTIME ns of the earliest and latest packet or ftrace event.
   std::optional<uint64_t> first_timestamp_ns;
   std::optional<uint64_t> last_timestamp_ns;
+  // REALTIME minus BOOTTIME, in ns, at the first and the last clock
+  // snapshot holding both clocks (unset: none has): how the file is placed
+  // beside files of other machines.
+  std::optional<int64_t> realtime_offset_first_ns;
+  std::optional<int64_t> realtime_offset_last_ns;
+  // The time range on REALTIME (Unix time, ns): the first timestamp by the
+  // first offset, the last by the last. Unset without timestamps or offsets.
+  std::optional<std::pair<int64_t, int64_t>> RealtimeRange() const;
   // From process_tree packets; a later entry for the same id replaces an
   // earlier one. Process name: the first cmdline entry.
   std::map<int32_t, std::string> processes;
@@ -140,6 +149,9 @@ absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path);
 
 // Renderings of a summary: human-readable text and one JSON object.
 std::string SummaryToText(const std::string& path, const TraceSummary& summary);
+// Unix time in ns as RFC 3339 UTC, to the microsecond:
+// "2026-11-27T17:01:02.123456Z".
+std::string FormatRealtime(int64_t unix_ns);
 nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& summary);
 // SummaryToJson as text (JsonText: bytes of names that are not UTF-8
 // become U+FFFD).

@@ -802,7 +802,17 @@ TEST(TraceProcessorImportTest, TwoMachinesInOneTarStayApartAndNamed) {
   EXPECT_NE(machines[0][1], machines[1][1]);
   EXPECT_TRUE(
       Query(tp, tar, "select name from stats where value > 0 and severity = 'error'").empty());
-  for (const std::string& f : {a, b, machine_id, tar}) unlink(f.c_str());
+
+  // `ringside merge`: the same two machines, the trace on REALTIME (its
+  // manifest), so its timestamps are Unix time.
+  const std::string merged = dir + "/merged.tar";
+  ASSERT_EQ(testing::RunRingside({"merge", "-o", merged, a, b}), 0);
+  EXPECT_EQ(QueryInt(tp, merged, "select count(*) from machine"), 2);
+  EXPECT_GT(QueryInt(tp, merged, "select min(ts) from sched"),
+            int64_t{1'700'000'000} * 1'000'000'000);
+  EXPECT_TRUE(
+      Query(tp, merged, "select name from stats where value > 0 and severity = 'error'").empty());
+  for (const std::string& f : {a, b, machine_id, tar, merged}) unlink(f.c_str());
   rmdir(dir.c_str());
 }
 

@@ -1,0 +1,180 @@
+// `ringside merge` on files built here: what it writes, what it refuses.
+// (Two machines' real recordings through trace_processor:
+// trace_processor_import_test.cc.)
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/control_peer.h"
+#include "tests/agent/testing/ringside_cli.h"
+
+namespace ringside::agent::testing {
+namespace {
+
+constexpr uint64_t kSecond = 1'000'000'000;
+// 2026-11-27T16:00:00Z.
+constexpr uint64_t kWallBase = 1'795'795'200 * kSecond;
+
+// A machine's file: its system info, a clock snapshot tying BOOTTIME `boot`
+// to REALTIME kWallBase + `wall_s` s (none when `realtime` is false), and
+// packets at BOOTTIME boot .. boot + `span_s` s; every packet with
+// machine id `id`.
+std::string MachineFile(const std::string& path, const std::string& name, uint32_t id,
+                        uint64_t boot, uint64_t wall_s, uint64_t span_s, bool realtime = true) {
+  trace::Trace t;
+  trace::TracePacket* p = t.add_packet();
+  p->mutable_system_info()->set_machine_name(name);
+  p = t.add_packet();
+  p->set_timestamp(boot);
+  auto* clocks = p->mutable_clock_snapshot();
+  auto* c = clocks->add_clocks();
+  c->set_clock_id(6);
+  c->set_timestamp(boot);
+  if (realtime) {
+    c = clocks->add_clocks();
+    c->set_clock_id(1);
+    c->set_timestamp(kWallBase + wall_s * kSecond);
+  }
+  t.add_packet()->set_timestamp(boot + span_s * kSecond);
+  for (trace::TracePacket& packet : *t.mutable_packet()) {
+    packet.set_machine_id(id);
+    packet.set_trusted_packet_sequence_id(1);
+  }
+  std::ofstream(path, std::ios::binary) << t.SerializeAsString();
+  return path;
+}
+
+std::vector<std::string> Members(const std::string& tar) {
+  int code = -1;
+  const std::string out = RunProgramCapture("/bin/tar", {"tf", tar}, &code);
+  EXPECT_EQ(code, 0) << tar;
+  std::vector<std::string> names;
+  size_t at = 0;
+  for (size_t nl; (nl = out.find('\n', at)) != std::string::npos; at = nl + 1) {
+    names.push_back(out.substr(at, nl - at));
+  }
+  return names;
+}
+
+class MergeCommandTest : public ::testing::Test {
+ protected:
+  std::string Merge(const std::vector<std::string>& files, int* code) {
+    std::vector<std::string> args = {"merge", "-o", out_};
+    args.insert(args.end(), files.begin(), files.end());
+    return RunRingsideCaptureStderr(args, code);
+  }
+  bool OutExists() const {
+    struct stat st;
+    return stat(out_.c_str(), &st) == 0;
+  }
+  ScratchDir dir_;
+  std::string out_ = dir_.Join("incident.tar");
+};
+
+// Two nodes booted 4,000 s apart, their files overlapping by 20 s of wall
+// time: one archive, the manifest first, and the common range said.
+TEST_F(MergeCommandTest, TwoMachinesGoIntoOneArchiveWithTheManifestFirst) {
+  const std::string a =
+      MachineFile(dir_.Join("node-a.pftrace"), "node-a", 0xa, 100 * kSecond, 0, 60);
+  const std::string b =
+      MachineFile(dir_.Join("node-b.pftrace"), "node-b", 0xb, 4100 * kSecond, 40, 60);
+  int code = -1;
+  const std::string err = Merge({a, b}, &code);
+  ASSERT_EQ(code, 0) << err;
+  EXPECT_EQ(Members(out_), (std::vector<std::string>{"perfetto_manifest.json", "node-a.pftrace",
+                                                     "node-b.pftrace"}))
+      << err;
+  EXPECT_NE(err.find("2 files of 2 machines, on REALTIME"), std::string::npos) << err;
+  EXPECT_NE(err.find("node-a.pftrace  node-a           0000000a  2026-11-27T16:00:00.000000Z .. "
+                     "2026-11-27T16:01:00.000000Z"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("all files cover 2026-11-27T16:00:40.000000Z .. "
+                     "2026-11-27T16:01:00.000000Z (20.000 s)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("warning"), std::string::npos) << err;
+}
+
+TEST_F(MergeCommandTest, AFileWithoutRealtimeIsRefusedAndNothingIsWritten) {
+  const std::string a = MachineFile(dir_.Join("a.pftrace"), "node-a", 0xa, kSecond, 0, 1);
+  const std::string b =
+      MachineFile(dir_.Join("b.pftrace"), "node-b", 0xb, kSecond, 0, 1, /*realtime=*/false);
+  int code = -1;
+  const std::string err = Merge({a, b}, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find(b + " has no clock snapshot with both BOOTTIME and REALTIME"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(OutExists());
+}
+
+TEST_F(MergeCommandTest, ACorruptFileIsRefusedNamingWhereItBreaks) {
+  const std::string a = MachineFile(dir_.Join("a.pftrace"), "node-a", 0xa, kSecond, 0, 1);
+  const std::string bad = dir_.Join("bad.pftrace");
+  std::ofstream(bad) << std::string("\x0a\x80\x01xyz", 6);
+  int code = -1;
+  const std::string err = Merge({a, bad}, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find(bad + ": byte offset 0:"), std::string::npos) << err;
+  EXPECT_FALSE(OutExists());
+}
+
+TEST_F(MergeCommandTest, TwoFilesOfOneNameAreRefused) {
+  ASSERT_EQ(mkdir(dir_.Join("b").c_str(), 0700), 0);
+  const std::string a = MachineFile(dir_.Join("t.pftrace"), "node-a", 0xa, kSecond, 0, 1);
+  const std::string b = MachineFile(dir_.Join("b/t.pftrace"), "node-b", 0xb, kSecond, 0, 1);
+  int code = -1;
+  const std::string err = Merge({a, b}, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("two files are named t.pftrace"), std::string::npos) << err;
+  EXPECT_FALSE(OutExists());
+}
+
+// Nodes cloned from one image keep one /etc/machine-id: the importer would
+// show them as one machine, and merge says so.
+TEST_F(MergeCommandTest, OneMachineIdWithTwoNamesIsWarnedOf) {
+  const std::string a = MachineFile(dir_.Join("a.pftrace"), "web-1", 0x3d1219c7, kSecond, 0, 1);
+  const std::string b = MachineFile(dir_.Join("b.pftrace"), "web-2", 0x3d1219c7, kSecond, 0, 1);
+  int code = -1;
+  const std::string err = Merge({a, b}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(err.find("warning: " + a + " (web-1) and " + b +
+                     " (web-2) have one machine id, 3d1219c7: the importer shows them as one "
+                     "machine"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("2 files of 1 machines"), std::string::npos) << err;
+}
+
+TEST_F(MergeCommandTest, FilesThatShareNoMomentAreWarnedOf) {
+  const std::string a = MachineFile(dir_.Join("a.pftrace"), "node-a", 0xa, kSecond, 0, 10);
+  const std::string b = MachineFile(dir_.Join("b.pftrace"), "node-b", 0xb, kSecond, 3600, 10);
+  int code = -1;
+  const std::string err = Merge({a, b}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(err.find("warning: the files share no moment: b.pftrace begins at "
+                     "2026-11-27T17:00:00.000000Z, after a.pftrace ended at "
+                     "2026-11-27T16:00:10.000000Z"),
+            std::string::npos)
+      << err;
+}
+
+TEST_F(MergeCommandTest, WithoutOutputOrFilesItIsAUsageError) {
+  int code = -1;
+  std::string err = RunRingsideCaptureStderr({"merge", "a.pftrace"}, &code);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.find("needs -o OUT.tar"), std::string::npos) << err;
+  err = RunRingsideCaptureStderr({"merge", "-o", out_}, &code);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.find("needs one FILE or more"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace ringside::agent::testing
