@@ -25,7 +25,10 @@ namespace ringside::agent {
 //              service_event(tracing_disabled)
 //
 // A snapshot (SessionSnapshot) ends its preamble with the
-// clone_snapshot_trigger packet and its data with trace_stats.
+// clone_snapshot_trigger packet and its data with the clone's
+// clock_snapshot and trace_stats. Clock snapshots are always in time order
+// (the importer refuses one older than the last): the preamble's is the
+// session's start, the buffers' own come between.
 //
 // They go on sequence 1; the durable descriptors on 2; data sources get
 // 3, 4, ... Every packet carries the machine's id (MachineIdentity), these

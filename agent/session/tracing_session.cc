@@ -511,6 +511,7 @@ absl::StatusOr<std::unique_ptr<SessionSnapshot>> TracingSession::CloneSnapshot(
   snap->durable_ = tracker_ != nullptr;
   snap->started_at_ns_ = start_boottime_ns_;
   snap->cloned_at_ns_ = BoottimeNowNs();
+  snap->start_clocks_ = start_clocks_;
   snap->clocks_ = ClockSnapshotPacket();
   const std::vector<SourceStats> sources = CollectSourceStats();
   std::vector<std::unique_ptr<buffer::TraceBuffer::CloneCopier>> copiers;
@@ -565,7 +566,11 @@ absl::Status SessionSnapshot::WriteTo(TraceSink* sink) {
   auto emit = [&](TracePacket p) { AppendServicePacket(std::move(p), machine_.id, &out); };
   emit(TraceUuidPacket());
   emit(SystemInfoPacket(machine_));
-  emit(clocks_);
+  // The session's start clocks: the importer takes clock snapshots in file
+  // order and refuses one older than the last (invalid_clock_snapshots),
+  // and the ring's own (every snapshot_interval_ms) come next. The clone's
+  // goes last, with the stats.
+  emit(start_clocks_);
   emit(TraceConfigPacket(config_));
   if (!durable_) emit(ScanProcesses());
   emit(TracingStartedPacket(started_at_ns_));
@@ -580,6 +585,7 @@ absl::Status SessionSnapshot::WriteTo(TraceSink* sink) {
   if (absl::Status st = reader.WriteInto(buffers, &out, sink, kWriteBatchBytes); !st.ok()) {
     return st;
   }
+  emit(clocks_);
   emit(stats_);
   if (absl::Status st = sink->Write(out); !st.ok()) return st;
   return sink->Finish();

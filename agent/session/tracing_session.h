@@ -317,8 +317,9 @@ class TracingSession {
 class SessionSnapshot {
  public:
   // Writes the clone as a whole trace into `sink` and finishes it: the
-  // preamble, the clone_snapshot_trigger packet (once), the buffers' data,
-  // trace_stats as of the clone.
+  // preamble (with the session's start clocks), the clone_snapshot_trigger
+  // packet (once), the buffers' data, the clock snapshot and trace_stats of
+  // the clone.
   absl::Status WriteTo(TraceSink* sink);
   // Joins `extra` (what only the snapshot's writer knows: the agent's
   // trigger tally, the triggers the file answers) to the trace_stats the
@@ -347,7 +348,8 @@ class SessionSnapshot {
   int64_t cloned_at_ns_ = 0;
   SnapshotTrigger trigger_;
   int sources_not_flushed_ = 0;
-  trace::TracePacket clocks_;
+  trace::TracePacket start_clocks_;  // The session's, at its start.
+  trace::TracePacket clocks_;        // At the clone.
   trace::TracePacket stats_;
 };
 

@@ -892,7 +892,8 @@ TEST(TraceProcessorImportTest, SnapshotWithItsCloneSnapshotTrigger) {
   absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
       "buffers { size_kb: 16384 }\n"
       "data_sources { config { name: \"linux.bpf\" } }\n"
-      "durable_buffer_size_kb: 2048\n",
+      "durable_buffer_size_kb: 2048\n"
+      "builtin_data_sources { snapshot_interval_ms: 100 }\n",
       "snapshot.pbtxt");
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   // Forked while this process has no threads of the session's yet.
@@ -903,6 +904,9 @@ TEST(TraceProcessorImportTest, SnapshotWithItsCloneSnapshotTrigger) {
   Recording r;
   r.path = TempPath("snapshot.pftrace");
   r.workload = RunPendingWorkload(pending);
+  // Clock snapshots in the ring (every 100 ms here), between the session's
+  // start and the clone's: the importer refuses one out of time order.
+  absl::SleepFor(absl::Milliseconds(350));
   const int64_t fired_at = BoottimeNowNs();
   absl::StatusOr<std::unique_ptr<SessionSnapshot>> snap = (*session)->CloneSnapshot(
       SnapshotTrigger{"rs_tp_trigger", "trace_processor_import_test", 4242, fired_at});
@@ -961,7 +965,30 @@ TEST(TraceProcessorImportTest, SnapshotWithItsCloneSnapshotTrigger) {
       Query(tp, r.path, "select str_value from metadata where name = 'trace_trigger'");
   ASSERT_EQ(names.size(), 1u);
   EXPECT_EQ(names[0][0], "rs_tp_trigger");
-  unlink(r.path.c_str());
+  int ring_clocks = 0;
+  const trace::Trace t = testing::ReadTraceFile(r.path);
+  for (const trace::TracePacket& p : t.packet()) {
+    ring_clocks += p.has_clock_snapshot() && p.trusted_packet_sequence_id() != kServiceSequenceId;
+  }
+  EXPECT_GE(ring_clocks, 2);
+
+  // Beside another machine's file in one TAR (the same packets under
+  // another machine id): each machine keeps its scheduling, no error.
+  trace::Trace other = t;
+  for (trace::TracePacket& p : *other.mutable_packet()) p.set_machine_id(0x0badcafe);
+  const std::string other_path = TempPath("snapshot-other.pftrace");
+  std::ofstream(other_path, std::ios::binary) << other.SerializeAsString();
+  const std::string tar = TempPath("snapshots.tar");
+  ASSERT_EQ(testing::RunRingside({"merge", "-o", tar, r.path, other_path}), 0);
+  const auto per_machine = Query(tp, tar,
+                                 "select c.machine_id, count(*) from sched s join cpu c "
+                                 "using (ucpu) group by c.machine_id");
+  ASSERT_EQ(per_machine.size(), 2u);
+  EXPECT_EQ(per_machine[0][1], per_machine[1][1]);
+  EXPECT_NE(per_machine[0][1], "0");
+  EXPECT_TRUE(
+      Query(tp, tar, "select name from stats where value > 0 and severity = 'error'").empty());
+  for (const std::string& f : {r.path, other_path, tar}) unlink(f.c_str());
 }
 
 }  // namespace
