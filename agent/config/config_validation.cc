@@ -212,12 +212,6 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
               absl::StrCat("is ", level, ": zstd levels go from 1 to 19 (0 or unset: 3)"));
     }
   }
-  if (cfg.builtin_data_sources().snapshot_interval_ms() > 0 &&
-      cfg.builtin_data_sources().snapshot_interval_ms() < kMinClockSnapshotIntervalMs) {
-    v->Fail({{"builtin_data_sources", -1}, {"snapshot_interval_ms", -1}},
-            absl::StrCat("is ", cfg.builtin_data_sources().snapshot_interval_ms(), ": at least ",
-                         kMinClockSnapshotIntervalMs, " (0 or unset: 10000)"));
-  }
   if (cfg.has_machine_name()) {
     const std::string& name = cfg.machine_name();
     const bool printable = std::all_of(name.begin(), name.end(), [](char c) {

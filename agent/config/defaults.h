@@ -96,8 +96,9 @@ inline constexpr uint32_t kDefaultMaxSnapshotRequestsPerHour = 60;
 inline constexpr uint32_t kDefaultAgentConsumerCpuPercent = 50;
 // The most max_consumer_cpu_percent may say: a thousand CPUs.
 inline constexpr uint32_t kMaxConsumerCpuPercent = 100000;
-// The shortest builtin_data_sources.snapshot_interval_ms: a clock snapshot
-// is about 60 bytes of the ring.
+// The shortest builtin_data_sources.snapshot_interval_ms: a shorter one
+// (Perfetto takes any) is taken as this. A clock snapshot is about 60 bytes
+// of the ring.
 inline constexpr uint32_t kMinClockSnapshotIntervalMs = 100;
 // The longest machine_name (SystemInfo.machine_name): a host name's 64.
 inline constexpr size_t kMaxMachineNameBytes = 64;

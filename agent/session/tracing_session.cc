@@ -220,10 +220,10 @@ void TracingSession::BufferOwnerLoop() {
   int64_t next_move = start + kMoveChunksPeriodNs;
   int64_t next_flush = flush_ns > 0 ? start + flush_ns : INT64_MAX;
   int64_t next_cpu_check = start + kCpuHotplugPeriodNs;
+  const uint32_t clocks_ms = config_.builtin_data_sources().snapshot_interval_ms();
   const int64_t clocks_ns =
-      config_.builtin_data_sources().snapshot_interval_ms() > 0
-          ? int64_t{config_.builtin_data_sources().snapshot_interval_ms()} * 1'000'000
-          : kDefaultClockSnapshotPeriodNs;
+      clocks_ms > 0 ? int64_t{std::max(clocks_ms, kMinClockSnapshotIntervalMs)} * 1'000'000
+                    : kDefaultClockSnapshotPeriodNs;
   int64_t next_clocks = clock_writer_ != nullptr ? start + clocks_ns : INT64_MAX;
   CpuHotplugWatch cpu_watch;
   while (true) {
@@ -272,6 +272,9 @@ void TracingSession::DrainLoop() {
       if (wait > 0) stop_mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Nanoseconds(wait));
       if (stop_requested_) return;
     }
+    // What the readers committed since the owner's last move: the file as
+    // fresh as before the drain had a thread of its own.
+    MoveChunksIntoBuffers();
     WriteIntoFile();
     next_write = NextDue(next_write, write_ns, MonotonicNs());
   }

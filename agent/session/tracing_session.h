@@ -216,18 +216,18 @@ class TracingSession {
   // Owner thread: moves chunks and flushes on their periods, to the
   // millisecond, and moves chunks whenever a producer asks, until Stop().
   void BufferOwnerLoop();
-  // Drain thread (write_into_file): WriteIntoFile() every
-  // file_write_period_ms until Stop(). It reads what the owner moved into
-  // the buffers, so the stream lags the readers by up to 100 ms until the
-  // end (WriteTrace moves and writes the rest).
+  // Drain thread (write_into_file): every file_write_period_ms until
+  // Stop(), moves what the readers committed into the buffers (as the owner
+  // does, under the same lock) and WriteIntoFile().
   void DrainLoop();
   // Commits what the producers queued into the buffers (the clock
   // snapshots into the first), and the descriptor updates into the durable
   // store.
   void MoveChunksIntoBuffers();
-  // Owner thread: a clock snapshot (BOOTTIME, MONOTONIC, REALTIME) into the
-  // first buffer, every builtin_data_sources.snapshot_interval_ms (10 s),
-  // so that any window of the ring has one.
+  // Owner thread (clock_writer_ is its alone): a clock snapshot (BOOTTIME,
+  // MONOTONIC, REALTIME) into the first buffer, every
+  // builtin_data_sources.snapshot_interval_ms (10 s), so that any window of
+  // the ring has one.
   void WriteClockSnapshot();
   // write_into_file: a periodic write of the buffers into the stream. When
   // the write fails (a full disk), the packets read are kept and retried

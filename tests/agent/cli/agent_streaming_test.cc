@@ -130,7 +130,6 @@ TEST_F(AgentStreamingTest, AStormMakesAtMostMaxFilesWholeSelfContainedFilesWitho
 
   std::set<std::string> seen;
   int64_t first_file_start = INT64_MAX;
-  uint64_t dropped_marks = 0;
   std::sort(finished.begin(), finished.end());
   for (const std::string& name : finished) {
     const std::string path = absl::StrCat(out_, "/", name);
@@ -145,18 +144,16 @@ TEST_F(AgentStreamingTest, AStormMakesAtMostMaxFilesWholeSelfContainedFilesWitho
     EXPECT_EQ(j["packets_by_type"].value("trace_stats", 0), 1) << path;
     EXPECT_EQ(j["packets_by_type"].value("system_info", 0), 1) << path;
     EXPECT_LT(j["bytes"].get<uint64_t>(), uint64_t{1} << 21) << path;  // About max_file_size_bytes.
-    for (const auto& seq : j["sequences"])
-      dropped_marks += seq["previous_packet_dropped"].get<int>();
     first_file_start = std::min(first_file_start, j["time_range"]["first_ns"].get<int64_t>());
     // No packet in two files.
     for (const std::string& p : EventPackets(ReadTraceFile(path))) {
       EXPECT_TRUE(seen.insert(p).second) << "a packet of " << name << " is in an earlier file";
     }
   }
-  // Losses, if the drain fell behind, are flagged where they happened.
-  if (status["streaming"]["bytes_lost"].get<uint64_t>() > 0) {
-    EXPECT_GT(dropped_marks, 0u);
-  }
+  // Losses (the drain falling behind the storm on a slow disk) are flagged
+  // in the file after each gap, but retention may have deleted that file:
+  // AFullDiskPausesTheFilesNotTheRecordingAndWritingResumes, which keeps
+  // every file, checks the marks.
 
   // The snapshot taken meanwhile opens whole and names every pid.
   const std::string snap_json =

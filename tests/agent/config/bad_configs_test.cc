@@ -240,10 +240,6 @@ const std::vector<BadConfig>& BadConfigs() {
       {"a machine name with a newline", absl::StrCat(kBuffer, "machine_name: \"db-1\\n\"\n"),
        "bad.pbtxt: line 2, column 1: machine_name is 'db-1\\n': a name of 1 to 64 printable "
        "ASCII characters"},
-      {"clock snapshots every 10 ms",
-       absl::StrCat(kBuffer, "builtin_data_sources { snapshot_interval_ms: 10 }\n"),
-       "bad.pbtxt: line 2, column 24: builtin_data_sources.snapshot_interval_ms is 10: at least "
-       "100 (0 or unset: 10000)"},
       {"an empty machine name", absl::StrCat(kBuffer, "machine_name: \"\"\n"),
        "bad.pbtxt: line 2, column 1: machine_name is '': a name of 1 to 64 printable ASCII "
        "characters"},
