@@ -60,6 +60,10 @@ const CommandSpec& AgentCommandSpec() {
                false},
               {0, "run-dir", "DIR",
                "directory of the lock file; default: " + std::string(kDefaultRunDir), false},
+              {0, "machine-name", "NAME",
+               "the name (and so the id) this machine's files give it; default: the "
+               "config's machine_name, else the host name (a DaemonSet passes its node's)",
+               false},
           },
       .examples =
           "  ringside agent                              # the embedded flight recorder\n"
@@ -87,6 +91,7 @@ int RunAgentCommand(const ParsedArgs& args) {
   config::TraceConfig overrides;
   if (args.Has("socket")) overrides.set_control_socket(args.Get("socket"));
   if (args.Has("output-dir")) overrides.set_output_dir(args.Get("output-dir"));
+  if (args.Has("machine-name")) overrides.set_machine_name(args.Get("machine-name"));
   config.MergeFrom(overrides);
   ApplyAgentDefaults(&config);
   if (absl::Status s = ValidateConfig(config, config_path.empty() ? "flags" : config_path);

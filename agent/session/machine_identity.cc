@@ -1,19 +1,22 @@
 #include "agent/session/machine_identity.h"
 
 #include <sys/utsname.h>
+#include <systemd/sd-id128.h>
 
-#include <cctype>
 #include <fstream>
-#include <iterator>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 
 namespace ringside::agent {
 namespace {
 
-// The first line of `path`, without surrounding white space; "" when it
-// cannot be read. Files of a few dozen bytes: at most 4 KiB is read.
+// ringside's application id for sd_id128_get_machine_app_specific: the key
+// of the hash that turns /etc/machine-id into the id ringside's files carry.
+// Never to change: a node's files would stop matching its earlier ones.
+constexpr sd_id128_t kRingsideAppId = {{0xa0, 0x0b, 0xc6, 0x16, 0xa7, 0xd7, 0xb8, 0x5c, 0x9a, 0xc5,
+                                        0x3a, 0x2f, 0xd6, 0xbc, 0x0b, 0xd3}};
+
+// The first line of `path` (at most 4 KiB), trimmed; "" when unreadable.
 std::string ReadSmallFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return "";
@@ -27,19 +30,6 @@ std::string ReadSmallFile(const std::string& path) {
 
 }  // namespace
 
-uint32_t MachineIdFromMachineIdFile(const std::string& text) {
-  const std::string id(absl::StripAsciiWhitespace(text));
-  if (id.size() != 32) return 0;
-  for (char c : id) {
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return 0;
-  }
-  for (size_t at = 0; at < id.size(); at += 8) {
-    uint32_t value = 0;
-    if (absl::SimpleHexAtoi(id.substr(at, 8), &value) && value != 0) return value;
-  }
-  return 0;
-}
-
 uint32_t MachineIdFromName(const std::string& name) {
   uint32_t hash = 2166136261u;
   for (unsigned char c : name) {
@@ -49,20 +39,30 @@ uint32_t MachineIdFromName(const std::string& name) {
   return hash != 0 ? hash : 1;
 }
 
-MachineIdentity ReadMachineIdentity(const std::string& configured_name, const std::string& root) {
+MachineIdentity ReadMachineIdentity(const std::string& configured_name) {
   MachineIdentity m;
-  m.name = configured_name;
-  if (m.name.empty()) {
-    utsname u;
-    m.name = uname(&u) == 0 ? u.nodename : "";
-  }
-  m.boot_id = ReadSmallFile(root + "/proc/sys/kernel/random/boot_id");
-  m.id = MachineIdFromMachineIdFile(ReadSmallFile(root + "/etc/machine-id"));
-  m.id_source = "/etc/machine-id";
-  if (m.id == 0) {
-    m.id = MachineIdFromName(m.name);
+  m.boot_id = ReadSmallFile("/proc/sys/kernel/random/boot_id");
+  utsname u;
+  const std::string host = uname(&u) == 0 ? u.nodename : "";
+  m.name = configured_name.empty() ? host : configured_name;
+  if (!configured_name.empty()) {
+    m.id = MachineIdFromName(configured_name);
     m.id_source = "machine_name";
+    return m;
   }
+  sd_id128_t app_specific;
+  if (sd_id128_get_machine_app_specific(kRingsideAppId, &app_specific) == 0) {
+    for (int i = 0; i < 16 && m.id == 0; i += 4) {
+      m.id = uint32_t{app_specific.bytes[i]} << 24 | uint32_t{app_specific.bytes[i + 1]} << 16 |
+             uint32_t{app_specific.bytes[i + 2]} << 8 | app_specific.bytes[i + 3];
+    }
+    if (m.id != 0) {
+      m.id_source = "/etc/machine-id";
+      return m;
+    }
+  }
+  m.id = MachineIdFromName(host);
+  m.id_source = "host name";
   return m;
 }
 

@@ -12,29 +12,26 @@ namespace ringside::agent {
 // together (one TAR in trace_processor or ui.perfetto.dev) are kept apart
 // by the id and lined up on the REALTIME of their clock snapshots.
 struct MachineIdentity {
-  std::string name;     // The config's machine_name, else the host name.
+  std::string name;     // The configured machine_name, else the host name.
   uint32_t id = 0;      // Never 0: the importer's own host has 0.
   std::string boot_id;  // The kernel's, "" when unreadable.
-  // Where `id` came from: "/etc/machine-id" (its first 32 bits: the same
-  // on every boot of the machine, and what `head -c8 /etc/machine-id`
-  // shows in hex) or, without one (a container that does not mount the
-  // host's), "machine_name" (a hash of `name`).
+  // Where `id` came from:
+  //   "machine_name": a configured name's hash, so that nodes cloned from
+  //     one image (one /etc/machine-id) are told apart by their names;
+  //   "/etc/machine-id": systemd's application-specific id of ringside
+  //     (sd_id128_get_machine_app_specific: a keyed hash, so a file does not
+  //     reveal the machine id, which machine-id(5) asks to keep private), the
+  //     same on every boot of the machine;
+  //   "host name": without either (a container that does not mount the
+  //     host's /etc/machine-id), the host name's hash.
   std::string id_source;
 };
 
-// Reads this machine's identity. `configured_name`: the config's
-// machine_name ("" for the host name). `root` prefixes the paths read
-// (/etc/machine-id, /proc/sys/kernel/random/boot_id), for tests.
-MachineIdentity ReadMachineIdentity(const std::string& configured_name,
-                                    const std::string& root = "");
+// Reads this machine's identity; `configured_name` is the config's
+// machine_name ("" when unset).
+MachineIdentity ReadMachineIdentity(const std::string& configured_name);
 
-// The id of a machine-id file's contents (32 hex digits, as systemd writes
-// it): its first 8 digits, or the next 8 when those are all 0; 0 when the
-// text is not a machine id.
-uint32_t MachineIdFromMachineIdFile(const std::string& text);
-
-// The id a machine without /etc/machine-id gets: a hash of its name (FNV-1a),
-// never 0.
+// A name's id (FNV-1a of its bytes), never 0.
 uint32_t MachineIdFromName(const std::string& name);
 
 }  // namespace ringside::agent

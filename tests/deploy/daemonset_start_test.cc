@@ -52,6 +52,9 @@
 namespace ringside::deploy_testing {
 namespace {
 
+// The node the simulated pod runs on (the downward API's spec.nodeName).
+constexpr char kNodeName[] = "ringside-test-node";
+
 using nlohmann::json;
 
 // debian:bookworm-slim's ENV PATH; the Dockerfile sets none of its own.
@@ -184,10 +187,39 @@ class DaemonSetStartTest : public ::testing::Test {
     }
     spec.capabilities = caps;
     spec.env = {kImagePath, "HOSTNAME=ringside-test-pod"};
-    for (const json& e : Container().value("env", json::array())) {
-      spec.env.push_back(absl::StrCat(e["name"].get<std::string>(), "=", e.value("value", "")));
-    }
+    for (const auto& [name, value] : Env()) spec.env.push_back(absl::StrCat(name, "=", value));
     return spec;
+  }
+
+  // The container's env as the kubelet gives it: values, and the pod's node
+  // name for the downward API's spec.nodeName.
+  std::vector<std::pair<std::string, std::string>> Env() const {
+    std::vector<std::pair<std::string, std::string>> env;
+    for (const json& e : Container().value("env", json::array())) {
+      std::string value = e.value("value", "");
+      if (e.contains("valueFrom")) {
+        const std::string field = e["valueFrom"]["fieldRef"].value("fieldPath", "");
+        if (field == "spec.nodeName") {
+          value = kNodeName;
+        } else {
+          ADD_FAILURE() << "env " << e << " is not known to this test";
+        }
+      }
+      env.emplace_back(e["name"].get<std::string>(), value);
+    }
+    return env;
+  }
+
+  // The container's command with the kubelet's $(VAR) references to its env
+  // expanded.
+  std::vector<std::string> Command() const {
+    std::vector<std::string> command = Container()["command"];
+    for (std::string& arg : command) {
+      for (const auto& [name, value] : Env()) {
+        arg = absl::StrReplaceAll(arg, {{absl::StrCat("$(", name, ")"), value}});
+      }
+    }
+    return command;
   }
 
   void AddVolume(SandboxSpec* spec, const json& mount, const json& volume) {
@@ -280,7 +312,7 @@ class DaemonSetStartTest : public ::testing::Test {
 };
 
 TEST_F(DaemonSetStartTest, AgentStartsAsThePodsContainerAndStopsOnSigterm) {
-  const std::vector<std::string> command = Container()["command"];
+  const std::vector<std::string> command = Command();
   ASSERT_FALSE(command.empty());
   const SandboxSpec spec = ContainerSandbox();
   ASSERT_FALSE(HasFailure());
@@ -310,6 +342,14 @@ TEST_F(DaemonSetStartTest, AgentStartsAsThePodsContainerAndStopsOnSigterm) {
   struct stat st;
   ASSERT_EQ(stat((NodeDir() + path).c_str(), &st), 0) << NodeDir() << path;
   EXPECT_GT(st.st_size, 0);
+  // It names its machine after the node (the pod's name changes with every
+  // restart): snapshots of several nodes open as a machine per node.
+  const CommandResult inspected =
+      agent.RunInside({"ringside", "inspect", "--json", path}, absl::Seconds(60));
+  ASSERT_EQ(inspected.exit_code, 0) << inspected.output;
+  const json machine =
+      json::parse(inspected.output, nullptr, /*allow_exceptions=*/false)["machine"];
+  EXPECT_EQ(machine.value("name", ""), kNodeName) << inspected.output;
 
   // The kubelet's SIGTERM, then the grace period.
   ASSERT_TRUE(agent.Signal(SIGTERM));

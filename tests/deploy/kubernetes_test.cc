@@ -97,7 +97,11 @@ TEST_F(KubernetesTest, DaemonSetRunsTheAgentWithTheNodesProcessesAndConfig) {
   EXPECT_EQ(pod.value("hostPID", false), true);
   ASSERT_EQ(pod["containers"].size(), 1u);
   const json& c = pod["containers"][0];
-  EXPECT_EQ(c["command"], json::array({"ringside", "agent", "-c", "/etc/ringside/agent.pbtxt"}));
+  EXPECT_EQ(c["command"], json::array({"ringside", "agent", "-c", "/etc/ringside/agent.pbtxt",
+                                       "--machine-name=$(NODE_NAME)"}));
+  ASSERT_EQ(c["env"].size(), 1u);
+  EXPECT_EQ(c["env"][0]["name"], "NODE_NAME");
+  EXPECT_EQ(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
   EXPECT_EQ(c["livenessProbe"]["exec"]["command"], json::array({"ringside", "status"}));
   ASSERT_EQ(pod["tolerations"].size(), 1u);
   EXPECT_EQ(pod["tolerations"][0], json({{"operator", "Exists"}}));
