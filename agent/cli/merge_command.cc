@@ -2,9 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -34,9 +36,12 @@ struct Input {
   std::string path;
   std::string member;  // Its name in the archive.
   std::string machine;
-  uint32_t machine_id = 0;            // The id most of its packets carry; 0: none.
-  int64_t first_ns = 0, last_ns = 0;  // REALTIME.
-  uint64_t bytes = 0;
+  std::string boot_id;
+  uint32_t machine_id = 0;  // The id most of its packets carry; 0: none.
+  // REALTIME of its kernel events (of all its packets when it has none): a
+  // snapshot's or a rotated file's preamble is stamped with its session's
+  // start, which may be days before what it recorded.
+  int64_t first_ns = 0, last_ns = 0;
 };
 
 std::string Basename(const std::string& path) {
@@ -44,8 +49,16 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-std::string Duration(int64_t ns) {
-  return absl::StrFormat("%.3f s", static_cast<double>(ns) / 1e9);
+// last - first, in seconds; modular, as an untrusted file's clocks may be
+// anything.
+std::string Duration(int64_t first, int64_t last) {
+  return absl::StrFormat(
+      "%.3f s",
+      static_cast<double>(static_cast<uint64_t>(last) - static_cast<uint64_t>(first)) / 1e9);
+}
+
+bool Overlap(const Input& a, const Input& b) {
+  return a.first_ns <= b.last_ns && b.first_ns <= a.last_ns;
 }
 
 }  // namespace
@@ -78,9 +91,46 @@ int RunMergeCommand(const ParsedArgs& args) {
   if (args.positional.empty()) return UsageError(spec, "needs one FILE or more");
   const std::string output = args.Get("output");
 
-  std::vector<Input> inputs;
-  std::set<std::string> members;
+  // Before anything is read: names the archive can hold, and an output
+  // that is none of the inputs (the archive would replace it).
+  std::set<std::string> members = {kManifestName};
   uint64_t total_bytes = 0;
+  struct stat out_st;
+  const bool out_exists = output != "-" && stat(output.c_str(), &out_st) == 0;
+  for (const std::string& path : args.positional) {
+    if (path == "-") return UsageError(spec, "reads files, not standard input: name each FILE");
+    const std::string member = Basename(path);
+    if (member.empty() || member.size() > 100) {
+      std::fprintf(stderr,
+                   "ringside merge: %s: a TAR member's name is 1 to 100 bytes; copy or rename "
+                   "the file; nothing written\n",
+                   path.c_str());
+      return kExitFailure;
+    }
+    if (!members.insert(member).second) {
+      std::fprintf(stderr,
+                   "ringside merge: two files are named %s: the archive holds each by its name "
+                   "alone; rename one; nothing written\n",
+                   member.c_str());
+      return kExitFailure;
+    }
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+      std::fprintf(stderr, "ringside merge: %s: %s; nothing written\n", path.c_str(),
+                   std::strerror(errno));
+      return kExitFailure;
+    }
+    if (out_exists && st.st_dev == out_st.st_dev && st.st_ino == out_st.st_ino) {
+      std::fprintf(stderr,
+                   "ringside merge: -o %s is one of the files to merge (%s): the archive would "
+                   "replace it; nothing written\n",
+                   output.c_str(), path.c_str());
+      return kExitFailure;
+    }
+    total_bytes += static_cast<uint64_t>(st.st_size);
+  }
+
+  std::vector<Input> inputs;
   for (const std::string& path : args.positional) {
     absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
     if (!s.ok()) {
@@ -96,7 +146,8 @@ int RunMergeCommand(const ParsedArgs& args) {
               : "the file is empty");
       return kExitFailure;
     }
-    const auto range = s->RealtimeRange();
+    auto range = s->RealtimeRange(/*events_only=*/true);
+    if (!range.has_value()) range = s->RealtimeRange();
     if (!range.has_value()) {
       std::fprintf(stderr,
                    "ringside merge: %s has no clock snapshot with both BOOTTIME and REALTIME: "
@@ -107,14 +158,10 @@ int RunMergeCommand(const ParsedArgs& args) {
     Input in;
     in.path = path;
     in.member = Basename(path);
-    if (!members.insert(in.member).second) {
-      std::fprintf(stderr,
-                   "ringside merge: two files are named %s: the archive holds each by its name "
-                   "alone; rename one; nothing written\n",
-                   in.member.c_str());
-      return kExitFailure;
+    if (s->machine.has_value()) {
+      in.machine = s->machine->name;
+      in.boot_id = s->machine->boot_id;
     }
-    in.machine = s->machine.has_value() ? s->machine->name : "";
     uint64_t most = 0;
     for (const auto& [id, packets] : s->packets_by_machine_id) {
       if (id != 0 && packets > most) {
@@ -124,14 +171,12 @@ int RunMergeCommand(const ParsedArgs& args) {
     }
     in.first_ns = range->first;
     in.last_ns = range->second;
-    in.bytes = s->bytes;
-    total_bytes += s->bytes;
     inputs.push_back(std::move(in));
   }
 
   // What the importer would make of them.
-  std::map<uint32_t, const Input*> by_id;
-  for (const Input& in : inputs) {
+  for (size_t i = 0; i < inputs.size(); i++) {
+    const Input& in = inputs[i];
     if (in.machine_id == 0) {
       std::fprintf(stderr,
                    "ringside merge: warning: the packets of %s carry no machine id (a recorder "
@@ -140,14 +185,30 @@ int RunMergeCommand(const ParsedArgs& args) {
                    in.path.c_str());
       continue;
     }
-    auto [it, inserted] = by_id.emplace(in.machine_id, &in);
-    if (!inserted && it->second->machine != in.machine) {
-      std::fprintf(stderr,
-                   "ringside merge: warning: %s (%s) and %s (%s) have one machine id, %08x: the "
-                   "importer shows them as one machine (nodes cloned from one image without "
-                   "a new /etc/machine-id?)\n",
-                   it->second->path.c_str(), it->second->machine.c_str(), in.path.c_str(),
-                   in.machine.c_str(), in.machine_id);
+    for (size_t j = 0; j < i; j++) {
+      const Input& other = inputs[j];
+      if (other.machine_id != in.machine_id) continue;
+      if (!other.machine.empty() && !in.machine.empty() && other.machine != in.machine) {
+        std::fprintf(stderr,
+                     "ringside merge: warning: %s (%s) and %s (%s) have one machine id, %08x: "
+                     "the importer shows them as one machine (nodes cloned from one image "
+                     "without a new /etc/machine-id? give each its own machine_name)\n",
+                     other.path.c_str(), other.machine.c_str(), in.path.c_str(), in.machine.c_str(),
+                     in.machine_id);
+      } else if (Overlap(other, in)) {
+        // A snapshot holds the whole ring, streamed files the same events:
+        // the importer keeps both copies, and queries count them twice.
+        const bool two_boots =
+            !other.boot_id.empty() && !in.boot_id.empty() && other.boot_id != in.boot_id;
+        std::fprintf(stderr,
+                     "ringside merge: warning: %s and %s are of one machine (%08x) and overlap "
+                     "in time: %s\n",
+                     other.path.c_str(), in.path.c_str(), in.machine_id,
+                     two_boots ? "with two boot ids at once, so two machines with one name or "
+                                 "one /etc/machine-id (give each its own machine_name)"
+                               : "the overlap's events are in the archive twice, and queries "
+                                 "count them twice; merge one of the two");
+      }
     }
   }
 
@@ -189,7 +250,7 @@ int RunMergeCommand(const ParsedArgs& args) {
   if (latest_first <= earliest_last) {
     std::fprintf(stderr, "ringside merge: all files cover %s .. %s (%s)\n",
                  FormatRealtime(latest_first).c_str(), FormatRealtime(earliest_last).c_str(),
-                 Duration(earliest_last - latest_first).c_str());
+                 Duration(latest_first, earliest_last).c_str());
   } else {
     std::fprintf(stderr,
                  "ringside merge: warning: the files share no moment: %s begins at %s, after %s "

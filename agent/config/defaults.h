@@ -100,8 +100,9 @@ inline constexpr uint32_t kMaxConsumerCpuPercent = 100000;
 // (Perfetto takes any) is taken as this. A clock snapshot is about 60 bytes
 // of the ring.
 inline constexpr uint32_t kMinClockSnapshotIntervalMs = 100;
-// The longest machine_name (SystemInfo.machine_name): a host name's 64.
-inline constexpr size_t kMaxMachineNameBytes = 64;
+// The longest machine_name (SystemInfo.machine_name): a Kubernetes node
+// name's 253 (a DNS subdomain; the DaemonSet passes it).
+inline constexpr size_t kMaxMachineNameBytes = 253;
 
 // One CPU's share of a staging budget of `budget_kb` on a machine of
 // `cpus` CPUs. Of the budget, half goes to the BPF rings, a quarter to

@@ -43,7 +43,10 @@ absl::Status TarWriter::WriteHeader(const std::string& name, uint64_t size, int6
   Octal(h + 108, 8, 0);                      // uid
   Octal(h + 116, 8, 0);                      // gid
   Octal(h + 124, 12, size);                  // size
-  Octal(h + 136, 12, static_cast<uint64_t>(mtime_s > 0 ? mtime_s : 0));
+  // 11 octal digits (until the year 2242): a time past them is clamped.
+  Octal(h + 136, 12,
+        std::min<uint64_t>(static_cast<uint64_t>(mtime_s > 0 ? mtime_s : 0),
+                           (uint64_t{1} << 33) - 1));
   std::memset(h + 148, ' ', 8);  // The checksum counts its own field as spaces.
   h[156] = '0';                  // typeflag: a regular file.
   std::memcpy(h + 257, "ustar", 6);

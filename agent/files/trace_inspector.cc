@@ -164,6 +164,16 @@ std::string StatToString(const TraceSummary::StatValue& value) {
 
 }  // namespace
 
+void TraceSummarizer::AddEventTimestamp(uint64_t ts_ns) {
+  AddTimestamp(ts_ns);
+  if (!summary_.first_event_ns || ts_ns < *summary_.first_event_ns) {
+    summary_.first_event_ns = ts_ns;
+  }
+  if (!summary_.last_event_ns || ts_ns > *summary_.last_event_ns) {
+    summary_.last_event_ns = ts_ns;
+  }
+}
+
 void TraceSummarizer::AddTimestamp(uint64_t ts_ns) {
   if (!summary_.first_timestamp_ns || ts_ns < *summary_.first_timestamp_ns) {
     summary_.first_timestamp_ns = ts_ns;
@@ -225,7 +235,7 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
       if (pid != 0) summary_.sched_pids.insert(pid);
     };
     for (const trace::FtraceEvent& event : bundle.event()) {
-      if (event.has_timestamp()) AddTimestamp(event.timestamp());
+      if (event.has_timestamp()) AddEventTimestamp(event.timestamp());
       if (event.has_sched_switch()) {
         sched_pid(event.sched_switch().prev_pid());
         sched_pid(event.sched_switch().next_pid());
@@ -251,7 +261,7 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
       uint64_t ts = 0;
       for (uint64_t delta : *deltas) {
         ts += delta;
-        AddTimestamp(ts);
+        AddEventTimestamp(ts);
       }
     }
   }
@@ -341,12 +351,14 @@ absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path) {
   return summary;
 }
 
-std::optional<std::pair<int64_t, int64_t>> TraceSummary::RealtimeRange() const {
-  if (!first_timestamp_ns || !realtime_offset_first_ns) return std::nullopt;
+std::optional<std::pair<int64_t, int64_t>> TraceSummary::RealtimeRange(bool events_only) const {
+  const std::optional<uint64_t>& first = events_only ? first_event_ns : first_timestamp_ns;
+  const std::optional<uint64_t>& last = events_only ? last_event_ns : last_timestamp_ns;
+  if (!first || !realtime_offset_first_ns) return std::nullopt;
   // Modular: an untrusted file's clocks may be anything.
   return std::pair<int64_t, int64_t>{
-      static_cast<int64_t>(*first_timestamp_ns + static_cast<uint64_t>(*realtime_offset_first_ns)),
-      static_cast<int64_t>(*last_timestamp_ns + static_cast<uint64_t>(*realtime_offset_last_ns))};
+      static_cast<int64_t>(*first + static_cast<uint64_t>(*realtime_offset_first_ns)),
+      static_cast<int64_t>(*last + static_cast<uint64_t>(*realtime_offset_last_ns))};
 }
 
 std::string FormatRealtime(int64_t unix_ns) {
@@ -402,6 +414,10 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   if (const auto range = s.RealtimeRange(); range.has_value()) {
     absl::StrAppendFormat(&out, "Wall clock (REALTIME): %s .. %s\n", FormatRealtime(range->first),
                           FormatRealtime(range->second));
+    if (const auto events = s.RealtimeRange(/*events_only=*/true); events.has_value()) {
+      absl::StrAppendFormat(&out, "  its kernel events:   %s .. %s\n",
+                            FormatRealtime(events->first), FormatRealtime(events->second));
+    }
   }
 
   absl::StrAppendFormat(&out, "\nFtrace: %u events, %u bundles with lost events\n", s.ftrace_events,
@@ -518,10 +534,16 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
                        {"last_ns", *s.last_timestamp_ns},
                        {"duration_ns", *s.last_timestamp_ns - *s.first_timestamp_ns},
                        {"realtime_first_ns", nullptr},
-                       {"realtime_last_ns", nullptr}};
+                       {"realtime_last_ns", nullptr},
+                       {"events_realtime_first_ns", nullptr},
+                       {"events_realtime_last_ns", nullptr}};
     if (const auto range = s.RealtimeRange(); range.has_value()) {
       j["time_range"]["realtime_first_ns"] = range->first;
       j["time_range"]["realtime_last_ns"] = range->second;
+    }
+    if (const auto events = s.RealtimeRange(/*events_only=*/true); events.has_value()) {
+      j["time_range"]["events_realtime_first_ns"] = events->first;
+      j["time_range"]["events_realtime_last_ns"] = events->second;
     }
   } else {
     j["time_range"] = nullptr;

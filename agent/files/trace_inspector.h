@@ -43,14 +43,20 @@ struct TraceSummary {
   // CLOCK_BOOTTIME ns of the earliest and latest packet or ftrace event.
   std::optional<uint64_t> first_timestamp_ns;
   std::optional<uint64_t> last_timestamp_ns;
+  // The same of the kernel events alone (ftrace events, compact sched):
+  // what the file recorded, without its preamble's packets, which a
+  // snapshot or a rotated file stamps with its session's start.
+  std::optional<uint64_t> first_event_ns;
+  std::optional<uint64_t> last_event_ns;
   // REALTIME minus BOOTTIME, in ns, at the first and the last clock
   // snapshot holding both clocks (unset: none has): how the file is placed
   // beside files of other machines.
   std::optional<int64_t> realtime_offset_first_ns;
   std::optional<int64_t> realtime_offset_last_ns;
   // The time range on REALTIME (Unix time, ns): the first timestamp by the
-  // first offset, the last by the last. Unset without timestamps or offsets.
-  std::optional<std::pair<int64_t, int64_t>> RealtimeRange() const;
+  // first offset, the last by the last (of the events alone with
+  // `events_only`). Unset without timestamps or offsets.
+  std::optional<std::pair<int64_t, int64_t>> RealtimeRange(bool events_only = false) const;
   // From process_tree packets; a later entry for the same id replaces an
   // earlier one. Process name: the first cmdline entry.
   std::map<int32_t, std::string> processes;
@@ -133,6 +139,8 @@ class TraceSummarizer {
 
  private:
   void AddTimestamp(uint64_t ts_ns);
+  // An event's: also in first_event_ns, last_event_ns.
+  void AddEventTimestamp(uint64_t ts_ns);
   void AddStats(const trace::TracePacket& packet);
 
   TraceSummary summary_;

@@ -4,7 +4,9 @@
 
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,11 @@ std::string MachineFile(const std::string& path, const std::string& name, uint32
   }
   std::ofstream(path, std::ios::binary) << t.SerializeAsString();
   return path;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
 std::vector<std::string> Members(const std::string& tar) {
@@ -164,6 +171,82 @@ TEST_F(MergeCommandTest, FilesThatShareNoMomentAreWarnedOf) {
                      "2026-11-27T16:00:10.000000Z"),
             std::string::npos)
       << err;
+}
+
+// An output that is one of the inputs would be replaced by the archive.
+TEST_F(MergeCommandTest, AnOutputThatIsAnInputIsRefused) {
+  const std::string a = MachineFile(dir_.Join("a.pftrace"), "node-a", 0xa, kSecond, 0, 1);
+  const std::string b = MachineFile(dir_.Join("b.pftrace"), "node-b", 0xb, kSecond, 0, 1);
+  const std::string before = ReadFile(a);
+  int code = -1;
+  const std::string err = RunRingsideCaptureStderr({"merge", "-o", a, a, b}, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(err.find("-o " + a + " is one of the files to merge"), std::string::npos) << err;
+  EXPECT_EQ(ReadFile(a), before);
+  EXPECT_NE(RunRingsideCaptureStderr({"merge", "-o", out_, "-"}, &code).find("not standard input"),
+            std::string::npos);
+  EXPECT_EQ(code, 2);
+}
+
+// Two files of one machine over the same time (a snapshot and the streamed
+// file of the same minutes) hold the same events twice.
+TEST_F(MergeCommandTest, OverlappingFilesOfOneMachineAreWarnedOf) {
+  const std::string a = MachineFile(dir_.Join("snap.pftrace"), "node-a", 0xa, kSecond, 0, 60);
+  const std::string b = MachineFile(dir_.Join("stream.pftrace"), "node-a", 0xa, kSecond, 30, 60);
+  int code = -1;
+  const std::string err = Merge({a, b}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(err.find("warning: " + a + " and " + b +
+                     " are of one machine (0000000a) and overlap in time: the overlap's events "
+                     "are in the archive twice"),
+            std::string::npos)
+      << err;
+}
+
+// A snapshot's preamble is stamped with its session's start, maybe days
+// before what it recorded: the range merge prints is its events'.
+TEST_F(MergeCommandTest, TheRangeIsThatOfTheKernelEvents) {
+  const std::string a = MachineFile(dir_.Join("a.pftrace"), "node-a", 0xa, 100 * kSecond, 0, 1);
+  trace::Trace t;
+  {
+    std::ifstream in(a, std::ios::binary);
+    ASSERT_TRUE(t.ParseFromIstream(&in));
+  }
+  t.add_packet()->set_timestamp(10 * kSecond);  // The session's start, 90 s before.
+  trace::TracePacket* p = t.add_packet();
+  p->mutable_ftrace_events()->set_cpu(0);
+  p->mutable_ftrace_events()->add_event()->set_timestamp(130 * kSecond);
+  p->mutable_ftrace_events()->add_event()->set_timestamp(140 * kSecond);
+  for (trace::TracePacket& packet : *t.mutable_packet()) packet.set_machine_id(0xa);
+  std::ofstream(a, std::ios::binary | std::ios::trunc) << t.SerializeAsString();
+  int code = -1;
+  const std::string err = Merge({a}, &code);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_NE(err.find("2026-11-27T16:00:30.000000Z .. 2026-11-27T16:00:40.000000Z"),
+            std::string::npos)
+      << err;
+}
+
+// Clocks of an untrusted file may be anything: no crash, no undefined
+// arithmetic (the sanitizer build runs this).
+TEST_F(MergeCommandTest, AbsurdClocksAreMergedWithoutHarm) {
+  trace::Trace t;
+  trace::TracePacket* p = t.add_packet();
+  auto* clocks = p->mutable_clock_snapshot();
+  auto* c = clocks->add_clocks();
+  c->set_clock_id(6);
+  c->set_timestamp(1);
+  c = clocks->add_clocks();
+  c->set_clock_id(1);
+  c->set_timestamp(UINT64_MAX);
+  t.add_packet()->set_timestamp(UINT64_MAX);
+  t.add_packet()->set_timestamp(0);
+  const std::string a = dir_.Join("absurd.pftrace");
+  std::ofstream(a, std::ios::binary) << t.SerializeAsString();
+  const std::string b = MachineFile(dir_.Join("b.pftrace"), "node-b", 0xb, kSecond, 0, 1);
+  int code = -1;
+  const std::string err = Merge({a, b}, &code);
+  EXPECT_EQ(code, 0) << err;
 }
 
 TEST_F(MergeCommandTest, WithoutOutputOrFilesItIsAUsageError) {

@@ -238,10 +238,10 @@ const std::vector<BadConfig>& BadConfigs() {
        "bad.pbtxt: line 2, column 1: compression names no codec: write compression { zstd {} } "
        "or compression { deflate {} }"},
       {"a machine name with a newline", absl::StrCat(kBuffer, "machine_name: \"db-1\\n\"\n"),
-       "bad.pbtxt: line 2, column 1: machine_name is 'db-1\\n': a name of 1 to 64 printable "
+       "bad.pbtxt: line 2, column 1: machine_name is 'db-1\\n': a name of 1 to 253 printable "
        "ASCII characters"},
       {"an empty machine name", absl::StrCat(kBuffer, "machine_name: \"\"\n"),
-       "bad.pbtxt: line 2, column 1: machine_name is '': a name of 1 to 64 printable ASCII "
+       "bad.pbtxt: line 2, column 1: machine_name is '': a name of 1 to 253 printable ASCII "
        "characters"},
       // Settings of the stream without the stream.
       {"max_file_size_bytes without write_into_file",
