@@ -573,23 +573,34 @@ TEST(EventSourceTest, ADrainHandsOutTheRecordsStillInTheirBatch) {
   RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
   ASSERT_EQ(source->sched_batch_bytes(), uint32_t{RS_SCHED_BATCH_BYTES});
   ASSERT_TRUE(source->Attach().ok());
-  for (int i = 0; i < 3; i++) usleep(2000);  // Out, woken, back in: three times.
-  Collected c;
-  source->Drain([&c](uint32_t cpu, absl::Span<const RecordView> records) {
-    for (const RecordView& r : records) c.Add(cpu, r.data, r.size);
-  });
-  source->Detach();
-  EXPECT_TRUE(c.errors.empty()) << absl::StrJoin(c.errors, "\n");
+  // Out, woken, back in, until three wakeups and six switches came out of
+  // drains. A sleep need not block (preempted for its 2 ms before it reached
+  // schedule(), under flake-check's load: 5 switches and 2 wakeups after
+  // three sleeps, once), so it sleeps again, up to 20 times; each drain
+  // hands out what is still in a batch that never filled.
   size_t switches = 0, wakeups = 0;
-  for (const rs_sched_switch& e : c.switches) {
-    switches += e.prev_tgid == getpid() || e.next_tgid == getpid();
+  for (int i = 0; i < 20 && (switches < 6 || wakeups < 3); i++) {
+    usleep(2000);
+    Collected c;
+    source->Drain([&c](uint32_t cpu, absl::Span<const RecordView> records) {
+      for (const RecordView& r : records) c.Add(cpu, r.data, r.size);
+    });
+    EXPECT_TRUE(c.errors.empty()) << absl::StrJoin(c.errors, "\n");
+    size_t drained_switches = 0, drained_wakeups = 0;
+    for (const rs_sched_switch& e : c.switches) {
+      drained_switches += e.prev_tgid == getpid() || e.next_tgid == getpid();
+    }
+    for (const rs_sched_wakeup& e : c.wakeups) drained_wakeups += e.tgid == getpid();
+    // No batch filled: the drain sent them.
+    EXPECT_LT(
+        drained_switches * sizeof(rs_sched_switch) + drained_wakeups * sizeof(rs_sched_wakeup),
+        size_t{RS_SCHED_BATCH_BYTES});
+    switches += drained_switches;
+    wakeups += drained_wakeups;
   }
-  for (const rs_sched_wakeup& e : c.wakeups) wakeups += e.tgid == getpid();
+  source->Detach();
   EXPECT_GE(switches, 6u);
   EXPECT_GE(wakeups, 3u);
-  // No batch filled: the drain sent them.
-  EXPECT_LT(switches * sizeof(rs_sched_switch) + wakeups * sizeof(rs_sched_wakeup),
-            size_t{RS_SCHED_BATCH_BYTES});
 }
 
 // Batches are handed out as their records, never more at once than the
