@@ -1,0 +1,276 @@
+// TraceSummary as `ringside inspect` prints it: text for a reader, JSON for
+// scripts (its keys documented with the inspect command).
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "agent/files/json_text.h"
+#include "agent/files/trace_inspector.h"
+
+namespace ringside::agent {
+namespace {
+
+// How many processes and threads the text rendering lists before eliding.
+constexpr size_t kMaxListedInText = 50;
+
+// A container id in the text rendering: its first 12 digits, as `docker
+// ps` and `crictl ps` show them (--json has the full id).
+absl::string_view ShortContainerId(absl::string_view id) { return id.substr(0, 12); }
+
+std::string FormatSeconds(uint64_t ns) {
+  return absl::StrFormat("%u.%09u s", ns / 1000000000, ns % 1000000000);
+}
+
+std::string StatToString(const TraceSummary::StatValue& value) {
+  return std::visit([](auto v) { return absl::StrCat(v); }, value);
+}
+
+}  // namespace
+
+std::string FormatRealtime(int64_t unix_ns) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixNanos(unix_ns),
+                          absl::UTCTimeZone());
+}
+
+std::string SummaryToText(const std::string& path, const TraceSummary& s) {
+  std::string out = absl::StrFormat("%s: %u packets in %u bytes\n", path, s.packets, s.bytes);
+  if (const TraceSummary::Compression& c = s.compression; c.deflate_packets + c.zstd_packets > 0) {
+    std::vector<std::string> codecs;
+    if (c.zstd_packets > 0) codecs.push_back(absl::StrCat("zstd (", c.zstd_packets, ")"));
+    if (c.deflate_packets > 0) codecs.push_back(absl::StrCat("deflate (", c.deflate_packets, ")"));
+    absl::StrAppendFormat(&out, "compressed: %s; %u bytes hold %u bytes of packets (%.2fx)\n",
+                          absl::StrJoin(codecs, ", "), c.compressed_bytes, c.inflated_bytes,
+                          c.inflated_bytes > 0 ? static_cast<double>(c.compressed_bytes) /
+                                                     static_cast<double>(c.inflated_bytes)
+                                               : 0.0);
+  }
+
+  if (s.machine.has_value()) {
+    absl::StrAppend(&out, "machine: ", s.machine->name.empty() ? "(unnamed)" : s.machine->name);
+    std::vector<std::string> ids;
+    for (const auto& [id, packets] : s.packets_by_machine_id) {
+      ids.push_back(id == 0 ? absl::StrCat("none (", packets, " packets)")
+                            : absl::StrFormat("%08x", id));
+    }
+    absl::StrAppend(&out, ", id ", absl::StrJoin(ids, " and "));
+    if (!s.machine->boot_id.empty()) absl::StrAppend(&out, ", boot ", s.machine->boot_id);
+    absl::StrAppend(&out, ", ", s.machine->kernel, "\n");
+  }
+
+  absl::StrAppend(&out, "\nPackets by type:\n");
+  for (const auto& [type, count] : s.packets_by_type) {
+    absl::StrAppendFormat(&out, "  %-28s %10u\n", type, count);
+  }
+
+  absl::StrAppend(&out, "\nSequences:\n");
+  absl::StrAppendFormat(&out, "  %-10s %10s %24s\n", "seq_id", "packets",
+                        "previous_packet_dropped");
+  for (const auto& [id, seq] : s.sequences) {
+    absl::StrAppendFormat(&out, "  %-10u %10u %24u\n", id, seq.packets, seq.dropped_marks);
+  }
+
+  absl::StrAppend(&out, "\nTime range (CLOCK_BOOTTIME): ");
+  if (s.first_timestamp_ns) {
+    absl::StrAppendFormat(&out, "%s .. %s (%s)\n", FormatSeconds(*s.first_timestamp_ns),
+                          FormatSeconds(*s.last_timestamp_ns),
+                          FormatSeconds(*s.last_timestamp_ns - *s.first_timestamp_ns));
+  } else {
+    absl::StrAppend(&out, "no timestamps\n");
+  }
+  if (const auto range = s.RealtimeRange(); range.has_value()) {
+    absl::StrAppendFormat(&out, "Wall clock (REALTIME): %s .. %s\n", FormatRealtime(range->first),
+                          FormatRealtime(range->second));
+    if (const auto events = s.RealtimeRange(/*events_only=*/true); events.has_value()) {
+      absl::StrAppendFormat(&out, "  its kernel events:   %s .. %s\n",
+                            FormatRealtime(events->first), FormatRealtime(events->second));
+    }
+  }
+
+  absl::StrAppendFormat(&out, "\nFtrace: %u events, %u bundles with lost events\n", s.ftrace_events,
+                        s.ftrace_bundles_with_lost_events);
+
+  const std::vector<int32_t> unresolved = s.UnresolvedSchedPids();
+  absl::StrAppendFormat(&out, "Sched pids: %u in scheduling events, %u without a name",
+                        s.sched_pids.size(), unresolved.size());
+  if (!unresolved.empty()) {
+    absl::StrAppend(&out, " (");
+    for (size_t i = 0; i < unresolved.size() && i < 10; i++) {
+      absl::StrAppend(&out, i ? " " : "", unresolved[i]);
+    }
+    absl::StrAppend(&out, unresolved.size() > 10 ? " ...)" : ")");
+  }
+  absl::StrAppend(&out, "\n");
+
+  absl::StrAppendFormat(&out, "\nProcesses (%u):\n", s.processes.size());
+  size_t listed = 0;
+  for (const auto& [pid, name] : s.processes) {
+    if (listed++ == kMaxListedInText) break;
+    absl::StrAppendFormat(&out, "  %8d  %s", pid, name);
+    auto cgroup = s.process_cgroups.find(pid);
+    if (cgroup != s.process_cgroups.end() && !cgroup->second.container_id.empty()) {
+      absl::StrAppend(&out, "  [container ", ShortContainerId(cgroup->second.container_id), "]");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  if (s.processes.size() > kMaxListedInText) {
+    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                          s.processes.size() - kMaxListedInText);
+  }
+  const std::map<std::string, TraceSummary::Container> containers = s.Containers();
+  absl::StrAppendFormat(&out, "\nContainers (%u):\n", containers.size());
+  if (!containers.empty()) {
+    absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9s\n", "container", "pod uid", "runtime",
+                          "processes");
+  }
+  listed = 0;
+  uint64_t in_containers = 0;
+  for (const auto& [id, c] : containers) {
+    in_containers += c.processes;
+    if (listed++ >= kMaxListedInText) continue;
+    absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9u\n", ShortContainerId(id),
+                          c.pod_uid.empty() ? "-" : c.pod_uid, c.runtime.empty() ? "-" : c.runtime,
+                          c.processes);
+  }
+  if (containers.size() > kMaxListedInText) {
+    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                          containers.size() - kMaxListedInText);
+  }
+  absl::StrAppendFormat(&out, "  %u processes in no container, %u of unknown cgroup\n",
+                        s.process_cgroups.size() - in_containers,
+                        s.processes.size() - s.process_cgroups.size());
+  absl::StrAppendFormat(&out, "\nThreads (%u):\n", s.threads.size());
+  listed = 0;
+  for (const auto& [tid, thread] : s.threads) {
+    if (listed++ == kMaxListedInText) break;
+    absl::StrAppendFormat(&out, "  %8d  tgid %-8d %s\n", tid, thread.tgid, thread.name);
+  }
+  if (s.threads.size() > kMaxListedInText) {
+    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                          s.threads.size() - kMaxListedInText);
+  }
+
+  absl::StrAppend(&out, "\nNon-zero stats:\n");
+  if (s.nonzero_stats.empty()) absl::StrAppend(&out, "  none\n");
+  for (const auto& [name, value] : s.nonzero_stats) {
+    absl::StrAppendFormat(&out, "  %-56s %s\n", name, StatToString(value));
+  }
+  if (!s.snapshot_triggers.empty()) {
+    absl::StrAppend(&out, "\nSnapshot of ", s.snapshot_triggers.size(), " trigger(s):\n");
+    listed = 0;
+    for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
+      if (listed++ == kMaxListedInText) break;
+      absl::StrAppendFormat(&out, "  %-24s by %s (uid %d) at %s\n", t.trigger_name(),
+                            t.producer_name(), t.trusted_producer_uid(),
+                            FormatSeconds(t.timestamp()));
+    }
+    if (s.snapshot_triggers.size() > kMaxListedInText) {
+      absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                            s.snapshot_triggers.size() - kMaxListedInText);
+    }
+  }
+  return out;
+}
+
+nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
+  nlohmann::json j;
+  j["file"] = path;
+  j["packets"] = s.packets;
+  j["bytes"] = s.bytes;
+  j["compression"] = {{"deflate_packets", s.compression.deflate_packets},
+                      {"zstd_packets", s.compression.zstd_packets},
+                      {"compressed_bytes", s.compression.compressed_bytes},
+                      {"inflated_bytes", s.compression.inflated_bytes}};
+  j["machine"] = {{"name", s.machine.has_value() ? s.machine->name : ""},
+                  {"boot_id", s.machine.has_value() ? s.machine->boot_id : ""},
+                  {"kernel", s.machine.has_value() ? s.machine->kernel : ""},
+                  {"ids", nlohmann::json::array()}};
+  for (const auto& [id, packets] : s.packets_by_machine_id) {
+    j["machine"]["ids"].push_back({{"id", id}, {"packets", packets}});
+  }
+  j["packets_by_type"] = nlohmann::json::object();
+  for (const auto& [type, count] : s.packets_by_type) j["packets_by_type"][type] = count;
+  j["sequences"] = nlohmann::json::array();
+  for (const auto& [id, seq] : s.sequences) {
+    j["sequences"].push_back(
+        {{"id", id}, {"packets", seq.packets}, {"previous_packet_dropped", seq.dropped_marks}});
+  }
+  if (s.first_timestamp_ns) {
+    j["time_range"] = {{"clock", "BOOTTIME"},
+                       {"first_ns", *s.first_timestamp_ns},
+                       {"last_ns", *s.last_timestamp_ns},
+                       {"duration_ns", *s.last_timestamp_ns - *s.first_timestamp_ns},
+                       {"realtime_first_ns", nullptr},
+                       {"realtime_last_ns", nullptr},
+                       {"events_realtime_first_ns", nullptr},
+                       {"events_realtime_last_ns", nullptr}};
+    if (const auto range = s.RealtimeRange(); range.has_value()) {
+      j["time_range"]["realtime_first_ns"] = range->first;
+      j["time_range"]["realtime_last_ns"] = range->second;
+    }
+    if (const auto events = s.RealtimeRange(/*events_only=*/true); events.has_value()) {
+      j["time_range"]["events_realtime_first_ns"] = events->first;
+      j["time_range"]["events_realtime_last_ns"] = events->second;
+    }
+  } else {
+    j["time_range"] = nullptr;
+  }
+  j["ftrace"] = {{"events", s.ftrace_events},
+                 {"bundles_with_lost_events", s.ftrace_bundles_with_lost_events}};
+  const std::vector<int32_t> unresolved = s.UnresolvedSchedPids();
+  j["sched_pids"] = {{"seen", s.sched_pids.size()},
+                     {"unresolved", unresolved.size()},
+                     {"unresolved_pids", unresolved}};
+  j["processes"] = nlohmann::json::array();
+  for (const auto& [pid, name] : s.processes) {
+    nlohmann::json process = {{"pid", pid}, {"name", name}};
+    auto cgroup = s.process_cgroups.find(pid);
+    if (cgroup != s.process_cgroups.end()) {
+      const TraceSummary::ProcessCgroup& c = cgroup->second;
+      if (c.cgroup_id != 0) process["cgroup_id"] = c.cgroup_id;
+      if (!c.cgroup_path.empty()) process["cgroup_path"] = c.cgroup_path;
+      if (!c.container_id.empty()) process["container_id"] = c.container_id;
+      if (!c.pod_uid.empty()) process["pod_uid"] = c.pod_uid;
+    }
+    j["processes"].push_back(std::move(process));
+  }
+  j["containers"] = nlohmann::json::array();
+  for (const auto& [id, c] : s.Containers()) {
+    nlohmann::json container = {{"container_id", id}, {"processes", c.processes}};
+    container["pod_uid"] = c.pod_uid.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.pod_uid);
+    container["runtime"] = c.runtime.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.runtime);
+    j["containers"].push_back(std::move(container));
+  }
+  j["threads"] = nlohmann::json::array();
+  for (const auto& [tid, thread] : s.threads) {
+    j["threads"].push_back({{"tid", tid}, {"tgid", thread.tgid}, {"name", thread.name}});
+  }
+  j["nonzero_stats"] = nlohmann::json::object();
+  for (const auto& [name, value] : s.nonzero_stats) {
+    nlohmann::json& slot = j["nonzero_stats"][name];
+    std::visit([&slot](auto v) { slot = v; }, value);
+  }
+  j["snapshot_triggers"] = nlohmann::json::array();
+  for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
+    j["snapshot_triggers"].push_back({{"trigger_name", t.trigger_name()},
+                                      {"producer_name", t.producer_name()},
+                                      {"trusted_producer_uid", t.trusted_producer_uid()},
+                                      {"timestamp_ns", t.timestamp()}});
+  }
+  if (s.error) {
+    j["error"] = {{"offset", s.error->offset}, {"message", s.error->message}};
+  } else {
+    j["error"] = nullptr;
+  }
+  return j;
+}
+
+std::string SummaryToJsonText(const std::string& path, const TraceSummary& summary) {
+  return JsonText(SummaryToJson(path, summary));
+}
+}  // namespace ringside::agent
