@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -11,20 +9,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/base/small_file.h"
 #include "agent/descriptors/cgroup_fs.h"
 
 namespace ringside::agent {
-namespace {
-
-std::optional<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::optional<uint64_t> PssOfSmapsRollup(std::string_view text) {
   for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {

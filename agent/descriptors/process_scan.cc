@@ -3,9 +3,7 @@
 #include <dirent.h>
 #include <time.h>
 
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/base/small_file.h"
 #include "agent/descriptors/cgroup_fs.h"
 #include "agent/descriptors/container_identity.h"
 
@@ -26,13 +25,6 @@ int64_t BoottimeNs() {
   timespec ts;
   clock_gettime(CLOCK_BOOTTIME, &ts);
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -62,7 +54,7 @@ trace::TracePacket ScanProcessesIn(const std::string& proc_root) {
     int pid = 0;
     if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
     const std::string dir = absl::StrCat(proc_root, "/", pid);
-    const std::string status = ReadSmallFile(dir + "/status");
+    const std::string status = ReadSmallFileOrEmpty(dir + "/status");
     if (status.empty()) continue;  // Gone meanwhile.
     trace::ProcessTree::Process* p = tree->add_processes();
     p->set_pid(pid);
@@ -79,7 +71,7 @@ trace::TracePacket ScanProcessesIn(const std::string& proc_root) {
         comm = std::string(absl::StripAsciiWhitespace(line));
       }
     }
-    const std::string cmdline = ReadSmallFile(dir + "/cmdline");
+    const std::string cmdline = ReadSmallFileOrEmpty(dir + "/cmdline");
     if (cmdline.empty()) {
       p->add_cmdline(comm);  // Kernel threads: the comm, as Perfetto does.
     } else {
@@ -87,7 +79,8 @@ trace::TracePacket ScanProcessesIn(const std::string& proc_root) {
         p->add_cmdline(std::string(arg));
       }
     }
-    if (std::optional<std::string> cgroup = CgroupPathInProcFile(ReadSmallFile(dir + "/cgroup"))) {
+    if (std::optional<std::string> cgroup =
+            CgroupPathInProcFile(ReadSmallFileOrEmpty(dir + "/cgroup"))) {
       auto [it, added] = cgroup_ids.try_emplace(*cgroup, 0);
       if (added) it->second = CgroupIdOfPath(*cgroup).value_or(0);
       SetCgroupOfProcess(it->second, *cgroup, p);
@@ -107,7 +100,7 @@ trace::TracePacket ScanProcessesIn(const std::string& proc_root) {
         int tid = 0;
         if (!absl::SimpleAtoi(t->d_name, &tid)) continue;
         std::string name(absl::StripTrailingAsciiWhitespace(
-            ReadSmallFile(absl::StrCat(dir, "/task/", tid, "/comm"))));
+            ReadSmallFileOrEmpty(absl::StrCat(dir, "/task/", tid, "/comm"))));
         if (name.empty() && tid != pid) continue;  // Gone meanwhile.
         add_thread(tid, name.empty() ? comm : std::move(name));
       }

@@ -12,9 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -26,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/base/small_file.h"
 
 namespace ringside::agent {
 namespace {
@@ -134,15 +133,8 @@ std::vector<pid_t> ListThreads(pid_t pid) {
   return tids;
 }
 
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string ThreadName(pid_t tid) {
-  std::string comm = ReadSmallFile(absl::StrCat("/proc/self/task/", tid, "/comm"));
+  std::string comm = ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/comm"));
   absl::StripTrailingAsciiWhitespace(&comm);
   return comm;
 }
@@ -150,7 +142,7 @@ std::string ThreadName(pid_t tid) {
 // True if thread `tid` of this process blocks `signal_number` (its SigBlk
 // line in /proc/self/task/TID/status); false when that cannot be read.
 bool ThreadBlocksSignal(pid_t tid, int signal_number) {
-  const std::string status = ReadSmallFile(absl::StrCat("/proc/self/task/", tid, "/status"));
+  const std::string status = ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/status"));
   for (absl::string_view line : absl::StrSplit(status, '\n')) {
     if (!absl::ConsumePrefix(&line, "SigBlk:")) continue;
     uint64_t mask = 0;
@@ -162,7 +154,7 @@ bool ThreadBlocksSignal(pid_t tid, int signal_number) {
 
 // Thread `tid`'s state letter (R, S, D...), '?' if it cannot be read.
 char ThreadStateLetter(pid_t tid) {
-  const std::string stat = ReadSmallFile(absl::StrCat("/proc/self/task/", tid, "/stat"));
+  const std::string stat = ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/stat"));
   const size_t paren = stat.rfind(')');
   return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
 }
@@ -170,7 +162,7 @@ char ThreadStateLetter(pid_t tid) {
 // "state D, in wchan_name" for a failure message.
 std::string ThreadState(pid_t tid) {
   const std::string state(1, ThreadStateLetter(tid));
-  std::string wchan = ReadSmallFile(absl::StrCat("/proc/self/task/", tid, "/wchan"));
+  std::string wchan = ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/wchan"));
   absl::StripTrailingAsciiWhitespace(&wchan);
   return absl::StrCat("state ", state, ", in ", wchan.empty() || wchan == "0" ? "?" : wchan);
 }
@@ -198,9 +190,9 @@ CapabilityMask CapabilitiesToKeepHere(bool output_group) {
   utsname u;
   if (uname(&u) == 0) needs.kernel_release = u.release;
   int disabled = 0;
-  if (absl::SimpleAtoi(
-          absl::StripAsciiWhitespace(ReadSmallFile("/proc/sys/kernel/unprivileged_bpf_disabled")),
-          &disabled)) {
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(
+                           ReadSmallFileOrEmpty("/proc/sys/kernel/unprivileged_bpf_disabled")),
+                       &disabled)) {
     needs.unprivileged_bpf_disabled = disabled;
   }
   return CapabilitiesToKeep(needs);
@@ -325,7 +317,7 @@ absl::StatusOr<std::vector<ThreadCapabilities>> ReadThreadCapabilities(pid_t pid
   std::vector<ThreadCapabilities> out;
   const std::string dir = pid == 0 ? "/proc/self/task" : absl::StrCat("/proc/", pid, "/task");
   for (pid_t tid : ListThreads(pid)) {
-    const std::string text = ReadSmallFile(absl::StrCat(dir, "/", tid, "/status"));
+    const std::string text = ReadSmallFileOrEmpty(absl::StrCat(dir, "/", tid, "/status"));
     if (text.empty()) continue;  // It has exited.
     absl::StatusOr<ThreadCapabilities> t = ParseThreadStatus(text);
     if (!t.ok()) return absl::InternalError(absl::StrCat(dir, "/", tid, "/", t.status().message()));

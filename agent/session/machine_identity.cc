@@ -3,9 +3,8 @@
 #include <sys/utsname.h>
 #include <systemd/sd-id128.h>
 
-#include <fstream>
-
 #include "absl/strings/ascii.h"
+#include "agent/base/small_file.h"
 
 namespace ringside::agent {
 namespace {
@@ -16,16 +15,10 @@ namespace {
 constexpr sd_id128_t kRingsideAppId = {{0xa0, 0x0b, 0xc6, 0x16, 0xa7, 0xd7, 0xb8, 0x5c, 0x9a, 0xc5,
                                         0x3a, 0x2f, 0xd6, 0xbc, 0x0b, 0xd3}};
 
-// The first line of `path` (at most 4 KiB), trimmed; "" when unreadable.
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::string text(4096, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  const size_t newline = text.find('\n');
-  if (newline != std::string::npos) text.resize(newline);
-  return std::string(absl::StripAsciiWhitespace(text));
+// The first line of `path`, trimmed; "" when unreadable.
+std::string FirstLine(const std::string& path) {
+  const std::string text = ReadSmallFileOrEmpty(path);
+  return std::string(absl::StripAsciiWhitespace(text.substr(0, text.find('\n'))));
 }
 
 }  // namespace
@@ -41,7 +34,7 @@ uint32_t MachineIdFromName(const std::string& name) {
 
 MachineIdentity ReadMachineIdentity(const std::string& configured_name) {
   MachineIdentity m;
-  m.boot_id = ReadSmallFile("/proc/sys/kernel/random/boot_id");
+  m.boot_id = FirstLine("/proc/sys/kernel/random/boot_id");
   utsname u;
   const std::string host = uname(&u) == 0 ? u.nodename : "";
   m.name = configured_name.empty() ? host : configured_name;
