@@ -352,7 +352,8 @@ FUZZ_LIBS_trace_buffer := absl_strings absl_node_hash_map absl_hash absl_raw_has
 FUZZ_OBJS_page_parser := $(call fuzz_objs,tests/fuzz/page_parser_fuzzer.cc ftrace/page_parser.cc)
 # `ringside inspect` on any bytes: the reader, the summarizer, both renderings.
 FUZZ_OBJS_trace_file := $(call fuzz_objs,tests/fuzz/trace_file_fuzzer.cc \
-  agent/files/trace_inspector.cc agent/files/trace_file_reader.cc agent/files/json_text.cc \
+  agent/files/trace_inspector.cc agent/files/trace_inspector_format.cc \
+  agent/files/trace_file_reader.cc agent/files/json_text.cc \
   agent/files/packet_compression.cc buffer/wire_format.cc $(PROTO_CCS))
 FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format zlib libzstd
 # The control socket's framing and request decoder, on a peer's bytes.
