@@ -33,12 +33,12 @@ PKG_CONFIG ?= pkg-config
 # Debian packages (bookworm) that building, testing and running ringside need.
 DEB_PACKAGES := \
   g++ make clang llvm clang-format pkg-config \
-  libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev \
+  libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev libssl-dev \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
   rt-tests systemd linux-perf time ccache gdb \
-  qemu-system-x86 busybox-static cpio jq
+  qemu-system-x86 busybox-static cpio jq rclone
 
 # tests/deploy/ checks the Kubernetes manifests against the API's schemas
 # (kubernetes-models: every kind's OpenAPI schema compiled to a validator,
@@ -51,7 +51,7 @@ NPM_TOOLS ?= kubernetes-models@5.1.0 yaml@2.9.1 typescript@5.9.3
 
 PKGS := protobuf nlohmann_json libbpf libsystemd \
   absl_status absl_statusor absl_strings absl_str_format \
-  absl_time absl_synchronization absl_flat_hash_map zlib libzstd
+  absl_time absl_synchronization absl_flat_hash_map zlib libzstd libcrypto
 
 # Evaluated lazily so that `make deps` works before pkg-config exists.
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
@@ -353,9 +353,9 @@ FUZZ_OBJS_page_parser := $(call fuzz_objs,tests/fuzz/page_parser_fuzzer.cc ftrac
 # `ringside inspect` on any bytes: the reader, the summarizer, both renderings.
 FUZZ_OBJS_trace_file := $(call fuzz_objs,tests/fuzz/trace_file_fuzzer.cc \
   agent/files/trace_inspector.cc agent/files/trace_inspector_format.cc \
-  agent/files/trace_file_reader.cc agent/files/json_text.cc \
+  agent/files/trace_file_reader.cc agent/files/json_text.cc agent/files/file_digest.cc \
   agent/files/packet_compression.cc buffer/wire_format.cc $(PROTO_CCS))
-FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format zlib libzstd
+FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format zlib libzstd libcrypto
 # The control socket's framing and request decoder, on a peer's bytes.
 FUZZ_OBJS_control_request := $(call fuzz_objs,tests/fuzz/control_request_fuzzer.cc \
   agent/control/control_frame.cc $(BUILD)/gen/ringside/control/control.pb.cc)
@@ -468,6 +468,8 @@ deps:
 # the prefix, as the unit names them.
 BINDIR := $(PREFIX)/bin
 UNITDIR := $(PREFIX)/lib/systemd/system
+# ringside-ship (deploy/shipping/), run by its timer unit once enabled.
+SHIPDIR := $(PREFIX)/lib/ringside
 CONFIG_DIR := /etc/ringside
 STATE_DIR := /var/lib/ringside
 SHIPPED_CONFIG := deploy/configs/agent.pbtxt
@@ -480,6 +482,11 @@ install: $(BIN)
 	sed 's|@BINDIR@|$(BINDIR)|g' deploy/systemd/ringside.service > $(DESTDIR)$(UNITDIR)/ringside.service.tmp
 	chmod 0644 $(DESTDIR)$(UNITDIR)/ringside.service.tmp
 	mv -f $(DESTDIR)$(UNITDIR)/ringside.service.tmp $(DESTDIR)$(UNITDIR)/ringside.service
+	install -D -m 0755 deploy/shipping/ringside-ship $(DESTDIR)$(SHIPDIR)/ringside-ship
+	sed 's|@SHIPDIR@|$(SHIPDIR)|g' deploy/shipping/ringside-ship.service > $(DESTDIR)$(UNITDIR)/ringside-ship.service.tmp
+	chmod 0644 $(DESTDIR)$(UNITDIR)/ringside-ship.service.tmp
+	mv -f $(DESTDIR)$(UNITDIR)/ringside-ship.service.tmp $(DESTDIR)$(UNITDIR)/ringside-ship.service
+	install -m 0644 deploy/shipping/ringside-ship.timer $(DESTDIR)$(UNITDIR)/ringside-ship.timer
 	@if [ -e $(DESTDIR)$(CONFIG_DIR)/agent.pbtxt ]; then \
 	  echo "make install: keeping $(DESTDIR)$(CONFIG_DIR)/agent.pbtxt as it is" \
 	    "(the shipped default is $(SHIPPED_CONFIG))"; \
@@ -488,10 +495,15 @@ install: $(BIN)
 	  install -D -m 0644 $(SHIPPED_CONFIG) $(DESTDIR)$(CONFIG_DIR)/agent.pbtxt; \
 	fi
 	install -d -m 0750 $(DESTDIR)$(STATE_DIR)
-	@echo "make install: done; then: systemctl daemon-reload && systemctl enable --now ringside"
+	@echo "make install: done; then: systemctl daemon-reload && systemctl enable --now ringside" \
+	  "(and, to ship its files, docs/shipping.md)"
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/ringside $(DESTDIR)$(UNITDIR)/ringside.service
+	rm -f $(DESTDIR)$(SHIPDIR)/ringside-ship $(DESTDIR)$(UNITDIR)/ringside-ship.service \
+	  $(DESTDIR)$(UNITDIR)/ringside-ship.timer
+	@if [ -d $(DESTDIR)$(SHIPDIR) ] && rmdir $(DESTDIR)$(SHIPDIR) 2>/dev/null; then \
+	  echo "rmdir $(DESTDIR)$(SHIPDIR)"; fi
 	@cfg=$(DESTDIR)$(CONFIG_DIR)/agent.pbtxt; \
 	if [ -e $$cfg ]; then \
 	  if cmp -s $$cfg $(SHIPPED_CONFIG); then echo "rm -f $$cfg"; rm -f $$cfg; \

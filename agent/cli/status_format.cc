@@ -180,6 +180,10 @@ std::string StatusText(const control::StatusReply& s) {
     AppendLine(&out, "", absl::StrCat("last: ", snap.last_path()));
     AppendLine(&out, "", absl::StrCat("reason: ", snap.last_reason()));
   }
+  if (snap.sidecars_failed() > 0) {
+    AppendLine(&out, "",
+               absl::StrCat(snap.sidecars_failed(), " without a sidecar (shippers leave them)"));
+  }
   if (!snap.last_error().empty()) {
     AppendLine(&out, "", absl::StrCat("last failure: ", snap.last_error()));
   }
@@ -214,6 +218,12 @@ std::string StatusText(const control::StatusReply& s) {
     if (st.write_errors() > 0) {
       AppendLine(&out, "",
                  absl::StrCat(st.write_errors(), " write errors; last: ", st.last_error()));
+    }
+    if (st.sidecars_failed() > 0) {
+      AppendLine(&out, "",
+                 absl::StrCat(st.sidecars_failed(),
+                              " files without a sidecar (shippers leave them); last: ",
+                              st.last_sidecar_error()));
     }
     AppendCompressionLine(st, &out);
   }
@@ -278,7 +288,8 @@ json StatusJsonValue(const control::StatusReply& s) {
                     {"codec", snap.codec()},
                     {"compressed_in_bytes", snap.compressed_in_bytes()},
                     {"compressed_out_bytes", snap.compressed_out_bytes()},
-                    {"compression_cpu_ns", snap.compression_cpu_ns()}};
+                    {"compression_cpu_ns", snap.compression_cpu_ns()},
+                    {"sidecars_failed", snap.sidecars_failed()}};
   const control::ReloadStatus& r = s.reload();
   j["reload"] = {{"count", r.count()},
                  {"refused", r.refused()},
@@ -301,7 +312,10 @@ json StatusJsonValue(const control::StatusReply& s) {
                       {"codec", st.codec()},
                       {"compressed_in_bytes", st.compressed_in_bytes()},
                       {"compressed_out_bytes", st.compressed_out_bytes()},
-                      {"compression_cpu_ns", st.compression_cpu_ns()}};
+                      {"compression_cpu_ns", st.compression_cpu_ns()},
+                      {"sidecars_written", st.sidecars_written()},
+                      {"sidecars_failed", st.sidecars_failed()},
+                      {"last_sidecar_error", st.last_sidecar_error()}};
   } else {
     j["streaming"] = nullptr;
   }

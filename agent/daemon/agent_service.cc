@@ -173,6 +173,11 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
                                                       : absl::StatusOr<std::string>(r.status));
         if (r.status.ok()) {
           self->log_.Notice(absl::StrCat("snapshot written: ", r.path, " (", r.reason, ")"));
+          if (!r.sidecar.ok()) {
+            self->log_.Warning(
+                absl::StrCat("snapshot ", r.path,
+                             " has no sidecar, so shippers leave it: ", r.sidecar.message()));
+          }
         } else {
           self->log_.Error(absl::StrCat("snapshot ", r.path, " failed: ", r.status.message()));
         }
@@ -182,6 +187,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   s->snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
   s->snapshots_->set_output_group(s->output_group_);
   s->snapshots_->set_compression(PacketCompressionOf(config));
+  s->snapshots_->FinishOldSnapshots();
   control_options.replace_stale_socket = s->options_.replace_stale_socket;
   control_options.log = [self](absl::string_view line) {
     self->log_.LogLimited(LogLevel::kWarning, "control", line);

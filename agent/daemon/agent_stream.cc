@@ -46,6 +46,10 @@ void FillStreamingStatus(const RotatingTraceFile& stream, const CompressingSink*
   out->set_bytes_lost(lost);
   out->set_write_errors(st.write_errors);
   out->set_last_error(st.last_error);
+  const SidecarWriter::Stats sidecars = stream.sidecar_stats();
+  out->set_sidecars_written(sidecars.written);
+  out->set_sidecars_failed(sidecars.failed);
+  out->set_last_sidecar_error(sidecars.last_error);
   if (compression != nullptr) {
     out->set_codec(PacketCodecName(compression->compression().codec));
     out->set_compressed_in_bytes(compression->bytes_in());

@@ -12,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "agent/files/trace_sidecar.h"
 
 namespace ringside::agent {
 namespace {
@@ -95,6 +96,13 @@ PruneResult PruneOldestFiles(const OutputDir& dir, const FileRank& rank, uint32_
     const bool over = (max_files > 0 && count > max_files) || (max_bytes > 0 && bytes > max_bytes);
     if (!over) break;
     if (f.name == keep) continue;
+    // Its sidecar first: a trace without one is unfinished to a shipper,
+    // while a sidecar without its trace would describe nothing.
+    if (unlinkat(dir.fd(), SidecarName(f.name).c_str(), 0) != 0 && errno != ENOENT) {
+      result.errors.push_back(
+          absl::StrCat(dir.Join(SidecarName(f.name)), ": ", std::strerror(errno)));
+      continue;
+    }
     if (unlinkat(dir.fd(), f.name.c_str(), 0) != 0) {
       result.errors.push_back(absl::StrCat(dir.Join(f.name), ": ", std::strerror(errno)));
       continue;

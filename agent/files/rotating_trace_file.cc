@@ -67,6 +67,12 @@ absl::StatusOr<std::unique_ptr<RotatingTraceFile>> RotatingTraceFile::Open(Optio
                                                           dir.status().message()));
   }
   f->dir_ = std::move(*dir);
+  const std::string hostname = f->options_.hostname;
+  for (std::string& name : TracesWithoutSidecar(*f->dir_, [&hostname](absl::string_view name) {
+         return IsStreamFileName(name, hostname);
+       })) {
+    f->sidecars_.Queue(f->dir_, std::move(name), f->options_.group);
+  }
   if (absl::Status st = f->OpenFile(); !st.ok()) return st;
   return f;
 }
@@ -151,7 +157,10 @@ absl::Status RotatingTraceFile::FinishFile() {
     st = absl::UnavailableError(absl::StrCat("renaming ", display_name_, " to ", final_name, ": ",
                                              std::strerror(errno), " (the trace stays there)"));
   }
-  if (st.ok()) fsync(dir_->fd());
+  if (st.ok()) {
+    fsync(dir_->fd());
+    sidecars_.Queue(dir_, final_name, options_.group);
+  }
   absl::MutexLock lock(&mu_);
   stats_.path.clear();
   stats_.bytes = 0;
@@ -167,6 +176,7 @@ absl::Status RotatingTraceFile::FinishFile() {
 
 void RotatingTraceFile::Prune(uint64_t joining_bytes) {
   const std::string hostname = options_.hostname;
+  absl::MutexLock publishing(&sidecars_.publish_mutex());
   const PruneResult r = PruneOldestFiles(
       *dir_,
       [&hostname](absl::string_view name) -> std::optional<int> {

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "agent/files/output_dir.h"
 #include "agent/files/output_file.h"
+#include "agent/files/trace_sidecar.h"
 #include "agent/files/trace_sink.h"
 
 namespace ringside::agent {
@@ -32,11 +33,13 @@ bool IsStreamFileName(absl::string_view name, absl::string_view hostname);
 //   <dir>/<host>-<UTC time it was opened>-<seq>.pftrace.partial   being written
 //        ── FileDue(): max_file_bytes reached or max_file_age passed ──►
 //   fsync, renamed to <...>.pftrace (never over an existing name), dir fsynced
+//        ── its sidecar <...>.pftrace.json, written on a thread of its own
+//           (trace_sidecar.h): from then on the file is finished ──
 //        ── retention: max_files / max_total_bytes, the oldest finished files
 //           of this host deleted first (the one being written never) ──►
 //   the next <...>-<seq+1>.pftrace.partial
 //
-// So a reader or a shipper that skips ".partial" only ever sees whole files,
+// So a reader or a shipper that takes only files with a sidecar only ever sees whole files,
 // and the file being written is a valid trace up to its last whole packet
 // (a full disk cuts a write back to it: OutputFile). Files are created
 // O_EXCL|O_NOFOLLOW, 0600 or 0640 with a group: nothing planted in the directory is
@@ -68,7 +71,9 @@ class RotatingTraceFile : public RotatingSink {
     std::string last_error;
   };
 
-  // Opens the first file. Errors name the directory and why.
+  // Opens the first file, and queues the sidecars that finished files of
+  // this host lack (an agent killed before it wrote them, files it
+  // recovered). Errors name the directory and why.
   static absl::StatusOr<std::unique_ptr<RotatingTraceFile>> Open(Options options);
   ~RotatingTraceFile() override;
 
@@ -82,6 +87,9 @@ class RotatingTraceFile : public RotatingSink {
   absl::Status NextFile() override;
 
   Stats stats() const;
+  SidecarWriter::Stats sidecar_stats() const { return sidecars_.stats(); }
+  // Blocks until the sidecars of the files finished so far are written.
+  void WaitForSidecars() { sidecars_.WaitIdle(); }
 
  private:
   explicit RotatingTraceFile(Options options) : options_(std::move(options)) {}
@@ -93,7 +101,7 @@ class RotatingTraceFile : public RotatingSink {
   void CountError(const absl::Status& status);
 
   const Options options_;
-  std::unique_ptr<OutputDir> dir_;
+  std::shared_ptr<const OutputDir> dir_;
   uint64_t next_seq_ = 1;
   std::unique_ptr<OutputFile> file_;
   std::string partial_name_;  // Of file_, in dir_.
@@ -102,6 +110,8 @@ class RotatingTraceFile : public RotatingSink {
 
   mutable absl::Mutex mu_;
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  // Last: its destructor writes what is queued while the rest is alive.
+  SidecarWriter sidecars_;
 };
 
 // At the agent's start: the ".partial" streaming files of this host that an

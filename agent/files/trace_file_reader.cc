@@ -39,8 +39,6 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
 
 absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::Open(const std::string& path) {
   int fd = -1;
-  bool size_known = false;
-  uint64_t file_size = 0;
   if (path == kStandardInput) {
     // At a terminal the reader would wait for a trace nobody is going to type.
     if (isatty(STDIN_FILENO)) {
@@ -56,20 +54,30 @@ absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::Open(const std
     // ignore the flag, so reads still block as usual.
     fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-      const int err = errno;
-      close(fd);
-      return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      close(fd);
-      return absl::FailedPreconditionError(absl::StrCat(
-          path, " is not a regular file (to read a pipe, give - and pipe the trace in)"));
-    }
-    size_known = true;
-    file_size = static_cast<uint64_t>(st.st_size);
+    return OpenFile(fd, path);
   }
+  return FromFd(fd, /*size_known=*/false, 0, path);
+}
+
+absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::OpenFile(
+    int fd, const std::string& path) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " is not a regular file (to read a pipe, give - and pipe the trace in)"));
+  }
+  return FromFd(fd, /*size_known=*/true, static_cast<uint64_t>(st.st_size), path);
+}
+
+absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::FromFd(int fd, bool size_known,
+                                                                         uint64_t file_size,
+                                                                         const std::string& path) {
   gzFile file = gzdopen(fd, "rb");
   if (file == nullptr) {
     close(fd);

@@ -46,6 +46,10 @@ class TraceFileReader {
   // naming the path and the cause; kFailedPrecondition too if standard input
   // is a terminal.
   static absl::StatusOr<std::unique_ptr<TraceFileReader>> Open(const std::string& path);
+  // The same for a file the caller opened (say, relative to a directory's
+  // descriptor, never through a symlink): takes `fd` over, closed on
+  // failure too. `path` names it in errors.
+  static absl::StatusOr<std::unique_ptr<TraceFileReader>> OpenFile(int fd, const std::string& path);
 
   // Reads the next packet into *packet (its serialized TracePacket bytes) and
   // its byte offset in the file (of the packet's tag) into *offset.
@@ -79,6 +83,9 @@ class TraceFileReader {
  private:
   TraceFileReader(gzFile file, int fd, bool size_known, uint64_t file_size)
       : file_(file), fd_(fd), size_known_(size_known), file_size_(file_size) {}
+  static absl::StatusOr<std::unique_ptr<TraceFileReader>> FromFd(int fd, bool size_known,
+                                                                 uint64_t file_size,
+                                                                 const std::string& path);
 
   // Reads a base-128 varint at position_. Returns false (and sets the error)
   // on EOF or on a varint longer than 10 bytes. `what` names the field for the

@@ -1,5 +1,7 @@
 #include "agent/files/trace_inspector.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -279,6 +281,20 @@ void TraceSummarizer::AddStats(const trace::TracePacket& packet) {
     FlattenNonZero(figures, "trace_stats.", &trace_stats_);
     summary_.snapshot_triggers.assign(packet.trace_stats().ringside_snapshot_triggers().begin(),
                                       packet.trace_stats().ringside_snapshot_triggers().end());
+    const trace::TraceStats& stats = packet.trace_stats();
+    TraceSummary::Losses& losses = summary_.losses;
+    losses = {};
+    for (const trace::TraceStats::StagingLoss& l : stats.ringside_staging_loss()) {
+      losses.staging_events += l.events_lost();
+    }
+    for (const trace::TraceStats::BufferStats& b : stats.buffer_stats()) {
+      losses.buffer_chunks_overwritten += b.chunks_overwritten();
+      losses.buffer_bytes_overwritten += b.bytes_overwritten();
+      losses.buffer_chunks_discarded += b.chunks_discarded();
+    }
+    for (const trace::TraceStats::EventLoss& l : stats.ringside_event_loss()) {
+      losses.events_after_staging += l.events_lost();
+    }
   } else {
     ftrace_stats_.clear();
     FlattenNonZero(packet.ftrace_stats(), "ftrace_stats.", &ftrace_stats_);
@@ -286,6 +302,24 @@ void TraceSummarizer::AddStats(const trace::TracePacket& packet) {
   summary_.nonzero_stats = trace_stats_;
   summary_.nonzero_stats.insert(summary_.nonzero_stats.end(), ftrace_stats_.begin(),
                                 ftrace_stats_.end());
+}
+
+uint32_t TraceSummary::MainMachineId() const {
+  uint32_t id = 0;
+  uint64_t most = 0;
+  for (const auto& [machine_id, packets] : packets_by_machine_id) {
+    if (machine_id != 0 && packets > most) {
+      id = machine_id;
+      most = packets;
+    }
+  }
+  return id;
+}
+
+uint64_t TraceSummary::PacketsAfterAGap() const {
+  uint64_t packets = 0;
+  for (const auto& [id, sequence] : sequences) packets += sequence.dropped_marks;
+  return packets;
 }
 
 std::vector<int32_t> TraceSummary::UnresolvedSchedPids() const {
@@ -310,27 +344,57 @@ std::map<std::string, TraceSummary::Container> TraceSummary::Containers() const 
   return out;
 }
 
-absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<TraceFileReader>> reader = TraceFileReader::Open(path);
-  if (!reader.ok()) return reader.status();
+namespace {
+
+TraceSummary Summarize(TraceFileReader& reader) {
   TraceSummarizer summarizer;
   std::string packet;
   uint64_t offset = 0;
   uint64_t whole_packet_bytes = 0;
   for (;;) {
-    TraceFileReader::Result result = (*reader)->ReadNextPacket(&packet, &offset);
+    TraceFileReader::Result result = reader.ReadNextPacket(&packet, &offset);
     if (result == TraceFileReader::Result::kEnd) break;
     if (result == TraceFileReader::Result::kError) {
-      summarizer.SetError((*reader)->error_offset(), (*reader)->error());
+      summarizer.SetError(reader.error_offset(), reader.error());
       break;
     }
     if (!summarizer.AddPacket(packet, offset)) break;
-    whole_packet_bytes = (*reader)->position();
+    whole_packet_bytes = reader.position();
   }
   TraceSummary summary = summarizer.summary();
   summary.bytes = whole_packet_bytes;
-  const TraceFileReader::CompressionStats& c = (*reader)->compression_stats();
+  const TraceFileReader::CompressionStats& c = reader.compression_stats();
   summary.compression = {c.deflate_packets, c.zstd_packets, c.compressed_bytes, c.inflated_bytes};
+  return summary;
+}
+
+}  // namespace
+
+absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path) {
+  if (path == TraceFileReader::kStandardInput) {
+    absl::StatusOr<std::unique_ptr<TraceFileReader>> reader = TraceFileReader::Open(path);
+    if (!reader.ok()) return reader.status();
+    return Summarize(**reader);
+  }
+  // O_NONBLOCK: a FIFO is refused by the reader rather than waited on.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    // The reader's own error, which names the path and the cause.
+    absl::StatusOr<std::unique_ptr<TraceFileReader>> reader = TraceFileReader::Open(path);
+    if (!reader.ok()) return reader.status();
+    return absl::UnavailableError(absl::StrCat("cannot open ", path));
+  }
+  return InspectOpenTraceFile(fd, path);
+}
+
+absl::StatusOr<TraceSummary> InspectOpenTraceFile(int fd, const std::string& path) {
+  absl::StatusOr<std::unique_ptr<TraceFileReader>> reader = TraceFileReader::OpenFile(fd, path);
+  if (!reader.ok()) return reader.status();
+  // Hashed first, with pread, so the digest covers at least what is read
+  // (a file still growing is hashed as it was then).
+  absl::StatusOr<FileDigest> digest = DigestFile(fd, path);
+  TraceSummary summary = Summarize(**reader);
+  if (digest.ok()) summary.digest = *std::move(digest);
   return summary;
 }
 

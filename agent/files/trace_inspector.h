@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/files/file_digest.h"
 #include "nlohmann/json.hpp"
 #include "ringside/trace/trace_packet.pb.h"
 
@@ -108,6 +109,29 @@ struct TraceSummary {
   };
   std::optional<Machine> machine;
   std::map<uint32_t, uint64_t> packets_by_machine_id;
+  // The machine id most packets carry (0: none has one).
+  uint32_t MainMachineId() const;
+
+  // Losses the file tells of, from its last trace_stats (figures of the
+  // whole session up to the file's end, not of this file alone): events
+  // the kernel-side staging dropped, the central buffer's overwritten and
+  // discarded chunks, and, in a recording's own file, the events lost
+  // between staging and the file (ringside_event_loss).
+  struct Losses {
+    uint64_t staging_events = 0;
+    uint64_t buffer_chunks_overwritten = 0;
+    uint64_t buffer_bytes_overwritten = 0;
+    uint64_t buffer_chunks_discarded = 0;
+    uint64_t events_after_staging = 0;
+  };
+  Losses losses;
+  // Packets of this file that follow a gap in their sequence (the sum of
+  // the sequences' dropped_marks).
+  uint64_t PacketsAfterAGap() const;
+
+  // The file's own bytes: size and SHA-256 as read (unset when the trace
+  // came on standard input, or could not be read again to hash).
+  std::optional<FileDigest> digest;
 
   // Perfetto's compressed packets in the file: how many of each codec, the
   // compressed bytes and the packets they held.
@@ -151,9 +175,13 @@ class TraceSummarizer {
 };
 
 // Reads the trace file at `path` to its end (or to its first malformed byte)
-// and summarizes it. Fails only if the file cannot be opened; a corrupt file
-// yields a summary of what was readable with `error` set.
+// and summarizes it, with its digest. Fails only if the file cannot be
+// opened; a corrupt file yields a summary of what was readable with `error`
+// set.
 absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path);
+// The same of a file the caller opened (relative to a directory, never
+// through a symlink): takes `fd` over. `path` names it.
+absl::StatusOr<TraceSummary> InspectOpenTraceFile(int fd, const std::string& path);
 
 // Renderings of a summary: human-readable text and one JSON object.
 std::string SummaryToText(const std::string& path, const TraceSummary& summary);
@@ -161,6 +189,11 @@ std::string SummaryToText(const std::string& path, const TraceSummary& summary);
 // "2026-11-27T17:01:02.123456Z".
 std::string FormatRealtime(int64_t unix_ns);
 nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& summary);
+// The part of SummaryToJson that says what a file is, for shippers and
+// indexers (the sidecar next to each agent file holds exactly these):
+// "file", "size_bytes", "sha256", "machine", "time_range", "compression",
+// "losses", "snapshot_triggers", "error".
+nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& summary);
 // SummaryToJson as text (JsonText: bytes of names that are not UTF-8
 // become U+FFFD).
 std::string SummaryToJsonText(const std::string& path, const TraceSummary& summary);

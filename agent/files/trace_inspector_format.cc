@@ -177,38 +177,51 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   return out;
 }
 
-nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
+nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& s) {
   nlohmann::json j;
   j["file"] = path;
-  j["packets"] = s.packets;
-  j["bytes"] = s.bytes;
-  j["compression"] = {{"deflate_packets", s.compression.deflate_packets},
-                      {"zstd_packets", s.compression.zstd_packets},
-                      {"compressed_bytes", s.compression.compressed_bytes},
-                      {"inflated_bytes", s.compression.inflated_bytes}};
+  j["size_bytes"] = s.digest.has_value() ? nlohmann::json(s.digest->size) : nlohmann::json(nullptr);
+  j["sha256"] = s.digest.has_value() ? nlohmann::json(s.digest->sha256) : nlohmann::json(nullptr);
+  const TraceSummary::Compression& c = s.compression;
+  const char* codec = c.zstd_packets > 0 && c.deflate_packets > 0 ? "zstd+deflate"
+                      : c.zstd_packets > 0                        ? "zstd"
+                      : c.deflate_packets > 0                     ? "deflate"
+                                                                  : "none";
+  j["compression"] = {
+      {"codec", codec},
+      {"deflate_packets", c.deflate_packets},
+      {"zstd_packets", c.zstd_packets},
+      {"compressed_bytes", c.compressed_bytes},
+      {"inflated_bytes", c.inflated_bytes},
+      {"ratio", c.inflated_bytes > 0 ? nlohmann::json(static_cast<double>(c.compressed_bytes) /
+                                                      static_cast<double>(c.inflated_bytes))
+                                     : nlohmann::json(nullptr)}};
+  const uint32_t main_id = s.MainMachineId();
   j["machine"] = {{"name", s.machine.has_value() ? s.machine->name : ""},
+                  {"id", main_id != 0 ? nlohmann::json(absl::StrFormat("%08x", main_id)) : nullptr},
                   {"boot_id", s.machine.has_value() ? s.machine->boot_id : ""},
                   {"kernel", s.machine.has_value() ? s.machine->kernel : ""},
                   {"ids", nlohmann::json::array()}};
   for (const auto& [id, packets] : s.packets_by_machine_id) {
     j["machine"]["ids"].push_back({{"id", id}, {"packets", packets}});
   }
-  j["packets_by_type"] = nlohmann::json::object();
-  for (const auto& [type, count] : s.packets_by_type) j["packets_by_type"][type] = count;
-  j["sequences"] = nlohmann::json::array();
-  for (const auto& [id, seq] : s.sequences) {
-    j["sequences"].push_back(
-        {{"id", id}, {"packets", seq.packets}, {"previous_packet_dropped", seq.dropped_marks}});
-  }
   if (s.first_timestamp_ns) {
     j["time_range"] = {{"clock", "BOOTTIME"},
                        {"first_ns", *s.first_timestamp_ns},
                        {"last_ns", *s.last_timestamp_ns},
                        {"duration_ns", *s.last_timestamp_ns - *s.first_timestamp_ns},
+                       {"events_first_ns", nullptr},
+                       {"events_last_ns", nullptr},
                        {"realtime_first_ns", nullptr},
                        {"realtime_last_ns", nullptr},
                        {"events_realtime_first_ns", nullptr},
-                       {"events_realtime_last_ns", nullptr}};
+                       {"events_realtime_last_ns", nullptr},
+                       {"events_realtime_first", nullptr},
+                       {"events_realtime_last", nullptr}};
+    if (s.first_event_ns) {
+      j["time_range"]["events_first_ns"] = *s.first_event_ns;
+      j["time_range"]["events_last_ns"] = *s.last_event_ns;
+    }
     if (const auto range = s.RealtimeRange(); range.has_value()) {
       j["time_range"]["realtime_first_ns"] = range->first;
       j["time_range"]["realtime_last_ns"] = range->second;
@@ -216,9 +229,45 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
     if (const auto events = s.RealtimeRange(/*events_only=*/true); events.has_value()) {
       j["time_range"]["events_realtime_first_ns"] = events->first;
       j["time_range"]["events_realtime_last_ns"] = events->second;
+      j["time_range"]["events_realtime_first"] = FormatRealtime(events->first);
+      j["time_range"]["events_realtime_last"] = FormatRealtime(events->second);
     }
   } else {
     j["time_range"] = nullptr;
+  }
+  const TraceSummary::Losses& l = s.losses;
+  j["losses"] = {{"staging_events", l.staging_events},
+                 {"buffer_chunks_overwritten", l.buffer_chunks_overwritten},
+                 {"buffer_bytes_overwritten", l.buffer_bytes_overwritten},
+                 {"buffer_chunks_discarded", l.buffer_chunks_discarded},
+                 {"events_after_staging", l.events_after_staging},
+                 {"packets_after_a_gap", s.PacketsAfterAGap()},
+                 {"ftrace_bundles_after_a_loss", s.ftrace_bundles_with_lost_events}};
+  j["snapshot_triggers"] = nlohmann::json::array();
+  for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
+    j["snapshot_triggers"].push_back({{"trigger_name", t.trigger_name()},
+                                      {"producer_name", t.producer_name()},
+                                      {"trusted_producer_uid", t.trusted_producer_uid()},
+                                      {"timestamp_ns", t.timestamp()}});
+  }
+  if (s.error) {
+    j["error"] = {{"offset", s.error->offset}, {"message", s.error->message}};
+  } else {
+    j["error"] = nullptr;
+  }
+  return j;
+}
+
+nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
+  nlohmann::json j = FileFactsToJson(path, s);
+  j["packets"] = s.packets;
+  j["bytes"] = s.bytes;
+  j["packets_by_type"] = nlohmann::json::object();
+  for (const auto& [type, count] : s.packets_by_type) j["packets_by_type"][type] = count;
+  j["sequences"] = nlohmann::json::array();
+  for (const auto& [id, seq] : s.sequences) {
+    j["sequences"].push_back(
+        {{"id", id}, {"packets", seq.packets}, {"previous_packet_dropped", seq.dropped_marks}});
   }
   j["ftrace"] = {{"events", s.ftrace_events},
                  {"bundles_with_lost_events", s.ftrace_bundles_with_lost_events}};
@@ -254,18 +303,6 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
   for (const auto& [name, value] : s.nonzero_stats) {
     nlohmann::json& slot = j["nonzero_stats"][name];
     std::visit([&slot](auto v) { slot = v; }, value);
-  }
-  j["snapshot_triggers"] = nlohmann::json::array();
-  for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
-    j["snapshot_triggers"].push_back({{"trigger_name", t.trigger_name()},
-                                      {"producer_name", t.producer_name()},
-                                      {"trusted_producer_uid", t.trusted_producer_uid()},
-                                      {"timestamp_ns", t.timestamp()}});
-  }
-  if (s.error) {
-    j["error"] = {{"offset", s.error->offset}, {"message", s.error->message}};
-  } else {
-    j["error"] = nullptr;
   }
   return j;
 }

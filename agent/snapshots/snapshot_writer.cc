@@ -14,6 +14,7 @@
 #include "agent/files/compressing_sink.h"
 #include "agent/files/file_retention.h"
 #include "agent/files/output_file.h"
+#include "agent/files/trace_sidecar.h"
 #include "agent/session/service_packets.h"
 #include "agent/snapshots/snapshot_retention.h"
 
@@ -242,6 +243,27 @@ trace::TraceStats SnapshotWriter::ExtraStats(const std::vector<SnapshotTrigger>&
   return stats;
 }
 
+void SnapshotWriter::FinishOldSnapshots() {
+  absl::MutexLock lock(&mu_);
+  old_snapshots_to_finish_ = true;
+}
+
+void SnapshotWriter::WriteMissingSidecars(const std::string& dir, std::optional<gid_t> group) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) return;  // Made with the first snapshot.
+  absl::StatusOr<std::unique_ptr<OutputDir>> opened = OutputDir::Open(dir, group);
+  if (!opened.ok()) return;  // The next Take() says why.
+  const std::string host = LocalHostname();
+  for (const std::string& name : TracesWithoutSidecar(
+           **opened, [&host](absl::string_view name) { return IsSnapshotFileName(name, host); })) {
+    const absl::Status st = WriteSidecar(**opened, name, group);
+    if (st.ok() || absl::IsNotFound(st)) continue;
+    absl::MutexLock lock(&mu_);
+    stats_.sidecars_failed++;
+    stats_.last_error = std::string(st.message());
+  }
+}
+
 void SnapshotWriter::Loop() {
   for (;;) {
     Pending next;
@@ -253,9 +275,19 @@ void SnapshotWriter::Loop() {
           +[](SnapshotWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
             // Not while a Take() clones: it may be replacing the waiting
             // file's clone.
-            return (!w->queue_.empty() && !w->cloning_) || (w->finishing_ && !w->cloning_);
+            return (!w->queue_.empty() && !w->cloning_) || (w->finishing_ && !w->cloning_) ||
+                   w->old_snapshots_to_finish_;
           },
           this));
+      if (old_snapshots_to_finish_) {
+        old_snapshots_to_finish_ = false;
+        const std::string dir = output_dir_;
+        const std::optional<gid_t> old_group = group_;
+        mu_.Unlock();
+        WriteMissingSidecars(dir, old_group);
+        mu_.Lock();
+        continue;
+      }
       if (queue_.empty()) return;  // Finishing, and nothing left.
       next = std::move(queue_.front());
       queue_.pop_front();
@@ -263,7 +295,7 @@ void SnapshotWriter::Loop() {
       group = group_;
       compression = compression_;
     }
-    Result result{absl::OkStatus(), next.path, next.reason, next.path};
+    Result result{absl::OkStatus(), next.path, next.reason, next.path, absl::OkStatus()};
     uint64_t compressed_in = 0, compressed_out = 0, compression_ns = 0;
     if (next.snapshot == nullptr) {
       // Its clone was dropped for a fresher one, which failed.
@@ -305,6 +337,8 @@ void SnapshotWriter::Loop() {
     }
     PruneResult pruned;
     if (result.status.ok()) {
+      result.sidecar =
+          WriteSidecar(*next.dir, result.path.substr(result.path.find_last_of('/') + 1), group);
       uint32_t max_files;
       uint64_t max_bytes;
       {
@@ -327,6 +361,10 @@ void SnapshotWriter::Loop() {
         stats_.written++;
         stats_.last_path = result.path;
         stats_.last_reason = result.reason;
+        if (!result.sidecar.ok()) {
+          stats_.sidecars_failed++;
+          stats_.last_error = std::string(result.sidecar.message());
+        }
       } else {
         stats_.failed++;
         stats_.last_error = std::string(result.status.message());

@@ -68,12 +68,16 @@ class SnapshotWriter {
     std::string path;
     std::string reason;
     std::string taken_path;  // What Take() returned.
+    // Of the file's sidecar (trace_sidecar.h), written after it: until it
+    // is, the file is not finished to a shipper.
+    absl::Status sidecar;
   };
   struct Stats {
     uint64_t written = 0;
     uint64_t failed = 0;
-    uint64_t joined = 0;         // Requests that joined (or refreshed) a waiting snapshot.
-    uint64_t deleted_files = 0;  // By retention.
+    uint64_t sidecars_failed = 0;  // Files written whose sidecar was not.
+    uint64_t joined = 0;           // Requests that joined (or refreshed) a waiting snapshot.
+    uint64_t deleted_files = 0;    // By retention.
     uint64_t deleted_bytes = 0;
     std::string last_path;
     std::string last_reason;
@@ -129,6 +133,11 @@ class SnapshotWriter {
   // config); kNone: not at all.
   void set_compression(PacketCompression compression);
   Stats stats() const;
+  // Writes, on the writer's thread before the next snapshot, the sidecars
+  // that this host's snapshots in the output directory lack (left by an
+  // agent killed between a file and its sidecar, or by one from before
+  // sidecars). A directory that does not exist yet is left alone.
+  void FinishOldSnapshots();
   // The most clones this writer has held in memory at once (the one being
   // written, the one waiting, one being taken): at most 2 by design.
   int peak_clones_held_ForTesting() const { return peak_clones_held_.load(); }
@@ -178,6 +187,9 @@ class SnapshotWriter {
   std::deque<Result> done_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool old_snapshots_to_finish_ ABSL_GUARDED_BY(mu_) = false;
+  // FinishOldSnapshots()'s work, on the writer's thread.
+  void WriteMissingSidecars(const std::string& dir, std::optional<gid_t> group);
   // A Take() is cloning the session, outside mu_.
   bool cloning_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

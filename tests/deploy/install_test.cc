@@ -56,6 +56,10 @@ TEST_F(InstallTest, LaysOutExactlyTheDocumentedFilesWithTheirModes) {
   std::map<std::string, std::string> expected = kUsrParents;
   expected["usr/bin/ringside"] = "f0755";
   expected["usr/lib/systemd/system/ringside.service"] = "f0644";
+  expected["usr/lib/ringside"] = "d0755";
+  expected["usr/lib/ringside/ringside-ship"] = "f0755";
+  expected["usr/lib/systemd/system/ringside-ship.service"] = "f0644";
+  expected["usr/lib/systemd/system/ringside-ship.timer"] = "f0644";
   expected["etc/ringside"] = "d0755";
   expected["etc/ringside/agent.pbtxt"] = "f0644";
   expected["var/lib/ringside"] = "d0750";
@@ -68,6 +72,12 @@ TEST_F(InstallTest, LaysOutExactlyTheDocumentedFilesWithTheirModes) {
   EXPECT_EQ(UnitValues(unit, "ExecStart"),
             std::vector<std::string>{"/usr/bin/ringside agent -c /etc/ringside/agent.pbtxt"});
   EXPECT_FALSE(absl::StrContains(unit, "@BINDIR@"));
+  EXPECT_EQ(ReadFile(Dest("usr/lib/ringside/ringside-ship")),
+            ReadFile(SourceDir() + "/deploy/shipping/ringside-ship"));
+  const std::string ship = ReadFile(Dest("usr/lib/systemd/system/ringside-ship.service"));
+  EXPECT_EQ(UnitValues(ship, "ExecStart"),
+            std::vector<std::string>{"/usr/lib/ringside/ringside-ship /var/lib/ringside/snapshots "
+                                     "${RINGSIDE_SHIP_TO} --log-level NOTICE"});
 }
 
 TEST_F(InstallTest, DefaultPrefixPutsTheUnitWhereSystemdLooksForLocalUnits) {

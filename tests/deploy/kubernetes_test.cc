@@ -146,6 +146,41 @@ TEST_F(KubernetesTest, DaemonSetMountsWhatTheAgentReadsAndWrites) {
             Find("ConfigMap")["metadata"]["name"]);
 }
 
+// deploy/shipping/kubernetes.yaml: ringside-ship beside the agent on every
+// node, moving what the agent writes where it writes it.
+TEST_F(KubernetesTest, TheShippersDaemonSetPassesTheSchemasAndShipsTheAgentsFiles) {
+  const CommandResult r = ValidateManifests("--json deploy/shipping/kubernetes.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<std::string> lines = absl::StrSplit(r.output, '\n', absl::SkipEmpty());
+  ASSERT_FALSE(lines.empty());
+  const json docs = json::parse(lines.back());
+  const json ds = FindDocument(docs, "DaemonSet", "ringside-ship");
+  ASSERT_TRUE(ds.is_object()) << r.output;
+  EXPECT_EQ(ds["metadata"]["namespace"], Find("Namespace")["metadata"]["name"]);
+  const json& pod = ds["spec"]["template"]["spec"];
+  ASSERT_EQ(pod["containers"].size(), 1u);
+  const json& c = pod["containers"][0];
+  const std::string output_dir = agent::DefaultAgentConfig().output_dir();
+  const std::string loop = c["args"][0].get<std::string>();
+  EXPECT_TRUE(absl::StrContains(loop, "/opt/ringside-ship/ringside-ship " + output_dir + " "))
+      << loop;
+  json volumes = json::object();
+  for (const json& v : pod["volumes"]) volumes[v["name"].get<std::string>()] = v;
+  for (const json& m : c["volumeMounts"]) {
+    const json& v = volumes[m["name"].get<std::string>()];
+    if (m["mountPath"] == "/var/lib/ringside") {
+      EXPECT_EQ(v["hostPath"]["path"], "/var/lib/ringside");
+      EXPECT_NE(m.value("readOnly", false), true);  // It removes what it moved.
+    }
+    if (m["mountPath"] == "/opt/ringside-ship") {
+      EXPECT_EQ(v["configMap"]["name"], "ringside-ship");
+    }
+  }
+  EXPECT_EQ(c["securityContext"]["capabilities"]["drop"], json::array({"ALL"}));
+  EXPECT_FALSE(c["securityContext"]["capabilities"].contains("add"));
+  EXPECT_EQ(c["securityContext"]["readOnlyRootFilesystem"], true);
+}
+
 TEST_F(KubernetesTest, DaemonSetHasTheUnitsCapabilitiesAndBudgets) {
   const json c = Find("DaemonSet")["spec"]["template"]["spec"]["containers"][0];
   const json& sc = c["securityContext"];

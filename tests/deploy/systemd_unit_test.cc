@@ -77,6 +77,33 @@ TEST_F(UnitVerifyTest, InstalledUnitPassesSystemdAnalyzeVerify) {
   EXPECT_FALSE(absl::StrContains(r.output, "ringside.service")) << r.output;
 }
 
+// The shipping units (deploy/shipping/), installed beside the agent's.
+TEST_F(UnitVerifyTest, InstalledShippingUnitsPassSystemdAnalyzeVerify) {
+  const std::string from = "ExecStart=/usr/lib/ringside/ringside-ship ";
+  const std::string to =
+      absl::StrCat("ExecStart=", dest_.path(), "/usr/lib/ringside/ringside-ship ");
+  const std::string unit = ReadFile(dest_.path() + "/usr/lib/systemd/system/ringside-ship.service");
+  ASSERT_TRUE(absl::StrContains(unit, from)) << unit;
+  WriteFile(unit_dir_.path() + "/ringside-ship.service", absl::StrReplaceAll(unit, {{from, to}}));
+  WriteFile(unit_dir_.path() + "/ringside-ship.timer",
+            ReadFile(dest_.path() + "/usr/lib/systemd/system/ringside-ship.timer"));
+  const CommandResult r =
+      RunShell(absl::StrCat("systemd-analyze verify ", unit_dir_.path(), "/ringside-ship.service ",
+                            unit_dir_.path(), "/ringside-ship.timer"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(absl::StrContains(r.output, "ringside-ship")) << r.output;
+}
+
+TEST(ShippingUnitTest, ShipsFromTheAgentsDefaultOutputDirAndNothingElseIsWritable) {
+  const std::string unit = ReadFile(SourceDir() + "/deploy/shipping/ringside-ship.service");
+  const std::string output_dir = agent::DefaultAgentConfig().output_dir();
+  EXPECT_EQ(OnlyValue(unit, "ExecStart"), absl::StrCat("@SHIPDIR@/ringside-ship ", output_dir,
+                                                       " ${RINGSIDE_SHIP_TO} --log-level NOTICE"));
+  EXPECT_EQ(OnlyValue(unit, "ProtectSystem"), "strict");
+  EXPECT_EQ(UnitValues(unit, "ReadWritePaths"), std::vector<std::string>{output_dir});
+  EXPECT_EQ(OnlyValue(unit, "Type"), "oneshot");
+}
+
 TEST_F(UnitVerifyTest, VerifyCatchesABrokenUnit) {
   // The check above can fail: the same unit with a typo does not pass.
   const std::string broken = absl::StrReplaceAll(installed_, {{"Type=notify", "Type=notfy"}});

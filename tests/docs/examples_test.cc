@@ -11,7 +11,8 @@
 // process they start dies with it, and /proc shows only theirs), with
 // private empty directories over /run/ringside, /var/lib/ringside and
 // /etc/ringside (so the default paths work and nothing reaches the host's),
-// `ringside` (the built binary) first on PATH, `sudo` a no-op (root already;
+// `ringside` (the built binary) first on PATH (and deploy/shipping/ last),
+// `sudo` a no-op (root already;
 // Debian's sudo would also reset PATH), in a scratch working directory.
 
 #include <fcntl.h>
@@ -210,7 +211,12 @@ TEST_P(FileExamplesTest, EveryShellBlockRunsAsWritten) {
     dup2(fd, 2);
     const int null = open("/dev/null", O_RDONLY);
     dup2(null, 0);
-    setenv("PATH", absl::StrCat(shim, ":", BuildDir(), ":/usr/sbin:/usr/bin:/sbin:/bin").c_str(),
+    // Last, the repository's deploy/shipping/ (ringside-ship), which the
+    // examples add to PATH where `make install` puts it.
+    setenv("PATH",
+           absl::StrCat(shim, ":", BuildDir(), ":/usr/sbin:/usr/bin:/sbin:/bin:", SourceDir(),
+                        "/deploy/shipping")
+               .c_str(),
            1);
     setpgid(0, 0);
     execl("/usr/bin/unshare", "unshare", "--mount", "--propagation", "private", "--pid", "--fork",

@@ -39,9 +39,20 @@ class RotatingTraceFileTest : public ::testing::Test {
     o.now = [this] { return now_; };
     return o;
   }
+  // The traces in the directory, without the sidecars (written on a
+  // thread of their own: SidecarsOf says which are there).
   std::set<std::string> Files() {
     std::set<std::string> out;
-    for (const std::string& n : ListDir(dir_.path())) out.insert(n);
+    for (const std::string& n : ListDir(dir_.path())) {
+      if (!absl::EndsWith(n, kSidecarSuffix)) out.insert(n);
+    }
+    return out;
+  }
+  std::set<std::string> Sidecars() {
+    std::set<std::string> out;
+    for (const std::string& n : ListDir(dir_.path())) {
+      if (absl::EndsWith(n, kSidecarSuffix)) out.insert(n);
+    }
     return out;
   }
   ScratchDir dir_;
@@ -106,6 +117,43 @@ TEST_F(RotatingTraceFileTest, RetentionKeepsMaxFilesOfThisHostsStreamAndNothingE
   want.insert(AgentFileStem("h", now_) + "-000006.pftrace.partial");
   EXPECT_EQ(Files(), want);
   EXPECT_EQ((*f)->stats().files_deleted, 3u);
+  // The files kept have their sidecars; the deleted ones left none behind.
+  (*f)->WaitForSidecars();
+  EXPECT_EQ(Sidecars(), (std::set<std::string>{
+                            AgentFileStem("h", now_ - absl::Seconds(2)) + "-000004.pftrace.json",
+                            AgentFileStem("h", now_ - absl::Seconds(1)) + "-000005.pftrace.json"}));
+}
+
+TEST_F(RotatingTraceFileTest, AFileIsFinishedOnceItsSidecarFollowsIt) {
+  RotatingTraceFile::Options o = Opts();
+  auto f = RotatingTraceFile::Open(o);
+  ASSERT_TRUE(f.ok()) << f.status();
+  const std::string first = AgentFileStem("h", now_) + "-000001.pftrace";
+  ASSERT_TRUE((*f)->Write(Packet(10)).ok());
+  ASSERT_TRUE((*f)->NextFile().ok());
+  (*f)->WaitForSidecars();
+  // The finished file has one; the one being written has none.
+  EXPECT_EQ(Sidecars(), (std::set<std::string>{first + ".json"}));
+  ASSERT_TRUE((*f)->Finish().ok());
+  f->reset();  // Writes what is queued.
+  const std::string second = AgentFileStem("h", now_) + "-000002.pftrace";
+  EXPECT_EQ(Sidecars(), (std::set<std::string>{first + ".json", second + ".json"}));
+}
+
+TEST_F(RotatingTraceFileTest, TheNextAgentWritesTheSidecarsAKilledOneDidNot) {
+  // Killed between renaming a file and writing its sidecar, and while
+  // writing another: both are finished by the next agent's stream.
+  const std::string renamed = AgentFileStem("h", now_) + "-000001.pftrace";
+  const std::string partial = AgentFileStem("h", now_) + "-000002.pftrace";
+  std::ofstream(dir_.Join(renamed)) << Packet(20);
+  std::ofstream(dir_.Join(partial + ".partial")) << Packet(20);
+  std::ofstream(dir_.Join("notes.txt")) << "not ours";
+  ASSERT_EQ(RecoverPartialStreamFiles(dir_.path(), "h").files, 1u);
+  auto f = RotatingTraceFile::Open(Opts());
+  ASSERT_TRUE(f.ok()) << f.status();
+  (*f)->WaitForSidecars();
+  EXPECT_EQ(Sidecars(), (std::set<std::string>{renamed + ".json", partial + ".json"}));
+  EXPECT_EQ((*f)->sidecar_stats().written, 2u);
 }
 
 TEST_F(RotatingTraceFileTest, APlantedSymlinkIsNeitherFollowedNorReplaced) {

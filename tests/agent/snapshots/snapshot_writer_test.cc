@@ -13,6 +13,7 @@
 #include "absl/time/civil_time.h"
 #include "agent/config/config_loader.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/open_gate.h"
@@ -64,6 +65,50 @@ TEST(SnapshotWriterTest, WritesAWholeTraceUnderItsFinalNameOnly) {
   EXPECT_EQ(writer.stats().written, 1u);
   EXPECT_EQ(writer.stats().last_path, *path);
   EXPECT_EQ(writer.stats().last_reason, "manual");
+}
+
+// A shipper takes a snapshot once its sidecar is there: by the time Wait()
+// (and so `ringside snapshot`) returns, it is, describing the file whole.
+TEST(SnapshotWriterTest, ASnapshotIsFinishedWithItsSidecarBeforeWaitReturns) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.path(), nullptr);
+  absl::StatusOr<std::string> path = writer.Take("manual");
+  ASSERT_TRUE(path.ok()) << path.status();
+  ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+  std::ifstream in(*path + ".json");
+  const nlohmann::json sidecar =
+      nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  struct stat st;
+  ASSERT_EQ(stat(path->c_str(), &st), 0);
+  EXPECT_EQ(sidecar["size_bytes"], static_cast<uint64_t>(st.st_size));
+  EXPECT_EQ(sidecar["file"], path->substr(path->find_last_of('/') + 1));
+  ASSERT_EQ(sidecar["snapshot_triggers"].size(), 1u);
+  EXPECT_EQ(sidecar["snapshot_triggers"][0]["trigger_name"], "manual");
+  EXPECT_EQ(writer.stats().sidecars_failed, 0u) << writer.stats().last_error;
+}
+
+TEST(SnapshotWriterTest, TheSidecarsAKilledAgentDidNotWriteAreWrittenAtTheNextStart) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  std::string left;
+  {
+    SnapshotWriter first(session.get(), dir.path(), nullptr);
+    absl::StatusOr<std::string> path = first.Take("crash");
+    ASSERT_TRUE(path.ok()) << path.status();
+    ASSERT_TRUE(first.Wait(*path, absl::Seconds(30)).ok());
+    left = *path;
+  }
+  ASSERT_EQ(unlink((left + ".json").c_str()), 0);  // As if killed before it.
+  SnapshotWriter next(session.get(), dir.path(), nullptr);
+  next.FinishOldSnapshots();
+  // On the writer's thread, before the next snapshot: so after it.
+  absl::StatusOr<std::string> path = next.Take("manual");
+  ASSERT_TRUE(path.ok()) << path.status();
+  ASSERT_TRUE(next.Wait(*path, absl::Seconds(30)).ok());
+  struct stat st;
+  EXPECT_EQ(stat((left + ".json").c_str(), &st), 0);
+  EXPECT_EQ(stat((*path + ".json").c_str(), &st), 0);
 }
 
 // output_group: the group reads the files and reaches them through every
