@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "ringside/control/control.pb.h"
 
 namespace ringside::agent {
@@ -72,6 +73,10 @@ bool IsUtf8(absl::string_view s);
 // `ringside status`, a label rather than a report. The client checks it
 // before sending; the agent refuses longer ones.
 inline constexpr size_t kMaxSnapshotReasonBytes = 200;
+
+// `ringside snapshot --around TIME` without --window: the window around
+// TIME a snapshot is asked to hold (TIME in its middle).
+inline constexpr absl::Duration kDefaultSnapshotWindow = absl::Seconds(30);
 
 // Parses a frame's payload as a Request: a message that does not parse,
 // that carries no request this agent knows, or whose text (snapshot reason,

@@ -168,9 +168,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   s->snapshots_ = std::make_unique<SnapshotWriter>(
       s->session_.get(), config.output_dir(),
       [self](const SnapshotWriter::Result& r) {
-        self->AnswerSnapshotWaiters(r.taken_path, r.status.ok()
-                                                      ? absl::StatusOr<std::string>(r.path)
-                                                      : absl::StatusOr<std::string>(r.status));
+        self->AnswerSnapshotWaiters(r);
         if (r.status.ok()) {
           self->log_.Notice(absl::StrCat("snapshot written: ", r.path, " (", r.reason, ")"));
           if (!r.sidecar.ok()) {

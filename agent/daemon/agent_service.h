@@ -107,11 +107,13 @@ class AgentService : public ControlHandler, public IncidentListener {
                   const LaterReply& later);
   // `snapshot --wait`: answered through `later` once the writer reports
   // the file at `path` written or failed, or after kSnapshotWaitLimit.
+  // `window`: the one the request asked the file to hold (--around).
   Answer AnswerOnceWritten(const std::string& path, const std::string& reason,
+                           const std::optional<TraceSummary::Window>& window,
                            const LaterReply& later);
   // The writer reported the file Take() named `path`: written where
   // `written` says, or failed; its waiters get their reply.
-  void AnswerSnapshotWaiters(const std::string& path, const absl::StatusOr<std::string>& written);
+  void AnswerSnapshotWaiters(const SnapshotWriter::Result& written);
   // A named trigger: the policy decides; a fire takes a snapshot after the
   // trigger's stop_delay_ms, on the main thread.
   control::Reply Trigger(const std::string& name, const Peer& peer);
@@ -127,9 +129,10 @@ class AgentService : public ControlHandler, public IncidentListener {
   // Takes a snapshot; logs it.
   // `trigger` goes into the file (clone_snapshot_trigger); `by` into the log;
   // `joined`: the triggers that joined it while it waited for its delay.
-  absl::StatusOr<std::string> TakeSnapshot(const std::string& reason, const std::string& by,
-                                           const SnapshotTrigger& trigger,
-                                           const std::vector<SnapshotTrigger>& joined = {});
+  absl::StatusOr<std::string> TakeSnapshot(
+      const std::string& reason, const std::string& by, const SnapshotTrigger& trigger,
+      const std::vector<SnapshotTrigger>& joined = {},
+      const std::optional<TraceSummary::Window>& window = std::nullopt);
   void Reload();
   // Names the triggers with an incident filter that no running source can
   // fire (no linux.bpf, or its incident programs off).
@@ -168,6 +171,7 @@ class AgentService : public ControlHandler, public IncidentListener {
   // until it is finished. At most one per control connection.
   struct SnapshotWaiter {
     std::string reason;
+    std::optional<TraceSummary::Window> window;
     LaterReply later;
   };
   absl::Mutex waiters_mu_;

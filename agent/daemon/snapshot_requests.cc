@@ -2,6 +2,11 @@
 // snapshot`): their limits, and `--wait` answered once the file is written
 // without holding the control thread.
 
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +23,51 @@ namespace {
 // `snapshot --wait` gets its answer within this, or an error saying the
 // file may still come.
 constexpr absl::Duration kSnapshotWaitLimit = absl::Minutes(5);
+
+// `--around`'s window: at most a day (a ring holds minutes to hours), and
+// it must have ended (ringside snapshot waits for its end before asking);
+// a second of slack for the moment the request took to come.
+constexpr absl::Duration kMaxWindow = absl::Hours(24);
+constexpr absl::Duration kWindowEndSlack = absl::Seconds(1);
+
+int64_t RealtimeNowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::string FormatUnix(int64_t unix_ns) { return FormatRealtime(unix_ns); }
+
+// The window of an --around request on the trace's clock, or why not.
+absl::StatusOr<TraceSummary::Window> WindowOf(const control::SnapshotRequest& request) {
+  const absl::Duration window = request.window_ns() == 0
+                                    ? kDefaultSnapshotWindow
+                                    : absl::Nanoseconds(static_cast<int64_t>(
+                                          std::min<uint64_t>(request.window_ns(), INT64_MAX)));
+  if (window > kMaxWindow) {
+    return absl::InvalidArgumentError(absl::StrCat("the window is ", absl::FormatDuration(window),
+                                                   "; at most ", absl::FormatDuration(kMaxWindow)));
+  }
+  // REALTIME to BOOTTIME by the offset between them now.
+  const int64_t boot_now = BoottimeNowNs();
+  const int64_t offset = RealtimeNowNs() - boot_now;
+  const int64_t half = absl::ToInt64Nanoseconds(window / 2);
+  const int64_t around = request.around_unix_ns();
+  if (around > INT64_MAX - half - offset || around < INT64_MIN + half) {
+    return absl::InvalidArgumentError("the moment is out of range");
+  }
+  const int64_t first = around - half - offset;
+  const int64_t last = around + half - offset;
+  if (last > boot_now + absl::ToInt64Nanoseconds(kWindowEndSlack)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the window ", FormatUnix(around - half), " .. ", FormatUnix(around + half),
+                     " ends ", absl::FormatDuration(absl::Nanoseconds(last - boot_now)),
+                     " from now: ask once it has passed (ringside snapshot --around waits)"));
+  }
+  if (last < 0) return absl::InvalidArgumentError("the window ends before this machine booted");
+  return TraceSummary::Window{static_cast<uint64_t>(std::max<int64_t>(first, 0)),
+                              static_cast<uint64_t>(last)};
+}
 
 }  // namespace
 
@@ -51,27 +101,33 @@ ControlHandler::Answer AgentService::Snapshot(const control::SnapshotRequest& re
                                 ") holds it back; counted in status"));
     }
   }
-  absl::StatusOr<std::string> path =
-      TakeSnapshot(RequestedSnapshotFileReason(reason), Who(peer),
-                   SnapshotTrigger{reason, "ringside snapshot", static_cast<int32_t>(peer.uid),
-                                   BoottimeNowNs()});
+  std::optional<TraceSummary::Window> window;
+  if (request.has_around_unix_ns()) {
+    absl::StatusOr<TraceSummary::Window> w = WindowOf(request);
+    if (!w.ok()) return Error(absl::StrCat("no snapshot: ", w.status().message()));
+    window = *w;
+  }
+  absl::StatusOr<std::string> path = TakeSnapshot(
+      RequestedSnapshotFileReason(reason), Who(peer),
+      SnapshotTrigger{reason, "ringside snapshot", static_cast<int32_t>(peer.uid), BoottimeNowNs()},
+      {}, window);
   if (!path.ok()) return Error(absl::StrCat("no snapshot: ", path.status().message()));
-  if (request.wait()) return AnswerOnceWritten(*path, reason, later);
+  // Whether the window is held is known once the file is written.
+  if (request.wait() || window.has_value()) return AnswerOnceWritten(*path, reason, window, later);
   return SnapshotReply(*path, reason);
 }
 
-ControlHandler::Answer AgentService::AnswerOnceWritten(const std::string& path,
-                                                       const std::string& reason,
-                                                       const LaterReply& later) {
+ControlHandler::Answer AgentService::AnswerOnceWritten(
+    const std::string& path, const std::string& reason,
+    const std::optional<TraceSummary::Window>& window, const LaterReply& later) {
   {
     absl::MutexLock lock(&waiters_mu_);
-    snapshot_waiters_.emplace(path, SnapshotWaiter{reason, later});
+    snapshot_waiters_.emplace(path, SnapshotWaiter{reason, window, later});
   }
   // Done before it was listed: the writer's report passed it by. Asked
   // after listing it, so that one of the two answers it.
-  if (absl::StatusOr<std::string> done = snapshots_->Wait(path, absl::ZeroDuration());
-      !absl::IsDeadlineExceeded(done.status())) {
-    AnswerSnapshotWaiters(path, done);
+  if (std::optional<SnapshotWriter::Result> done = snapshots_->Outcome(path); done.has_value()) {
+    AnswerSnapshotWaiters(*done);
   }
   return Answer::Later(
       kSnapshotWaitLimit,
@@ -79,28 +135,52 @@ ControlHandler::Answer AgentService::AnswerOnceWritten(const std::string& path,
                          absl::FormatDuration(kSnapshotWaitLimit), "; it may still be")));
 }
 
-void AgentService::AnswerSnapshotWaiters(const std::string& path,
-                                         const absl::StatusOr<std::string>& written) {
+void AgentService::AnswerSnapshotWaiters(const SnapshotWriter::Result& written) {
   std::vector<SnapshotWaiter> waiters;
   {
     absl::MutexLock lock(&waiters_mu_);
-    auto [begin, end] = snapshot_waiters_.equal_range(path);
+    auto [begin, end] = snapshot_waiters_.equal_range(written.taken_path);
     for (auto it = begin; it != end; ++it) waiters.push_back(std::move(it->second));
     snapshot_waiters_.erase(begin, end);
   }
   for (const SnapshotWaiter& w : waiters) {
-    w.later.Send(written.ok()
-                     ? SnapshotReply(*written, w.reason)
-                     : Error(absl::StrCat("snapshot ", path, ": ", written.status().message())));
+    if (!written.status.ok()) {
+      w.later.Send(
+          Error(absl::StrCat("snapshot ", written.taken_path, ": ", written.status.message())));
+      continue;
+    }
+    control::Reply reply = SnapshotReply(written.path, w.reason);
+    const TraceSummary* s = written.summary.get();
+    if (w.window.has_value() && s != nullptr && s->last_timestamp_ns &&
+        s->realtime_offset_last_ns) {
+      const int64_t offset = *s->realtime_offset_last_ns;
+      auto unix_ns = [offset](uint64_t boot) { return static_cast<int64_t>(boot) + offset; };
+      const std::optional<uint64_t> from = s->HeldFrom();
+      const uint64_t until = *s->last_timestamp_ns;
+      const std::string asked = absl::StrCat(FormatUnix(unix_ns(w.window->first_ns)), " .. ",
+                                             FormatUnix(unix_ns(w.window->last_ns)));
+      if (!from.has_value() || w.window->last_ns < *from) {
+        w.later.Send(Error(absl::StrCat(
+            "the ring no longer holds the window ", asked, ": ",
+            from.has_value() ? absl::StrCat("it holds ", FormatUnix(unix_ns(*from)), " .. ",
+                                            FormatUnix(unix_ns(until)), ", in ", written.path)
+                             : absl::StrCat("it holds no events (", written.path, ")"))));
+        continue;
+      }
+      control::SnapshotReply* answer = reply.mutable_snapshot();
+      answer->set_window_held(s->Holds(*w.window));
+      answer->set_held_from_unix_ns(unix_ns(*from));
+      answer->set_held_until_unix_ns(unix_ns(until));
+    }
+    w.later.Send(reply);
   }
 }
 
-absl::StatusOr<std::string> AgentService::TakeSnapshot(const std::string& reason,
-                                                       const std::string& by,
-                                                       const SnapshotTrigger& trigger,
-                                                       const std::vector<SnapshotTrigger>& joined) {
+absl::StatusOr<std::string> AgentService::TakeSnapshot(
+    const std::string& reason, const std::string& by, const SnapshotTrigger& trigger,
+    const std::vector<SnapshotTrigger>& joined, const std::optional<TraceSummary::Window>& window) {
   if (stopping_) return absl::FailedPreconditionError("the agent is stopping");
-  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger, joined);
+  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger, joined, window);
   if (path.ok()) log_.Info(absl::StrCat("snapshot asked by ", by, " (", reason, "): ", *path));
   return path;
 }

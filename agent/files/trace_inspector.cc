@@ -149,8 +149,10 @@ void FlattenNonZero(const Message& message, const std::string& prefix, StatList*
 
 }  // namespace
 
-void TraceSummarizer::AddEventTimestamp(uint64_t ts_ns) {
+void TraceSummarizer::AddEventTimestamp(uint64_t ts_ns, uint32_t cpu) {
   AddTimestamp(ts_ns);
+  auto [first_on_cpu, inserted] = summary_.first_event_ns_by_cpu.emplace(cpu, ts_ns);
+  if (!inserted && ts_ns < first_on_cpu->second) first_on_cpu->second = ts_ns;
   if (!summary_.first_event_ns || ts_ns < *summary_.first_event_ns) {
     summary_.first_event_ns = ts_ns;
   }
@@ -210,6 +212,10 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
   if (p.has_timestamp() &&
       (!p.has_timestamp_clock_id() || p.timestamp_clock_id() == kBoottimeClockId)) {
     AddTimestamp(p.timestamp());
+    if (p.has_service_event() && p.service_event().tracing_started() &&
+        !summary_.tracing_started_ns) {
+      summary_.tracing_started_ns = p.timestamp();
+    }
   }
 
   if (p.has_ftrace_events()) {
@@ -220,7 +226,7 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
       if (pid != 0) summary_.sched_pids.insert(pid);
     };
     for (const trace::FtraceEvent& event : bundle.event()) {
-      if (event.has_timestamp()) AddEventTimestamp(event.timestamp());
+      if (event.has_timestamp()) AddEventTimestamp(event.timestamp(), bundle.cpu());
       if (event.has_sched_switch()) {
         sched_pid(event.sched_switch().prev_pid());
         sched_pid(event.sched_switch().next_pid());
@@ -246,7 +252,7 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
       uint64_t ts = 0;
       for (uint64_t delta : *deltas) {
         ts += delta;
-        AddEventTimestamp(ts);
+        AddEventTimestamp(ts, bundle.cpu());
       }
     }
   }
@@ -287,13 +293,21 @@ void TraceSummarizer::AddStats(const trace::TracePacket& packet) {
     for (const trace::TraceStats::StagingLoss& l : stats.ringside_staging_loss()) {
       losses.staging_events += l.events_lost();
     }
+    summary_.buffers_wrapped = false;
     for (const trace::TraceStats::BufferStats& b : stats.buffer_stats()) {
+      if (b.buffer_size() > 0 && b.bytes_written() > b.buffer_size()) {
+        summary_.buffers_wrapped = true;
+      }
       losses.buffer_chunks_overwritten += b.chunks_overwritten();
       losses.buffer_bytes_overwritten += b.bytes_overwritten();
       losses.buffer_chunks_discarded += b.chunks_discarded();
     }
     for (const trace::TraceStats::EventLoss& l : stats.ringside_event_loss()) {
       losses.events_after_staging += l.events_lost();
+    }
+    summary_.snapshot_windows.clear();
+    for (const trace::TraceStats::SnapshotWindow& w : stats.ringside_snapshot_windows()) {
+      summary_.snapshot_windows.push_back({w.first_ns(), w.last_ns()});
     }
   } else {
     ftrace_stats_.clear();
@@ -314,6 +328,22 @@ uint32_t TraceSummary::MainMachineId() const {
     }
   }
   return id;
+}
+
+std::optional<uint64_t> TraceSummary::HeldFrom() const {
+  if (!last_event_ns) return std::nullopt;
+  if (!buffers_wrapped && tracing_started_ns) return *tracing_started_ns;
+  // The ring let go of its oldest chunks: each CPU's events are whole only
+  // from its first one kept, so all of them from the latest of those.
+  uint64_t from = 0;
+  for (const auto& [cpu, first] : first_event_ns_by_cpu) from = std::max(from, first);
+  return from;
+}
+
+bool TraceSummary::Holds(const Window& w) const {
+  const std::optional<uint64_t> from = HeldFrom();
+  return from.has_value() && last_timestamp_ns && *from <= w.first_ns &&
+         w.last_ns <= *last_timestamp_ns;
 }
 
 uint64_t TraceSummary::PacketsAfterAGap() const {

@@ -49,6 +49,27 @@ struct TraceSummary {
   // snapshot or a rotated file stamps with its session's start.
   std::optional<uint64_t> first_event_ns;
   std::optional<uint64_t> last_event_ns;
+  // The first kernel event of each CPU (by the bundle's cpu).
+  std::map<uint32_t, uint64_t> first_event_ns_by_cpu;
+  // The session's tracing_started packet's time, when the file has one.
+  std::optional<uint64_t> tracing_started_ns;
+  // A buffer had more written into it than it holds (its last
+  // trace_stats): the oldest data was let go, read or not.
+  bool buffers_wrapped = false;
+  // From when the file holds every CPU's events whole (CLOCK_BOOTTIME ns):
+  // the session's start when no buffer wrapped; else the latest of the
+  // CPUs' first events (before it, some CPU's events were let go). Unset
+  // without events.
+  std::optional<uint64_t> HeldFrom() const;
+  // The windows a snapshot was asked to hold (ringside_snapshot_windows),
+  // and whether the file holds one whole: from HeldFrom() to the file's
+  // last timestamp (the clone's).
+  struct Window {
+    uint64_t first_ns = 0;
+    uint64_t last_ns = 0;
+  };
+  std::vector<Window> snapshot_windows;
+  bool Holds(const Window& window) const;
   // REALTIME minus BOOTTIME, in ns, at the first and the last clock
   // snapshot holding both clocks (unset: none has): how the file is placed
   // beside files of other machines.
@@ -164,7 +185,7 @@ class TraceSummarizer {
  private:
   void AddTimestamp(uint64_t ts_ns);
   // An event's: also in first_event_ns, last_event_ns.
-  void AddEventTimestamp(uint64_t ts_ns);
+  void AddEventTimestamp(uint64_t ts_ns, uint32_t cpu);
   void AddStats(const trace::TracePacket& packet);
 
   TraceSummary summary_;
@@ -191,8 +212,8 @@ std::string FormatRealtime(int64_t unix_ns);
 nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& summary);
 // The part of SummaryToJson that says what a file is, for shippers and
 // indexers (the sidecar next to each agent file holds exactly these):
-// "file", "size_bytes", "sha256", "machine", "time_range", "compression",
-// "losses", "snapshot_triggers", "error".
+// "file", "size_bytes", "sha256", "machine", "time_range", "held",
+// "snapshot_windows", "compression", "losses", "snapshot_triggers", "error".
 nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& summary);
 // SummaryToJson as text (JsonText: bytes of names that are not UTF-8
 // become U+FFFD).

@@ -1,6 +1,7 @@
 // TraceSummary as `ringside inspect` prints it: text for a reader, JSON for
 // scripts (its keys documented with the inspect command).
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -25,6 +26,20 @@ absl::string_view ShortContainerId(absl::string_view id) { return id.substr(0, 1
 
 std::string FormatSeconds(uint64_t ns) {
   return absl::StrFormat("%u.%09u s", ns / 1000000000, ns % 1000000000);
+}
+
+// A BOOTTIME time of the file as Unix time by its last clock snapshot
+// holding both clocks; nullopt without one. Modular: a file's clocks may be
+// anything.
+std::optional<int64_t> ToRealtime(const TraceSummary& s, uint64_t boottime_ns) {
+  if (!s.realtime_offset_last_ns) return std::nullopt;
+  return static_cast<int64_t>(boottime_ns + static_cast<uint64_t>(*s.realtime_offset_last_ns));
+}
+
+// The time as RFC 3339 when the file can place it, else in seconds.
+std::string FormatFileTime(const TraceSummary& s, uint64_t boottime_ns) {
+  const std::optional<int64_t> real = ToRealtime(s, boottime_ns);
+  return real.has_value() ? FormatRealtime(*real) : FormatSeconds(boottime_ns);
 }
 
 std::string StatToString(const TraceSummary::StatValue& value) {
@@ -90,6 +105,19 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
       absl::StrAppendFormat(&out, "  its kernel events:   %s .. %s\n",
                             FormatRealtime(events->first), FormatRealtime(events->second));
     }
+  }
+
+  if (const std::optional<uint64_t> from = s.HeldFrom(); from && s.last_timestamp_ns) {
+    absl::StrAppendFormat(&out, "Held whole: %s .. %s (%s)\n", FormatFileTime(s, *from),
+                          FormatFileTime(s, *s.last_timestamp_ns),
+                          s.buffers_wrapped
+                              ? "the ring had wrapped: from the latest CPU's first event"
+                              : "since tracing started");
+  }
+  for (const TraceSummary::Window& w : s.snapshot_windows) {
+    absl::StrAppendFormat(&out, "Window asked: %s .. %s, %s\n", FormatFileTime(s, w.first_ns),
+                          FormatFileTime(s, w.last_ns),
+                          s.Holds(w) ? "held whole" : "NOT held whole");
   }
 
   absl::StrAppendFormat(&out, "\nFtrace: %u events, %u bundles with lost events\n", s.ftrace_events,
@@ -234,6 +262,23 @@ nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& s) {
     }
   } else {
     j["time_range"] = nullptr;
+  }
+  auto time_json = [&s](uint64_t boottime_ns) {
+    const std::optional<int64_t> real = ToRealtime(s, boottime_ns);
+    return nlohmann::json{{"boottime_ns", boottime_ns},
+                          {"realtime", real ? nlohmann::json(FormatRealtime(*real)) : nullptr}};
+  };
+  if (const std::optional<uint64_t> from = s.HeldFrom(); from && s.last_timestamp_ns) {
+    j["held"] = {{"from", time_json(*from)},
+                 {"until", time_json(*s.last_timestamp_ns)},
+                 {"ring_wrapped", s.buffers_wrapped}};
+  } else {
+    j["held"] = nullptr;
+  }
+  j["snapshot_windows"] = nlohmann::json::array();
+  for (const TraceSummary::Window& w : s.snapshot_windows) {
+    j["snapshot_windows"].push_back(
+        {{"first", time_json(w.first_ns)}, {"last", time_json(w.last_ns)}, {"held", s.Holds(w)}});
   }
   const TraceSummary::Losses& l = s.losses;
   j["losses"] = {{"staging_events", l.staging_events},

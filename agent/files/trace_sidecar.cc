@@ -54,8 +54,8 @@ std::string SidecarName(absl::string_view trace_name) {
   return absl::StrCat(trace_name, kSidecarSuffix);
 }
 
-absl::Status WriteSidecar(const OutputDir& dir, const std::string& name, std::optional<gid_t> group,
-                          absl::Mutex* publish_mu) {
+absl::StatusOr<TraceSummary> WriteSidecar(const OutputDir& dir, const std::string& name,
+                                          std::optional<gid_t> group, absl::Mutex* publish_mu) {
   const std::string display = dir.Join(name);
   const int fd = openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) {
@@ -104,7 +104,7 @@ absl::Status WriteSidecar(const OutputDir& dir, const std::string& name, std::op
     return absl::NotFoundError(absl::StrCat("sidecar of ", display, ": the trace is gone"));
   }
   fsync(dir.fd());
-  return absl::OkStatus();
+  return *std::move(summary);
 }
 
 std::vector<std::string> TracesWithoutSidecar(
@@ -175,7 +175,7 @@ void SidecarWriter::Loop() {
       queue_.pop_front();
       busy_ = true;
     }
-    const absl::Status st = WriteSidecar(*job.dir, job.name, job.group, &publish_mu_);
+    const absl::Status st = WriteSidecar(*job.dir, job.name, job.group, &publish_mu_).status();
     absl::MutexLock lock(&mu_);
     busy_ = false;
     if (st.ok()) {

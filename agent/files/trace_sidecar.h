@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/files/output_dir.h"
+#include "agent/files/trace_inspector.h"
 
 namespace ringside::agent {
 
@@ -31,7 +33,8 @@ namespace ringside::agent {
 // The rule for whoever takes files away: a trace without its sidecar is
 // not finished. The sidecar's fields are those of `ringside inspect --json`
 // that say what a file is (FileFactsToJson: file, size_bytes, sha256,
-// machine, time_range, compression, losses, snapshot_triggers, error) and
+// machine, time_range, held, snapshot_windows, compression, losses,
+// snapshot_triggers, error) and
 // "ringside_sidecar": its format's version. Retention deletes a trace's
 // sidecar before the trace (file_retention.h).
 
@@ -48,9 +51,11 @@ std::string SidecarName(absl::string_view trace_name);
 // it): no sidecar is left for it then. Errors name the file and why.
 // `publish_mu`, if given, is held while the sidecar is put in place and the
 // trace found still there; retention holds it too, so that a trace deleted
-// meanwhile never leaves a sidecar describing nothing.
-absl::Status WriteSidecar(const OutputDir& dir, const std::string& name, std::optional<gid_t> group,
-                          absl::Mutex* publish_mu = nullptr);
+// meanwhile never leaves a sidecar describing nothing. Returns the summary
+// the sidecar was made from.
+absl::StatusOr<TraceSummary> WriteSidecar(const OutputDir& dir, const std::string& name,
+                                          std::optional<gid_t> group,
+                                          absl::Mutex* publish_mu = nullptr);
 
 // The names in `dir` for which `is_trace` is true, regular files without a
 // sidecar: those an agent killed between finishing a file and writing its

@@ -110,7 +110,12 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason) {
 }
 
 void SnapshotWriter::ListTriggers(const SnapshotTrigger& trigger,
-                                  const std::vector<SnapshotTrigger>& joined, Pending* pending) {
+                                  const std::vector<SnapshotTrigger>& joined,
+                                  const std::optional<TraceSummary::Window>& window,
+                                  Pending* pending) {
+  if (window.has_value() && pending->windows.size() < kMaxTriggersListedPerSnapshot) {
+    pending->windows.push_back(*window);
+  }
   if (pending->triggers.size() < kMaxTriggersListedPerSnapshot) {
     pending->triggers.push_back(trigger);
   }
@@ -122,7 +127,8 @@ void SnapshotWriter::ListTriggers(const SnapshotTrigger& trigger,
 
 absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
                                                  const SnapshotTrigger& trigger,
-                                                 const std::vector<SnapshotTrigger>& joined) {
+                                                 const std::vector<SnapshotTrigger>& joined,
+                                                 std::optional<TraceSummary::Window> window) {
   absl::MutexLock lock(&mu_);
   // Another thread's clone in progress (the control thread and the main
   // thread both take snapshots) is waited for and joined like a queued
@@ -135,7 +141,7 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   if (!queue_.empty() && queue_.back().snapshot->cloned_at_ns() >= trigger.boottime_ns) {
     stats_.joined++;
     if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kJoined);
-    ListTriggers(trigger, joined, &queue_.back());
+    ListTriggers(trigger, joined, window, &queue_.back());
     return queue_.back().path;
   }
   // One is waiting, taken before this trigger (an OOM kill while an
@@ -161,7 +167,7 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
     Pending& waiting = queue_.back();
     stats_.joined++;
     if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kJoined);
-    ListTriggers(trigger, joined, &waiting);
+    ListTriggers(trigger, joined, window, &waiting);
     if (snap.ok()) {
       waiting.snapshot = std::move(*snap);
     } else {
@@ -180,7 +186,7 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kFired);
   pending.reason = trigger.name;  // The reason as given; `reason` may carry a prefix.
   pending.snapshot = std::move(*snap);
-  ListTriggers(trigger, joined, &pending);
+  ListTriggers(trigger, joined, window, &pending);
   queue_.push_back(std::move(pending));
   return queue_.back().path;
 }
@@ -203,6 +209,14 @@ absl::StatusOr<std::string> SnapshotWriter::Wait(const std::string& path, absl::
   return found->path;
 }
 
+std::optional<SnapshotWriter::Result> SnapshotWriter::Outcome(const std::string& path) const {
+  absl::MutexLock lock(&mu_);
+  for (auto r = done_.rbegin(); r != done_.rend(); ++r) {
+    if (r->taken_path == path) return *r;
+  }
+  return std::nullopt;
+}
+
 void SnapshotWriter::CountClone() {
   const int held = clones_held_.fetch_add(1) + 1;
   int peak = peak_clones_held_.load();
@@ -222,8 +236,13 @@ void SnapshotWriter::Finish() {
   if (thread_.joinable()) thread_.join();
 }
 
-trace::TraceStats SnapshotWriter::ExtraStats(const std::vector<SnapshotTrigger>& triggers) const {
+trace::TraceStats SnapshotWriter::ExtraStats(const Pending& pending) const {
   trace::TraceStats stats;
+  for (const TraceSummary::Window& w : pending.windows) {
+    trace::TraceStats::SnapshotWindow* out = stats.add_ringside_snapshot_windows();
+    out->set_first_ns(w.first_ns);
+    out->set_last_ns(w.last_ns);
+  }
   if (tally_ != nullptr) {
     for (const TriggerTally::Counts& c : tally_->counts()) {
       trace::TraceStats::TriggerCount* out = stats.add_ringside_triggers();
@@ -233,7 +252,7 @@ trace::TraceStats SnapshotWriter::ExtraStats(const std::vector<SnapshotTrigger>&
       out->set_suppressed(c.suppressed);
     }
   }
-  for (const SnapshotTrigger& t : triggers) {
+  for (const SnapshotTrigger& t : pending.triggers) {
     trace::TraceStats::SnapshotTrigger* out = stats.add_ringside_snapshot_triggers();
     out->set_trigger_name(t.name);
     out->set_producer_name(t.producer_name);
@@ -256,7 +275,7 @@ void SnapshotWriter::WriteMissingSidecars(const std::string& dir, std::optional<
   const std::string host = LocalHostname();
   for (const std::string& name : TracesWithoutSidecar(
            **opened, [&host](absl::string_view name) { return IsSnapshotFileName(name, host); })) {
-    const absl::Status st = WriteSidecar(**opened, name, group);
+    const absl::Status st = WriteSidecar(**opened, name, group).status();
     if (st.ok() || absl::IsNotFound(st)) continue;
     absl::MutexLock lock(&mu_);
     stats_.sidecars_failed++;
@@ -295,7 +314,7 @@ void SnapshotWriter::Loop() {
       group = group_;
       compression = compression_;
     }
-    Result result{absl::OkStatus(), next.path, next.reason, next.path, absl::OkStatus()};
+    Result result{absl::OkStatus(), next.path, next.reason, next.path, absl::OkStatus(), nullptr};
     uint64_t compressed_in = 0, compressed_out = 0, compression_ns = 0;
     if (next.snapshot == nullptr) {
       // Its clone was dropped for a fresher one, which failed.
@@ -309,7 +328,7 @@ void SnapshotWriter::Loop() {
       if (!file.ok()) {
         result.status = file.status();
       } else {
-        next.snapshot->MergeIntoStats(ExtraStats(next.triggers));
+        next.snapshot->MergeIntoStats(ExtraStats(next));
         if (compression.codec == PacketCodec::kNone) {
           result.status = next.snapshot->WriteTo(file->get());
         } else if (absl::StatusOr<std::unique_ptr<PacketCompressor>> c =
@@ -337,8 +356,10 @@ void SnapshotWriter::Loop() {
     }
     PruneResult pruned;
     if (result.status.ok()) {
-      result.sidecar =
+      absl::StatusOr<TraceSummary> summary =
           WriteSidecar(*next.dir, result.path.substr(result.path.find_last_of('/') + 1), group);
+      result.sidecar = summary.status();
+      if (summary.ok()) result.summary = std::make_shared<const TraceSummary>(*std::move(summary));
       uint32_t max_files;
       uint64_t max_bytes;
       {

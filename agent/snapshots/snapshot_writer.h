@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "agent/files/output_dir.h"
 #include "agent/files/packet_compression.h"
+#include "agent/files/trace_inspector.h"
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/trigger_tally.h"
 #include "ringside/trace/trace_stats.pb.h"
@@ -71,6 +72,9 @@ class SnapshotWriter {
     // Of the file's sidecar (trace_sidecar.h), written after it: until it
     // is, the file is not finished to a shipper.
     absl::Status sidecar;
+    // What the file holds, as its sidecar says (when it was written): what
+    // span it holds whole, whether it holds the windows asked.
+    std::shared_ptr<const TraceSummary> summary;
   };
   struct Stats {
     uint64_t written = 0;
@@ -110,8 +114,12 @@ class SnapshotWriter {
   // and its name is the Result's and the stats' reason.
   // `joined`: triggers that already joined this one before it was taken
   // (counted by the caller); the file lists them after `trigger`.
+  // `window` (`ringside snapshot --around`): the span the requester asks
+  // the file to hold; the file lists it (ringside_snapshot_windows), and
+  // says whether it holds it whole.
   absl::StatusOr<std::string> Take(absl::string_view reason, const SnapshotTrigger& trigger,
-                                   const std::vector<SnapshotTrigger>& joined = {});
+                                   const std::vector<SnapshotTrigger>& joined = {},
+                                   std::optional<TraceSummary::Window> window = std::nullopt);
   // The same for a trigger the agent fired itself: named `reason`, by
   // "ringside agent", with the agent's uid, now.
   absl::StatusOr<std::string> Take(absl::string_view reason);
@@ -119,6 +127,9 @@ class SnapshotWriter {
   // at most `timeout` (kDeadlineExceeded). Returns where it was written
   // (Result::path), or why not.
   absl::StatusOr<std::string> Wait(const std::string& path, absl::Duration timeout);
+  // The outcome of the snapshot of `path` (from Take()) once written or
+  // failed (one of the last few); nullopt before.
+  std::optional<Result> Outcome(const std::string& path) const;
 
   // Snapshots taken from now on go there (config reload).
   void set_output_dir(std::string dir);
@@ -155,17 +166,20 @@ class SnapshotWriter {
     // Every trigger it answers, in the order they came; at most
     // kMaxTriggersListedPerSnapshot.
     std::vector<SnapshotTrigger> triggers;
+    // The windows asked of it; at most kMaxTriggersListedPerSnapshot.
+    std::vector<TraceSummary::Window> windows;
     // Why `snapshot` is null: its clone was dropped for a fresher one
     // whose taking failed.
     absl::Status clone_error;
   };
   // Appends to `pending`'s triggers up to the limit.
   static void ListTriggers(const SnapshotTrigger& trigger,
-                           const std::vector<SnapshotTrigger>& joined, Pending* pending);
+                           const std::vector<SnapshotTrigger>& joined,
+                           const std::optional<TraceSummary::Window>& window, Pending* pending);
   void Loop();
   // What the file of a snapshot answering `triggers` adds to its
   // trace_stats: the triggers and the tally as of now.
-  trace::TraceStats ExtraStats(const std::vector<SnapshotTrigger>& triggers) const;
+  trace::TraceStats ExtraStats(const Pending& pending) const;
   // Opens the output directory and picks a free name in it for `reason`.
   absl::Status ChooseFileLocked(absl::string_view reason, Pending* pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -7,12 +7,15 @@
 #include <atomic>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/clock.h"
 #include "agent/control/control_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -61,6 +64,11 @@ class FakeAgent : public ControlHandler {
         reply.mutable_snapshot()->set_path(
             request.snapshot().wait() ? "/snapshots/done.pftrace" : "/snapshots/started.pftrace");
         reply.mutable_snapshot()->set_reason(request.snapshot().reason());
+        if (request.snapshot().has_around_unix_ns() && window_held_.has_value()) {
+          reply.mutable_snapshot()->set_window_held(*window_held_);
+          reply.mutable_snapshot()->set_held_from_unix_ns(1'795'806'400'000'000'000);
+          reply.mutable_snapshot()->set_held_until_unix_ns(1'795'806'460'000'000'000);
+        }
         break;
       case control::Request::kStop:
         reply.mutable_stop();
@@ -80,6 +88,8 @@ class FakeAgent : public ControlHandler {
   // (it is still stopping) or a successor's.
   void set_successor_pid(int32_t pid) { successor_pid_ = pid; }
   void set_snapshot_delay(absl::Duration d) { snapshot_delay_ = d; }
+  // Whether a snapshot --around reply says its window was held whole.
+  void set_window_held(bool held) { window_held_ = held; }
   absl::Notification& stop_requested() { return stop_requested_; }
 
   std::vector<control::Request> requests() {
@@ -93,6 +103,7 @@ class FakeAgent : public ControlHandler {
   std::string error_ ABSL_GUARDED_BY(mu_);
   int32_t successor_pid_ = kAgentPid;
   absl::Duration snapshot_delay_;
+  std::optional<bool> window_held_;
   absl::Notification stop_requested_;
 };
 
@@ -233,6 +244,65 @@ TEST_F(AgentClientCommandsTest, SnapshotReasonOver200BytesIsAUsageError) {
   // 200 is fine.
   Run({"snapshot", "--reason", std::string(200, 'x')}, &code);
   EXPECT_EQ(code, 0);
+}
+
+TEST_F(AgentClientCommandsTest, SnapshotAroundSendsTheMomentAndItsWindowAndWaitsForTheFile) {
+  agent_.set_window_held(true);
+  int code = -1;
+  const std::string out =
+      Run({"snapshot", "--around", "2026-11-27T11:15:00.5+01:00", "--window", "1m"}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(out, "/snapshots/done.pftrace\n");
+  ASSERT_EQ(agent_.requests().size(), 1u);
+  const control::SnapshotRequest r = agent_.requests()[0].snapshot();
+  EXPECT_EQ(r.around_unix_ns(),
+            absl::ToUnixNanos(
+                absl::FromCivil(absl::CivilSecond(2026, 11, 27, 10, 15, 0), absl::UTCTimeZone()) +
+                absl::Milliseconds(500)));
+  EXPECT_EQ(r.window_ns(), 60'000'000'000u);
+  EXPECT_TRUE(r.wait());
+  EXPECT_EQ(r.reason(), "around");
+}
+
+TEST_F(AgentClientCommandsTest, SnapshotAroundSaysWhenTheRingHeldOnlyPartOfTheWindow) {
+  agent_.set_window_held(false);
+  int code = -1;
+  const std::string err = RunStderr({"snapshot", "--around", "1795806400"}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_THAT(err, HasSubstr("the ring held only part of the window: it holds "
+                             "2026-11-27T19:06:40.000000Z .. 2026-11-27T19:07:40.000000Z"));
+  EXPECT_EQ(agent_.requests()[0].snapshot().window_ns(), 30'000'000'000u);
+}
+
+TEST_F(AgentClientCommandsTest, SnapshotAroundAMomentToComeWaitsForTheWindowsEnd) {
+  agent_.set_window_held(true);
+  const absl::Time asked = absl::Now();
+  const std::string moment =
+      absl::FormatTime(absl::RFC3339_full, asked + absl::Seconds(1), absl::UTCTimeZone());
+  int code = -1;
+  const std::string err = RunStderr({"snapshot", "--around", moment, "--window", "1s"}, &code);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_THAT(err, HasSubstr("waiting"));
+  // Not asked before the window's end (the moment + 0.5 s).
+  ASSERT_EQ(agent_.requests().size(), 1u);
+  EXPECT_GE(absl::Now() - asked, absl::Milliseconds(1400));
+}
+
+TEST_F(AgentClientCommandsTest, SnapshotAroundWhatIsNotAMomentIsAUsageErrorNamingIt) {
+  for (const std::string bad : {"yesterday", "2026-11-27 10:15", "17958064.1234567890", "-5"}) {
+    int code = -1;
+    const std::string err = RunStderr({"snapshot", "--around", bad}, &code);
+    EXPECT_EQ(code, 2) << bad;
+    EXPECT_THAT(err, HasSubstr("--around " + bad)) << bad;
+  }
+  int code = -1;
+  std::string err = RunStderr({"snapshot", "--around", "4102444800"}, &code);  // 2100.
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(err, HasSubstr("the window ends"));
+  err = RunStderr({"snapshot", "--window", "10s"}, &code);
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(err, HasSubstr("--window needs --around"));
+  EXPECT_THAT(agent_.requests(), IsEmpty());
 }
 
 TEST_F(AgentClientCommandsTest, SnapshotGivesUpAfterItsTimeout) {

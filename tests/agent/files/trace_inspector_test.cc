@@ -581,3 +581,82 @@ TEST(InspectCommandTest, UnknownCommandExitsTwo) {
 
 }  // namespace
 }  // namespace ringside::agent
+
+namespace ringside::agent {
+namespace {
+
+// A snapshot's file: its session started at 1 s, CPU 0's events from 2 s,
+// CPU 1's from 3 s, the clone at 10 s, asked to hold two windows.
+std::string SnapshotOfWindows(bool ring_wrapped) {
+  Trace t;
+  TracePacket* p = t.add_packet();
+  p->set_timestamp(1'000'000'000);
+  p->mutable_service_event()->set_tracing_started(true);
+  for (uint32_t cpu : {0u, 1u}) {
+    p = t.add_packet();
+    auto* bundle = p->mutable_ftrace_events();
+    bundle->set_cpu(cpu);
+    auto* e = bundle->add_event();
+    e->set_timestamp(2'000'000'000 + cpu * 1'000'000'000ull);
+    e->mutable_sched_switch()->set_next_pid(5);
+    bundle->mutable_compact_sched()->add_switch_timestamp(5'000'000'000);
+  }
+  p = t.add_packet();
+  p->set_timestamp(10'000'000'000);
+  auto* boot = p->mutable_clock_snapshot()->add_clocks();
+  boot->set_clock_id(6);
+  boot->set_timestamp(10'000'000'000);
+  auto* real = p->mutable_clock_snapshot()->add_clocks();
+  real->set_clock_id(1);
+  real->set_timestamp(1'795'806'410'000'000'000);
+  p = t.add_packet();
+  p->set_timestamp(10'000'000'000);
+  auto* stats = p->mutable_trace_stats();
+  auto* buffer = stats->add_buffer_stats();
+  buffer->set_buffer_size(1 << 20);
+  buffer->set_bytes_written(ring_wrapped ? 3 << 20 : 1 << 19);
+  auto* w = stats->add_ringside_snapshot_windows();
+  w->set_first_ns(2'500'000'000);
+  w->set_last_ns(4'000'000'000);
+  w = stats->add_ringside_snapshot_windows();
+  w->set_first_ns(3'500'000'000);
+  w->set_last_ns(9'000'000'000);
+  return t.SerializeAsString();
+}
+
+TEST(TraceInspectorWindowTest, AnUnwrappedRingHoldsEverythingSinceTracingStarted) {
+  absl::StatusOr<TraceSummary> s =
+      InspectTraceFile(WriteFile("unwrapped", SnapshotOfWindows(false)));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->HeldFrom(), 1'000'000'000u);
+  ASSERT_EQ(s->snapshot_windows.size(), 2u);
+  EXPECT_TRUE(s->Holds(s->snapshot_windows[0]));
+  EXPECT_TRUE(s->Holds(s->snapshot_windows[1]));
+  // A window past the clone is not held.
+  EXPECT_FALSE(s->Holds({9'000'000'000, 11'000'000'000}));
+}
+
+TEST(TraceInspectorWindowTest, AWrappedRingHoldsFromTheLatestCpusFirstEvent) {
+  const std::string path = WriteFile("wrapped", SnapshotOfWindows(true));
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->HeldFrom(), 3'000'000'000u);
+  EXPECT_FALSE(s->Holds(s->snapshot_windows[0]));  // CPU 0 alone before 3 s.
+  EXPECT_TRUE(s->Holds(s->snapshot_windows[1]));
+
+  const nlohmann::json j = SummaryToJson(path, *s);
+  EXPECT_EQ(j["held"]["from"]["boottime_ns"], 3'000'000'000u);
+  EXPECT_EQ(j["held"]["from"]["realtime"], "2026-11-27T19:06:43.000000Z");
+  EXPECT_EQ(j["held"]["ring_wrapped"], true);
+  ASSERT_EQ(j["snapshot_windows"].size(), 2u);
+  EXPECT_EQ(j["snapshot_windows"][0]["held"], false);
+  EXPECT_EQ(j["snapshot_windows"][1]["first"]["realtime"], "2026-11-27T19:06:43.500000Z");
+  const std::string text = SummaryToText(path, *s);
+  EXPECT_NE(text.find("Window asked: 2026-11-27T19:06:42.500000Z .. "
+                      "2026-11-27T19:06:44.000000Z, NOT held whole"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace ringside::agent

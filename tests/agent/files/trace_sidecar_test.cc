@@ -143,7 +143,7 @@ TEST_F(TraceSidecarTest, NeverFollowsASymlinkNorReplacesWhatIsAtItsName) {
   EXPECT_EQ(ListDir(scratch_.path()).count("link.pftrace.json"), 0u);
 
   ASSERT_TRUE(WriteTextFile(scratch_.Join("real.pftrace.json"), "planted"));
-  const absl::Status st = WriteSidecar(*dir_, "real.pftrace", std::nullopt);
+  const absl::Status st = WriteSidecar(*dir_, "real.pftrace", std::nullopt).status();
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("real.pftrace.json"), std::string::npos) << st;
   EXPECT_EQ(ReadAll(scratch_.Join("real.pftrace.json")), "planted");
@@ -152,7 +152,7 @@ TEST_F(TraceSidecarTest, NeverFollowsASymlinkNorReplacesWhatIsAtItsName) {
 }
 
 TEST_F(TraceSidecarTest, ATraceThatIsGoneGetsNone) {
-  const absl::Status st = WriteSidecar(*dir_, "gone.pftrace", std::nullopt);
+  const absl::Status st = WriteSidecar(*dir_, "gone.pftrace", std::nullopt).status();
   EXPECT_TRUE(absl::IsNotFound(st)) << st;
   EXPECT_TRUE(ListDir(scratch_.path()).empty());
 }

@@ -1,0 +1,138 @@
+// `ringside snapshot --around TIME`: the real agent asked for the window
+// around a moment another node saw, in the three cases a fan-out meets: the
+// ring holds the window, holds part of it (the agent started within it),
+// holds none of it (the window is older than the agent).
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/agent/testing/agent_process.h"
+#include "tests/agent/testing/control_peer.h"
+#include "tests/agent/testing/dir_entries.h"
+#include "tests/agent/testing/ringside_cli.h"
+
+namespace ringside::agent::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kConfig[] = R"pb(
+  buffers { size_kb: 4096 }
+  data_sources {
+    config {
+      name: "linux.ftrace"
+      ftrace_config { ftrace_events: "sched/sched_switch" }
+    }
+  }
+  durable_buffer_size_kb: 512
+  snapshot_request_cooldown_ms: 0
+)pb";
+
+// Unix seconds, as `--around` takes them.
+std::string UnixSeconds(absl::Time t) {
+  return absl::StrFormat("%.3f", absl::ToDoubleSeconds(t - absl::UnixEpoch()));
+}
+
+class AgentSnapshotAroundTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "ringside agent's ftrace source needs root";
+    ASSERT_TRUE(WriteTextFile(dir_.Join("agent.pbtxt"), kConfig));
+    mkdir(dir_.Join("run").c_str(), 0755);
+    started_ = absl::Now();
+    agent_ = std::make_unique<AgentProcess>(
+        std::vector<std::string>{"-c", dir_.Join("agent.pbtxt"), "--socket", socket_, "--run-dir",
+                                 dir_.Join("run"), "--output-dir", dir_.Join("out")},
+        dir_.Join("agent.log"), notify_.path());
+    const absl::Status ready = agent_->WaitReady(&notify_, absl::Seconds(60));
+    ASSERT_TRUE(ready.ok()) << ready << "; the agent said:\n" << agent_->Log();
+  }
+  // `ringside snapshot --around ...` once: its stderr.
+  std::string Snapshot(const std::vector<std::string>& flags, int* code) {
+    std::vector<std::string> args = {"snapshot", "--socket", socket_};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return RunRingsideCaptureStderr(args, code);
+  }
+  // The snapshot files in the output directory.
+  std::vector<std::string> Snapshots() {
+    std::vector<std::string> files;
+    for (const std::string& name : ListDir(dir_.Join("out"))) {
+      if (name.size() > 8 && name.substr(name.size() - 8) == ".pftrace") {
+        files.push_back(dir_.Join("out/" + name));
+      }
+    }
+    return files;
+  }
+  nlohmann::json Sidecar(const std::string& path) {
+    std::ifstream in(path + ".json");
+    return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  }
+
+  ScratchDir dir_;
+  const std::string socket_ = dir_.Join("control.sock");
+  FakeNotifySocket notify_{dir_.Join("notify.sock")};
+  absl::Time started_;
+  std::unique_ptr<AgentProcess> agent_;
+};
+
+TEST_F(AgentSnapshotAroundTest, AWindowTheRingHoldsIsInTheFileAndSaidToBeHeld) {
+  absl::SleepFor(absl::Seconds(3));
+  const absl::Time moment = absl::Now() - absl::Seconds(1);
+  int code = -1;
+  const std::string path = RunRingsideCapture(
+      {"snapshot", "--socket", socket_, "--around", UnixSeconds(moment), "--window", "1s"}, &code);
+  ASSERT_EQ(code, 0) << agent_->Log();
+  ASSERT_FALSE(path.empty());
+  const std::string file = path.substr(0, path.size() - 1);  // Its newline.
+  EXPECT_THAT(file, HasSubstr("-request-around.pftrace"));
+  const nlohmann::json sidecar = Sidecar(file);
+  ASSERT_EQ(sidecar["snapshot_windows"].size(), 1u) << sidecar.dump();
+  EXPECT_EQ(sidecar["snapshot_windows"][0]["held"], true);
+  EXPECT_EQ(sidecar["held"]["ring_wrapped"], false);
+  // The window is the one asked, placed on the wall clock within the
+  // error of converting between clocks.
+  const int64_t first_ns = sidecar["snapshot_windows"][0]["first"]["boottime_ns"].get<int64_t>();
+  const int64_t last_ns = sidecar["snapshot_windows"][0]["last"]["boottime_ns"].get<int64_t>();
+  EXPECT_EQ(last_ns - first_ns, 1'000'000'000);
+  // And `inspect` says so.
+  const std::string text = RunRingsideCapture({"inspect", file}, &code);
+  EXPECT_THAT(text, HasSubstr(", held whole\n"));
+}
+
+TEST_F(AgentSnapshotAroundTest, AWindowOlderThanTheRingIsAnErrorNamingWhatItHolds) {
+  // The window ends ten seconds before the agent started.
+  const absl::Time moment = started_ - absl::Seconds(15);
+  int code = -1;
+  const std::string err = Snapshot({"--around", UnixSeconds(moment), "--window", "10s"}, &code);
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_THAT(err, HasSubstr("the ring no longer holds the window "));
+  EXPECT_THAT(err, HasSubstr(": it holds "));
+  EXPECT_THAT(err, HasSubstr(dir_.Join("out")));  // What is left is in that file.
+}
+
+TEST_F(AgentSnapshotAroundTest, AWindowTheAgentStartedInIsHeldInPartAndSaysFromWhen) {
+  // From 5 s before the agent started to 2 s after.
+  absl::SleepFor(absl::Seconds(3));
+  const absl::Time moment = started_ - absl::Milliseconds(1500);
+  int code = -1;
+  const std::string err = Snapshot({"--around", UnixSeconds(moment), "--window", "7s"}, &code);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_THAT(err, HasSubstr("the ring held only part of the window: it holds "));
+  const std::vector<std::string> files = Snapshots();
+  ASSERT_EQ(files.size(), 1u);
+  const nlohmann::json sidecar = Sidecar(files[0]);
+  ASSERT_EQ(sidecar["snapshot_windows"].size(), 1u) << sidecar.dump();
+  EXPECT_EQ(sidecar["snapshot_windows"][0]["held"], false);
+}
+
+}  // namespace
+}  // namespace ringside::agent::testing
