@@ -182,7 +182,9 @@ std::string StatusText(const control::StatusReply& s) {
   }
   if (snap.sidecars_failed() > 0) {
     AppendLine(&out, "",
-               absl::StrCat(snap.sidecars_failed(), " without a sidecar (shippers leave them)"));
+               absl::StrCat(
+                   snap.sidecars_failed(),
+                   " without a sidecar (shippers leave them); last: ", snap.last_sidecar_error()));
   }
   if (!snap.last_error().empty()) {
     AppendLine(&out, "", absl::StrCat("last failure: ", snap.last_error()));
@@ -289,7 +291,8 @@ json StatusJsonValue(const control::StatusReply& s) {
                     {"compressed_in_bytes", snap.compressed_in_bytes()},
                     {"compressed_out_bytes", snap.compressed_out_bytes()},
                     {"compression_cpu_ns", snap.compression_cpu_ns()},
-                    {"sidecars_failed", snap.sidecars_failed()}};
+                    {"sidecars_failed", snap.sidecars_failed()},
+                    {"last_sidecar_error", snap.last_sidecar_error()}};
   const control::ReloadStatus& r = s.reload();
   j["reload"] = {{"count", r.count()},
                  {"refused", r.refused()},

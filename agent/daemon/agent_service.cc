@@ -185,7 +185,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   s->snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
   s->snapshots_->set_output_group(s->output_group_);
   s->snapshots_->set_compression(PacketCompressionOf(config));
-  s->snapshots_->FinishOldSnapshots();
+  s->snapshots_->FinishOldSnapshots(/*stream_files=*/!config.write_into_file());
   control_options.replace_stale_socket = s->options_.replace_stale_socket;
   control_options.log = [self](absl::string_view line) {
     self->log_.LogLimited(LogLevel::kWarning, "control", line);

@@ -174,6 +174,7 @@ control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, ab
   st.mutable_snapshots()->set_compressed_out_bytes(snapshots.compressed_out_bytes);
   st.mutable_snapshots()->set_compression_cpu_ns(snapshots.compression_cpu_ns);
   st.mutable_snapshots()->set_sidecars_failed(snapshots.sidecars_failed);
+  st.mutable_snapshots()->set_last_sidecar_error(snapshots.last_sidecar_error);
   st.set_cpu_seconds(CpuSeconds());
   st.set_rss_bytes(ResidentBytes());
   SetMemory(report, ReadAgentMemory(), st.mutable_memory());

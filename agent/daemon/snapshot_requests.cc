@@ -36,8 +36,6 @@ int64_t RealtimeNowNs() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-std::string FormatUnix(int64_t unix_ns) { return FormatRealtime(unix_ns); }
-
 // The window of an --around request on the trace's clock, or why not.
 absl::StatusOr<TraceSummary::Window> WindowOf(const control::SnapshotRequest& request) {
   const absl::Duration window = request.window_ns() == 0
@@ -53,14 +51,16 @@ absl::StatusOr<TraceSummary::Window> WindowOf(const control::SnapshotRequest& re
   const int64_t offset = RealtimeNowNs() - boot_now;
   const int64_t half = absl::ToInt64Nanoseconds(window / 2);
   const int64_t around = request.around_unix_ns();
-  if (around > INT64_MAX - half - offset || around < INT64_MIN + half) {
+  int64_t first_unix, last_unix, first, last;
+  if (__builtin_sub_overflow(around, half, &first_unix) ||
+      __builtin_add_overflow(around, half, &last_unix) ||
+      __builtin_sub_overflow(first_unix, offset, &first) ||
+      __builtin_sub_overflow(last_unix, offset, &last)) {
     return absl::InvalidArgumentError("the moment is out of range");
   }
-  const int64_t first = around - half - offset;
-  const int64_t last = around + half - offset;
   if (last > boot_now + absl::ToInt64Nanoseconds(kWindowEndSlack)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the window ", FormatUnix(around - half), " .. ", FormatUnix(around + half),
+        absl::StrCat("the window ", FormatRealtime(first_unix), " .. ", FormatRealtime(last_unix),
                      " ends ", absl::FormatDuration(absl::Nanoseconds(last - boot_now)),
                      " from now: ask once it has passed (ringside snapshot --around waits)"));
   }
@@ -106,6 +106,17 @@ ControlHandler::Answer AgentService::Snapshot(const control::SnapshotRequest& re
     absl::StatusOr<TraceSummary::Window> w = WindowOf(request);
     if (!w.ok()) return Error(absl::StrCat("no snapshot: ", w.status().message()));
     window = *w;
+    // Over before the agent started: no file would hold any of it, so none
+    // is written (a fan-out must not push useful snapshots out).
+    const int64_t start = session_->start_boottime_ns();
+    if (static_cast<int64_t>(window->last_ns) < start) {
+      const int64_t offset = RealtimeNowNs() - BoottimeNowNs();
+      return Error(absl::StrCat(
+          "the ring no longer holds the window ",
+          FormatRealtime(static_cast<int64_t>(window->first_ns) + offset), " .. ",
+          FormatRealtime(static_cast<int64_t>(window->last_ns) + offset),
+          ": it ended before this agent started recording, at ", FormatRealtime(start + offset)));
+    }
   }
   absl::StatusOr<std::string> path = TakeSnapshot(
       RequestedSnapshotFileReason(reason), Who(peer),
@@ -157,13 +168,13 @@ void AgentService::AnswerSnapshotWaiters(const SnapshotWriter::Result& written) 
       auto unix_ns = [offset](uint64_t boot) { return static_cast<int64_t>(boot) + offset; };
       const std::optional<uint64_t> from = s->HeldFrom();
       const uint64_t until = *s->last_timestamp_ns;
-      const std::string asked = absl::StrCat(FormatUnix(unix_ns(w.window->first_ns)), " .. ",
-                                             FormatUnix(unix_ns(w.window->last_ns)));
+      const std::string asked = absl::StrCat(FormatRealtime(unix_ns(w.window->first_ns)), " .. ",
+                                             FormatRealtime(unix_ns(w.window->last_ns)));
       if (!from.has_value() || w.window->last_ns < *from) {
         w.later.Send(Error(absl::StrCat(
             "the ring no longer holds the window ", asked, ": ",
-            from.has_value() ? absl::StrCat("it holds ", FormatUnix(unix_ns(*from)), " .. ",
-                                            FormatUnix(unix_ns(until)), ", in ", written.path)
+            from.has_value() ? absl::StrCat("it holds ", FormatRealtime(unix_ns(*from)), " .. ",
+                                            FormatRealtime(unix_ns(until)), ", in ", written.path)
                              : absl::StrCat("it holds no events (", written.path, ")"))));
         continue;
       }

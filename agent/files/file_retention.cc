@@ -97,7 +97,9 @@ PruneResult PruneOldestFiles(const OutputDir& dir, const FileRank& rank, uint32_
     if (!over) break;
     if (f.name == keep) continue;
     // Its sidecar first: a trace without one is unfinished to a shipper,
-    // while a sidecar without its trace would describe nothing.
+    // while a sidecar without its trace would describe nothing. One a
+    // killed agent left half written goes too.
+    unlinkat(dir.fd(), SidecarTempName(f.name).c_str(), 0);
     if (unlinkat(dir.fd(), SidecarName(f.name).c_str(), 0) != 0 && errno != ENOENT) {
       result.errors.push_back(
           absl::StrCat(dir.Join(SidecarName(f.name)), ": ", std::strerror(errno)));

@@ -331,8 +331,13 @@ uint32_t TraceSummary::MainMachineId() const {
 }
 
 std::optional<uint64_t> TraceSummary::HeldFrom() const {
+  // A snapshot holds the session's ring: all of it since tracing started
+  // while it never wrapped. Any other file holds what came since its own
+  // start (a rotated file, since the one before it), which its events say.
+  const bool snapshot =
+      !snapshot_triggers.empty() || packets_by_type.count("clone_snapshot_trigger");
+  if (snapshot && !buffers_wrapped && tracing_started_ns) return *tracing_started_ns;
   if (!last_event_ns) return std::nullopt;
-  if (!buffers_wrapped && tracing_started_ns) return *tracing_started_ns;
   // The ring let go of its oldest chunks: each CPU's events are whole only
   // from its first one kept, so all of them from the latest of those.
   uint64_t from = 0;

@@ -57,9 +57,9 @@ struct TraceSummary {
   // trace_stats): the oldest data was let go, read or not.
   bool buffers_wrapped = false;
   // From when the file holds every CPU's events whole (CLOCK_BOOTTIME ns):
-  // the session's start when no buffer wrapped; else the latest of the
-  // CPUs' first events (before it, some CPU's events were let go). Unset
-  // without events.
+  // for a snapshot whose ring never wrapped, since tracing started; else
+  // from the latest of the CPUs' first events (before it, some CPU's events
+  // were let go, or are in an earlier rotated file). Unset without events.
   std::optional<uint64_t> HeldFrom() const;
   // The windows a snapshot was asked to hold (ringside_snapshot_windows),
   // and whether the file holds one whole: from HeldFrom() to the file's

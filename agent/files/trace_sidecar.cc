@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/files/json_text.h"
 #include "agent/files/trace_inspector.h"
@@ -54,6 +55,16 @@ std::string SidecarName(absl::string_view trace_name) {
   return absl::StrCat(trace_name, kSidecarSuffix);
 }
 
+std::string SidecarTempName(absl::string_view trace_name) {
+  return absl::StrCat(".", trace_name, kSidecarSuffix, ".tmp");
+}
+
+bool IsSidecarOrItsTemporary(absl::string_view name) {
+  return absl::EndsWith(name, kSidecarSuffix) ||
+         (absl::StartsWith(name, ".") &&
+          absl::EndsWith(name, absl::StrCat(kSidecarSuffix, ".tmp")));
+}
+
 absl::StatusOr<TraceSummary> WriteSidecar(const OutputDir& dir, const std::string& name,
                                           std::optional<gid_t> group, absl::Mutex* publish_mu) {
   const std::string display = dir.Join(name);
@@ -79,8 +90,7 @@ absl::StatusOr<TraceSummary> WriteSidecar(const OutputDir& dir, const std::strin
   nlohmann::json json = FileFactsToJson(name, *summary);
   json["ringside_sidecar"] = kSidecarVersion;
   const std::string final_name = SidecarName(name);
-  // Hidden and not ending in ".json": no shipper's pattern takes it.
-  const std::string temp_name = absl::StrCat(".", final_name, ".tmp");
+  const std::string temp_name = SidecarTempName(name);
   // One a killed agent left is ours (the directory is the agent's alone).
   unlinkat(dir.fd(), temp_name.c_str(), 0);
   if (absl::Status s = WriteNew(dir.fd(), temp_name, dir.Join(temp_name),
@@ -88,22 +98,28 @@ absl::StatusOr<TraceSummary> WriteSidecar(const OutputDir& dir, const std::strin
       !s.ok()) {
     return s;
   }
-  std::optional<absl::MutexLock> lock;
-  if (publish_mu != nullptr) lock.emplace(publish_mu);
-  if (renameat2(dir.fd(), temp_name.c_str(), dir.fd(), final_name.c_str(), RENAME_NOREPLACE) != 0) {
-    const absl::Status s =
-        Errno(absl::StrCat("renaming ", dir.Join(temp_name), " to ", final_name));
-    unlinkat(dir.fd(), temp_name.c_str(), 0);
-    return s;
+  {
+    std::optional<absl::MutexLock> lock;
+    if (publish_mu != nullptr) lock.emplace(publish_mu);
+    // The trace it describes, still there (the file hashed, by inode):
+    // checked under the lock retention holds too, so that a trace it
+    // deletes never gets a sidecar after it. A shipper that takes the trace
+    // meanwhile leaves a sidecar that it takes next.
+    struct stat now;
+    if (fstatat(dir.fd(), name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0 ||
+        now.st_ino != st.st_ino || now.st_dev != st.st_dev) {
+      unlinkat(dir.fd(), temp_name.c_str(), 0);
+      return absl::NotFoundError(absl::StrCat("sidecar of ", display, ": the trace is gone"));
+    }
+    if (renameat2(dir.fd(), temp_name.c_str(), dir.fd(), final_name.c_str(), RENAME_NOREPLACE) !=
+        0) {
+      const absl::Status s =
+          Errno(absl::StrCat("renaming ", dir.Join(temp_name), " to ", final_name));
+      unlinkat(dir.fd(), temp_name.c_str(), 0);
+      return s;
+    }
   }
-  // The trace it describes, still there: the file hashed, by inode.
-  struct stat now;
-  if (fstatat(dir.fd(), name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_ino != st.st_ino ||
-      now.st_dev != st.st_dev) {
-    unlinkat(dir.fd(), final_name.c_str(), 0);
-    return absl::NotFoundError(absl::StrCat("sidecar of ", display, ": the trace is gone"));
-  }
-  fsync(dir.fd());
+  fsync(dir.fd());  // Outside the lock: retention on the drain never waits on it.
   return *std::move(summary);
 }
 

@@ -43,6 +43,11 @@ inline constexpr int kSidecarVersion = 1;
 
 // "<trace_name>.json".
 std::string SidecarName(absl::string_view trace_name);
+// ".<trace_name>.json.tmp": the sidecar while it is written. Hidden and not
+// ending in ".json", so no shipper's pattern takes it.
+std::string SidecarTempName(absl::string_view trace_name);
+// Whether `name` is a sidecar, or a sidecar being written.
+bool IsSidecarOrItsTemporary(absl::string_view name);
 
 // Writes the sidecar of the finished trace `name` in `dir` (read relative to
 // the directory, never through a symlink; only a regular file of ours),
@@ -81,7 +86,8 @@ class SidecarWriter {
   SidecarWriter& operator=(const SidecarWriter&) = delete;
 
   void Queue(std::shared_ptr<const OutputDir> dir, std::string name, std::optional<gid_t> group);
-  // Blocks until everything queued before the call is written or failed.
+  // Blocks until the queue is empty and nothing is being written (what
+  // was queued before the call, and anything queued meanwhile).
   void WaitIdle();
   Stats stats() const;
   // Held by the sidecars' publishing (WriteSidecar's publish_mu): retention

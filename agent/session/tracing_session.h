@@ -188,6 +188,9 @@ class TracingSession {
   // Not while Stop() runs on another thread (it takes the sources away).
   Report report() const;
   const config::TraceConfig& config() const { return config_; }
+  // When Start() started the sources (CLOCK_BOOTTIME ns); set before any
+  // other thread runs.
+  int64_t start_boottime_ns() const { return start_boottime_ns_; }
   // Streaming only: the file reached the config's max_file_size_bytes; the
   // caller should stop the session.
   bool file_limit_reached() const { return file_limit_reached_.load(); }

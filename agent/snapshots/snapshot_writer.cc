@@ -14,6 +14,7 @@
 #include "agent/files/compressing_sink.h"
 #include "agent/files/file_retention.h"
 #include "agent/files/output_file.h"
+#include "agent/files/rotating_trace_file.h"
 #include "agent/files/trace_sidecar.h"
 #include "agent/session/service_packets.h"
 #include "agent/snapshots/snapshot_retention.h"
@@ -262,24 +263,28 @@ trace::TraceStats SnapshotWriter::ExtraStats(const Pending& pending) const {
   return stats;
 }
 
-void SnapshotWriter::FinishOldSnapshots() {
+void SnapshotWriter::FinishOldSnapshots(bool stream_files) {
   absl::MutexLock lock(&mu_);
   old_snapshots_to_finish_ = true;
+  old_stream_files_to_finish_ = stream_files;
 }
 
-void SnapshotWriter::WriteMissingSidecars(const std::string& dir, std::optional<gid_t> group) {
+void SnapshotWriter::WriteMissingSidecars(const std::string& dir, std::optional<gid_t> group,
+                                          bool stream_files) {
   struct stat st;
   if (stat(dir.c_str(), &st) != 0) return;  // Made with the first snapshot.
   absl::StatusOr<std::unique_ptr<OutputDir>> opened = OutputDir::Open(dir, group);
   if (!opened.ok()) return;  // The next Take() says why.
   const std::string host = LocalHostname();
-  for (const std::string& name : TracesWithoutSidecar(
-           **opened, [&host](absl::string_view name) { return IsSnapshotFileName(name, host); })) {
+  const auto ours = [&host, stream_files](absl::string_view name) {
+    return IsSnapshotFileName(name, host) || (stream_files && IsStreamFileName(name, host));
+  };
+  for (const std::string& name : TracesWithoutSidecar(**opened, ours)) {
     const absl::Status st = WriteSidecar(**opened, name, group).status();
     if (st.ok() || absl::IsNotFound(st)) continue;
     absl::MutexLock lock(&mu_);
     stats_.sidecars_failed++;
-    stats_.last_error = std::string(st.message());
+    stats_.last_sidecar_error = std::string(st.message());
   }
 }
 
@@ -302,8 +307,9 @@ void SnapshotWriter::Loop() {
         old_snapshots_to_finish_ = false;
         const std::string dir = output_dir_;
         const std::optional<gid_t> old_group = group_;
+        const bool stream_files = old_stream_files_to_finish_;
         mu_.Unlock();
-        WriteMissingSidecars(dir, old_group);
+        WriteMissingSidecars(dir, old_group, stream_files);
         mu_.Lock();
         continue;
       }
@@ -384,7 +390,7 @@ void SnapshotWriter::Loop() {
         stats_.last_reason = result.reason;
         if (!result.sidecar.ok()) {
           stats_.sidecars_failed++;
-          stats_.last_error = std::string(result.sidecar.message());
+          stats_.last_sidecar_error = std::string(result.sidecar.message());
         }
       } else {
         stats_.failed++;

@@ -79,9 +79,10 @@ class SnapshotWriter {
   struct Stats {
     uint64_t written = 0;
     uint64_t failed = 0;
-    uint64_t sidecars_failed = 0;  // Files written whose sidecar was not.
-    uint64_t joined = 0;           // Requests that joined (or refreshed) a waiting snapshot.
-    uint64_t deleted_files = 0;    // By retention.
+    uint64_t sidecars_failed = 0;    // Files written whose sidecar was not.
+    std::string last_sidecar_error;  // Why the last of those; empty while none.
+    uint64_t joined = 0;             // Requests that joined (or refreshed) a waiting snapshot.
+    uint64_t deleted_files = 0;      // By retention.
     uint64_t deleted_bytes = 0;
     std::string last_path;
     std::string last_reason;
@@ -147,8 +148,11 @@ class SnapshotWriter {
   // Writes, on the writer's thread before the next snapshot, the sidecars
   // that this host's snapshots in the output directory lack (left by an
   // agent killed between a file and its sidecar, or by one from before
-  // sidecars). A directory that does not exist yet is left alone.
-  void FinishOldSnapshots();
+  // sidecars), and with `stream_files` those its streaming files lack (an
+  // agent that does not stream finishes its predecessor's; one that streams
+  // leaves them to its stream, RotatingTraceFile). A directory that does not
+  // exist yet is left alone.
+  void FinishOldSnapshots(bool stream_files);
   // The most clones this writer has held in memory at once (the one being
   // written, the one waiting, one being taken): at most 2 by design.
   int peak_clones_held_ForTesting() const { return peak_clones_held_.load(); }
@@ -177,6 +181,8 @@ class SnapshotWriter {
                            const std::vector<SnapshotTrigger>& joined,
                            const std::optional<TraceSummary::Window>& window, Pending* pending);
   void Loop();
+  // FinishOldSnapshots()'s work, on the writer's thread.
+  void WriteMissingSidecars(const std::string& dir, std::optional<gid_t> group, bool stream_files);
   // What the file of a snapshot answering `triggers` adds to its
   // trace_stats: the triggers and the tally as of now.
   trace::TraceStats ExtraStats(const Pending& pending) const;
@@ -202,8 +208,7 @@ class SnapshotWriter {
   Stats stats_ ABSL_GUARDED_BY(mu_);
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool old_snapshots_to_finish_ ABSL_GUARDED_BY(mu_) = false;
-  // FinishOldSnapshots()'s work, on the writer's thread.
-  void WriteMissingSidecars(const std::string& dir, std::optional<gid_t> group);
+  bool old_stream_files_to_finish_ ABSL_GUARDED_BY(mu_) = false;
   // A Take() is cloning the session, outside mu_.
   bool cloning_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

@@ -166,16 +166,19 @@ TEST_F(KubernetesTest, TheShippersDaemonSetPassesTheSchemasAndShipsTheAgentsFile
       << loop;
   json volumes = json::object();
   for (const json& v : pod["volumes"]) volumes[v["name"].get<std::string>()] = v;
+  bool shipped_from_the_node = false;
   for (const json& m : c["volumeMounts"]) {
     const json& v = volumes[m["name"].get<std::string>()];
-    if (m["mountPath"] == "/var/lib/ringside") {
-      EXPECT_EQ(v["hostPath"]["path"], "/var/lib/ringside");
+    if (m["mountPath"] == output_dir) {
+      EXPECT_EQ(v["hostPath"]["path"], output_dir);
       EXPECT_NE(m.value("readOnly", false), true);  // It removes what it moved.
+      shipped_from_the_node = true;
     }
     if (m["mountPath"] == "/opt/ringside-ship") {
       EXPECT_EQ(v["configMap"]["name"], "ringside-ship");
     }
   }
+  EXPECT_TRUE(shipped_from_the_node);
   EXPECT_EQ(c["securityContext"]["capabilities"]["drop"], json::array({"ALL"}));
   EXPECT_FALSE(c["securityContext"]["capabilities"].contains("add"));
   EXPECT_EQ(c["securityContext"]["readOnlyRootFilesystem"], true);

@@ -861,7 +861,7 @@ TEST_F(AgentCommandTest, ATriggerStillInItsDelayIsWrittenWhenTheAgentStops) {
   std::optional<int> status = agent->WaitExit(absl::Seconds(60));
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << agent->Log();
-  const std::set<std::string> files = ListDir(dir_.Join("snaps"));
+  const std::set<std::string> files = ListTraces(dir_.Join("snaps"));
   ASSERT_EQ(files.size(), 1u) << agent->Log();
   EXPECT_TRUE(absl::EndsWith(*files.begin(), "-late.pftrace")) << *files.begin();
 }
@@ -869,7 +869,7 @@ TEST_F(AgentCommandTest, ATriggerStillInItsDelayIsWrittenWhenTheAgentStops) {
 // Finished snapshot files in `dir` (not the temporary one being written).
 std::set<std::string> SnapshotFiles(const std::string& dir) {
   std::set<std::string> files;
-  for (const std::string& f : ListDir(dir)) {
+  for (const std::string& f : ListTraces(dir)) {
     if (f[0] != '.') files.insert(f);
   }
   return files;

@@ -1,7 +1,8 @@
 // `ringside snapshot --around TIME`: the real agent asked for the window
-// around a moment another node saw, in the three cases a fan-out meets: the
-// ring holds the window, holds part of it (the agent started within it),
-// holds none of it (the window is older than the agent).
+// around a moment another node saw, in the cases a fan-out meets: the ring
+// holds the window, holds part of it (the agent started within it), holds
+// none of it (the window is older than the agent, or than what a wrapped
+// ring kept).
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,14 +20,30 @@
 #include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/ringside_cli.h"
+#include "tests/testing/workloads.h"
 
 namespace ringside::agent::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kConfig[] = R"pb(
+// A quiet event, so that the ring never wraps: it holds everything since
+// the agent started.
+constexpr char kQuietConfig[] = R"pb(
   buffers { size_kb: 4096 }
+  data_sources {
+    config {
+      name: "linux.ftrace"
+      ftrace_config { ftrace_events: "sched/sched_process_exec" }
+    }
+  }
+  durable_buffer_size_kb: 512
+  snapshot_request_cooldown_ms: 0
+)pb";
+
+// A 64 KiB ring of every switch: wrapped within moments.
+constexpr char kWrappingConfig[] = R"pb(
+  buffers { size_kb: 64 }
   data_sources {
     config {
       name: "linux.ftrace"
@@ -46,15 +63,18 @@ class AgentSnapshotAroundTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "ringside agent's ftrace source needs root";
-    ASSERT_TRUE(WriteTextFile(dir_.Join("agent.pbtxt"), kConfig));
+  }
+  // Starts the agent; ready_ is when it said it records.
+  void Start(const char* config) {
+    ASSERT_TRUE(WriteTextFile(dir_.Join("agent.pbtxt"), config));
     mkdir(dir_.Join("run").c_str(), 0755);
-    started_ = absl::Now();
     agent_ = std::make_unique<AgentProcess>(
         std::vector<std::string>{"-c", dir_.Join("agent.pbtxt"), "--socket", socket_, "--run-dir",
                                  dir_.Join("run"), "--output-dir", dir_.Join("out")},
         dir_.Join("agent.log"), notify_.path());
     const absl::Status ready = agent_->WaitReady(&notify_, absl::Seconds(60));
     ASSERT_TRUE(ready.ok()) << ready << "; the agent said:\n" << agent_->Log();
+    ready_ = absl::Now();
   }
   // `ringside snapshot --around ...` once: its stderr.
   std::string Snapshot(const std::vector<std::string>& flags, int* code) {
@@ -80,11 +100,12 @@ class AgentSnapshotAroundTest : public ::testing::Test {
   ScratchDir dir_;
   const std::string socket_ = dir_.Join("control.sock");
   FakeNotifySocket notify_{dir_.Join("notify.sock")};
-  absl::Time started_;
+  absl::Time ready_;
   std::unique_ptr<AgentProcess> agent_;
 };
 
 TEST_F(AgentSnapshotAroundTest, AWindowTheRingHoldsIsInTheFileAndSaidToBeHeld) {
+  ASSERT_NO_FATAL_FAILURE(Start(kQuietConfig));
   absl::SleepFor(absl::Seconds(3));
   const absl::Time moment = absl::Now() - absl::Seconds(1);
   int code = -1;
@@ -108,21 +129,42 @@ TEST_F(AgentSnapshotAroundTest, AWindowTheRingHoldsIsInTheFileAndSaidToBeHeld) {
   EXPECT_THAT(text, HasSubstr(", held whole\n"));
 }
 
-TEST_F(AgentSnapshotAroundTest, AWindowOlderThanTheRingIsAnErrorNamingWhatItHolds) {
-  // The window ends ten seconds before the agent started.
-  const absl::Time moment = started_ - absl::Seconds(15);
+TEST_F(AgentSnapshotAroundTest, AWindowOverBeforeTheAgentStartedIsRefusedWithoutAFile) {
+  ASSERT_NO_FATAL_FAILURE(Start(kQuietConfig));
+  // The window ends ten seconds before the agent was ready.
+  const absl::Time moment = ready_ - absl::Seconds(15);
   int code = -1;
   const std::string err = Snapshot({"--around", UnixSeconds(moment), "--window", "10s"}, &code);
   EXPECT_EQ(code, 1) << err;
   EXPECT_THAT(err, HasSubstr("the ring no longer holds the window "));
+  EXPECT_THAT(err, HasSubstr("it ended before this agent started recording, at "));
+  EXPECT_TRUE(Snapshots().empty());
+}
+
+TEST_F(AgentSnapshotAroundTest, AWindowAWrappedRingLetGoOfIsAnErrorNamingWhatItHoldsAndWhere) {
+  ASSERT_NO_FATAL_FAILURE(Start(kWrappingConfig));
+  const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(1);
+  // Half a second just after the start: long since overwritten by 64 KiB of
+  // switches, four seconds on.
+  absl::SleepFor(absl::Seconds(4));
+  int code = -1;
+  const std::string err = Snapshot(
+      {"--around", UnixSeconds(ready_ + absl::Milliseconds(750)), "--window", "500ms"}, &code);
+  ringside::testing::StopProcesses(storm);
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_THAT(err, HasSubstr("the ring no longer holds the window "));
   EXPECT_THAT(err, HasSubstr(": it holds "));
-  EXPECT_THAT(err, HasSubstr(dir_.Join("out")));  // What is left is in that file.
+  const std::vector<std::string> files = Snapshots();
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_THAT(err, HasSubstr(files[0]));  // What is left is in that file.
 }
 
 TEST_F(AgentSnapshotAroundTest, AWindowTheAgentStartedInIsHeldInPartAndSaysFromWhen) {
-  // From 5 s before the agent started to 2 s after.
+  ASSERT_NO_FATAL_FAILURE(Start(kQuietConfig));
+  // From 5 s before the agent was ready to 2 s after: it started recording
+  // in between.
   absl::SleepFor(absl::Seconds(3));
-  const absl::Time moment = started_ - absl::Milliseconds(1500);
+  const absl::Time moment = ready_ - absl::Milliseconds(1500);
   int code = -1;
   const std::string err = Snapshot({"--around", UnixSeconds(moment), "--window", "7s"}, &code);
   EXPECT_EQ(code, 0) << err;

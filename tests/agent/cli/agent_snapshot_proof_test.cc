@@ -43,6 +43,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/files/trace_file_reader.h"
+#include "agent/files/trace_sidecar.h"
 #include "agent/snapshots/snapshot_retention.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -756,9 +757,13 @@ TEST_F(AgentSnapshotProofTest, ThreeSnapshotsInARowUnderLoadAreWholeDistinctAndO
 
   EXPECT_EQ(std::set<std::string>(paths.begin(), paths.end()).size(), 3u)
       << absl::StrJoin(paths, ", ");
-  // Nothing else in the directory: no temporary file left.
+  // Nothing else in the directory: no temporary file left; each file with
+  // its sidecar, written before the reply.
   const std::set<std::string> in_dir = ListDir(snaps());
-  EXPECT_EQ(in_dir.size(), 3u) << absl::StrJoin(in_dir, ", ");
+  EXPECT_EQ(in_dir.size(), 6u) << absl::StrJoin(in_dir, ", ");
+  for (const std::string& path : paths) {
+    EXPECT_EQ(in_dir.count(path.substr(path.find_last_of('/') + 1) + ".json"), 1u) << path;
+  }
   std::vector<TimeRange> ranges;
   std::vector<uint64_t> trigger_ns;
   for (const std::string& path : paths) {
@@ -897,8 +902,13 @@ TEST_F(AgentSnapshotProofTest, KillNineDuringASnapshotWriteLeavesNoPartFileUnder
         checked.insert(name);
       } else if (IsTemporaryName(name)) {
         new_temp += temporaries.insert(name).second;
+      } else if (IsSidecarOrItsTemporary(name)) {
+        // A snapshot's sidecar (or one being written), after the snapshot.
+        const std::string trace = absl::StartsWith(name, ".") ? name.substr(1, name.size() - 1 - 9)
+                                                              : name.substr(0, name.size() - 5);
+        EXPECT_TRUE(IsSnapshotFileName(trace, host)) << name;
       } else {
-        ADD_FAILURE() << "neither a snapshot nor a temporary name: " << name;
+        ADD_FAILURE() << "neither a snapshot, a sidecar nor a temporary name: " << name;
       }
     }
     EXPECT_LE(new_final + new_temp, 1) << "one request, more than one file";

@@ -43,6 +43,7 @@
 #include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/agent/testing/scratch_cgroup.h"
+#include "tests/agent/testing/trace_processor_query.h"
 #include "tests/testing/kernel_tracefs.h"
 #include "tests/testing/paths.h"
 #include "tests/testing/perf_tracepoint_counter.h"
@@ -51,61 +52,9 @@
 namespace ringside::agent {
 namespace {
 
+using testing::Query;
+using testing::QueryInt;
 using testing::TempPath;
-
-// $TRACE_PROCESSOR, or ../shared/bin beside the source tree; empty if
-// neither is there.
-std::string TraceProcessorPath() {
-  const char* env = std::getenv("TRACE_PROCESSOR");
-  std::string path = env != nullptr && *env != '\0'
-                         ? env
-                         : ringside::testing::SourceDir() + "/../shared/bin/trace_processor_shell";
-  return access(path.c_str(), X_OK) == 0 ? path : "";
-}
-
-#define RINGSIDE_REQUIRE_TRACE_PROCESSOR(var)                                       \
-  const std::string var = TraceProcessorPath();                                     \
-  if (var.empty()) {                                                                \
-    GTEST_SKIP() << "needs Perfetto's trace_processor_shell ($TRACE_PROCESSOR, or " \
-                    "../shared/bin/trace_processor_shell beside the source tree)";  \
-  }
-
-// Runs `sql` (one statement) on `trace`; rows of the CSV it prints, the
-// header left out, quotes stripped (our queries return no commas in values).
-std::vector<std::vector<std::string>> Query(const std::string& tp, const std::string& trace,
-                                            const std::string& sql) {
-  const std::string file = TempPath("query.sql");
-  std::ofstream(file) << sql;
-  int code = -1;
-  const std::string out = testing::RunProgramCapture(tp, {"-q", file, trace}, &code);
-  unlink(file.c_str());
-  EXPECT_EQ(code, 0) << sql;
-  std::vector<std::vector<std::string>> rows;
-  bool header = true;
-  for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
-    if (header) {
-      header = false;
-      continue;
-    }
-    std::vector<std::string> row;
-    for (absl::string_view v : absl::StrSplit(line, ',')) {
-      absl::ConsumePrefix(&v, "\"");
-      absl::ConsumeSuffix(&v, "\"");
-      row.emplace_back(v);
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
-int64_t QueryInt(const std::string& tp, const std::string& trace, const std::string& sql) {
-  const auto rows = Query(tp, trace, sql);
-  int64_t v = -1;
-  if (rows.size() != 1 || rows[0].size() != 1 || !absl::SimpleAtoi(rows[0][0], &v)) {
-    ADD_FAILURE() << "not one number: " << sql;
-  }
-  return v;
-}
 
 // A process of the test's own, started while ringside records: it names
 // itself, starts two named threads, forks a child that names itself and
@@ -701,7 +650,8 @@ TEST(TraceProcessorImportTest, RotatedCompressedFilesEachOpenAlone) {
   EXPECT_GT(compressing.bytes_in(), compressing.bytes_out() * 2);
 
   std::vector<std::string> names;
-  for (const std::string& name : testing::ListDir(dir)) names.push_back(name);
+  (*files)->WaitForSidecars();
+  for (const std::string& name : testing::ListTraces(dir)) names.push_back(name);
   std::sort(names.begin(), names.end());
   EXPECT_GE(names.size(), 3u) << "1.5 s in files of at most 400 ms";
   for (const std::string& name : names) {
@@ -726,6 +676,12 @@ TEST(TraceProcessorImportTest, RotatedCompressedFilesEachOpenAlone) {
     ASSERT_EQ(code, 0) << json;
     EXPECT_EQ(nlohmann::json::parse(json)["sched_pids"]["unresolved"].get<int>(), 0) << json;
     ExpectTheSameAsItsPlainTwin(tp, r);
+    // Each with its sidecar, which says what the file is.
+    std::ifstream in(r.path + ".json");
+    const nlohmann::json sidecar = nlohmann::json::parse(in, nullptr, false);
+    EXPECT_EQ(sidecar.value("compression", nlohmann::json::object()).value("codec", ""), "zstd");
+    EXPECT_EQ(sidecar.value("size_bytes", 0u), static_cast<uint64_t>(st.st_size));
+    unlink((r.path + ".json").c_str());
   }
   rmdir(dir.c_str());
 }

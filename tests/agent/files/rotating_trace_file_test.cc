@@ -43,9 +43,7 @@ class RotatingTraceFileTest : public ::testing::Test {
   // thread of their own: SidecarsOf says which are there).
   std::set<std::string> Files() {
     std::set<std::string> out;
-    for (const std::string& n : ListDir(dir_.path())) {
-      if (!absl::EndsWith(n, kSidecarSuffix)) out.insert(n);
-    }
+    for (const std::string& n : testing::ListTraces(dir_.path())) out.insert(n);
     return out;
   }
   std::set<std::string> Sidecars() {

@@ -615,6 +615,7 @@ std::string SnapshotOfWindows(bool ring_wrapped) {
   auto* buffer = stats->add_buffer_stats();
   buffer->set_buffer_size(1 << 20);
   buffer->set_bytes_written(ring_wrapped ? 3 << 20 : 1 << 19);
+  stats->add_ringside_snapshot_triggers()->set_trigger_name("around");
   auto* w = stats->add_ringside_snapshot_windows();
   w->set_first_ns(2'500'000'000);
   w->set_last_ns(4'000'000'000);
@@ -634,6 +635,17 @@ TEST(TraceInspectorWindowTest, AnUnwrappedRingHoldsEverythingSinceTracingStarted
   EXPECT_TRUE(s->Holds(s->snapshot_windows[1]));
   // A window past the clone is not held.
   EXPECT_FALSE(s->Holds({9'000'000'000, 11'000'000'000}));
+}
+
+TEST(TraceInspectorWindowTest, AFileThatIsNotASnapshotHoldsFromItsEventsOnly) {
+  // A rotated file carries its session's tracing_started too, but holds
+  // only what came since the file before it.
+  Trace t;
+  ASSERT_TRUE(t.ParseFromString(SnapshotOfWindows(false)));
+  t.mutable_packet(t.packet_size() - 1)->mutable_trace_stats()->clear_ringside_snapshot_triggers();
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(WriteFile("rotated", t.SerializeAsString()));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->HeldFrom(), 3'000'000'000u);
 }
 
 TEST(TraceInspectorWindowTest, AWrappedRingHoldsFromTheLatestCpusFirstEvent) {

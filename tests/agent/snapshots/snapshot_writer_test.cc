@@ -101,7 +101,7 @@ TEST(SnapshotWriterTest, TheSidecarsAKilledAgentDidNotWriteAreWrittenAtTheNextSt
   }
   ASSERT_EQ(unlink((left + ".json").c_str()), 0);  // As if killed before it.
   SnapshotWriter next(session.get(), dir.path(), nullptr);
-  next.FinishOldSnapshots();
+  next.FinishOldSnapshots(/*stream_files=*/false);
   // On the writer's thread, before the next snapshot: so after it.
   absl::StatusOr<std::string> path = next.Take("manual");
   ASSERT_TRUE(path.ok()) << path.status();

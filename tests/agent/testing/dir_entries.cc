@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include "agent/files/trace_sidecar.h"
+
 namespace ringside::agent::testing {
 
 std::set<std::string> ListDir(const std::string& dir) {
@@ -14,6 +16,14 @@ std::set<std::string> ListDir(const std::string& dir) {
       if (name != "." && name != "..") out.insert(name);
     }
     closedir(d);
+  }
+  return out;
+}
+
+std::set<std::string> ListTraces(const std::string& dir) {
+  std::set<std::string> out;
+  for (const std::string& name : ListDir(dir)) {
+    if (!IsSidecarOrItsTemporary(name)) out.insert(name);
   }
   return out;
 }
