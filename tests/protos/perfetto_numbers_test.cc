@@ -463,6 +463,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "TraceStats.TriggerCount",
       "TraceStats.SnapshotTrigger",
       "TraceStats.EventLoss",
+      "TraceStats.SnapshotWindow",
       // The control socket's protocol (ringside.control), never in a trace.
       "Request",
       "StatusRequest",

@@ -247,8 +247,10 @@ TEST_F(AgentCommandTest, SnapshotWaitReturnsAWholeTraceInTheOutputDir) {
   struct stat st;
   ASSERT_EQ(stat(path.c_str(), &st), 0) << path;
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  // Nothing else in the directory: no temporary file left.
-  EXPECT_EQ(ListDir(dir_.Join("snaps")).size(), 1u);
+  // Nothing else in the directory but its sidecar: no temporary file left.
+  EXPECT_EQ(ListDir(dir_.Join("snaps")),
+            (std::set<std::string>{path.substr(path.find_last_of('/') + 1),
+                                   path.substr(path.find_last_of('/') + 1) + ".json"}));
   int code = -1;
   const std::string summary = RunRingsideCapture({"inspect", path}, &code);
   EXPECT_EQ(code, 0) << summary;
@@ -716,7 +718,7 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
   std::set<std::string> files;
   for (int i = 0; i < 300 && files.empty(); i++) {
     absl::SleepFor(absl::Milliseconds(100));
-    for (const std::string& f : ListDir(dir_.Join("snaps"))) {
+    for (const std::string& f : ListTraces(dir_.Join("snaps"))) {
       if (f[0] != '.') files.insert(f);  // Not the temporary file being written.
     }
   }
@@ -836,7 +838,7 @@ TEST_F(AgentCommandTest, AFloodOfRequestsIsHeldBackAndPushesOutNoTriggeredSnapsh
   EXPECT_EQ(stat(deploy.c_str(), &st), 0) << "a request pushed out the triggered snapshot";
   EXPECT_EQ(stat(last.c_str(), &st), 0);
   std::set<std::string> files;
-  for (const std::string& f : ListDir(dir_.Join("snaps"))) {
+  for (const std::string& f : ListTraces(dir_.Join("snaps"))) {
     if (f[0] != '.') files.insert(f);
   }
   EXPECT_EQ(files.size(), 3u);
