@@ -423,7 +423,7 @@ absl::StatusOr<TracingSession::Summary> TracingSession::WriteTrace(TraceSink* si
   }
   // Files cut by size: the rest of the buffers goes the way a periodic
   // write goes, into as many files as it needs, before the trailer.
-  if (into_stream && rotating_ != nullptr) WriteIntoFile();
+  if (into_stream && rotating_ != nullptr) WriteIntoFile(/*end_of_recording=*/true);
   const int64_t end_ns = BoottimeNowNs();
   std::string out;
   if (!into_stream) AppendPreamble(&out);

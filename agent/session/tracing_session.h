@@ -236,7 +236,10 @@ class TracingSession {
   // the write fails (a full disk), the packets read are kept and retried
   // first the next time, and nothing more is read from the buffers
   // meanwhile: they keep the newest data, their overwrites counted.
-  void WriteIntoFile();
+  // A file whose max age has passed is then finished and the next begun,
+  // unless `end_of_recording`: the trailer still has to go into it, and a
+  // file begun for the trailer alone would hold no event.
+  void WriteIntoFile(bool end_of_recording = false);
   absl::Status WriteToStream(const std::string& bytes);
   // Rotation (rotating_ only): the trailer of the current file; then the
   // next file and its preamble (queued in stream_pending_), false while no

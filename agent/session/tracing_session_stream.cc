@@ -43,7 +43,7 @@ absl::Status TracingSession::WriteToStream(const std::string& bytes) {
   return absl::OkStatus();
 }
 
-void TracingSession::WriteIntoFile() {
+void TracingSession::WriteIntoFile(bool end_of_recording) {
   stream_state_.Check();
   if (stream_needs_file_ && !BeginStreamFile()) return;
   if (!stream_pending_.empty()) {
@@ -72,7 +72,7 @@ void TracingSession::WriteIntoFile() {
     if (!out.empty() && (!StreamOut(std::move(out)) || stream_needs_file_)) return;
     if (all_read) break;
   }
-  if (rotating_ != nullptr && rotating_->FileDue()) {
+  if (rotating_ != nullptr && !end_of_recording && rotating_->FileDue()) {
     EndStreamFile();
     if (BeginStreamFile()) StreamOut(std::exchange(stream_pending_, {}));
   }
