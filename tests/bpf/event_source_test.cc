@@ -347,11 +347,23 @@ TEST(EventSourceTest, SchedSwitchCountMatchesTheKernelsOwnCountWithNoDrops) {
     for (const RecordView& r : records) c.Add(cpu, r.data, r.size);
   });
   EXPECT_TRUE(c.errors.empty()) << absl::StrJoin(c.errors, "\n");
-  std::vector<int64_t> idle_balance(static_cast<size_t>(source->num_cpus()), 0);
+  // Each CPU's switches into and out of idle balance, but for where attach
+  // and detach fall and the transitions the tracepoint itself skips (see
+  // FtraceSchedSwitchReference): 3 or 4 per 48,000 switches measured idle,
+  // 5 in one run of 10 beside hackbench, so a bound that grows with the
+  // CPU's switches, at three times the rate measured. That every run of
+  // the program is a record is checked exactly below (run_count).
+  const size_t cpus = static_cast<size_t>(source->num_cpus());
+  std::vector<int64_t> idle_balance(cpus, 0), switches_on(cpus, 0);
   for (const rs_sched_switch& e : c.switches) {
     idle_balance[e.h.cpu] += (e.next_pid == 0) - (e.prev_pid == 0);
+    switches_on[e.h.cpu]++;
   }
-  for (int64_t b : idle_balance) EXPECT_LE(std::abs(b), 4);
+  for (size_t cpu = 0; cpu < cpus; cpu++) {
+    EXPECT_LE(std::abs(idle_balance[cpu]), 4 + switches_on[cpu] / 4000)
+        << "CPU " << cpu << ": " << idle_balance[cpu] << " more switches into idle than out, of "
+        << switches_on[cpu];
+  }
   int64_t ours = 0, kernel = 0;
   for (const rs_sched_switch& e : c.switches) {
     ours += e.prev_pid != 0 && e.h.ts_ns >= t1 && e.h.ts_ns <= t2;
