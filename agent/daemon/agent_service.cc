@@ -167,20 +167,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   AgentService* self = s.get();
   s->snapshots_ = std::make_unique<SnapshotWriter>(
       s->session_.get(), config.output_dir(),
-      [self](const SnapshotWriter::Result& r) {
-        self->AnswerSnapshotWaiters(r);
-        if (r.status.ok()) {
-          self->log_.Notice(absl::StrCat("snapshot written: ", r.path, " (", r.reason, ")"));
-          if (!r.sidecar.ok()) {
-            self->log_.Warning(
-                absl::StrCat("snapshot ", r.path,
-                             " has no sidecar, so shippers leave it: ", r.sidecar.message()));
-          }
-        } else {
-          self->log_.Error(absl::StrCat("snapshot ", r.path, " failed: ", r.status.message()));
-        }
-      },
-      &s->tally_);
+      [self](const SnapshotWriter::Result& r) { self->SnapshotWritten(r); }, &s->tally_);
 
   s->snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
   s->snapshots_->set_output_group(s->output_group_);

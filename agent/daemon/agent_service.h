@@ -114,6 +114,9 @@ class AgentService : public ControlHandler, public IncidentListener {
   // The writer reported the file Take() named `path`: written where
   // `written` says, or failed; its waiters get their reply.
   void AnswerSnapshotWaiters(const SnapshotWriter::Result& written);
+  // The writer's report of a file written or failed, on its thread: answers
+  // the waiters, logs.
+  void SnapshotWritten(const SnapshotWriter::Result& r);
   // A named trigger: the policy decides; a fire takes a snapshot after the
   // trigger's stop_delay_ms, on the main thread.
   control::Reply Trigger(const std::string& name, const Peer& peer);

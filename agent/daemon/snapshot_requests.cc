@@ -146,6 +146,19 @@ ControlHandler::Answer AgentService::AnswerOnceWritten(
                          absl::FormatDuration(kSnapshotWaitLimit), "; it may still be")));
 }
 
+void AgentService::SnapshotWritten(const SnapshotWriter::Result& r) {
+  AnswerSnapshotWaiters(r);
+  if (!r.status.ok()) {
+    log_.Error(absl::StrCat("snapshot ", r.path, " failed: ", r.status.message()));
+    return;
+  }
+  log_.Notice(absl::StrCat("snapshot written: ", r.path, " (", r.reason, ")"));
+  if (!r.sidecar.ok()) {
+    log_.Warning(absl::StrCat("snapshot ", r.path,
+                              " has no sidecar, so shippers leave it: ", r.sidecar.message()));
+  }
+}
+
 void AgentService::AnswerSnapshotWaiters(const SnapshotWriter::Result& written) {
   std::vector<SnapshotWaiter> waiters;
   {
