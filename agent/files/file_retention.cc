@@ -106,6 +106,14 @@ PruneResult PruneOldestFiles(const OutputDir& dir, const FileRank& rank, uint32_
       continue;
     }
     if (unlinkat(dir.fd(), f.name.c_str(), 0) != 0) {
+      if (errno == ENOENT) {
+        // Taken since the listing (a shipper claims a trace, then its
+        // sidecar, and drops a trace whose sidecar is gone): it left the
+        // directory all the same.
+        count--;
+        bytes -= f.bytes;
+        continue;
+      }
       result.errors.push_back(absl::StrCat(dir.Join(f.name), ": ", std::strerror(errno)));
       continue;
     }

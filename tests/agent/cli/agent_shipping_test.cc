@@ -16,6 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/files/trace_inspector.h"
 #include "gtest/gtest.h"
@@ -131,7 +132,10 @@ TEST_F(AgentShippingTest, OnlyWholeFilesWithTheirSidecarsAreTakenUnderAStorm) {
   int snapshots = 0;
   for (const std::string& trace : traces) {
     SCOPED_TRACE(trace);
-    ASSERT_EQ(sidecars.count(trace + ".json"), 1u) << "a trace without its sidecar was taken";
+    ASSERT_EQ(sidecars.count(trace + ".json"), 1u)
+        << "a trace without its sidecar was taken; left in " << out_ << ": "
+        << absl::StrJoin(ListDir(out_), " ") << "\nthe agent said:\n"
+        << agent.Log();
     std::ifstream in(dest_ + "/" + trace + ".json");
     const nlohmann::json sidecar = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     ASSERT_TRUE(sidecar.is_object()) << "its sidecar is not whole JSON";
@@ -154,6 +158,7 @@ TEST_F(AgentShippingTest, OnlyWholeFilesWithTheirSidecarsAreTakenUnderAStorm) {
   // but what retention never had to keep.
   for (const std::string& name : ListDir(out_)) {
     EXPECT_FALSE(absl::EndsWith(name, ".pftrace")) << name << " was left unfinished";
+    EXPECT_NE(name, ".ringside-ship") << "the shipper's claimed files were left behind";
   }
 }
 
