@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
+#include "agent/files/packet_compression.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/deploy/testing/deploy_files.h"
@@ -76,6 +77,13 @@ TEST(ExampleConfigsTest, ShippedDefaultIsTheAgentsEmbeddedDefault) {
   std::string report;
   diff.ReportDifferencesToString(&report);
   EXPECT_TRUE(diff.Compare(embedded, *shipped)) << report;
+  // EQUIVALENT takes `compression { zstd {} }` for no compression at all
+  // (an empty message for an unset one): the codec is compared by itself.
+  const agent::PacketCompression a = agent::PacketCompressionOf(embedded);
+  const agent::PacketCompression b = agent::PacketCompressionOf(*shipped);
+  EXPECT_EQ(agent::PacketCodecName(a.codec), std::string(agent::PacketCodecName(b.codec)));
+  EXPECT_EQ(a.level, b.level);
+  EXPECT_EQ(a.codec, agent::PacketCodec::kZstd) << "the agent's files compress by default";
 }
 
 TEST(ExampleConfigsTest, FlightRecorderSnapshotsOnOomAndCrashesOfItsService) {

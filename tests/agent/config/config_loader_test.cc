@@ -250,6 +250,9 @@ TEST(ConfigLoaderTest, TheAgentsDefaultRecordsUntilStoppedWithTheAgentSettingsFi
             config::TraceConfig::TriggerConfig::Trigger::Incident::FATAL_SIGNAL);
   for (const auto& t : tc.triggers()) EXPECT_GT(t.max_per_24_h(), 0u) << t.name();
   EXPECT_GT(cfg.max_snapshot_files(), 0u);
+  // Its files are copied off the node: compressed (Perfetto's zstd packets).
+  EXPECT_TRUE(cfg.compression().has_zstd());
+  EXPECT_FALSE(DefaultRecordConfig().has_compression()) << "record compresses with -z only";
   EXPECT_TRUE(ValidateConfig(cfg, "<embedded agent default>").ok());
 }
 
