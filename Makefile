@@ -33,12 +33,12 @@ PKG_CONFIG ?= pkg-config
 # Debian packages (bookworm) that building, testing and running ringside need.
 DEB_PACKAGES := \
   g++ make clang llvm clang-format pkg-config \
-  libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev libssl-dev \
+  libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev libssl-dev libmicrohttpd-dev \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
   rt-tests systemd linux-perf time ccache gdb \
-  qemu-system-x86 busybox-static cpio jq rclone
+  qemu-system-x86 busybox-static cpio jq rclone curl
 
 # tests/deploy/ checks the Kubernetes manifests against the API's schemas
 # (kubernetes-models: every kind's OpenAPI schema compiled to a validator,
@@ -48,10 +48,14 @@ DEB_PACKAGES := \
 # installs the build's packages only (deploy/container/Dockerfile).
 TOOLS_DIR ?= build/tools
 NPM_TOOLS ?= kubernetes-models@5.1.0 yaml@2.9.1 typescript@5.9.3
+# The metrics tests run Prometheus' own programs (promtool, node_exporter)
+# from Debian's packages, unpacked into TOOLS_DIR/debs rather than
+# installed: installing them would start their services on the machine.
+DEB_TOOLS ?= prometheus prometheus-node-exporter
 
 PKGS := protobuf nlohmann_json libbpf libsystemd \
   absl_status absl_statusor absl_strings absl_str_format \
-  absl_time absl_synchronization absl_flat_hash_map zlib libzstd libcrypto
+  absl_time absl_synchronization absl_flat_hash_map zlib libzstd libcrypto libmicrohttpd
 
 # Evaluated lazily so that `make deps` works before pkg-config exists.
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
@@ -365,7 +369,8 @@ FUZZ_LIBS_control_request := protobuf absl_statusor absl_strings
 # and the reload plan.
 FUZZ_OBJS_config_text := $(call fuzz_objs,tests/fuzz/config_text_fuzzer.cc \
   agent/config/config_loader.cc agent/config/config_validation.cc agent/config/defaults.cc \
-  agent/config/config_reload.cc $(BUILD)/gen/ringside/config/trace_config.pb.cc)
+  agent/config/config_reload.cc agent/config/listen_address.cc \
+  $(BUILD)/gen/ringside/config/trace_config.pb.cc)
 FUZZ_LIBS_config_text := protobuf absl_statusor absl_strings absl_str_format libbpf
 FUZZ_MAX_LEN_trace_file := 65536
 FUZZ_ARGS_config_text := -dict=tests/fuzz/config_text.dict
@@ -458,6 +463,18 @@ deps:
 	  npm install --prefix $(TOOLS_DIR) --no-save --no-package-lock --no-audit --no-fund \
 	    --loglevel=error $(NPM_TOOLS) && \
 	  echo "$(NPM_TOOLS)" > $(TOOLS_DIR)/installed; \
+	fi
+	@if [ -n "$(DEB_TOOLS)" ] && [ "$$(cat $(TOOLS_DIR)/debs/unpacked 2>/dev/null)" != "$(DEB_TOOLS)" ]; then \
+	  echo "make deps: unpacking $(DEB_TOOLS) into $(TOOLS_DIR)/debs"; \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  rm -rf $(TOOLS_DIR)/debs && mkdir -p $(TOOLS_DIR)/debs/packages && \
+	  ( cd $(TOOLS_DIR)/debs/packages && \
+	    { apt-get download -qq $(DEB_TOOLS) 2>/dev/null || \
+	      { $$sudo apt-get update -qq && apt-get download -qq $(DEB_TOOLS); }; } ) && \
+	  for deb in $(TOOLS_DIR)/debs/packages/*.deb; do \
+	    dpkg-deb -x "$$deb" $(TOOLS_DIR)/debs/root || exit 1; \
+	  done && \
+	  rm -rf $(TOOLS_DIR)/debs/packages && echo "$(DEB_TOOLS)" > $(TOOLS_DIR)/debs/unpacked; \
 	fi
 
 # --- Install ------------------------------------------------------------------

@@ -64,6 +64,10 @@ const CommandSpec& AgentCommandSpec() {
                "the name (and so the id) this machine's files give it; default: the "
                "config's machine_name, else the host name (a DaemonSet passes its node's)",
                false},
+              {0, "metrics-listen", "ADDR",
+               "serve Prometheus metrics on http://ADDR/metrics (0.0.0.0:9464, :9464); "
+               "default: the config's metrics_listen, else none (docs/metrics.md)",
+               false},
           },
       .examples =
           "  ringside agent                              # the embedded flight recorder\n"
@@ -92,6 +96,7 @@ int RunAgentCommand(const ParsedArgs& args) {
   if (args.Has("socket")) overrides.set_control_socket(args.Get("socket"));
   if (args.Has("output-dir")) overrides.set_output_dir(args.Get("output-dir"));
   if (args.Has("machine-name")) overrides.set_machine_name(args.Get("machine-name"));
+  if (args.Has("metrics-listen")) overrides.set_metrics_listen(args.Get("metrics-listen"));
   config.MergeFrom(overrides);
   ApplyAgentDefaults(&config);
   if (absl::Status s = ValidateConfig(config, config_path.empty() ? "flags" : config_path);

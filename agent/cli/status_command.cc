@@ -7,6 +7,7 @@
 #include "agent/cli/agent_client.h"
 #include "agent/cli/status_format.h"
 #include "agent/control/control_client.h"
+#include "agent/metrics/prometheus_text.h"
 
 namespace ringside::agent {
 namespace {
@@ -42,19 +43,25 @@ const CommandSpec& StatusCommandSpec() {
   static const CommandSpec* spec = [] {
     auto* s = new CommandSpec{
         .name = "status",
-        .synopsis = "ringside status [--json] [--wait [--timeout D]] [--socket PATH] [-c CONFIG]",
+        .synopsis =
+            "ringside status [--json | --prometheus] [--wait [--timeout D]] [--socket PATH] "
+            "[-c CONFIG]",
         .summary =
             "Asks the running `ringside agent` what it is doing: its uptime, config and own\n"
             "cost (CPU, memory); each data source's state, event rate and losses by cause\n"
             "and CPU; each ring buffer's fill, bytes written and overwritten; the durable\n"
             "store; the snapshots taken; the file it streams into. With --json, one JSON\n"
             "object whose fields docs/status.md describes (schema_version 1; fields are\n"
-            "only ever added). Exit 1 when no agent answers. With --wait, an agent that\n"
+            "only ever added). With --prometheus, the same counts as Prometheus metrics\n"
+            "(docs/metrics.md), one scrape. Exit 1 when no agent answers. With --wait, an agent "
+            "that\n"
             "is still starting is waited for: it answers once every source is attached,\n"
             "so `ringside agent & ringside status --wait` returns when it records.",
         .flags =
             {
                 {0, "json", "", "print the status as one JSON object", false},
+                {0, "prometheus", "", "print the status as Prometheus metrics (text format)",
+                 false},
                 {0, "wait", "", "wait for an agent to answer (one still starting)", false},
                 {0, "timeout", "D",
                  "with --wait: give up after D (10s, 2m; plain: seconds); default 30s", false},
@@ -62,6 +69,7 @@ const CommandSpec& StatusCommandSpec() {
         .examples =
             "  ringside status\n"
             "  ringside status --json | jq '.sources[] | {name, state, events}'\n"
+            "  ringside status --prometheus | grep ^ringside_events_lost_total\n"
             "  ringside status -c /etc/ringside/agent.pbtxt   # the socket that config names\n"
             "  ringside agent & ringside status --wait --timeout 1m\n",
     };
@@ -73,6 +81,9 @@ const CommandSpec& StatusCommandSpec() {
 
 int RunStatusCommand(const ParsedArgs& args) {
   const CommandSpec& spec = StatusCommandSpec();
+  if (args.Has("json") && args.Has("prometheus")) {
+    return UsageError(spec, "--json and --prometheus: one format at a time");
+  }
   if (args.Has("timeout") && !args.Has("wait")) {
     return UsageError(spec, "--timeout goes with --wait");
   }
@@ -96,6 +107,10 @@ int RunStatusCommand(const ParsedArgs& args) {
   if (!reply) return exit_code;
   if (args.Has("json")) {
     std::printf("%s\n", StatusJson(reply->status()).c_str());
+  } else if (args.Has("prometheus")) {
+    std::fputs(
+        PrometheusText(reply->status(), MetricsOptions{.kernel = RunningKernelRelease()}).c_str(),
+        stdout);
   } else {
     std::fputs(StatusText(reply->status()).c_str(), stdout);
   }

@@ -292,7 +292,15 @@ json StatusJsonValue(const control::StatusReply& s) {
                     {"compressed_out_bytes", snap.compressed_out_bytes()},
                     {"compression_cpu_ns", snap.compression_cpu_ns()},
                     {"sidecars_failed", snap.sidecars_failed()},
-                    {"last_sidecar_error", snap.last_sidecar_error()}};
+                    {"last_sidecar_error", snap.last_sidecar_error()},
+                    {"triggers", json::array()}};
+  for (const control::SnapshotStatus::Trigger& t : snap.triggers()) {
+    j["snapshots"]["triggers"].push_back({{"name", t.name()},
+                                          {"kind", t.kind()},
+                                          {"fired", t.fired()},
+                                          {"joined", t.joined()},
+                                          {"suppressed", t.suppressed()}});
+  }
   const control::ReloadStatus& r = s.reload();
   j["reload"] = {{"count", r.count()},
                  {"refused", r.refused()},

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/config/defaults.h"
+#include "agent/config/listen_address.h"
 #include "google/protobuf/text_format.h"
 
 namespace ringside::agent {
@@ -236,7 +237,8 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
   for (const auto& [name, path] :
        {std::pair<const char*, const std::string&>{"output_path", cfg.output_path()},
         {"output_dir", cfg.output_dir()},
-        {"control_socket", cfg.control_socket()}}) {
+        {"control_socket", cfg.control_socket()},
+        {"metrics_textfile", cfg.metrics_textfile()}}) {
     if (path.find('\0') != std::string::npos) {
       v->Fail({{name, -1}}, absl::StrCat("is '", absl::CHexEscape(path),
                                          "', which holds a NUL byte: a path cannot"));
@@ -251,6 +253,47 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                            absl::CHexEscape(file),
                            " is not a directory: a directory, or a path the agent can create "
                            "one at"));
+    }
+  }
+  if (cfg.has_metrics_textfile()) {
+    // node_exporter's directory: it must be there already (the agent makes
+    // only directories of its own).
+    struct stat st;
+    if (cfg.metrics_textfile().empty() || cfg.metrics_textfile()[0] != '/') {
+      v->Fail({{"metrics_textfile", -1}},
+              absl::StrCat("is '", absl::CHexEscape(cfg.metrics_textfile()),
+                           "': the absolute path of node_exporter's textfile directory"));
+    } else if (stat(cfg.metrics_textfile().c_str(), &st) != 0 && errno != ENOENT &&
+               errno != ENOTDIR) {
+      v->Fail({{"metrics_textfile", -1}},
+              absl::StrCat("is '", absl::CHexEscape(cfg.metrics_textfile()),
+                           "', which cannot be looked at: ", std::strerror(errno)));
+    } else if (stat(cfg.metrics_textfile().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      v->Fail({{"metrics_textfile", -1}},
+              absl::StrCat("is '", absl::CHexEscape(cfg.metrics_textfile()),
+                           "', which is not a directory: the directory node_exporter's "
+                           "--collector.textfile.directory names"));
+    }
+  }
+  if (cfg.has_metrics_period_ms() && (cfg.metrics_period_ms() < kMinMetricsPeriodMs ||
+                                      cfg.metrics_period_ms() > kMaxMetricsPeriodMs)) {
+    v->Fail({{"metrics_period_ms", -1}},
+            absl::StrCat("is ", cfg.metrics_period_ms(), ": from ", kMinMetricsPeriodMs, " to ",
+                         kMaxMetricsPeriodMs, " (an hour); unset: ", kDefaultMetricsPeriodMs));
+  }
+  if (!cfg.has_metrics_textfile() && cfg.has_metrics_period_ms()) {
+    v->Fail({{"metrics_period_ms", -1}},
+            "is set without metrics_textfile: it applies only to the metrics the agent writes "
+            "there; set metrics_textfile or remove it");
+  }
+  if (!cfg.has_metrics_textfile() && !cfg.has_metrics_listen() && cfg.has_metrics_per_cpu()) {
+    v->Fail({{"metrics_per_cpu", -1}},
+            "is set without metrics_textfile or metrics_listen: it applies only to the metrics "
+            "they give; set one or remove it");
+  }
+  if (cfg.has_metrics_listen()) {
+    if (absl::StatusOr<ListenAddress> a = ParseListenAddress(cfg.metrics_listen()); !a.ok()) {
+      v->Fail({{"metrics_listen", -1}}, absl::StrCat("is ", a.status().message()));
     }
   }
   if (cfg.has_control_socket()) {

@@ -139,6 +139,9 @@ void ApplyAgentDefaults(config::TraceConfig* config) {
   if (!config->has_max_snapshot_requests_per_hour()) {
     config->set_max_snapshot_requests_per_hour(kDefaultMaxSnapshotRequestsPerHour);
   }
+  if (config->has_metrics_textfile() && !config->has_metrics_period_ms()) {
+    config->set_metrics_period_ms(kDefaultMetricsPeriodMs);
+  }
   if (config->write_into_file()) {
     if (!config->has_max_file_size_bytes() && !config->has_file_rotation_period_ms()) {
       config->set_max_file_size_bytes(kDefaultStreamFileBytes);

@@ -90,6 +90,12 @@ inline constexpr uint32_t kDefaultMaxSnapshotFiles = 10;
 // flood the disk or push out what the triggers caught.
 inline constexpr uint32_t kDefaultSnapshotRequestCooldownMs = 1000;
 inline constexpr uint32_t kDefaultMaxSnapshotRequestsPerHour = 60;
+// metrics_period_ms: how often `ringside.prom` is written into
+// metrics_textfile (Prometheus' usual scrape interval), and the bounds a
+// config may give it (writing it takes well under a millisecond).
+inline constexpr uint32_t kDefaultMetricsPeriodMs = 15000;
+inline constexpr uint32_t kMinMetricsPeriodMs = 100;
+inline constexpr uint32_t kMaxMetricsPeriodMs = 3'600'000;
 // max_consumer_cpu_percent of `ringside agent`: the sources' reader threads
 // together may use half a CPU; past it the staging rings fill and the
 // kernel's drops are counted. `record` has no limit by default.

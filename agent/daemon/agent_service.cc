@@ -80,6 +80,8 @@ AgentService::AgentService(Options options)
       config_(options_.config) {}
 
 AgentService::~AgentService() {
+  metrics_http_.reset();
+  metrics_.reset();
   if (control_ != nullptr) control_->Stop();
   if (snapshots_ != nullptr) snapshots_->Finish();
   if (session_ != nullptr) (void)session_->Stop();
@@ -186,6 +188,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
     if (absl::Status st = s->DropCapabilitiesAfterSetup(); !st.ok()) return st;
     times.Step("privileges dropped");
   }
+  s->StartMetrics(config);
   s->log_.Info(times.Summary());
 
   s->log_.Notice(absl::StrCat(
@@ -291,6 +294,8 @@ int AgentService::Shutdown(const std::string& why) {
   log_.Notice(absl::StrCat("stopping: ", why));
   // No new requests first: a trigger accepted from here on would be lost.
   control_->Stop();
+  metrics_http_.reset();
+  metrics_.reset();
   // Triggers still in their stop_delay_ms: snapshot them now, with the
   // aftermath there is, rather than lose them.
   {
@@ -520,15 +525,18 @@ control::StatusReply AgentService::BuildStatus() {
   const SnapshotWriter::Stats snaps = snapshots_->stats();
   uint64_t suppressed = 0;
   control::ReloadStatus reloads;
+  AgentStatus::Triggers triggers;
   {
     absl::MutexLock lock(&mu_);
     suppressed = triggers_.counts().suppressed + requests_.counts().suppressed + joined_triggers_ +
                  snaps.joined;
     reloads = reload_;
+    for (const auto& t : config_.trigger_config().triggers()) triggers.configured.insert(t.name());
   }
+  triggers.counts = tally_.counts();
   const TracingSession::Report report = session_->report();
   control::StatusReply reply =
-      status_.Reply(report, absl::Now(), options_.config_path, snaps, suppressed);
+      status_.Reply(report, absl::Now(), options_.config_path, snaps, suppressed, triggers);
   *reply.mutable_reload() = std::move(reloads);
   if (stream_ != nullptr) {
     FillStreamingStatus(*stream_, stream_compression_.get(), report, reply.mutable_streaming());

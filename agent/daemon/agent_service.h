@@ -17,6 +17,8 @@
 #include "agent/files/rotating_trace_file.h"
 #include "agent/lifecycle/agent_log.h"
 #include "agent/lifecycle/systemd_notifier.h"
+#include "agent/metrics/metrics_listener.h"
+#include "agent/metrics/metrics_textfile.h"
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/snapshot_writer.h"
 #include "agent/snapshots/trigger_policy.h"
@@ -148,6 +150,9 @@ class AgentService : public ControlHandler, public IncidentListener {
   void LogSessionNotices();
   std::string HealthLine();
   void RequestStop();
+  // metrics_textfile, metrics_listen: starts writing and serving the
+  // metrics (a failure is logged, and the agent records on).
+  void StartMetrics(const config::TraceConfig& config);
   // Takes the snapshots whose trigger's stop_delay_ms has passed; returns
   // when the next one is due.
   absl::Time TakeDueSnapshots();
@@ -209,6 +214,11 @@ class AgentService : public ControlHandler, public IncidentListener {
   uint64_t joined_triggers_ ABSL_GUARDED_BY(mu_) = 0;
   // Shutdown took the pending triggers: incidents fire none any more.
   bool triggers_closed_ ABSL_GUARDED_BY(mu_) = false;
+  // metrics_textfile, metrics_listen: their threads read the status
+  // (BuildStatus()), so they are declared last and stopped first
+  // (Shutdown(), the destructor).
+  std::unique_ptr<MetricsTextfile> metrics_;
+  std::unique_ptr<MetricsListener> metrics_http_;
 };
 
 }  // namespace ringside::agent

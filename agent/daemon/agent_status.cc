@@ -116,8 +116,8 @@ std::string AgentStatus::HealthLine(const TracingSession::Report& report,
 
 control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, absl::Time now,
                                         const std::string& config_path,
-                                        const SnapshotWriter::Stats& snapshots,
-                                        uint64_t suppressed) const {
+                                        const SnapshotWriter::Stats& snapshots, uint64_t suppressed,
+                                        const Triggers& triggers) const {
   control::StatusReply st;
   st.set_uptime_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(now - started_)));
   st.set_config_path(config_path);
@@ -175,6 +175,19 @@ control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, ab
   st.mutable_snapshots()->set_compression_cpu_ns(snapshots.compression_cpu_ns);
   st.mutable_snapshots()->set_sidecars_failed(snapshots.sidecars_failed);
   st.mutable_snapshots()->set_last_sidecar_error(snapshots.last_sidecar_error);
+  for (const TriggerTally::Counts& c : triggers.counts) {
+    control::SnapshotStatus::Trigger* t = st.mutable_snapshots()->add_triggers();
+    t->set_name(c.name);
+    // Every name but the config's, SIGUSR1's and the tally's overflow row
+    // is a reason a client gave `ringside snapshot`.
+    t->set_kind(triggers.configured.count(c.name) > 0 ? "config"
+                : c.name == "signal"                  ? "signal"
+                : c.name == TriggerTally::kOtherName  ? "other"
+                                                      : "request");
+    t->set_fired(c.fired);
+    t->set_joined(c.joined);
+    t->set_suppressed(c.suppressed);
+  }
   st.set_cpu_seconds(CpuSeconds());
   st.set_rss_bytes(ResidentBytes());
   SetMemory(report, ReadAgentMemory(), st.mutable_memory());

@@ -3,13 +3,16 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/daemon/agent_memory.h"
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/snapshot_writer.h"
+#include "agent/snapshots/trigger_tally.h"
 #include "ringside/control/control.pb.h"
 
 namespace ringside::agent {
@@ -39,11 +42,16 @@ class AgentStatus {
   std::string HealthLine(const TracingSession::Report& report, uint64_t snapshots_written) const;
 
   // The control socket's status. `suppressed`: triggers that made no
-  // snapshot of their own. Rates before the first tick are the average
+  // snapshot of their own; `triggers`: what became of each trigger's
+  // requests (the tally). Rates before the first tick are the average
   // since the start. The agent's own CPU and RSS are read here.
+  struct Triggers {
+    std::vector<TriggerTally::Counts> counts;
+    std::set<std::string> configured;  // The config's trigger names.
+  };
   control::StatusReply Reply(const TracingSession::Report& report, absl::Time now,
                              const std::string& config_path, const SnapshotWriter::Stats& snapshots,
-                             uint64_t suppressed) const;
+                             uint64_t suppressed, const Triggers& triggers = {}) const;
 
  private:
   const absl::Time started_;

@@ -20,8 +20,10 @@
 //     directory 0777), of the volume's sizeLimit;
 //   - configMap: the kubelet's layout (..data and a symlink per key) of the
 //     manifest's ConfigMap, read-only.
+//   - the pod's network namespace (not hostNetwork): a new one, where the
+//     agent's metrics listener binds;
 // Not simulated: the seccomp and AppArmor profiles, cgroup limits and the
-// pod's UTS and network namespaces.
+// pod's UTS namespace.
 
 #include <linux/capability.h>
 #include <signal.h>
@@ -171,6 +173,7 @@ class DaemonSetStartTest : public ::testing::Test {
     for (const json& m : mounts) AddVolume(&spec, m, volumes[m["name"].get<std::string>()]);
 
     const json& sc = Container()["securityContext"];
+    spec.private_network = !Pod().value("hostNetwork", false);
     spec.read_only_root = sc.value("readOnlyRootFilesystem", false);
     spec.no_new_privs = !sc.value("allowPrivilegeEscalation", true);
     EXPECT_EQ(sc.value("runAsUser", 0), 0) << "the test runs the agent as root only";
@@ -331,6 +334,8 @@ TEST_F(DaemonSetStartTest, AgentStartsAsThePodsContainerAndStopsOnSigterm) {
                                                     << agent.Log();
     EXPECT_EQ(source.value("error", ""), "") << source;
   }
+  // Its metrics listener took the manifest's port.
+  EXPECT_TRUE(absl::StrContains(agent.Log(), "metrics: http://:9464/metrics")) << agent.Log();
 
   // `kubectl exec POD -- ringside snapshot --wait`, as the manifest's
   // header shows: the file lands in the node's /var/lib/ringside.

@@ -98,7 +98,14 @@ TEST_F(KubernetesTest, DaemonSetRunsTheAgentWithTheNodesProcessesAndConfig) {
   ASSERT_EQ(pod["containers"].size(), 1u);
   const json& c = pod["containers"][0];
   EXPECT_EQ(c["command"], json::array({"ringside", "agent", "-c", "/etc/ringside/agent.pbtxt",
-                                       "--machine-name=$(NODE_NAME)"}));
+                                       "--machine-name=$(NODE_NAME)", "--metrics-listen=:9464"}));
+  // Its metrics, where Prometheus' Kubernetes discovery looks for them.
+  const json& annotations = ds["spec"]["template"]["metadata"]["annotations"];
+  EXPECT_EQ(annotations.value("prometheus.io/scrape", ""), "true");
+  EXPECT_EQ(annotations.value("prometheus.io/port", ""), "9464");
+  ASSERT_EQ(c["ports"].size(), 1u);
+  EXPECT_EQ(c["ports"][0],
+            json({{"name", "metrics"}, {"containerPort", 9464}, {"protocol", "TCP"}}));
   ASSERT_EQ(c["env"].size(), 1u);
   EXPECT_EQ(c["env"][0]["name"], "NODE_NAME");
   EXPECT_EQ(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");

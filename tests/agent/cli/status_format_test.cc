@@ -77,6 +77,11 @@ control::StatusReply FilledReply() {
   snap->set_last_path("/var/lib/ringside/snapshots/oom-1.pftrace");
   snap->set_last_reason("oom");
   snap->set_suppressed(2);
+  control::SnapshotStatus::Trigger* oom = snap->add_triggers();
+  oom->set_name("oom_kill");
+  oom->set_kind("config");
+  oom->set_fired(1);
+  oom->set_suppressed(2);
   snap->set_failed(1);
   snap->set_last_error("cannot write /snaps/x.pftrace: No space left on device");
   s.mutable_streaming()->set_path("/var/lib/ringside/trace.pftrace");

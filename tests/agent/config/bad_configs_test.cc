@@ -243,6 +243,26 @@ const std::vector<BadConfig>& BadConfigs() {
       {"an empty machine name", absl::StrCat(kBuffer, "machine_name: \"\"\n"),
        "bad.pbtxt: line 2, column 1: machine_name is '': a name of 1 to 253 printable ASCII "
        "characters"},
+      // The metrics' textfile: node_exporter's directory, which must be there.
+      {"a relative metrics_textfile", absl::StrCat(kBuffer, "metrics_textfile: \"prom\"\n"),
+       "bad.pbtxt: line 2, column 1: metrics_textfile is 'prom': the absolute path of "
+       "node_exporter's textfile directory"},
+      {"a metrics_textfile that is not a directory",
+       absl::StrCat(kBuffer, "metrics_textfile: \"/nonexistent/textfile\"\n"),
+       "bad.pbtxt: line 2, column 1: metrics_textfile is '/nonexistent/textfile', which is not a "
+       "directory: the directory node_exporter's --collector.textfile.directory names"},
+      {"metrics_period_ms too short",
+       absl::StrCat(kBuffer, "metrics_textfile: \"/tmp\"\nmetrics_period_ms: 10\n"),
+       "bad.pbtxt: line 3, column 1: metrics_period_ms is 10: from 100 to 3600000 (an hour); "
+       "unset: 15000"},
+      {"metrics_per_cpu without metrics_textfile or metrics_listen",
+       absl::StrCat(kBuffer, "metrics_per_cpu: true\n"),
+       "bad.pbtxt: line 2, column 1: metrics_per_cpu is set without metrics_textfile or "
+       "metrics_listen: it applies only to the metrics they give; set one or remove it"},
+      {"metrics_listen with a name", absl::StrCat(kBuffer, "metrics_listen: \"localhost:9464\"\n"),
+       "bad.pbtxt: line 2, column 1: metrics_listen is 'localhost:9464': not a numeric IPv4 "
+       "address (names are not looked up) (HOST:PORT with a numeric IPv4 HOST, [IPv6]:PORT, or "
+       ":PORT for every address)"},
       // Settings of the stream without the stream.
       {"max_file_size_bytes without write_into_file",
        absl::StrCat(kBuffer, "max_file_size_bytes: 1048576\n"),

@@ -1,0 +1,142 @@
+#include "agent/metrics/metrics_listener.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+
+namespace ringside::agent {
+namespace {
+
+constexpr char kMetricsType[] = "text/plain; version=0.0.4; charset=utf-8";
+constexpr char kTextType[] = "text/plain; charset=utf-8";
+
+absl::Status Errno(const std::string& what) {
+  const int err = errno;
+  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+// The connection's request: answered at once, from its headers (a
+// request for metrics has no body worth waiting for).
+MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const char* method,
+                  const char* /*version*/, const char* /*upload_data*/,
+                  size_t* /*upload_data_size*/, void** /*request_state*/) {
+  const auto* self = static_cast<const MetricsListener*>(cls);
+  const char* length =
+      MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  const bool has_body = (length != nullptr && absl::string_view(length) != "0") ||
+                        MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                    MHD_HTTP_HEADER_TRANSFER_ENCODING) != nullptr;
+  const MetricsListener::Answer answer = self->Respond(method, url, has_body);
+  MHD_Response* response = MHD_create_response_from_buffer(
+      answer.body.size(), const_cast<char*>(answer.body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;  // Out of memory: the connection is closed.
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, answer.content_type);
+  if (answer.status == MHD_HTTP_METHOD_NOT_ALLOWED) {
+    MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  }
+  const MHD_Result queued = MHD_queue_response(connection, answer.status, response);
+  MHD_destroy_response(response);
+  return queued;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options options) {
+  absl::StatusOr<ListenAddress> a = ParseListenAddress(options.listen);
+  if (!a.ok())
+    return absl::InvalidArgumentError(absl::StrCat("metrics_listen ", a.status().message()));
+  const std::string where = absl::StrCat("metrics_listen ", options.listen);
+  // The socket is made here, not by libmicrohttpd, so that an address
+  // taken or a family a service manager forbids is named as such.
+  int fd = socket(a->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0 && a->any && (errno == EAFNOSUPPORT || errno == EINVAL)) {
+    // No IPv6 on this machine: every IPv4 address, then.
+    auto* in = reinterpret_cast<sockaddr_in*>(&a->addr);
+    *in = sockaddr_in{};
+    in->sin_family = AF_INET;
+    in->sin_addr.s_addr = htonl(INADDR_ANY);
+    in->sin_port = htons(a->port);
+    a->len = sizeof(sockaddr_in);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  }
+  if (fd < 0) {
+    return Errno(absl::StrCat(where,
+                              ": socket (a systemd unit allows only AF_UNIX unless "
+                              "RestrictAddressFamilies= adds AF_INET AF_INET6; docs/metrics.md)"));
+  }
+  const int one = 1, zero = 0;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (a->any && a->addr.ss_family == AF_INET6) {
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+  }
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&a->addr), a->len) != 0 || listen(fd, 64) != 0) {
+    const int err = errno;
+    const bool privileged_port = err == EACCES && a->port < 1024;
+    errno = err;
+    const absl::Status st = Errno(
+        privileged_port ? absl::StrCat(where,
+                                       " (a port below 1024 takes CAP_NET_BIND_SERVICE, which the "
+                                       "agent does not keep: choose 1024 or above)")
+                        : where);
+    close(fd);
+    return st;
+  }
+  sockaddr_storage bound{};
+  socklen_t bound_len = sizeof(bound);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
+
+  std::unique_ptr<MetricsListener> m(new MetricsListener(std::move(options)));
+  m->port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                               : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+  if (bound.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+  m->daemon_ = MHD_start_daemon(
+      flags, 0, nullptr, nullptr, &Handle, m.get(), MHD_OPTION_LISTEN_SOCKET,
+      static_cast<MHD_socket>(fd), MHD_OPTION_CONNECTION_LIMIT,
+      static_cast<unsigned int>(kMaxConnections), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      static_cast<unsigned int>(kMaxConnectionsPerAddress), MHD_OPTION_CONNECTION_TIMEOUT,
+      static_cast<unsigned int>(kRequestTimeoutSeconds), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      static_cast<size_t>(kConnectionMemory), MHD_OPTION_END);
+  if (m->daemon_ == nullptr) {
+    // Not closed here: libmicrohttpd closes the socket on some of its
+    // failures, and a second close could end a descriptor another thread
+    // has opened since. A failed start leaks one descriptor, once.
+    return absl::InternalError(absl::StrCat(where, ": libmicrohttpd did not start"));
+  }
+  return m;
+}
+
+MetricsListener::~MetricsListener() {
+  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);  // Closes the socket too.
+}
+
+uint64_t MetricsListener::requests() const { return requests_.load(std::memory_order_relaxed); }
+
+MetricsListener::Answer MetricsListener::Respond(const std::string& method, const std::string& url,
+                                                 bool has_body) const {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  if (method != "GET" && method != "HEAD") {
+    return {MHD_HTTP_METHOD_NOT_ALLOWED, "only GET /metrics is served here\n", kTextType};
+  }
+  if (has_body)
+    return {MHD_HTTP_CONTENT_TOO_LARGE, "a request for metrics has no body\n", kTextType};
+  if (url != "/metrics") return {MHD_HTTP_NOT_FOUND, "only /metrics is served here\n", kTextType};
+  absl::MutexLock lock(&cache_mu_);
+  const absl::Time now = absl::Now();
+  if (cached_at_ == absl::InfinitePast() || now - cached_at_ >= options_.min_render_interval) {
+    cached_ = PrometheusText(options_.status(), options_.metrics);
+    cached_at_ = now;
+  }
+  return {MHD_HTTP_OK, cached_, kMetricsType};
+}
+
+}  // namespace ringside::agent

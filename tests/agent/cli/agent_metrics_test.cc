@@ -1,0 +1,376 @@
+// The agent's Prometheus metrics as operators read them, with Debian's own
+// Prometheus programs: the textfile it writes for node_exporter (checked by
+// promtool, served by node_exporter), `ringside status --prometheus`, and
+// its HTTP listener scraped by a Prometheus server; every count the
+// status' own.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/agent/testing/agent_process.h"
+#include "tests/agent/testing/control_peer.h"
+#include "tests/agent/testing/dir_entries.h"
+#include "tests/agent/testing/prometheus_tools.h"
+#include "tests/agent/testing/ringside_cli.h"
+#include "tests/agent/testing/scratch_cgroup.h"
+#include "tests/testing/workloads.h"
+
+extern char** environ;
+
+namespace ringside::agent::testing {
+namespace {
+
+std::optional<std::string> ReadWhole(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+uint64_t StagingLosses(const control::StatusReply& s) {
+  uint64_t lost = 0;
+  for (const control::SourceStatus& src : s.sources()) {
+    for (const control::SourceStatus::Loss& l : src.losses()) lost += l.events();
+  }
+  return lost;
+}
+
+class AgentMetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "ringside agent's kernel sources need root";
+    ASSERT_EQ(access(PromtoolPath().c_str(), X_OK), 0)
+        << PromtoolPath() << " is missing: run make deps";
+    mkdir(dir_.Join("run").c_str(), 0755);
+    mkdir(dir_.Join("out").c_str(), 0750);
+    mkdir(textfile_.c_str(), 0755);
+  }
+  std::unique_ptr<AgentProcess> StartReady(const std::string& config) {
+    EXPECT_TRUE(WriteTextFile(dir_.Join("agent.pbtxt"), config));
+    auto agent = std::make_unique<AgentProcess>(
+        std::vector<std::string>{"-c", dir_.Join("agent.pbtxt"), "--socket", socket(), "--run-dir",
+                                 dir_.Join("run"), "--output-dir", dir_.Join("out")},
+        dir_.Join("agent.log"), notify_.path());
+    const absl::Status ready = agent->WaitReady(&notify_, absl::Seconds(60));
+    EXPECT_TRUE(ready.ok()) << ready << "; the agent said:\n" << agent->Log();
+    return agent;
+  }
+  std::string socket() const { return dir_.Join("control.sock"); }
+  std::string prom() const { return textfile_ + "/ringside.prom"; }
+  control::StatusReply Status() {
+    absl::StatusOr<control::Reply> r = Ask(socket(), StatusRequest());
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->status() : control::StatusReply();
+  }
+
+  ScratchDir dir_;
+  std::string textfile_ = dir_.Join("textfile");
+  FakeNotifySocket notify_{dir_.Join("notify.sock")};
+};
+
+// Losses made on purpose: a storm in a cgroup of the test's own, the only
+// one the agent records, with its readers held to 1% of a CPU. Once the
+// storm ends the counts stop moving, and the textfile written after that
+// says what `status` says.
+TEST_F(AgentMetricsTest, TheTextfileCountsWhatStatusCountsAndPromtoolAcceptsIt) {
+  ScratchCgroup cgroup("metrics");
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  std::unique_ptr<AgentProcess> agent =
+      StartReady(absl::StrCat("buffers { size_kb: 4096 }\n"
+                              "data_sources { config { name: \"linux.bpf\"\n"
+                              "  bpf_config { ring_size_kb: 64 filter_cgroup_path: \"",
+                              cgroup.path(),
+                              "\" } } }\n"
+                              "max_consumer_cpu_percent: 1\n"
+                              "metrics_textfile: \"",
+                              textfile_,
+                              "\"\n"
+                              "metrics_period_ms: 200\n"));
+  ASSERT_FALSE(HasFailure());
+  // Written before the agent said it was ready.
+  const std::optional<std::string> first = ReadWhole(prom());
+  ASSERT_TRUE(first.has_value()) << prom() << " is not there; the agent said:\n" << agent->Log();
+  std::string said;
+  EXPECT_EQ(PromtoolCheckMetrics(*first, &said), 0) << said << "\n" << *first;
+  EXPECT_EQ(said, "") << *first;
+  const double events_before = SumOf(*first, "ringside_events_total");
+
+  {
+    ringside::testing::ScopedProcesses storm(ringside::testing::StartPipeStorm(2));
+    for (pid_t pid : storm.pids()) {
+      ASSERT_TRUE(WriteTextFile(cgroup.dir() + "/cgroup.procs", std::to_string(pid)));
+    }
+    // Until the rings have lost some of it.
+    for (const absl::Time until = absl::Now() + absl::Seconds(30); StagingLosses(Status()) == 0;) {
+      ASSERT_LT(absl::Now(), until) << "30 s of storm, and no loss with 1% of a CPU to read";
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+  // The counts settle once the readers have emptied the rings.
+  control::StatusReply settled = Status();
+  ASSERT_EQ(settled.sources_size(), 1);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  for (;;) {
+    absl::SleepFor(absl::Milliseconds(500));
+    const control::StatusReply now = Status();
+    const bool same = StagingLosses(now) == StagingLosses(settled) &&
+                      now.sources(0).events() == settled.sources(0).events();
+    settled = now;
+    if (same) break;
+    ASSERT_LT(absl::Now(), deadline) << "the agent's counts still move 30 s after the storm";
+  }
+
+  // A textfile written after that: the status' counts exactly.
+  struct stat before;
+  ASSERT_EQ(stat(prom().c_str(), &before), 0);
+  std::string text;
+  for (const absl::Time until = absl::Now() + absl::Seconds(10);;) {
+    struct stat now;
+    if (stat(prom().c_str(), &now) == 0 && now.st_ino != before.st_ino) {
+      text = ReadWhole(prom()).value_or("");
+      break;
+    }
+    ASSERT_LT(absl::Now(), until) << "ringside.prom was not written again in 10 s";
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(SampleValue(text, R"(ringside_events_lost_total{source="linux.bpf",stage="staging"})"),
+            static_cast<double>(StagingLosses(settled)))
+      << text;
+  EXPECT_EQ(SumOf(text, "ringside_staging_events_lost_total"),
+            static_cast<double>(StagingLosses(settled)));
+  EXPECT_EQ(SampleValue(text, R"(ringside_events_total{source="linux.bpf"})"),
+            static_cast<double>(settled.sources(0).events()));
+  EXPECT_GT(SumOf(text, "ringside_events_total"), events_before) << "the storm's events";
+  EXPECT_EQ(PromtoolCheckMetrics(text, &said), 0) << said;
+
+  // One scrape on demand, from the same renderer.
+  int code = -1;
+  const std::string scraped =
+      RunRingsideCapture({"status", "--prometheus", "--socket", socket()}, &code);
+  EXPECT_EQ(code, 0) << scraped;
+  EXPECT_EQ(
+      SampleValue(scraped, R"(ringside_events_lost_total{source="linux.bpf",stage="staging"})"),
+      static_cast<double>(StagingLosses(settled)));
+  EXPECT_EQ(PromtoolCheckMetrics(scraped, &said), 0) << said;
+  RunRingsideCapture({"status", "--prometheus", "--json", "--socket", socket()}, &code);
+  EXPECT_EQ(code, 2) << "one format at a time";
+
+  // A stopped agent's counts do not stay as if current.
+  ASSERT_TRUE(agent->Signal(SIGTERM));
+  const std::optional<int> exited = agent->WaitExit(absl::Seconds(60));
+  ASSERT_TRUE(exited.has_value()) << agent->Log();
+  EXPECT_NE(access(prom().c_str(), F_OK), 0) << "ringside.prom outlived the agent";
+  EXPECT_EQ(ListDir(textfile_).size(), 0u) << "a temporary file was left";
+}
+
+// Debian's node_exporter, its textfile collector pointed at the agent's
+// directory, serves ringside's series on its own /metrics.
+TEST_F(AgentMetricsTest, NodeExporterServesTheAgentsSeries) {
+  ASSERT_EQ(access(NodeExporterPath().c_str(), X_OK), 0)
+      << NodeExporterPath() << " is missing: run make deps";
+  std::unique_ptr<AgentProcess> agent =
+      StartReady(absl::StrCat("buffers { size_kb: 4096 }\n"
+                              "data_sources { config { name: \"linux.bpf\" } }\n"
+                              "metrics_textfile: \"",
+                              textfile_, "\"\nmetrics_period_ms: 500\n"));
+  ASSERT_FALSE(HasFailure());
+
+  const int port = FreePort();
+  ASSERT_NE(port, 0);
+  const std::string listen = absl::StrCat("127.0.0.1:", port);
+  std::vector<std::string> args = {
+      NodeExporterPath(), "--collector.disable-defaults", "--collector.textfile",
+      "--collector.textfile.directory=" + textfile_, "--web.listen-address=" + listen};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, dir_.Join("node_exporter.log").c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t exporter = -1;
+  ASSERT_EQ(posix_spawn(&exporter, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ringside::testing::ScopedProcesses stop_exporter({exporter});
+
+  std::string served;
+  int code = -1;
+  for (const absl::Time until = absl::Now() + absl::Seconds(30);;) {
+    served = RunProgramCapture("/usr/bin/curl",
+                               {"-sf", absl::StrCat("http://", listen, "/metrics")}, &code);
+    if (code == 0 && absl::StrContains(served, "ringside_events_total{")) break;
+    ASSERT_LT(absl::Now(), until) << "node_exporter did not serve ringside's series in 30 s (curl "
+                                  << code << "); it said:\n"
+                                  << ReadWhole(dir_.Join("node_exporter.log")).value_or("");
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  EXPECT_GT(SumOf(served, "ringside_events_total"), 0);
+  EXPECT_EQ(SampleValue(served, "ringside_build_info"), std::nullopt) << "it has labels";
+  EXPECT_TRUE(absl::StrContains(served, "ringside_build_info{")) << served;
+  // node_exporter found nothing wrong in the file.
+  EXPECT_EQ(SampleValue(served, "node_textfile_scrape_error"), 0) << served;
+}
+
+// A real Prometheus server (Debian's) scrapes the agent's listener, as in
+// Kubernetes: its query API sees ringside_events_total rise, and a loss
+// counter equal to the agent's own status. A flood of idle connections
+// meanwhile leaves the agent recording and the scrapes going.
+TEST_F(AgentMetricsTest, PrometheusScrapesTheListenerAndCountsWhatStatusCounts) {
+  ASSERT_EQ(access(PrometheusPath().c_str(), X_OK), 0)
+      << PrometheusPath() << " is missing: run make deps";
+  ScratchCgroup cgroup("metrics-http");
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  const int agent_port = FreePort(), prometheus_port = FreePort();
+  ASSERT_NE(agent_port, 0);
+  ASSERT_NE(prometheus_port, 0);
+  std::unique_ptr<AgentProcess> agent =
+      StartReady(absl::StrCat("buffers { size_kb: 4096 }\n"
+                              "data_sources { config { name: \"linux.bpf\"\n"
+                              "  bpf_config { ring_size_kb: 64 filter_cgroup_path: \"",
+                              cgroup.path(),
+                              "\" } } }\n"
+                              "max_consumer_cpu_percent: 1\n"
+                              "metrics_listen: \"127.0.0.1:",
+                              agent_port, "\"\n"));
+  ASSERT_FALSE(HasFailure());
+
+  ASSERT_TRUE(WriteTextFile(dir_.Join("prometheus.yml"),
+                            absl::StrCat("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+                                         "scrape_configs:\n  - job_name: ringside\n"
+                                         "    static_configs:\n      - targets: [\"127.0.0.1:",
+                                         agent_port, "\"]\n")));
+  std::vector<std::string> args = {
+      PrometheusPath(), "--config.file=" + dir_.Join("prometheus.yml"),
+      "--storage.tsdb.path=" + dir_.Join("prometheus-data"),
+      absl::StrCat("--web.listen-address=127.0.0.1:", prometheus_port)};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, dir_.Join("prometheus.log").c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t prometheus = -1;
+  ASSERT_EQ(posix_spawn(&prometheus, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ringside::testing::ScopedProcesses stop_prometheus({prometheus});
+
+  // The newest value of `query` (one series), or nullopt.
+  const auto query = [&](const std::string& q) -> std::optional<double> {
+    int code = -1;
+    const std::string out = RunProgramCapture(
+        "/usr/bin/curl",
+        {"-sfG", absl::StrCat("http://127.0.0.1:", prometheus_port, "/api/v1/query"),
+         "--data-urlencode", "query=" + q},
+        &code);
+    const nlohmann::json j = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+    if (code != 0 || !j.is_object() || j.value("status", "") != "success") return std::nullopt;
+    const nlohmann::json& result = j["data"]["result"];
+    if (!result.is_array() || result.size() != 1) return std::nullopt;
+    double v = 0;
+    if (!absl::SimpleAtod(result[0]["value"][1].get<std::string>(), &v)) return std::nullopt;
+    return v;
+  };
+  // Waits until `query` has a value `good` accepts; the last value seen.
+  const auto wait_for = [&](const std::string& q, const std::function<bool(double)>& good,
+                            const char* what) -> std::optional<double> {
+    std::optional<double> v;
+    for (const absl::Time until = absl::Now() + absl::Seconds(60);;) {
+      v = query(q);
+      if (v.has_value() && good(*v)) return v;
+      if (absl::Now() > until) {
+        ADD_FAILURE() << what << ": " << q << " is "
+                      << (v.has_value() ? absl::StrCat(*v) : "absent") << " after 60 s; "
+                      << "Prometheus said:\n"
+                      << ReadWhole(dir_.Join("prometheus.log")).value_or("");
+        return v;
+      }
+      absl::SleepFor(absl::Milliseconds(500));
+    }
+  };
+  const std::string events = R"(ringside_events_total{source="linux.bpf"})";
+  const std::optional<double> first = wait_for(
+      events, [](double) { return true; }, "the first scrape");
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(wait_for(R"(up{job="ringside"})", [](double v) { return v == 1; }, "the target up"), 1);
+
+  // Losses made on purpose, then settled (as in the textfile test).
+  {
+    ringside::testing::ScopedProcesses storm(ringside::testing::StartPipeStorm(2));
+    for (pid_t pid : storm.pids()) {
+      ASSERT_TRUE(WriteTextFile(cgroup.dir() + "/cgroup.procs", std::to_string(pid)));
+    }
+    for (const absl::Time until = absl::Now() + absl::Seconds(30); StagingLosses(Status()) == 0;) {
+      ASSERT_LT(absl::Now(), until) << "30 s of storm, and no loss with 1% of a CPU to read";
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    // Idle connections past every limit while the storm runs: the
+    // listener closes what it cannot take, and the agent records on.
+    std::vector<int> idle;
+    const absl::Time until = absl::Now() + absl::Seconds(30);
+    for (int i = 0; i < 1000 && absl::Now() < until; i++) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      const timeval connect_timeout = {0, 200'000};  // A full backlog: give up, go on.
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &connect_timeout, sizeof(connect_timeout));
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(static_cast<uint16_t>(agent_port));
+      if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+        idle.push_back(fd);
+      } else if (fd >= 0) {
+        close(fd);
+      }
+    }
+    for (int fd : idle) close(fd);
+  }
+  control::StatusReply settled = Status();
+  ASSERT_EQ(settled.sources_size(), 1);
+  EXPECT_EQ(settled.sources(0).state(), control::SourceStatus::RUNNING);
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(30);;) {
+    absl::SleepFor(absl::Milliseconds(500));
+    const control::StatusReply now = Status();
+    const bool same = StagingLosses(now) == StagingLosses(settled) &&
+                      now.sources(0).events() == settled.sources(0).events();
+    settled = now;
+    if (same) break;
+    ASSERT_LT(absl::Now(), deadline) << "the agent's counts still move 30 s after the storm";
+  }
+  const double lost = static_cast<double>(StagingLosses(settled));
+  const std::optional<double> seen =
+      wait_for(R"(ringside_events_lost_total{source="linux.bpf",stage="staging"})",
+               [lost](double v) { return v == lost; }, "the loss counter");
+  EXPECT_EQ(seen, lost) << "Prometheus' loss counter is the agent's status";
+  const std::optional<double> later = wait_for(
+      events, [&](double v) { return v > *first; }, "ringside_events_total rising");
+  EXPECT_GT(later.value_or(0), *first);
+  EXPECT_EQ(wait_for(R"(up{job="ringside"})", [](double v) { return v == 1; },
+                     "the target up after the flood"),
+            1);
+}
+
+}  // namespace
+}  // namespace ringside::agent::testing
