@@ -477,6 +477,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "BufferStatus",
       "DurableStatus",
       "SnapshotStatus",
+      "SnapshotStatus.Trigger",
       "StreamingStatus",
       "ReloadStatus",
       "MemoryStatus",
