@@ -4,14 +4,10 @@
 // its HTTP listener scraped by a Prometheus server; every count the
 // status' own.
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,6 +75,54 @@ class AgentMetricsTest : public ::testing::Test {
     return agent;
   }
   std::string socket() const { return dir_.Join("control.sock"); }
+  // Starts `args` (a program and its arguments), its stderr into `log`.
+  pid_t Spawn(std::vector<std::string> args, const std::string& log) {
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    const int err = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    EXPECT_EQ(err, 0) << args[0];
+    return err == 0 ? pid : -1;
+  }
+  // A pipe storm in `cgroup` until the agent's staging rings have lost
+  // some of it; `during` runs then, the storm still on.
+  void StormUntilLosses(const ScratchCgroup& cgroup, const std::function<void()>& during = {}) {
+    ringside::testing::ScopedProcesses storm(ringside::testing::StartPipeStorm(2));
+    for (pid_t pid : storm.pids()) {
+      ASSERT_TRUE(WriteTextFile(cgroup.dir() + "/cgroup.procs", std::to_string(pid)));
+    }
+    for (const absl::Time until = absl::Now() + absl::Seconds(30); StagingLosses(Status()) == 0;) {
+      ASSERT_LT(absl::Now(), until) << "30 s of storm, and no loss with 1% of a CPU to read";
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    if (during) during();
+  }
+  // The status once its counts stop moving (the readers have emptied the
+  // rings), within 30 s.
+  control::StatusReply Settled() {
+    control::StatusReply settled = Status();
+    if (settled.sources_size() != 1) {
+      ADD_FAILURE() << "the agent has " << settled.sources_size() << " sources, not 1";
+      return settled;
+    }
+    for (const absl::Time deadline = absl::Now() + absl::Seconds(30);;) {
+      absl::SleepFor(absl::Milliseconds(500));
+      const control::StatusReply now = Status();
+      const bool same = now.sources_size() == 1 && StagingLosses(now) == StagingLosses(settled) &&
+                        now.sources(0).events() == settled.sources(0).events();
+      settled = now;
+      if (same) return settled;
+      if (absl::Now() > deadline) {
+        ADD_FAILURE() << "the agent's counts still move 30 s after the storm";
+        return settled;
+      }
+    }
+  }
   std::string prom() const { return textfile_ + "/ringside.prom"; }
   control::StatusReply Status() {
     absl::StatusOr<control::Reply> r = Ask(socket(), StatusRequest());
@@ -118,30 +162,9 @@ TEST_F(AgentMetricsTest, TheTextfileCountsWhatStatusCountsAndPromtoolAcceptsIt) 
   EXPECT_EQ(said, "") << *first;
   const double events_before = SumOf(*first, "ringside_events_total");
 
-  {
-    ringside::testing::ScopedProcesses storm(ringside::testing::StartPipeStorm(2));
-    for (pid_t pid : storm.pids()) {
-      ASSERT_TRUE(WriteTextFile(cgroup.dir() + "/cgroup.procs", std::to_string(pid)));
-    }
-    // Until the rings have lost some of it.
-    for (const absl::Time until = absl::Now() + absl::Seconds(30); StagingLosses(Status()) == 0;) {
-      ASSERT_LT(absl::Now(), until) << "30 s of storm, and no loss with 1% of a CPU to read";
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-  }
-  // The counts settle once the readers have emptied the rings.
-  control::StatusReply settled = Status();
-  ASSERT_EQ(settled.sources_size(), 1);
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  for (;;) {
-    absl::SleepFor(absl::Milliseconds(500));
-    const control::StatusReply now = Status();
-    const bool same = StagingLosses(now) == StagingLosses(settled) &&
-                      now.sources(0).events() == settled.sources(0).events();
-    settled = now;
-    if (same) break;
-    ASSERT_LT(absl::Now(), deadline) << "the agent's counts still move 30 s after the storm";
-  }
+  StormUntilLosses(cgroup);
+  const control::StatusReply settled = Settled();
+  ASSERT_FALSE(HasFailure());
 
   // A textfile written after that: the status' counts exactly.
   struct stat before;
@@ -201,19 +224,11 @@ TEST_F(AgentMetricsTest, NodeExporterServesTheAgentsSeries) {
   const int port = FreePort();
   ASSERT_NE(port, 0);
   const std::string listen = absl::StrCat("127.0.0.1:", port);
-  std::vector<std::string> args = {
-      NodeExporterPath(), "--collector.disable-defaults", "--collector.textfile",
-      "--collector.textfile.directory=" + textfile_, "--web.listen-address=" + listen};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, dir_.Join("node_exporter.log").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t exporter = -1;
-  ASSERT_EQ(posix_spawn(&exporter, argv[0], &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t exporter =
+      Spawn({NodeExporterPath(), "--collector.disable-defaults", "--collector.textfile",
+             "--collector.textfile.directory=" + textfile_, "--web.listen-address=" + listen},
+            dir_.Join("node_exporter.log"));
+  ASSERT_GT(exporter, 0);
   ringside::testing::ScopedProcesses stop_exporter({exporter});
 
   std::string served;
@@ -262,20 +277,11 @@ TEST_F(AgentMetricsTest, PrometheusScrapesTheListenerAndCountsWhatStatusCounts) 
                                          "scrape_configs:\n  - job_name: ringside\n"
                                          "    static_configs:\n      - targets: [\"127.0.0.1:",
                                          agent_port, "\"]\n")));
-  std::vector<std::string> args = {
-      PrometheusPath(), "--config.file=" + dir_.Join("prometheus.yml"),
-      "--storage.tsdb.path=" + dir_.Join("prometheus-data"),
-      absl::StrCat("--web.listen-address=127.0.0.1:", prometheus_port)};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, dir_.Join("prometheus.log").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t prometheus = -1;
-  ASSERT_EQ(posix_spawn(&prometheus, argv[0], &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t prometheus = Spawn({PrometheusPath(), "--config.file=" + dir_.Join("prometheus.yml"),
+                                  "--storage.tsdb.path=" + dir_.Join("prometheus-data"),
+                                  absl::StrCat("--web.listen-address=127.0.0.1:", prometheus_port)},
+                                 dir_.Join("prometheus.log"));
+  ASSERT_GT(prometheus, 0);
   ringside::testing::ScopedProcesses stop_prometheus({prometheus});
 
   // The newest value of `query` (one series), or nullopt.
@@ -317,48 +323,16 @@ TEST_F(AgentMetricsTest, PrometheusScrapesTheListenerAndCountsWhatStatusCounts) 
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(wait_for(R"(up{job="ringside"})", [](double v) { return v == 1; }, "the target up"), 1);
 
-  // Losses made on purpose, then settled (as in the textfile test).
-  {
-    ringside::testing::ScopedProcesses storm(ringside::testing::StartPipeStorm(2));
-    for (pid_t pid : storm.pids()) {
-      ASSERT_TRUE(WriteTextFile(cgroup.dir() + "/cgroup.procs", std::to_string(pid)));
-    }
-    for (const absl::Time until = absl::Now() + absl::Seconds(30); StagingLosses(Status()) == 0;) {
-      ASSERT_LT(absl::Now(), until) << "30 s of storm, and no loss with 1% of a CPU to read";
-      absl::SleepFor(absl::Milliseconds(100));
-    }
-    // Idle connections past every limit while the storm runs: the
-    // listener closes what it cannot take, and the agent records on.
-    std::vector<int> idle;
-    const absl::Time until = absl::Now() + absl::Seconds(30);
-    for (int i = 0; i < 1000 && absl::Now() < until; i++) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      const timeval connect_timeout = {0, 200'000};  // A full backlog: give up, go on.
-      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &connect_timeout, sizeof(connect_timeout));
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      a.sin_port = htons(static_cast<uint16_t>(agent_port));
-      if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-        idle.push_back(fd);
-      } else if (fd >= 0) {
-        close(fd);
-      }
-    }
-    for (int fd : idle) close(fd);
-  }
-  control::StatusReply settled = Status();
-  ASSERT_EQ(settled.sources_size(), 1);
+  // Losses made on purpose, then settled (as in the textfile test). Idle
+  // connections past every limit while the storm runs: the listener closes
+  // what it cannot take, and the agent records on.
+  StormUntilLosses(cgroup, [&] {
+    for (int fd : ConnectIdle(agent_port, 1000)) close(fd);
+  });
+  ASSERT_FALSE(HasFailure());
+  const control::StatusReply settled = Settled();
+  ASSERT_FALSE(HasFailure());
   EXPECT_EQ(settled.sources(0).state(), control::SourceStatus::RUNNING);
-  for (const absl::Time deadline = absl::Now() + absl::Seconds(30);;) {
-    absl::SleepFor(absl::Milliseconds(500));
-    const control::StatusReply now = Status();
-    const bool same = StagingLosses(now) == StagingLosses(settled) &&
-                      now.sources(0).events() == settled.sources(0).events();
-    settled = now;
-    if (same) break;
-    ASSERT_LT(absl::Now(), deadline) << "the agent's counts still move 30 s after the storm";
-  }
   const double lost = static_cast<double>(StagingLosses(settled));
   const std::optional<double> seen =
       wait_for(R"(ringside_events_lost_total{source="linux.bpf",stage="staging"})",

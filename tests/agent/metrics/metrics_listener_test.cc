@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -109,22 +108,7 @@ TEST_F(MetricsListenerTest, BadClientsAreAnsweredOrDroppedAndOthersStillServed) 
   EXPECT_NE(HttpStatus(garbage), 200);
   // Slow clients that send nothing, as many as the limit: the next one is
   // turned away or waits, and once they go, scrapes are served again.
-  std::vector<int> idle;
-  const absl::Time until = absl::Now() + absl::Seconds(30);
-  for (unsigned i = 0; i < 1000 && absl::Now() < until; i++) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const timeval connect_timeout = {0, 200'000};  // A full backlog: give up, go on.
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &connect_timeout, sizeof(connect_timeout));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(listener_->port());
-    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-      close(fd);
-      continue;
-    }
-    idle.push_back(fd);
-  }
+  const std::vector<int> idle = testing::ConnectIdle(listener_->port(), 1000);
   EXPECT_GT(idle.size(), MetricsListener::kMaxConnections);
   for (int fd : idle) close(fd);
   std::string ok;

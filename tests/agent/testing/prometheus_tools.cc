@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/testing/paths.h"
 
@@ -63,6 +64,27 @@ std::string HttpExchange(int port, const std::string& request, int timeout_ms) {
   }
   close(fd);
   return out;
+}
+
+std::vector<int> ConnectIdle(int port, int n) {
+  std::vector<int> fds;
+  const absl::Time until = absl::Now() + absl::Seconds(30);
+  for (int i = 0; i < n && absl::Now() < until; i++) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const timeval connect_timeout = {0, 200'000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &connect_timeout, sizeof(connect_timeout));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+      fds.push_back(fd);
+    } else {
+      close(fd);
+    }
+  }
+  return fds;
 }
 
 int HttpStatus(const std::string& response) {

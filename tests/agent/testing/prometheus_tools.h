@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ringside::agent::testing {
 
@@ -20,6 +21,10 @@ int FreePort();
 // back until the server closed the connection or `timeout_ms` passed ("" if
 // the connection failed).
 std::string HttpExchange(int port, const std::string& request, int timeout_ms = 10000);
+// Up to `n` connections to 127.0.0.1:`port` that send nothing, opened
+// within 30 s (each connect gives up after 200 ms: a full backlog); the
+// caller closes them.
+std::vector<int> ConnectIdle(int port, int n);
 // The status code of an HTTP response (0 if it is none).
 int HttpStatus(const std::string& response);
 // Its body (after the blank line).
