@@ -228,6 +228,7 @@ void TracingSession::BufferOwnerLoop() {
   while (true) {
     const int64_t wake = std::min({next_move, next_flush, next_clocks});
     bool commit_requested = false;
+    bool stopping = false;
     {
       absl::MutexLock lock(&stop_mu_);
       const int64_t wait = wake - MonotonicNs();
@@ -235,8 +236,14 @@ void TracingSession::BufferOwnerLoop() {
         return stop_requested_ || commit_requested_;
       };
       if (wait > 0) stop_mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Nanoseconds(wait));
-      if (stop_requested_) return;
+      stopping = stop_requested_;
       std::swap(commit_requested, commit_requested_);
+    }
+    if (stopping) {
+      // A CPU that went or came back since the last check is told too: the
+      // notices of a recording end with the machine as it ended.
+      for (std::string& line : cpu_watch.Poll()) Notice(std::move(line));
+      return;
     }
     const int64_t now = MonotonicNs();
     if (now >= next_clocks) {

@@ -389,6 +389,23 @@ TEST_F(CpuHotplugTest, ACpuGoingOfflineAndOnlineWhileRecording) {
   EXPECT_GT(c.cpu1_after, 0u) << "nothing recorded on CPU 1 after it came back online";
 }
 
+// CPU 1 goes offline and comes back just before the recording ends (its
+// command ends right after): the notices still end with it back, whenever
+// the once-a-second check last ran. Before the session looked once more as
+// it stopped, this was the flake of the test above when CPU 1 came back in
+// the recording's last second.
+TEST_F(CpuHotplugTest, ACpuBackJustBeforeTheEndIsTold) {
+  const std::string script =
+      absl::StrCat("echo 0 > ", kOnline, " && sleep 1.2 && echo 1 > ", kOnline);
+  const RecordRun run =
+      RecordDegraded(Degradation(), {"record", "-o", out_, "--", "sh", "-c", script});
+  // As SetUp found it, whatever the command managed.
+  std::ofstream(kOnline) << "1";
+  ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "CPU 1 went offline")) << run.stderr_text;
+  EXPECT_TRUE(absl::StrContains(run.stderr_text, "CPU 1 came online")) << run.stderr_text;
+}
+
 // CPU 1 offline when the recording starts and online during it, with
 // ftrace recording scheduling (BTF hidden): its ftrace reader is opened
 // once it is there, and its events are recorded from then on.
