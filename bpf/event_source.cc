@@ -445,7 +445,9 @@ void EventSource::FlushSchedBatches(uint64_t waited_ns) {
 
 std::vector<uint64_t> EventSource::records_waiting(uint32_t event_type) const {
   std::vector<uint64_t> per_cpu(static_cast<size_t>(num_cpus_), 0);
-  if (sched_ == nullptr || sched_batch_bytes_ == 0 || event_type >= 4) return per_cpu;
+  if (sched_ == nullptr || sched_batch_bytes_ == 0 || event_type >= RS_SCHED_BATCH_TYPES) {
+    return per_cpu;
+  }
   // Every CPU's batch in one lookup, the per-type counts read out of each.
   const size_t value_size = bpf_map__value_size(sched_->maps.sched_batches);
   const size_t stride = (value_size + 7) / 8 * 8;

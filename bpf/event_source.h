@@ -46,9 +46,10 @@ class EventSource {
     bool sched = true;
     bool process = true;
     bool incidents = true;
-    // sched_switch, sched_wakeup and sched_wakeup_new records reach the
-    // rings in per-CPU batches (up to RS_SCHED_BATCH_BYTES, an eighth of a
-    // small ring), which Poll() and Drain() flush; off: each on its own.
+    // sched_switch, sched_waking, sched_wakeup_new and sched_migrate_task
+    // records reach the rings in per-CPU batches (up to
+    // RS_SCHED_BATCH_BYTES, an eighth of a small ring), which Poll() and
+    // Drain() flush; off: each on its own.
     bool batch_sched = true;
     Filters filters;
     // The kernel's BTF as a file, for a kernel that does not expose it at
@@ -111,7 +112,7 @@ class EventSource {
   // sending each CPU's batch of scheduling records to its ring
   // (FlushSchedBatches): all the programs recorded before the call, each
   // record once. The records of a batch are handed out one by one, never
-  // the batch. A CPU's switches and wakeups stay in order, but other
+  // the batch. A CPU's scheduling records stay in order, but other
   // records may come before ones that preceded them (an exit before the
   // switches of its last moments).
   uint64_t Drain(const RingReader::BatchCallback& callback);

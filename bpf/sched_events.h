@@ -18,13 +18,16 @@ struct rs_sched_switch {
   char next_comm[RS_TASK_COMM_LEN];
 };
 
+/* The types a batch holds are those below this: every scheduling record. */
+#define RS_SCHED_BATCH_TYPES (RS_EV_SCHED_MIGRATE + 1)
+
 /* Most bytes of records in one batch: 42 sched_switch records. */
 #define RS_SCHED_BATCH_BYTES 3360
 
 /* RS_EV_SCHED_BATCH: this header (its size covers the records that follow,
- * its ts_ns is the first one's), then sched_switch, sched_waking and
- * sched_wakeup_new records of the header's CPU in the order they happened,
- * each with its own header (bpf/sched.bpf.c). */
+ * its ts_ns is the first one's), then sched_switch, sched_waking,
+ * sched_wakeup_new and sched_migrate_task records of the header's CPU in the
+ * order they happened, each with its own header (bpf/sched.bpf.c). */
 struct rs_sched_batch {
   struct rs_event_header h;
   __u8 data[RS_SCHED_BATCH_BYTES];
@@ -33,9 +36,9 @@ struct rs_sched_batch {
 /* A CPU's batch as its programs keep it (a PERCPU_ARRAY value); user space
  * reads `records` of an offline CPU (EventSource::records_waiting). */
 struct rs_sched_batch_state {
-  __u32 used;       /* Bytes of records in batch.data. */
-  __u32 busy;       /* Set while a program or the flush changes the batch. */
-  __u32 records[4]; /* Per type (index: type) in the batch. */
+  __u32 used;                          /* Bytes of records in batch.data. */
+  __u32 busy;                          /* Set while a program or the flush changes the batch. */
+  __u32 records[RS_SCHED_BATCH_TYPES]; /* Per type (index: type) in the batch. */
   struct rs_sched_batch batch;
 };
 

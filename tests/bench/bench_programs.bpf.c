@@ -305,3 +305,25 @@ int BPF_PROG(step_wakeup_lockless, struct task_struct* p) {
   lockless_publish(cpu);
   return 0;
 }
+
+/* The clock alone on the tracepoints of the process programs and of the
+ * rarer scheduling ones: the floor of each of ours on its own tracepoint
+ * (BM_VsClock). */
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(clock_sched_wakeup_new, struct task_struct* p) { return bpf_ktime_get_boot_ns() == 0; }
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(clock_sched_migrate_task, struct task_struct* p, int dest_cpu) {
+  return bpf_ktime_get_boot_ns() == 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(clock_process_fork, struct task_struct* parent, struct task_struct* child) {
+  return bpf_ktime_get_boot_ns() == 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(clock_process_exit, struct task_struct* p) { return bpf_ktime_get_boot_ns() == 0; }
+
+SEC("tp_btf/sched_process_free")
+int BPF_PROG(clock_process_free, struct task_struct* p) { return bpf_ktime_get_boot_ns() == 0; }

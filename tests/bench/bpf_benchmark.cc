@@ -13,6 +13,12 @@
 // idle, wakeups from a timer on a CPU waking up: cold caches) and a pipe
 // ping-pong pinned to one CPU (an event storm's hot caches). step_* programs time the parts of ours
 // alone: the clock read, a ring reserve + submit, the fill query of rs_submit.
+//
+// BM_VsClock: each of our programs against a program that only reads the
+// clock on the same tracepoint, in alternate runs of one workload: the
+// ping-pong, and a loop of 2,000 forks (fork, exit, free, new tasks'
+// wakeups and their migrations by the thousand, where the ping-pong has a
+// handful of each, cold).
 
 #include <benchmark/benchmark.h>
 #include <bpf/bpf.h>
@@ -171,6 +177,7 @@ RunStats ReadRunStats(const bpf_program* p) {
 
 constexpr int64_t kSleepLoop = 0;
 constexpr int64_t kPingPong = 1;
+constexpr int64_t kForkLoop = 2;
 
 // A child that sleeps briefly 2,000 times: each sleep is a switch to idle
 // and a timer wakeup on a CPU coming out of idle (cold caches).
@@ -211,6 +218,34 @@ pid_t StartPinnedPingPong() {
   int status;
   waitpid(peer, &status, 0);
   _exit(0);
+}
+
+// A child that forks 2,000 children one after the other, each exiting at
+// once, unpinned: a fork, a new task's wakeup (often on the other CPU: a
+// migration), an exit and a free each, what a build or a fork-heavy
+// service makes.
+pid_t StartForkLoop() {
+  const pid_t child = fork();
+  if (child != 0) return child;
+  for (int i = 0; i < 2000; i++) {
+    const pid_t c = fork();
+    if (c == 0) _exit(0);
+    if (c < 0) _exit(1);
+    int status;
+    waitpid(c, &status, 0);
+  }
+  _exit(0);
+}
+
+pid_t StartWorkload(int64_t workload) {
+  switch (workload) {
+    case kSleepLoop:
+      return StartSleepLoop();
+    case kPingPong:
+      return StartPinnedPingPong();
+    default:
+      return StartForkLoop();
+  }
 }
 
 // The step that runs ours with Options::batch_switches off.
@@ -266,7 +301,7 @@ void BM_KernelCost(benchmark::State& state) {
   if (step == nullptr) attached &= source.Attach().ok();
   if (attached) {
     for (auto _ : state) {
-      const pid_t child = state.range(1) == kSleepLoop ? StartSleepLoop() : StartPinnedPingPong();
+      const pid_t child = StartWorkload(state.range(1));
       if (child < 0) break;
       int status;
       // The steps write into the fixture's rings.
@@ -347,6 +382,94 @@ BENCHMARK(BM_KernelCost)
     ->Args({4096, kPingPong, kOursUnbatched})
     ->Args({4096, kSleepLoop, kOursUnbatched})
     ->Args({4096, kPingPong, 15});
+
+// BM_VsClock: each of our programs against one that only reads the clock
+// on the same tracepoint (the floor of a record: its timestamp), in
+// alternate runs of one workload, ours then the clocks, 5 times each: the
+// ratio `<event>_vs_clock` is what issue 38's goals are set in. The pinned
+// ping-pong for switches and wakings, the fork loop for the process
+// programs and migrations.
+void BM_VsClock(benchmark::State& state) {
+  EventSource::Options options;
+  options.ring_size_per_cpu = 4096 << 10;
+  absl::StatusOr<std::unique_ptr<EventSource>> s = EventSource::Load(options);
+  if (!s.ok()) return state.SkipWithError(std::string(s.status().message()).c_str());
+  EventSource& source = **s;
+  Fixture& f = GetFixture();
+  if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
+  // Each clock program, named as program_stats() names ours without its
+  // handle_ prefix.
+  const std::pair<const bpf_program*, std::string> clocks[] = {
+      {f.programs->progs.step_clock, "sched_switch"},
+      {f.programs->progs.step_wakeup_clock, "sched_waking"},
+      {f.programs->progs.clock_sched_wakeup_new, "sched_wakeup_new"},
+      {f.programs->progs.clock_sched_migrate_task, "sched_migrate_task"},
+      {f.programs->progs.clock_process_fork, "process_fork"},
+      {f.programs->progs.clock_process_exit, "process_exit"},
+      {f.programs->progs.clock_process_free, "process_free"},
+  };
+  const int stats_fd = EventSource::EnableKernelStats();
+  if (stats_fd < 0) return state.SkipWithError("BPF_ENABLE_STATS failed");
+  std::map<std::string, RunStats> ours, clock;
+  const auto run_workload = [&](EventSource& rings) {
+    const pid_t child = StartWorkload(state.range(0));
+    if (child < 0) return false;
+    int status;
+    while (waitpid(child, &status, WNOHANG) == 0) {
+      rings.Poll(5, [](uint32_t, absl::Span<const RecordView>) {}).IgnoreError();
+    }
+    rings.Drain([](uint32_t, absl::Span<const RecordView>) {});
+    return true;
+  };
+  bool ok = true;
+  for (auto _ : state) {
+    std::vector<EventSource::ProgramStats> before = source.program_stats();
+    ok = source.Attach().ok() && run_workload(source);
+    source.Detach();
+    const std::vector<EventSource::ProgramStats> after = source.program_stats();
+    for (size_t i = 0; i < after.size() && i < before.size(); i++) {
+      RunStats& r = ours[after[i].name.substr(after[i].name.find('_') + 1)];
+      r.count += after[i].run_count - before[i].run_count;
+      r.time_ns += after[i].run_time_ns - before[i].run_time_ns;
+    }
+    if (!ok) break;
+    std::vector<RunStats> clock_before;
+    std::vector<bpf_link*> links;
+    for (const auto& [p, name] : clocks) {
+      clock_before.push_back(ReadRunStats(p));
+      links.push_back(bpf_program__attach(p));
+      ok &= links.back() != nullptr;
+    }
+    ok = ok && run_workload(*f.source);
+    for (bpf_link* l : links) bpf_link__destroy(l);
+    for (size_t i = 0; i < std::size(clocks); i++) {
+      const RunStats after_clock = ReadRunStats(clocks[i].first);
+      RunStats& r = clock[clocks[i].second];
+      r.count += after_clock.count - clock_before[i].count;
+      r.time_ns += after_clock.time_ns - clock_before[i].time_ns;
+    }
+    if (!ok) break;
+  }
+  close(stats_fd);
+  if (!ok) return state.SkipWithError("attaching or running the workload failed");
+  for (const auto& [name, c] : clock) {
+    const auto o = ours.find(name);
+    if (c.count == 0 || o == ours.end() || o->second.count == 0) continue;
+    const double ours_ns = static_cast<double>(o->second.time_ns) / o->second.count;
+    const double clock_ns = static_cast<double>(c.time_ns) / c.count;
+    state.counters["ns_" + name] = ours_ns;
+    state.counters["ns_clock_" + name] = clock_ns;
+    state.counters[name + "_vs_clock"] = ours_ns / clock_ns;
+    state.counters["n_" + name] = static_cast<double>(o->second.count) / state.iterations();
+  }
+}
+BENCHMARK(BM_VsClock)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(5)
+    ->ArgNames({"workload"})
+    ->Arg(kPingPong)
+    ->Arg(kForkLoop);
 
 }  // namespace
 }  // namespace ringside::bpf

@@ -657,7 +657,8 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
   auto waiting_on_cpu1 = [&source] {
     return source->records_waiting(RS_EV_SCHED_SWITCH)[1] +
            source->records_waiting(RS_EV_SCHED_WAKING)[1] +
-           source->records_waiting(RS_EV_SCHED_WAKEUP_NEW)[1];
+           source->records_waiting(RS_EV_SCHED_WAKEUP_NEW)[1] +
+           source->records_waiting(RS_EV_SCHED_MIGRATE)[1];
   };
   ASSERT_TRUE(source->Attach().ok());
   // A few switches and wakeups of this thread on CPU 1, fewer than a
@@ -679,8 +680,10 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
     waiting = waiting_on_cpu1();
     Collected during;
     source->Drain(on_cpu1(&during));
-    // Only what went straight into its ring (the migration off it).
-    EXPECT_EQ(during.switches.size() + during.wakeups.size() + during.wakeups_new.size(), 0u);
+    // Every scheduling record waits in the batch, the migrations off it too.
+    EXPECT_EQ(during.switches.size() + during.wakeups.size() + during.wakeups_new.size() +
+                  during.migrations.size(),
+              0u);
     EXPECT_EQ(waiting_on_cpu1(), waiting);
     ASSERT_TRUE(cpu1.Online());
   }
@@ -695,6 +698,7 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
   for (const rs_sched_switch& e : after.switches) kept += e.h.ts_ns < offline_at;
   for (const rs_sched_wakeup& e : after.wakeups) kept += e.h.ts_ns < offline_at;
   for (const rs_sched_wakeup& e : after.wakeups_new) kept += e.h.ts_ns < offline_at;
+  for (const rs_sched_migrate& e : after.migrations) kept += e.h.ts_ns < offline_at;
   EXPECT_GE(waiting, 6u);
   EXPECT_EQ(kept, waiting);
   EXPECT_EQ(waiting_on_cpu1(), 0u);
