@@ -15,11 +15,12 @@
 
 namespace ringside::bpf {
 
-// One record of the staging rings, checked and copied out once (the ring
-// holds it unaligned for C++), so that every reader of a batch (the bundle
-// writer, the descriptor tracker) uses the same typed view and none decodes
-// again. `data` points into the RecordBatch that decoded it; the accessor
-// matching `type` is the one to use.
+// One record of the staging rings, checked once, so that every reader of a
+// batch (the bundle writer, the descriptor tracker) uses the same typed
+// view and none decodes again. `data` points at the record where it lies
+// (8-byte aligned, as a BPF ring holds every record) or at its copy in the
+// RecordBatch that decoded it; the accessor matching `type` is the one to
+// use.
 struct Record {
   uint32_t type = 0;  // enum rs_event_type.
   const void* data = nullptr;
@@ -45,9 +46,12 @@ struct Record {
   }
 };
 
-// The well-formed records of one batch, each copied at its own size into
-// one aligned arena (a batch of sched_switch records stays as compact as in
-// the ring). Records are valid until the next Decode(). Not thread-safe.
+// The well-formed records of one batch. A record that lies 8-byte aligned
+// is read in place: a ring's records cannot change once submitted, and the
+// reader moves past them only after its callback, so they stay valid for
+// the whole callback that decodes them. Any other is copied at its own
+// size into one aligned arena. Records are valid until the next Decode()
+// and while the views' bytes are. Not thread-safe.
 class RecordBatch {
  public:
   // Decodes `views`, dropping malformed records: a type this build does not

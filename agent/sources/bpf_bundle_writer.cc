@@ -91,13 +91,13 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
     switch (r.type) {
       case RS_EV_SCHED_SWITCH: {
         const rs_sched_switch& e = r.sched_switch();
-        compact_.AddSwitch(e.h.ts_ns, e.prev_state, e.next_pid, e.next_prio, Comm(e.next_comm));
+        compact_.AddSwitch(e.h.ts_ns, e.prev_state, e.next_pid, e.next_prio, e.next_comm);
         break;
       }
       case RS_EV_SCHED_WAKING: {
         // Compact, as switches: the waker is whoever runs on this CPU then.
         const rs_sched_wakeup& e = r.wakeup();
-        compact_.AddWaking(e.h.ts_ns, e.pid, e.target_cpu, e.prio, Comm(e.comm));
+        compact_.AddWaking(e.h.ts_ns, e.pid, e.target_cpu, e.prio, e.comm);
         break;
       }
       case RS_EV_SCHED_WAKEUP_NEW:

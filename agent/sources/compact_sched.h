@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -18,23 +19,61 @@ namespace ringside::agent {
 // warm).
 class CommInterner {
  public:
-  void Clear() { count_ = 0; }
+  // A task's comm as the kernel keeps it (TASK_COMM_LEN).
+  static constexpr size_t kCommBytes = 16;
+
+  void Clear() {
+    count_ = 0;
+    last_ = 0;
+  }
 
   uint32_t Intern(absl::string_view comm) {
     for (size_t i = 0; i < count_; i++) {
-      if (table_[i] == comm) return static_cast<uint32_t>(i);
+      if (entries_[i].text == comm) return static_cast<uint32_t>(i);
     }
-    if (count_ == table_.size()) table_.emplace_back();
-    table_[count_].assign(comm.data(), comm.size());
-    return static_cast<uint32_t>(count_++);
+    return Add(comm, nullptr);
+  }
+
+  // A comm as its record holds it, 16 bytes up to a NUL (or none): compared
+  // whole, as two words, with the last one found first, so that the usual
+  // case costs no call; the string up to the NUL is taken only when new.
+  // Bytes after the NUL take part (older kernels leave them unpadded), so
+  // one name may get two entries: each index still names it.
+  uint32_t Intern(const char (&comm)[kCommBytes]) {
+    uint64_t key[2];
+    std::memcpy(key, comm, kCommBytes);
+    if (last_ < count_ && entries_[last_].Is(key)) return last_;
+    for (size_t i = 0; i < count_; i++) {
+      if (entries_[i].Is(key)) return last_ = static_cast<uint32_t>(i);
+    }
+    return last_ = Add(absl::string_view(comm, strnlen(comm, kCommBytes)), key);
   }
 
   size_t size() const { return count_; }
-  const std::string& operator[](size_t i) const { return table_[i]; }
+  const std::string& operator[](size_t i) const { return entries_[i].text; }
 
  private:
-  std::vector<std::string> table_;
+  struct Entry {
+    std::string text;
+    uint64_t key[2] = {0, 0};  // The record's 16 bytes, when `keyed`.
+    bool keyed = false;
+    bool Is(const uint64_t (&k)[2]) const {
+      return keyed && ((key[0] ^ k[0]) | (key[1] ^ k[1])) == 0;
+    }
+  };
+
+  uint32_t Add(absl::string_view comm, const uint64_t* key) {
+    if (count_ == entries_.size()) entries_.emplace_back();
+    Entry& e = entries_[count_];
+    e.text.assign(comm.data(), comm.size());
+    e.keyed = key != nullptr;
+    if (key != nullptr) std::memcpy(e.key, key, sizeof(e.key));
+    return static_cast<uint32_t>(count_++);
+  }
+
+  std::vector<Entry> entries_;
   size_t count_ = 0;
+  uint32_t last_ = 0;
 };
 
 // The columns of one bundle's compact_sched (Perfetto's compact encoding of
@@ -58,8 +97,10 @@ class CompactSchedColumns {
     last_switch_ts_ = last_waking_ts_ = 0;
   }
 
+  // `Comm`: a string_view, or a record's 16-byte comm array.
+  template <typename Comm>
   void AddSwitch(uint64_t ts, int64_t prev_state, int32_t next_pid, int32_t next_prio,
-                 absl::string_view next_comm) {
+                 const Comm& next_comm) {
     switch_ts_.push_back(ts - last_switch_ts_);
     last_switch_ts_ = ts;
     switch_prev_state_.push_back(prev_state);
@@ -68,8 +109,8 @@ class CompactSchedColumns {
     switch_comm_.push_back(interned_.Intern(next_comm));
   }
 
-  void AddWaking(uint64_t ts, int32_t pid, int32_t target_cpu, int32_t prio,
-                 absl::string_view comm) {
+  template <typename Comm>
+  void AddWaking(uint64_t ts, int32_t pid, int32_t target_cpu, int32_t prio, const Comm& comm) {
     waking_ts_.push_back(ts - last_waking_ts_);
     last_waking_ts_ = ts;
     waking_pid_.push_back(pid);

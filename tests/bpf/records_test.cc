@@ -70,8 +70,24 @@ TEST(RecordsTest, ABatchKeepsTheWellFormedRecordsInOrderAndCountsTheRest) {
   ASSERT_EQ(batch.records().size(), 2u);
   EXPECT_EQ(batch.records()[0].sched_switch().h.ts_ns, 1234u);
   EXPECT_EQ(batch.records()[1].sched_switch().h.ts_ns, 99u);
-  // A copy, not a view of the ring: the batch outlives the ring's bytes.
-  EXPECT_NE(batch.records()[0].data, static_cast<const void*>(ba.data()));
+  // Aligned as a ring holds them: read where they lie.
+  EXPECT_EQ(batch.records()[0].data, static_cast<const void*>(ba.data()));
+}
+
+TEST(RecordsTest, AnUnalignedRecordIsReadFromAnAlignedCopy) {
+  const std::vector<uint8_t> b = Bytes(Switch());
+  std::vector<uint64_t> words(b.size() / 8 + 2);
+  uint8_t* at = reinterpret_cast<uint8_t*>(words.data()) + 4;
+  std::memcpy(at, b.data(), b.size());
+  RecordBatch batch;
+  const RecordView view{at, static_cast<uint32_t>(b.size())};
+  ASSERT_EQ(batch.Decode(absl::Span<const RecordView>(&view, 1)), 0u);
+  ASSERT_EQ(batch.records().size(), 1u);
+  const Record& rec = batch.records()[0];
+  EXPECT_NE(rec.data, static_cast<const void*>(at));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(rec.data) % alignof(uint64_t), 0u);
+  EXPECT_EQ(rec.sched_switch().h.ts_ns, 1234u);
+  EXPECT_EQ(CommOf(rec.sched_switch().next_comm), "next");
 }
 
 TEST(RecordsTest, ABatchCountsItsIncidentsAndTheNextDecodeStartsAfresh) {
