@@ -278,6 +278,19 @@ class AgentKillTest : public ::testing::Test {
     return next;
   }
 
+  // Whether a stream file is being written in out_ (a ".partial"), waiting
+  // up to 10 s for one.
+  bool WaitForAPartial() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      for (const std::string& name : ListDir(out_)) {
+        if (absl::EndsWith(name, ".pftrace.partial")) return true;
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return false;
+  }
+
   void StopCleanly(std::unique_ptr<AgentProcess> agent) {
     ASSERT_NE(agent, nullptr);
     const std::set<std::string> instances = InstancesHeldBy(agent->pid());
@@ -334,13 +347,20 @@ TEST_F(AgentKillTest, KillsWhileStreamingLeaveWholeFilesAndAPartialTheNextAgentK
   for (int i = 0; i < kills && agent != nullptr && !HasFatalFailure(); i++) {
     SCOPED_TRACE(absl::StrCat("kill ", i + 1, ", seed ", seed_));
     absl::SleepFor(absl::Milliseconds(Uniform(300, 1500)));
+    // While a file is being written: between finishing one file (its
+    // rename and the directory's fsync, tens of ms on a loaded disk) and
+    // opening the next there is none, and a kill there leaves nothing to
+    // recover. Killed at random alone, half the kills of a flake check's
+    // run fell there.
+    EXPECT_TRUE(WaitForAPartial()) << "no file being written within 10 s";
     agent = KillAndRestart(std::move(agent));
   }
   ringside::testing::StopProcesses(storm);
   StopCleanly(std::move(agent));
   EXPECT_EQ(kills_, kills);
-  // The kills found files being written (three in four kills, or more).
-  EXPECT_GE(partials_checked_, kills * 3 / 4);
+  // The kills found files being written: all but one that lost the race
+  // between the look and the kill, now and then.
+  EXPECT_GE(partials_checked_, kills - 1);
 }
 
 TEST_F(AgentKillTest, KillsMidSnapshotLeaveOnlyAHiddenTemporaryTheNextAgentRemoves) {
