@@ -19,8 +19,8 @@ const volatile __u32 sched_batch_bytes = 0;
  * times the empty one instead of 3.8, the wakeup program 3.2 instead of
  * 4.4, against 2.4 for a bare clock read.
  *
- * Only programs on this CPU touch its batch: the switch and wakeup
- * programs, and flush_sched_batch, which user space runs on the CPU with
+ * Only programs on this CPU touch its batch: the switch, wakeup and
+ * migrate programs, and flush_sched_batch, which user space runs on the CPU with
  * BPF_PROG_TEST_RUN (in an IPI, or with preemption off on its own CPU).
  * Most of them run with interrupts off, but not all (a task waking itself,
  * the flush on the caller's CPU), so one may interrupt another: whoever
@@ -44,6 +44,16 @@ __u64 batch_waiting[RS_MAX_CPUS * 8] __attribute__((aligned(64))) = {};
 /* Keeps whatever the compiler puts after the array off CPU 1023's line. */
 __u64 batch_waiting_end[8] __attribute__((aligned(64))) = {};
 
+/* What a batch relies on: a switch is the largest record it holds (a batch
+ * is sent once another switch would not fit), and every record keeps the
+ * next one 8-byte aligned (the consumer reads them in place). */
+_Static_assert(sizeof(struct rs_sched_wakeup) <= sizeof(struct rs_sched_switch) &&
+                   sizeof(struct rs_sched_migrate) <= sizeof(struct rs_sched_switch),
+               "the switch is the largest batched record");
+_Static_assert(sizeof(struct rs_sched_switch) % 8 == 0 && sizeof(struct rs_sched_wakeup) % 8 == 0 &&
+                   sizeof(struct rs_sched_migrate) % 8 == 0,
+               "batched records are whole multiples of 8 bytes");
+
 #define rs_barrier() asm volatile("" ::: "memory")
 
 /* The CPU's slot in batch_waiting. The mask bounds the index by itself:
@@ -64,6 +74,8 @@ static __always_inline void output_sched_batch(struct rs_sched_batch_state* s) {
   if (cpu < RS_MAX_CPUS) rs_batch_waiting_slot(cpu) = 0;
   /* Each type's count, for the drops should the ring refuse the batch. */
   __u32 records[RS_SCHED_BATCH_TYPES];
+  /* Unrolled: constant indices (a variable stack offset needs 5.12+). */
+#pragma unroll
   for (__u32 t = RS_EV_SCHED_SWITCH; t < RS_SCHED_BATCH_TYPES; t++) {
     records[t] = s->records[t];
     s->records[t] = 0;
@@ -76,6 +88,7 @@ static __always_inline void output_sched_batch(struct rs_sched_batch_state* s) {
   s->batch.h.ts_ns = ((struct rs_event_header*)s->batch.data)->ts_ns;
   void* ring = bpf_map_lookup_elem(&rings, &cpu);
   if (!ring || bpf_ringbuf_output(ring, &s->batch, size, rs_wakeup_flag(ring)) != 0) {
+#pragma unroll
     for (__u32 t = RS_EV_SCHED_SWITCH; t < RS_SCHED_BATCH_TYPES; t++) {
       if (records[t]) rs_count_drops(t, records[t]);
     }

@@ -17,6 +17,11 @@ absl::string_view View(std::string_view s) { return absl::string_view(s.data(), 
 
 absl::string_view Comm(const char (&comm)[RS_TASK_COMM_LEN]) { return View(bpf::CommOf(comm)); }
 
+// The compact columns intern a record's comm array whole, at this size; any
+// other array would be taken for a NUL-terminated string.
+static_assert(sizeof(rs_sched_switch::next_comm) == CommInterner::kCommBytes &&
+              sizeof(rs_sched_wakeup::comm) == CommInterner::kCommBytes);
+
 // Starts an FtraceEvent in `bundle` and returns its payload message.
 ProtoMessage* BeginEvent(ProtoMessage* bundle, uint64_t ts, int32_t pid, uint32_t field,
                          ProtoMessage** event) {

@@ -577,7 +577,7 @@ TEST(EventSourceTest, TinyRingUnderAStormDropsExactlyWhatIsMissing) {
   EXPECT_EQ(per_cpu_sum, drops);
 }
 
-// Switches and wakeups wait in a per-CPU batch until it fills or the
+// Scheduling records wait in a per-CPU batch until it fills or the
 // consumer drains: a drain hands out the records of a batch far from full.
 TEST(EventSourceTest, ADrainHandsOutTheRecordsStillInTheirBatch) {
   EventSource::Options options = WithRingSize(1 << 20);

@@ -74,6 +74,24 @@ TEST(RecordsTest, ABatchKeepsTheWellFormedRecordsInOrderAndCountsTheRest) {
   EXPECT_EQ(batch.records()[0].data, static_cast<const void*>(ba.data()));
 }
 
+TEST(RecordsTest, ABatchOfAlignedAndUnalignedRecordsReadsEachWhereItCan) {
+  rs_sched_switch first = Switch(), second = Switch();
+  second.h.ts_ns = 77;
+  std::vector<uint64_t> words(2 * sizeof(rs_sched_switch) / 8 + 2);
+  uint8_t* aligned = reinterpret_cast<uint8_t*>(words.data());
+  uint8_t* unaligned = aligned + sizeof(rs_sched_switch) + 4;
+  std::memcpy(aligned, &first, sizeof(first));
+  std::memcpy(unaligned, &second, sizeof(second));
+  const RecordView views[] = {{aligned, sizeof(first)}, {unaligned, sizeof(second)}};
+  RecordBatch batch;
+  ASSERT_EQ(batch.Decode(views), 0u);
+  ASSERT_EQ(batch.records().size(), 2u);
+  EXPECT_EQ(batch.records()[0].data, static_cast<const void*>(aligned));
+  EXPECT_NE(batch.records()[1].data, static_cast<const void*>(unaligned));
+  EXPECT_EQ(batch.records()[0].sched_switch().h.ts_ns, 1234u);
+  EXPECT_EQ(batch.records()[1].sched_switch().h.ts_ns, 77u);
+}
+
 TEST(RecordsTest, AnUnalignedRecordIsReadFromAnAlignedCopy) {
   const std::vector<uint8_t> b = Bytes(Switch());
   std::vector<uint64_t> words(b.size() / 8 + 2);

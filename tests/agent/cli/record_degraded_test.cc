@@ -362,7 +362,7 @@ TEST_F(CpuHotplugTest, ACpuGoingOfflineAndOnlineWhileRecording) {
   const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(1);
   RecordRun run;
   std::thread recorder([&] {
-    run = RecordDegraded(Degradation(), {"record", "--duration", "4s", "-o", out_});
+    run = RecordDegraded(Degradation(), {"record", "--duration", "5s", "-o", out_});
   });
   int64_t offline_ns = 0, online_ns = 0;
   bool offline = false, online = false;
@@ -371,7 +371,9 @@ TEST_F(CpuHotplugTest, ACpuGoingOfflineAndOnlineWhileRecording) {
     absl::SleepFor(absl::Milliseconds(1500));
     offline_ns = BootTimeNs();
     offline = cpu1.Offline();
-    absl::SleepFor(absl::Milliseconds(1200));
+    // Two of the recording's once-a-second looks at the online CPUs, so
+    // that one sees it gone even if its owner thread runs late.
+    absl::SleepFor(absl::Milliseconds(2200));
     online = cpu1.Online();
     online_ns = BootTimeNs();
   }
@@ -389,14 +391,15 @@ TEST_F(CpuHotplugTest, ACpuGoingOfflineAndOnlineWhileRecording) {
   EXPECT_GT(c.cpu1_after, 0u) << "nothing recorded on CPU 1 after it came back online";
 }
 
-// CPU 1 goes offline and comes back just before the recording ends (its
-// command ends right after): the notices still end with it back, whenever
-// the once-a-second check last ran. Before the session looked once more as
-// it stopped, this was the flake of the test above when CPU 1 came back in
-// the recording's last second.
+// CPU 1 goes offline (for two of the once-a-second checks, so that one
+// sees it gone) and comes back just before the recording ends (its command
+// ends right after): the notices still end with it back, whenever the last
+// check ran. Before the session looked once more as it stopped, this was
+// the flake of the test above when CPU 1 came back in the recording's last
+// second.
 TEST_F(CpuHotplugTest, ACpuBackJustBeforeTheEndIsTold) {
   const std::string script =
-      absl::StrCat("echo 0 > ", kOnline, " && sleep 1.2 && echo 1 > ", kOnline);
+      absl::StrCat("echo 0 > ", kOnline, " && sleep 2.5 && echo 1 > ", kOnline);
   const RecordRun run =
       RecordDegraded(Degradation(), {"record", "-o", out_, "--", "sh", "-c", script});
   // As SetUp found it, whatever the command managed.
