@@ -64,6 +64,18 @@ class AgentMetricsTest : public ::testing::Test {
     mkdir(dir_.Join("out").c_str(), 0750);
     mkdir(textfile_.c_str(), 0755);
   }
+  // The two storm tests' agent: BPF only, of the storm's cgroup, into rings
+  // (64 KiB) and a reader budget (1%) small enough to lose events; their
+  // metrics settings follow.
+  static std::string CgroupStormConfig(const std::string& cgroup_path) {
+    return absl::StrCat(
+        "buffers { size_kb: 4096 }\n"
+        "data_sources { config { name: \"linux.bpf\"\n"
+        "  bpf_config { ring_size_kb: 64 filter_cgroup_path: \"",
+        cgroup_path,
+        "\" } } }\n"
+        "max_consumer_cpu_percent: 1\n");
+  }
   std::unique_ptr<AgentProcess> StartReady(const std::string& config) {
     EXPECT_TRUE(WriteTextFile(dir_.Join("agent.pbtxt"), config));
     auto agent = std::make_unique<AgentProcess>(
@@ -143,14 +155,7 @@ TEST_F(AgentMetricsTest, TheTextfileCountsWhatStatusCountsAndPromtoolAcceptsIt) 
   ScratchCgroup cgroup("metrics");
   if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
   std::unique_ptr<AgentProcess> agent =
-      StartReady(absl::StrCat("buffers { size_kb: 4096 }\n"
-                              "data_sources { config { name: \"linux.bpf\"\n"
-                              "  bpf_config { ring_size_kb: 64 filter_cgroup_path: \"",
-                              cgroup.path(),
-                              "\" } } }\n"
-                              "max_consumer_cpu_percent: 1\n"
-                              "metrics_textfile: \"",
-                              textfile_,
+      StartReady(absl::StrCat(CgroupStormConfig(cgroup.path()), "metrics_textfile: \"", textfile_,
                               "\"\n"
                               "metrics_period_ms: 200\n"));
   ASSERT_FALSE(HasFailure());
@@ -261,15 +266,8 @@ TEST_F(AgentMetricsTest, PrometheusScrapesTheListenerAndCountsWhatStatusCounts) 
   const int agent_port = FreePort(), prometheus_port = FreePort();
   ASSERT_NE(agent_port, 0);
   ASSERT_NE(prometheus_port, 0);
-  std::unique_ptr<AgentProcess> agent =
-      StartReady(absl::StrCat("buffers { size_kb: 4096 }\n"
-                              "data_sources { config { name: \"linux.bpf\"\n"
-                              "  bpf_config { ring_size_kb: 64 filter_cgroup_path: \"",
-                              cgroup.path(),
-                              "\" } } }\n"
-                              "max_consumer_cpu_percent: 1\n"
-                              "metrics_listen: \"127.0.0.1:",
-                              agent_port, "\"\n"));
+  std::unique_ptr<AgentProcess> agent = StartReady(absl::StrCat(
+      CgroupStormConfig(cgroup.path()), "metrics_listen: \"127.0.0.1:", agent_port, "\"\n"));
   ASSERT_FALSE(HasFailure());
 
   ASSERT_TRUE(WriteTextFile(dir_.Join("prometheus.yml"),
