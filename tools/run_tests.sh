@@ -77,7 +77,7 @@ on_exit() {
 }
 trap on_exit EXIT
 
-passed=0 failed=0 skipped=0 broken=()
+passed=0 failed=0 skipped=0 broken=() hangs=()
 declare -A failed_runs=()
 
 # Adds one finished run's log to the totals. $1 log, $2 exit status, $3 name.
@@ -91,6 +91,9 @@ tally() {
   skipped=$((skipped + ${s:-0}))
   if [ -z "$p" ] && [ -z "$f" ]; then
     broken+=("$name (exit $rc, no GoogleTest summary)")
+    # A hang's report is long and lands mid-output, where a log cut to its
+    # head and tail (CI's) loses it: its gist is printed again at the end.
+    hangs+=("$(hang_gist "$log")")
   elif [ "$rc" -ne 0 ] && [ -z "$f" ]; then
     broken+=("$name (exit $rc)")
   fi
@@ -101,6 +104,19 @@ tally() {
   done
 }
 
+# The gist of the watchdog's report of a hung test in log $1
+# (tests/testing/test_main.cc): the test, each thread of it and of its
+# children with where it waits in the kernel, and the innermost frame of
+# ringside's own code in each thread's backtrace. Nothing if none hung.
+hang_gist() {
+  awk '
+    /^\[  HUNG    \]/ { print; next }
+    /^  thread [0-9]+ / { print; next }
+    /^Thread [0-9]+ / { want = 1; label = $2; next }
+    want && /^#[0-9]+ .*ringside::/ { print "    thread " label ": " substr($0, 1, 220); want = 0 }
+  ' "$1" | head -n 60
+}
+
 # Runs one shard in the background: $1 log, $2 binary, $3 shard, $4 shards,
 # $5 filter. Its exit status goes to $1.rc.
 start_shard() {
@@ -109,7 +125,10 @@ start_shard() {
     GTEST_TOTAL_SHARDS=$total GTEST_SHARD_INDEX=$index timeout -k 30 "$timeout_s" \
       "$bin" --gtest_color=no "--gtest_filter=$filter" >"$log" 2>&1
     rc=$?
-    [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || echo "run_tests: killed after ${timeout_s} s" >>"$log"
+    # 124 is also the watchdog's exit (a test hung), which says so itself.
+    if [ "$rc" -eq 137 ] || { [ "$rc" -eq 124 ] && ! grep -q '^\[  HUNG    \]' "$log"; }; then
+      echo "run_tests: killed after ${timeout_s} s" >>"$log"
+    fi
     # Renamed into place whole: reap() takes the file's presence as the end.
     echo "$rc" >"$log.rc.tmp" && mv "$log.rc.tmp" "$log.rc"
   ) &
@@ -165,6 +184,7 @@ for ((run = 1; run <= repeat; run++)); do
 done
 
 echo
+for h in "${hangs[@]+"${hangs[@]}"}"; do [ -z "$h" ] || printf '%s\n' "$h"; done
 for b in "${broken[@]+"${broken[@]}"}"; do echo "BROKEN: $b"; done
 if [ "$repeat" -gt 1 ]; then
   for t in "${!failed_runs[@]}"; do
