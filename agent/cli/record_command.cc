@@ -76,6 +76,14 @@ int CheckCommand(const std::string& cmd, std::string* why) {
 // Starts `args` as a child process with the default signal mask. Returns its
 // pid, or -1 with `*exec_errno` set when it could not be started.
 pid_t Spawn(const std::vector<std::string>& args, int* exec_errno) {
+  // Built before fork(): the recording's threads run meanwhile, and a child
+  // of a threaded process may call only async-signal-safe functions before
+  // exec. An allocation there waits forever on a lock another thread held
+  // at the fork (GCC 12's AddressSanitizer takes no allocator lock around
+  // fork), and this thread with it, in the read below.
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) {
     *exec_errno = errno;
@@ -88,9 +96,6 @@ pid_t Spawn(const std::vector<std::string>& args, int* exec_errno) {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     signal(SIGPIPE, SIG_DFL);
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     execvp(argv[0], argv.data());
     const int err = errno;
     (void)!write(report[1], &err, sizeof(err));

@@ -4,6 +4,7 @@
 // container, and a recording filtered to the container records its
 // scheduling and nobody else's.
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -90,14 +91,18 @@ std::optional<trace::ProcessTree::Process> LastDescriptor(const trace::Trace& t,
 
 // A process of the test's own in `cgroup`, waking every 20 ms until killed.
 pid_t StartNoise(const ScratchCgroup& cgroup) {
+  // Opened before fork(): the child only writes "0" (itself) into it and
+  // execs, as a child of a threaded process must.
+  const int procs = open((cgroup.dir() + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
   const pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
-    std::ofstream(cgroup.dir() + "/cgroup.procs") << getpid() << "\n";
+    if (procs < 0 || write(procs, "0\n", 2) != 2) _exit(125);
     execl("/bin/sh", "/bin/sh", "-c", "while :; do /bin/sleep 0.02; done",
           static_cast<char*>(nullptr));
     _exit(127);
   }
+  if (procs >= 0) close(procs);
   return pid;
 }
 

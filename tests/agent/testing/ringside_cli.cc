@@ -1,5 +1,6 @@
 #include "tests/agent/testing/ringside_cli.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,18 +27,19 @@ const std::string& Binary() {
 // (-1: /dev/null), as user `uid` (-1: ours).
 pid_t StartProgram(const std::string& binary, const std::vector<std::string>& args, int stdout_fd,
                    int stderr_fd = -1, uid_t uid = static_cast<uid_t>(-1)) {
+  // Everything the child needs is made before fork(): a child of a threaded
+  // process (a test's agent, listener or storm threads) may call only
+  // async-signal-safe functions before exec, or wait forever on a lock
+  // another thread held at the fork (an allocator's, a FILE's).
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(binary.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
   const pid_t pid = fork();
   if (pid == 0) {
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(binary.c_str()));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     for (auto [fd, target] : {std::pair{stdout_fd, STDOUT_FILENO}, {stderr_fd, STDERR_FILENO}}) {
-      if (fd >= 0) {
-        if (dup2(fd, target) < 0) _exit(125);
-      } else if (freopen("/dev/null", "w", target == STDOUT_FILENO ? stdout : stderr) == nullptr) {
-        _exit(125);
-      }
+      if (dup2(fd >= 0 ? fd : null_fd, target) < 0) _exit(125);
     }
     if (uid != static_cast<uid_t>(-1)) {
       if (setgroups(0, nullptr) != 0 || setgid(uid) != 0 || setuid(uid) != 0) _exit(125);
@@ -45,6 +47,7 @@ pid_t StartProgram(const std::string& binary, const std::vector<std::string>& ar
     execv(binary.c_str(), argv.data());
     _exit(126);
   }
+  if (null_fd >= 0) close(null_fd);
   return pid;
 }
 
