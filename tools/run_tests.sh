@@ -107,14 +107,21 @@ tally() {
 # The gist of the watchdog's report of a hung test in log $1
 # (tests/testing/test_main.cc): the test, each thread of it and of its
 # children with where it waits in the kernel, and the innermost frame of
-# ringside's own code in each thread's backtrace. Nothing if none hung.
+# ringside's own code in each thread's backtrace (by thread id, as the
+# thread lines name them). Nothing if none hung.
 hang_gist() {
   awk '
     /^\[  HUNG    \]/ { print; next }
     /^  thread [0-9]+ / { print; next }
-    /^Thread [0-9]+ / { want = 1; label = $2; next }
-    want && /^#[0-9]+ .*ringside::/ { print "    thread " label ": " substr($0, 1, 220); want = 0 }
-  ' "$1" | head -n 60
+    /^Thread [0-9]+ / {
+      want = 1; label = $2
+      if (match($0, /LWP [0-9]+/)) label = substr($0, RSTART + 4, RLENGTH - 4)
+      next
+    }
+    want && /^#[0-9]+ +(0x[0-9a-f]+ in )?ringside::/ {
+      print "    thread " label ": " substr($0, 1, 220); want = 0
+    }
+  ' "$1" | head -n 80
 }
 
 # Runs one shard in the background: $1 log, $2 binary, $3 shard, $4 shards,

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -94,6 +95,7 @@ pid_t StartNoise(const ScratchCgroup& cgroup) {
   // Opened before fork(): the child only writes "0" (itself) into it and
   // execs, as a child of a threaded process must.
   const int procs = open((cgroup.dir() + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  EXPECT_GE(procs, 0) << cgroup.dir() << "/cgroup.procs: " << strerror(errno);
   const pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);

@@ -96,7 +96,7 @@ TEST_F(CallAgentTest, SocketTheUserMayNotOpenIsPermissionDenied) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(chmod(path_.c_str(), 0660), 0);
   const std::string path = path_;
-  // No other thread runs here, so the child may use CallAgent itself.
+  // The body runs on a thread of the test process: it may use CallAgent.
   const absl::StatusOr<std::string> child = testing::RunAs(65534, 65534, {}, [&] {
     control::Request request;
     request.mutable_status();

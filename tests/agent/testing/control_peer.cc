@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -108,31 +110,23 @@ bool RawClient::ClosedByServer(absl::Duration timeout) {
 
 absl::StatusOr<std::string> RunAs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
                                   const std::function<std::string()>& body) {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError("pipe2");
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork");
-  if (pid == 0) {
-    close(pipe_fds[0]);
-    if (setgroups(groups.size(), groups.data()) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
-      _exit(100);
-    }
-    const std::string out = body();
-    (void)!write(pipe_fds[1], out.data(), out.size());
-    _exit(0);
-  }
-  close(pipe_fds[1]);
+  // A thread of its own, whose credentials alone change: the kernel keeps
+  // them per thread, and glibc's setuid() family, which makes every thread
+  // of the process follow, is bypassed with the raw system calls. (A forked
+  // child of this threaded process could not allocate before exec without
+  // risking a wait forever on a lock another thread held at the fork.)
+  bool dropped = false;
   std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(pipe_fds[0], buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  close(pipe_fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(absl::StrCat("child failed (wait status ", status,
-                                            "; exit 100: could not drop privileges)"));
-  }
+  std::thread thread([&] {
+    if (syscall(SYS_setgroups, groups.size(), groups.data()) != 0 ||
+        syscall(SYS_setresgid, gid, gid, gid) != 0 || syscall(SYS_setresuid, uid, uid, uid) != 0) {
+      return;  // Dies with the thread, as whatever it did change does.
+    }
+    dropped = true;
+    out = body();
+  });
+  thread.join();
+  if (!dropped) return absl::InternalError("could not drop privileges");
   return out;
 }
 

@@ -49,17 +49,17 @@ class RawClient {
   int fd_ = -1;
 };
 
-// Runs `body` in a forked child that has dropped to `uid`, `gid` and the
-// supplementary `groups`, and returns what `body` returned (or an error
-// naming what failed in the child). `body` runs after fork() in a process
-// that may have had other threads: it may use system calls and plain
-// allocation only, not protobuf or Abseil locks.
+// Runs `body` on a thread of its own that has dropped to `uid`, `gid` and
+// the supplementary `groups` (the rest of the process keeps its
+// credentials), and returns what `body` returned, or an error if the drop
+// failed. What `body` connects to sees those credentials (SO_PEERCRED,
+// SO_PEERGROUPS, the socket file's permissions).
 absl::StatusOr<std::string> RunAs(uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
                                   const std::function<std::string()>& body);
 
 // Connects to `socket_path`, sends `bytes`, and returns all the server sends
 // until it closes, one whole frame is in, or 5 s pass; "connect: <errno name>" when it cannot
-// connect. Raw system calls only: safe as a RunAs() body.
+// connect.
 std::string ExchangeRaw(const std::string& socket_path, const std::string& bytes);
 
 }  // namespace ringside::agent::testing
