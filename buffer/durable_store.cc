@@ -21,12 +21,17 @@ void DurableStore::Remove(std::map<Key, Entry>::iterator it) {
   entries_.erase(it);
 }
 
-// Drops the least recently written entry that is ended (or live).
+// Drops the ended entry that ended first, or the live entry written least
+// recently. An ended entity's records lie in the ring before its end: the
+// first to end has the oldest, the first the ring overwrites. (By when it
+// was written, a process that ran all along and just ended went first,
+// while the ring was full of its records: they came out nameless.)
 bool DurableStore::EvictOne(bool ended) {
   auto oldest = entries_.end();
+  auto age = [ended](const Entry& e) { return ended ? e.end_order : e.order; };
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (it->second.ended != ended) continue;
-    if (oldest == entries_.end() || it->second.order < oldest->second.order) oldest = it;
+    if (oldest == entries_.end() || age(it->second) < age(oldest->second)) oldest = it;
   }
   if (oldest == entries_.end()) return false;
   Remove(oldest);
@@ -44,8 +49,9 @@ void DurableStore::Replace(std::map<Key, Entry>::iterator it, std::string_view p
 }
 
 void DurableStore::MakeRoom() {
-  // Ended entries first, oldest first; then live ones, counted. The entry
-  // just written is the newest, so it goes last.
+  // Ended entries first, the first ended first; then live ones, the least
+  // recently written first, counted. The entry just written is the newest,
+  // so it goes last.
   while (stats_.bytes > capacity_) {
     if (!EvictOne(/*ended=*/true) && !EvictOne(/*ended=*/false)) break;
   }
@@ -102,6 +108,7 @@ void DurableStore::MarkEnded(Kind kind, uint64_t id) {
   if (live == live_.end()) return;
   auto it = entries_.find({kind, id, live->second});
   it->second.ended = true;
+  it->second.end_order = ++ends_;
   it->second.drains_to_pin = kDrainsBeforePinning;
   live_.erase(live);
 }

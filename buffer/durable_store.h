@@ -29,8 +29,9 @@ namespace ringside::buffer {
 // past that. A pid reused while its old entry is still kept
 // gets an entry of its own (keys carry a generation).
 //
-// When a write would exceed the capacity: compaction first, then the
-// oldest ended entries, then (counted as loss) the oldest live ones.
+// When a write would exceed the capacity: compaction first, then the ended
+// entries in the order they ended, then (counted as loss) the least
+// recently written live ones.
 //
 // Not thread-safe; the buffer's owner uses it.
 class DurableStore {
@@ -89,6 +90,7 @@ class DurableStore {
     std::string packet;
     uint64_t order = 0;  // When last written (a counter).
     bool ended = false;
+    uint64_t end_order = 0;     // When it ended (a counter), if ended.
     uint8_t drains_to_pin = 0;  // Drains left before ended_at is pinned.
     uint64_t ended_at = 0;      // Ring bytes written once everything before the end was in.
     bool read = false;          // Handed out since last written.
@@ -105,6 +107,7 @@ class DurableStore {
   size_t capacity_;
   size_t ring_size_;
   uint64_t order_ = 0;
+  uint64_t ends_ = 0;
   uint64_t generation_ = 0;
   std::map<Key, Entry> entries_;
   // The live (not ended) entry of each {kind, id}: its generation.

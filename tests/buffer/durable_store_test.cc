@@ -148,6 +148,33 @@ TEST(DurableStoreTest, WhenFullEndedEntriesGoFirstThenLiveOnesAsCountedLoss) {
   EXPECT_EQ(s.stats().rejected, 1u);
 }
 
+// A process described at its start that runs on while short-lived ones come
+// and go, then ends: its records are the newest in the ring, so it is the
+// last ended entry to go for room, whenever it was written.
+TEST(DurableStoreTest, WhenFullTheEntryThatEndedFirstGoesFirstNotTheOldestWritten) {
+  const std::string payload(100, 'x');
+  DurableStore s(10 * (100 + 64), 1 << 30);
+  s.Put(Kind::kProcess, 1, payload);  // The long-lived one, written first.
+  for (uint64_t pid = 2; pid <= 9; pid++) {
+    s.Put(Kind::kProcess, pid, payload);
+    s.MarkEnded(Kind::kProcess, pid);
+  }
+  s.MarkEnded(Kind::kProcess, 1);  // It ends last.
+  s.Put(Kind::kProcess, 10, payload);
+  EXPECT_EQ(s.stats().evicted_ended, 0u);
+  s.Put(Kind::kProcess, 11, payload);
+  s.Put(Kind::kProcess, 12, payload);
+  EXPECT_EQ(s.stats().evicted_ended, 2u);
+  EXPECT_FALSE(s.Contains(Kind::kProcess, 2));  // The first to end...
+  EXPECT_FALSE(s.Contains(Kind::kProcess, 3));  // ...and the second.
+  EXPECT_TRUE(s.Contains(Kind::kProcess, 1)) << "the last to end went for room first";
+  // A late description keeps the entry's place in the order of ends.
+  s.PutEnded(Kind::kProcess, 4, "exec'd late");
+  s.Put(Kind::kProcess, 13, payload);
+  EXPECT_FALSE(s.Contains(Kind::kProcess, 4));
+  EXPECT_TRUE(s.Contains(Kind::kProcess, 5));
+}
+
 TEST(DurableStoreTest, ChangedOnlyVisitsWhatWasWrittenSinceTheLastRead) {
   DurableStore s(1 << 20, 1 << 20);
   s.Put(Kind::kProcess, 1, "a");
