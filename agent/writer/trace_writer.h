@@ -1,6 +1,7 @@
 #ifndef RINGSIDE_AGENT_WRITER_TRACE_WRITER_H_
 #define RINGSIDE_AGENT_WRITER_TRACE_WRITER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -49,11 +50,7 @@ class ProtoMessage {
   void AppendString(uint32_t field, absl::string_view s) { AppendBytes(field, s.data(), s.size()); }
   // A packed repeated varint field (e.g. compact_sched's columns).
   template <typename T>
-  void AppendPackedVarInts(uint32_t field, const T* values, size_t count) {
-    ProtoMessage* packed = BeginNested(field);
-    for (size_t i = 0; i < count; i++) packed->AppendRawVarInt(static_cast<uint64_t>(values[i]));
-    packed->EndNested();
-  }
+  void AppendPackedVarInts(uint32_t field, const T* values, size_t count);
 
   // Starts a nested message in `field`; it ends with EndNested() on it, or
   // when anything is appended to this message again.
@@ -247,6 +244,28 @@ inline void ProtoMessage::AppendRawVarInt(uint64_t value) {
     return;
   }
   AppendRawVarIntSlow(value);
+}
+
+template <typename T>
+void ProtoMessage::AppendPackedVarInts(uint32_t field, const T* values, size_t count) {
+  ProtoMessage* packed = BeginNested(field);
+  TraceWriter* w = packed->writer_;
+  size_t i = 0;
+  while (i < count) {
+    // As many values as surely fit in the chunk, with the writer's cursor
+    // in a register: stored through a byte pointer, which may alias
+    // anything, it would otherwise be stored and loaded again per value.
+    const size_t room = static_cast<size_t>(w->end_ - w->cur_) / buffer::kMaxVarIntSize;
+    uint8_t* p = w->cur_;
+    for (const size_t stop = i + std::min(room, count - i); i < stop; i++) {
+      p = buffer::WriteVarInt(static_cast<uint64_t>(values[i]), p);
+    }
+    w->cur_ = p;
+    // Less than a varint's worst case left: one value the slow way (on into
+    // the next chunk if it must), then on.
+    if (i < count) packed->AppendRawVarIntSlow(static_cast<uint64_t>(values[i++]));
+  }
+  packed->EndNested();
 }
 
 inline void ProtoMessage::AppendBytes(uint32_t field, const void* data, size_t size) {

@@ -1,6 +1,7 @@
 #include "agent/writer/trace_writer.h"
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -358,6 +359,46 @@ TEST(TraceWriterTest, PackedVarIntsAndFixedFieldsEncodeAsLibprotobufReadsThem) {
   EXPECT_EQ(cs.intern_table(0), "swapper/0");
   EXPECT_EQ(reads[0].packet.trusted_uid(), -5);
   EXPECT_EQ(reads[1].packet.ftrace_stats().cpu_stats(0).oldest_event_ts(), 1.0);
+}
+
+// Columns far longer than a chunk, of every varint length from 1 to 10
+// bytes, cross chunk ends at every offset: each value reads back as written.
+TEST(TraceWriterTest, PackedColumnsLongerThanAChunkReadBackWhole) {
+  auto tb = buffer::TraceBuffer::Create(4 << 20);
+  ProducerBuffer producer(1, {}, PoolOptions(64, PoolExhaustedPolicy::kDrop));
+  auto writer = producer.CreateTraceWriter(1);
+  std::vector<uint64_t> timestamps;
+  std::vector<int32_t> pids;
+  std::vector<int64_t> states;
+  for (uint64_t i = 0; i < 5000; i++) {
+    timestamps.push_back((i * 2654435761u) >> (i % 64));  // 1 to 10 bytes.
+    pids.push_back(i % 7 == 0 ? -static_cast<int32_t>(i) : static_cast<int32_t>(i * 37));
+    states.push_back(i % 5 == 0 ? INT64_MIN + static_cast<int64_t>(i) : static_cast<int64_t>(i));
+  }
+  {
+    auto packet = writer->NewTracePacket();
+    ProtoMessage* bundle = packet->BeginNested(TracePacket::kFtraceEventsFieldNumber);
+    ProtoMessage* compact = bundle->BeginNested(trace::FtraceEventBundle::kCompactSchedFieldNumber);
+    using CS = trace::FtraceEventBundle::CompactSched;
+    compact->AppendPackedVarInts(CS::kSwitchTimestampFieldNumber, timestamps.data(),
+                                 timestamps.size());
+    compact->AppendPackedVarInts(CS::kSwitchNextPidFieldNumber, pids.data(), pids.size());
+    compact->AppendPackedVarInts(CS::kSwitchPrevStateFieldNumber, states.data(), states.size());
+  }
+  writer->Flush();
+  producer.CommitQueuedInto(tb.get());
+  EXPECT_EQ(writer->stats().packets_dropped, 0u);
+  std::vector<Read> reads = ReadAll(tb.get());
+  ASSERT_EQ(reads.size(), 1u);
+  const auto& cs = reads[0].packet.ftrace_events().compact_sched();
+  ASSERT_EQ(cs.switch_timestamp_size(), 5000);
+  ASSERT_EQ(cs.switch_next_pid_size(), 5000);
+  ASSERT_EQ(cs.switch_prev_state_size(), 5000);
+  for (int i = 0; i < 5000; i++) {
+    ASSERT_EQ(cs.switch_timestamp(i), timestamps[i]) << i;
+    ASSERT_EQ(cs.switch_next_pid(i), pids[i]) << i;
+    ASSERT_EQ(cs.switch_prev_state(i), states[i]) << i;
+  }
 }
 
 }  // namespace
