@@ -80,13 +80,13 @@ absl::Status BpfDataSource::Start() {
 
 void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
   DescriptorTracker* t = config_.tracker;
-  if (told_.size() > kMaxToldTasks) told_.clear();
+  if (told_.size() > kMaxToldTasks) told_.Clear();
   // A task a scheduling record names, the first time: described by it if
   // the tracker has nothing of it yet (DescriptorTracker::OnSeen).
   auto seen = [this, t](uint64_t ts, int32_t tid, int32_t tgid,
                         const char(&comm)[RS_TASK_COMM_LEN]) {
-    if (tid != 0 && told_.insert(tid).second && !t->OnSeen(ts, tid, tgid, bpf::CommOf(comm))) {
-      told_.erase(tid);  // Its id's task exited just before: ask again later.
+    if (tid != 0 && told_.Insert(tid) && !t->OnSeen(ts, tid, tgid, bpf::CommOf(comm))) {
+      told_.Erase(tid);  // Its id's task exited just before: ask again later.
     }
   };
   for (const bpf::Record& r : records) {
@@ -95,20 +95,20 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
         const rs_process_fork& e = r.fork();
         t->OnFork(e.h.ts_ns, e.parent_pid, e.parent_tgid, e.child_pid, e.child_tgid,
                   bpf::CommOf(e.child_comm));
-        told_.insert(e.child_pid);
+        told_.Insert(e.child_pid);
         break;
       }
       case RS_EV_PROCESS_EXEC: {
         const rs_process_exec& e = r.exec();
         t->OnExec(e.h.ts_ns, e.pid, e.tgid, bpf::ExecFilename(e), bpf::ExecArgv(e),
                   bpf::CommOf(e.comm), e.ppid, e.uid, e.cgroup_id);
-        told_.insert(e.pid);
+        told_.Insert(e.pid);
         break;
       }
       case RS_EV_PROCESS_EXIT: {
         const rs_process_exit& e = r.exit();
         t->OnExit(e.h.ts_ns, e.pid, e.tgid, e.group_dead != 0, bpf::CommOf(e.comm));
-        told_.erase(e.pid);
+        told_.Erase(e.pid);
         break;
       }
       case RS_EV_TASK_RENAME:
@@ -125,7 +125,7 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
           // A dead task's last switch (X or Z): names it if nothing else
           // did, as one whose exit came before recording began.
           t->OnFinalSwitch(e.h.ts_ns, e.prev_pid, e.prev_tgid, bpf::CommOf(e.prev_comm));
-          told_.erase(e.prev_pid);
+          told_.Erase(e.prev_pid);
         } else {
           seen(e.h.ts_ns, e.prev_pid, e.prev_tgid, e.prev_comm);
         }

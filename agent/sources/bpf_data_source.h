@@ -8,7 +8,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/base/owner_thread.h"
@@ -21,6 +20,7 @@
 #include "agent/sources/event_tally_table.h"
 #include "agent/sources/incident.h"
 #include "agent/sources/staging_flush.h"
+#include "agent/sources/told_tasks.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
 #include "bpf/event_source.h"
@@ -131,7 +131,7 @@ class BpfDataSource : public DataSource {
   // last records from a new task's under a reused id).
   // Consumer thread only; emptied past kMaxToldTasks.
   static constexpr size_t kMaxToldTasks = 1 << 16;
-  absl::flat_hash_set<int32_t> told_;
+  ToldTasks told_;
   CgroupSelector cgroups_;
   std::vector<std::string> cgroup_warnings_;
 

@@ -144,6 +144,18 @@ std::vector<DataSource::EventTally> FtraceBundleWriter::EventTallies() const {
   });
 }
 
+FtraceBundleWriter::Resolved FtraceBundleWriter::Resolve(uint32_t id) {
+  if (id < resolved_.size() && resolved_[id].known) return resolved_[id].resolved;
+  Resolved r;
+  r.entry = table_->Find(id);
+  if (r.entry != nullptr) r.plan = &PlanFor(*r.entry);
+  if (id < kMaxResolvedId) {
+    if (id >= resolved_.size()) resolved_.resize(id + 1);
+    resolved_[id] = {r, true};
+  }
+  return r;
+}
+
 const FtraceBundleWriter::Plan& FtraceBundleWriter::PlanFor(const EventTable::Entry& entry) {
   auto [it, inserted] = plans_.try_emplace(entry.format.id);
   Plan& plan = it->second;
@@ -317,13 +329,14 @@ bool FtraceBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
     ProtoMessage* bundle = packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
     bundle->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
     for (const ftrace::RawEvent& e : events) {
-      const EventTable::Entry* entry = table_->Find(EventTable::EventId(e));
-      if (entry == nullptr) {
+      const Resolved resolved = Resolve(EventTable::EventId(e));
+      if (resolved.entry == nullptr) {
         stats_.unknown_events++;
         continue;
       }
+      const EventTable::Entry* entry = resolved.entry;
+      const Plan& plan = *resolved.plan;
       stats_.events++;
-      const Plan& plan = PlanFor(*entry);
       bundle_events_[plan.kind]++;
       if (options_.tracker != nullptr) TellTracker(e, *entry, plan);
       if (options_.incidents) CollectIncident(e, *entry, plan);

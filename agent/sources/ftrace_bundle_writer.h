@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/compact_sched.h"
 #include "agent/sources/data_source.h"
@@ -111,12 +111,31 @@ class FtraceBundleWriter {
   void CollectIncident(const ftrace::RawEvent& e, const ftrace::EventTable::Entry& entry,
                        const Plan& plan);
   const Plan& PlanFor(const ftrace::EventTable::Entry& entry);
+  // An event id's table entry and plan (nullptr: not in the table), found
+  // in the table and planned once, then read from `resolved_` by id.
+  struct Resolved {
+    const ftrace::EventTable::Entry* entry = nullptr;
+    const Plan* plan = nullptr;
+  };
+  Resolved Resolve(uint32_t id);
   void WriteTyped(ProtoMessage* bundle, const ftrace::RawEvent& e,
                   const ftrace::EventTable::Entry& entry, const Plan& plan);
 
   const ftrace::EventTable* table_;
   Options options_;
-  absl::flat_hash_map<uint32_t, Plan> plans_;
+  // node_hash_map: a plan stays where it is while others are added, for
+  // the pointers in resolved_.
+  absl::node_hash_map<uint32_t, Plan> plans_;
+  // By event id, below kMaxResolvedId (the kernel numbers its event types
+  // from 1 up, a few thousand at most; a larger id, which only a malformed
+  // record carries, takes the two lookups each time instead of growing
+  // this); `known` false until the id is first seen.
+  static constexpr uint32_t kMaxResolvedId = 1 << 13;
+  struct ResolvedSlot {
+    Resolved resolved;
+    bool known = false;
+  };
+  std::vector<ResolvedSlot> resolved_;
   Stats stats_;
 
   // Events of each kind in the bundle being written.

@@ -214,6 +214,31 @@ TEST(FtraceBundleWriterTest, PowerEventsAreTheTypedMessagesPerfettoMakesCounters
   EXPECT_EQ(tallied["cpu_frequency"], 1u);
 }
 
+// The writer finds each event id's format and plan once and keeps them by
+// id: ids in any order still get their own messages, and an id the table
+// lacks (a small one, or one no kernel numbers, from a malformed record) is
+// counted unknown each time it comes, not taken for another's.
+TEST(FtraceBundleWriterTest, EachIdKeepsItsOwnFormatAndUnknownIdsStayUnknown) {
+  const EventTable table = SyntheticTable();
+  FtraceBundleWriter w(&table, {});
+  const Record idle = Record(15, 0, 16).Put<uint32_t>(8, 2).Put<uint32_t>(12, 1);
+  const Record freq = Record(16, 0, 16).Put<uint32_t>(8, 2400000).Put<uint32_t>(12, 1);
+  const Record unknown_small = Record(999, 0, 16);
+  const Record unknown_large = Record(65535, 0, 16);
+  std::vector<trace::TracePacket> packets = WriteAndReadBack(
+      &w, 0,
+      {unknown_large.At(900), idle.At(1000), unknown_small.At(1050), freq.At(1100),
+       unknown_large.At(1150), idle.At(1200), unknown_small.At(1250), freq.At(1300)},
+      /*lost=*/false);
+  ASSERT_EQ(packets.size(), 1u);
+  const trace::FtraceEventBundle& b = packets[0].ftrace_events();
+  ASSERT_EQ(b.event_size(), 4);
+  for (int i : {0, 2}) EXPECT_TRUE(b.event(i).has_cpu_idle()) << i;
+  for (int i : {1, 3}) EXPECT_EQ(b.event(i).cpu_frequency().state(), 2400000u) << i;
+  EXPECT_EQ(w.stats().unknown_events, 4u);
+  EXPECT_EQ(w.stats().generic_events, 0u);
+}
+
 // What ftrace reports in place of BPF's incident programs: an OOM kill's
 // victim, and a signal its task takes with the default action of a signal
 // that ends the process; not one it catches, nor one whose default is
