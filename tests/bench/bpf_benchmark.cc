@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -386,8 +387,9 @@ BENCHMARK(BM_KernelCost)
 
 // BM_VsClock: each of our programs against one that only reads the clock
 // on the same tracepoint (the floor of a record: its timestamp), in
-// alternate runs of one workload, ours then the clocks, 5 times each: the
-// ratio `<event>_vs_clock` is what issue 38's goals are set in. The pinned
+// alternate runs of one workload, ours then the clocks, 7 times each: the
+// ratio `<event>_vs_clock` (the median of the 7 runs' ratios; _lo and _hi
+// their range) is what issue 38's goals are set in. The pinned
 // ping-pong for switches and wakings, the fork loop for the process
 // programs and migrations.
 void BM_VsClock(benchmark::State& state) {
@@ -412,6 +414,10 @@ void BM_VsClock(benchmark::State& state) {
   const int stats_fd = EventSource::EnableKernelStats();
   if (stats_fd < 0) return state.SkipWithError("BPF_ENABLE_STATS failed");
   std::map<std::string, RunStats> ours, clock;
+  // Per iteration and event, ours and the clock's ns per run: the ratio is
+  // taken within each iteration (the machine's state of the moment for
+  // both), then its median and range over the iterations.
+  std::map<std::string, std::vector<double>> ratios;
   const auto run_workload = [&](EventSource& rings) {
     const pid_t child = StartWorkload(state.range(0));
     if (child < 0) return false;
@@ -440,10 +446,15 @@ void BM_VsClock(benchmark::State& state) {
     ok = ok && run_workload(source);
     const std::vector<EventSource::ProgramStats> after = source.program_stats();
     source.Detach();
+    std::map<std::string, RunStats> ours_now;
     for (size_t i = 0; i < after.size() && i < before.size(); i++) {
-      RunStats& r = ours[event_of(after[i].name)];
+      RunStats& r = ours_now[event_of(after[i].name)];
       r.count += after[i].run_count - before[i].run_count;
       r.time_ns += after[i].run_time_ns - before[i].run_time_ns;
+    }
+    for (const auto& [name, r] : ours_now) {
+      ours[name].count += r.count;
+      ours[name].time_ns += r.time_ns;
     }
     if (!ok) break;
     std::vector<bpf_link*> links;
@@ -456,9 +467,18 @@ void BM_VsClock(benchmark::State& state) {
     ok = ok && run_workload(*f.source);
     for (size_t i = 0; i < std::size(clocks); i++) {
       const RunStats after_clock = ReadRunStats(clocks[i].first);
-      RunStats& r = clock[clocks[i].second];
-      r.count += after_clock.count - clock_before[i].count;
-      r.time_ns += after_clock.time_ns - clock_before[i].time_ns;
+      const std::string& name = clocks[i].second;
+      const RunStats now{after_clock.count - clock_before[i].count,
+                         after_clock.time_ns - clock_before[i].time_ns};
+      clock[name].count += now.count;
+      clock[name].time_ns += now.time_ns;
+      const auto o = ours_now.find(name);
+      if (now.count == 0 || now.time_ns == 0 || o == ours_now.end() || o->second.count == 0) {
+        continue;
+      }
+      ratios[name].push_back(
+          (static_cast<double>(o->second.time_ns) / static_cast<double>(o->second.count)) /
+          (static_cast<double>(now.time_ns) / static_cast<double>(now.count)));
     }
     for (bpf_link* l : links) bpf_link__destroy(l);
     if (!ok) break;
@@ -472,14 +492,22 @@ void BM_VsClock(benchmark::State& state) {
     const double clock_ns = static_cast<double>(c.time_ns) / c.count;
     state.counters["ns_" + name] = ours_ns;
     state.counters["ns_clock_" + name] = clock_ns;
-    state.counters[name + "_vs_clock"] = ours_ns / clock_ns;
     state.counters["n_" + name] = static_cast<double>(o->second.count) / state.iterations();
+    // The median of the iterations' ratios, and their range: one slow
+    // moment moves the range, not the figure the goals are checked on.
+    std::vector<double>& r = ratios[name];
+    if (r.empty()) continue;
+    std::sort(r.begin(), r.end());
+    const size_t n = r.size();
+    state.counters[name + "_vs_clock"] = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+    state.counters[name + "_vs_clock_lo"] = r.front();
+    state.counters[name + "_vs_clock_hi"] = r.back();
   }
 }
 BENCHMARK(BM_VsClock)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
-    ->Iterations(5)
+    ->Iterations(7)
     ->ArgNames({"workload"})
     ->Arg(kPingPong)
     ->Arg(kForkLoop);
