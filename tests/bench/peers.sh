@@ -204,14 +204,19 @@ finish_tracer() {
 # On-CPU nanoseconds so far of every thread of process group $1 (the tracer
 # and its children): the scheduler's own count (schedstat), exact where
 # GNU time's ticks are 10 ms.
+# The children a member waited for (a reader loop's cat or dd that ended)
+# count too, from its cutime + cstime, in clock ticks.
 group_cpu_ns() {
-  local p t v total=0
-  while read -r p; do
+  local p ticks t v total=0 tick_ns
+  tick_ns=$((1000000000 / $(getconf CLK_TCK)))
+  while read -r p ticks; do
+    total=$((total + ticks * tick_ns))
     for t in /proc/"$p"/task/*/schedstat; do
       read -r v _ 2>/dev/null < "$t" && total=$((total + v))
     done
-  done < <(cat /proc/[0-9]*/stat 2>/dev/null |
-    awk -v g="$1" '{ s = $0; sub(/.*\) /, "", s); split(s, f, " "); if (f[3] == g) print $1 }')
+  done < <(cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$1" '{
+    s = $0; sub(/.*\) /, "", s); split(s, f, " ")
+    if (f[3] == g) print $1, f[14] + f[15] }')
   echo "$total"
 }
 
@@ -295,7 +300,14 @@ run_one() {
           readers+="while :; do dd if=$pipe iflag=nonblock bs=4096 status=none 2>/dev/null; \
             sleep 0.1; done > $out & "
         else
-          readers+="cat $pipe > $out & "
+          # A read can end with nothing (EOF) while tracing is on: this
+          # kernel (6.18) wakes a blocked reader and finds the page empty,
+          # and cat then exits, within a second of a storm. So cat again at
+          # each EOF (the pause keeps a reader from spinning once tracing is
+          # off); stopped, the loop takes its cat with it, which would
+          # otherwise block for good in its read, holding the instance.
+          readers+="(trap 'kill \$c 2>/dev/null; exit' TERM; \
+            while :; do cat $pipe & c=\$!; wait \$c; sleep 0.01; done) > $out & "
         fi
       done
       # Stopped, the shell stops its readers and waits for them, so that
@@ -495,8 +507,9 @@ print_table() {
 goal_lines() {
   local w=$1 t=$2 label=$3 added_goal=$4 cpu_goal=$5
   if [ "$added_goal" != none ]; then
-    awk -v w="$w" -v l="$label" -v r="${added_ns[$w,$t]}" -v p="${added_ns[$w,perf]}" \
+    awk -v w="$w" -v l="$label" -v r="${added_ns[$w,$t]:-}" -v p="${added_ns[$w,perf]:-}" \
       -v g="$added_goal" 'BEGIN {
+      if (p == "" || r == "") { printf "  %s: %s: added cost per event: no figure\n", w, l; exit }
       if (p <= 0) { printf "  %s: %s: added cost per event: perf record added nothing measurable (%s ns): no ratio\n", w, l, p; exit }
       printf "  %s: %s: added cost per event: %s ns vs perf record %s ns = %.2fx (goal <= %sx): %s\n",
         w, l, r, p, r / p, g, (r / p <= g) ? "met" : "NOT met" }'
@@ -504,8 +517,8 @@ goal_lines() {
   local kind
   for kind in whole in-run; do
     local r p
-    if [ "$kind" = whole ]; then r=${cpu_per_m[$w,$t]} p=${cpu_per_m[$w,perf]}
-    else r=${window_per_m[$w,$t]} p=${window_per_m[$w,perf]}; fi
+    if [ "$kind" = whole ]; then r=${cpu_per_m[$w,$t]:--} p=${cpu_per_m[$w,perf]:--}
+    else r=${window_per_m[$w,$t]:--} p=${window_per_m[$w,perf]:--}; fi
     awk -v w="$w" -v l="$label" -v k="$kind" -v r="$r" -v p="$p" -v g="$cpu_goal" 'BEGIN {
       if (p == "-" || p <= 0 || r == "-") { printf "  %s: %s: CPU per million events (%s): no figure\n", w, l, k; exit }
       printf "  %s: %s: CPU per million events (%s): %.3f s vs perf record %.3f s = %.2fx (goal <= %sx): %s\n",
