@@ -13,7 +13,7 @@ namespace ringside::agent {
 // a set, with a front that answers the common question, "told already?",
 // for the same few tasks a scheduling record names again and again, with a
 // load and a compare. Three set lookups a switch were 8% of the BPF
-// reader's CPU beside a ping-pong. Not thread-safe.
+// reader's profile samples beside a ping-pong. Not thread-safe.
 class ToldTasks {
  public:
   // Adds `tid` (> 0); true if it was not in the set.
