@@ -548,6 +548,29 @@ std::vector<uint64_t> EventSource::drops_per_cpu(uint32_t event_type) const {
   return per_cpu;
 }
 
+std::vector<std::vector<uint64_t>> EventSource::all_drops_per_cpu() const {
+  const size_t cpus = static_cast<size_t>(num_cpus_);
+  std::vector<std::vector<uint64_t>> out(RS_EV_MAX, std::vector<uint64_t>(cpus, 0));
+  // A per-CPU value is one u64 per possible CPU, for each key in turn.
+  std::vector<uint32_t> keys(RS_EV_MAX);
+  std::vector<uint64_t> values(RS_EV_MAX * cpus);
+  uint32_t count = RS_EV_MAX;
+  uint32_t next_key = 0;
+  LIBBPF_OPTS(bpf_map_batch_opts, opts);
+  // The whole array in one call: ENOENT says it reached the last key.
+  const int err = bpf_map_lookup_batch(drops_fd_, nullptr, &next_key, keys.data(), values.data(),
+                                       &count, &opts);
+  if ((err == 0 || err == -ENOENT) && count == RS_EV_MAX) {
+    for (uint32_t k = 0; k < count; k++) {
+      if (keys[k] >= RS_EV_MAX) continue;
+      std::copy(values.begin() + k * cpus, values.begin() + (k + 1) * cpus, out[keys[k]].begin());
+    }
+    return out;
+  }
+  for (uint32_t type = 0; type < RS_EV_MAX; type++) out[type] = drops_per_cpu(type);
+  return out;
+}
+
 uint64_t EventSource::drops(uint32_t event_type) const {
   uint64_t total = 0;
   for (uint64_t v : drops_per_cpu(event_type)) total += v;

@@ -136,6 +136,11 @@ class EventSource {
   // Reserve failures of an event type, per CPU and summed.
   std::vector<uint64_t> drops_per_cpu(uint32_t event_type) const;
   uint64_t drops(uint32_t event_type) const;
+  // drops_per_cpu of every type at once (index: type, then CPU; RS_EV_MAX
+  // types): one system call on kernels that look up map entries in
+  // batches (5.6+), one a type where that fails. The reader asks on every
+  // pass.
+  std::vector<std::vector<uint64_t>> all_drops_per_cpu() const;
   // Runs of the programs of an event type while recording was off (attached
   // but before recording began or after it stopped): neither recorded nor
   // lost. Their kernel run count is records + drops + this.

@@ -28,6 +28,7 @@ absl::Status EventSource::LoadGroups(const Options&) {
 }
 std::vector<uint64_t> EventSource::drops_per_cpu(uint32_t) const { return {}; }
 uint64_t EventSource::drops(uint32_t) const { return 0; }
+std::vector<std::vector<uint64_t>> EventSource::all_drops_per_cpu() const { return {}; }
 std::vector<EventSource::ProgramStats> EventSource::program_stats() const { return {}; }
 int EventSource::EnableKernelStats() {
   errno = ENOSYS;

@@ -224,10 +224,7 @@ uint64_t BpfDataSource::TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>
 void BpfDataSource::ReadRings(int timeout_ms) {
   reader_state_.Check();
   // Drops since the last look mark the next bundle of their CPU.
-  std::vector<std::vector<uint64_t>> per_type;
-  for (uint32_t type = 1; type < RS_EV_MAX; type++) {
-    per_type.push_back(source_->drops_per_cpu(type));
-  }
+  const std::vector<std::vector<uint64_t>> per_type = source_->all_drops_per_cpu();
   for (uint32_t cpu = 0; cpu < drops_seen_.size(); cpu++) {
     const uint64_t d = TotalDropsOfCpu(per_type, cpu);
     if (d != drops_seen_[cpu]) {

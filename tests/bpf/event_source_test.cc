@@ -575,6 +575,13 @@ TEST(EventSourceTest, TinyRingUnderAStormDropsExactlyWhatIsMissing) {
   uint64_t per_cpu_sum = 0;
   for (uint64_t d : source->drops_per_cpu(RS_EV_SCHED_SWITCH)) per_cpu_sum += d;
   EXPECT_EQ(per_cpu_sum, drops);
+  // Read all at once (what the reader does on every pass), each type's
+  // counters are the same as read one type at a time.
+  const std::vector<std::vector<uint64_t>> all = source->all_drops_per_cpu();
+  ASSERT_EQ(all.size(), size_t{RS_EV_MAX});
+  for (uint32_t type = 0; type < RS_EV_MAX; type++) {
+    EXPECT_EQ(all[type], source->drops_per_cpu(type)) << "type " << type;
+  }
 }
 
 // Scheduling records wait in a per-CPU batch until it fills or the
