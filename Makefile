@@ -196,6 +196,9 @@ $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(BUILD)/bpf/vmlinux.h $(wildcard bpf/*_events
   bpf/task_state.h
 	$(BPF_CLANG) -g -O2 $(DEBUG_PREFIX_MAP) -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -I$(BUILD)/bpf -I. -c $< -o $@
 
+# The groups' files as one object (it #includes them).
+$(BUILD)/bpf/all.bpf.o: bpf/sched.bpf.c bpf/process.bpf.c bpf/incidents.bpf.c
+
 $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	bpftool gen skeleton $< name rs_$* > $@
 

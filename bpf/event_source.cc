@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "all.skel.h"
 #include "bpf/common_events.h"
 #include "bpf/load_errors.h"
 #include "bpf/sched_events.h"
@@ -137,6 +138,23 @@ absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, const
   return absl::OkStatus();
 }
 
+// The scheduling programs' own rodata (in bpf/sched.bpf.c and in
+// bpf/all.bpf.c); the batch size they were given is returned.
+template <typename Skel>
+uint32_t PrepareSched(Skel* skel, size_t ring_size, bool batch_sched) {
+  utsname u;
+  skel->rodata->task_state_rules =
+      uname(&u) == 0 ? TaskStateRulesForRelease(u.release) : RS_TASK_STATE_RULES_NEWEST;
+  // A batch is at most an eighth of the ring, so a full ring still takes
+  // most of them; fewer than 4 switches a batch saves too little.
+  const size_t fit = ring_size / 8 / sizeof(rs_sched_switch) * sizeof(rs_sched_switch);
+  const uint32_t bytes = batch_sched && fit >= 4 * sizeof(rs_sched_switch)
+                             ? static_cast<uint32_t>(std::min<size_t>(fit, RS_SCHED_BATCH_BYTES))
+                             : 0;
+  skel->rodata->sched_batch_bytes = bytes;
+  return bytes;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& options) {
@@ -243,6 +261,34 @@ absl::Status EventSource::LoadGroups(const Options& options) {
                                 : absl::StrCat("reading bpf_config.btf_path ", options.btf_path));
   }
   const SharedMaps maps{rings_fd_, drops_fd_, filter_cgroups_fd_};
+  if (options.sched && options.process && options.incidents && options.one_object) {
+    // All three as one object: one read of the kernel's BTF. A failure
+    // (one group's program refused) is not reported: the groups' own
+    // objects below say which group it was, and load the others.
+    std::vector<std::string> skipped;
+    absl::Status st = [&]() -> absl::Status {
+      if ((all_ = OpenGroup(rs_all__open_opts, options.btf_path)) == nullptr) {
+        return LoadError(errno, "opening bpf/all");
+      }
+      if (auto st =
+              PrepareGroup(all_, options, maps, ring_size_, kernel, raw_tracepoints_, &skipped);
+          !st.ok()) {
+        return st;
+      }
+      sched_batch_bytes_ = PrepareSched(all_, ring_size_, options.batch_sched);
+      if (int err = rs_all__load(all_); err != 0) return LoadError(-err, "loading bpf/all");
+      return absl::OkStatus();
+    }();
+    if (st.ok()) {
+      skipped_ = std::move(skipped);
+      BindObjects();
+      return absl::OkStatus();
+    }
+    if (all_ != nullptr) rs_all__destroy(all_);
+    all_ = nullptr;
+    sched_batch_bytes_ = 0;
+    CaptureLibbpfLog();  // The groups' errors are read from their own logs.
+  }
   // Each group loads on its own: one this kernel cannot run (a program its
   // verifier refuses) leaves the others running, with ftrace's fallback
   // events in its place. Load() fails only when no group it was asked for
@@ -273,16 +319,7 @@ absl::Status EventSource::LoadGroups(const Options& options) {
           !st.ok()) {
         return st;
       }
-      utsname u;
-      sched_->rodata->task_state_rules =
-          uname(&u) == 0 ? TaskStateRulesForRelease(u.release) : RS_TASK_STATE_RULES_NEWEST;
-      // A batch is at most an eighth of the ring, so a full ring still
-      // takes most of them; fewer than 4 switches a batch saves too little.
-      const size_t fit = ring_size_ / 8 / sizeof(rs_sched_switch) * sizeof(rs_sched_switch);
-      sched_batch_bytes_ = options.batch_sched && fit >= 4 * sizeof(rs_sched_switch)
-                               ? static_cast<uint32_t>(std::min<size_t>(fit, RS_SCHED_BATCH_BYTES))
-                               : 0;
-      sched_->rodata->sched_batch_bytes = sched_batch_bytes_;
+      sched_batch_bytes_ = PrepareSched(sched_, ring_size_, options.batch_sched);
       if (int err = rs_sched__load(sched_); err != 0) return LoadError(-err, "loading bpf/sched");
       return absl::OkStatus();
     });
@@ -333,11 +370,42 @@ absl::Status EventSource::LoadGroups(const Options& options) {
     return absl::Status(refused.front().why.code(), message);
   }
   refused_groups_ = std::move(refused);
+  BindObjects();
   return absl::OkStatus();
+}
+
+void EventSource::BindObjects() {
+  auto bind = [&](bpf_object* obj, auto* bss) {
+    objects_.push_back({obj, bss->stopping, bss->outside_window});
+  };
+  if (all_ != nullptr) {
+    bind(all_->obj, all_->bss);
+    has_sched_ = has_process_ = has_incidents_ = true;
+    flush_sched_batch_fd_ = bpf_program__fd(all_->progs.flush_sched_batch);
+    batch_waiting_ = all_->bss->batch_waiting;
+    sched_batches_ = all_->maps.sched_batches;
+    return;
+  }
+  if (sched_ != nullptr) {
+    bind(sched_->obj, sched_->bss);
+    has_sched_ = true;
+    flush_sched_batch_fd_ = bpf_program__fd(sched_->progs.flush_sched_batch);
+    batch_waiting_ = sched_->bss->batch_waiting;
+    sched_batches_ = sched_->maps.sched_batches;
+  }
+  if (process_ != nullptr) {
+    bind(process_->obj, process_->bss);
+    has_process_ = true;
+  }
+  if (incidents_ != nullptr) {
+    bind(incidents_->obj, incidents_->bss);
+    has_incidents_ = true;
+  }
 }
 
 EventSource::~EventSource() {
   Detach();
+  if (all_ != nullptr) rs_all__destroy(all_);
   if (sched_ != nullptr) rs_sched__destroy(sched_);
   if (process_ != nullptr) rs_process__destroy(process_);
   if (incidents_ != nullptr) rs_incidents__destroy(incidents_);
@@ -349,18 +417,20 @@ EventSource::~EventSource() {
 }
 
 absl::Status EventSource::Attach() {
-  // Programs are attached one by one. The process programs (fork, exec,
-  // exit, rename, free) start recording together, first; the scheduling and
-  // incident ones together once attached after them. Every task in a
-  // scheduling record is then described by the process records: even one
-  // already exiting then, which the start-up scan no longer finds, is
-  // named by its exit.
+  // Programs are attached one by one, none recording until all are. Then
+  // the process programs (fork, exec, exit, rename, free) start recording,
+  // first; the scheduling and incident ones after them (SetRecording).
+  // Every task in a scheduling record is then described by the process
+  // records: even one already exiting then, which the start-up scan no
+  // longer finds, is named by its exit.
   SetRecording(false);
+  if (all_ != nullptr) {
+    if (int err = rs_all__attach(all_); err != 0) return LoadError(-err, "attaching bpf/all");
+  }
   if (process_ != nullptr) {
     if (int err = rs_process__attach(process_); err != 0) {
       return LoadError(-err, "attaching bpf/process");
     }
-    process_->bss->stopping = false;
   }
   if (sched_ != nullptr) {
     if (int err = rs_sched__attach(sched_); err != 0) {
@@ -376,19 +446,29 @@ absl::Status EventSource::Attach() {
   return absl::OkStatus();
 }
 
+void EventSource::SetStopping(Group group, bool stopping) {
+  for (const EventType& e : kEventTypes) {
+    if (e.group != group) continue;
+    for (const LoadedObject& o : objects_) o.stopping[e.type] = stopping ? 1 : 0;
+  }
+}
+
 void EventSource::SetRecording(bool on) {
-  // Scheduling last on, first off: what it records is inside the window
-  // the process records describe.
-  if (!on && sched_ != nullptr) sched_->bss->stopping = true;
-  if (process_ != nullptr) process_->bss->stopping = !on;
-  if (incidents_ != nullptr) incidents_->bss->stopping = !on;
-  if (on && sched_ != nullptr) sched_->bss->stopping = false;
+  // Process records first on, last off; scheduling last on, first off:
+  // what the others record is inside the window the process records
+  // describe.
+  if (!on) SetStopping(Group::kSched, true);
+  if (!on) SetStopping(Group::kIncidents, true);
+  SetStopping(Group::kProcess, !on);
+  if (on) SetStopping(Group::kIncidents, false);
+  if (on) SetStopping(Group::kSched, false);
 }
 
 void EventSource::Detach() {
   // Every program stops recording at once, then they are detached one by
   // one (a grace period each).
   SetRecording(false);
+  if (all_ != nullptr) rs_all__detach(all_);
   if (sched_ != nullptr) rs_sched__detach(sched_);
   if (process_ != nullptr) rs_process__detach(process_);
   if (incidents_ != nullptr) rs_incidents__detach(incidents_);
@@ -421,8 +501,8 @@ absl::Status EventSource::SetCgroupFilter(const std::vector<uint64_t>& cgroup_id
 }
 
 void EventSource::FlushSchedBatches(uint64_t waited_ns) {
-  if (sched_ == nullptr || sched_batch_bytes_ == 0) return;
-  const int fd = bpf_program__fd(sched_->progs.flush_sched_batch);
+  if (!has_sched_ || sched_batch_bytes_ == 0) return;
+  const int fd = flush_sched_batch_fd_;
   timespec now_ts;
   clock_gettime(CLOCK_BOOTTIME, &now_ts);
   const uint64_t now =
@@ -430,7 +510,7 @@ void EventSource::FlushSchedBatches(uint64_t waited_ns) {
   for (int cpu = 0; cpu < num_cpus_; cpu++) {
     // Written by that CPU's programs as we read: a stale value only moves
     // the flush to the next call.
-    const uint64_t since = __atomic_load_n(&sched_->bss->batch_waiting[cpu * 8], __ATOMIC_RELAXED);
+    const uint64_t since = __atomic_load_n(&batch_waiting_[cpu * 8], __ATOMIC_RELAXED);
     if (since == 0 || (waited_ns != 0 && (since > now || now - since < waited_ns))) continue;
     // It returns 1 when it interrupted a program adding a record: that
     // lasts a few hundred nanoseconds, so a few tries are plenty. It fails
@@ -445,15 +525,15 @@ void EventSource::FlushSchedBatches(uint64_t waited_ns) {
 
 std::vector<uint64_t> EventSource::records_waiting(uint32_t event_type) const {
   std::vector<uint64_t> per_cpu(static_cast<size_t>(num_cpus_), 0);
-  if (sched_ == nullptr || sched_batch_bytes_ == 0 || event_type >= RS_SCHED_BATCH_TYPES) {
+  if (!has_sched_ || sched_batch_bytes_ == 0 || event_type >= RS_SCHED_BATCH_TYPES) {
     return per_cpu;
   }
   // Every CPU's batch in one lookup, the per-type counts read out of each.
-  const size_t value_size = bpf_map__value_size(sched_->maps.sched_batches);
+  const size_t value_size = bpf_map__value_size(sched_batches_);
   const size_t stride = (value_size + 7) / 8 * 8;
   std::vector<uint8_t> values(stride * per_cpu.size());
   const uint32_t zero = 0;
-  if (bpf_map_lookup_elem(bpf_map__fd(sched_->maps.sched_batches), &zero, values.data()) != 0) {
+  if (bpf_map_lookup_elem(bpf_map__fd(sched_batches_), &zero, values.data()) != 0) {
     return per_cpu;
   }
   for (size_t cpu = 0; cpu < per_cpu.size(); cpu++) {
@@ -581,22 +661,17 @@ uint64_t EventSource::not_recorded(uint32_t event_type) const {
   if (event_type >= RS_EV_MAX) return 0;
   uint64_t total = 0;
   // The .bss of each object is mapped: its counters read in place.
-  auto add = [&](const __u64* counters) {
-    total += __atomic_load_n(&counters[event_type], __ATOMIC_RELAXED);
-  };
-  if (sched_ != nullptr) add(sched_->bss->outside_window);
-  if (process_ != nullptr) add(process_->bss->outside_window);
-  if (incidents_ != nullptr) add(incidents_->bss->outside_window);
+  for (const LoadedObject& o : objects_) {
+    total += __atomic_load_n(&o.outside_window[event_type], __ATOMIC_RELAXED);
+  }
   return total;
 }
 
 std::vector<EventSource::ProgramStats> EventSource::program_stats() const {
   std::vector<ProgramStats> out;
-  for (bpf_object* obj : {sched_ ? sched_->obj : nullptr, process_ ? process_->obj : nullptr,
-                          incidents_ ? incidents_->obj : nullptr}) {
-    if (obj == nullptr) continue;
+  for (const LoadedObject& o : objects_) {
     bpf_program* prog;
-    bpf_object__for_each_program(prog, obj) {
+    bpf_object__for_each_program(prog, o.obj) {
       const int fd = bpf_program__fd(prog);
       if (fd < 0) continue;  // Not loaded on this kernel.
       bpf_prog_info info;

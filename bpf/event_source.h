@@ -1,6 +1,8 @@
 #ifndef RINGSIDE_BPF_EVENT_SOURCE_H_
 #define RINGSIDE_BPF_EVENT_SOURCE_H_
 
+#include <linux/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -13,6 +15,9 @@
 #include "bpf/event_types.h"
 #include "bpf/ring_reader.h"
 
+struct bpf_map;
+struct bpf_object;
+struct rs_all;
 struct rs_sched;
 struct rs_process;
 struct rs_incidents;
@@ -51,6 +56,11 @@ class EventSource {
     // RS_SCHED_BATCH_BYTES, an eighth of a small ring), which Poll() and
     // Drain() flush; off: each on its own.
     bool batch_sched = true;
+    // With all three groups asked for, they load as one object
+    // (bpf/all.bpf.c), which reads the kernel's BTF once, and each group's
+    // own object only if that fails. False: the groups' own objects, as a
+    // kernel that refuses one of them gets.
+    bool one_object = true;
     Filters filters;
     // The kernel's BTF as a file, for a kernel that does not expose it at
     // /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF off; BTFHub, or pahole
@@ -99,8 +109,9 @@ class EventSource {
   // them.
   void Detach();
   // Every program stops (or starts again) recording at once, attached or
-  // not: a plain store into each object's `stopping` flag (rings.bpf.h). A
-  // program that read the flag before it changed finishes its record.
+  // not: plain stores into each object's `stopping` flags (rings.bpf.h),
+  // one a type, the process types first on and last off. A program that
+  // read its flag before it changed finishes its record.
   void SetRecording(bool on);
 
   // Replaces the cgroup set (Filters::cgroup_set) with `cgroup_ids`, at most
@@ -165,11 +176,14 @@ class EventSource {
   // fields as default).
   Options loaded_groups() const {
     Options o;
-    o.sched = sched_ != nullptr;
-    o.process = process_ != nullptr;
-    o.incidents = incidents_ != nullptr;
+    o.sched = has_sched_;
+    o.process = has_process_;
+    o.incidents = has_incidents_;
     return o;
   }
+  // Whether the groups loaded as one object (Options::one_object), not each
+  // as its own.
+  bool one_object() const { return all_ != nullptr; }
   // Whether the programs run as raw tracepoints (the kernel's BTF is not
   // at /sys/kernel/btf/vmlinux: Options::btf_path) rather than tp_btf.
   bool raw_tracepoints() const { return raw_tracepoints_; }
@@ -185,15 +199,35 @@ class EventSource {
  private:
   EventSource() = default;
   absl::Status LoadGroups(const Options& options);
+  // Fills objects_ and the scheduling group's handles from what loaded.
+  void BindObjects();
+  // Each loaded object's `stopping` flag of each type of `group`.
+  void SetStopping(Group group, bool stopping);
   // `callback`, with each scheduling batch replaced by its records; counts the
   // records it hands out into `*handed_out`.
   RingReader::BatchCallback Unbatching(const RingReader::BatchCallback& callback,
                                        uint64_t* handed_out);
 
   bool raw_tracepoints_ = false;
+  // All three groups as one object, or each group's own.
+  ::rs_all* all_ = nullptr;
   ::rs_sched* sched_ = nullptr;
   ::rs_process* process_ = nullptr;
   ::rs_incidents* incidents_ = nullptr;
+  // Each loaded object, and the parts of its .bss read and written in place.
+  struct LoadedObject {
+    bpf_object* obj;
+    volatile uint8_t* stopping;   // RS_EV_MAX flags.
+    const __u64* outside_window;  // RS_EV_MAX counters.
+  };
+  std::vector<LoadedObject> objects_;
+  bool has_sched_ = false;
+  bool has_process_ = false;
+  bool has_incidents_ = false;
+  // The scheduling group's, in whichever object it loaded.
+  int flush_sched_batch_fd_ = -1;
+  const __u64* batch_waiting_ = nullptr;  // RS_MAX_CPUS * 8, one line a CPU.
+  bpf_map* sched_batches_ = nullptr;
   int rings_fd_ = -1;                     // ARRAY_OF_MAPS: CPU -> ring.
   int drops_fd_ = -1;                     // PERCPU_ARRAY: event type -> count.
   int filter_cgroups_fd_ = -1;            // HASH: cgroup id -> unused; the cgroup set.

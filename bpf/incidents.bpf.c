@@ -7,8 +7,6 @@
 
 #include "bpf/incident_events.h"
 
-char LICENSE[] SEC("license") = "GPL";
-
 #define RS_SIGILL 4
 #define RS_SIGABRT 6
 #define RS_SIGBUS 7

@@ -6,8 +6,6 @@
 
 #include "bpf/process_events.h"
 
-char LICENSE[] SEC("license") = "GPL";
-
 static __always_inline int on_fork(bool raw, struct task_struct* parent,
                                    struct task_struct* child) {
   if (rs_filters_on() && !rs_task_selected(parent)) return 0;

@@ -14,6 +14,9 @@
 
 #include "bpf/common_events.h"
 
+/* Here, so that an object made of several groups' files has it once. */
+char LICENSE[] SEC("license") = "GPL";
+
 struct rs_ring {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
   __uint(max_entries, 1 << 20); /* The loader supplies the real template. */
@@ -91,15 +94,17 @@ static __always_inline void rs_count_drop(__u32 type) { rs_count_drops(type, 1);
  * consumer: a quarter of the ring, set by the loader before load. */
 const volatile __u64 ring_wakeup_bytes = (1 << 20) / 4;
 
-/* Set by user space (each object has its own) while the programs are
- * attached one by one and when recording stops, before they are detached.
- * Detaching takes a grace period per program: without it the rings would
- * end with tens of milliseconds in which some programs still record and
- * others no longer do (renames of processes whose fork and exec are not
- * recorded, switches without their wakeups). EventSource::SetRecording. */
-volatile bool stopping = false;
+/* Per event type, set by user space while the programs are attached one by
+ * one and when recording stops, before they are detached (each object has
+ * its own). Detaching takes a grace period per program: without it the
+ * rings would end with tens of milliseconds in which some programs still
+ * record and others no longer do (renames of processes whose fork and exec
+ * are not recorded, switches without their wakeups). By type, not one flag
+ * for all, so that the groups' programs can start in order when they are
+ * loaded as one object (bpf/all.bpf.c). EventSource::SetRecording. */
+volatile __u8 stopping[RS_EV_MAX] = {};
 
-/* Runs per event type that found `stopping` set: events outside the
+/* Runs per event type that found its `stopping` set: events outside the
  * recording window, neither recorded nor lost. Only that path pays for the
  * count, so the kernel's run count of a program stays exactly recorded +
  * dropped + outside (EventSource::not_recorded). */
@@ -109,7 +114,7 @@ __u64 outside_window[RS_EV_MAX] = {};
  * counts a drop of `type` and returns NULL; NULL without a drop once
  * stopping. `*ring` is the ring, for rs_submit. */
 static __always_inline void* rs_reserve(__u32 type, __u32 size, void** ring) {
-  if (stopping) {
+  if (type >= RS_EV_MAX || stopping[type]) {
     if (type < RS_EV_MAX) __sync_fetch_and_add(&outside_window[type], 1);
     return NULL;
   }

@@ -3,8 +3,6 @@
 #include "bpf/sched.bpf.h"
 #include "bpf/rings.bpf.h"
 
-char LICENSE[] SEC("license") = "GPL";
-
 /* RS_TASK_STATE_RULE_* of the running kernel, set by the loader. */
 const volatile __u32 task_state_rules = RS_TASK_STATE_RULES_NEWEST;
 
@@ -98,8 +96,8 @@ static __always_inline void output_sched_batch(struct rs_sched_batch_state* s) {
 /* The CPU's batch, now `busy`, for one record; NULL when records go
  * straight into the ring: batching off, recording stopped (rs_reserve
  * counts that), or the batch busy (this program interrupted another). */
-static __always_inline struct rs_sched_batch_state* take_sched_batch(void) {
-  if (sched_batch_bytes == 0 || stopping) return NULL;
+static __always_inline struct rs_sched_batch_state* take_sched_batch(__u32 type) {
+  if (sched_batch_bytes == 0 || type >= RS_EV_MAX || stopping[type]) return NULL;
   const __u32 zero = 0;
   struct rs_sched_batch_state* s = bpf_map_lookup_elem(&sched_batches, &zero);
   if (!s || s->busy) return NULL;
@@ -140,7 +138,7 @@ static __always_inline void commit_batch_record(struct rs_sched_batch_state* s,
 static __always_inline int emit_switch(bool raw, bool preempt, struct task_struct* prev,
                                        struct task_struct* next, unsigned int prev_state) {
   if (rs_filters_on() && !rs_task_selected(prev) && !rs_task_selected(next)) return 0;
-  struct rs_sched_batch_state* s = take_sched_batch();
+  struct rs_sched_batch_state* s = take_sched_batch(RS_EV_SCHED_SWITCH);
   if (s) {
     struct rs_sched_switch* e = batch_record(s, RS_EV_SCHED_SWITCH, sizeof(*e));
     rs_fill_switch_tasks(raw, e, preempt, prev, next, prev_state, task_state_rules);
@@ -208,7 +206,7 @@ int flush_sched_batch(void* ctx) {
 
 static __always_inline int emit_wakeup(bool raw, __u32 type, struct task_struct* p) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
-  struct rs_sched_batch_state* s = take_sched_batch();
+  struct rs_sched_batch_state* s = take_sched_batch(type);
   if (s) {
     struct rs_sched_wakeup* e = batch_record(s, type, sizeof(*e));
     rs_fill_wakeup(raw, e, p);
@@ -262,7 +260,7 @@ static __always_inline void fill_migrate(bool raw, struct rs_sched_migrate* e,
  * migration against 390-400 batched (BM_VsClock, the fork loop). */
 static __always_inline int emit_migrate(bool raw, struct task_struct* p, int dest_cpu) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
-  struct rs_sched_batch_state* s = take_sched_batch();
+  struct rs_sched_batch_state* s = take_sched_batch(RS_EV_SCHED_MIGRATE);
   if (s) {
     struct rs_sched_migrate* e = batch_record(s, RS_EV_SCHED_MIGRATE, sizeof(*e));
     fill_migrate(raw, e, p, dest_cpu);

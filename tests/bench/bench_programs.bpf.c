@@ -7,8 +7,6 @@
 
 #include "bpf/sched.bpf.h"
 
-char LICENSE[] SEC("license") = "GPL";
-
 static long fill_one(__u32 i, void* ctx) {
   void* ring;
   struct rs_sched_switch* e = rs_reserve(RS_EV_SCHED_SWITCH, sizeof(*e), &ring);

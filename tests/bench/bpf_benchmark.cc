@@ -19,6 +19,9 @@
 // ping-pong, and a loop of 2,000 forks (fork, exit, free, new tasks'
 // wakeups and their migrations by the thousand, where the ping-pong has a
 // handful of each, cold).
+//
+// BM_LoadAttach: the CPU of starting and stopping the programs, as one
+// object against each group's own.
 
 #include <benchmark/benchmark.h>
 #include <bpf/bpf.h>
@@ -511,6 +514,51 @@ BENCHMARK(BM_VsClock)
     ->ArgNames({"workload"})
     ->Arg(kPingPong)
     ->Arg(kForkLoop);
+
+// BM_LoadAttach: the CPU the agent spends starting its programs (Load,
+// Attach, Detach, destroy; the calling thread's user and system time) with
+// the three groups as one object, against each group as its own object (the
+// baseline), in alternate runs: `one_vs_each` is the median of the
+// iterations' ratios, _lo and _hi their range.
+double ThreadCpuMs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+void BM_LoadAttach(benchmark::State& state) {
+  std::vector<double> one_ms, each_ms, ratios;
+  const auto start_and_stop = [](bool one_object, double* ms) {
+    EventSource::Options options;
+    options.one_object = one_object;
+    const double t0 = ThreadCpuMs();
+    absl::StatusOr<std::unique_ptr<EventSource>> s = EventSource::Load(options);
+    if (!s.ok() || !(*s)->Attach().ok() || (*s)->one_object() != one_object) return false;
+    s->reset();
+    *ms = ThreadCpuMs() - t0;
+    return true;
+  };
+  for (auto _ : state) {
+    double each = 0, one = 0;
+    if (!start_and_stop(false, &each) || !start_and_stop(true, &one)) {
+      return state.SkipWithError("loading the programs (both ways) failed");
+    }
+    each_ms.push_back(each);
+    one_ms.push_back(one);
+    ratios.push_back(one / each);
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  state.counters["cpu_ms_each_group"] = median(each_ms);
+  state.counters["cpu_ms_one_object"] = median(one_ms);
+  state.counters["one_vs_each"] = median(ratios);
+  state.counters["one_vs_each_lo"] = *std::min_element(ratios.begin(), ratios.end());
+  state.counters["one_vs_each_hi"] = *std::max_element(ratios.begin(), ratios.end());
+}
+BENCHMARK(BM_LoadAttach)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(9);
 
 }  // namespace
 }  // namespace ringside::bpf

@@ -734,10 +734,51 @@ TEST(EventSourceTest, UnbatchedSwitchesAreCountedExactly) {
             c.switches.size() + source->not_recorded(RS_EV_SCHED_SWITCH));
 }
 
-TEST(EventSourceTest, TwoHundredForkExecsOfBinTrueExactly) {
+// The three groups load as one object (bpf/all.bpf.c) when all are asked
+// for, and as the groups' own objects when that fails (a kernel that refuses
+// one of them): the tests of each behaviour that both must keep run both.
+class OneObjectOrEachGroupTest : public ::testing::TestWithParam<bool> {
+ protected:
+  EventSource::Options Options(size_t ring_size = EventSource::Options{}.ring_size_per_cpu) {
+    EventSource::Options options = WithRingSize(ring_size);
+    options.one_object = GetParam();
+    return options;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(EventSourceTest, OneObjectOrEachGroupTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "OneObject" : "EachGroup";
+                         });
+
+// Either way, the same programs load, every group with them.
+TEST_P(OneObjectOrEachGroupTest, TheSameProgramsLoad) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, Options());
+  EXPECT_EQ(source->one_object(), GetParam());
+  EXPECT_TRUE(source->refused_groups().empty());
+  const EventSource::Options loaded = source->loaded_groups();
+  EXPECT_TRUE(loaded.sched && loaded.process && loaded.incidents);
+  std::set<std::string> names;
+  for (const EventSource::ProgramStats& s : source->program_stats()) names.insert(s.name);
+  EventSource::Options other = Options();
+  other.one_object = !GetParam();
+  RINGSIDE_LOAD_BPF_OR_SKIP(other_source, other);
+  std::set<std::string> other_names;
+  for (const EventSource::ProgramStats& s : other_source->program_stats()) {
+    other_names.insert(s.name);
+  }
+  EXPECT_EQ(names, other_names);
+  // The scheduling, process and incident programs, and the batch flush.
+  EXPECT_TRUE(names.count("handle_sched_waking"));
+  EXPECT_TRUE(names.count("handle_process_fork"));
+  EXPECT_TRUE(names.count("handle_signal_generate"));
+  EXPECT_TRUE(names.count("flush_sched_batch"));
+}
+
+TEST_P(OneObjectOrEachGroupTest, TwoHundredForkExecsOfBinTrueExactly) {
   // Rings that hold the whole run: the machine's other events (a build, a
   // storm beside the test) must not crowd these out while the reader waits.
-  RINGSIDE_LOAD_BPF_OR_SKIP(source, WithRingSize(16 << 20));
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, Options(16 << 20));
   ASSERT_TRUE(source->Attach().ok());
   const pid_t parent = fork();
   if (parent == 0) {
@@ -1033,8 +1074,8 @@ TEST(EventSourceTest, DetachedSourceRecordsNothingNew) {
 
 // Recording stops at one moment for every program, while they are still
 // attached (detaching them takes a grace period each); it can start again.
-TEST(EventSourceTest, RecordingOffStopsEveryProgramAtOnceWhileAttached) {
-  RINGSIDE_LOAD_BPF_OR_SKIP(source, EventSource::Options{});
+TEST_P(OneObjectOrEachGroupTest, RecordingOffStopsEveryProgramAtOnceWhileAttached) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, Options());
   ASSERT_TRUE(source->Attach().ok());
   source->SetRecording(false);
   source->Drain([](uint32_t, absl::Span<const RecordView>) {});
