@@ -375,10 +375,15 @@ FUZZ_OBJS_config_text := $(call fuzz_objs,tests/fuzz/config_text_fuzzer.cc \
   agent/config/config_reload.cc agent/config/listen_address.cc \
   $(BUILD)/gen/ringside/config/trace_config.pb.cc)
 FUZZ_LIBS_config_text := protobuf absl_statusor absl_strings absl_str_format libbpf
+# The scan of a kernel's BTF for its tracepoints, on any bytes.
+FUZZ_OBJS_kernel_tracepoints := $(call fuzz_objs,tests/fuzz/kernel_tracepoints_fuzzer.cc \
+  bpf/kernel_tracepoints.cc bpf/load_errors.cc)
+FUZZ_LIBS_kernel_tracepoints := absl_statusor absl_strings absl_str_format absl_hash \
+  absl_raw_hash_set libbpf
 FUZZ_MAX_LEN_trace_file := 65536
 FUZZ_ARGS_config_text := -dict=tests/fuzz/config_text.dict
 
-FUZZERS := trace_buffer page_parser trace_file control_request config_text
+FUZZERS := trace_buffer page_parser trace_file control_request config_text kernel_tracepoints
 FUZZ_BINS := $(FUZZERS:%=$(FUZZ_DIR)/%_fuzzer)
 FUZZ_ALL_OBJS := $(foreach f,$(FUZZERS),$(FUZZ_OBJS_$(f)))
 

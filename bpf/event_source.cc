@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "all.skel.h"
 #include "bpf/common_events.h"
+#include "bpf/kernel_tracepoints.h"
 #include "bpf/load_errors.h"
 #include "bpf/sched_events.h"
 #include "bpf/task_state.h"
@@ -30,46 +31,6 @@
 
 namespace ringside::bpf {
 namespace {
-
-// What this kernel's BTF says about the tracepoints our programs use.
-class KernelTracepoints {
- public:
-  // The BTF at `path`; the running kernel's when empty.
-  explicit KernelTracepoints(const std::string& path)
-      : btf_(path.empty() ? btf__load_vmlinux_btf() : btf__parse(path.c_str(), nullptr)) {}
-  ~KernelTracepoints() { btf__free(btf_); }
-  bool ok() const { return btf_ != nullptr; }
-
-  bool Has(absl::string_view tracepoint) const { return Proto(tracepoint) != nullptr; }
-  // The tracepoint's arguments, the context left out; -1 if it has none.
-  int NumArgs(absl::string_view tracepoint) const {
-    const btf_type* proto = Proto(tracepoint);
-    return proto == nullptr ? -1 : static_cast<int>(btf_vlen(proto)) - 1;
-  }
-  // Whether the tracepoint's first argument (after the context) is a pointer.
-  bool FirstArgIsPointer(absl::string_view tracepoint) const {
-    const btf_type* proto = Proto(tracepoint);
-    if (proto == nullptr || btf_vlen(proto) < 2) return false;
-    const btf_param* params = btf_params(proto);
-    const btf_type* t = btf__type_by_id(btf_, params[1].type);
-    while (t != nullptr && (btf_is_typedef(t) || btf_is_mod(t))) t = btf__type_by_id(btf_, t->type);
-    return t != nullptr && btf_is_ptr(t);
-  }
-
- private:
-  // btf_trace_<name> is a typedef of a pointer to the probe's prototype.
-  const btf_type* Proto(absl::string_view tracepoint) const {
-    const std::string name = absl::StrCat("btf_trace_", tracepoint);
-    const int id = btf__find_by_name_kind(btf_, name.c_str(), BTF_KIND_TYPEDEF);
-    if (id < 0) return nullptr;
-    const btf_type* t = btf__type_by_id(btf_, btf__type_by_id(btf_, id)->type);
-    if (t == nullptr || !btf_is_ptr(t)) return nullptr;
-    t = btf__type_by_id(btf_, t->type);
-    return t != nullptr && btf_is_func_proto(t) ? t : nullptr;
-  }
-
-  btf* btf_;
-};
 
 // Load steps every program group shares: the same ring and drop maps, the
 // filters, and leaving out programs the kernel cannot attach.
@@ -254,12 +215,11 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
 }
 
 absl::Status EventSource::LoadGroups(const Options& options) {
-  KernelTracepoints kernel(options.btf_path);
-  if (!kernel.ok()) {
-    return LoadError(errno, options.btf_path.empty()
-                                ? std::string("reading the kernel's BTF")
-                                : absl::StrCat("reading bpf_config.btf_path ", options.btf_path));
-  }
+  absl::StatusOr<KernelTracepoints> tracepoints =
+      options.btf_path.empty() ? KernelTracepoints::Running()
+                               : KernelTracepoints::FromFile(options.btf_path);
+  if (!tracepoints.ok()) return tracepoints.status();
+  const KernelTracepoints& kernel = *tracepoints;
   const SharedMaps maps{rings_fd_, drops_fd_, filter_cgroups_fd_};
   if (options.sched && options.process && options.incidents && options.one_object) {
     // All three as one object: one read of the kernel's BTF. A failure
