@@ -223,23 +223,31 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   const SharedMaps maps{rings_fd_, drops_fd_, filter_cgroups_fd_};
   if (options.sched && options.process && options.incidents && options.one_object) {
     // All three as one object: one read of the kernel's BTF. A failure
-    // (one group's program refused) is not reported: the groups' own
-    // objects below say which group it was, and load the others.
+    // (one group's program refused) is not reported, nor its verifier log
+    // written (LoadError): the groups' own objects below say which group
+    // it was, and load the others.
     std::vector<std::string> skipped;
-    absl::Status st = [&]() -> absl::Status {
+    const bool loaded = [&] {
       if ((all_ = OpenGroup(rs_all__open_opts, options.btf_path)) == nullptr) {
-        return LoadError(errno, "opening bpf/all");
+        one_object_refused_ = LoadFailureSummary(errno);
+        return false;
       }
-      if (auto st =
+      if (absl::Status st =
               PrepareGroup(all_, options, maps, ring_size_, kernel, raw_tracepoints_, &skipped);
           !st.ok()) {
-        return st;
+        one_object_refused_ = std::string(st.message());
+        return false;
       }
       sched_batch_bytes_ = PrepareSched(all_, ring_size_, options.batch_sched);
-      if (int err = rs_all__load(all_); err != 0) return LoadError(-err, "loading bpf/all");
-      return absl::OkStatus();
+      if (options.refuse_one_object_for_testing) {
+        one_object_refused_ = "refused for testing";
+        return false;
+      }
+      const int err = rs_all__load(all_);
+      if (err != 0) one_object_refused_ = LoadFailureSummary(-err);
+      return err == 0;
     }();
-    if (st.ok()) {
+    if (loaded) {
       skipped_ = std::move(skipped);
       BindObjects();
       return absl::OkStatus();

@@ -61,6 +61,8 @@ class EventSource {
     // own object only if that fails. False: the groups' own objects, as a
     // kernel that refuses one of them gets.
     bool one_object = true;
+    // The one object fails to load, as on a kernel that refuses it.
+    bool refuse_one_object_for_testing = false;
     Filters filters;
     // The kernel's BTF as a file, for a kernel that does not expose it at
     // /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF off; BTFHub, or pahole
@@ -184,6 +186,10 @@ class EventSource {
   // Whether the groups loaded as one object (Options::one_object), not each
   // as its own.
   bool one_object() const { return all_ != nullptr; }
+  // Why the three groups, all asked for, did not load as one object (they
+  // were then loaded each on its own: refused_groups() says which could
+  // not); empty when they did or were not tried.
+  const std::string& one_object_refused() const { return one_object_refused_; }
   // Whether the programs run as raw tracepoints (the kernel's BTF is not
   // at /sys/kernel/btf/vmlinux: Options::btf_path) rather than tp_btf.
   bool raw_tracepoints() const { return raw_tracepoints_; }
@@ -236,6 +242,7 @@ class EventSource {
   std::unique_ptr<RingReader> reader_;
   std::vector<std::string> skipped_;
   std::vector<RefusedGroup> refused_groups_;
+  std::string one_object_refused_;
   int num_cpus_ = 0;
   size_t ring_size_ = 0;
   uint32_t sched_batch_bytes_ = 0;

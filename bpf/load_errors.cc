@@ -126,6 +126,14 @@ absl::Status LoadError(int err, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": ", std::strerror(err), "\n", log));
 }
 
+std::string LoadFailureSummary(int err) {
+  const std::string verifier = VerifierSummary(LibbpfLog());
+  if (!verifier.empty()) return absl::StrCat("the kernel's verifier refused ", verifier);
+  absl::string_view last = absl::StripTrailingAsciiWhitespace(LibbpfLog());
+  last = last.substr(last.rfind('\n') == absl::string_view::npos ? 0 : last.rfind('\n') + 1);
+  return absl::StrCat(std::strerror(err), last.empty() ? "" : ": ", last);
+}
+
 void CaptureLibbpfLog() {
   libbpf_set_print(CaptureLibbpfOutput);
   LibbpfLog().clear();

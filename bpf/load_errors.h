@@ -24,6 +24,11 @@ void CaptureLibbpfLog();
 // EPERM/EACCES without a verifier log; ResourceExhausted for ENOMEM.
 absl::Status LoadError(int err, const std::string& what);
 
+// One line on a load that failed with `err` (an errno), from the kept log
+// and never written anywhere: the verifier's reason when it refused a
+// program (VerifierSummary), else the error and libbpf's last line.
+std::string LoadFailureSummary(int err);
+
 // The one line to tell a user why the kernel's verifier refused a program,
 // from libbpf's messages `log`: "<program>: <the verifier's last reason
 // line>" (the line before its "processed N insns"); "" when `log` holds no

@@ -87,6 +87,7 @@ class BpfDataSource : public DataSource {
   const std::vector<bpf::EventSource::RefusedGroup>& refused_groups() const {
     return source_->refused_groups();
   }
+  const std::string& one_object_refused() const { return source_->one_object_refused(); }
   bpf::EventSource::Options loaded_groups() const { return source_->loaded_groups(); }
   bool raw_tracepoints() const { return source_->raw_tracepoints(); }
   // What the cgroup filter's first lookup (at Create) said: a value that

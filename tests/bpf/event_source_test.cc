@@ -775,6 +775,34 @@ TEST_P(OneObjectOrEachGroupTest, TheSameProgramsLoad) {
   EXPECT_TRUE(names.count("flush_sched_batch"));
 }
 
+// A kernel that refuses the one object gets each group's own, all
+// recording, and the reason kept for the warning the source gives.
+TEST(EventSourceTest, AOneObjectThatCannotLoadFallsBackToTheGroupsOwn) {
+  EventSource::Options options;
+  options.refuse_one_object_for_testing = true;
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
+  EXPECT_FALSE(source->one_object());
+  EXPECT_EQ(source->one_object_refused(), "refused for testing");
+  EXPECT_TRUE(source->refused_groups().empty());
+  const EventSource::Options loaded = source->loaded_groups();
+  EXPECT_TRUE(loaded.sched && loaded.process && loaded.incidents);
+  EXPECT_GT(source->sched_batch_bytes(), 0u);
+  ASSERT_TRUE(source->Attach().ok());
+  const pid_t child = SwitchStorm(20);
+  Collected c;
+  CollectUntilExit(source.get(), child, &c);
+  bool forked = false;
+  for (const rs_process_fork& e : c.forks) forked |= e.child_pid == child;
+  EXPECT_TRUE(forked);
+  size_t switches = 0;
+  for (const rs_sched_switch& e : c.switches) switches += e.prev_pid == child;
+  EXPECT_GE(switches, 20u);
+
+  RINGSIDE_LOAD_BPF_OR_SKIP(one, EventSource::Options{});
+  EXPECT_TRUE(one->one_object());
+  EXPECT_EQ(one->one_object_refused(), "");
+}
+
 TEST_P(OneObjectOrEachGroupTest, TwoHundredForkExecsOfBinTrueExactly) {
   // Rings that hold the whole run: the machine's other events (a build, a
   // storm beside the test) must not crowd these out while the reader waits.

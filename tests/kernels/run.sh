@@ -309,6 +309,9 @@ judge() {
   [ -n "$bpf_reason" ] && bpf_record=refused
   # Some groups refused (sched before 5.18), the others running: partial.
   grep -q 'cannot run on this kernel' "$files/record.err" 2> /dev/null && bpf_record=partial
+  # Every group running, but not loaded as one object (bpf/all.bpf.c): the
+  # slower start-up this kernel should not need; not "runs".
+  grep -q 'loaded one group at a time' "$files/record.err" 2> /dev/null && bpf_record=by-group
   case "$bpf_record/$(src linux.bpf)" in
     runs/RUNNING) bpf=runs ;;
     partial/RUNNING) bpf=partial ;;
