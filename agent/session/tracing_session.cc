@@ -434,15 +434,41 @@ absl::StatusOr<TracingSession::Summary> TracingSession::WriteTrace(TraceSink* si
   const int64_t end_ns = BoottimeNowNs();
   std::string out;
   if (!into_stream) AppendPreamble(&out);
+  // The file goes out as it is read, never whole in memory: a buffer of
+  // 64 MiB was a string of as much, grown by doubling, before one write.
+  // The first error ends the writing.
+  absl::Status written = absl::OkStatus();
+  if (into_stream && !stream_pending_.empty()) written = WriteToStream(stream_pending_);
+  auto write_out = [&] {
+    if (written.ok() && !out.empty()) written = into_stream ? WriteToStream(out) : sink->Write(out);
+    out.clear();
+  };
   auto emit = [&](TracePacket p) {
     AppendServicePacket(std::move(p), machine_.id, &out);
     service_packets_++;
   };
   Summary summary;
+  // Buffer 0's read passes begin with the durable descriptors: all of them
+  // into a whole file; into a stream, those that changed since the last
+  // write. In batches, the lock let go between them (a status request
+  // waits for one batch), then whatever is left in one read: the session
+  // has stopped, so nothing is written into the buffers meanwhile.
+  uint64_t total = 0;
   {
-    // Buffer 0's read passes begin with the durable descriptors: all of
-    // them into a whole file; into a stream, those that changed since the
-    // last write.
+    absl::MutexLock lock(&mu_);
+    for (const auto& b : buffers_) total += b->size();
+  }
+  for (uint64_t batches = total / SessionSnapshot::kWriteBatchBytes + 2;
+       batches > 0 && written.ok(); batches--) {
+    bool all_read = false;
+    {
+      absl::MutexLock lock(&mu_);
+      all_read = reader_.ReadSome(BuffersLocked(), &out, SessionSnapshot::kWriteBatchBytes);
+    }
+    write_out();
+    if (all_read) break;
+  }
+  {
     absl::MutexLock lock(&mu_);
     reader_.ReadInto(BuffersLocked(), &out);
   }
@@ -472,20 +498,15 @@ absl::StatusOr<TracingSession::Summary> TracingSession::WriteTrace(TraceSink* si
   }
   emit(TracingDisabledPacket(end_ns));
 
-  if (into_stream) {
-    absl::Status st = stream_pending_.empty() ? absl::OkStatus() : WriteToStream(stream_pending_);
-    if (st.ok()) st = WriteToStream(out);
-    if (st.ok()) st = sink->Finish();
-    if (!st.ok()) {
-      return absl::Status(
-          st.code(),
-          absl::StrCat(st.message(), "; it holds a valid trace of the first ",
-                       sink->bytes_written(), " bytes, without the end of the recording"));
-    }
-  } else {
-    if (absl::Status st = sink->Write(out); !st.ok()) return st;
-    if (absl::Status st = sink->Finish(); !st.ok()) return st;
+  write_out();
+  if (written.ok()) written = sink->Finish();
+  if (!written.ok() && into_stream) {
+    return absl::Status(
+        written.code(),
+        absl::StrCat(written.message(), "; it holds a valid trace of the first ",
+                     sink->bytes_written(), " bytes, without the end of the recording"));
   }
+  if (!written.ok()) return written;
   for (const SourceStats& s : final_source_stats_)
     summary.chunks_dropped += s.producer.chunks_dropped();
   summary.events_seen = final_events_seen_;
