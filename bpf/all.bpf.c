@@ -6,6 +6,6 @@
  * one of them, the loader falls back to the groups' own objects, so that
  * the others still load (EventSource::LoadGroups). The files share
  * rings.bpf.h, whose maps and variables are then defined once. */
-#include "bpf/sched.bpf.c"
-#include "bpf/process.bpf.c"
 #include "bpf/incidents.bpf.c"
+#include "bpf/process.bpf.c"
+#include "bpf/sched.bpf.c"
