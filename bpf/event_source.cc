@@ -346,20 +346,22 @@ void EventSource::BindObjects() {
   auto bind = [&](bpf_object* obj, auto* bss) {
     objects_.push_back({obj, bss->stopping, bss->outside_window});
   };
+  // The scheduling group's handles, in whichever object it loaded.
+  auto bind_sched = [&](auto* skel) {
+    has_sched_ = true;
+    flush_sched_batch_fd_ = bpf_program__fd(skel->progs.flush_sched_batch);
+    batch_waiting_ = skel->bss->batch_waiting;
+    sched_batches_ = skel->maps.sched_batches;
+  };
   if (all_ != nullptr) {
     bind(all_->obj, all_->bss);
-    has_sched_ = has_process_ = has_incidents_ = true;
-    flush_sched_batch_fd_ = bpf_program__fd(all_->progs.flush_sched_batch);
-    batch_waiting_ = all_->bss->batch_waiting;
-    sched_batches_ = all_->maps.sched_batches;
+    bind_sched(all_);
+    has_process_ = has_incidents_ = true;
     return;
   }
   if (sched_ != nullptr) {
     bind(sched_->obj, sched_->bss);
-    has_sched_ = true;
-    flush_sched_batch_fd_ = bpf_program__fd(sched_->progs.flush_sched_batch);
-    batch_waiting_ = sched_->bss->batch_waiting;
-    sched_batches_ = sched_->maps.sched_batches;
+    bind_sched(sched_);
   }
   if (process_ != nullptr) {
     bind(process_->obj, process_->bss);
@@ -425,11 +427,15 @@ void EventSource::SetRecording(bool on) {
   // Process records first on, last off; scheduling last on, first off:
   // what the others record is inside the window the process records
   // describe.
-  if (!on) SetStopping(Group::kSched, true);
-  if (!on) SetStopping(Group::kIncidents, true);
-  SetStopping(Group::kProcess, !on);
-  if (on) SetStopping(Group::kIncidents, false);
-  if (on) SetStopping(Group::kSched, false);
+  if (on) {
+    SetStopping(Group::kProcess, false);
+    SetStopping(Group::kIncidents, false);
+    SetStopping(Group::kSched, false);
+  } else {
+    SetStopping(Group::kSched, true);
+    SetStopping(Group::kIncidents, true);
+    SetStopping(Group::kProcess, true);
+  }
 }
 
 void EventSource::Detach() {
