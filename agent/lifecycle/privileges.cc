@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -139,17 +140,11 @@ std::string ThreadName(pid_t tid) {
   return comm;
 }
 
-// True if thread `tid` of this process blocks `signal_number` (its SigBlk
-// line in /proc/self/task/TID/status); false when that cannot be read.
-bool ThreadBlocksSignal(pid_t tid, int signal_number) {
-  const std::string status = ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/status"));
-  for (absl::string_view line : absl::StrSplit(status, '\n')) {
-    if (!absl::ConsumePrefix(&line, "SigBlk:")) continue;
-    uint64_t mask = 0;
-    if (!absl::SimpleHexAtoi(absl::StripAsciiWhitespace(line), &mask)) return false;
-    return (mask >> (signal_number - 1)) & 1;
-  }
-  return false;
+// True if thread `tid` of this process holds `signal_number` back (see
+// HoldsSignalBack); false when its status cannot be read.
+bool ThreadHoldsSignalBack(pid_t tid, int signal_number) {
+  return HoldsSignalBack(ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/status")),
+                         signal_number);
 }
 
 // Thread `tid`'s state letter (R, S, D...), '?' if it cannot be read.
@@ -168,6 +163,21 @@ std::string ThreadState(pid_t tid) {
 }
 
 }  // namespace
+
+bool HoldsSignalBack(absl::string_view status_text, int signal_number) {
+  uint64_t blocked = 0, pending = 0;
+  bool has_blocked = false, has_pending = false;
+  for (absl::string_view line : absl::StrSplit(status_text, '\n')) {
+    const bool is_blocked = absl::ConsumePrefix(&line, "SigBlk:");
+    if (!is_blocked && !absl::ConsumePrefix(&line, "SigPnd:")) continue;
+    uint64_t mask = 0;
+    if (!absl::SimpleHexAtoi(absl::StripAsciiWhitespace(line), &mask)) return false;
+    (is_blocked ? blocked : pending) = mask;
+    (is_blocked ? has_blocked : has_pending) = true;
+  }
+  const uint64_t bit = uint64_t{1} << (signal_number - 1);
+  return has_blocked && has_pending && (blocked & bit) != 0 && (pending & bit) != 0;
+}
 
 CapabilityMask CapabilitiesToKeep(const KeptCapabilities& needs) {
   CapabilityMask keep = 0;
@@ -228,34 +238,42 @@ absl::Status DropCapabilities(CapabilityMask keep) {
         status = absl::InternalError(absl::StrCat("tgkill thread ", tid, ": ", strerror(errno)));
         break;
       }
-      // A thread that blocks the signal fails the drop after kBlockedWait.
-      // Any other answers once the kernel lets its handler run, which a
-      // thread in an uninterruptible wait (an fsync on a busy disk, a
-      // vfork) postpones: it gets kBusyWait, so that a loaded machine delays
-      // the start instead of failing it. So does a thread that blocks
-      // signals only for such a wait (glibc's posix_spawn and system block
-      // them while the child has its memory): one in state D is waited for.
+      // A thread that holds the signal back (blocked and still pending) for
+      // kBlockedWait in a row fails the drop. Any other answers once the
+      // kernel lets its handler run, which a thread in an uninterruptible
+      // wait (an fsync on a busy disk, a vfork) postpones: it gets
+      // kBusyWait, so that a loaded machine delays the start instead of
+      // failing it. So does a thread that blocks signals only for such a
+      // wait (glibc's posix_spawn and system block them while the child has
+      // its memory): one in state D is waited for. A thread running the
+      // handler blocks the signal too, but it is no longer pending: that
+      // thread is answering, however late its wait let it start.
       constexpr absl::Duration kBlockedWait = absl::Seconds(2);
       constexpr absl::Duration kBusyWait = absl::Seconds(60);
       const absl::Time start = absl::Now();
       absl::Time next_check = start;
-      bool blocks = false;
+      std::optional<absl::Time> held_since;
       while (g_answers.load() == before) {
         const absl::Time now = absl::Now();
         if (now >= next_check) {
           if (access(absl::StrCat("/proc/self/task/", tid).c_str(), F_OK) != 0) break;
-          blocks = ThreadBlocksSignal(tid, signal_number) && ThreadStateLetter(tid) != 'D';
+          if (ThreadHoldsSignalBack(tid, signal_number) && ThreadStateLetter(tid) != 'D') {
+            if (!held_since) held_since = now;
+          } else {
+            held_since.reset();
+          }
           next_check = now + absl::Milliseconds(10);
         }
-        if (now - start >= (blocks ? kBlockedWait : kBusyWait)) break;
+        if (held_since ? now - *held_since >= kBlockedWait : now - start >= kBusyWait) break;
         absl::SleepFor(absl::Microseconds(200));
       }
       if (g_answers.load() == before &&
           access(absl::StrCat("/proc/self/task/", tid).c_str(), F_OK) == 0) {
+        const bool held = held_since.has_value();
         status = absl::InternalError(absl::StrCat(
             "thread ", tid, " (", ThreadName(tid), ") did not drop its capabilities within ",
-            absl::FormatDuration(blocks ? kBlockedWait : kBusyWait),
-            blocks ? " (it blocks real-time signals)" : absl::StrCat(" (", ThreadState(tid), ")")));
+            absl::FormatDuration(held ? kBlockedWait : kBusyWait),
+            held ? " (it blocks real-time signals)" : absl::StrCat(" (", ThreadState(tid), ")")));
         break;
       }
     }

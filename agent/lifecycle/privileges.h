@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace ringside::agent {
 
@@ -44,11 +45,17 @@ CapabilityMask CapabilitiesToKeepHere(bool output_group);
 // anything it runs can gain a capability again. Capabilities belong to
 // threads, so the threads already running are each asked to drop their own
 // (a real-time signal, as glibc does for setuid) and the result is checked
-// in /proc/self/task. A thread that blocks the signal fails the drop after
-// 2 s; one in an uninterruptible wait (a slow fsync) is waited for up to
-// 60 s. Fails, naming the thread, when any thread is left with more than
+// in /proc/self/task. A thread that holds the signal back for 2 s in a row
+// fails the drop; one in an uninterruptible wait (a slow fsync) is waited
+// for up to 60 s. Fails, naming the thread, when any thread is left with more than
 // `keep`.
 absl::Status DropCapabilities(CapabilityMask keep);
+
+// True when a thread's status text (/proc/self/task/TID/status) shows
+// `signal_number` both blocked (SigBlk) and pending for the thread (SigPnd):
+// sent, and held back. A thread running the signal's handler blocks it as
+// well, but it is no longer pending there.
+bool HoldsSignalBack(absl::string_view status_text, int signal_number);
 
 // What /proc/<pid>/task/<tid>/status says of one thread.
 struct ThreadCapabilities {

@@ -76,6 +76,27 @@ TEST(ParseThreadStatusTest, ReadsTheCapabilityLines) {
   EXPECT_FALSE(ParseThreadStatus("CapInh:\tzz\nCapPrm:\t0\nCapEff:\t0\nCapBnd:\t0\n").ok());
 }
 
+// The drop fails a thread only while it holds the signal back. A thread
+// running the handler has the signal blocked too, but no longer pending:
+// taken for one that refuses it, a thread whose handler a long vfork wait
+// had postponed failed the drop just as it answered.
+TEST(HoldsSignalBackTest, BlockedAndPendingOnly) {
+  const int rtmax = 64;
+  const std::string blocked = "SigBlk:\t8000000000000000\n";
+  const std::string pending = "SigPnd:\t8000000000000000\n";
+  EXPECT_TRUE(HoldsSignalBack("Name:\tx\n" + pending + "ShdPnd:\t0\n" + blocked, rtmax));
+  // In the handler: blocked, no longer pending.
+  EXPECT_FALSE(HoldsSignalBack("SigPnd:\t0000000000000000\n" + blocked, rtmax));
+  // Pending and not blocked: the handler is about to run.
+  EXPECT_FALSE(HoldsSignalBack(pending + "SigBlk:\t7fffffffffffffff\n", rtmax));
+  // Another signal held back is not this one.
+  EXPECT_FALSE(HoldsSignalBack("SigPnd:\t0000000000000001\nSigBlk:\tffffffffffffffff\n", rtmax));
+  // Unreadable: nothing is known to be held back.
+  EXPECT_FALSE(HoldsSignalBack("", rtmax));
+  EXPECT_FALSE(HoldsSignalBack(blocked, rtmax));
+  EXPECT_FALSE(HoldsSignalBack("SigPnd:\tzz\n" + blocked, rtmax));
+}
+
 // Runs `body` in a forked child and returns its exit status: the drop is
 // for good, so it cannot happen in the test process.
 int InChild(int (*body)()) {
