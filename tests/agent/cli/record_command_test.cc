@@ -15,10 +15,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -326,15 +328,82 @@ TEST(RecordCommandTest, StreamingStopsAtMaxFileSize) {
   unlink(out.c_str());
 }
 
-// The sched_switch count of a recording against the kernel's own record of
+// One CPU's switches as a source recorded them, in time order. `prev` is
+// what the kernel gave (ftrace), or what the compact form implies (BPF: the
+// previous switch's next on that CPU).
+struct CpuSwitch {
+  uint64_t ts;
+  int32_t prev;
+  int32_t next;
+};
+
+// How one CPU's switches of the BPF source line up with ftrace's, over
+// [lo, hi] of ftrace's clock: each ftrace switch is matched, in order, to
+// the nearest BPF switch still unmatched into the same task within 5 ms of
+// its time (the two probes of one tracepoint hit run back to back, but a
+// virtual CPU can be stopped between them: 0.3 ms was seen here).
+struct SwitchAlignment {
+  int64_t matched = 0;
+  int64_t only_ftrace = 0;  // BPF lost them.
+  int64_t only_bpf = 0;
+  // BPF's own switches that ftrace lacks, other than out of the idle task
+  // (which ftrace misses, tests/bpf/event_source_test.cc).
+  int64_t only_bpf_not_from_idle = 0;
+};
+
+SwitchAlignment AlignSwitches(const std::vector<CpuSwitch>& bpf,
+                              const std::vector<CpuSwitch>& ftrace, uint64_t lo, uint64_t hi) {
+  constexpr uint64_t kSlack = 5'000'000;
+  SwitchAlignment a;
+  std::vector<bool> taken(bpf.size(), false);
+  size_t first = 0;  // Every BPF switch before it is taken or too early.
+  for (const CpuSwitch& f : ftrace) {
+    if (f.ts < lo || f.ts > hi) continue;
+    while (first < bpf.size() && (taken[first] || bpf[first].ts + kSlack < f.ts)) first++;
+    std::optional<size_t> best;
+    auto distance = [&](size_t k) {
+      return bpf[k].ts > f.ts ? bpf[k].ts - f.ts : f.ts - bpf[k].ts;
+    };
+    for (size_t k = first; k < bpf.size() && bpf[k].ts <= f.ts + kSlack; k++) {
+      if (taken[k] || bpf[k].next != f.next) continue;
+      if (!best || distance(k) < distance(*best)) best = k;
+    }
+    if (best) {
+      taken[*best] = true;
+      a.matched++;
+    } else {
+      a.only_ftrace++;
+    }
+  }
+  // BPF's clock is ftrace's within the slack: its window is the same one,
+  // narrowed by the slack so that no switch ftrace had just outside it
+  // counts as BPF's own.
+  for (size_t i = 0; i < bpf.size(); i++) {
+    if (taken[i] || bpf[i].ts < lo + kSlack || bpf[i].ts + kSlack > hi) continue;
+    a.only_bpf++;
+    a.only_bpf_not_from_idle += bpf[i].prev != 0;
+  }
+  return a;
+}
+
+// The sched_switch record of a recording against the kernel's own record of
 // the tracepoint: the same recording also runs an ftrace instance with
 // sched_switch (typed, not compact; into a buffer of its own, as an ftrace
-// source writing into BPF's leaves BPF's events out), and over the window
-// both cover, the
-// switches out of non-idle tasks must agree within the losses trace_stats
-// reports. (ftrace misses some switches out of the idle task on this
-// kernel; see tests/bpf/event_source_test.cc.)
-TEST(RecordCommandTest, SchedSwitchCountMatchesTheKernelsWithinReportedLosses) {
+// source writing into BPF's leaves BPF's events out). Over the window both
+// cover, every switch ftrace has must be in BPF's record, on the same CPU
+// and into the same task, but for the losses trace_stats reports; and what
+// BPF has beyond that must be switches out of the idle task, which ftrace
+// misses on this kernel (tests/bpf/event_source_test.cc).
+//
+// Switch by switch, not by counting the switches out of non-idle tasks on
+// either side: the compact form carries no prev, and the kernel now and
+// then replaces a CPU's task without a sched_switch (here, about once a
+// second, a thread of the sandbox's init gave way to the idle task with
+// none, in both sources). The switch after it then looks like one out of
+// that thread in BPF's record and like one out of idle in ftrace's: a
+// count of non-idle switches drifted apart by one each time, and under
+// ASan's longer runs past any fixed allowance.
+TEST(RecordCommandTest, SchedSwitchesMatchTheKernelsWithinReportedLosses) {
   RINGSIDE_REQUIRE_TRACEFS();
   const std::string cfg = TempPath("count.pbtxt");
   std::ofstream(cfg) << "buffers { size_kb: 65536 }\n"
@@ -350,13 +419,7 @@ TEST(RecordCommandTest, SchedSwitchCountMatchesTheKernelsWithinReportedLosses) {
                          "i=0; while [ $i -lt 3000 ]; do sleep 0.0005 & wait; i=$((i+1)); done"}),
             0);
   const trace::Trace t = ReadTrace(out);
-  // BPF: compact_sched, prev is the previous switch's next on that CPU.
-  struct Switch {
-    uint64_t ts;
-    int32_t prev;
-  };
-  std::vector<Switch> bpf, kernel;
-  std::map<uint32_t, int32_t> last_next;  // Per CPU, BPF's sequences only.
+  std::map<uint32_t, std::vector<CpuSwitch>> bpf, kernel;  // By CPU.
   // Every loss either side reports: before the buffers (the staging rings,
   // by kind) and after (a chunk pool a loaded machine's owner thread did not
   // empty in time, or the buffer), of switches.
@@ -379,42 +442,65 @@ TEST(RecordCommandTest, SchedSwitchCountMatchesTheKernelsWithinReportedLosses) {
     uint64_t ts = 0;
     for (int i = 0; i < cs.switch_timestamp_size(); i++) {
       ts += cs.switch_timestamp(i);
-      auto it = last_next.find(b.cpu());
-      if (it != last_next.end()) bpf.push_back({ts, it->second});
-      last_next[b.cpu()] = cs.switch_next_pid(i);
+      bpf[b.cpu()].push_back({ts, -1, cs.switch_next_pid(i)});
     }
     for (const trace::FtraceEvent& e : b.event()) {
-      if (e.has_sched_switch()) kernel.push_back({e.timestamp(), e.sched_switch().prev_pid()});
+      if (!e.has_sched_switch()) continue;
+      kernel[b.cpu()].push_back(
+          {e.timestamp(), e.sched_switch().prev_pid(), e.sched_switch().next_pid()});
     }
   }
   ASSERT_FALSE(bpf.empty());
   ASSERT_FALSE(kernel.empty());
-  auto range = [](const std::vector<Switch>& v) {
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (const Switch& s : v) {
-      lo = std::min(lo, s.ts);
-      hi = std::max(hi, s.ts);
+  uint64_t lo = 0, hi = UINT64_MAX;
+  for (auto* by_cpu : {&bpf, &kernel}) {
+    uint64_t first = UINT64_MAX, last = 0;
+    for (auto& [cpu, v] : *by_cpu) {
+      std::sort(v.begin(), v.end(),
+                [](const CpuSwitch& a, const CpuSwitch& b) { return a.ts < b.ts; });
+      first = std::min(first, v.front().ts);
+      last = std::max(last, v.back().ts);
     }
-    return std::pair{lo, hi};
-  };
+    lo = std::max(lo, first);
+    hi = std::min(hi, last);
+  }
+  for (auto& [cpu, v] : bpf) {
+    for (size_t i = 1; i < v.size(); i++) v[i].prev = v[i - 1].next;
+  }
   // The window both sources cover, 20 ms in from either end.
-  const uint64_t lo = std::max(range(bpf).first, range(kernel).first) + 20'000'000;
-  const uint64_t hi = std::min(range(bpf).second, range(kernel).second) - 20'000'000;
+  lo += 20'000'000;
+  hi -= 20'000'000;
   ASSERT_LT(lo, hi);
-  auto count = [&](const std::vector<Switch>& v) {
-    int64_t n = 0;
-    for (const Switch& s : v) n += s.prev != 0 && s.ts >= lo && s.ts <= hi;
-    return n;
-  };
-  const int64_t ours = count(bpf), theirs = count(kernel);
-  EXPECT_GT(theirs, 6000);  // 3,000 forks and waits, each switching the shell out.
-  // Allowed: the losses reported, and 0.2% for what neither side reports:
-  // the tracepoint's own skipped transitions, which break the compact prev
-  // chain, and ftrace's idle misses. Measured here: 0.1% apart (10,611 vs
-  // 10,600; 10,755 vs 10,744), BPF always the higher.
-  const int64_t allowed = static_cast<int64_t>(losses) + 4 + theirs / 500;
-  EXPECT_LE(std::abs(ours - theirs), allowed)
-      << ours << " BPF vs " << theirs << " ftrace; losses reported:" << loss_text;
+  SwitchAlignment all;
+  int64_t theirs = 0, theirs_from_tasks = 0;
+  for (const auto& [cpu, f] : kernel) {
+    const SwitchAlignment a = AlignSwitches(bpf[cpu], f, lo, hi);
+    all.matched += a.matched;
+    all.only_ftrace += a.only_ftrace;
+    all.only_bpf += a.only_bpf;
+    all.only_bpf_not_from_idle += a.only_bpf_not_from_idle;
+    for (const CpuSwitch& s : f) {
+      if (s.ts < lo || s.ts > hi) continue;
+      theirs++;
+      theirs_from_tasks += s.prev != 0;
+    }
+  }
+  std::printf(
+      "sched_switch in the window: ftrace %lld, in BPF's too %lld, BPF's own %lld (%lld not "
+      "out of idle), losses reported %llu\n",
+      static_cast<long long>(theirs), static_cast<long long>(all.matched),
+      static_cast<long long>(all.only_bpf), static_cast<long long>(all.only_bpf_not_from_idle),
+      static_cast<unsigned long long>(losses));
+  // 3,000 forks and waits, each switching the shell out.
+  EXPECT_GT(theirs_from_tasks, 6000);
+  EXPECT_LE(all.only_ftrace, static_cast<int64_t>(losses))
+      << all.only_ftrace << " of ftrace's " << theirs << " switches are not in BPF's record ("
+      << all.matched << " are); losses reported:" << loss_text;
+  // A skipped transition just before a switch ftrace missed makes that one
+  // look like a switch out of a task: a few, each a second apart.
+  EXPECT_LE(all.only_bpf_not_from_idle, 4 + theirs / 1000)
+      << "BPF recorded " << all.only_bpf << " switches ftrace did not, "
+      << all.only_bpf_not_from_idle << " of them not out of the idle task";
   unlink(cfg.c_str());
   unlink(out.c_str());
 }
