@@ -47,8 +47,8 @@ CapabilityMask CapabilitiesToKeepHere(bool output_group);
 // (a real-time signal, as glibc does for setuid) and the result is checked
 // in /proc/self/task. A thread that holds the signal back for 2 s in a row
 // fails the drop; one in an uninterruptible wait (a slow fsync) is waited
-// for up to 60 s. Fails, naming the thread, when any thread is left with more than
-// `keep`.
+// for up to 60 s. Fails, naming the thread, when any thread is left with
+// more than `keep`.
 absl::Status DropCapabilities(CapabilityMask keep);
 
 // True when a thread's status text (/proc/self/task/TID/status) shows
