@@ -522,7 +522,8 @@ TEST(TracingSessionTest, AReadersBurstsLargerThanItsChunkPoolAreKeptWhole) {
   // and four VMs). One pair, a CPU's worth: the owner thread must be able
   // to run, which is what the pool's 100 ms wait is sized for
   // (docs/losses.md). Two pairs kept both CPUs busy, and once under ASan
-  // the owner did not run for 100 ms: 191 chunks dropped.
+  // 191 chunks were dropped, most likely by that wait giving up (the run
+  // did not say; a failure now does).
   const std::vector<pid_t> storm = testing::StartPipeStorm(1);
   const absl::Time start = absl::Now();
   while (absl::Now() - start < absl::Seconds(1) ||
