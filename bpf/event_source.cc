@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "all.skel.h"
+#include "bpf/btf_file.h"
 #include "bpf/common_events.h"
 #include "bpf/kernel_tracepoints.h"
 #include "bpf/load_errors.h"
@@ -40,7 +41,8 @@ struct SharedMaps {
   int filter_cgroups_fd;
 };
 
-// Opens a group's object, CO-RE relocated against `btf_path` when set.
+// Opens a group's object, CO-RE relocated against `btf_path` when set (a
+// BtfFile's copy).
 template <typename Skel>
 Skel* OpenGroup(Skel* (*open)(const bpf_object_open_opts*), const std::string& btf_path) {
   LIBBPF_OPTS(bpf_object_open_opts, opts);
@@ -131,37 +133,13 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
   // that only its machines without BTF have.
   Options effective = options;
   if (kernel_btf) effective.btf_path.clear();
+  // Read and checked once, here, so that a wrong file is named as the
+  // config's, not as a failure to load; libbpf reads the checked copy.
+  std::unique_ptr<BtfFile> btf_file;
   if (!effective.btf_path.empty()) {
-    // Checked here, so that a wrong file is named as the config's, not as
-    // a failure to load.
-    const std::string& path = effective.btf_path;
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bpf_config.btf_path ", path, ": ", errno == ENOENT ? "no such file" : strerror(errno)));
-    }
-    close(fd);
-    btf* custom = btf__parse(path.c_str(), nullptr);
-    const bool has_task =
-        custom != nullptr && btf__find_by_name_kind(custom, "task_struct", BTF_KIND_STRUCT) > 0;
-    // The loader reads each tracepoint's arguments from its btf_trace_*
-    // type, which a minimised BTF (bpftool gen min_core_btf) leaves out.
-    const bool has_tracepoints =
-        custom != nullptr &&
-        btf__find_by_name_kind(custom, "btf_trace_sched_switch", BTF_KIND_TYPEDEF) > 0;
-    btf__free(custom);
-    if (!has_task) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bpf_config.btf_path ", path,
-          ": not a kernel's BTF (a raw .btf file, or an ELF with a .BTF section, that describes "
-          "struct task_struct)"));
-    }
-    if (!has_tracepoints) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bpf_config.btf_path ", path,
-          ": has no tracepoint types (btf_trace_sched_switch): a minimised BTF, not the "
-          "kernel's whole one"));
-    }
+    absl::StatusOr<std::unique_ptr<BtfFile>> opened = BtfFile::Open(effective.btf_path);
+    if (!opened.ok()) return opened.status();
+    btf_file = std::move(*opened);
   }
   if (options.filters.tgids.size() > RS_MAX_FILTER_TGIDS) {
     return absl::InvalidArgumentError(absl::StrCat("at most ", RS_MAX_FILTER_TGIDS,
@@ -210,15 +188,18 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
   if (!reader.ok()) return reader.status();
   s->reader_ = std::move(*reader);
   s->raw_tracepoints_ = !kernel_btf;
-  if (absl::Status st = s->LoadGroups(effective); !st.ok()) return st;
+  // The copy is needed until the objects are loaded (libbpf relocates at
+  // load), not after.
+  if (absl::Status st = s->LoadGroups(effective, btf_file.get()); !st.ok()) return st;
   return s;
 }
 
-absl::Status EventSource::LoadGroups(const Options& options) {
-  absl::StatusOr<KernelTracepoints> tracepoints =
-      options.btf_path.empty() ? KernelTracepoints::Running()
-                               : KernelTracepoints::FromFile(options.btf_path);
+absl::Status EventSource::LoadGroups(const Options& options, const BtfFile* btf_file) {
+  absl::StatusOr<KernelTracepoints> tracepoints = btf_file == nullptr
+                                                      ? KernelTracepoints::Running()
+                                                      : KernelTracepoints::FromBtfFile(*btf_file);
   if (!tracepoints.ok()) return tracepoints.status();
+  const std::string btf_path = btf_file == nullptr ? "" : btf_file->copy_path();
   const KernelTracepoints& kernel = *tracepoints;
   const SharedMaps maps{rings_fd_, drops_fd_, filter_cgroups_fd_};
   if (options.sched && options.process && options.incidents && options.one_object) {
@@ -228,7 +209,7 @@ absl::Status EventSource::LoadGroups(const Options& options) {
     // it was, and load the others.
     std::vector<std::string> skipped;
     const bool loaded = [&] {
-      if ((all_ = OpenGroup(rs_all__open_opts, options.btf_path)) == nullptr) {
+      if ((all_ = OpenGroup(rs_all__open_opts, btf_path)) == nullptr) {
         one_object_refused_ = LoadFailureSummary(errno);
         return false;
       }
@@ -279,7 +260,7 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   };
   if (options.sched) {
     attempt("sched", &sched_, rs_sched__destroy, [&](std::vector<std::string>* skipped) {
-      if ((sched_ = OpenGroup(rs_sched__open_opts, options.btf_path)) == nullptr) {
+      if ((sched_ = OpenGroup(rs_sched__open_opts, btf_path)) == nullptr) {
         return LoadError(errno, "opening bpf/sched");
       }
       if (auto st =
@@ -295,7 +276,7 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   }
   if (options.process) {
     attempt("process", &process_, rs_process__destroy, [&](std::vector<std::string>* skipped) {
-      if ((process_ = OpenGroup(rs_process__open_opts, options.btf_path)) == nullptr) {
+      if ((process_ = OpenGroup(rs_process__open_opts, btf_path)) == nullptr) {
         return LoadError(errno, "opening bpf/process");
       }
       if (auto st =
@@ -312,7 +293,7 @@ absl::Status EventSource::LoadGroups(const Options& options) {
   if (options.incidents) {
     attempt("incidents", &incidents_, rs_incidents__destroy,
             [&](std::vector<std::string>* skipped) {
-              if ((incidents_ = OpenGroup(rs_incidents__open_opts, options.btf_path)) == nullptr) {
+              if ((incidents_ = OpenGroup(rs_incidents__open_opts, btf_path)) == nullptr) {
                 return LoadError(errno, "opening bpf/incidents");
               }
               if (auto st = PrepareGroup(incidents_, options, maps, ring_size_, kernel,

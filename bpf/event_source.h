@@ -24,6 +24,8 @@ struct rs_incidents;
 
 namespace ringside::bpf {
 
+class BtfFile;
+
 // Loads and attaches the ringside BPF programs — sched (bpf/sched.bpf.c),
 // process (bpf/process.bpf.c) and incidents (bpf/incidents.bpf.c), each
 // group optional — and reads their records from one BPF ring buffer per
@@ -204,7 +206,9 @@ class EventSource {
 
  private:
   EventSource() = default;
-  absl::Status LoadGroups(const Options& options);
+  // `btf_file`: the checked copy of Options::btf_path; null for the
+  // kernel's own BTF.
+  absl::Status LoadGroups(const Options& options, const BtfFile* btf_file);
   // Fills objects_ and the scheduling group's handles from what loaded.
   void BindObjects();
   // Each loaded object's `stopping` flag of each type of `group`.

@@ -1,6 +1,5 @@
 #include "bpf/kernel_tracepoints.h"
 
-#include <bpf/btf.h>
 #include <fcntl.h>
 #include <linux/btf.h>
 #include <sys/mman.h>
@@ -17,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "bpf/load_errors.h"
+#include "bpf/btf_file.h"
 
 namespace ringside::bpf {
 namespace {
@@ -223,18 +222,11 @@ absl::StatusOr<KernelTracepoints> KernelTracepoints::Running() {
   return out;
 }
 
-absl::StatusOr<KernelTracepoints> KernelTracepoints::FromFile(const std::string& path) {
-  btf* b = btf__parse(path.c_str(), nullptr);
-  if (b == nullptr) return LoadError(errno, absl::StrCat("reading bpf_config.btf_path ", path));
-  uint32_t size = 0;
-  const void* raw = btf__raw_data(b, &size);
-  absl::StatusOr<KernelTracepoints> out =
-      raw == nullptr ? absl::InvalidArgumentError("libbpf gave no raw BTF")
-                     : FromRawBtf(absl::string_view(static_cast<const char*>(raw), size));
-  btf__free(b);
+absl::StatusOr<KernelTracepoints> KernelTracepoints::FromBtfFile(const BtfFile& file) {
+  absl::StatusOr<KernelTracepoints> out = FromRawBtf(file.raw());
   if (!out.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("bpf_config.btf_path ", path, ": ", out.status().message()));
+        absl::StrCat("bpf_config.btf_path ", file.path(), ": ", out.status().message()));
   }
   return out;
 }

@@ -9,6 +9,8 @@
 
 namespace ringside::bpf {
 
+class BtfFile;
+
 // What a kernel's BTF says about its tracepoints, the parts the loader picks
 // each program's flavour by: whether a tracepoint exists, how many arguments
 // its probe takes, and whether the first is a pointer. Read in one pass over
@@ -27,9 +29,8 @@ class KernelTracepoints {
   // second parse of it was a tenth of the agent's start-up CPU. Through
   // libbpf when the scan fails (a kind of BTF type newer than this reader).
   static absl::StatusOr<KernelTracepoints> Running();
-  // A BTF file's (bpf_config.btf_path: raw, or an ELF with a .BTF section),
-  // through libbpf.
-  static absl::StatusOr<KernelTracepoints> FromFile(const std::string& path);
+  // bpf_config.btf_path's, from the copy BtfFile read and checked.
+  static absl::StatusOr<KernelTracepoints> FromBtfFile(const BtfFile& file);
   // Raw BTF in this machine's byte order, as the kernel exposes its own.
   // kInvalidArgument names what is malformed; a tracepoint whose types do
   // not resolve is left out.

@@ -38,6 +38,7 @@
 #include "tests/testing/cpu_offline.h"
 #include "tests/testing/kernel_tracefs.h"
 #include "tests/testing/paths.h"
+#include "tests/testing/root_only_dir.h"
 #include "tests/testing/workloads.h"
 
 namespace ringside::agent {
@@ -164,11 +165,15 @@ TEST_F(RecordDegradedTest, WithoutBtfFtraceRecordsSchedulingInsteadOfBpf) {
 TEST_F(RecordDegradedTest, WithoutBtfAnExternalBtfFileRunsBpfAsRawTracepoints) {
   struct stat st;
   if (stat("/sys/kernel/btf/vmlinux", &st) != 0) GTEST_SKIP() << "no BTF to copy";
-  const std::string btf = TempPath("degraded-vmlinux.btf");
+  // Only a file of root's, in directories only root can write, is read.
+  const ringside::testing::RootOnlyDir dir;
+  if (dir.path().empty()) GTEST_SKIP() << dir.why();
+  const std::string btf = dir.Path("vmlinux.btf");
   {
     std::ifstream in("/sys/kernel/btf/vmlinux", std::ios::binary);
     std::ofstream(btf, std::ios::binary) << in.rdbuf();
   }
+  ASSERT_EQ(chmod(btf.c_str(), 0644), 0);
   const std::string config = TempPath("degraded-btf.pbtxt");
   std::ofstream(config) << "buffers { size_kb: 16384 }\n"
                         << "data_sources { config { name: \"linux.bpf\" bpf_config { btf_path: \""
@@ -177,7 +182,6 @@ TEST_F(RecordDegradedTest, WithoutBtfAnExternalBtfFileRunsBpfAsRawTracepoints) {
   args.insert(args.begin() + 1, {"-c", config});
   const RecordRun run = RecordDegraded(HideBtf(), args);
   unlink(config.c_str());
-  unlink(btf.c_str());
   ASSERT_LT(run.exit_code, 100) << "cannot hide /sys/kernel/btf in a mount namespace";
   ASSERT_EQ(run.exit_code, 0) << run.stderr_text;
   EXPECT_TRUE(absl::StrContains(run.stderr_text, "programs run as raw tracepoints"))
@@ -236,12 +240,22 @@ TEST_F(RecordDegradedTest, WithBtfABtfPathIsNotRead) {
 TEST_F(RecordDegradedTest, WithoutBtfABtfPathThatIsNoKernelsBtfIsNamed) {
   struct stat st;
   if (stat("/sys/kernel/btf/vmlinux", &st) != 0) GTEST_SKIP() << "this kernel has no BTF anyway";
+  const ringside::testing::RootOnlyDir dir;
+  if (dir.path().empty()) GTEST_SKIP() << dir.why();
   const std::string config = TempPath("degraded-btf.pbtxt");
+  // A copy of the kernel's BTF where others could replace it (/tmp).
+  const std::string in_tmp = TempPath("degraded-vmlinux.btf");
+  {
+    std::ifstream in("/sys/kernel/btf/vmlinux", std::ios::binary);
+    std::ofstream(in_tmp, std::ios::binary) << in.rdbuf();
+  }
   std::vector<std::pair<std::string, std::string>> cases = {
-      {"/bin/true", "not a kernel's BTF"}, {TempPath("degraded-no-such.btf"), "no such file"}};
+      {"/usr/bin/true", "not a kernel's BTF"},
+      {dir.Path("no-such.btf"), "no such file"},
+      {in_tmp, "/tmp is writable by others"}};
   // A minimised BTF (what BTFHub's tools make for one program): the types
   // the programs read, but not the tracepoints'.
-  const std::string min_btf = TempPath("degraded-min.btf");
+  const std::string min_btf = dir.Path("min.btf");
   if (std::system(absl::StrCat("bpftool gen min_core_btf /sys/kernel/btf/vmlinux ", min_btf, " ",
                                ringside::testing::BuildDir(), "/bpf/sched.bpf.o")
                       .c_str()) == 0) {
@@ -266,7 +280,7 @@ TEST_F(RecordDegradedTest, WithoutBtfABtfPathThatIsNoKernelsBtfIsNamed) {
     EXPECT_GT(Summarize(ReadTraceFile(out_), true_).switches, 0u) << path;
   }
   unlink(config.c_str());
-  unlink(min_btf.c_str());
+  unlink(in_tmp.c_str());
 }
 
 // tracefs neither mounted nor mountable: the ftrace source is disabled,

@@ -1,0 +1,233 @@
+#include "bpf/btf_file.h"
+
+#include <bpf/btf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace ringside::bpf {
+namespace {
+
+absl::Status Refuse(const std::string& path, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("bpf_config.btf_path ", path, ": ", why));
+}
+
+// Closes an fd when it goes out of scope, unless released.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { Reset(-1); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void Reset(int fd) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+  int Release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+// Why `st`, of `shown` (a directory on the path, or "the file"), is not
+// one only root can change; "" when it is.
+std::string NotRootOnly(const struct stat& st, const std::string& shown) {
+  if (st.st_uid != 0) return absl::StrCat(shown, " is owned by uid ", st.st_uid, ", not root");
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return absl::StrFormat("%s is writable by %s (mode %04o), not only by root", shown,
+                           (st.st_mode & S_IWOTH) != 0 ? "others" : "its group",
+                           st.st_mode & 07777);
+  }
+  return "";
+}
+
+// Why openat(dir, name, O_NOFOLLOW...) failed with `err`, `shown` being
+// the path up to `name` (or "the file").
+std::string OpenFailure(int dir, const std::string& name, const std::string& shown, bool last,
+                        int err) {
+  struct stat st;
+  if (fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+    return absl::StrCat(shown,
+                        " is a symbolic link, which ringside does not follow here: give the "
+                        "path of what it points to");
+  }
+  if (err == ENOENT) return last ? "no such file" : absl::StrCat(shown, ": no such directory");
+  if (err == ENOTDIR) return absl::StrCat(shown, " is not a directory");
+  return absl::StrCat(shown, ": ", std::strerror(err));
+}
+
+bool WriteAll(int fd, const void* data, size_t size) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// A memfd nobody else has, and its /proc/self/fd path.
+absl::StatusOr<int> NewMemfd(const std::string& path) {
+  const int fd = memfd_create("ringside-btf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    return Refuse(
+        path, absl::StrCat("cannot make a private copy (memfd_create): ", std::strerror(errno)));
+  }
+  return fd;
+}
+
+// From now on the memfd's bytes cannot change.
+bool Seal(int fd) {
+  return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0;
+}
+
+std::string ProcPath(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
+
+// Opens `path` as described in the header: the file's fd, or why not.
+absl::StatusOr<int> OpenRootOnly(const std::string& path) {
+  if (path.empty() || path[0] != '/') return Refuse(path, "not an absolute path");
+  std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
+  if (parts.empty()) return Refuse(path, "names a directory, not a file");
+  Fd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0) return Refuse(path, absl::StrCat("/: ", std::strerror(errno)));
+  std::string shown = "/";
+  struct stat st;
+  for (size_t i = 0;; i++) {
+    if (fstat(dir.get(), &st) != 0) return Refuse(path, absl::StrCat(shown, ": ", strerror(errno)));
+    if (std::string why = NotRootOnly(st, shown); !why.empty()) return Refuse(path, why);
+    const std::string& name = parts[i];
+    const std::string next_shown = absl::StrCat(shown == "/" ? "" : shown, "/", name);
+    const bool last = i + 1 == parts.size();
+    // O_NONBLOCK: a FIFO planted as the file must not hang the agent.
+    const int flags = last ? O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+                           : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    const int fd = openat(dir.get(), name.c_str(), flags);
+    if (fd < 0) {
+      return Refuse(path,
+                    OpenFailure(dir.get(), name, last ? "the file" : next_shown, last, errno));
+    }
+    if (last) {
+      Fd file(fd);
+      if (fstat(fd, &st) != 0) return Refuse(path, strerror(errno));
+      if (!S_ISREG(st.st_mode)) return Refuse(path, "not a regular file");
+      if (std::string why = NotRootOnly(st, "the file"); !why.empty()) return Refuse(path, why);
+      if (static_cast<uint64_t>(st.st_size) > BtfFile::kMaxFileBytes) {
+        return Refuse(path, absl::StrCat("larger than ", BtfFile::kMaxFileBytes >> 20,
+                                         " MiB: not a kernel's BTF"));
+      }
+      return file.Release();
+    }
+    dir.Reset(fd);
+    shown = next_shown;
+  }
+}
+
+// Copies all of `fd` into a new sealed memfd.
+absl::StatusOr<int> CopyToSealedMemfd(int fd, const std::string& path) {
+  absl::StatusOr<int> memfd = NewMemfd(path);
+  if (!memfd.ok()) return memfd.status();
+  Fd copy(*memfd);
+  std::vector<char> buf(1 << 20);
+  size_t total = 0;
+  for (;;) {
+    const ssize_t n = read(fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Refuse(path, absl::StrCat("reading it: ", std::strerror(errno)));
+    if (n == 0) break;
+    total += static_cast<size_t>(n);
+    if (total > BtfFile::kMaxFileBytes) {
+      return Refuse(path, absl::StrCat("larger than ", BtfFile::kMaxFileBytes >> 20,
+                                       " MiB: not a kernel's BTF"));
+    }
+    if (!WriteAll(copy.get(), buf.data(), static_cast<size_t>(n))) {
+      return Refuse(path, absl::StrCat("copying it: ", std::strerror(errno)));
+    }
+  }
+  if (!Seal(copy.get())) return Refuse(path, absl::StrCat("sealing its copy: ", strerror(errno)));
+  return copy.Release();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BtfFile>> BtfFile::Open(const std::string& path) {
+  absl::StatusOr<int> fd = OpenRootOnly(path);
+  if (!fd.ok()) return fd.status();
+  Fd file(*fd);
+  // The file is read once, here; everything after reads the copy.
+  absl::StatusOr<int> whole = CopyToSealedMemfd(file.get(), path);
+  if (!whole.ok()) return whole.status();
+  Fd whole_copy(*whole);
+  file.Reset(-1);
+  const std::string whole_path = ProcPath(whole_copy.get());
+  if (access(whole_path.c_str(), R_OK) != 0) {
+    return Refuse(path, absl::StrCat("cannot read its copy at ", whole_path,
+                                     " (is /proc mounted?): libbpf reads the BTF by path"));
+  }
+  std::unique_ptr<BtfFile> out(new BtfFile());
+  out->path_ = path;
+  // Raw BTF or an ELF with a .BTF section: libbpf tells them apart.
+  out->parsed_ = btf__parse(whole_path.c_str(), nullptr);
+  if (out->parsed_ == nullptr) {
+    return Refuse(path,
+                  "not a kernel's BTF (a raw .btf file, or an ELF with a .BTF section, that "
+                  "describes struct task_struct)");
+  }
+  if (btf__endianness(out->parsed_) !=
+      (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? BTF_LITTLE_ENDIAN : BTF_BIG_ENDIAN)) {
+    return Refuse(path, "BTF in the other byte order: not this machine's kernel's");
+  }
+  if (btf__find_by_name_kind(out->parsed_, "task_struct", BTF_KIND_STRUCT) <= 0) {
+    return Refuse(path,
+                  "not a kernel's BTF (a raw .btf file, or an ELF with a .BTF section, that "
+                  "describes struct task_struct)");
+  }
+  // The loader reads each tracepoint's arguments from its btf_trace_*
+  // type, which a minimised BTF (bpftool gen min_core_btf) leaves out.
+  if (btf__find_by_name_kind(out->parsed_, "btf_trace_sched_switch", BTF_KIND_TYPEDEF) <= 0) {
+    return Refuse(path,
+                  "has no tracepoint types (btf_trace_sched_switch): a minimised BTF, not the "
+                  "kernel's whole one");
+  }
+  // libbpf's copy: the raw BTF alone, whatever the file was.
+  const absl::string_view raw = out->raw();
+  if (raw.empty()) return Refuse(path, "libbpf gave no raw BTF for it");
+  absl::StatusOr<int> memfd = NewMemfd(path);
+  if (!memfd.ok()) return memfd.status();
+  Fd copy(*memfd);
+  if (!WriteAll(copy.get(), raw.data(), raw.size()) || !Seal(copy.get())) {
+    return Refuse(path, absl::StrCat("copying its BTF: ", std::strerror(errno)));
+  }
+  out->copy_fd_ = copy.Release();
+  out->copy_path_ = ProcPath(out->copy_fd_);
+  return out;
+}
+
+BtfFile::~BtfFile() {
+  btf__free(parsed_);
+  if (copy_fd_ >= 0) close(copy_fd_);
+}
+
+absl::string_view BtfFile::raw() const {
+  uint32_t size = 0;
+  const void* data = btf__raw_data(parsed_, &size);
+  return data == nullptr ? absl::string_view()
+                         : absl::string_view(static_cast<const char*>(data), size);
+}
+
+}  // namespace ringside::bpf
