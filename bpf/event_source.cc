@@ -569,9 +569,13 @@ absl::StatusOr<uint64_t> EventSource::Poll(int timeout_ms,
 }
 
 uint64_t EventSource::Drain(const RingReader::BatchCallback& callback) {
-  FlushSchedBatches();
   uint64_t handed_out = 0;
-  reader_->Drain(Unbatching(callback, &handed_out));
+  const RingReader::BatchCallback unbatching = Unbatching(callback, &handed_out);
+  // The rings first: a batch sent into a ring still full of unread records
+  // would be dropped, and a storm keeps them full until this reads them.
+  reader_->Drain(unbatching);
+  FlushSchedBatches();
+  reader_->Drain(unbatching);
   return handed_out;
 }
 

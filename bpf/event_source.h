@@ -123,10 +123,11 @@ class EventSource {
   // at once, attached or not. Programs see the set change one id at a time.
   absl::Status SetCgroupFilter(const std::vector<uint64_t>& cgroup_ids);
 
-  // Hands every record in the rings to `callback` in per-CPU batches, after
-  // sending each CPU's batch of scheduling records to its ring
-  // (FlushSchedBatches): all the programs recorded before the call, each
-  // record once. The records of a batch are handed out one by one, never
+  // Hands every record in the rings to `callback` in per-CPU batches, then
+  // sends each CPU's batch of scheduling records to its ring
+  // (FlushSchedBatches) and hands those out too (the rings are read first,
+  // so that a full one does not drop the batch): all the programs recorded
+  // before the call, each record once. The records of a batch are handed out one by one, never
   // the batch. A CPU's scheduling records stay in order, but other
   // records may come before ones that preceded them (an exit before the
   // switches of its last moments).

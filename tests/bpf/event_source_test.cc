@@ -622,6 +622,56 @@ TEST(EventSourceTest, ADrainHandsOutTheRecordsStillInTheirBatch) {
   EXPECT_GE(wakeups, 3u);
 }
 
+// A drain reads the rings before it sends the batches into them: a batch
+// sent into a ring still full of what nobody read yet would be dropped (at
+// every stop, and every snapshot's staging flush, under a storm).
+TEST(EventSourceTest, ADrainOfFullRingsLosesNoWaitingBatch) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, WithRingSize(64 * 1024));
+  ASSERT_TRUE(source->Attach().ok());
+  auto waiting = [&](size_t cpu) {
+    uint64_t n = 0;
+    for (uint32_t type = RS_EV_SCHED_SWITCH; type < RS_SCHED_BATCH_TYPES; type++) {
+      n += source->records_waiting(type)[cpu];
+    }
+    return n;
+  };
+  // A CPU whose ring has no room for a whole batch, and a batch waiting
+  // there: storms, nobody reading, recording paused after each, until one
+  // is (a batch is empty one time in 42 or so).
+  auto drops = [&] {
+    uint64_t n = 0;
+    for (uint32_t type = RS_EV_SCHED_SWITCH; type < RS_SCHED_BATCH_TYPES; type++) {
+      n += source->drops(type);
+    }
+    return n;
+  };
+  const size_t batch_room = size_t{source->sched_batch_bytes()} + 64;
+  int full_cpu = -1;
+  for (int round = 0; round < 10 && full_cpu < 0; round++) {
+    source->SetRecording(true);
+    const pid_t child = SwitchStorm(3000);
+    waitpid(child, nullptr, 0);
+    source->SetRecording(false);
+    for (int cpu = 0; cpu < source->num_cpus(); cpu++) {
+      const size_t pending = source->reader().pending_bytes(static_cast<size_t>(cpu));
+      if (waiting(static_cast<size_t>(cpu)) > 0 && pending + batch_room > source->ring_size()) {
+        full_cpu = cpu;
+      }
+    }
+  }
+  ASSERT_GE(full_cpu, 0) << "no storm left a batch waiting beside a full ring";
+  const uint64_t dropped_before = drops();
+  const uint64_t was_waiting = waiting(static_cast<size_t>(full_cpu));
+  size_t of_full_cpu = 0;
+  source->Drain([&](uint32_t cpu, absl::Span<const RecordView> records) {
+    if (cpu == static_cast<uint32_t>(full_cpu)) of_full_cpu += records.size();
+  });
+  EXPECT_EQ(drops(), dropped_before) << was_waiting << " records were waiting on CPU " << full_cpu;
+  EXPECT_EQ(waiting(static_cast<size_t>(full_cpu)), 0u);
+  EXPECT_GT(of_full_cpu, was_waiting);
+  source->Detach();
+}
+
 // Batches are handed out as their records, never more at once than the
 // reader hands out ring records: a consumer writes each call as one packet.
 TEST(EventSourceTest, NoCallbackGetsMoreRecordsThanTheReadersBatch) {
