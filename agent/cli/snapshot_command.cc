@@ -26,7 +26,11 @@ constexpr absl::Duration kMaxWaitForWindow = absl::Minutes(10);
 absl::StatusOr<absl::Time> ParseMoment(const std::string& text) {
   absl::Time t;
   std::string err;
-  if (absl::ParseTime(absl::RFC3339_full, text, &t, &err)) return t;
+  // RFC 3339 (5.6) lets a space stand for the 'T', as GNU `date
+  // --rfc-3339=seconds` writes it: "2026-11-27 10:15:00+00:00".
+  std::string rfc3339 = text;
+  if (rfc3339.size() > 10 && rfc3339[10] == ' ') rfc3339[10] = 'T';
+  if (absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err)) return t;
   // Unix seconds, with up to nine decimals.
   const std::vector<std::string> parts = absl::StrSplit(text, '.');
   int64_t seconds = 0;
@@ -48,7 +52,7 @@ absl::StatusOr<absl::Time> ParseMoment(const std::string& text) {
   return absl::InvalidArgumentError(
       absl::StrCat("--around ", text,
                    ": not a time: give RFC 3339 (2026-11-27T10:15:00Z, "
-                   "2026-11-27T11:15:00.5+01:00) or Unix seconds (1795806492)"));
+                   "2026-11-27 11:15:00.5+01:00) or Unix seconds (1795806492)"));
 }
 
 const CommandSpec& SnapshotCommandSpec() {
@@ -85,10 +89,13 @@ const CommandSpec& SnapshotCommandSpec() {
                 {0, "timeout", "D",
                  "give up after D (10s, 2m; plain: seconds); default 10s, with --wait 5m", false},
                 {0, "around", "TIME",
-                 "the moment to hold: RFC 3339 (2026-11-27T10:15:00Z) or Unix seconds; "
+                 "the moment to hold: RFC 3339 (2026-11-27T10:15:00Z, or `date "
+                 "--rfc-3339=seconds`'s 2026-11-27 10:15:00+00:00) or Unix seconds; "
                  "implies --wait",
                  false},
-                {0, "window", "D", "with --around, the span to hold, TIME in its middle (30s)",
+                {0, "window", "D",
+                 absl::StrCat("with --around, the span to hold, TIME in its middle (30s; at most ",
+                              absl::FormatDuration(kMaxSnapshotWindow), ")"),
                  false},
             },
         .examples =
@@ -134,6 +141,11 @@ int RunSnapshotCommand(const ParsedArgs& args) {
       absl::StatusOr<absl::Duration> w = ParseDurationFlag("--window", args.Get("window"));
       if (!w.ok()) return UsageError(spec, std::string(w.status().message()));
       if (*w <= absl::ZeroDuration()) return UsageError(spec, "--window must be longer than 0");
+      if (*w > kMaxSnapshotWindow) {
+        return UsageError(spec, absl::StrCat("--window ", args.Get("window"), ": at most ",
+                                             absl::FormatDuration(kMaxSnapshotWindow),
+                                             " (a ring holds minutes to hours)"));
+      }
       window = *w;
     }
     // The window must have ended before the agent can hold it.
@@ -144,6 +156,14 @@ int RunSnapshotCommand(const ParsedArgs& args) {
                                            absl::FormatDuration(kMaxWaitForWindow)));
     }
     if (to_end > absl::ZeroDuration()) {
+      // Before waiting minutes for the window: is there an agent to ask,
+      // and does it let us ask?
+      control::Request probe;
+      probe.mutable_status();
+      int probe_exit = kExitOk;
+      if (!AskAgent(spec, args, probe, control::Reply::kStatus, kStartTimeout, &probe_exit)) {
+        return probe_exit;
+      }
       std::fprintf(stderr, "ringside snapshot: waiting %s for the window to end\n",
                    absl::FormatDuration(to_end).c_str());
       absl::SleepFor(to_end);

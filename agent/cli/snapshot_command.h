@@ -20,7 +20,8 @@ const CommandSpec& SnapshotCommandSpec();
 int RunSnapshotCommand(const ParsedArgs& args);
 
 // --around's TIME: RFC 3339 with a zone ("2026-11-27T10:15:00Z",
-// "...T11:15:00.25+01:00") or Unix seconds with up to nine decimals.
+// "...T11:15:00.25+01:00"; a space for the 'T', as GNU `date --rfc-3339`
+// writes it) or Unix seconds with up to nine decimals.
 absl::StatusOr<absl::Time> ParseMoment(const std::string& text);
 
 }  // namespace ringside::agent

@@ -77,6 +77,10 @@ inline constexpr size_t kMaxSnapshotReasonBytes = 200;
 // `ringside snapshot --around TIME` without --window: the window around
 // TIME a snapshot is asked to hold (TIME in its middle).
 inline constexpr absl::Duration kDefaultSnapshotWindow = absl::Seconds(30);
+// The longest such window: a ring holds minutes to hours. The client
+// checks it before waiting for the window's end; the agent refuses longer
+// ones.
+inline constexpr absl::Duration kMaxSnapshotWindow = absl::Hours(24);
 
 // Parses a frame's payload as a Request: a message that does not parse,
 // that carries no request this agent knows, or whose text (snapshot reason,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -53,13 +54,17 @@ struct Connection {
 };
 
 // A reply to a connection we are about to close, sent without waiting: a
-// new socket's send buffer always has room for a short error.
-void SendErrorAndClose(int fd, const std::string& error) {
-  control::Reply reply;
-  reply.set_error(error);
+// socket with no reply unsent has room for a short one.
+void SendAndClose(int fd, const control::Reply& reply) {
   const std::string frame = EncodeFrame(reply);
   (void)!send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   close(fd);
+}
+
+void SendErrorAndClose(int fd, const std::string& error) {
+  control::Reply reply;
+  reply.set_error(error);
+  SendAndClose(fd, reply);
 }
 
 }  // namespace
@@ -97,19 +102,29 @@ class ControlServer::Loop {
   }
 
   ~Loop() {
+    std::vector<std::pair<uint64_t, control::Reply>> replies;
     {
       absl::MutexLock lock(&mailbox_->mu);
       mailbox_->event_fd = -1;
+      replies.swap(mailbox_->replies);
     }
     for (auto& c : connections_) {
       if (c->fd < 0) continue;
-      if (c->parked_id != 0) {
-        SendErrorAndClose(c->fd, "the agent is stopping before it could answer this request");
-      } else {
+      if (c->parked_id == 0) {
+        // A reply partly sent stays cut: the peer sees the connection close.
         close(c->fd);
+        continue;
+      }
+      // Its reply came after the loop's last round: it is still the answer.
+      auto reply = std::find_if(replies.begin(), replies.end(),
+                                [&c](const auto& r) { return r.first == c->parked_id; });
+      if (reply != replies.end()) {
+        SendAndClose(c->fd, reply->second);
+      } else {
+        SendErrorAndClose(c->fd, "the agent is stopping before it could answer this request");
       }
     }
-    close(listen_fd_);
+    if (listen_fd_ >= 0) close(listen_fd_);
     close(wake_fd_);
     close(mailbox_fd_);
   }
@@ -117,6 +132,15 @@ class ControlServer::Loop {
   void Wake() {
     const uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
+  }
+
+  // From another thread: no new connections nor requests from now on; the
+  // loop goes on for the parked ones' replies.
+  void StopAccepting() {
+    stop_accepting_.store(true);
+    // Through the mailbox's eventfd: the wake eventfd ends the loop.
+    const uint64_t one = 1;
+    (void)!write(mailbox_fd_, &one, sizeof(one));
   }
 
   void Run() {
@@ -152,6 +176,7 @@ class ControlServer::Loop {
         return;
       }
       if (fds[0].revents != 0) return;
+      if (stop_accepting_.load() && listen_fd_ >= 0) CloseToNewRequests();
       // Only the connections polled above: Accept() appends new ones.
       const size_t polled = connections_.size();
       if (fds[1].revents != 0) Accept();
@@ -183,7 +208,25 @@ class ControlServer::Loop {
   // connections.
   static constexpr size_t kFirstConnection = 3;
 
+  // StopAccepting()'s work, on the loop's thread: the listening socket
+  // closes (connections still in its backlog see it closed), a connection
+  // is closed once the reply it has coming is sent (its parked request's
+  // too), and one with none coming is closed now.
+  void CloseToNewRequests() {
+    close(listen_fd_);
+    listen_fd_ = -1;
+    for (auto& c : connections_) {
+      if (c->fd < 0) continue;
+      if (c->parked_id != 0 || !c->out.empty()) {
+        c->close_after_write = true;
+      } else {
+        Close(*c);
+      }
+    }
+  }
+
   void Accept() {
+    if (listen_fd_ < 0) return;
     while (true) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
@@ -400,11 +443,12 @@ class ControlServer::Loop {
     options_.log(text);
   }
 
-  const int listen_fd_;
+  int listen_fd_;  // -1 once closed to new requests.
   const int wake_fd_;
   const int mailbox_fd_;  // eventfd: a LaterReply was sent.
   const std::shared_ptr<LaterReply::Mailbox> mailbox_ = std::make_shared<LaterReply::Mailbox>();
   uint64_t next_request_id_ = 1;
+  std::atomic<bool> stop_accepting_{false};
   // Declared before options_, which the constructor moves from.
   const std::optional<gid_t> group_;  // Admitted besides root; none: root only.
   const std::string who_may_;         // "root or in <group>", for refusals.
@@ -464,18 +508,28 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Create(
 
 ControlServer::~ControlServer() { Stop(); }
 
+void ControlServer::StopAccepting() {
+  if (loop_ == nullptr) return;
+  loop_->StopAccepting();
+  RemoveSocketFile();
+}
+
 void ControlServer::Stop() {
   if (loop_ == nullptr) return;
   loop_->Wake();
   thread_.join();
   loop_.reset();
+  RemoveSocketFile();
+  close(dir_fd_);
+  dir_fd_ = -1;
+}
+
+void ControlServer::RemoveSocketFile() {
   struct stat st;
   if (fstatat(dir_fd_, name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode) &&
       st.st_dev == socket_dev_ && st.st_ino == socket_ino_) {
     unlinkat(dir_fd_, name_.c_str(), 0);
   }
-  close(dir_fd_);
-  dir_fd_ = -1;
 }
 
 }  // namespace ringside::agent

@@ -107,13 +107,20 @@ class ControlHandler {
 // not read, not answered, not timed out by io_timeout but by the handler's
 // limit, still counted in max_connections, dropped if the peer hangs up;
 // the loop is woken (an eventfd in its poll set) when the reply comes and
-// sends it, while every other connection is served meanwhile. Stop()
-// answers parked connections with an error saying the agent is stopping.
+// sends it, while every other connection is served meanwhile.
 // The time a handler takes does not count against any other connection's
 // io_timeout.
 //
-// Thread-safety: Listen() and Stop() from one thread; the handler runs on the
-// server's thread and must not call Stop(); LaterReply::Send() from any.
+// Shutting down comes in two steps, so that a parked request gets its real
+// answer when its work finishes during the shutdown (a `snapshot --wait`
+// whose file the agent writes before it exits): StopAccepting() takes no
+// new connection nor request, but parked connections still get their
+// replies; Stop() then answers those still parked with an error saying the
+// agent is stopping.
+//
+// Thread-safety: Listen(), StopAccepting() and Stop() from one thread; the
+// handler runs on the server's thread and must not call them;
+// LaterReply::Send() from any.
 class ControlServer {
  public:
   struct Options {
@@ -160,9 +167,16 @@ class ControlServer {
   ControlServer(const ControlServer&) = delete;
   ControlServer& operator=(const ControlServer&) = delete;
 
+  // Closes the socket to new connections and removes its file (as Stop()
+  // does); closes every connection but those with a reply still to come
+  // (their request parked, or its reply being sent), which are closed once
+  // it is sent; the handler is called no more. Returns at once: the server's
+  // thread does it. Idempotent; Stop() after it is still needed.
+  void StopAccepting();
   // Closes every connection and the socket, waits for the thread, and
   // removes the socket file if it is still the one Listen() created (same
-  // device and inode). Idempotent.
+  // device and inode). A parked connection gets its reply if the handler
+  // gave it by now, else an error saying the agent is stopping. Idempotent.
   void Stop();
 
   const std::string& path() const { return path_; }
@@ -175,6 +189,9 @@ class ControlServer {
   static absl::StatusOr<std::unique_ptr<ControlServer>> Create(
       const std::string& path, Options options, ControlHandler* handler,
       const std::function<void()>& after_bind);
+  // Removes the socket file if it is still the one Listen() created (same
+  // device and inode).
+  void RemoveSocketFile();
 
   std::string path_;
   std::string name_;  // The socket file's name in its directory.

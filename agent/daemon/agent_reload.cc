@@ -66,9 +66,10 @@ void AgentService::Reload() {
         snapshots_->set_output_dir(plan.next.output_dir());
       } else if (field == "trigger_config") {
         triggers_.Replace(TriggerPolicy::RulesFrom(plan.next));
+        tally_.Reserve(ReservedTallyNames(plan.next));
       } else if (field == "snapshot_request_cooldown_ms" ||
                  field == "max_snapshot_requests_per_hour") {
-        requests_.Replace({TriggerPolicy::RequestRuleFrom(plan.next, kRequestedSnapshotReason)});
+        requests_.Replace(TriggerPolicy::RequestRuleFrom(plan.next, kRequestedSnapshotReason));
       } else if (field == "max_snapshot_files" || field == "max_snapshot_bytes") {
         snapshots_->set_retention(plan.next.max_snapshot_files(), plan.next.max_snapshot_bytes());
       }

@@ -82,8 +82,10 @@ AgentService::AgentService(Options options)
 AgentService::~AgentService() {
   metrics_http_.reset();
   metrics_.reset();
-  if (control_ != nullptr) control_->Stop();
+  // Waiters for queued snapshots get their answers before the socket goes.
+  if (control_ != nullptr) control_->StopAccepting();
   if (snapshots_ != nullptr) snapshots_->Finish();
+  if (control_ != nullptr) control_->Stop();
   if (session_ != nullptr) (void)session_->Stop();
   if (stop_fd_ >= 0) close(stop_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -101,6 +103,12 @@ absl::Status AgentService::CheckConfig(const config::TraceConfig& cfg) {
   return absl::OkStatus();
 }
 
+std::vector<std::string> AgentService::ReservedTallyNames(const config::TraceConfig& config) {
+  std::vector<std::string> names = {kRequestedSnapshotReason, kSignalSnapshotReason};
+  for (const auto& t : config.trigger_config().triggers()) names.push_back(t.name());
+  return names;
+}
+
 absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options options) {
   if (absl::Status st = CheckConfig(options.config); !st.ok()) return st;
   std::unique_ptr<AgentService> s(new AgentService(std::move(options)));
@@ -113,8 +121,9 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
     absl::MutexLock lock(&s->mu_);
     s->triggers_.Replace(TriggerPolicy::RulesFrom(s->options_.config));
     s->requests_.Replace(
-        {TriggerPolicy::RequestRuleFrom(s->options_.config, kRequestedSnapshotReason)});
+        TriggerPolicy::RequestRuleFrom(s->options_.config, kRequestedSnapshotReason));
   }
+  s->tally_.Reserve(ReservedTallyNames(s->options_.config));
   const config::TraceConfig& config = s->options_.config;
   ControlServer::Options control_options;
   if (config.has_control_group()) {
@@ -278,9 +287,9 @@ std::string AgentService::OnSignal(const signalfd_siginfo& info) {
       break;
     case SIGUSR1:
       if (absl::StatusOr<std::string> p =
-              TakeSnapshot("signal", absl::StrCat("SIGUSR1", from),
-                           SnapshotTrigger{"signal", "SIGUSR1", static_cast<int32_t>(info.ssi_uid),
-                                           BoottimeNowNs()});
+              TakeSnapshot(kSignalSnapshotReason, absl::StrCat("SIGUSR1", from),
+                           SnapshotTrigger{kSignalSnapshotReason, "SIGUSR1",
+                                           static_cast<int32_t>(info.ssi_uid), BoottimeNowNs()});
           !p.ok()) {
         log_.Error(absl::StrCat("snapshot (SIGUSR1", from, "): ", p.status().message()));
       }
@@ -293,7 +302,9 @@ int AgentService::Shutdown(const std::string& why) {
   notifier_.Stopping();
   log_.Notice(absl::StrCat("stopping: ", why));
   // No new requests first: a trigger accepted from here on would be lost.
-  control_->Stop();
+  // A `snapshot --wait` parked meanwhile stays, and gets its file's path
+  // once the writer has written it below.
+  control_->StopAccepting();
   metrics_http_.reset();
   metrics_.reset();
   // Triggers still in their stop_delay_ms: snapshot them now, with the
@@ -308,8 +319,9 @@ int AgentService::Shutdown(const std::string& why) {
   }
   TakeDueSnapshots();
   stopping_ = true;
-  // Queued snapshots written; then the session.
+  // Queued snapshots written, their waiters answered; then the session.
   snapshots_->Finish();
+  control_->Stop();
   absl::Status stopped = session_->Stop();
   if (stopped.ok() && stream_ != nullptr) {
     // The last file: the buffers' rest and its trailer, renamed into place.

@@ -20,6 +20,7 @@
 #include "agent/metrics/metrics_listener.h"
 #include "agent/metrics/metrics_textfile.h"
 #include "agent/session/tracing_session.h"
+#include "agent/snapshots/request_limits.h"
 #include "agent/snapshots/snapshot_writer.h"
 #include "agent/snapshots/trigger_policy.h"
 #include "agent/snapshots/trigger_tally.h"
@@ -43,9 +44,10 @@ namespace ringside::agent {
 //   snapshot thread: SnapshotWriter, one file at a time
 //   the session's own threads (sources, buffer owner, the streaming drain)
 //
-// Shutdown, in order: the control socket closes (no new requests), queued
-// snapshots are written, the session stops (sources detached, tracefs
-// instance removed).
+// Shutdown, in order: the control socket closes to new requests, queued
+// snapshots are written (a `snapshot --wait` still parked gets its file's
+// path), the socket's last connections close, the session stops (sources
+// detached, tracefs instance removed).
 class AgentService : public ControlHandler, public IncidentListener {
  public:
   struct Options {
@@ -107,12 +109,22 @@ class AgentService : public ControlHandler, public IncidentListener {
   control::StatusReply BuildStatus();
   Answer Snapshot(const control::SnapshotRequest& request, const Peer& peer,
                   const LaterReply& later);
+  // An --around request's window: on the trace's clock (what the file is
+  // asked to hold), and on the wall clock as the requester gave it (what
+  // replies show: converted back, it would be some microseconds off).
+  struct AskedWindow {
+    TraceSummary::Window boottime;
+    int64_t first_unix_ns = 0;
+    int64_t last_unix_ns = 0;
+  };
+  // The window `request` asks for (--around), or why not (kInvalidArgument:
+  // longer than kMaxSnapshotWindow, not over yet, out of range).
+  static absl::StatusOr<AskedWindow> WindowOf(const control::SnapshotRequest& request);
   // `snapshot --wait`: answered through `later` once the writer reports
   // the file at `path` written or failed, or after kSnapshotWaitLimit.
   // `window`: the one the request asked the file to hold (--around).
   Answer AnswerOnceWritten(const std::string& path, const std::string& reason,
-                           const std::optional<TraceSummary::Window>& window,
-                           const LaterReply& later);
+                           const std::optional<AskedWindow>& window, const LaterReply& later);
   // The writer reported the file Take() named `path`: written where
   // `written` says, or failed; its waiters get their reply.
   void AnswerSnapshotWaiters(const SnapshotWriter::Result& written);
@@ -133,12 +145,17 @@ class AgentService : public ControlHandler, public IncidentListener {
                             const std::string& who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a snapshot; logs it.
   // `trigger` goes into the file (clone_snapshot_trigger); `by` into the log;
-  // `joined`: the triggers that joined it while it waited for its delay.
+  // `joined`: the triggers that joined it while it waited for its delay;
+  // `window`, `tally_as`: as SnapshotWriter::Take's.
   absl::StatusOr<std::string> TakeSnapshot(
       const std::string& reason, const std::string& by, const SnapshotTrigger& trigger,
       const std::vector<SnapshotTrigger>& joined = {},
-      const std::optional<TraceSummary::Window>& window = std::nullopt);
+      const std::optional<TraceSummary::Window>& window = std::nullopt,
+      absl::string_view tally_as = {});
   void Reload();
+  // The tally's rows no request can take (TriggerTally::Reserve): the
+  // config's triggers, requests' and SIGUSR1's.
+  static std::vector<std::string> ReservedTallyNames(const config::TraceConfig& config);
   // Names the triggers with an incident filter that no running source can
   // fire (no linux.bpf, or its incident programs off).
   void WarnOfIncidentTriggersNothingFires();
@@ -179,7 +196,7 @@ class AgentService : public ControlHandler, public IncidentListener {
   // until it is finished. At most one per control connection.
   struct SnapshotWaiter {
     std::string reason;
-    std::optional<TraceSummary::Window> window;
+    std::optional<AskedWindow> window;
     LaterReply later;
   };
   absl::Mutex waiters_mu_;
@@ -198,9 +215,9 @@ class AgentService : public ControlHandler, public IncidentListener {
   // What `status` says of the reloads.
   control::ReloadStatus reload_ ABSL_GUARDED_BY(mu_);
   TriggerPolicy triggers_ ABSL_GUARDED_BY(mu_){{}};
-  // The limits of snapshots requested by hand: one rule,
-  // kRequestedSnapshotReason.
-  TriggerPolicy requests_ ABSL_GUARDED_BY(mu_){{}};
+  // The limits of snapshots requested by hand, per requesting uid (the
+  // config's, from Start()).
+  RequestLimits requests_ ABSL_GUARDED_BY(mu_){TriggerPolicy::Rule{}};
   // A trigger fired, waiting for its stop_delay_ms, and the requests of the
   // same trigger that joined it meanwhile (at most
   // kMaxTriggersListedPerSnapshot listed; all counted in tally_).

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/daemon/agent_memory.h"
+#include "agent/snapshots/snapshot_retention.h"
 #include "agent/version.h"
 
 namespace ringside::agent {
@@ -178,12 +179,14 @@ control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, ab
   for (const TriggerTally::Counts& c : triggers.counts) {
     control::SnapshotStatus::Trigger* t = st.mutable_snapshots()->add_triggers();
     t->set_name(c.name);
-    // Every name but the config's, SIGUSR1's and the tally's overflow row
-    // is a reason a client gave `ringside snapshot`.
+    // Requests by hand are all one row, whatever their reasons; every name
+    // but that one, SIGUSR1's and the tally's overflow row is a config's
+    // trigger (the running config's, or one a reload removed).
     t->set_kind(triggers.configured.count(c.name) > 0 ? "config"
-                : c.name == "signal"                  ? "signal"
+                : c.name == kRequestedSnapshotReason  ? "request"
+                : c.name == kSignalSnapshotReason     ? "signal"
                 : c.name == TriggerTally::kOtherName  ? "other"
-                                                      : "request");
+                                                      : "config");
     t->set_fired(c.fired);
     t->set_joined(c.joined);
     t->set_suppressed(c.suppressed);

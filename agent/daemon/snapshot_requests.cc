@@ -24,10 +24,9 @@ namespace {
 // file may still come.
 constexpr absl::Duration kSnapshotWaitLimit = absl::Minutes(5);
 
-// `--around`'s window: at most a day (a ring holds minutes to hours), and
-// it must have ended (ringside snapshot waits for its end before asking);
-// a second of slack for the moment the request took to come.
-constexpr absl::Duration kMaxWindow = absl::Hours(24);
+// `--around`'s window must have ended (ringside snapshot waits for its end
+// before asking); a second of slack for the moment the request took to
+// come.
 constexpr absl::Duration kWindowEndSlack = absl::Seconds(1);
 
 int64_t RealtimeNowNs() {
@@ -36,44 +35,48 @@ int64_t RealtimeNowNs() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-// The window of an --around request on the trace's clock, or why not.
-absl::StatusOr<TraceSummary::Window> WindowOf(const control::SnapshotRequest& request) {
+}  // namespace
+
+using internal::Error;
+using internal::SnapshotReply;
+using internal::Who;
+
+absl::StatusOr<AgentService::AskedWindow> AgentService::WindowOf(
+    const control::SnapshotRequest& request) {
   const absl::Duration window = request.window_ns() == 0
                                     ? kDefaultSnapshotWindow
                                     : absl::Nanoseconds(static_cast<int64_t>(
                                           std::min<uint64_t>(request.window_ns(), INT64_MAX)));
-  if (window > kMaxWindow) {
+  if (window > kMaxSnapshotWindow) {
     return absl::InvalidArgumentError(absl::StrCat("the window is ", absl::FormatDuration(window),
-                                                   "; at most ", absl::FormatDuration(kMaxWindow)));
+                                                   "; at most ",
+                                                   absl::FormatDuration(kMaxSnapshotWindow)));
   }
   // REALTIME to BOOTTIME by the offset between them now.
   const int64_t boot_now = BoottimeNowNs();
   const int64_t offset = RealtimeNowNs() - boot_now;
   const int64_t half = absl::ToInt64Nanoseconds(window / 2);
   const int64_t around = request.around_unix_ns();
-  int64_t first_unix, last_unix, first, last;
-  if (__builtin_sub_overflow(around, half, &first_unix) ||
-      __builtin_add_overflow(around, half, &last_unix) ||
-      __builtin_sub_overflow(first_unix, offset, &first) ||
-      __builtin_sub_overflow(last_unix, offset, &last)) {
+  AskedWindow asked;
+  int64_t first, last;
+  if (__builtin_sub_overflow(around, half, &asked.first_unix_ns) ||
+      __builtin_add_overflow(around, half, &asked.last_unix_ns) ||
+      __builtin_sub_overflow(asked.first_unix_ns, offset, &first) ||
+      __builtin_sub_overflow(asked.last_unix_ns, offset, &last)) {
     return absl::InvalidArgumentError("the moment is out of range");
   }
   if (last > boot_now + absl::ToInt64Nanoseconds(kWindowEndSlack)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the window ", FormatRealtime(first_unix), " .. ", FormatRealtime(last_unix),
-                     " ends ", absl::FormatDuration(absl::Nanoseconds(last - boot_now)),
+        absl::StrCat("the window ", FormatRealtime(asked.first_unix_ns), " .. ",
+                     FormatRealtime(asked.last_unix_ns), " ends ",
+                     absl::FormatDuration(absl::Nanoseconds(last - boot_now)),
                      " from now: ask once it has passed (ringside snapshot --around waits)"));
   }
   if (last < 0) return absl::InvalidArgumentError("the window ends before this machine booted");
-  return TraceSummary::Window{static_cast<uint64_t>(std::max<int64_t>(first, 0)),
-                              static_cast<uint64_t>(last)};
+  asked.boottime = {static_cast<uint64_t>(std::max<int64_t>(first, 0)),
+                    static_cast<uint64_t>(last)};
+  return asked;
 }
-
-}  // namespace
-
-using internal::Error;
-using internal::SnapshotReply;
-using internal::Who;
 
 ControlHandler::Answer AgentService::Snapshot(const control::SnapshotRequest& request,
                                               const Peer& peer, const LaterReply& later) {
@@ -83,11 +86,32 @@ ControlHandler::Answer AgentService::Snapshot(const control::SnapshotRequest& re
     return Error(absl::StrCat("the snapshot reason is ", reason.size(), " bytes; at most ",
                               kMaxSnapshotReasonBytes));
   }
+  // A request refused for its window is refused before the limits see it:
+  // it must not spend the requester's cooldown.
+  std::optional<AskedWindow> window;
+  if (request.has_around_unix_ns()) {
+    absl::StatusOr<AskedWindow> w = WindowOf(request);
+    if (!w.ok()) return Error(absl::StrCat("no snapshot: ", w.status().message()));
+    window = *w;
+    // Over before the agent started: no file would hold any of it, so none
+    // is written (a fan-out must not push useful snapshots out).
+    const int64_t start = session_->start_boottime_ns();
+    if (static_cast<int64_t>(window->boottime.last_ns) < start) {
+      const int64_t offset = RealtimeNowNs() - BoottimeNowNs();
+      return Error(absl::StrCat(
+          "the ring no longer holds the window ", FormatRealtime(window->first_unix_ns), " .. ",
+          FormatRealtime(window->last_unix_ns),
+          ": it ended before this agent started recording, at ", FormatRealtime(start + offset)));
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
-    const TriggerPolicy::Verdict verdict = requests_.Offer(kRequestedSnapshotReason, absl::Now());
+    // Each uid has limits of its own: a member of control_group who spends
+    // theirs does not spend root's. Tallied as "request", never as the
+    // reason: that is the client's text, and could pose as a trigger.
+    const TriggerPolicy::Verdict verdict = requests_.Offer(peer.uid, absl::Now());
     if (verdict != TriggerPolicy::Verdict::kFire) {
-      tally_.Count(reason, TriggerTally::Outcome::kSuppressed);
+      tally_.Count(kRequestedSnapshotReason, TriggerTally::Outcome::kSuppressed);
       const char* field = verdict == TriggerPolicy::Verdict::kCooldown
                               ? "snapshot_request_cooldown_ms"
                               : "max_snapshot_requests_per_hour";
@@ -98,39 +122,25 @@ ControlHandler::Answer AgentService::Snapshot(const control::SnapshotRequest& re
                                 field == std::string("snapshot_request_cooldown_ms")
                                     ? absl::StrCat(config_.snapshot_request_cooldown_ms(), " ms")
                                     : absl::StrCat(config_.max_snapshot_requests_per_hour()),
-                                ") holds it back; counted in status"));
+                                "), a limit for each user, holds it back; counted in status"));
     }
   }
-  std::optional<TraceSummary::Window> window;
-  if (request.has_around_unix_ns()) {
-    absl::StatusOr<TraceSummary::Window> w = WindowOf(request);
-    if (!w.ok()) return Error(absl::StrCat("no snapshot: ", w.status().message()));
-    window = *w;
-    // Over before the agent started: no file would hold any of it, so none
-    // is written (a fan-out must not push useful snapshots out).
-    const int64_t start = session_->start_boottime_ns();
-    if (static_cast<int64_t>(window->last_ns) < start) {
-      const int64_t offset = RealtimeNowNs() - BoottimeNowNs();
-      return Error(absl::StrCat(
-          "the ring no longer holds the window ",
-          FormatRealtime(static_cast<int64_t>(window->first_ns) + offset), " .. ",
-          FormatRealtime(static_cast<int64_t>(window->last_ns) + offset),
-          ": it ended before this agent started recording, at ", FormatRealtime(start + offset)));
-    }
-  }
+  std::optional<TraceSummary::Window> boottime_window;
+  if (window.has_value()) boottime_window = window->boottime;
   absl::StatusOr<std::string> path = TakeSnapshot(
       RequestedSnapshotFileReason(reason), Who(peer),
       SnapshotTrigger{reason, "ringside snapshot", static_cast<int32_t>(peer.uid), BoottimeNowNs()},
-      {}, window);
+      {}, boottime_window, kRequestedSnapshotReason);
   if (!path.ok()) return Error(absl::StrCat("no snapshot: ", path.status().message()));
   // Whether the window is held is known once the file is written.
   if (request.wait() || window.has_value()) return AnswerOnceWritten(*path, reason, window, later);
   return SnapshotReply(*path, reason);
 }
 
-ControlHandler::Answer AgentService::AnswerOnceWritten(
-    const std::string& path, const std::string& reason,
-    const std::optional<TraceSummary::Window>& window, const LaterReply& later) {
+ControlHandler::Answer AgentService::AnswerOnceWritten(const std::string& path,
+                                                       const std::string& reason,
+                                                       const std::optional<AskedWindow>& window,
+                                                       const LaterReply& later) {
   {
     absl::MutexLock lock(&waiters_mu_);
     snapshot_waiters_.emplace(path, SnapshotWaiter{reason, window, later});
@@ -174,16 +184,15 @@ void AgentService::AnswerSnapshotWaiters(const SnapshotWriter::Result& written) 
       continue;
     }
     control::Reply reply = SnapshotReply(written.path, w.reason);
-    const TraceSummary* s = written.summary.get();
-    if (w.window.has_value() && s != nullptr && s->last_timestamp_ns &&
-        s->realtime_offset_last_ns) {
-      const int64_t offset = *s->realtime_offset_last_ns;
+    const std::optional<SnapshotWriter::Result::Held>& held = written.held;
+    if (w.window.has_value() && held.has_value() && held->until_ns && held->realtime_offset_ns) {
+      const int64_t offset = *held->realtime_offset_ns;
       auto unix_ns = [offset](uint64_t boot) { return static_cast<int64_t>(boot) + offset; };
-      const std::optional<uint64_t> from = s->HeldFrom();
-      const uint64_t until = *s->last_timestamp_ns;
-      const std::string asked = absl::StrCat(FormatRealtime(unix_ns(w.window->first_ns)), " .. ",
-                                             FormatRealtime(unix_ns(w.window->last_ns)));
-      if (!from.has_value() || w.window->last_ns < *from) {
+      const std::optional<uint64_t> from = held->from_ns;
+      const uint64_t until = *held->until_ns;
+      const std::string asked = absl::StrCat(FormatRealtime(w.window->first_unix_ns), " .. ",
+                                             FormatRealtime(w.window->last_unix_ns));
+      if (!from.has_value() || w.window->boottime.last_ns < *from) {
         w.later.Send(Error(absl::StrCat(
             "the ring no longer holds the window ", asked, ": ",
             from.has_value() ? absl::StrCat("it holds ", FormatRealtime(unix_ns(*from)), " .. ",
@@ -192,7 +201,7 @@ void AgentService::AnswerSnapshotWaiters(const SnapshotWriter::Result& written) 
         continue;
       }
       control::SnapshotReply* answer = reply.mutable_snapshot();
-      answer->set_window_held(s->Holds(*w.window));
+      answer->set_window_held(held->Holds(w.window->boottime));
       answer->set_held_from_unix_ns(unix_ns(*from));
       answer->set_held_until_unix_ns(unix_ns(until));
     }
@@ -202,9 +211,10 @@ void AgentService::AnswerSnapshotWaiters(const SnapshotWriter::Result& written) 
 
 absl::StatusOr<std::string> AgentService::TakeSnapshot(
     const std::string& reason, const std::string& by, const SnapshotTrigger& trigger,
-    const std::vector<SnapshotTrigger>& joined, const std::optional<TraceSummary::Window>& window) {
+    const std::vector<SnapshotTrigger>& joined, const std::optional<TraceSummary::Window>& window,
+    absl::string_view tally_as) {
   if (stopping_) return absl::FailedPreconditionError("the agent is stopping");
-  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger, joined, window);
+  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger, joined, window, tally_as);
   if (path.ok()) log_.Info(absl::StrCat("snapshot asked by ", by, " (", reason, "): ", *path));
   return path;
 }

@@ -19,6 +19,8 @@ bool IsSnapshotFileName(absl::string_view name, absl::string_view hostname);
 // reason "request" or "request-<its reason>": retention tells it from one
 // the agent's triggers fired by that name alone, across restarts.
 inline constexpr char kRequestedSnapshotReason[] = "request";
+// A snapshot SIGUSR1 asked for: its file's reason and its trigger's name.
+inline constexpr char kSignalSnapshotReason[] = "signal";
 // The reason a requested snapshot's file is named for.
 std::string RequestedSnapshotFileReason(absl::string_view reason);
 // True for the name of a snapshot asked for by hand.

@@ -45,6 +45,11 @@ std::string SnapshotFileName(absl::string_view hostname, absl::Time when,
   return absl::StrCat(AgentFileStem(hostname, when), "-", safe, ".pftrace");
 }
 
+bool SnapshotWriter::Result::Held::Holds(const TraceSummary::Window& window) const {
+  return from_ns.has_value() && until_ns.has_value() && *from_ns <= window.first_ns &&
+         window.last_ns <= *until_ns;
+}
+
 SnapshotWriter::SnapshotWriter(TracingSession* session, std::string output_dir,
                                std::function<void(const Result&)> on_done, TriggerTally* tally)
     : session_(session),
@@ -129,7 +134,9 @@ void SnapshotWriter::ListTriggers(const SnapshotTrigger& trigger,
 absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
                                                  const SnapshotTrigger& trigger,
                                                  const std::vector<SnapshotTrigger>& joined,
-                                                 std::optional<TraceSummary::Window> window) {
+                                                 std::optional<TraceSummary::Window> window,
+                                                 absl::string_view tally_as) {
+  if (tally_as.empty()) tally_as = trigger.name;
   absl::MutexLock lock(&mu_);
   // Another thread's clone in progress (the control thread and the main
   // thread both take snapshots) is waited for and joined like a queued
@@ -141,7 +148,7 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   // holds what the trigger is about: join it.
   if (!queue_.empty() && queue_.back().snapshot->cloned_at_ns() >= trigger.boottime_ns) {
     stats_.joined++;
-    if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kJoined);
+    if (tally_ != nullptr) tally_->Count(tally_as, TriggerTally::Outcome::kJoined);
     ListTriggers(trigger, joined, window, &queue_.back());
     return queue_.back().path;
   }
@@ -167,7 +174,7 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   if (!queue_.empty()) {
     Pending& waiting = queue_.back();
     stats_.joined++;
-    if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kJoined);
+    if (tally_ != nullptr) tally_->Count(tally_as, TriggerTally::Outcome::kJoined);
     ListTriggers(trigger, joined, window, &waiting);
     if (snap.ok()) {
       waiting.snapshot = std::move(*snap);
@@ -184,7 +191,7 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   // A name can come back after a failed write left no file: Wait() on it
   // must see this snapshot's outcome, not that one's.
   std::erase_if(done_, [&](const Result& r) { return r.taken_path == pending.path; });
-  if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kFired);
+  if (tally_ != nullptr) tally_->Count(tally_as, TriggerTally::Outcome::kFired);
   pending.reason = trigger.name;  // The reason as given; `reason` may carry a prefix.
   pending.snapshot = std::move(*snap);
   ListTriggers(trigger, joined, window, &pending);
@@ -320,7 +327,8 @@ void SnapshotWriter::Loop() {
       group = group_;
       compression = compression_;
     }
-    Result result{absl::OkStatus(), next.path, next.reason, next.path, absl::OkStatus(), nullptr};
+    Result result{absl::OkStatus(), next.path,        next.reason,
+                  next.path,        absl::OkStatus(), std::nullopt};
     uint64_t compressed_in = 0, compressed_out = 0, compression_ns = 0;
     if (next.snapshot == nullptr) {
       // Its clone was dropped for a fresher one, which failed.
@@ -365,7 +373,10 @@ void SnapshotWriter::Loop() {
       absl::StatusOr<TraceSummary> summary =
           WriteSidecar(*next.dir, result.path.substr(result.path.find_last_of('/') + 1), group);
       result.sidecar = summary.status();
-      if (summary.ok()) result.summary = std::make_shared<const TraceSummary>(*std::move(summary));
+      if (summary.ok()) {
+        result.held = Result::Held{summary->HeldFrom(), summary->last_timestamp_ns,
+                                   summary->realtime_offset_last_ns};
+      }
       uint32_t max_files;
       uint64_t max_bytes;
       {

@@ -72,9 +72,18 @@ class SnapshotWriter {
     // Of the file's sidecar (trace_sidecar.h), written after it: until it
     // is, the file is not finished to a shipper.
     absl::Status sidecar;
-    // What the file holds, as its sidecar says (when it was written): what
-    // span it holds whole, whether it holds the windows asked.
-    std::shared_ptr<const TraceSummary> summary;
+    // The span the file holds whole, from the summary its sidecar was made
+    // of; unset when the sidecar was not written. Only this of the summary
+    // is kept (not its pid sets and process maps): the last few Results
+    // stay in memory for Outcome().
+    struct Held {
+      std::optional<uint64_t> from_ns;            // TraceSummary::HeldFrom().
+      std::optional<uint64_t> until_ns;           // Its last_timestamp_ns.
+      std::optional<int64_t> realtime_offset_ns;  // Its realtime_offset_last_ns.
+      // Whether it holds `window` whole (as TraceSummary::Holds).
+      bool Holds(const TraceSummary::Window& window) const;
+    };
+    std::optional<Held> held;
   };
   struct Stats {
     uint64_t written = 0;
@@ -118,9 +127,13 @@ class SnapshotWriter {
   // `window` (`ringside snapshot --around`): the span the requester asks
   // the file to hold; the file lists it (ringside_snapshot_windows), and
   // says whether it holds it whole.
+  // `tally_as`: the tally's row the request counts in; empty: the
+  // trigger's name. A request by hand counts as "request" whatever its
+  // reason, which is the client's text.
   absl::StatusOr<std::string> Take(absl::string_view reason, const SnapshotTrigger& trigger,
                                    const std::vector<SnapshotTrigger>& joined = {},
-                                   std::optional<TraceSummary::Window> window = std::nullopt);
+                                   std::optional<TraceSummary::Window> window = std::nullopt,
+                                   absl::string_view tally_as = {});
   // The same for a trigger the agent fired itself: named `reason`, by
   // "ringside agent", with the agent's uid, now.
   absl::StatusOr<std::string> Take(absl::string_view reason);

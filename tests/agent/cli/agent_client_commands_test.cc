@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/civil_time.h"
@@ -28,6 +30,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using testing::RunRingsideCapture;
 using testing::RunRingsideCaptureStderr;
 using testing::ScratchDir;
@@ -283,9 +286,68 @@ TEST_F(AgentClientCommandsTest, SnapshotAroundAMomentToComeWaitsForTheWindowsEnd
   const std::string err = RunStderr({"snapshot", "--around", moment, "--window", "1s"}, &code);
   EXPECT_EQ(code, 0) << err;
   EXPECT_THAT(err, HasSubstr("waiting"));
-  // Not asked before the window's end (the moment + 0.5 s).
-  ASSERT_EQ(agent_.requests().size(), 1u);
+  // The agent was found before the wait; the snapshot is not asked before
+  // the window's end (the moment + 0.5 s).
+  ASSERT_EQ(agent_.requests().size(), 2u);
+  EXPECT_TRUE(agent_.requests()[0].has_status());
+  EXPECT_TRUE(agent_.requests()[1].has_snapshot());
   EXPECT_GE(absl::Now() - asked, absl::Milliseconds(1400));
+}
+
+// Issue 52: with no agent, --around first waited for the window's end (up
+// to ten minutes), then said no agent listens. It says so at once.
+TEST_F(AgentClientCommandsTest, SnapshotAroundAMomentToComeWithNoAgentSaysSoAtOnce) {
+  const std::string nowhere = dir_.Join("nobody.sock");
+  const std::string moment =
+      absl::FormatTime(absl::RFC3339_full, absl::Now() + absl::Seconds(20), absl::UTCTimeZone());
+  const absl::Time asked = absl::Now();
+  int code = -1;
+  const std::string err = RunRingsideCaptureStderr(
+      {"snapshot", "--socket", nowhere, "--around", moment, "--window", "1s"}, &code);
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_THAT(err, HasSubstr("no ringside agent is listening on " + nowhere));
+  EXPECT_THAT(err, Not(HasSubstr("waiting")));
+  EXPECT_LT(absl::Now() - asked, absl::Seconds(10));
+}
+
+// GNU `date --rfc-3339=seconds|ns` writes a space for the 'T', as RFC 3339
+// allows: the moment another node's log gives is taken as it is.
+TEST_F(AgentClientCommandsTest, SnapshotAroundTakesGnuDatesRfc3339Output) {
+  agent_.set_window_held(true);
+  const absl::Time moment =
+      absl::FromCivil(absl::CivilSecond(2026, 11, 27, 10, 15, 0), absl::UTCTimeZone());
+  for (const std::string text :
+       {"2026-11-27 11:15:00+01:00", "2026-11-27 10:15:00.250000000+00:00"}) {
+    int code = -1;
+    const std::string err = RunStderr({"snapshot", "--around", text}, &code);
+    EXPECT_EQ(code, 0) << text << ": " << err;
+  }
+  ASSERT_EQ(agent_.requests().size(), 2u);
+  EXPECT_EQ(agent_.requests()[0].snapshot().around_unix_ns(), absl::ToUnixNanos(moment));
+  EXPECT_EQ(agent_.requests()[1].snapshot().around_unix_ns(),
+            absl::ToUnixNanos(moment + absl::Milliseconds(250)));
+}
+
+// The agent refuses windows over a day; the client says so before anything
+// (no wait for such a window's end), and --help gives the limit.
+TEST_F(AgentClientCommandsTest, SnapshotWindowOverADayIsAUsageErrorAndHelpGivesTheLimit) {
+  int code = -1;
+  const std::string err =
+      RunStderr({"snapshot", "--around", "1795806400", "--window", "25h"}, &code);
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(err, HasSubstr("--window 25h: at most 24h"));
+  EXPECT_THAT(agent_.requests(), IsEmpty());
+  const std::string help = RunRingsideCapture({"snapshot", "--help"}, &code);
+  EXPECT_EQ(code, 0);
+  // Words only: the help is wrapped at 80 columns.
+  const std::string words =
+      absl::StrJoin(absl::StrSplit(help, absl::ByAnyChar(" \n"), absl::SkipEmpty()), " ");
+  EXPECT_THAT(words, HasSubstr("--window D with --around, the span to hold, TIME in its middle "
+                               "(30s; at most 24h)"));
+  // A day exactly is still asked.
+  agent_.set_window_held(true);
+  RunStderr({"snapshot", "--around", "1795806400", "--window", "24h"}, &code);
+  EXPECT_EQ(code, 0);
 }
 
 TEST_F(AgentClientCommandsTest, SnapshotAroundWhatIsNotAMomentIsAUsageErrorNamingIt) {

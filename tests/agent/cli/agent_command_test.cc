@@ -485,9 +485,10 @@ TEST_F(AgentCommandTest, ASnapshotWaitGetsTheWritersErrorWhenTheFileCannotBeWrit
   EXPECT_TRUE(absl::StrContains(reply->error(), "Operation not permitted")) << reply->error();
 }
 
-// `stop` while a --wait waits for a slow file: answered at once; the --wait
-// is told the agent stopped before its answer; the agent still writes the
-// file it queued before it exits.
+// `stop` while a --wait waits for a slow file: answered at once; the agent
+// still writes the file it queued before it exits, and the --wait gets
+// that file's path (issue 52: it was told "the agent is stopping", though
+// the file was then written).
 TEST_F(AgentCommandTest, StopIsAnsweredWhileASnapshotWaitWaitsForASlowFile) {
   const std::string snaps = dir_.Join("snaps");
   std::unique_ptr<AgentProcess> agent = StartReady(Args());
@@ -499,16 +500,30 @@ TEST_F(AgentCommandTest, StopIsAnsweredWhileASnapshotWaitWaitsForASlowFile) {
   const absl::StatusOr<control::Reply> stopped = Ask(socket(), stop, absl::Seconds(1));
   ASSERT_TRUE(stopped.ok()) << stopped.status();
   EXPECT_TRUE(stopped->has_stop()) << stopped->error();
-  const absl::StatusOr<control::Reply> reply = held.reply.get();
-  ASSERT_TRUE(reply.ok()) << reply.status();
-  EXPECT_FALSE(reply->has_snapshot());
-  EXPECT_TRUE(absl::StrContains(reply->error(), "stopping")) << reply->error();
+  // Stopping, it takes no new request, and the --wait still waits.
+  for (absl::Time give_up = absl::Now() + absl::Seconds(30); absl::Now() < give_up;) {
+    struct stat st;
+    if (stat(socket().c_str(), &st) != 0) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_FALSE(Ask(socket(), StatusRequest(), absl::Seconds(1)).ok());
+  EXPECT_EQ(held.reply.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout)
+      << "the --wait was answered before its file was written";
 
   held.gate->Release(/*allow=*/true);
+  const absl::StatusOr<control::Reply> reply = held.reply.get();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_TRUE(reply->has_snapshot()) << reply->error();
+  EXPECT_TRUE(absl::StartsWith(reply->snapshot().path(), snaps + "/")) << reply->snapshot().path();
+  EXPECT_TRUE(absl::EndsWith(reply->snapshot().path(), "-slow_disk.pftrace"))
+      << reply->snapshot().path();
   const std::optional<int> exit = agent->WaitExit(absl::Seconds(60));
   ASSERT_TRUE(exit.has_value()) << agent->Log();
   EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << agent->Log();
-  EXPECT_TRUE(absl::StrContains(agent->Log(), "snapshot written: " + snaps + "/")) << agent->Log();
+  struct stat st;
+  EXPECT_EQ(stat(reply->snapshot().path().c_str(), &st), 0) << reply->snapshot().path();
+  EXPECT_TRUE(absl::StrContains(agent->Log(), "snapshot written: " + reply->snapshot().path()))
+      << agent->Log();
 }
 
 TEST_F(AgentCommandTest, AStopRequestStopsItAsSigtermDoes) {
@@ -764,7 +779,8 @@ TEST_F(AgentCommandTest, ANamedTriggerFiresOneSnapshotAfterItsDelayJoinedByRepea
   EXPECT_EQ(next_stats.ringside_triggers(0).fired(), 1u);
   EXPECT_EQ(next_stats.ringside_triggers(0).joined(), 2u);
   EXPECT_EQ(next_stats.ringside_triggers(0).suppressed(), 1u);
-  EXPECT_EQ(next_stats.ringside_triggers(1).name(), "after");
+  // A request counts as "request"; its reason is in the file's triggers.
+  EXPECT_EQ(next_stats.ringside_triggers(1).name(), "request");
   EXPECT_EQ(next_stats.ringside_triggers(1).fired(), 1u);
   ASSERT_EQ(next_stats.ringside_snapshot_triggers_size(), 1);
   EXPECT_EQ(next_stats.ringside_snapshot_triggers(0).trigger_name(), "after");
@@ -846,6 +862,69 @@ TEST_F(AgentCommandTest, AFloodOfRequestsIsHeldBackAndPushesOutNoTriggeredSnapsh
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_EQ(status->status().snapshots().suppressed(), static_cast<uint64_t>(refused));
   EXPECT_EQ(status->status().snapshots().count(), 4u);
+}
+
+// Issue 52: a member of control_group gave `--reason deploy` (a configured
+// trigger's name) and 70 other reasons, and so forged the trigger's counts,
+// filled the tally until root's trigger counted as "other", and spent the
+// one request limit root's own snapshot then met. Requests are one row,
+// "request", whatever their reasons; a configured trigger keeps its row;
+// each uid has its own limit.
+TEST_F(AgentCommandTest, ARequestsReasonNeitherPosesAsATriggerNorSpendsAnotherUsersLimit) {
+  ASSERT_TRUE(WriteTextFile(
+      config_, absl::StrCat(kConfig,
+                            "control_group: \"nogroup\"\n"
+                            "snapshot_request_cooldown_ms: 0\nmax_snapshot_requests_per_hour: 1\n"
+                            "trigger_config { trigger_mode: CLONE_SNAPSHOT triggers { name: "
+                            "\"deploy\" stop_delay_ms: 0 } }\n")));
+  std::unique_ptr<AgentProcess> agent = StartReady(Args());
+  const absl::StatusOr<std::string> member = RunAs(65534, 65534, {65534}, [&] {
+    std::string outcomes;
+    for (int i = 0; i <= 70; i++) {
+      const absl::StatusOr<control::Reply> reply =
+          Ask(socket(), SnapshotRequest(i == 0 ? "deploy" : absl::StrCat("reason-", i), false));
+      if (!reply.ok()) return std::string(reply.status().message());
+      outcomes += reply->has_snapshot()                             ? "f"
+                  : absl::StrContains(reply->error(), "suppressed") ? "s"
+                                                                    : reply->error();
+    }
+    return outcomes;
+  });
+  ASSERT_TRUE(member.ok()) << member.status();
+  EXPECT_EQ(*member, "f" + std::string(70, 's'));
+
+  control::Request trigger;
+  trigger.mutable_trigger()->set_name("deploy");
+  const absl::StatusOr<control::Reply> fired = Ask(socket(), trigger);
+  ASSERT_TRUE(fired.ok()) << fired.status();
+  ASSERT_TRUE(fired->has_trigger()) << fired->error();
+  // Root's own request: its limit is its own.
+  const absl::StatusOr<control::Reply> own = Ask(socket(), SnapshotRequest("root's own", true));
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_TRUE(own->has_snapshot()) << own->error();
+
+  std::map<std::string, control::SnapshotStatus::Trigger> rows;
+  for (absl::Time give_up = absl::Now() + absl::Seconds(30); absl::Now() < give_up;) {
+    const absl::StatusOr<control::Reply> status = Ask(socket(), StatusRequest());
+    ASSERT_TRUE(status.ok()) << status.status();
+    rows.clear();
+    for (const auto& t : status->status().snapshots().triggers()) rows[t.name()] = t;
+    if (rows.count("deploy") && rows["deploy"].fired() + rows["deploy"].joined() == 1) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  std::string names;
+  for (const auto& [name, row] : rows) absl::StrAppend(&names, name, " ");
+  ASSERT_EQ(rows.size(), 2u) << names;
+  ASSERT_TRUE(rows.count("request")) << names;
+  ASSERT_TRUE(rows.count("deploy")) << names;
+  // Each request in a file: its own, or one pending it joined (root's may
+  // join the deploy snapshot still waiting to be written).
+  EXPECT_EQ(rows["request"].kind(), "request");
+  EXPECT_EQ(rows["request"].fired() + rows["request"].joined(), 2u);
+  EXPECT_EQ(rows["request"].suppressed(), 70u);
+  EXPECT_EQ(rows["deploy"].kind(), "config");
+  EXPECT_EQ(rows["deploy"].fired() + rows["deploy"].joined(), 1u);
+  EXPECT_EQ(rows["deploy"].suppressed(), 0u);
 }
 
 TEST_F(AgentCommandTest, ATriggerStillInItsDelayIsWrittenWhenTheAgentStops) {

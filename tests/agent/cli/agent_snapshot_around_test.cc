@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "agent/files/trace_inspector.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -57,6 +58,18 @@ constexpr char kWrappingConfig[] = R"pb(
 // Unix seconds, as `--around` takes them.
 std::string UnixSeconds(absl::Time t) {
   return absl::StrFormat("%.3f", absl::ToDoubleSeconds(t - absl::UnixEpoch()));
+}
+
+// `t` to the millisecond below: what UnixSeconds() says exactly.
+absl::Time WholeMillis(absl::Time t) { return absl::FromUnixMillis(absl::ToUnixMillis(t)); }
+
+// "the ring no longer holds the window A .. B": the window as asked, to the
+// microsecond (not converted to the trace's clock and back, which put it
+// some microseconds off).
+std::string NotHeld(absl::Time moment, absl::Duration window) {
+  return absl::StrCat("the ring no longer holds the window ",
+                      FormatRealtime(absl::ToUnixNanos(moment - window / 2)), " .. ",
+                      FormatRealtime(absl::ToUnixNanos(moment + window / 2)), ": ");
 }
 
 class AgentSnapshotAroundTest : public ::testing::Test {
@@ -132,13 +145,37 @@ TEST_F(AgentSnapshotAroundTest, AWindowTheRingHoldsIsInTheFileAndSaidToBeHeld) {
 TEST_F(AgentSnapshotAroundTest, AWindowOverBeforeTheAgentStartedIsRefusedWithoutAFile) {
   ASSERT_NO_FATAL_FAILURE(Start(kQuietConfig));
   // The window ends ten seconds before the agent was ready.
-  const absl::Time moment = ready_ - absl::Seconds(15);
+  const absl::Time moment = WholeMillis(ready_ - absl::Seconds(15));
   int code = -1;
   const std::string err = Snapshot({"--around", UnixSeconds(moment), "--window", "10s"}, &code);
   EXPECT_EQ(code, 1) << err;
-  EXPECT_THAT(err, HasSubstr("the ring no longer holds the window "));
+  EXPECT_THAT(err, HasSubstr(NotHeld(moment, absl::Seconds(10))));
   EXPECT_THAT(err, HasSubstr("it ended before this agent started recording, at "));
   EXPECT_TRUE(Snapshots().empty());
+}
+
+// Issue 52: a request refused for its window still spent the request
+// cooldown, so the next one (the window fixed) was refused too.
+TEST_F(AgentSnapshotAroundTest, ARequestRefusedForItsWindowSpendsNoCooldown) {
+  std::string config = kQuietConfig;
+  config.replace(config.find("snapshot_request_cooldown_ms: 0"),
+                 std::string("snapshot_request_cooldown_ms: 0").size(),
+                 "snapshot_request_cooldown_ms: 600000");
+  ASSERT_NO_FATAL_FAILURE(Start(config.c_str()));
+  absl::SleepFor(absl::Seconds(2));
+  int code = -1;
+  std::string err =
+      Snapshot({"--around", UnixSeconds(ready_ - absl::Seconds(15)), "--window", "10s"}, &code);
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_THAT(err, HasSubstr("it ended before this agent started recording"));
+  err =
+      Snapshot({"--around", UnixSeconds(absl::Now() - absl::Seconds(1)), "--window", "1s"}, &code);
+  EXPECT_EQ(code, 0) << err;
+  EXPECT_EQ(Snapshots().size(), 1u);
+  // The cooldown is spent now.
+  err = Snapshot({"--reason", "next"}, &code);
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_THAT(err, HasSubstr("snapshot_request_cooldown_ms"));
 }
 
 TEST_F(AgentSnapshotAroundTest, AWindowAWrappedRingLetGoOfIsAnErrorNamingWhatItHoldsAndWhere) {
@@ -148,12 +185,11 @@ TEST_F(AgentSnapshotAroundTest, AWindowAWrappedRingLetGoOfIsAnErrorNamingWhatItH
   // switches, four seconds on.
   absl::SleepFor(absl::Seconds(4));
   int code = -1;
-  const std::string err = Snapshot(
-      {"--around", UnixSeconds(ready_ + absl::Milliseconds(750)), "--window", "500ms"}, &code);
+  const absl::Time moment = WholeMillis(ready_ + absl::Milliseconds(750));
+  const std::string err = Snapshot({"--around", UnixSeconds(moment), "--window", "500ms"}, &code);
   ringside::testing::StopProcesses(storm);
   EXPECT_EQ(code, 1) << err;
-  EXPECT_THAT(err, HasSubstr("the ring no longer holds the window "));
-  EXPECT_THAT(err, HasSubstr(": it holds "));
+  EXPECT_THAT(err, HasSubstr(NotHeld(moment, absl::Milliseconds(500)) + "it holds "));
   const std::vector<std::string> files = Snapshots();
   ASSERT_EQ(files.size(), 1u);
   EXPECT_THAT(err, HasSubstr(files[0]));  // What is left is in that file.

@@ -434,6 +434,62 @@ TEST_F(ControlServerTest, StopAnswersAParkedConnectionThatTheAgentIsStopping) {
   later.Send(FakeHandler::SnapshotDone(""));
 }
 
+// The agent's shutdown: the socket takes nothing new, but a request parked
+// for work the shutdown still finishes (a snapshot --wait whose file is
+// written before the agent exits) gets that work's answer, not "stopping".
+TEST_F(ControlServerTest, AfterStopAcceptingAParkedConnectionGetsItsRealReplyAndNothingNewIsTaken) {
+  handler_.AnswerSnapshotWaitLater(absl::Minutes(5));
+  Start();
+  RawClient waiting(socket_path_);
+  RawClient idle(socket_path_);
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_reason("during shutdown");
+  snapshot.mutable_snapshot()->set_wait(true);
+  ASSERT_TRUE(waiting.Send(snapshot));
+  const LaterReply later = handler_.Parked(0);
+  ASSERT_TRUE(idle.ok());
+  const size_t peers_before = handler_.peers().size();
+
+  server_->StopAccepting();
+  // A connection with nothing coming is closed; the socket file is gone,
+  // so new peers find no agent.
+  EXPECT_TRUE(idle.ClosedByServer(absl::Seconds(10)));
+  struct stat st;
+  EXPECT_NE(lstat(socket_path_.c_str(), &st), 0);
+  const absl::StatusOr<control::Reply> refused = Call(Status());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+
+  later.Send(FakeHandler::SnapshotDone("during shutdown"));
+  const absl::StatusOr<control::Reply> reply = waiting.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->snapshot().path(), "/snapshots/written-during shutdown") << reply->error();
+  // Answered, it is closed: a next request is not handled (the send may
+  // already fail).
+  (void)waiting.Send(Status());
+  EXPECT_TRUE(waiting.ClosedByServer(absl::Seconds(10)));
+  EXPECT_EQ(handler_.peers().size(), peers_before);
+  server_->Stop();
+}
+
+// A reply the handler gave while Stop() was ending the loop is still the
+// answer the parked peer gets.
+TEST_F(ControlServerTest, AReplyGivenJustBeforeStopIsTheParkedConnectionsAnswer) {
+  handler_.AnswerSnapshotWaitLater(absl::Minutes(5));
+  Start();
+  RawClient waiting(socket_path_);
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_reason("last");
+  snapshot.mutable_snapshot()->set_wait(true);
+  ASSERT_TRUE(waiting.Send(snapshot));
+  const LaterReply later = handler_.Parked(0);
+  server_->StopAccepting();
+  later.Send(FakeHandler::SnapshotDone("last"));
+  server_->Stop();
+  const absl::StatusOr<control::Reply> reply = waiting.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->snapshot().path(), "/snapshots/written-last") << reply->error();
+}
+
 // `bytes` is exactly one frame holding a Reply.
 bool ParseOneFrame(const std::string& bytes, control::Reply* reply) {
   FrameReader reader(1 << 20);

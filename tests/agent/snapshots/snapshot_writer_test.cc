@@ -6,12 +6,14 @@
 
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/civil_time.h"
 #include "agent/config/config_loader.h"
+#include "agent/files/trace_inspector.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/agent/testing/control_peer.h"
@@ -157,6 +159,59 @@ TEST(SnapshotWriterTest, TheFileIsNamedForTheReasonAndCarriesTheTriggerGiven) {
     EXPECT_EQ(p.timestamp(), 123456789u);
   }
   EXPECT_EQ(triggers, 1);
+}
+
+// A request by hand is tallied in the row it is taken as ("request"),
+// never under its trigger's name, which is the client's reason: the file
+// keeps the reason, the tally and the metrics cannot be forged with it.
+TEST(SnapshotWriterTest, ARequestIsTalliedAsItsRowAndItsReasonStaysInTheFile) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  TriggerTally tally;
+  SnapshotWriter writer(session.get(), dir.path(), nullptr, &tally);
+  absl::StatusOr<std::string> path = writer.Take(
+      "request-oom_kill", SnapshotTrigger{"oom_kill", "ringside snapshot", 1000, BoottimeNowNs()},
+      {}, std::nullopt, "request");
+  ASSERT_TRUE(path.ok()) << path.status();
+  ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+  const std::vector<TriggerTally::Counts> counts = tally.counts();
+  ASSERT_EQ(counts.size(), 1u);
+  EXPECT_EQ(counts[0].name, "request");
+  EXPECT_EQ(counts[0].fired, 1u);
+  trace::TraceStats stats;
+  const trace::Trace t = testing::ReadTraceFile(*path);
+  for (const trace::TracePacket& p : t.packet()) {
+    if (p.has_trace_stats()) stats = p.trace_stats();
+  }
+  ASSERT_EQ(stats.ringside_snapshot_triggers_size(), 1);
+  EXPECT_EQ(stats.ringside_snapshot_triggers(0).trigger_name(), "oom_kill");
+  EXPECT_EQ(stats.ringside_snapshot_triggers(0).producer_name(), "ringside snapshot");
+  ASSERT_EQ(stats.ringside_triggers_size(), 1);
+  EXPECT_EQ(stats.ringside_triggers(0).name(), "request");
+}
+
+// What the writer keeps of a written file for its waiters is the span it
+// holds, as the file's own summary says, not the summary itself.
+TEST(SnapshotWriterTest, AnOutcomeKeepsTheSpanTheFileHoldsWhole) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  SnapshotWriter writer(session.get(), dir.path(), nullptr);
+  absl::StatusOr<std::string> path = writer.Take("manual");
+  ASSERT_TRUE(path.ok()) << path.status();
+  ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+  const std::optional<SnapshotWriter::Result> outcome = writer.Outcome(*path);
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_TRUE(outcome->held.has_value());
+  const absl::StatusOr<TraceSummary> summary = InspectTraceFile(*path);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_TRUE(summary->HeldFrom().has_value());
+  EXPECT_EQ(outcome->held->from_ns, summary->HeldFrom());
+  EXPECT_EQ(outcome->held->until_ns, summary->last_timestamp_ns);
+  EXPECT_EQ(outcome->held->realtime_offset_ns, summary->realtime_offset_last_ns);
+  const TraceSummary::Window inside{*summary->HeldFrom(), *summary->last_timestamp_ns};
+  const TraceSummary::Window past{*summary->HeldFrom(), *summary->last_timestamp_ns + 1};
+  EXPECT_TRUE(outcome->held->Holds(inside));
+  EXPECT_FALSE(outcome->held->Holds(past));
 }
 
 // With compression set (the agent's shipped config: zstd), every packet of

@@ -27,8 +27,8 @@ TEST(TriggerTallyTest, CountsEachOutcomePerNameInTheOrderNamesCame) {
   EXPECT_EQ(counts[1].suppressed, 1u);
 }
 
-// Manual snapshots' reasons are the client's choice: beyond the first
-// kMaxNames names, requests are still counted, in one shared row.
+// Names beyond the first kMaxNames unreserved ones (triggers reloads
+// removed) are still counted, in one shared row.
 TEST(TriggerTallyTest, NamesBeyondTheLimitShareTheOtherRow) {
   TriggerTally tally;
   for (size_t i = 0; i < TriggerTally::kMaxNames + 10; i++) {
@@ -43,6 +43,51 @@ TEST(TriggerTallyTest, NamesBeyondTheLimitShareTheOtherRow) {
   uint64_t fired = 0;
   for (const TriggerTally::Counts& c : counts) fired += c.fired;
   EXPECT_EQ(fired, TriggerTally::kMaxNames + 10);
+}
+
+// The issue-52 attack's shape: however many other names came first, a
+// configured trigger (and requests', and SIGUSR1's) keeps a row of its own
+// and never counts as "other".
+TEST(TriggerTallyTest, ReservedNamesGetARowOfTheirOwnAfterOthersFilledTheTable) {
+  TriggerTally tally;
+  tally.Reserve({"crash", "request", "signal"});
+  for (size_t i = 0; i < TriggerTally::kMaxNames + 6; i++) {
+    tally.Count(absl::StrCat("removed-", i), Outcome::kSuppressed);
+  }
+  tally.Count("crash", Outcome::kFired);
+  tally.Count("request", Outcome::kSuppressed);
+  tally.Count("signal", Outcome::kFired);
+  const std::vector<TriggerTally::Counts> counts = tally.counts();
+  // kMaxNames unreserved rows, "other", then the three reserved ones.
+  ASSERT_EQ(counts.size(), TriggerTally::kMaxNames + 4);
+  EXPECT_EQ(counts[TriggerTally::kMaxNames].name, TriggerTally::kOtherName);
+  EXPECT_EQ(counts[TriggerTally::kMaxNames].suppressed, 6u);
+  EXPECT_EQ(counts[TriggerTally::kMaxNames].fired, 0u);
+  EXPECT_EQ(counts[TriggerTally::kMaxNames + 1].name, "crash");
+  EXPECT_EQ(counts[TriggerTally::kMaxNames + 1].fired, 1u);
+  EXPECT_EQ(counts[TriggerTally::kMaxNames + 2].name, "request");
+  EXPECT_EQ(counts[TriggerTally::kMaxNames + 3].name, "signal");
+}
+
+// A reload's new set: a name added gets its row even when the table is
+// full; one removed keeps the row it has.
+TEST(TriggerTallyTest, ReserveTakesTheReloadedSetAndRowsStay) {
+  TriggerTally tally;
+  tally.Reserve({"deploy"});
+  tally.Count("deploy", Outcome::kFired);
+  for (size_t i = 0; i < TriggerTally::kMaxNames; i++) {
+    tally.Count(absl::StrCat("old-", i), Outcome::kFired);
+  }
+  tally.Reserve({"canary"});
+  tally.Count("deploy", Outcome::kJoined);
+  tally.Count("canary", Outcome::kFired);
+  tally.Count("old-new", Outcome::kFired);
+  const std::vector<TriggerTally::Counts> counts = tally.counts();
+  ASSERT_EQ(counts.size(), TriggerTally::kMaxNames + 3);
+  EXPECT_EQ(counts[0].name, "deploy");
+  EXPECT_EQ(counts[0].joined, 1u);
+  EXPECT_EQ(counts.back().name, TriggerTally::kOtherName);
+  EXPECT_EQ(counts[counts.size() - 2].name, "canary");
 }
 
 }  // namespace
