@@ -34,6 +34,13 @@ inline constexpr int kMaxFilterTgids = 16;
 // A trigger's name travels in control requests, file names and the trace:
 // short, and of characters that need no quoting anywhere.
 inline constexpr size_t kMaxTriggerNameBytes = 64;
+// Names the agent's own snapshot tally keeps for itself (TriggerTally's
+// rows: every `ringside snapshot`, SIGUSR1, and the row that takes names
+// past its table), and the prefix of a requested snapshot's file reason
+// (snapshot_retention.h): a trigger of one of these names would be counted,
+// or kept by retention, as something it is not.
+inline constexpr const char* kReservedTriggerNames[] = {"request", "signal", "other"};
+inline constexpr char kReservedTriggerNamePrefix[] = "request-";
 // max_per_hour and max_per_24_h: the agent keeps one timestamp per fire in
 // a window, so the limits bound its memory. Beyond a snapshot every 9 s
 // all day, a limit is no limit.

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -364,6 +365,12 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
     } else if (!name_chars_ok) {
       v->Fail(field("name"), absl::StrCat("is '", absl::CHexEscape(name),
                                           "': only letters, digits, '.', '_' and '-'"));
+    } else if (absl::c_linear_search(kReservedTriggerNames, name) ||
+               absl::StartsWith(name, kReservedTriggerNamePrefix)) {
+      v->Fail(field("name"),
+              absl::StrCat("is '", name, "': reserved for the agent's own snapshots ('",
+                           absl::StrJoin(kReservedTriggerNames, "', '"), "', and '",
+                           kReservedTriggerNamePrefix, "...'); choose another name"));
     }
     for (int j = 0; j < i; j++) {
       if (triggers.triggers(j).name() == name && !name.empty()) {

@@ -355,6 +355,13 @@ TEST(ConfigLoaderTest, BadTriggerNamesNameFileLineAndField) {
             "letters, digits, '.', '_' and '-'"},
            {"triggers { name: \"a/../b\\n\" }",
             "trigger_config.triggers[0].name is 'a/../b\\n': only letters, digits"},
+           {"triggers { name: \"request\" }",
+            "t.pbtxt: line 2, column 29: trigger_config.triggers[0].name is 'request': reserved "
+            "for the agent's own snapshots ('request', 'signal', 'other', and 'request-...')"},
+           {"triggers { name: \"other\" }", "triggers[0].name is 'other': reserved"},
+           {"triggers { name: \"signal\" }", "triggers[0].name is 'signal': reserved"},
+           {"triggers { name: \"request-deploy\" }",
+            "triggers[0].name is 'request-deploy': reserved"},
            {"triggers { name: \"oom\" }\n triggers { name: \"x\" }\n triggers { name: \"oom\" }",
             "t.pbtxt: line 4, column 13: trigger_config.triggers[2].name 'oom' is also the name "
             "of triggers[0]: names must be unique"},

@@ -2,7 +2,11 @@
 
 #include <string>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/config/config_loader.h"
+#include "agent/snapshots/snapshot_retention.h"
 #include "gtest/gtest.h"
 
 namespace ringside::agent {
@@ -88,6 +92,16 @@ TEST(TriggerTallyTest, ReserveTakesTheReloadedSetAndRowsStay) {
   EXPECT_EQ(counts[0].joined, 1u);
   EXPECT_EQ(counts.back().name, TriggerTally::kOtherName);
   EXPECT_EQ(counts[counts.size() - 2].name, "canary");
+}
+
+// The config refuses a trigger named as one of the tally's own rows or as a
+// requested snapshot's file reason; the two lists are kept in two layers.
+TEST(TriggerTallyTest, TheRowsOfItsOwnAreNamesTheConfigRefuses) {
+  for (const char* own :
+       {TriggerTally::kOtherName, kRequestedSnapshotReason, kSignalSnapshotReason}) {
+    EXPECT_TRUE(absl::c_linear_search(kReservedTriggerNames, std::string(own))) << own;
+  }
+  EXPECT_TRUE(absl::StartsWith(RequestedSnapshotFileReason("deploy"), kReservedTriggerNamePrefix));
 }
 
 }  // namespace
