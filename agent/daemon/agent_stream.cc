@@ -8,22 +8,22 @@
 
 namespace ringside::agent {
 
-void RecoverAgentStreamFiles(const std::string& output_dir, AgentLog& log) {
-  const RecoveredFiles r = RecoverPartialStreamFiles(output_dir, LocalHostname());
+void RecoverAgentStreamFiles(const config::TraceConfig& config, AgentLog& log) {
+  const RecoveredFiles r =
+      RecoverPartialStreamFiles(config.output_dir(), FileHost::Local(config.machine_name()));
   if (r.files > 0) {
     log.Notice(absl::StrCat("kept ", r.files, " streaming file(s) a killed agent left in ",
-                            output_dir, " unfinished (", r.bytes_cut,
+                            config.output_dir(), " unfinished (", r.bytes_cut,
                             " bytes of a packet cut short removed)"));
   }
 }
 
 absl::StatusOr<std::unique_ptr<RotatingTraceFile>> OpenAgentStream(
     const config::TraceConfig& config, std::optional<gid_t> group, AgentLog& log) {
-  RecoverAgentStreamFiles(config.output_dir(), log);
-  const std::string host = LocalHostname();
+  RecoverAgentStreamFiles(config, log);
   RotatingTraceFile::Options o;
   o.dir = config.output_dir();
-  o.hostname = host;
+  o.hostname = FileHost::Local(config.machine_name());
   o.max_file_bytes = config.max_file_size_bytes();
   o.max_file_age = absl::Milliseconds(config.file_rotation_period_ms());
   o.max_files = config.max_files();

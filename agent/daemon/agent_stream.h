@@ -18,12 +18,13 @@
 namespace ringside::agent {
 
 // What a killed agent left unfinished in `output_dir` (".partial" streaming
-// files of this host) cut back to its last whole packet and kept under its
-// final name, logged. At every start, streaming or not: a shipper skips
+// files of this machine: FileHost::Local(machine_name)) cut back to its last whole packet and kept
+// under its final name, logged. At every start, streaming or not: a shipper skips
 // ".partial" files, so until then their data is as good as lost.
-void RecoverAgentStreamFiles(const std::string& output_dir, AgentLog& log);
+void RecoverAgentStreamFiles(const config::TraceConfig& config, AgentLog& log);
 
-// The agent's streaming files (write_into_file) as its config sets them:
+// The agent's streaming files (write_into_file) as its config sets them,
+// named after its machine_name (else the host name):
 // what a killed agent left unfinished in output_dir is kept first (logged),
 // then the first file is opened. `group`: output_group.
 absl::StatusOr<std::unique_ptr<RotatingTraceFile>> OpenAgentStream(

@@ -34,7 +34,7 @@ void CleanUpAfterDeadAgents(const config::TraceConfig& config, AgentLog& log) {
                             gone.bytes >> 20, " MiB) that a killed agent left in ",
                             config.output_dir()));
   }
-  if (!config.write_into_file()) RecoverAgentStreamFiles(config.output_dir(), log);
+  if (!config.write_into_file()) RecoverAgentStreamFiles(config, log);
   RemoveDeadRecordersInstances(log);
 }
 

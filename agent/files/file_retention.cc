@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "agent/files/trace_sidecar.h"
@@ -21,13 +22,31 @@ constexpr size_t kTimeLength = 16;  // yyyymmddThhmmssZ
 
 std::string SafeHost(absl::string_view hostname) {
   std::string host;
-  for (char c : hostname) host.push_back(c == '/' ? '_' : c);
+  for (char c : hostname) host.push_back(c == '/' || (host.empty() && c == '.') ? '_' : c);
   return host;
+}
+
+// "<time>-<rest>" of a name "<SafeHost(hostname)>-<time>-<rest>.pftrace".
+std::optional<absl::string_view> TimeAndRestOf(absl::string_view name, absl::string_view hostname) {
+  if (!absl::ConsumePrefix(&name, SafeHost(hostname)) || !absl::ConsumePrefix(&name, "-")) {
+    return std::nullopt;
+  }
+  if (!absl::EndsWith(name, ".pftrace")) return std::nullopt;
+  const absl::string_view time_and_rest = name;
+  absl::ConsumeSuffix(&name, ".pftrace");
+  if (name.size() < kTimeLength + 2 || name[kTimeLength] != '-') return std::nullopt;
+  for (size_t i = 0; i < kTimeLength; i++) {
+    const char c = name[i];
+    const bool ok = i == 8 ? c == 'T' : i == 15 ? c == 'Z' : absl::ascii_isdigit(c);
+    if (!ok) return std::nullopt;
+  }
+  return time_and_rest;
 }
 
 struct File {
   std::string name;
   int rank = 0;
+  std::string age;  // "<time>-<rest>" of the name, which sorts by time; else the name.
   uint64_t bytes = 0;
 };
 
@@ -44,22 +63,30 @@ std::string AgentFileStem(absl::string_view hostname, absl::Time when) {
                       absl::FormatTime("%Y%m%dT%H%M%SZ", when, absl::UTCTimeZone()));
 }
 
-std::optional<absl::string_view> AgentFileRest(absl::string_view name, absl::string_view hostname) {
-  if (!absl::ConsumePrefix(&name, SafeHost(hostname)) || !absl::ConsumePrefix(&name, "-")) {
-    return std::nullopt;
-  }
-  if (!absl::ConsumeSuffix(&name, ".pftrace")) return std::nullopt;
-  if (name.size() < kTimeLength + 2 || name[kTimeLength] != '-') return std::nullopt;
-  for (size_t i = 0; i < kTimeLength; i++) {
-    const char c = name[i];
-    const bool ok = i == 8 ? c == 'T' : i == 15 ? c == 'Z' : absl::ascii_isdigit(c);
-    if (!ok) return std::nullopt;
-  }
-  return name.substr(kTimeLength + 1);
+FileHost::FileHost(absl::string_view name, absl::string_view earlier)
+    : name_(name), earlier_(earlier == name ? absl::string_view() : earlier) {}
+
+FileHost FileHost::Local(absl::string_view machine_name) {
+  if (machine_name.empty()) return FileHost(LocalHostname());
+  return FileHost(machine_name, LocalHostname());
 }
 
-PruneResult PruneOldestFiles(const OutputDir& dir, const FileRank& rank, uint32_t max_files,
-                             uint64_t max_bytes, const std::string& keep,
+std::optional<absl::string_view> FileHost::TimeAndRest(absl::string_view file) const {
+  std::optional<absl::string_view> found = TimeAndRestOf(file, name_);
+  if (!found.has_value() && !earlier_.empty()) found = TimeAndRestOf(file, earlier_);
+  return found;
+}
+
+std::optional<absl::string_view> AgentFileRest(absl::string_view name, const FileHost& host) {
+  std::optional<absl::string_view> rest = host.TimeAndRest(name);
+  if (!rest.has_value()) return std::nullopt;
+  rest->remove_prefix(kTimeLength + 1);
+  absl::ConsumeSuffix(&*rest, ".pftrace");
+  return rest;
+}
+
+PruneResult PruneOldestFiles(const OutputDir& dir, const FileHost& host, const FileRank& rank,
+                             uint32_t max_files, uint64_t max_bytes, const std::string& keep,
                              std::optional<FileJoining> joining) {
   PruneResult result;
   if (max_files == 0 && max_bytes == 0) return result;
@@ -80,11 +107,13 @@ PruneResult PruneOldestFiles(const OutputDir& dir, const FileRank& rank, uint32_
     if (fstatat(dir.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
       continue;
     }
-    files.push_back({name, *r, static_cast<uint64_t>(st.st_size)});
+    files.push_back({name, *r, std::string(host.TimeAndRest(name).value_or(name)),
+                     static_cast<uint64_t>(st.st_size)});
   }
   closedir(d);
   std::sort(files.begin(), files.end(), [](const File& a, const File& b) {
-    return a.rank != b.rank ? a.rank < b.rank : a.name < b.name;
+    if (a.rank != b.rank) return a.rank < b.rank;
+    return a.age != b.age ? a.age < b.age : a.name < b.name;
   });
   uint64_t count = files.size(), bytes = 0;
   for (const File& f : files) bytes += f.bytes;

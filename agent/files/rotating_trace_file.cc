@@ -52,8 +52,8 @@ uint64_t EndOfLastWholePacket(int fd, uint64_t size) {
 
 }  // namespace
 
-bool IsStreamFileName(absl::string_view name, absl::string_view hostname) {
-  const std::optional<absl::string_view> rest = AgentFileRest(name, hostname);
+bool IsStreamFileName(absl::string_view name, const FileHost& host) {
+  const std::optional<absl::string_view> rest = AgentFileRest(name, host);
   return rest.has_value() && IsSeq(*rest);
 }
 
@@ -67,10 +67,9 @@ absl::StatusOr<std::unique_ptr<RotatingTraceFile>> RotatingTraceFile::Open(Optio
                                                           dir.status().message()));
   }
   f->dir_ = std::move(*dir);
-  const std::string hostname = f->options_.hostname;
-  for (std::string& name : TracesWithoutSidecar(*f->dir_, [&hostname](absl::string_view name) {
-         return IsStreamFileName(name, hostname);
-       })) {
+  const FileHost& host = f->options_.hostname;
+  for (std::string& name : TracesWithoutSidecar(
+           *f->dir_, [&host](absl::string_view name) { return IsStreamFileName(name, host); })) {
     f->sidecars_.Queue(f->dir_, std::move(name), f->options_.group);
   }
   if (absl::Status st = f->OpenFile(); !st.ok()) return st;
@@ -81,7 +80,7 @@ RotatingTraceFile::~RotatingTraceFile() = default;
 
 absl::Status RotatingTraceFile::OpenFile() {
   const absl::Time now = options_.now();
-  const std::string stem = AgentFileStem(options_.hostname, now);
+  const std::string stem = AgentFileStem(options_.hostname.name(), now);
   // The sequence numbers go on from this agent's last file; a name another
   // agent run took in the same second is skipped.
   for (int tries = 0; tries < 1000; tries++) {
@@ -175,12 +174,12 @@ absl::Status RotatingTraceFile::FinishFile() {
 }
 
 void RotatingTraceFile::Prune(uint64_t joining_bytes) {
-  const std::string hostname = options_.hostname;
+  const FileHost& host = options_.hostname;
   absl::MutexLock publishing(&sidecars_.publish_mutex());
   const PruneResult r = PruneOldestFiles(
-      *dir_,
-      [&hostname](absl::string_view name) -> std::optional<int> {
-        if (!IsStreamFileName(name, hostname)) return std::nullopt;
+      *dir_, host,
+      [&host](absl::string_view name) -> std::optional<int> {
+        if (!IsStreamFileName(name, host)) return std::nullopt;
         return 0;
       },
       options_.max_files, options_.max_total_bytes, "", FileJoining{joining_bytes});
@@ -218,7 +217,7 @@ void RotatingTraceFile::CountError(const absl::Status& status) {
   stats_.last_error = std::string(status.message());
 }
 
-RecoveredFiles RecoverPartialStreamFiles(const std::string& dir, absl::string_view hostname) {
+RecoveredFiles RecoverPartialStreamFiles(const std::string& dir, const FileHost& host) {
   RecoveredFiles recovered;
   const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return recovered;
@@ -229,7 +228,7 @@ RecoveredFiles RecoverPartialStreamFiles(const std::string& dir, absl::string_vi
   }
   while (const dirent* e = readdir(d)) {
     absl::string_view name = e->d_name;
-    if (!absl::ConsumeSuffix(&name, kPartialSuffix) || !IsStreamFileName(name, hostname)) continue;
+    if (!absl::ConsumeSuffix(&name, kPartialSuffix) || !IsStreamFileName(name, host)) continue;
     const int fd = openat(dir_fd, e->d_name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) continue;  // A symlink (ELOOP), or gone.
     struct stat st;

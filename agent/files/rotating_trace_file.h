@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/files/file_retention.h"
 #include "agent/files/output_dir.h"
 #include "agent/files/output_file.h"
 #include "agent/files/trace_sidecar.h"
@@ -24,7 +25,7 @@ namespace ringside::agent {
 // True for a streaming file's name: "<host>-<yyyymmddThhmmssZ>-<seq>.pftrace"
 // (AgentFileStem; <seq> is six or more digits), the finished files that
 // retention counts. The file being written has ".partial" after it.
-bool IsStreamFileName(absl::string_view name, absl::string_view hostname);
+bool IsStreamFileName(absl::string_view name, const FileHost& host);
 
 // The agent's streaming output (write_into_file): one trace cut into files
 // in a directory, each a whole trace of its own (the session writes each
@@ -51,7 +52,9 @@ class RotatingTraceFile : public RotatingSink {
  public:
   struct Options {
     std::string dir;  // Exists (PrepareOutputDir).
-    std::string hostname;
+    // Files are named after hostname.name(); the finished files of either
+    // of its names count (FileHost).
+    FileHost hostname;
     uint64_t max_file_bytes = 0;   // 0: no size limit.
     absl::Duration max_file_age;   // Zero: no age limit.
     uint32_t max_files = 0;        // Finished files kept; 0: any number.
@@ -123,7 +126,7 @@ struct RecoveredFiles {
   uint64_t files = 0;
   uint64_t bytes_cut = 0;  // Of packets a kill cut short.
 };
-RecoveredFiles RecoverPartialStreamFiles(const std::string& dir, absl::string_view hostname);
+RecoveredFiles RecoverPartialStreamFiles(const std::string& dir, const FileHost& host);
 
 }  // namespace ringside::agent
 

@@ -6,8 +6,8 @@
 
 namespace ringside::agent {
 
-bool IsSnapshotFileName(absl::string_view name, absl::string_view hostname) {
-  return AgentFileRest(name, hostname).has_value() && !IsStreamFileName(name, hostname);
+bool IsSnapshotFileName(absl::string_view name, const FileHost& host) {
+  return AgentFileRest(name, host).has_value() && !IsStreamFileName(name, host);
 }
 
 std::string RequestedSnapshotFileReason(absl::string_view reason) {
@@ -15,19 +15,19 @@ std::string RequestedSnapshotFileReason(absl::string_view reason) {
   return absl::StrCat(kRequestedSnapshotReason, "-", reason);
 }
 
-bool IsRequestedSnapshotName(absl::string_view name, absl::string_view hostname) {
-  if (!IsSnapshotFileName(name, hostname)) return false;
-  absl::string_view rest = *AgentFileRest(name, hostname);
+bool IsRequestedSnapshotName(absl::string_view name, const FileHost& host) {
+  if (!IsSnapshotFileName(name, host)) return false;
+  absl::string_view rest = *AgentFileRest(name, host);
   return absl::ConsumePrefix(&rest, kRequestedSnapshotReason) && (rest.empty() || rest[0] == '-');
 }
 
-PruneResult PruneSnapshots(const OutputDir& dir, absl::string_view hostname, uint32_t max_files,
+PruneResult PruneSnapshots(const OutputDir& dir, const FileHost& host, uint32_t max_files,
                            uint64_t max_bytes, const std::string& keep) {
   return PruneOldestFiles(
-      dir,
-      [hostname](absl::string_view name) -> std::optional<int> {
-        if (!IsSnapshotFileName(name, hostname)) return std::nullopt;
-        return IsRequestedSnapshotName(name, hostname) ? 0 : 1;
+      dir, host,
+      [&host](absl::string_view name) -> std::optional<int> {
+        if (!IsSnapshotFileName(name, host)) return std::nullopt;
+        return IsRequestedSnapshotName(name, host) ? 0 : 1;
       },
       max_files, max_bytes, keep);
 }

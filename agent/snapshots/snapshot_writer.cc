@@ -56,6 +56,7 @@ SnapshotWriter::SnapshotWriter(TracingSession* session, std::string output_dir,
       on_done_(std::move(on_done)),
       tally_(tally),
       reserve_bytes_(TracingSession::MaxTraceBytes(session->config())),
+      host_(FileHost::Local(session->config().machine_name())),
       output_dir_(std::move(output_dir)) {
   thread_ = std::thread([this] { Loop(); });
 }
@@ -93,7 +94,7 @@ absl::Status SnapshotWriter::ChooseFileLocked(absl::string_view reason, Pending*
   absl::StatusOr<std::unique_ptr<OutputDir>> dir = OutputDir::Open(output_dir_, group_);
   if (!dir.ok()) return dir.status();
   pending->dir = std::move(*dir);
-  const std::string name = SnapshotFileName(LocalHostname(), absl::Now(), reason);
+  const std::string name = SnapshotFileName(host_.name(), absl::Now(), reason);
   const std::string stem = name.substr(0, name.size() - std::string(".pftrace").size());
   // Two snapshots in one second for one reason: -2, -3, ...
   for (int n = 1; n < 1000; n++) {
@@ -282,9 +283,8 @@ void SnapshotWriter::WriteMissingSidecars(const std::string& dir, std::optional<
   if (stat(dir.c_str(), &st) != 0) return;  // Made with the first snapshot.
   absl::StatusOr<std::unique_ptr<OutputDir>> opened = OutputDir::Open(dir, group);
   if (!opened.ok()) return;  // The next Take() says why.
-  const std::string host = LocalHostname();
-  const auto ours = [&host, stream_files](absl::string_view name) {
-    return IsSnapshotFileName(name, host) || (stream_files && IsStreamFileName(name, host));
+  const auto ours = [this, stream_files](absl::string_view name) {
+    return IsSnapshotFileName(name, host_) || (stream_files && IsStreamFileName(name, host_));
   };
   for (const std::string& name : TracesWithoutSidecar(**opened, ours)) {
     const absl::Status st = WriteSidecar(**opened, name, group).status();
@@ -384,7 +384,7 @@ void SnapshotWriter::Loop() {
         max_files = max_files_;
         max_bytes = max_bytes_;
       }
-      pruned = PruneSnapshots(*next.dir, LocalHostname(), max_files, max_bytes,
+      pruned = PruneSnapshots(*next.dir, host_, max_files, max_bytes,
                               result.path.substr(result.path.find_last_of('/') + 1));
     }
     {

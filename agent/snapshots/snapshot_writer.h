@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/files/file_retention.h"
 #include "agent/files/output_dir.h"
 #include "agent/files/packet_compression.h"
 #include "agent/files/trace_inspector.h"
@@ -105,7 +106,8 @@ class SnapshotWriter {
     uint64_t compression_cpu_ns = 0;
   };
 
-  // `session` outlives the writer. `on_done` is called on the writer's
+  // `session` outlives the writer; files are named after its config's
+  // machine_name, else the host name (FileHost::Local). `on_done` is called on the writer's
   // thread after each file is written or has failed. `tally`, if not null,
   // outlives the writer: Take() counts each request there as fired or
   // joined, and every file carries it as of its write.
@@ -207,6 +209,9 @@ class SnapshotWriter {
   const std::function<void(const Result&)> on_done_;
   TriggerTally* const tally_;
   const uint64_t reserve_bytes_;
+  // Whose files: the session's machine_name (it takes a restart), else the
+  // host name.
+  const FileHost host_;
 
   mutable absl::Mutex mu_;
   std::string output_dir_ ABSL_GUARDED_BY(mu_);

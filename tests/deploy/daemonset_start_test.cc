@@ -22,8 +22,9 @@
 //     manifest's ConfigMap, read-only.
 //   - the pod's network namespace (not hostNetwork): a new one, where the
 //     agent's metrics listener binds;
-// Not simulated: the seccomp and AppArmor profiles, cgroup limits and the
-// pod's UTS namespace.
+//   - the pod's UTS namespace (not hostNetwork): its host name is the pod's
+//     name, as the kubelet sets it.
+// Not simulated: the seccomp and AppArmor profiles, cgroup limits.
 
 #include <linux/capability.h>
 #include <signal.h>
@@ -54,8 +55,10 @@
 namespace ringside::deploy_testing {
 namespace {
 
-// The node the simulated pod runs on (the downward API's spec.nodeName).
+// The node the simulated pod runs on (the downward API's spec.nodeName),
+// and the pod's name, its host name.
 constexpr char kNodeName[] = "ringside-test-node";
+constexpr char kPodName[] = "ringside-x7k2p";
 
 using nlohmann::json;
 
@@ -174,6 +177,7 @@ class DaemonSetStartTest : public ::testing::Test {
 
     const json& sc = Container()["securityContext"];
     spec.private_network = !Pod().value("hostNetwork", false);
+    if (spec.private_network) spec.hostname = kPodName;
     spec.read_only_root = sc.value("readOnlyRootFilesystem", false);
     spec.no_new_privs = !sc.value("allowPrivilegeEscalation", true);
     EXPECT_EQ(sc.value("runAsUser", 0), 0) << "the test runs the agent as root only";
@@ -189,7 +193,7 @@ class DaemonSetStartTest : public ::testing::Test {
       }
     }
     spec.capabilities = caps;
-    spec.env = {kImagePath, "HOSTNAME=ringside-test-pod"};
+    spec.env = {kImagePath, absl::StrCat("HOSTNAME=", kPodName)};
     for (const auto& [name, value] : Env()) spec.env.push_back(absl::StrCat(name, "=", value));
     return spec;
   }
@@ -355,6 +359,10 @@ TEST_F(DaemonSetStartTest, AgentStartsAsThePodsContainerAndStopsOnSigterm) {
   const json machine =
       json::parse(inspected.output, nullptr, /*allow_exceptions=*/false)["machine"];
   EXPECT_EQ(machine.value("name", ""), kNodeName) << inspected.output;
+  // So does its file's name: the next pod (another host name) finds its
+  // files as its own, for retention and to finish them.
+  const std::string file = path.substr(path.find_last_of('/') + 1);
+  EXPECT_TRUE(absl::StartsWith(file, absl::StrCat(kNodeName, "-"))) << file;
 
   // The kubelet's SIGTERM, then the grace period.
   ASSERT_TRUE(agent.Signal(SIGTERM));

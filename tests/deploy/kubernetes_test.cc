@@ -3,6 +3,7 @@
 // installs), and the DaemonSet gives the agent the paths, capabilities and
 // budgets it has under systemd.
 
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -23,6 +24,15 @@ namespace ringside::deploy_testing {
 namespace {
 
 using nlohmann::json;
+
+// "NAME[:TAG]@sha256:<64 lowercase hex digits>": an image reference that
+// names its contents, not a tag.
+bool IsPinnedByDigest(const std::string& image) {
+  const size_t at = image.find("@sha256:");
+  if (at == 0 || at == std::string::npos) return false;
+  const std::string digest = image.substr(at + 8);
+  return digest.size() == 64 && digest.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
 
 std::string ManifestPaths() {
   std::string paths;
@@ -62,6 +72,17 @@ class KubernetesTest : public ::testing::Test {
 TEST_F(KubernetesTest, ManifestsPassTheKubernetesSchemas) {
   const CommandResult r = ValidateManifests(ManifestPaths());
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// `kubectl apply -f deploy/kubernetes/` applies every file there: each is
+// one the tests validate.
+TEST(KubernetesManifestsTest, EveryManifestInTheDirectoryIsChecked) {
+  std::set<std::string> listed, found;
+  for (const char* m : kKubernetesManifests) listed.insert(m);
+  for (const auto& e : std::filesystem::directory_iterator(SourceDir() + "/deploy/kubernetes")) {
+    found.insert("deploy/kubernetes/" + e.path().filename().string());
+  }
+  EXPECT_EQ(found, listed);
 }
 
 TEST_F(KubernetesTest, ValidatorRejectsWhatTheApiServerWould) {
@@ -153,6 +174,46 @@ TEST_F(KubernetesTest, DaemonSetMountsWhatTheAgentReadsAndWrites) {
             Find("ConfigMap")["metadata"]["name"]);
 }
 
+// The metrics port is the privileged pod's one TCP surface: a policy admits
+// only the scrapers to it, and nothing else to the pod, nor the pod to
+// anything (NetworkPolicy semantics: a pod selected for a policy type takes
+// only what the rules list).
+TEST_F(KubernetesTest, NetworkPolicyAdmitsOnlyTheScrapersToTheMetricsPort) {
+  const json policy = Find("NetworkPolicy");
+  ASSERT_TRUE(policy.contains("spec")) << policy;
+  const json& spec = policy["spec"];
+  const json ds = Find("DaemonSet");
+  EXPECT_EQ(policy["metadata"]["namespace"], ds["metadata"]["namespace"]);
+  // It selects the agent's pods (every label it matches, they carry).
+  const json selected = spec.value("podSelector", json::object()).value("matchLabels", json());
+  ASSERT_TRUE(selected.is_object() && !selected.empty()) << policy;
+  const json& labels = ds["spec"]["template"]["metadata"]["labels"];
+  for (const auto& [key, value] : selected.items()) {
+    EXPECT_EQ(labels.value(key, ""), value) << key << ": not a label of the agent's pods";
+  }
+  EXPECT_EQ(spec.value("policyTypes", json()), json::array({"Ingress", "Egress"}));
+  EXPECT_EQ(spec.value("egress", json::array()), json::array()) << "no egress";
+  // One rule: the container's metrics port, from selected pods only.
+  const json ingress = spec.value("ingress", json::array());
+  ASSERT_EQ(ingress.size(), 1u) << policy;
+  const json& port = ds["spec"]["template"]["spec"]["containers"][0]["ports"][0];
+  ASSERT_EQ(port["name"], "metrics");
+  EXPECT_EQ(ingress[0].value("ports", json()),
+            json::array({{{"protocol", "TCP"}, {"port", port["containerPort"]}}}));
+  ASSERT_TRUE(ingress[0].contains("from")) << "no `from`: any peer";
+  ASSERT_FALSE(ingress[0]["from"].empty());
+  for (const json& peer : ingress[0]["from"]) {
+    EXPECT_FALSE(peer.contains("ipBlock")) << peer;
+    // Both selectors in one peer: those pods in that namespace; an empty
+    // selector would match every namespace or every pod.
+    for (const char* selector : {"namespaceSelector", "podSelector"}) {
+      EXPECT_FALSE(
+          peer.value(selector, json::object()).value("matchLabels", json::object()).empty())
+          << selector << " in " << peer;
+    }
+  }
+}
+
 // deploy/shipping/kubernetes.yaml: ringside-ship beside the agent on every
 // node, moving what the agent writes where it writes it.
 TEST_F(KubernetesTest, TheShippersDaemonSetPassesTheSchemasAndShipsTheAgentsFiles) {
@@ -189,6 +250,19 @@ TEST_F(KubernetesTest, TheShippersDaemonSetPassesTheSchemasAndShipsTheAgentsFile
   EXPECT_EQ(c["securityContext"]["capabilities"]["drop"], json::array({"ALL"}));
   EXPECT_FALSE(c["securityContext"]["capabilities"].contains("add"));
   EXPECT_EQ(c["securityContext"]["readOnlyRootFilesystem"], true);
+  // Root with the remote's credentials: an image by digest, which no one
+  // can move as a tag can be.
+  const std::string image = c["image"];
+  EXPECT_TRUE(IsPinnedByDigest(image)) << image << ": not NAME[:TAG]@sha256:<64 hex digits>";
+}
+
+TEST(ImageDigestTest, OnlyAFullSha256DigestPins) {
+  EXPECT_TRUE(IsPinnedByDigest("rclone/rclone:1.68.2@sha256:" + std::string(64, 'a')));
+  EXPECT_TRUE(IsPinnedByDigest("registry.example:5000/x@sha256:" + std::string(64, '0')));
+  EXPECT_FALSE(IsPinnedByDigest("rclone/rclone:1.68"));
+  EXPECT_FALSE(IsPinnedByDigest("rclone/rclone:1.68.2@sha256:" + std::string(63, 'a')));
+  EXPECT_FALSE(IsPinnedByDigest("rclone/rclone@sha256:" + std::string(64, 'A')));
+  EXPECT_FALSE(IsPinnedByDigest("@sha256:" + std::string(64, 'a')));
 }
 
 TEST_F(KubernetesTest, DaemonSetHasTheUnitsCapabilitiesAndBudgets) {

@@ -1,6 +1,7 @@
 // deploy/systemd/ringside.service: systemd accepts it as installed, and it
 // gives the agent what the agent's defaults need, no more.
 
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,6 +33,28 @@ std::set<std::string> Words(const std::string& value) {
   std::set<std::string> words;
   for (absl::string_view w : absl::StrSplit(value, ' ', absl::SkipEmpty())) words.emplace(w);
   return words;
+}
+
+// Every word of every `key=` line of `unit`.
+std::set<std::string> AllWords(const std::string& unit, const std::string& key) {
+  std::set<std::string> words;
+  for (const std::string& v : UnitValues(unit, key)) words.merge(Words(v));
+  return words;
+}
+
+// The drop-in docs/metrics.md gives for metrics_listen: the commented lines
+// from "# [Service]" on in its section on HTTP, uncommented.
+std::string MetricsDropIn() {
+  const std::string doc = ReadFile(SourceDir() + "/docs/metrics.md");
+  const size_t section = doc.find("## HTTP");
+  const size_t at = section == std::string::npos ? section : doc.find("# [Service]", section);
+  std::string dropin;
+  if (at == std::string::npos) return dropin;
+  for (absl::string_view line : absl::StrSplit(doc.substr(at), '\n')) {
+    if (!absl::ConsumePrefix(&line, "# ")) break;
+    absl::StrAppend(&dropin, line, "\n");
+  }
+  return dropin;
 }
 
 // `systemd-analyze verify` on a unit installed into a DESTDIR: systemd
@@ -102,6 +125,72 @@ TEST(ShippingUnitTest, ShipsFromTheAgentsDefaultOutputDirAndNothingElseIsWritabl
   EXPECT_EQ(OnlyValue(unit, "ProtectSystem"), "strict");
   EXPECT_EQ(UnitValues(unit, "ReadWritePaths"), std::vector<std::string>{output_dir});
   EXPECT_EQ(OnlyValue(unit, "Type"), "oneshot");
+}
+
+// The agent's unit with docs/metrics.md's drop-in for metrics_listen, as
+// `systemctl edit` writes it: systemd takes every line of it.
+TEST_F(UnitVerifyTest, MetricsDropInPassesSystemdAnalyzeVerify) {
+  const std::string dropin = MetricsDropIn();
+  ASSERT_TRUE(absl::StartsWith(dropin, "[Service]\n")) << dropin;
+  const std::string unit = CheckableCopy(installed_);
+  std::filesystem::create_directories(unit + ".d");
+  WriteFile(unit + ".d/override.conf", dropin);
+  const CommandResult r = RunShell(
+      absl::StrCat("SYSTEMD_UNIT_PATH=", unit_dir_.path(), ": systemd-analyze verify ", unit));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(absl::StrContains(r.output, "ringside.service")) << r.output;
+  // It is read: a key systemd does not know is named.
+  WriteFile(unit + ".d/override.conf", dropin + "IPAdressAllow=192.0.2.1\n");
+  const CommandResult typo = RunShell(
+      absl::StrCat("SYSTEMD_UNIT_PATH=", unit_dir_.path(), ": systemd-analyze verify ", unit));
+  EXPECT_TRUE(absl::StrContains(typo.output, "IPAdressAllow")) << typo.output;
+}
+
+// The port the drop-in opens is the scrapers' only: the unit's
+// IPAddressDeny=any stays (an empty IPAddressDeny= would clear it, opening
+// the agent, root, to every address), and IPAddressAllow= names addresses.
+TEST(MetricsDropInTest, LetsOnlyTheScrapersAddressesThrough) {
+  const std::string dropin = MetricsDropIn();
+  ASSERT_FALSE(dropin.empty()) << "no drop-in in docs/metrics.md";
+  EXPECT_EQ(UnitValues(UnitTemplate(), "IPAddressDeny"), std::vector<std::string>{"any"});
+  EXPECT_TRUE(UnitValues(dropin, "IPAddressDeny").empty())
+      << "the drop-in resets the unit's IPAddressDeny=any";
+  const std::set<std::string> allowed = AllWords(dropin, "IPAddressAllow");
+  EXPECT_FALSE(allowed.empty()) << dropin;
+  for (const char* everyone : {"any", "0.0.0.0/0", "::/0", "link-local", "multicast"}) {
+    EXPECT_EQ(allowed.count(everyone), 0u) << everyone;
+  }
+  EXPECT_EQ(OnlyValue(dropin, "PrivateNetwork"), "no");
+  EXPECT_EQ(Words(OnlyValue(dropin, "RestrictAddressFamilies")),
+            (std::set<std::string>{"AF_UNIX", "AF_INET", "AF_INET6"}));
+}
+
+// ringside-ship runs rclone, which talks to the network, as root (the
+// owner of the agent's files) without capabilities: root still reads what
+// root owns, so the unit hides the machine's secrets, in a mount namespace
+// it cannot leave (no CAP_SYS_ADMIN), and none of what it needs.
+TEST(ShippingUnitTest, HidesTheMachinesSecretsAndNothingItNeeds) {
+  const std::string unit = ReadFile(SourceDir() + "/deploy/shipping/ringside-ship.service");
+  std::set<std::string> hidden;
+  for (const std::string& w : AllWords(unit, "InaccessiblePaths")) {
+    hidden.insert(std::string(absl::StripPrefix(w, "-")));
+  }
+  for (const char* secret : {"/etc/shadow", "/etc/gshadow", "/etc/ssh", "/etc/ssl/private",
+                             "/etc/sudoers", "/etc/kubernetes", "/var/lib/kubelet"}) {
+    EXPECT_EQ(hidden.count(secret), 1u) << secret << " is readable to rclone";
+  }
+  EXPECT_EQ(OnlyValue(unit, "ProtectHome"), "yes");  // /root, /home.
+  EXPECT_EQ(OnlyValue(unit, "CapabilityBoundingSet"), "");
+  EXPECT_EQ(OnlyValue(unit, "NoNewPrivileges"), "yes");
+  const std::string output_dir = agent::DefaultAgentConfig().output_dir();
+  for (const std::string& needed :
+       {output_dir, std::string("/etc/ringside/rclone.conf"), std::string("/etc/ssl/certs"),
+        std::string("/etc/resolv.conf"), std::string("/etc/hosts")}) {
+    for (const std::string& h : hidden) {
+      EXPECT_FALSE(needed == h || absl::StartsWith(needed, h + "/"))
+          << h << " hides " << needed << ", which it needs";
+    }
+  }
 }
 
 TEST_F(UnitVerifyTest, VerifyCatchesABrokenUnit) {

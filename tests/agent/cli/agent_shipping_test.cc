@@ -5,6 +5,7 @@
 // whole traces, each with its sidecar, as the sidecar describes them.
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -14,11 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "agent/files/output_dir.h"
 #include "agent/files/trace_inspector.h"
+#include "agent/snapshots/snapshot_retention.h"
+#include "agent/snapshots/snapshot_writer.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/agent/testing/agent_process.h"
@@ -93,6 +98,98 @@ class AgentShippingTest : public ::testing::Test {
   FakeNotifySocket notify_{dir_.Join("notify.sock")};
   int runs_ = 0;
 };
+
+// ringside-ship with an rclone of the test's in front of the real one on
+// PATH, over pairs named as the agent names its snapshots: what a run that
+// fails leaves, without an agent (none is needed to fail a remote).
+class ShipperFailureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mkdir(out_.c_str(), 0700);
+    mkdir(dest_.c_str(), 0700);
+    mkdir(bin_.c_str(), 0700);
+    for (int i = 0; i < 4; i++) {
+      const std::string name =
+          SnapshotFileName("h", absl::FromUnixSeconds(1795000000 + 60 * i), "crash");
+      ASSERT_TRUE(WriteTextFile(dir_.Join("out/" + name), "trace"));
+      ASSERT_TRUE(WriteTextFile(dir_.Join("out/" + name + ".json"), "{}"));
+      pairs_.insert(name);
+      pairs_.insert(name + ".json");
+    }
+  }
+  // `rclone`: the body of the shell script that stands for rclone.
+  void FakeRclone(const std::string& body) {
+    const std::string path = bin_ + "/rclone";
+    ASSERT_TRUE(WriteTextFile(path, "#!/bin/sh\n" + body + "\n"));
+    ASSERT_EQ(chmod(path.c_str(), 0755), 0);
+  }
+  // One run of the shipper; its exit code.
+  int Ship(std::string* out = nullptr) {
+    int code = 0;
+    const std::string printed = Output(
+        absl::StrCat("PATH=", bin_, ":$PATH ", ringside::testing::SourceDir(),
+                     "/deploy/shipping/ringside-ship ", out_, " ", dest_, " --config /dev/null -q"),
+        &code);
+    if (out != nullptr) *out = printed;
+    return code;
+  }
+
+  ScratchDir dir_;
+  std::string out_ = dir_.Join("out");
+  std::string dest_ = dir_.Join("remote");
+  std::string bin_ = dir_.Join("bin");
+  std::set<std::string> pairs_;
+};
+
+// The remote down: each run claims every pair, fails, and puts them all
+// back, where the agent's retention counts (and deletes) them. Claimed
+// files left behind would be out of its sight: piling up for as long as
+// the remote is down.
+TEST_F(ShipperFailureTest, AFailedRunPutsWhatItClaimedBackWhereRetentionCountsIt) {
+  FakeRclone("echo 'rclone: the remote is down' >&2; exit 1");
+  for (int run = 0; run < 2; run++) {
+    std::string printed;
+    EXPECT_NE(Ship(&printed), 0) << printed;
+    EXPECT_TRUE(absl::StrContains(printed, "the remote is down")) << printed;
+    EXPECT_EQ(ListDir(out_), pairs_) << "after failed run " << run + 1;
+  }
+  absl::StatusOr<std::unique_ptr<OutputDir>> dir = OutputDir::Open(out_, std::nullopt);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const PruneResult pruned = PruneSnapshots(**dir, "h", /*max_files=*/2, 0, "");
+  EXPECT_EQ(pruned.files_deleted, 2u);
+  EXPECT_EQ(ListTraces(out_).size(), 2u);
+  EXPECT_EQ(ListDir(out_).size(), 4u) << absl::StrJoin(ListDir(out_), " ");
+  EXPECT_TRUE(ListDir(dest_).empty());
+}
+
+// Stopped while rclone runs (systemctl stop: SIGTERM to the script and
+// rclone): what it claimed goes back as after a failure.
+TEST_F(ShipperFailureTest, AStoppedRunPutsWhatItClaimedBack) {
+  FakeRclone("kill -TERM $PPID; sleep 1; exit 1");
+  EXPECT_EQ(Ship(), 143);
+  EXPECT_EQ(ListDir(out_), pairs_);
+}
+
+// The traces reached the remote, their sidecars did not: the sidecars stay
+// claimed (their traces are not in SOURCE_DIR to pair with) and the next
+// run moves them on.
+TEST_F(ShipperFailureTest, SidecarsOfTracesThatMovedStayClaimedForTheNextRun) {
+  int found = 0;
+  const std::string real = Output("command -v rclone", &found);
+  ASSERT_EQ(found, 0) << "rclone is not installed: run make deps";
+  FakeRclone(absl::StrCat("case $3 in */sidecars) exit 1 ;; esac\nexec ",
+                          absl::StripTrailingAsciiWhitespace(real), " \"$@\""));
+  EXPECT_NE(Ship(), 0);
+  std::set<std::string> traces, sidecars;
+  for (const std::string& n : pairs_) (absl::EndsWith(n, ".json") ? sidecars : traces).insert(n);
+  EXPECT_EQ(ListDir(dest_), traces);
+  EXPECT_EQ(ListDir(out_), (std::set<std::string>{".ringside-ship"}));
+  EXPECT_EQ(ListDir(out_ + "/.ringside-ship"), sidecars);
+  ASSERT_EQ(unlink((bin_ + "/rclone").c_str()), 0);
+  EXPECT_EQ(Ship(), 0);
+  EXPECT_EQ(ListDir(dest_), pairs_);
+  EXPECT_TRUE(ListDir(out_).empty()) << absl::StrJoin(ListDir(out_), " ");
+}
 
 TEST_F(AgentShippingTest, OnlyWholeFilesWithTheirSidecarsAreTakenUnderAStorm) {
   const std::string socket = dir_.Join("control.sock");

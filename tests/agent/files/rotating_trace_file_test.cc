@@ -122,6 +122,34 @@ TEST_F(RotatingTraceFileTest, RetentionKeepsMaxFilesOfThisHostsStreamAndNothingE
                             AgentFileStem("h", now_ - absl::Seconds(1)) + "-000005.pftrace.json"}));
 }
 
+// Named after machine_name (FileHost::Local), with the files an agent
+// wrote under the host name before still its own: a killed one's ".partial"
+// is kept, finished files get their sidecars, and retention counts them,
+// oldest first by time whichever name they have.
+TEST_F(RotatingTraceFileTest, TheStreamOfAMachineNameTakesItsHostNamedFilesAsItsOwn) {
+  RotatingTraceFile::Options o = Opts();
+  o.hostname = FileHost("node-7", "h");
+  o.max_files = 2;
+  const std::string renamed = AgentFileStem("h", now_) + "-000001.pftrace";
+  const std::string partial = AgentFileStem("h", now_) + "-000002.pftrace";
+  std::ofstream(dir_.Join(renamed)) << Packet(20);
+  std::ofstream(dir_.Join(partial + ".partial")) << Packet(20);
+  ASSERT_EQ(RecoverPartialStreamFiles(dir_.path(), o.hostname).files, 1u);
+  now_ += absl::Seconds(1);
+  auto f = RotatingTraceFile::Open(o);
+  ASSERT_TRUE(f.ok()) << f.status();
+  (*f)->WaitForSidecars();
+  EXPECT_EQ(Sidecars(), (std::set<std::string>{renamed + ".json", partial + ".json"}));
+  const std::string first = AgentFileStem("node-7", now_) + "-000001.pftrace";
+  EXPECT_EQ(Files(), (std::set<std::string>{renamed, partial, first + ".partial"}));
+  ASSERT_TRUE((*f)->Write(Packet(10)).ok());
+  ASSERT_TRUE((*f)->NextFile().ok());
+  // Room for `first` among two: the oldest, the host-named `renamed`, went.
+  const std::string second = AgentFileStem("node-7", now_) + "-000002.pftrace";
+  EXPECT_EQ(Files(), (std::set<std::string>{partial, first, second + ".partial"}));
+  EXPECT_EQ((*f)->stats().files_deleted, 1u);
+}
+
 TEST_F(RotatingTraceFileTest, AFileIsFinishedOnceItsSidecarFollowsIt) {
   RotatingTraceFile::Options o = Opts();
   auto f = RotatingTraceFile::Open(o);

@@ -203,7 +203,7 @@ TEST_F(TraceSidecarTest, RetentionDeletesASidecarWithItsTrace) {
     ASSERT_TRUE(WriteSidecar(*dir_, name, std::nullopt).ok());
   }
   const PruneResult r = PruneOldestFiles(
-      *dir_,
+      *dir_, "h",
       [](absl::string_view name) -> std::optional<int> {
         if (AgentFileRest(name, "h").has_value()) return 0;
         return std::nullopt;

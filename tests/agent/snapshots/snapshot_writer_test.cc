@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -26,9 +27,10 @@ namespace {
 
 using testing::ScratchDir;
 
-std::unique_ptr<TracingSession> StartedSession() {
+// `more`: config text added to a small ring's.
+std::unique_ptr<TracingSession> StartedSession(const std::string& more = "") {
   absl::StatusOr<config::TraceConfig> cfg =
-      ParseConfig("buffers { size_kb: 1024 }\ndurable_buffer_size_kb: 512\n", "t.pbtxt");
+      ParseConfig("buffers { size_kb: 1024 }\ndurable_buffer_size_kb: 512\n" + more, "t.pbtxt");
   EXPECT_TRUE(cfg.ok()) << cfg.status();
   absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(*cfg);
   EXPECT_TRUE(s.ok()) << s.status();
@@ -111,6 +113,47 @@ TEST(SnapshotWriterTest, TheSidecarsAKilledAgentDidNotWriteAreWrittenAtTheNextSt
   struct stat st;
   EXPECT_EQ(stat((left + ".json").c_str(), &st), 0);
   EXPECT_EQ(stat((*path + ".json").c_str(), &st), 0);
+}
+
+// Named after the config's machine_name: a DaemonSet passes the node's
+// (the pod's host name is new with every pod), so the next pod finds them.
+// The files named after the host name before machine_name was set are
+// still this machine's: finished at a start, counted by retention.
+TEST(SnapshotWriterTest, FilesAreNamedAfterTheMachineAndTheHostNamedOnesStillCount) {
+  ScratchDir dir;
+  std::string earlier;
+  {
+    std::unique_ptr<TracingSession> unnamed = StartedSession();
+    SnapshotWriter first(unnamed.get(), dir.path(), nullptr);
+    absl::StatusOr<std::string> path = first.Take("crash");
+    ASSERT_TRUE(path.ok()) << path.status();
+    ASSERT_TRUE(first.Wait(*path, absl::Seconds(30)).ok());
+    earlier = path->substr(dir.path().size() + 1);
+  }
+  ASSERT_TRUE(absl::StartsWith(earlier, LocalHostname() + "-")) << earlier;
+  ASSERT_EQ(unlink(dir.Join(earlier + ".json").c_str()), 0);  // As if killed before it.
+
+  std::unique_ptr<TracingSession> session = StartedSession("machine_name: \"node-7\"\n");
+  SnapshotWriter writer(session.get(), dir.path(), nullptr);
+  writer.set_retention(/*max_files=*/2, /*max_bytes=*/0);
+  writer.FinishOldSnapshots(/*stream_files=*/false);
+  std::set<std::string> written;
+  for (int i = 0; i < 2; i++) {
+    absl::StatusOr<std::string> path = writer.Take("manual");
+    ASSERT_TRUE(path.ok()) << path.status();
+    ASSERT_TRUE(writer.Wait(*path, absl::Seconds(30)).ok());
+    const std::string name = path->substr(dir.path().size() + 1);
+    EXPECT_TRUE(absl::StartsWith(name, "node-7-")) << name;
+    written.insert(name);
+    if (i == 0) {
+      // Finished before the first snapshot: it is this machine's.
+      struct stat st;
+      EXPECT_EQ(stat(dir.Join(earlier + ".json").c_str(), &st), 0) << earlier;
+    }
+  }
+  // Two kept of three: the host-named one, the oldest, went.
+  EXPECT_EQ(testing::ListTraces(dir.path()), written);
+  EXPECT_EQ(writer.stats().deleted_files, 1u);
 }
 
 // output_group: the group reads the files and reaches them through every

@@ -10,9 +10,9 @@
 namespace ringside::deploy_testing {
 
 // deploy/kubernetes/'s manifests, by path from the source tree.
-inline constexpr const char* kKubernetesManifests[] = {"deploy/kubernetes/namespace.yaml",
-                                                       "deploy/kubernetes/configmap.yaml",
-                                                       "deploy/kubernetes/daemonset.yaml"};
+inline constexpr const char* kKubernetesManifests[] = {
+    "deploy/kubernetes/namespace.yaml", "deploy/kubernetes/configmap.yaml",
+    "deploy/kubernetes/daemonset.yaml", "deploy/kubernetes/networkpolicy.yaml"};
 
 // tests/deploy/validate_manifests.mjs (with the tools `make deps` installs)
 // on `args` (file names, options).

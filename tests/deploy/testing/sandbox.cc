@@ -215,8 +215,13 @@ SandboxProcess::SandboxProcess(const SandboxSpec& spec, const std::string& root_
   sigprocmask(SIG_SETMASK, &none, nullptr);
   // Private first, so that no mount below propagates to the host (systemd
   // makes / shared).
-  if (unshare(CLONE_NEWNS | (spec.private_network ? CLONE_NEWNET : 0)) != 0) {
+  if (unshare(CLONE_NEWNS | (spec.private_network ? CLONE_NEWNET : 0) |
+              (spec.hostname.empty() ? 0 : CLONE_NEWUTS)) != 0) {
     WriteLine("unshare", nullptr, errno);
+    _exit(124);
+  }
+  if (!spec.hostname.empty() && sethostname(spec.hostname.data(), spec.hostname.size()) != 0) {
+    WriteLine("sethostname", nullptr, errno);
     _exit(124);
   }
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {

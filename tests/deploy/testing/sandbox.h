@@ -48,6 +48,9 @@ class SandboxSpec {
   bool read_only_root = false;
   // A network namespace of its own (systemd's PrivateNetwork=yes).
   bool private_network = false;
+  // A UTS namespace of its own with this host name, as a pod has (its
+  // name); "": the machine's.
+  std::string hostname;
   // Capabilities kept in the bounding set (a mask of 1 << CAP_*); the
   // program runs as root, so it gets exactly these. nullopt: all.
   std::optional<uint64_t> capabilities;
