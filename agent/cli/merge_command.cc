@@ -310,15 +310,30 @@ int RunMergeCommand(const ParsedArgs& args) {
                shown.c_str(), inputs.size(), machines.size(), kManifestName);
   size_t width = 4;
   for (const Input& in : inputs) width = std::max(width, in.member.size());
-  int64_t latest_first = INT64_MIN, earliest_last = INT64_MAX;
-  const Input *latest = nullptr, *earliest = nullptr;
-  for (const Input& in : inputs) {
+  // What each machine's files cover together: rotated files of one node
+  // follow each other, and share no moment with each other by design.
+  struct Span {
+    const Input* first = nullptr;  // Its file that begins first...
+    const Input* last = nullptr;   // ...and the one that ends last.
+  };
+  std::map<std::pair<uint32_t, size_t>, Span> spans;  // A file without an id is its own.
+  for (size_t i = 0; i < inputs.size(); i++) {
+    const Input& in = inputs[i];
     std::fprintf(
         stderr, "  %-*s  %-16s %08x  %s .. %s\n", static_cast<int>(width), in.member.c_str(),
         in.machine.empty() ? "(unnamed)" : PrintableText(in.machine).c_str(), in.machine_id,
         FormatRealtime(in.first_ns).c_str(), FormatRealtime(in.last_ns).c_str());
-    if (in.first_ns > latest_first) latest_first = in.first_ns, latest = &in;
-    if (in.last_ns < earliest_last) earliest_last = in.last_ns, earliest = &in;
+    Span& span = spans[{in.machine_id, in.machine_id == 0 ? i : 0}];
+    if (span.first == nullptr || in.first_ns < span.first->first_ns) span.first = &in;
+    if (span.last == nullptr || in.last_ns > span.last->last_ns) span.last = &in;
+  }
+  int64_t latest_first = INT64_MIN, earliest_last = INT64_MAX;
+  const Input *latest = nullptr, *earliest = nullptr;
+  for (const auto& [key, span] : spans) {
+    if (span.first->first_ns > latest_first)
+      latest_first = span.first->first_ns, latest = span.first;
+    if (span.last->last_ns < earliest_last)
+      earliest_last = span.last->last_ns, earliest = span.last;
   }
   if (latest_first <= earliest_last) {
     std::fprintf(stderr, "ringside merge: all files cover %s .. %s (%s)\n",

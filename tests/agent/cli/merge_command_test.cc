@@ -249,10 +249,18 @@ TEST_F(MergeCommandTest, RotatedFilesWhoseEndsInterleaveAreNotAnOverlap) {
   AddEvents(a, 1, 1, 12);
   AddEvents(b, 0, 11, 20);
   AddEvents(b, 1, 13, 20);
+  // A third file, after a gap: the machine's files cover the whole, and
+  // that they share no moment with each other is no news.
+  const std::string c =
+      MachineFile(dir_.Join("n-3.pftrace"), "node-a", 0xa, 40 * kSecond, 39, 10);
+  AddEvents(c, 0, 40, 50);
   int code = -1;
-  const std::string err = Merge({a, b}, &code);
+  const std::string err = Merge({a, b, c}, &code);
   EXPECT_EQ(code, 0) << err;
   EXPECT_EQ(err.find("warning"), std::string::npos) << err;
+  EXPECT_NE(err.find("all files cover 2026-11-27T16:00:00.000000Z .. 2026-11-27T16:00:49"),
+            std::string::npos)
+      << err;
 }
 
 // `inspect` of what merge wrote: each trace in it summarized, the manifest
