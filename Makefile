@@ -361,6 +361,7 @@ FUZZ_OBJS_page_parser := $(call fuzz_objs,tests/fuzz/page_parser_fuzzer.cc ftrac
 FUZZ_OBJS_trace_file := $(call fuzz_objs,tests/fuzz/trace_file_fuzzer.cc \
   agent/files/trace_inspector.cc agent/files/trace_inspector_format.cc \
   agent/files/trace_file_reader.cc agent/files/json_text.cc agent/files/file_digest.cc \
+  agent/files/trace_archive.cc agent/files/untrusted_text.cc \
   agent/files/packet_compression.cc buffer/wire_format.cc $(PROTO_CCS))
 FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format zlib libzstd libcrypto
 # The control socket's framing and request decoder, on a peer's bytes.

@@ -2,11 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -129,6 +132,25 @@ static bool EnterOwnMountNamespace() {
 absl::StatusOr<Tracefs> Tracefs::Open() {
   for (const char* dir : {kTracingMount, kDebugTracing}) {
     if (IsTracefsRoot(dir)) return Tracefs(dir, false);
+  }
+  // Mounted, but closed to this user (the kernel mounts tracefs 0700): not
+  // "not mounted", which would send them looking for the wrong fix.
+  for (const char* dir : {kTracingMount, kDebugTracing}) {
+    struct statfs fs;
+    struct stat st;
+    if (statfs(dir, &fs) == 0 && static_cast<int64_t>(fs.f_type) == TRACEFS_MAGIC &&
+        stat((std::string(dir) + "/events").c_str(), &st) != 0 &&
+        (errno == EACCES || errno == EPERM)) {
+      struct stat root;
+      const bool have_root = stat(dir, &root) == 0;
+      return absl::PermissionDeniedError(absl::StrCat(
+          "tracefs is mounted at ", dir, ", but this user may not read it",
+          have_root
+              ? absl::StrFormat(" (mode %04o, owner uid %u)", root.st_mode & 07777, root.st_uid)
+              : "",
+          ": run as root, or give your group access (mount -o remount,gid=GROUP,mode=0750 ", dir,
+          ")"));
+    }
   }
   // Mount it where only this process and its children see it: in a mount
   // namespace of our own whose mounts do not propagate back. The mount then

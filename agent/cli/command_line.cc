@@ -99,6 +99,13 @@ absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec& spec,
       if (has_value && !absl::StartsWith(a, "--") && absl::StartsWith(value, "=")) {
         value.erase(0, 1);
       }
+      // "--compress=" with nothing after it is a value left out by mistake
+      // (a variable that expanded to nothing), not the flag alone.
+      if (has_value && value.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(a, " has nothing after '=': give a ", f->value_name, " (", spelled, "=",
+                         f->value_name, "), or ", spelled, " alone for the default"));
+      }
     } else if (f->value_name.empty()) {
       if (has_value) {
         return absl::InvalidArgumentError(absl::StrCat(spelled, " takes no value"));

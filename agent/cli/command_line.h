@@ -24,7 +24,8 @@ struct FlagSpec {
   std::string help;
   bool repeatable = false;
   // The value may be left out ("--compress" or "--compress=zstd"): it is
-  // then "", and the next argument is never taken as the value.
+  // then "", and the next argument is never taken as the value. An empty
+  // one given with '=' ("--compress=") is an error.
   bool optional_value = false;
 };
 

@@ -7,16 +7,21 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "agent/files/output_file.h"
+#include "agent/files/shared_events.h"
 #include "agent/files/trace_archive.h"
 #include "agent/files/trace_inspector.h"
+#include "agent/files/untrusted_text.h"
 
 namespace ringside::agent {
 namespace {
@@ -42,6 +47,8 @@ struct Input {
   // snapshot's or a rotated file's preamble is stamped with its session's
   // start, which may be days before what it recorded.
   int64_t first_ns = 0, last_ns = 0;
+  // CLOCK_BOOTTIME of its kernel events (unset: it has none).
+  std::optional<uint64_t> first_event_ns, last_event_ns;
 };
 
 std::string Basename(const std::string& path) {
@@ -61,6 +68,43 @@ bool Overlap(const Input& a, const Input& b) {
   return a.first_ns <= b.last_ns && b.first_ns <= a.last_ns;
 }
 
+// `name` made a TAR member's name: a machine name from the file, kept to
+// letters, digits, '.', '-' and '_', at most 40 bytes.
+std::string MemberPrefix(const std::string& machine) {
+  std::string out;
+  for (char c : machine.substr(0, 40)) {
+    out.push_back(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+                          (c == '.' && !out.empty())
+                      ? c
+                      : '_');
+  }
+  return out;
+}
+
+// Gives each input a member name of its own: its base name, and where two
+// share one (per-node default names: a/ringside.pftrace, b/ringside.pftrace)
+// "<machine>-<base name>", then "<stem>-2<ext>", "-3", ... as needed.
+void NameMembers(std::vector<Input>* inputs, std::set<std::string> taken) {
+  std::map<std::string, int> uses;
+  for (const Input& in : *inputs) uses[Basename(in.path)]++;
+  for (Input& in : *inputs) {
+    const std::string base = Basename(in.path);
+    std::string name = base;
+    if (uses[base] > 1 || taken.count(name)) {
+      const std::string prefix = MemberPrefix(in.machine);
+      if (!prefix.empty() && prefix.size() + 1 + base.size() <= 100) {
+        name = absl::StrCat(prefix, "-", base);
+      }
+    }
+    const size_t dot = name.rfind('.');
+    const std::string stem = dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+    const std::string ext = stem.size() == name.size() ? "" : name.substr(stem.size());
+    for (int n = 2; taken.count(name); n++) name = absl::StrCat(stem, "-", n, ext);
+    taken.insert(name);
+    in.member = name;
+  }
+}
+
 }  // namespace
 
 const CommandSpec& MergeCommandSpec() {
@@ -73,9 +117,17 @@ const CommandSpec& MergeCommandSpec() {
           "one machine per machine id the files' packets carry, named by each file's\n"
           "system info, all on REALTIME (a perfetto_manifest.json first). Every file is\n"
           "read whole first: one that is corrupt, or has no clock snapshot with REALTIME\n"
-          "to place it by, is refused and nothing is written. Prints each file's\n"
-          "machine and wall-clock range, and the range all files cover.",
-      .flags = {{'o', "output", "OUT", "the archive to write (required)", false}},
+          "to place it by, is refused and nothing is written. Each file keeps its base\n"
+          "name in the archive; files of one name (a/trace.pftrace, b/trace.pftrace) are\n"
+          "told apart by their machine's name (node-a-trace.pftrace), else a number.\n"
+          "Warns of two files of one machine that hold the same kernel events. Prints\n"
+          "each file's machine and wall-clock range, and the range all files cover.",
+      .flags = {{'o', "output", "OUT",
+                 "the archive to write (required; a symlink of your own is followed)", false},
+                {0, "follow-symlink", "",
+                 "follow -o's symlink even when another user owns it (refused by default: "
+                 "it could point anywhere)",
+                 false}},
       .examples =
           "  ringside merge -o incident.tar node-a/*.pftrace node-b/*.pftrace\n"
           "  ringside merge -o - a.pftrace b.pftrace | ssh laptop 'cat > incident.tar'\n",
@@ -93,7 +145,6 @@ int RunMergeCommand(const ParsedArgs& args) {
 
   // Before anything is read: names the archive can hold, and an output
   // that is none of the inputs (the archive would replace it).
-  std::set<std::string> members = {kManifestName};
   uint64_t total_bytes = 0;
   struct stat out_st;
   const bool out_exists = output != "-" && stat(output.c_str(), &out_st) == 0;
@@ -105,13 +156,6 @@ int RunMergeCommand(const ParsedArgs& args) {
                    "ringside merge: %s: a TAR member's name is 1 to 100 bytes; copy or rename "
                    "the file; nothing written\n",
                    path.c_str());
-      return kExitFailure;
-    }
-    if (!members.insert(member).second) {
-      std::fprintf(stderr,
-                   "ringside merge: two files are named %s: the archive holds each by its name "
-                   "alone; rename one; nothing written\n",
-                   member.c_str());
       return kExitFailure;
     }
     struct stat st;
@@ -141,9 +185,10 @@ int RunMergeCommand(const ParsedArgs& args) {
     if (s->error.has_value() || s->packets == 0) {
       std::fprintf(
           stderr, "ringside merge: %s: %s; nothing written\n", path.c_str(),
-          s->error.has_value()
-              ? absl::StrCat("byte offset ", s->error->offset, ": ", s->error->message).c_str()
-              : "the file is empty");
+          !s->error.has_value() ? "the file is empty"
+          : s->error->not_a_trace
+              ? s->error->message.c_str()
+              : absl::StrCat("byte offset ", s->error->offset, ": ", s->error->message).c_str());
       return kExitFailure;
     }
     auto range = s->RealtimeRange(/*events_only=*/true);
@@ -157,7 +202,6 @@ int RunMergeCommand(const ParsedArgs& args) {
     }
     Input in;
     in.path = path;
-    in.member = Basename(path);
     if (s->machine.has_value()) {
       in.machine = s->machine->name;
       in.boot_id = s->machine->boot_id;
@@ -171,7 +215,16 @@ int RunMergeCommand(const ParsedArgs& args) {
     }
     in.first_ns = range->first;
     in.last_ns = range->second;
+    in.first_event_ns = s->first_event_ns;
+    in.last_event_ns = s->last_event_ns;
     inputs.push_back(std::move(in));
+  }
+  NameMembers(&inputs, {kManifestName});
+  for (const Input& in : inputs) {
+    if (in.member != Basename(in.path)) {
+      std::fprintf(stderr, "ringside merge: %s is %s in the archive (another file has its name)\n",
+                   in.path.c_str(), in.member.c_str());
+    }
   }
 
   // What the importer would make of them.
@@ -193,27 +246,47 @@ int RunMergeCommand(const ParsedArgs& args) {
                      "ringside merge: warning: %s (%s) and %s (%s) have one machine id, %08x: "
                      "the importer shows them as one machine (nodes cloned from one image "
                      "without a new /etc/machine-id? give each its own machine_name)\n",
-                     other.path.c_str(), other.machine.c_str(), in.path.c_str(), in.machine.c_str(),
-                     in.machine_id);
-      } else if (Overlap(other, in)) {
+                     other.path.c_str(), PrintableText(other.machine).c_str(), in.path.c_str(),
+                     PrintableText(in.machine).c_str(), in.machine_id);
+      } else if (!other.boot_id.empty() && !in.boot_id.empty() && other.boot_id != in.boot_id) {
+        if (Overlap(other, in)) {
+          std::fprintf(stderr,
+                       "ringside merge: warning: %s and %s are of one machine (%08x) and overlap "
+                       "in time with two boot ids at once, so two machines with one name or one "
+                       "/etc/machine-id (give each its own machine_name)\n",
+                       other.path.c_str(), in.path.c_str(), in.machine_id);
+        }
+      } else if (other.first_event_ns && in.first_event_ns &&
+                 std::max(*other.first_event_ns, *in.first_event_ns) <=
+                     std::min(*other.last_event_ns, *in.last_event_ns)) {
         // A snapshot holds the whole ring, streamed files the same events:
         // the importer keeps both copies, and queries count them twice.
-        const bool two_boots =
-            !other.boot_id.empty() && !in.boot_id.empty() && other.boot_id != in.boot_id;
-        std::fprintf(stderr,
-                     "ringside merge: warning: %s and %s are of one machine (%08x) and overlap "
-                     "in time: %s\n",
-                     other.path.c_str(), in.path.c_str(), in.machine_id,
-                     two_boots ? "with two boot ids at once, so two machines with one name or "
-                                 "one /etc/machine-id (give each its own machine_name)"
-                               : "the overlap's events are in the archive twice, and queries "
-                                 "count them twice; merge one of the two");
+        // Rotated files of one stream interleave at their ends without
+        // sharing an event: only events in both are an overlap.
+        const uint64_t from = std::max(*other.first_event_ns, *in.first_event_ns);
+        const uint64_t to = std::min(*other.last_event_ns, *in.last_event_ns);
+        absl::StatusOr<uint64_t> shared = CountSharedKernelEvents(other.path, in.path, from, to);
+        if (!shared.ok()) {
+          std::fprintf(stderr, "ringside merge: %s; nothing written\n",
+                       std::string(shared.status().message()).c_str());
+          return kExitFailure;
+        }
+        if (*shared > 0) {
+          std::fprintf(stderr,
+                       "ringside merge: warning: %s and %s are of one machine (%08x) and hold "
+                       "%llu of the same kernel events: the archive has them twice, and queries "
+                       "count them twice; merge one of the two\n",
+                       other.path.c_str(), in.path.c_str(), in.machine_id,
+                       static_cast<unsigned long long>(*shared));
+        }
       }
     }
   }
 
   absl::StatusOr<std::unique_ptr<OutputFile>> file = OutputFile::Open(
-      output, OutputFile::Mode::kWholeFile, total_bytes + 1024 * (inputs.size() + 4));
+      output, OutputFile::Mode::kWholeFile, total_bytes + 1024 * (inputs.size() + 4),
+      args.Has("follow-symlink") ? OutputFile::Symlinks::kFollowAny
+                                 : OutputFile::Symlinks::kFollowOwn);
   if (!file.ok()) {
     std::fprintf(stderr, "ringside merge: %s\n", std::string(file.status().message()).c_str());
     return kExitFailure;
@@ -237,15 +310,30 @@ int RunMergeCommand(const ParsedArgs& args) {
                shown.c_str(), inputs.size(), machines.size(), kManifestName);
   size_t width = 4;
   for (const Input& in : inputs) width = std::max(width, in.member.size());
+  // What each machine's files cover together: rotated files of one node
+  // follow each other, and share no moment with each other by design.
+  struct Span {
+    const Input* first = nullptr;  // Its file that begins first...
+    const Input* last = nullptr;   // ...and the one that ends last.
+  };
+  std::map<std::pair<uint32_t, size_t>, Span> spans;  // A file without an id is its own.
+  for (size_t i = 0; i < inputs.size(); i++) {
+    const Input& in = inputs[i];
+    std::fprintf(
+        stderr, "  %-*s  %-16s %08x  %s .. %s\n", static_cast<int>(width), in.member.c_str(),
+        in.machine.empty() ? "(unnamed)" : PrintableText(in.machine).c_str(), in.machine_id,
+        FormatRealtime(in.first_ns).c_str(), FormatRealtime(in.last_ns).c_str());
+    Span& span = spans[{in.machine_id, in.machine_id == 0 ? i : 0}];
+    if (span.first == nullptr || in.first_ns < span.first->first_ns) span.first = &in;
+    if (span.last == nullptr || in.last_ns > span.last->last_ns) span.last = &in;
+  }
   int64_t latest_first = INT64_MIN, earliest_last = INT64_MAX;
   const Input *latest = nullptr, *earliest = nullptr;
-  for (const Input& in : inputs) {
-    std::fprintf(stderr, "  %-*s  %-16s %08x  %s .. %s\n", static_cast<int>(width),
-                 in.member.c_str(), in.machine.empty() ? "(unnamed)" : in.machine.c_str(),
-                 in.machine_id, FormatRealtime(in.first_ns).c_str(),
-                 FormatRealtime(in.last_ns).c_str());
-    if (in.first_ns > latest_first) latest_first = in.first_ns, latest = &in;
-    if (in.last_ns < earliest_last) earliest_last = in.last_ns, earliest = &in;
+  for (const auto& [key, span] : spans) {
+    if (span.first->first_ns > latest_first)
+      latest_first = span.first->first_ns, latest = span.first;
+    if (span.last->last_ns < earliest_last)
+      earliest_last = span.last->last_ns, earliest = span.last;
   }
   if (latest_first <= earliest_last) {
     std::fprintf(stderr, "ringside merge: all files cover %s .. %s (%s)\n",

@@ -221,8 +221,13 @@ const CommandSpec& RecordCommandSpec() {
               {'c', "config", "FILE",
                "config in protobuf text format (docs/config.md); default: embedded", false},
               {'o', "output", "FILE",
-               "trace file (a new name or a regular file; a symlink is followed); '-' for "
-               "standard output; default: the config's output_path, else ringside.pftrace",
+               "trace file (a new name or a regular file; a symlink of your own is followed); "
+               "'-' for standard output; default: the config's output_path, else "
+               "ringside.pftrace",
+               false},
+              {0, "follow-symlink", "",
+               "follow -o's symlink even when another user owns it (refused by default: "
+               "it could point anywhere)",
                false},
               {'t', "duration", "D",
                "how long to record (10s, 500ms, 2m); default: the config's duration_ms, "
@@ -348,7 +353,9 @@ int RunRecordCommand(const ParsedArgs& args) {
   absl::StatusOr<std::unique_ptr<OutputFile>> file = OutputFile::Open(
       output,
       config.write_into_file() ? OutputFile::Mode::kStreaming : OutputFile::Mode::kWholeFile,
-      config.write_into_file() ? 0 : TracingSession::MaxTraceBytes(config));
+      config.write_into_file() ? 0 : TracingSession::MaxTraceBytes(config),
+      args.Has("follow-symlink") ? OutputFile::Symlinks::kFollowAny
+                                 : OutputFile::Symlinks::kFollowOwn);
   if (!file.ok()) {
     std::fprintf(stderr, "ringside record: %s\n", std::string(file.status().message()).c_str());
     return kExitFailure;

@@ -12,7 +12,9 @@ namespace ringside::agent {
 // mid-character, paths), not always UTF-8, and nlohmann's dump() throws on
 // those by default: here every byte that is not part of valid UTF-8 becomes
 // U+FFFD instead, so rendering never fails. Valid UTF-8 is kept as is, not
-// escaped.
+// escaped, but for the characters a terminal acts on (control characters,
+// DEL, C1 controls, bidirectional overrides), written as \uXXXX so that the
+// JSON shown on a terminal cannot drive it.
 std::string JsonText(const nlohmann::json& json);
 
 }  // namespace ringside::agent

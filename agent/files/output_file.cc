@@ -112,10 +112,28 @@ absl::Status CheckDirectory(const std::string& shown, const std::string& final_p
   return absl::OkStatus();
 }
 
+// Whether the symlink `link` (its lstat) at `path` may be followed without
+// being asked to: it is the caller's own, or root's in a directory that only
+// root may write (/dev/stdout), which no other user can have planted.
+bool IsTrustedSymlink(const struct stat& link, const std::string& path) {
+  if (link.st_uid == geteuid()) return true;
+  if (link.st_uid != 0) return false;
+  struct stat dir;
+  return stat(DirOf(path).c_str(), &dir) == 0 && dir.st_uid == 0 &&
+         (dir.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+std::string LinkTarget(const std::string& path) {
+  std::vector<char> to(PATH_MAX + 1);
+  const ssize_t len = readlink(path.c_str(), to.data(), to.size() - 1);
+  return len > 0 ? std::string(to.data(), static_cast<size_t>(len)) : "nothing";
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& path, Mode mode,
-                                                             uint64_t reserve_bytes) {
+                                                             uint64_t reserve_bytes,
+                                                             Symlinks symlinks) {
   std::unique_ptr<OutputFile> out(new OutputFile());
   out->mode_ = mode;
   out->display_name_ = path == "-" ? "standard output" : path;
@@ -139,19 +157,34 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
     }
   } else {
     if (S_ISLNK(st.st_mode)) {
+      if (symlinks == Symlinks::kFollowOwn && !IsTrustedSymlink(st, path)) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "cannot write ", path, ": it is a symlink to ", LinkTarget(path), " owned by uid ",
+            st.st_uid, ", not by you (uid ", geteuid(),
+            "); ringside follows only its caller's own symlinks, as one planted by another "
+            "user would have it replace their choice of file. Give the target's own path, or "
+            "--follow-symlink if you trust the link"));
+      }
+      const struct stat link = st;
       // Followed as open() follows it (fs.protected_symlinks applies), then
       // named by what it resolved to.
       const int target = open(path.c_str(), O_PATH | O_CLOEXEC);
       if (target < 0 && errno == ENOENT) {
         // Dangling: never created through the link, which is how a program
         // running as root writes where it should not.
-        std::vector<char> to(PATH_MAX + 1);
-        const ssize_t len = readlink(path.c_str(), to.data(), to.size() - 1);
-        return absl::FailedPreconditionError(absl::StrCat(
-            "cannot write ", path, ": it is a symlink to ",
-            len > 0 ? std::string(to.data(), static_cast<size_t>(len)) : "nothing",
-            ", which does not exist; ringside creates no file through a link (give the "
-            "target's own path)"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot write ", path, ": it is a symlink to ", LinkTarget(path),
+                         ", which does not exist; ringside creates no file through a link (give "
+                         "the target's own path)"));
+      }
+      // The link checked must be the link followed: one swapped in between
+      // is refused rather than trusted by the first one's owner.
+      struct stat again;
+      if (target >= 0 && (lstat(path.c_str(), &again) != 0 || again.st_dev != link.st_dev ||
+                          again.st_ino != link.st_ino || again.st_uid != link.st_uid)) {
+        close(target);
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot write ", path, ": the symlink changed while it was checked"));
       }
       if (target < 0) {
         return absl::FailedPreconditionError(

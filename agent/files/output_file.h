@@ -20,10 +20,14 @@ namespace ringside::agent {
 //
 // What -o may name:
 //   - a new name in an existing directory, or an existing regular file;
-//   - a symlink: the file it points to, under the same rules (as perf and a
-//     shell's `>` do). Followed the way the kernel follows it on open, so
-//     fs.protected_symlinks still guards sticky world-writable directories;
-//     a dangling link is refused;
+//   - a symlink of the caller's own (or root's in a directory only root may
+//     write, as /dev/stdout is): the file it points to, under the same rules
+//     (as perf and a shell's `>` do). Followed the way the kernel follows it
+//     on open, so fs.protected_symlinks still guards sticky world-writable
+//     directories; a dangling link is refused. A symlink of another user is
+//     refused unless the caller asks (Symlinks::kFollowAny): run as root,
+//     ringside would otherwise replace whatever file another user pointed
+//     it at (a symlink planted at the output name in a directory they own);
 //   - "-": standard output (not a terminal); a pipe or FIFO (`>(gzip)`,
 //     /dev/fd/N): written in order as a stream, never renamed or truncated.
 // Refused, naming what the path is: directories, devices (/dev/null too),
@@ -50,10 +54,18 @@ class OutputFile : public TraceSink {
     kStreaming,  // Into the target as it is written.
   };
 
+  // Which symlinks at the path Open() follows (the last component's; the
+  // directories' are the kernel's to guard).
+  enum class Symlinks {
+    kFollowOwn,  // The caller's own, and root's in a directory only root may write.
+    kFollowAny,  // Any (`--follow-symlink`): the caller vouches for the link.
+  };
+
   // REQUIRES: for kWholeFile, `reserve_bytes` is an upper bound of the size
   // of the finished trace (0: reserve nothing).
   static absl::StatusOr<std::unique_ptr<OutputFile>> Open(const std::string& path, Mode mode,
-                                                          uint64_t reserve_bytes);
+                                                          uint64_t reserve_bytes,
+                                                          Symlinks symlinks = Symlinks::kFollowOwn);
   // A kWholeFile of the agent's own: its temporary file is created in the
   // directory `dir_fd` (O_EXCL, never through a symlink), and Finish()
   // gives it the name `name` there only if that name is free

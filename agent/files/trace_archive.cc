@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -108,6 +110,116 @@ absl::Status TarWriter::Finish() {
   static const char kEnd[2 * kBlock] = {};
   if (absl::Status st = out_->Write(absl::string_view(kEnd, sizeof(kEnd))); !st.ok()) return st;
   return out_->Finish();
+}
+
+namespace {
+
+// An octal field of a header (NUL- or space-terminated, maybe
+// space-padded), or GNU's base-256 form for large sizes; nullopt when it is
+// neither.
+std::optional<uint64_t> ParseOctal(std::string_view field) {
+  if (!field.empty() && (static_cast<unsigned char>(field[0]) & 0x80) != 0) {
+    uint64_t value = static_cast<unsigned char>(field[0]) & 0x7f;
+    for (size_t i = 1; i < field.size(); i++) {
+      if (value >> 55 != 0) return std::nullopt;
+      value = value << 8 | static_cast<unsigned char>(field[i]);
+    }
+    return value;
+  }
+  size_t i = 0;
+  while (i < field.size() && field[i] == ' ') i++;
+  uint64_t value = 0;
+  bool digits = false;
+  for (; i < field.size() && field[i] >= '0' && field[i] <= '7'; i++) {
+    if (value >> 60 != 0) return std::nullopt;
+    value = value * 8 + static_cast<uint64_t>(field[i] - '0');
+    digits = true;
+  }
+  if (i < field.size() && field[i] != '\0' && field[i] != ' ') return std::nullopt;
+  return digits ? std::optional<uint64_t>(value) : std::nullopt;
+}
+
+std::string CString(std::string_view field) {
+  return std::string(field.substr(0, field.find('\0')));
+}
+
+}  // namespace
+
+bool IsTarHeader(std::string_view block) {
+  if (block.size() < kBlock) return false;
+  if (block.substr(257, 5) != "ustar") return false;
+  const std::optional<uint64_t> stored = ParseOctal(block.substr(148, 8));
+  if (!stored.has_value()) return false;
+  // Old writers summed signed chars: either sum is taken.
+  uint64_t unsigned_sum = 0;
+  int64_t signed_sum = 0;
+  for (size_t i = 0; i < kBlock; i++) {
+    const char c = i >= 148 && i < 156 ? ' ' : block[i];
+    unsigned_sum += static_cast<unsigned char>(c);
+    signed_sum += static_cast<signed char>(c);
+  }
+  return *stored == unsigned_sum || static_cast<int64_t>(*stored) == signed_sum;
+}
+
+absl::StatusOr<std::vector<TarMember>> ReadTarMembers(int fd, const std::string& path) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    return absl::UnavailableError(absl::StrCat(path, ": ", std::strerror(errno)));
+  }
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  std::vector<TarMember> members;
+  std::string long_name;  // A GNU 'L' entry's, for the member after it.
+  char block[kBlock];
+  for (uint64_t at = 0;;) {
+    if (file_size - at < kBlock) {
+      return absl::DataLossError(absl::StrCat(path, ": the TAR archive ends at byte ", at,
+                                              " without its end-of-archive blocks"));
+    }
+    const ssize_t n = pread(fd, block, kBlock, static_cast<off_t>(at));
+    if (n != static_cast<ssize_t>(kBlock)) {
+      return absl::UnavailableError(absl::StrCat(path, ": reading byte ", at, ": ",
+                                                 n < 0 ? std::strerror(errno) : "short read"));
+    }
+    const std::string_view header(block, kBlock);
+    if (header.find_first_not_of('\0') == std::string_view::npos) return members;
+    if (!IsTarHeader(header)) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": byte ", at, ": not a TAR header (its checksum does not add up)"));
+    }
+    const std::optional<uint64_t> size = ParseOctal(header.substr(124, 12));
+    const uint64_t data = at + kBlock;
+    if (!size.has_value() || *size > file_size - data) {
+      return absl::DataLossError(absl::StrCat(path, ": byte ", at, ": a member of ",
+                                              size.has_value() ? absl::StrCat(*size) : "no",
+                                              " bytes, past the end of the archive"));
+    }
+    const char type = header[156];
+    if (type == 'L') {
+      std::string name(static_cast<size_t>(std::min<uint64_t>(*size, 4096)), '\0');
+      if (pread(fd, name.data(), name.size(), static_cast<off_t>(data)) !=
+          static_cast<ssize_t>(name.size())) {
+        return absl::UnavailableError(absl::StrCat(path, ": reading byte ", data));
+      }
+      long_name = CString(name);
+    } else if (type == '0' || type == '\0' || type == '7') {
+      TarMember m;
+      if (!long_name.empty()) {
+        m.name = std::move(long_name);
+      } else {
+        const std::string prefix = CString(header.substr(345, 155));
+        m.name = CString(header.substr(0, 100));
+        if (!prefix.empty()) m.name = absl::StrCat(prefix, "/", m.name);
+      }
+      long_name.clear();
+      m.offset = data;
+      m.size = *size;
+      members.push_back(std::move(m));
+    } else {
+      long_name.clear();
+    }
+    at = data + (*size + kBlock - 1) / kBlock * kBlock;
+    if (at > file_size) at = file_size;
+  }
 }
 
 }  // namespace ringside::agent

@@ -3,8 +3,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "agent/files/trace_sink.h"
 
@@ -36,6 +39,24 @@ class TarWriter {
 
   TraceSink* out_;
 };
+
+// Whether `block` (a file's first 512 bytes) is a TAR header: ustar's or
+// GNU's magic, and a checksum that adds up.
+bool IsTarHeader(std::string_view block);
+
+// A regular file in a TAR archive: its name (ustar's prefix joined on, or a
+// GNU long name) and where its bytes are.
+struct TarMember {
+  std::string name;
+  uint64_t offset = 0;  // Of its first byte in the archive.
+  uint64_t size = 0;
+};
+// The regular files of the TAR archive open at `fd` (read with pread, so
+// the file offset is left alone), in order; directories, links and pax
+// headers are passed over. Untrusted: a header that does not add up, or a
+// member past the end of the file, is an error naming its offset. `path`
+// names the archive in errors.
+absl::StatusOr<std::vector<TarMember>> ReadTarMembers(int fd, const std::string& path);
 
 }  // namespace ringside::agent
 

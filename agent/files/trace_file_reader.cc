@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/files/trace_archive.h"
 #include "buffer/trace_packet.h"
 #include "buffer/wire_format.h"
 
@@ -73,6 +74,33 @@ absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::OpenFile(
         path, " is not a regular file (to read a pipe, give - and pipe the trace in)"));
   }
   return FromFd(fd, /*size_known=*/true, static_cast<uint64_t>(st.st_size), path);
+}
+
+absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::OpenRange(int fd,
+                                                                            const std::string& path,
+                                                                            uint64_t offset,
+                                                                            uint64_t size) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || offset > static_cast<uint64_t>(st.st_size) ||
+      size > static_cast<uint64_t>(st.st_size) - offset ||
+      lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0) {
+    close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": no ", size, " bytes at offset ", offset, " of a regular file"));
+  }
+  absl::StatusOr<std::unique_ptr<TraceFileReader>> reader =
+      FromFd(fd, /*size_known=*/true, size, path);
+  if (reader.ok()) {
+    (*reader)->is_range_ = true;
+    (*reader)->range_offset_ = offset;
+  }
+  return reader;
+}
+
+uint64_t TraceFileReader::stored_position() const {
+  if (!compressed_) return position_;
+  const z_off_t at = gzoffset(file_);
+  return at < 0 ? 0 : static_cast<uint64_t>(at);
 }
 
 absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::FromFd(int fd, bool size_known,
@@ -242,6 +270,13 @@ TraceFileReader::Result TraceFileReader::NextInflatedPacket(std::string* packet,
 
 TraceFileReader::Result TraceFileReader::ReadFilePacket(std::string* packet, uint64_t* offset) {
   const uint64_t packet_offset = position_;
+  // A range (a TAR member) ends at its size, padding and the next member
+  // after it.
+  if (is_range_ && !compressed_ && position_ >= file_size_) {
+    done_ = true;
+    final_result_ = Result::kEnd;
+    return Result::kEnd;
+  }
 
   uint64_t tag = 0;
   bool clean_eof = false;
@@ -252,6 +287,22 @@ TraceFileReader::Result TraceFileReader::ReadFilePacket(std::string* packet, uin
       return Result::kEnd;
     }
     return Result::kError;
+  }
+  if (tag != kPacketTag && packet_offset == 0) {
+    // Not a trace at all: say what it is rather than which field it began
+    // with.
+    not_a_trace_ = true;
+    std::string head(512, '\0');
+    const ssize_t n = size_known_ && !compressed_
+                          ? pread(fd_, head.data(), head.size(), static_cast<off_t>(range_offset_))
+                          : -1;
+    head.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    if (std::optional<std::string> what = DescribeNotATrace(head); what.has_value()) {
+      return Fail(0, absl::StrCat("not a Perfetto trace: it is ", *what));
+    }
+    return Fail(0, absl::StrFormat("not a Perfetto trace: it does not begin with a packet (tag "
+                                   "0x0a), but with field %u wire type %u",
+                                   buffer::TagFieldNumber(tag), buffer::TagWireType(tag)));
   }
   if (tag != kPacketTag) {
     return Fail(
@@ -274,7 +325,7 @@ TraceFileReader::Result TraceFileReader::ReadFilePacket(std::string* packet, uin
   // only as its bytes come instead.
   if (size_known_ && !compressed_ && size > file_size_ - std::min(position_, file_size_)) {
     struct stat st;
-    if (fstat(fd_, &st) == 0) file_size_ = static_cast<uint64_t>(st.st_size);
+    if (!is_range_ && fstat(fd_, &st) == 0) file_size_ = static_cast<uint64_t>(st.st_size);
     const uint64_t remaining = file_size_ - std::min(position_, file_size_);
     if (size > remaining) {
       return Fail(packet_offset, absl::StrFormat("truncated packet: it declares %u bytes but the "
@@ -295,6 +346,47 @@ TraceFileReader::Result TraceFileReader::ReadFilePacket(std::string* packet, uin
   }
   *offset = packet_offset;
   return Result::kPacket;
+}
+
+std::optional<std::string> DescribeNotATrace(std::string_view head) {
+  if (head.empty() || head[0] == '\x0a' || head.starts_with("\x1f\x8b")) return std::nullopt;
+  if (IsTarHeader(head)) {
+    return "a TAR archive (what `ringside merge` writes: `ringside inspect` summarizes its "
+           "members)";
+  }
+  struct Magic {
+    std::string_view bytes;
+    const char* what;
+  };
+  static constexpr Magic kMagics[] = {
+      {"\x28\xb5\x2f\xfd", "zstd-compressed data: decompress it first (zstd -d)"},
+      {"\xfd"
+       "7zXZ",
+       "xz-compressed data: decompress it first (xz -d)"},
+      {"BZh", "bzip2-compressed data: decompress it first (bzip2 -d)"},
+      {"PK\x03\x04", "a ZIP archive"},
+      {"\x7f"
+       "ELF",
+       "an ELF program or library"},
+  };
+  for (const Magic& m : kMagics) {
+    if (head.starts_with(m.bytes)) return m.what;
+  }
+  const size_t first = head.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && (head[first] == '{' || head[first] == '[')) {
+    return "JSON text";
+  }
+  bool text = true;
+  for (char c : head) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 && c != '\n' && c != '\t' && c != '\r') text = false;
+  }
+  if (text) return "text";
+  std::string bytes;
+  for (size_t i = 0; i < head.size() && i < 8; i++) {
+    absl::StrAppendFormat(&bytes, "%s%02x", i ? " " : "", static_cast<unsigned char>(head[i]));
+  }
+  return absl::StrCat("data of an unknown kind (it begins with bytes ", bytes, ")");
 }
 
 }  // namespace ringside::agent

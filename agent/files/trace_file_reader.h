@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "agent/files/packet_compression.h"
@@ -50,6 +52,12 @@ class TraceFileReader {
   // descriptor, never through a symlink): takes `fd` over, closed on
   // failure too. `path` names it in errors.
   static absl::StatusOr<std::unique_ptr<TraceFileReader>> OpenFile(int fd, const std::string& path);
+  // The trace in the `size` bytes at `offset` of the regular file `fd` (a
+  // TAR archive's member): offsets are then from `offset`, and the trace
+  // ends at `size` bytes (a gzip'd one at its gzip stream's end). Takes
+  // `fd` over, closed on failure too.
+  static absl::StatusOr<std::unique_ptr<TraceFileReader>> OpenRange(int fd, const std::string& path,
+                                                                    uint64_t offset, uint64_t size);
 
   // Reads the next packet into *packet (its serialized TracePacket bytes) and
   // its byte offset in the file (of the packet's tag) into *offset.
@@ -68,6 +76,10 @@ class TraceFileReader {
 
   // Why the last ReadNextPacket() returned kError, e.g. "truncated packet: ...".
   const std::string& error() const { return error_; }
+  // Set with kError when the data is not a trace at all (its first bytes
+  // are no packet): error() then says what it is instead ("not a Perfetto
+  // trace: it is a TAR archive ...").
+  bool not_a_trace() const { return not_a_trace_; }
   // The byte offset at which the problem was found.
   uint64_t error_offset() const { return error_offset_; }
   // Bytes consumed so far (the offset of the next packet).
@@ -75,6 +87,10 @@ class TraceFileReader {
   // Size of the file when it was opened (compressed, for a gzip'd file);
   // 0 for standard input.
   uint64_t file_size() const { return file_size_; }
+  // A gzip'd file: the compressed bytes read so far (what the file held of
+  // the trace read, to the end of the read-ahead); else position().
+  bool gzipped() const { return compressed_; }
+  uint64_t stored_position() const;
 
   ~TraceFileReader();
   TraceFileReader(const TraceFileReader&) = delete;
@@ -113,6 +129,10 @@ class TraceFileReader {
   bool size_known_;
   uint64_t file_size_;
   bool compressed_ = false;
+  // OpenRange(): where the range starts in the file; its size is file_size_.
+  bool is_range_ = false;
+  uint64_t range_offset_ = 0;
+  bool not_a_trace_ = false;
   uint64_t position_ = 0;
   bool done_ = false;
   Result final_result_ = Result::kEnd;
@@ -126,6 +146,12 @@ class TraceFileReader {
   PacketCodec inflated_codec_ = PacketCodec::kNone;
   CompressionStats compression_stats_;
 };
+
+// What data that is not a trace is, by its first bytes, for an error that
+// says so ("a TAR archive", "zstd-compressed data (decompress it first:
+// zstd -d)", "JSON text", ...); nullopt when it may be a trace (empty, the
+// packet tag 0x0a first, or gzip'd).
+std::optional<std::string> DescribeNotATrace(std::string_view head);
 
 }  // namespace ringside::agent
 

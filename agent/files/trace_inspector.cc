@@ -170,8 +170,8 @@ void TraceSummarizer::AddTimestamp(uint64_t ts_ns) {
   }
 }
 
-void TraceSummarizer::SetError(uint64_t offset, std::string message) {
-  summary_.error = TraceSummary::Error{offset, std::move(message)};
+void TraceSummarizer::SetError(uint64_t offset, std::string message, bool not_a_trace) {
+  summary_.error = TraceSummary::Error{offset, std::move(message), not_a_trace};
 }
 
 bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
@@ -390,7 +390,7 @@ TraceSummary Summarize(TraceFileReader& reader) {
     TraceFileReader::Result result = reader.ReadNextPacket(&packet, &offset);
     if (result == TraceFileReader::Result::kEnd) break;
     if (result == TraceFileReader::Result::kError) {
-      summarizer.SetError(reader.error_offset(), reader.error());
+      summarizer.SetError(reader.error_offset(), reader.error(), reader.not_a_trace());
       break;
     }
     if (!summarizer.AddPacket(packet, offset)) break;
@@ -400,6 +400,13 @@ TraceSummary Summarize(TraceFileReader& reader) {
   summary.bytes = whole_packet_bytes;
   const TraceFileReader::CompressionStats& c = reader.compression_stats();
   summary.compression = {c.deflate_packets, c.zstd_packets, c.compressed_bytes, c.inflated_bytes};
+  if (reader.gzipped()) {
+    // As stored, as for any other file: the gzip'd bytes.
+    summary.bytes = reader.stored_position();
+    summary.compression.gzip = true;
+    summary.compression.gzip_bytes = summary.bytes;
+    summary.compression.gzip_inflated_bytes = whole_packet_bytes;
+  }
   return summary;
 }
 
@@ -431,6 +438,16 @@ absl::StatusOr<TraceSummary> InspectOpenTraceFile(int fd, const std::string& pat
   TraceSummary summary = Summarize(**reader);
   if (digest.ok()) summary.digest = *std::move(digest);
   return summary;
+}
+
+absl::StatusOr<TraceSummary> InspectTraceRange(int fd, const std::string& name, uint64_t offset,
+                                               uint64_t size) {
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return absl::UnavailableError(absl::StrCat("cannot read ", name));
+  absl::StatusOr<std::unique_ptr<TraceFileReader>> reader =
+      TraceFileReader::OpenRange(own, name, offset, size);
+  if (!reader.ok()) return reader.status();
+  return Summarize(**reader);
 }
 
 std::optional<std::pair<int64_t, int64_t>> TraceSummary::RealtimeRange(bool events_only) const {

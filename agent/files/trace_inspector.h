@@ -32,7 +32,9 @@ struct TraceSummary {
   using StatValue = std::variant<uint64_t, int64_t, double>;
 
   uint64_t packets = 0;
-  // Bytes of the trace file that were read as whole packets.
+  // Bytes of the file, as stored, that were read as whole packets (of a
+  // gzip'd file, the compressed bytes read; compression says what they
+  // inflated to).
   uint64_t bytes = 0;
   // Key: the name of the TracePacket field that holds the packet's payload
   // ("ftrace_events", "process_tree", ...); "interned_data" for packets that
@@ -156,11 +158,15 @@ struct TraceSummary {
 
   // Perfetto's compressed packets in the file: how many of each codec, the
   // compressed bytes and the packets they held.
+  // A gzip'd file: the compressed bytes read and the trace they inflated to.
   struct Compression {
     uint64_t deflate_packets = 0;
     uint64_t zstd_packets = 0;
     uint64_t compressed_bytes = 0;
     uint64_t inflated_bytes = 0;
+    bool gzip = false;
+    uint64_t gzip_bytes = 0;
+    uint64_t gzip_inflated_bytes = 0;
   };
   Compression compression;
 
@@ -168,6 +174,9 @@ struct TraceSummary {
   struct Error {
     uint64_t offset = 0;
     std::string message;
+    // The file is no trace at all (its first bytes are no packet): the
+    // message says what it is, and there is nothing to summarize.
+    bool not_a_trace = false;
   };
   std::optional<Error> error;
 };
@@ -178,7 +187,7 @@ class TraceSummarizer {
   // Adds one serialized TracePacket found at `offset`. Returns false (and
   // records the error in the summary) if the bytes are not a TracePacket.
   bool AddPacket(const std::string& bytes, uint64_t offset);
-  void SetError(uint64_t offset, std::string message);
+  void SetError(uint64_t offset, std::string message, bool not_a_trace = false);
 
   const TraceSummary& summary() const { return summary_; }
 
@@ -203,6 +212,11 @@ absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path);
 // The same of a file the caller opened (relative to a directory, never
 // through a symlink): takes `fd` over. `path` names it.
 absl::StatusOr<TraceSummary> InspectOpenTraceFile(int fd, const std::string& path);
+// The trace in the `size` bytes at `offset` of the open regular file `fd`
+// (a TAR archive's member; `fd` stays the caller's), without a digest.
+// `name` names it.
+absl::StatusOr<TraceSummary> InspectTraceRange(int fd, const std::string& name, uint64_t offset,
+                                               uint64_t size);
 
 // Renderings of a summary: human-readable text and one JSON object.
 std::string SummaryToText(const std::string& path, const TraceSummary& summary);

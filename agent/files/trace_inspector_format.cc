@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "absl/time/time.h"
 #include "agent/files/json_text.h"
 #include "agent/files/trace_inspector.h"
+#include "agent/files/untrusted_text.h"
 
 namespace ringside::agent {
 namespace {
@@ -22,7 +24,7 @@ constexpr size_t kMaxListedInText = 50;
 
 // A container id in the text rendering: its first 12 digits, as `docker
 // ps` and `crictl ps` show them (--json has the full id).
-absl::string_view ShortContainerId(absl::string_view id) { return id.substr(0, 12); }
+std::string_view ShortContainerId(std::string_view id) { return id.substr(0, 12); }
 
 std::string FormatSeconds(uint64_t ns) {
   return absl::StrFormat("%u.%09u s", ns / 1000000000, ns % 1000000000);
@@ -54,7 +56,21 @@ std::string FormatRealtime(int64_t unix_ns) {
 }
 
 std::string SummaryToText(const std::string& path, const TraceSummary& s) {
-  std::string out = absl::StrFormat("%s: %u packets in %u bytes\n", path, s.packets, s.bytes);
+  // Every string below that came from the file goes through PrintableText:
+  // a name may hold terminal escapes.
+  std::string out =
+      absl::StrFormat("%s: %u packets in %u bytes\n", PrintableText(path), s.packets, s.bytes);
+  // "in N bytes" is what the file holds, as stored; what that inflates to
+  // is said here, for a gzip'd file as for compressed packets.
+  if (const TraceSummary::Compression& c = s.compression; c.gzip) {
+    absl::StrAppendFormat(&out,
+                          "compressed: gzip (the whole file); %u bytes hold %u bytes of "
+                          "packets (%.2fx)\n",
+                          c.gzip_bytes, c.gzip_inflated_bytes,
+                          c.gzip_inflated_bytes > 0 ? static_cast<double>(c.gzip_bytes) /
+                                                          static_cast<double>(c.gzip_inflated_bytes)
+                                                    : 0.0);
+  }
   if (const TraceSummary::Compression& c = s.compression; c.deflate_packets + c.zstd_packets > 0) {
     std::vector<std::string> codecs;
     if (c.zstd_packets > 0) codecs.push_back(absl::StrCat("zstd (", c.zstd_packets, ")"));
@@ -67,15 +83,18 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   }
 
   if (s.machine.has_value()) {
-    absl::StrAppend(&out, "machine: ", s.machine->name.empty() ? "(unnamed)" : s.machine->name);
+    absl::StrAppend(
+        &out, "machine: ", s.machine->name.empty() ? "(unnamed)" : PrintableText(s.machine->name));
     std::vector<std::string> ids;
     for (const auto& [id, packets] : s.packets_by_machine_id) {
       ids.push_back(id == 0 ? absl::StrCat("none (", packets, " packets)")
                             : absl::StrFormat("%08x", id));
     }
     absl::StrAppend(&out, ", id ", absl::StrJoin(ids, " and "));
-    if (!s.machine->boot_id.empty()) absl::StrAppend(&out, ", boot ", s.machine->boot_id);
-    absl::StrAppend(&out, ", ", s.machine->kernel, "\n");
+    if (!s.machine->boot_id.empty()) {
+      absl::StrAppend(&out, ", boot ", PrintableText(s.machine->boot_id));
+    }
+    absl::StrAppend(&out, ", ", PrintableText(s.machine->kernel), "\n");
   }
 
   absl::StrAppend(&out, "\nPackets by type:\n");
@@ -139,10 +158,11 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   size_t listed = 0;
   for (const auto& [pid, name] : s.processes) {
     if (listed++ == kMaxListedInText) break;
-    absl::StrAppendFormat(&out, "  %8d  %s", pid, name);
+    absl::StrAppendFormat(&out, "  %8d  %s", pid, PrintableText(name));
     auto cgroup = s.process_cgroups.find(pid);
     if (cgroup != s.process_cgroups.end() && !cgroup->second.container_id.empty()) {
-      absl::StrAppend(&out, "  [container ", ShortContainerId(cgroup->second.container_id), "]");
+      absl::StrAppend(&out, "  [container ",
+                      PrintableText(ShortContainerId(cgroup->second.container_id)), "]");
     }
     absl::StrAppend(&out, "\n");
   }
@@ -161,9 +181,9 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   for (const auto& [id, c] : containers) {
     in_containers += c.processes;
     if (listed++ >= kMaxListedInText) continue;
-    absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9u\n", ShortContainerId(id),
-                          c.pod_uid.empty() ? "-" : c.pod_uid, c.runtime.empty() ? "-" : c.runtime,
-                          c.processes);
+    absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9u\n", PrintableText(ShortContainerId(id)),
+                          c.pod_uid.empty() ? "-" : PrintableText(c.pod_uid),
+                          c.runtime.empty() ? "-" : PrintableText(c.runtime), c.processes);
   }
   if (containers.size() > kMaxListedInText) {
     absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
@@ -176,7 +196,8 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   listed = 0;
   for (const auto& [tid, thread] : s.threads) {
     if (listed++ == kMaxListedInText) break;
-    absl::StrAppendFormat(&out, "  %8d  tgid %-8d %s\n", tid, thread.tgid, thread.name);
+    absl::StrAppendFormat(&out, "  %8d  tgid %-8d %s\n", tid, thread.tgid,
+                          PrintableText(thread.name));
   }
   if (s.threads.size() > kMaxListedInText) {
     absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
@@ -186,15 +207,16 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   absl::StrAppend(&out, "\nNon-zero stats:\n");
   if (s.nonzero_stats.empty()) absl::StrAppend(&out, "  none\n");
   for (const auto& [name, value] : s.nonzero_stats) {
-    absl::StrAppendFormat(&out, "  %-56s %s\n", name, StatToString(value));
+    // Entries are keyed by labels from the file (a trigger's name).
+    absl::StrAppendFormat(&out, "  %-56s %s\n", PrintableText(name), StatToString(value));
   }
   if (!s.snapshot_triggers.empty()) {
     absl::StrAppend(&out, "\nSnapshot of ", s.snapshot_triggers.size(), " trigger(s):\n");
     listed = 0;
     for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
       if (listed++ == kMaxListedInText) break;
-      absl::StrAppendFormat(&out, "  %-24s by %s (uid %d) at %s\n", t.trigger_name(),
-                            t.producer_name(), t.trusted_producer_uid(),
+      absl::StrAppendFormat(&out, "  %-24s by %s (uid %d) at %s\n", PrintableText(t.trigger_name()),
+                            PrintableText(t.producer_name()), t.trusted_producer_uid(),
                             FormatSeconds(t.timestamp()));
     }
     if (s.snapshot_triggers.size() > kMaxListedInText) {
@@ -224,6 +246,10 @@ nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& s) {
       {"ratio", c.inflated_bytes > 0 ? nlohmann::json(static_cast<double>(c.compressed_bytes) /
                                                       static_cast<double>(c.inflated_bytes))
                                      : nlohmann::json(nullptr)}};
+  // A gzip'd file, compressed whole (its packets may be compressed too).
+  j["compression"]["gzip"] =
+      c.gzip ? nlohmann::json{{"bytes", c.gzip_bytes}, {"inflated_bytes", c.gzip_inflated_bytes}}
+             : nlohmann::json(nullptr);
   const uint32_t main_id = s.MainMachineId();
   j["machine"] = {{"name", s.machine.has_value() ? s.machine->name : ""},
                   {"id", main_id != 0 ? nlohmann::json(absl::StrFormat("%08x", main_id)) : nullptr},
@@ -296,7 +322,9 @@ nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& s) {
                                       {"timestamp_ns", t.timestamp()}});
   }
   if (s.error) {
-    j["error"] = {{"offset", s.error->offset}, {"message", s.error->message}};
+    j["error"] = {{"offset", s.error->offset},
+                  {"message", s.error->message},
+                  {"not_a_trace", s.error->not_a_trace}};
   } else {
     j["error"] = nullptr;
   }

@@ -99,6 +99,44 @@ TEST(TracefsTest, MountsOnlyInItsOwnMountNamespace) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child exit " << status;
 }
 
+// The kernel mounts tracefs 0700: an unprivileged user is told it is
+// mounted but closed to them, not that it is not mounted (issue 52).
+TEST(TracefsTest, AMountClosedToTheUserIsSaidToBeClosedNotMissing) {
+  RINGSIDE_REQUIRE_TRACEFS();  // Root, and a kernel with tracefs.
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    close(out[0]);
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr)) {
+      _exit(10);
+    }
+    for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+      umount2(dir, MNT_DETACH);
+    }
+    if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, "mode=0700") != 0) _exit(11);
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(12);
+    absl::StatusOr<Tracefs> t = Tracefs::Open();
+    const std::string said = t.ok() ? "opened" : t.status().ToString();
+    if (write(out[1], said.data(), said.size()) != static_cast<ssize_t>(said.size())) _exit(13);
+    _exit(0);
+  }
+  close(out[1]);
+  std::string said;
+  char buf[512];
+  for (ssize_t n; (n = read(out[0], buf, sizeof(buf))) > 0;)
+    said.append(buf, static_cast<size_t>(n));
+  close(out[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child exit " << status;
+  EXPECT_NE(said.find("PERMISSION_DENIED: tracefs is mounted at /sys/kernel/tracing, but this "
+                      "user may not read it (mode 0700, owner uid 0)"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("not mounted"), std::string::npos) << said;
+}
+
 TEST(TracefsTest, InstanceIsCreatedAndRemoved) {
   RINGSIDE_REQUIRE_TRACEFS();
   absl::StatusOr<std::unique_ptr<Instance>> instance = Instance::Create(*KernelTracefs(), "t-life");

@@ -58,6 +58,19 @@ TEST(CommandLineTest, AnOptionalValueIsGivenWithEqualsOrAttachedNeverAsTheNextAr
   EXPECT_NE(UsageText(TestSpec()).find("-z, --compress[=CODEC]"), std::string::npos);
 }
 
+// "--compress=" (a variable that expanded to nothing) is not "--compress":
+// it would silently mean the default codec (issue 52).
+TEST(CommandLineTest, AnOptionalValueGivenEmptyAfterEqualsIsRefused) {
+  for (const std::string arg : {"--compress=", "-z="}) {
+    absl::StatusOr<ParsedArgs> p = ParseArgs(TestSpec(), {arg});
+    ASSERT_FALSE(p.ok()) << arg;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(p.status().message().find(arg + " has nothing after '=': give a CODEC"),
+              std::string::npos)
+        << p.status();
+  }
+}
+
 TEST(CommandLineTest, RepeatableFlagsCollectEveryValueOthersAreGivenOnce) {
   absl::StatusOr<ParsedArgs> p = ParseArgs(TestSpec(), {"-e", "a:b", "--event=c:d", "-v"});
   ASSERT_TRUE(p.ok()) << p.status();

@@ -863,6 +863,12 @@ TEST(RecordCommandTest, ACodecAfterDashZAndASpaceIsRefusedSayingHowToWriteIt) {
   err = testing::RunRingsideCaptureStderr({"record", "--compress=gzip", "-o", out}, &code);
   EXPECT_EQ(code, 2);
   EXPECT_NE(err.find("unknown compression 'gzip'"), std::string::npos) << err;
+  // Nothing after '=' (a variable that expanded to nothing) is not -z: it
+  // used to write zstd without a word (issue 52).
+  err =
+      testing::RunRingsideCaptureStderr({"record", "-t", "200ms", "--compress=", "-o", out}, &code);
+  EXPECT_EQ(code, 2) << err;
+  EXPECT_NE(err.find("--compress= has nothing after '='"), std::string::npos) << err;
   struct stat st;
   EXPECT_NE(stat(out.c_str(), &st), 0);
 }

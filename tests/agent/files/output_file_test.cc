@@ -109,6 +109,52 @@ TEST_F(OutputFileTest, AStreamedFileHoldsEachWriteAtOnce) {
   EXPECT_EQ((*f)->display_name(), path);
 }
 
+// Run as root, ringside must not write through a symlink another user
+// planted at the output name: it points wherever they like (issue 52).
+TEST_F(OutputFileTest, AnotherUsersSymlinkIsRefusedUnlessAskedToFollowIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a symlink to another user";
+  const std::string victim = dir_ + "/root-owned.conf", link = dir_ + "/t.pftrace";
+  std::ofstream(victim) << "precious";
+  ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
+  ASSERT_EQ(lchown(link.c_str(), 65534, 65534), 0);
+  absl::StatusOr<std::unique_ptr<OutputFile>> f =
+      OutputFile::Open(link, OutputFile::Mode::kWholeFile, 0);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(f.status().message().find("symlink to " + victim + " owned by uid 65534, not by you"),
+            std::string::npos)
+      << f.status();
+  EXPECT_NE(f.status().message().find("--follow-symlink"), std::string::npos) << f.status();
+  EXPECT_EQ(Read(victim), "precious");
+  // Streaming neither.
+  EXPECT_FALSE(OutputFile::Open(link, OutputFile::Mode::kStreaming, 0).ok());
+  EXPECT_EQ(Read(victim), "precious");
+
+  // Asked to: the target gets the trace, the link stays.
+  f = OutputFile::Open(link, OutputFile::Mode::kWholeFile, 0, OutputFile::Symlinks::kFollowAny);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE((*f)->Write("trace").ok());
+  ASSERT_TRUE((*f)->Finish().ok());
+  EXPECT_EQ(Read(victim), "trace");
+  struct stat st;
+  ASSERT_EQ(lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+}
+
+// The caller's own links, and root's where only root may write
+// (/dev/stdout), are followed as before.
+TEST_F(OutputFileTest, TheCallersOwnSymlinkIsFollowed) {
+  const std::string target = dir_ + "/target.pftrace", link = dir_ + "/link.pftrace";
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  std::ofstream(target) << "old";
+  absl::StatusOr<std::unique_ptr<OutputFile>> f =
+      OutputFile::Open(link, OutputFile::Mode::kWholeFile, 0);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_TRUE((*f)->Write("new").ok());
+  ASSERT_TRUE((*f)->Finish().ok());
+  EXPECT_EQ(Read(target), "new");
+}
+
 TEST(StringSinkTest, KeepsWhatWasWrittenAndRefusesWritesOnceFinished) {
   StringSink sink;
   ASSERT_TRUE(sink.Write("ab").ok());

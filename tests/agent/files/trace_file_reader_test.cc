@@ -188,7 +188,8 @@ TEST_F(TraceFileReaderTest, GarbageIsNotATracePacketAtOffsetZero) {
   uint64_t offset = 0;
   EXPECT_EQ(reader->ReadNextPacket(&packet, &offset), Result::kError);
   EXPECT_EQ(reader->error_offset(), 0u);
-  EXPECT_NE(reader->error().find("not a trace packet"), std::string::npos) << reader->error();
+  EXPECT_TRUE(reader->not_a_trace());
+  EXPECT_EQ(reader->error(), "not a Perfetto trace: it is text") << reader->error();
 }
 
 TEST_F(TraceFileReaderTest, OtherFieldOfTraceIsNotATracePacketAndIsNamed) {
@@ -198,7 +199,9 @@ TEST_F(TraceFileReaderTest, OtherFieldOfTraceIsNotATracePacketAndIsNamed) {
   std::string packet;
   uint64_t offset = 0;
   EXPECT_EQ(reader->ReadNextPacket(&packet, &offset), Result::kError);
-  EXPECT_NE(reader->error().find("found field 2 wire type 2"), std::string::npos)
+  EXPECT_NE(reader->error().find("not a Perfetto trace: it is data of an unknown kind (it begins "
+                                 "with bytes 12 01 00)"),
+            std::string::npos)
       << reader->error();
 }
 
@@ -209,6 +212,14 @@ TEST_F(TraceFileReaderTest, PacketFieldWithAnotherWireTypeIsNotATracePacket) {
   std::string packet;
   uint64_t offset = 0;
   EXPECT_EQ(reader->ReadNextPacket(&packet, &offset), Result::kError);
+  EXPECT_NE(reader->error().find("(it begins with bytes 08 01)"), std::string::npos)
+      << reader->error();
+  // After a first packet, the tag is named: the file is a trace broken there.
+  reader = OpenBytes(Framed("") + std::string("\x08\x01", 2));
+  ASSERT_NE(reader, nullptr);
+  EXPECT_EQ(reader->ReadNextPacket(&packet, &offset), Result::kPacket);
+  EXPECT_EQ(reader->ReadNextPacket(&packet, &offset), Result::kError);
+  EXPECT_FALSE(reader->not_a_trace());
   EXPECT_NE(reader->error().find("found field 1 wire type 0"), std::string::npos)
       << reader->error();
 }

@@ -1,5 +1,6 @@
 #include "agent/files/trace_inspector.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "ringside/trace/trace.pb.h"
@@ -389,7 +391,9 @@ TEST(TraceInspectorTest, GarbageIsRejectedAtItsFirstByte) {
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE(s->error.has_value());
   EXPECT_EQ(s->error->offset, 0u);
-  EXPECT_NE(s->error->message.find("not a trace packet"), std::string::npos) << s->error->message;
+  EXPECT_TRUE(s->error->not_a_trace);
+  EXPECT_NE(s->error->message.find("not a Perfetto trace: it is text"), std::string::npos)
+      << s->error->message;
   EXPECT_EQ(s->packets, 0u);
 }
 
@@ -566,6 +570,83 @@ TEST(InspectCommandTest, ReadsStandardInputAndGzippedTraces) {
                 r.out.find("\"packets\": 6,") != std::string::npos)
         << args << ": " << r.out;
   }
+}
+
+// A machine_name (or a comm, a trigger's name) is the file author's text:
+// printed, its terminal escapes are text too (issue 52).
+TEST(InspectCommandTest, ControlCharactersFromTheFileAreEscaped) {
+  Trace trace = SampleTrace();
+  for (TracePacket& p : *trace.mutable_packet()) {
+    if (p.has_system_info())
+      p.mutable_system_info()->set_machine_name("node\x1b]0;owned\x07\x1b[2J");
+  }
+  auto* thread = trace.add_packet()->mutable_process_tree()->add_threads();
+  thread->set_tid(90);
+  thread->set_name(
+      "t\xc2\x9b"
+      "31m");
+  const std::string path = WriteFile("cli_escapes", trace.SerializeAsString());
+  CommandResult r = RunRingside("inspect " + path);
+  ASSERT_EQ(r.exit_code, 0) << LastStderr();
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x07'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("machine: node\\x1b]0;owned\\x07\\x1b[2J"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("t\\xc2\\x9b31m"), std::string::npos) << r.out;
+  r = RunRingside("inspect --json " + path);
+  ASSERT_EQ(r.exit_code, 0) << LastStderr();
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\xc2\x9b"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["machine"]["name"], "node\x1b]0;owned\x07\x1b[2J");  // Still the same name.
+}
+
+// A file that is no trace gets no report of zeros, and the error says what
+// it is rather than which protobuf field it began with (issue 52).
+TEST(InspectCommandTest, AFileThatIsNoTraceIsNamedForWhatItIs) {
+  struct Case {
+    std::string bytes;
+    std::string says;
+  };
+  for (const Case& c :
+       {Case{"{\"perfetto_manifest\": {}}\n", "not a Perfetto trace: it is JSON text"},
+        Case{"\x28\xb5\x2f\xfd\x00\x00", "it is zstd-compressed data: decompress it first"},
+        Case{"hello, I am text\n", "not a Perfetto trace: it is text"},
+        Case{std::string("\x72\x01\x00\x00", 4), "it begins with bytes 72 01 00 00"}}) {
+    const std::string path = WriteFile("cli_not_trace", c.bytes);
+    CommandResult r = RunRingside("inspect " + path);
+    EXPECT_EQ(r.exit_code, 1) << c.says;
+    EXPECT_EQ(r.out, "") << c.says;
+    EXPECT_NE(LastStderr().find(path + ": " + "not a Perfetto trace: it "), std::string::npos)
+        << LastStderr();
+    EXPECT_NE(LastStderr().find(c.says), std::string::npos) << LastStderr();
+    EXPECT_EQ(LastStderr().find("wire type"), std::string::npos) << LastStderr();
+  }
+}
+
+// "in N bytes" is what the file holds on disk, gzip'd or with compressed
+// packets alike; what that inflates to is said beside it (issue 52).
+TEST(InspectCommandTest, AGzippedFileIsMeasuredOnDiskAsAZstdOneIs) {
+  const std::string path = WriteFile("cli_size_plain", SampleTrace().SerializeAsString());
+  const std::string gz = TempPath("cli_size_gz");
+  ASSERT_EQ(std::system(("gzip -9 -c " + path + " > " + gz).c_str()), 0);
+  struct stat plain_st, gz_st;
+  ASSERT_EQ(stat(path.c_str(), &plain_st), 0);
+  ASSERT_EQ(stat(gz.c_str(), &gz_st), 0);
+  ASSERT_NE(plain_st.st_size, gz_st.st_size);
+  CommandResult r = RunRingside("inspect " + gz);
+  ASSERT_EQ(r.exit_code, 0) << LastStderr();
+  EXPECT_NE(r.out.find(absl::StrCat("6 packets in ", gz_st.st_size, " bytes\n")), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(absl::StrCat("compressed: gzip (the whole file); ", gz_st.st_size,
+                                    " bytes hold ", plain_st.st_size, " bytes of packets")),
+            std::string::npos)
+      << r.out;
+  r = RunRingside("inspect --json " + gz);
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["bytes"], gz_st.st_size);
+  EXPECT_EQ(j["compression"]["gzip"]["inflated_bytes"], plain_st.st_size);
 }
 
 TEST(InspectCommandTest, MissingFileExitsTwo) {
