@@ -145,6 +145,26 @@ void AppendMemory(const control::MemoryStatus& m, std::string* out) {
   }
 }
 
+// "metrics     listening on 127.0.0.1:9464 (metrics_listen :9464), 12
+// requests", or "failed: <why>"; the connections it ended when there were
+// some (slow or hostile clients).
+void AppendMetricsListener(const control::MetricsListenerStatus& l, std::string* out) {
+  if (l.listening().empty()) {
+    AppendLine(out, "metrics",
+               absl::StrCat("failed: ", l.error().empty() ? "(no reason given)" : l.error(),
+                            "; not served, the agent records on"));
+    return;
+  }
+  AppendLine(out, "metrics",
+             absl::StrCat("listening on ", l.listening(), " (metrics_listen ", l.listen(), "), ",
+                          l.requests(), " requests"));
+  if (l.ended_at_deadline() + l.displaced() + l.refused() > 0) {
+    AppendLine(out, "",
+               absl::StrCat("ended ", l.ended_at_deadline(), " at the deadline, ", l.displaced(),
+                            " displaced, ", l.refused(), " refused (slow clients)"));
+  }
+}
+
 }  // namespace
 
 std::string StatusText(const control::StatusReply& s) {
@@ -202,6 +222,7 @@ std::string StatusText(const control::StatusReply& s) {
           absl::StrCat("waiting for a restart: ", absl::StrJoin(r.waiting_for_restart(), ", ")));
     }
   }
+  if (s.has_metrics_listener()) AppendMetricsListener(s.metrics_listener(), &out);
   if (s.has_streaming()) {
     const control::StreamingStatus& st = s.streaming();
     AppendLine(&out, "streaming",
@@ -329,6 +350,18 @@ json StatusJsonValue(const control::StatusReply& s) {
                       {"last_sidecar_error", st.last_sidecar_error()}};
   } else {
     j["streaming"] = nullptr;
+  }
+  if (s.has_metrics_listener()) {
+    const control::MetricsListenerStatus& l = s.metrics_listener();
+    j["metrics_listener"] = {{"listen", l.listen()},
+                             {"listening", l.listening()},
+                             {"error", l.error()},
+                             {"requests", l.requests()},
+                             {"ended_at_deadline", l.ended_at_deadline()},
+                             {"displaced", l.displaced()},
+                             {"refused", l.refused()}};
+  } else {
+    j["metrics_listener"] = nullptr;
   }
   return j;
 }

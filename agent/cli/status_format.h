@@ -18,8 +18,8 @@ std::string StatusText(const control::StatusReply& status);
 
 // `ringside status --json`: every field of the reply under its proto name,
 // present even when zero or empty (`streaming` is null when the agent does
-// not stream), numbers as JSON numbers, enums by name, and
-// "schema_version". docs/status.md describes each field.
+// not stream, `metrics_listener` when it is not asked to listen), numbers as JSON numbers, enums by
+// name, and "schema_version". docs/status.md describes each field.
 nlohmann::json StatusJsonValue(const control::StatusReply& status);
 // StatusJsonValue as text (JsonText: strings that are not UTF-8 get U+FFFD,
 // never an exception).

@@ -123,7 +123,8 @@ absl::Status ValidateConfig(const config::TraceConfig& cfg, const std::string& f
     return absl::InvalidArgumentError(
         absl::StrCat(file_name, ": no buffers { size_kb: ... } section: at least one is needed"));
   }
-  return CheckConfig(cfg, ThisMachine(), file_name, nullptr);
+  if (absl::Status st = CheckConfig(cfg, ThisMachine(), file_name, nullptr); !st.ok()) return st;
+  return CheckEffectiveConfig(cfg, file_name);
 }
 
 MachineLimits ThisMachine() {

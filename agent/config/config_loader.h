@@ -89,7 +89,8 @@ absl::StatusOr<config::TraceConfig> LoadConfigFile(const std::string& path);
 absl::StatusOr<gid_t> ResolveGroup(const std::string& field, const std::string& name);
 
 // The checks ParseConfig makes, for a config changed after parsing (by
-// command-line flags): errors name the field, without a line.
+// command-line flags), and those of the config as it runs
+// (CheckEffectiveConfig): errors name the field, without a line.
 absl::Status ValidateConfig(const config::TraceConfig& cfg, const std::string& file_name);
 
 // The embedded default of `ringside record`: sched, process lifecycle and

@@ -19,6 +19,13 @@ absl::Status CheckConfig(const config::TraceConfig& cfg, const MachineLimits& ma
                          const std::string& file_name,
                          const google::protobuf::TextFormat::ParseInfoTree* tree);
 
+// The checks of the config as it runs, the command line's settings merged
+// into the file's: of fields that apply only together with one a flag can
+// set (metrics_per_cpu with metrics_listen, which --metrics-listen sets).
+// CheckConfig leaves them out, as a file alone cannot tell. The first
+// problem is an InvalidArgument error "file: <field> <problem>".
+absl::Status CheckEffectiveConfig(const config::TraceConfig& cfg, const std::string& file_name);
+
 }  // namespace ringside::agent
 
 #endif  // RINGSIDE_AGENT_CONFIG_CONFIG_VALIDATION_H_

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/config_reload.h"
+#include "agent/config/config_validation.h"
 #include "agent/config/defaults.h"
 #include "agent/daemon/agent_service.h"
 #include "agent/files/output_dir.h"
@@ -28,6 +29,14 @@ void AgentService::Reload() {
     return;
   }
   absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(options_.config_path);
+  if (loaded.ok()) {
+    // The file with the command line's settings, as the start checked it.
+    loaded->MergeFrom(options_.overrides);
+    ApplyAgentDefaults(&*loaded);
+    if (absl::Status st = CheckEffectiveConfig(*loaded, options_.config_path); !st.ok()) {
+      loaded = st;
+    }
+  }
   if (!loaded.ok()) {
     log_.Error(absl::StrCat("reload: ", loaded.status().message(), "; keeping the running config"));
     {
@@ -38,8 +47,6 @@ void AgentService::Reload() {
     notifier_.Ready(HealthLine());
     return;
   }
-  loaded->MergeFrom(options_.overrides);
-  ApplyAgentDefaults(&*loaded);
   // A new output_dir is made ready before mu_ is taken: the file system may
   // be slow, and incidents take mu_ on a source's reader thread.
   std::string running_dir;

@@ -550,6 +550,7 @@ control::StatusReply AgentService::BuildStatus() {
   control::StatusReply reply =
       status_.Reply(report, absl::Now(), options_.config_path, snaps, suppressed, triggers);
   *reply.mutable_reload() = std::move(reloads);
+  FillMetricsStatus(&reply);
   if (stream_ != nullptr) {
     FillStreamingStatus(*stream_, stream_compression_.get(), report, reply.mutable_streaming());
   }

@@ -170,6 +170,8 @@ class AgentService : public ControlHandler, public IncidentListener {
   // metrics_textfile, metrics_listen: starts writing and serving the
   // metrics (a failure is logged, and the agent records on).
   void StartMetrics(const config::TraceConfig& config);
+  // The metrics listener's part of `status` (agent_metrics.cc).
+  void FillMetricsStatus(control::StatusReply* reply);
   // Takes the snapshots whose trigger's stop_delay_ms has passed; returns
   // when the next one is due.
   absl::Time TakeDueSnapshots();
@@ -231,6 +233,10 @@ class AgentService : public ControlHandler, public IncidentListener {
   uint64_t joined_triggers_ ABSL_GUARDED_BY(mu_) = 0;
   // Shutdown took the pending triggers: incidents fire none any more.
   bool triggers_closed_ ABSL_GUARDED_BY(mu_) = false;
+  // metrics_listen's state as the start left it (absent: not set), and the
+  // listener's counters, which outlive it.
+  std::optional<control::MetricsListenerStatus> metrics_listener_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const MetricsListener::Counters> metrics_http_counters_ ABSL_GUARDED_BY(mu_);
   // metrics_textfile, metrics_listen: their threads read the status
   // (BuildStatus()), so they are declared last and stopped first
   // (Shutdown(), the destructor).

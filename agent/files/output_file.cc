@@ -291,32 +291,41 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateWholeIn(
   if (out->dir_fd_ < 0) {
     return absl::UnavailableError(Errno(absl::StrCat("cannot write ", display_name), errno));
   }
+  TemporaryFile temp;
+  if (const int err = CreateTemporaryIn(out->dir_fd_, 0600, &temp); err != 0) {
+    if (err == EEXIST) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot write ", display_name, ": no free temporary name beside it"));
+    }
+    const std::string message = Errno(
+        absl::StrCat("cannot write ", display_name, ": creating a temporary file beside it"), err);
+    if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
+    return absl::PermissionDeniedError(message);
+  }
+  out->fd_ = temp.fd;
+  out->temp_path_ = temp.name;
+  if (absl::Status st = out->Reserve(reserve_bytes, DirOf(display_name)); !st.ok()) return st;
+  return out;
+}
+
+int CreateTemporaryIn(int dir_fd, mode_t mode, TemporaryFile* out) {
   // mkostemp's kind of name, made relative to the directory.
   constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   std::random_device random;
-  for (int attempt = 0; attempt < 100 && out->fd_ < 0; attempt++) {
+  for (int attempt = 0; attempt < 100; attempt++) {
     std::string temp = kTempPrefix;
     for (size_t i = 0; i < kTempSuffixSize; i++) temp.push_back(kChars[random() % 62]);
-    const int fd = openat(out->dir_fd_, temp.c_str(),
-                          O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const int fd =
+        openat(dir_fd, temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd >= 0) {
-      out->fd_ = fd;
-      out->temp_path_ = temp;
-    } else if (errno != EEXIST) {
-      const std::string message = Errno(
-          absl::StrCat("cannot write ", display_name, ": creating a temporary file beside it"),
-          errno);
-      if (errno == ENOSPC || errno == EDQUOT) return absl::ResourceExhaustedError(message);
-      return absl::PermissionDeniedError(message);
+      flock(fd, LOCK_EX | LOCK_NB);  // A new file: nobody else can hold it.
+      out->fd = fd;
+      out->name = std::move(temp);
+      return 0;
     }
+    if (errno != EEXIST) return errno;
   }
-  if (out->fd_ < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot write ", display_name, ": no free temporary name beside it"));
-  }
-  flock(out->fd_, LOCK_EX | LOCK_NB);  // A new file: nobody else can hold it.
-  if (absl::Status st = out->Reserve(reserve_bytes, DirOf(display_name)); !st.ok()) return st;
-  return out;
+  return EEXIST;
 }
 
 absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateNew(int dir_fd,

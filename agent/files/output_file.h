@@ -134,6 +134,19 @@ class OutputFile : public TraceSink {
   uint64_t bytes_written_ = 0;
 };
 
+// A file of a new random hidden name (".ringside-XXXXXX", mkostemp's kind,
+// a name RemoveDeadTemporaryFiles knows) in the directory `dir_fd`: created
+// O_EXCL with `mode` (less the umask), never through a symlink, and
+// flock'ed, so that a clean-up tells it from one a dead writer left. A name
+// taken (by anything: a file, a directory, a symlink) is left alone and
+// another tried. Returns 0, or the errno that stopped it (EEXIST: 100 names
+// tried, all taken).
+struct TemporaryFile {
+  int fd = -1;
+  std::string name;  // Relative to the directory.
+};
+int CreateTemporaryIn(int dir_fd, mode_t mode, TemporaryFile* out);
+
 struct RemovedTemporaries {
   uint64_t files = 0;
   uint64_t bytes = 0;  // Disk space they held (their reserve included).

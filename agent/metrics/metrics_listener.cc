@@ -3,10 +3,15 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +45,9 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
       answer.body.size(), const_cast<char*>(answer.body.data()), MHD_RESPMEM_MUST_COPY);
   if (response == nullptr) return MHD_NO;  // Out of memory: the connection is closed.
   MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, answer.content_type);
+  // One request per connection: its deadline runs from the accept to this
+  // response's end, and no idle keep-alive holds a slot between scrapes.
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
   if (answer.status == MHD_HTTP_METHOD_NOT_ALLOWED) {
     MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
   }
@@ -48,7 +56,38 @@ MHD_Result Handle(void* cls, MHD_Connection* connection, const char* url, const 
   return queued;
 }
 
+// "127.0.0.1:9464", "[::]:9464".
+std::string AddressText(const sockaddr_storage& a, uint16_t port) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (a.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr, text, sizeof(text));
+    return absl::StrCat("[", text, "]:", port);
+  }
+  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a)->sin_addr, text, sizeof(text));
+  return absl::StrCat(text, ":", port);
+}
+
+int MillisecondsUntil(std::chrono::steady_clock::time_point now,
+                      std::chrono::steady_clock::time_point then) {
+  if (then <= now) return 0;
+  // Rounded up: woken before the deadline, a connection would wait a turn.
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(then - now).count();
+  return static_cast<int>(std::min<int64_t>(ms, std::numeric_limits<int>::max()));
+}
+
 }  // namespace
+
+struct MetricsListenerCallbacks {
+  static void OnConnection(void* cls, MHD_Connection* connection, void** socket_context,
+                           MHD_ConnectionNotificationCode toe) {
+    auto* self = static_cast<MetricsListener*>(cls);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+      self->Accepted(connection, socket_context);
+    } else {
+      self->Closed(*socket_context);
+    }
+  }
+};
 
 absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options options) {
   absl::StatusOr<ListenAddress> a = ParseListenAddress(options.listen);
@@ -97,33 +136,118 @@ absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options 
   std::unique_ptr<MetricsListener> m(new MetricsListener(std::move(options)));
   m->port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
+  m->address_ = AddressText(bound, m->port_);
+  m->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (m->wake_fd_ < 0) {
+    const absl::Status st = Errno(absl::StrCat(where, ": eventfd"));
+    close(fd);
+    return st;
+  }
+  // No polling thread of libmicrohttpd's: ours runs it (Serve()), so that
+  // the deadlines are kept on the thread that owns the connections.
+  unsigned flags = MHD_USE_EPOLL;
   if (bound.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+  // libmicrohttpd's own limit is above ours: room for the connections just
+  // ended (displaced, refused) until it has closed them.
   m->daemon_ = MHD_start_daemon(
       flags, 0, nullptr, nullptr, &Handle, m.get(), MHD_OPTION_LISTEN_SOCKET,
       static_cast<MHD_socket>(fd), MHD_OPTION_CONNECTION_LIMIT,
-      static_cast<unsigned int>(kMaxConnections), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      static_cast<unsigned int>(2 * kMaxConnections), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       static_cast<unsigned int>(kMaxConnectionsPerAddress), MHD_OPTION_CONNECTION_TIMEOUT,
-      static_cast<unsigned int>(kRequestTimeoutSeconds), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-      static_cast<size_t>(kConnectionMemory), MHD_OPTION_END);
+      static_cast<unsigned int>(absl::ToInt64Seconds(kConnectionDeadline)),
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(kConnectionMemory),
+      MHD_OPTION_NOTIFY_CONNECTION, &MetricsListenerCallbacks::OnConnection, m.get(),
+      MHD_OPTION_END);
   if (m->daemon_ == nullptr) {
     // Not closed here: libmicrohttpd closes the socket on some of its
     // failures, and a second close could end a descriptor another thread
     // has opened since. A failed start leaks one descriptor, once.
     return absl::InternalError(absl::StrCat(where, ": libmicrohttpd did not start"));
   }
+  m->thread_ = std::thread([p = m.get()] { p->Serve(); });
   return m;
 }
 
 MetricsListener::~MetricsListener() {
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+    thread_.join();
+  }
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);  // Closes the socket too.
+  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-uint64_t MetricsListener::requests() const { return requests_.load(std::memory_order_relaxed); }
+void MetricsListener::Serve() {
+  pthread_setname_np(pthread_self(), "rs-metrics-http");  // In top -H, perf, /proc.
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_EPOLL_FD);
+  pollfd fds[2] = {{info != nullptr ? info->epoll_fd : -1, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  for (;;) {
+    int timeout_ms = EndOverdue(std::chrono::steady_clock::now());
+    MHD_UNSIGNED_LONG_LONG mhd_ms = 0;
+    if (MHD_get_timeout(daemon_, &mhd_ms) == MHD_YES) {
+      const int ms = static_cast<int>(
+          std::min<MHD_UNSIGNED_LONG_LONG>(mhd_ms, std::numeric_limits<int>::max()));
+      timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
+    }
+    if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) break;
+    if (fds[1].revents != 0) break;
+    EndOverdue(std::chrono::steady_clock::now());
+    MHD_run(daemon_);
+  }
+}
+
+int MetricsListener::EndOverdue(std::chrono::steady_clock::time_point now) {
+  const auto deadline = std::chrono::microseconds(absl::ToInt64Microseconds(kConnectionDeadline));
+  for (auto& [seq, open] : open_) {
+    if (open.ended) continue;
+    // In accept order: the first not overdue is the next deadline.
+    if (open.accepted + deadline > now) return MillisecondsUntil(now, open.accepted + deadline);
+    End(&open);
+    counters_->ended_at_deadline.fetch_add(1, std::memory_order_relaxed);
+  }
+  return -1;
+}
+
+void MetricsListener::Accepted(MHD_Connection* connection, void** socket_context) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  const uint64_t seq = next_seq_++;
+  const auto now = std::chrono::steady_clock::now();
+  *socket_context = reinterpret_cast<void*>(static_cast<uintptr_t>(seq));
+  Open& added = open_[seq] = Open{info != nullptr ? info->connect_fd : -1, now, false};
+  unsigned live = 0;
+  Open* oldest = nullptr;
+  for (auto& [s, open] : open_) {
+    if (open.ended) continue;
+    live++;
+    if (oldest == nullptr) oldest = &open;
+  }
+  if (live <= kMaxConnections) return;
+  const auto displace_after = std::chrono::microseconds(absl::ToInt64Microseconds(kDisplaceAfter));
+  if (oldest != &added && now - oldest->accepted >= displace_after) {
+    End(oldest);
+    counters_->displaced.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    End(&added);
+    counters_->refused.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void MetricsListener::Closed(void* socket_context) {
+  open_.erase(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(socket_context)));
+}
+
+void MetricsListener::End(Open* open) {
+  // shutdown(), not close(): the descriptor is libmicrohttpd's, which sees
+  // the socket end and closes it (and calls Closed()) in its next run.
+  if (open->fd >= 0) shutdown(open->fd, SHUT_RDWR);
+  open->ended = true;
+}
 
 MetricsListener::Answer MetricsListener::Respond(const std::string& method, const std::string& url,
                                                  bool has_body) const {
-  requests_.fetch_add(1, std::memory_order_relaxed);
+  counters_->requests.fetch_add(1, std::memory_order_relaxed);
   if (method != "GET" && method != "HEAD") {
     return {MHD_HTTP_METHOD_NOT_ALLOWED, "only GET /metrics is served here\n", kTextType};
   }

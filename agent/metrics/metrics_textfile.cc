@@ -9,8 +9,12 @@
 #include <cstdio>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "agent/files/output_file.h"
 
 namespace ringside::agent {
 namespace {
@@ -18,6 +22,18 @@ namespace {
 absl::Status Errno(const std::string& what) {
   const int err = errno;
   return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+// Who besides the agent (and root) may write the directory `st`, or "":
+// "every user", "group 100", "its owner, uid 1000".
+std::string OtherWriters(const struct stat& st) {
+  std::vector<std::string> who;
+  if (st.st_mode & S_IWOTH) who.push_back("every user");
+  if ((st.st_mode & S_IWGRP) && st.st_gid != 0) who.push_back(absl::StrCat("group ", st.st_gid));
+  if (st.st_uid != 0 && st.st_uid != geteuid()) {
+    who.push_back(absl::StrCat("its owner, uid ", st.st_uid));
+  }
+  return absl::StrJoin(who, " and ");
 }
 
 }  // namespace
@@ -28,10 +44,20 @@ absl::StatusOr<std::unique_ptr<MetricsTextfile>> MetricsTextfile::Start(Options 
   if (m->dir_fd_ < 0) {
     return Errno(absl::StrCat("metrics_textfile: opening the directory ", m->options_.dir));
   }
-  // Hidden, and not ending in .prom: the collector reads only *.prom. One
-  // name for every agent (one runs per machine): one a killed agent left is
-  // replaced by the next agent's first write.
-  m->temp_name_ = absl::StrCat(".", kFileName, ".tmp");
+  // The agent writes there as root; others who may write there too can put
+  // series of their own beside ringside's, or plant names under it (which
+  // stop nothing: the temporary name is new each time, never followed).
+  struct stat st;
+  if (fstat(m->dir_fd_, &st) == 0 && m->options_.warn) {
+    if (const std::string others = OtherWriters(st); !others.empty()) {
+      m->options_.warn(absl::StrFormat(
+          "metrics_textfile %s is writable by %s (mode %04o): they can put series beside "
+          "ringside's; let only root write it (chmod go-w, chown root)",
+          m->options_.dir, others, st.st_mode & 07777));
+    }
+  }
+  // The temporary file a killed agent left (a new random name each time).
+  RemoveDeadTemporaryFiles(m->options_.dir);
   const absl::Status first = m->WriteOnce();
   if (!first.ok() && m->options_.warn) m->options_.warn(std::string(first.message()));
   m->thread_ = std::thread([p = m.get(), failing = !first.ok()]() mutable {
@@ -59,7 +85,6 @@ MetricsTextfile::~MetricsTextfile() {
       now.st_ino == written_ino_ && now.st_dev == written_dev_) {
     unlinkat(dir_fd_, kFileName, 0);
   }
-  unlinkat(dir_fd_, temp_name_.c_str(), 0);
   close(dir_fd_);
 }
 
@@ -86,11 +111,14 @@ absl::Status MetricsTextfile::WriteOnce() {
 absl::Status MetricsTextfile::Write(const std::string& text) {
   absl::MutexLock lock(&write_mu_);
   const std::string where = absl::StrCat("metrics: ", options_.dir, "/");
-  // One a failed write, or a killed agent, left.
-  unlinkat(dir_fd_, temp_name_.c_str(), 0);
-  const int fd = openat(dir_fd_, temp_name_.c_str(),
-                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno(absl::StrCat(where, temp_name_));
+  // Hidden, and not ending in .prom: the collector reads only *.prom.
+  TemporaryFile temp;
+  if (const int err = CreateTemporaryIn(dir_fd_, 0644, &temp); err != 0) {
+    errno = err;
+    return Errno(absl::StrCat(where, "a temporary file"));
+  }
+  const int fd = temp.fd;
+  const std::string temp_name = absl::StrCat(where, temp.name);
   // node_exporter reads it as its own user, whatever the agent's umask.
   fchmod(fd, 0644);
   size_t done = 0;
@@ -99,27 +127,32 @@ absl::Status MetricsTextfile::Write(const std::string& text) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       if (n == 0) errno = EIO;  // write() of a regular file makes progress or fails.
-      const absl::Status e = Errno(absl::StrCat(where, temp_name_));
+      const absl::Status e = Errno(temp_name);
       close(fd);
-      unlinkat(dir_fd_, temp_name_.c_str(), 0);
+      unlinkat(dir_fd_, temp.name.c_str(), 0);
       return e;
     }
     done += static_cast<size_t>(n);
   }
   struct stat st;
   const bool stated = fstat(fd, &st) == 0;
-  if (close(fd) != 0 || !stated) {
-    const absl::Status e = Errno(absl::StrCat(where, temp_name_));
-    unlinkat(dir_fd_, temp_name_.c_str(), 0);
+  if (!stated) {
+    const absl::Status e = Errno(temp_name);
+    close(fd);
+    unlinkat(dir_fd_, temp.name.c_str(), 0);
     return e;
   }
-  if (renameat(dir_fd_, temp_name_.c_str(), dir_fd_, kFileName) != 0) {
-    const absl::Status e = Errno(absl::StrCat(where, temp_name_, " renamed to ", kFileName));
-    unlinkat(dir_fd_, temp_name_.c_str(), 0);
+  // Renamed while still open (and so locked): a clean-up never takes it
+  // for one a dead writer left.
+  if (renameat(dir_fd_, temp.name.c_str(), dir_fd_, kFileName) != 0) {
+    const absl::Status e = Errno(absl::StrCat(temp_name, " renamed to ", kFileName));
+    close(fd);
+    unlinkat(dir_fd_, temp.name.c_str(), 0);
     return e;
   }
   written_ino_ = st.st_ino;
   written_dev_ = st.st_dev;
+  if (close(fd) != 0) return Errno(absl::StrCat(where, kFileName));
   return absl::OkStatus();
 }
 

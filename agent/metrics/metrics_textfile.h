@@ -20,12 +20,15 @@ namespace ringside::agent {
 // The agent's metrics for node_exporter's textfile collector
 // (metrics_textfile): every period, on a thread of its own (a slow disk
 // never holds up the service loop or its watchdog), the status rendered by
-// PrometheusText goes to a hidden temporary file in the directory, which is
-// then renamed over `ringside.prom`, so the collector never reads half a
-// file. The directory is not the agent's: only those two names are ever
-// written, relative to the directory's descriptor, never through a
-// symlink. Stopping removes `ringside.prom` (if it is still the file
-// written last), so a stopped agent's counts do not linger as current.
+// PrometheusText goes to a hidden temporary file of a new random name in
+// the directory (CreateTemporaryIn: created O_EXCL, never through a
+// symlink), which is then renamed over `ringside.prom`, so the collector
+// never reads half a file. The directory is not the agent's: nothing but
+// those names is ever written, relative to the directory's descriptor, and
+// nothing planted there (at any name) stops a write. A directory others can
+// write is warned of at the start. Stopping removes `ringside.prom` (if it
+// is still the file written last), so a stopped agent's counts do not
+// linger as current; the start removes a temporary file a killed agent left.
 class MetricsTextfile {
  public:
   static constexpr char kFileName[] = "ringside.prom";
@@ -36,7 +39,8 @@ class MetricsTextfile {
     MetricsOptions metrics;
     // The agent's status, from the writer's thread.
     std::function<control::StatusReply()> status;
-    // A write that failed, and the first that succeeded after failures.
+    // A directory others can write (at the start), a write that failed,
+    // and the first that succeeded after failures.
     std::function<void(const std::string&)> warn;
     std::function<void(const std::string&)> notice;
   };
@@ -68,7 +72,6 @@ class MetricsTextfile {
 
   Options options_;
   int dir_fd_ = -1;
-  std::string temp_name_;
   // The inode written last: removed at the end only if still there.
   ino_t written_ino_ ABSL_GUARDED_BY(write_mu_) = 0;
   dev_t written_dev_ ABSL_GUARDED_BY(write_mu_) = 0;

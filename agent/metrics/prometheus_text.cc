@@ -336,6 +336,26 @@ void Process(const control::StatusReply& s, std::string* out) {
       .Add({{"result", "refused"}}, r.refused());
 }
 
+// Only when metrics_listen is set: through the listener itself, up is
+// always 1; the textfile and `status --prometheus` see a failed one.
+void Listener(const control::StatusReply& s, std::string* out) {
+  if (!s.has_metrics_listener()) return;
+  const control::MetricsListenerStatus& l = s.metrics_listener();
+  Family(out, "ringside_metrics_listener_up", kGauge,
+         "Whether the metrics_listen listener serves (1) or could not start (0; status says "
+         "why).")
+      .Add(uint64_t{!l.listening().empty()});
+  Family(out, "ringside_metrics_listener_requests_total", kCounter,
+         "HTTP requests the metrics listener answered, of every kind.")
+      .Add(l.requests());
+  Family(out, "ringside_metrics_listener_connections_ended_total", kCounter,
+         "Connections the metrics listener ended: at their deadline, displaced by a newer one "
+         "with every slot taken, and refused with every slot taken by young ones.")
+      .Add({{"reason", "deadline"}}, l.ended_at_deadline())
+      .Add({{"reason", "displaced"}}, l.displaced())
+      .Add({{"reason", "refused"}}, l.refused());
+}
+
 }  // namespace
 
 std::string PrometheusText(const control::StatusReply& status, const MetricsOptions& options) {
@@ -347,6 +367,7 @@ std::string PrometheusText(const control::StatusReply& status, const MetricsOpti
   Buffers(status, &out);
   Files(status, &out);
   Process(status, &out);
+  Listener(status, &out);
   return out;
 }
 

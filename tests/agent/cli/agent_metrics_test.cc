@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -76,15 +77,20 @@ class AgentMetricsTest : public ::testing::Test {
         "\" } } }\n"
         "max_consumer_cpu_percent: 1\n");
   }
-  std::unique_ptr<AgentProcess> StartReady(const std::string& config) {
+  // The agent of `config`, ready; `flags` go after its own.
+  std::unique_ptr<AgentProcess> StartReady(const std::string& config,
+                                           const std::vector<std::string>& flags = {}) {
     EXPECT_TRUE(WriteTextFile(dir_.Join("agent.pbtxt"), config));
-    auto agent = std::make_unique<AgentProcess>(
-        std::vector<std::string>{"-c", dir_.Join("agent.pbtxt"), "--socket", socket(), "--run-dir",
-                                 dir_.Join("run"), "--output-dir", dir_.Join("out")},
-        dir_.Join("agent.log"), notify_.path());
+    std::vector<std::string> args = AgentArgs();
+    args.insert(args.end(), flags.begin(), flags.end());
+    auto agent = std::make_unique<AgentProcess>(args, dir_.Join("agent.log"), notify_.path());
     const absl::Status ready = agent->WaitReady(&notify_, absl::Seconds(60));
     EXPECT_TRUE(ready.ok()) << ready << "; the agent said:\n" << agent->Log();
     return agent;
+  }
+  std::vector<std::string> AgentArgs() const {
+    return {"-c",        dir_.Join("agent.pbtxt"), "--socket",     socket(),
+            "--run-dir", dir_.Join("run"),         "--output-dir", dir_.Join("out")};
   }
   std::string socket() const { return dir_.Join("control.sock"); }
   // Starts `args` (a program and its arguments), its stderr into `log`.
@@ -342,6 +348,106 @@ TEST_F(AgentMetricsTest, PrometheusScrapesTheListenerAndCountsWhatStatusCounts) 
   EXPECT_EQ(wait_for(R"(up{job="ringside"})", [](double v) { return v == 1; },
                      "the target up after the flood"),
             1);
+}
+
+// metrics_per_cpu in the config file, the listener on the command line (as
+// the DaemonSet starts the agent): the listener's metrics are what it
+// applies to, so the agent starts, and a reload of the same file is
+// applied. (Before, the file was checked before the flag was merged in:
+// "set without metrics_textfile or metrics_listen", and the pod would
+// crash-loop.) Without the flag, the field still applies to nothing.
+TEST_F(AgentMetricsTest, PerCpuInTheFileWithTheListenerOnTheCommandLine) {
+  const int port = FreePort();
+  ASSERT_NE(port, 0);
+  const std::string config =
+      "buffers { size_kb: 4096 }\n"
+      "data_sources { config { name: \"linux.bpf\" } }\n"
+      "metrics_per_cpu: true\n";
+  std::unique_ptr<AgentProcess> agent =
+      StartReady(config, {absl::StrCat("--metrics-listen=127.0.0.1:", port)});
+  ASSERT_FALSE(HasFailure());
+  const std::string scraped =
+      HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(HttpStatus(scraped), 200) << scraped;
+
+  ASSERT_TRUE(agent->Signal(SIGHUP));
+  control::StatusReply st = Status();
+  for (const absl::Time until = absl::Now() + absl::Seconds(30); st.reload().count() == 0;) {
+    ASSERT_LT(absl::Now(), until) << "SIGHUP not taken in 30 s; the agent said:\n" << agent->Log();
+    absl::SleepFor(absl::Milliseconds(100));
+    st = Status();
+  }
+  EXPECT_EQ(st.reload().refused(), 0u) << st.reload().last_error();
+  ASSERT_TRUE(agent->Signal(SIGTERM));
+  ASSERT_TRUE(agent->WaitExit(absl::Seconds(60)).has_value()) << agent->Log();
+
+  int code = -1;
+  const std::string said =
+      RunRingsideCaptureStderr({"agent", "-c", dir_.Join("agent.pbtxt"), "--socket", socket(),
+                                "--run-dir", dir_.Join("run"), "--output-dir", dir_.Join("out")},
+                               &code);
+  EXPECT_EQ(code, 2) << said;
+  EXPECT_TRUE(absl::StrContains(said, "metrics_per_cpu")) << said;
+}
+
+// `ringside status` says where the listener listens, with the port the
+// kernel picked for :0, and the log names the same address; a listener that
+// could not start says why there. (Before, status said nothing of it, and
+// the log said "http://127.0.0.1:0/metrics".)
+TEST_F(AgentMetricsTest, StatusShowsTheListenersAddressOrWhyItFailed) {
+  const std::string config =
+      "buffers { size_kb: 4096 }\n"
+      "data_sources { config { name: \"linux.bpf\" } }\n";
+  {
+    std::unique_ptr<AgentProcess> agent = StartReady(config, {"--metrics-listen=127.0.0.1:0"});
+    ASSERT_FALSE(HasFailure());
+    int code = -1;
+    const std::string text = RunRingsideCapture({"status", "--socket", socket()}, &code);
+    EXPECT_EQ(code, 0) << text;
+    const size_t at = text.find("listening on 127.0.0.1:");
+    ASSERT_NE(at, std::string::npos) << text;
+    int port = 0;
+    const std::string rest = text.substr(at + strlen("listening on 127.0.0.1:"));
+    ASSERT_TRUE(absl::SimpleAtoi(rest.substr(0, rest.find_first_not_of("0123456789")), &port))
+        << text;
+    EXPECT_NE(port, 0) << text;
+    EXPECT_EQ(HttpStatus(HttpExchange(
+                  port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")),
+              200)
+        << "status names a port nobody serves: " << text;
+    EXPECT_TRUE(
+        absl::StrContains(agent->Log(), absl::StrCat("http://127.0.0.1:", port, "/metrics")))
+        << agent->Log();
+    const nlohmann::json j = nlohmann::json::parse(
+        RunRingsideCapture({"status", "--json", "--socket", socket()}, &code), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << "status --json";
+    EXPECT_EQ(j["metrics_listener"]["listen"], "127.0.0.1:0") << j.dump();
+    EXPECT_EQ(j["metrics_listener"]["listening"], absl::StrCat("127.0.0.1:", port)) << j.dump();
+    EXPECT_EQ(j["metrics_listener"]["error"], "") << j.dump();
+    const std::string prom =
+        RunRingsideCapture({"status", "--prometheus", "--socket", socket()}, &code);
+    EXPECT_EQ(SampleValue(prom, "ringside_metrics_listener_up"), 1) << prom;
+    ASSERT_TRUE(agent->Signal(SIGTERM));
+    ASSERT_TRUE(agent->WaitExit(absl::Seconds(60)).has_value()) << agent->Log();
+  }
+  // A port taken: the agent records on, and says why it does not serve.
+  const int taken = FreePort();
+  ASSERT_NE(taken, 0);
+  const int fd = ListenOnLoopback(taken);
+  ASSERT_GE(fd, 0) << "port " << taken;
+  std::unique_ptr<AgentProcess> agent =
+      StartReady(config, {absl::StrCat("--metrics-listen=127.0.0.1:", taken)});
+  ASSERT_FALSE(HasFailure());
+  int code = -1;
+  const std::string text = RunRingsideCapture({"status", "--socket", socket()}, &code);
+  close(fd);
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_TRUE(absl::StrContains(text, absl::StrCat("failed: metrics_listen 127.0.0.1:", taken)))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "in use")) << text;
+  const std::string prom =
+      RunRingsideCapture({"status", "--prometheus", "--socket", socket()}, &code);
+  EXPECT_EQ(SampleValue(prom, "ringside_metrics_listener_up"), 0) << prom;
 }
 
 }  // namespace

@@ -86,6 +86,13 @@ control::StatusReply FilledReply() {
   snap->set_last_error("cannot write /snaps/x.pftrace: No space left on device");
   s.mutable_streaming()->set_path("/var/lib/ringside/trace.pftrace");
   s.mutable_streaming()->set_bytes(5 << 20);
+  control::MetricsListenerStatus* l = s.mutable_metrics_listener();
+  l->set_listen(":9464");
+  l->set_listening("[::]:9464");
+  l->set_requests(120);
+  l->set_ended_at_deadline(2);
+  l->set_displaced(5);
+  l->set_refused(1);
   return s;
 }
 
@@ -216,6 +223,22 @@ TEST(StatusTextTest, DurableSnapshotsAndStreamingHaveTheirLines) {
               HasSubstr("/var/lib/ringside/trace.pftrace, 5.0 MiB written"));
 }
 
+// Where the listener listens, the port bound included, or why it does not.
+TEST(StatusTextTest, TheMetricsListenerSaysWhereItListensOrWhyNot) {
+  control::StatusReply s = FilledReply();
+  EXPECT_THAT(LineWith(StatusText(s), "metrics"),
+              HasSubstr("listening on [::]:9464 (metrics_listen :9464), 120 requests"));
+  EXPECT_THAT(StatusText(s), HasSubstr("ended 2 at the deadline, 5 displaced, 1 refused"));
+  control::MetricsListenerStatus* l = s.mutable_metrics_listener();
+  l->set_listen("127.0.0.1:9464");
+  l->clear_listening();
+  l->set_error("metrics_listen 127.0.0.1:9464: Address already in use");
+  EXPECT_THAT(LineWith(StatusText(s), "metrics"),
+              HasSubstr("failed: metrics_listen 127.0.0.1:9464: Address already in use"));
+  s.clear_metrics_listener();
+  EXPECT_EQ(LineWith(StatusText(s), "metrics"), "") << "no metrics_listen, no line";
+}
+
 TEST(StatusTextTest, EveryLineFitsEightyColumns) {
   for (const std::string& line : Lines(StatusText(FilledReply()))) {
     EXPECT_LE(line.size(), 80u) << line;
@@ -300,6 +323,7 @@ TEST(StatusJsonTest, EmptyReplyStillHasEveryFieldWithZeroValues) {
   EXPECT_EQ(j["snapshots"]["failed"], 0);
   EXPECT_EQ(j["snapshots"]["last_error"], "");
   EXPECT_TRUE(j["streaming"].is_null());
+  EXPECT_TRUE(j["metrics_listener"].is_null());
 }
 
 TEST(StatusJsonTest, NumbersAreNumbersAndEnumsAreNames) {

@@ -255,10 +255,6 @@ const std::vector<BadConfig>& BadConfigs() {
        absl::StrCat(kBuffer, "metrics_textfile: \"/tmp\"\nmetrics_period_ms: 10\n"),
        "bad.pbtxt: line 3, column 1: metrics_period_ms is 10: from 100 to 3600000 (an hour); "
        "unset: 15000"},
-      {"metrics_per_cpu without metrics_textfile or metrics_listen",
-       absl::StrCat(kBuffer, "metrics_per_cpu: true\n"),
-       "bad.pbtxt: line 2, column 1: metrics_per_cpu is set without metrics_textfile or "
-       "metrics_listen: it applies only to the metrics they give; set one or remove it"},
       {"metrics_listen with a name", absl::StrCat(kBuffer, "metrics_listen: \"localhost:9464\"\n"),
        "bad.pbtxt: line 2, column 1: metrics_listen is 'localhost:9464': not a numeric IPv4 "
        "address (names are not looked up) (HOST:PORT with a numeric IPv4 HOST, [IPv6]:PORT, or "
@@ -293,6 +289,24 @@ TEST(BadConfigsTest, EachNamesFileLineFieldAndWhatIsAllowed) {
 // A size between two pages is no error: it is rounded up, as Perfetto
 // does, and the effective config says so. 0 for a data source's size is
 // its default, as in Perfetto.
+// metrics_per_cpu in a file whose listener comes from --metrics-listen (as
+// the DaemonSet starts the agent): the file alone is fine, the config as it
+// runs needs the listener or the textfile. (Before, the file alone was
+// refused, and with it the agent the flag completed.)
+TEST(BadConfigsTest, MetricsPerCpuIsCheckedOnceTheFlagsAreMerged) {
+  absl::StatusOr<config::TraceConfig> cfg =
+      ParseConfig(absl::StrCat(kBuffer, "metrics_per_cpu: true\n"), "agent.pbtxt", kMachine);
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const absl::Status alone = ValidateConfig(*cfg, "agent.pbtxt");
+  EXPECT_EQ(alone.message(),
+            "agent.pbtxt: metrics_per_cpu is set without metrics_textfile or metrics_listen (nor "
+            "--metrics-listen): it applies only to the metrics they give; set one or remove it");
+  config::TraceConfig flags;
+  flags.set_metrics_listen(":9464");
+  cfg->MergeFrom(flags);
+  EXPECT_TRUE(ValidateConfig(*cfg, "agent.pbtxt").ok());
+}
+
 TEST(BadConfigsTest, SizesBetweenPagesAreRoundedUpInTheEffectiveConfig) {
   absl::StatusOr<config::TraceConfig> cfg = ParseConfig(
       "buffers { size_kb: 1001 }\nbuffers { size_kb: 4 }\n"

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "agent/config/listen_address.h"
 #include "gtest/gtest.h"
@@ -140,15 +142,102 @@ TEST_F(MetricsListenerTest, BadClientsAreAnsweredOrDroppedAndOthersStillServed) 
   EXPECT_EQ(HttpStatus(ok), 200) << "1,000 connections came and went; then: " << ok;
 }
 
+// Slow-loris clients: connections to the listener, each from
+// 127.0.0.(2 + i / kMaxConnectionsPerAddress) so that together they can fill
+// every slot, that send a request line and then one byte of a header that
+// never ends every `period`, on a thread, until destroyed. No idle timeout
+// ever sees them idle.
+class Dribblers {
+ public:
+  Dribblers(int port, unsigned n, absl::Duration period) {
+    for (unsigned i = 0; i < n; i++) {
+      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      from.sin_addr.s_addr =
+          htonl(INADDR_LOOPBACK + 1 + i / MetricsListener::kMaxConnectionsPerAddress);
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      to.sin_port = htons(static_cast<uint16_t>(port));
+      if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
+          connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+        close(fd);
+        continue;
+      }
+      const char start[] = "GET /metrics HTTP/1.1\r\nX-Slow: ";
+      send(fd, start, sizeof(start) - 1, MSG_NOSIGNAL);
+      fds_.push_back(fd);
+    }
+    thread_ = std::thread([this, period] {
+      while (!stop_.WaitForNotificationWithTimeout(period)) {
+        for (int fd : fds_) send(fd, "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
+    });
+  }
+  ~Dribblers() {
+    stop_.Notify();
+    thread_.join();
+    for (int fd : fds_) close(fd);
+  }
+  const std::vector<int>& fds() const { return fds_; }
+
+ private:
+  std::vector<int> fds_;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+// Every slot held by a client that sends a byte a second: a scrape is still
+// answered, at once, not once they tire. (Before, 16 such clients held all
+// 16 slots for as long as they dribbled, and a scrape got its connection
+// closed unanswered.)
+TEST_F(MetricsListenerTest, SlowClientsInEverySlotDoNotStarveAScrape) {
+  Dribblers slow(listener_->port(), MetricsListener::kMaxConnections, absl::Seconds(1));
+  ASSERT_EQ(slow.fds().size(), MetricsListener::kMaxConnections);
+  // They hold their slots a while, as a slow-loris does.
+  absl::SleepFor(absl::Seconds(2));
+  const absl::Time start = absl::Now();
+  const absl::Time give_up = start + MetricsListener::kConnectionDeadline;
+  std::string ok;
+  while (HttpStatus(ok) != 200 && absl::Now() < give_up) {
+    ok = Get("/metrics");
+    if (HttpStatus(ok) != 200) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_EQ(HttpStatus(ok), 200) << "no scrape answered in "
+                                 << absl::FormatDuration(absl::Now() - start)
+                                 << " while slow clients held every slot: " << ok;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "a scrape waited for the slow clients";
+}
+
+// However a client dribbles, its connection ends at its deadline, counted
+// from the accept. (Before, a timeout that each byte restarted: a byte every
+// second held a connection forever.)
+TEST_F(MetricsListenerTest, AConnectionEndsAtItsDeadlineHoweverItDribbles) {
+  const absl::Time start = absl::Now();
+  Dribblers slow(listener_->port(), 1, absl::Milliseconds(500));
+  ASSERT_EQ(slow.fds().size(), 1u);
+  const absl::Duration deadline = MetricsListener::kConnectionDeadline;
+  // The server's end: what it sent (a 408 or nothing), then the close.
+  const timeval tv = {1, 0};
+  setsockopt(slow.fds()[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  bool closed = false;
+  while (!closed && absl::Now() - start < deadline + absl::Seconds(5)) {
+    char buf[4096];
+    const ssize_t n = recv(slow.fds()[0], buf, sizeof(buf), 0);
+    closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_TRUE(closed) << "a client sending a byte every 500 ms was still connected after "
+                      << absl::FormatDuration(took);
+  EXPECT_LT(took, deadline + absl::Seconds(2)) << "closed after " << absl::FormatDuration(took);
+}
+
 TEST(MetricsListenerStartTest, AnAddressTakenIsNamed) {
   const int port = testing::FreePort();
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
+  const int fd = testing::ListenOnLoopback(port);
+  ASSERT_GE(fd, 0) << "port " << port;
   absl::StatusOr<std::unique_ptr<MetricsListener>> l = MetricsListener::Start(
       {.listen = absl::StrCat("127.0.0.1:", port), .metrics = {}, .status = [] {
          return control::StatusReply();

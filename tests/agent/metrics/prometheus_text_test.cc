@@ -78,6 +78,11 @@ control::StatusReply BusyAgent() {
   s.mutable_memory()->set_bpf_ring_bytes(8 << 20);
   s.mutable_reload()->set_count(3);
   s.mutable_reload()->set_refused(1);
+  s.mutable_metrics_listener()->set_listen(":9464");
+  s.mutable_metrics_listener()->set_listening("[::]:9464");
+  s.mutable_metrics_listener()->set_requests(40);
+  s.mutable_metrics_listener()->set_ended_at_deadline(3);
+  s.mutable_metrics_listener()->set_displaced(2);
   return s;
 }
 
@@ -152,6 +157,28 @@ TEST(PrometheusTextTest, CountsAreTheStatusOwn) {
   for (const auto& [name, type] : types) {
     EXPECT_EQ(absl::EndsWith(name, "_total"), type == "counter") << name << " is a " << type;
   }
+}
+
+// The listener's state, for the textfile and `status --prometheus` to show
+// a listener that could not start; nothing of it without metrics_listen.
+TEST(PrometheusTextTest, TheListenerIsUpOrNotAndCountsTheConnectionsItEnded) {
+  control::StatusReply s = BusyAgent();
+  std::string text = PrometheusText(s, {});
+  EXPECT_EQ(SampleValue(text, "ringside_metrics_listener_up"), 1);
+  EXPECT_EQ(SampleValue(text, "ringside_metrics_listener_requests_total"), 40);
+  EXPECT_EQ(
+      SampleValue(text, R"(ringside_metrics_listener_connections_ended_total{reason="deadline"})"),
+      3);
+  EXPECT_EQ(
+      SampleValue(text, R"(ringside_metrics_listener_connections_ended_total{reason="displaced"})"),
+      2);
+  s.mutable_metrics_listener()->clear_listening();
+  s.mutable_metrics_listener()->set_error("metrics_listen :9464: Address already in use");
+  text = PrometheusText(s, {});
+  EXPECT_EQ(SampleValue(text, "ringside_metrics_listener_up"), 0);
+  EXPECT_FALSE(absl::StrContains(text, "Address already in use")) << "never a reason";
+  s.clear_metrics_listener();
+  EXPECT_FALSE(absl::StrContains(PrometheusText(s, {}), "ringside_metrics_listener"));
 }
 
 TEST(PrometheusTextTest, LabelsAreBoundedSetsNeverPathsOrReasons) {

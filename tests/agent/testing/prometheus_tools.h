@@ -17,6 +17,10 @@ std::string PrometheusPath();
 // A port on 127.0.0.1 that nobody listens on now.
 int FreePort();
 
+// A socket listening on 127.0.0.1:`port` (taking it from another
+// listener), or -1; the caller closes it.
+int ListenOnLoopback(int port);
+
 // Sends `request` (raw bytes) to 127.0.0.1:`port` and returns what came
 // back until the server closed the connection or `timeout_ms` passed ("" if
 // the connection failed).
