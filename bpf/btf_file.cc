@@ -82,12 +82,13 @@ bool WriteAll(int fd, const void* data, size_t size) {
   return true;
 }
 
-// A memfd nobody else has, and its /proc/self/fd path.
+// A memfd nobody else has.
 absl::StatusOr<int> NewMemfd(const std::string& path) {
   const int fd = memfd_create("ringside-btf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) {
-    return Refuse(
-        path, absl::StrCat("cannot make a private copy (memfd_create): ", std::strerror(errno)));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "bpf_config.btf_path ", path,
+        ": cannot make a private copy of its BTF (memfd_create): ", std::strerror(errno)));
   }
   return fd;
 }
@@ -114,22 +115,37 @@ absl::StatusOr<int> OpenRootOnly(const std::string& path) {
     const std::string& name = parts[i];
     const std::string next_shown = absl::StrCat(shown == "/" ? "" : shown, "/", name);
     const bool last = i + 1 == parts.size();
-    // O_NONBLOCK: a FIFO planted as the file must not hang the agent.
-    const int flags = last ? O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
-                           : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    // The file is first only looked at (O_PATH): opening a device node or
+    // a FIFO named by mistake for reading could have effects of its own.
+    const int flags =
+        last ? O_PATH | O_NOFOLLOW | O_CLOEXEC : O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
     const int fd = openat(dir.get(), name.c_str(), flags);
     if (fd < 0) {
       return Refuse(path,
                     OpenFailure(dir.get(), name, last ? "the file" : next_shown, last, errno));
     }
     if (last) {
-      Fd file(fd);
+      Fd looked_at(fd);
+      // O_PATH with O_NOFOLLOW opens a symbolic link itself.
       if (fstat(fd, &st) != 0) return Refuse(path, strerror(errno));
+      if (S_ISLNK(st.st_mode))
+        return Refuse(path, OpenFailure(dir.get(), name, "the file", true, ELOOP));
       if (!S_ISREG(st.st_mode)) return Refuse(path, "not a regular file");
       if (std::string why = NotRootOnly(st, "the file"); !why.empty()) return Refuse(path, why);
       if (static_cast<uint64_t>(st.st_size) > BtfFile::kMaxFileBytes) {
         return Refuse(path, absl::StrCat("larger than ", BtfFile::kMaxFileBytes >> 20,
                                          " MiB: not a kernel's BTF"));
+      }
+      // The directory is root's alone, so the name still holds what was
+      // checked; the inode is compared all the same.
+      Fd file(openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      struct stat opened;
+      if (file.get() < 0) {
+        return Refuse(path, OpenFailure(dir.get(), name, "the file", true, errno));
+      }
+      if (fstat(file.get(), &opened) != 0 || opened.st_dev != st.st_dev ||
+          opened.st_ino != st.st_ino) {
+        return Refuse(path, "the file changed while it was opened");
       }
       return file.Release();
     }
@@ -138,46 +154,21 @@ absl::StatusOr<int> OpenRootOnly(const std::string& path) {
   }
 }
 
-// Copies all of `fd` into a new sealed memfd.
-absl::StatusOr<int> CopyToSealedMemfd(int fd, const std::string& path) {
-  absl::StatusOr<int> memfd = NewMemfd(path);
-  if (!memfd.ok()) return memfd.status();
-  Fd copy(*memfd);
-  std::vector<char> buf(1 << 20);
-  size_t total = 0;
-  for (;;) {
-    const ssize_t n = read(fd, buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Refuse(path, absl::StrCat("reading it: ", std::strerror(errno)));
-    if (n == 0) break;
-    total += static_cast<size_t>(n);
-    if (total > BtfFile::kMaxFileBytes) {
-      return Refuse(path, absl::StrCat("larger than ", BtfFile::kMaxFileBytes >> 20,
-                                       " MiB: not a kernel's BTF"));
-    }
-    if (!WriteAll(copy.get(), buf.data(), static_cast<size_t>(n))) {
-      return Refuse(path, absl::StrCat("copying it: ", std::strerror(errno)));
-    }
-  }
-  if (!Seal(copy.get())) return Refuse(path, absl::StrCat("sealing its copy: ", strerror(errno)));
-  return copy.Release();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<BtfFile>> BtfFile::Open(const std::string& path) {
   absl::StatusOr<int> fd = OpenRootOnly(path);
   if (!fd.ok()) return fd.status();
   Fd file(*fd);
-  // The file is read once, here; everything after reads the copy.
-  absl::StatusOr<int> whole = CopyToSealedMemfd(file.get(), path);
-  if (!whole.ok()) return whole.status();
-  Fd whole_copy(*whole);
-  file.Reset(-1);
-  const std::string whole_path = ProcPath(whole_copy.get());
+  // The file is read once, here, through the descriptor checked above (only
+  // root can change it: it and its directories are root's alone);
+  // everything after reads the sealed copy of its BTF. libbpf parses files
+  // by path only, hence /proc/self/fd.
+  const std::string whole_path = ProcPath(file.get());
   if (access(whole_path.c_str(), R_OK) != 0) {
-    return Refuse(path, absl::StrCat("cannot read its copy at ", whole_path,
-                                     " (is /proc mounted?): libbpf reads the BTF by path"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("bpf_config.btf_path ", path, ": cannot read it at ", whole_path,
+                     " (is /proc mounted?): libbpf reads the BTF by path"));
   }
   std::unique_ptr<BtfFile> out(new BtfFile());
   out->path_ = path;
@@ -211,7 +202,8 @@ absl::StatusOr<std::unique_ptr<BtfFile>> BtfFile::Open(const std::string& path) 
   if (!memfd.ok()) return memfd.status();
   Fd copy(*memfd);
   if (!WriteAll(copy.get(), raw.data(), raw.size()) || !Seal(copy.get())) {
-    return Refuse(path, absl::StrCat("copying its BTF: ", std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("bpf_config.btf_path ", path, ": copying its BTF: ", std::strerror(errno)));
   }
   out->copy_fd_ = copy.Release();
   out->copy_path_ = ProcPath(out->copy_fd_);

@@ -18,10 +18,15 @@ namespace ringside::bpf {
 //    symbolic link is followed anywhere on the path;
 //  - every directory on the path and the file itself owned by root and not
 //    writable by group or others, the file a regular one;
-//  - read once, into a sealed memfd that nobody can change or replace.
+//  - the file looked at (O_PATH) before it is opened for reading, so that
+//    a device node or FIFO named by mistake is never opened;
+//  - read and parsed once, through the descriptor checked (by its
+//    /proc/self/fd path: only root can change it), and its raw BTF copied
+//    into a sealed memfd that nobody can change or replace. The file is not
+//    copied whole: a debug vmlinux is gigabytes, its BTF a few MiB.
 // libbpf (1.1 on Debian 12) takes the BTF for CO-RE only as a path
 // (bpf_object_open_opts.btf_custom_path, parsed again at each object's
-// load), so it is handed the memfd's /proc/self/fd/N: the copy we checked,
+// load), so it is handed the memfd's /proc/self/fd/N: the BTF we checked,
 // not the file, with nothing left on disk if the agent dies. An ELF's .BTF
 // section is copied out as raw BTF, so libbpf does not walk the ELF again.
 //
@@ -36,6 +41,8 @@ class BtfFile {
   // root's or writable by others, not a regular file, missing, too large,
   // not BTF, or a BTF that is no whole kernel's (no struct task_struct, no
   // btf_trace_* tracepoint types, as a minimised BTF lacks).
+  // kFailedPrecondition when /proc is not mounted; kResourceExhausted when
+  // the copy cannot be made (memfd_create, memory).
   static absl::StatusOr<std::unique_ptr<BtfFile>> Open(const std::string& path);
   ~BtfFile();
   BtfFile(const BtfFile&) = delete;

@@ -15,9 +15,11 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "agent/control/control_frame.h"
 #include "agent/control/control_socket.h"
 
@@ -135,15 +137,23 @@ class ControlServer::Loop {
   }
 
   // From another thread: no new connections nor requests from now on; the
-  // loop goes on for the parked ones' replies.
+  // loop goes on for the parked ones' replies. Returns once the loop has
+  // closed to them, so that no handler is running nor will run: a request
+  // the loop had read before the flag (a trigger) is handled before this
+  // returns, not after the caller has moved on.
   void StopAccepting() {
     stop_accepting_.store(true);
     // Through the mailbox's eventfd: the wake eventfd ends the loop.
     const uint64_t one = 1;
     (void)!write(mailbox_fd_, &one, sizeof(one));
+    closed_to_new_requests_.WaitForNotification();
   }
 
   void Run() {
+    // However the loop ends, StopAccepting() no longer waits for it.
+    absl::Cleanup closed = [this] {
+      if (!closed_to_new_requests_.HasBeenNotified()) closed_to_new_requests_.Notify();
+    };
     std::vector<pollfd> fds;
     while (true) {
       fds.clear();
@@ -176,7 +186,9 @@ class ControlServer::Loop {
         return;
       }
       if (fds[0].revents != 0) return;
-      if (stop_accepting_.load() && listen_fd_ >= 0) CloseToNewRequests();
+      if (stop_accepting_.load() && !closed_to_new_requests_.HasBeenNotified()) {
+        CloseToNewRequests();
+      }
       // Only the connections polled above: Accept() appends new ones.
       const size_t polled = connections_.size();
       if (fds[1].revents != 0) Accept();
@@ -213,7 +225,7 @@ class ControlServer::Loop {
   // is closed once the reply it has coming is sent (its parked request's
   // too), and one with none coming is closed now.
   void CloseToNewRequests() {
-    close(listen_fd_);
+    if (listen_fd_ >= 0) close(listen_fd_);
     listen_fd_ = -1;
     for (auto& c : connections_) {
       if (c->fd < 0) continue;
@@ -223,6 +235,7 @@ class ControlServer::Loop {
         Close(*c);
       }
     }
+    closed_to_new_requests_.Notify();
   }
 
   void Accept() {
@@ -449,6 +462,8 @@ class ControlServer::Loop {
   const std::shared_ptr<LaterReply::Mailbox> mailbox_ = std::make_shared<LaterReply::Mailbox>();
   uint64_t next_request_id_ = 1;
   std::atomic<bool> stop_accepting_{false};
+  // Set by the loop once it has closed to new requests (or ended).
+  absl::Notification closed_to_new_requests_;
   // Declared before options_, which the constructor moves from.
   const std::optional<gid_t> group_;  // Admitted besides root; none: root only.
   const std::string who_may_;         // "root or in <group>", for refusals.

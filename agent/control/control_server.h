@@ -170,8 +170,9 @@ class ControlServer {
   // Closes the socket to new connections and removes its file (as Stop()
   // does); closes every connection but those with a reply still to come
   // (their request parked, or its reply being sent), which are closed once
-  // it is sent; the handler is called no more. Returns at once: the server's
-  // thread does it. Idempotent; Stop() after it is still needed.
+  // it is sent; the handler is called no more. The server's thread does it;
+  // this returns once it has, so a handler the thread was running meanwhile
+  // has returned. Idempotent; Stop() after it is still needed.
   void StopAccepting();
   // Closes every connection and the socket, waits for the thread, and
   // removes the socket file if it is still the one Listen() created (same

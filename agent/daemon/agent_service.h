@@ -217,8 +217,8 @@ class AgentService : public ControlHandler, public IncidentListener {
   // What `status` says of the reloads.
   control::ReloadStatus reload_ ABSL_GUARDED_BY(mu_);
   TriggerPolicy triggers_ ABSL_GUARDED_BY(mu_){{}};
-  // The limits of snapshots requested by hand, per requesting uid (the
-  // config's, from Start()).
+  // The limits of snapshots requested by hand, root's apart from the other
+  // uids' (the config's, from Start()).
   RequestLimits requests_ ABSL_GUARDED_BY(mu_){TriggerPolicy::Rule{}};
   // A trigger fired, waiting for its stop_delay_ms, and the requests of the
   // same trigger that joined it meanwhile (at most

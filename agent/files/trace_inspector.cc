@@ -345,10 +345,14 @@ std::optional<uint64_t> TraceSummary::HeldFrom() const {
   return from;
 }
 
+bool TraceSummary::SpanHolds(std::optional<uint64_t> from_ns, std::optional<uint64_t> until_ns,
+                             const Window& w) {
+  return from_ns.has_value() && until_ns.has_value() && *from_ns <= w.first_ns &&
+         w.last_ns <= *until_ns;
+}
+
 bool TraceSummary::Holds(const Window& w) const {
-  const std::optional<uint64_t> from = HeldFrom();
-  return from.has_value() && last_timestamp_ns && *from <= w.first_ns &&
-         w.last_ns <= *last_timestamp_ns;
+  return SpanHolds(HeldFrom(), last_timestamp_ns, w);
 }
 
 uint64_t TraceSummary::PacketsAfterAGap() const {

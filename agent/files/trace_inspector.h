@@ -72,6 +72,10 @@ struct TraceSummary {
   };
   std::vector<Window> snapshot_windows;
   bool Holds(const Window& window) const;
+  // Whether the span [from_ns, until_ns] holds `window` whole (false while
+  // either end is unknown): Holds() of a summary, or of what is kept of one.
+  static bool SpanHolds(std::optional<uint64_t> from_ns, std::optional<uint64_t> until_ns,
+                        const Window& window);
   // REALTIME minus BOOTTIME, in ns, at the first and the last clock
   // snapshot holding both clocks (unset: none has): how the file is placed
   // beside files of other machines.

@@ -218,8 +218,8 @@ struct FileCompression {
 void Files(const control::StatusReply& s, std::string* out) {
   const control::SnapshotStatus& snap = s.snapshots();
   {
-    // A manual request's name is its reason, the client's text: all of
-    // them are "request".
+    // Rows by the tally's names; every row of kind "request" (there is
+    // one) is the label "request".
     std::map<std::string, std::array<uint64_t, 3>> by_trigger;
     for (const control::SnapshotStatus::Trigger& t : snap.triggers()) {
       std::array<uint64_t, 3>& n =
@@ -230,7 +230,8 @@ void Files(const control::StatusReply& s, std::string* out) {
     }
     Family f(out, "ringside_snapshots_total", kCounter,
              "Snapshot requests by trigger (a config trigger's name; request: ringside snapshot; "
-             "signal: SIGUSR1; other: past 64 names) and what became of them: fired (a file of "
+             "signal: SIGUSR1; other: triggers removed by reloads, past 64 of them) and what "
+             "became of them: fired (a file of "
              "its own), joined (into one of its trigger pending), suppressed (held back by a "
              "limit).");
     for (const auto& [trigger, n] : by_trigger) {

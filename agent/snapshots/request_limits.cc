@@ -1,7 +1,5 @@
 #include "agent/snapshots/request_limits.h"
 
-#include <utility>
-
 namespace ringside::agent {
 namespace {
 
@@ -10,34 +8,23 @@ double NeverDrawn() { return 1.0; }
 
 }  // namespace
 
-RequestLimits::RequestLimits(TriggerPolicy::Rule rule)
-    : rule_(std::move(rule)), shared_({rule_}, NeverDrawn) {}
-
-TriggerPolicy& RequestLimits::PolicyOf(uid_t uid) {
-  if (auto it = by_uid_.find(uid); it != by_uid_.end()) return it->second;
-  // Root's own always; another uid's while fewer than kMaxUids have theirs.
-  if (uid != 0 && by_uid_.size() - by_uid_.count(0) >= kMaxUids) return shared_;
-  return by_uid_.try_emplace(uid, std::vector<TriggerPolicy::Rule>{rule_}, NeverDrawn)
-      .first->second;
-}
+RequestLimits::RequestLimits(const TriggerPolicy::Rule& rule)
+    : name_(rule.name), root_({rule}, NeverDrawn), others_({rule}, NeverDrawn) {}
 
 TriggerPolicy::Verdict RequestLimits::Offer(uid_t uid, absl::Time now) {
-  return PolicyOf(uid).Offer(rule_.name, now);
+  return (uid == 0 ? root_ : others_).Offer(name_, now);
 }
 
 void RequestLimits::Replace(const TriggerPolicy::Rule& rule) {
-  rule_ = rule;
-  for (auto& [uid, policy] : by_uid_) policy.Replace({rule_});
-  shared_.Replace({rule_});
+  name_ = rule.name;
+  root_.Replace({rule});
+  others_.Replace({rule});
 }
 
 TriggerPolicy::Counts RequestLimits::counts() const {
-  TriggerPolicy::Counts total = shared_.counts();
-  for (const auto& [uid, policy] : by_uid_) {
-    const TriggerPolicy::Counts c = policy.counts();
-    total.fired += c.fired;
-    total.suppressed += c.suppressed;
-  }
+  TriggerPolicy::Counts total = root_.counts();
+  total.fired += others_.counts().fired;
+  total.suppressed += others_.counts().suppressed;
   return total;
 }
 

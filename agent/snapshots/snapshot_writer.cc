@@ -46,8 +46,7 @@ std::string SnapshotFileName(absl::string_view hostname, absl::Time when,
 }
 
 bool SnapshotWriter::Result::Held::Holds(const TraceSummary::Window& window) const {
-  return from_ns.has_value() && until_ns.has_value() && *from_ns <= window.first_ns &&
-         window.last_ns <= *until_ns;
+  return TraceSummary::SpanHolds(from_ns, until_ns, window);
 }
 
 SnapshotWriter::SnapshotWriter(TracingSession* session, std::string output_dir,

@@ -5,14 +5,18 @@
 #include <bpf/btf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/root_only_dir.h"
@@ -141,6 +145,40 @@ TEST_F(BtfFileTest, WhatIsNoFileOfRootsIsNamed) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_THAT(Refusal(fifo), HasSubstr(absl::StrCat(fifo, ": not a regular file")));
   EXPECT_THAT(Refusal(dir_.path()), HasSubstr("not a regular file"));
+}
+
+// What is not a regular file is refused without being opened: opening a
+// device node can act on the device. A FIFO shows it: a writer waiting in
+// open() is let through by the first reader, and the check must not be one.
+TEST_F(BtfFileTest, WhatIsNoRegularFileIsRefusedWithoutBeingOpened) {
+  const std::string fifo = dir_.Path("waiting.btf");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::atomic<bool> writer_opened{false};
+  std::atomic<pid_t> writer_tid{0};
+  std::thread writer([&] {
+    writer_tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
+    const int fd = open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+    writer_opened.store(true);
+    if (fd >= 0) close(fd);
+  });
+  // The writer is waiting inside openat() before the check runs.
+  const std::string in_openat = absl::StrCat(SYS_openat, " ");
+  for (int i = 0; i < 10000; i++) {
+    const pid_t tid = writer_tid.load();
+    if (tid != 0 &&
+        ReadFile(absl::StrCat("/proc/self/task/", tid, "/syscall")).rfind(in_openat, 0) == 0) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_THAT(Refusal(fifo), HasSubstr(absl::StrCat(fifo, ": not a regular file")));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(writer_opened.load()) << "the check opened the FIFO for reading";
+  // Our own reader lets the writer go.
+  const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  writer.join();
+  close(reader);
 }
 
 TEST_F(BtfFileTest, AFileThatIsNoWholeKernelsBtfIsNamed) {

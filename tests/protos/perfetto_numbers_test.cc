@@ -481,6 +481,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "StreamingStatus",
       "ReloadStatus",
       "MemoryStatus",
+      "MetricsListenerStatus",
       "SnapshotReply",
       "StopReply",
       "TriggerReply",

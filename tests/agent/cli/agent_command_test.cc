@@ -869,7 +869,7 @@ TEST_F(AgentCommandTest, AFloodOfRequestsIsHeldBackAndPushesOutNoTriggeredSnapsh
 // filled the tally until root's trigger counted as "other", and spent the
 // one request limit root's own snapshot then met. Requests are one row,
 // "request", whatever their reasons; a configured trigger keeps its row;
-// each uid has its own limit.
+// root's limit is its own.
 TEST_F(AgentCommandTest, ARequestsReasonNeitherPosesAsATriggerNorSpendsAnotherUsersLimit) {
   ASSERT_TRUE(WriteTextFile(
       config_, absl::StrCat(kConfig,

@@ -243,8 +243,13 @@ TEST_F(RecordDegradedTest, WithoutBtfABtfPathThatIsNoKernelsBtfIsNamed) {
   const ringside::testing::RootOnlyDir dir;
   if (dir.path().empty()) GTEST_SKIP() << dir.why();
   const std::string config = TempPath("degraded-btf.pbtxt");
-  // A copy of the kernel's BTF where others could replace it (/tmp).
-  const std::string in_tmp = TempPath("degraded-vmlinux.btf");
+  // A copy of the kernel's BTF where others could replace it: /tmp itself
+  // (sticky, 01777), whatever TEST_TMPDIR the test's own files go to.
+  char in_tmp_name[] = "/tmp/degraded-vmlinux-XXXXXX.btf";
+  const int in_tmp_fd = mkstemps(in_tmp_name, 4);
+  ASSERT_GE(in_tmp_fd, 0) << strerror(errno);
+  close(in_tmp_fd);
+  const std::string in_tmp = in_tmp_name;
   {
     std::ifstream in("/sys/kernel/btf/vmlinux", std::ios::binary);
     std::ofstream(in_tmp, std::ios::binary) << in.rdbuf();
@@ -259,6 +264,9 @@ TEST_F(RecordDegradedTest, WithoutBtfABtfPathThatIsNoKernelsBtfIsNamed) {
   if (std::system(absl::StrCat("bpftool gen min_core_btf /sys/kernel/btf/vmlinux ", min_btf, " ",
                                ringside::testing::BuildDir(), "/bpf/sched.bpf.o")
                       .c_str()) == 0) {
+    // Root's and writable by root alone whatever the umask: refused for
+    // what it holds, not for its mode.
+    ASSERT_EQ(chmod(min_btf.c_str(), 0644), 0);
     cases.push_back({min_btf, "has no tracepoint types"});
   } else {
     ADD_FAILURE() << "bpftool gen min_core_btf failed (make deps installs bpftool)";

@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -69,8 +70,11 @@ class FakeHandler : public ControlHandler {
       default:
         reply.set_error("unexpected");
     }
+    handled_.fetch_add(1);
     return reply;
   }
+  // Handle() calls that returned an answer at once.
+  int handled() const { return handled_.load(); }
 
   // How long a snapshot with wait takes.
   void set_snapshot_wait_time(absl::Duration d) { snapshot_wait_time_ = d; }
@@ -109,6 +113,7 @@ class FakeHandler : public ControlHandler {
   std::vector<LaterReply> parked_ ABSL_GUARDED_BY(mu_);
   int status_calls_ = 0;
   absl::Duration snapshot_wait_time_;
+  std::atomic<int> handled_{0};
 };
 
 class ControlServerTest : public ::testing::Test {
@@ -468,6 +473,29 @@ TEST_F(ControlServerTest, AfterStopAcceptingAParkedConnectionGetsItsRealReplyAnd
   (void)waiting.Send(Status());
   EXPECT_TRUE(waiting.ClosedByServer(absl::Seconds(10)));
   EXPECT_EQ(handler_.peers().size(), peers_before);
+  server_->Stop();
+}
+
+// The agent's shutdown goes on (to the triggers still delayed) once
+// StopAccepting() returns: a request the loop had taken before must have
+// been handled by then, or a trigger accepted would be lost.
+TEST_F(ControlServerTest, StopAcceptingReturnsOnceTheHandlerRunningMeanwhileReturned) {
+  handler_.set_snapshot_wait_time(absl::Milliseconds(500));
+  Start();
+  RawClient client(socket_path_);
+  control::Request snapshot;
+  snapshot.mutable_snapshot()->set_reason("in flight");
+  snapshot.mutable_snapshot()->set_wait(true);
+  ASSERT_TRUE(client.Send(snapshot));
+  const absl::Time limit = absl::Now() + absl::Seconds(10);
+  while (handler_.peers().empty() && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(handler_.peers().size(), 1u);
+
+  server_->StopAccepting();
+  EXPECT_EQ(handler_.handled(), 1);
+  const absl::StatusOr<control::Reply> reply = client.ReadReply();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->snapshot().path(), "/snapshots/done-in flight") << reply->error();
   server_->Stop();
 }
 
