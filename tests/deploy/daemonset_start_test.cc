@@ -338,8 +338,11 @@ TEST_F(DaemonSetStartTest, AgentStartsAsThePodsContainerAndStopsOnSigterm) {
                                                     << agent.Log();
     EXPECT_EQ(source.value("error", ""), "") << source;
   }
-  // Its metrics listener took the manifest's port.
-  EXPECT_TRUE(absl::StrContains(agent.Log(), "metrics: http://:9464/metrics")) << agent.Log();
+  // Its metrics listener took the manifest's port, on every address (the
+  // log names the address bound: [::] where IPv6 is, else 0.0.0.0).
+  EXPECT_TRUE(absl::StrContains(agent.Log(), "metrics: http://[::]:9464/metrics") ||
+              absl::StrContains(agent.Log(), "metrics: http://0.0.0.0:9464/metrics"))
+      << agent.Log();
 
   // `kubectl exec POD -- ringside snapshot --wait`, as the manifest's
   // header shows: the file lands in the node's /var/lib/ringside.

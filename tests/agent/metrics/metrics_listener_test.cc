@@ -208,7 +208,10 @@ TEST_F(MetricsListenerTest, SlowClientsInEverySlotDoNotStarveAScrape) {
   EXPECT_EQ(HttpStatus(ok), 200) << "no scrape answered in "
                                  << absl::FormatDuration(absl::Now() - start)
                                  << " while slow clients held every slot: " << ok;
-  EXPECT_LT(absl::Now() - start, absl::Seconds(3)) << "a scrape waited for the slow clients";
+  // Answered at once (the oldest slow client is pushed out); half the
+  // deadline is the margin a loaded machine (ASan, CI) may need.
+  EXPECT_LT(absl::Now() - start, MetricsListener::kConnectionDeadline / 2)
+      << "a scrape waited for the slow clients";
 }
 
 // However a client dribbles, its connection ends at its deadline, counted
@@ -223,7 +226,7 @@ TEST_F(MetricsListenerTest, AConnectionEndsAtItsDeadlineHoweverItDribbles) {
   const timeval tv = {1, 0};
   setsockopt(slow.fds()[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   bool closed = false;
-  while (!closed && absl::Now() - start < deadline + absl::Seconds(5)) {
+  while (!closed && absl::Now() - start < deadline + absl::Seconds(8)) {
     char buf[4096];
     const ssize_t n = recv(slow.fds()[0], buf, sizeof(buf), 0);
     closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
@@ -231,7 +234,7 @@ TEST_F(MetricsListenerTest, AConnectionEndsAtItsDeadlineHoweverItDribbles) {
   const absl::Duration took = absl::Now() - start;
   EXPECT_TRUE(closed) << "a client sending a byte every 500 ms was still connected after "
                       << absl::FormatDuration(took);
-  EXPECT_LT(took, deadline + absl::Seconds(2)) << "closed after " << absl::FormatDuration(took);
+  EXPECT_LT(took, deadline + absl::Seconds(5)) << "closed after " << absl::FormatDuration(took);
 }
 
 TEST(MetricsListenerStartTest, AnAddressTakenIsNamed) {
