@@ -125,7 +125,7 @@ uint64_t RingReader::ConsumeRing(uint32_t index, const BatchCallback& callback) 
     // The kernel keeps prod - cons <= mask, and publishes a header only with
     // its whole record below prod. Past either, the bytes cannot be parsed.
     if (prod - cons > mask + 1) {
-      corruptions_++;
+      corruptions_.fetch_add(1, std::memory_order_relaxed);
       pos = prod;
     }
     while (pos < prod && n < kMaxBatch) {
@@ -136,7 +136,7 @@ uint64_t RingReader::ConsumeRing(uint32_t index, const BatchCallback& callback) 
       const uint64_t record_bytes =
           (static_cast<uint64_t>(size) + BPF_RINGBUF_HDR_SZ + 7) & ~uint64_t{7};
       if (record_bytes > prod - pos) {
-        corruptions_++;
+        corruptions_.fetch_add(1, std::memory_order_relaxed);
         pos = prod;
         break;
       }

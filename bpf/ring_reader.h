@@ -1,6 +1,7 @@
 #ifndef RINGSIDE_BPF_RING_READER_H_
 #define RINGSIDE_BPF_RING_READER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -70,8 +71,9 @@ class RingReader {
   // than a ring ahead of us. The kernel writes neither, and no record after
   // one can be found, so each time the rest of that ring's pending data is
   // given up: the ring keeps working instead of staying full for good (the
-  // kernel refuses every reservation while it looks full).
-  uint64_t corruptions() const { return corruptions_; }
+  // kernel refuses every reservation while it looks full). Any thread may
+  // read it (the data source reports it as a loss).
+  uint64_t corruptions() const { return corruptions_.load(std::memory_order_relaxed); }
 
   // Most records handed to one callback; the ring space they hold is
   // released after each batch, so producers get room back while a long
@@ -95,7 +97,7 @@ class RingReader {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   size_t page_size_ = 0;
-  uint64_t corruptions_ = 0;
+  std::atomic<uint64_t> corruptions_{0};
 };
 
 }  // namespace ringside::bpf

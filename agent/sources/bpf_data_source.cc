@@ -212,6 +212,7 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
   // After the bundle: a snapshot the listener asks for holds the incident.
   if (config_.incidents != nullptr && decoded_.incidents() > 0) TellIncidents(decoded);
   events_.store(bundles_.total_events(), std::memory_order_relaxed);
+  malformed_.store(bundles_.stats().malformed, std::memory_order_relaxed);
 }
 
 uint64_t BpfDataSource::TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>& per_type,
@@ -320,6 +321,16 @@ std::vector<DataSource::Loss> BpfDataSource::Losses() const {
   uint64_t missed = 0;
   for (const bpf::EventSource::ProgramStats& p : source_->program_stats()) missed += p.missed;
   if (missed != 0) out.push_back(Loss{0, "bpf_missed_runs", missed});
+  // Records given up unread, neither known by CPU nor kind, so on CPU 0:
+  // each time a ring was found corrupt, the rest of its pending data (at
+  // least one record: counted as one); and records whose size did not
+  // match their type. Neither is expected; both are losses, so counted.
+  if (const uint64_t n = source_->reader().corruptions(); n != 0) {
+    out.push_back(Loss{0, "ring_corruptions", n});
+  }
+  if (const uint64_t n = malformed_.load(std::memory_order_relaxed); n != 0) {
+    out.push_back(Loss{0, "malformed_records", n});
+  }
   return out;
 }
 

@@ -142,6 +142,9 @@ class BpfDataSource : public DataSource {
   // Measures the reader thread, and pauses it past the budget (if any).
   ConsumerPacer pacer_{config_.cpu_budget};
   std::atomic<uint64_t> events_{0};
+  // Records the decoder refused (a size that does not match the type), as
+  // bundles_ counts them; for Losses() on any thread.
+  std::atomic<uint64_t> malformed_{0};
   // Records written, by CPU and type. Consumer thread writes.
   std::unique_ptr<EventTallyTable> tallies_;
   bool started_ = false;

@@ -178,11 +178,12 @@ for f in /tmp/ft-snapshots/*-oom_kill.pftrace; do [ -e "$f" ] && cp "$f" /out/ft
 # 5. A kernel that does not expose its BTF (built without
 # CONFIG_DEBUG_INFO_BTF): /sys/kernel/btf hidden, and the same kernel's BTF
 # given as a file (bpf_config.btf_path). The programs run as raw tracepoints.
-if cp /sys/kernel/btf/vmlinux /tmp/vmlinux.btf 2> /dev/null &&
+# The file sits where only root can write (/tmp, 1777, is refused).
+if mkdir -m 0700 /btf && cp /sys/kernel/btf/vmlinux /btf/vmlinux.btf 2> /dev/null &&
   mount -t tmpfs tmpfs /sys/kernel/btf; then
   cat > /tmp/btf-file.pbtxt << 'CFG'
 buffers { size_kb: 8192 }
-data_sources { config { name: "linux.bpf" bpf_config { btf_path: "/tmp/vmlinux.btf" } } }
+data_sources { config { name: "linux.bpf" bpf_config { btf_path: "/btf/vmlinux.btf" } } }
 CFG
   $ringside record -c /tmp/btf-file.pbtxt -t 30s -o /out/btf-file.pftrace -- \
     sh -c 'sleep 0.5; for i in 1 2 3; do /bin/true; done; sh -c "kill -SEGV \$\$"; sleep 0.5' \

@@ -429,7 +429,8 @@ void ExpectBpfSwitchesMatchFtrace(const std::vector<std::string>& record_args,
   std::map<uint32_t, std::vector<CpuSwitch>> bpf, kernel;  // By CPU.
   // The switches each source reports lost: before the buffers (a staging
   // ring's records of the type, runs of its programs the kernel skipped,
-  // ftrace's overruns, which hold nothing but switches here) and after (a
+  // records of any type given up unread, ftrace's overruns, which hold
+  // nothing but switches here) and after (a
   // chunk pool a loaded machine's owner thread did not empty in time, or the
   // buffer).
   std::map<std::string, uint64_t> lost;  // By data source.
@@ -437,7 +438,8 @@ void ExpectBpfSwitchesMatchFtrace(const std::vector<std::string>& record_args,
   for (const trace::TracePacket& p : t.packet()) {
     for (const auto& l : p.trace_stats().ringside_staging_loss()) {
       if (l.data_source() == "linux.bpf" && l.kind() != "sched_switch" &&
-          l.kind() != "bpf_missed_runs") {
+          l.kind() != "bpf_missed_runs" && l.kind() != "ring_corruptions" &&
+          l.kind() != "malformed_records") {
         continue;
       }
       lost[l.data_source()] += l.events_lost();
