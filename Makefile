@@ -378,7 +378,7 @@ FUZZ_OBJS_config_text := $(call fuzz_objs,tests/fuzz/config_text_fuzzer.cc \
 FUZZ_LIBS_config_text := protobuf absl_statusor absl_strings absl_str_format libbpf
 # The scan of a kernel's BTF for its tracepoints, on any bytes.
 FUZZ_OBJS_kernel_tracepoints := $(call fuzz_objs,tests/fuzz/kernel_tracepoints_fuzzer.cc \
-  bpf/kernel_tracepoints.cc bpf/load_errors.cc)
+  bpf/kernel_tracepoints.cc bpf/btf_file.cc bpf/load_errors.cc)
 FUZZ_LIBS_kernel_tracepoints := absl_statusor absl_strings absl_str_format absl_hash \
   absl_raw_hash_set libbpf
 FUZZ_MAX_LEN_trace_file := 65536
