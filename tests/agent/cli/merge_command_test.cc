@@ -251,8 +251,7 @@ TEST_F(MergeCommandTest, RotatedFilesWhoseEndsInterleaveAreNotAnOverlap) {
   AddEvents(b, 1, 13, 20);
   // A third file, after a gap: the machine's files cover the whole, and
   // that they share no moment with each other is no news.
-  const std::string c =
-      MachineFile(dir_.Join("n-3.pftrace"), "node-a", 0xa, 40 * kSecond, 39, 10);
+  const std::string c = MachineFile(dir_.Join("n-3.pftrace"), "node-a", 0xa, 40 * kSecond, 39, 10);
   AddEvents(c, 0, 40, 50);
   int code = -1;
   const std::string err = Merge({a, b, c}, &code);
