@@ -1,6 +1,6 @@
 // AgentService's snapshots asked for over the control socket (`ringside
-// snapshot`): their limits, and `--wait` answered once the file is written
-// without holding the control thread.
+// snapshot`, `ringside trigger`): their limits, and `--wait` answered once
+// the file is written without holding the control thread.
 
 #include <time.h>
 
@@ -217,6 +217,37 @@ absl::StatusOr<std::string> AgentService::TakeSnapshot(
   absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger, joined, window, tally_as);
   if (path.ok()) log_.Info(absl::StrCat("snapshot asked by ", by, " (", reason, "): ", *path));
   return path;
+}
+
+control::Reply AgentService::Trigger(const std::string& name, const Peer& peer) {
+  absl::MutexLock lock(&mu_);
+  const TriggerOutcome outcome = FireLocked(
+      name,
+      SnapshotTrigger{name, "ringside trigger", static_cast<int32_t>(peer.uid), BoottimeNowNs()},
+      Who(peer));
+  switch (outcome.kind) {
+    case TriggerOutcome::kUnknown:
+      return Error(absl::StrCat("no trigger named '", name, "' in trigger_config"));
+    case TriggerOutcome::kSuppressed:
+      return Error(absl::StrCat("trigger '", name,
+                                "' suppressed: ", TriggerPolicy::VerdictName(outcome.verdict),
+                                "; counted in status"));
+    case TriggerOutcome::kQueued:
+    case TriggerOutcome::kJoined:
+      break;
+  }
+  control::Reply reply;
+  control::TriggerReply* answer = reply.mutable_trigger();
+  answer->set_joined(outcome.kind == TriggerOutcome::kJoined);
+  // The pending snapshot's moment: the earliest of this trigger's.
+  for (const auto& [when, delayed] : delayed_) {
+    if (delayed.trigger.name != name) continue;
+    answer->set_delay_ms(
+        static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Milliseconds(when - absl::Now()))));
+    break;
+  }
+  answer->set_output_dir(config_.output_dir());
+  return reply;
 }
 
 }  // namespace ringside::agent
