@@ -329,8 +329,7 @@ TEST(RecordCommandTest, StreamingStopsAtMaxFileSize) {
 }
 
 // One CPU's switches as a source recorded them, in time order. `prev` is
-// what the kernel gave (ftrace), or what the compact form implies (BPF: the
-// previous switch's next on that CPU).
+// ftrace's only: the compact form BPF's are written in has none.
 struct CpuSwitch {
   uint64_t ts;
   int32_t prev;
@@ -347,26 +346,39 @@ struct CpuSwitch {
 // names BPF's nearest switch into that task). A loss hides only where
 // BPF has a switch into the same task that ftrace missed within the
 // slack, and a loss rarely comes alone.
+//
+// BPF's own switches, those ftrace lacks, must each fill a break in
+// ftrace's chain: ftrace misses switches without counting them (out of
+// the idle task, about half of them on this kernel, and out of some
+// tasks: the sandbox's tokio-rt-worker threads, ~1% of theirs), and where
+// it did, the switch after the gap is out of a task that ftrace never saw
+// switched in (X->A, then B->Y). A run of BPF's own switches between two
+// matched ones is explained when ftrace's chain breaks between their
+// partners; one anywhere else is a switch BPF made up or repeated. (The run
+// need not end in B: now and then both sources miss the switch into B,
+// which came after one out of a tokio-rt-worker thread here, 1 to 3 times
+// in 17,000 switches: ftrace has X->0, B->A; BPF ->0, ->A, ->A.)
 struct SwitchAlignment {
   int64_t matched = 0;
   int64_t only_ftrace = 0;  // BPF lost them.
   int64_t only_bpf = 0;
-  // BPF's own switches that ftrace lacks, other than out of the idle task
-  // (which ftrace misses, tests/bpf/event_source_test.cc).
-  int64_t only_bpf_not_from_idle = 0;
-  uint64_t widest_gap_ns = 0;  // Between the two records of a matched switch.
-  std::string unmatched;       // The first few of ftrace's, for a failure.
+  int64_t only_bpf_unexplained = 0;  // Not in a break of ftrace's chain.
+  int64_t bpf_repeated = 0;          // A BPF switch the same as the one before.
+  uint64_t widest_gap_ns = 0;        // Between the two records of a matched switch.
+  std::string unmatched;             // The first few of ftrace's, for a failure.
+  std::string unexplained;           // The first few of BPF's, for a failure.
 };
 
 SwitchAlignment AlignSwitches(const std::vector<CpuSwitch>& bpf,
                               const std::vector<CpuSwitch>& ftrace, uint64_t lo, uint64_t hi) {
   constexpr uint64_t kSlack = 50'000'000;
   SwitchAlignment a;
-  std::vector<bool> taken(bpf.size(), false);
+  std::vector<std::optional<size_t>> partner(bpf.size());  // Its ftrace switch.
   size_t first = 0;  // Every BPF switch before it is taken or too early.
-  for (const CpuSwitch& f : ftrace) {
+  for (size_t j = 0; j < ftrace.size(); j++) {
+    const CpuSwitch& f = ftrace[j];
     if (f.ts < lo || f.ts > hi) continue;
-    while (first < bpf.size() && (taken[first] || bpf[first].ts + kSlack < f.ts)) first++;
+    while (first < bpf.size() && (partner[first] || bpf[first].ts + kSlack < f.ts)) first++;
     std::optional<size_t> best;
     auto distance = [&](size_t k) {
       return bpf[k].ts > f.ts ? bpf[k].ts - f.ts : f.ts - bpf[k].ts;
@@ -375,11 +387,11 @@ SwitchAlignment AlignSwitches(const std::vector<CpuSwitch>& bpf,
       // Past f and its best so far, the rest are only farther: at a storm's
       // rates the slack holds thousands.
       if (best && bpf[k].ts > f.ts && distance(k) >= distance(*best)) break;
-      if (taken[k] || bpf[k].next != f.next) continue;
+      if (partner[k] || bpf[k].next != f.next) continue;
       if (!best || distance(k) < distance(*best)) best = k;
     }
     if (best) {
-      taken[*best] = true;
+      partner[*best] = j;
       a.matched++;
       a.widest_gap_ns = std::max(a.widest_gap_ns, distance(*best));
     } else if (++a.only_ftrace <= 5) {
@@ -397,11 +409,31 @@ SwitchAlignment AlignSwitches(const std::vector<CpuSwitch>& bpf,
   }
   // BPF's clock is ftrace's within the slack: its window is the same one,
   // narrowed by the slack so that no switch ftrace had just outside it
-  // counts as BPF's own.
+  // counts as BPF's own. Each run of own switches is checked against the
+  // matched switches around it; one with none on a side lies at an edge of
+  // the window.
+  std::optional<size_t> before;  // The last matched switch.
   for (size_t i = 0; i < bpf.size(); i++) {
-    if (taken[i] || bpf[i].ts < lo + kSlack || bpf[i].ts + kSlack > hi) continue;
+    a.bpf_repeated += i > 0 && bpf[i].ts == bpf[i - 1].ts && bpf[i].next == bpf[i - 1].next;
+    if (partner[i]) {
+      before = i;
+      continue;
+    }
+    if (bpf[i].ts < lo + kSlack || bpf[i].ts + kSlack > hi) continue;
     a.only_bpf++;
-    a.only_bpf_not_from_idle += bpf[i].prev != 0;
+    size_t end = i;  // The run of own switches [i, end].
+    while (end + 1 < bpf.size() && !partner[end + 1]) end++;
+    if (end + 1 == bpf.size() || !before) continue;
+    const CpuSwitch& from = ftrace[*partner[*before]];
+    const CpuSwitch& to = ftrace[*partner[end + 1]];
+    const bool explained = *partner[end + 1] > *partner[*before] && from.next != to.prev;
+    if (explained) continue;
+    if (++a.only_bpf_unexplained <= 5) {
+      absl::StrAppend(&a.unexplained, "\n  at ", bpf[i].ts, " ->", bpf[i].next, " (", end - i + 1,
+                      " of BPF's own in a row, the last ->", bpf[end].next, "), between ftrace's ",
+                      from.ts, " ", from.prev, "->", from.next, " and ", to.ts, " ", to.prev, "->",
+                      to.next);
+    }
   }
   return a;
 }
@@ -479,9 +511,6 @@ void ExpectBpfSwitchesMatchFtrace(const std::vector<std::string>& record_args,
     lo = std::max(lo, first);
     hi = std::min(hi, last);
   }
-  for (auto& [cpu, v] : bpf) {
-    for (size_t i = 1; i < v.size(); i++) v[i].prev = v[i - 1].next;
-  }
   // The window both sources cover, 20 ms in from either end.
   lo += 20'000'000;
   hi -= 20'000'000;
@@ -493,9 +522,13 @@ void ExpectBpfSwitchesMatchFtrace(const std::vector<std::string>& record_args,
     all.matched += a.matched;
     all.only_ftrace += a.only_ftrace;
     all.only_bpf += a.only_bpf;
-    all.only_bpf_not_from_idle += a.only_bpf_not_from_idle;
+    all.only_bpf_unexplained += a.only_bpf_unexplained;
+    all.bpf_repeated += a.bpf_repeated;
     all.widest_gap_ns = std::max(all.widest_gap_ns, a.widest_gap_ns);
     if (!a.unmatched.empty()) absl::StrAppend(&all.unmatched, "\n CPU ", cpu, ":", a.unmatched);
+    if (!a.unexplained.empty()) {
+      absl::StrAppend(&all.unexplained, "\n CPU ", cpu, ":", a.unexplained);
+    }
     for (const CpuSwitch& s : f) {
       if (s.ts < lo || s.ts > hi) continue;
       theirs++;
@@ -506,23 +539,20 @@ void ExpectBpfSwitchesMatchFtrace(const std::vector<std::string>& record_args,
   const int64_t lost_by_ftrace = static_cast<int64_t>(lost["linux.ftrace"]);
   std::printf(
       "sched_switch in the window: ftrace %lld, in BPF's too %lld, BPF's own %lld (%lld not "
-      "out of idle); switches lost by BPF %lld, by ftrace %lld; the two records of one switch "
-      "at most %.3f ms apart\n",
+      "in a break of ftrace's chain); switches lost by BPF %lld, by ftrace %lld; the two "
+      "records of one switch at most %.3f ms apart\n",
       static_cast<long long>(theirs), static_cast<long long>(all.matched),
-      static_cast<long long>(all.only_bpf), static_cast<long long>(all.only_bpf_not_from_idle),
+      static_cast<long long>(all.only_bpf), static_cast<long long>(all.only_bpf_unexplained),
       static_cast<long long>(lost_by_bpf), static_cast<long long>(lost_by_ftrace),
       static_cast<double>(all.widest_gap_ns) / 1e6);
   EXPECT_GT(theirs_from_tasks, min_switches_from_tasks);
   EXPECT_LE(all.only_ftrace, lost_by_bpf)
       << all.only_ftrace << " of ftrace's " << theirs << " switches are not in BPF's record ("
       << all.matched << " are); losses reported:" << loss_text << all.unmatched;
-  // What ftrace lost BPF has. Beyond that, a skipped transition just before
-  // a switch ftrace missed makes that one look like a switch out of a task:
-  // a few, each a second apart.
-  EXPECT_LE(all.only_bpf_not_from_idle, lost_by_ftrace + 4 + theirs / 1000)
-      << "BPF recorded " << all.only_bpf << " switches ftrace did not, "
-      << all.only_bpf_not_from_idle
-      << " of them not out of the idle task; losses reported:" << loss_text;
+  EXPECT_EQ(all.bpf_repeated, 0) << "switches BPF's record holds twice";
+  EXPECT_EQ(all.only_bpf_unexplained, 0)
+      << "BPF recorded " << all.only_bpf << " switches ftrace did not, " << all.only_bpf_unexplained
+      << " of them where ftrace missed none:" << all.unexplained;
   unlink(cfg.c_str());
   unlink(out.c_str());
 }
@@ -533,18 +563,14 @@ void ExpectBpfSwitchesMatchFtrace(const std::vector<std::string>& record_args,
 // source writing into BPF's leaves BPF's events out). Over the window both
 // cover, every switch ftrace has must be in BPF's record, on the same CPU
 // and into the same task, but for the switches trace_stats says BPF lost;
-// and what BPF has beyond that must be what ftrace says it lost, or
-// switches out of the idle task, which ftrace misses on this kernel
-// (tests/bpf/event_source_test.cc).
+// and every switch BPF has beyond that must sit where ftrace's own chain of
+// switches shows that it missed one (AlignSwitches).
 //
-// Switch by switch, not by counting the switches out of non-idle tasks on
-// either side: the compact form carries no prev, and the kernel now and
-// then replaces a CPU's task without a sched_switch (here, about once a
-// second, a thread of the sandbox's init gave way to the idle task with
-// none, in both sources). The switch after it then looks like one out of
-// that thread in BPF's record and like one out of idle in ftrace's: a
-// count of non-idle switches drifted apart by one each time, and under
-// ASan's longer runs past any fixed allowance.
+// Switch by switch, not by counting switches on either side: ftrace misses
+// some without a count (out of idle, and out of some tasks), and a count
+// with an allowance for those failed in CI (23 switches out of tokio-rt-
+// worker threads, against an allowance of 21) where, switch by switch,
+// each was exactly what ftrace's chain lacked.
 TEST(RecordCommandTest, SchedSwitchesMatchTheKernelsWithinReportedLosses) {
   RINGSIDE_REQUIRE_TRACEFS();
   // 3,000 forks and waits, each switching the shell out.
