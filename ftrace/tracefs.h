@@ -141,6 +141,11 @@ class Instance {
     double now_ts = 0;
     uint64_t dropped_events = 0;
     uint64_t read_events = 0;
+    // Every event the CPU's buffer lost: overwritten unread (overrun),
+    // lost to a nested write that wrapped onto the page being committed
+    // (commit overrun), or refused by a full buffer in no-overwrite mode
+    // (dropped).
+    uint64_t lost() const { return overrun + commit_overrun + dropped_events; }
   };
   absl::StatusOr<CpuStats> ReadCpuStats(int cpu) const;
 

@@ -249,10 +249,10 @@ void FtraceDataSource::WriteStats(int phase) {
   for (int cpu = 0; cpu < num_cpus_; cpu++) {
     absl::StatusOr<ftrace::Instance::CpuStats> s = instance_->ReadCpuStats(cpu);
     if (!s.ok()) continue;
-    if (s->overrun + s->dropped_events != 0) {
+    if (s->lost() != 0) {
       absl::MutexLock lock(&losses_mu_);
       // The counters only grow: the last phase's values are the totals.
-      overruns_[cpu] = s->overrun + s->dropped_events;
+      overruns_[cpu] = s->lost();
     }
     ProtoMessage* c = stats->BeginNested(FS::kCpuStatsFieldNumber);
     c->AppendVarInt(CS::kCpuFieldNumber, static_cast<uint64_t>(cpu));

@@ -532,7 +532,7 @@ TEST(TracefsTest, MarkersWrittenOnACpuAreReadBackExactlyInOrder) {
 
 TEST(TracefsTest, ParsesCpuStats) {
   absl::StatusOr<Instance::CpuStats> s = ParseCpuStats(
-      "entries: 5\noverrun: 2\ncommit overrun: 0\nbytes: 320\noldest event ts:  3361.5\n"
+      "entries: 5\noverrun: 2\ncommit overrun: 4\nbytes: 320\noldest event ts:  3361.5\n"
       "now ts:  3361.667897\ndropped events: 1\nread events: 9\n");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->entries, 5u);
@@ -541,6 +541,9 @@ TEST(TracefsTest, ParsesCpuStats) {
   EXPECT_DOUBLE_EQ(s->oldest_event_ts, 3361.5);
   EXPECT_EQ(s->dropped_events, 1u);
   EXPECT_EQ(s->read_events, 9u);
+  // A commit overrun is a loss as much as an overrun is (issue 52).
+  EXPECT_EQ(s->commit_overrun, 4u);
+  EXPECT_EQ(s->lost(), 7u);
   EXPECT_FALSE(ParseCpuStats("entries: many\n").ok());
 }
 
