@@ -4,6 +4,7 @@
 #   make            build/ringside and one static library per component
 #   make test       build and run every test; exits non-zero on any failure
 #   make test-long  the same, with the slowest scenarios at their full size
+#   make check-layers  the include layers of tools/layers.txt (part of test)
 #   make flake-check  the real-kernel tests 10 times beside a load
 #   make asan       the same tests under AddressSanitizer + UBSan, in build/asan
 #   make deps       install the Debian packages the build needs (idempotent)
@@ -37,7 +38,7 @@ DEB_PACKAGES := \
   libprotobuf-dev protobuf-compiler \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
-  rt-tests systemd linux-perf time ccache gdb \
+  rt-tests systemd linux-perf time ccache gdb python3 \
   qemu-system-x86 busybox-static cpio jq rclone curl
 
 # tests/deploy/ checks the Kubernetes manifests against the API's schemas
@@ -163,7 +164,7 @@ ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests test-long flake-check test-kernels run-test-kernels asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+.PHONY: all test run-tests check-layers test-long flake-check test-kernels run-test-kernels asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
   uninstall clean format
 
 all: $(BIN) $(LIBS)
@@ -261,8 +262,18 @@ test: deps
 
 # The benchmarks are built too, not run: a change that breaks one (a test
 # helper they link, say) shows here, not at the next `make bench`.
-run-tests: $(BIN) $(TEST_BINS) $(BENCH_BINS)
+run-tests: check-layers $(BIN) $(TEST_BINS) $(BENCH_BINS)
 	@tools/run_tests.sh $(TEST_BINS)
+
+# The include layers of tools/layers.txt (issue 53): a production file that
+# includes across a layer it may not, or closes an include cycle, fails the
+# build's tests here, first of all; so does a listed exception
+# that no longer occurs, and an "Inside agent/" list in the architecture
+# page that is not the table's. Then the checker's own tests. Under a second.
+check-layers:
+	@python3 tools/check_layers.py --table tools/layers.txt --doc docs/design/architecture.md
+	@out=$$(python3 tests/tools/check_layers_test.py 2>&1) || { echo "$$out"; exit 1; }; \
+	  echo "check_layers_test: $$(echo "$$out" | grep '^Ran ')"
 
 # `make test` with the slowest end-to-end scenarios at their full size (the
 # kill loops' 20 kills, the durable buffer's 2 MiB ring and 5,000 processes);
