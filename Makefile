@@ -100,7 +100,9 @@ endif
 
 # --- Sources ------------------------------------------------------------------
 
-COMPONENTS := buffer ftrace bpf agent
+# base/ is what every component may use (scoped fds, EINTR-safe I/O, errno
+# as Status) and includes nothing of ours.
+COMPONENTS := base buffer ftrace bpf agent
 
 PROTO_SRCS := $(shell find protos -name '*.proto' | sort)
 PROTO_CCS := $(PROTO_SRCS:protos/%.proto=$(BUILD)/gen/%.pb.cc)
@@ -130,9 +132,11 @@ component_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(call component_srcs,$(1)))
 component_lib = $(BUILD)/lib/libringside_$(1).a
 
 LIBS := $(foreach c,$(COMPONENTS),$(call component_lib,$(c))) $(BUILD)/lib/libringside_protos.a
-# Link order: dependents before their dependencies.
+# Link order: dependents before their dependencies; base/ last, as every
+# other library may use it.
 LINK_LIBS := $(call component_lib,agent) $(call component_lib,buffer) \
-  $(call component_lib,ftrace) $(call component_lib,bpf) $(BUILD)/lib/libringside_protos.a
+  $(call component_lib,ftrace) $(call component_lib,bpf) $(BUILD)/lib/libringside_protos.a \
+  $(call component_lib,base)
 
 BIN := $(BUILD)/ringside
 
@@ -556,7 +560,7 @@ clean:
 	rm -rf $(BUILD)
 
 format:
-	find buffer ftrace bpf agent tests -name '*.cc' -o -name '*.h' -o -name '*.c' \
+	find base buffer ftrace bpf agent tests -name '*.cc' -o -name '*.h' -o -name '*.c' \
 	  | xargs -r clang-format -i
 
 -include $(ALL_OBJS:.o=.d) $(FUZZ_ALL_OBJS:.o=.d)

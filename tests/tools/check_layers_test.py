@@ -36,7 +36,7 @@ class CheckLayersTest(unittest.TestCase):
     def setUp(self):
         self.root = tempfile.mkdtemp(prefix="check_layers_test.")
         self.addCleanup(shutil.rmtree, self.root)
-        for folder in ("agent", "buffer", "bpf", "ftrace"):
+        for folder in ("agent", "base", "buffer", "bpf", "ftrace"):
             shutil.copytree(os.path.join(REPO, folder), os.path.join(self.root, folder))
         for path in ("tools/layers.txt", DOC):
             os.makedirs(os.path.dirname(os.path.join(self.root, path)), exist_ok=True)
@@ -94,6 +94,18 @@ class CheckLayersTest(unittest.TestCase):
         line = self.plant_include("buffer/chunk_abi.cc", "ftrace/tracefs.h")
         self.assertFailsWith(f"buffer/chunk_abi.cc:{line}: includes ftrace/tracefs.h: "
                              "buffer/ may not include ftrace/")
+
+    def test_every_component_and_agent_folder_may_include_base(self):
+        for path in ("buffer/chunk_abi.cc", "bpf/ring_reader.cc", "ftrace/tracefs.cc",
+                     "agent/cli/main.cc", "agent/base/owner_thread.h"):
+            self.plant_include(path, "base/scoped_fd.h")
+        status, out = run(self.root)
+        self.assertEqual(status, 0, out)
+
+    def test_base_including_another_component_fails(self):
+        line = self.plant_include("base/status.cc", "buffer/chunk_abi.h")
+        self.assertFailsWith(f"base/status.cc:{line}: includes buffer/chunk_abi.h: "
+                             "base/ may not include buffer/")
 
     def test_two_file_cycle_fails_with_the_chain(self):
         base = os.path.join(self.root, "agent", "base")
