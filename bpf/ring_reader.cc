@@ -11,13 +11,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/status.h"
 
 namespace ringside::bpf {
 namespace {
-
-absl::Status Errno(const std::string& what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
 
 uint64_t LoadAcquire(const uint64_t* p) {
   return std::atomic_ref<const uint64_t>(*p).load(std::memory_order_acquire);
@@ -36,13 +33,14 @@ absl::Status RingReader::Init(size_t ring_size) {
         absl::StrCat("ring size ", ring_size, " is not a power-of-two number of pages"));
   }
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) return Errno("epoll_create1");
+  if (epoll_fd_ < 0) return base::ErrnoStatus("epoll_create1");
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) return Errno("eventfd");
+  if (wake_fd_ < 0) return base::ErrnoStatus("eventfd");
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = UINT32_MAX;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) return Errno("epoll_ctl");
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0)
+    return base::ErrnoStatus("epoll_ctl");
   batch_.resize(kMaxBatch);
   return absl::OkStatus();
 }
@@ -58,14 +56,15 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Create(absl::Span<const 
     // Page 0: the consumer position, ours to write. Then the producer
     // position page and the data, which the kernel maps twice in a row.
     void* cons = mmap(nullptr, r->page_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i], 0);
-    if (cons == MAP_FAILED) return Errno(absl::StrCat("mapping ring ", i, "'s consumer page"));
+    if (cons == MAP_FAILED)
+      return base::ErrnoStatus(absl::StrCat("mapping ring ", i, "'s consumer page"));
     ring.consumer_pos = static_cast<uint64_t*>(cons);
     ring.data_map_size = r->page_size_ + 2 * ring_size;
     void* prod = mmap(nullptr, ring.data_map_size, PROT_READ, MAP_SHARED, fds[i],
                       static_cast<off_t>(r->page_size_));
     if (prod == MAP_FAILED) {
       munmap(cons, r->page_size_);
-      return Errno(absl::StrCat("mapping ring ", i, "'s data"));
+      return base::ErrnoStatus(absl::StrCat("mapping ring ", i, "'s data"));
     }
     ring.producer_pos = static_cast<const uint64_t*>(prod);
     ring.data = static_cast<const uint8_t*>(prod) + r->page_size_;
@@ -78,7 +77,7 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Create(absl::Span<const 
     ev.events = EPOLLIN | EPOLLET;
     ev.data.u32 = static_cast<uint32_t>(i);
     if (epoll_ctl(r->epoll_fd_, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
-      return Errno(absl::StrCat("adding ring ", i, " to epoll"));
+      return base::ErrnoStatus(absl::StrCat("adding ring ", i, " to epoll"));
     }
   }
   return r;
@@ -162,7 +161,7 @@ uint64_t RingReader::Drain(const BatchCallback& callback) {
 absl::StatusOr<uint64_t> RingReader::Poll(int timeout_ms, const BatchCallback& callback) {
   epoll_event events[64];
   const int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
-  if (n < 0 && errno != EINTR) return Errno("epoll_wait on the BPF rings");
+  if (n < 0 && errno != EINTR) return base::ErrnoStatus("epoll_wait on the BPF rings");
   for (int i = 0; i < n; i++) {
     if (events[i].data.u32 == UINT32_MAX) {
       uint64_t v;

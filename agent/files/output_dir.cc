@@ -12,15 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/files/private_directory.h"
+#include "base/status.h"
 
 namespace ringside::agent {
 namespace {
 
 constexpr int kDirFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-
-std::string Errno(absl::string_view what, int err) {
-  return absl::StrCat(what, ": ", std::strerror(err));
-}
 
 // Why `name` in `parent_fd` could not be opened as a directory, naming
 // `path`: what it is when it is something else.
@@ -36,7 +33,7 @@ absl::Status OpenError(int err, int parent_fd, const std::string& name, const st
     return absl::FailedPreconditionError(
         absl::StrCat("output_dir ", path, ": one of the directories above it is not a directory"));
   }
-  return absl::PermissionDeniedError(Errno(absl::StrCat("output_dir ", path), err));
+  return absl::PermissionDeniedError(base::ErrnoMessage(err, absl::StrCat("output_dir ", path)));
 }
 
 }  // namespace
@@ -66,8 +63,8 @@ absl::StatusOr<std::unique_ptr<OutputDir>> OutputDir::Open(const std::string& pa
       existing = slash == std::string::npos ? "." : slash == 0 ? "/" : existing.substr(0, slash);
       parent = open(existing.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
       if (parent < 0 && errno != ENOENT) {
-        return absl::PermissionDeniedError(
-            Errno(absl::StrCat("cannot create output_dir ", path, ": ", existing), errno));
+        return absl::PermissionDeniedError(base::ErrnoMessage(
+            errno, absl::StrCat("cannot create output_dir ", path, ": ", existing)));
       }
     }
     for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
@@ -76,7 +73,7 @@ absl::StatusOr<std::unique_ptr<OutputDir>> OutputDir::Open(const std::string& pa
         const int err = errno;
         close(parent);
         return absl::PermissionDeniedError(
-            Errno(absl::StrCat("cannot create output_dir ", path), err));
+            base::ErrnoMessage(err, absl::StrCat("cannot create output_dir ", path)));
       }
       const int next = openat(parent, it->c_str(), kDirFlags);
       const int err = errno;
@@ -94,10 +91,9 @@ absl::StatusOr<std::unique_ptr<OutputDir>> OutputDir::Open(const std::string& pa
                    fchmod(parent, 0750) != 0)) {
         const int e = errno;
         close(parent);
-        return absl::PermissionDeniedError(
-            Errno(absl::StrCat("cannot give output_dir ", path, " its mode and group ",
-                               group.has_value() ? absl::StrCat(*group) : std::string("(none)")),
-                  e));
+        return absl::PermissionDeniedError(base::ErrnoMessage(
+            e, absl::StrCat("cannot give output_dir ", path, " its mode and group ",
+                            group.has_value() ? absl::StrCat(*group) : std::string("(none)"))));
       }
     }
     fd = parent;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/files/trace_archive.h"
+#include "base/status.h"
 #include "buffer/trace_packet.h"
 #include "buffer/wire_format.h"
 
@@ -22,19 +23,6 @@ namespace {
 
 constexpr uint64_t kPacketTag =
     buffer::MakeTag(buffer::kTracePacketFieldNumber, buffer::WireType::kLengthDelimited);
-
-absl::Status ErrnoStatus(int err, const std::string& what) {
-  std::string message = absl::StrCat(what, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    default:
-      return absl::UnavailableError(message);
-  }
-}
 
 }  // namespace
 
@@ -48,13 +36,13 @@ absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::Open(const std
     }
     // A copy, so that closing the reader leaves standard input open.
     fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) return ErrnoStatus(errno, "cannot read standard input");
+    if (fd < 0) return base::ErrnoToStatus(errno, "cannot read standard input");
   } else {
     // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever,
     // before fstat could tell that it is not a regular file. Regular files
     // ignore the flag, so reads still block as usual.
     fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+    if (fd < 0) return base::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
     return OpenFile(fd, path);
   }
   return FromFd(fd, /*size_known=*/false, 0, path);
@@ -66,7 +54,7 @@ absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::OpenFile(
   if (fstat(fd, &st) != 0) {
     const int err = errno;
     close(fd);
-    return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
+    return base::ErrnoToStatus(err, absl::StrCat("cannot stat ", path));
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);

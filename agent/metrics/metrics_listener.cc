@@ -17,17 +17,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+#include "base/status.h"
 
 namespace ringside::agent {
 namespace {
 
 constexpr char kMetricsType[] = "text/plain; version=0.0.4; charset=utf-8";
 constexpr char kTextType[] = "text/plain; charset=utf-8";
-
-absl::Status Errno(const std::string& what) {
-  const int err = errno;
-  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err)));
-}
 
 // The connection's request: answered at once, from its headers (a
 // request for metrics has no body worth waiting for).
@@ -108,9 +104,10 @@ absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options 
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   }
   if (fd < 0) {
-    return Errno(absl::StrCat(where,
-                              ": socket (a systemd unit allows only AF_UNIX unless "
-                              "RestrictAddressFamilies= adds AF_INET AF_INET6; docs/metrics.md)"));
+    return base::ErrnoStatus(
+        absl::StrCat(where,
+                     ": socket (a systemd unit allows only AF_UNIX unless "
+                     "RestrictAddressFamilies= adds AF_INET AF_INET6; docs/metrics.md)"));
   }
   const int one = 1, zero = 0;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -121,7 +118,7 @@ absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options 
     const int err = errno;
     const bool privileged_port = err == EACCES && a->port < 1024;
     errno = err;
-    const absl::Status st = Errno(
+    const absl::Status st = base::ErrnoStatus(
         privileged_port ? absl::StrCat(where,
                                        " (a port below 1024 takes CAP_NET_BIND_SERVICE, which the "
                                        "agent does not keep: choose 1024 or above)")
@@ -139,7 +136,7 @@ absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options 
   m->address_ = AddressText(bound, m->port_);
   m->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (m->wake_fd_ < 0) {
-    const absl::Status st = Errno(absl::StrCat(where, ": eventfd"));
+    const absl::Status st = base::ErrnoStatus(absl::StrCat(where, ": eventfd"));
     close(fd);
     return st;
   }
