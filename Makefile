@@ -377,7 +377,7 @@ FUZZ_OBJS_trace_file := $(call fuzz_objs,tests/fuzz/trace_file_fuzzer.cc \
   agent/files/trace_inspector.cc agent/files/trace_inspector_format.cc \
   agent/files/trace_file_reader.cc agent/files/json_text.cc agent/files/file_digest.cc \
   agent/files/trace_archive.cc agent/files/untrusted_text.cc \
-  agent/files/packet_compression.cc buffer/wire_format.cc $(PROTO_CCS))
+  agent/files/packet_compression.cc buffer/wire_format.cc base/status.cc $(PROTO_CCS))
 FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format zlib libzstd libcrypto
 # The control socket's framing and request decoder, on a peer's bytes.
 FUZZ_OBJS_control_request := $(call fuzz_objs,tests/fuzz/control_request_fuzzer.cc \
@@ -393,7 +393,7 @@ FUZZ_OBJS_config_text := $(call fuzz_objs,tests/fuzz/config_text_fuzzer.cc \
 FUZZ_LIBS_config_text := protobuf absl_statusor absl_strings absl_str_format libbpf
 # The scan of a kernel's BTF for its tracepoints, on any bytes.
 FUZZ_OBJS_kernel_tracepoints := $(call fuzz_objs,tests/fuzz/kernel_tracepoints_fuzzer.cc \
-  bpf/kernel_tracepoints.cc bpf/btf_file.cc bpf/load_errors.cc)
+  bpf/kernel_tracepoints.cc bpf/btf_file.cc bpf/load_errors.cc base/file_io.cc)
 FUZZ_LIBS_kernel_tracepoints := absl_statusor absl_strings absl_str_format absl_hash \
   absl_raw_hash_set libbpf
 FUZZ_MAX_LEN_trace_file := 65536

@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/file_io.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::bpf {
 namespace {
@@ -20,28 +22,6 @@ namespace {
 absl::Status Refuse(const std::string& path, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("bpf_config.btf_path ", path, ": ", why));
 }
-
-// Closes an fd when it goes out of scope, unless released.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { Reset(-1); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void Reset(int fd) {
-    if (fd_ >= 0) close(fd_);
-    fd_ = fd;
-  }
-  int Release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 // Why `st`, of `shown` (a directory on the path, or "the file"), is not
 // one only root can change; "" when it is.
@@ -70,18 +50,6 @@ std::string OpenFailure(int dir, const std::string& name, const std::string& sho
   return absl::StrCat(shown, ": ", std::strerror(err));
 }
 
-bool WriteAll(int fd, const void* data, size_t size) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // A memfd nobody else has.
 absl::StatusOr<int> NewMemfd(const std::string& path) {
   const int fd = memfd_create("ringside-btf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -105,7 +73,7 @@ absl::StatusOr<int> OpenRootOnly(const std::string& path) {
   if (path.empty() || path[0] != '/') return Refuse(path, "not an absolute path");
   std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
   if (parts.empty()) return Refuse(path, "names a directory, not a file");
-  Fd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  base::ScopedFd dir(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() < 0) return Refuse(path, absl::StrCat("/: ", std::strerror(errno)));
   std::string shown = "/";
   struct stat st;
@@ -125,7 +93,7 @@ absl::StatusOr<int> OpenRootOnly(const std::string& path) {
                     OpenFailure(dir.get(), name, last ? "the file" : next_shown, last, errno));
     }
     if (last) {
-      Fd looked_at(fd);
+      base::ScopedFd looked_at(fd);
       // O_PATH with O_NOFOLLOW opens a symbolic link itself.
       if (fstat(fd, &st) != 0) return Refuse(path, strerror(errno));
       if (S_ISLNK(st.st_mode))
@@ -138,7 +106,8 @@ absl::StatusOr<int> OpenRootOnly(const std::string& path) {
       }
       // The directory is root's alone, so the name still holds what was
       // checked; the inode is compared all the same.
-      Fd file(openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      base::ScopedFd file(
+          openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
       struct stat opened;
       if (file.get() < 0) {
         return Refuse(path, OpenFailure(dir.get(), name, "the file", true, errno));
@@ -147,9 +116,9 @@ absl::StatusOr<int> OpenRootOnly(const std::string& path) {
           opened.st_ino != st.st_ino) {
         return Refuse(path, "the file changed while it was opened");
       }
-      return file.Release();
+      return file.release();
     }
-    dir.Reset(fd);
+    dir.reset(fd);
     shown = next_shown;
   }
 }
@@ -159,7 +128,7 @@ absl::StatusOr<int> OpenRootOnly(const std::string& path) {
 absl::StatusOr<std::unique_ptr<BtfFile>> BtfFile::Open(const std::string& path) {
   absl::StatusOr<int> fd = OpenRootOnly(path);
   if (!fd.ok()) return fd.status();
-  Fd file(*fd);
+  base::ScopedFd file(*fd);
   // The file is read once, here, through the descriptor checked above (only
   // root can change it: it and its directories are root's alone);
   // everything after reads the sealed copy of its BTF. libbpf parses files
@@ -200,12 +169,14 @@ absl::StatusOr<std::unique_ptr<BtfFile>> BtfFile::Open(const std::string& path) 
   if (raw.empty()) return Refuse(path, "libbpf gave no raw BTF for it");
   absl::StatusOr<int> memfd = NewMemfd(path);
   if (!memfd.ok()) return memfd.status();
-  Fd copy(*memfd);
-  if (!WriteAll(copy.get(), raw.data(), raw.size()) || !Seal(copy.get())) {
+  base::ScopedFd copy(*memfd);
+  const base::IoResult written = base::WriteAll(copy.get(), raw);
+  if (!written.ok() || !Seal(copy.get())) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("bpf_config.btf_path ", path, ": copying its BTF: ", std::strerror(errno)));
+        absl::StrCat("bpf_config.btf_path ", path,
+                     ": copying its BTF: ", std::strerror(written.ok() ? errno : written.err)));
   }
-  out->copy_fd_ = copy.Release();
+  out->copy_fd_ = copy.release();
   out->copy_path_ = ProcPath(out->copy_fd_);
   return out;
 }

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/file_io.h"
 #include "bpf/btf_file.h"
 
 namespace ringside::bpf {
@@ -207,14 +208,8 @@ absl::StatusOr<KernelTracepoints> KernelTracepoints::Running() {
     munmap(mapped, size);
   } else {
     std::string bytes(size, '\0');
-    size_t done = 0;
-    while (done < size) {
-      const ssize_t n = read(fd, bytes.data() + done, size - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-    bytes.resize(done);
+    // What could be read: a short BTF fails to parse below.
+    bytes.resize(base::ReadFull(fd, bytes.data(), size).bytes);
     out = FromRawBtf(bytes);
   }
   close(fd);

@@ -21,6 +21,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/file_io.h"
+#include "base/scoped_fd.h"
+#include "base/status.h"
 
 namespace ringside::ftrace {
 namespace {
@@ -28,8 +31,11 @@ namespace {
 constexpr char kTracingMount[] = "/sys/kernel/tracing";
 constexpr char kDebugTracing[] = "/sys/kernel/debug/tracing";
 
-absl::Status ErrnoStatus(int err, const std::string& what) {
-  std::string message = absl::StrCat(what, ": ", std::strerror(err));
+// tracefs' own reading of an errno: a permission error names what tracefs
+// needs, and what absl has no better code for is kUnavailable (ENODEV: no
+// tracefs in this kernel), which the sources take as "no ftrace here".
+absl::Status TracefsError(int err, const std::string& what) {
+  std::string message = base::ErrnoMessage(err, what);
   switch (err) {
     case ENOENT:
       return absl::NotFoundError(message);
@@ -97,11 +103,7 @@ int OpenDirectory(const std::string& path) {
 }
 
 bool TryLock(int fd) {
-  int r;
-  do {
-    r = flock(fd, LOCK_EX | LOCK_NB);
-  } while (r != 0 && errno == EINTR);
-  return r == 0;
+  return base::RetryOnEintr([&] { return flock(fd, LOCK_EX | LOCK_NB); }) == 0;
 }
 
 // Stops an instance nobody owns (it may be tracing still) and removes it.
@@ -170,7 +172,7 @@ absl::StatusOr<Tracefs> Tracefs::Open() {
           absl::StrCat("tracefs is not mounted and mounting it at ", kTracingMount,
                        " was refused: it needs CAP_SYS_ADMIN (run as root)"));
     }
-    return ErrnoStatus(err, absl::StrCat("mounting tracefs at ", kTracingMount));
+    return TracefsError(err, absl::StrCat("mounting tracefs at ", kTracingMount));
   }
   if (!IsTracefsRoot(kTracingMount)) {
     umount(kTracingMount);
@@ -182,7 +184,7 @@ absl::StatusOr<Tracefs> Tracefs::Open() {
 
 absl::Status Tracefs::Unmount() {
   if (!mounted_by_us_) return absl::OkStatus();
-  if (umount(root_.c_str()) != 0) return ErrnoStatus(errno, "unmounting " + root_);
+  if (umount(root_.c_str()) != 0) return TracefsError(errno, "unmounting " + root_);
   mounted_by_us_ = false;
   return absl::OkStatus();
 }
@@ -206,36 +208,27 @@ std::vector<std::string> Tracefs::GroupEvents(const std::string& group) const {
 
 absl::StatusOr<std::string> Tracefs::Read(const std::string& relative_path) const {
   const std::string path = root_ + "/" + relative_path;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "cannot open " + path);
+  const base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return TracefsError(errno, "cannot open " + path);
   std::string out;
   char buf[4096];
   for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      close(fd);
-      return ErrnoStatus(err, "cannot read " + path);
-    }
+    const ssize_t n = base::RetryOnEintr([&] { return read(fd.get(), buf, sizeof(buf)); });
+    if (n < 0) return TracefsError(errno, "cannot read " + path);
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
-  close(fd);
   return out;
 }
 
 absl::Status Tracefs::Write(const std::string& relative_path, const std::string& value) const {
   const std::string path = root_ + "/" + relative_path;
-  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC | O_TRUNC);
-  if (fd < 0) return ErrnoStatus(errno, "cannot open " + path);
-  ssize_t n;
-  do {
-    n = write(fd, value.data(), value.size());
-  } while (n < 0 && errno == EINTR);
+  const base::ScopedFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC | O_TRUNC));
+  if (!fd.valid()) return TracefsError(errno, "cannot open " + path);
+  // One write: a control file takes each write() as one command.
+  const ssize_t n = base::RetryOnEintr([&] { return write(fd.get(), value.data(), value.size()); });
   const int err = errno;
-  close(fd);
-  if (n < 0) return ErrnoStatus(err, absl::StrCat("writing '", value, "' to ", path));
+  if (n < 0) return TracefsError(err, absl::StrCat("writing '", value, "' to ", path));
   if (static_cast<size_t>(n) != value.size()) {
     return absl::UnavailableError(absl::StrCat("short write of '", value, "' to ", path));
   }
@@ -284,14 +277,14 @@ absl::StatusOr<std::unique_ptr<Instance>> Instance::Create(const Tracefs& tracef
     const std::string path = tracefs.root() + "/" + rel;
     if (mkdir(path.c_str(), 0700) != 0) {
       if (errno == EEXIST) continue;
-      return ErrnoStatus(errno, "cannot create ftrace instance " + path);
+      return TracefsError(errno, "cannot create ftrace instance " + path);
     }
     const int fd = OpenDirectory(path);
     if (fd < 0) {
       if (errno == ENOENT) continue;  // A stale check removed it already.
       const int err = errno;
       rmdir(path.c_str());
-      return ErrnoStatus(err, "cannot open ftrace instance " + path);
+      return TracefsError(err, "cannot open ftrace instance " + path);
     }
     // Held by a stale check that is removing it: take another name. Got it:
     // unless a stale check removed the directory before we locked it, it is
@@ -324,8 +317,8 @@ absl::Status Instance::Remove() {
   (void)SetTracingOn(false);
   (void)DisableAllEvents();
   if (rmdir(path().c_str()) != 0) {
-    return ErrnoStatus(errno,
-                       "cannot remove ftrace instance " + path() + " (is a reader still open?)");
+    return TracefsError(errno,
+                        "cannot remove ftrace instance " + path() + " (is a reader still open?)");
   }
   removed_ = true;
   // Only now: unlocked before the rmdir, it could be taken for stale.

@@ -26,6 +26,7 @@
 #include "agent/files/output_file.h"
 #include "agent/files/packet_compression.h"
 #include "agent/session/tracing_session.h"
+#include "base/file_io.h"
 #include "ftrace/tracefs.h"
 
 namespace ringside::agent {
@@ -104,10 +105,7 @@ pid_t Spawn(const std::vector<std::string>& args, int* exec_errno) {
   close(report[1]);
   int err = 0;
   // EOF (the pipe closed by a successful exec) or the child's errno.
-  ssize_t n;
-  do {
-    n = read(report[0], &err, sizeof(err));
-  } while (n < 0 && errno == EINTR);
+  const ssize_t n = base::RetryOnEintr([&] { return read(report[0], &err, sizeof(err)); });
   close(report[0]);
   if (pid < 0 || n == sizeof(err)) {
     *exec_errno = pid < 0 ? errno : err;

@@ -12,23 +12,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "agent/control/control_frame.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::agent {
 namespace {
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // Waits for `events` on `fd` until `deadline`; false when it passed.
 bool WaitFor(int fd, short events, absl::Time deadline) {
@@ -80,7 +67,7 @@ absl::StatusOr<control::Reply> CallAgent(const std::string& socket_path,
   }
   std::memcpy(addr.sun_path, socket_path.data(), socket_path.size());
 
-  Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  base::ScopedFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return absl::InternalError(absl::StrCat("socket(AF_UNIX): ", strerror(errno)));
   // A non-blocking unix connect() fails with EAGAIN while the agent's
   // backlog is full (it is busy): try again until the deadline.

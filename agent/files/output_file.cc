@@ -19,6 +19,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/file_io.h"
+#include "base/status.h"
 
 namespace ringside::agent {
 namespace {
@@ -40,10 +42,6 @@ constexpr KernelFs kKernelFilesystems[] = {
     {0x62656570, "configfs"},       {DEVPTS_SUPER_MAGIC, "devpts"},
 };
 
-std::string Errno(const std::string& what, int err) {
-  return absl::StrCat(what, ": ", std::strerror(err));
-}
-
 const char* TypeName(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISCHR(mode)) return "a character device";
@@ -60,21 +58,6 @@ std::string DirOf(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// Writes all of `data` at the file offset; 0, or the errno that stopped it
-// with `*written` bytes out.
-int WriteAll(int fd, const char* data, size_t size, size_t* written) {
-  *written = 0;
-  while (*written < size) {
-    const ssize_t n = write(fd, data + *written, size - *written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    *written += static_cast<size_t>(n);
-  }
-  return 0;
-}
-
 // The final path is a new name, or a regular file, in a directory we may
 // write, on a filesystem that stores files.
 absl::Status CheckDirectory(const std::string& shown, const std::string& final_path) {
@@ -82,7 +65,7 @@ absl::Status CheckDirectory(const std::string& shown, const std::string& final_p
   struct stat st;
   if (stat(dir.c_str(), &st) != 0) {
     return absl::FailedPreconditionError(
-        Errno(absl::StrCat("cannot write ", shown, ": ", dir), errno));
+        base::ErrnoMessage(errno, absl::StrCat("cannot write ", shown, ": ", dir)));
   }
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(
@@ -100,7 +83,7 @@ absl::Status CheckDirectory(const std::string& shown, const std::string& final_p
   }
   if (access(dir.c_str(), W_OK) != 0) {
     return absl::PermissionDeniedError(
-        Errno(absl::StrCat("cannot write ", shown, ": ", dir), errno));
+        base::ErrnoMessage(errno, absl::StrCat("cannot write ", shown, ": ", dir)));
   }
   const size_t slash = final_path.rfind('/');
   const size_t base =
@@ -153,7 +136,8 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) {
     if (errno != ENOENT) {
-      return absl::FailedPreconditionError(Errno(absl::StrCat("cannot write ", path), errno));
+      return absl::FailedPreconditionError(
+          base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
     }
   } else {
     if (S_ISLNK(st.st_mode)) {
@@ -187,9 +171,9 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
             absl::StrCat("cannot write ", path, ": the symlink changed while it was checked"));
       }
       if (target < 0) {
-        return absl::FailedPreconditionError(
-            Errno(absl::StrCat("cannot write ", path, ": it is a symlink that cannot be followed"),
-                  errno));
+        return absl::FailedPreconditionError(base::ErrnoMessage(
+            errno,
+            absl::StrCat("cannot write ", path, ": it is a symlink that cannot be followed")));
       }
       const int fstat_ok = fstat(target, &st);
       std::vector<char> buf(PATH_MAX + 1);
@@ -197,7 +181,8 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
           readlink(absl::StrCat("/proc/self/fd/", target).c_str(), buf.data(), buf.size() - 1);
       close(target);
       if (fstat_ok != 0) {
-        return absl::FailedPreconditionError(Errno(absl::StrCat("cannot write ", path), errno));
+        return absl::FailedPreconditionError(
+            base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
       }
       if (S_ISREG(st.st_mode)) {
         if (n <= 0 || buf[0] != '/') {
@@ -212,9 +197,9 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
       // error now rather than a recording that blocks at the end.
       const int fd = open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
       if (fd < 0) {
-        return absl::FailedPreconditionError(Errno(
-            absl::StrCat("cannot write ", path, errno == ENXIO ? ": the FIFO has no reader" : ""),
-            errno));
+        return absl::FailedPreconditionError(base::ErrnoMessage(
+            errno,
+            absl::StrCat("cannot write ", path, errno == ENXIO ? ": the FIFO has no reader" : "")));
       }
       fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
       out->fd_ = fd;
@@ -236,7 +221,8 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
     const int fd =
         open(final_path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     if (fd < 0) {
-      return absl::PermissionDeniedError(Errno(absl::StrCat("cannot write ", path), errno));
+      return absl::PermissionDeniedError(
+          base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
     }
     out->fd_ = fd;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -245,7 +231,8 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (ftruncate(fd, 0) != 0) {
-      return absl::PermissionDeniedError(Errno(absl::StrCat("cannot write ", path), errno));
+      return absl::PermissionDeniedError(
+          base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
     }
     return out;
   }
@@ -253,9 +240,9 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
   std::string temp = DirOf(final_path) + "/.ringside-XXXXXX";
   const int fd = mkostemp(temp.data(), O_CLOEXEC);  // 0600.
   if (fd < 0) {
-    return absl::PermissionDeniedError(Errno(
-        absl::StrCat("cannot write ", path, ": creating a temporary file in ", DirOf(final_path)),
-        errno));
+    return absl::PermissionDeniedError(base::ErrnoMessage(
+        errno,
+        absl::StrCat("cannot write ", path, ": creating a temporary file in ", DirOf(final_path))));
   }
   out->fd_ = fd;
   out->temp_path_ = temp;
@@ -289,7 +276,8 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateWholeIn(
   out->final_path_ = name;
   out->dir_fd_ = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
   if (out->dir_fd_ < 0) {
-    return absl::UnavailableError(Errno(absl::StrCat("cannot write ", display_name), errno));
+    return absl::UnavailableError(
+        base::ErrnoMessage(errno, absl::StrCat("cannot write ", display_name)));
   }
   TemporaryFile temp;
   if (const int err = CreateTemporaryIn(out->dir_fd_, 0600, &temp); err != 0) {
@@ -297,8 +285,8 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateWholeIn(
       return absl::UnavailableError(
           absl::StrCat("cannot write ", display_name, ": no free temporary name beside it"));
     }
-    const std::string message = Errno(
-        absl::StrCat("cannot write ", display_name, ": creating a temporary file beside it"), err);
+    const std::string message = base::ErrnoMessage(
+        err, absl::StrCat("cannot write ", display_name, ": creating a temporary file beside it"));
     if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
     return absl::PermissionDeniedError(message);
   }
@@ -335,7 +323,8 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateNew(int dir_fd,
   const int fd =
       openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) {
-    const std::string message = Errno(absl::StrCat("cannot create ", display_name), errno);
+    const std::string message =
+        base::ErrnoMessage(errno, absl::StrCat("cannot create ", display_name));
     if (errno == EEXIST) return absl::AlreadyExistsError(message);
     if (errno == ENOSPC || errno == EDQUOT) return absl::ResourceExhaustedError(message);
     return absl::UnavailableError(message);
@@ -401,13 +390,14 @@ OutputFile::~OutputFile() {
 
 absl::Status OutputFile::Write(absl::string_view bytes) {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(display_name_, " is finished"));
-  size_t written = 0;
-  if (const int err = WriteAll(fd_, bytes.data(), bytes.size(), &written); err != 0) {
+  if (const base::IoResult r = base::WriteAll(fd_, bytes); !r.ok()) {
+    const int err = r.err;
+    const size_t written = r.bytes;
     if (written > 0) {
       if (is_stream_) {
         bytes_written_ += written;
-        return absl::DataLossError(
-            Errno(absl::StrCat("writing ", display_name_, " (a packet was cut short)"), err));
+        return absl::DataLossError(base::ErrnoMessage(
+            err, absl::StrCat("writing ", display_name_, " (a packet was cut short)")));
       }
       // A short write left part of a packet: cut back to the last whole one.
       const off_t whole = static_cast<off_t>(bytes_written_);
@@ -417,7 +407,8 @@ absl::Status OutputFile::Write(absl::string_view bytes) {
                          "; cutting it back to its last whole packet: ", std::strerror(errno)));
       }
     }
-    return absl::ResourceExhaustedError(Errno(absl::StrCat("writing ", display_name_), err));
+    return absl::ResourceExhaustedError(
+        base::ErrnoMessage(err, absl::StrCat("writing ", display_name_)));
   }
   bytes_written_ += bytes.size();
   return absl::OkStatus();
@@ -431,7 +422,7 @@ absl::Status OutputFile::ShareWithGroup(gid_t gid) {
   }
   if (fchown(fd_, static_cast<uid_t>(-1), gid) != 0 || fchmod(fd_, 0640) != 0) {
     return absl::PermissionDeniedError(
-        Errno(absl::StrCat("giving ", display_name_, " to group ", gid), errno));
+        base::ErrnoMessage(errno, absl::StrCat("giving ", display_name_, " to group ", gid)));
   }
   return absl::OkStatus();
 }
@@ -440,13 +431,14 @@ absl::Status OutputFile::Finish() {
   if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(display_name_, " is finished"));
   if (mode_ == Mode::kStreaming || is_stream_) {
     if (!is_stream_ && fsync(fd_) != 0) {
-      return absl::UnavailableError(Errno(absl::StrCat("flushing ", display_name_), errno));
+      return absl::UnavailableError(
+          base::ErrnoMessage(errno, absl::StrCat("flushing ", display_name_)));
     }
     return absl::OkStatus();
   }
   // What fallocate reserved beyond the trace goes.
   if (ftruncate(fd_, static_cast<off_t>(bytes_written_)) != 0 || fsync(fd_) != 0) {
-    return absl::UnavailableError(Errno(absl::StrCat("flushing ", temp_path_), errno));
+    return absl::UnavailableError(base::ErrnoMessage(errno, absl::StrCat("flushing ", temp_path_)));
   }
   close(fd_);
   fd_ = -1;
@@ -461,9 +453,9 @@ absl::Status OutputFile::Finish() {
   }
   if (rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
     const std::string kept = std::exchange(temp_path_, "");
-    return absl::UnavailableError(
-        Errno(absl::StrCat("renaming ", kept, " to ", final_path_, " (the trace is in ", kept, ")"),
-              errno));
+    return absl::UnavailableError(base::ErrnoMessage(
+        errno,
+        absl::StrCat("renaming ", kept, " to ", final_path_, " (the trace is in ", kept, ")")));
   }
   temp_path_.clear();
   // The rename itself survives a crash only once the directory is synced.
@@ -499,9 +491,9 @@ absl::Status OutputFile::CommitInDirectory() {
   if (err != 0) {
     temp_path_.clear();  // Kept: it holds the trace.
     const std::string kept = absl::StrCat(dir, "/", temp);
-    return absl::UnavailableError(Errno(
-        absl::StrCat("renaming ", kept, " to ", display_name_, " (the trace is in ", kept, ")"),
-        err));
+    return absl::UnavailableError(base::ErrnoMessage(
+        err,
+        absl::StrCat("renaming ", kept, " to ", display_name_, " (the trace is in ", kept, ")")));
   }
   temp_path_.clear();
   if (final_path_ != wanted) display_name_ = absl::StrCat(dir, "/", final_path_);

@@ -14,12 +14,16 @@
 #include "absl/strings/str_cat.h"
 #include "agent/files/json_text.h"
 #include "agent/files/trace_inspector.h"
+#include "base/file_io.h"
+#include "base/status.h"
 
 namespace ringside::agent {
 namespace {
 
-absl::Status Errno(absl::string_view what) {
-  return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+// Every failure here is kUnavailable: the writer counts kNotFound as a
+// trace that went away, which only WriteSidecar's open of the trace says.
+absl::Status SidecarFailure(absl::string_view what) {
+  return absl::UnavailableError(base::ErrnoMessage(errno, what));
 }
 
 // Writes `text` to a new file `name` in `dir_fd` (O_EXCL, never through a
@@ -28,22 +32,18 @@ absl::Status WriteNew(int dir_fd, const std::string& name, const std::string& di
                       const std::string& text, std::optional<gid_t> group) {
   const int fd =
       openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Errno(absl::StrCat("creating ", display));
+  if (fd < 0) return SidecarFailure(absl::StrCat("creating ", display));
   absl::Status st;
   if (group.has_value() &&
       (fchown(fd, static_cast<uid_t>(-1), *group) != 0 || fchmod(fd, 0640) != 0)) {
-    st = Errno(absl::StrCat("giving ", display, " to its group"));
+    st = SidecarFailure(absl::StrCat("giving ", display, " to its group"));
   }
-  for (size_t done = 0; st.ok() && done < text.size();) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      st = Errno(absl::StrCat("writing ", display));
-      break;
+  if (st.ok()) {
+    if (const base::IoResult w = base::WriteAll(fd, text); !w.ok()) {
+      st = absl::UnavailableError(base::ErrnoMessage(w.err, absl::StrCat("writing ", display)));
     }
-    done += static_cast<size_t>(n);
   }
-  if (st.ok() && fsync(fd) != 0) st = Errno(absl::StrCat("syncing ", display));
+  if (st.ok() && fsync(fd) != 0) st = SidecarFailure(absl::StrCat("syncing ", display));
   close(fd);
   if (!st.ok()) unlinkat(dir_fd, name.c_str(), 0);
   return st;
@@ -72,7 +72,7 @@ absl::StatusOr<TraceSummary> WriteSidecar(const OutputDir& dir, const std::strin
   if (fd < 0 && errno == ENOENT) {
     return absl::NotFoundError(absl::StrCat("sidecar of ", display, ": the trace is gone"));
   }
-  if (fd < 0) return Errno(absl::StrCat("sidecar of ", display));
+  if (fd < 0) return SidecarFailure(absl::StrCat("sidecar of ", display));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
     close(fd);
@@ -114,7 +114,7 @@ absl::StatusOr<TraceSummary> WriteSidecar(const OutputDir& dir, const std::strin
     if (renameat2(dir.fd(), temp_name.c_str(), dir.fd(), final_name.c_str(), RENAME_NOREPLACE) !=
         0) {
       const absl::Status s =
-          Errno(absl::StrCat("renaming ", dir.Join(temp_name), " to ", final_name));
+          SidecarFailure(absl::StrCat("renaming ", dir.Join(temp_name), " to ", final_name));
       unlinkat(dir.fd(), temp_name.c_str(), 0);
       return s;
     }

@@ -15,6 +15,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/files/private_directory.h"
+#include "base/file_io.h"
+#include "base/status.h"
 
 namespace ringside::agent {
 namespace {
@@ -167,17 +169,6 @@ std::string HeldByMessage(const std::string& path, const absl::StatusOr<std::str
                       ")");
 }
 
-absl::Status WriteAll(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = pwrite(fd, data.data() + done, data.size() - done, done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::ErrnoToStatus(errno, "write");
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 std::optional<AgentLock::Holder> ParseLockHolder(absl::string_view contents) {
@@ -255,8 +246,8 @@ absl::StatusOr<std::unique_ptr<AgentLock>> AgentLock::Take(
   if (ftruncate(lock->fd_, 0) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot truncate ", lock->path_));
   }
-  if (absl::Status written = WriteAll(lock->fd_, contents); !written.ok()) {
-    return absl::Status(written.code(), absl::StrCat(lock->path_, ": ", written.message()));
+  if (const base::IoResult w = base::WriteAllAt(lock->fd_, contents, 0); !w.ok()) {
+    return base::ErrnoToStatus(w.err, absl::StrCat(lock->path_, ": write"));
   }
   if (fsync(lock->fd_) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot fsync ", lock->path_));

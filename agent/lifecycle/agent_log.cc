@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/file_io.h"
 
 namespace ringside::agent {
 namespace {
@@ -77,15 +78,9 @@ std::string AgentLog::Format(LogLevel level, absl::string_view message, absl::Ti
 }
 
 void AgentLog::WriteLocked(const std::string& lines) {
-  size_t done = 0;
-  while (done < lines.size()) {
-    const ssize_t n = write(fd_, lines.data() + done, lines.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    // Nowhere to report a log that cannot be written (EPIPE, EAGAIN on a
-    // non-blocking stderr, a full disk): drop the rest of it.
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
+  // Nowhere to report a log that cannot be written (EPIPE, EAGAIN on a
+  // non-blocking stderr, a full disk): the rest of it is dropped.
+  (void)base::WriteAll(fd_, lines);
 }
 
 void AgentLog::Log(LogLevel level, absl::string_view message) {

@@ -15,14 +15,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/files/output_file.h"
+#include "base/file_io.h"
+#include "base/status.h"
 
 namespace ringside::agent {
 namespace {
-
-absl::Status Errno(const std::string& what) {
-  const int err = errno;
-  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err)));
-}
 
 // Who besides the agent (and root) may write the directory `st`, or "":
 // "every user", "group 100", "its owner, uid 1000".
@@ -42,7 +39,8 @@ absl::StatusOr<std::unique_ptr<MetricsTextfile>> MetricsTextfile::Start(Options 
   std::unique_ptr<MetricsTextfile> m(new MetricsTextfile(std::move(options)));
   m->dir_fd_ = open(m->options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (m->dir_fd_ < 0) {
-    return Errno(absl::StrCat("metrics_textfile: opening the directory ", m->options_.dir));
+    return base::ErrnoStatus(
+        absl::StrCat("metrics_textfile: opening the directory ", m->options_.dir));
   }
   // The agent writes there as root; others who may write there too can put
   // series of their own beside ringside's, or plant names under it (which
@@ -115,29 +113,22 @@ absl::Status MetricsTextfile::Write(const std::string& text) {
   TemporaryFile temp;
   if (const int err = CreateTemporaryIn(dir_fd_, 0644, &temp); err != 0) {
     errno = err;
-    return Errno(absl::StrCat(where, "a temporary file"));
+    return base::ErrnoStatus(absl::StrCat(where, "a temporary file"));
   }
   const int fd = temp.fd;
   const std::string temp_name = absl::StrCat(where, temp.name);
   // node_exporter reads it as its own user, whatever the agent's umask.
   fchmod(fd, 0644);
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;  // write() of a regular file makes progress or fails.
-      const absl::Status e = Errno(temp_name);
-      close(fd);
-      unlinkat(dir_fd_, temp.name.c_str(), 0);
-      return e;
-    }
-    done += static_cast<size_t>(n);
+  if (const base::IoResult w = base::WriteAll(fd, text); !w.ok()) {
+    const absl::Status e = base::ErrnoToStatus(w.err, temp_name);
+    close(fd);
+    unlinkat(dir_fd_, temp.name.c_str(), 0);
+    return e;
   }
   struct stat st;
   const bool stated = fstat(fd, &st) == 0;
   if (!stated) {
-    const absl::Status e = Errno(temp_name);
+    const absl::Status e = base::ErrnoStatus(temp_name);
     close(fd);
     unlinkat(dir_fd_, temp.name.c_str(), 0);
     return e;
@@ -145,14 +136,14 @@ absl::Status MetricsTextfile::Write(const std::string& text) {
   // Renamed while still open (and so locked): a clean-up never takes it
   // for one a dead writer left.
   if (renameat(dir_fd_, temp.name.c_str(), dir_fd_, kFileName) != 0) {
-    const absl::Status e = Errno(absl::StrCat(temp_name, " renamed to ", kFileName));
+    const absl::Status e = base::ErrnoStatus(absl::StrCat(temp_name, " renamed to ", kFileName));
     close(fd);
     unlinkat(dir_fd_, temp.name.c_str(), 0);
     return e;
   }
   written_ino_ = st.st_ino;
   written_dev_ = st.st_dev;
-  if (close(fd) != 0) return Errno(absl::StrCat(where, kFileName));
+  if (close(fd) != 0) return base::ErrnoStatus(absl::StrCat(where, kFileName));
   return absl::OkStatus();
 }
 
