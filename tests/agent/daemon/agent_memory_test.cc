@@ -65,8 +65,11 @@ TEST(AgentMemoryTest, TheProportionalSizeCountsPagesMappedTwiceOnce) {
   munmap(a, kSize);
   munmap(b, kSize);
   close(fd);
+  // Once, not twice: halfway between is the line. (Not kSize plus a tenth:
+  // under ASan the memset's check of the range faults in its shadow, an
+  // eighth of kSize more, and the test failed there by 0.8 MB.)
   EXPECT_GE(after.proportional_bytes, before.proportional_bytes + kSize * 9 / 10);
-  EXPECT_LE(after.proportional_bytes, before.proportional_bytes + kSize * 11 / 10);
+  EXPECT_LT(after.proportional_bytes, before.proportional_bytes + kSize * 3 / 2);
   if (after.cgroup.empty()) GTEST_SKIP() << "no memory cgroup (v2 or v1) to read";
   EXPECT_GT(after.cgroup_bytes, 0u);
 }
