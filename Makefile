@@ -5,6 +5,8 @@
 #   make test       build and run every test; exits non-zero on any failure
 #   make test-long  the same, with the slowest scenarios at their full size
 #   make check-layers  the include layers of tools/layers.txt (part of test)
+#   make check-docs  the docs' links, subcommands, thread and mutex counts
+#                   against the tree and the code (part of test)
 #   make flake-check  the real-kernel tests 10 times beside a load
 #   make asan       the same tests under AddressSanitizer + UBSan, in build/asan
 #   make deps       install the Debian packages the build needs (idempotent)
@@ -168,7 +170,7 @@ ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests check-layers test-long flake-check test-kernels run-test-kernels asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+.PHONY: all test run-tests check-layers check-docs test-long flake-check test-kernels run-test-kernels asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
   uninstall clean format
 
 all: $(BIN) $(LIBS)
@@ -266,7 +268,7 @@ test: deps
 
 # The benchmarks are built too, not run: a change that breaks one (a test
 # helper they link, say) shows here, not at the next `make bench`.
-run-tests: check-layers $(BIN) $(TEST_BINS) $(BENCH_BINS)
+run-tests: check-layers check-docs $(BIN) $(TEST_BINS) $(BENCH_BINS)
 	@tools/run_tests.sh $(TEST_BINS)
 
 # The include layers of tools/layers.txt (issue 53): a production file that
@@ -278,6 +280,17 @@ check-layers:
 	@python3 tools/check_layers.py --table tools/layers.txt --doc docs/design/architecture.md
 	@out=$$(python3 tests/tools/check_layers_test.py 2>&1) || { echo "$$out"; exit 1; }; \
 	  echo "check_layers_test: $$(echo "$$out" | grep '^Ran ')"
+
+# The facts the docs repeat from the tree and the code (issue 53): every
+# relative link of a *.md resolves inside the repository; the subcommand lists
+# (--help, architecture.md, development.md) are main.cc's kCommands; the
+# threads and mutexes of docs/design/threading.md are those the production
+# code declares, counted right, and no other page repeats the counts. Then
+# the checker's own tests. About a second.
+check-docs:
+	@python3 tools/check_docs.py
+	@out=$$(python3 tests/tools/check_docs_test.py 2>&1) || { echo "$$out"; exit 1; }; \
+	  echo "check_docs_test: $$(echo "$$out" | grep '^Ran ')"
 
 # `make test` with the slowest end-to-end scenarios at their full size (the
 # kill loops' 20 kills, the durable buffer's 2 MiB ring and 5,000 processes);
