@@ -16,14 +16,10 @@
 #include "absl/strings/str_join.h"
 #include "agent/config/config_validation.h"
 #include "agent/config/defaults.h"
-#include "bpf/common_events.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
 namespace ringside::agent {
-
-static_assert(kMaxFilterTgids == RS_MAX_FILTER_TGIDS);
-static_assert(kMaxCgroupFilterValues == RS_MAX_FILTER_CGROUPS);
 
 namespace {
 

@@ -29,7 +29,8 @@ inline constexpr uint32_t kMaxTriggerStopDelayMs = 600'000;
 // trigger_config.triggers.cooldown_ms: a day; a longer pause is
 // max_per_24_h: 1.
 inline constexpr uint32_t kMaxTriggerCooldownMs = 86'400'000;
-// The BPF programs' tgid filter table (RS_MAX_FILTER_TGIDS).
+// The BPF programs' tgid filter table (RS_MAX_FILTER_TGIDS; the BPF source
+// asserts that the two agree).
 inline constexpr int kMaxFilterTgids = 16;
 // A trigger's name travels in control requests, file names and the trace:
 // short, and of characters that need no quoting anywhere.
