@@ -132,7 +132,9 @@ class CheckLayersTest(unittest.TestCase):
         self.assertNotIn("include cycle", out)
 
     def test_stale_allowlist_entry_fails(self):
-        self.edit("agent/config/defaults.cc", '#include "buffer/chunk_abi.h"\n', "")
+        self.edit("tools/layers.txt", "\n# cycle A -> B",
+                  "\nallow agent/config/defaults.cc -> buffer/chunk_abi.h  # planted\n"
+                  "# cycle A -> B")
         self.assertFailsWith("allows agent/config/defaults.cc -> buffer/chunk_abi.h, "
                              "which no longer breaks a rule: remove the line")
 
