@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/base/version.h"
+#include "agent/config/config_limits.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/config_reload.h"
 #include "agent/config/defaults.h"

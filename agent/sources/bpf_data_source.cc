@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "agent/config/config_loader.h"
+#include "agent/config/config_limits.h"
 #include "bpf/common_events.h"
 #include "bpf/event_types.h"
 #include "bpf/records.h"
@@ -13,7 +13,7 @@
 namespace ringside::agent {
 
 // The config refuses more filter values than the BPF programs' tables hold
-// (config_loader.h's limits): the two must agree, checked here, where both
+// (config_limits.h): the two must agree, checked here, where both
 // are seen.
 static_assert(kMaxFilterTgids == RS_MAX_FILTER_TGIDS);
 static_assert(kMaxCgroupFilterValues == RS_MAX_FILTER_CGROUPS);
