@@ -16,8 +16,7 @@ generated skeletons and vmlinux.h) and counts the generated protobuf headers
     the folders that line lists;
   - no two files include each other, directly or through others (a file
     cycle), and no two units do (a unit is a header and its sources:
-    config_loader.cc includes config_validation.h, which includes
-    config_loader.h);
+    a.cc includes b.h, which includes a.h);
   - every exception the table's allowlist names still occurs (the list only
     shrinks);
   - with --doc, the levels architecture.md lists under "Inside `agent/`"

@@ -9,36 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "bpf/event_types.h"
-#include "ftrace/event_format.h"
-#include "ftrace/tracefs.h"
+#include "agent/sources/event_catalog.h"
 
 namespace ringside::agent {
 namespace {
-
-// The linux.bpf program groups: what `bpf_config` switches on, and what
-// each emits (from bpf::kEventTypes).
-struct BpfGroup {
-  const char* name;  // As listed and matched: "bpf:<group>".
-  const char* config;
-  bpf::Group group;
-};
-constexpr BpfGroup kBpfGroups[] = {
-    {"bpf:sched", "bpf_config { sched: true }", bpf::Group::kSched},
-    {"bpf:process", "bpf_config { process: true }", bpf::Group::kProcess},
-    {"bpf:incidents", "bpf_config { incidents: true }", bpf::Group::kIncidents},
-};
-
-// "sched_switch (prev_state as the tracepoint reports it), sched_waking, ..."
-std::string Emits(bpf::Group group) {
-  std::string out;
-  for (const bpf::EventType& e : bpf::kEventTypes) {
-    if (e.group != group) continue;
-    absl::StrAppend(&out, out.empty() ? "" : ", ", e.name, *e.note ? " (" : "", e.note,
-                    *e.note ? ")" : "");
-  }
-  return out;
-}
 
 bool Matches(const std::string& pattern, const std::string& name) {
   return pattern.empty() || fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
@@ -73,19 +47,19 @@ int RunListCommand(const ParsedArgs& args) {
   // The BPF groups are named like events but -e does not take them: they
   // are set apart under a heading that says where they are turned on.
   int shown = 0;
-  for (const BpfGroup& g : kBpfGroups) {
+  for (const BpfGroupListing& g : BpfGroupListings()) {
     if (!Matches(pattern, g.name)) continue;
     if (shown++ == 0) {
       std::printf(
           "BPF program groups (not -e events: a config's linux.bpf data source turns them on\n"
           "in bpf_config, docs/config.md; 'ringside record' with no -c has them all):\n");
     }
-    std::printf("  %-16s [BPF, %s] %s\n", g.name, g.config, Emits(g.group).c_str());
+    std::printf("  %-16s [BPF, %s] %s\n", g.name, g.config, g.emits.c_str());
   }
   const int bpf_shown = shown;
-  absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();
+  absl::StatusOr<FtraceEventCatalog> catalog = FtraceEventCatalog::Open();
   absl::StatusOr<std::string> available =
-      tracefs.ok() ? tracefs->Read("available_events") : tracefs.status();
+      catalog.ok() ? catalog->AvailableEvents() : catalog.status();
   if (!available.ok()) {
     std::fprintf(stderr, "ringside list: cannot list the kernel's ftrace events: %s\n",
                  std::string(available.status().message()).c_str());
@@ -105,17 +79,12 @@ int RunListCommand(const ParsedArgs& args) {
     if (!verbose) continue;
     const size_t colon = e.find(':');
     const std::string group = e.substr(0, colon), name = e.substr(colon + 1);
-    absl::StatusOr<std::string> text =
-        tracefs->Read(absl::StrCat("events/", group, "/", name, "/format"));
-    absl::StatusOr<ftrace::EventFormat> format =
-        text.ok() ? ftrace::ParseEventFormat(group, *text) : text.status();
-    if (!format.ok()) {
-      std::printf("    (format unreadable: %s)\n", std::string(format.status().message()).c_str());
+    absl::StatusOr<std::vector<std::string>> fields = catalog->FieldDeclarations(group, name);
+    if (!fields.ok()) {
+      std::printf("    (format unreadable: %s)\n", std::string(fields.status().message()).c_str());
       continue;
     }
-    for (const ftrace::FieldFormat& f : format->fields) {
-      std::printf("    %s\n", f.declaration.c_str());
-    }
+    for (const std::string& f : *fields) std::printf("    %s\n", f.c_str());
   }
   if (shown == 0) {
     std::fprintf(stderr, "ringside list: no event matches '%s'\n", pattern.c_str());

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/base/version.h"
 #include "agent/cli/agent_command.h"
 #include "agent/cli/command_line.h"
 #include "agent/cli/inspect_command.h"
@@ -19,7 +20,6 @@
 #include "agent/cli/status_command.h"
 #include "agent/cli/stop_command.h"
 #include "agent/cli/trigger_command.h"
-#include "agent/version.h"
 #include "google/protobuf/stubs/logging.h"
 
 namespace {
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     return ringside::agent::kExitOk;
   }
   if (name == "--version" || name == "version") {
-    std::printf("ringside %s\n", ringside::kVersion);
+    std::printf("ringside %s\n", ringside::agent::kVersion);
     return ringside::agent::kExitOk;
   }
   if (name == "help") {

@@ -27,7 +27,6 @@
 #include "agent/files/packet_compression.h"
 #include "agent/session/tracing_session.h"
 #include "base/file_io.h"
-#include "ftrace/tracefs.h"
 
 namespace ringside::agent {
 namespace {

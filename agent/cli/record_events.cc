@@ -5,8 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "bpf/event_source.h"
-#include "ftrace/tracefs.h"
+#include "agent/sources/event_catalog.h"
 
 namespace ringside::agent {
 
@@ -62,10 +61,7 @@ absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg, std::st
   const bool bpf_records_it =
       std::any_of(cfg->data_sources().begin(), cfg->data_sources().end(), [&](const auto& ds) {
         if (ds.config().name() != "linux.bpf") return false;
-        bpf::EventSource::Options groups;
-        groups.sched = ds.config().bpf_config().sched();
-        groups.process = ds.config().bpf_config().process();
-        const std::vector<std::string> recorded = bpf::EventSource::RecordedTracepoints(groups);
+        const std::vector<std::string> recorded = BpfRecordedTracepoints(ds.config().bpf_config());
         return std::find(recorded.begin(), recorded.end(), event) != recorded.end();
       });
   if (bpf_records_it && !filter.empty()) {
@@ -100,13 +96,13 @@ absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg, std::st
 absl::Status CheckEventsExist(const std::vector<std::string>& specs,
                               const std::vector<std::string>& events) {
   if (events.empty()) return absl::OkStatus();
-  absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();
-  if (!tracefs.ok()) return absl::OkStatus();
+  absl::StatusOr<FtraceEventCatalog> catalog = FtraceEventCatalog::Open();
+  if (!catalog.ok()) return absl::OkStatus();
   absl::Status status = absl::OkStatus();
   for (size_t i = 0; i < events.size() && status.ok(); i++) {
     const size_t slash = events[i].find('/');
     const std::string group = events[i].substr(0, slash), name = events[i].substr(slash + 1);
-    if (tracefs->Exists(absl::StrCat("events/", name == "*" ? group : events[i]))) continue;
+    if (catalog->Exists(name == "*" ? group : events[i])) continue;
     if (group == "bpf") {
       status = absl::InvalidArgumentError(absl::StrCat(
           "-e ", specs[i],
@@ -120,7 +116,7 @@ absl::Status CheckEventsExist(const std::vector<std::string>& specs,
     }
   }
   // The system as found: the recording mounts it again for itself.
-  if (tracefs->mounted_by_us()) (void)tracefs->Unmount();
+  catalog->UnmountIfMounted();
   return status;
 }
 

@@ -1,6 +1,5 @@
 #include "agent/config/config_loader.h"
 
-#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,19 +10,14 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/config/config_validation.h"
 #include "agent/config/defaults.h"
-#include "bpf/common_events.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
 namespace ringside::agent {
-
-static_assert(kMaxFilterTgids == RS_MAX_FILTER_TGIDS);
-static_assert(kMaxCgroupFilterValues == RS_MAX_FILTER_CGROUPS);
 
 namespace {
 
@@ -83,41 +77,6 @@ class ErrorCollector : public google::protobuf::io::ErrorCollector {
 
 }  // namespace
 
-const std::vector<std::string>& KnownDataSources() {
-  static const auto* known = new std::vector<std::string>{"linux.bpf", "linux.ftrace"};
-  return *known;
-}
-
-namespace {
-
-uint64_t MachineMemoryKb() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  while (in >> key >> kb) {
-    if (key == "MemTotal:") return kb;
-    in.ignore(1 << 10, '\n');
-  }
-  return 0;
-}
-
-}  // namespace
-
-absl::StatusOr<gid_t> ResolveGroup(const std::string& field, const std::string& name) {
-  uint32_t number = 0;
-  if (absl::SimpleAtoi(name, &number)) return static_cast<gid_t>(number);
-  std::vector<char> buf(16384);
-  group g;
-  group* found = nullptr;
-  const int err = getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found);
-  if (err != 0 || found == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, " '", name, "': no such group",
-                     err != 0 ? absl::StrCat(" (", std::strerror(err), ")") : ""));
-  }
-  return found->gr_gid;
-}
-
 absl::Status ValidateConfig(const config::TraceConfig& cfg, const std::string& file_name) {
   if (cfg.buffers_size() == 0) {
     return absl::InvalidArgumentError(
@@ -125,10 +84,6 @@ absl::Status ValidateConfig(const config::TraceConfig& cfg, const std::string& f
   }
   if (absl::Status st = CheckConfig(cfg, ThisMachine(), file_name, nullptr); !st.ok()) return st;
   return CheckEffectiveConfig(cfg, file_name);
-}
-
-MachineLimits ThisMachine() {
-  return {static_cast<int>(sysconf(_SC_NPROCESSORS_CONF)), MachineMemoryKb()};
 }
 
 absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,

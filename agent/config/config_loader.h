@@ -9,57 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/config/config_limits.h"
 #include "ringside/config/trace_config.pb.h"
 
 namespace ringside::agent {
-
-// Limits of config values, checked at parse time (docs/config.md names them).
-// TraceBuffer offsets are 32-bit.
-inline constexpr uint64_t kMinBufferSizeKb = 4;
-inline constexpr uint64_t kMaxBufferSizeKb = ((uint64_t{1} << 32) - 4096) / 1024;
-// A BPF ring's size is a power of two that fits the kernel's 32-bit
-// max_entries: 2 GiB.
-inline constexpr uint64_t kMaxBpfRingSizeKb = uint64_t{1} << 21;
-// Per CPU; beyond this the kernel's page allocation fails on any machine
-// that would want it.
-inline constexpr uint64_t kMaxFtraceBufferSizeKb = uint64_t{1} << 21;
-// trigger_config.triggers.stop_delay_ms: a snapshot this long after its
-// trigger; later, the buffers no longer hold the moment it was fired for.
-inline constexpr uint32_t kMaxTriggerStopDelayMs = 600'000;
-// trigger_config.triggers.cooldown_ms: a day; a longer pause is
-// max_per_24_h: 1.
-inline constexpr uint32_t kMaxTriggerCooldownMs = 86'400'000;
-// The BPF programs' tgid filter table (RS_MAX_FILTER_TGIDS).
-inline constexpr int kMaxFilterTgids = 16;
-// A trigger's name travels in control requests, file names and the trace:
-// short, and of characters that need no quoting anywhere.
-inline constexpr size_t kMaxTriggerNameBytes = 64;
-// Names the agent's own snapshot tally keeps for itself (TriggerTally's
-// rows: every `ringside snapshot`, SIGUSR1, and the row that takes names
-// past its table), and the prefix of a requested snapshot's file reason
-// (snapshot_retention.h): a trigger of one of these names would be counted,
-// or kept by retention, as something it is not.
-inline constexpr const char* kReservedTriggerNames[] = {"request", "signal", "other"};
-inline constexpr char kReservedTriggerNamePrefix[] = "request-";
-// max_per_hour and max_per_24_h: the agent keeps one timestamp per fire in
-// a window, so the limits bound its memory. Beyond a snapshot every 9 s
-// all day, a limit is no limit.
-inline constexpr uint32_t kMaxTriggerFiresPerWindow = 10000;
-// A trigger's incident filter: task names as the kernel keeps them
-// (TASK_COMM_LEN less its NUL).
-inline constexpr size_t kMaxCommBytes = 15;
-// A trigger's incident filter: cgroup paths, as the kernel's PATH_MAX allows.
-inline constexpr size_t kMaxCgroupPathBytes = 4095;
-// linux.bpf's filter_container_id: a container id or a prefix of one as
-// `docker ps` shortens them (12 hex digits) or longer.
-inline constexpr size_t kMinContainerIdPrefix = 12;
-inline constexpr size_t kContainerIdDigits = 64;
-// linux.bpf's filter_container_id and filter_cgroup_path together (each
-// names at least one of the filter's RS_MAX_FILTER_CGROUPS cgroups).
-inline constexpr int kMaxCgroupFilterValues = 256;
-
-// Data sources this build can run.
-const std::vector<std::string>& KnownDataSources();
 
 // Parses a config in protobuf text format. Errors name the file, line and
 // column, and what is wrong ("unknown field 'x'", a bad value, an unknown
@@ -68,13 +21,6 @@ const std::vector<std::string>& KnownDataSources();
 absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
                                                 const std::string& file_name);
 
-// What the per-CPU kernel buffers are checked against: together they may
-// take at most half of the machine's memory.
-struct MachineLimits {
-  int cpus = 1;
-  uint64_t memory_kb = 0;  // 0: unknown, not checked.
-};
-MachineLimits ThisMachine();
 // ParseConfig, against another machine's limits.
 absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
                                                 const std::string& file_name,
@@ -82,11 +28,6 @@ absl::StatusOr<config::TraceConfig> ParseConfig(const std::string& text,
 // kNotFound / kPermissionDenied / kInvalidArgument (a directory) naming
 // why the file cannot be read.
 absl::StatusOr<config::TraceConfig> LoadConfigFile(const std::string& path);
-
-// The group `name` names, for the config field `field` (control_group,
-// output_group): a number is taken as is; a name must exist on this
-// machine. kInvalidArgument naming the field and the group otherwise.
-absl::StatusOr<gid_t> ResolveGroup(const std::string& field, const std::string& name);
 
 // The checks ParseConfig makes, for a config changed after parsing (by
 // command-line flags), and those of the config as it runs

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "agent/config/config_loader.h"
+#include "agent/config/config_limits.h"
 #include "google/protobuf/text_format.h"
 #include "ringside/config/trace_config.pb.h"
 

@@ -7,8 +7,6 @@
 
 #include <bpf/libbpf.h>
 
-#include "buffer/chunk_abi.h"
-
 namespace ringside::agent {
 
 namespace {
@@ -37,6 +35,15 @@ FtraceShare FtraceShareOf(const config::TraceConfig& config) {
 
 StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, FtraceShare ftrace_share,
                                size_t chunk_size) {
+  StagingShares s = StagingSharesFor(budget_kb, cpus, ftrace_share);
+  const uint64_t n = static_cast<uint64_t>(std::max(cpus, 1));
+  const uint64_t pool_chunks = budget_kb * 1024 / 32 / std::max<size_t>(chunk_size, 1);
+  s.chunk_pool_chunks = static_cast<uint32_t>(std::min<uint64_t>(
+      std::max<uint64_t>(pool_chunks, 4 * n), std::numeric_limits<uint32_t>::max()));
+  return s;
+}
+
+StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, FtraceShare ftrace_share) {
   const uint64_t n = static_cast<uint64_t>(std::max(cpus, 1));
   const uint64_t page_kb =
       std::max<uint64_t>(1, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024);
@@ -52,9 +59,6 @@ StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, FtraceShare ftrace_
                                   beside_scheduling ? kMaxDefaultFtraceBufferSizeKb
                                                     : kMaxDefaultFtraceAloneBufferSizeKb) /
                             kBufferPageKb * kBufferPageKb);
-  const uint64_t pool_chunks = budget_kb * 1024 / 32 / std::max<size_t>(chunk_size, 1);
-  s.chunk_pool_chunks = static_cast<uint32_t>(std::min<uint64_t>(
-      std::max<uint64_t>(pool_chunks, 4 * n), std::numeric_limits<uint32_t>::max()));
   return s;
 }
 
@@ -73,8 +77,8 @@ void ApplyDefaults(config::TraceConfig* config, int cpus) {
     }
   }
   if (!config->has_staging_budget_kb()) config->set_staging_budget_kb(kDefaultStagingBudgetKb);
-  const StagingShares shares = StagingSharesFor(config->staging_budget_kb(), cpus,
-                                                FtraceShareOf(*config), buffer::kMinChunkSize);
+  const StagingShares shares =
+      StagingSharesFor(config->staging_budget_kb(), cpus, FtraceShareOf(*config));
   for (config::TraceConfig::DataSource& ds : *config->mutable_data_sources()) {
     config::DataSourceConfig* c = ds.mutable_config();
     if (c->name() == "linux.bpf") {

@@ -130,6 +130,12 @@ struct StagingShares {
 enum class FtraceShare { kBesideBpfScheduling, kBesideBpf, kAlone };
 StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, FtraceShare ftrace_share,
                                size_t chunk_size);
+// The same without the chunk pools (chunk_pool_chunks 0): the shares of the
+// kernel's staging, the BPF rings and the ftrace buffers, which is what
+// ApplyDefaults writes into the config. The pools are counted in chunks,
+// whose size is the writer's: the source that makes a pool passes it to
+// the form above.
+StagingShares StagingSharesFor(uint64_t budget_kb, int cpus, FtraceShare ftrace_share);
 // The share a config gives its ftrace sources.
 FtraceShare FtraceShareOf(const config::TraceConfig& config);
 // The CPUs the kernel may ever bring online (/sys/devices/system/cpu/

@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/base/version.h"
+#include "agent/config/config_limits.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/config_reload.h"
 #include "agent/config/defaults.h"
@@ -29,7 +31,6 @@
 #include "agent/files/packet_compression.h"
 #include "agent/lifecycle/privileges.h"
 #include "agent/snapshots/snapshot_retention.h"
-#include "agent/version.h"
 
 namespace ringside::agent {
 namespace {

@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "agent/base/version.h"
 #include "agent/daemon/agent_memory.h"
 #include "agent/snapshots/snapshot_retention.h"
-#include "agent/version.h"
 
 namespace ringside::agent {
 namespace {

@@ -3,7 +3,8 @@
 #include <cstdint>
 
 #include "agent/session/packet_events.h"
-#include "agent/session/service_packets.h"
+#include "agent/session/sequence_ids.h"
+#include "buffer/durable_store.h"
 #include "buffer/trace_packet.h"
 #include "buffer/wire_format.h"
 #include "ringside/trace/trace_packet.pb.h"

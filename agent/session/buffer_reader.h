@@ -21,7 +21,7 @@ namespace ringside::agent {
 // appended to a serialized message merge into it. Sequence ids are given
 // out per {producer, writer} in order of first appearance from
 // kFirstDataSequenceId on; the durable store's sequence is
-// kDescriptorSequenceId.
+// kDescriptorSequenceId (sequence_ids.h).
 //
 // Reading consumes what was read, so each call appends only what is new.
 // One reader per output: its ids are that file's. Not thread-safe.

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "agent/version.h"
+#include "agent/base/version.h"
 #include "buffer/trace_packet.h"
 
 namespace ringside::agent {

@@ -7,6 +7,7 @@
 
 #include "agent/session/buffer_reader.h"
 #include "agent/session/machine_identity.h"
+#include "agent/session/sequence_ids.h"
 #include "agent/sources/data_source.h"
 #include "agent/writer/producer_buffer.h"
 #include "buffer/durable_store.h"
@@ -30,12 +31,9 @@ namespace ringside::agent {
 // (the importer refuses one older than the last): the preamble's is the
 // session's start, the buffers' own come between.
 //
-// They go on sequence 1; the durable descriptors on 2; data sources get
-// 3, 4, ... Every packet carries the machine's id (MachineIdentity), these
-// from AppendServicePacket, the rest from BufferPacketReader.
-inline constexpr uint32_t kServiceSequenceId = 1;
-inline constexpr uint32_t kDescriptorSequenceId = 2;
-inline constexpr uint32_t kFirstDataSequenceId = 3;
+// They go on sequence kServiceSequenceId (sequence_ids.h). Every packet
+// carries the machine's id (MachineIdentity), these from
+// AppendServicePacket, the rest from BufferPacketReader.
 
 int64_t BoottimeNowNs();
 

@@ -399,7 +399,7 @@ absl::Status TracingSession::Stop() {
   }
   // Detached and their instances removed: leave tracefs as we found it.
   for (SourceSlot& slot : sources_.slots) slot.source.reset();
-  if (sources_.tracefs.has_value()) (void)sources_.tracefs->Unmount();
+  sources_.UnmountTracefs();
   state_.store(State::kStopped);
   return absl::OkStatus();
 }

@@ -25,7 +25,6 @@
 #include "agent/writer/trace_writer.h"
 #include "buffer/durable_store.h"
 #include "buffer/trace_buffer.h"
-#include "ftrace/tracefs.h"
 #include "ringside/config/trace_config.pb.h"
 #include "ringside/trace/trace_packet.pb.h"
 
@@ -202,9 +201,7 @@ class TracingSession {
   // tracefs was not mounted and could not be mounted in a mount namespace
   // of our own, so it was mounted for the whole system; Stop() unmounts it
   // (which needs CAP_SYS_ADMIN). Valid after Start().
-  bool mounted_tracefs_for_everyone() const {
-    return sources_.tracefs.has_value() && sources_.tracefs->mounted_by_us();
-  }
+  bool mounted_tracefs_for_everyone() const { return sources_.mounted_tracefs_for_everyone(); }
   // What went wrong (and right again) while recording, e.g. a full disk
   // under a streaming file, since the last call.
   std::vector<std::string> TakeNotices();

@@ -5,10 +5,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "agent/config/config_limits.h"
+#include "bpf/common_events.h"
 #include "bpf/event_types.h"
 #include "bpf/records.h"
 
 namespace ringside::agent {
+
+// The config refuses more filter values than the BPF programs' tables hold
+// (config_limits.h): the two must agree, checked here, where both
+// are seen.
+static_assert(kMaxFilterTgids == RS_MAX_FILTER_TGIDS);
+static_assert(kMaxCgroupFilterValues == RS_MAX_FILTER_CGROUPS);
 
 // sched_switch's prev_state of a task that exited: X (EXIT_DEAD), Z
 // (EXIT_ZOMBIE), as bpf/task_state.h reports them.

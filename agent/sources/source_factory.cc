@@ -252,11 +252,9 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
   const int cpus = PossibleCpus();
   const FtraceShare planned = FtraceShareOf(*ctx->config);
   if (!fallback.empty() && !ctx->bpf_rings && planned != FtraceShare::kAlone &&
-      fc.buffer_size_kb == StagingSharesFor(ctx->budget_kb(), cpus, planned, buffer::kMinChunkSize)
-                               .ftrace_buffer_kb) {
+      fc.buffer_size_kb == StagingSharesFor(ctx->budget_kb(), cpus, planned).ftrace_buffer_kb) {
     fc.buffer_size_kb =
-        StagingSharesFor(ctx->budget_kb(), cpus, FtraceShare::kAlone, buffer::kMinChunkSize)
-            .ftrace_buffer_kb;
+        StagingSharesFor(ctx->budget_kb(), cpus, FtraceShare::kAlone).ftrace_buffer_kb;
     ctx->Warn(absl::StrCat(c.name(),
                            ": its per-CPU buffers take the BPF rings' share of "
                            "staging_budget_kb as well: ",

@@ -32,7 +32,7 @@ struct BuiltSources {
   std::unique_ptr<CpuBudget> cpu_budget;
   std::vector<SourceSlot> slots;
   // Mounted for the ftrace sources when it was not mounted (unmounted at
-  // the end by the session).
+  // the end by the session: UnmountTracefs()).
   std::optional<ftrace::Tracefs> tracefs;
   // Sources that could not be built, and what each one could not do, for
   // the user; the rest still record.
@@ -47,6 +47,17 @@ struct BuiltSources {
   // linux.bpf's incident programs, or in their place by a linux.ftrace
   // source's oom/mark_victim and signal/signal_deliver.
   bool incidents_reported = false;
+
+  // tracefs was not mounted and could not be mounted in a mount namespace
+  // of our own, so the sources mounted it for the whole system.
+  bool mounted_tracefs_for_everyone() const {
+    return tracefs.has_value() && tracefs->mounted_by_us();
+  }
+  // Leaves tracefs as the sources found it (unmounts what they mounted for
+  // everyone; needs CAP_SYS_ADMIN). REQUIRES: the sources are gone.
+  void UnmountTracefs() {
+    if (tracefs.has_value()) (void)tracefs->Unmount();
+  }
 };
 
 // The one place where the config's data sources become DataSources. Reads

@@ -10,12 +10,11 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/writer/chunk_pool.h"
 #include "buffer/chunk_abi.h"
 #include "buffer/trace_buffer.h"
 
 namespace ringside::agent {
-
-class TraceWriter;
 
 // What a writer does when every chunk of its producer is in use.
 enum class PoolExhaustedPolicy {
@@ -26,21 +25,6 @@ enum class PoolExhaustedPolicy {
   // up to the stall timeout, then drop as kDrop does and wait no more until
   // a chunk is freed. With no committer, nobody would free one: kDrop.
   kStall,
-};
-
-// One chunk commit, patch batch or scraped copy on its way to the buffer.
-struct CommitEntry {
-  enum class Kind { kChunk, kScrapedChunk, kPatches };
-  Kind kind = Kind::kChunk;
-  buffer::WriterID writer_id = 0;
-  // kChunk: a pool chunk (header + payload), returned to the pool once copied.
-  uint8_t* chunk = nullptr;
-  // kScrapedChunk: a copy of a chunk still being written (header + payload).
-  std::vector<uint8_t> scraped;
-  // kPatches.
-  buffer::ChunkID chunk_id = 0;
-  std::vector<buffer::TraceBuffer::Patch> patches;
-  bool other_patches_pending = false;
 };
 
 // The in-process equivalent of a producer's shared-memory buffer: a bounded
@@ -54,7 +38,7 @@ struct CommitEntry {
 //                                                            TryPatchChunkContents
 //
 // Thread-safe. TraceWriters must not outlive it.
-class ProducerBuffer {
+class ProducerBuffer final : public ChunkPool {
  public:
   struct Options {
     size_t num_chunks = 256;  // 1 MiB of 4 KiB chunks.
@@ -78,7 +62,7 @@ class ProducerBuffer {
   };
 
   ProducerBuffer(buffer::ProducerID producer_id, buffer::ClientIdentity identity, Options options);
-  ~ProducerBuffer();
+  ~ProducerBuffer() override;
   ProducerBuffer(const ProducerBuffer&) = delete;
   ProducerBuffer& operator=(const ProducerBuffer&) = delete;
 
@@ -105,16 +89,15 @@ class ProducerBuffer {
   void DetachCommitter();
 
   Stats stats() const;
-  size_t chunk_size() const { return options_.chunk_size; }
+  size_t chunk_size() const override { return options_.chunk_size; }
   const Options& options() const { return options_; }
   buffer::ProducerID producer_id() const { return producer_id_; }
 
-  // Used by TraceWriter.
-  // Returns a free chunk, or nullptr when the pool is exhausted (after waiting
-  // up to the stall timeout under kStall).
-  uint8_t* AcquireChunk();
-  void Enqueue(CommitEntry entry);
-  void Unregister(TraceWriter* writer);
+  // ChunkPool, for its TraceWriters. AcquireChunk() waits up to the stall
+  // timeout under kStall before it returns nullptr.
+  uint8_t* AcquireChunk() override;
+  void Enqueue(CommitEntry entry) override;
+  void Unregister(TraceWriter* writer) override;
 
  private:
   void ReleaseChunk(uint8_t* chunk);

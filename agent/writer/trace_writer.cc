@@ -77,8 +77,11 @@ void ProtoMessage::EndNested() {
 
 // --- TraceWriter -------------------------------------------------------------
 
-TraceWriter::TraceWriter(ProducerBuffer* producer, buffer::WriterID writer_id)
-    : producer_(producer), writer_id_(writer_id), scratch_(new uint8_t[producer->chunk_size()]) {
+TraceWriter::TraceWriter(ChunkPool* producer, buffer::WriterID writer_id)
+    : producer_(producer),
+      chunk_size_(producer->chunk_size()),
+      writer_id_(writer_id),
+      scratch_(new uint8_t[chunk_size_]) {
   for (ProtoMessage& m : nests_) m.writer_ = this;
 }
 
@@ -117,7 +120,7 @@ void TraceWriter::BeginFragment() {
 void TraceWriter::EnterDropMode() {
   dropping_ = true;
   cur_ = scratch_.get();
-  end_ = cur_ + producer_->chunk_size();
+  end_ = cur_ + chunk_size_;
 }
 
 void TraceWriter::SwitchChunk(bool packet_open) {
@@ -141,7 +144,7 @@ void TraceWriter::SwitchChunk(bool packet_open) {
       for (int d = 1; d <= depth_; d++) {
         ProtoMessage& m = nests_[d];
         if (m.patch_ != nullptr || m.size_field_ < payload ||
-            m.size_field_ >= chunk_ + producer_->chunk_size()) {
+            m.size_field_ >= chunk_ + chunk_size_) {
           continue;
         }
         patches_.push_back(
@@ -192,7 +195,7 @@ void TraceWriter::AcquireChunk(bool continuing) {
   absl::MutexLock lock(&chunk_mu_);
   chunk_ = chunk;
   cur_ = chunk + buffer::kChunkHeaderSize;
-  end_ = chunk + producer_->chunk_size();
+  end_ = chunk + chunk_size_;
   fragments_ = 0;
   chunk_flags_ = 0;
   dropping_ = false;
@@ -275,7 +278,7 @@ void TraceWriter::FinishTracePacket() {
 void TraceWriter::PublishForScraping() {
   // Every fragment in the chunk is now complete.
   const uint64_t bytes =
-      static_cast<uint64_t>(cur_ - (end_ - producer_->chunk_size())) - buffer::kChunkHeaderSize;
+      static_cast<uint64_t>(cur_ - (end_ - chunk_size_)) - buffer::kChunkHeaderSize;
   published_.store(bytes << 16 | fragments_, std::memory_order_release);
 }
 
@@ -323,7 +326,7 @@ void TraceWriter::Scrape() {
   CommitEntry entry;
   entry.kind = CommitEntry::Kind::kScrapedChunk;
   entry.writer_id = writer_id_;
-  entry.scraped.assign(producer_->chunk_size(), 0);
+  entry.scraped.assign(chunk_size_, 0);
   buffer::WriteChunkHeader(
       buffer::ChunkHeader{
           chunk_id_, writer_id_, static_cast<uint16_t>(fragments + 1),

@@ -12,7 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/writer/producer_buffer.h"
+#include "agent/writer/chunk_pool.h"
 #include "buffer/chunk_abi.h"
 #include "buffer/wire_format.h"
 
@@ -119,7 +119,9 @@ class TraceWriter {
     TraceWriter* writer_;
   };
 
-  TraceWriter(ProducerBuffer* producer, buffer::WriterID writer_id);
+  // Writes through `producer`'s chunks (ProducerBuffer::CreateTraceWriter
+  // makes writers and registers them for scraping).
+  TraceWriter(ChunkPool* producer, buffer::WriterID writer_id);
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
@@ -172,7 +174,8 @@ class TraceWriter {
   // Called by ProducerBuffer::ScrapeWriters().
   void Scrape();
 
-  ProducerBuffer* const producer_;
+  ChunkPool* const producer_;
+  const size_t chunk_size_;  // producer_->chunk_size(), read once.
   const buffer::WriterID writer_id_;
 
   // The chunk being written. `chunk_` is null between chunks and in drop

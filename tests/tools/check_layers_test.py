@@ -132,13 +132,16 @@ class CheckLayersTest(unittest.TestCase):
         self.assertNotIn("include cycle", out)
 
     def test_stale_allowlist_entry_fails(self):
-        self.edit("agent/config/defaults.cc", '#include "buffer/chunk_abi.h"\n', "")
+        self.edit("tools/layers.txt", "\n# cycle A -> B",
+                  "\nallow agent/config/defaults.cc -> buffer/chunk_abi.h  # planted\n"
+                  "# cycle A -> B")
         self.assertFailsWith("allows agent/config/defaults.cc -> buffer/chunk_abi.h, "
                              "which no longer breaks a rule: remove the line")
 
     def test_stale_unit_cycle_fails(self):
-        self.edit("agent/config/config_validation.h",
-                  '#include "agent/config/config_loader.h"\n', "")
+        self.edit("tools/layers.txt", "\n# cycle A -> B",
+                  "\nunit-cycle agent/config/config_loader -> agent/config/config_validation -> "
+                  "agent/config/config_loader  # planted\n# cycle A -> B")
         self.assertFailsWith("lists the unit cycle agent/config/config_loader -> "
                              "agent/config/config_validation -> agent/config/config_loader, "
                              "which is gone: remove the line")
