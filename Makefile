@@ -400,7 +400,8 @@ FUZZ_LIBS_control_request := protobuf absl_statusor absl_strings
 # possible CPUs the staging budget is split over) and checks,
 # and the reload plan.
 FUZZ_OBJS_config_text := $(call fuzz_objs,tests/fuzz/config_text_fuzzer.cc \
-  agent/config/config_loader.cc agent/config/config_validation.cc agent/config/defaults.cc \
+  agent/config/config_loader.cc agent/config/config_limits.cc agent/config/config_validation.cc \
+  agent/config/defaults.cc \
   agent/config/config_reload.cc agent/config/listen_address.cc \
   $(BUILD)/gen/ringside/config/trace_config.pb.cc)
 FUZZ_LIBS_config_text := protobuf absl_statusor absl_strings absl_str_format libbpf
