@@ -155,8 +155,11 @@ TEST_DIRS := $(sort $(foreach t,$(wildcard tests/*/*_test.cc tests/*/*/*_test.cc
   $(word 2,$(subst /, ,$(t)))))
 TEST_BINS := $(TEST_DIRS:%=$(BUILD)/tests/%_test)
 # A folder's tests, its own helpers, and the helpers every test binary shares.
+# The whole-binary tests (tests/e2e/) drive the agent with tests/agent/testing's
+# helpers too.
 test_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard tests/$(1)/*_test.cc \
-  tests/$(1)/*/*_test.cc tests/$(1)/testing/*.cc tests/testing/*.cc))
+  tests/$(1)/*/*_test.cc tests/$(1)/testing/*.cc tests/testing/*.cc \
+  $(if $(filter e2e,$(1)),tests/agent/testing/*.cc)))
 
 BENCH_SRCS := $(wildcard tests/bench/*_benchmark.cc)
 ifeq ($(HAVE_BTF),)
@@ -248,7 +251,7 @@ $(BIN): $(BUILD)/obj/agent/cli/main.o $(LINK_LIBS)
 	$(CXX) $(LDFLAGS) $^ $(PKG_LIBS) -o $@
 
 # The storm generator (tests/tools/storm.cc): load for the accounting tests
-# (agent_test runs it) and `make storm`.
+# (e2e_test runs it) and `make storm`.
 STORM := $(BUILD)/storm
 $(STORM): $(BUILD)/obj/tests/tools/storm.o
 	$(CXX) $(LDFLAGS) $^ -o $@
@@ -259,7 +262,7 @@ $(BUILD)/tests/$(1)_test: $(call test_objs,$(1)) $(LINK_LIBS)
 	$$(CXX) $$(LDFLAGS) $$^ $$(TEST_LIBS) $$(PKG_LIBS) -o $$@
 endef
 $(foreach d,$(TEST_DIRS),$(eval $(call test_rules,$(d))))
-$(BUILD)/tests/agent_test: | $(STORM)
+$(BUILD)/tests/e2e_test: | $(STORM)
 
 # `make test` is one of the two commands a newcomer runs on a fresh machine, so
 # it installs missing packages first (a quick no-op when they are present).
@@ -277,7 +280,8 @@ run-tests: check-layers check-docs $(BIN) $(TEST_BINS) $(BENCH_BINS)
 # that no longer occurs, and an "Inside agent/" list in the architecture
 # page that is not the table's. Then the checker's own tests. Under a second.
 check-layers:
-	@python3 tools/check_layers.py --table tools/layers.txt --doc docs/design/architecture.md
+	@python3 tools/check_layers.py --table tools/layers.txt --doc docs/design/architecture.md \
+	  --folder-table docs/development.md
 	@out=$$(python3 tests/tools/check_layers_test.py 2>&1) || { echo "$$out"; exit 1; }; \
 	  echo "check_layers_test: $$(echo "$$out" | grep '^Ran ')"
 
@@ -313,7 +317,7 @@ run-test-kernels: $(BIN)
 
 # The test binaries that hold real-kernel tests (BPF, tracefs, the CLI and
 # the agent end to end), for `make flake-check`.
-KERNEL_TEST_BINS := $(filter %/agent_test %/bpf_test %/ftrace_test,$(TEST_BINS))
+KERNEL_TEST_BINS := $(filter %/agent_test %/bpf_test %/e2e_test %/ftrace_test,$(TEST_BINS))
 
 # Every real-kernel test FLAKE_RUNS times (10) in a row beside a load that
 # keeps both CPUs busy (hackbench), and a table of each test that ever
@@ -361,7 +365,7 @@ soak: $(BIN)
 # The load figures: ringside record beside build/storm for STORM_SECONDS (30),
 # exact accounting against the kernel's counters, ringside's CPU and RSS.
 # Not part of `make test`; needs root.
-storm: $(BIN) $(STORM) $(BUILD)/tests/agent_test
+storm: $(BIN) $(STORM) $(BUILD)/tests/e2e_test
 	BUILD=$(BUILD) bash tests/bench/storm_accounting.sh
 
 # --- Fuzzing (clang libFuzzer) -------------------------------------------------
@@ -387,10 +391,10 @@ FUZZ_LIBS_trace_buffer := absl_strings absl_node_hash_map absl_hash absl_raw_has
 FUZZ_OBJS_page_parser := $(call fuzz_objs,tests/fuzz/page_parser_fuzzer.cc ftrace/page_parser.cc)
 # `ringside inspect` on any bytes: the reader, the summarizer, both renderings.
 FUZZ_OBJS_trace_file := $(call fuzz_objs,tests/fuzz/trace_file_fuzzer.cc \
-  agent/files/trace_inspector.cc agent/files/trace_inspector_format.cc \
-  agent/files/trace_file_reader.cc agent/files/json_text.cc agent/files/file_digest.cc \
-  agent/files/trace_archive.cc agent/files/untrusted_text.cc \
-  agent/files/packet_compression.cc buffer/wire_format.cc base/status.cc $(PROTO_CCS))
+  agent/tracefile/trace_inspector.cc agent/tracefile/trace_inspector_format.cc \
+  agent/tracefile/trace_file_reader.cc base/json_text.cc agent/tracefile/file_digest.cc \
+  agent/tracefile/trace_archive.cc agent/tracefile/untrusted_text.cc \
+  agent/tracefile/packet_compression.cc buffer/wire_format.cc base/status.cc $(PROTO_CCS))
 FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format zlib libzstd libcrypto
 # The control socket's framing and request decoder, on a peer's bytes.
 FUZZ_OBJS_control_request := $(call fuzz_objs,tests/fuzz/control_request_fuzzer.cc \
@@ -402,7 +406,7 @@ FUZZ_LIBS_control_request := protobuf absl_statusor absl_strings
 FUZZ_OBJS_config_text := $(call fuzz_objs,tests/fuzz/config_text_fuzzer.cc \
   agent/config/config_loader.cc agent/config/config_limits.cc agent/config/config_validation.cc \
   agent/config/defaults.cc \
-  agent/config/config_reload.cc agent/config/listen_address.cc \
+  agent/config/config_reload.cc base/listen_address.cc \
   $(BUILD)/gen/ringside/config/trace_config.pb.cc)
 FUZZ_LIBS_config_text := protobuf absl_statusor absl_strings absl_str_format libbpf
 # The scan of a kernel's BTF for its tracepoints, on any bytes.
@@ -428,7 +432,7 @@ $(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_genera
 	$(CXX) -std=c++20 -O2 $(WARNINGS) $< -o $@
 
 $(FUZZ_DIR)/compressed_corpus_generator: tests/fuzz/compressed_corpus_generator.cc \
-    agent/files/packet_compression.cc buffer/wire_format.cc $(BUILD)/gen/ringside/config/trace_config.pb.cc
+    agent/tracefile/packet_compression.cc buffer/wire_format.cc $(BUILD)/gen/ringside/config/trace_config.pb.cc
 	@mkdir -p $(@D)
 	$(CXX) -std=c++20 -O2 $(WARNINGS) -I. -isystem $(BUILD)/gen $(PKG_CFLAGS) $^ $(PKG_LIBS) -o $@
 

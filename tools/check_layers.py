@@ -20,7 +20,9 @@ generated skeletons and vmlinux.h) and counts the generated protobuf headers
   - every exception the table's allowlist names still occurs (the list only
     shrinks);
   - with --doc, the levels architecture.md lists under "Inside `agent/`"
-    are the table's.
+    are the table's;
+  - with --folder-table, the "includes" column of development.md's table of
+    agent folders names exactly the agent folders each one includes today.
 
 Prints one line per problem, "file:line: includes X: rule (tools/layers.txt)",
 and exits 1 if there is any; 0 and one summary line otherwise. Python's
@@ -357,12 +359,52 @@ def doc_problems(doc_path, table):
     return [f"{doc_path}: the levels under '{DOC_HEADING}' differ from {table.path}'s: {want}"]
 
 
+FOLDER_ROW_RE = re.compile(r"^\|\s*`agent/([a-z_]+)/`\s*\|([^|]*)\|")
+
+
+def folder_table_problems(doc_path, table, files):
+    """Where the doc's table of agent folders names other includes than the code has."""
+    checker = Checker(table)
+    actual = collections.defaultdict(set)
+    for source, includes in files.items():
+        folder = checker.agent_folder(source) if source.startswith("agent/") else None
+        if folder is None:
+            continue
+        actual[folder]  # every folder gets a row, even one that includes nothing
+        for _, included in includes:
+            other = checker.agent_folder(included) if included.startswith("agent/") else None
+            if other is not None and other != folder:
+                actual[folder].add(other)
+    with open(doc_path, encoding="utf-8") as f:
+        rows = {}
+        for number, text in enumerate(f, 1):
+            match = FOLDER_ROW_RE.match(text)
+            if match:
+                named = {w.strip("` ") for w in match.group(2).split(",") if w.strip("` ")}
+                rows[match.group(1)] = (number, named)
+    problems = []
+    for folder in sorted(set(actual) | set(rows)):
+        if folder not in rows:
+            problems.append(f"{doc_path}: no row for agent/{folder}/ in the table of folders")
+            continue
+        number, named = rows[folder]
+        if folder not in actual:
+            problems.append(f"{doc_path}:{number}: agent/{folder}/ has no sources")
+        elif named != actual[folder]:
+            want = ", ".join(sorted(actual[folder])) or "(none)"
+            problems.append(f"{doc_path}:{number}: agent/{folder}/ includes {want}; "
+                            f"the table says {', '.join(sorted(named)) or '(none)'}")
+    return problems
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--root", default=".", help="the repository (default: .)")
     parser.add_argument("--table", default="tools/layers.txt",
                         help="the layer table, from --root (default: tools/layers.txt)")
     parser.add_argument("--doc", help="a page whose 'Inside `agent/`' list must match the table")
+    parser.add_argument("--folder-table",
+                        help="a page whose table of agent folders must name each one's includes")
     args = parser.parse_args(argv)
     try:
         with open(os.path.join(args.root, args.table), encoding="utf-8") as f:
@@ -375,6 +417,8 @@ def main(argv):
     problems, excused = Checker(table).check(files)
     if args.doc:
         problems += doc_problems(os.path.join(args.root, args.doc), table)
+    if args.folder_table:
+        problems += folder_table_problems(os.path.join(args.root, args.folder_table), table, files)
     for problem in problems:
         print(problem)
     if problems:

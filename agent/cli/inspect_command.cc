@@ -11,10 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "agent/files/json_text.h"
-#include "agent/files/trace_archive.h"
-#include "agent/files/trace_inspector.h"
-#include "agent/files/untrusted_text.h"
+#include "agent/tracefile/trace_archive.h"
+#include "agent/tracefile/trace_inspector.h"
+#include "agent/tracefile/untrusted_text.h"
+#include "base/json_text.h"
 #include "nlohmann/json.hpp"
 
 namespace ringside::agent {
@@ -56,7 +56,7 @@ int InspectArchive(const std::string& path, int fd, bool json) {
     const std::string message(members.status().message());
     if (json) {
       nlohmann::json j = {{"file", path}, {"error", {{"offset", nullptr}, {"message", message}}}};
-      std::printf("%s\n", JsonText(j).c_str());
+      std::printf("%s\n", base::JsonText(j).c_str());
     }
     std::fprintf(stderr, "ringside inspect: %s\n", PrintableText(message).c_str());
     return kExitFailure;
@@ -95,7 +95,7 @@ int InspectArchive(const std::string& path, int fd, bool json) {
   j["error"] = errors.empty() ? nlohmann::json(nullptr)
                               : nlohmann::json{{"offset", nullptr}, {"message", errors[0]}};
   if (json) {
-    std::printf("%s\n", JsonText(j).c_str());
+    std::printf("%s\n", base::JsonText(j).c_str());
   } else {
     std::fputs(text.c_str(), stdout);
   }
@@ -137,7 +137,7 @@ int RunInspectCommand(const ParsedArgs& args) {
     // A script reading --json looks at "error", so it says why here too.
     if (json) {
       nlohmann::json j = {{"file", path}, {"error", {{"offset", nullptr}, {"message", message}}}};
-      std::printf("%s\n", JsonText(j).c_str());
+      std::printf("%s\n", base::JsonText(j).c_str());
       std::fflush(stdout);
     }
     std::fprintf(stderr, "ringside inspect: %s\n", message.c_str());

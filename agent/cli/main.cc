@@ -9,7 +9,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/base/version.h"
 #include "agent/cli/agent_command.h"
 #include "agent/cli/command_line.h"
 #include "agent/cli/inspect_command.h"
@@ -20,6 +19,7 @@
 #include "agent/cli/status_command.h"
 #include "agent/cli/stop_command.h"
 #include "agent/cli/trigger_command.h"
+#include "base/version.h"
 #include "google/protobuf/stubs/logging.h"
 
 namespace {

@@ -17,11 +17,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "agent/files/output_file.h"
-#include "agent/files/shared_events.h"
-#include "agent/files/trace_archive.h"
-#include "agent/files/trace_inspector.h"
-#include "agent/files/untrusted_text.h"
+#include "agent/output/output_file.h"
+#include "agent/tracefile/shared_events.h"
+#include "agent/tracefile/trace_archive.h"
+#include "agent/tracefile/trace_inspector.h"
+#include "agent/tracefile/untrusted_text.h"
 
 namespace ringside::agent {
 namespace {

@@ -22,10 +22,10 @@
 #include "absl/time/time.h"
 #include "agent/cli/record_events.h"
 #include "agent/config/config_loader.h"
-#include "agent/files/compressing_sink.h"
-#include "agent/files/output_file.h"
-#include "agent/files/packet_compression.h"
+#include "agent/output/compressing_sink.h"
+#include "agent/output/output_file.h"
 #include "agent/session/tracing_session.h"
+#include "agent/tracefile/packet_compression.h"
 #include "base/file_io.h"
 
 namespace ringside::agent {

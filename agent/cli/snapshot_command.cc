@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "agent/cli/agent_client.h"
 #include "agent/control/control_frame.h"
-#include "agent/files/trace_inspector.h"
+#include "agent/tracefile/trace_inspector.h"
 
 namespace ringside::agent {
 namespace {

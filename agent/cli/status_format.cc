@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "agent/files/json_text.h"
+#include "base/json_text.h"
 
 namespace ringside::agent {
 namespace {
@@ -367,7 +367,7 @@ json StatusJsonValue(const control::StatusReply& s) {
 }
 
 std::string StatusJson(const control::StatusReply& status) {
-  return JsonText(StatusJsonValue(status));
+  return base::JsonText(StatusJsonValue(status));
 }
 
 }  // namespace ringside::agent

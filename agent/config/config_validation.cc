@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/config/defaults.h"
-#include "agent/config/listen_address.h"
+#include "base/listen_address.h"
 #include "google/protobuf/text_format.h"
 
 namespace ringside::agent {
@@ -290,7 +290,8 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
   // metrics_per_cpu without metrics_textfile or metrics_listen:
   // ValidateEffective, once --metrics-listen is merged in.
   if (cfg.has_metrics_listen()) {
-    if (absl::StatusOr<ListenAddress> a = ParseListenAddress(cfg.metrics_listen()); !a.ok()) {
+    if (absl::StatusOr<base::ListenAddress> a = base::ParseListenAddress(cfg.metrics_listen());
+        !a.ok()) {
       v->Fail({{"metrics_listen", -1}}, absl::StrCat("is ", a.status().message()));
     }
   }

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "agent/files/private_directory.h"
+#include "base/private_directory.h"
 
 namespace ringside::agent {
 namespace {
@@ -67,7 +67,7 @@ absl::StatusOr<ControlSocket> CreateControlSocket(const std::string& path,
     close(dir_fd);
     return status;
   };
-  if (absl::Status st = CheckOnlyWeCanWrite(
+  if (absl::Status st = base::CheckOnlyWeCanWrite(
           dir_fd, absl::StrCat("the control socket's directory ", dir), "control_socket, --socket");
       !st.ok()) {
     return close_dir(st);

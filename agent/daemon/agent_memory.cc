@@ -9,8 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "agent/base/small_file.h"
 #include "agent/descriptors/cgroup_fs.h"
+#include "base/small_file.h"
 
 namespace ringside::agent {
 namespace {}  // namespace
@@ -65,15 +65,15 @@ namespace {
 // Reads a cgroup directory's usage, limit and processes into `m`; false
 // when it has no `usage` file (no memory controller there).
 bool ReadCgroupDir(const std::string& dir, const char* usage, const char* limit, AgentMemory* m) {
-  const std::optional<std::string> current = ReadSmallFile(dir + "/" + usage);
+  const std::optional<std::string> current = base::ReadSmallFile(dir + "/" + usage);
   if (!current.has_value()) return false;
   m->cgroup_bytes = CgroupMemoryValue(*current).value_or(0);
-  if (std::optional<std::string> max = ReadSmallFile(dir + "/" + limit)) {
+  if (std::optional<std::string> max = base::ReadSmallFile(dir + "/" + limit)) {
     m->cgroup_limit_bytes = CgroupMemoryValue(*max).value_or(0);
     // cgroup v1 says "no limit" with the largest page count it holds.
     if (m->cgroup_limit_bytes >= (uint64_t{1} << 60)) m->cgroup_limit_bytes = 0;
   }
-  if (std::optional<std::string> procs = ReadSmallFile(dir + "/cgroup.procs")) {
+  if (std::optional<std::string> procs = base::ReadSmallFile(dir + "/cgroup.procs")) {
     const std::string self = std::to_string(getpid());
     for (absl::string_view pid : absl::StrSplit(*procs, '\n', absl::SkipEmpty())) {
       if (pid != self) m->cgroup_other_processes++;
@@ -86,7 +86,7 @@ bool ReadCgroupDir(const std::string& dir, const char* usage, const char* limit,
 
 AgentMemory ReadAgentMemory() {
   AgentMemory m;
-  if (std::optional<std::string> rollup = ReadSmallFile("/proc/self/smaps_rollup")) {
+  if (std::optional<std::string> rollup = base::ReadSmallFile("/proc/self/smaps_rollup")) {
     m.proportional_bytes = PssOfSmapsRollup(*rollup).value_or(0);
   }
   // cgroup v2's memory controller; else v1's (a hybrid layout, where v2 has
@@ -98,8 +98,8 @@ AgentMemory ReadAgentMemory() {
     m.cgroup = *v2;
     return m;
   }
-  const std::optional<std::string> proc_cgroup = ReadSmallFile("/proc/self/cgroup");
-  const std::optional<std::string> mounts = ReadSmallFile("/proc/self/mounts");
+  const std::optional<std::string> proc_cgroup = base::ReadSmallFile("/proc/self/cgroup");
+  const std::optional<std::string> mounts = base::ReadSmallFile("/proc/self/mounts");
   if (!proc_cgroup.has_value() || !mounts.has_value()) return m;
   const std::optional<std::string> v1 = MemoryCgroupV1Path(*proc_cgroup);
   const std::optional<std::string> v1_mount = MemoryCgroupV1Mount(*mounts);

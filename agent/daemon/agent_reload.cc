@@ -12,7 +12,7 @@
 #include "agent/config/config_validation.h"
 #include "agent/config/defaults.h"
 #include "agent/daemon/agent_service.h"
-#include "agent/files/output_dir.h"
+#include "agent/output/output_dir.h"
 #include "agent/snapshots/snapshot_retention.h"
 
 namespace ringside::agent {

@@ -17,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "agent/base/version.h"
 #include "agent/config/config_limits.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/config_reload.h"
@@ -26,11 +25,12 @@
 #include "agent/daemon/agent_stream.h"
 #include "agent/daemon/dead_agent_cleanup.h"
 #include "agent/daemon/internal/replies.h"
-#include "agent/files/output_dir.h"
-#include "agent/files/output_file.h"
-#include "agent/files/packet_compression.h"
 #include "agent/lifecycle/privileges.h"
+#include "agent/output/output_dir.h"
+#include "agent/output/output_file.h"
 #include "agent/snapshots/snapshot_retention.h"
+#include "agent/tracefile/packet_compression.h"
+#include "base/version.h"
 
 namespace ringside::agent {
 namespace {
@@ -202,7 +202,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   s->log_.Info(times.Summary());
 
   s->log_.Notice(absl::StrCat(
-      "ringside agent ", kVersion, " recording (",
+      "ringside agent ", base::kVersion, " recording (",
       s->options_.config_path.empty() ? "embedded default config" : s->options_.config_path,
       "); control socket ", config.control_socket(), "; snapshots into ", config.output_dir(),
       s->stream_ != nullptr ? absl::StrCat("; streaming into ", s->stream_->display_name()) : ""));

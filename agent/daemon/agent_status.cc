@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "agent/base/version.h"
 #include "agent/daemon/agent_memory.h"
 #include "agent/snapshots/snapshot_retention.h"
+#include "base/version.h"
 
 namespace ringside::agent {
 namespace {
@@ -195,7 +195,7 @@ control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, ab
   st.set_rss_bytes(ResidentBytes());
   SetMemory(report, ReadAgentMemory(), st.mutable_memory());
   st.set_pid(getpid());
-  st.set_version(kVersion);
+  st.set_version(base::kVersion);
   return st;
 }
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "agent/files/file_retention.h"
+#include "agent/output/file_retention.h"
 
 namespace ringside::agent {
 

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "agent/files/compressing_sink.h"
-#include "agent/files/rotating_trace_file.h"
 #include "agent/lifecycle/agent_log.h"
+#include "agent/output/compressing_sink.h"
+#include "agent/output/rotating_trace_file.h"
 #include "agent/session/tracing_session.h"
 #include "ringside/config/trace_config.pb.h"
 #include "ringside/control/control.pb.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/daemon/agent_stream.h"
-#include "agent/files/output_file.h"
+#include "agent/output/output_file.h"
 #include "agent/sources/dead_instances.h"
 
 namespace ringside::agent {

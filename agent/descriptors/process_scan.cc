@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "agent/base/small_file.h"
 #include "agent/descriptors/cgroup_fs.h"
 #include "agent/descriptors/container_identity.h"
+#include "base/small_file.h"
 
 namespace ringside::agent {
 namespace {
@@ -54,7 +54,7 @@ trace::TracePacket ScanProcessesIn(const std::string& proc_root) {
     int pid = 0;
     if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
     const std::string dir = absl::StrCat(proc_root, "/", pid);
-    const std::string status = ReadSmallFileOrEmpty(dir + "/status");
+    const std::string status = base::ReadSmallFileOrEmpty(dir + "/status");
     if (status.empty()) continue;  // Gone meanwhile.
     trace::ProcessTree::Process* p = tree->add_processes();
     p->set_pid(pid);
@@ -71,7 +71,7 @@ trace::TracePacket ScanProcessesIn(const std::string& proc_root) {
         comm = std::string(absl::StripAsciiWhitespace(line));
       }
     }
-    const std::string cmdline = ReadSmallFileOrEmpty(dir + "/cmdline");
+    const std::string cmdline = base::ReadSmallFileOrEmpty(dir + "/cmdline");
     if (cmdline.empty()) {
       p->add_cmdline(comm);  // Kernel threads: the comm, as Perfetto does.
     } else {
@@ -80,7 +80,7 @@ trace::TracePacket ScanProcessesIn(const std::string& proc_root) {
       }
     }
     if (std::optional<std::string> cgroup =
-            CgroupPathInProcFile(ReadSmallFileOrEmpty(dir + "/cgroup"))) {
+            CgroupPathInProcFile(base::ReadSmallFileOrEmpty(dir + "/cgroup"))) {
       auto [it, added] = cgroup_ids.try_emplace(*cgroup, 0);
       if (added) it->second = CgroupIdOfPath(*cgroup).value_or(0);
       SetCgroupOfProcess(it->second, *cgroup, p);
@@ -100,7 +100,7 @@ trace::TracePacket ScanProcessesIn(const std::string& proc_root) {
         int tid = 0;
         if (!absl::SimpleAtoi(t->d_name, &tid)) continue;
         std::string name(absl::StripTrailingAsciiWhitespace(
-            ReadSmallFileOrEmpty(absl::StrCat(dir, "/task/", tid, "/comm"))));
+            base::ReadSmallFileOrEmpty(absl::StrCat(dir, "/task/", tid, "/comm"))));
         if (name.empty() && tid != pid) continue;  // Gone meanwhile.
         add_thread(tid, name.empty() ? comm : std::move(name));
       }

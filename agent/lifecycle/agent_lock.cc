@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "agent/files/private_directory.h"
 #include "base/file_io.h"
+#include "base/private_directory.h"
 #include "base/status.h"
 
 namespace ringside::agent {
@@ -58,7 +58,8 @@ absl::Status OpenError(int err, int dir_fd, const char* name, const std::string&
 }
 
 absl::Status CheckRunDir(int dir_fd, const std::string& run_dir) {
-  return CheckOnlyWeCanWrite(dir_fd, absl::StrCat("the run directory ", run_dir), "--run-dir");
+  return base::CheckOnlyWeCanWrite(dir_fd, absl::StrCat("the run directory ", run_dir),
+                                   "--run-dir");
 }
 
 // Opens `run_dir` without following a symlink, creating it (one level) when

@@ -25,7 +25,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "agent/base/small_file.h"
+#include "base/small_file.h"
 
 namespace ringside::agent {
 namespace {
@@ -135,7 +135,7 @@ std::vector<pid_t> ListThreads(pid_t pid) {
 }
 
 std::string ThreadName(pid_t tid) {
-  std::string comm = ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/comm"));
+  std::string comm = base::ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/comm"));
   absl::StripTrailingAsciiWhitespace(&comm);
   return comm;
 }
@@ -143,13 +143,14 @@ std::string ThreadName(pid_t tid) {
 // True if thread `tid` of this process holds `signal_number` back (see
 // HoldsSignalBack); false when its status cannot be read.
 bool ThreadHoldsSignalBack(pid_t tid, int signal_number) {
-  return HoldsSignalBack(ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/status")),
-                         signal_number);
+  return HoldsSignalBack(
+      base::ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/status")), signal_number);
 }
 
 // Thread `tid`'s state letter (R, S, D...), '?' if it cannot be read.
 char ThreadStateLetter(pid_t tid) {
-  const std::string stat = ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/stat"));
+  const std::string stat =
+      base::ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/stat"));
   const size_t paren = stat.rfind(')');
   return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
 }
@@ -157,7 +158,7 @@ char ThreadStateLetter(pid_t tid) {
 // "state D, in wchan_name" for a failure message.
 std::string ThreadState(pid_t tid) {
   const std::string state(1, ThreadStateLetter(tid));
-  std::string wchan = ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/wchan"));
+  std::string wchan = base::ReadSmallFileOrEmpty(absl::StrCat("/proc/self/task/", tid, "/wchan"));
   absl::StripTrailingAsciiWhitespace(&wchan);
   return absl::StrCat("state ", state, ", in ", wchan.empty() || wchan == "0" ? "?" : wchan);
 }
@@ -200,8 +201,8 @@ CapabilityMask CapabilitiesToKeepHere(bool output_group) {
   utsname u;
   if (uname(&u) == 0) needs.kernel_release = u.release;
   int disabled = 0;
-  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(
-                           ReadSmallFileOrEmpty("/proc/sys/kernel/unprivileged_bpf_disabled")),
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(base::ReadSmallFileOrEmpty(
+                           "/proc/sys/kernel/unprivileged_bpf_disabled")),
                        &disabled)) {
     needs.unprivileged_bpf_disabled = disabled;
   }
@@ -335,7 +336,7 @@ absl::StatusOr<std::vector<ThreadCapabilities>> ReadThreadCapabilities(pid_t pid
   std::vector<ThreadCapabilities> out;
   const std::string dir = pid == 0 ? "/proc/self/task" : absl::StrCat("/proc/", pid, "/task");
   for (pid_t tid : ListThreads(pid)) {
-    const std::string text = ReadSmallFileOrEmpty(absl::StrCat(dir, "/", tid, "/status"));
+    const std::string text = base::ReadSmallFileOrEmpty(absl::StrCat(dir, "/", tid, "/status"));
     if (text.empty()) continue;  // It has exited.
     absl::StatusOr<ThreadCapabilities> t = ParseThreadStatus(text);
     if (!t.ok()) return absl::InternalError(absl::StrCat(dir, "/", tid, "/", t.status().message()));

@@ -86,7 +86,7 @@ struct MetricsListenerCallbacks {
 };
 
 absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options options) {
-  absl::StatusOr<ListenAddress> a = ParseListenAddress(options.listen);
+  absl::StatusOr<base::ListenAddress> a = base::ParseListenAddress(options.listen);
   if (!a.ok())
     return absl::InvalidArgumentError(absl::StrCat("metrics_listen ", a.status().message()));
   const std::string where = absl::StrCat("metrics_listen ", options.listen);

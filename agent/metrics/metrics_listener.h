@@ -15,8 +15,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/config/listen_address.h"
 #include "agent/metrics/prometheus_text.h"
+#include "base/listen_address.h"
 #include "ringside/control/control.pb.h"
 
 struct MHD_Connection;

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "agent/files/output_file.h"
+#include "agent/output/output_file.h"
 #include "base/file_io.h"
 #include "base/status.h"
 

@@ -9,7 +9,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "agent/files/trace_sink.h"
+#include "agent/tracefile/trace_sink.h"
 #include "buffer/trace_buffer.h"
 
 namespace ringside::agent {

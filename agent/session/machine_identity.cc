@@ -4,7 +4,7 @@
 #include <systemd/sd-id128.h>
 
 #include "absl/strings/ascii.h"
-#include "agent/base/small_file.h"
+#include "base/small_file.h"
 
 namespace ringside::agent {
 namespace {
@@ -17,7 +17,7 @@ constexpr sd_id128_t kRingsideAppId = {{0xa0, 0x0b, 0xc6, 0x16, 0xa7, 0xd7, 0xb8
 
 // The first line of `path`, trimmed; "" when unreadable.
 std::string FirstLine(const std::string& path) {
-  const std::string text = ReadSmallFileOrEmpty(path);
+  const std::string text = base::ReadSmallFileOrEmpty(path);
   return std::string(absl::StripAsciiWhitespace(text.substr(0, text.find('\n'))));
 }
 

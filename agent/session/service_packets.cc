@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "agent/base/version.h"
+#include "base/version.h"
 #include "buffer/trace_packet.h"
 
 namespace ringside::agent {
@@ -51,7 +51,7 @@ TracePacket SystemInfoPacket(const MachineIdentity& machine) {
     un->set_machine(u.machine);
     si->set_hostname(u.nodename);
   }
-  si->set_tracing_service_version(absl::StrCat("ringside ", kVersion));
+  si->set_tracing_service_version(absl::StrCat("ringside ", base::kVersion));
   si->set_page_size(static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
   si->set_num_cpus(static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_CONF)));
   time_t now = time(nullptr);

@@ -12,17 +12,17 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/base/owner_thread.h"
 #include "agent/descriptors/descriptor_tracker.h"
-#include "agent/files/trace_sink.h"
 #include "agent/session/buffer_reader.h"
 #include "agent/session/machine_identity.h"
 #include "agent/session/service_packets.h"
 #include "agent/sources/data_source.h"
 #include "agent/sources/incident.h"
 #include "agent/sources/source_factory.h"
+#include "agent/tracefile/trace_sink.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
+#include "base/owner_thread.h"
 #include "buffer/durable_store.h"
 #include "buffer/trace_buffer.h"
 #include "ringside/config/trace_config.pb.h"
@@ -298,7 +298,7 @@ class TracingSession {
   // The stream's state (service_packets_, stream_pending_, the stream_*
   // flags and the sinks' write side): Start()'s thread, then the drain
   // thread's, then the thread that stopped them (WriteTrace).
-  OwnerThread stream_state_{"the session's stream state"};
+  base::OwnerThread stream_state_{"the session's stream state"};
   uint64_t service_packets_ = 0;
   // Read from the buffers, not yet written: the write failed. Drain thread
   // (WriteTrace once it has stopped).

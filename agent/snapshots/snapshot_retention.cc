@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "agent/files/rotating_trace_file.h"
+#include "agent/output/rotating_trace_file.h"
 
 namespace ringside::agent {
 

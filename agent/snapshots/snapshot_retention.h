@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "agent/files/file_retention.h"
+#include "agent/output/file_retention.h"
 
 namespace ringside::agent {
 

@@ -11,11 +11,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "agent/files/compressing_sink.h"
-#include "agent/files/file_retention.h"
-#include "agent/files/output_file.h"
-#include "agent/files/rotating_trace_file.h"
-#include "agent/files/trace_sidecar.h"
+#include "agent/output/compressing_sink.h"
+#include "agent/output/file_retention.h"
+#include "agent/output/output_file.h"
+#include "agent/output/rotating_trace_file.h"
+#include "agent/output/trace_sidecar.h"
 #include "agent/session/service_packets.h"
 #include "agent/snapshots/snapshot_retention.h"
 

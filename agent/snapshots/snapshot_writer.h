@@ -18,12 +18,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/files/file_retention.h"
-#include "agent/files/output_dir.h"
-#include "agent/files/packet_compression.h"
-#include "agent/files/trace_inspector.h"
+#include "agent/output/file_retention.h"
+#include "agent/output/output_dir.h"
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/trigger_tally.h"
+#include "agent/tracefile/packet_compression.h"
+#include "agent/tracefile/trace_inspector.h"
 #include "ringside/trace/trace_stats.pb.h"
 
 namespace ringside::agent {

@@ -10,7 +10,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/base/owner_thread.h"
 #include "agent/config/defaults.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/bpf_bundle_writer.h"
@@ -23,6 +22,7 @@
 #include "agent/sources/told_tasks.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
+#include "base/owner_thread.h"
 #include "bpf/event_source.h"
 
 namespace ringside::agent {
@@ -119,7 +119,7 @@ class BpfDataSource : public DataSource {
   // The reader's state below (bundles_ to cgroups_, and the writing side of
   // cpu_writers_): the creating thread's, then the reader thread's, then
   // Stop()'s after the join.
-  OwnerThread reader_state_{"linux.bpf's reader state"};
+  base::OwnerThread reader_state_{"linux.bpf's reader state"};
   BpfBundleWriter bundles_;
   bpf::RecordBatch decoded_;  // The batch being written; capacity reused.
   std::vector<std::unique_ptr<TraceWriter>> cpu_writers_;

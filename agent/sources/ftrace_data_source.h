@@ -11,7 +11,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/base/owner_thread.h"
 #include "agent/config/defaults.h"
 #include "agent/sources/cpu_budget.h"
 #include "agent/sources/data_source.h"
@@ -20,6 +19,7 @@
 #include "agent/sources/staging_flush.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
+#include "base/owner_thread.h"
 #include "ftrace/cpu_reader.h"
 #include "ftrace/event_table.h"
 #include "ftrace/page_parser.h"
@@ -140,7 +140,7 @@ class FtraceDataSource : public DataSource {
   // The reader's state (readers_, the page and event scratch, the parser,
   // the bundle writer, cpu_writers_): Start()'s thread, then the reader
   // thread's, then Stop()'s after the join.
-  OwnerThread reader_state_{"linux.ftrace's reader state"};
+  base::OwnerThread reader_state_{"linux.ftrace's reader state"};
   std::vector<std::unique_ptr<ftrace::CpuReader>> readers_;  // Null: offline / not open.
 
   std::thread thread_;

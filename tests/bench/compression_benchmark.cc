@@ -21,8 +21,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "agent/files/packet_compression.h"
-#include "agent/files/trace_file_reader.h"
+#include "agent/tracefile/packet_compression.h"
+#include "agent/tracefile/trace_file_reader.h"
 #include "buffer/trace_packet.h"
 #include "buffer/wire_format.h"
 #include "tests/bench/bench_main.h"

@@ -37,7 +37,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "agent/files/output_file.h"
+#include "agent/output/output_file.h"
 #include "agent/session/buffer_reader.h"
 #include "agent/session/tracing_session.h"
 #include "benchmark/benchmark.h"

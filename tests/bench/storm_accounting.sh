@@ -8,7 +8,7 @@
 # central ring overwrite) and the difference to the kernel's count, per
 # event type and CPU and in total (0 expected everywhere; exits 1 if not).
 #
-# It is the DISABLED_Figures case of tests/agent/cli/storm_accounting_test.cc,
+# It is the DISABLED_Figures case of tests/e2e/storm_accounting_test.cc,
 # which says how the window is made exact (a cgroup for ringside's BPF filter,
 # the storm's comm for perf's, the storm held still at both edges, and
 # SCHED_IDLE spinners so that no switch out of idle, which perf counters
@@ -20,9 +20,9 @@ set -euo pipefail
 
 BUILD=${BUILD:-build}
 [ "$(id -u)" = 0 ] || { echo "storm_accounting: needs root (BPF, perf counters, a cgroup)" >&2; exit 2; }
-for f in "$BUILD/ringside" "$BUILD/storm" "$BUILD/tests/agent_test"; do
+for f in "$BUILD/ringside" "$BUILD/storm" "$BUILD/tests/e2e_test"; do
   [ -x "$f" ] || { echo "storm_accounting: $f missing (make $f)" >&2; exit 2; }
 done
 export STORM_SECONDS=${STORM_SECONDS:-30}
-exec "$BUILD/tests/agent_test" --gtest_also_run_disabled_tests \
+exec "$BUILD/tests/e2e_test" --gtest_also_run_disabled_tests \
   --gtest_filter='StormAccountingTest.DISABLED_Figures'

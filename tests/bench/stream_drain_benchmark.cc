@@ -68,7 +68,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/files/rotating_trace_file.h"
+#include "agent/output/rotating_trace_file.h"
 #include "agent/session/buffer_reader.h"
 #include "benchmark/benchmark.h"
 #include "buffer/chunk_abi.h"

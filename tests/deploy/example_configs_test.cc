@@ -11,7 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
-#include "agent/files/packet_compression.h"
+#include "agent/tracefile/packet_compression.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/deploy/testing/deploy_files.h"

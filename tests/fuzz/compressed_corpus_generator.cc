@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/files/packet_compression.h"
+#include "agent/tracefile/packet_compression.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "agent/files/trace_inspector.h"
+#include "agent/tracefile/trace_inspector.h"
 #include "google/protobuf/stubs/logging.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

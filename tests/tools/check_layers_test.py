@@ -19,6 +19,7 @@ import unittest
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CHECKER = os.path.join(REPO, "tools", "check_layers.py")
 DOC = "docs/design/architecture.md"
+FOLDER_TABLE = "docs/development.md"
 sys.dont_write_bytecode = True  # The source tree is never written to (Makefile).
 sys.path.insert(0, os.path.join(REPO, "tools"))
 import check_layers  # noqa: E402
@@ -28,7 +29,7 @@ def run(root):
     """The checker's exit status and output over `root`, as `make check-layers` runs it."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        status = check_layers.main(["--root", root, "--doc", DOC])
+        status = check_layers.main(["--root", root, "--doc", DOC, "--folder-table", FOLDER_TABLE])
     return status, out.getvalue()
 
 
@@ -38,7 +39,7 @@ class CheckLayersTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.root)
         for folder in ("agent", "base", "buffer", "bpf", "ftrace"):
             shutil.copytree(os.path.join(REPO, folder), os.path.join(self.root, folder))
-        for path in ("tools/layers.txt", DOC):
+        for path in ("tools/layers.txt", DOC, FOLDER_TABLE):
             os.makedirs(os.path.dirname(os.path.join(self.root, path)), exist_ok=True)
             shutil.copy(os.path.join(REPO, path), os.path.join(self.root, path))
 
@@ -66,7 +67,8 @@ class CheckLayersTest(unittest.TestCase):
         return out
 
     def test_real_tree_passes(self):
-        result = subprocess.run([sys.executable, CHECKER, "--doc", DOC], cwd=REPO,
+        result = subprocess.run([sys.executable, CHECKER, "--doc", DOC,
+                                 "--folder-table", FOLDER_TABLE], cwd=REPO,
                                 capture_output=True, text=True)
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertEqual(run(self.root)[0], 0)
@@ -85,10 +87,10 @@ class CheckLayersTest(unittest.TestCase):
             "agent/writer may not include agent/session/ (level 4 is above its level 6)")
 
     def test_folders_on_one_level_never_include_each_other(self):
-        line = self.plant_include("agent/files/trace_sink.h", "agent/config/defaults.h")
+        line = self.plant_include("agent/output/output_dir.h", "agent/config/defaults.h")
         self.assertFailsWith(
-            f"agent/files/trace_sink.h:{line}: includes agent/config/defaults.h: "
-            "agent/files may not include agent/config/ (both on level 6")
+            f"agent/output/output_dir.h:{line}: includes agent/config/defaults.h: "
+            "agent/output may not include agent/config/ (both on level 6")
 
     def test_component_including_another_fails(self):
         line = self.plant_include("buffer/chunk_abi.cc", "ftrace/tracefs.h")
@@ -97,7 +99,7 @@ class CheckLayersTest(unittest.TestCase):
 
     def test_every_component_and_agent_folder_may_include_base(self):
         for path in ("buffer/chunk_abi.cc", "bpf/ring_reader.cc", "ftrace/tracefs.cc",
-                     "agent/cli/main.cc", "agent/base/owner_thread.h"):
+                     "agent/cli/main.cc", "base/owner_thread.h"):
             self.plant_include(path, "base/scoped_fd.h")
         status, out = run(self.root)
         self.assertEqual(status, 0, out)
@@ -108,27 +110,27 @@ class CheckLayersTest(unittest.TestCase):
                              "base/ may not include buffer/")
 
     def test_two_file_cycle_fails_with_the_chain(self):
-        base = os.path.join(self.root, "agent", "base")
+        base = os.path.join(self.root, "agent", "tracefile")
         with open(os.path.join(base, "planted_a.h"), "w", encoding="utf-8") as f:
-            f.write('#pragma once\n#include "agent/base/planted_b.h"\n')
+            f.write('#pragma once\n#include "agent/tracefile/planted_b.h"\n')
         with open(os.path.join(base, "planted_b.h"), "w", encoding="utf-8") as f:
-            f.write('#pragma once\n\n#include "agent/base/planted_a.h"\n')
+            f.write('#pragma once\n\n#include "agent/tracefile/planted_a.h"\n')
         out = self.assertFailsWith(
-            "agent/base/planted_a.h:2: include cycle: agent/base/planted_a.h -> "
-            "agent/base/planted_b.h -> agent/base/planted_a.h")
+            "agent/tracefile/planted_a.h:2: include cycle: agent/tracefile/planted_a.h -> "
+            "agent/tracefile/planted_b.h -> agent/tracefile/planted_a.h")
         self.assertNotIn("unit cycle", out)  # The same cycle, said once.
 
     def test_two_unit_cycle_fails_with_its_includes(self):
-        base = os.path.join(self.root, "agent", "base")
+        base = os.path.join(self.root, "agent", "tracefile")
         for name, text in (("planted_c.h", "#pragma once\n"),
-                           ("planted_c.cc", '#include "agent/base/planted_d.h"\n'),
-                           ("planted_d.h", '#pragma once\n#include "agent/base/planted_c.h"\n')):
+                           ("planted_c.cc", '#include "agent/tracefile/planted_d.h"\n'),
+                           ("planted_d.h", '#pragma once\n#include "agent/tracefile/planted_c.h"\n')):
             with open(os.path.join(base, name), "w", encoding="utf-8") as f:
                 f.write(text)
         out = self.assertFailsWith(
-            "agent/base/planted_c.cc:1: unit cycle: agent/base/planted_c -> agent/base/planted_d "
-            "-> agent/base/planted_c (agent/base/planted_c.cc:1 includes agent/base/planted_d.h, "
-            "agent/base/planted_d.h:2 includes agent/base/planted_c.h)")
+            "agent/tracefile/planted_c.cc:1: unit cycle: agent/tracefile/planted_c -> agent/tracefile/planted_d "
+            "-> agent/tracefile/planted_c (agent/tracefile/planted_c.cc:1 includes agent/tracefile/planted_d.h, "
+            "agent/tracefile/planted_d.h:2 includes agent/tracefile/planted_c.h)")
         self.assertNotIn("include cycle", out)
 
     def test_stale_allowlist_entry_fails(self):
@@ -149,6 +151,21 @@ class CheckLayersTest(unittest.TestCase):
     def test_doc_levels_that_differ_from_the_table_fail(self):
         self.edit(DOC, "4. `session/`", "4. `session/`, `base/`")
         self.assertFailsWith("differ from tools/layers.txt's: 1. cli; 2. daemon;")
+
+    def test_folder_table_that_misses_an_include_fails(self):
+        # A legal include (metrics/ may include config/) that the table's row
+        # does not name: the docs would no longer say what the folder depends on.
+        self.plant_include("agent/metrics/prometheus_text.cc", "agent/config/defaults.h")
+        self.assertFailsWith("docs/development.md:")
+        self.assertFailsWith("agent/metrics/ includes config, output; the table says output")
+
+    def test_folder_table_without_a_row_for_a_new_folder_fails(self):
+        os.makedirs(os.path.join(self.root, "agent", "planted"))
+        with open(os.path.join(self.root, "agent", "planted", "x.h"), "w",
+                  encoding="utf-8") as f:
+            f.write("#pragma once\n")
+        self.edit("tools/layers.txt", "level 7: tracefile", "level 7: tracefile planted")
+        self.assertFailsWith("no row for agent/planted/ in the table of folders")
 
 
 if __name__ == "__main__":

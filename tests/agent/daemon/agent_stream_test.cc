@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "agent/config/config_loader.h"
-#include "agent/files/file_retention.h"
+#include "agent/output/file_retention.h"
 #include "gtest/gtest.h"
 #include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/dir_entries.h"

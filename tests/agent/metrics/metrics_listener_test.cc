@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "agent/config/listen_address.h"
+#include "base/listen_address.h"
 #include "gtest/gtest.h"
 #include "tests/agent/testing/prometheus_tools.h"
 
@@ -27,21 +27,21 @@ using testing::HttpExchange;
 using testing::HttpStatus;
 
 TEST(ListenAddressTest, NumericAddressesAndPortsOnly) {
-  absl::StatusOr<ListenAddress> a = ParseListenAddress("0.0.0.0:9464");
+  absl::StatusOr<base::ListenAddress> a = base::ParseListenAddress("0.0.0.0:9464");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->addr.ss_family, AF_INET);
   EXPECT_EQ(a->port, 9464);
-  a = ParseListenAddress("[::1]:80");
+  a = base::ParseListenAddress("[::1]:80");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->addr.ss_family, AF_INET6);
-  a = ParseListenAddress(":9464");
+  a = base::ParseListenAddress(":9464");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_TRUE(a->any);
   for (const char* bad : {"9464", "localhost:9464", "0.0.0.0:", "0.0.0.0:65536", "0.0.0.0:-1",
                           "[::1:80", "::1:80", "1.2.3:80", "0.0.0.0:9464x", ""}) {
-    EXPECT_FALSE(ParseListenAddress(bad).ok()) << bad;
+    EXPECT_FALSE(base::ParseListenAddress(bad).ok()) << bad;
   }
-  EXPECT_TRUE(absl::StrContains(ParseListenAddress("localhost:9464").status().message(),
+  EXPECT_TRUE(absl::StrContains(base::ParseListenAddress("localhost:9464").status().message(),
                                 "names are not looked up"));
 }
 

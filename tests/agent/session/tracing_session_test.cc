@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
-#include "agent/files/trace_sink.h"
+#include "agent/tracefile/trace_sink.h"
 #include "buffer/chunk_abi.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace.pb.h"

@@ -14,7 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/civil_time.h"
 #include "agent/config/config_loader.h"
-#include "agent/files/trace_inspector.h"
+#include "agent/tracefile/trace_inspector.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/agent/testing/control_peer.h"

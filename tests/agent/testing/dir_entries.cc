@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "agent/files/trace_sidecar.h"
+#include "agent/output/trace_sidecar.h"
 
 namespace ringside::agent::testing {
 

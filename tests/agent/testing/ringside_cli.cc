@@ -11,7 +11,7 @@
 #include <memory>
 #include <set>
 
-#include "agent/files/trace_file_reader.h"
+#include "agent/tracefile/trace_file_reader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/paths.h"
 

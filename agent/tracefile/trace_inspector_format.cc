@@ -1,0 +1,386 @@
+// TraceSummary as `ringside inspect` prints it: text for a reader, JSON for
+// scripts (its keys documented with the inspect command).
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "agent/tracefile/trace_inspector.h"
+#include "agent/tracefile/untrusted_text.h"
+#include "base/json_text.h"
+
+namespace ringside::agent {
+namespace {
+
+// How many processes and threads the text rendering lists before eliding.
+constexpr size_t kMaxListedInText = 50;
+
+// A container id in the text rendering: its first 12 digits, as `docker
+// ps` and `crictl ps` show them (--json has the full id).
+std::string_view ShortContainerId(std::string_view id) { return id.substr(0, 12); }
+
+std::string FormatSeconds(uint64_t ns) {
+  return absl::StrFormat("%u.%09u s", ns / 1000000000, ns % 1000000000);
+}
+
+// A BOOTTIME time of the file as Unix time by its last clock snapshot
+// holding both clocks; nullopt without one. Modular: a file's clocks may be
+// anything.
+std::optional<int64_t> ToRealtime(const TraceSummary& s, uint64_t boottime_ns) {
+  if (!s.realtime_offset_last_ns) return std::nullopt;
+  return static_cast<int64_t>(boottime_ns + static_cast<uint64_t>(*s.realtime_offset_last_ns));
+}
+
+// The time as RFC 3339 when the file can place it, else in seconds.
+std::string FormatFileTime(const TraceSummary& s, uint64_t boottime_ns) {
+  const std::optional<int64_t> real = ToRealtime(s, boottime_ns);
+  return real.has_value() ? FormatRealtime(*real) : FormatSeconds(boottime_ns);
+}
+
+std::string StatToString(const TraceSummary::StatValue& value) {
+  return std::visit([](auto v) { return absl::StrCat(v); }, value);
+}
+
+}  // namespace
+
+std::string FormatRealtime(int64_t unix_ns) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::FromUnixNanos(unix_ns),
+                          absl::UTCTimeZone());
+}
+
+std::string SummaryToText(const std::string& path, const TraceSummary& s) {
+  // Every string below that came from the file goes through PrintableText:
+  // a name may hold terminal escapes.
+  std::string out =
+      absl::StrFormat("%s: %u packets in %u bytes\n", PrintableText(path), s.packets, s.bytes);
+  // "in N bytes" is what the file holds, as stored; what that inflates to
+  // is said here, for a gzip'd file as for compressed packets.
+  if (const TraceSummary::Compression& c = s.compression; c.gzip) {
+    absl::StrAppendFormat(&out,
+                          "compressed: gzip (the whole file); %u bytes hold %u bytes of "
+                          "packets (%.2fx)\n",
+                          c.gzip_bytes, c.gzip_inflated_bytes,
+                          c.gzip_inflated_bytes > 0 ? static_cast<double>(c.gzip_bytes) /
+                                                          static_cast<double>(c.gzip_inflated_bytes)
+                                                    : 0.0);
+  }
+  if (const TraceSummary::Compression& c = s.compression; c.deflate_packets + c.zstd_packets > 0) {
+    std::vector<std::string> codecs;
+    if (c.zstd_packets > 0) codecs.push_back(absl::StrCat("zstd (", c.zstd_packets, ")"));
+    if (c.deflate_packets > 0) codecs.push_back(absl::StrCat("deflate (", c.deflate_packets, ")"));
+    absl::StrAppendFormat(&out, "compressed: %s; %u bytes hold %u bytes of packets (%.2fx)\n",
+                          absl::StrJoin(codecs, ", "), c.compressed_bytes, c.inflated_bytes,
+                          c.inflated_bytes > 0 ? static_cast<double>(c.compressed_bytes) /
+                                                     static_cast<double>(c.inflated_bytes)
+                                               : 0.0);
+  }
+
+  if (s.machine.has_value()) {
+    absl::StrAppend(
+        &out, "machine: ", s.machine->name.empty() ? "(unnamed)" : PrintableText(s.machine->name));
+    std::vector<std::string> ids;
+    for (const auto& [id, packets] : s.packets_by_machine_id) {
+      ids.push_back(id == 0 ? absl::StrCat("none (", packets, " packets)")
+                            : absl::StrFormat("%08x", id));
+    }
+    absl::StrAppend(&out, ", id ", absl::StrJoin(ids, " and "));
+    if (!s.machine->boot_id.empty()) {
+      absl::StrAppend(&out, ", boot ", PrintableText(s.machine->boot_id));
+    }
+    absl::StrAppend(&out, ", ", PrintableText(s.machine->kernel), "\n");
+  }
+
+  absl::StrAppend(&out, "\nPackets by type:\n");
+  for (const auto& [type, count] : s.packets_by_type) {
+    absl::StrAppendFormat(&out, "  %-28s %10u\n", type, count);
+  }
+
+  absl::StrAppend(&out, "\nSequences:\n");
+  absl::StrAppendFormat(&out, "  %-10s %10s %24s\n", "seq_id", "packets",
+                        "previous_packet_dropped");
+  for (const auto& [id, seq] : s.sequences) {
+    absl::StrAppendFormat(&out, "  %-10u %10u %24u\n", id, seq.packets, seq.dropped_marks);
+  }
+
+  absl::StrAppend(&out, "\nTime range (CLOCK_BOOTTIME): ");
+  if (s.first_timestamp_ns) {
+    absl::StrAppendFormat(&out, "%s .. %s (%s)\n", FormatSeconds(*s.first_timestamp_ns),
+                          FormatSeconds(*s.last_timestamp_ns),
+                          FormatSeconds(*s.last_timestamp_ns - *s.first_timestamp_ns));
+  } else {
+    absl::StrAppend(&out, "no timestamps\n");
+  }
+  if (const auto range = s.RealtimeRange(); range.has_value()) {
+    absl::StrAppendFormat(&out, "Wall clock (REALTIME): %s .. %s\n", FormatRealtime(range->first),
+                          FormatRealtime(range->second));
+    if (const auto events = s.RealtimeRange(/*events_only=*/true); events.has_value()) {
+      absl::StrAppendFormat(&out, "  its kernel events:   %s .. %s\n",
+                            FormatRealtime(events->first), FormatRealtime(events->second));
+    }
+  }
+
+  if (const std::optional<uint64_t> from = s.HeldFrom(); from && s.last_timestamp_ns) {
+    absl::StrAppendFormat(&out, "Held whole: %s .. %s (%s)\n", FormatFileTime(s, *from),
+                          FormatFileTime(s, *s.last_timestamp_ns),
+                          s.buffers_wrapped
+                              ? "the ring had wrapped: from the latest CPU's first event"
+                              : "since tracing started");
+  }
+  for (const TraceSummary::Window& w : s.snapshot_windows) {
+    absl::StrAppendFormat(&out, "Window asked: %s .. %s, %s\n", FormatFileTime(s, w.first_ns),
+                          FormatFileTime(s, w.last_ns),
+                          s.Holds(w) ? "held whole" : "NOT held whole");
+  }
+
+  absl::StrAppendFormat(&out, "\nFtrace: %u events, %u bundles with lost events\n", s.ftrace_events,
+                        s.ftrace_bundles_with_lost_events);
+
+  const std::vector<int32_t> unresolved = s.UnresolvedSchedPids();
+  absl::StrAppendFormat(&out, "Sched pids: %u in scheduling events, %u without a name",
+                        s.sched_pids.size(), unresolved.size());
+  if (!unresolved.empty()) {
+    absl::StrAppend(&out, " (");
+    for (size_t i = 0; i < unresolved.size() && i < 10; i++) {
+      absl::StrAppend(&out, i ? " " : "", unresolved[i]);
+    }
+    absl::StrAppend(&out, unresolved.size() > 10 ? " ...)" : ")");
+  }
+  absl::StrAppend(&out, "\n");
+
+  absl::StrAppendFormat(&out, "\nProcesses (%u):\n", s.processes.size());
+  size_t listed = 0;
+  for (const auto& [pid, name] : s.processes) {
+    if (listed++ == kMaxListedInText) break;
+    absl::StrAppendFormat(&out, "  %8d  %s", pid, PrintableText(name));
+    auto cgroup = s.process_cgroups.find(pid);
+    if (cgroup != s.process_cgroups.end() && !cgroup->second.container_id.empty()) {
+      absl::StrAppend(&out, "  [container ",
+                      PrintableText(ShortContainerId(cgroup->second.container_id)), "]");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  if (s.processes.size() > kMaxListedInText) {
+    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                          s.processes.size() - kMaxListedInText);
+  }
+  const std::map<std::string, TraceSummary::Container> containers = s.Containers();
+  absl::StrAppendFormat(&out, "\nContainers (%u):\n", containers.size());
+  if (!containers.empty()) {
+    absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9s\n", "container", "pod uid", "runtime",
+                          "processes");
+  }
+  listed = 0;
+  uint64_t in_containers = 0;
+  for (const auto& [id, c] : containers) {
+    in_containers += c.processes;
+    if (listed++ >= kMaxListedInText) continue;
+    absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9u\n", PrintableText(ShortContainerId(id)),
+                          c.pod_uid.empty() ? "-" : PrintableText(c.pod_uid),
+                          c.runtime.empty() ? "-" : PrintableText(c.runtime), c.processes);
+  }
+  if (containers.size() > kMaxListedInText) {
+    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                          containers.size() - kMaxListedInText);
+  }
+  absl::StrAppendFormat(&out, "  %u processes in no container, %u of unknown cgroup\n",
+                        s.process_cgroups.size() - in_containers,
+                        s.processes.size() - s.process_cgroups.size());
+  absl::StrAppendFormat(&out, "\nThreads (%u):\n", s.threads.size());
+  listed = 0;
+  for (const auto& [tid, thread] : s.threads) {
+    if (listed++ == kMaxListedInText) break;
+    absl::StrAppendFormat(&out, "  %8d  tgid %-8d %s\n", tid, thread.tgid,
+                          PrintableText(thread.name));
+  }
+  if (s.threads.size() > kMaxListedInText) {
+    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                          s.threads.size() - kMaxListedInText);
+  }
+
+  absl::StrAppend(&out, "\nNon-zero stats:\n");
+  if (s.nonzero_stats.empty()) absl::StrAppend(&out, "  none\n");
+  for (const auto& [name, value] : s.nonzero_stats) {
+    // Entries are keyed by labels from the file (a trigger's name).
+    absl::StrAppendFormat(&out, "  %-56s %s\n", PrintableText(name), StatToString(value));
+  }
+  if (!s.snapshot_triggers.empty()) {
+    absl::StrAppend(&out, "\nSnapshot of ", s.snapshot_triggers.size(), " trigger(s):\n");
+    listed = 0;
+    for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
+      if (listed++ == kMaxListedInText) break;
+      absl::StrAppendFormat(&out, "  %-24s by %s (uid %d) at %s\n", PrintableText(t.trigger_name()),
+                            PrintableText(t.producer_name()), t.trusted_producer_uid(),
+                            FormatSeconds(t.timestamp()));
+    }
+    if (s.snapshot_triggers.size() > kMaxListedInText) {
+      absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
+                            s.snapshot_triggers.size() - kMaxListedInText);
+    }
+  }
+  return out;
+}
+
+nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& s) {
+  nlohmann::json j;
+  j["file"] = path;
+  j["size_bytes"] = s.digest.has_value() ? nlohmann::json(s.digest->size) : nlohmann::json(nullptr);
+  j["sha256"] = s.digest.has_value() ? nlohmann::json(s.digest->sha256) : nlohmann::json(nullptr);
+  const TraceSummary::Compression& c = s.compression;
+  const char* codec = c.zstd_packets > 0 && c.deflate_packets > 0 ? "zstd+deflate"
+                      : c.zstd_packets > 0                        ? "zstd"
+                      : c.deflate_packets > 0                     ? "deflate"
+                                                                  : "none";
+  j["compression"] = {
+      {"codec", codec},
+      {"deflate_packets", c.deflate_packets},
+      {"zstd_packets", c.zstd_packets},
+      {"compressed_bytes", c.compressed_bytes},
+      {"inflated_bytes", c.inflated_bytes},
+      {"ratio", c.inflated_bytes > 0 ? nlohmann::json(static_cast<double>(c.compressed_bytes) /
+                                                      static_cast<double>(c.inflated_bytes))
+                                     : nlohmann::json(nullptr)}};
+  // A gzip'd file, compressed whole (its packets may be compressed too).
+  j["compression"]["gzip"] =
+      c.gzip ? nlohmann::json{{"bytes", c.gzip_bytes}, {"inflated_bytes", c.gzip_inflated_bytes}}
+             : nlohmann::json(nullptr);
+  const uint32_t main_id = s.MainMachineId();
+  j["machine"] = {{"name", s.machine.has_value() ? s.machine->name : ""},
+                  {"id", main_id != 0 ? nlohmann::json(absl::StrFormat("%08x", main_id)) : nullptr},
+                  {"boot_id", s.machine.has_value() ? s.machine->boot_id : ""},
+                  {"kernel", s.machine.has_value() ? s.machine->kernel : ""},
+                  {"ids", nlohmann::json::array()}};
+  for (const auto& [id, packets] : s.packets_by_machine_id) {
+    j["machine"]["ids"].push_back({{"id", id}, {"packets", packets}});
+  }
+  if (s.first_timestamp_ns) {
+    j["time_range"] = {{"clock", "BOOTTIME"},
+                       {"first_ns", *s.first_timestamp_ns},
+                       {"last_ns", *s.last_timestamp_ns},
+                       {"duration_ns", *s.last_timestamp_ns - *s.first_timestamp_ns},
+                       {"events_first_ns", nullptr},
+                       {"events_last_ns", nullptr},
+                       {"realtime_first_ns", nullptr},
+                       {"realtime_last_ns", nullptr},
+                       {"events_realtime_first_ns", nullptr},
+                       {"events_realtime_last_ns", nullptr},
+                       {"events_realtime_first", nullptr},
+                       {"events_realtime_last", nullptr}};
+    if (s.first_event_ns) {
+      j["time_range"]["events_first_ns"] = *s.first_event_ns;
+      j["time_range"]["events_last_ns"] = *s.last_event_ns;
+    }
+    if (const auto range = s.RealtimeRange(); range.has_value()) {
+      j["time_range"]["realtime_first_ns"] = range->first;
+      j["time_range"]["realtime_last_ns"] = range->second;
+    }
+    if (const auto events = s.RealtimeRange(/*events_only=*/true); events.has_value()) {
+      j["time_range"]["events_realtime_first_ns"] = events->first;
+      j["time_range"]["events_realtime_last_ns"] = events->second;
+      j["time_range"]["events_realtime_first"] = FormatRealtime(events->first);
+      j["time_range"]["events_realtime_last"] = FormatRealtime(events->second);
+    }
+  } else {
+    j["time_range"] = nullptr;
+  }
+  auto time_json = [&s](uint64_t boottime_ns) {
+    const std::optional<int64_t> real = ToRealtime(s, boottime_ns);
+    return nlohmann::json{{"boottime_ns", boottime_ns},
+                          {"realtime", real ? nlohmann::json(FormatRealtime(*real)) : nullptr}};
+  };
+  if (const std::optional<uint64_t> from = s.HeldFrom(); from && s.last_timestamp_ns) {
+    j["held"] = {{"from", time_json(*from)},
+                 {"until", time_json(*s.last_timestamp_ns)},
+                 {"ring_wrapped", s.buffers_wrapped}};
+  } else {
+    j["held"] = nullptr;
+  }
+  j["snapshot_windows"] = nlohmann::json::array();
+  for (const TraceSummary::Window& w : s.snapshot_windows) {
+    j["snapshot_windows"].push_back(
+        {{"first", time_json(w.first_ns)}, {"last", time_json(w.last_ns)}, {"held", s.Holds(w)}});
+  }
+  const TraceSummary::Losses& l = s.losses;
+  j["losses"] = {{"staging_events", l.staging_events},
+                 {"buffer_chunks_overwritten", l.buffer_chunks_overwritten},
+                 {"buffer_bytes_overwritten", l.buffer_bytes_overwritten},
+                 {"buffer_chunks_discarded", l.buffer_chunks_discarded},
+                 {"events_after_staging", l.events_after_staging},
+                 {"packets_after_a_gap", s.PacketsAfterAGap()},
+                 {"ftrace_bundles_after_a_loss", s.ftrace_bundles_with_lost_events}};
+  j["snapshot_triggers"] = nlohmann::json::array();
+  for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
+    j["snapshot_triggers"].push_back({{"trigger_name", t.trigger_name()},
+                                      {"producer_name", t.producer_name()},
+                                      {"trusted_producer_uid", t.trusted_producer_uid()},
+                                      {"timestamp_ns", t.timestamp()}});
+  }
+  if (s.error) {
+    j["error"] = {{"offset", s.error->offset},
+                  {"message", s.error->message},
+                  {"not_a_trace", s.error->not_a_trace}};
+  } else {
+    j["error"] = nullptr;
+  }
+  return j;
+}
+
+nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
+  nlohmann::json j = FileFactsToJson(path, s);
+  j["packets"] = s.packets;
+  j["bytes"] = s.bytes;
+  j["packets_by_type"] = nlohmann::json::object();
+  for (const auto& [type, count] : s.packets_by_type) j["packets_by_type"][type] = count;
+  j["sequences"] = nlohmann::json::array();
+  for (const auto& [id, seq] : s.sequences) {
+    j["sequences"].push_back(
+        {{"id", id}, {"packets", seq.packets}, {"previous_packet_dropped", seq.dropped_marks}});
+  }
+  j["ftrace"] = {{"events", s.ftrace_events},
+                 {"bundles_with_lost_events", s.ftrace_bundles_with_lost_events}};
+  const std::vector<int32_t> unresolved = s.UnresolvedSchedPids();
+  j["sched_pids"] = {{"seen", s.sched_pids.size()},
+                     {"unresolved", unresolved.size()},
+                     {"unresolved_pids", unresolved}};
+  j["processes"] = nlohmann::json::array();
+  for (const auto& [pid, name] : s.processes) {
+    nlohmann::json process = {{"pid", pid}, {"name", name}};
+    auto cgroup = s.process_cgroups.find(pid);
+    if (cgroup != s.process_cgroups.end()) {
+      const TraceSummary::ProcessCgroup& c = cgroup->second;
+      if (c.cgroup_id != 0) process["cgroup_id"] = c.cgroup_id;
+      if (!c.cgroup_path.empty()) process["cgroup_path"] = c.cgroup_path;
+      if (!c.container_id.empty()) process["container_id"] = c.container_id;
+      if (!c.pod_uid.empty()) process["pod_uid"] = c.pod_uid;
+    }
+    j["processes"].push_back(std::move(process));
+  }
+  j["containers"] = nlohmann::json::array();
+  for (const auto& [id, c] : s.Containers()) {
+    nlohmann::json container = {{"container_id", id}, {"processes", c.processes}};
+    container["pod_uid"] = c.pod_uid.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.pod_uid);
+    container["runtime"] = c.runtime.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.runtime);
+    j["containers"].push_back(std::move(container));
+  }
+  j["threads"] = nlohmann::json::array();
+  for (const auto& [tid, thread] : s.threads) {
+    j["threads"].push_back({{"tid", tid}, {"tgid", thread.tgid}, {"name", thread.name}});
+  }
+  j["nonzero_stats"] = nlohmann::json::object();
+  for (const auto& [name, value] : s.nonzero_stats) {
+    nlohmann::json& slot = j["nonzero_stats"][name];
+    std::visit([&slot](auto v) { slot = v; }, value);
+  }
+  return j;
+}
+
+std::string SummaryToJsonText(const std::string& path, const TraceSummary& summary) {
+  return base::JsonText(SummaryToJson(path, summary));
+}
+}  // namespace ringside::agent
