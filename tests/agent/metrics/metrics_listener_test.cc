@@ -15,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "base/listen_address.h"
 #include "gtest/gtest.h"
 #include "tests/agent/testing/prometheus_tools.h"
 
@@ -25,25 +24,6 @@ namespace {
 using testing::HttpBody;
 using testing::HttpExchange;
 using testing::HttpStatus;
-
-TEST(ListenAddressTest, NumericAddressesAndPortsOnly) {
-  absl::StatusOr<base::ListenAddress> a = base::ParseListenAddress("0.0.0.0:9464");
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->addr.ss_family, AF_INET);
-  EXPECT_EQ(a->port, 9464);
-  a = base::ParseListenAddress("[::1]:80");
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->addr.ss_family, AF_INET6);
-  a = base::ParseListenAddress(":9464");
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_TRUE(a->any);
-  for (const char* bad : {"9464", "localhost:9464", "0.0.0.0:", "0.0.0.0:65536", "0.0.0.0:-1",
-                          "[::1:80", "::1:80", "1.2.3:80", "0.0.0.0:9464x", ""}) {
-    EXPECT_FALSE(base::ParseListenAddress(bad).ok()) << bad;
-  }
-  EXPECT_TRUE(absl::StrContains(base::ParseListenAddress("localhost:9464").status().message(),
-                                "names are not looked up"));
-}
 
 class MetricsListenerTest : public ::testing::Test {
  protected:
