@@ -72,7 +72,7 @@ void AgentService::Reload() {
         }
         snapshots_->set_output_dir(plan.next.output_dir());
       } else if (field == "trigger_config") {
-        triggers_.Replace(TriggerPolicy::RulesFrom(plan.next));
+        triggers_.ReplaceTriggers(plan.next);
         tally_.Reserve(ReservedTallyNames(plan.next));
       } else if (field == "snapshot_request_cooldown_ms" ||
                  field == "max_snapshot_requests_per_hour") {

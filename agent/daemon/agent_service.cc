@@ -120,7 +120,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   StartTimes times(&s->log_);
   {
     absl::MutexLock lock(&s->mu_);
-    s->triggers_.Replace(TriggerPolicy::RulesFrom(s->options_.config));
+    s->triggers_.ReplaceTriggers(s->options_.config);
     s->requests_.Replace(
         TriggerPolicy::RequestRuleFrom(s->options_.config, kRequestedSnapshotReason));
   }
@@ -312,11 +312,7 @@ int AgentService::Shutdown(const std::string& why) {
   // aftermath there is, rather than lose them.
   {
     absl::MutexLock lock(&mu_);
-    // An incident read from here on would wait for a snapshot never taken.
-    triggers_closed_ = true;
-    std::multimap<absl::Time, DelayedTrigger> now_due;
-    for (auto& [when, delayed] : delayed_) now_due.emplace(absl::InfinitePast(), delayed);
-    delayed_.swap(now_due);
+    triggers_.Close();
   }
   TakeDueSnapshots();
   stopping_ = true;
@@ -388,18 +384,13 @@ void AgentService::Wake() {
 }
 
 absl::Time AgentService::TakeDueSnapshots() {
-  std::vector<DelayedTrigger> due;
-  absl::Time next = absl::InfiniteFuture();
+  std::vector<TriggerDispatcher::Due> due;
+  absl::Time next;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
-    while (!delayed_.empty() && delayed_.begin()->first <= now) {
-      due.push_back(delayed_.begin()->second);
-      delayed_.erase(delayed_.begin());
-    }
-    if (!delayed_.empty()) next = delayed_.begin()->first;
+    due = triggers_.TakeDue(absl::Now(), &next);
   }
-  for (const DelayedTrigger& d : due) {
+  for (const TriggerDispatcher::Due& d : due) {
     const SnapshotTrigger& t = d.trigger;
     if (absl::StatusOr<std::string> p = TakeSnapshot(t.name, "trigger " + t.name, t, d.joined);
         !p.ok()) {
@@ -436,58 +427,9 @@ ControlHandler::Answer AgentService::Handle(const control::Request& request, con
   return Error("an empty request, or one this agent does not know (from a newer ringside?)");
 }
 
-AgentService::TriggerOutcome AgentService::FireLocked(const std::string& name,
-                                                      const SnapshotTrigger& trigger,
-                                                      const std::string& who) {
-  // Already fired and waiting for its stop_delay_ms: this one coalesces
-  // into that snapshot (so the pending ones are at most one per trigger),
-  // and counts as suppressed: it gets no snapshot of its own.
-  for (auto& [when, pending] : delayed_) {
-    if (pending.trigger.name != name) continue;
-    joined_triggers_++;
-    tally_.Count(name, TriggerTally::Outcome::kJoined);
-    // The trigger itself and the list count toward the file's limit.
-    if (pending.joined.size() + 1 < kMaxTriggersListedPerSnapshot) {
-      pending.joined.push_back(trigger);
-    }
-    log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
-                    absl::StrCat("trigger ", name, " from ", who,
-                                 " joins the snapshot it already has pending"));
-    return {TriggerOutcome::kJoined, TriggerPolicy::Verdict::kFire};
-  }
-  const TriggerPolicy::Verdict verdict = triggers_.Offer(name, absl::Now());
-  if (verdict == TriggerPolicy::Verdict::kUnknown) return {TriggerOutcome::kUnknown, verdict};
-  if (verdict != TriggerPolicy::Verdict::kFire) {
-    tally_.Count(name, TriggerTally::Outcome::kSuppressed);
-    log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
-                    absl::StrCat("trigger ", name, " from ", who, " suppressed (",
-                                 TriggerPolicy::VerdictName(verdict), ")"));
-    return {TriggerOutcome::kSuppressed, verdict};
-  }
-  const absl::Duration delay = triggers_.Find(name)->stop_delay;
-  log_.Info(absl::StrCat("trigger ", name, " from ", who, ": a snapshot in ",
-                         absl::FormatDuration(delay)));
-  delayed_.emplace(absl::Now() + delay, DelayedTrigger{trigger, {}});
-  Wake();
-  return {TriggerOutcome::kQueued, verdict};
-}
-
 void AgentService::OnIncident(const Incident& incident) {
-  const std::string who = absl::StrCat(
-      "the kernel (", IncidentKindName(incident.kind),
-      incident.signal != 0 ? absl::StrCat(" ", incident.signal) : "", " of pid ", incident.pid,
-      incident.comm.empty() ? "" : absl::StrCat(" ", incident.comm), ")");
   absl::MutexLock lock(&mu_);
-  // From a source's reader thread, while the agent may be stopping.
-  if (triggers_closed_) {
-    log_.LogLimited(LogLevel::kInfo, "incident while stopping",
-                    absl::StrCat(who, ": not a trigger, the agent is stopping"));
-    return;
-  }
-  for (const std::string& name : triggers_.RulesFor(incident)) {
-    // The kernel is the producer; its time is the incident's own.
-    FireLocked(name, SnapshotTrigger{name, "linux.bpf", 0, incident.boottime_ns}, who);
-  }
+  triggers_.OnIncident(incident);
 }
 
 void AgentService::LogSessionNotices() {
@@ -510,8 +452,7 @@ control::StatusReply AgentService::BuildStatus() {
   AgentStatus::Triggers triggers;
   {
     absl::MutexLock lock(&mu_);
-    suppressed = triggers_.counts().suppressed + requests_.counts().suppressed + joined_triggers_ +
-                 snaps.joined;
+    suppressed = triggers_.suppressed() + requests_.counts().suppressed + snaps.joined;
     reloads = reload_;
     for (const auto& t : config_.trigger_config().triggers()) triggers.configured.insert(t.name());
   }

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "agent/control/control_server.h"
 #include "agent/daemon/agent_status.h"
+#include "agent/daemon/trigger_dispatcher.h"
 #include "agent/files/compressing_sink.h"
 #include "agent/files/rotating_trace_file.h"
 #include "agent/lifecycle/agent_log.h"
@@ -22,7 +23,6 @@
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/request_limits.h"
 #include "agent/snapshots/snapshot_writer.h"
-#include "agent/snapshots/trigger_policy.h"
 #include "agent/snapshots/trigger_tally.h"
 #include "agent/sources/incident.h"
 #include "ringside/config/trace_config.pb.h"
@@ -134,15 +134,6 @@ class AgentService : public ControlHandler, public IncidentListener {
   // A named trigger: the policy decides; a fire takes a snapshot after the
   // trigger's stop_delay_ms, on the main thread.
   control::Reply Trigger(const std::string& name, const Peer& peer);
-  struct TriggerOutcome {
-    enum Kind { kQueued, kJoined, kUnknown, kSuppressed };
-    Kind kind;
-    TriggerPolicy::Verdict verdict;
-  };
-  // The trigger `name` fired by `who`: joins its pending snapshot, or is
-  // offered to the policy and, on a fire, queued for its stop_delay_ms.
-  TriggerOutcome FireLocked(const std::string& name, const SnapshotTrigger& trigger,
-                            const std::string& who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a snapshot; logs it.
   // `trigger` goes into the file (clone_snapshot_trigger); `by` into the log;
   // `joined`: the triggers that joined it while it waited for its delay;
@@ -216,23 +207,12 @@ class AgentService : public ControlHandler, public IncidentListener {
   config::TraceConfig config_ ABSL_GUARDED_BY(mu_);
   // What `status` says of the reloads.
   control::ReloadStatus reload_ ABSL_GUARDED_BY(mu_);
-  TriggerPolicy triggers_ ABSL_GUARDED_BY(mu_){{}};
+  // The config's triggers, fired by requests and incidents, until their
+  // snapshots are due.
+  TriggerDispatcher triggers_ ABSL_GUARDED_BY(mu_){&tally_, &log_, [this] { Wake(); }};
   // The limits of snapshots requested by hand, root's apart from the other
   // uids' (the config's, from Start()).
   RequestLimits requests_ ABSL_GUARDED_BY(mu_){TriggerPolicy::Rule{}};
-  // A trigger fired, waiting for its stop_delay_ms, and the requests of the
-  // same trigger that joined it meanwhile (at most
-  // kMaxTriggersListedPerSnapshot listed; all counted in tally_).
-  struct DelayedTrigger {
-    SnapshotTrigger trigger;
-    std::vector<SnapshotTrigger> joined;
-  };
-  // By when they are due.
-  std::multimap<absl::Time, DelayedTrigger> delayed_ ABSL_GUARDED_BY(mu_);
-  // Triggers that joined a pending snapshot of theirs (suppressed in status).
-  uint64_t joined_triggers_ ABSL_GUARDED_BY(mu_) = 0;
-  // Shutdown took the pending triggers: incidents fire none any more.
-  bool triggers_closed_ ABSL_GUARDED_BY(mu_) = false;
   // metrics_listen's state as the start left it (absent: not set), and the
   // listener's counters, which outlive it.
   std::optional<control::MetricsListenerStatus> metrics_listener_ ABSL_GUARDED_BY(mu_);

@@ -221,30 +221,26 @@ absl::StatusOr<std::string> AgentService::TakeSnapshot(
 
 control::Reply AgentService::Trigger(const std::string& name, const Peer& peer) {
   absl::MutexLock lock(&mu_);
-  const TriggerOutcome outcome = FireLocked(
+  const TriggerDispatcher::Fired fired = triggers_.Fire(
       name,
       SnapshotTrigger{name, "ringside trigger", static_cast<int32_t>(peer.uid), BoottimeNowNs()},
       Who(peer));
-  switch (outcome.kind) {
-    case TriggerOutcome::kUnknown:
+  switch (fired.kind) {
+    case TriggerDispatcher::Fired::kUnknown:
       return Error(absl::StrCat("no trigger named '", name, "' in trigger_config"));
-    case TriggerOutcome::kSuppressed:
-      return Error(absl::StrCat("trigger '", name,
-                                "' suppressed: ", TriggerPolicy::VerdictName(outcome.verdict),
-                                "; counted in status"));
-    case TriggerOutcome::kQueued:
-    case TriggerOutcome::kJoined:
+    case TriggerDispatcher::Fired::kSuppressed:
+      return Error(absl::StrCat("trigger '", name, "' suppressed: ",
+                                TriggerPolicy::VerdictName(fired.verdict), "; counted in status"));
+    case TriggerDispatcher::Fired::kQueued:
+    case TriggerDispatcher::Fired::kJoined:
       break;
   }
   control::Reply reply;
   control::TriggerReply* answer = reply.mutable_trigger();
-  answer->set_joined(outcome.kind == TriggerOutcome::kJoined);
-  // The pending snapshot's moment: the earliest of this trigger's.
-  for (const auto& [when, delayed] : delayed_) {
-    if (delayed.trigger.name != name) continue;
-    answer->set_delay_ms(
-        static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Milliseconds(when - absl::Now()))));
-    break;
+  answer->set_joined(fired.kind == TriggerDispatcher::Fired::kJoined);
+  if (fired.due.has_value()) {
+    answer->set_delay_ms(static_cast<uint64_t>(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(*fired.due - absl::Now()))));
   }
   answer->set_output_dir(config_.output_dir());
   return reply;
