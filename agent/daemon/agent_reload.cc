@@ -76,7 +76,7 @@ void AgentService::Reload() {
         tally_.Reserve(ReservedTallyNames(plan.next));
       } else if (field == "snapshot_request_cooldown_ms" ||
                  field == "max_snapshot_requests_per_hour") {
-        requests_.Replace(TriggerPolicy::RequestRuleFrom(plan.next, kRequestedSnapshotReason));
+        requests_->ReplaceLimits(plan.next);
       } else if (field == "max_snapshot_files" || field == "max_snapshot_bytes") {
         snapshots_->set_retention(plan.next.max_snapshot_files(), plan.next.max_snapshot_bytes());
       }

@@ -121,8 +121,6 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   {
     absl::MutexLock lock(&s->mu_);
     s->triggers_.ReplaceTriggers(s->options_.config);
-    s->requests_.Replace(
-        TriggerPolicy::RequestRuleFrom(s->options_.config, kRequestedSnapshotReason));
   }
   s->tally_.Reserve(ReservedTallyNames(s->options_.config));
   const config::TraceConfig& config = s->options_.config;
@@ -177,6 +175,20 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   s->WarnOfIncidentTriggersNothingFires();
 
   AgentService* self = s.get();
+  s->requests_ = std::make_unique<SnapshotRequests>(
+      SnapshotRequests::Options{
+          .log = &s->log_,
+          .tally = &s->tally_,
+          .start_boottime_ns = s->session_->start_boottime_ns(),
+          .take =
+              [self](const std::string& file_reason, const std::string& by,
+                     const SnapshotTrigger& trigger,
+                     const std::optional<TraceSummary::Window>& window) {
+                return self->TakeSnapshot(file_reason, by, trigger, {}, window,
+                                          kRequestedSnapshotReason);
+              },
+          .outcome = [self](const std::string& path) { return self->snapshots_->Outcome(path); }},
+      config);
   s->snapshots_ = std::make_unique<SnapshotWriter>(
       s->session_.get(), config.output_dir(),
       [self](const SnapshotWriter::Result& r) { self->SnapshotWritten(r); }, &s->tally_);
@@ -413,7 +425,7 @@ ControlHandler::Answer AgentService::Handle(const control::Request& request, con
       *reply.mutable_status() = BuildStatus();
       return reply;
     case control::Request::kSnapshot:
-      return Snapshot(request.snapshot(), peer, later);
+      return requests_->Handle(request.snapshot(), peer, later);
     case control::Request::kStop:
       log_.Notice(absl::StrCat("stop requested by ", Who(peer)));
       RequestStop();
@@ -425,6 +437,56 @@ ControlHandler::Answer AgentService::Handle(const control::Request& request, con
       break;
   }
   return Error("an empty request, or one this agent does not know (from a newer ringside?)");
+}
+
+absl::StatusOr<std::string> AgentService::TakeSnapshot(
+    const std::string& reason, const std::string& by, const SnapshotTrigger& trigger,
+    const std::vector<SnapshotTrigger>& joined, const std::optional<TraceSummary::Window>& window,
+    absl::string_view tally_as) {
+  if (stopping_) return absl::FailedPreconditionError("the agent is stopping");
+  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger, joined, window, tally_as);
+  if (path.ok()) log_.Info(absl::StrCat("snapshot asked by ", by, " (", reason, "): ", *path));
+  return path;
+}
+
+control::Reply AgentService::Trigger(const std::string& name, const Peer& peer) {
+  absl::MutexLock lock(&mu_);
+  const TriggerDispatcher::Fired fired = triggers_.Fire(
+      name,
+      SnapshotTrigger{name, "ringside trigger", static_cast<int32_t>(peer.uid), BoottimeNowNs()},
+      Who(peer));
+  switch (fired.kind) {
+    case TriggerDispatcher::Fired::kUnknown:
+      return Error(absl::StrCat("no trigger named '", name, "' in trigger_config"));
+    case TriggerDispatcher::Fired::kSuppressed:
+      return Error(absl::StrCat("trigger '", name, "' suppressed: ",
+                                TriggerPolicy::VerdictName(fired.verdict), "; counted in status"));
+    case TriggerDispatcher::Fired::kQueued:
+    case TriggerDispatcher::Fired::kJoined:
+      break;
+  }
+  control::Reply reply;
+  control::TriggerReply* answer = reply.mutable_trigger();
+  answer->set_joined(fired.kind == TriggerDispatcher::Fired::kJoined);
+  if (fired.due.has_value()) {
+    answer->set_delay_ms(static_cast<uint64_t>(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(*fired.due - absl::Now()))));
+  }
+  answer->set_output_dir(config_.output_dir());
+  return reply;
+}
+
+void AgentService::SnapshotWritten(const SnapshotWriter::Result& r) {
+  requests_->AnswerWaiters(r);
+  if (!r.status.ok()) {
+    log_.Error(absl::StrCat("snapshot ", r.path, " failed: ", r.status.message()));
+    return;
+  }
+  log_.Notice(absl::StrCat("snapshot written: ", r.path, " (", r.reason, ")"));
+  if (!r.sidecar.ok()) {
+    log_.Warning(absl::StrCat("snapshot ", r.path,
+                              " has no sidecar, so shippers leave it: ", r.sidecar.message()));
+  }
 }
 
 void AgentService::OnIncident(const Incident& incident) {
@@ -452,10 +514,11 @@ control::StatusReply AgentService::BuildStatus() {
   AgentStatus::Triggers triggers;
   {
     absl::MutexLock lock(&mu_);
-    suppressed = triggers_.suppressed() + requests_.counts().suppressed + snaps.joined;
+    suppressed = triggers_.suppressed();
     reloads = reload_;
     for (const auto& t : config_.trigger_config().triggers()) triggers.configured.insert(t.name());
   }
+  suppressed += requests_->suppressed() + snaps.joined;
   triggers.counts = tally_.counts();
   const TracingSession::Report report = session_->report();
   control::StatusReply reply =

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "agent/control/control_server.h"
 #include "agent/daemon/agent_status.h"
+#include "agent/daemon/snapshot_requests.h"
 #include "agent/daemon/trigger_dispatcher.h"
 #include "agent/files/compressing_sink.h"
 #include "agent/files/rotating_trace_file.h"
@@ -21,7 +22,6 @@
 #include "agent/metrics/metrics_listener.h"
 #include "agent/metrics/metrics_textfile.h"
 #include "agent/session/tracing_session.h"
-#include "agent/snapshots/request_limits.h"
 #include "agent/snapshots/snapshot_writer.h"
 #include "agent/snapshots/trigger_tally.h"
 #include "agent/sources/incident.h"
@@ -107,27 +107,6 @@ class AgentService : public ControlHandler, public IncidentListener {
   // The last log line: how long it ran, what it recorded and lost.
   void LogStopped();
   control::StatusReply BuildStatus();
-  Answer Snapshot(const control::SnapshotRequest& request, const Peer& peer,
-                  const LaterReply& later);
-  // An --around request's window: on the trace's clock (what the file is
-  // asked to hold), and on the wall clock as the requester gave it (what
-  // replies show: converted back, it would be some microseconds off).
-  struct AskedWindow {
-    TraceSummary::Window boottime;
-    int64_t first_unix_ns = 0;
-    int64_t last_unix_ns = 0;
-  };
-  // The window `request` asks for (--around), or why not (kInvalidArgument:
-  // longer than kMaxSnapshotWindow, not over yet, out of range).
-  static absl::StatusOr<AskedWindow> WindowOf(const control::SnapshotRequest& request);
-  // `snapshot --wait`: answered through `later` once the writer reports
-  // the file at `path` written or failed, or after kSnapshotWaitLimit.
-  // `window`: the one the request asked the file to hold (--around).
-  Answer AnswerOnceWritten(const std::string& path, const std::string& reason,
-                           const std::optional<AskedWindow>& window, const LaterReply& later);
-  // The writer reported the file Take() named `path`: written where
-  // `written` says, or failed; its waiters get their reply.
-  void AnswerSnapshotWaiters(const SnapshotWriter::Result& written);
   // The writer's report of a file written or failed, on its thread: answers
   // the waiters, logs.
   void SnapshotWritten(const SnapshotWriter::Result& r);
@@ -184,16 +163,10 @@ class AgentService : public ControlHandler, public IncidentListener {
   std::unique_ptr<CompressingSink> stream_compression_;
   RotatingSink* stream_sink_ = nullptr;
   std::unique_ptr<TracingSession> session_;
-  // `snapshot --wait` requests waiting for their file, by its path: the
-  // writer's report answers them. Before the writer, which reports into it
-  // until it is finished. At most one per control connection.
-  struct SnapshotWaiter {
-    std::string reason;
-    std::optional<AskedWindow> window;
-    LaterReply later;
-  };
-  absl::Mutex waiters_mu_;
-  std::multimap<std::string, SnapshotWaiter> snapshot_waiters_ ABSL_GUARDED_BY(waiters_mu_);
+  // The snapshots asked for over the control socket; before the writer,
+  // which reports into it until it is finished. Set by Start() once the
+  // session recorded.
+  std::unique_ptr<SnapshotRequests> requests_;
   std::unique_ptr<SnapshotWriter> snapshots_;
   std::unique_ptr<ControlServer> control_;
   int stop_fd_ = -1;  // eventfd: a stop request from the control thread.
@@ -210,9 +183,6 @@ class AgentService : public ControlHandler, public IncidentListener {
   // The config's triggers, fired by requests and incidents, until their
   // snapshots are due.
   TriggerDispatcher triggers_ ABSL_GUARDED_BY(mu_){&tally_, &log_, [this] { Wake(); }};
-  // The limits of snapshots requested by hand, root's apart from the other
-  // uids' (the config's, from Start()).
-  RequestLimits requests_ ABSL_GUARDED_BY(mu_){TriggerPolicy::Rule{}};
   // metrics_listen's state as the start left it (absent: not set), and the
   // listener's counters, which outlive it.
   std::optional<control::MetricsListenerStatus> metrics_listener_ ABSL_GUARDED_BY(mu_);
