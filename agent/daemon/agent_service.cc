@@ -125,16 +125,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   s->tally_.Reserve(ReservedTallyNames(s->options_.config));
   const config::TraceConfig& config = s->options_.config;
   ControlServer::Options control_options;
-  if (config.has_control_group()) {
-    absl::StatusOr<gid_t> gid = ResolveGroup("control_group", config.control_group());
-    if (!gid.ok()) return gid.status();
-    control_options.group = *gid;
-  }
-  if (config.has_output_group()) {
-    absl::StatusOr<gid_t> gid = ResolveGroup("output_group", config.output_group());
-    if (!gid.ok()) return gid.status();
-    s->output_group_ = *gid;
-  }
+  if (absl::Status st = s->ResolveGroups(&control_options); !st.ok()) return st;
   if (absl::Status st = OutputDir::Open(config.output_dir(), s->output_group_).status(); !st.ok()) {
     return st;
   }
@@ -147,21 +138,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   if (s->stop_fd_ < 0 || s->wake_fd_ < 0) {
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   }
-
-  if (config.write_into_file()) {
-    absl::StatusOr<std::unique_ptr<RotatingTraceFile>> stream =
-        OpenAgentStream(config, s->output_group_, s->log_);
-    if (!stream.ok()) return stream.status();
-    s->stream_ = std::move(*stream);
-    s->stream_sink_ = s->stream_.get();
-    if (const PacketCompression c = PacketCompressionOf(config); c.codec != PacketCodec::kNone) {
-      absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
-      if (!compressor.ok()) return compressor.status();
-      s->stream_compression_ =
-          std::make_unique<CompressingSink>(s->stream_sink_, std::move(*compressor));
-      s->stream_sink_ = s->stream_compression_.get();
-    }
-  }
+  if (absl::Status st = s->OpenStream(); !st.ok()) return st;
   absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config, s.get());
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
@@ -173,38 +150,8 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   for (const std::string& w : s->session_->warnings()) s->log_.Warning(w);
   if (!started.ok()) return started;
   s->WarnOfIncidentTriggersNothingFires();
-
-  AgentService* self = s.get();
-  s->requests_ = std::make_unique<SnapshotRequests>(
-      SnapshotRequests::Options{
-          .log = &s->log_,
-          .tally = &s->tally_,
-          .start_boottime_ns = s->session_->start_boottime_ns(),
-          .take =
-              [self](const std::string& file_reason, const std::string& by,
-                     const SnapshotTrigger& trigger,
-                     const std::optional<TraceSummary::Window>& window) {
-                return self->TakeSnapshot(file_reason, by, trigger, {}, window,
-                                          kRequestedSnapshotReason);
-              },
-          .outcome = [self](const std::string& path) { return self->snapshots_->Outcome(path); }},
-      config);
-  s->snapshots_ = std::make_unique<SnapshotWriter>(
-      s->session_.get(), config.output_dir(),
-      [self](const SnapshotWriter::Result& r) { self->SnapshotWritten(r); }, &s->tally_);
-
-  s->snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
-  s->snapshots_->set_output_group(s->output_group_);
-  s->snapshots_->set_compression(PacketCompressionOf(config));
-  s->snapshots_->FinishOldSnapshots(/*stream_files=*/!config.write_into_file());
-  control_options.replace_stale_socket = s->options_.replace_stale_socket;
-  control_options.log = [self](absl::string_view line) {
-    self->log_.LogLimited(LogLevel::kWarning, "control", line);
-  };
-  absl::StatusOr<std::unique_ptr<ControlServer>> control =
-      ControlServer::Listen(config.control_socket(), control_options, s.get());
-  if (!control.ok()) return control.status();
-  s->control_ = std::move(*control);
+  s->StartSnapshots();
+  if (absl::Status st = s->ListenForControl(std::move(control_options)); !st.ok()) return st;
   times.Step("control socket");
   if (s->options_.drop_capabilities) {
     if (absl::Status st = s->DropCapabilitiesAfterSetup(); !st.ok()) return st;
@@ -221,6 +168,74 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   // Every source attached and the socket answering: ready means ready.
   s->notifier_.Ready(s->HealthLine());
   return s;
+}
+
+absl::Status AgentService::ResolveGroups(ControlServer::Options* control_options) {
+  const config::TraceConfig& config = options_.config;
+  if (config.has_control_group()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup("control_group", config.control_group());
+    if (!gid.ok()) return gid.status();
+    control_options->group = *gid;
+  }
+  if (config.has_output_group()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup("output_group", config.output_group());
+    if (!gid.ok()) return gid.status();
+    output_group_ = *gid;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AgentService::OpenStream() {
+  const config::TraceConfig& config = options_.config;
+  if (!config.write_into_file()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<RotatingTraceFile>> stream =
+      OpenAgentStream(config, output_group_, log_);
+  if (!stream.ok()) return stream.status();
+  stream_ = std::move(*stream);
+  stream_sink_ = stream_.get();
+  if (const PacketCompression c = PacketCompressionOf(config); c.codec != PacketCodec::kNone) {
+    absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
+    if (!compressor.ok()) return compressor.status();
+    stream_compression_ = std::make_unique<CompressingSink>(stream_sink_, std::move(*compressor));
+    stream_sink_ = stream_compression_.get();
+  }
+  return absl::OkStatus();
+}
+
+void AgentService::StartSnapshots() {
+  const config::TraceConfig& config = options_.config;
+  requests_ = std::make_unique<SnapshotRequests>(
+      SnapshotRequests::Options{
+          .log = &log_,
+          .tally = &tally_,
+          .start_boottime_ns = session_->start_boottime_ns(),
+          .take =
+              [this](const std::string& file_reason, const std::string& by,
+                     const SnapshotTrigger& trigger,
+                     const std::optional<TraceSummary::Window>& window) {
+                return TakeSnapshot(file_reason, by, trigger, {}, window, kRequestedSnapshotReason);
+              },
+          .outcome = [this](const std::string& path) { return snapshots_->Outcome(path); }},
+      config);
+  snapshots_ = std::make_unique<SnapshotWriter>(
+      session_.get(), config.output_dir(),
+      [this](const SnapshotWriter::Result& r) { SnapshotWritten(r); }, &tally_);
+  snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
+  snapshots_->set_output_group(output_group_);
+  snapshots_->set_compression(PacketCompressionOf(config));
+  snapshots_->FinishOldSnapshots(/*stream_files=*/!config.write_into_file());
+}
+
+absl::Status AgentService::ListenForControl(ControlServer::Options control_options) {
+  control_options.replace_stale_socket = options_.replace_stale_socket;
+  control_options.log = [this](absl::string_view line) {
+    log_.LogLimited(LogLevel::kWarning, "control", line);
+  };
+  absl::StatusOr<std::unique_ptr<ControlServer>> control =
+      ControlServer::Listen(options_.config.control_socket(), control_options, this);
+  if (!control.ok()) return control.status();
+  control_ = std::move(*control);
+  return absl::OkStatus();
 }
 
 absl::Status AgentService::DropCapabilitiesAfterSetup() {

@@ -98,6 +98,15 @@ class AgentService : public ControlHandler, public IncidentListener {
 
  private:
   explicit AgentService(Options options);
+  // Start()'s steps. The control and output groups resolved (into
+  // `control_options`, output_group_); errors name the config field.
+  absl::Status ResolveGroups(ControlServer::Options* control_options);
+  // write_into_file: the stream's files, and its compression.
+  absl::Status OpenStream();
+  // Once the session records: the snapshot requests and the writer, with
+  // the config's retention, group and compression.
+  void StartSnapshots();
+  absl::Status ListenForControl(ControlServer::Options control_options);
   // Run()'s parts: the loop until a stop (returns why it stopped), one
   // signal read from `signal_fd` (returns why to stop, or ""), and the
   // shutdown in order (returns the exit status).
@@ -122,7 +131,17 @@ class AgentService : public ControlHandler, public IncidentListener {
       const std::vector<SnapshotTrigger>& joined = {},
       const std::optional<TraceSummary::Window>& window = std::nullopt,
       absl::string_view tally_as = {});
+  // SIGHUP (agent_reload.cc): the config file loaded again and what can
+  // change live applied; `status` says how it went.
   void Reload();
+  // The config file with the command line's settings and the agent's
+  // defaults, checked as the start checked it.
+  absl::StatusOr<config::TraceConfig> LoadReloadedConfig() const;
+  // Applies what `loaded` changes that can change live (`dir_ready`: the
+  // new output_dir, made ready or not), names what needs a restart, and
+  // keeps it as the running config.
+  void ApplyReloadLocked(const config::TraceConfig& loaded, const absl::Status& dir_ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The tally's rows no request can take (TriggerTally::Reserve): the
   // config's triggers, requests' and SIGUSR1's.
   static std::vector<std::string> ReservedTallyNames(const config::TraceConfig& config);
