@@ -28,15 +28,7 @@ void AgentService::Reload() {
     notifier_.Ready(HealthLine());
     return;
   }
-  absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(options_.config_path);
-  if (loaded.ok()) {
-    // The file with the command line's settings, as the start checked it.
-    loaded->MergeFrom(options_.overrides);
-    ApplyAgentDefaults(&*loaded);
-    if (absl::Status st = CheckEffectiveConfig(*loaded, options_.config_path); !st.ok()) {
-      loaded = st;
-    }
-  }
+  absl::StatusOr<config::TraceConfig> loaded = LoadReloadedConfig();
   if (!loaded.ok()) {
     log_.Error(absl::StrCat("reload: ", loaded.status().message(), "; keeping the running config"));
     {
@@ -60,43 +52,58 @@ void AgentService::Reload() {
           : OutputDir::Open(loaded->output_dir(), output_group_).status();
   {
     absl::MutexLock lock(&mu_);
-    ReloadPlan plan = PlanReload(config_, *loaded);
-    std::vector<std::string> applied;
-    for (const std::string& field : plan.applied) {
-      if (field == "output_dir") {
-        if (!dir_ready.ok()) {
-          log_.Error(absl::StrCat("reload: ", dir_ready.message(), "; snapshots still go into ",
-                                  config_.output_dir()));
-          plan.next.set_output_dir(config_.output_dir());
-          continue;
-        }
-        snapshots_->set_output_dir(plan.next.output_dir());
-      } else if (field == "trigger_config") {
-        triggers_.Replace(TriggerPolicy::RulesFrom(plan.next));
-        tally_.Reserve(ReservedTallyNames(plan.next));
-      } else if (field == "snapshot_request_cooldown_ms" ||
-                 field == "max_snapshot_requests_per_hour") {
-        requests_.Replace(TriggerPolicy::RequestRuleFrom(plan.next, kRequestedSnapshotReason));
-      } else if (field == "max_snapshot_files" || field == "max_snapshot_bytes") {
-        snapshots_->set_retention(plan.next.max_snapshot_files(), plan.next.max_snapshot_bytes());
-      }
-      applied.push_back(field);
-    }
-    for (const std::string& field : plan.kept) {
-      log_.Warning(absl::StrCat("reload: ", field,
-                                " changed, which needs a restart of the agent; it keeps its "
-                                "running value until then"));
-    }
-    config_ = plan.next;
-    reload_.clear_last_error();
-    reload_.clear_waiting_for_restart();
-    for (const std::string& field : plan.kept) reload_.add_waiting_for_restart(field);
-    log_.Notice(absl::StrCat("reloaded ", options_.config_path,
-                             applied.empty()
-                                 ? "; nothing to apply live"
-                                 : absl::StrCat("; applied: ", absl::StrJoin(applied, ", "))));
+    ApplyReloadLocked(*loaded, dir_ready);
   }
   notifier_.Ready(HealthLine());
+}
+
+absl::StatusOr<config::TraceConfig> AgentService::LoadReloadedConfig() const {
+  absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(options_.config_path);
+  if (!loaded.ok()) return loaded;
+  // The file with the command line's settings, as the start checked it.
+  loaded->MergeFrom(options_.overrides);
+  ApplyAgentDefaults(&*loaded);
+  if (absl::Status st = CheckEffectiveConfig(*loaded, options_.config_path); !st.ok()) return st;
+  return loaded;
+}
+
+void AgentService::ApplyReloadLocked(const config::TraceConfig& loaded,
+                                     const absl::Status& dir_ready) {
+  ReloadPlan plan = PlanReload(config_, loaded);
+  std::vector<std::string> applied;
+  for (const std::string& field : plan.applied) {
+    if (field == "output_dir") {
+      if (!dir_ready.ok()) {
+        log_.Error(absl::StrCat("reload: ", dir_ready.message(), "; snapshots still go into ",
+                                config_.output_dir()));
+        plan.next.set_output_dir(config_.output_dir());
+        continue;
+      }
+      snapshots_->set_output_dir(plan.next.output_dir());
+    } else if (field == "trigger_config") {
+      triggers_.ReplaceTriggers(plan.next);
+      tally_.Reserve(ReservedTallyNames(plan.next));
+    } else if (field == "snapshot_request_cooldown_ms" ||
+               field == "max_snapshot_requests_per_hour") {
+      requests_->ReplaceLimits(plan.next);
+    } else if (field == "max_snapshot_files" || field == "max_snapshot_bytes") {
+      snapshots_->set_retention(plan.next.max_snapshot_files(), plan.next.max_snapshot_bytes());
+    }
+    applied.push_back(field);
+  }
+  for (const std::string& field : plan.kept) {
+    log_.Warning(absl::StrCat("reload: ", field,
+                              " changed, which needs a restart of the agent; it keeps its "
+                              "running value until then"));
+  }
+  config_ = plan.next;
+  reload_.clear_last_error();
+  reload_.clear_waiting_for_restart();
+  for (const std::string& field : plan.kept) reload_.add_waiting_for_restart(field);
+  log_.Notice(absl::StrCat("reloaded ", options_.config_path,
+                           applied.empty()
+                               ? "; nothing to apply live"
+                               : absl::StrCat("; applied: ", absl::StrJoin(applied, ", "))));
 }
 
 }  // namespace ringside::agent

@@ -120,23 +120,12 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   StartTimes times(&s->log_);
   {
     absl::MutexLock lock(&s->mu_);
-    s->triggers_.Replace(TriggerPolicy::RulesFrom(s->options_.config));
-    s->requests_.Replace(
-        TriggerPolicy::RequestRuleFrom(s->options_.config, kRequestedSnapshotReason));
+    s->triggers_.ReplaceTriggers(s->options_.config);
   }
   s->tally_.Reserve(ReservedTallyNames(s->options_.config));
   const config::TraceConfig& config = s->options_.config;
   ControlServer::Options control_options;
-  if (config.has_control_group()) {
-    absl::StatusOr<gid_t> gid = ResolveGroup("control_group", config.control_group());
-    if (!gid.ok()) return gid.status();
-    control_options.group = *gid;
-  }
-  if (config.has_output_group()) {
-    absl::StatusOr<gid_t> gid = ResolveGroup("output_group", config.output_group());
-    if (!gid.ok()) return gid.status();
-    s->output_group_ = *gid;
-  }
+  if (absl::Status st = s->ResolveGroups(&control_options); !st.ok()) return st;
   if (absl::Status st = OutputDir::Open(config.output_dir(), s->output_group_).status(); !st.ok()) {
     return st;
   }
@@ -149,21 +138,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   if (s->stop_fd_ < 0 || s->wake_fd_ < 0) {
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   }
-
-  if (config.write_into_file()) {
-    absl::StatusOr<std::unique_ptr<RotatingTraceFile>> stream =
-        OpenAgentStream(config, s->output_group_, s->log_);
-    if (!stream.ok()) return stream.status();
-    s->stream_ = std::move(*stream);
-    s->stream_sink_ = s->stream_.get();
-    if (const PacketCompression c = PacketCompressionOf(config); c.codec != PacketCodec::kNone) {
-      absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
-      if (!compressor.ok()) return compressor.status();
-      s->stream_compression_ =
-          std::make_unique<CompressingSink>(s->stream_sink_, std::move(*compressor));
-      s->stream_sink_ = s->stream_compression_.get();
-    }
-  }
+  if (absl::Status st = s->OpenStream(); !st.ok()) return st;
   absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config, s.get());
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
@@ -175,24 +150,8 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   for (const std::string& w : s->session_->warnings()) s->log_.Warning(w);
   if (!started.ok()) return started;
   s->WarnOfIncidentTriggersNothingFires();
-
-  AgentService* self = s.get();
-  s->snapshots_ = std::make_unique<SnapshotWriter>(
-      s->session_.get(), config.output_dir(),
-      [self](const SnapshotWriter::Result& r) { self->SnapshotWritten(r); }, &s->tally_);
-
-  s->snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
-  s->snapshots_->set_output_group(s->output_group_);
-  s->snapshots_->set_compression(PacketCompressionOf(config));
-  s->snapshots_->FinishOldSnapshots(/*stream_files=*/!config.write_into_file());
-  control_options.replace_stale_socket = s->options_.replace_stale_socket;
-  control_options.log = [self](absl::string_view line) {
-    self->log_.LogLimited(LogLevel::kWarning, "control", line);
-  };
-  absl::StatusOr<std::unique_ptr<ControlServer>> control =
-      ControlServer::Listen(config.control_socket(), control_options, s.get());
-  if (!control.ok()) return control.status();
-  s->control_ = std::move(*control);
+  s->StartSnapshots();
+  if (absl::Status st = s->ListenForControl(std::move(control_options)); !st.ok()) return st;
   times.Step("control socket");
   if (s->options_.drop_capabilities) {
     if (absl::Status st = s->DropCapabilitiesAfterSetup(); !st.ok()) return st;
@@ -209,6 +168,74 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   // Every source attached and the socket answering: ready means ready.
   s->notifier_.Ready(s->HealthLine());
   return s;
+}
+
+absl::Status AgentService::ResolveGroups(ControlServer::Options* control_options) {
+  const config::TraceConfig& config = options_.config;
+  if (config.has_control_group()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup("control_group", config.control_group());
+    if (!gid.ok()) return gid.status();
+    control_options->group = *gid;
+  }
+  if (config.has_output_group()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup("output_group", config.output_group());
+    if (!gid.ok()) return gid.status();
+    output_group_ = *gid;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AgentService::OpenStream() {
+  const config::TraceConfig& config = options_.config;
+  if (!config.write_into_file()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<RotatingTraceFile>> stream =
+      OpenAgentStream(config, output_group_, log_);
+  if (!stream.ok()) return stream.status();
+  stream_ = std::move(*stream);
+  stream_sink_ = stream_.get();
+  if (const PacketCompression c = PacketCompressionOf(config); c.codec != PacketCodec::kNone) {
+    absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
+    if (!compressor.ok()) return compressor.status();
+    stream_compression_ = std::make_unique<CompressingSink>(stream_sink_, std::move(*compressor));
+    stream_sink_ = stream_compression_.get();
+  }
+  return absl::OkStatus();
+}
+
+void AgentService::StartSnapshots() {
+  const config::TraceConfig& config = options_.config;
+  requests_ = std::make_unique<SnapshotRequests>(
+      SnapshotRequests::Options{
+          .log = &log_,
+          .tally = &tally_,
+          .start_boottime_ns = session_->start_boottime_ns(),
+          .take =
+              [this](const std::string& file_reason, const std::string& by,
+                     const SnapshotTrigger& trigger,
+                     const std::optional<TraceSummary::Window>& window) {
+                return TakeSnapshot(file_reason, by, trigger, {}, window, kRequestedSnapshotReason);
+              },
+          .outcome = [this](const std::string& path) { return snapshots_->Outcome(path); }},
+      config);
+  snapshots_ = std::make_unique<SnapshotWriter>(
+      session_.get(), config.output_dir(),
+      [this](const SnapshotWriter::Result& r) { SnapshotWritten(r); }, &tally_);
+  snapshots_->set_retention(config.max_snapshot_files(), config.max_snapshot_bytes());
+  snapshots_->set_output_group(output_group_);
+  snapshots_->set_compression(PacketCompressionOf(config));
+  snapshots_->FinishOldSnapshots(/*stream_files=*/!config.write_into_file());
+}
+
+absl::Status AgentService::ListenForControl(ControlServer::Options control_options) {
+  control_options.replace_stale_socket = options_.replace_stale_socket;
+  control_options.log = [this](absl::string_view line) {
+    log_.LogLimited(LogLevel::kWarning, "control", line);
+  };
+  absl::StatusOr<std::unique_ptr<ControlServer>> control =
+      ControlServer::Listen(options_.config.control_socket(), control_options, this);
+  if (!control.ok()) return control.status();
+  control_ = std::move(*control);
+  return absl::OkStatus();
 }
 
 absl::Status AgentService::DropCapabilitiesAfterSetup() {
@@ -312,11 +339,7 @@ int AgentService::Shutdown(const std::string& why) {
   // aftermath there is, rather than lose them.
   {
     absl::MutexLock lock(&mu_);
-    // An incident read from here on would wait for a snapshot never taken.
-    triggers_closed_ = true;
-    std::multimap<absl::Time, DelayedTrigger> now_due;
-    for (auto& [when, delayed] : delayed_) now_due.emplace(absl::InfinitePast(), delayed);
-    delayed_.swap(now_due);
+    triggers_.Close();
   }
   TakeDueSnapshots();
   stopping_ = true;
@@ -388,18 +411,13 @@ void AgentService::Wake() {
 }
 
 absl::Time AgentService::TakeDueSnapshots() {
-  std::vector<DelayedTrigger> due;
-  absl::Time next = absl::InfiniteFuture();
+  std::vector<TriggerDispatcher::Due> due;
+  absl::Time next;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
-    while (!delayed_.empty() && delayed_.begin()->first <= now) {
-      due.push_back(delayed_.begin()->second);
-      delayed_.erase(delayed_.begin());
-    }
-    if (!delayed_.empty()) next = delayed_.begin()->first;
+    due = triggers_.TakeDue(absl::Now(), &next);
   }
-  for (const DelayedTrigger& d : due) {
+  for (const TriggerDispatcher::Due& d : due) {
     const SnapshotTrigger& t = d.trigger;
     if (absl::StatusOr<std::string> p = TakeSnapshot(t.name, "trigger " + t.name, t, d.joined);
         !p.ok()) {
@@ -422,7 +440,7 @@ ControlHandler::Answer AgentService::Handle(const control::Request& request, con
       *reply.mutable_status() = BuildStatus();
       return reply;
     case control::Request::kSnapshot:
-      return Snapshot(request.snapshot(), peer, later);
+      return requests_->Handle(request.snapshot(), peer, later);
     case control::Request::kStop:
       log_.Notice(absl::StrCat("stop requested by ", Who(peer)));
       RequestStop();
@@ -436,58 +454,59 @@ ControlHandler::Answer AgentService::Handle(const control::Request& request, con
   return Error("an empty request, or one this agent does not know (from a newer ringside?)");
 }
 
-AgentService::TriggerOutcome AgentService::FireLocked(const std::string& name,
-                                                      const SnapshotTrigger& trigger,
-                                                      const std::string& who) {
-  // Already fired and waiting for its stop_delay_ms: this one coalesces
-  // into that snapshot (so the pending ones are at most one per trigger),
-  // and counts as suppressed: it gets no snapshot of its own.
-  for (auto& [when, pending] : delayed_) {
-    if (pending.trigger.name != name) continue;
-    joined_triggers_++;
-    tally_.Count(name, TriggerTally::Outcome::kJoined);
-    // The trigger itself and the list count toward the file's limit.
-    if (pending.joined.size() + 1 < kMaxTriggersListedPerSnapshot) {
-      pending.joined.push_back(trigger);
-    }
-    log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
-                    absl::StrCat("trigger ", name, " from ", who,
-                                 " joins the snapshot it already has pending"));
-    return {TriggerOutcome::kJoined, TriggerPolicy::Verdict::kFire};
+absl::StatusOr<std::string> AgentService::TakeSnapshot(
+    const std::string& reason, const std::string& by, const SnapshotTrigger& trigger,
+    const std::vector<SnapshotTrigger>& joined, const std::optional<TraceSummary::Window>& window,
+    absl::string_view tally_as) {
+  if (stopping_) return absl::FailedPreconditionError("the agent is stopping");
+  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger, joined, window, tally_as);
+  if (path.ok()) log_.Info(absl::StrCat("snapshot asked by ", by, " (", reason, "): ", *path));
+  return path;
+}
+
+control::Reply AgentService::Trigger(const std::string& name, const Peer& peer) {
+  absl::MutexLock lock(&mu_);
+  const TriggerDispatcher::Fired fired = triggers_.Fire(
+      name,
+      SnapshotTrigger{name, "ringside trigger", static_cast<int32_t>(peer.uid), BoottimeNowNs()},
+      Who(peer));
+  switch (fired.kind) {
+    case TriggerDispatcher::Fired::kUnknown:
+      return Error(absl::StrCat("no trigger named '", name, "' in trigger_config"));
+    case TriggerDispatcher::Fired::kSuppressed:
+      return Error(absl::StrCat("trigger '", name, "' suppressed: ",
+                                TriggerPolicy::VerdictName(fired.verdict), "; counted in status"));
+    case TriggerDispatcher::Fired::kQueued:
+    case TriggerDispatcher::Fired::kJoined:
+      break;
   }
-  const TriggerPolicy::Verdict verdict = triggers_.Offer(name, absl::Now());
-  if (verdict == TriggerPolicy::Verdict::kUnknown) return {TriggerOutcome::kUnknown, verdict};
-  if (verdict != TriggerPolicy::Verdict::kFire) {
-    tally_.Count(name, TriggerTally::Outcome::kSuppressed);
-    log_.LogLimited(LogLevel::kInfo, absl::StrCat("trigger ", name),
-                    absl::StrCat("trigger ", name, " from ", who, " suppressed (",
-                                 TriggerPolicy::VerdictName(verdict), ")"));
-    return {TriggerOutcome::kSuppressed, verdict};
+  control::Reply reply;
+  control::TriggerReply* answer = reply.mutable_trigger();
+  answer->set_joined(fired.kind == TriggerDispatcher::Fired::kJoined);
+  if (fired.due.has_value()) {
+    answer->set_delay_ms(static_cast<uint64_t>(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(*fired.due - absl::Now()))));
   }
-  const absl::Duration delay = triggers_.Find(name)->stop_delay;
-  log_.Info(absl::StrCat("trigger ", name, " from ", who, ": a snapshot in ",
-                         absl::FormatDuration(delay)));
-  delayed_.emplace(absl::Now() + delay, DelayedTrigger{trigger, {}});
-  Wake();
-  return {TriggerOutcome::kQueued, verdict};
+  answer->set_output_dir(config_.output_dir());
+  return reply;
+}
+
+void AgentService::SnapshotWritten(const SnapshotWriter::Result& r) {
+  requests_->AnswerWaiters(r);
+  if (!r.status.ok()) {
+    log_.Error(absl::StrCat("snapshot ", r.path, " failed: ", r.status.message()));
+    return;
+  }
+  log_.Notice(absl::StrCat("snapshot written: ", r.path, " (", r.reason, ")"));
+  if (!r.sidecar.ok()) {
+    log_.Warning(absl::StrCat("snapshot ", r.path,
+                              " has no sidecar, so shippers leave it: ", r.sidecar.message()));
+  }
 }
 
 void AgentService::OnIncident(const Incident& incident) {
-  const std::string who = absl::StrCat(
-      "the kernel (", IncidentKindName(incident.kind),
-      incident.signal != 0 ? absl::StrCat(" ", incident.signal) : "", " of pid ", incident.pid,
-      incident.comm.empty() ? "" : absl::StrCat(" ", incident.comm), ")");
   absl::MutexLock lock(&mu_);
-  // From a source's reader thread, while the agent may be stopping.
-  if (triggers_closed_) {
-    log_.LogLimited(LogLevel::kInfo, "incident while stopping",
-                    absl::StrCat(who, ": not a trigger, the agent is stopping"));
-    return;
-  }
-  for (const std::string& name : triggers_.RulesFor(incident)) {
-    // The kernel is the producer; its time is the incident's own.
-    FireLocked(name, SnapshotTrigger{name, "linux.bpf", 0, incident.boottime_ns}, who);
-  }
+  triggers_.OnIncident(incident);
 }
 
 void AgentService::LogSessionNotices() {
@@ -510,11 +529,11 @@ control::StatusReply AgentService::BuildStatus() {
   AgentStatus::Triggers triggers;
   {
     absl::MutexLock lock(&mu_);
-    suppressed = triggers_.counts().suppressed + requests_.counts().suppressed + joined_triggers_ +
-                 snaps.joined;
+    suppressed = triggers_.suppressed();
     reloads = reload_;
     for (const auto& t : config_.trigger_config().triggers()) triggers.configured.insert(t.name());
   }
+  suppressed += requests_->suppressed() + snaps.joined;
   triggers.counts = tally_.counts();
   const TracingSession::Report report = session_->report();
   control::StatusReply reply =

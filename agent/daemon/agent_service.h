@@ -13,6 +13,8 @@
 #include "absl/time/time.h"
 #include "agent/control/control_server.h"
 #include "agent/daemon/agent_status.h"
+#include "agent/daemon/snapshot_requests.h"
+#include "agent/daemon/trigger_dispatcher.h"
 #include "agent/lifecycle/agent_log.h"
 #include "agent/lifecycle/systemd_notifier.h"
 #include "agent/metrics/metrics_listener.h"
@@ -20,9 +22,7 @@
 #include "agent/output/compressing_sink.h"
 #include "agent/output/rotating_trace_file.h"
 #include "agent/session/tracing_session.h"
-#include "agent/snapshots/request_limits.h"
 #include "agent/snapshots/snapshot_writer.h"
-#include "agent/snapshots/trigger_policy.h"
 #include "agent/snapshots/trigger_tally.h"
 #include "agent/sources/incident.h"
 #include "ringside/config/trace_config.pb.h"
@@ -98,6 +98,15 @@ class AgentService : public ControlHandler, public IncidentListener {
 
  private:
   explicit AgentService(Options options);
+  // Start()'s steps. The control and output groups resolved (into
+  // `control_options`, output_group_); errors name the config field.
+  absl::Status ResolveGroups(ControlServer::Options* control_options);
+  // write_into_file: the stream's files, and its compression.
+  absl::Status OpenStream();
+  // Once the session records: the snapshot requests and the writer, with
+  // the config's retention, group and compression.
+  void StartSnapshots();
+  absl::Status ListenForControl(ControlServer::Options control_options);
   // Run()'s parts: the loop until a stop (returns why it stopped), one
   // signal read from `signal_fd` (returns why to stop, or ""), and the
   // shutdown in order (returns the exit status).
@@ -107,42 +116,12 @@ class AgentService : public ControlHandler, public IncidentListener {
   // The last log line: how long it ran, what it recorded and lost.
   void LogStopped();
   control::StatusReply BuildStatus();
-  Answer Snapshot(const control::SnapshotRequest& request, const Peer& peer,
-                  const LaterReply& later);
-  // An --around request's window: on the trace's clock (what the file is
-  // asked to hold), and on the wall clock as the requester gave it (what
-  // replies show: converted back, it would be some microseconds off).
-  struct AskedWindow {
-    TraceSummary::Window boottime;
-    int64_t first_unix_ns = 0;
-    int64_t last_unix_ns = 0;
-  };
-  // The window `request` asks for (--around), or why not (kInvalidArgument:
-  // longer than kMaxSnapshotWindow, not over yet, out of range).
-  static absl::StatusOr<AskedWindow> WindowOf(const control::SnapshotRequest& request);
-  // `snapshot --wait`: answered through `later` once the writer reports
-  // the file at `path` written or failed, or after kSnapshotWaitLimit.
-  // `window`: the one the request asked the file to hold (--around).
-  Answer AnswerOnceWritten(const std::string& path, const std::string& reason,
-                           const std::optional<AskedWindow>& window, const LaterReply& later);
-  // The writer reported the file Take() named `path`: written where
-  // `written` says, or failed; its waiters get their reply.
-  void AnswerSnapshotWaiters(const SnapshotWriter::Result& written);
   // The writer's report of a file written or failed, on its thread: answers
   // the waiters, logs.
   void SnapshotWritten(const SnapshotWriter::Result& r);
   // A named trigger: the policy decides; a fire takes a snapshot after the
   // trigger's stop_delay_ms, on the main thread.
   control::Reply Trigger(const std::string& name, const Peer& peer);
-  struct TriggerOutcome {
-    enum Kind { kQueued, kJoined, kUnknown, kSuppressed };
-    Kind kind;
-    TriggerPolicy::Verdict verdict;
-  };
-  // The trigger `name` fired by `who`: joins its pending snapshot, or is
-  // offered to the policy and, on a fire, queued for its stop_delay_ms.
-  TriggerOutcome FireLocked(const std::string& name, const SnapshotTrigger& trigger,
-                            const std::string& who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a snapshot; logs it.
   // `trigger` goes into the file (clone_snapshot_trigger); `by` into the log;
   // `joined`: the triggers that joined it while it waited for its delay;
@@ -152,7 +131,17 @@ class AgentService : public ControlHandler, public IncidentListener {
       const std::vector<SnapshotTrigger>& joined = {},
       const std::optional<TraceSummary::Window>& window = std::nullopt,
       absl::string_view tally_as = {});
+  // SIGHUP (agent_reload.cc): the config file loaded again and what can
+  // change live applied; `status` says how it went.
   void Reload();
+  // The config file with the command line's settings and the agent's
+  // defaults, checked as the start checked it.
+  absl::StatusOr<config::TraceConfig> LoadReloadedConfig() const;
+  // Applies what `loaded` changes that can change live (`dir_ready`: the
+  // new output_dir, made ready or not), names what needs a restart, and
+  // keeps it as the running config.
+  void ApplyReloadLocked(const config::TraceConfig& loaded, const absl::Status& dir_ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The tally's rows no request can take (TriggerTally::Reserve): the
   // config's triggers, requests' and SIGUSR1's.
   static std::vector<std::string> ReservedTallyNames(const config::TraceConfig& config);
@@ -193,16 +182,10 @@ class AgentService : public ControlHandler, public IncidentListener {
   std::unique_ptr<CompressingSink> stream_compression_;
   RotatingSink* stream_sink_ = nullptr;
   std::unique_ptr<TracingSession> session_;
-  // `snapshot --wait` requests waiting for their file, by its path: the
-  // writer's report answers them. Before the writer, which reports into it
-  // until it is finished. At most one per control connection.
-  struct SnapshotWaiter {
-    std::string reason;
-    std::optional<AskedWindow> window;
-    LaterReply later;
-  };
-  absl::Mutex waiters_mu_;
-  std::multimap<std::string, SnapshotWaiter> snapshot_waiters_ ABSL_GUARDED_BY(waiters_mu_);
+  // The snapshots asked for over the control socket; before the writer,
+  // which reports into it until it is finished. Set by Start() once the
+  // session recorded.
+  std::unique_ptr<SnapshotRequests> requests_;
   std::unique_ptr<SnapshotWriter> snapshots_;
   std::unique_ptr<ControlServer> control_;
   int stop_fd_ = -1;  // eventfd: a stop request from the control thread.
@@ -216,23 +199,9 @@ class AgentService : public ControlHandler, public IncidentListener {
   config::TraceConfig config_ ABSL_GUARDED_BY(mu_);
   // What `status` says of the reloads.
   control::ReloadStatus reload_ ABSL_GUARDED_BY(mu_);
-  TriggerPolicy triggers_ ABSL_GUARDED_BY(mu_){{}};
-  // The limits of snapshots requested by hand, root's apart from the other
-  // uids' (the config's, from Start()).
-  RequestLimits requests_ ABSL_GUARDED_BY(mu_){TriggerPolicy::Rule{}};
-  // A trigger fired, waiting for its stop_delay_ms, and the requests of the
-  // same trigger that joined it meanwhile (at most
-  // kMaxTriggersListedPerSnapshot listed; all counted in tally_).
-  struct DelayedTrigger {
-    SnapshotTrigger trigger;
-    std::vector<SnapshotTrigger> joined;
-  };
-  // By when they are due.
-  std::multimap<absl::Time, DelayedTrigger> delayed_ ABSL_GUARDED_BY(mu_);
-  // Triggers that joined a pending snapshot of theirs (suppressed in status).
-  uint64_t joined_triggers_ ABSL_GUARDED_BY(mu_) = 0;
-  // Shutdown took the pending triggers: incidents fire none any more.
-  bool triggers_closed_ ABSL_GUARDED_BY(mu_) = false;
+  // The config's triggers, fired by requests and incidents, until their
+  // snapshots are due.
+  TriggerDispatcher triggers_ ABSL_GUARDED_BY(mu_){&tally_, &log_, [this] { Wake(); }};
   // metrics_listen's state as the start left it (absent: not set), and the
   // listener's counters, which outlive it.
   std::optional<control::MetricsListenerStatus> metrics_listener_ ABSL_GUARDED_BY(mu_);

@@ -52,6 +52,39 @@ control::SourceStatus::State StateOf(TracingSession::SourceReport::State s) {
   return control::SourceStatus::STATE_UNSPECIFIED;
 }
 
+// `status`'s snapshots: the writer's stats, and what became of each
+// trigger's requests.
+void SetSnapshots(const SnapshotWriter::Stats& snapshots, uint64_t suppressed,
+                  const AgentStatus::Triggers& triggers, control::SnapshotStatus* out) {
+  out->set_count(snapshots.written);
+  out->set_last_path(snapshots.last_path);
+  out->set_last_reason(snapshots.last_reason);
+  out->set_suppressed(suppressed);
+  out->set_failed(snapshots.failed);
+  out->set_last_error(snapshots.last_error);
+  if (snapshots.codec != PacketCodec::kNone) out->set_codec(PacketCodecName(snapshots.codec));
+  out->set_compressed_in_bytes(snapshots.compressed_in_bytes);
+  out->set_compressed_out_bytes(snapshots.compressed_out_bytes);
+  out->set_compression_cpu_ns(snapshots.compression_cpu_ns);
+  out->set_sidecars_failed(snapshots.sidecars_failed);
+  out->set_last_sidecar_error(snapshots.last_sidecar_error);
+  for (const TriggerTally::Counts& c : triggers.counts) {
+    control::SnapshotStatus::Trigger* t = out->add_triggers();
+    t->set_name(c.name);
+    // Requests by hand are all one row, whatever their reasons; every name
+    // but that one, SIGUSR1's and the tally's overflow row is a config's
+    // trigger (the running config's, or one a reload removed).
+    t->set_kind(triggers.configured.count(c.name) > 0 ? "config"
+                : c.name == kRequestedSnapshotReason  ? "request"
+                : c.name == kSignalSnapshotReason     ? "signal"
+                : c.name == TriggerTally::kOtherName  ? "other"
+                                                      : "config");
+    t->set_fired(c.fired);
+    t->set_joined(c.joined);
+    t->set_suppressed(c.suppressed);
+  }
+}
+
 }  // namespace
 
 void SetMemory(const TracingSession::Report& report, const AgentMemory& memory,
@@ -122,30 +155,7 @@ control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, ab
   control::StatusReply st;
   st.set_uptime_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(now - started_)));
   st.set_config_path(config_path);
-  {
-    absl::MutexLock lock(&mu_);
-    const double uptime_s = absl::ToDoubleSeconds(now - started_);
-    for (const TracingSession::SourceReport& s : report.sources) {
-      control::SourceStatus* out = st.add_sources();
-      out->set_name(s.name);
-      out->set_state(StateOf(s.state));
-      out->set_error(s.error);
-      out->set_events(s.events);
-      // Before the first health period: the rate since the start.
-      const auto rate = rates_.find(s.name);
-      out->set_events_per_s(rate != rates_.end() ? rate->second
-                            : uptime_s > 0       ? static_cast<double>(s.events) / uptime_s
-                                                 : 0);
-      out->set_reader_cpu_seconds(absl::ToDoubleSeconds(s.consumer.cpu));
-      out->set_reader_paused_seconds(absl::ToDoubleSeconds(s.consumer.paused));
-      for (const DataSource::Loss& l : s.losses) {
-        control::SourceStatus::Loss* loss = out->add_losses();
-        loss->set_cpu(static_cast<int32_t>(l.cpu));
-        loss->set_kind(l.kind);
-        loss->set_events(l.events);
-      }
-    }
-  }
+  AddSources(report, now, &st);
   for (const TracingSession::BufferReport& b : report.buffers) {
     control::BufferStatus* out = st.add_buffers();
     out->set_size_bytes(b.stats.buffer_size);
@@ -162,41 +172,39 @@ control::StatusReply AgentStatus::Reply(const TracingSession::Report& report, ab
     d->set_evicted_live(report.durable->evicted_live);
     d->set_evicted_ended(report.durable->evicted_ended);
   }
-  st.mutable_snapshots()->set_count(snapshots.written);
-  st.mutable_snapshots()->set_last_path(snapshots.last_path);
-  st.mutable_snapshots()->set_last_reason(snapshots.last_reason);
-  st.mutable_snapshots()->set_suppressed(suppressed);
-  st.mutable_snapshots()->set_failed(snapshots.failed);
-  st.mutable_snapshots()->set_last_error(snapshots.last_error);
-  if (snapshots.codec != PacketCodec::kNone) {
-    st.mutable_snapshots()->set_codec(PacketCodecName(snapshots.codec));
-  }
-  st.mutable_snapshots()->set_compressed_in_bytes(snapshots.compressed_in_bytes);
-  st.mutable_snapshots()->set_compressed_out_bytes(snapshots.compressed_out_bytes);
-  st.mutable_snapshots()->set_compression_cpu_ns(snapshots.compression_cpu_ns);
-  st.mutable_snapshots()->set_sidecars_failed(snapshots.sidecars_failed);
-  st.mutable_snapshots()->set_last_sidecar_error(snapshots.last_sidecar_error);
-  for (const TriggerTally::Counts& c : triggers.counts) {
-    control::SnapshotStatus::Trigger* t = st.mutable_snapshots()->add_triggers();
-    t->set_name(c.name);
-    // Requests by hand are all one row, whatever their reasons; every name
-    // but that one, SIGUSR1's and the tally's overflow row is a config's
-    // trigger (the running config's, or one a reload removed).
-    t->set_kind(triggers.configured.count(c.name) > 0 ? "config"
-                : c.name == kRequestedSnapshotReason  ? "request"
-                : c.name == kSignalSnapshotReason     ? "signal"
-                : c.name == TriggerTally::kOtherName  ? "other"
-                                                      : "config");
-    t->set_fired(c.fired);
-    t->set_joined(c.joined);
-    t->set_suppressed(c.suppressed);
-  }
+  SetSnapshots(snapshots, suppressed, triggers, st.mutable_snapshots());
   st.set_cpu_seconds(CpuSeconds());
   st.set_rss_bytes(ResidentBytes());
   SetMemory(report, ReadAgentMemory(), st.mutable_memory());
   st.set_pid(getpid());
   st.set_version(base::kVersion);
   return st;
+}
+
+void AgentStatus::AddSources(const TracingSession::Report& report, absl::Time now,
+                             control::StatusReply* st) const {
+  absl::MutexLock lock(&mu_);
+  const double uptime_s = absl::ToDoubleSeconds(now - started_);
+  for (const TracingSession::SourceReport& s : report.sources) {
+    control::SourceStatus* out = st->add_sources();
+    out->set_name(s.name);
+    out->set_state(StateOf(s.state));
+    out->set_error(s.error);
+    out->set_events(s.events);
+    // Before the first health period: the rate since the start.
+    const auto rate = rates_.find(s.name);
+    out->set_events_per_s(rate != rates_.end() ? rate->second
+                          : uptime_s > 0       ? static_cast<double>(s.events) / uptime_s
+                                               : 0);
+    out->set_reader_cpu_seconds(absl::ToDoubleSeconds(s.consumer.cpu));
+    out->set_reader_paused_seconds(absl::ToDoubleSeconds(s.consumer.paused));
+    for (const DataSource::Loss& l : s.losses) {
+      control::SourceStatus::Loss* loss = out->add_losses();
+      loss->set_cpu(static_cast<int32_t>(l.cpu));
+      loss->set_kind(l.kind);
+      loss->set_events(l.events);
+    }
+  }
 }
 
 }  // namespace ringside::agent

@@ -54,6 +54,10 @@ class AgentStatus {
                              uint64_t suppressed, const Triggers& triggers = {}) const;
 
  private:
+  // Reply()'s sources: their state, events/s and losses.
+  void AddSources(const TracingSession::Report& report, absl::Time now,
+                  control::StatusReply* st) const;
+
   const absl::Time started_;
   mutable absl::Mutex mu_;
   std::map<std::string, double> rates_ ABSL_GUARDED_BY(mu_);  // By source name.

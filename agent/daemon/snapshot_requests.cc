@@ -1,21 +1,18 @@
-// AgentService's snapshots asked for over the control socket (`ringside
-// snapshot`, `ringside trigger`): their limits, and `--wait` answered once
-// the file is written without holding the control thread.
+#include "agent/daemon/snapshot_requests.h"
 
 #include <time.h>
 
 #include <algorithm>
-#include <cstdint>
-#include <optional>
-#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/control/control_frame.h"
-#include "agent/daemon/agent_service.h"
 #include "agent/daemon/internal/replies.h"
+#include "agent/session/service_packets.h"
 #include "agent/snapshots/snapshot_retention.h"
+#include "agent/tracefile/trace_inspector.h"
 
 namespace ringside::agent {
 namespace {
@@ -41,7 +38,27 @@ using internal::Error;
 using internal::SnapshotReply;
 using internal::Who;
 
-absl::StatusOr<AgentService::AskedWindow> AgentService::WindowOf(
+SnapshotRequests::SnapshotRequests(Options options, const config::TraceConfig& config)
+    : log_(*options.log),
+      tally_(*options.tally),
+      options_(std::move(options)),
+      limits_(TriggerPolicy::RequestRuleFrom(config, kRequestedSnapshotReason)),
+      cooldown_ms_(config.snapshot_request_cooldown_ms()),
+      per_hour_(config.max_snapshot_requests_per_hour()) {}
+
+void SnapshotRequests::ReplaceLimits(const config::TraceConfig& config) {
+  absl::MutexLock lock(&mu_);
+  limits_.Replace(TriggerPolicy::RequestRuleFrom(config, kRequestedSnapshotReason));
+  cooldown_ms_ = config.snapshot_request_cooldown_ms();
+  per_hour_ = config.max_snapshot_requests_per_hour();
+}
+
+uint64_t SnapshotRequests::suppressed() const {
+  absl::MutexLock lock(&mu_);
+  return limits_.counts().suppressed;
+}
+
+absl::StatusOr<SnapshotRequests::AskedWindow> SnapshotRequests::WindowOf(
     const control::SnapshotRequest& request) {
   const absl::Duration window = request.window_ns() == 0
                                     ? kDefaultSnapshotWindow
@@ -78,8 +95,54 @@ absl::StatusOr<AgentService::AskedWindow> AgentService::WindowOf(
   return asked;
 }
 
-ControlHandler::Answer AgentService::Snapshot(const control::SnapshotRequest& request,
-                                              const Peer& peer, const LaterReply& later) {
+absl::StatusOr<std::optional<SnapshotRequests::AskedWindow>> SnapshotRequests::CheckWindow(
+    const control::SnapshotRequest& request) const {
+  if (!request.has_around_unix_ns()) return std::nullopt;
+  absl::StatusOr<AskedWindow> window = WindowOf(request);
+  if (!window.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("no snapshot: ", window.status().message()));
+  }
+  // Over before the agent started: no file would hold any of it, so none
+  // is written (a fan-out must not push useful snapshots out).
+  const int64_t start = options_.start_boottime_ns;
+  if (static_cast<int64_t>(window->boottime.last_ns) < start) {
+    const int64_t offset = RealtimeNowNs() - BoottimeNowNs();
+    return absl::OutOfRangeError(absl::StrCat(
+        "the ring no longer holds the window ", FormatRealtime(window->first_unix_ns), " .. ",
+        FormatRealtime(window->last_unix_ns), ": it ended before this agent started recording, at ",
+        FormatRealtime(start + offset)));
+  }
+  return *window;
+}
+
+absl::Status SnapshotRequests::Admit(const Peer& peer, const std::string& reason) {
+  TriggerPolicy::Verdict verdict;
+  uint32_t cooldown_ms, per_hour;
+  {
+    absl::MutexLock lock(&mu_);
+    // Each uid has limits of its own: a member of control_group who spends
+    // theirs does not spend root's.
+    verdict = limits_.Offer(peer.uid, absl::Now());
+    cooldown_ms = cooldown_ms_;
+    per_hour = per_hour_;
+  }
+  if (verdict == TriggerPolicy::Verdict::kFire) return absl::OkStatus();
+  // Tallied as "request", never as the reason: that is the client's text,
+  // and could pose as a trigger.
+  tally_.Count(kRequestedSnapshotReason, TriggerTally::Outcome::kSuppressed);
+  const bool cooldown = verdict == TriggerPolicy::Verdict::kCooldown;
+  const char* field = cooldown ? "snapshot_request_cooldown_ms" : "max_snapshot_requests_per_hour";
+  log_.LogLimited(
+      LogLevel::kInfo, "snapshot request",
+      absl::StrCat("snapshot asked by ", Who(peer), " (", reason, ") suppressed by ", field));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("snapshot request suppressed: the agent's ", field, " (",
+                   cooldown ? absl::StrCat(cooldown_ms, " ms") : absl::StrCat(per_hour),
+                   "), a limit for each user, holds it back; counted in status"));
+}
+
+ControlHandler::Answer SnapshotRequests::Handle(const control::SnapshotRequest& request,
+                                                const Peer& peer, const LaterReply& later) {
   const std::string reason = request.reason().empty() ? kRequestedSnapshotReason : request.reason();
   if (!IsUtf8(reason)) return Error("the snapshot reason is not UTF-8 text");
   if (reason.size() > kMaxSnapshotReasonBytes) {
@@ -88,165 +151,80 @@ ControlHandler::Answer AgentService::Snapshot(const control::SnapshotRequest& re
   }
   // A request refused for its window is refused before the limits see it:
   // it must not spend the requester's cooldown.
-  std::optional<AskedWindow> window;
-  if (request.has_around_unix_ns()) {
-    absl::StatusOr<AskedWindow> w = WindowOf(request);
-    if (!w.ok()) return Error(absl::StrCat("no snapshot: ", w.status().message()));
-    window = *w;
-    // Over before the agent started: no file would hold any of it, so none
-    // is written (a fan-out must not push useful snapshots out).
-    const int64_t start = session_->start_boottime_ns();
-    if (static_cast<int64_t>(window->boottime.last_ns) < start) {
-      const int64_t offset = RealtimeNowNs() - BoottimeNowNs();
-      return Error(absl::StrCat(
-          "the ring no longer holds the window ", FormatRealtime(window->first_unix_ns), " .. ",
-          FormatRealtime(window->last_unix_ns),
-          ": it ended before this agent started recording, at ", FormatRealtime(start + offset)));
-    }
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    // Each uid has limits of its own: a member of control_group who spends
-    // theirs does not spend root's. Tallied as "request", never as the
-    // reason: that is the client's text, and could pose as a trigger.
-    const TriggerPolicy::Verdict verdict = requests_.Offer(peer.uid, absl::Now());
-    if (verdict != TriggerPolicy::Verdict::kFire) {
-      tally_.Count(kRequestedSnapshotReason, TriggerTally::Outcome::kSuppressed);
-      const char* field = verdict == TriggerPolicy::Verdict::kCooldown
-                              ? "snapshot_request_cooldown_ms"
-                              : "max_snapshot_requests_per_hour";
-      log_.LogLimited(
-          LogLevel::kInfo, "snapshot request",
-          absl::StrCat("snapshot asked by ", Who(peer), " (", reason, ") suppressed by ", field));
-      return Error(absl::StrCat("snapshot request suppressed: the agent's ", field, " (",
-                                field == std::string("snapshot_request_cooldown_ms")
-                                    ? absl::StrCat(config_.snapshot_request_cooldown_ms(), " ms")
-                                    : absl::StrCat(config_.max_snapshot_requests_per_hour()),
-                                "), a limit for each user, holds it back; counted in status"));
-    }
+  absl::StatusOr<std::optional<AskedWindow>> window = CheckWindow(request);
+  if (!window.ok()) return Error(std::string(window.status().message()));
+  if (absl::Status admitted = Admit(peer, reason); !admitted.ok()) {
+    return Error(std::string(admitted.message()));
   }
   std::optional<TraceSummary::Window> boottime_window;
-  if (window.has_value()) boottime_window = window->boottime;
-  absl::StatusOr<std::string> path = TakeSnapshot(
+  if (window->has_value()) boottime_window = (*window)->boottime;
+  absl::StatusOr<std::string> path = options_.take(
       RequestedSnapshotFileReason(reason), Who(peer),
       SnapshotTrigger{reason, "ringside snapshot", static_cast<int32_t>(peer.uid), BoottimeNowNs()},
-      {}, boottime_window, kRequestedSnapshotReason);
+      boottime_window);
   if (!path.ok()) return Error(absl::StrCat("no snapshot: ", path.status().message()));
   // Whether the window is held is known once the file is written.
-  if (request.wait() || window.has_value()) return AnswerOnceWritten(*path, reason, window, later);
+  if (request.wait() || window->has_value()) {
+    return AnswerOnceWritten(*path, reason, *window, later);
+  }
   return SnapshotReply(*path, reason);
 }
 
-ControlHandler::Answer AgentService::AnswerOnceWritten(const std::string& path,
-                                                       const std::string& reason,
-                                                       const std::optional<AskedWindow>& window,
-                                                       const LaterReply& later) {
+ControlHandler::Answer SnapshotRequests::AnswerOnceWritten(const std::string& path,
+                                                           const std::string& reason,
+                                                           const std::optional<AskedWindow>& window,
+                                                           const LaterReply& later) {
   {
-    absl::MutexLock lock(&waiters_mu_);
-    snapshot_waiters_.emplace(path, SnapshotWaiter{reason, window, later});
+    absl::MutexLock lock(&mu_);
+    waiters_.emplace(path, Waiter{reason, window, later});
   }
   // Done before it was listed: the writer's report passed it by. Asked
   // after listing it, so that one of the two answers it.
-  if (std::optional<SnapshotWriter::Result> done = snapshots_->Outcome(path); done.has_value()) {
-    AnswerSnapshotWaiters(*done);
+  if (std::optional<SnapshotWriter::Result> done = options_.outcome(path); done.has_value()) {
+    AnswerWaiters(*done);
   }
-  return Answer::Later(
+  return ControlHandler::Answer::Later(
       kSnapshotWaitLimit,
       Error(absl::StrCat("snapshot ", path, ": not written within ",
                          absl::FormatDuration(kSnapshotWaitLimit), "; it may still be")));
 }
 
-void AgentService::SnapshotWritten(const SnapshotWriter::Result& r) {
-  AnswerSnapshotWaiters(r);
-  if (!r.status.ok()) {
-    log_.Error(absl::StrCat("snapshot ", r.path, " failed: ", r.status.message()));
-    return;
-  }
-  log_.Notice(absl::StrCat("snapshot written: ", r.path, " (", r.reason, ")"));
-  if (!r.sidecar.ok()) {
-    log_.Warning(absl::StrCat("snapshot ", r.path,
-                              " has no sidecar, so shippers leave it: ", r.sidecar.message()));
-  }
-}
-
-void AgentService::AnswerSnapshotWaiters(const SnapshotWriter::Result& written) {
-  std::vector<SnapshotWaiter> waiters;
+void SnapshotRequests::AnswerWaiters(const SnapshotWriter::Result& written) {
+  std::vector<Waiter> waiters;
   {
-    absl::MutexLock lock(&waiters_mu_);
-    auto [begin, end] = snapshot_waiters_.equal_range(written.taken_path);
+    absl::MutexLock lock(&mu_);
+    auto [begin, end] = waiters_.equal_range(written.taken_path);
     for (auto it = begin; it != end; ++it) waiters.push_back(std::move(it->second));
-    snapshot_waiters_.erase(begin, end);
+    waiters_.erase(begin, end);
   }
-  for (const SnapshotWaiter& w : waiters) {
-    if (!written.status.ok()) {
-      w.later.Send(
-          Error(absl::StrCat("snapshot ", written.taken_path, ": ", written.status.message())));
-      continue;
-    }
-    control::Reply reply = SnapshotReply(written.path, w.reason);
-    const std::optional<SnapshotWriter::Result::Held>& held = written.held;
-    if (w.window.has_value() && held.has_value() && held->until_ns && held->realtime_offset_ns) {
-      const int64_t offset = *held->realtime_offset_ns;
-      auto unix_ns = [offset](uint64_t boot) { return static_cast<int64_t>(boot) + offset; };
-      const std::optional<uint64_t> from = held->from_ns;
-      const uint64_t until = *held->until_ns;
-      const std::string asked = absl::StrCat(FormatRealtime(w.window->first_unix_ns), " .. ",
-                                             FormatRealtime(w.window->last_unix_ns));
-      if (!from.has_value() || w.window->boottime.last_ns < *from) {
-        w.later.Send(Error(absl::StrCat(
-            "the ring no longer holds the window ", asked, ": ",
-            from.has_value() ? absl::StrCat("it holds ", FormatRealtime(unix_ns(*from)), " .. ",
-                                            FormatRealtime(unix_ns(until)), ", in ", written.path)
-                             : absl::StrCat("it holds no events (", written.path, ")"))));
-        continue;
-      }
-      control::SnapshotReply* answer = reply.mutable_snapshot();
-      answer->set_window_held(held->Holds(w.window->boottime));
-      answer->set_held_from_unix_ns(unix_ns(*from));
-      answer->set_held_until_unix_ns(unix_ns(until));
-    }
-    w.later.Send(reply);
-  }
+  for (const Waiter& w : waiters) w.later.Send(ReplyTo(w, written));
 }
 
-absl::StatusOr<std::string> AgentService::TakeSnapshot(
-    const std::string& reason, const std::string& by, const SnapshotTrigger& trigger,
-    const std::vector<SnapshotTrigger>& joined, const std::optional<TraceSummary::Window>& window,
-    absl::string_view tally_as) {
-  if (stopping_) return absl::FailedPreconditionError("the agent is stopping");
-  absl::StatusOr<std::string> path = snapshots_->Take(reason, trigger, joined, window, tally_as);
-  if (path.ok()) log_.Info(absl::StrCat("snapshot asked by ", by, " (", reason, "): ", *path));
-  return path;
-}
-
-control::Reply AgentService::Trigger(const std::string& name, const Peer& peer) {
-  absl::MutexLock lock(&mu_);
-  const TriggerOutcome outcome = FireLocked(
-      name,
-      SnapshotTrigger{name, "ringside trigger", static_cast<int32_t>(peer.uid), BoottimeNowNs()},
-      Who(peer));
-  switch (outcome.kind) {
-    case TriggerOutcome::kUnknown:
-      return Error(absl::StrCat("no trigger named '", name, "' in trigger_config"));
-    case TriggerOutcome::kSuppressed:
-      return Error(absl::StrCat("trigger '", name,
-                                "' suppressed: ", TriggerPolicy::VerdictName(outcome.verdict),
-                                "; counted in status"));
-    case TriggerOutcome::kQueued:
-    case TriggerOutcome::kJoined:
-      break;
+control::Reply SnapshotRequests::ReplyTo(const Waiter& w, const SnapshotWriter::Result& written) {
+  if (!written.status.ok()) {
+    return Error(absl::StrCat("snapshot ", written.taken_path, ": ", written.status.message()));
   }
-  control::Reply reply;
-  control::TriggerReply* answer = reply.mutable_trigger();
-  answer->set_joined(outcome.kind == TriggerOutcome::kJoined);
-  // The pending snapshot's moment: the earliest of this trigger's.
-  for (const auto& [when, delayed] : delayed_) {
-    if (delayed.trigger.name != name) continue;
-    answer->set_delay_ms(
-        static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Milliseconds(when - absl::Now()))));
-    break;
+  control::Reply reply = SnapshotReply(written.path, w.reason);
+  const std::optional<SnapshotWriter::Result::Held>& held = written.held;
+  if (!w.window.has_value() || !held.has_value() || !held->until_ns || !held->realtime_offset_ns) {
+    return reply;
   }
-  answer->set_output_dir(config_.output_dir());
+  const int64_t offset = *held->realtime_offset_ns;
+  auto unix_ns = [offset](uint64_t boot) { return static_cast<int64_t>(boot) + offset; };
+  const std::optional<uint64_t> from = held->from_ns;
+  const uint64_t until = *held->until_ns;
+  if (!from.has_value() || w.window->boottime.last_ns < *from) {
+    return Error(absl::StrCat(
+        "the ring no longer holds the window ", FormatRealtime(w.window->first_unix_ns), " .. ",
+        FormatRealtime(w.window->last_unix_ns), ": ",
+        from.has_value() ? absl::StrCat("it holds ", FormatRealtime(unix_ns(*from)), " .. ",
+                                        FormatRealtime(unix_ns(until)), ", in ", written.path)
+                         : absl::StrCat("it holds no events (", written.path, ")")));
+  }
+  control::SnapshotReply* answer = reply.mutable_snapshot();
+  answer->set_window_held(held->Holds(w.window->boottime));
+  answer->set_held_from_unix_ns(unix_ns(*from));
+  answer->set_held_until_unix_ns(unix_ns(until));
   return reply;
 }
 

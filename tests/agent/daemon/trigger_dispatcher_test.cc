@@ -1,0 +1,157 @@
+#include "agent/daemon/trigger_dispatcher.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace ringside::agent {
+namespace {
+
+using Fired = TriggerDispatcher::Fired;
+using TriggerConfig = config::TraceConfig::TriggerConfig;
+
+// A config with the trigger `name`: `stop_delay_ms`, `cooldown_ms`, and an
+// incident filter on OOM kills when `on_oom`.
+config::TraceConfig ConfigWithTrigger(const std::string& name, uint32_t stop_delay_ms,
+                                      uint32_t cooldown_ms, bool on_oom = false) {
+  config::TraceConfig config;
+  TriggerConfig::Trigger* t = config.mutable_trigger_config()->add_triggers();
+  t->set_name(name);
+  t->set_stop_delay_ms(stop_delay_ms);
+  t->set_cooldown_ms(cooldown_ms);
+  if (on_oom) t->mutable_incident()->add_kinds(TriggerConfig::Trigger::Incident::OOM_KILL);
+  return config;
+}
+
+Incident IncidentOf(Incident::Kind kind, int64_t boottime_ns) {
+  Incident incident;
+  incident.kind = kind;
+  incident.boottime_ns = boottime_ns;
+  incident.pid = 7;
+  incident.signal = kind == Incident::Kind::kFatalSignal ? 11 : 0;
+  return incident;
+}
+
+SnapshotTrigger ByHand(const std::string& name, int32_t uid = 1000) {
+  return SnapshotTrigger{name, "ringside trigger", uid, 1};
+}
+
+class TriggerDispatcherTest : public ::testing::Test {
+ protected:
+  TriggerDispatcherTest()
+      : null_fd_(open("/dev/null", O_WRONLY | O_CLOEXEC)),
+        log_(null_fd_),
+        triggers_(&tally_, &log_, [this] { wakes_++; }) {}
+  ~TriggerDispatcherTest() override { close(null_fd_); }
+
+  TriggerTally::Counts TallyOf(const std::string& name) const {
+    for (const TriggerTally::Counts& c : tally_.counts()) {
+      if (c.name == name) return c;
+    }
+    return {};
+  }
+
+  const int null_fd_;
+  AgentLog log_;
+  TriggerTally tally_;
+  int wakes_ = 0;
+  TriggerDispatcher triggers_;
+};
+
+TEST_F(TriggerDispatcherTest, ANameNotInTheConfigFiresNothing) {
+  triggers_.ReplaceTriggers(ConfigWithTrigger("oom", 0, 0));
+  const Fired fired = triggers_.Fire("crash", ByHand("crash"), "uid 1000 pid 1");
+  EXPECT_EQ(fired.kind, Fired::kUnknown);
+  absl::Time next;
+  EXPECT_TRUE(triggers_.TakeDue(absl::InfiniteFuture(), &next).empty());
+  EXPECT_EQ(triggers_.suppressed(), 0u);
+  EXPECT_EQ(wakes_, 0);
+}
+
+TEST_F(TriggerDispatcherTest, AFireIsDueAfterItsStopDelay) {
+  triggers_.ReplaceTriggers(ConfigWithTrigger("oom", 60'000, 0));
+  const absl::Time before = absl::Now();
+  const Fired fired = triggers_.Fire("oom", ByHand("oom"), "uid 1000 pid 1");
+  ASSERT_EQ(fired.kind, Fired::kQueued);
+  ASSERT_TRUE(fired.due.has_value());
+  EXPECT_GE(*fired.due, before + absl::Seconds(60));
+  EXPECT_EQ(wakes_, 1);
+
+  absl::Time next;
+  EXPECT_TRUE(triggers_.TakeDue(*fired.due - absl::Milliseconds(1), &next).empty());
+  EXPECT_EQ(next, *fired.due);
+  const std::vector<TriggerDispatcher::Due> due = triggers_.TakeDue(*fired.due, &next);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].trigger.name, "oom");
+  EXPECT_EQ(due[0].trigger.producer_name, "ringside trigger");
+  EXPECT_TRUE(due[0].joined.empty());
+  EXPECT_EQ(next, absl::InfiniteFuture());
+}
+
+// Each trigger has at most one snapshot pending: a second fire joins it, is
+// listed in it, and counts as suppressed.
+TEST_F(TriggerDispatcherTest, AFireWhileOneIsPendingJoinsIt) {
+  triggers_.ReplaceTriggers(ConfigWithTrigger("oom", 60'000, 0));
+  const Fired first = triggers_.Fire("oom", ByHand("oom", 1), "uid 1 pid 1");
+  const Fired second = triggers_.Fire("oom", ByHand("oom", 2), "uid 2 pid 2");
+  ASSERT_EQ(first.kind, Fired::kQueued);
+  EXPECT_EQ(second.kind, Fired::kJoined);
+  EXPECT_EQ(second.due, first.due);
+  EXPECT_EQ(wakes_, 1);
+  EXPECT_EQ(triggers_.suppressed(), 1u);
+  EXPECT_EQ(TallyOf("oom").joined, 1u);
+
+  absl::Time next;
+  const std::vector<TriggerDispatcher::Due> due = triggers_.TakeDue(absl::InfiniteFuture(), &next);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].trigger.uid, 1);
+  ASSERT_EQ(due[0].joined.size(), 1u);
+  EXPECT_EQ(due[0].joined[0].uid, 2);
+}
+
+TEST_F(TriggerDispatcherTest, TheCooldownSuppressesTheNextFireOnceTheSnapshotIsTaken) {
+  triggers_.ReplaceTriggers(ConfigWithTrigger("oom", 0, 60'000));
+  ASSERT_EQ(triggers_.Fire("oom", ByHand("oom"), "uid 1000 pid 1").kind, Fired::kQueued);
+  absl::Time next;
+  ASSERT_EQ(triggers_.TakeDue(absl::InfiniteFuture(), &next).size(), 1u);
+  const Fired again = triggers_.Fire("oom", ByHand("oom"), "uid 1000 pid 1");
+  EXPECT_EQ(again.kind, Fired::kSuppressed);
+  EXPECT_EQ(again.verdict, TriggerPolicy::Verdict::kCooldown);
+  EXPECT_EQ(triggers_.suppressed(), 1u);
+  EXPECT_EQ(TallyOf("oom").suppressed, 1u);
+}
+
+TEST_F(TriggerDispatcherTest, AnIncidentFiresTheTriggersWhoseFilterItPasses) {
+  triggers_.ReplaceTriggers(ConfigWithTrigger("oom", 0, 0, /*on_oom=*/true));
+  triggers_.OnIncident(IncidentOf(Incident::Kind::kFatalSignal, 5));
+  absl::Time next;
+  EXPECT_TRUE(triggers_.TakeDue(absl::InfiniteFuture(), &next).empty());
+
+  triggers_.OnIncident(IncidentOf(Incident::Kind::kOomKill, 42));
+  const std::vector<TriggerDispatcher::Due> due = triggers_.TakeDue(absl::InfiniteFuture(), &next);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].trigger.name, "oom");
+  EXPECT_EQ(due[0].trigger.producer_name, "linux.bpf");
+  EXPECT_EQ(due[0].trigger.boottime_ns, 42);
+}
+
+// At shutdown the pending fires are taken at once, with the aftermath there
+// is; an incident read afterwards fires nothing.
+TEST_F(TriggerDispatcherTest, CloseMakesThePendingFiresDueAndIgnoresLaterIncidents) {
+  triggers_.ReplaceTriggers(ConfigWithTrigger("oom", 3'600'000, 0, /*on_oom=*/true));
+  ASSERT_EQ(triggers_.Fire("oom", ByHand("oom"), "uid 1000 pid 1").kind, Fired::kQueued);
+  triggers_.Close();
+  absl::Time next;
+  EXPECT_EQ(triggers_.TakeDue(absl::Now(), &next).size(), 1u);
+
+  triggers_.OnIncident(IncidentOf(Incident::Kind::kOomKill, 42));
+  EXPECT_TRUE(triggers_.TakeDue(absl::InfiniteFuture(), &next).empty());
+}
+
+}  // namespace
+}  // namespace ringside::agent
