@@ -36,6 +36,84 @@ absl::Status Add(const FlagSpec& f, const std::string& spelled, std::string valu
   return absl::OkStatus();
 }
 
+// A flag argument split: "--output=x" or "-ox" is the flag spelled
+// "--output" or "-o", with the value "x".
+struct FlagArg {
+  const FlagSpec* flag = nullptr;  // Null: the spec has no such flag.
+  std::string spelled;
+  std::string value;
+  bool has_value = false;  // A value came with it ("=x", or after the short form).
+};
+
+FlagArg SplitFlagArg(const CommandSpec& spec, const std::string& a) {
+  FlagArg f;
+  if (absl::StartsWith(a, "--")) {
+    const size_t eq = a.find('=');
+    f.spelled = a.substr(0, eq);
+    f.flag = FindLong(spec, f.spelled.substr(2));
+    if (eq != std::string::npos) {
+      f.value = a.substr(eq + 1);
+      f.has_value = true;
+    }
+  } else {
+    f.spelled = a.substr(0, 2);
+    f.flag = FindShort(spec, a[1]);
+    if (a.size() > 2) {
+      f.value = a.substr(2);
+      f.has_value = true;
+    }
+  }
+  return f;
+}
+
+// Checks the value that came with flag argument `a` (args[*i]) against
+// what its flag takes, and takes the next argument as the value of a flag
+// that needs one not given with it.
+absl::Status TakeValue(const std::vector<std::string>& args, size_t* i, FlagArg* f) {
+  const std::string& a = args[*i];
+  if (f->flag->optional_value) {
+    // The value, if any, was given with '=' (or attached to the short
+    // form, '=' or not: "-zdeflate", "-z=deflate").
+    if (f->has_value && !absl::StartsWith(a, "--") && absl::StartsWith(f->value, "=")) {
+      f->value.erase(0, 1);
+    }
+    // "--compress=" with nothing after it is a value left out by mistake
+    // (a variable that expanded to nothing), not the flag alone.
+    if (f->has_value && f->value.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(a, " has nothing after '=': give a ", f->flag->value_name, " (", f->spelled,
+                       "=", f->flag->value_name, "), or ", f->spelled, " alone for the default"));
+    }
+  } else if (f->flag->value_name.empty()) {
+    if (f->has_value) {
+      return absl::InvalidArgumentError(absl::StrCat(f->spelled, " takes no value"));
+    }
+  } else if (!f->has_value) {
+    if (*i + 1 >= args.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(f->spelled, " needs a value (", f->spelled, " ", f->flag->value_name, ")"));
+    }
+    f->value = args[++*i];
+  }
+  return absl::OkStatus();
+}
+
+// What the spec allows of positional arguments and a command.
+absl::Status CheckPositionalAndCommand(const CommandSpec& spec, const ParsedArgs& out) {
+  if (spec.max_positional >= 0 &&
+      out.positional.size() > static_cast<size_t>(spec.max_positional)) {
+    return absl::InvalidArgumentError(
+        spec.max_positional == 0
+            ? absl::StrCat("unexpected argument '", out.positional[0], "'")
+            : absl::StrCat("unexpected argument '", out.positional[spec.max_positional], "'"));
+  }
+  if (!spec.rest_is_command && !out.command.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ringside ", spec.name, " runs no command; unexpected '-- ", out.command[0], "'"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string ParsedArgs::Get(const std::string& long_name, const std::string& fallback) const {
@@ -70,66 +148,15 @@ absl::StatusOr<ParsedArgs> ParseArgs(const CommandSpec& spec,
       out.positional.push_back(a);
       continue;
     }
-    const FlagSpec* f = nullptr;
-    std::string spelled, value;
-    bool has_value = false;
-    if (absl::StartsWith(a, "--")) {
-      const size_t eq = a.find('=');
-      spelled = a.substr(0, eq);
-      f = FindLong(spec, spelled.substr(2));
-      if (eq != std::string::npos) {
-        value = a.substr(eq + 1);
-        has_value = true;
-      }
-    } else {
-      spelled = a.substr(0, 2);
-      f = FindShort(spec, a[1]);
-      if (a.size() > 2) {
-        value = a.substr(2);
-        has_value = true;
-      }
-    }
-    if (f == nullptr) {
+    FlagArg f = SplitFlagArg(spec, a);
+    if (f.flag == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag '", spelled, "' for ringside ", spec.name));
+          absl::StrCat("unknown flag '", f.spelled, "' for ringside ", spec.name));
     }
-    if (f->optional_value) {
-      // The value, if any, was given with '=' (or attached to the short
-      // form, '=' or not: "-zdeflate", "-z=deflate").
-      if (has_value && !absl::StartsWith(a, "--") && absl::StartsWith(value, "=")) {
-        value.erase(0, 1);
-      }
-      // "--compress=" with nothing after it is a value left out by mistake
-      // (a variable that expanded to nothing), not the flag alone.
-      if (has_value && value.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(a, " has nothing after '=': give a ", f->value_name, " (", spelled, "=",
-                         f->value_name, "), or ", spelled, " alone for the default"));
-      }
-    } else if (f->value_name.empty()) {
-      if (has_value) {
-        return absl::InvalidArgumentError(absl::StrCat(spelled, " takes no value"));
-      }
-    } else if (!has_value) {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(spelled, " needs a value (", spelled, " ", f->value_name, ")"));
-      }
-      value = args[++i];
-    }
-    if (absl::Status s = Add(*f, spelled, std::move(value), &out); !s.ok()) return s;
+    if (absl::Status s = TakeValue(args, &i, &f); !s.ok()) return s;
+    if (absl::Status s = Add(*f.flag, f.spelled, std::move(f.value), &out); !s.ok()) return s;
   }
-  if (spec.max_positional >= 0 &&
-      out.positional.size() > static_cast<size_t>(spec.max_positional)) {
-    return absl::InvalidArgumentError(
-        spec.max_positional == 0
-            ? absl::StrCat("unexpected argument '", out.positional[0], "'")
-            : absl::StrCat("unexpected argument '", out.positional[spec.max_positional], "'"));
-  }
-  if (!spec.rest_is_command && !out.command.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ringside ", spec.name, " runs no command; unexpected '-- ", out.command[0], "'"));
-  }
+  if (absl::Status s = CheckPositionalAndCommand(spec, out); !s.ok()) return s;
   return out;
 }
 

@@ -105,6 +105,235 @@ void NameMembers(std::vector<Input>* inputs, std::set<std::string> taken) {
   }
 }
 
+// Before anything is read: names the archive can hold, and an output that
+// is none of the inputs (the archive would replace it). Adds the inputs'
+// sizes to `*total_bytes`. nullopt, or the exit status when one cannot be
+// merged.
+std::optional<int> CheckInputPaths(const CommandSpec& spec, const ParsedArgs& args,
+                                   const std::string& output, uint64_t* total_bytes) {
+  struct stat out_st;
+  const bool out_exists = output != "-" && stat(output.c_str(), &out_st) == 0;
+  for (const std::string& path : args.positional) {
+    if (path == "-") return UsageError(spec, "reads files, not standard input: name each FILE");
+    const std::string member = Basename(path);
+    if (member.empty() || member.size() > 100) {
+      std::fprintf(stderr,
+                   "ringside merge: %s: a TAR member's name is 1 to 100 bytes; copy or rename "
+                   "the file; nothing written\n",
+                   path.c_str());
+      return kExitFailure;
+    }
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) {
+      std::fprintf(stderr, "ringside merge: %s: %s; nothing written\n", path.c_str(),
+                   std::strerror(errno));
+      return kExitFailure;
+    }
+    if (out_exists && st.st_dev == out_st.st_dev && st.st_ino == out_st.st_ino) {
+      std::fprintf(stderr,
+                   "ringside merge: -o %s is one of the files to merge (%s): the archive would "
+                   "replace it; nothing written\n",
+                   output.c_str(), path.c_str());
+      return kExitFailure;
+    }
+    *total_bytes += static_cast<uint64_t>(st.st_size);
+  }
+  return std::nullopt;
+}
+
+// Reads the trace file `path` whole into `*in` (all but its member name).
+// nullopt, or the exit status when it is corrupt, empty or cannot be
+// placed on REALTIME.
+std::optional<int> ReadInput(const std::string& path, Input* in) {
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ringside merge: %s; nothing written\n",
+                 std::string(s.status().message()).c_str());
+    return kExitFailure;
+  }
+  if (s->error.has_value() || s->packets == 0) {
+    std::fprintf(
+        stderr, "ringside merge: %s: %s; nothing written\n", path.c_str(),
+        !s->error.has_value() ? "the file is empty"
+        : s->error->not_a_trace
+            ? s->error->message.c_str()
+            : absl::StrCat("byte offset ", s->error->offset, ": ", s->error->message).c_str());
+    return kExitFailure;
+  }
+  auto range = s->RealtimeRange(/*events_only=*/true);
+  if (!range.has_value()) range = s->RealtimeRange();
+  if (!range.has_value()) {
+    std::fprintf(stderr,
+                 "ringside merge: %s has no clock snapshot with both BOOTTIME and REALTIME: "
+                 "its events cannot be placed beside other machines'; nothing written\n",
+                 path.c_str());
+    return kExitFailure;
+  }
+  in->path = path;
+  if (s->machine.has_value()) {
+    in->machine = s->machine->name;
+    in->boot_id = s->machine->boot_id;
+  }
+  uint64_t most = 0;
+  for (const auto& [id, packets] : s->packets_by_machine_id) {
+    if (id != 0 && packets > most) {
+      most = packets;
+      in->machine_id = id;
+    }
+  }
+  in->first_ns = range->first;
+  in->last_ns = range->second;
+  in->first_event_ns = s->first_event_ns;
+  in->last_event_ns = s->last_event_ns;
+  return std::nullopt;
+}
+
+// Warns of what the importer would make of two files of one machine id
+// (`other` before `in`): two machines of one id, two boots at once, or
+// kernel events both hold. nullopt, or the exit status when the events
+// cannot be compared.
+std::optional<int> WarnOfOneMachineId(const Input& other, const Input& in) {
+  if (!other.machine.empty() && !in.machine.empty() && other.machine != in.machine) {
+    std::fprintf(stderr,
+                 "ringside merge: warning: %s (%s) and %s (%s) have one machine id, %08x: "
+                 "the importer shows them as one machine (nodes cloned from one image "
+                 "without a new /etc/machine-id? give each its own machine_name)\n",
+                 other.path.c_str(), PrintableText(other.machine).c_str(), in.path.c_str(),
+                 PrintableText(in.machine).c_str(), in.machine_id);
+  } else if (!other.boot_id.empty() && !in.boot_id.empty() && other.boot_id != in.boot_id) {
+    if (Overlap(other, in)) {
+      std::fprintf(stderr,
+                   "ringside merge: warning: %s and %s are of one machine (%08x) and overlap "
+                   "in time with two boot ids at once, so two machines with one name or one "
+                   "/etc/machine-id (give each its own machine_name)\n",
+                   other.path.c_str(), in.path.c_str(), in.machine_id);
+    }
+  } else if (other.first_event_ns && in.first_event_ns &&
+             std::max(*other.first_event_ns, *in.first_event_ns) <=
+                 std::min(*other.last_event_ns, *in.last_event_ns)) {
+    // A snapshot holds the whole ring, streamed files the same events:
+    // the importer keeps both copies, and queries count them twice.
+    // Rotated files of one stream interleave at their ends without
+    // sharing an event: only events in both are an overlap.
+    const uint64_t from = std::max(*other.first_event_ns, *in.first_event_ns);
+    const uint64_t to = std::min(*other.last_event_ns, *in.last_event_ns);
+    absl::StatusOr<uint64_t> shared = CountSharedKernelEvents(other.path, in.path, from, to);
+    if (!shared.ok()) {
+      std::fprintf(stderr, "ringside merge: %s; nothing written\n",
+                   std::string(shared.status().message()).c_str());
+      return kExitFailure;
+    }
+    if (*shared > 0) {
+      std::fprintf(stderr,
+                   "ringside merge: warning: %s and %s are of one machine (%08x) and hold "
+                   "%llu of the same kernel events: the archive has them twice, and queries "
+                   "count them twice; merge one of the two\n",
+                   other.path.c_str(), in.path.c_str(), in.machine_id,
+                   static_cast<unsigned long long>(*shared));
+    }
+  }
+  return std::nullopt;
+}
+
+// What the importer would make of the inputs, as warnings. nullopt, or the
+// exit status when two files cannot be compared.
+std::optional<int> WarnOfMachineIds(const std::vector<Input>& inputs) {
+  for (size_t i = 0; i < inputs.size(); i++) {
+    const Input& in = inputs[i];
+    if (in.machine_id == 0) {
+      std::fprintf(stderr,
+                   "ringside merge: warning: the packets of %s carry no machine id (a recorder "
+                   "that does not stamp them): the importer puts them on one machine with "
+                   "every other such file's\n",
+                   in.path.c_str());
+      continue;
+    }
+    for (size_t j = 0; j < i; j++) {
+      if (inputs[j].machine_id != in.machine_id) continue;
+      if (auto status = WarnOfOneMachineId(inputs[j], in)) return status;
+    }
+  }
+  return std::nullopt;
+}
+
+// Writes the manifest and every input into the TAR at `output`. nullopt,
+// or the exit status when it cannot.
+std::optional<int> WriteArchive(const ParsedArgs& args, const std::string& output,
+                                const std::vector<Input>& inputs, uint64_t total_bytes) {
+  absl::StatusOr<std::unique_ptr<OutputFile>> file = OutputFile::Open(
+      output, OutputFile::Mode::kWholeFile, total_bytes + 1024 * (inputs.size() + 4),
+      args.Has("follow-symlink") ? OutputFile::Symlinks::kFollowAny
+                                 : OutputFile::Symlinks::kFollowOwn);
+  if (!file.ok()) {
+    std::fprintf(stderr, "ringside merge: %s\n", std::string(file.status().message()).c_str());
+    return kExitFailure;
+  }
+  TarWriter tar(file->get());
+  absl::Status st = tar.AddFile(kManifestName, kManifest, absl::ToUnixSeconds(absl::Now()));
+  for (size_t i = 0; st.ok() && i < inputs.size(); i++) {
+    st = tar.AddFileFrom(inputs[i].member, inputs[i].path);
+  }
+  if (st.ok()) st = tar.Finish();
+  if (!st.ok()) {
+    std::fprintf(stderr, "ringside merge: %s; %s not written\n", std::string(st.message()).c_str(),
+                 output.c_str());
+    return kExitFailure;
+  }
+  return std::nullopt;
+}
+
+// What each machine's files cover together: rotated files of one node
+// follow each other, and share no moment with each other by design.
+struct MachineSpan {
+  const Input* first = nullptr;  // Its file that begins first...
+  const Input* last = nullptr;   // ...and the one that ends last.
+};
+// By machine id (and, for a file without an id, its index: its own).
+using MachineSpans = std::map<std::pair<uint32_t, size_t>, MachineSpan>;
+
+// Prints each input's line (member, machine, id, wall-clock range), and
+// returns the span of each machine.
+MachineSpans PrintInputs(const std::vector<Input>& inputs) {
+  size_t width = 4;
+  for (const Input& in : inputs) width = std::max(width, in.member.size());
+  MachineSpans spans;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    const Input& in = inputs[i];
+    std::fprintf(
+        stderr, "  %-*s  %-16s %08x  %s .. %s\n", static_cast<int>(width), in.member.c_str(),
+        in.machine.empty() ? "(unnamed)" : PrintableText(in.machine).c_str(), in.machine_id,
+        FormatRealtime(in.first_ns).c_str(), FormatRealtime(in.last_ns).c_str());
+    MachineSpan& span = spans[{in.machine_id, in.machine_id == 0 ? i : 0}];
+    if (span.first == nullptr || in.first_ns < span.first->first_ns) span.first = &in;
+    if (span.last == nullptr || in.last_ns > span.last->last_ns) span.last = &in;
+  }
+  return spans;
+}
+
+// The range every machine's files cover, or the warning that there is
+// none.
+void PrintCommonRange(const MachineSpans& spans) {
+  int64_t latest_first = INT64_MIN, earliest_last = INT64_MAX;
+  const Input *latest = nullptr, *earliest = nullptr;
+  for (const auto& [key, span] : spans) {
+    if (span.first->first_ns > latest_first)
+      latest_first = span.first->first_ns, latest = span.first;
+    if (span.last->last_ns < earliest_last)
+      earliest_last = span.last->last_ns, earliest = span.last;
+  }
+  if (latest_first <= earliest_last) {
+    std::fprintf(stderr, "ringside merge: all files cover %s .. %s (%s)\n",
+                 FormatRealtime(latest_first).c_str(), FormatRealtime(earliest_last).c_str(),
+                 Duration(latest_first, earliest_last).c_str());
+  } else {
+    std::fprintf(stderr,
+                 "ringside merge: warning: the files share no moment: %s begins at %s, after %s "
+                 "ended at %s\n",
+                 latest->member.c_str(), FormatRealtime(latest_first).c_str(),
+                 earliest->member.c_str(), FormatRealtime(earliest_last).c_str());
+  }
+}
+
 }  // namespace
 
 const CommandSpec& MergeCommandSpec() {
@@ -142,82 +371,12 @@ int RunMergeCommand(const ParsedArgs& args) {
   if (!args.Has("output")) return UsageError(spec, "needs -o OUT.tar");
   if (args.positional.empty()) return UsageError(spec, "needs one FILE or more");
   const std::string output = args.Get("output");
-
-  // Before anything is read: names the archive can hold, and an output
-  // that is none of the inputs (the archive would replace it).
   uint64_t total_bytes = 0;
-  struct stat out_st;
-  const bool out_exists = output != "-" && stat(output.c_str(), &out_st) == 0;
-  for (const std::string& path : args.positional) {
-    if (path == "-") return UsageError(spec, "reads files, not standard input: name each FILE");
-    const std::string member = Basename(path);
-    if (member.empty() || member.size() > 100) {
-      std::fprintf(stderr,
-                   "ringside merge: %s: a TAR member's name is 1 to 100 bytes; copy or rename "
-                   "the file; nothing written\n",
-                   path.c_str());
-      return kExitFailure;
-    }
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) {
-      std::fprintf(stderr, "ringside merge: %s: %s; nothing written\n", path.c_str(),
-                   std::strerror(errno));
-      return kExitFailure;
-    }
-    if (out_exists && st.st_dev == out_st.st_dev && st.st_ino == out_st.st_ino) {
-      std::fprintf(stderr,
-                   "ringside merge: -o %s is one of the files to merge (%s): the archive would "
-                   "replace it; nothing written\n",
-                   output.c_str(), path.c_str());
-      return kExitFailure;
-    }
-    total_bytes += static_cast<uint64_t>(st.st_size);
-  }
+  if (auto status = CheckInputPaths(spec, args, output, &total_bytes)) return *status;
 
   std::vector<Input> inputs;
   for (const std::string& path : args.positional) {
-    absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
-    if (!s.ok()) {
-      std::fprintf(stderr, "ringside merge: %s; nothing written\n",
-                   std::string(s.status().message()).c_str());
-      return kExitFailure;
-    }
-    if (s->error.has_value() || s->packets == 0) {
-      std::fprintf(
-          stderr, "ringside merge: %s: %s; nothing written\n", path.c_str(),
-          !s->error.has_value() ? "the file is empty"
-          : s->error->not_a_trace
-              ? s->error->message.c_str()
-              : absl::StrCat("byte offset ", s->error->offset, ": ", s->error->message).c_str());
-      return kExitFailure;
-    }
-    auto range = s->RealtimeRange(/*events_only=*/true);
-    if (!range.has_value()) range = s->RealtimeRange();
-    if (!range.has_value()) {
-      std::fprintf(stderr,
-                   "ringside merge: %s has no clock snapshot with both BOOTTIME and REALTIME: "
-                   "its events cannot be placed beside other machines'; nothing written\n",
-                   path.c_str());
-      return kExitFailure;
-    }
-    Input in;
-    in.path = path;
-    if (s->machine.has_value()) {
-      in.machine = s->machine->name;
-      in.boot_id = s->machine->boot_id;
-    }
-    uint64_t most = 0;
-    for (const auto& [id, packets] : s->packets_by_machine_id) {
-      if (id != 0 && packets > most) {
-        most = packets;
-        in.machine_id = id;
-      }
-    }
-    in.first_ns = range->first;
-    in.last_ns = range->second;
-    in.first_event_ns = s->first_event_ns;
-    in.last_event_ns = s->last_event_ns;
-    inputs.push_back(std::move(in));
+    if (auto status = ReadInput(path, &inputs.emplace_back())) return *status;
   }
   NameMembers(&inputs, {kManifestName});
   for (const Input& in : inputs) {
@@ -226,126 +385,15 @@ int RunMergeCommand(const ParsedArgs& args) {
                    in.path.c_str(), in.member.c_str());
     }
   }
+  if (auto status = WarnOfMachineIds(inputs)) return *status;
+  if (auto status = WriteArchive(args, output, inputs, total_bytes)) return *status;
 
-  // What the importer would make of them.
-  for (size_t i = 0; i < inputs.size(); i++) {
-    const Input& in = inputs[i];
-    if (in.machine_id == 0) {
-      std::fprintf(stderr,
-                   "ringside merge: warning: the packets of %s carry no machine id (a recorder "
-                   "that does not stamp them): the importer puts them on one machine with "
-                   "every other such file's\n",
-                   in.path.c_str());
-      continue;
-    }
-    for (size_t j = 0; j < i; j++) {
-      const Input& other = inputs[j];
-      if (other.machine_id != in.machine_id) continue;
-      if (!other.machine.empty() && !in.machine.empty() && other.machine != in.machine) {
-        std::fprintf(stderr,
-                     "ringside merge: warning: %s (%s) and %s (%s) have one machine id, %08x: "
-                     "the importer shows them as one machine (nodes cloned from one image "
-                     "without a new /etc/machine-id? give each its own machine_name)\n",
-                     other.path.c_str(), PrintableText(other.machine).c_str(), in.path.c_str(),
-                     PrintableText(in.machine).c_str(), in.machine_id);
-      } else if (!other.boot_id.empty() && !in.boot_id.empty() && other.boot_id != in.boot_id) {
-        if (Overlap(other, in)) {
-          std::fprintf(stderr,
-                       "ringside merge: warning: %s and %s are of one machine (%08x) and overlap "
-                       "in time with two boot ids at once, so two machines with one name or one "
-                       "/etc/machine-id (give each its own machine_name)\n",
-                       other.path.c_str(), in.path.c_str(), in.machine_id);
-        }
-      } else if (other.first_event_ns && in.first_event_ns &&
-                 std::max(*other.first_event_ns, *in.first_event_ns) <=
-                     std::min(*other.last_event_ns, *in.last_event_ns)) {
-        // A snapshot holds the whole ring, streamed files the same events:
-        // the importer keeps both copies, and queries count them twice.
-        // Rotated files of one stream interleave at their ends without
-        // sharing an event: only events in both are an overlap.
-        const uint64_t from = std::max(*other.first_event_ns, *in.first_event_ns);
-        const uint64_t to = std::min(*other.last_event_ns, *in.last_event_ns);
-        absl::StatusOr<uint64_t> shared = CountSharedKernelEvents(other.path, in.path, from, to);
-        if (!shared.ok()) {
-          std::fprintf(stderr, "ringside merge: %s; nothing written\n",
-                       std::string(shared.status().message()).c_str());
-          return kExitFailure;
-        }
-        if (*shared > 0) {
-          std::fprintf(stderr,
-                       "ringside merge: warning: %s and %s are of one machine (%08x) and hold "
-                       "%llu of the same kernel events: the archive has them twice, and queries "
-                       "count them twice; merge one of the two\n",
-                       other.path.c_str(), in.path.c_str(), in.machine_id,
-                       static_cast<unsigned long long>(*shared));
-        }
-      }
-    }
-  }
-
-  absl::StatusOr<std::unique_ptr<OutputFile>> file = OutputFile::Open(
-      output, OutputFile::Mode::kWholeFile, total_bytes + 1024 * (inputs.size() + 4),
-      args.Has("follow-symlink") ? OutputFile::Symlinks::kFollowAny
-                                 : OutputFile::Symlinks::kFollowOwn);
-  if (!file.ok()) {
-    std::fprintf(stderr, "ringside merge: %s\n", std::string(file.status().message()).c_str());
-    return kExitFailure;
-  }
-  TarWriter tar(file->get());
-  absl::Status st = tar.AddFile(kManifestName, kManifest, absl::ToUnixSeconds(absl::Now()));
-  for (size_t i = 0; st.ok() && i < inputs.size(); i++) {
-    st = tar.AddFileFrom(inputs[i].member, inputs[i].path);
-  }
-  if (st.ok()) st = tar.Finish();
-  if (!st.ok()) {
-    std::fprintf(stderr, "ringside merge: %s; %s not written\n", std::string(st.message()).c_str(),
-                 output.c_str());
-    return kExitFailure;
-  }
-
-  const std::string shown = output == "-" ? "standard output" : output;
   std::set<uint32_t> machines;
   for (const Input& in : inputs) machines.insert(in.machine_id);
   std::fprintf(stderr, "ringside merge: %s: %zu files of %zu machines, on REALTIME (%s)\n",
-               shown.c_str(), inputs.size(), machines.size(), kManifestName);
-  size_t width = 4;
-  for (const Input& in : inputs) width = std::max(width, in.member.size());
-  // What each machine's files cover together: rotated files of one node
-  // follow each other, and share no moment with each other by design.
-  struct Span {
-    const Input* first = nullptr;  // Its file that begins first...
-    const Input* last = nullptr;   // ...and the one that ends last.
-  };
-  std::map<std::pair<uint32_t, size_t>, Span> spans;  // A file without an id is its own.
-  for (size_t i = 0; i < inputs.size(); i++) {
-    const Input& in = inputs[i];
-    std::fprintf(
-        stderr, "  %-*s  %-16s %08x  %s .. %s\n", static_cast<int>(width), in.member.c_str(),
-        in.machine.empty() ? "(unnamed)" : PrintableText(in.machine).c_str(), in.machine_id,
-        FormatRealtime(in.first_ns).c_str(), FormatRealtime(in.last_ns).c_str());
-    Span& span = spans[{in.machine_id, in.machine_id == 0 ? i : 0}];
-    if (span.first == nullptr || in.first_ns < span.first->first_ns) span.first = &in;
-    if (span.last == nullptr || in.last_ns > span.last->last_ns) span.last = &in;
-  }
-  int64_t latest_first = INT64_MIN, earliest_last = INT64_MAX;
-  const Input *latest = nullptr, *earliest = nullptr;
-  for (const auto& [key, span] : spans) {
-    if (span.first->first_ns > latest_first)
-      latest_first = span.first->first_ns, latest = span.first;
-    if (span.last->last_ns < earliest_last)
-      earliest_last = span.last->last_ns, earliest = span.last;
-  }
-  if (latest_first <= earliest_last) {
-    std::fprintf(stderr, "ringside merge: all files cover %s .. %s (%s)\n",
-                 FormatRealtime(latest_first).c_str(), FormatRealtime(earliest_last).c_str(),
-                 Duration(latest_first, earliest_last).c_str());
-  } else {
-    std::fprintf(stderr,
-                 "ringside merge: warning: the files share no moment: %s begins at %s, after %s "
-                 "ended at %s\n",
-                 latest->member.c_str(), FormatRealtime(latest_first).c_str(),
-                 earliest->member.c_str(), FormatRealtime(earliest_last).c_str());
-  }
+               output == "-" ? "standard output" : output.c_str(), inputs.size(), machines.size(),
+               kManifestName);
+  PrintCommonRange(PrintInputs(inputs));
   return kExitOk;
 }
 

@@ -165,23 +165,194 @@ void AppendMetricsListener(const control::MetricsListenerStatus& l, std::string*
   }
 }
 
+// "agent", "config" and "cost" with the memory lines.
+void AppendAgent(const control::StatusReply& s, std::string* out) {
+  AppendLine(out, "agent",
+             absl::StrCat("ringside ", s.version().empty() ? "(version unknown)" : s.version(),
+                          ", pid ", s.pid(), ", up ", Uptime(s.uptime_ms())));
+  AppendLine(out, "config", s.config_path().empty() ? "embedded default" : s.config_path());
+  if (s.has_memory()) {
+    AppendLine(out, "cost", absl::StrFormat("%.2f s CPU", s.cpu_seconds()));
+    AppendMemory(s.memory(), out);
+  } else {
+    // An agent from before `memory`: what it reported then.
+    AppendLine(
+        out, "cost",
+        absl::StrFormat("%.2f s CPU, %s resident", s.cpu_seconds(), HumanBytes(s.rss_bytes())));
+  }
+}
+
+void AppendSnapshots(const control::SnapshotStatus& snap, std::string* out) {
+  AppendLine(out, "snapshots",
+             absl::StrCat(snap.count(), " taken, ", snap.failed(), " failed, ", snap.suppressed(),
+                          " suppressed"));
+  if (!snap.last_path().empty()) {
+    AppendLine(out, "", absl::StrCat("last: ", snap.last_path()));
+    AppendLine(out, "", absl::StrCat("reason: ", snap.last_reason()));
+  }
+  if (snap.sidecars_failed() > 0) {
+    AppendLine(out, "",
+               absl::StrCat(
+                   snap.sidecars_failed(),
+                   " without a sidecar (shippers leave them); last: ", snap.last_sidecar_error()));
+  }
+  if (!snap.last_error().empty()) {
+    AppendLine(out, "", absl::StrCat("last failure: ", snap.last_error()));
+  }
+  AppendCompressionLine(snap, out);
+}
+
+// Nothing before the first reload.
+void AppendReloads(const control::ReloadStatus& r, std::string* out) {
+  if (r.count() == 0) return;
+  AppendLine(out, "reloads", absl::StrCat(r.count(), " (SIGHUP), ", r.refused(), " refused"));
+  if (!r.last_error().empty()) {
+    AppendLine(out, "", absl::StrCat("last refused, running config kept: ", r.last_error()));
+  }
+  if (r.waiting_for_restart_size() > 0) {
+    AppendLine(
+        out, "",
+        absl::StrCat("waiting for a restart: ", absl::StrJoin(r.waiting_for_restart(), ", ")));
+  }
+}
+
+void AppendStreaming(const control::StreamingStatus& st, std::string* out) {
+  AppendLine(out, "streaming",
+             st.path().empty() ? std::string("no file open (see the last error)")
+                               : absl::StrCat(st.path(), ", ", HumanBytes(st.bytes()), " written"));
+  AppendLine(out, "",
+             absl::StrCat(st.files_finished(), " files finished (", HumanBytes(st.bytes_finished()),
+                          "), ", st.files_deleted(), " deleted by retention (",
+                          HumanBytes(st.bytes_deleted()), ")"));
+  if (st.bytes_lost() > 0) {
+    AppendLine(out, "",
+               absl::StrCat(HumanBytes(st.bytes_lost()),
+                            " overwritten in the buffers before they could be written"));
+  }
+  if (st.write_errors() > 0) {
+    AppendLine(out, "", absl::StrCat(st.write_errors(), " write errors; last: ", st.last_error()));
+  }
+  if (st.sidecars_failed() > 0) {
+    AppendLine(
+        out, "",
+        absl::StrCat(st.sidecars_failed(), " files without a sidecar (shippers leave them); last: ",
+                     st.last_sidecar_error()));
+  }
+  AppendCompressionLine(st, out);
+}
+
+json MemoryJson(const control::MemoryStatus& m) {
+  return {{"cgroup", m.cgroup()},
+          {"cgroup_bytes", m.cgroup_bytes()},
+          {"cgroup_limit_bytes", m.cgroup_limit_bytes()},
+          {"cgroup_other_processes", m.cgroup_other_processes()},
+          {"proportional_bytes", m.proportional_bytes()},
+          {"bpf_ring_bytes", m.bpf_ring_bytes()},
+          {"chunk_pool_bytes", m.chunk_pool_bytes()},
+          {"ftrace_buffer_bytes", m.ftrace_buffer_bytes()},
+          {"buffer_bytes", m.buffer_bytes()}};
+}
+
+json SourceJson(const SourceStatus& source) {
+  json losses = json::array();
+  for (const SourceStatus::Loss& loss : source.losses()) {
+    losses.push_back({{"cpu", loss.cpu()}, {"kind", loss.kind()}, {"events", loss.events()}});
+  }
+  return {{"name", source.name()},
+          {"state", StateName(source.state())},
+          {"error", source.error()},
+          {"events", source.events()},
+          {"events_per_s", source.events_per_s()},
+          {"reader_cpu_seconds", source.reader_cpu_seconds()},
+          {"reader_paused_seconds", source.reader_paused_seconds()},
+          {"losses", std::move(losses)}};
+}
+
+json BufferJson(const control::BufferStatus& b) {
+  return {{"size_bytes", b.size_bytes()},
+          {"bytes_written", b.bytes_written()},
+          {"bytes_overwritten", b.bytes_overwritten()},
+          {"write_wraps", b.write_wraps()},
+          {"fill_percent", b.fill_percent()}};
+}
+
+json DurableJson(const control::DurableStatus& d) {
+  return {{"entries", d.entries()},
+          {"bytes", d.bytes()},
+          {"capacity", d.capacity()},
+          {"evicted_live", d.evicted_live()},
+          {"evicted_ended", d.evicted_ended()}};
+}
+
+json SnapshotsJson(const control::SnapshotStatus& snap) {
+  json j = {{"count", snap.count()},
+            {"last_path", snap.last_path()},
+            {"last_reason", snap.last_reason()},
+            {"suppressed", snap.suppressed()},
+            {"failed", snap.failed()},
+            {"last_error", snap.last_error()},
+            {"codec", snap.codec()},
+            {"compressed_in_bytes", snap.compressed_in_bytes()},
+            {"compressed_out_bytes", snap.compressed_out_bytes()},
+            {"compression_cpu_ns", snap.compression_cpu_ns()},
+            {"sidecars_failed", snap.sidecars_failed()},
+            {"last_sidecar_error", snap.last_sidecar_error()},
+            {"triggers", json::array()}};
+  for (const control::SnapshotStatus::Trigger& t : snap.triggers()) {
+    j["triggers"].push_back({{"name", t.name()},
+                             {"kind", t.kind()},
+                             {"fired", t.fired()},
+                             {"joined", t.joined()},
+                             {"suppressed", t.suppressed()}});
+  }
+  return j;
+}
+
+json ReloadJson(const control::ReloadStatus& r) {
+  json j = {{"count", r.count()},
+            {"refused", r.refused()},
+            {"last_error", r.last_error()},
+            {"waiting_for_restart", json::array()}};
+  for (const std::string& field : r.waiting_for_restart()) {
+    j["waiting_for_restart"].push_back(field);
+  }
+  return j;
+}
+
+json StreamingJson(const control::StreamingStatus& st) {
+  return {{"path", st.path()},
+          {"bytes", st.bytes()},
+          {"files_finished", st.files_finished()},
+          {"bytes_finished", st.bytes_finished()},
+          {"files_deleted", st.files_deleted()},
+          {"bytes_deleted", st.bytes_deleted()},
+          {"bytes_lost", st.bytes_lost()},
+          {"write_errors", st.write_errors()},
+          {"last_error", st.last_error()},
+          {"codec", st.codec()},
+          {"compressed_in_bytes", st.compressed_in_bytes()},
+          {"compressed_out_bytes", st.compressed_out_bytes()},
+          {"compression_cpu_ns", st.compression_cpu_ns()},
+          {"sidecars_written", st.sidecars_written()},
+          {"sidecars_failed", st.sidecars_failed()},
+          {"last_sidecar_error", st.last_sidecar_error()}};
+}
+
+json MetricsListenerJson(const control::MetricsListenerStatus& l) {
+  return {{"listen", l.listen()},
+          {"listening", l.listening()},
+          {"error", l.error()},
+          {"requests", l.requests()},
+          {"ended_at_deadline", l.ended_at_deadline()},
+          {"displaced", l.displaced()},
+          {"refused", l.refused()}};
+}
+
 }  // namespace
 
 std::string StatusText(const control::StatusReply& s) {
   std::string out;
-  AppendLine(&out, "agent",
-             absl::StrCat("ringside ", s.version().empty() ? "(version unknown)" : s.version(),
-                          ", pid ", s.pid(), ", up ", Uptime(s.uptime_ms())));
-  AppendLine(&out, "config", s.config_path().empty() ? "embedded default" : s.config_path());
-  if (s.has_memory()) {
-    AppendLine(&out, "cost", absl::StrFormat("%.2f s CPU", s.cpu_seconds()));
-    AppendMemory(s.memory(), &out);
-  } else {
-    // An agent from before `memory`: what it reported then.
-    AppendLine(
-        &out, "cost",
-        absl::StrFormat("%.2f s CPU, %s resident", s.cpu_seconds(), HumanBytes(s.rss_bytes())));
-  }
+  AppendAgent(s, &out);
   out += "\n";
   AppendSources(s, &out);
   out += "\n";
@@ -192,64 +363,10 @@ std::string StatusText(const control::StatusReply& s) {
              absl::StrCat(d.entries(), " entries, ", HumanBytes(d.bytes()), " of ",
                           HumanBytes(d.capacity()), "; evicted ", d.evicted_live(), " live, ",
                           d.evicted_ended(), " ended"));
-  const control::SnapshotStatus& snap = s.snapshots();
-  AppendLine(&out, "snapshots",
-             absl::StrCat(snap.count(), " taken, ", snap.failed(), " failed, ", snap.suppressed(),
-                          " suppressed"));
-  if (!snap.last_path().empty()) {
-    AppendLine(&out, "", absl::StrCat("last: ", snap.last_path()));
-    AppendLine(&out, "", absl::StrCat("reason: ", snap.last_reason()));
-  }
-  if (snap.sidecars_failed() > 0) {
-    AppendLine(&out, "",
-               absl::StrCat(
-                   snap.sidecars_failed(),
-                   " without a sidecar (shippers leave them); last: ", snap.last_sidecar_error()));
-  }
-  if (!snap.last_error().empty()) {
-    AppendLine(&out, "", absl::StrCat("last failure: ", snap.last_error()));
-  }
-  AppendCompressionLine(snap, &out);
-  const control::ReloadStatus& r = s.reload();
-  if (r.count() > 0) {
-    AppendLine(&out, "reloads", absl::StrCat(r.count(), " (SIGHUP), ", r.refused(), " refused"));
-    if (!r.last_error().empty()) {
-      AppendLine(&out, "", absl::StrCat("last refused, running config kept: ", r.last_error()));
-    }
-    if (r.waiting_for_restart_size() > 0) {
-      AppendLine(
-          &out, "",
-          absl::StrCat("waiting for a restart: ", absl::StrJoin(r.waiting_for_restart(), ", ")));
-    }
-  }
+  AppendSnapshots(s.snapshots(), &out);
+  AppendReloads(s.reload(), &out);
   if (s.has_metrics_listener()) AppendMetricsListener(s.metrics_listener(), &out);
-  if (s.has_streaming()) {
-    const control::StreamingStatus& st = s.streaming();
-    AppendLine(&out, "streaming",
-               st.path().empty()
-                   ? std::string("no file open (see the last error)")
-                   : absl::StrCat(st.path(), ", ", HumanBytes(st.bytes()), " written"));
-    AppendLine(&out, "",
-               absl::StrCat(st.files_finished(), " files finished (",
-                            HumanBytes(st.bytes_finished()), "), ", st.files_deleted(),
-                            " deleted by retention (", HumanBytes(st.bytes_deleted()), ")"));
-    if (st.bytes_lost() > 0) {
-      AppendLine(&out, "",
-                 absl::StrCat(HumanBytes(st.bytes_lost()),
-                              " overwritten in the buffers before they could be written"));
-    }
-    if (st.write_errors() > 0) {
-      AppendLine(&out, "",
-                 absl::StrCat(st.write_errors(), " write errors; last: ", st.last_error()));
-    }
-    if (st.sidecars_failed() > 0) {
-      AppendLine(&out, "",
-                 absl::StrCat(st.sidecars_failed(),
-                              " files without a sidecar (shippers leave them); last: ",
-                              st.last_sidecar_error()));
-    }
-    AppendCompressionLine(st, &out);
-  }
+  if (s.has_streaming()) AppendStreaming(s.streaming(), &out);
   return out;
 }
 
@@ -262,107 +379,17 @@ json StatusJsonValue(const control::StatusReply& s) {
   j["version"] = s.version();
   j["cpu_seconds"] = s.cpu_seconds();
   j["rss_bytes"] = s.rss_bytes();
-  const control::MemoryStatus& m = s.memory();
-  j["memory"] = {{"cgroup", m.cgroup()},
-                 {"cgroup_bytes", m.cgroup_bytes()},
-                 {"cgroup_limit_bytes", m.cgroup_limit_bytes()},
-                 {"cgroup_other_processes", m.cgroup_other_processes()},
-                 {"proportional_bytes", m.proportional_bytes()},
-                 {"bpf_ring_bytes", m.bpf_ring_bytes()},
-                 {"chunk_pool_bytes", m.chunk_pool_bytes()},
-                 {"ftrace_buffer_bytes", m.ftrace_buffer_bytes()},
-                 {"buffer_bytes", m.buffer_bytes()}};
+  j["memory"] = MemoryJson(s.memory());
   j["sources"] = json::array();
-  for (const SourceStatus& source : s.sources()) {
-    json losses = json::array();
-    for (const SourceStatus::Loss& loss : source.losses()) {
-      losses.push_back({{"cpu", loss.cpu()}, {"kind", loss.kind()}, {"events", loss.events()}});
-    }
-    j["sources"].push_back({{"name", source.name()},
-                            {"state", StateName(source.state())},
-                            {"error", source.error()},
-                            {"events", source.events()},
-                            {"events_per_s", source.events_per_s()},
-                            {"reader_cpu_seconds", source.reader_cpu_seconds()},
-                            {"reader_paused_seconds", source.reader_paused_seconds()},
-                            {"losses", std::move(losses)}});
-  }
+  for (const SourceStatus& source : s.sources()) j["sources"].push_back(SourceJson(source));
   j["buffers"] = json::array();
-  for (const control::BufferStatus& b : s.buffers()) {
-    j["buffers"].push_back({{"size_bytes", b.size_bytes()},
-                            {"bytes_written", b.bytes_written()},
-                            {"bytes_overwritten", b.bytes_overwritten()},
-                            {"write_wraps", b.write_wraps()},
-                            {"fill_percent", b.fill_percent()}});
-  }
-  const control::DurableStatus& d = s.durable();
-  j["durable"] = {{"entries", d.entries()},
-                  {"bytes", d.bytes()},
-                  {"capacity", d.capacity()},
-                  {"evicted_live", d.evicted_live()},
-                  {"evicted_ended", d.evicted_ended()}};
-  const control::SnapshotStatus& snap = s.snapshots();
-  j["snapshots"] = {{"count", snap.count()},
-                    {"last_path", snap.last_path()},
-                    {"last_reason", snap.last_reason()},
-                    {"suppressed", snap.suppressed()},
-                    {"failed", snap.failed()},
-                    {"last_error", snap.last_error()},
-                    {"codec", snap.codec()},
-                    {"compressed_in_bytes", snap.compressed_in_bytes()},
-                    {"compressed_out_bytes", snap.compressed_out_bytes()},
-                    {"compression_cpu_ns", snap.compression_cpu_ns()},
-                    {"sidecars_failed", snap.sidecars_failed()},
-                    {"last_sidecar_error", snap.last_sidecar_error()},
-                    {"triggers", json::array()}};
-  for (const control::SnapshotStatus::Trigger& t : snap.triggers()) {
-    j["snapshots"]["triggers"].push_back({{"name", t.name()},
-                                          {"kind", t.kind()},
-                                          {"fired", t.fired()},
-                                          {"joined", t.joined()},
-                                          {"suppressed", t.suppressed()}});
-  }
-  const control::ReloadStatus& r = s.reload();
-  j["reload"] = {{"count", r.count()},
-                 {"refused", r.refused()},
-                 {"last_error", r.last_error()},
-                 {"waiting_for_restart", json::array()}};
-  for (const std::string& field : r.waiting_for_restart()) {
-    j["reload"]["waiting_for_restart"].push_back(field);
-  }
-  if (s.has_streaming()) {
-    const control::StreamingStatus& st = s.streaming();
-    j["streaming"] = {{"path", st.path()},
-                      {"bytes", st.bytes()},
-                      {"files_finished", st.files_finished()},
-                      {"bytes_finished", st.bytes_finished()},
-                      {"files_deleted", st.files_deleted()},
-                      {"bytes_deleted", st.bytes_deleted()},
-                      {"bytes_lost", st.bytes_lost()},
-                      {"write_errors", st.write_errors()},
-                      {"last_error", st.last_error()},
-                      {"codec", st.codec()},
-                      {"compressed_in_bytes", st.compressed_in_bytes()},
-                      {"compressed_out_bytes", st.compressed_out_bytes()},
-                      {"compression_cpu_ns", st.compression_cpu_ns()},
-                      {"sidecars_written", st.sidecars_written()},
-                      {"sidecars_failed", st.sidecars_failed()},
-                      {"last_sidecar_error", st.last_sidecar_error()}};
-  } else {
-    j["streaming"] = nullptr;
-  }
-  if (s.has_metrics_listener()) {
-    const control::MetricsListenerStatus& l = s.metrics_listener();
-    j["metrics_listener"] = {{"listen", l.listen()},
-                             {"listening", l.listening()},
-                             {"error", l.error()},
-                             {"requests", l.requests()},
-                             {"ended_at_deadline", l.ended_at_deadline()},
-                             {"displaced", l.displaced()},
-                             {"refused", l.refused()}};
-  } else {
-    j["metrics_listener"] = nullptr;
-  }
+  for (const control::BufferStatus& b : s.buffers()) j["buffers"].push_back(BufferJson(b));
+  j["durable"] = DurableJson(s.durable());
+  j["snapshots"] = SnapshotsJson(s.snapshots());
+  j["reload"] = ReloadJson(s.reload());
+  j["streaming"] = s.has_streaming() ? StreamingJson(s.streaming()) : json(nullptr);
+  j["metrics_listener"] =
+      s.has_metrics_listener() ? MetricsListenerJson(s.metrics_listener()) : json(nullptr);
   return j;
 }
 

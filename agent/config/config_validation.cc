@@ -37,6 +37,12 @@ std::string PathText(const FieldPath& path) {
   return text;
 }
 
+// `at` and one field below it.
+FieldPath Child(FieldPath at, const std::string& name, int index = -1) {
+  at.push_back({name, index});
+  return at;
+}
+
 // Checks values against what ringside and the kernel can do; the first
 // problem becomes an error naming the file, the line and the field.
 class Validator {
@@ -169,18 +175,20 @@ void ValidateIncident(const config::TraceConfig::TriggerConfig::Trigger::Inciden
   }
 }
 
-void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Validator* v) {
+// Per-CPU kernel buffers, together, may take at most half the machine.
+void CheckPerCpuMemory(const FieldPath& path, uint64_t kb, const MachineLimits& machine,
+                       Validator* v) {
   const int cpus = std::max(1, machine.cpus);
   const uint64_t memory_kb = machine.memory_kb;
-  // Per-CPU kernel buffers, together, may take at most half the machine.
-  auto check_per_cpu = [&](const FieldPath& path, uint64_t kb) {
-    if (memory_kb > 0 && kb * static_cast<uint64_t>(cpus) > memory_kb / 2) {
-      v->Fail(path, absl::StrCat("is ", kb, ": ", cpus, " CPUs of ", Kb(kb),
-                                 " exceed half of this machine's ", Kb(memory_kb),
-                                 " of memory, which the kernel would refuse or the machine "
-                                 "miss"));
-    }
-  };
+  if (memory_kb > 0 && kb * static_cast<uint64_t>(cpus) > memory_kb / 2) {
+    v->Fail(path, absl::StrCat("is ", kb, ": ", cpus, " CPUs of ", Kb(kb),
+                               " exceed half of this machine's ", Kb(memory_kb),
+                               " of memory, which the kernel would refuse or the machine "
+                               "miss"));
+  }
+}
+
+void CheckBufferSizes(const config::TraceConfig& cfg, Validator* v) {
   for (int i = 0; i < cfg.buffers_size(); i++) {
     const uint64_t kb = cfg.buffers(i).size_kb();
     if (kb < kMinBufferSizeKb || kb > kMaxBufferSizeKb) {
@@ -189,19 +197,24 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                            kMaxBufferSizeKb, " (4 GiB less a page)"));
     }
   }
-  if (cfg.has_staging_budget_kb()) {
-    const uint64_t kb = cfg.staging_budget_kb();
-    if (kb < kMinStagingBudgetKb || kb > kMaxStagingBudgetKb) {
-      v->Fail({{"staging_budget_kb", -1}},
-              absl::StrCat("is ", kb, ": the staging memory of the whole machine, at least ",
-                           kMinStagingBudgetKb, " (", Kb(kMinStagingBudgetKb), ") and at most ",
-                           kMaxStagingBudgetKb, " (", Kb(kMaxStagingBudgetKb), ")"));
-    } else if (memory_kb > 0 && kb > memory_kb / 2) {
-      v->Fail({{"staging_budget_kb", -1}},
-              absl::StrCat("is ", kb, ": ", Kb(kb), " exceed half of this machine's ",
-                           Kb(memory_kb), " of memory"));
-    }
+}
+
+void CheckStagingBudget(const config::TraceConfig& cfg, uint64_t memory_kb, Validator* v) {
+  if (!cfg.has_staging_budget_kb()) return;
+  const uint64_t kb = cfg.staging_budget_kb();
+  if (kb < kMinStagingBudgetKb || kb > kMaxStagingBudgetKb) {
+    v->Fail({{"staging_budget_kb", -1}},
+            absl::StrCat("is ", kb, ": the staging memory of the whole machine, at least ",
+                         kMinStagingBudgetKb, " (", Kb(kMinStagingBudgetKb), ") and at most ",
+                         kMaxStagingBudgetKb, " (", Kb(kMaxStagingBudgetKb), ")"));
+  } else if (memory_kb > 0 && kb > memory_kb / 2) {
+    v->Fail({{"staging_budget_kb", -1}},
+            absl::StrCat("is ", kb, ": ", Kb(kb), " exceed half of this machine's ", Kb(memory_kb),
+                         " of memory"));
   }
+}
+
+void CheckCompression(const config::TraceConfig& cfg, Validator* v) {
   if (cfg.has_compression() && cfg.compression().has_zstd() == cfg.compression().has_deflate()) {
     v->Fail({{"compression", -1}},
             absl::StrCat(cfg.compression().has_zstd() ? "names both codecs" : "names no codec",
@@ -214,27 +227,35 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
               absl::StrCat("is ", level, ": zstd levels go from 1 to 19 (0 or unset: 3)"));
     }
   }
-  if (cfg.has_machine_name()) {
-    const std::string& name = cfg.machine_name();
-    const bool printable = std::all_of(name.begin(), name.end(), [](char c) {
-      return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f;
-    });
-    if (name.empty() || name.size() > kMaxMachineNameBytes || !printable) {
-      v->Fail({{"machine_name", -1}},
-              absl::StrCat("is '", absl::CHexEscape(name), "': a name of 1 to ",
-                           kMaxMachineNameBytes, " printable ASCII characters"));
-    }
+}
+
+void CheckMachineName(const config::TraceConfig& cfg, Validator* v) {
+  if (!cfg.has_machine_name()) return;
+  const std::string& name = cfg.machine_name();
+  const bool printable = std::all_of(name.begin(), name.end(), [](char c) {
+    return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f;
+  });
+  if (name.empty() || name.size() > kMaxMachineNameBytes || !printable) {
+    v->Fail({{"machine_name", -1}},
+            absl::StrCat("is '", absl::CHexEscape(name), "': a name of 1 to ", kMaxMachineNameBytes,
+                         " printable ASCII characters"));
   }
+}
+
+void CheckConsumerCpuPercent(const config::TraceConfig& cfg, Validator* v) {
   if (cfg.max_consumer_cpu_percent() > kMaxConsumerCpuPercent) {
     v->Fail({{"max_consumer_cpu_percent", -1}},
             absl::StrCat("is ", cfg.max_consumer_cpu_percent(), ": percent of one CPU, 1 to ",
                          kMaxConsumerCpuPercent, " (0: no limit)"));
   }
-  // The agent's paths: relative ones would depend on the directory it was
-  // started from, which a service manager does not promise; a file where a
-  // directory must be fails here, not once the agent has started its
-  // sources.
-  // The C library would read a path only up to a NUL byte: another path.
+}
+
+// The agent's paths: relative ones would depend on the directory it was
+// started from, which a service manager does not promise; a file where a
+// directory must be fails here, not once the agent has started its
+// sources.
+// The C library would read a path only up to a NUL byte: another path.
+void CheckPathsHoldNoNul(const config::TraceConfig& cfg, Validator* v) {
   for (const auto& [name, path] :
        {std::pair<const char*, const std::string&>{"output_path", cfg.output_path()},
         {"output_dir", cfg.output_dir()},
@@ -245,37 +266,46 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                                          "', which holds a NUL byte: a path cannot"));
     }
   }
-  if (cfg.has_output_dir()) {
-    if (cfg.output_dir().empty() || cfg.output_dir()[0] != '/') {
-      v->Fail({{"output_dir", -1}}, absl::StrCat("is '", cfg.output_dir(), "': an absolute path"));
-    } else if (const std::string file = FirstNotADirectory(cfg.output_dir(), true); !file.empty()) {
-      v->Fail({{"output_dir", -1}},
-              absl::StrCat("is '", absl::CHexEscape(cfg.output_dir()), "', but ",
-                           absl::CHexEscape(file),
-                           " is not a directory: a directory, or a path the agent can create "
-                           "one at"));
-    }
+}
+
+void CheckOutputDir(const config::TraceConfig& cfg, Validator* v) {
+  if (!cfg.has_output_dir()) return;
+  if (cfg.output_dir().empty() || cfg.output_dir()[0] != '/') {
+    v->Fail({{"output_dir", -1}}, absl::StrCat("is '", cfg.output_dir(), "': an absolute path"));
+  } else if (const std::string file = FirstNotADirectory(cfg.output_dir(), true); !file.empty()) {
+    v->Fail(
+        {{"output_dir", -1}},
+        absl::StrCat("is '", absl::CHexEscape(cfg.output_dir()), "', but ", absl::CHexEscape(file),
+                     " is not a directory: a directory, or a path the agent can create "
+                     "one at"));
   }
-  if (cfg.has_metrics_textfile()) {
-    // node_exporter's directory: it must be there already (the agent makes
-    // only directories of its own).
-    struct stat st;
-    if (cfg.metrics_textfile().empty() || cfg.metrics_textfile()[0] != '/') {
-      v->Fail({{"metrics_textfile", -1}},
-              absl::StrCat("is '", absl::CHexEscape(cfg.metrics_textfile()),
-                           "': the absolute path of node_exporter's textfile directory"));
-    } else if (stat(cfg.metrics_textfile().c_str(), &st) != 0 && errno != ENOENT &&
-               errno != ENOTDIR) {
-      v->Fail({{"metrics_textfile", -1}},
-              absl::StrCat("is '", absl::CHexEscape(cfg.metrics_textfile()),
-                           "', which cannot be looked at: ", std::strerror(errno)));
-    } else if (stat(cfg.metrics_textfile().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      v->Fail({{"metrics_textfile", -1}},
-              absl::StrCat("is '", absl::CHexEscape(cfg.metrics_textfile()),
-                           "', which is not a directory: the directory node_exporter's "
-                           "--collector.textfile.directory names"));
-    }
+}
+
+// node_exporter's directory: it must be there already (the agent makes
+// only directories of its own).
+void CheckMetricsTextfile(const config::TraceConfig& cfg, Validator* v) {
+  if (!cfg.has_metrics_textfile()) return;
+  struct stat st;
+  if (cfg.metrics_textfile().empty() || cfg.metrics_textfile()[0] != '/') {
+    v->Fail({{"metrics_textfile", -1}},
+            absl::StrCat("is '", absl::CHexEscape(cfg.metrics_textfile()),
+                         "': the absolute path of node_exporter's textfile directory"));
+  } else if (stat(cfg.metrics_textfile().c_str(), &st) != 0 && errno != ENOENT &&
+             errno != ENOTDIR) {
+    v->Fail({{"metrics_textfile", -1}},
+            absl::StrCat("is '", absl::CHexEscape(cfg.metrics_textfile()),
+                         "', which cannot be looked at: ", std::strerror(errno)));
+  } else if (stat(cfg.metrics_textfile().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    v->Fail({{"metrics_textfile", -1}},
+            absl::StrCat("is '", absl::CHexEscape(cfg.metrics_textfile()),
+                         "', which is not a directory: the directory node_exporter's "
+                         "--collector.textfile.directory names"));
   }
+}
+
+// metrics_per_cpu without metrics_textfile or metrics_listen:
+// ValidateEffective, once --metrics-listen is merged in.
+void CheckMetricsPeriodAndListen(const config::TraceConfig& cfg, Validator* v) {
   if (cfg.has_metrics_period_ms() && (cfg.metrics_period_ms() < kMinMetricsPeriodMs ||
                                       cfg.metrics_period_ms() > kMaxMetricsPeriodMs)) {
     v->Fail({{"metrics_period_ms", -1}},
@@ -287,47 +317,52 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
             "is set without metrics_textfile: it applies only to the metrics the agent writes "
             "there; set metrics_textfile or remove it");
   }
-  // metrics_per_cpu without metrics_textfile or metrics_listen:
-  // ValidateEffective, once --metrics-listen is merged in.
   if (cfg.has_metrics_listen()) {
     if (absl::StatusOr<base::ListenAddress> a = base::ParseListenAddress(cfg.metrics_listen());
         !a.ok()) {
       v->Fail({{"metrics_listen", -1}}, absl::StrCat("is ", a.status().message()));
     }
   }
-  if (cfg.has_control_socket()) {
-    if (cfg.control_socket().empty() || cfg.control_socket()[0] != '/') {
-      v->Fail({{"control_socket", -1}},
-              absl::StrCat("is '", cfg.control_socket(), "': an absolute path"));
-    } else if (cfg.control_socket().size() >= sizeof(sockaddr_un{}.sun_path)) {
-      v->Fail({{"control_socket", -1}}, absl::StrCat("is ", cfg.control_socket().size(),
-                                                     " bytes long: a unix socket path is "
-                                                     "at most ",
-                                                     sizeof(sockaddr_un{}.sun_path) - 1));
-    } else if (const std::string file = FirstNotADirectory(cfg.control_socket(), false);
-               !file.empty()) {
-      v->Fail({{"control_socket", -1}},
-              absl::StrCat("is '", absl::CHexEscape(cfg.control_socket()), "', but ",
-                           absl::CHexEscape(file),
-                           " is not a directory: a path in a directory the agent can write"));
+}
+
+void CheckControlSocket(const config::TraceConfig& cfg, Validator* v) {
+  if (!cfg.has_control_socket()) return;
+  if (cfg.control_socket().empty() || cfg.control_socket()[0] != '/') {
+    v->Fail({{"control_socket", -1}},
+            absl::StrCat("is '", cfg.control_socket(), "': an absolute path"));
+  } else if (cfg.control_socket().size() >= sizeof(sockaddr_un{}.sun_path)) {
+    v->Fail({{"control_socket", -1}}, absl::StrCat("is ", cfg.control_socket().size(),
+                                                   " bytes long: a unix socket path is "
+                                                   "at most ",
+                                                   sizeof(sockaddr_un{}.sun_path) - 1));
+  } else if (const std::string file = FirstNotADirectory(cfg.control_socket(), false);
+             !file.empty()) {
+    v->Fail({{"control_socket", -1}},
+            absl::StrCat("is '", absl::CHexEscape(cfg.control_socket()), "', but ",
+                         absl::CHexEscape(file),
+                         " is not a directory: a path in a directory the agent can write"));
+  }
+}
+
+// Settings of the stream: without it they would be ignored, which hides
+// a forgotten `write_into_file: true`.
+void CheckStreamingSettingsNeedStreaming(const config::TraceConfig& cfg, Validator* v) {
+  if (cfg.write_into_file()) return;
+  for (const auto& [name, value] :
+       {std::pair<const char*, uint64_t>{"file_write_period_ms", cfg.file_write_period_ms()},
+        {"max_file_size_bytes", cfg.max_file_size_bytes()},
+        {"file_rotation_period_ms", cfg.file_rotation_period_ms()},
+        {"max_files", cfg.max_files()},
+        {"max_total_bytes", cfg.max_total_bytes()}}) {
+    if (value != 0) {
+      v->Fail({{name, -1}}, absl::StrCat("is ", value,
+                                         " without write_into_file: true: it applies only "
+                                         "to streaming; set write_into_file or remove it"));
     }
   }
-  // Settings of the stream: without it they would be ignored, which hides
-  // a forgotten `write_into_file: true`.
-  if (!cfg.write_into_file()) {
-    for (const auto& [name, value] :
-         {std::pair<const char*, uint64_t>{"file_write_period_ms", cfg.file_write_period_ms()},
-          {"max_file_size_bytes", cfg.max_file_size_bytes()},
-          {"file_rotation_period_ms", cfg.file_rotation_period_ms()},
-          {"max_files", cfg.max_files()},
-          {"max_total_bytes", cfg.max_total_bytes()}}) {
-      if (value != 0) {
-        v->Fail({{name, -1}}, absl::StrCat("is ", value,
-                                           " without write_into_file: true: it applies only "
-                                           "to streaming; set write_into_file or remove it"));
-      }
-    }
-  }
+}
+
+void CheckGroups(const config::TraceConfig& cfg, Validator* v) {
   if (cfg.has_control_group() && cfg.control_group().empty()) {
     v->Fail({{"control_group", -1}}, "is empty: a group name or number, or leave it unset");
   }
@@ -343,149 +378,169 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                            "name or number"));
     }
   }
-  // Which trigger_mode a program acts on is its own business (the agent
-  // snapshots); names, limits and probabilities are checked for every mode.
+}
+
+// triggers[i].name: present, short, of plain characters, not the agent's
+// own, and unlike the names of the triggers before it.
+void CheckTriggerName(const config::TraceConfig::TriggerConfig& triggers, int i,
+                      const FieldPath& at, Validator* v) {
+  const std::string& name = triggers.triggers(i).name();
+  const bool name_chars_ok = std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+  if (name.empty()) {
+    v->Fail(at, "is empty: a trigger needs the name its requests give");
+  } else if (name.size() > kMaxTriggerNameBytes) {
+    v->Fail(at, absl::StrCat("is ", name.size(), " bytes long: at most ", kMaxTriggerNameBytes));
+  } else if (!name_chars_ok) {
+    v->Fail(at, absl::StrCat("is '", absl::CHexEscape(name),
+                             "': only letters, digits, '.', '_' and '-'"));
+  } else if (absl::c_linear_search(kReservedTriggerNames, name) ||
+             absl::StartsWith(name, kReservedTriggerNamePrefix)) {
+    v->Fail(at, absl::StrCat("is '", name, "': reserved for the agent's own snapshots ('",
+                             absl::StrJoin(kReservedTriggerNames, "', '"), "', and '",
+                             kReservedTriggerNamePrefix, "...'); choose another name"));
+  }
+  for (int j = 0; j < i; j++) {
+    if (triggers.triggers(j).name() == name && !name.empty()) {
+      v->Fail(at, absl::StrCat("'", name, "' is also the name of triggers[", j,
+                               "]: names must be unique"));
+      break;
+    }
+  }
+}
+
+// How often and how late a trigger fires, and how often it is skipped.
+void CheckTriggerLimits(const config::TraceConfig::TriggerConfig::Trigger& t, const FieldPath& at,
+                        Validator* v) {
+  for (const auto& [limit, value] :
+       {std::pair<const char*, uint32_t>{"max_per_hour", t.max_per_hour()},
+        {"max_per_24_h", t.max_per_24_h()}}) {
+    if (value > kMaxTriggerFiresPerWindow) {
+      v->Fail(Child(at, limit), absl::StrCat("is ", value, ": at most ", kMaxTriggerFiresPerWindow,
+                                             " (0: no limit)"));
+    }
+  }
+  if (t.stop_delay_ms() > kMaxTriggerStopDelayMs) {
+    v->Fail(Child(at, "stop_delay_ms"),
+            absl::StrCat("is ", t.stop_delay_ms(), ": at most ", kMaxTriggerStopDelayMs,
+                         " (10 minutes); later, the buffers no longer hold the trigger's "
+                         "moment"));
+  }
+  if (t.cooldown_ms() > kMaxTriggerCooldownMs) {
+    v->Fail(Child(at, "cooldown_ms"),
+            absl::StrCat("is ", t.cooldown_ms(), ": at most ", kMaxTriggerCooldownMs,
+                         " (24 hours; 0: none); for fewer fires, set max_per_24_h"));
+  }
+  // Written so that NaN fails too.
+  if (!(t.skip_probability() >= 0 && t.skip_probability() <= 1)) {
+    v->Fail(Child(at, "skip_probability"),
+            absl::StrCat("is ", t.skip_probability(), ": a probability, from 0 to 1"));
+  }
+}
+
+// Which trigger_mode a program acts on is its own business (the agent
+// snapshots); names, limits and probabilities are checked for every mode.
+void CheckTriggers(const config::TraceConfig& cfg, Validator* v) {
   const config::TraceConfig::TriggerConfig& triggers = cfg.trigger_config();
   for (int i = 0; i < triggers.triggers_size(); i++) {
     const config::TraceConfig::TriggerConfig::Trigger& t = triggers.triggers(i);
-    auto field = [&](const std::string& name) -> FieldPath {
-      return {{"trigger_config", -1}, {"triggers", i}, {name, -1}};
-    };
-    const std::string& name = t.name();
-    const bool name_chars_ok = std::all_of(name.begin(), name.end(), [](char c) {
-      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-    });
-    if (name.empty()) {
-      v->Fail(field("name"), "is empty: a trigger needs the name its requests give");
-    } else if (name.size() > kMaxTriggerNameBytes) {
-      v->Fail(field("name"),
-              absl::StrCat("is ", name.size(), " bytes long: at most ", kMaxTriggerNameBytes));
-    } else if (!name_chars_ok) {
-      v->Fail(field("name"), absl::StrCat("is '", absl::CHexEscape(name),
-                                          "': only letters, digits, '.', '_' and '-'"));
-    } else if (absl::c_linear_search(kReservedTriggerNames, name) ||
-               absl::StartsWith(name, kReservedTriggerNamePrefix)) {
-      v->Fail(field("name"),
-              absl::StrCat("is '", name, "': reserved for the agent's own snapshots ('",
-                           absl::StrJoin(kReservedTriggerNames, "', '"), "', and '",
-                           kReservedTriggerNamePrefix, "...'); choose another name"));
-    }
-    for (int j = 0; j < i; j++) {
-      if (triggers.triggers(j).name() == name && !name.empty()) {
-        v->Fail(field("name"), absl::StrCat("'", name, "' is also the name of triggers[", j,
-                                            "]: names must be unique"));
-        break;
-      }
-    }
-    for (const auto& [limit, value] :
-         {std::pair<const char*, uint32_t>{"max_per_hour", t.max_per_hour()},
-          {"max_per_24_h", t.max_per_24_h()}}) {
-      if (value > kMaxTriggerFiresPerWindow) {
-        v->Fail(field(limit), absl::StrCat("is ", value, ": at most ", kMaxTriggerFiresPerWindow,
-                                           " (0: no limit)"));
-      }
-    }
-    if (t.stop_delay_ms() > kMaxTriggerStopDelayMs) {
-      v->Fail(field("stop_delay_ms"),
-              absl::StrCat("is ", t.stop_delay_ms(), ": at most ", kMaxTriggerStopDelayMs,
-                           " (10 minutes); later, the buffers no longer hold the trigger's "
-                           "moment"));
-    }
-    if (t.cooldown_ms() > kMaxTriggerCooldownMs) {
-      v->Fail(field("cooldown_ms"),
-              absl::StrCat("is ", t.cooldown_ms(), ": at most ", kMaxTriggerCooldownMs,
-                           " (24 hours; 0: none); for fewer fires, set max_per_24_h"));
-    }
-    // Written so that NaN fails too.
-    if (!(t.skip_probability() >= 0 && t.skip_probability() <= 1)) {
-      v->Fail(field("skip_probability"),
-              absl::StrCat("is ", t.skip_probability(), ": a probability, from 0 to 1"));
-    }
-    if (t.has_incident()) ValidateIncident(t.incident(), field("incident"), v);
+    const FieldPath at = {{"trigger_config", -1}, {"triggers", i}};
+    CheckTriggerName(triggers, i, Child(at, "name"), v);
+    CheckTriggerLimits(t, at, v);
+    if (t.has_incident()) ValidateIncident(t.incident(), Child(at, "incident"), v);
   }
-  for (int i = 0; i < cfg.data_sources_size(); i++) {
-    const config::DataSourceConfig& ds = cfg.data_sources(i).config();
-    const FieldPath at = {{"data_sources", i}, {"config", -1}};
-    auto field = [&](std::initializer_list<std::pair<std::string, int>> rest) {
-      FieldPath path = at;
-      path.insert(path.end(), rest);
-      return path;
-    };
-    if (std::find(KnownDataSources().begin(), KnownDataSources().end(), ds.name()) ==
-        KnownDataSources().end()) {
-      v->Fail(field({{"name", -1}}), absl::StrCat("'", ds.name(), "' is not a data source; known: ",
-                                                  absl::StrJoin(KnownDataSources(), ", ")));
-    }
-    if (ds.target_buffer() >= static_cast<uint32_t>(cfg.buffers_size())) {
-      v->Fail(field({{"target_buffer", -1}}),
-              absl::StrCat("is ", ds.target_buffer(), " but there are only ", cfg.buffers_size(),
-                           " buffers: an index from 0 to ", cfg.buffers_size() - 1));
-    }
-    // Two sources of one name into one buffer record the same kernel events
-    // twice (each loads its own programs, or its own tracefs instance).
-    for (int j = 0; j < i; j++) {
-      const config::DataSourceConfig& other = cfg.data_sources(j).config();
-      if (other.name() == ds.name() && other.target_buffer() == ds.target_buffer()) {
-        v->Fail(field({{"name", -1}}),
-                absl::StrCat("'", ds.name(), "' also writes into buffers[", ds.target_buffer(),
-                             "], as data_sources[", j,
-                             "] does: one data source of a name per buffer; merge the two"));
-        break;
-      }
-    }
-    if (ds.name() == "linux.ftrace") {
-      const config::FtraceConfig& f = ds.ftrace_config();
-      if (f.ftrace_events_size() == 0 && f.bpf_fallback_events_size() == 0) {
-        v->Fail(field({{"name", -1}}),
-                "is linux.ftrace, which needs ftrace_config { ftrace_events: \"group/name\" "
-                "... } (or bpf_fallback_events)");
-      }
-      if (f.buffer_size_kb() > kMaxFtraceBufferSizeKb) {
-        v->Fail(field({{"ftrace_config", -1}, {"buffer_size_kb", -1}}),
-                absl::StrCat("is ", f.buffer_size_kb(), ": at most ", kMaxFtraceBufferSizeKb, " (",
-                             Kb(kMaxFtraceBufferSizeKb), ") per CPU"));
-      }
-      check_per_cpu(field({{"ftrace_config", -1}, {"buffer_size_kb", -1}}), f.buffer_size_kb());
-      if (f.drain_buffer_percent() > 100) {
-        v->Fail(field({{"ftrace_config", -1}, {"drain_buffer_percent", -1}}),
-                absl::StrCat("is ", f.drain_buffer_percent(), ": a percentage, at most 100"));
-      }
-    }
-    if (ds.name() == "linux.bpf") {
-      const config::BpfConfig& b = ds.bpf_config();
-      if (b.ring_size_kb() > kMaxBpfRingSizeKb) {
-        v->Fail(field({{"bpf_config", -1}, {"ring_size_kb", -1}}),
-                absl::StrCat("is ", b.ring_size_kb(), ": a BPF ring buffer holds at most ",
-                             kMaxBpfRingSizeKb, " (", Kb(kMaxBpfRingSizeKb), ") per CPU"));
-      }
-      check_per_cpu(field({{"bpf_config", -1}, {"ring_size_kb", -1}}), b.ring_size_kb());
-      if (b.filter_tgid_size() > kMaxFilterTgids) {
-        v->Fail(field({{"bpf_config", -1}, {"filter_tgid", kMaxFilterTgids}}),
-                absl::StrCat("is one of ", b.filter_tgid_size(), " filter_tgid values: at most ",
-                             kMaxFilterTgids, " can be given"));
-      }
-      if (b.has_filter_max_prio() && (b.filter_max_prio() < 0 || b.filter_max_prio() > 139)) {
-        v->Fail(field({{"bpf_config", -1}, {"filter_max_prio", -1}}),
-                absl::StrCat("is ", b.filter_max_prio(), ": kernel priorities are 0 to 139"));
-      }
-      for (int k = 0; k < b.filter_container_id_size(); k++) {
-        CheckContainerId(b.filter_container_id(k),
-                         field({{"bpf_config", -1}, {"filter_container_id", k}}), v);
-      }
-      for (int k = 0; k < b.filter_cgroup_path_size(); k++) {
-        CheckCgroupPath(b.filter_cgroup_path(k),
-                        field({{"bpf_config", -1}, {"filter_cgroup_path", k}}), v);
-      }
-      if (b.filter_container_id_size() + b.filter_cgroup_path_size() > kMaxCgroupFilterValues) {
-        v->Fail(field({{"bpf_config", -1}, {"filter_container_id", -1}}),
-                absl::StrCat("and filter_cgroup_path give ",
-                             b.filter_container_id_size() + b.filter_cgroup_path_size(),
-                             " values: at most ", kMaxCgroupFilterValues, " together"));
-      }
+}
+
+void CheckFtraceConfig(const config::FtraceConfig& f, const FieldPath& at,
+                       const MachineLimits& machine, Validator* v) {
+  auto field = [&](const std::string& name) { return Child(Child(at, "ftrace_config"), name); };
+  if (f.ftrace_events_size() == 0 && f.bpf_fallback_events_size() == 0) {
+    v->Fail(Child(at, "name"),
+            "is linux.ftrace, which needs ftrace_config { ftrace_events: \"group/name\" "
+            "... } (or bpf_fallback_events)");
+  }
+  if (f.buffer_size_kb() > kMaxFtraceBufferSizeKb) {
+    v->Fail(field("buffer_size_kb"),
+            absl::StrCat("is ", f.buffer_size_kb(), ": at most ", kMaxFtraceBufferSizeKb, " (",
+                         Kb(kMaxFtraceBufferSizeKb), ") per CPU"));
+  }
+  CheckPerCpuMemory(field("buffer_size_kb"), f.buffer_size_kb(), machine, v);
+  if (f.drain_buffer_percent() > 100) {
+    v->Fail(field("drain_buffer_percent"),
+            absl::StrCat("is ", f.drain_buffer_percent(), ": a percentage, at most 100"));
+  }
+}
+
+void CheckBpfConfig(const config::BpfConfig& b, const FieldPath& at, const MachineLimits& machine,
+                    Validator* v) {
+  auto field = [&](const std::string& name, int index = -1) {
+    return Child(Child(at, "bpf_config"), name, index);
+  };
+  if (b.ring_size_kb() > kMaxBpfRingSizeKb) {
+    v->Fail(field("ring_size_kb"),
+            absl::StrCat("is ", b.ring_size_kb(), ": a BPF ring buffer holds at most ",
+                         kMaxBpfRingSizeKb, " (", Kb(kMaxBpfRingSizeKb), ") per CPU"));
+  }
+  CheckPerCpuMemory(field("ring_size_kb"), b.ring_size_kb(), machine, v);
+  if (b.filter_tgid_size() > kMaxFilterTgids) {
+    v->Fail(field("filter_tgid", kMaxFilterTgids),
+            absl::StrCat("is one of ", b.filter_tgid_size(), " filter_tgid values: at most ",
+                         kMaxFilterTgids, " can be given"));
+  }
+  if (b.has_filter_max_prio() && (b.filter_max_prio() < 0 || b.filter_max_prio() > 139)) {
+    v->Fail(field("filter_max_prio"),
+            absl::StrCat("is ", b.filter_max_prio(), ": kernel priorities are 0 to 139"));
+  }
+  for (int k = 0; k < b.filter_container_id_size(); k++) {
+    CheckContainerId(b.filter_container_id(k), field("filter_container_id", k), v);
+  }
+  for (int k = 0; k < b.filter_cgroup_path_size(); k++) {
+    CheckCgroupPath(b.filter_cgroup_path(k), field("filter_cgroup_path", k), v);
+  }
+  if (b.filter_container_id_size() + b.filter_cgroup_path_size() > kMaxCgroupFilterValues) {
+    v->Fail(field("filter_container_id"),
+            absl::StrCat("and filter_cgroup_path give ",
+                         b.filter_container_id_size() + b.filter_cgroup_path_size(),
+                         " values: at most ", kMaxCgroupFilterValues, " together"));
+  }
+}
+
+// data_sources[i]: a known name, a buffer that exists, no twin before it
+// writing into the same buffer, and its own settings.
+void CheckDataSource(const config::TraceConfig& cfg, int i, const MachineLimits& machine,
+                     Validator* v) {
+  const config::DataSourceConfig& ds = cfg.data_sources(i).config();
+  const FieldPath at = {{"data_sources", i}, {"config", -1}};
+  if (std::find(KnownDataSources().begin(), KnownDataSources().end(), ds.name()) ==
+      KnownDataSources().end()) {
+    v->Fail(Child(at, "name"), absl::StrCat("'", ds.name(), "' is not a data source; known: ",
+                                            absl::StrJoin(KnownDataSources(), ", ")));
+  }
+  if (ds.target_buffer() >= static_cast<uint32_t>(cfg.buffers_size())) {
+    v->Fail(Child(at, "target_buffer"),
+            absl::StrCat("is ", ds.target_buffer(), " but there are only ", cfg.buffers_size(),
+                         " buffers: an index from 0 to ", cfg.buffers_size() - 1));
+  }
+  // Two sources of one name into one buffer record the same kernel events
+  // twice (each loads its own programs, or its own tracefs instance).
+  for (int j = 0; j < i; j++) {
+    const config::DataSourceConfig& other = cfg.data_sources(j).config();
+    if (other.name() == ds.name() && other.target_buffer() == ds.target_buffer()) {
+      v->Fail(Child(at, "name"),
+              absl::StrCat("'", ds.name(), "' also writes into buffers[", ds.target_buffer(),
+                           "], as data_sources[", j,
+                           "] does: one data source of a name per buffer; merge the two"));
+      break;
     }
   }
-  // A buffer no source writes into stays empty and takes its memory for
-  // nothing; a config without sources (triggers only, tests) is left be.
+  if (ds.name() == "linux.ftrace") CheckFtraceConfig(ds.ftrace_config(), at, machine, v);
+  if (ds.name() == "linux.bpf") CheckBpfConfig(ds.bpf_config(), at, machine, v);
+}
+
+// A buffer no source writes into stays empty and takes its memory for
+// nothing; a config without sources (triggers only, tests) is left be.
+void CheckEveryBufferIsWritten(const config::TraceConfig& cfg, Validator* v) {
   for (int i = 0; i < cfg.buffers_size() && cfg.data_sources_size() > 0; i++) {
     const bool written =
         std::any_of(cfg.data_sources().begin(), cfg.data_sources().end(),
@@ -499,6 +554,26 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
                                              i, ") or remove it"));
     }
   }
+}
+
+// Every check, in the order of the config's sections: the first problem
+// found is the one reported.
+void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Validator* v) {
+  CheckBufferSizes(cfg, v);
+  CheckStagingBudget(cfg, machine.memory_kb, v);
+  CheckCompression(cfg, v);
+  CheckMachineName(cfg, v);
+  CheckConsumerCpuPercent(cfg, v);
+  CheckPathsHoldNoNul(cfg, v);
+  CheckOutputDir(cfg, v);
+  CheckMetricsTextfile(cfg, v);
+  CheckMetricsPeriodAndListen(cfg, v);
+  CheckControlSocket(cfg, v);
+  CheckStreamingSettingsNeedStreaming(cfg, v);
+  CheckGroups(cfg, v);
+  CheckTriggers(cfg, v);
+  for (int i = 0; i < cfg.data_sources_size(); i++) CheckDataSource(cfg, i, machine, v);
+  CheckEveryBufferIsWritten(cfg, v);
 }
 
 void ValidateEffective(const config::TraceConfig& cfg, Validator* v) {

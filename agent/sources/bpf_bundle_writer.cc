@@ -22,30 +22,187 @@ absl::string_view Comm(const char (&comm)[RS_TASK_COMM_LEN]) { return View(bpf::
 static_assert(sizeof(rs_sched_switch::next_comm) == CommInterner::kCommBytes &&
               sizeof(rs_sched_wakeup::comm) == CommInterner::kCommBytes);
 
-// Starts an FtraceEvent in `bundle` and returns its payload message.
-ProtoMessage* BeginEvent(ProtoMessage* bundle, uint64_t ts, int32_t pid, uint32_t field,
-                         ProtoMessage** event) {
-  *event = bundle->BeginNested(FtraceEventBundle::kEventFieldNumber);
-  (*event)->AppendVarInt(FtraceEvent::kTimestampFieldNumber, ts);
-  (*event)->AppendVarInt(FtraceEvent::kPidFieldNumber, static_cast<uint32_t>(pid));
-  return (*event)->BeginNested(field);
+// Where the records of one bundle go: typed events into the bundle, the
+// switches and wakings into its compact_sched columns.
+struct BundleOut {
+  ProtoMessage* bundle;
+  CompactSchedColumns* compact;
+};
+
+// Writes a record into the bundle being written.
+using EncodeFn = void (*)(const bpf::Record& r, BundleOut* out);
+
+void AddSwitch(const bpf::Record& r, BundleOut* out) {
+  const rs_sched_switch& e = r.sched_switch();
+  out->compact->AddSwitch(e.h.ts_ns, e.prev_state, e.next_pid, e.next_prio, e.next_comm);
 }
 
-void EndEvent(ProtoMessage* payload, ProtoMessage* event) {
+// Compact, as switches: the waker is whoever runs on this CPU then.
+void AddWaking(const bpf::Record& r, BundleOut* out) {
+  const rs_sched_wakeup& e = r.wakeup();
+  out->compact->AddWaking(e.h.ts_ns, e.pid, e.target_cpu, e.prio, e.comm);
+}
+
+// Writes the record `r.*kRecord()` as an FtraceEvent: its timestamp, the
+// task that ran (`kRanPid`, as ftrace's common_pid: trace_processor files
+// the event under that thread), and the payload in the FtraceEvent field
+// of the record's type, which `kFields` fills.
+template <typename T, const T& (bpf::Record::*kRecord)() const, int32_t T::*kRanPid,
+          void (*kFields)(const T&, ProtoMessage*)>
+void WriteTypedEvent(const bpf::Record& r, BundleOut* out) {
+  const T& e = (r.*kRecord)();
+  ProtoMessage* event = out->bundle->BeginNested(FtraceEventBundle::kEventFieldNumber);
+  event->AppendVarInt(FtraceEvent::kTimestampFieldNumber, e.h.ts_ns);
+  event->AppendVarInt(FtraceEvent::kPidFieldNumber, static_cast<uint32_t>(e.*kRanPid));
+  ProtoMessage* payload = event->BeginNested(BpfBundleWriter::FieldOf(r.type));
+  kFields(e, payload);
   payload->EndNested();
   event->EndNested();
 }
 
-void WriteWakeup(ProtoMessage* bundle, uint32_t field, const rs_sched_wakeup& e) {
-  ProtoMessage* event;
-  ProtoMessage* w = BeginEvent(bundle, e.h.ts_ns, e.waker_pid, field, &event);
-  w->AppendString(trace::SchedWakeupFtraceEvent::kCommFieldNumber, Comm(e.comm));
-  w->AppendInt(trace::SchedWakeupFtraceEvent::kPidFieldNumber, e.pid);
-  w->AppendInt(trace::SchedWakeupFtraceEvent::kPrioFieldNumber, e.prio);
-  w->AppendInt(trace::SchedWakeupFtraceEvent::kSuccessFieldNumber, 1);
-  w->AppendInt(trace::SchedWakeupFtraceEvent::kTargetCpuFieldNumber, e.target_cpu);
-  EndEvent(w, event);
+void WakeupNewFields(const rs_sched_wakeup& e, ProtoMessage* m) {
+  using W = trace::SchedWakeupFtraceEvent;
+  m->AppendString(W::kCommFieldNumber, Comm(e.comm));
+  m->AppendInt(W::kPidFieldNumber, e.pid);
+  m->AppendInt(W::kPrioFieldNumber, e.prio);
+  m->AppendInt(W::kSuccessFieldNumber, 1);
+  m->AppendInt(W::kTargetCpuFieldNumber, e.target_cpu);
 }
+
+void MigrateFields(const rs_sched_migrate& e, ProtoMessage* m) {
+  using M = trace::SchedMigrateTaskFtraceEvent;
+  m->AppendString(M::kCommFieldNumber, Comm(e.comm));
+  m->AppendInt(M::kPidFieldNumber, e.pid);
+  m->AppendInt(M::kPrioFieldNumber, e.prio);
+  m->AppendInt(M::kOrigCpuFieldNumber, e.orig_cpu);
+  m->AppendInt(M::kDestCpuFieldNumber, e.dest_cpu);
+}
+
+void ForkFields(const rs_process_fork& e, ProtoMessage* m) {
+  using F = trace::SchedProcessForkFtraceEvent;
+  m->AppendString(F::kParentCommFieldNumber, Comm(e.parent_comm));
+  m->AppendInt(F::kParentPidFieldNumber, e.parent_pid);
+  m->AppendString(F::kChildCommFieldNumber, Comm(e.child_comm));
+  m->AppendInt(F::kChildPidFieldNumber, e.child_pid);
+  m->AppendInt(F::kParentTgidFieldNumber, e.parent_tgid);
+  m->AppendInt(F::kChildTgidFieldNumber, e.child_tgid);
+}
+
+// With ringside's extension fields: argv, uid, tgid and ppid.
+void ExecFields(const rs_process_exec& e, ProtoMessage* m) {
+  using X = trace::SchedProcessExecFtraceEvent;
+  m->AppendString(X::kFilenameFieldNumber, View(bpf::ExecFilename(e)));
+  m->AppendInt(X::kPidFieldNumber, e.pid);
+  m->AppendInt(X::kOldPidFieldNumber, e.old_pid);
+  const std::string_view argv = bpf::ExecArgv(e);
+  m->AppendBytes(X::kArgvFieldNumber, argv.data(), argv.size());
+  m->AppendVarInt(X::kUidFieldNumber, e.uid);
+  m->AppendInt(X::kTgidFieldNumber, e.tgid);
+  m->AppendInt(X::kPpidFieldNumber, e.ppid);
+}
+
+void ExitFields(const rs_process_exit& e, ProtoMessage* m) {
+  using X = trace::SchedProcessExitFtraceEvent;
+  m->AppendString(X::kCommFieldNumber, Comm(e.comm));
+  m->AppendInt(X::kPidFieldNumber, e.pid);
+  m->AppendInt(X::kTgidFieldNumber, e.tgid);
+  m->AppendInt(X::kExitCodeFieldNumber, e.exit_code);
+  m->AppendBool(X::kGroupDeadFieldNumber, e.group_dead != 0);
+}
+
+void RenameFields(const rs_task_rename& e, ProtoMessage* m) {
+  using T = trace::TaskRenameFtraceEvent;
+  m->AppendInt(T::kPidFieldNumber, e.pid);
+  m->AppendString(T::kOldcommFieldNumber, Comm(e.old_comm));
+  m->AppendString(T::kNewcommFieldNumber, Comm(e.new_comm));
+}
+
+void FreeFields(const rs_process_free& e, ProtoMessage* m) {
+  using P = trace::SchedProcessFreeFtraceEvent;
+  m->AppendString(P::kCommFieldNumber, Comm(e.comm));
+  m->AppendInt(P::kPidFieldNumber, e.pid);
+  m->AppendInt(P::kPrioFieldNumber, e.prio);
+}
+
+void FatalSignalFields(const rs_fatal_signal& e, ProtoMessage* m) {
+  using S = trace::SignalGenerateFtraceEvent;
+  m->AppendInt(S::kCodeFieldNumber, e.si_code);
+  m->AppendString(S::kCommFieldNumber, Comm(e.target_comm));
+  m->AppendInt(S::kPidFieldNumber, e.target_pid);
+  m->AppendInt(S::kResultFieldNumber, 0);  // Delivered: the program records only those.
+  m->AppendInt(S::kSigFieldNumber, e.sig);
+}
+
+void OomKillFields(const rs_oom_kill& e, ProtoMessage* m) {
+  m->AppendInt(trace::MarkVictimFtraceEvent::kPidFieldNumber, e.pid);
+}
+
+// A generic event "ringside_core_dump": pid, tgid, sig and comm.
+void CoreDumpFields(const rs_core_dump& e, ProtoMessage* m) {
+  using G = trace::GenericFtraceEvent;
+  m->AppendString(G::kEventNameFieldNumber, "ringside_core_dump");
+  for (auto [name, value] :
+       {std::pair<const char*, int64_t>{"pid", e.pid}, {"tgid", e.tgid}, {"sig", e.sig}}) {
+    ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
+    f->AppendString(G::Field::kNameFieldNumber, name);
+    f->AppendInt(G::Field::kIntValueFieldNumber, value);
+    f->EndNested();
+  }
+  ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
+  f->AppendString(G::Field::kNameFieldNumber, "comm");
+  f->AppendString(G::Field::kStrValueFieldNumber, Comm(e.comm));
+  f->EndNested();
+}
+
+// How each record type is written: one row per type of bpf::kEventTypes.
+// The FtraceEvent's pid is the task that ran: the waker, the parent, the
+// killer, the sender; for a freed task the one whose RCU callback freed it
+// (the freed task's would make a thread of a task the importer may know
+// nothing else of).
+struct RecordEncoder {
+  uint32_t type;  // RS_EV_*.
+  EncodeFn encode;
+};
+constexpr RecordEncoder kEncoders[] = {
+    {RS_EV_SCHED_SWITCH, AddSwitch},
+    {RS_EV_SCHED_WAKING, AddWaking},
+    {RS_EV_SCHED_WAKEUP_NEW, WriteTypedEvent<rs_sched_wakeup, &bpf::Record::wakeup,
+                                             &rs_sched_wakeup::waker_pid, WakeupNewFields>},
+    {RS_EV_SCHED_MIGRATE, WriteTypedEvent<rs_sched_migrate, &bpf::Record::migrate,
+                                          &rs_sched_migrate::pid, MigrateFields>},
+    {RS_EV_PROCESS_FORK, WriteTypedEvent<rs_process_fork, &bpf::Record::fork,
+                                         &rs_process_fork::parent_pid, ForkFields>},
+    {RS_EV_PROCESS_EXEC,
+     WriteTypedEvent<rs_process_exec, &bpf::Record::exec, &rs_process_exec::pid, ExecFields>},
+    {RS_EV_PROCESS_EXIT,
+     WriteTypedEvent<rs_process_exit, &bpf::Record::exit, &rs_process_exit::pid, ExitFields>},
+    {RS_EV_TASK_RENAME,
+     WriteTypedEvent<rs_task_rename, &bpf::Record::rename, &rs_task_rename::pid, RenameFields>},
+    {RS_EV_PROCESS_FREE, WriteTypedEvent<rs_process_free, &bpf::Record::process_free,
+                                         &rs_process_free::current_pid, FreeFields>},
+    {RS_EV_FATAL_SIGNAL, WriteTypedEvent<rs_fatal_signal, &bpf::Record::fatal_signal,
+                                         &rs_fatal_signal::sender_pid, FatalSignalFields>},
+    {RS_EV_OOM_KILL,
+     WriteTypedEvent<rs_oom_kill, &bpf::Record::oom_kill, &rs_oom_kill::killer_pid, OomKillFields>},
+    {RS_EV_CORE_DUMP,
+     WriteTypedEvent<rs_core_dump, &bpf::Record::core_dump, &rs_core_dump::pid, CoreDumpFields>},
+};
+
+// The encoder of each type, by type; null for a type no row names.
+constexpr std::array<EncodeFn, RS_EV_MAX> IndexEncoders() {
+  std::array<EncodeFn, RS_EV_MAX> by_type{};
+  for (const RecordEncoder& e : kEncoders) by_type[e.type] = e.encode;
+  return by_type;
+}
+constexpr std::array<EncodeFn, RS_EV_MAX> kEncoderOf = IndexEncoders();
+
+constexpr bool EveryEventTypeHasAnEncoder() {
+  for (const bpf::EventType& e : bpf::kEventTypes) {
+    if (kEncoderOf[e.type] == nullptr) return false;
+  }
+  return true;
+}
+static_assert(EveryEventTypeHasAnEncoder(), "a row of bpf::kEventTypes has no row in kEncoders");
 
 }  // namespace
 
@@ -88,156 +245,16 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
   for (uint64_t& n : last_bundle_) n = 0;
 
   auto packet = writer->NewTracePacket();
-  ProtoMessage* bundle = packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
-  bundle->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
-  if (lost_events) bundle->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
+  BundleOut out{packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber), &compact_};
+  out.bundle->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
+  if (lost_events) out.bundle->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
   for (const bpf::Record& r : records) {
-    ProtoMessage* event;
-    switch (r.type) {
-      case RS_EV_SCHED_SWITCH: {
-        const rs_sched_switch& e = r.sched_switch();
-        compact_.AddSwitch(e.h.ts_ns, e.prev_state, e.next_pid, e.next_prio, e.next_comm);
-        break;
-      }
-      case RS_EV_SCHED_WAKING: {
-        // Compact, as switches: the waker is whoever runs on this CPU then.
-        const rs_sched_wakeup& e = r.wakeup();
-        compact_.AddWaking(e.h.ts_ns, e.pid, e.target_cpu, e.prio, e.comm);
-        break;
-      }
-      case RS_EV_SCHED_WAKEUP_NEW:
-        WriteWakeup(bundle, FtraceEvent::kSchedWakeupNewFieldNumber, r.wakeup());
-        break;
-      case RS_EV_SCHED_MIGRATE: {
-        const rs_sched_migrate& e = r.migrate();
-        using M = trace::SchedMigrateTaskFtraceEvent;
-        ProtoMessage* m =
-            BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kSchedMigrateTaskFieldNumber, &event);
-        m->AppendString(M::kCommFieldNumber, Comm(e.comm));
-        m->AppendInt(M::kPidFieldNumber, e.pid);
-        m->AppendInt(M::kPrioFieldNumber, e.prio);
-        m->AppendInt(M::kOrigCpuFieldNumber, e.orig_cpu);
-        m->AppendInt(M::kDestCpuFieldNumber, e.dest_cpu);
-        EndEvent(m, event);
-        break;
-      }
-      case RS_EV_PROCESS_FORK: {
-        const rs_process_fork& e = r.fork();
-        using F = trace::SchedProcessForkFtraceEvent;
-        ProtoMessage* m = BeginEvent(bundle, e.h.ts_ns, e.parent_pid,
-                                     FtraceEvent::kSchedProcessForkFieldNumber, &event);
-        m->AppendString(F::kParentCommFieldNumber, Comm(e.parent_comm));
-        m->AppendInt(F::kParentPidFieldNumber, e.parent_pid);
-        m->AppendString(F::kChildCommFieldNumber, Comm(e.child_comm));
-        m->AppendInt(F::kChildPidFieldNumber, e.child_pid);
-        m->AppendInt(F::kParentTgidFieldNumber, e.parent_tgid);
-        m->AppendInt(F::kChildTgidFieldNumber, e.child_tgid);
-        EndEvent(m, event);
-        break;
-      }
-      case RS_EV_PROCESS_EXEC: {
-        const rs_process_exec& e = r.exec();
-        using X = trace::SchedProcessExecFtraceEvent;
-        ProtoMessage* m =
-            BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kSchedProcessExecFieldNumber, &event);
-        m->AppendString(X::kFilenameFieldNumber, View(bpf::ExecFilename(e)));
-        m->AppendInt(X::kPidFieldNumber, e.pid);
-        m->AppendInt(X::kOldPidFieldNumber, e.old_pid);
-        const std::string_view argv = bpf::ExecArgv(e);
-        m->AppendBytes(X::kArgvFieldNumber, argv.data(), argv.size());
-        m->AppendVarInt(X::kUidFieldNumber, e.uid);
-        m->AppendInt(X::kTgidFieldNumber, e.tgid);
-        m->AppendInt(X::kPpidFieldNumber, e.ppid);
-        EndEvent(m, event);
-        break;
-      }
-      case RS_EV_PROCESS_EXIT: {
-        const rs_process_exit& e = r.exit();
-        using X = trace::SchedProcessExitFtraceEvent;
-        ProtoMessage* m =
-            BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kSchedProcessExitFieldNumber, &event);
-        m->AppendString(X::kCommFieldNumber, Comm(e.comm));
-        m->AppendInt(X::kPidFieldNumber, e.pid);
-        m->AppendInt(X::kTgidFieldNumber, e.tgid);
-        m->AppendInt(X::kExitCodeFieldNumber, e.exit_code);
-        m->AppendBool(X::kGroupDeadFieldNumber, e.group_dead != 0);
-        EndEvent(m, event);
-        break;
-      }
-      case RS_EV_TASK_RENAME: {
-        const rs_task_rename& e = r.rename();
-        using T = trace::TaskRenameFtraceEvent;
-        ProtoMessage* m =
-            BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kTaskRenameFieldNumber, &event);
-        m->AppendInt(T::kPidFieldNumber, e.pid);
-        m->AppendString(T::kOldcommFieldNumber, Comm(e.old_comm));
-        m->AppendString(T::kNewcommFieldNumber, Comm(e.new_comm));
-        EndEvent(m, event);
-        break;
-      }
-      case RS_EV_PROCESS_FREE: {
-        const rs_process_free& e = r.process_free();
-        using P = trace::SchedProcessFreeFtraceEvent;
-        // The event's pid is the task that ran, as ftrace's: the importer
-        // files the event under that thread (the freed task's would make a
-        // thread of a task it may know nothing else of).
-        ProtoMessage* m = BeginEvent(bundle, e.h.ts_ns, e.current_pid,
-                                     FtraceEvent::kSchedProcessFreeFieldNumber, &event);
-        m->AppendString(P::kCommFieldNumber, Comm(e.comm));
-        m->AppendInt(P::kPidFieldNumber, e.pid);
-        m->AppendInt(P::kPrioFieldNumber, e.prio);
-        EndEvent(m, event);
-        break;
-      }
-      case RS_EV_FATAL_SIGNAL: {
-        const rs_fatal_signal& e = r.fatal_signal();
-        using S = trace::SignalGenerateFtraceEvent;
-        ProtoMessage* m = BeginEvent(bundle, e.h.ts_ns, e.sender_pid,
-                                     FtraceEvent::kSignalGenerateFieldNumber, &event);
-        m->AppendInt(S::kCodeFieldNumber, e.si_code);
-        m->AppendString(S::kCommFieldNumber, Comm(e.target_comm));
-        m->AppendInt(S::kPidFieldNumber, e.target_pid);
-        m->AppendInt(S::kResultFieldNumber, 0);  // Delivered: the program records only those.
-        m->AppendInt(S::kSigFieldNumber, e.sig);
-        EndEvent(m, event);
-        break;
-      }
-      case RS_EV_OOM_KILL: {
-        const rs_oom_kill& e = r.oom_kill();
-        ProtoMessage* m = BeginEvent(bundle, e.h.ts_ns, e.killer_pid,
-                                     FtraceEvent::kMarkVictimFieldNumber, &event);
-        m->AppendInt(trace::MarkVictimFtraceEvent::kPidFieldNumber, e.pid);
-        EndEvent(m, event);
-        break;
-      }
-      case RS_EV_CORE_DUMP: {
-        const rs_core_dump& e = r.core_dump();
-        using G = trace::GenericFtraceEvent;
-        ProtoMessage* m =
-            BeginEvent(bundle, e.h.ts_ns, e.pid, FtraceEvent::kGenericFieldNumber, &event);
-        m->AppendString(G::kEventNameFieldNumber, "ringside_core_dump");
-        for (auto [name, value] :
-             {std::pair<const char*, int64_t>{"pid", e.pid}, {"tgid", e.tgid}, {"sig", e.sig}}) {
-          ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
-          f->AppendString(G::Field::kNameFieldNumber, name);
-          f->AppendInt(G::Field::kIntValueFieldNumber, value);
-          f->EndNested();
-        }
-        ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
-        f->AppendString(G::Field::kNameFieldNumber, "comm");
-        f->AppendString(G::Field::kStrValueFieldNumber, Comm(e.comm));
-        f->EndNested();
-        EndEvent(m, event);
-        break;
-      }
-      default:
-        break;
-    }
+    if (const EncodeFn encode = kEncoderOf[r.type]; encode != nullptr) encode(r, &out);
     stats_.events[r.type]++;
     last_bundle_[r.type]++;
   }
-  compact_.AppendTo(bundle);
-  bundle->EndNested();
+  compact_.AppendTo(out.bundle);
+  out.bundle->EndNested();
   stats_.bundles++;
 }
 

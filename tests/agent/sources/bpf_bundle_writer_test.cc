@@ -162,5 +162,175 @@ TEST(BpfBundleWriterTest, EncodesEveryRecordTypeAsPerfettoReadsIt) {
   EXPECT_EQ(w.total_events(), 9u);
 }
 
+// Every typed event with every field it writes, and the FtraceEvent's pid
+// (the task that ran), one record of each type in the order written.
+TEST(BpfBundleWriterTest, EncodesEveryFieldOfEachTypedEvent) {
+  Records r;
+  auto& wake = r.Add<rs_sched_wakeup>(RS_EV_SCHED_WAKEUP_NEW, 100);
+  wake.pid = 11;
+  wake.waker_pid = 12;
+  wake.prio = 120;
+  wake.target_cpu = 3;
+  std::strcpy(wake.comm, "newborn");
+  auto& mig = r.Add<rs_sched_migrate>(RS_EV_SCHED_MIGRATE, 200);
+  mig.pid = 21;
+  mig.prio = 110;
+  mig.orig_cpu = 2;
+  mig.dest_cpu = 5;
+  std::strcpy(mig.comm, "mover");
+  auto& fork = r.Add<rs_process_fork>(RS_EV_PROCESS_FORK, 300);
+  fork.parent_pid = 31;
+  fork.parent_tgid = 30;
+  fork.child_pid = 32;
+  fork.child_tgid = 33;
+  std::strcpy(fork.parent_comm, "parent");
+  std::strcpy(fork.child_comm, "child");
+  auto& exec = r.Add<rs_process_exec>(RS_EV_PROCESS_EXEC, 400);
+  exec.pid = 41;
+  exec.tgid = 40;
+  exec.old_pid = 42;
+  exec.ppid = 43;
+  exec.uid = 1001;
+  std::strcpy(exec.filename, "/usr/bin/env");
+  exec.filename_len = 12;
+  std::memcpy(exec.argv, "env\0-i\0", 7);
+  exec.argv_len = 7;
+  auto& exit = r.Add<rs_process_exit>(RS_EV_PROCESS_EXIT, 500);
+  exit.pid = 51;
+  exit.tgid = 50;
+  exit.exit_code = 2;
+  exit.group_dead = 0;
+  std::strcpy(exit.comm, "leaver");
+  auto& rename = r.Add<rs_task_rename>(RS_EV_TASK_RENAME, 600);
+  rename.pid = 61;
+  std::strcpy(rename.old_comm, "before");
+  std::strcpy(rename.new_comm, "after");
+  auto& free = r.Add<rs_process_free>(RS_EV_PROCESS_FREE, 700);
+  free.pid = 71;
+  free.prio = 130;
+  free.current_pid = 72;
+  std::strcpy(free.comm, "freed");
+  auto& sig = r.Add<rs_fatal_signal>(RS_EV_FATAL_SIGNAL, 800);
+  sig.sig = 9;
+  sig.si_code = -6;
+  sig.sender_pid = 81;
+  sig.target_pid = 82;
+  std::strcpy(sig.target_comm, "victim");
+  auto& oom = r.Add<rs_oom_kill>(RS_EV_OOM_KILL, 900);
+  oom.pid = 91;
+  oom.killer_pid = 92;
+  auto& core = r.Add<rs_core_dump>(RS_EV_CORE_DUMP, 1000);
+  core.pid = 101;
+  core.tgid = 100;
+  core.sig = 6;
+  std::strcpy(core.comm, "aborter");
+
+  BpfBundleWriter w;
+  const trace::FtraceEventBundle b = WriteAndReadBack(&w, r, /*lost=*/false);
+  EXPECT_FALSE(b.has_lost_events());
+  EXPECT_FALSE(b.has_compact_sched());
+  ASSERT_EQ(b.event_size(), 10);
+  for (int i = 0; i < b.event_size(); i++) {
+    EXPECT_EQ(b.event(i).timestamp(), 100u * static_cast<uint64_t>(i + 1)) << i;
+  }
+
+  const trace::FtraceEvent& e0 = b.event(0);
+  EXPECT_EQ(e0.pid(), 12u);
+  ASSERT_TRUE(e0.has_sched_wakeup_new());
+  EXPECT_EQ(e0.sched_wakeup_new().comm(), "newborn");
+  EXPECT_EQ(e0.sched_wakeup_new().pid(), 11);
+  EXPECT_EQ(e0.sched_wakeup_new().prio(), 120);
+  EXPECT_EQ(e0.sched_wakeup_new().success(), 1);
+  EXPECT_EQ(e0.sched_wakeup_new().target_cpu(), 3);
+
+  const trace::FtraceEvent& e1 = b.event(1);
+  EXPECT_EQ(e1.pid(), 21u);
+  ASSERT_TRUE(e1.has_sched_migrate_task());
+  EXPECT_EQ(e1.sched_migrate_task().comm(), "mover");
+  EXPECT_EQ(e1.sched_migrate_task().pid(), 21);
+  EXPECT_EQ(e1.sched_migrate_task().prio(), 110);
+  EXPECT_EQ(e1.sched_migrate_task().orig_cpu(), 2);
+  EXPECT_EQ(e1.sched_migrate_task().dest_cpu(), 5);
+
+  const trace::FtraceEvent& e2 = b.event(2);
+  EXPECT_EQ(e2.pid(), 31u);
+  ASSERT_TRUE(e2.has_sched_process_fork());
+  EXPECT_EQ(e2.sched_process_fork().parent_comm(), "parent");
+  EXPECT_EQ(e2.sched_process_fork().parent_pid(), 31);
+  EXPECT_EQ(e2.sched_process_fork().child_comm(), "child");
+  EXPECT_EQ(e2.sched_process_fork().child_pid(), 32);
+  EXPECT_EQ(e2.sched_process_fork().parent_tgid(), 30);
+  EXPECT_EQ(e2.sched_process_fork().child_tgid(), 33);
+
+  const trace::FtraceEvent& e3 = b.event(3);
+  EXPECT_EQ(e3.pid(), 41u);
+  ASSERT_TRUE(e3.has_sched_process_exec());
+  EXPECT_EQ(e3.sched_process_exec().filename(), "/usr/bin/env");
+  EXPECT_EQ(e3.sched_process_exec().pid(), 41);
+  EXPECT_EQ(e3.sched_process_exec().old_pid(), 42);
+  EXPECT_EQ(e3.sched_process_exec().argv(), std::string("env\0-i\0", 7));
+  EXPECT_EQ(e3.sched_process_exec().uid(), 1001u);
+  EXPECT_EQ(e3.sched_process_exec().tgid(), 40);
+  EXPECT_EQ(e3.sched_process_exec().ppid(), 43);
+
+  const trace::FtraceEvent& e4 = b.event(4);
+  EXPECT_EQ(e4.pid(), 51u);
+  ASSERT_TRUE(e4.has_sched_process_exit());
+  EXPECT_EQ(e4.sched_process_exit().comm(), "leaver");
+  EXPECT_EQ(e4.sched_process_exit().pid(), 51);
+  EXPECT_EQ(e4.sched_process_exit().tgid(), 50);
+  EXPECT_EQ(e4.sched_process_exit().exit_code(), 2);
+  EXPECT_TRUE(e4.sched_process_exit().has_group_dead());
+  EXPECT_FALSE(e4.sched_process_exit().group_dead());
+
+  const trace::FtraceEvent& e5 = b.event(5);
+  EXPECT_EQ(e5.pid(), 61u);
+  ASSERT_TRUE(e5.has_task_rename());
+  EXPECT_EQ(e5.task_rename().pid(), 61);
+  EXPECT_EQ(e5.task_rename().oldcomm(), "before");
+  EXPECT_EQ(e5.task_rename().newcomm(), "after");
+
+  // Filed under the task that ran the RCU callback, not the freed one.
+  const trace::FtraceEvent& e6 = b.event(6);
+  EXPECT_EQ(e6.pid(), 72u);
+  ASSERT_TRUE(e6.has_sched_process_free());
+  EXPECT_EQ(e6.sched_process_free().comm(), "freed");
+  EXPECT_EQ(e6.sched_process_free().pid(), 71);
+  EXPECT_EQ(e6.sched_process_free().prio(), 130);
+
+  const trace::FtraceEvent& e7 = b.event(7);
+  EXPECT_EQ(e7.pid(), 81u);
+  ASSERT_TRUE(e7.has_signal_generate());
+  EXPECT_EQ(e7.signal_generate().code(), -6);
+  EXPECT_EQ(e7.signal_generate().comm(), "victim");
+  EXPECT_EQ(e7.signal_generate().pid(), 82);
+  EXPECT_TRUE(e7.signal_generate().has_result());
+  EXPECT_EQ(e7.signal_generate().result(), 0);
+  EXPECT_EQ(e7.signal_generate().sig(), 9);
+
+  const trace::FtraceEvent& e8 = b.event(8);
+  EXPECT_EQ(e8.pid(), 92u);
+  ASSERT_TRUE(e8.has_mark_victim());
+  EXPECT_EQ(e8.mark_victim().pid(), 91);
+
+  const trace::FtraceEvent& e9 = b.event(9);
+  EXPECT_EQ(e9.pid(), 101u);
+  ASSERT_TRUE(e9.has_generic());
+  const trace::GenericFtraceEvent& g = e9.generic();
+  EXPECT_EQ(g.event_name(), "ringside_core_dump");
+  ASSERT_EQ(g.field_size(), 4);
+  EXPECT_EQ(g.field(0).name(), "pid");
+  EXPECT_EQ(g.field(0).int_value(), 101);
+  EXPECT_EQ(g.field(1).name(), "tgid");
+  EXPECT_EQ(g.field(1).int_value(), 100);
+  EXPECT_EQ(g.field(2).name(), "sig");
+  EXPECT_EQ(g.field(2).int_value(), 6);
+  EXPECT_EQ(g.field(3).name(), "comm");
+  EXPECT_EQ(g.field(3).str_value(), "aborter");
+
+  EXPECT_EQ(w.total_events(), 10u);
+  EXPECT_EQ(w.last_bundle_events()[RS_EV_TASK_RENAME], 1u);
+}
+
 }  // namespace
 }  // namespace ringside::agent
