@@ -413,6 +413,20 @@ class TraceBuffer {
   // Reading.
   bool ReadInSequence(SequenceState& seq, uint32_t target_offset, Mode mode, TracePacket* packet);
   Reassembly Reassemble(SequenceState& seq, Mode mode, TracePacket* packet);
+  // Where the fragmented packet begun in seq's front chunk ends: the chunk
+  // of its last fragment (null while there is none), the end of that
+  // fragment, and the chunk's index in seq.chunks; or why the packet is
+  // lost (0: not lost, wait for more).
+  struct ReassemblyEnd {
+    TBChunk* chunk = nullptr;
+    uint32_t fragment_end = 0;
+    size_t index = 0;
+    uint32_t lost_reason = 0;
+  };
+  // Appends the packet's continuations to reassembly_pieces_ up to its end.
+  ReassemblyEnd FindReassemblyEnd(SequenceState& seq, Mode mode);
+  // Drops the packet begun in `begin` and counts its loss for `lost_reason`.
+  void DropReassembly(SequenceState& seq, TBChunk* begin, uint32_t lost_reason, Mode mode);
   // Removes the front chunk of `seq`, `c` (fully consumed, or erased in
   // kErase).
   void PopFrontChunk(SequenceState& seq, TBChunk* c, Mode mode);

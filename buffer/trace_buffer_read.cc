@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "absl/base/attributes.h"
 #include "buffer/internal/trace_buffer_memory.h"
 #include "buffer/trace_buffer.h"
 
@@ -215,6 +216,95 @@ bool TraceBuffer::ReadInSequence(SequenceState& seq, uint32_t target_offset, Mod
   }
 }
 
+// Always inlined: on the read path, it stays part of Reassemble() in the
+// compiled code, as before it had a name.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline TraceBuffer::ReassemblyEnd TraceBuffer::FindReassemblyEnd(
+    SequenceState& seq, Mode mode) {
+  ReassemblyEnd end;
+  ChunkID prev_id = seq.chunks.front().chunk_id;
+  for (end.index = 1;; end.index++) {
+    if (end.index >= seq.chunks.size()) {
+      // The rest has not been committed yet: wait, unless the chunk is going.
+      end.lost_reason = mode == Mode::kRead ? 0u : uint32_t{kDataLossOverwrite};
+      return end;
+    }
+    const ChunkRef ref = seq.chunks[end.index];
+    TBChunk* next = MutableChunkAt(ref.offset);
+    if (ref.chunk_id != prev_id + 1) {
+      end.lost_reason = kDataLossReassemblyGap;
+      return end;
+    }
+    if (next->payload_size == 0) {
+      if (next->flags & kIncomplete) {
+        // Its final commit may bring the fragment: wait, unless erasing.
+        end.lost_reason = mode == Mode::kRead ? 0u : uint32_t{kDataLossOverwrite};
+        return end;
+      }
+      if (next->flags & kCorrupted) {
+        // The continuation it carried was malformed and dropped.
+        end.lost_reason = kDataLossReassemblyBrokenChain;
+        return end;
+      }
+      // A chunk with no fragments at all (an idle writer flushed it) carries
+      // nothing of this packet nor breaks it: the chain goes on after it.
+      prev_id = ref.chunk_id;
+      continue;
+    }
+    if ((next->flags & kFirstPacketContinuesFromPrevChunk) == 0 || next->payload_consumed != 0) {
+      end.lost_reason = kDataLossReassemblyBrokenChain;
+      return end;
+    }
+    uint32_t piece_size = 0;
+    const size_t piece_header =
+        ReadFragmentSize(next->payload(), next->payload() + next->payload_size, &piece_size);
+    const bool drop = piece_size == kPacketSizeDropPacket;
+    const uint32_t piece_data_size = drop ? 0 : piece_size;
+    if (piece_header == 0 || piece_header + uint64_t{piece_data_size} > next->payload_size) {
+      end.lost_reason = kDataLossChunkCorrupted;
+      return end;
+    }
+    const uint32_t piece_end = static_cast<uint32_t>(piece_header) + piece_data_size;
+    const bool piece_is_last = piece_end == next->payload_size && (next->flags & kIncomplete) == 0;
+    if (piece_is_last && (next->flags & kChunkNeedsPatching) && mode == Mode::kRead) return end;
+    if (drop) {
+      // The writer abandoned this packet; the marker is consumed with it.
+      Consume(seq, next, piece_end, mode);
+      stats_.trace_writer_packet_loss++;
+      end.lost_reason = kDataLossWriterAbort;
+      return end;
+    }
+    reassembly_pieces_.push_back(
+        TracePacket::Slice{next->payload() + piece_header, piece_data_size});
+    if (piece_is_last && (next->flags & kLastPacketContinuesOnNextChunk)) {
+      prev_id = ref.chunk_id;
+      continue;
+    }
+    end.chunk = next;
+    end.fragment_end = piece_end;
+    return end;
+  }
+}
+
+void TraceBuffer::DropReassembly(SequenceState& seq, TBChunk* begin, uint32_t lost_reason,
+                                 Mode mode) {
+  // Drop the beginning; whatever follows reads on (orphans are flagged).
+  Consume(seq, begin, begin->payload_size, mode);
+  switch (lost_reason) {
+    case kDataLossReassemblyGap:
+      stats_.data_loss_reassembly_gap++;
+      break;
+    case kDataLossReassemblyBrokenChain:
+      stats_.data_loss_reassembly_broken_chain++;
+      break;
+    case kDataLossChunkCorrupted:
+      stats_.data_loss_chunk_corrupted++;
+      break;
+    default:
+      break;
+  }
+  AddLoss(seq, lost_reason);
+}
+
 TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
                                                 TracePacket* packet) {
   TBChunk* begin = MutableChunkAt(seq.chunks.front().offset);
@@ -225,94 +315,13 @@ TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
   reassembly_pieces_.push_back(
       TracePacket::Slice{begin->payload() + begin->payload_consumed + header, size});
 
-  uint32_t lost_reason = 0;
-  ChunkID prev_id = seq.chunks.front().chunk_id;
-  size_t i = 1;
-  TBChunk* end_chunk = nullptr;
-  uint32_t end_fragment_end = 0;
-  for (;; i++) {
-    if (i >= seq.chunks.size()) {
-      // The rest has not been committed yet: wait, unless the chunk is going.
-      lost_reason = mode == Mode::kRead ? 0u : uint32_t{kDataLossOverwrite};
-      break;
-    }
-    const ChunkRef ref = seq.chunks[i];
-    TBChunk* next = MutableChunkAt(ref.offset);
-    if (ref.chunk_id != prev_id + 1) {
-      lost_reason = kDataLossReassemblyGap;
-      break;
-    }
-    if (next->payload_size == 0) {
-      if (next->flags & kIncomplete) {
-        // Its final commit may bring the fragment: wait, unless erasing.
-        lost_reason = mode == Mode::kRead ? 0u : uint32_t{kDataLossOverwrite};
-        break;
-      }
-      if (next->flags & kCorrupted) {
-        // The continuation it carried was malformed and dropped.
-        lost_reason = kDataLossReassemblyBrokenChain;
-        break;
-      }
-      // A chunk with no fragments at all (an idle writer flushed it) carries
-      // nothing of this packet nor breaks it: the chain goes on after it.
-      prev_id = ref.chunk_id;
-      continue;
-    }
-    if ((next->flags & kFirstPacketContinuesFromPrevChunk) == 0 || next->payload_consumed != 0) {
-      lost_reason = kDataLossReassemblyBrokenChain;
-      break;
-    }
-    uint32_t piece_size = 0;
-    const size_t piece_header =
-        ReadFragmentSize(next->payload(), next->payload() + next->payload_size, &piece_size);
-    const bool drop = piece_size == kPacketSizeDropPacket;
-    const uint32_t piece_data_size = drop ? 0 : piece_size;
-    if (piece_header == 0 || piece_header + uint64_t{piece_data_size} > next->payload_size) {
-      lost_reason = kDataLossChunkCorrupted;
-      break;
-    }
-    const uint32_t piece_end = static_cast<uint32_t>(piece_header) + piece_data_size;
-    const bool piece_is_last = piece_end == next->payload_size && (next->flags & kIncomplete) == 0;
-    if (piece_is_last && (next->flags & kChunkNeedsPatching) && mode == Mode::kRead) break;
-    if (drop) {
-      // The writer abandoned this packet; the marker is consumed with it.
-      Consume(seq, next, piece_end, mode);
-      stats_.trace_writer_packet_loss++;
-      lost_reason = kDataLossWriterAbort;
-      break;
-    }
-    reassembly_pieces_.push_back(
-        TracePacket::Slice{next->payload() + piece_header, piece_data_size});
-    if (piece_is_last && (next->flags & kLastPacketContinuesOnNextChunk)) {
-      prev_id = ref.chunk_id;
-      continue;
-    }
-    end_chunk = next;
-    end_fragment_end = piece_end;
-    break;
-  }
-
-  if (end_chunk == nullptr && lost_reason == 0) {
+  const ReassemblyEnd end = FindReassemblyEnd(seq, mode);
+  if (end.chunk == nullptr && end.lost_reason == 0) {
     stats_.readaheads_failed++;
     return Reassembly::kNeedMoreData;
   }
-  if (end_chunk == nullptr) {
-    // Drop the beginning; whatever follows reads on (orphans are flagged).
-    Consume(seq, begin, begin->payload_size, mode);
-    switch (lost_reason) {
-      case kDataLossReassemblyGap:
-        stats_.data_loss_reassembly_gap++;
-        break;
-      case kDataLossReassemblyBrokenChain:
-        stats_.data_loss_reassembly_broken_chain++;
-        break;
-      case kDataLossChunkCorrupted:
-        stats_.data_loss_chunk_corrupted++;
-        break;
-      default:
-        break;
-    }
-    AddLoss(seq, lost_reason);
+  if (end.chunk == nullptr) {
+    DropReassembly(seq, begin, end.lost_reason, mode);
     return Reassembly::kLost;
   }
 
@@ -320,12 +329,12 @@ TraceBuffer::Reassembly TraceBuffer::Reassemble(SequenceState& seq, Mode mode,
   stats_.readaheads_succeeded++;
   // Consume the beginning and every middle chunk whole, and the first
   // fragment of the end chunk, which stays for its other packets.
-  for (size_t j = 0; j < i; j++) {
+  for (size_t j = 0; j < end.index; j++) {
     TBChunk* c = MutableChunkAt(seq.chunks.front().offset);
     Consume(seq, c, c->payload_size, mode);
     PopFrontChunk(seq, c, mode);
   }
-  Consume(seq, end_chunk, end_fragment_end, mode);
+  Consume(seq, end.chunk, end.fragment_end, mode);
   return Reassembly::kDone;
 }
 

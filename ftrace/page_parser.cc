@@ -22,6 +22,83 @@ inline uint64_t LoadN(const uint8_t* p, uint32_t size) {
   return v;
 }
 
+// Walks the records of a page's data, [p, end), from its timestamp:
+// appends the data records to `events` with their times and counts them
+// in `r`; a malformed record stops the walk with r.error set. Inline: one
+// call a page, part of Parse() in the compiled code.
+inline void ParseRecords(const EventHeaderFormat& format, const uint8_t* p, const uint8_t* end,
+                         std::vector<RawEvent>* events, PageParser::PageResult& r) {
+  const uint32_t type_mask = (1u << format.type_len_bits) - 1;
+  uint64_t ts = r.page_timestamp;
+  while (p < end) {
+    if (end - p < 4) {
+      r.error = PageParser::Error::kShortEventHeader;
+      return;
+    }
+    const uint32_t header = Load32(p);
+    const uint32_t type_len = header & type_mask;
+    const uint32_t delta = header >> format.type_len_bits;
+    if (type_len == format.padding_type) {
+      if (delta == 0) return;  // The rest of the page is padding.
+      if (end - p < 8) {
+        r.error = PageParser::Error::kBadPadding;
+        return;
+      }
+      const uint32_t length = Load32(p + 4);
+      if (length < 4 || length > static_cast<uint64_t>(end - p) - 4) {
+        r.error = PageParser::Error::kBadPadding;
+        return;
+      }
+      ts += delta;
+      p += 4 + length;
+    } else if (type_len == format.time_extend_type || type_len == format.time_stamp_type) {
+      if (end - p < 8) {
+        r.error = PageParser::Error::kShortTimeExtend;
+        return;
+      }
+      const uint64_t high = uint64_t{Load32(p + 4)} << format.time_delta_bits;
+      if (type_len == format.time_extend_type) {
+        ts += high | delta;
+      } else {
+        ts = high | delta;
+      }
+      p += 8;
+    } else if (type_len == 0) {
+      if (end - p < 8) {
+        r.error = PageParser::Error::kShortEventHeader;
+        return;
+      }
+      const uint32_t length = Load32(p + 4);  // Counts itself.
+      if (length < 4) {
+        r.error = PageParser::Error::kZeroDataLength;
+        return;
+      }
+      if (length > static_cast<uint64_t>(end - p) - 4) {
+        r.error = PageParser::Error::kDataPastEnd;
+        return;
+      }
+      ts += delta;
+      events->push_back(RawEvent{ts, p + 8, length - 4});
+      r.events++;
+      p += 4 + length;
+    } else if (type_len <= format.max_data_type_len) {
+      const uint32_t length = type_len * 4;
+      if (length > static_cast<uint64_t>(end - p) - 4) {
+        r.error = PageParser::Error::kDataPastEnd;
+        return;
+      }
+      ts += delta;
+      events->push_back(RawEvent{ts, p + 4, length});
+      r.events++;
+      p += 4 + length;
+    } else {
+      // Only reachable with a header_event this parser does not know.
+      r.error = PageParser::Error::kShortEventHeader;
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 PageParser::PageResult PageParser::Parse(const uint8_t* page, size_t size,
@@ -46,77 +123,7 @@ PageParser::PageResult PageParser::Parse(const uint8_t* page, size_t size,
   if ((commit & kMissedStored) != 0 && capacity - data_bytes >= sizeof(uint64_t)) {
     std::memcpy(&r.lost_count, end, sizeof(uint64_t));
   }
-
-  const uint32_t type_mask = (1u << event_.type_len_bits) - 1;
-  uint64_t ts = r.page_timestamp;
-  const uint8_t* p = begin;
-  while (p < end) {
-    if (end - p < 4) {
-      r.error = Error::kShortEventHeader;
-      break;
-    }
-    const uint32_t header = Load32(p);
-    const uint32_t type_len = header & type_mask;
-    const uint32_t delta = header >> event_.type_len_bits;
-    if (type_len == event_.padding_type) {
-      if (delta == 0) break;  // The rest of the page is padding.
-      if (end - p < 8) {
-        r.error = Error::kBadPadding;
-        break;
-      }
-      const uint32_t length = Load32(p + 4);
-      if (length < 4 || length > static_cast<uint64_t>(end - p) - 4) {
-        r.error = Error::kBadPadding;
-        break;
-      }
-      ts += delta;
-      p += 4 + length;
-    } else if (type_len == event_.time_extend_type || type_len == event_.time_stamp_type) {
-      if (end - p < 8) {
-        r.error = Error::kShortTimeExtend;
-        break;
-      }
-      const uint64_t high = uint64_t{Load32(p + 4)} << event_.time_delta_bits;
-      if (type_len == event_.time_extend_type) {
-        ts += high | delta;
-      } else {
-        ts = high | delta;
-      }
-      p += 8;
-    } else if (type_len == 0) {
-      if (end - p < 8) {
-        r.error = Error::kShortEventHeader;
-        break;
-      }
-      const uint32_t length = Load32(p + 4);  // Counts itself.
-      if (length < 4) {
-        r.error = Error::kZeroDataLength;
-        break;
-      }
-      if (length > static_cast<uint64_t>(end - p) - 4) {
-        r.error = Error::kDataPastEnd;
-        break;
-      }
-      ts += delta;
-      events->push_back(RawEvent{ts, p + 8, length - 4});
-      r.events++;
-      p += 4 + length;
-    } else if (type_len <= event_.max_data_type_len) {
-      const uint32_t length = type_len * 4;
-      if (length > static_cast<uint64_t>(end - p) - 4) {
-        r.error = Error::kDataPastEnd;
-        break;
-      }
-      ts += delta;
-      events->push_back(RawEvent{ts, p + 4, length});
-      r.events++;
-      p += 4 + length;
-    } else {
-      // Only reachable with a header_event this parser does not know.
-      r.error = Error::kShortEventHeader;
-      break;
-    }
-  }
+  ParseRecords(event_, begin, end, events, r);
   return r;
 }
 
