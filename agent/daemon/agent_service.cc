@@ -81,8 +81,7 @@ AgentService::AgentService(Options options)
       config_(options_.config) {}
 
 AgentService::~AgentService() {
-  metrics_http_.reset();
-  metrics_.reset();
+  metrics_.Stop();
   // Waiters for queued snapshots get their answers before the socket goes.
   if (control_ != nullptr) control_->StopAccepting();
   if (snapshots_ != nullptr) snapshots_->Finish();
@@ -238,6 +237,15 @@ absl::Status AgentService::ListenForControl(ControlServer::Options control_optio
   return absl::OkStatus();
 }
 
+void AgentService::StartMetrics(const config::TraceConfig& config) {
+  std::optional<AgentMetrics::Listener> listener = metrics_.StartListener(config);
+  if (listener.has_value()) {
+    absl::MutexLock lock(&mu_);
+    metrics_listener_ = std::move(listener);
+  }
+  metrics_.StartTextfile(config);
+}
+
 absl::Status AgentService::DropCapabilitiesAfterSetup() {
   CapabilityMask keep = CapabilitiesToKeepHere(output_group_.has_value());
   // Stop() unmounts a tracefs mounted for everyone; that takes CAP_SYS_ADMIN.
@@ -333,8 +341,7 @@ int AgentService::Shutdown(const std::string& why) {
   // A `snapshot --wait` parked meanwhile stays, and gets its file's path
   // once the writer has written it below.
   control_->StopAccepting();
-  metrics_http_.reset();
-  metrics_.reset();
+  metrics_.Stop();
   // Triggers still in their stop_delay_ms: snapshot them now, with the
   // aftermath there is, rather than lose them.
   {
@@ -539,7 +546,10 @@ control::StatusReply AgentService::BuildStatus() {
   control::StatusReply reply =
       status_.Reply(report, absl::Now(), options_.config_path, snaps, suppressed, triggers);
   *reply.mutable_reload() = std::move(reloads);
-  FillMetricsStatus(&reply);
+  {
+    absl::MutexLock lock(&mu_);
+    if (metrics_listener_.has_value()) AgentMetrics::FillStatus(*metrics_listener_, &reply);
+  }
   if (stream_ != nullptr) {
     FillStreamingStatus(*stream_, stream_compression_.get(), report, reply.mutable_streaming());
   }

@@ -12,15 +12,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/control/control_server.h"
+#include "agent/daemon/agent_metrics.h"
 #include "agent/daemon/agent_status.h"
 #include "agent/daemon/snapshot_requests.h"
 #include "agent/daemon/trigger_dispatcher.h"
 #include "agent/lifecycle/agent_log.h"
 #include "agent/lifecycle/systemd_notifier.h"
-#include "agent/metrics/metrics_listener.h"
-#include "agent/metrics/metrics_textfile.h"
-#include "agent/output/compressing_sink.h"
-#include "agent/output/rotating_trace_file.h"
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/snapshot_writer.h"
 #include "agent/snapshots/trigger_tally.h"
@@ -159,8 +156,6 @@ class AgentService : public ControlHandler, public IncidentListener {
   // metrics_textfile, metrics_listen: starts writing and serving the
   // metrics (a failure is logged, and the agent records on).
   void StartMetrics(const config::TraceConfig& config);
-  // The metrics listener's part of `status` (agent_metrics.cc).
-  void FillMetricsStatus(control::StatusReply* reply);
   // Takes the snapshots whose trigger's stop_delay_ms has passed; returns
   // when the next one is due.
   absl::Time TakeDueSnapshots();
@@ -202,15 +197,13 @@ class AgentService : public ControlHandler, public IncidentListener {
   // The config's triggers, fired by requests and incidents, until their
   // snapshots are due.
   TriggerDispatcher triggers_ ABSL_GUARDED_BY(mu_){&tally_, &log_, [this] { Wake(); }};
-  // metrics_listen's state as the start left it (absent: not set), and the
-  // listener's counters, which outlive it.
-  std::optional<control::MetricsListenerStatus> metrics_listener_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<const MetricsListener::Counters> metrics_http_counters_ ABSL_GUARDED_BY(mu_);
+  // metrics_listen's state as the start left it (absent: not set), with
+  // the listener's counters, which outlive it.
+  std::optional<AgentMetrics::Listener> metrics_listener_ ABSL_GUARDED_BY(mu_);
   // metrics_textfile, metrics_listen: their threads read the status
   // (BuildStatus()), so they are declared last and stopped first
   // (Shutdown(), the destructor).
-  std::unique_ptr<MetricsTextfile> metrics_;
-  std::unique_ptr<MetricsListener> metrics_http_;
+  AgentMetrics metrics_{&log_, [this] { return BuildStatus(); }};
 };
 
 }  // namespace ringside::agent
