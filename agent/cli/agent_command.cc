@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +29,90 @@ bool SomeoneAnswers(const std::string& socket) {
   request.mutable_status();
   absl::StatusOr<control::Reply> reply = CallAgent(socket, request, absl::Seconds(2));
   return reply.ok() || reply.status().code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+// The config the agent runs: the file -c names (else the embedded one),
+// with the flags' settings (`*overrides`) merged in and the agent's
+// defaults, checked. nullopt, or the exit status when it cannot run.
+std::optional<int> LoadAgentConfig(const CommandSpec& spec, const ParsedArgs& args,
+                                   config::TraceConfig* config, config::TraceConfig* overrides) {
+  const std::string config_path = args.Get("config");
+  if (config_path.empty()) {
+    *config = DefaultAgentConfig();
+  } else {
+    absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(config_path);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "ringside agent: %s\n", std::string(loaded.status().message()).c_str());
+      return kExitUsage;
+    }
+    *config = *loaded;
+  }
+  if (args.Has("socket")) overrides->set_control_socket(args.Get("socket"));
+  if (args.Has("output-dir")) overrides->set_output_dir(args.Get("output-dir"));
+  if (args.Has("machine-name")) overrides->set_machine_name(args.Get("machine-name"));
+  if (args.Has("metrics-listen")) overrides->set_metrics_listen(args.Get("metrics-listen"));
+  config->MergeFrom(*overrides);
+  ApplyAgentDefaults(config);
+  if (absl::Status s = ValidateConfig(*config, config_path.empty() ? "flags" : config_path);
+      !s.ok()) {
+    return UsageError(spec, std::string(s.message()));
+  }
+  if (absl::Status s = AgentService::CheckConfig(*config); !s.ok()) {
+    std::fprintf(stderr, "ringside agent: %s: %s\n",
+                 config_path.empty() ? "flags" : config_path.c_str(),
+                 std::string(s.message()).c_str());
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+// We hold the lock, so no agent of this run dir owns a socket there; but
+// one with another run dir might. Sets `*replace_stale_socket` when a dead
+// agent's socket is there. nullopt, or the exit status when a live agent
+// answers on it.
+std::optional<int> CheckSocketIsFree(const std::string& socket, const AgentLock& lock,
+                                     AgentLog* log, bool* replace_stale_socket) {
+  *replace_stale_socket = false;
+  if (access(socket.c_str(), F_OK) != 0) return std::nullopt;
+  if (SomeoneAnswers(socket)) {
+    log->Error(absl::StrCat("an agent already answers on ", socket,
+                            " (started with another --run-dir?); not starting a second one"));
+    return kExitFailure;
+  }
+  *replace_stale_socket = true;
+  if (lock.stale_holder().has_value()) {
+    log->Notice(absl::StrCat("the agent of pid ", lock.stale_holder()->pid,
+                             " ended without cleaning up; replacing its socket"));
+  }
+  return std::nullopt;
+}
+
+// -c as `status` shows it and SIGHUP reads it again: absolute, whatever the
+// directory it was typed in (the agent's own stays where it started, but
+// a reader of `status` is elsewhere).
+std::string AbsoluteConfigPath(const std::string& config_path) {
+  if (!config_path.empty() && config_path[0] != '/') {
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) {
+      return absl::StrCat(cwd, std::string_view(cwd).back() == '/' ? "" : "/", config_path);
+    }
+  }
+  return config_path;
+}
+
+// Starts the agent's service and runs it until it stops. Returns the exit
+// status.
+int RunService(AgentService::Options options, AgentLog* log) {
+  absl::StatusOr<std::unique_ptr<AgentService>> service = AgentService::Start(std::move(options));
+  if (!service.ok()) {
+    log->Error(absl::StrCat("not started: ", service.status().message()));
+    // A config the agent cannot run is the user's to fix, as a usage error.
+    const absl::StatusCode code = service.status().code();
+    return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnimplemented
+               ? kExitUsage
+               : kExitFailure;
+  }
+  return (*service)->Run();
 }
 
 }  // namespace
@@ -80,35 +166,9 @@ const CommandSpec& AgentCommandSpec() {
 
 int RunAgentCommand(const ParsedArgs& args) {
   const CommandSpec& spec = AgentCommandSpec();
-  const std::string config_path = args.Get("config");
   config::TraceConfig config;
-  if (config_path.empty()) {
-    config = DefaultAgentConfig();
-  } else {
-    absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(config_path);
-    if (!loaded.ok()) {
-      std::fprintf(stderr, "ringside agent: %s\n", std::string(loaded.status().message()).c_str());
-      return kExitUsage;
-    }
-    config = *loaded;
-  }
   config::TraceConfig overrides;
-  if (args.Has("socket")) overrides.set_control_socket(args.Get("socket"));
-  if (args.Has("output-dir")) overrides.set_output_dir(args.Get("output-dir"));
-  if (args.Has("machine-name")) overrides.set_machine_name(args.Get("machine-name"));
-  if (args.Has("metrics-listen")) overrides.set_metrics_listen(args.Get("metrics-listen"));
-  config.MergeFrom(overrides);
-  ApplyAgentDefaults(&config);
-  if (absl::Status s = ValidateConfig(config, config_path.empty() ? "flags" : config_path);
-      !s.ok()) {
-    return UsageError(spec, std::string(s.message()));
-  }
-  if (absl::Status s = AgentService::CheckConfig(config); !s.ok()) {
-    std::fprintf(stderr, "ringside agent: %s: %s\n",
-                 config_path.empty() ? "flags" : config_path.c_str(),
-                 std::string(s.message()).c_str());
-    return kExitUsage;
-  }
+  if (auto status = LoadAgentConfig(spec, args, &config, &overrides)) return *status;
   const std::string run_dir = args.Get("run-dir", kDefaultRunDir);
   if (run_dir.empty() || run_dir[0] != '/') {
     return UsageError(spec, absl::StrCat("--run-dir ", run_dir, ": an absolute path"));
@@ -127,20 +187,10 @@ int RunAgentCommand(const ParsedArgs& args) {
     log.Error(lock.status().message());
     return kExitFailure;
   }
-  // We hold the lock, so no agent of this run dir owns a socket there; but
-  // one with another run dir might.
   bool replace_stale_socket = false;
-  if (access(config.control_socket().c_str(), F_OK) == 0) {
-    if (SomeoneAnswers(config.control_socket())) {
-      log.Error(absl::StrCat("an agent already answers on ", config.control_socket(),
-                             " (started with another --run-dir?); not starting a second one"));
-      return kExitFailure;
-    }
-    replace_stale_socket = true;
-    if ((*lock)->stale_holder().has_value()) {
-      log.Notice(absl::StrCat("the agent of pid ", (*lock)->stale_holder()->pid,
-                              " ended without cleaning up; replacing its socket"));
-    }
+  if (auto status =
+          CheckSocketIsFree(config.control_socket(), **lock, &log, &replace_stale_socket)) {
+    return *status;
   }
 
   // Taken synchronously by AgentService::Run(); blocked before any thread
@@ -152,33 +202,14 @@ int RunAgentCommand(const ParsedArgs& args) {
 
   SystemdNotifier notifier = SystemdNotifier::FromEnvironment();
   AgentService::Options options;
-  // As `status` shows it and SIGHUP reads it again: absolute, whatever the
-  // directory it was typed in (the agent's own stays where it started, but
-  // a reader of `status` is elsewhere).
-  options.config_path = config_path;
-  if (!config_path.empty() && config_path[0] != '/') {
-    char cwd[4096];
-    if (getcwd(cwd, sizeof(cwd)) != nullptr) {
-      options.config_path =
-          absl::StrCat(cwd, std::string_view(cwd).back() == '/' ? "" : "/", config_path);
-    }
-  }
+  options.config_path = AbsoluteConfigPath(args.Get("config"));
   options.config = config;
   options.overrides = overrides;
   options.replace_stale_socket = replace_stale_socket;
   options.log = &log;
   options.notifier = &notifier;
   options.drop_capabilities = true;
-  absl::StatusOr<std::unique_ptr<AgentService>> service = AgentService::Start(std::move(options));
-  if (!service.ok()) {
-    log.Error(absl::StrCat("not started: ", service.status().message()));
-    // A config the agent cannot run is the user's to fix, as a usage error.
-    const absl::StatusCode code = service.status().code();
-    return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnimplemented
-               ? kExitUsage
-               : kExitFailure;
-  }
-  return (*service)->Run();
+  return RunService(std::move(options), &log);
 }
 
 }  // namespace ringside::agent

@@ -11,6 +11,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -196,6 +200,317 @@ std::string DescribeExit(int status) {
   return "command ended";
 }
 
+// What the flags and the config ask `record` to do, checked.
+struct RecordPlan {
+  std::string config_path;  // -c; empty: the embedded config.
+  config::TraceConfig config;
+  // How long to record; zero: until CMD ends (or a stop signal).
+  absl::Duration duration = absl::ZeroDuration();
+  std::string output;  // The trace file; "-": standard output.
+};
+
+// The config -c names, or the embedded one. nullopt, or the exit status
+// when it cannot be loaded.
+std::optional<int> LoadRecordConfig(const std::string& config_path, config::TraceConfig* config) {
+  if (config_path.empty()) {
+    *config = DefaultRecordConfig();
+    return std::nullopt;
+  }
+  absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(config_path);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(loaded.status().message()).c_str());
+    return kExitUsage;
+  }
+  *config = *loaded;
+  // A flight recorder's config, given to record: its triggers take
+  // snapshots in the agent only. Said, not silently dropped
+  // (docs/config.md: a program that does not act on a mode says so).
+  if (config->trigger_config().triggers_size() > 0) {
+    std::fprintf(stderr,
+                 "ringside record: note: %s: trigger_config's %d trigger(s) take snapshots in "
+                 "'ringside agent' only; record ignores them and records as usual\n",
+                 config_path.c_str(), config->trigger_config().triggers_size());
+  }
+  return std::nullopt;
+}
+
+// The flags below add to `config` or change it; each returns nullopt, or
+// the exit status of a usage error.
+
+// -e: ftrace events, each of which this kernel must have.
+std::optional<int> ApplyEventFlags(const CommandSpec& spec, const ParsedArgs& args,
+                                   config::TraceConfig* config) {
+  std::vector<std::string> events;
+  for (const std::string& e : args.All("event")) {
+    if (absl::Status s = AddEvent(e, config, &events.emplace_back()); !s.ok()) {
+      return UsageError(spec, std::string(s.message()));
+    }
+  }
+  if (absl::Status s = CheckEventsExist(args.All("event"), events); !s.ok()) {
+    return UsageError(spec, std::string(s.message()));
+  }
+  return std::nullopt;
+}
+
+// -b: the size of the first buffer.
+std::optional<int> ApplyBufferSizeFlag(const CommandSpec& spec, const ParsedArgs& args,
+                                       config::TraceConfig* config) {
+  if (!args.Has("buffer-size")) return std::nullopt;
+  absl::StatusOr<uint64_t> kb = ParseSizeKb(args.Get("buffer-size"));
+  if (!kb.ok()) return UsageError(spec, absl::StrCat("-b: ", kb.status().message()));
+  if (*kb < kMinBufferSizeKb || *kb > kMaxBufferSizeKb) {
+    return UsageError(spec, absl::StrCat("-b ", args.Get("buffer-size"),
+                                         ": a buffer is at least 4 KiB and below 4 GiB"));
+  }
+  config->mutable_buffers(0)->set_size_kb(static_cast<uint32_t>(*kb));
+  return std::nullopt;
+}
+
+// -z / --compress: the file's codec.
+std::optional<int> ApplyCompressFlag(const CommandSpec& spec, const ParsedArgs& args,
+                                     config::TraceConfig* config) {
+  if (!args.Has("compress")) return std::nullopt;
+  const std::string codec = args.Get("compress");
+  // "-z zstd:9" would run zstd:9 as CMD: the codec goes after '='.
+  if (codec.empty() && !args.command.empty() && ParsePacketCompression(args.command[0]).ok()) {
+    return UsageError(spec, absl::StrCat("-z takes no value: write --compress=", args.command[0],
+                                         " (or -z", args.command[0], ")"));
+  }
+  absl::StatusOr<PacketCompression> c = ParsePacketCompression(codec.empty() ? "zstd" : codec);
+  if (!c.ok()) return UsageError(spec, absl::StrCat("--compress: ", c.status().message()));
+  SetPacketCompression(*c, config);
+  return std::nullopt;
+}
+
+// With CMD, a duration bounds the recording only when asked for (the
+// flag, or a config file's duration_ms): the embedded 10 s does not.
+// The config embedded in the file says what was asked for: the flag's
+// duration, or none when only CMD's end stops the recording.
+std::optional<int> ApplyDurationFlag(const CommandSpec& spec, const ParsedArgs& args,
+                                     RecordPlan* plan) {
+  if (args.Has("duration")) {
+    absl::StatusOr<absl::Duration> d = ParseDurationFlag("--duration", args.Get("duration"));
+    if (!d.ok()) return UsageError(spec, std::string(d.status().message()));
+    plan->duration = *d;
+    plan->config.set_duration_ms(static_cast<uint32_t>(
+        std::min<int64_t>(absl::ToInt64Milliseconds(plan->duration), UINT32_MAX)));
+  } else if (args.command.empty() || !plan->config_path.empty()) {
+    plan->duration = absl::Milliseconds(plan->config.duration_ms());
+  } else {
+    plan->config.clear_duration_ms();
+  }
+  return std::nullopt;
+}
+
+// Everything that can be checked before anything is opened or loaded:
+// the config with the flags applied, and whether CMD can be run.
+// nullopt, or the exit status when the command ends here.
+std::optional<int> PlanRecording(const CommandSpec& spec, const ParsedArgs& args,
+                                 RecordPlan* plan) {
+  plan->config_path = args.Get("config");
+  if (auto status = LoadRecordConfig(plan->config_path, &plan->config)) return status;
+  if (auto status = ApplyEventFlags(spec, args, &plan->config)) return status;
+  if (auto status = ApplyBufferSizeFlag(spec, args, &plan->config)) return status;
+  if (auto status = ApplyCompressFlag(spec, args, &plan->config)) return status;
+  if (absl::Status s =
+          ValidateConfig(plan->config, plan->config_path.empty() ? "flags" : plan->config_path);
+      !s.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(s.message()).c_str());
+    return kExitUsage;
+  }
+  if (auto status = ApplyDurationFlag(spec, args, plan)) return status;
+  plan->output = args.Get("output", plan->config.output_path());
+  if (plan->output.empty()) plan->output = "ringside.pftrace";
+  if (!args.command.empty()) {
+    std::string why;
+    if (const int code = CheckCommand(args.command[0], &why); code != 0) {
+      std::fprintf(stderr, "ringside record: cannot run %s: %s; nothing recorded\n",
+                   args.command[0].c_str(), why.c_str());
+      return code;
+    }
+  }
+  return std::nullopt;
+}
+
+// The trace file, and what the recording writes into: the file itself,
+// or a compressing sink in front of it.
+struct RecordOutput {
+  std::unique_ptr<OutputFile> file;
+  std::unique_ptr<CompressingSink> compressing;  // Null: not compressed.
+  TraceSink* sink = nullptr;
+};
+
+// Opens the plan's output. nullopt, or the exit status when it cannot.
+std::optional<int> OpenRecordOutput(const ParsedArgs& args, const RecordPlan& plan,
+                                    RecordOutput* out) {
+  const config::TraceConfig& config = plan.config;
+  absl::StatusOr<std::unique_ptr<OutputFile>> file = OutputFile::Open(
+      plan.output,
+      config.write_into_file() ? OutputFile::Mode::kStreaming : OutputFile::Mode::kWholeFile,
+      config.write_into_file() ? 0 : TracingSession::MaxTraceBytes(config),
+      args.Has("follow-symlink") ? OutputFile::Symlinks::kFollowAny
+                                 : OutputFile::Symlinks::kFollowOwn);
+  if (!file.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(file.status().message()).c_str());
+    return kExitFailure;
+  }
+  if (!(*file)->warning().empty()) {
+    std::fprintf(stderr, "ringside record: warning: %s\n", (*file)->warning().c_str());
+  }
+  out->file = std::move(*file);
+  out->sink = out->file.get();
+  if (const PacketCompression c = PacketCompressionOf(config); c.codec != PacketCodec::kNone) {
+    absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
+    if (!compressor.ok()) {
+      std::fprintf(stderr, "ringside record: %s\n",
+                   std::string(compressor.status().message()).c_str());
+      return kExitUsage;
+    }
+    out->compressing = std::make_unique<CompressingSink>(out->file.get(), std::move(*compressor));
+    out->sink = out->compressing.get();
+  }
+  return std::nullopt;
+}
+
+// Creates the tracing session and starts it into `sink`, printing its
+// warnings. nullopt, or the exit status when it cannot start.
+std::optional<int> StartRecording(const config::TraceConfig& config, TraceSink* sink,
+                                  std::unique_ptr<TracingSession>* recording) {
+  absl::StatusOr<std::unique_ptr<TracingSession>> created = TracingSession::Create(config);
+  if (!created.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(created.status().message()).c_str());
+    return kExitFailure;
+  }
+  *recording = std::move(*created);
+  // Start() can add warnings (a source that loaded but would not start).
+  const absl::Status started = (*recording)->Start(sink);
+  for (const std::string& w : (*recording)->warnings()) {
+    std::fprintf(stderr, "ringside record: warning: %s\n", w.c_str());
+  }
+  if (!started.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(started.message()).c_str());
+    return kExitFailure;
+  }
+  return std::nullopt;
+}
+
+// The progress line on a terminal, rewritten in place.
+void PrintProgress(const TracingSession::Progress& p) {
+  const double fill = p.buffer_size
+                          ? 100.0 * static_cast<double>(std::min(p.bytes_written, p.buffer_size)) /
+                                static_cast<double>(p.buffer_size)
+                          : 0;
+  std::fprintf(stderr,
+               "\r[ringside] %6.1f s  %9.0f events/s  buffer %5.1f%% full  "
+               "lost: %llu events, %.1f MiB overwritten   ",
+               p.elapsed_s, p.elapsed_s > 0 ? static_cast<double>(p.events) / p.elapsed_s : 0, fill,
+               static_cast<unsigned long long>(p.events_lost),
+               static_cast<double>(p.bytes_lost) / (1 << 20));
+}
+
+// How the recording ended.
+struct RecordingEnd {
+  std::string why = "duration reached";
+  // A stop signal that ends the recording while CMD runs goes on to CMD, as
+  // a shell's Ctrl-C reaches the whole job; CMD's fate is then ours.
+  int stop_signal = 0;
+  bool child_ended = false;  // CMD ended by itself.
+  int child_status = 0;      // CMD's, as waitpid() gives it.
+};
+
+// Waits for what ends the recording: the duration, the file's size limit,
+// a stop signal or CMD's end (`child`; -1: none). Meanwhile prints the
+// recording's notices and, on a terminal, its progress.
+RecordingEnd WaitForTheEnd(TracingSession* recording, const sigset_t& signals,
+                           absl::Duration duration, pid_t child, bool tty) {
+  const absl::Time deadline =
+      duration == absl::ZeroDuration() ? absl::InfiniteFuture() : absl::Now() + duration;
+  RecordingEnd end;
+  for (;;) {
+    if (absl::Now() >= deadline) break;
+    if (recording->file_limit_reached()) {
+      end.why = "max_file_size_bytes reached";
+      break;
+    }
+    const absl::Duration wait = std::min(absl::Milliseconds(500), deadline - absl::Now());
+    timespec ts = absl::ToTimespec(wait);
+    const int sig = sigtimedwait(&signals, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      end.why = StopReason(sig);
+      end.stop_signal = sig;
+      break;
+    }
+    if (sig == SIGCHLD && child > 0 && waitpid(child, &end.child_status, WNOHANG) == child) {
+      end.child_ended = true;
+      end.why = DescribeExit(end.child_status);
+      break;
+    }
+    PrintNotices(recording, tty);
+    if (tty) PrintProgress(recording->progress());
+  }
+  return end;
+}
+
+// Ends CMD (`child`, named `name`), which the recording outlived: with the
+// stop signal that ended the recording, else SIGTERM. A CMD that ignores
+// it (nohup, a trap) must not hold the file back: a second stop signal,
+// or kCommandGraceTime, kills it.
+void StopCommand(pid_t child, const std::string& name, const sigset_t& signals, bool tty,
+                 RecordingEnd* end) {
+  const int sent = end->stop_signal != 0 ? end->stop_signal : SIGTERM;
+  kill(child, sent);
+  const absl::Time give_up = absl::Now() + kCommandGraceTime;
+  bool killed = false;
+  while (waitpid(child, &end->child_status, WNOHANG) == 0) {
+    const absl::Duration left = std::max(give_up - absl::Now(), absl::ZeroDuration());
+    timespec ts = absl::ToTimespec(std::min(absl::Milliseconds(200), left));
+    const int sig = sigtimedwait(&signals, nullptr, &ts);
+    const bool again = sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
+    if (!killed && (again || absl::Now() >= give_up)) {
+      std::fprintf(stderr, "%sringside record: %s did not end on %s; killing it\n", tty ? "\n" : "",
+                   name.c_str(), strsignal(sent));
+      kill(child, SIGKILL);
+      killed = true;
+    }
+  }
+  end->why += "; " + DescribeExit(end->child_status);
+}
+
+void PrintCompression(const CompressingSink& c) {
+  std::fprintf(stderr, "ringside record: %s: %s of packets in %s (%.2fx), %.0f ms of CPU\n",
+               PacketCodecName(c.compression().codec), Size(c.bytes_in()).c_str(),
+               Size(c.bytes_out()).c_str(),
+               c.bytes_in() > 0 ? static_cast<double>(c.bytes_out()) / c.bytes_in() : 0.0,
+               static_cast<double>(c.cpu_ns()) / 1e6);
+}
+
+// Stops the recording, writes the trace and says what it holds. Returns
+// the command's exit status.
+int FinishRecording(TracingSession* recording, const RecordOutput& out, const std::string& output,
+                    const RecordingEnd& end, pid_t child) {
+  absl::StatusOr<TracingSession::Summary> summary =
+      recording->Stop().ok() ? recording->WriteTrace(out.sink)
+                             : absl::InternalError("the tracing session did not stop");
+  PrintNotices(recording, /*tty=*/false);
+  if (!summary.ok()) {
+    std::fprintf(stderr, "ringside record: %s\n", std::string(summary.status().message()).c_str());
+    return kExitFailure;
+  }
+  struct stat written;
+  const bool reopenable =
+      output != "-" && stat(output.c_str(), &written) == 0 && S_ISREG(written.st_mode);
+  PrintSummary(*summary, end.why, output == "-" ? "standard output" : output, reopenable);
+  if (out.compressing != nullptr) PrintCompression(*out.compressing);
+  // CMD's status when it ended by itself or with the signal that stopped
+  // us (128 + signal, as shells give); when the duration or a file limit
+  // ended the recording first and stopped CMD, the recording's.
+  if (end.child_ended || (child > 0 && end.stop_signal != 0)) {
+    if (WIFEXITED(end.child_status)) return WEXITSTATUS(end.child_status);
+    if (WIFSIGNALED(end.child_status)) return 128 + WTERMSIG(end.child_status);
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 const CommandSpec& RecordCommandSpec() {
@@ -255,88 +570,8 @@ const CommandSpec& RecordCommandSpec() {
 }
 
 int RunRecordCommand(const ParsedArgs& args) {
-  const CommandSpec& spec = RecordCommandSpec();
-  config::TraceConfig config;
-  const std::string config_path = args.Get("config");
-  if (config_path.empty()) {
-    config = DefaultRecordConfig();
-  } else {
-    absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(config_path);
-    if (!loaded.ok()) {
-      std::fprintf(stderr, "ringside record: %s\n", std::string(loaded.status().message()).c_str());
-      return kExitUsage;
-    }
-    config = *loaded;
-    // A flight recorder's config, given to record: its triggers take
-    // snapshots in the agent only. Said, not silently dropped
-    // (docs/config.md: a program that does not act on a mode says so).
-    if (config.trigger_config().triggers_size() > 0) {
-      std::fprintf(stderr,
-                   "ringside record: note: %s: trigger_config's %d trigger(s) take snapshots in "
-                   "'ringside agent' only; record ignores them and records as usual\n",
-                   config_path.c_str(), config.trigger_config().triggers_size());
-    }
-  }
-  std::vector<std::string> events;
-  for (const std::string& e : args.All("event")) {
-    if (absl::Status s = AddEvent(e, &config, &events.emplace_back()); !s.ok()) {
-      return UsageError(spec, std::string(s.message()));
-    }
-  }
-  if (absl::Status s = CheckEventsExist(args.All("event"), events); !s.ok()) {
-    return UsageError(spec, std::string(s.message()));
-  }
-  if (args.Has("buffer-size")) {
-    absl::StatusOr<uint64_t> kb = ParseSizeKb(args.Get("buffer-size"));
-    if (!kb.ok()) return UsageError(spec, absl::StrCat("-b: ", kb.status().message()));
-    if (*kb < kMinBufferSizeKb || *kb > kMaxBufferSizeKb) {
-      return UsageError(spec, absl::StrCat("-b ", args.Get("buffer-size"),
-                                           ": a buffer is at least 4 KiB and below 4 GiB"));
-    }
-    config.mutable_buffers(0)->set_size_kb(static_cast<uint32_t>(*kb));
-  }
-  if (args.Has("compress")) {
-    const std::string codec = args.Get("compress");
-    // "-z zstd:9" would run zstd:9 as CMD: the codec goes after '='.
-    if (codec.empty() && !args.command.empty() && ParsePacketCompression(args.command[0]).ok()) {
-      return UsageError(spec, absl::StrCat("-z takes no value: write --compress=", args.command[0],
-                                           " (or -z", args.command[0], ")"));
-    }
-    absl::StatusOr<PacketCompression> c = ParsePacketCompression(codec.empty() ? "zstd" : codec);
-    if (!c.ok()) return UsageError(spec, absl::StrCat("--compress: ", c.status().message()));
-    SetPacketCompression(*c, &config);
-  }
-  if (absl::Status s = ValidateConfig(config, config_path.empty() ? "flags" : config_path);
-      !s.ok()) {
-    std::fprintf(stderr, "ringside record: %s\n", std::string(s.message()).c_str());
-    return kExitUsage;
-  }
-  // With CMD, a duration bounds the recording only when asked for (the
-  // flag, or a config file's duration_ms): the embedded 10 s does not.
-  // The config embedded in the file says what was asked for: the flag's
-  // duration, or none when only CMD's end stops the recording.
-  absl::Duration duration = absl::ZeroDuration();
-  if (args.Has("duration")) {
-    absl::StatusOr<absl::Duration> d = ParseDurationFlag("--duration", args.Get("duration"));
-    if (!d.ok()) return UsageError(spec, std::string(d.status().message()));
-    duration = *d;
-    config.set_duration_ms(
-        static_cast<uint32_t>(std::min<int64_t>(absl::ToInt64Milliseconds(duration), UINT32_MAX)));
-  } else if (args.command.empty() || !config_path.empty()) {
-    duration = absl::Milliseconds(config.duration_ms());
-  } else {
-    config.clear_duration_ms();
-  }
-  std::string output = args.Get("output", config.output_path());
-  if (output.empty()) output = "ringside.pftrace";
-  if (!args.command.empty()) {
-    std::string why;
-    if (const int code = CheckCommand(args.command[0], &why); code != 0) {
-      std::fprintf(stderr, "ringside record: cannot run %s: %s; nothing recorded\n",
-                   args.command[0].c_str(), why.c_str());
-      return code;
-    }
-  }
+  RecordPlan plan;
+  if (auto status = PlanRecording(RecordCommandSpec(), args, &plan)) return *status;
 
   // Signals are taken synchronously by this thread; every thread started
   // from here on inherits the mask.
@@ -347,49 +582,12 @@ int RunRecordCommand(const ParsedArgs& args) {
   sigprocmask(SIG_BLOCK, &signals, nullptr);
 
   // The output first: a path that cannot work fails before anything loads.
-  absl::StatusOr<std::unique_ptr<OutputFile>> file = OutputFile::Open(
-      output,
-      config.write_into_file() ? OutputFile::Mode::kStreaming : OutputFile::Mode::kWholeFile,
-      config.write_into_file() ? 0 : TracingSession::MaxTraceBytes(config),
-      args.Has("follow-symlink") ? OutputFile::Symlinks::kFollowAny
-                                 : OutputFile::Symlinks::kFollowOwn);
-  if (!file.ok()) {
-    std::fprintf(stderr, "ringside record: %s\n", std::string(file.status().message()).c_str());
-    return kExitFailure;
-  }
-  if (!(*file)->warning().empty()) {
-    std::fprintf(stderr, "ringside record: warning: %s\n", (*file)->warning().c_str());
-  }
-  TraceSink* sink = file->get();
-  std::unique_ptr<CompressingSink> compressing;
-  if (const PacketCompression c = PacketCompressionOf(config); c.codec != PacketCodec::kNone) {
-    absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
-    if (!compressor.ok()) {
-      std::fprintf(stderr, "ringside record: %s\n",
-                   std::string(compressor.status().message()).c_str());
-      return kExitUsage;
-    }
-    compressing = std::make_unique<CompressingSink>(file->get(), std::move(*compressor));
-    sink = compressing.get();
-  }
-  absl::StatusOr<std::unique_ptr<TracingSession>> recording = TracingSession::Create(config);
-  if (!recording.ok()) {
-    std::fprintf(stderr, "ringside record: %s\n",
-                 std::string(recording.status().message()).c_str());
-    return kExitFailure;
-  }
-  // Start() can add warnings (a source that loaded but would not start).
-  const absl::Status started = (*recording)->Start(sink);
-  for (const std::string& w : (*recording)->warnings()) {
-    std::fprintf(stderr, "ringside record: warning: %s\n", w.c_str());
-  }
-  if (!started.ok()) {
-    std::fprintf(stderr, "ringside record: %s\n", std::string(started.message()).c_str());
-    return kExitFailure;
-  }
+  RecordOutput out;
+  if (auto status = OpenRecordOutput(args, plan, &out)) return *status;
+  std::unique_ptr<TracingSession> recording;
+  if (auto status = StartRecording(plan.config, out.sink, &recording)) return *status;
 
   pid_t child = -1;
-  int child_status = 0;
   if (!args.command.empty()) {
     int err = 0;
     child = Spawn(args.command, &err);
@@ -397,103 +595,15 @@ int RunRecordCommand(const ParsedArgs& args) {
       // Found before recording, gone or refused since: no trace of nothing.
       std::fprintf(stderr, "ringside record: cannot run %s: %s; nothing recorded\n",
                    args.command[0].c_str(), std::strerror(err));
-      recording->reset();
+      recording.reset();
       return err == ENOENT ? 127 : 126;
     }
   }
   const bool tty = isatty(STDERR_FILENO);
-  const absl::Time deadline =
-      duration == absl::ZeroDuration() ? absl::InfiniteFuture() : absl::Now() + duration;
-  std::string why = "duration reached";
-  bool child_ended = false;
-  // A stop signal that ends the recording while CMD runs goes on to CMD, as
-  // a shell's Ctrl-C reaches the whole job; CMD's fate is then ours.
-  int stop_signal = 0;
-  for (;;) {
-    if (absl::Now() >= deadline) break;
-    if ((*recording)->file_limit_reached()) {
-      why = "max_file_size_bytes reached";
-      break;
-    }
-    const absl::Duration wait = std::min(absl::Milliseconds(500), deadline - absl::Now());
-    timespec ts = absl::ToTimespec(wait);
-    const int sig = sigtimedwait(&signals, nullptr, &ts);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-      why = StopReason(sig);
-      stop_signal = sig;
-      break;
-    }
-    if (sig == SIGCHLD && child > 0 && waitpid(child, &child_status, WNOHANG) == child) {
-      child_ended = true;
-      why = DescribeExit(child_status);
-      break;
-    }
-    PrintNotices(recording->get(), tty);
-    if (tty) {
-      const TracingSession::Progress p = (*recording)->progress();
-      const double fill =
-          p.buffer_size ? 100.0 * static_cast<double>(std::min(p.bytes_written, p.buffer_size)) /
-                              static_cast<double>(p.buffer_size)
-                        : 0;
-      std::fprintf(stderr,
-                   "\r[ringside] %6.1f s  %9.0f events/s  buffer %5.1f%% full  "
-                   "lost: %llu events, %.1f MiB overwritten   ",
-                   p.elapsed_s, p.elapsed_s > 0 ? static_cast<double>(p.events) / p.elapsed_s : 0,
-                   fill, static_cast<unsigned long long>(p.events_lost),
-                   static_cast<double>(p.bytes_lost) / (1 << 20));
-    }
-  }
+  RecordingEnd end = WaitForTheEnd(recording.get(), signals, plan.duration, child, tty);
   if (tty) std::fprintf(stderr, "\n");
-  if (child > 0 && !child_ended) {
-    const int sent = stop_signal != 0 ? stop_signal : SIGTERM;
-    kill(child, sent);
-    // A CMD that ignores it (nohup, a trap) must not hold the file back: a
-    // second stop signal, or kCommandGraceTime, kills it.
-    const absl::Time give_up = absl::Now() + kCommandGraceTime;
-    bool killed = false;
-    while (waitpid(child, &child_status, WNOHANG) == 0) {
-      const absl::Duration left = std::max(give_up - absl::Now(), absl::ZeroDuration());
-      timespec ts = absl::ToTimespec(std::min(absl::Milliseconds(200), left));
-      const int sig = sigtimedwait(&signals, nullptr, &ts);
-      const bool again = sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
-      if (!killed && (again || absl::Now() >= give_up)) {
-        std::fprintf(stderr, "%sringside record: %s did not end on %s; killing it\n",
-                     tty ? "\n" : "", args.command[0].c_str(), strsignal(sent));
-        kill(child, SIGKILL);
-        killed = true;
-      }
-    }
-    why += "; " + DescribeExit(child_status);
-  }
-
-  absl::StatusOr<TracingSession::Summary> summary =
-      (*recording)->Stop().ok() ? (*recording)->WriteTrace(sink)
-                                : absl::InternalError("the tracing session did not stop");
-  PrintNotices(recording->get(), /*tty=*/false);
-  if (!summary.ok()) {
-    std::fprintf(stderr, "ringside record: %s\n", std::string(summary.status().message()).c_str());
-    return kExitFailure;
-  }
-  struct stat written;
-  const bool reopenable =
-      output != "-" && stat(output.c_str(), &written) == 0 && S_ISREG(written.st_mode);
-  PrintSummary(*summary, why, output == "-" ? "standard output" : output, reopenable);
-  if (compressing != nullptr) {
-    const CompressingSink& c = *compressing;
-    std::fprintf(stderr, "ringside record: %s: %s of packets in %s (%.2fx), %.0f ms of CPU\n",
-                 PacketCodecName(c.compression().codec), Size(c.bytes_in()).c_str(),
-                 Size(c.bytes_out()).c_str(),
-                 c.bytes_in() > 0 ? static_cast<double>(c.bytes_out()) / c.bytes_in() : 0.0,
-                 static_cast<double>(c.cpu_ns()) / 1e6);
-  }
-  // CMD's status when it ended by itself or with the signal that stopped
-  // us (128 + signal, as shells give); when the duration or a file limit
-  // ended the recording first and stopped CMD, the recording's.
-  if (child_ended || (child > 0 && stop_signal != 0)) {
-    if (WIFEXITED(child_status)) return WEXITSTATUS(child_status);
-    if (WIFSIGNALED(child_status)) return 128 + WTERMSIG(child_status);
-  }
-  return kExitOk;
+  if (child > 0 && !end.child_ended) StopCommand(child, args.command[0], signals, tty, &end);
+  return FinishRecording(recording.get(), out, plan.output, end, child);
 }
 
 }  // namespace ringside::agent

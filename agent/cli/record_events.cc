@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -9,10 +10,20 @@
 
 namespace ringside::agent {
 
+namespace {
+
+// An -e event, parsed: the event's group and name ("*": every event of
+// the group), and its filter ("" for none).
+struct EventArg {
+  std::string group;
+  std::string name;
+  std::string filter;
+
+  std::string path() const { return absl::StrCat(group, "/", name); }  // Below events/.
+};
+
 // "group:name", "group/name", "group:*", each with an optional "/filter/".
-// Sets `*event_out` to the event's tracefs path below events/ ("group/name",
-// "group/*").
-absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg, std::string* event_out) {
+absl::StatusOr<EventArg> ParseEventArg(const std::string& spec) {
   std::string event = spec, filter;
   const size_t colon = spec.find(':');
   if (colon != std::string::npos) {
@@ -39,34 +50,47 @@ absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg, std::st
     return absl::InvalidArgumentError(
         absl::StrCat("-e ", spec, ": a filter needs one event, not a group:* glob"));
   }
-  *event_out = event;
-  config::DataSourceConfig* ftrace = nullptr;
+  return EventArg{parts[0], parts[1], filter};
+}
+
+// The config's linux.ftrace source, added (into buffer 0) when it has none.
+config::DataSourceConfig* FtraceSourceOf(config::TraceConfig* cfg) {
   for (auto& ds : *cfg->mutable_data_sources()) {
-    if (ds.config().name() == "linux.ftrace") {
-      ftrace = ds.mutable_config();
-      break;
-    }
+    if (ds.config().name() == "linux.ftrace") return ds.mutable_config();
   }
-  if (ftrace == nullptr) {
-    ftrace = cfg->add_data_sources()->mutable_config();
-    ftrace->set_name("linux.ftrace");
-    ftrace->set_target_buffer(0);
-  }
-  config::FtraceConfig* fc = ftrace->mutable_ftrace_config();
+  config::DataSourceConfig* ftrace = cfg->add_data_sources()->mutable_config();
+  ftrace->set_name("linux.ftrace");
+  ftrace->set_target_buffer(0);
+  return ftrace;
+}
+
+// Whether a linux.bpf source of the config records every hit of `event`.
+bool BpfRecords(const config::TraceConfig& cfg, const std::string& event) {
+  return std::any_of(cfg.data_sources().begin(), cfg.data_sources().end(), [&](const auto& ds) {
+    if (ds.config().name() != "linux.bpf") return false;
+    const std::vector<std::string> recorded = BpfRecordedTracepoints(ds.config().bpf_config());
+    return std::find(recorded.begin(), recorded.end(), event) != recorded.end();
+  });
+}
+
+}  // namespace
+
+absl::Status AddEvent(const std::string& spec, config::TraceConfig* cfg, std::string* event_out) {
+  absl::StatusOr<EventArg> arg = ParseEventArg(spec);
+  if (!arg.ok()) return arg.status();
+  const std::string event = arg->path();
+  const std::string& filter = arg->filter;
+  *event_out = event;
+  config::FtraceConfig* fc = FtraceSourceOf(cfg)->mutable_ftrace_config();
   // An event a linux.bpf source records every hit of goes into
   // bpf_fallback_events: ftrace takes it only when BPF is not running. As
   // an ftrace_events event it would be left out while BPF runs (see
   // source_factory.cc), and a filter would narrow nothing, so -e refuses a
   // filter on it.
-  const bool bpf_records_it =
-      std::any_of(cfg->data_sources().begin(), cfg->data_sources().end(), [&](const auto& ds) {
-        if (ds.config().name() != "linux.bpf") return false;
-        const std::vector<std::string> recorded = BpfRecordedTracepoints(ds.config().bpf_config());
-        return std::find(recorded.begin(), recorded.end(), event) != recorded.end();
-      });
+  const bool bpf_records_it = BpfRecords(*cfg, event);
   if (bpf_records_it && !filter.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "-e ", spec, ": BPF records every ", parts[0], ":", parts[1],
+        "-e ", spec, ": BPF records every ", arg->group, ":", arg->name,
         " (see 'ringside list bpf:*'), so a filter would narrow nothing; leave the filter "
         "out, or record with a config (-c) without linux.bpf, where ftrace applies it"));
   }

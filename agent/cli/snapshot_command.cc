@@ -1,6 +1,7 @@
 #include "agent/cli/snapshot_command.h"
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -109,6 +110,77 @@ const CommandSpec& SnapshotCommandSpec() {
   return *spec;
 }
 
+namespace {
+
+// --window: the span to hold around --around's moment. nullopt, or the
+// exit status of a usage error.
+std::optional<int> ParseWindowFlag(const CommandSpec& spec, const ParsedArgs& args,
+                                   absl::Duration* window) {
+  *window = kDefaultSnapshotWindow;
+  if (!args.Has("window")) return std::nullopt;
+  absl::StatusOr<absl::Duration> w = ParseDurationFlag("--window", args.Get("window"));
+  if (!w.ok()) return UsageError(spec, std::string(w.status().message()));
+  if (*w <= absl::ZeroDuration()) return UsageError(spec, "--window must be longer than 0");
+  if (*w > kMaxSnapshotWindow) {
+    return UsageError(spec, absl::StrCat("--window ", args.Get("window"), ": at most ",
+                                         absl::FormatDuration(kMaxSnapshotWindow),
+                                         " (a ring holds minutes to hours)"));
+  }
+  *window = *w;
+  return std::nullopt;
+}
+
+// --around: asks `snapshot` for the window around the moment, once the
+// window has ended (waiting for it here when it is still to come). nullopt,
+// or the exit status when the command ends here.
+std::optional<int> AskForWindow(const CommandSpec& spec, const ParsedArgs& args,
+                                control::SnapshotRequest* snapshot) {
+  absl::StatusOr<absl::Time> moment = ParseMoment(args.Get("around"));
+  if (!moment.ok()) return UsageError(spec, std::string(moment.status().message()));
+  absl::Duration window;
+  if (auto status = ParseWindowFlag(spec, args, &window)) return status;
+  // The window must have ended before the agent can hold it.
+  const absl::Duration to_end = (*moment + window / 2) - absl::Now();
+  if (to_end > kMaxWaitForWindow) {
+    return UsageError(spec, absl::StrCat("--around ", args.Get("around"), ": the window ends ",
+                                         absl::FormatDuration(to_end), " from now; at most ",
+                                         absl::FormatDuration(kMaxWaitForWindow)));
+  }
+  if (to_end > absl::ZeroDuration()) {
+    // Before waiting minutes for the window: is there an agent to ask,
+    // and does it let us ask?
+    control::Request probe;
+    probe.mutable_status();
+    int probe_exit = kExitOk;
+    if (!AskAgent(spec, args, probe, control::Reply::kStatus, kStartTimeout, &probe_exit)) {
+      return probe_exit;
+    }
+    std::fprintf(stderr, "ringside snapshot: waiting %s for the window to end\n",
+                 absl::FormatDuration(to_end).c_str());
+    absl::SleepFor(to_end);
+  }
+  snapshot->set_around_unix_ns(absl::ToUnixNanos(*moment));
+  snapshot->set_window_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(window)));
+  return std::nullopt;
+}
+
+// Says on stderr when the snapshot holds only part of the window asked
+// for, or when the agent could not tell.
+void WarnOfWindowHeld(const control::SnapshotReply& answer, bool around) {
+  if (answer.has_window_held() && !answer.window_held()) {
+    std::fprintf(stderr,
+                 "ringside snapshot: the ring held only part of the window: it holds %s .. %s\n",
+                 FormatRealtime(answer.held_from_unix_ns()).c_str(),
+                 FormatRealtime(answer.held_until_unix_ns()).c_str());
+  } else if (around && !answer.has_window_held()) {
+    std::fprintf(stderr,
+                 "ringside snapshot: the agent could not read the file back to tell whether it "
+                 "holds the window whole\n");
+  }
+}
+
+}  // namespace
+
 int RunSnapshotCommand(const ParsedArgs& args) {
   const CommandSpec& spec = SnapshotCommandSpec();
   // A snapshot of a moment says so in its name unless told otherwise.
@@ -134,42 +206,7 @@ int RunSnapshotCommand(const ParsedArgs& args) {
   if (!reason.empty()) snapshot->set_reason(reason);
   snapshot->set_wait(wait);
   if (around) {
-    absl::StatusOr<absl::Time> moment = ParseMoment(args.Get("around"));
-    if (!moment.ok()) return UsageError(spec, std::string(moment.status().message()));
-    absl::Duration window = kDefaultSnapshotWindow;
-    if (args.Has("window")) {
-      absl::StatusOr<absl::Duration> w = ParseDurationFlag("--window", args.Get("window"));
-      if (!w.ok()) return UsageError(spec, std::string(w.status().message()));
-      if (*w <= absl::ZeroDuration()) return UsageError(spec, "--window must be longer than 0");
-      if (*w > kMaxSnapshotWindow) {
-        return UsageError(spec, absl::StrCat("--window ", args.Get("window"), ": at most ",
-                                             absl::FormatDuration(kMaxSnapshotWindow),
-                                             " (a ring holds minutes to hours)"));
-      }
-      window = *w;
-    }
-    // The window must have ended before the agent can hold it.
-    const absl::Duration to_end = (*moment + window / 2) - absl::Now();
-    if (to_end > kMaxWaitForWindow) {
-      return UsageError(spec, absl::StrCat("--around ", args.Get("around"), ": the window ends ",
-                                           absl::FormatDuration(to_end), " from now; at most ",
-                                           absl::FormatDuration(kMaxWaitForWindow)));
-    }
-    if (to_end > absl::ZeroDuration()) {
-      // Before waiting minutes for the window: is there an agent to ask,
-      // and does it let us ask?
-      control::Request probe;
-      probe.mutable_status();
-      int probe_exit = kExitOk;
-      if (!AskAgent(spec, args, probe, control::Reply::kStatus, kStartTimeout, &probe_exit)) {
-        return probe_exit;
-      }
-      std::fprintf(stderr, "ringside snapshot: waiting %s for the window to end\n",
-                   absl::FormatDuration(to_end).c_str());
-      absl::SleepFor(to_end);
-    }
-    snapshot->set_around_unix_ns(absl::ToUnixNanos(*moment));
-    snapshot->set_window_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(window)));
+    if (auto status = AskForWindow(spec, args, snapshot)) return *status;
   }
   int exit_code = kExitOk;
   std::optional<control::Reply> reply =
@@ -179,17 +216,7 @@ int RunSnapshotCommand(const ParsedArgs& args) {
     std::fprintf(stderr, "ringside snapshot: the agent answered without a snapshot path\n");
     return kExitFailure;
   }
-  const control::SnapshotReply& answer = reply->snapshot();
-  if (answer.has_window_held() && !answer.window_held()) {
-    std::fprintf(stderr,
-                 "ringside snapshot: the ring held only part of the window: it holds %s .. %s\n",
-                 FormatRealtime(answer.held_from_unix_ns()).c_str(),
-                 FormatRealtime(answer.held_until_unix_ns()).c_str());
-  } else if (around && !answer.has_window_held()) {
-    std::fprintf(stderr,
-                 "ringside snapshot: the agent could not read the file back to tell whether it "
-                 "holds the window whole\n");
-  }
+  WarnOfWindowHeld(reply->snapshot(), around);
   std::printf("%s\n", reply->snapshot().path().c_str());
   return std::fflush(stdout) == 0 ? kExitOk : kExitFailure;
 }

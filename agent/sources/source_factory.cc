@@ -152,21 +152,21 @@ bool IsProcessEvent(absl::string_view event) {
   return absl::StartsWith(event, "sched/sched_process_") || absl::StartsWith(event, "task/");
 }
 
-void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
-  const config::FtraceConfig& f = c.ftrace_config();
-  // The fallback events of the BPF groups that are not running.
+// The fallback events of the BPF groups that are not running, less those
+// ftrace_events lists anyway.
+std::vector<std::string> FallbackEvents(const config::FtraceConfig& f, const BuildContext& ctx) {
   std::vector<std::string> fallback;
   for (const std::string& e : f.bpf_fallback_events()) {
     const bool listed =
         std::find(f.ftrace_events().begin(), f.ftrace_events().end(), e) != f.ftrace_events().end();
-    if (!listed && !(IsProcessEvent(e) ? ctx->bpf_process : ctx->bpf_sched)) fallback.push_back(e);
+    if (!listed && !(IsProcessEvent(e) ? ctx.bpf_process : ctx.bpf_sched)) fallback.push_back(e);
   }
-  // The agent's incident triggers would wait for incidents nobody reports:
-  // the first ftrace source reports them in BPF's place.
-  const bool incidents =
-      ctx->incidents != nullptr && !ctx->out->incidents_reported && WantsIncidents(*ctx->config);
-  // Only fallback events, and BPF records them: nothing for ftrace to do.
-  if (f.ftrace_events_size() == 0 && fallback.empty() && !incidents) return;
+  return fallback;
+}
+
+// Opens tracefs for the ftrace sources, once. False, with `c` disabled,
+// when it cannot be.
+bool OpenTracefs(const config::DataSourceConfig& c, BuildContext* ctx) {
   if (!ctx->out->tracefs.has_value() && !ctx->tracefs_error.has_value()) {
     absl::StatusOr<ftrace::Tracefs> tracefs = ftrace::Tracefs::Open();
     if (tracefs.ok()) {
@@ -177,17 +177,18 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
   }
   if (ctx->tracefs_error.has_value()) {
     ctx->Disable(c, ctx->tracefs_error->message());
-    return;
+    return false;
   }
-  std::unique_ptr<ProducerBuffer> producer = ctx->NewProducer();
-  FtraceDataSource::Config fc;
-  fc.tracker = ctx->tracker;
-  fc.cpu_budget = ctx->out->cpu_budget.get();
-  // Named after the program, as `ls instances/` shows it to whoever wonders
-  // whose it is: only the agent listens for incidents. (Instance::Create
-  // adds an id of its own, so two ftrace sources never share a name.)
-  fc.instance_name = ctx->incidents != nullptr ? "agent" : "record";
-  const absl::flat_hash_set<std::string>& bpf_records = ctx->bpf_tracepoints[c.target_buffer()];
+  return true;
+}
+
+// Adds ftrace_events, with their filters, to `events`, less what a
+// linux.bpf source writing into the same buffer records every hit of
+// (`bpf_records`). Returns those left out, for the warning.
+std::vector<std::string> AddListedEvents(const config::FtraceConfig& f,
+                                         const absl::flat_hash_set<std::string>& bpf_records,
+                                         const ftrace::Tracefs& tracefs,
+                                         std::vector<ftrace::Instance::EventSpec>* events) {
   std::vector<std::string> left_out;
   for (const std::string& e : f.ftrace_events()) {
     std::string filter;
@@ -205,64 +206,63 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
     const bool glob = slash != std::string::npos && e.substr(slash + 1) == "*";
     if (glob && std::any_of(bpf_records.begin(), bpf_records.end(),
                             [&](const std::string& t) { return t.starts_with(group + "/"); })) {
-      for (const std::string& name : ctx->out->tracefs->GroupEvents(group)) {
+      for (const std::string& name : tracefs.GroupEvents(group)) {
         const std::string one = absl::StrCat(group, "/", name);
-        if (!bpf_records.contains(one)) fc.events.push_back({one, ""});
+        if (!bpf_records.contains(one)) events->push_back({one, ""});
       }
       continue;
     }
-    fc.events.push_back({e, filter});
+    events->push_back({e, filter});
   }
-  if (!left_out.empty()) {
-    std::sort(left_out.begin(), left_out.end());
-    ctx->Warn(absl::StrCat(c.name(), ": leaves out ", absl::StrJoin(left_out, ", "),
-                           ": linux.bpf records every one of them (ftrace takes them only when "
-                           "BPF is not running)"));
-  }
-  if (!fallback.empty()) {
-    for (const std::string& e : fallback) fc.events.push_back({e, ""});
-    ctx->Warn(absl::StrCat(c.name(), ": recording ", absl::StrJoin(fallback, ", "),
-                           " with ftrace in place of BPF"));
-  }
-  if (incidents) {
-    std::vector<std::string> added;
-    for (const char* e : kIncidentEvents) {
-      if (!ctx->out->tracefs->Exists(absl::StrCat("events/", e))) continue;
-      if (std::none_of(fc.events.begin(), fc.events.end(),
-                       [&](const auto& spec) { return spec.event == e; })) {
-        fc.events.push_back({e, ""});
-      }
-      added.push_back(e);
+  return left_out;
+}
+
+// The agent's incident triggers would wait for incidents nobody reports:
+// the first ftrace source reports them in BPF's place, with the incident
+// events this kernel has.
+void AddIncidentEvents(const config::DataSourceConfig& c, BuildContext* ctx,
+                       FtraceDataSource::Config* fc) {
+  std::vector<std::string> added;
+  for (const char* e : kIncidentEvents) {
+    if (!ctx->out->tracefs->Exists(absl::StrCat("events/", e))) continue;
+    if (std::none_of(fc->events.begin(), fc->events.end(),
+                     [&](const auto& spec) { return spec.event == e; })) {
+      fc->events.push_back({e, ""});
     }
-    if (!added.empty()) {
-      fc.incidents = ctx->incidents;
-      ctx->Warn(absl::StrCat(c.name(), ": reporting OOM kills and fatal signals with ",
-                             absl::StrJoin(added, " and "),
-                             " in place of BPF's incident programs (their cgroup is not known: "
-                             "an incident filter on cgroups does not match them)"));
-    }
+    added.push_back(e);
   }
-  // Every event it lists is BPF's: no tracefs instance for nothing.
-  if (fc.events.empty()) return;
-  fc.buffer_size_kb = f.buffer_size_kb();
-  // No BPF rings were made, so their half of staging_budget_kb is free: a
-  // buffer size the budget gave beside BPF becomes the one it gives ftrace
-  // alone, which now records scheduling and processes in BPF's place. (A
-  // size set by hand that happens to equal that share is raised too.)
+  if (!added.empty()) {
+    fc->incidents = ctx->incidents;
+    ctx->Warn(absl::StrCat(c.name(), ": reporting OOM kills and fatal signals with ",
+                           absl::StrJoin(added, " and "),
+                           " in place of BPF's incident programs (their cgroup is not known: "
+                           "an incident filter on cgroups does not match them)"));
+  }
+}
+
+// No BPF rings were made, so their half of staging_budget_kb is free: a
+// buffer size the budget gave beside BPF becomes the one it gives ftrace
+// alone, which now records scheduling and processes in BPF's place. (A
+// size set by hand that happens to equal that share is raised too.)
+void TakeTheBpfRingsShare(const config::DataSourceConfig& c, BuildContext* ctx,
+                          FtraceDataSource::Config* fc) {
   const int cpus = PossibleCpus();
   const FtraceShare planned = FtraceShareOf(*ctx->config);
-  if (!fallback.empty() && !ctx->bpf_rings && planned != FtraceShare::kAlone &&
-      fc.buffer_size_kb == StagingSharesFor(ctx->budget_kb(), cpus, planned).ftrace_buffer_kb) {
-    fc.buffer_size_kb =
+  if (!ctx->bpf_rings && planned != FtraceShare::kAlone &&
+      fc->buffer_size_kb == StagingSharesFor(ctx->budget_kb(), cpus, planned).ftrace_buffer_kb) {
+    fc->buffer_size_kb =
         StagingSharesFor(ctx->budget_kb(), cpus, FtraceShare::kAlone).ftrace_buffer_kb;
     ctx->Warn(absl::StrCat(c.name(),
                            ": its per-CPU buffers take the BPF rings' share of "
                            "staging_budget_kb as well: ",
-                           fc.buffer_size_kb, " KiB each"));
+                           fc->buffer_size_kb, " KiB each"));
   }
-  fc.drain_period_ms = f.drain_period_ms();
-  fc.buffer_percent = f.drain_buffer_percent();
-  fc.compact_sched = f.compact_sched().enabled();
+}
+
+// Creates the source from `fc` and adds it, with a warning for each event
+// it could not enable; disables `c` when it cannot be created.
+void CreateFtraceSource(const config::DataSourceConfig& c, const FtraceDataSource::Config& fc,
+                        std::unique_ptr<ProducerBuffer> producer, BuildContext* ctx) {
   absl::StatusOr<std::unique_ptr<FtraceDataSource>> ds =
       FtraceDataSource::Create(*ctx->out->tracefs, fc, producer.get());
   if (!ds.ok()) {
@@ -277,6 +277,46 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
   }
   if (fc.incidents != nullptr) ctx->out->incidents_reported = true;
   ctx->Add(c, std::move(producer), std::move(*ds));
+}
+
+void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
+  const config::FtraceConfig& f = c.ftrace_config();
+  const std::vector<std::string> fallback = FallbackEvents(f, *ctx);
+  const bool incidents =
+      ctx->incidents != nullptr && !ctx->out->incidents_reported && WantsIncidents(*ctx->config);
+  // Only fallback events, and BPF records them: nothing for ftrace to do.
+  if (f.ftrace_events_size() == 0 && fallback.empty() && !incidents) return;
+  if (!OpenTracefs(c, ctx)) return;
+  std::unique_ptr<ProducerBuffer> producer = ctx->NewProducer();
+  FtraceDataSource::Config fc;
+  fc.tracker = ctx->tracker;
+  fc.cpu_budget = ctx->out->cpu_budget.get();
+  // Named after the program, as `ls instances/` shows it to whoever wonders
+  // whose it is: only the agent listens for incidents. (Instance::Create
+  // adds an id of its own, so two ftrace sources never share a name.)
+  fc.instance_name = ctx->incidents != nullptr ? "agent" : "record";
+  std::vector<std::string> left_out =
+      AddListedEvents(f, ctx->bpf_tracepoints[c.target_buffer()], *ctx->out->tracefs, &fc.events);
+  if (!left_out.empty()) {
+    std::sort(left_out.begin(), left_out.end());
+    ctx->Warn(absl::StrCat(c.name(), ": leaves out ", absl::StrJoin(left_out, ", "),
+                           ": linux.bpf records every one of them (ftrace takes them only when "
+                           "BPF is not running)"));
+  }
+  if (!fallback.empty()) {
+    for (const std::string& e : fallback) fc.events.push_back({e, ""});
+    ctx->Warn(absl::StrCat(c.name(), ": recording ", absl::StrJoin(fallback, ", "),
+                           " with ftrace in place of BPF"));
+  }
+  if (incidents) AddIncidentEvents(c, ctx, &fc);
+  // Every event it lists is BPF's: no tracefs instance for nothing.
+  if (fc.events.empty()) return;
+  fc.buffer_size_kb = f.buffer_size_kb();
+  if (!fallback.empty()) TakeTheBpfRingsShare(c, ctx, &fc);
+  fc.drain_period_ms = f.drain_period_ms();
+  fc.buffer_percent = f.drain_buffer_percent();
+  fc.compact_sched = f.compact_sched().enabled();
+  CreateFtraceSource(c, fc, std::move(producer), ctx);
 }
 
 // The kinds of data source, in the order they are built.
