@@ -125,6 +125,90 @@ std::vector<EventLoss> EventLosses(const std::vector<SourceStats>& sources,
   return out;
 }
 
+namespace {
+
+void AddEventLosses(const std::vector<EventLoss>& event_losses, trace::TraceStats* stats) {
+  for (const EventLoss& l : event_losses) {
+    auto* e = stats->add_ringside_event_loss();
+    e->set_data_source(l.data_source);
+    e->set_cpu(l.cpu);
+    e->set_kind(l.kind);
+    e->set_stage(l.stage);
+    e->set_events_lost(l.events);
+  }
+}
+
+// Each source's chunk pool and reader (ringside_producer_stats), and its
+// staging losses (ringside_staging_loss).
+void AddSourceStats(const SourceStats& s, trace::TraceStats* stats) {
+  auto* p = stats->add_ringside_producer_stats();
+  p->set_data_source(s.data_source);
+  p->set_chunks_committed(s.producer.chunks_committed);
+  p->set_pool_exhausted(s.producer.pool_exhausted);
+  p->set_stall_timeouts(s.producer.stall_timeouts);
+  p->set_stalls(s.producer.stalls);
+  p->set_stalled_ns(s.producer.stall_ns);
+  p->set_consumer_cpu_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(s.consumer.cpu)));
+  if (s.consumer.pauses > 0) {
+    p->set_consumer_paused_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(s.consumer.paused)));
+    p->set_consumer_pauses(s.consumer.pauses);
+  }
+  for (const DataSource::Loss& l : s.losses) {
+    auto* loss = stats->add_ringside_staging_loss();
+    loss->set_data_source(s.data_source);
+    loss->set_cpu(l.cpu);
+    loss->set_kind(l.kind);
+    loss->set_events_lost(l.events);
+  }
+}
+
+void AddDurableStats(const buffer::DurableStore::Stats& d, trace::TraceStats* stats) {
+  auto* ds = stats->mutable_ringside_durable_buffer();
+  ds->set_capacity(d.capacity);
+  ds->set_bytes(d.bytes);
+  ds->set_max_bytes(d.max_bytes);
+  ds->set_entries(d.entries);
+  ds->set_writes(d.writes);
+  ds->set_replaced(d.replaced);
+  ds->set_compacted(d.compacted);
+  ds->set_evicted_ended(d.evicted_ended);
+  ds->set_evicted_live(d.evicted_live);
+  ds->set_rejected(d.rejected);
+}
+
+void AddBufferStats(const buffer::TraceBuffer::Stats& s, trace::TraceStats* stats) {
+  auto* bs = stats->add_buffer_stats();
+  bs->set_buffer_size(s.buffer_size);
+  bs->set_bytes_written(s.bytes_written);
+  bs->set_bytes_overwritten(s.bytes_overwritten);
+  bs->set_bytes_read(s.bytes_read);
+  bs->set_padding_bytes_written(s.padding_bytes_written);
+  bs->set_padding_bytes_cleared(s.padding_bytes_cleared);
+  bs->set_chunks_written(s.chunks_written);
+  bs->set_chunks_rewritten(s.chunks_rewritten);
+  bs->set_chunks_relocated(s.chunks_relocated);
+  bs->set_chunks_overwritten(s.chunks_overwritten);
+  bs->set_chunks_discarded(s.chunks_discarded);
+  bs->set_chunks_read(s.chunks_read);
+  bs->set_chunks_committed_out_of_order(s.chunks_committed_out_of_order);
+  bs->set_write_wrap_count(s.write_wrap_count);
+  bs->set_patches_succeeded(s.patches_succeeded);
+  bs->set_patches_failed(s.patches_failed);
+  bs->set_readaheads_succeeded(s.readaheads_succeeded);
+  bs->set_readaheads_failed(s.readaheads_failed);
+  bs->set_abi_violations(s.abi_violations);
+  bs->set_trace_writer_packet_loss(s.trace_writer_packet_loss);
+  bs->set_data_loss_read_gap(s.data_loss_read_gap);
+  bs->set_data_loss_chunk_corrupted(s.data_loss_chunk_corrupted);
+  bs->set_data_loss_orphan_continuation(s.data_loss_orphan_continuation);
+  bs->set_data_loss_reassembly_gap(s.data_loss_reassembly_gap);
+  bs->set_data_loss_reassembly_broken_chain(s.data_loss_reassembly_broken_chain);
+  bs->set_data_loss_overwrite(s.data_loss_overwrite);
+  bs->set_data_loss_missing_chunks(s.data_loss_missing_chunks);
+}
+
+}  // namespace
+
 TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources,
                              const std::vector<const buffer::TraceBuffer*>& buffers,
                              const buffer::DurableStore* durable,
@@ -132,82 +216,10 @@ TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources
   TracePacket packet;
   packet.set_timestamp(static_cast<uint64_t>(ts));
   trace::TraceStats* stats = packet.mutable_trace_stats();
-  if (event_losses != nullptr) {
-    for (const EventLoss& l : *event_losses) {
-      auto* e = stats->add_ringside_event_loss();
-      e->set_data_source(l.data_source);
-      e->set_cpu(l.cpu);
-      e->set_kind(l.kind);
-      e->set_stage(l.stage);
-      e->set_events_lost(l.events);
-    }
-  }
-  for (const SourceStats& s : sources) {
-    auto* p = stats->add_ringside_producer_stats();
-    p->set_data_source(s.data_source);
-    p->set_chunks_committed(s.producer.chunks_committed);
-    p->set_pool_exhausted(s.producer.pool_exhausted);
-    p->set_stall_timeouts(s.producer.stall_timeouts);
-    p->set_stalls(s.producer.stalls);
-    p->set_stalled_ns(s.producer.stall_ns);
-    p->set_consumer_cpu_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(s.consumer.cpu)));
-    if (s.consumer.pauses > 0) {
-      p->set_consumer_paused_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(s.consumer.paused)));
-      p->set_consumer_pauses(s.consumer.pauses);
-    }
-    for (const DataSource::Loss& l : s.losses) {
-      auto* loss = stats->add_ringside_staging_loss();
-      loss->set_data_source(s.data_source);
-      loss->set_cpu(l.cpu);
-      loss->set_kind(l.kind);
-      loss->set_events_lost(l.events);
-    }
-  }
-  if (durable != nullptr) {
-    const buffer::DurableStore::Stats& d = durable->stats();
-    auto* ds = stats->mutable_ringside_durable_buffer();
-    ds->set_capacity(d.capacity);
-    ds->set_bytes(d.bytes);
-    ds->set_max_bytes(d.max_bytes);
-    ds->set_entries(d.entries);
-    ds->set_writes(d.writes);
-    ds->set_replaced(d.replaced);
-    ds->set_compacted(d.compacted);
-    ds->set_evicted_ended(d.evicted_ended);
-    ds->set_evicted_live(d.evicted_live);
-    ds->set_rejected(d.rejected);
-  }
-  for (const buffer::TraceBuffer* b : buffers) {
-    const buffer::TraceBuffer::Stats& s = b->stats();
-    auto* bs = stats->add_buffer_stats();
-    bs->set_buffer_size(s.buffer_size);
-    bs->set_bytes_written(s.bytes_written);
-    bs->set_bytes_overwritten(s.bytes_overwritten);
-    bs->set_bytes_read(s.bytes_read);
-    bs->set_padding_bytes_written(s.padding_bytes_written);
-    bs->set_padding_bytes_cleared(s.padding_bytes_cleared);
-    bs->set_chunks_written(s.chunks_written);
-    bs->set_chunks_rewritten(s.chunks_rewritten);
-    bs->set_chunks_relocated(s.chunks_relocated);
-    bs->set_chunks_overwritten(s.chunks_overwritten);
-    bs->set_chunks_discarded(s.chunks_discarded);
-    bs->set_chunks_read(s.chunks_read);
-    bs->set_chunks_committed_out_of_order(s.chunks_committed_out_of_order);
-    bs->set_write_wrap_count(s.write_wrap_count);
-    bs->set_patches_succeeded(s.patches_succeeded);
-    bs->set_patches_failed(s.patches_failed);
-    bs->set_readaheads_succeeded(s.readaheads_succeeded);
-    bs->set_readaheads_failed(s.readaheads_failed);
-    bs->set_abi_violations(s.abi_violations);
-    bs->set_trace_writer_packet_loss(s.trace_writer_packet_loss);
-    bs->set_data_loss_read_gap(s.data_loss_read_gap);
-    bs->set_data_loss_chunk_corrupted(s.data_loss_chunk_corrupted);
-    bs->set_data_loss_orphan_continuation(s.data_loss_orphan_continuation);
-    bs->set_data_loss_reassembly_gap(s.data_loss_reassembly_gap);
-    bs->set_data_loss_reassembly_broken_chain(s.data_loss_reassembly_broken_chain);
-    bs->set_data_loss_overwrite(s.data_loss_overwrite);
-    bs->set_data_loss_missing_chunks(s.data_loss_missing_chunks);
-  }
+  if (event_losses != nullptr) AddEventLosses(*event_losses, stats);
+  for (const SourceStats& s : sources) AddSourceStats(s, stats);
+  if (durable != nullptr) AddDurableStats(durable->stats(), stats);
+  for (const buffer::TraceBuffer* b : buffers) AddBufferStats(b->stats(), stats);
   stats->set_total_buffers(static_cast<uint32_t>(buffers.size()));
   return packet;
 }
