@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -15,9 +16,13 @@
 #include "agent/base/owner_thread.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/files/trace_sink.h"
+#include "agent/session/buffer_owner.h"
 #include "agent/session/buffer_reader.h"
 #include "agent/session/machine_identity.h"
 #include "agent/session/service_packets.h"
+#include "agent/session/session_buffers.h"
+#include "agent/session/session_snapshot.h"
+#include "agent/session/session_stream.h"
 #include "agent/sources/data_source.h"
 #include "agent/sources/incident.h"
 #include "agent/sources/source_factory.h"
@@ -29,17 +34,6 @@
 #include "ringside/trace/trace_packet.pb.h"
 
 namespace ringside::agent {
-
-class SessionSnapshot;
-
-// What made a snapshot be taken, written into its file as the
-// clone_snapshot_trigger packet (Perfetto's Trigger).
-struct SnapshotTrigger {
-  std::string name;           // The trigger's name ("manual", "oom_kill", a config's).
-  std::string producer_name;  // Who fired it ("ringside snapshot", "bpf.incidents").
-  int32_t uid = 0;            // The requester's uid, from trusted credentials.
-  int64_t boottime_ns = 0;    // When it fired, on the trace's clock (BOOTTIME).
-};
 
 // One tracing session (Perfetto's TracingSession): the configured buffers,
 // the durable store beside the first one, the data sources feeding them and
@@ -54,6 +48,12 @@ struct SnapshotTrigger {
 //
 // The drain is not the owner's work: a slow disk or a compressing sink would
 // otherwise hold up the commits that readers short of chunks wait for.
+//
+// Its parts, each with its header: SessionBuffers (the buffers, the durable
+// store and their reader, under one lock), BufferOwner (the owner and drain
+// threads), SessionStream (write_into_file: the periodic write and the
+// files it is cut into), SessionSnapshot (a clone, written on its own). The
+// session itself holds the sources, the states and the files' own packets.
 //
 // States, in order only:
 //   kConfigured ─Start()─► kStarted ─Stop()─► kStopping ─► kStopped
@@ -192,7 +192,7 @@ class TracingSession {
   int64_t start_boottime_ns() const { return start_boottime_ns_; }
   // Streaming only: the file reached the config's max_file_size_bytes; the
   // caller should stop the session.
-  bool file_limit_reached() const { return file_limit_reached_.load(); }
+  bool file_limit_reached() const { return stream_ != nullptr && stream_->file_limit_reached(); }
   // Data sources that could not start, with why (the rest keep recording).
   const std::vector<std::string>& warnings() const { return warnings_; }
   // Incidents are reported, by BPF or by ftrace in its place (see
@@ -209,151 +209,58 @@ class TracingSession {
  private:
   explicit TracingSession(config::TraceConfig config) : config_(std::move(config)) {}
   bool streaming() const { return config_.write_into_file(); }
-  // The buffer-owner thread, and the producers' commit requests to it; the
-  // drain thread when streaming.
-  void StartOwner();
+  // The buffer owner's threads (and the producers' commit requests to it),
+  // then the stream's state is the calling thread's again.
   void StopOwner();
-  // Owner thread: moves chunks and flushes on their periods, to the
-  // millisecond, and moves chunks whenever a producer asks, until Stop().
-  void BufferOwnerLoop();
-  // Drain thread (write_into_file): every file_write_period_ms until
-  // Stop(), moves what the readers committed into the buffers (as the owner
-  // does, under the same lock) and WriteIntoFile().
-  void DrainLoop();
-  // Commits what the producers queued into the buffers (the clock
-  // snapshots into the first), and the descriptor updates into the durable
-  // store.
-  void MoveChunksIntoBuffers();
-  // Owner thread (clock_writer_ is its alone): a clock snapshot (BOOTTIME,
-  // MONOTONIC, REALTIME) into the first buffer, every
-  // builtin_data_sources.snapshot_interval_ms (10 s), so that any window of
-  // the ring has one.
-  void WriteClockSnapshot();
-  // write_into_file: a periodic write of the buffers into the stream. When
-  // the write fails (a full disk), the packets read are kept and retried
-  // first the next time, and nothing more is read from the buffers
-  // meanwhile: they keep the newest data, their overwrites counted.
-  // A file whose max age has passed is then finished and the next begun,
-  // unless `end_of_recording`: the trailer still has to go into it, and a
-  // file begun for the trailer alone would hold no event.
-  void WriteIntoFile(bool end_of_recording = false);
-  absl::Status WriteToStream(const std::string& bytes);
-  // Rotation (rotating_ only): the trailer of the current file; then the
-  // next file and its preamble (queued in stream_pending_), false while no
-  // file can be opened (retried each period).
-  void EndStreamFile();
-  bool BeginStreamFile();
-  // Writes whole packets into the stream; a rotating stream's file is ended
-  // at max_file_size_bytes, between two packets, and the rest goes into
-  // the next. False when a write failed (said once): the rest is then in
-  // stream_pending_, as it is when no next file could be opened
-  // (stream_needs_file_).
-  bool StreamOut(std::string data);
+  // Start() and StartIntoFiles(): `rotating` is `stream` or null.
+  absl::Status StartWith(TraceSink* stream, RotatingSink* rotating);
   // `fresh_scan`: without the durable store, a /proc scan of now rather
   // than the one of the session's start (a later file of a stream).
   void AppendPreamble(std::string* out, bool fresh_scan = false);
+  // WriteTrace()'s end of the trace, after the buffers' last packets: a
+  // /proc scan, the clock snapshot, trace_stats (into *summary, what the
+  // buffers read and lost) and tracing_disabled at `end_ns`.
+  void AppendTrailer(int64_t end_ns, bool whole_recording, std::string* out, Summary* summary);
+  // Frames a packet of the session's own and counts it (service_packets_).
+  void AppendOwnPacket(trace::TracePacket packet, std::string* out);
   std::vector<SourceStats> CollectSourceStats() const;
   std::vector<SourceReport> CollectSourceReports() const;
-  std::vector<buffer::TraceBuffer*> BuffersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Notice(std::string message);
 
   config::TraceConfig config_;
   std::atomic<State> state_{State::kConfigured};
   // Read at Create(); every packet of every file carries its id.
   MachineIdentity machine_;
-  TraceSink* stream_ = nullptr;
-  RotatingSink* rotating_ = nullptr;  // stream_, when it is cut into files.
-  // Drain thread: the current file was ended and no next one is open yet;
-  // opening it failed (said once, until it works again).
-  bool stream_needs_file_ = false;
-  bool stream_file_failed_ = false;
-  // A write failed; stream_pending_ holds what it could not write.
-  bool stream_write_failed_ = false;
   // Descriptor tracking for the durable store beside buffers_[0] (null:
   // off). Declared before the sources, which report to it, so it outlives
   // them.
   std::unique_ptr<DescriptorTracker> tracker_;
-  // What wakes the owner thread: a stop, or a producer whose chunk pool is
-  // half in use (its commit request); the drain thread: a stop. Declared before the sources, whose
-  // reader threads make the requests, so it outlives them.
-  absl::Mutex stop_mu_;
-  bool stop_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
-  bool commit_requested_ ABSL_GUARDED_BY(stop_mu_) = false;
+  // The buffers, the durable store and their reader, under their lock.
+  std::unique_ptr<SessionBuffers> buffers_;
+  // The buffer-owner and drain threads. Declared before the sources, whose
+  // reader threads make commit requests to it, so it outlives them.
+  std::unique_ptr<BufferOwner> owner_;
   BuiltSources sources_;
-  // The session's own producer, of the periodic clock snapshots: written by
-  // the owner thread alone, committed into buffers_[0] with the sources'
-  // chunks. Null without buffers or with disable_clock_snapshotting.
-  static constexpr buffer::ProducerID kClockProducerId = 0xffff;
-  std::unique_ptr<ProducerBuffer> clock_producer_;
-  std::unique_ptr<TraceWriter> clock_writer_;
   std::vector<std::string> warnings_;
   // Staging losses, kept from Stop() on, when the sources are gone.
   std::vector<SourceStats> final_source_stats_;
   std::vector<SourceReport> final_source_reports_;
   uint64_t final_events_seen_ = 0, final_events_lost_ = 0;
 
-  mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<buffer::TraceBuffer>> buffers_ ABSL_GUARDED_BY(mu_);
-  BufferPacketReader reader_ ABSL_GUARDED_BY(mu_);
-  // The stream's state (service_packets_, stream_pending_, the stream_*
-  // flags and the sinks' write side): Start()'s thread, then the drain
-  // thread's, then the thread that stopped them (WriteTrace).
-  OwnerThread stream_state_{"the session's stream state"};
+  // write_into_file: the streaming side, made by Start() before the
+  // threads (null otherwise). Its state is Start()'s thread's, then the
+  // drain thread's, then the thread that stopped them (WriteTrace).
+  std::unique_ptr<SessionStream> stream_;
+  // The packets of the session's own in the files: Start()'s thread's,
+  // then the drain thread's (each new file's preamble), then WriteTrace()'s.
   uint64_t service_packets_ = 0;
-  // Read from the buffers, not yet written: the write failed. Drain thread
-  // (WriteTrace once it has stopped).
-  std::string stream_pending_;
-  std::atomic<bool> file_limit_reached_{false};
 
   absl::Mutex notices_mu_;
   std::vector<std::string> notices_ ABSL_GUARDED_BY(notices_mu_);
 
-  std::thread owner_;
-  std::thread drain_;
   int64_t start_boottime_ns_ = 0;
   trace::TracePacket start_clocks_;
   trace::TracePacket start_processes_;
-};
-
-// A session's buffers cloned at one moment (CLONE_SNAPSHOT): written to a
-// file of its own, as a complete trace, while the session records on.
-class SessionSnapshot {
- public:
-  // Writes the clone as a whole trace into `sink` and finishes it: the
-  // preamble (with the session's start clocks), the clone_snapshot_trigger
-  // packet (once), the buffers' data, the clock snapshot and trace_stats of
-  // the clone.
-  absl::Status WriteTo(TraceSink* sink);
-  // Joins `extra` (what only the snapshot's writer knows: the agent's
-  // trigger tally, the triggers the file answers) to the trace_stats the
-  // file ends with; one stats packet, as Perfetto's importer keeps one.
-  // Before WriteTo().
-  void MergeIntoStats(const trace::TraceStats& extra) {
-    stats_.mutable_trace_stats()->MergeFrom(extra);
-  }
-  int64_t cloned_at_ns() const { return cloned_at_ns_; }
-  const SnapshotTrigger& trigger() const { return trigger_; }
-  // Running sources whose staging rings were not read within the limit
-  // before the clone: their last events may be missing.
-  int sources_not_flushed() const { return sources_not_flushed_; }
-  // WriteTo() hands the sink this much at a time: a snapshot of a large
-  // buffer is never a second copy of it in memory.
-  static constexpr size_t kWriteBatchBytes = 1 << 20;
-
- private:
-  friend class TracingSession;
-  SessionSnapshot() = default;
-  config::TraceConfig config_;
-  MachineIdentity machine_;
-  std::vector<std::unique_ptr<buffer::TraceBuffer>> buffers_;
-  bool durable_ = false;
-  int64_t started_at_ns_ = 0;
-  int64_t cloned_at_ns_ = 0;
-  SnapshotTrigger trigger_;
-  int sources_not_flushed_ = 0;
-  trace::TracePacket start_clocks_;  // The session's, at its start.
-  trace::TracePacket clocks_;        // At the clone.
-  trace::TracePacket stats_;
 };
 
 }  // namespace ringside::agent
