@@ -5,19 +5,15 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/base/owner_thread.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/files/trace_sink.h"
 #include "agent/session/buffer_owner.h"
-#include "agent/session/buffer_reader.h"
 #include "agent/session/machine_identity.h"
 #include "agent/session/service_packets.h"
 #include "agent/session/session_buffers.h"
@@ -27,7 +23,6 @@
 #include "agent/sources/incident.h"
 #include "agent/sources/source_factory.h"
 #include "agent/writer/producer_buffer.h"
-#include "agent/writer/trace_writer.h"
 #include "buffer/durable_store.h"
 #include "buffer/trace_buffer.h"
 #include "ringside/config/trace_config.pb.h"
