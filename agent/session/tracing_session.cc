@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "agent/config/defaults.h"
 #include "agent/descriptors/process_scan.h"
+#include "agent/writer/producer_buffer.h"
 
 namespace ringside::agent {
 

@@ -5,7 +5,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -15,7 +14,6 @@
 #include "absl/time/time.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/session/buffer_owner.h"
-#include "agent/session/buffer_reader.h"
 #include "agent/session/machine_identity.h"
 #include "agent/session/service_packets.h"
 #include "agent/session/session_buffers.h"
@@ -26,8 +24,6 @@
 #include "agent/sources/source_factory.h"
 #include "agent/tracefile/trace_sink.h"
 #include "agent/writer/producer_buffer.h"
-#include "agent/writer/trace_writer.h"
-#include "base/owner_thread.h"
 #include "buffer/durable_store.h"
 #include "buffer/trace_buffer.h"
 #include "ringside/config/trace_config.pb.h"
