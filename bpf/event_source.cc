@@ -50,20 +50,31 @@ Skel* OpenGroup(Skel* (*open)(const bpf_object_open_opts*), const std::string& b
   return open(&opts);
 }
 
+// What loading a group's object takes besides the object.
+struct GroupSetup {
+  const EventSource::Options& options;
+  SharedMaps maps;
+  size_t ring_size;
+  const KernelTracepoints& kernel;
+  bool raw_tracepoints;
+  std::string btf_path;  // Empty: the kernel's own BTF.
+};
+
+// Fills a group's rodata, shares the maps into it, and picks the programs
+// that load (each program that cannot, for want of its tracepoint, is
+// listed in `skipped`).
 template <typename Skel>
-absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, const SharedMaps& maps,
-                          size_t ring_size, const KernelTracepoints& kernel, bool raw_tracepoints,
-                          std::vector<std::string>* skipped) {
-  const EventSource::Filters& f = options.filters;
+absl::Status PrepareGroup(Skel* skel, const GroupSetup& setup, std::vector<std::string>* skipped) {
+  const EventSource::Filters& f = setup.options.filters;
   skel->rodata->filter_num_tgids = static_cast<uint32_t>(f.tgids.size());
   for (size_t i = 0; i < f.tgids.size(); i++) skel->rodata->filter_tgids[i] = f.tgids[i];
   skel->rodata->filter_cgroup_id = f.cgroup_id;
   skel->rodata->filter_cgroup_set = f.cgroup_set;
   skel->rodata->filter_max_prio = f.max_prio;
-  skel->rodata->ring_wakeup_bytes = ring_size / 4;
-  if (bpf_map__reuse_fd(skel->maps.rings, maps.rings_fd) != 0 ||
-      bpf_map__reuse_fd(skel->maps.drops, maps.drops_fd) != 0 ||
-      bpf_map__reuse_fd(skel->maps.filter_cgroups, maps.filter_cgroups_fd) != 0) {
+  skel->rodata->ring_wakeup_bytes = setup.ring_size / 4;
+  if (bpf_map__reuse_fd(skel->maps.rings, setup.maps.rings_fd) != 0 ||
+      bpf_map__reuse_fd(skel->maps.drops, setup.maps.drops_fd) != 0 ||
+      bpf_map__reuse_fd(skel->maps.filter_cgroups, setup.maps.filter_cgroups_fd) != 0) {
     return LoadError(errno, "sharing the rings between the BPF objects");
   }
   bpf_program* prog;
@@ -76,24 +87,24 @@ absl::Status PrepareGroup(Skel* skel, const EventSource::Options& options, const
     // Each program is there as tp_btf and as raw_tp (named _raw): one of
     // the two loads.
     const bool raw = absl::StartsWith(section, "raw_tp/");
-    if (raw != raw_tracepoints) {
+    if (raw != setup.raw_tracepoints) {
       bpf_program__set_autoload(prog, false);
       continue;
     }
     absl::string_view tracepoint = section.substr(section.find('/') + 1);
     absl::string_view name = bpf_program__name(prog);
     if (raw) name = absl::StripSuffix(name, "_raw");
-    bool load = kernel.Has(tracepoint);
+    bool load = setup.kernel.Has(tracepoint);
     if (!load) skipped->push_back(absl::StrCat(bpf_program__name(prog), " (", section, ")"));
     // Two flavours of oom/mark_victim: (task, uid) since 6.8, (pid) before.
     if (tracepoint == "mark_victim" && load) {
-      const bool task_flavour = kernel.FirstArgIsPointer(tracepoint);
+      const bool task_flavour = setup.kernel.FirstArgIsPointer(tracepoint);
       load = task_flavour == (name == "handle_mark_victim");
     }
     // Two of sched_switch: with its prev_state argument since 5.18, and
     // (preempt, prev, next) before.
     if (tracepoint == "sched_switch" && load) {
-      const bool with_state = kernel.NumArgs(tracepoint) >= 4;
+      const bool with_state = setup.kernel.NumArgs(tracepoint) >= 4;
       load = with_state == (name == "handle_sched_switch");
     }
     bpf_program__set_autoload(prog, load);
@@ -116,6 +127,26 @@ uint32_t PrepareSched(Skel* skel, size_t ring_size, bool batch_sched) {
                              : 0;
   skel->rodata->sched_batch_bytes = bytes;
   return bytes;
+}
+
+// A group's own object: opened into `*skel` (left to the caller to destroy
+// on failure), prepared, handed to `configure` and loaded. `name` is its
+// source's: "sched" for bpf/sched.
+template <typename Skel, typename Configure>
+absl::Status LoadOwnObject(const char* name, Skel** skel,
+                           Skel* (*open)(const bpf_object_open_opts*), int (*load)(Skel*),
+                           const GroupSetup& setup, std::vector<std::string>* skipped,
+                           Configure configure) {
+  if ((*skel = OpenGroup(open, setup.btf_path)) == nullptr) {
+    const int err = errno;
+    return LoadError(err, absl::StrCat("opening bpf/", name));
+  }
+  if (absl::Status st = PrepareGroup(*skel, setup, skipped); !st.ok()) return st;
+  configure(*skel);
+  if (const int err = load(*skel); err != 0) {
+    return LoadError(-err, absl::StrCat("loading bpf/", name));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -200,56 +231,71 @@ absl::Status EventSource::LoadGroups(const Options& options, const BtfFile* btf_
                                                       : KernelTracepoints::FromBtfFile(*btf_file);
   if (!tracepoints.ok()) return tracepoints.status();
   const std::string btf_path = btf_file == nullptr ? "" : btf_file->copy_path();
-  const KernelTracepoints& kernel = *tracepoints;
-  const SharedMaps maps{rings_fd_, drops_fd_, filter_cgroups_fd_};
-  if (options.sched && options.process && options.incidents && options.one_object) {
-    // All three as one object: one read of the kernel's BTF. A failure
-    // (one group's program refused) is not reported, nor its verifier log
-    // written (LoadError): the groups' own objects below say which group
-    // it was, and load the others.
-    std::vector<std::string> skipped;
-    const bool loaded = [&] {
-      if ((all_ = OpenGroup(rs_all__open_opts, btf_path)) == nullptr) {
-        one_object_refused_ = LoadFailureSummary(errno);
-        return false;
-      }
-      if (absl::Status st =
-              PrepareGroup(all_, options, maps, ring_size_, kernel, raw_tracepoints_, &skipped);
-          !st.ok()) {
-        one_object_refused_ = std::string(st.message());
-        return false;
-      }
-      sched_batch_bytes_ = PrepareSched(all_, ring_size_, options.batch_sched);
-      if (options.refuse_one_object_for_testing) {
-        one_object_refused_ = "refused for testing";
-        return false;
-      }
-      const int err = rs_all__load(all_);
-      if (err != 0) one_object_refused_ = LoadFailureSummary(-err);
-      return err == 0;
-    }();
-    if (loaded) {
-      skipped_ = std::move(skipped);
-      BindObjects();
-      return absl::OkStatus();
-    }
-    if (all_ != nullptr) rs_all__destroy(all_);
-    all_ = nullptr;
-    sched_batch_bytes_ = 0;
-    CaptureLibbpfLog();  // The groups' errors are read from their own logs.
+  if (options.sched && options.process && options.incidents && options.one_object &&
+      LoadOneObject(options, *tracepoints, btf_path)) {
+    return absl::OkStatus();
   }
+  return LoadEachGroup(options, *tracepoints, btf_path);
+}
+
+bool EventSource::LoadOneObject(const Options& options, const KernelTracepoints& kernel,
+                                const std::string& btf_path) {
+  const GroupSetup setup{options,          {rings_fd_, drops_fd_, filter_cgroups_fd_},
+                         ring_size_,       kernel,
+                         raw_tracepoints_, btf_path};
+  // All three as one object: one read of the kernel's BTF. A failure
+  // (one group's program refused) is not reported, nor its verifier log
+  // written (LoadError): the groups' own objects say which group it was,
+  // and load the others.
+  std::vector<std::string> skipped;
+  const bool loaded = [&] {
+    if ((all_ = OpenGroup(rs_all__open_opts, btf_path)) == nullptr) {
+      one_object_refused_ = LoadFailureSummary(errno);
+      return false;
+    }
+    if (absl::Status st = PrepareGroup(all_, setup, &skipped); !st.ok()) {
+      one_object_refused_ = std::string(st.message());
+      return false;
+    }
+    sched_batch_bytes_ = PrepareSched(all_, ring_size_, options.batch_sched);
+    if (options.refuse_one_object_for_testing) {
+      one_object_refused_ = "refused for testing";
+      return false;
+    }
+    const int err = rs_all__load(all_);
+    if (err != 0) one_object_refused_ = LoadFailureSummary(-err);
+    return err == 0;
+  }();
+  if (loaded) {
+    skipped_ = std::move(skipped);
+    BindObjects();
+    return true;
+  }
+  if (all_ != nullptr) rs_all__destroy(all_);
+  all_ = nullptr;
+  sched_batch_bytes_ = 0;
+  CaptureLibbpfLog();  // The groups' errors are read from their own logs.
+  return false;
+}
+
+absl::Status EventSource::LoadEachGroup(const Options& options, const KernelTracepoints& kernel,
+                                        const std::string& btf_path) {
+  const GroupSetup setup{options,          {rings_fd_, drops_fd_, filter_cgroups_fd_},
+                         ring_size_,       kernel,
+                         raw_tracepoints_, btf_path};
   // Each group loads on its own: one this kernel cannot run (a program its
   // verifier refuses) leaves the others running, with ftrace's fallback
   // events in its place. Load() fails only when no group it was asked for
   // loads.
   std::vector<RefusedGroup> refused;
   int requested = 0;
-  // `load` opens the group into `*skel` and loads it; on failure the group
-  // is refused and destroyed, and its skipped programs are not listed.
-  auto attempt = [&](const char* group, auto** skel, auto destroy, auto load) {
+  // On failure the group is refused and destroyed, and its skipped
+  // programs are not listed.
+  auto attempt = [&](const char* group, auto** skel, auto open, auto load, auto destroy,
+                     auto configure) {
     requested++;
     std::vector<std::string> skipped;
-    absl::Status st = load(&skipped);
+    absl::Status st = LoadOwnObject(group, skel, open, load, setup, &skipped, configure);
     if (st.ok()) {
       skipped_.insert(skipped_.end(), skipped.begin(), skipped.end());
       return;
@@ -258,54 +304,21 @@ absl::Status EventSource::LoadGroups(const Options& options, const BtfFile* btf_
     *skel = nullptr;
     refused.push_back({group, std::move(st)});
   };
+  auto nothing_more = [](auto*) {};
   if (options.sched) {
-    attempt("sched", &sched_, rs_sched__destroy, [&](std::vector<std::string>* skipped) {
-      if ((sched_ = OpenGroup(rs_sched__open_opts, btf_path)) == nullptr) {
-        return LoadError(errno, "opening bpf/sched");
-      }
-      if (auto st =
-              PrepareGroup(sched_, options, maps, ring_size_, kernel, raw_tracepoints_, skipped);
-          !st.ok()) {
-        return st;
-      }
-      sched_batch_bytes_ = PrepareSched(sched_, ring_size_, options.batch_sched);
-      if (int err = rs_sched__load(sched_); err != 0) return LoadError(-err, "loading bpf/sched");
-      return absl::OkStatus();
-    });
+    attempt("sched", &sched_, rs_sched__open_opts, rs_sched__load, rs_sched__destroy,
+            [&](::rs_sched* skel) {
+              sched_batch_bytes_ = PrepareSched(skel, ring_size_, options.batch_sched);
+            });
     if (sched_ == nullptr) sched_batch_bytes_ = 0;
   }
   if (options.process) {
-    attempt("process", &process_, rs_process__destroy, [&](std::vector<std::string>* skipped) {
-      if ((process_ = OpenGroup(rs_process__open_opts, btf_path)) == nullptr) {
-        return LoadError(errno, "opening bpf/process");
-      }
-      if (auto st =
-              PrepareGroup(process_, options, maps, ring_size_, kernel, raw_tracepoints_, skipped);
-          !st.ok()) {
-        return st;
-      }
-      if (int err = rs_process__load(process_); err != 0) {
-        return LoadError(-err, "loading bpf/process");
-      }
-      return absl::OkStatus();
-    });
+    attempt("process", &process_, rs_process__open_opts, rs_process__load, rs_process__destroy,
+            nothing_more);
   }
   if (options.incidents) {
-    attempt("incidents", &incidents_, rs_incidents__destroy,
-            [&](std::vector<std::string>* skipped) {
-              if ((incidents_ = OpenGroup(rs_incidents__open_opts, btf_path)) == nullptr) {
-                return LoadError(errno, "opening bpf/incidents");
-              }
-              if (auto st = PrepareGroup(incidents_, options, maps, ring_size_, kernel,
-                                         raw_tracepoints_, skipped);
-                  !st.ok()) {
-                return st;
-              }
-              if (int err = rs_incidents__load(incidents_); err != 0) {
-                return LoadError(-err, "loading bpf/incidents");
-              }
-              return absl::OkStatus();
-            });
+    attempt("incidents", &incidents_, rs_incidents__open_opts, rs_incidents__load,
+            rs_incidents__destroy, nothing_more);
   }
   if (requested > 0 && refused.size() == static_cast<size_t>(requested)) {
     // Nothing loads: the first group's error (its code says what to do),

@@ -25,6 +25,7 @@ struct rs_incidents;
 namespace ringside::bpf {
 
 class BtfFile;
+class KernelTracepoints;
 
 // Loads and attaches the ringside BPF programs — sched (bpf/sched.bpf.c),
 // process (bpf/process.bpf.c) and incidents (bpf/incidents.bpf.c), each
@@ -210,6 +211,15 @@ class EventSource {
   // `btf_file`: the checked copy of Options::btf_path; null for the
   // kernel's own BTF.
   absl::Status LoadGroups(const Options& options, const BtfFile* btf_file);
+  // LoadGroups() of the three groups as one object (Options::one_object):
+  // true when it loaded; else nothing of it is left, and
+  // one_object_refused_ says why. `btf_path`: empty for the kernel's own.
+  bool LoadOneObject(const Options& options, const KernelTracepoints& kernel,
+                     const std::string& btf_path);
+  // LoadGroups() of each group asked for as its own object: the ones that
+  // load run, the others are refused_groups_; fails when none loads.
+  absl::Status LoadEachGroup(const Options& options, const KernelTracepoints& kernel,
+                             const std::string& btf_path);
   // Fills objects_ and the scheduling group's handles from what loaded.
   void BindObjects();
   // Each loaded object's `stopping` flag of each type of `group`.

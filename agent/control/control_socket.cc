@@ -26,6 +26,117 @@ std::string KindOfFile(mode_t mode) {
   return "not a socket";
 }
 
+// The socket's directory `dir`, opened once (O_NOFOLLOW) and refused
+// unless only we can write it. The caller closes it.
+absl::StatusOr<int> OpenCheckedDirectory(const std::string& path, const std::string& dir) {
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir_fd < 0) {
+    const int err = errno;
+    const std::string what = absl::StrCat("cannot create the control socket ", path, ": ");
+    struct stat st;
+    if (err == ENOENT) return absl::NotFoundError(what + "its directory does not exist");
+    if ((err == ELOOP || err == ENOTDIR) && lstat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, dir, " is ", KindOfFile(st.st_mode),
+                       ", not a directory; ringside leaves it alone"));
+    }
+    if (err == EACCES) return absl::PermissionDeniedError(what + Errno(err));
+    return absl::InternalError(what + Errno(err));
+  }
+  if (absl::Status st = base::CheckOnlyWeCanWrite(
+          dir_fd, absl::StrCat("the control socket's directory ", dir), "control_socket, --socket");
+      !st.ok()) {
+    close(dir_fd);
+    return st;
+  }
+  return dir_fd;
+}
+
+// Frees `name` in the directory for the socket: nothing there, or a stale
+// socket removed when `replace_stale_socket`; anything else is refused.
+absl::Status RemoveStaleSocket(int dir_fd, const std::string& path, const std::string& name,
+                               bool replace_stale_socket) {
+  struct stat st;
+  if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("control socket path ", path, " is ", KindOfFile(st.st_mode),
+                       ", not a socket; refusing to replace it (remove it, or set "
+                       "control_socket to another path)"));
+    }
+    if (!replace_stale_socket) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "control socket ", path, " exists already; is another ringside agent running?"));
+    }
+    if (unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot remove the stale control socket ", path, ": ", Errno(errno)));
+    }
+  } else if (errno != ENOENT) {
+    return absl::InternalError(absl::StrCat("cannot stat ", path, ": ", Errno(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// A socket bound to `name` in the directory: its fd, not yet listening.
+absl::StatusOr<int> BindSocket(int dir_fd, const std::string& path, const std::string& name) {
+  // bind() takes a path, not a directory descriptor: "/proc/self/fd/N/NAME"
+  // resolves through the directory opened above, whatever has become of
+  // `dir` since.
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  const std::string bind_path = absl::StrCat("/proc/self/fd/", dir_fd, "/", name);
+  if (bind_path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "control socket file name '", name, "' is ", name.size(), " bytes long; at most ",
+        sizeof(addr.sun_path) - 1 - (bind_path.size() - name.size())));
+  }
+  std::memcpy(addr.sun_path, bind_path.data(), bind_path.size());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket(AF_UNIX): ", Errno(errno)));
+  // bind() creates the file with the socket's own mode less the umask: set
+  // it first, so that the file is never looser than 0660.
+  fchmod(fd, 0660);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    close(fd);
+    const std::string what = absl::StrCat("cannot create the control socket ", path, ": ");
+    if (err == EADDRINUSE) return absl::AlreadyExistsError(what + "the path was just taken");
+    if (err == EACCES) return absl::PermissionDeniedError(what + Errno(err));
+    return absl::InternalError(what + Errno(err));
+  }
+  return fd;
+}
+
+// Gives the bound socket's file `group` and mode 0660; returns its stat,
+// checked to be a socket still.
+absl::StatusOr<struct stat> SetGroupAndMode(int dir_fd, const std::string& path,
+                                            const std::string& name, std::optional<gid_t> group) {
+  // The group, and the mode again (the umask may have taken the group's
+  // bits), by name in the checked directory, never following a symlink:
+  // fchownat() and fchmodat() with AT_SYMLINK_NOFOLLOW. A socket has no
+  // descriptor of its file (the socket's fd is sockfs's inode, not the
+  // file's) to fchmod; glibc does fchmodat(AT_SYMLINK_NOFOLLOW) through an
+  // O_PATH descriptor and /proc/self/fd (or fchmodat2 on 6.6+), and refuses
+  // a symlink with EOPNOTSUPP, on every kernel from 5.10.
+  if (group.has_value() &&
+      fchownat(dir_fd, name.c_str(), static_cast<uid_t>(-1), *group, AT_SYMLINK_NOFOLLOW) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot give the control socket ", path,
+                                                    " to gid ", *group, ": ", Errno(errno)));
+  }
+  struct stat st;
+  if (fchmodat(dir_fd, name.c_str(), 0660, AT_SYMLINK_NOFOLLOW) != 0 ||
+      fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot set the mode of the control socket ", path, ": ", Errno(errno)));
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::InternalError(absl::StrCat("the control socket ", path, " was replaced by ",
+                                            KindOfFile(st.st_mode), " as it was made"));
+  }
+  return st;
+}
+
 }  // namespace
 
 absl::StatusOr<ControlSocket> CreateControlSocket(const std::string& path,
@@ -49,109 +160,29 @@ absl::StatusOr<ControlSocket> CreateControlSocket(const std::string& path,
   // Everything below works in this directory, opened once and checked: no
   // other user can plant or swap a name in it, and a directory or symlink
   // swapped in above it later changes nothing.
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dir_fd < 0) {
-    const int err = errno;
-    const std::string what = absl::StrCat("cannot create the control socket ", path, ": ");
-    struct stat st;
-    if (err == ENOENT) return absl::NotFoundError(what + "its directory does not exist");
-    if ((err == ELOOP || err == ENOTDIR) && lstat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what, dir, " is ", KindOfFile(st.st_mode),
-                       ", not a directory; ringside leaves it alone"));
-    }
-    if (err == EACCES) return absl::PermissionDeniedError(what + Errno(err));
-    return absl::InternalError(what + Errno(err));
-  }
+  const absl::StatusOr<int> dir_fd = OpenCheckedDirectory(path, dir);
+  if (!dir_fd.ok()) return dir_fd.status();
   auto close_dir = [&](absl::Status status) {
-    close(dir_fd);
+    close(*dir_fd);
     return status;
   };
-  if (absl::Status st = base::CheckOnlyWeCanWrite(
-          dir_fd, absl::StrCat("the control socket's directory ", dir), "control_socket, --socket");
-      !st.ok()) {
+  if (absl::Status st = RemoveStaleSocket(*dir_fd, path, name, replace_stale_socket); !st.ok()) {
     return close_dir(st);
   }
-
-  struct stat st;
-  if (fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return close_dir(absl::FailedPreconditionError(
-          absl::StrCat("control socket path ", path, " is ", KindOfFile(st.st_mode),
-                       ", not a socket; refusing to replace it (remove it, or set "
-                       "control_socket to another path)")));
-    }
-    if (!replace_stale_socket) {
-      return close_dir(absl::AlreadyExistsError(absl::StrCat(
-          "control socket ", path, " exists already; is another ringside agent running?")));
-    }
-    if (unlinkat(dir_fd, name.c_str(), 0) != 0 && errno != ENOENT) {
-      return close_dir(absl::PermissionDeniedError(
-          absl::StrCat("cannot remove the stale control socket ", path, ": ", Errno(errno))));
-    }
-  } else if (errno != ENOENT) {
-    return close_dir(absl::InternalError(absl::StrCat("cannot stat ", path, ": ", Errno(errno))));
-  }
-
-  // bind() takes a path, not a directory descriptor: "/proc/self/fd/N/NAME"
-  // resolves through the directory opened above, whatever has become of
-  // `dir` since.
-  sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  const std::string bind_path = absl::StrCat("/proc/self/fd/", dir_fd, "/", name);
-  if (bind_path.size() >= sizeof(addr.sun_path)) {
-    return close_dir(absl::InvalidArgumentError(absl::StrCat(
-        "control socket file name '", name, "' is ", name.size(), " bytes long; at most ",
-        sizeof(addr.sun_path) - 1 - (bind_path.size() - name.size()))));
-  }
-  std::memcpy(addr.sun_path, bind_path.data(), bind_path.size());
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return close_dir(absl::InternalError(absl::StrCat("socket(AF_UNIX): ", Errno(errno))));
-  }
-  // bind() creates the file with the socket's own mode less the umask: set
-  // it first, so that the file is never looser than 0660.
-  fchmod(fd, 0660);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    const int err = errno;
-    close(fd);
-    const std::string what = absl::StrCat("cannot create the control socket ", path, ": ");
-    if (err == EADDRINUSE)
-      return close_dir(absl::AlreadyExistsError(what + "the path was just taken"));
-    if (err == EACCES) return close_dir(absl::PermissionDeniedError(what + Errno(err)));
-    return close_dir(absl::InternalError(what + Errno(err)));
-  }
+  const absl::StatusOr<int> fd = BindSocket(*dir_fd, path, name);
+  if (!fd.ok()) return close_dir(fd.status());
   auto fail = [&](absl::Status status) {
-    close(fd);
-    unlinkat(dir_fd, name.c_str(), 0);
+    close(*fd);
+    unlinkat(*dir_fd, name.c_str(), 0);
     return close_dir(status);
   };
   if (after_bind) after_bind();
-  // The group, and the mode again (the umask may have taken the group's
-  // bits), by name in the checked directory, never following a symlink:
-  // fchownat() and fchmodat() with AT_SYMLINK_NOFOLLOW. A socket has no
-  // descriptor of its file (the socket's fd is sockfs's inode, not the
-  // file's) to fchmod; glibc does fchmodat(AT_SYMLINK_NOFOLLOW) through an
-  // O_PATH descriptor and /proc/self/fd (or fchmodat2 on 6.6+), and refuses
-  // a symlink with EOPNOTSUPP, on every kernel from 5.10.
-  if (group.has_value() &&
-      fchownat(dir_fd, name.c_str(), static_cast<uid_t>(-1), *group, AT_SYMLINK_NOFOLLOW) != 0) {
-    return fail(absl::PermissionDeniedError(absl::StrCat("cannot give the control socket ", path,
-                                                         " to gid ", *group, ": ", Errno(errno))));
-  }
-  if (fchmodat(dir_fd, name.c_str(), 0660, AT_SYMLINK_NOFOLLOW) != 0 ||
-      fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    return fail(absl::InternalError(
-        absl::StrCat("cannot set the mode of the control socket ", path, ": ", Errno(errno))));
-  }
-  if (!S_ISSOCK(st.st_mode)) {
-    return fail(absl::InternalError(absl::StrCat("the control socket ", path, " was replaced by ",
-                                                 KindOfFile(st.st_mode), " as it was made")));
-  }
-  if (listen(fd, 64) != 0) {
+  const absl::StatusOr<struct stat> file = SetGroupAndMode(*dir_fd, path, name, group);
+  if (!file.ok()) return fail(file.status());
+  if (listen(*fd, 64) != 0) {
     return fail(absl::InternalError(absl::StrCat("listen(", path, "): ", Errno(errno))));
   }
-  return ControlSocket{fd, dir_fd, name, st.st_dev, st.st_ino};
+  return ControlSocket{*fd, *dir_fd, name, file->st_dev, file->st_ino};
 }
 
 }  // namespace ringside::agent

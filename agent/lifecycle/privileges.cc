@@ -209,6 +209,93 @@ CapabilityMask CapabilitiesToKeepHere(bool output_group) {
   return CapabilitiesToKeep(needs);
 }
 
+namespace {
+
+// Signals thread `tid` to drop its capabilities (AnswerDropRequest) and
+// waits for its answer; fails when it does not answer in time. A thread
+// that has exited meanwhile is done.
+absl::Status AskThreadToDrop(pid_t tid, int signal_number) {
+  const int before = g_answers.load();
+  if (syscall(SYS_tgkill, getpid(), tid, signal_number) != 0) {
+    if (errno == ESRCH) return absl::OkStatus();  // It has exited.
+    return absl::InternalError(absl::StrCat("tgkill thread ", tid, ": ", strerror(errno)));
+  }
+  // A thread that holds the signal back (blocked and still pending) for
+  // kBlockedWait in a row fails the drop. Any other answers once the
+  // kernel lets its handler run, which a thread in an uninterruptible
+  // wait (an fsync on a busy disk, a vfork) postpones: it gets
+  // kBusyWait, so that a loaded machine delays the start instead of
+  // failing it. So does a thread that blocks signals only for such a
+  // wait (glibc's posix_spawn and system block them while the child has
+  // its memory): one in state D is waited for. A thread running the
+  // handler blocks the signal too, but it is no longer pending: that
+  // thread is answering, however late its wait let it start.
+  constexpr absl::Duration kBlockedWait = absl::Seconds(2);
+  constexpr absl::Duration kBusyWait = absl::Seconds(60);
+  const absl::Time start = absl::Now();
+  absl::Time next_check = start;
+  std::optional<absl::Time> held_since;
+  while (g_answers.load() == before) {
+    const absl::Time now = absl::Now();
+    if (now >= next_check) {
+      if (access(absl::StrCat("/proc/self/task/", tid).c_str(), F_OK) != 0) break;
+      if (ThreadHoldsSignalBack(tid, signal_number) && ThreadStateLetter(tid) != 'D') {
+        if (!held_since) held_since = now;
+      } else {
+        held_since.reset();
+      }
+      next_check = now + absl::Milliseconds(10);
+    }
+    if (held_since ? now - *held_since >= kBlockedWait : now - start >= kBusyWait) break;
+    absl::SleepFor(absl::Microseconds(200));
+  }
+  if (g_answers.load() == before &&
+      access(absl::StrCat("/proc/self/task/", tid).c_str(), F_OK) == 0) {
+    const bool held = held_since.has_value();
+    return absl::InternalError(absl::StrCat(
+        "thread ", tid, " (", ThreadName(tid), ") did not drop its capabilities within ",
+        absl::FormatDuration(held ? kBlockedWait : kBusyWait),
+        held ? " (it blocks real-time signals)" : absl::StrCat(" (", ThreadState(tid), ")")));
+  }
+  return absl::OkStatus();
+}
+
+// AskThreadToDrop() of every thread but the caller's, the first failure
+// stopping it.
+absl::Status AskOtherThreadsToDrop(int signal_number) {
+  const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
+  std::set<pid_t> done = {self};
+  // A thread started meanwhile by one that had not dropped yet shows up in
+  // the next listing; one started by a thread that had is born without.
+  for (bool found_new = true; found_new;) {
+    found_new = false;
+    for (pid_t tid : ListThreads(0)) {
+      if (!done.insert(tid).second) continue;
+      found_new = true;
+      if (absl::Status status = AskThreadToDrop(tid, signal_number); !status.ok()) return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Fails naming a thread that still holds a capability beyond `keep`, or
+// lacks no_new_privs.
+absl::Status CheckThreadsKeepOnly(CapabilityMask keep) {
+  absl::StatusOr<std::vector<ThreadCapabilities>> threads = ReadThreadCapabilities(0);
+  if (!threads.ok()) return threads.status();
+  for (const ThreadCapabilities& t : *threads) {
+    const CapabilityMask extra = (t.effective | t.permitted | t.inheritable | t.ambient) & ~keep;
+    if (extra != 0 || !t.no_new_privs) {
+      return absl::InternalError(absl::StrCat(
+          "thread ", t.tid, " (", ThreadName(t.tid), ") still holds ", CapabilityNames(extra),
+          t.no_new_privs ? "" : " and has no_new_privs unset", " after dropping capabilities"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status DropCapabilities(CapabilityMask keep) {
   // SIGRTMAX: glibc keeps the first real-time signals for itself, and
   // ringside uses no other.
@@ -223,62 +310,7 @@ absl::Status DropCapabilities(CapabilityMask keep) {
   g_keep.store(keep);
   g_error.store(0);
 
-  absl::Status status;
-  const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
-  std::set<pid_t> done = {self};
-  // A thread started meanwhile by one that had not dropped yet shows up in
-  // the next listing; one started by a thread that had is born without.
-  for (bool found_new = true; found_new && status.ok();) {
-    found_new = false;
-    for (pid_t tid : ListThreads(0)) {
-      if (!done.insert(tid).second) continue;
-      found_new = true;
-      const int before = g_answers.load();
-      if (syscall(SYS_tgkill, getpid(), tid, signal_number) != 0) {
-        if (errno == ESRCH) continue;  // It has exited.
-        status = absl::InternalError(absl::StrCat("tgkill thread ", tid, ": ", strerror(errno)));
-        break;
-      }
-      // A thread that holds the signal back (blocked and still pending) for
-      // kBlockedWait in a row fails the drop. Any other answers once the
-      // kernel lets its handler run, which a thread in an uninterruptible
-      // wait (an fsync on a busy disk, a vfork) postpones: it gets
-      // kBusyWait, so that a loaded machine delays the start instead of
-      // failing it. So does a thread that blocks signals only for such a
-      // wait (glibc's posix_spawn and system block them while the child has
-      // its memory): one in state D is waited for. A thread running the
-      // handler blocks the signal too, but it is no longer pending: that
-      // thread is answering, however late its wait let it start.
-      constexpr absl::Duration kBlockedWait = absl::Seconds(2);
-      constexpr absl::Duration kBusyWait = absl::Seconds(60);
-      const absl::Time start = absl::Now();
-      absl::Time next_check = start;
-      std::optional<absl::Time> held_since;
-      while (g_answers.load() == before) {
-        const absl::Time now = absl::Now();
-        if (now >= next_check) {
-          if (access(absl::StrCat("/proc/self/task/", tid).c_str(), F_OK) != 0) break;
-          if (ThreadHoldsSignalBack(tid, signal_number) && ThreadStateLetter(tid) != 'D') {
-            if (!held_since) held_since = now;
-          } else {
-            held_since.reset();
-          }
-          next_check = now + absl::Milliseconds(10);
-        }
-        if (held_since ? now - *held_since >= kBlockedWait : now - start >= kBusyWait) break;
-        absl::SleepFor(absl::Microseconds(200));
-      }
-      if (g_answers.load() == before &&
-          access(absl::StrCat("/proc/self/task/", tid).c_str(), F_OK) == 0) {
-        const bool held = held_since.has_value();
-        status = absl::InternalError(absl::StrCat(
-            "thread ", tid, " (", ThreadName(tid), ") did not drop its capabilities within ",
-            absl::FormatDuration(held ? kBlockedWait : kBusyWait),
-            held ? " (it blocks real-time signals)" : absl::StrCat(" (", ThreadState(tid), ")")));
-        break;
-      }
-    }
-  }
+  const absl::Status status = AskOtherThreadsToDrop(signal_number);
   if (status.ok()) {
     if (const int err = DropOwnCapabilities(keep); err != 0) g_error.store(err);
   }
@@ -288,18 +320,7 @@ absl::Status DropCapabilities(CapabilityMask keep) {
     return absl::InternalError(
         absl::StrCat("dropping capabilities (capset/prctl): ", std::strerror(err)));
   }
-
-  absl::StatusOr<std::vector<ThreadCapabilities>> threads = ReadThreadCapabilities(0);
-  if (!threads.ok()) return threads.status();
-  for (const ThreadCapabilities& t : *threads) {
-    const CapabilityMask extra = (t.effective | t.permitted | t.inheritable | t.ambient) & ~keep;
-    if (extra != 0 || !t.no_new_privs) {
-      return absl::InternalError(absl::StrCat(
-          "thread ", t.tid, " (", ThreadName(t.tid), ") still holds ", CapabilityNames(extra),
-          t.no_new_privs ? "" : " and has no_new_privs unset", " after dropping capabilities"));
-    }
-  }
-  return absl::OkStatus();
+  return CheckThreadsKeepOnly(keep);
 }
 
 absl::StatusOr<ThreadCapabilities> ParseThreadStatus(const std::string& status_text) {

@@ -71,25 +71,10 @@ int MillisecondsUntil(std::chrono::steady_clock::time_point now,
   return static_cast<int>(std::min<int64_t>(ms, std::numeric_limits<int>::max()));
 }
 
-}  // namespace
-
-struct MetricsListenerCallbacks {
-  static void OnConnection(void* cls, MHD_Connection* connection, void** socket_context,
-                           MHD_ConnectionNotificationCode toe) {
-    auto* self = static_cast<MetricsListener*>(cls);
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-      self->Accepted(connection, socket_context);
-    } else {
-      self->Closed(*socket_context);
-    }
-  }
-};
-
-absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options options) {
-  absl::StatusOr<base::ListenAddress> a = base::ParseListenAddress(options.listen);
-  if (!a.ok())
-    return absl::InvalidArgumentError(absl::StrCat("metrics_listen ", a.status().message()));
-  const std::string where = absl::StrCat("metrics_listen ", options.listen);
+// A socket listening at `a` (every IPv4 address instead of every address
+// where the machine has no IPv6: `a` then says so). `where` names it in
+// errors.
+absl::StatusOr<int> ListeningSocket(base::ListenAddress* a, const std::string& where) {
   // The socket is made here, not by libmicrohttpd, so that an address
   // taken or a family a service manager forbids is named as such.
   int fd = socket(a->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -126,6 +111,31 @@ absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options 
     close(fd);
     return st;
   }
+  return fd;
+}
+
+}  // namespace
+
+struct MetricsListenerCallbacks {
+  static void OnConnection(void* cls, MHD_Connection* connection, void** socket_context,
+                           MHD_ConnectionNotificationCode toe) {
+    auto* self = static_cast<MetricsListener*>(cls);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+      self->Accepted(connection, socket_context);
+    } else {
+      self->Closed(*socket_context);
+    }
+  }
+};
+
+absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options options) {
+  absl::StatusOr<base::ListenAddress> a = base::ParseListenAddress(options.listen);
+  if (!a.ok())
+    return absl::InvalidArgumentError(absl::StrCat("metrics_listen ", a.status().message()));
+  const std::string where = absl::StrCat("metrics_listen ", options.listen);
+  const absl::StatusOr<int> listening = ListeningSocket(&*a, where);
+  if (!listening.ok()) return listening.status();
+  const int fd = *listening;
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof(bound);
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);

@@ -215,8 +215,7 @@ struct FileCompression {
   uint64_t in, out, cpu_ns;
 };
 
-void Files(const control::StatusReply& s, std::string* out) {
-  const control::SnapshotStatus& snap = s.snapshots();
+void Snapshots(const control::SnapshotStatus& snap, std::string* out) {
   {
     // Rows by the tally's names; every row of kind "request" (there is
     // one) is the label "request".
@@ -248,42 +247,33 @@ void Files(const control::StatusReply& s, std::string* out) {
          "Triggers and requests that made no snapshot of their own: held back by a rate limit, "
          "or joined to one already pending.")
       .Add(snap.suppressed());
-  std::vector<FileCompression> compression = {{"snapshot", snap.compressed_in_bytes(),
-                                               snap.compressed_out_bytes(),
-                                               snap.compression_cpu_ns()}};
-  {
-    Family f(out, "ringside_sidecars_failed_total", kCounter,
-             "Finished files whose sidecar (<file>.json) could not be written; shippers leave "
-             "them until the agent's next start.");
-    f.Add({{"file", "snapshot"}}, snap.sidecars_failed());
-    if (s.has_streaming()) f.Add({{"file", "stream"}}, s.streaming().sidecars_failed());
-  }
-  if (s.has_streaming()) {
-    const control::StreamingStatus& st = s.streaming();
-    compression.push_back(
-        {"stream", st.compressed_in_bytes(), st.compressed_out_bytes(), st.compression_cpu_ns()});
-    Family(out, "ringside_stream_files_total", kCounter,
-           "Streamed files finished (renamed to their final names) and deleted by retention.")
-        .Add({{"result", "finished"}}, st.files_finished())
-        .Add({{"result", "deleted"}}, st.files_deleted());
-    Family(out, "ringside_stream_file_bytes_total", kCounter,
-           "Bytes in the streamed files finished, and in those retention deleted.")
-        .Add({{"result", "finished"}}, st.bytes_finished())
-        .Add({{"result", "deleted"}}, st.bytes_deleted());
-    Family(out, "ringside_stream_current_file_bytes", kGauge,
-           "Bytes written into the streamed file being written.")
-        .Add(st.bytes());
-    Family(out, "ringside_stream_lost_bytes_total", kCounter,
-           "Bytes the central buffer overwrote before the stream's drain wrote them: lost to "
-           "the files.")
-        .Add(st.bytes_lost());
-    Family(out, "ringside_stream_write_errors_total", kCounter,
-           "Writes, renames and file creations of the stream that failed (each retried).")
-        .Add(st.write_errors());
-    Family(out, "ringside_sidecars_written_total", kCounter,
-           "Sidecars written after finished streamed files.")
-        .Add({{"file", "stream"}}, st.sidecars_written());
-  }
+}
+
+void StreamFiles(const control::StreamingStatus& st, std::string* out) {
+  Family(out, "ringside_stream_files_total", kCounter,
+         "Streamed files finished (renamed to their final names) and deleted by retention.")
+      .Add({{"result", "finished"}}, st.files_finished())
+      .Add({{"result", "deleted"}}, st.files_deleted());
+  Family(out, "ringside_stream_file_bytes_total", kCounter,
+         "Bytes in the streamed files finished, and in those retention deleted.")
+      .Add({{"result", "finished"}}, st.bytes_finished())
+      .Add({{"result", "deleted"}}, st.bytes_deleted());
+  Family(out, "ringside_stream_current_file_bytes", kGauge,
+         "Bytes written into the streamed file being written.")
+      .Add(st.bytes());
+  Family(out, "ringside_stream_lost_bytes_total", kCounter,
+         "Bytes the central buffer overwrote before the stream's drain wrote them: lost to "
+         "the files.")
+      .Add(st.bytes_lost());
+  Family(out, "ringside_stream_write_errors_total", kCounter,
+         "Writes, renames and file creations of the stream that failed (each retried).")
+      .Add(st.write_errors());
+  Family(out, "ringside_sidecars_written_total", kCounter,
+         "Sidecars written after finished streamed files.")
+      .Add({{"file", "stream"}}, st.sidecars_written());
+}
+
+void Compression(const std::vector<FileCompression>& compression, std::string* out) {
   {
     Family f(out, "ringside_compression_input_bytes_total", kCounter,
              "Bytes of packets compressed, by file kind.");
@@ -299,6 +289,28 @@ void Files(const control::StatusReply& s, std::string* out) {
              "CPU time compression took, by file kind.");
     for (const FileCompression& c : compression) f.Add({{"file", c.file}}, Seconds(c.cpu_ns));
   }
+}
+
+void Files(const control::StatusReply& s, std::string* out) {
+  const control::SnapshotStatus& snap = s.snapshots();
+  Snapshots(snap, out);
+  std::vector<FileCompression> compression = {{"snapshot", snap.compressed_in_bytes(),
+                                               snap.compressed_out_bytes(),
+                                               snap.compression_cpu_ns()}};
+  {
+    Family f(out, "ringside_sidecars_failed_total", kCounter,
+             "Finished files whose sidecar (<file>.json) could not be written; shippers leave "
+             "them until the agent's next start.");
+    f.Add({{"file", "snapshot"}}, snap.sidecars_failed());
+    if (s.has_streaming()) f.Add({{"file", "stream"}}, s.streaming().sidecars_failed());
+  }
+  if (s.has_streaming()) {
+    const control::StreamingStatus& st = s.streaming();
+    compression.push_back(
+        {"stream", st.compressed_in_bytes(), st.compressed_out_bytes(), st.compression_cpu_ns()});
+    StreamFiles(st, out);
+  }
+  Compression(compression, out);
 }
 
 void Process(const control::StatusReply& s, std::string* out) {

@@ -112,6 +112,78 @@ std::string LinkTarget(const std::string& path) {
   return len > 0 ? std::string(to.data(), static_cast<size_t>(len)) : "nothing";
 }
 
+// Follows the symlink at `path` (its lstat in `st`) as open() follows it,
+// if `symlinks` lets it: `st` becomes the target's, and `final_path` the
+// target's own path when it is a regular file. Refuses a link of another
+// user, a dangling link and a link swapped while it was checked.
+absl::Status FollowSymlink(const std::string& path, OutputFile::Symlinks symlinks, struct stat& st,
+                           std::string& final_path) {
+  if (symlinks == OutputFile::Symlinks::kFollowOwn && !IsTrustedSymlink(st, path)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot write ", path, ": it is a symlink to ", LinkTarget(path), " owned by uid ",
+        st.st_uid, ", not by you (uid ", geteuid(),
+        "); ringside follows only its caller's own symlinks, as one planted by another "
+        "user would have it replace their choice of file. Give the target's own path, or "
+        "--follow-symlink if you trust the link"));
+  }
+  const struct stat link = st;
+  // Followed as open() follows it (fs.protected_symlinks applies), then
+  // named by what it resolved to.
+  const int target = open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (target < 0 && errno == ENOENT) {
+    // Dangling: never created through the link, which is how a program
+    // running as root writes where it should not.
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", path, ": it is a symlink to ", LinkTarget(path),
+                     ", which does not exist; ringside creates no file through a link (give "
+                     "the target's own path)"));
+  }
+  // The link checked must be the link followed: one swapped in between
+  // is refused rather than trusted by the first one's owner.
+  struct stat again;
+  if (target >= 0 && (lstat(path.c_str(), &again) != 0 || again.st_dev != link.st_dev ||
+                      again.st_ino != link.st_ino || again.st_uid != link.st_uid)) {
+    close(target);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", path, ": the symlink changed while it was checked"));
+  }
+  if (target < 0) {
+    return absl::FailedPreconditionError(base::ErrnoMessage(
+        errno, absl::StrCat("cannot write ", path, ": it is a symlink that cannot be followed")));
+  }
+  const int fstat_ok = fstat(target, &st);
+  std::vector<char> buf(PATH_MAX + 1);
+  const ssize_t n =
+      readlink(absl::StrCat("/proc/self/fd/", target).c_str(), buf.data(), buf.size() - 1);
+  close(target);
+  if (fstat_ok != 0) {
+    return absl::FailedPreconditionError(
+        base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
+  }
+  if (S_ISREG(st.st_mode)) {
+    if (n <= 0 || buf[0] != '/') {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot write ", path, ": cannot tell where the symlink points (is /proc mounted?)"));
+    }
+    final_path.assign(buf.data(), static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+// The pipe or FIFO at `path`, opened to be written in order. A FIFO
+// without a reader is an error now rather than a recording that blocks at
+// the end.
+absl::StatusOr<int> OpenFifo(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(base::ErrnoMessage(
+        errno,
+        absl::StrCat("cannot write ", path, errno == ENXIO ? ": the FIFO has no reader" : "")));
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& path, Mode mode,
@@ -141,68 +213,12 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
     }
   } else {
     if (S_ISLNK(st.st_mode)) {
-      if (symlinks == Symlinks::kFollowOwn && !IsTrustedSymlink(st, path)) {
-        return absl::PermissionDeniedError(absl::StrCat(
-            "cannot write ", path, ": it is a symlink to ", LinkTarget(path), " owned by uid ",
-            st.st_uid, ", not by you (uid ", geteuid(),
-            "); ringside follows only its caller's own symlinks, as one planted by another "
-            "user would have it replace their choice of file. Give the target's own path, or "
-            "--follow-symlink if you trust the link"));
-      }
-      const struct stat link = st;
-      // Followed as open() follows it (fs.protected_symlinks applies), then
-      // named by what it resolved to.
-      const int target = open(path.c_str(), O_PATH | O_CLOEXEC);
-      if (target < 0 && errno == ENOENT) {
-        // Dangling: never created through the link, which is how a program
-        // running as root writes where it should not.
-        return absl::FailedPreconditionError(
-            absl::StrCat("cannot write ", path, ": it is a symlink to ", LinkTarget(path),
-                         ", which does not exist; ringside creates no file through a link (give "
-                         "the target's own path)"));
-      }
-      // The link checked must be the link followed: one swapped in between
-      // is refused rather than trusted by the first one's owner.
-      struct stat again;
-      if (target >= 0 && (lstat(path.c_str(), &again) != 0 || again.st_dev != link.st_dev ||
-                          again.st_ino != link.st_ino || again.st_uid != link.st_uid)) {
-        close(target);
-        return absl::FailedPreconditionError(
-            absl::StrCat("cannot write ", path, ": the symlink changed while it was checked"));
-      }
-      if (target < 0) {
-        return absl::FailedPreconditionError(base::ErrnoMessage(
-            errno,
-            absl::StrCat("cannot write ", path, ": it is a symlink that cannot be followed")));
-      }
-      const int fstat_ok = fstat(target, &st);
-      std::vector<char> buf(PATH_MAX + 1);
-      const ssize_t n =
-          readlink(absl::StrCat("/proc/self/fd/", target).c_str(), buf.data(), buf.size() - 1);
-      close(target);
-      if (fstat_ok != 0) {
-        return absl::FailedPreconditionError(
-            base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
-      }
-      if (S_ISREG(st.st_mode)) {
-        if (n <= 0 || buf[0] != '/') {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "cannot write ", path, ": cannot tell where the symlink points (is /proc mounted?)"));
-        }
-        final_path.assign(buf.data(), static_cast<size_t>(n));
-      }
+      if (absl::Status s = FollowSymlink(path, symlinks, st, final_path); !s.ok()) return s;
     }
     if (S_ISFIFO(st.st_mode)) {
-      // A pipe or FIFO: written in order. A FIFO without a reader is an
-      // error now rather than a recording that blocks at the end.
-      const int fd = open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-      if (fd < 0) {
-        return absl::FailedPreconditionError(base::ErrnoMessage(
-            errno,
-            absl::StrCat("cannot write ", path, errno == ENXIO ? ": the FIFO has no reader" : "")));
-      }
-      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-      out->fd_ = fd;
+      absl::StatusOr<int> fd = OpenFifo(path);
+      if (!fd.ok()) return fd.status();
+      out->fd_ = *fd;
       out->is_stream_ = true;
       return out;
     }
@@ -214,41 +230,47 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
   }
   if (absl::Status s = CheckDirectory(path, final_path); !s.ok()) return s;
   out->final_path_ = final_path;
+  absl::Status opened = mode == Mode::kStreaming ? out->OpenTargetInPlace(path)
+                                                 : out->CreateTemporaryBeside(path, reserve_bytes);
+  if (!opened.ok()) return opened;
+  return out;
+}
 
-  if (mode == Mode::kStreaming) {
-    // No O_TRUNC before the type is checked: a name swapped for a device
-    // since lstat() must not be truncated.
-    const int fd =
-        open(final_path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      return absl::PermissionDeniedError(
-          base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
-    }
-    out->fd_ = fd;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot write ", path, ": it is no longer a regular file"));
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    if (ftruncate(fd, 0) != 0) {
-      return absl::PermissionDeniedError(
-          base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
-    }
-    return out;
+absl::Status OutputFile::OpenTargetInPlace(const std::string& path) {
+  // No O_TRUNC before the type is checked: a name swapped for a device
+  // since lstat() must not be truncated.
+  const int fd =
+      open(final_path_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::PermissionDeniedError(
+        base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
   }
+  fd_ = fd;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", path, ": it is no longer a regular file"));
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  if (ftruncate(fd, 0) != 0) {
+    return absl::PermissionDeniedError(
+        base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
+  }
+  return absl::OkStatus();
+}
 
-  std::string temp = DirOf(final_path) + "/.ringside-XXXXXX";
+absl::Status OutputFile::CreateTemporaryBeside(const std::string& path, uint64_t reserve_bytes) {
+  const std::string dir = DirOf(final_path_);
+  std::string temp = dir + "/.ringside-XXXXXX";
   const int fd = mkostemp(temp.data(), O_CLOEXEC);  // 0600.
   if (fd < 0) {
     return absl::PermissionDeniedError(base::ErrnoMessage(
-        errno,
-        absl::StrCat("cannot write ", path, ": creating a temporary file in ", DirOf(final_path))));
+        errno, absl::StrCat("cannot write ", path, ": creating a temporary file in ", dir)));
   }
-  out->fd_ = fd;
-  out->temp_path_ = temp;
+  fd_ = fd;
+  temp_path_ = temp;
   flock(fd, LOCK_EX | LOCK_NB);  // A new file: nobody else can hold it.
-  if (absl::Status st = out->Reserve(reserve_bytes, DirOf(final_path)); !st.ok()) return st;
-  return out;
+  return Reserve(reserve_bytes, dir);
 }
 
 absl::Status OutputFile::Reserve(uint64_t reserve_bytes, const std::string& dir) {

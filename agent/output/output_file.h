@@ -113,6 +113,13 @@ class OutputFile : public TraceSink {
 
  private:
   OutputFile() = default;
+  // Open() of a kStreaming file: the target (final_path_) opened and cut
+  // to nothing, once it is seen to be a regular file. `path` is what the
+  // user named.
+  absl::Status OpenTargetInPlace(const std::string& path);
+  // Open() of a kWholeFile: the temporary file created (and locked) in
+  // final_path_'s directory, with `reserve_bytes` reserved.
+  absl::Status CreateTemporaryBeside(const std::string& path, uint64_t reserve_bytes);
   // Reserves `reserve_bytes` of disk for the file; kResourceExhausted when
   // `dir` has not the room, a warning() when it cannot tell.
   absl::Status Reserve(uint64_t reserve_bytes, const std::string& dir);

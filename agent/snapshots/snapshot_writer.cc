@@ -299,118 +299,135 @@ void SnapshotWriter::Loop() {
     Pending next;
     std::optional<gid_t> group;
     PacketCompression compression;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](SnapshotWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-            // Not while a Take() clones: it may be replacing the waiting
-            // file's clone.
-            return (!w->queue_.empty() && !w->cloning_) || (w->finishing_ && !w->cloning_) ||
-                   w->old_snapshots_to_finish_;
-          },
-          this));
-      if (old_snapshots_to_finish_) {
-        old_snapshots_to_finish_ = false;
-        const std::string dir = output_dir_;
-        const std::optional<gid_t> old_group = group_;
-        const bool stream_files = old_stream_files_to_finish_;
-        mu_.Unlock();
-        WriteMissingSidecars(dir, old_group, stream_files);
-        mu_.Lock();
-        continue;
-      }
-      if (queue_.empty()) return;  // Finishing, and nothing left.
-      next = std::move(queue_.front());
-      queue_.pop_front();
-      writing_ = next.path;
-      group = group_;
-      compression = compression_;
-    }
+    if (!NextToWrite(&next, &group, &compression)) return;
     Result result{absl::OkStatus(), next.path,        next.reason,
                   next.path,        absl::OkStatus(), std::nullopt};
-    uint64_t compressed_in = 0, compressed_out = 0, compression_ns = 0;
+    CompressedBytes compressed;
     if (next.snapshot == nullptr) {
       // Its clone was dropped for a fresher one, which failed.
       result.status = next.clone_error;
     } else {
-      absl::StatusOr<std::unique_ptr<OutputFile>> file =
-          OutputFile::CreateWholeIn(next.dir->fd(), next.name, next.path, reserve_bytes_);
-      if (file.ok() && group.has_value()) {
-        if (absl::Status st = (*file)->ShareWithGroup(*group); !st.ok()) file = st;
-      }
-      if (!file.ok()) {
-        result.status = file.status();
-      } else {
-        next.snapshot->MergeIntoStats(ExtraStats(next));
-        if (compression.codec == PacketCodec::kNone) {
-          result.status = next.snapshot->WriteTo(file->get());
-        } else if (absl::StatusOr<std::unique_ptr<PacketCompressor>> c =
-                       PacketCompressor::Create(compression);
-                   !c.ok()) {
-          result.status = c.status();
-        } else {
-          // Compressed here, on this writer's thread: the writers' pause
-          // for the clone is over by now.
-          CompressingSink sink(file->get(), std::move(*c));
-          result.status = next.snapshot->WriteTo(&sink);
-          if (result.status.ok()) {
-            compressed_in = sink.bytes_in();
-            compressed_out = sink.bytes_out();
-            compression_ns = sink.cpu_ns();
-          }
-        }
-        result.path = (*file)->display_name();
-      }
-      // Its memory goes before the next clone comes, back to the system
-      // (the pieces below the mmap threshold too).
-      next.snapshot.reset();
-      malloc_trim(0);
-      clones_held_.fetch_sub(1);
+      WriteFile(&next, group, compression, &result, &compressed);
     }
     PruneResult pruned;
-    if (result.status.ok()) {
-      absl::StatusOr<TraceSummary> summary =
-          WriteSidecar(*next.dir, result.path.substr(result.path.find_last_of('/') + 1), group);
-      result.sidecar = summary.status();
-      if (summary.ok()) {
-        result.held = Result::Held{summary->HeldFrom(), summary->last_timestamp_ns,
-                                   summary->realtime_offset_last_ns};
-      }
-      uint32_t max_files;
-      uint64_t max_bytes;
-      {
-        absl::MutexLock lock(&mu_);
-        max_files = max_files_;
-        max_bytes = max_bytes_;
-      }
-      pruned = PruneSnapshots(*next.dir, host_, max_files, max_bytes,
-                              result.path.substr(result.path.find_last_of('/') + 1));
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      stats_.compressed_in_bytes += compressed_in;
-      stats_.compressed_out_bytes += compressed_out;
-      stats_.compression_cpu_ns += compression_ns;
-      stats_.deleted_files += pruned.files_deleted;
-      stats_.deleted_bytes += pruned.bytes_deleted;
-      writing_.clear();
-      if (result.status.ok()) {
-        stats_.written++;
-        stats_.last_path = result.path;
-        stats_.last_reason = result.reason;
-        if (!result.sidecar.ok()) {
-          stats_.sidecars_failed++;
-          stats_.last_sidecar_error = std::string(result.sidecar.message());
-        }
-      } else {
-        stats_.failed++;
-        stats_.last_error = std::string(result.status.message());
-      }
-      done_.push_back(result);
-      if (done_.size() > kRememberedResults) done_.pop_front();
-    }
+    if (result.status.ok()) pruned = FinishFile(*next.dir, group, &result);
+    Record(result, compressed, pruned);
     if (on_done_) on_done_(result);
   }
+}
+
+bool SnapshotWriter::NextToWrite(Pending* next, std::optional<gid_t>* group,
+                                 PacketCompression* compression) {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    mu_.Await(absl::Condition(
+        +[](SnapshotWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+          // Not while a Take() clones: it may be replacing the waiting
+          // file's clone.
+          return (!w->queue_.empty() && !w->cloning_) || (w->finishing_ && !w->cloning_) ||
+                 w->old_snapshots_to_finish_;
+        },
+        this));
+    if (old_snapshots_to_finish_) {
+      old_snapshots_to_finish_ = false;
+      const std::string dir = output_dir_;
+      const std::optional<gid_t> old_group = group_;
+      const bool stream_files = old_stream_files_to_finish_;
+      mu_.Unlock();
+      WriteMissingSidecars(dir, old_group, stream_files);
+      mu_.Lock();
+      continue;
+    }
+    if (queue_.empty()) return false;  // Finishing, and nothing left.
+    *next = std::move(queue_.front());
+    queue_.pop_front();
+    writing_ = next->path;
+    *group = group_;
+    *compression = compression_;
+    return true;
+  }
+}
+
+void SnapshotWriter::WriteFile(Pending* next, std::optional<gid_t> group,
+                               const PacketCompression& compression, Result* result,
+                               CompressedBytes* compressed) {
+  absl::StatusOr<std::unique_ptr<OutputFile>> file =
+      OutputFile::CreateWholeIn(next->dir->fd(), next->name, next->path, reserve_bytes_);
+  if (file.ok() && group.has_value()) {
+    if (absl::Status st = (*file)->ShareWithGroup(*group); !st.ok()) file = st;
+  }
+  if (!file.ok()) {
+    result->status = file.status();
+  } else {
+    next->snapshot->MergeIntoStats(ExtraStats(*next));
+    if (compression.codec == PacketCodec::kNone) {
+      result->status = next->snapshot->WriteTo(file->get());
+    } else if (absl::StatusOr<std::unique_ptr<PacketCompressor>> c =
+                   PacketCompressor::Create(compression);
+               !c.ok()) {
+      result->status = c.status();
+    } else {
+      // Compressed here, on this writer's thread: the writers' pause
+      // for the clone is over by now.
+      CompressingSink sink(file->get(), std::move(*c));
+      result->status = next->snapshot->WriteTo(&sink);
+      if (result->status.ok()) {
+        compressed->in_bytes = sink.bytes_in();
+        compressed->out_bytes = sink.bytes_out();
+        compressed->cpu_ns = sink.cpu_ns();
+      }
+    }
+    result->path = (*file)->display_name();
+  }
+  // Its memory goes before the next clone comes, back to the system
+  // (the pieces below the mmap threshold too).
+  next->snapshot.reset();
+  malloc_trim(0);
+  clones_held_.fetch_sub(1);
+}
+
+PruneResult SnapshotWriter::FinishFile(const OutputDir& dir, std::optional<gid_t> group,
+                                       Result* result) {
+  const std::string name = result->path.substr(result->path.find_last_of('/') + 1);
+  absl::StatusOr<TraceSummary> summary = WriteSidecar(dir, name, group);
+  result->sidecar = summary.status();
+  if (summary.ok()) {
+    result->held = Result::Held{summary->HeldFrom(), summary->last_timestamp_ns,
+                                summary->realtime_offset_last_ns};
+  }
+  uint32_t max_files;
+  uint64_t max_bytes;
+  {
+    absl::MutexLock lock(&mu_);
+    max_files = max_files_;
+    max_bytes = max_bytes_;
+  }
+  return PruneSnapshots(dir, host_, max_files, max_bytes, name);
+}
+
+void SnapshotWriter::Record(const Result& result, const CompressedBytes& compressed,
+                            const PruneResult& pruned) {
+  absl::MutexLock lock(&mu_);
+  stats_.compressed_in_bytes += compressed.in_bytes;
+  stats_.compressed_out_bytes += compressed.out_bytes;
+  stats_.compression_cpu_ns += compressed.cpu_ns;
+  stats_.deleted_files += pruned.files_deleted;
+  stats_.deleted_bytes += pruned.bytes_deleted;
+  writing_.clear();
+  if (result.status.ok()) {
+    stats_.written++;
+    stats_.last_path = result.path;
+    stats_.last_reason = result.reason;
+    if (!result.sidecar.ok()) {
+      stats_.sidecars_failed++;
+      stats_.last_sidecar_error = std::string(result.sidecar.message());
+    }
+  } else {
+    stats_.failed++;
+    stats_.last_error = std::string(result.status.message());
+  }
+  done_.push_back(result);
+  if (done_.size() > kRememberedResults) done_.pop_front();
 }
 
 }  // namespace ringside::agent

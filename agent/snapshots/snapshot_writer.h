@@ -196,6 +196,25 @@ class SnapshotWriter {
                            const std::vector<SnapshotTrigger>& joined,
                            const std::optional<TraceSummary::Window>& window, Pending* pending);
   void Loop();
+  // The writer thread's steps for each file. NextToWrite() waits for the
+  // next snapshot to write, doing FinishOldSnapshots()'s work meanwhile,
+  // and hands it out with the group and compression its file gets; false
+  // once finishing with nothing left.
+  bool NextToWrite(Pending* next, std::optional<gid_t>* group, PacketCompression* compression);
+  // Compression's figures of one file (Stats' compressed_*).
+  struct CompressedBytes {
+    uint64_t in_bytes = 0;
+    uint64_t out_bytes = 0;
+    uint64_t cpu_ns = 0;
+  };
+  // Writes `next`'s file and frees its clone; the outcome goes into
+  // `result`. REQUIRES: next->snapshot is set.
+  void WriteFile(Pending* next, std::optional<gid_t> group, const PacketCompression& compression,
+                 Result* result, CompressedBytes* compressed);
+  // Of a file written whole: its sidecar (into `result`), then retention.
+  PruneResult FinishFile(const OutputDir& dir, std::optional<gid_t> group, Result* result);
+  // Counts the file's outcome in the stats and remembers it for Wait().
+  void Record(const Result& result, const CompressedBytes& compressed, const PruneResult& pruned);
   // FinishOldSnapshots()'s work, on the writer's thread.
   void WriteMissingSidecars(const std::string& dir, std::optional<gid_t> group, bool stream_files);
   // What the file of a snapshot answering `triggers` adds to its

@@ -256,6 +256,23 @@ TraceFileReader::Result TraceFileReader::NextInflatedPacket(std::string* packet,
   return Result::kPacket;
 }
 
+TraceFileReader::Result TraceFileReader::FailNotATrace(uint64_t tag) {
+  // Not a trace at all: say what it is rather than which field it began
+  // with.
+  not_a_trace_ = true;
+  std::string head(512, '\0');
+  const ssize_t n = size_known_ && !compressed_
+                        ? pread(fd_, head.data(), head.size(), static_cast<off_t>(range_offset_))
+                        : -1;
+  head.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  if (std::optional<std::string> what = DescribeNotATrace(head); what.has_value()) {
+    return Fail(0, absl::StrCat("not a Perfetto trace: it is ", *what));
+  }
+  return Fail(0, absl::StrFormat("not a Perfetto trace: it does not begin with a packet (tag "
+                                 "0x0a), but with field %u wire type %u",
+                                 buffer::TagFieldNumber(tag), buffer::TagWireType(tag)));
+}
+
 TraceFileReader::Result TraceFileReader::ReadFilePacket(std::string* packet, uint64_t* offset) {
   const uint64_t packet_offset = position_;
   // A range (a TAR member) ends at its size, padding and the next member
@@ -276,22 +293,7 @@ TraceFileReader::Result TraceFileReader::ReadFilePacket(std::string* packet, uin
     }
     return Result::kError;
   }
-  if (tag != kPacketTag && packet_offset == 0) {
-    // Not a trace at all: say what it is rather than which field it began
-    // with.
-    not_a_trace_ = true;
-    std::string head(512, '\0');
-    const ssize_t n = size_known_ && !compressed_
-                          ? pread(fd_, head.data(), head.size(), static_cast<off_t>(range_offset_))
-                          : -1;
-    head.resize(n > 0 ? static_cast<size_t>(n) : 0);
-    if (std::optional<std::string> what = DescribeNotATrace(head); what.has_value()) {
-      return Fail(0, absl::StrCat("not a Perfetto trace: it is ", *what));
-    }
-    return Fail(0, absl::StrFormat("not a Perfetto trace: it does not begin with a packet (tag "
-                                   "0x0a), but with field %u wire type %u",
-                                   buffer::TagFieldNumber(tag), buffer::TagWireType(tag)));
-  }
+  if (tag != kPacketTag && packet_offset == 0) return FailNotATrace(tag);
   if (tag != kPacketTag) {
     return Fail(
         packet_offset,

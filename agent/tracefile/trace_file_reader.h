@@ -118,6 +118,9 @@ class TraceFileReader {
   // read failed, empty if the data simply ended.
   std::string GzipError();
   Result Fail(uint64_t offset, std::string message);
+  // The error of a file whose first field (`tag`) is no packet: what the
+  // file is, when its first bytes tell.
+  Result FailNotATrace(uint64_t tag);
   // The next packet of the file itself, compressed or not.
   Result ReadFilePacket(std::string* packet, uint64_t* offset);
   // The next packet of the inflated compressed packet being read.

@@ -186,18 +186,7 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
   summary_.packets_by_type[PacketType(p)]++;
 
   summary_.packets_by_machine_id[p.machine_id()]++;
-  if (p.has_clock_snapshot()) {
-    std::optional<uint64_t> boot, real;
-    for (const trace::ClockSnapshot::Clock& c : p.clock_snapshot().clocks()) {
-      if (c.clock_id() == kBoottimeClockId) boot = c.timestamp();
-      if (c.clock_id() == kRealtimeClockId) real = c.timestamp();
-    }
-    if (boot.has_value() && real.has_value()) {
-      const int64_t offset = static_cast<int64_t>(*real - *boot);
-      if (!summary_.realtime_offset_first_ns) summary_.realtime_offset_first_ns = offset;
-      summary_.realtime_offset_last_ns = offset;
-    }
-  }
+  if (p.has_clock_snapshot()) AddClockSnapshot(p.clock_snapshot());
   if (p.has_system_info() && !summary_.machine.has_value()) {
     const trace::SystemInfo& si = p.system_info();
     summary_.machine =
@@ -218,63 +207,77 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
     }
   }
 
-  if (p.has_ftrace_events()) {
-    const trace::FtraceEventBundle& bundle = p.ftrace_events();
-    if (bundle.lost_events()) summary_.ftrace_bundles_with_lost_events++;
-    summary_.ftrace_events += static_cast<uint64_t>(bundle.event_size());
-    auto sched_pid = [this](int32_t pid) {
-      if (pid != 0) summary_.sched_pids.insert(pid);
-    };
-    for (const trace::FtraceEvent& event : bundle.event()) {
-      if (event.has_timestamp()) AddEventTimestamp(event.timestamp(), bundle.cpu());
-      if (event.has_sched_switch()) {
-        sched_pid(event.sched_switch().prev_pid());
-        sched_pid(event.sched_switch().next_pid());
-      }
-      if (event.has_sched_waking()) sched_pid(event.sched_waking().pid());
-      if (event.has_sched_wakeup()) sched_pid(event.sched_wakeup().pid());
-      if (event.has_sched_wakeup_new()) sched_pid(event.sched_wakeup_new().pid());
-      if (event.has_sched_process_fork()) {
-        summary_.event_named_pids.insert(event.sched_process_fork().child_pid());
-      }
-      if (event.has_task_newtask()) summary_.event_named_pids.insert(event.task_newtask().pid());
-      if (event.has_sched_process_exec()) {
-        summary_.event_named_pids.insert(event.sched_process_exec().pid());
-      }
-      if (event.has_task_rename()) summary_.event_named_pids.insert(event.task_rename().pid());
-    }
-    const auto& compact = bundle.compact_sched();
-    for (int32_t pid : compact.switch_next_pid()) sched_pid(pid);
-    for (int32_t pid : compact.waking_pid()) sched_pid(pid);
-    summary_.ftrace_events +=
-        static_cast<uint64_t>(compact.switch_timestamp_size() + compact.waking_timestamp_size());
-    for (const auto* deltas : {&compact.switch_timestamp(), &compact.waking_timestamp()}) {
-      uint64_t ts = 0;
-      for (uint64_t delta : *deltas) {
-        ts += delta;
-        AddEventTimestamp(ts, bundle.cpu());
-      }
-    }
-  }
-
-  if (p.has_process_tree()) {
-    for (const auto& process : p.process_tree().processes()) {
-      summary_.processes[process.pid()] = process.cmdline_size() > 0 ? process.cmdline(0) : "";
-      if (process.has_cgroup_id() || process.has_cgroup_path() || process.has_container_id()) {
-        summary_.process_cgroups[process.pid()] = TraceSummary::ProcessCgroup{
-            process.cgroup_id(), process.cgroup_path(), process.container_id(), process.pod_uid(),
-            process.container_runtime()};
-      } else {
-        summary_.process_cgroups.erase(process.pid());
-      }
-    }
-    for (const auto& thread : p.process_tree().threads()) {
-      summary_.threads[thread.tid()] = TraceSummary::Thread{thread.tgid(), thread.name()};
-    }
-  }
-
+  if (p.has_ftrace_events()) AddFtraceBundle(p.ftrace_events());
+  if (p.has_process_tree()) AddProcessTree(p.process_tree());
   AddStats(p);
   return true;
+}
+
+void TraceSummarizer::AddClockSnapshot(const trace::ClockSnapshot& snapshot) {
+  std::optional<uint64_t> boot, real;
+  for (const trace::ClockSnapshot::Clock& c : snapshot.clocks()) {
+    if (c.clock_id() == kBoottimeClockId) boot = c.timestamp();
+    if (c.clock_id() == kRealtimeClockId) real = c.timestamp();
+  }
+  if (boot.has_value() && real.has_value()) {
+    const int64_t offset = static_cast<int64_t>(*real - *boot);
+    if (!summary_.realtime_offset_first_ns) summary_.realtime_offset_first_ns = offset;
+    summary_.realtime_offset_last_ns = offset;
+  }
+}
+
+void TraceSummarizer::AddFtraceBundle(const trace::FtraceEventBundle& bundle) {
+  if (bundle.lost_events()) summary_.ftrace_bundles_with_lost_events++;
+  summary_.ftrace_events += static_cast<uint64_t>(bundle.event_size());
+  auto sched_pid = [this](int32_t pid) {
+    if (pid != 0) summary_.sched_pids.insert(pid);
+  };
+  for (const trace::FtraceEvent& event : bundle.event()) {
+    if (event.has_timestamp()) AddEventTimestamp(event.timestamp(), bundle.cpu());
+    if (event.has_sched_switch()) {
+      sched_pid(event.sched_switch().prev_pid());
+      sched_pid(event.sched_switch().next_pid());
+    }
+    if (event.has_sched_waking()) sched_pid(event.sched_waking().pid());
+    if (event.has_sched_wakeup()) sched_pid(event.sched_wakeup().pid());
+    if (event.has_sched_wakeup_new()) sched_pid(event.sched_wakeup_new().pid());
+    if (event.has_sched_process_fork()) {
+      summary_.event_named_pids.insert(event.sched_process_fork().child_pid());
+    }
+    if (event.has_task_newtask()) summary_.event_named_pids.insert(event.task_newtask().pid());
+    if (event.has_sched_process_exec()) {
+      summary_.event_named_pids.insert(event.sched_process_exec().pid());
+    }
+    if (event.has_task_rename()) summary_.event_named_pids.insert(event.task_rename().pid());
+  }
+  const auto& compact = bundle.compact_sched();
+  for (int32_t pid : compact.switch_next_pid()) sched_pid(pid);
+  for (int32_t pid : compact.waking_pid()) sched_pid(pid);
+  summary_.ftrace_events +=
+      static_cast<uint64_t>(compact.switch_timestamp_size() + compact.waking_timestamp_size());
+  for (const auto* deltas : {&compact.switch_timestamp(), &compact.waking_timestamp()}) {
+    uint64_t ts = 0;
+    for (uint64_t delta : *deltas) {
+      ts += delta;
+      AddEventTimestamp(ts, bundle.cpu());
+    }
+  }
+}
+
+void TraceSummarizer::AddProcessTree(const trace::ProcessTree& tree) {
+  for (const auto& process : tree.processes()) {
+    summary_.processes[process.pid()] = process.cmdline_size() > 0 ? process.cmdline(0) : "";
+    if (process.has_cgroup_id() || process.has_cgroup_path() || process.has_container_id()) {
+      summary_.process_cgroups[process.pid()] = TraceSummary::ProcessCgroup{
+          process.cgroup_id(), process.cgroup_path(), process.container_id(), process.pod_uid(),
+          process.container_runtime()};
+    } else {
+      summary_.process_cgroups.erase(process.pid());
+    }
+  }
+  for (const auto& thread : tree.threads()) {
+    summary_.threads[thread.tid()] = TraceSummary::Thread{thread.tgid(), thread.name()};
+  }
 }
 
 void TraceSummarizer::AddStats(const trace::TracePacket& packet) {

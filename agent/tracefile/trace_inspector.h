@@ -199,6 +199,12 @@ class TraceSummarizer {
   void AddTimestamp(uint64_t ts_ns);
   // An event's: also in first_event_ns, last_event_ns.
   void AddEventTimestamp(uint64_t ts_ns, uint32_t cpu);
+  // The REALTIME - BOOTTIME offset, when the snapshot holds both clocks.
+  void AddClockSnapshot(const trace::ClockSnapshot& snapshot);
+  // Event counts, timestamps and the pids the events name.
+  void AddFtraceBundle(const trace::FtraceEventBundle& bundle);
+  // Processes, their cgroups and threads (a later entry replaces one).
+  void AddProcessTree(const trace::ProcessTree& tree);
   void AddStats(const trace::TracePacket& packet);
 
   TraceSummary summary_;

@@ -55,11 +55,12 @@ std::string FormatRealtime(int64_t unix_ns) {
                           absl::UTCTimeZone());
 }
 
-std::string SummaryToText(const std::string& path, const TraceSummary& s) {
-  // Every string below that came from the file goes through PrintableText:
-  // a name may hold terminal escapes.
-  std::string out =
-      absl::StrFormat("%s: %u packets in %u bytes\n", PrintableText(path), s.packets, s.bytes);
+namespace {
+
+// The file, its packets and bytes, and what its compression inflates to.
+void AppendFileLines(std::string& out, const std::string& path, const TraceSummary& s) {
+  absl::StrAppendFormat(&out, "%s: %u packets in %u bytes\n", PrintableText(path), s.packets,
+                        s.bytes);
   // "in N bytes" is what the file holds, as stored; what that inflates to
   // is said here, for a gzip'd file as for compressed packets.
   if (const TraceSummary::Compression& c = s.compression; c.gzip) {
@@ -81,22 +82,25 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
                                                      static_cast<double>(c.inflated_bytes)
                                                : 0.0);
   }
+}
 
-  if (s.machine.has_value()) {
-    absl::StrAppend(
-        &out, "machine: ", s.machine->name.empty() ? "(unnamed)" : PrintableText(s.machine->name));
-    std::vector<std::string> ids;
-    for (const auto& [id, packets] : s.packets_by_machine_id) {
-      ids.push_back(id == 0 ? absl::StrCat("none (", packets, " packets)")
-                            : absl::StrFormat("%08x", id));
-    }
-    absl::StrAppend(&out, ", id ", absl::StrJoin(ids, " and "));
-    if (!s.machine->boot_id.empty()) {
-      absl::StrAppend(&out, ", boot ", PrintableText(s.machine->boot_id));
-    }
-    absl::StrAppend(&out, ", ", PrintableText(s.machine->kernel), "\n");
+void AppendMachineLine(std::string& out, const TraceSummary& s) {
+  if (!s.machine.has_value()) return;
+  absl::StrAppend(
+      &out, "machine: ", s.machine->name.empty() ? "(unnamed)" : PrintableText(s.machine->name));
+  std::vector<std::string> ids;
+  for (const auto& [id, packets] : s.packets_by_machine_id) {
+    ids.push_back(id == 0 ? absl::StrCat("none (", packets, " packets)")
+                          : absl::StrFormat("%08x", id));
   }
+  absl::StrAppend(&out, ", id ", absl::StrJoin(ids, " and "));
+  if (!s.machine->boot_id.empty()) {
+    absl::StrAppend(&out, ", boot ", PrintableText(s.machine->boot_id));
+  }
+  absl::StrAppend(&out, ", ", PrintableText(s.machine->kernel), "\n");
+}
 
+void AppendPacketTables(std::string& out, const TraceSummary& s) {
   absl::StrAppend(&out, "\nPackets by type:\n");
   for (const auto& [type, count] : s.packets_by_type) {
     absl::StrAppendFormat(&out, "  %-28s %10u\n", type, count);
@@ -108,7 +112,11 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   for (const auto& [id, seq] : s.sequences) {
     absl::StrAppendFormat(&out, "  %-10u %10u %24u\n", id, seq.packets, seq.dropped_marks);
   }
+}
 
+// The time range on both clocks, what the file holds whole, and the
+// windows a snapshot was asked for.
+void AppendTimeLines(std::string& out, const TraceSummary& s) {
   absl::StrAppend(&out, "\nTime range (CLOCK_BOOTTIME): ");
   if (s.first_timestamp_ns) {
     absl::StrAppendFormat(&out, "%s .. %s (%s)\n", FormatSeconds(*s.first_timestamp_ns),
@@ -138,7 +146,9 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
                           FormatFileTime(s, w.last_ns),
                           s.Holds(w) ? "held whole" : "NOT held whole");
   }
+}
 
+void AppendEventLines(std::string& out, const TraceSummary& s) {
   absl::StrAppendFormat(&out, "\nFtrace: %u events, %u bundles with lost events\n", s.ftrace_events,
                         s.ftrace_bundles_with_lost_events);
 
@@ -153,7 +163,16 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
     absl::StrAppend(&out, unresolved.size() > 10 ? " ...)" : ")");
   }
   absl::StrAppend(&out, "\n");
+}
 
+// The line that stands for the entries a list of `size` left out.
+void AppendElidedLine(std::string& out, size_t size) {
+  if (size > kMaxListedInText) {
+    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n", size - kMaxListedInText);
+  }
+}
+
+void AppendProcesses(std::string& out, const TraceSummary& s) {
   absl::StrAppendFormat(&out, "\nProcesses (%u):\n", s.processes.size());
   size_t listed = 0;
   for (const auto& [pid, name] : s.processes) {
@@ -166,17 +185,17 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
     }
     absl::StrAppend(&out, "\n");
   }
-  if (s.processes.size() > kMaxListedInText) {
-    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
-                          s.processes.size() - kMaxListedInText);
-  }
+  AppendElidedLine(out, s.processes.size());
+}
+
+void AppendContainers(std::string& out, const TraceSummary& s) {
   const std::map<std::string, TraceSummary::Container> containers = s.Containers();
   absl::StrAppendFormat(&out, "\nContainers (%u):\n", containers.size());
   if (!containers.empty()) {
     absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9s\n", "container", "pod uid", "runtime",
                           "processes");
   }
-  listed = 0;
+  size_t listed = 0;
   uint64_t in_containers = 0;
   for (const auto& [id, c] : containers) {
     in_containers += c.processes;
@@ -185,59 +204,51 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
                           c.pod_uid.empty() ? "-" : PrintableText(c.pod_uid),
                           c.runtime.empty() ? "-" : PrintableText(c.runtime), c.processes);
   }
-  if (containers.size() > kMaxListedInText) {
-    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
-                          containers.size() - kMaxListedInText);
-  }
+  AppendElidedLine(out, containers.size());
   absl::StrAppendFormat(&out, "  %u processes in no container, %u of unknown cgroup\n",
                         s.process_cgroups.size() - in_containers,
                         s.processes.size() - s.process_cgroups.size());
+}
+
+void AppendThreads(std::string& out, const TraceSummary& s) {
   absl::StrAppendFormat(&out, "\nThreads (%u):\n", s.threads.size());
-  listed = 0;
+  size_t listed = 0;
   for (const auto& [tid, thread] : s.threads) {
     if (listed++ == kMaxListedInText) break;
     absl::StrAppendFormat(&out, "  %8d  tgid %-8d %s\n", tid, thread.tgid,
                           PrintableText(thread.name));
   }
-  if (s.threads.size() > kMaxListedInText) {
-    absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
-                          s.threads.size() - kMaxListedInText);
-  }
+  AppendElidedLine(out, s.threads.size());
+}
 
+void AppendStats(std::string& out, const TraceSummary& s) {
   absl::StrAppend(&out, "\nNon-zero stats:\n");
   if (s.nonzero_stats.empty()) absl::StrAppend(&out, "  none\n");
   for (const auto& [name, value] : s.nonzero_stats) {
     // Entries are keyed by labels from the file (a trigger's name).
     absl::StrAppendFormat(&out, "  %-56s %s\n", PrintableText(name), StatToString(value));
   }
-  if (!s.snapshot_triggers.empty()) {
-    absl::StrAppend(&out, "\nSnapshot of ", s.snapshot_triggers.size(), " trigger(s):\n");
-    listed = 0;
-    for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
-      if (listed++ == kMaxListedInText) break;
-      absl::StrAppendFormat(&out, "  %-24s by %s (uid %d) at %s\n", PrintableText(t.trigger_name()),
-                            PrintableText(t.producer_name()), t.trusted_producer_uid(),
-                            FormatSeconds(t.timestamp()));
-    }
-    if (s.snapshot_triggers.size() > kMaxListedInText) {
-      absl::StrAppendFormat(&out, "  ... and %u more (--json lists all)\n",
-                            s.snapshot_triggers.size() - kMaxListedInText);
-    }
-  }
-  return out;
 }
 
-nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& s) {
-  nlohmann::json j;
-  j["file"] = path;
-  j["size_bytes"] = s.digest.has_value() ? nlohmann::json(s.digest->size) : nlohmann::json(nullptr);
-  j["sha256"] = s.digest.has_value() ? nlohmann::json(s.digest->sha256) : nlohmann::json(nullptr);
-  const TraceSummary::Compression& c = s.compression;
+void AppendSnapshotTriggers(std::string& out, const TraceSummary& s) {
+  if (s.snapshot_triggers.empty()) return;
+  absl::StrAppend(&out, "\nSnapshot of ", s.snapshot_triggers.size(), " trigger(s):\n");
+  size_t listed = 0;
+  for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
+    if (listed++ == kMaxListedInText) break;
+    absl::StrAppendFormat(&out, "  %-24s by %s (uid %d) at %s\n", PrintableText(t.trigger_name()),
+                          PrintableText(t.producer_name()), t.trusted_producer_uid(),
+                          FormatSeconds(t.timestamp()));
+  }
+  AppendElidedLine(out, s.snapshot_triggers.size());
+}
+
+nlohmann::json CompressionJson(const TraceSummary::Compression& c) {
   const char* codec = c.zstd_packets > 0 && c.deflate_packets > 0 ? "zstd+deflate"
                       : c.zstd_packets > 0                        ? "zstd"
                       : c.deflate_packets > 0                     ? "deflate"
                                                                   : "none";
-  j["compression"] = {
+  nlohmann::json j = {
       {"codec", codec},
       {"deflate_packets", c.deflate_packets},
       {"zstd_packets", c.zstd_packets},
@@ -247,87 +258,147 @@ nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& s) {
                                                       static_cast<double>(c.inflated_bytes))
                                      : nlohmann::json(nullptr)}};
   // A gzip'd file, compressed whole (its packets may be compressed too).
-  j["compression"]["gzip"] =
+  j["gzip"] =
       c.gzip ? nlohmann::json{{"bytes", c.gzip_bytes}, {"inflated_bytes", c.gzip_inflated_bytes}}
              : nlohmann::json(nullptr);
+  return j;
+}
+
+nlohmann::json MachineJson(const TraceSummary& s) {
   const uint32_t main_id = s.MainMachineId();
-  j["machine"] = {{"name", s.machine.has_value() ? s.machine->name : ""},
-                  {"id", main_id != 0 ? nlohmann::json(absl::StrFormat("%08x", main_id)) : nullptr},
-                  {"boot_id", s.machine.has_value() ? s.machine->boot_id : ""},
-                  {"kernel", s.machine.has_value() ? s.machine->kernel : ""},
-                  {"ids", nlohmann::json::array()}};
+  nlohmann::json j = {
+      {"name", s.machine.has_value() ? s.machine->name : ""},
+      {"id", main_id != 0 ? nlohmann::json(absl::StrFormat("%08x", main_id)) : nullptr},
+      {"boot_id", s.machine.has_value() ? s.machine->boot_id : ""},
+      {"kernel", s.machine.has_value() ? s.machine->kernel : ""},
+      {"ids", nlohmann::json::array()}};
   for (const auto& [id, packets] : s.packets_by_machine_id) {
-    j["machine"]["ids"].push_back({{"id", id}, {"packets", packets}});
+    j["ids"].push_back({{"id", id}, {"packets", packets}});
   }
-  if (s.first_timestamp_ns) {
-    j["time_range"] = {{"clock", "BOOTTIME"},
-                       {"first_ns", *s.first_timestamp_ns},
-                       {"last_ns", *s.last_timestamp_ns},
-                       {"duration_ns", *s.last_timestamp_ns - *s.first_timestamp_ns},
-                       {"events_first_ns", nullptr},
-                       {"events_last_ns", nullptr},
-                       {"realtime_first_ns", nullptr},
-                       {"realtime_last_ns", nullptr},
-                       {"events_realtime_first_ns", nullptr},
-                       {"events_realtime_last_ns", nullptr},
-                       {"events_realtime_first", nullptr},
-                       {"events_realtime_last", nullptr}};
-    if (s.first_event_ns) {
-      j["time_range"]["events_first_ns"] = *s.first_event_ns;
-      j["time_range"]["events_last_ns"] = *s.last_event_ns;
-    }
-    if (const auto range = s.RealtimeRange(); range.has_value()) {
-      j["time_range"]["realtime_first_ns"] = range->first;
-      j["time_range"]["realtime_last_ns"] = range->second;
-    }
-    if (const auto events = s.RealtimeRange(/*events_only=*/true); events.has_value()) {
-      j["time_range"]["events_realtime_first_ns"] = events->first;
-      j["time_range"]["events_realtime_last_ns"] = events->second;
-      j["time_range"]["events_realtime_first"] = FormatRealtime(events->first);
-      j["time_range"]["events_realtime_last"] = FormatRealtime(events->second);
-    }
-  } else {
-    j["time_range"] = nullptr;
+  return j;
+}
+
+// null without timestamps.
+nlohmann::json TimeRangeJson(const TraceSummary& s) {
+  if (!s.first_timestamp_ns) return nullptr;
+  nlohmann::json j = {{"clock", "BOOTTIME"},
+                      {"first_ns", *s.first_timestamp_ns},
+                      {"last_ns", *s.last_timestamp_ns},
+                      {"duration_ns", *s.last_timestamp_ns - *s.first_timestamp_ns},
+                      {"events_first_ns", nullptr},
+                      {"events_last_ns", nullptr},
+                      {"realtime_first_ns", nullptr},
+                      {"realtime_last_ns", nullptr},
+                      {"events_realtime_first_ns", nullptr},
+                      {"events_realtime_last_ns", nullptr},
+                      {"events_realtime_first", nullptr},
+                      {"events_realtime_last", nullptr}};
+  if (s.first_event_ns) {
+    j["events_first_ns"] = *s.first_event_ns;
+    j["events_last_ns"] = *s.last_event_ns;
   }
-  auto time_json = [&s](uint64_t boottime_ns) {
-    const std::optional<int64_t> real = ToRealtime(s, boottime_ns);
-    return nlohmann::json{{"boottime_ns", boottime_ns},
-                          {"realtime", real ? nlohmann::json(FormatRealtime(*real)) : nullptr}};
-  };
-  if (const std::optional<uint64_t> from = s.HeldFrom(); from && s.last_timestamp_ns) {
-    j["held"] = {{"from", time_json(*from)},
-                 {"until", time_json(*s.last_timestamp_ns)},
-                 {"ring_wrapped", s.buffers_wrapped}};
-  } else {
-    j["held"] = nullptr;
+  if (const auto range = s.RealtimeRange(); range.has_value()) {
+    j["realtime_first_ns"] = range->first;
+    j["realtime_last_ns"] = range->second;
   }
-  j["snapshot_windows"] = nlohmann::json::array();
+  if (const auto events = s.RealtimeRange(/*events_only=*/true); events.has_value()) {
+    j["events_realtime_first_ns"] = events->first;
+    j["events_realtime_last_ns"] = events->second;
+    j["events_realtime_first"] = FormatRealtime(events->first);
+    j["events_realtime_last"] = FormatRealtime(events->second);
+  }
+  return j;
+}
+
+// A BOOTTIME time of the file, with its RFC 3339 time when the file can
+// place it (else null).
+nlohmann::json FileTimeJson(const TraceSummary& s, uint64_t boottime_ns) {
+  const std::optional<int64_t> real = ToRealtime(s, boottime_ns);
+  return nlohmann::json{{"boottime_ns", boottime_ns},
+                        {"realtime", real ? nlohmann::json(FormatRealtime(*real)) : nullptr}};
+}
+
+// What the file holds whole (null without events), and whether it holds
+// each window a snapshot was asked for.
+nlohmann::json HeldJson(const TraceSummary& s) {
+  const std::optional<uint64_t> from = s.HeldFrom();
+  if (!from || !s.last_timestamp_ns) return nullptr;
+  return {{"from", FileTimeJson(s, *from)},
+          {"until", FileTimeJson(s, *s.last_timestamp_ns)},
+          {"ring_wrapped", s.buffers_wrapped}};
+}
+
+nlohmann::json SnapshotWindowsJson(const TraceSummary& s) {
+  nlohmann::json j = nlohmann::json::array();
   for (const TraceSummary::Window& w : s.snapshot_windows) {
-    j["snapshot_windows"].push_back(
-        {{"first", time_json(w.first_ns)}, {"last", time_json(w.last_ns)}, {"held", s.Holds(w)}});
+    j.push_back({{"first", FileTimeJson(s, w.first_ns)},
+                 {"last", FileTimeJson(s, w.last_ns)},
+                 {"held", s.Holds(w)}});
   }
+  return j;
+}
+
+nlohmann::json LossesJson(const TraceSummary& s) {
   const TraceSummary::Losses& l = s.losses;
-  j["losses"] = {{"staging_events", l.staging_events},
-                 {"buffer_chunks_overwritten", l.buffer_chunks_overwritten},
-                 {"buffer_bytes_overwritten", l.buffer_bytes_overwritten},
-                 {"buffer_chunks_discarded", l.buffer_chunks_discarded},
-                 {"events_after_staging", l.events_after_staging},
-                 {"packets_after_a_gap", s.PacketsAfterAGap()},
-                 {"ftrace_bundles_after_a_loss", s.ftrace_bundles_with_lost_events}};
-  j["snapshot_triggers"] = nlohmann::json::array();
+  return {{"staging_events", l.staging_events},
+          {"buffer_chunks_overwritten", l.buffer_chunks_overwritten},
+          {"buffer_bytes_overwritten", l.buffer_bytes_overwritten},
+          {"buffer_chunks_discarded", l.buffer_chunks_discarded},
+          {"events_after_staging", l.events_after_staging},
+          {"packets_after_a_gap", s.PacketsAfterAGap()},
+          {"ftrace_bundles_after_a_loss", s.ftrace_bundles_with_lost_events}};
+}
+
+nlohmann::json SnapshotTriggersJson(const TraceSummary& s) {
+  nlohmann::json j = nlohmann::json::array();
   for (const trace::TraceStats::SnapshotTrigger& t : s.snapshot_triggers) {
-    j["snapshot_triggers"].push_back({{"trigger_name", t.trigger_name()},
-                                      {"producer_name", t.producer_name()},
-                                      {"trusted_producer_uid", t.trusted_producer_uid()},
-                                      {"timestamp_ns", t.timestamp()}});
+    j.push_back({{"trigger_name", t.trigger_name()},
+                 {"producer_name", t.producer_name()},
+                 {"trusted_producer_uid", t.trusted_producer_uid()},
+                 {"timestamp_ns", t.timestamp()}});
   }
-  if (s.error) {
-    j["error"] = {{"offset", s.error->offset},
-                  {"message", s.error->message},
-                  {"not_a_trace", s.error->not_a_trace}};
-  } else {
-    j["error"] = nullptr;
-  }
+  return j;
+}
+
+nlohmann::json ErrorJson(const TraceSummary& s) {
+  if (!s.error) return nullptr;
+  return {{"offset", s.error->offset},
+          {"message", s.error->message},
+          {"not_a_trace", s.error->not_a_trace}};
+}
+
+}  // namespace
+
+std::string SummaryToText(const std::string& path, const TraceSummary& s) {
+  // Every string the sections print that came from the file goes through
+  // PrintableText: a name may hold terminal escapes.
+  std::string out;
+  AppendFileLines(out, path, s);
+  AppendMachineLine(out, s);
+  AppendPacketTables(out, s);
+  AppendTimeLines(out, s);
+  AppendEventLines(out, s);
+  AppendProcesses(out, s);
+  AppendContainers(out, s);
+  AppendThreads(out, s);
+  AppendStats(out, s);
+  AppendSnapshotTriggers(out, s);
+  return out;
+}
+
+nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& s) {
+  nlohmann::json j;
+  j["file"] = path;
+  j["size_bytes"] = s.digest.has_value() ? nlohmann::json(s.digest->size) : nlohmann::json(nullptr);
+  j["sha256"] = s.digest.has_value() ? nlohmann::json(s.digest->sha256) : nlohmann::json(nullptr);
+  j["compression"] = CompressionJson(s.compression);
+  j["machine"] = MachineJson(s);
+  j["time_range"] = TimeRangeJson(s);
+  j["held"] = HeldJson(s);
+  j["snapshot_windows"] = SnapshotWindowsJson(s);
+  j["losses"] = LossesJson(s);
+  j["snapshot_triggers"] = SnapshotTriggersJson(s);
+  j["error"] = ErrorJson(s);
   return j;
 }
 
