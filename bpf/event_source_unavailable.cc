@@ -23,9 +23,6 @@ void EventSource::SetRecording(bool) {}
 absl::Status EventSource::SetCgroupFilter(const std::vector<uint64_t>&) {
   return absl::UnavailableError("no BPF in this build");
 }
-absl::Status EventSource::LoadGroups(const Options&) {
-  return absl::UnavailableError("no BPF in this build");
-}
 std::vector<uint64_t> EventSource::drops_per_cpu(uint32_t) const { return {}; }
 uint64_t EventSource::drops(uint32_t) const { return 0; }
 std::vector<std::vector<uint64_t>> EventSource::all_drops_per_cpu() const { return {}; }

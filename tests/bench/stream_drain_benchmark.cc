@@ -6,7 +6,7 @@
 //                                 with BufferPacketReader::ReadSome in 1 MiB
 //                                 batches and written
 //                                 into a RotatingTraceFile (16 MiB files, 2
-//                                 kept), as TracingSession::WriteIntoFile does;
+//                                 kept), as SessionStream::WriteIntoFile does;
 //                                 16 periods (64 MiB) an iteration
 //   BM_StreamDrain_PlainWrite/0   write() of as many bytes, 4 MiB at a time,
 //                                 into one file of the same directory (fsynced
@@ -91,7 +91,7 @@ constexpr size_t kPayloadBytes = kChunkBytes - buffer::kChunkHeaderSize;
 constexpr size_t kPeriodBytes = 4 << 20;
 constexpr int kPeriodsPerIteration = 16;
 constexpr uint64_t kFileBytes = 16 << 20;
-// As TracingSession::WriteIntoFile: what a drain reads per hold of the lock.
+// As SessionStream::WriteIntoFile: what a drain reads per hold of the lock.
 constexpr size_t kDrainBatchBytes = 1 << 20;
 constexpr uint32_t kMaxFiles = 2;
 constexpr int kWriters = 4;  // Sequences, as per-CPU writers.
@@ -249,7 +249,7 @@ size_t WholeFramedPackets(absl::string_view data, uint64_t room) {
   return end;
 }
 
-// Writes a drain's packets into `file` as TracingSession::StreamOut does:
+// Writes a drain's packets into `file` as SessionStream::StreamOut does:
 // a new file when the next packet would take the current one past
 // kFileBytes, each write a copy of its part (the session's substr).
 absl::Status WriteRotating(RotatingTraceFile* file, const std::string& data) {
@@ -500,7 +500,7 @@ void BM_StreamDrain_WriterPause(benchmark::State& state) {
   int64_t max_hold_ns = 0, max_write_ns = 0;
   uint64_t drained_bytes = 0, drains = 0;
   // In 1 MiB batches, the lock let go between them (ReadSome), as
-  // TracingSession::WriteIntoFile reads.
+  // SessionStream::WriteIntoFile reads.
   auto drain_once = [&]() -> absl::Status {
     absl::Status st;
     for (bool all_read = false; !all_read && st.ok();) {
