@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     return ringside::agent::kExitOk;
   }
   if (name == "--version" || name == "version") {
-    std::printf("ringside %s\n", ringside::agent::kVersion);
+    std::printf("ringside %s\n", ringside::base::kVersion);
     return ringside::agent::kExitOk;
   }
   if (name == "help") {

@@ -18,6 +18,8 @@
 #include "agent/daemon/trigger_dispatcher.h"
 #include "agent/lifecycle/agent_log.h"
 #include "agent/lifecycle/systemd_notifier.h"
+#include "agent/output/compressing_sink.h"
+#include "agent/output/rotating_trace_file.h"
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/snapshot_writer.h"
 #include "agent/snapshots/trigger_tally.h"
