@@ -382,11 +382,20 @@ class CpuHotplugTest : public RecordDegradedTest {
 // CPU 1 goes offline during a recording and comes back: the recording goes
 // on on CPU 0 meanwhile, says when CPU 1 went and came back, ends whole,
 // and CPU 1's events are there again after it came back.
+//
+// The recording lasts until 1.5 s after CPU 1 is back (its command waits for
+// the test's gate file), not a fixed time: bringing a CPU online can take the
+// kernel a minute on a loaded VM, and a recording that ended before would
+// have nothing to say about the CPU's return.
 TEST_F(CpuHotplugTest, ACpuGoingOfflineAndOnlineWhileRecording) {
   const std::vector<pid_t> storm = ringside::testing::StartPipeStorm(1);
+  const std::string gate = out_ + ".back";
   RecordRun run;
   std::thread recorder([&] {
-    run = RecordDegraded(Degradation(), {"record", "--duration", "5s", "-o", out_});
+    run = RecordDegraded(
+        Degradation(),
+        {"record", "--duration", "300s", "-o", out_, "--", "/bin/sh", "-c",
+         absl::StrCat("while [ ! -e '", gate, "' ]; do sleep 0.1; done; sleep 1.5")});
   });
   int64_t offline_ns = 0, online_ns = 0;
   bool offline = false, online = false;
@@ -401,7 +410,9 @@ TEST_F(CpuHotplugTest, ACpuGoingOfflineAndOnlineWhileRecording) {
     online = cpu1.Online();
     online_ns = BootTimeNs();
   }
+  std::ofstream(gate).put('\n');
   recorder.join();
+  unlink(gate.c_str());
   ringside::testing::StopProcesses(storm);
   ASSERT_TRUE(offline) << "writing 0 to " << kOnline;
   ASSERT_TRUE(online) << "writing 1 to " << kOnline;
