@@ -1,10 +1,13 @@
 # ringside build. Everything generated goes under $(BUILD); the source tree is
 # never written to (except by `make format`).
 #
-#   make            build/ringside and one static library per component
+#   make            build/ringside and one static library per component and
+#                   per agent folder
 #   make test       build and run every test; exits non-zero on any failure
 #   make test-long  the same, with the slowest scenarios at their full size
 #   make check-layers  the include layers of tools/layers.txt (part of test)
+#   make check-links  the same layers between the libraries, symbol by symbol
+#                   (part of test)
 #   make check-docs  the docs' links, subcommands, thread and mutex counts
 #                   against the tree and the code (part of test)
 #   make check-sizes  no production function over 80 lines, no class over 400
@@ -104,10 +107,6 @@ endif
 
 # --- Sources ------------------------------------------------------------------
 
-# base/ is what every component may use (scoped fds, EINTR-safe I/O, errno
-# as Status) and includes nothing of ours.
-COMPONENTS := base buffer ftrace bpf agent
-
 PROTO_SRCS := $(shell find protos -name '*.proto' | sort)
 PROTO_CCS := $(PROTO_SRCS:protos/%.proto=$(BUILD)/gen/%.pb.cc)
 PROTO_HDRS := $(PROTO_SRCS:protos/%.proto=$(BUILD)/gen/%.pb.h)
@@ -129,18 +128,34 @@ else
   NO_BPF_SRCS := bpf/event_source_unavailable.cc
 endif
 
-# The sources of a component: its top level and its subfolders (agent/'s
-# concerns, buffer/internal/), minus the binary's main.cc.
+# The sources of a component: its top level and its subfolders (buffer/internal/),
+# minus the binary's main.cc.
 component_srcs = $(filter-out agent/cli/main.cc $(NO_BPF_SRCS),$(wildcard $(1)/*.cc $(1)/*/*.cc))
 component_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(call component_srcs,$(1)))
-component_lib = $(BUILD)/lib/libringside_$(1).a
+component_lib = $(BUILD)/lib/libringside_$(subst /,_,$(1)).a
 
-LIBS := $(foreach c,$(COMPONENTS),$(call component_lib,$(c))) $(BUILD)/lib/libringside_protos.a
-# Link order: dependents before their dependencies; base/ last, as every
+# agent/ is one library per folder (agent/cli, agent/daemon, ...), on the
+# levels tools/layers.txt gives them: a folder may use folders of later
+# levels only. The link lists them in that order, so a library that calls up
+# a level fails to link, and `make check-links` names each call that crosses
+# a layer (tools/check_links.py reads the same table).
+AGENT_FOLDERS := $(shell awk '/^level [0-9]+:/ { sub(/\#.*/, ""); sub(/:/, ""); \
+  for (i = 3; i <= NF; i++) print $$2, $$i }' tools/layers.txt | sort -n -s | cut -d' ' -f2)
+AGENT_LIBS := $(AGENT_FOLDERS:%=agent/%)
+ifneq ($(wildcard agent/*.cc),)
+  $(error agent/ has sources outside any folder ($(wildcard agent/*.cc)): put them in a folder of tools/layers.txt's levels)
+endif
+ifneq ($(filter-out $(AGENT_FOLDERS),$(patsubst agent/%/,%,$(wildcard agent/*/))),)
+  $(error agent/$(firstword $(filter-out $(AGENT_FOLDERS),$(patsubst agent/%/,%,$(wildcard agent/*/)))) is on no level of tools/layers.txt: add it there)
+endif
+
+# Every library but protos' (generated) and their link order: dependents
+# before their dependencies; agent/'s folders by level; base/ last, as every
 # other library may use it.
-LINK_LIBS := $(call component_lib,agent) $(call component_lib,buffer) \
-  $(call component_lib,ftrace) $(call component_lib,bpf) $(BUILD)/lib/libringside_protos.a \
-  $(call component_lib,base)
+SOURCE_LIBS := $(AGENT_LIBS) buffer ftrace bpf base
+LIBS := $(foreach c,$(SOURCE_LIBS),$(call component_lib,$(c))) $(BUILD)/lib/libringside_protos.a
+LINK_LIBS := $(foreach c,$(filter-out base,$(SOURCE_LIBS)),$(call component_lib,$(c))) \
+  $(BUILD)/lib/libringside_protos.a $(call component_lib,base)
 
 BIN := $(BUILD)/ringside
 
@@ -169,13 +184,13 @@ ifeq ($(HAVE_BTF),)
 endif
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.cc=$(BUILD)/bench/%)
 
-ALL_OBJS := $(foreach c,$(COMPONENTS),$(call component_objs,$(c))) \
+ALL_OBJS := $(foreach c,$(SOURCE_LIBS),$(call component_objs,$(c))) \
   $(BUILD)/obj/agent/cli/main.o $(PROTO_OBJS) $(foreach d,$(TEST_DIRS),$(call test_objs,$(d))) \
   $(BENCH_SRCS:%.cc=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/tools/storm.o
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests check-layers check-docs check-sizes test-long flake-check test-kernels run-test-kernels asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+.PHONY: all test run-tests check-layers check-links check-docs check-sizes test-long flake-check test-kernels run-test-kernels asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
   uninstall clean format
 
 all: $(BIN) $(LIBS)
@@ -247,7 +262,7 @@ $(call component_lib,$(1)): $(call component_objs,$(1))
 	@mkdir -p $$(@D)
 	rm -f $$@ && $$(AR) rcs $$@ $$^
 endef
-$(foreach c,$(COMPONENTS),$(eval $(call component_rules,$(c))))
+$(foreach c,$(SOURCE_LIBS),$(eval $(call component_rules,$(c))))
 
 $(BIN): $(BUILD)/obj/agent/cli/main.o $(LINK_LIBS)
 	$(CXX) $(LDFLAGS) $^ $(PKG_LIBS) -o $@
@@ -273,7 +288,7 @@ test: deps
 
 # The benchmarks are built too, not run: a change that breaks one (a test
 # helper they link, say) shows here, not at the next `make bench`.
-run-tests: check-layers check-docs check-sizes $(BIN) $(TEST_BINS) $(BENCH_BINS)
+run-tests: check-layers check-links check-docs check-sizes $(BIN) $(TEST_BINS) $(BENCH_BINS)
 	@tools/run_tests.sh $(TEST_BINS)
 
 # The include layers of tools/layers.txt (issue 53): a production file that
@@ -286,6 +301,17 @@ check-layers:
 	  --folder-table docs/development.md
 	@out=$$(python3 tests/tools/check_layers_test.py 2>&1) || { echo "$$out"; exit 1; }; \
 	  echo "check_layers_test: $$(echo "$$out" | grep '^Ran ')"
+
+# The same layers at link time: every symbol a library uses from another
+# must come from one the table lets it use (tools/check_links.py, with nm).
+# It sees what no include shows: a function declared in a lower layer and
+# defined above it. Then the checker's own tests. A few seconds.
+check-links: $(BUILD)/obj/agent/cli/main.o $(LIBS)
+	@python3 tools/check_links.py --table tools/layers.txt \
+	  $(foreach c,$(SOURCE_LIBS),--lib $(c)=$(call component_lib,$(c))) \
+	  --lib protos=$(BUILD)/lib/libringside_protos.a --lib agent/cli=$(BUILD)/obj/agent/cli/main.o
+	@out=$$(python3 tests/tools/check_links_test.py 2>&1) || { echo "$$out"; exit 1; }; \
+	  echo "check_links_test: $$(echo "$$out" | grep '^Ran ')"
 
 # The lengths of production functions and classes (issue 53): a function over
 # tools/sizes.txt's limit (80 lines) or a class whose member functions add up

@@ -12,6 +12,8 @@ namespace ringside::agent {
 
 using trace::TracePacket;
 
+SessionSnapshot::~SessionSnapshot() = default;
+
 absl::Status SessionSnapshot::WriteTo(TraceSink* sink) {
   std::string out;
   auto emit = [&](TracePacket p) { AppendServicePacket(std::move(p), machine_.id, &out); };

@@ -30,6 +30,9 @@ struct SnapshotTrigger {
 // file of its own, as a complete trace, while the session records on.
 class SessionSnapshot {
  public:
+  // Out of line: freeing the cloned buffers is the session's business, so
+  // the snapshot's holders need not link buffer/ (check-links).
+  ~SessionSnapshot();
   // Writes the clone as a whole trace into `sink` and finishes it: the
   // preamble (with the session's start clocks), the clone_snapshot_trigger
   // packet (once), the buffers' data, the clock snapshot and trace_stats of

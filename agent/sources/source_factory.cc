@@ -331,6 +331,10 @@ constexpr SourceKind kSourceKinds[] = {
 
 }  // namespace
 
+void BuiltSources::UnmountTracefs() {
+  if (tracefs.has_value()) (void)tracefs->Unmount();
+}
+
 BuiltSources BuildDataSources(const config::TraceConfig& config, DescriptorTracker* tracker,
                               IncidentListener* incidents) {
   BuiltSources out;

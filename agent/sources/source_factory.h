@@ -55,9 +55,8 @@ struct BuiltSources {
   }
   // Leaves tracefs as the sources found it (unmounts what they mounted for
   // everyone; needs CAP_SYS_ADMIN). REQUIRES: the sources are gone.
-  void UnmountTracefs() {
-    if (tracefs.has_value()) (void)tracefs->Unmount();
-  }
+  // Out of line: the call into ftrace/ is the sources' (check-links).
+  void UnmountTracefs();
 };
 
 // The one place where the config's data sources become DataSources. Reads
