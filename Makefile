@@ -417,6 +417,7 @@ FUZZ_LIBS_control_request := protobuf absl_statusor absl_strings
 # and the reload plan.
 FUZZ_OBJS_config_text := $(call fuzz_objs,tests/fuzz/config_text_fuzzer.cc \
   agent/config/config_loader.cc agent/config/config_limits.cc agent/config/config_validation.cc \
+  agent/config/config_validation_sources.cc \
   agent/config/defaults.cc \
   agent/config/config_reload.cc base/listen_address.cc \
   $(BUILD)/gen/ringside/config/trace_config.pb.cc)
