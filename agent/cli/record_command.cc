@@ -1,6 +1,5 @@
 #include "agent/cli/record_command.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,16 +20,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/cli/record_child.h"
 #include "agent/cli/record_events.h"
 #include "agent/config/config_loader.h"
 #include "agent/output/compressing_sink.h"
 #include "agent/output/output_file.h"
 #include "agent/session/tracing_session.h"
 #include "agent/tracefile/packet_compression.h"
-#include "base/file_io.h"
 
 namespace ringside::agent {
 namespace {
@@ -38,9 +36,6 @@ namespace {
 // Stop requests, taken synchronously: Ctrl-C, kill, and a closed terminal
 // or ssh connection.
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
-
-// How long a CMD the recording stops has to end before it is killed.
-constexpr absl::Duration kCommandGraceTime = absl::Seconds(10);
 
 const char* StopReason(int sig) {
   switch (sig) {
@@ -51,71 +46,6 @@ const char* StopReason(int sig) {
     default:
       return "hung up (SIGHUP)";
   }
-}
-
-// The executable CMD names, looked up as execvp() would: 127 if there is
-// none, 126 if it cannot be run; 0 if it can.
-int CheckCommand(const std::string& cmd, std::string* why) {
-  std::vector<std::string> candidates;
-  if (cmd.find('/') != std::string::npos) {
-    candidates.push_back(cmd);
-  } else {
-    const char* path = getenv("PATH");
-    for (absl::string_view dir : absl::StrSplit(path ? path : "/usr/bin:/bin", ':')) {
-      candidates.push_back(absl::StrCat(dir.empty() ? "." : dir, "/", cmd));
-    }
-  }
-  int result = 127;
-  *why = "command not found";
-  for (const std::string& c : candidates) {
-    struct stat st;
-    if (stat(c.c_str(), &st) != 0) continue;
-    if (S_ISREG(st.st_mode) && access(c.c_str(), X_OK) == 0) return 0;
-    result = 126;
-    *why = S_ISDIR(st.st_mode) ? "is a directory" : "permission denied";
-  }
-  return result;
-}
-
-// Starts `args` as a child process with the default signal mask. Returns its
-// pid, or -1 with `*exec_errno` set when it could not be started.
-pid_t Spawn(const std::vector<std::string>& args, int* exec_errno) {
-  // Built before fork(): the recording's threads run meanwhile, and a child
-  // of a threaded process may call only async-signal-safe functions before
-  // exec. An allocation there waits forever on a lock another thread held
-  // at the fork (GCC 12's AddressSanitizer takes no allocator lock around
-  // fork), and this thread with it, in the read below.
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  int report[2];
-  if (pipe2(report, O_CLOEXEC) != 0) {
-    *exec_errno = errno;
-    return -1;
-  }
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(report[0]);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    signal(SIGPIPE, SIG_DFL);
-    execvp(argv[0], argv.data());
-    const int err = errno;
-    (void)!write(report[1], &err, sizeof(err));
-    _exit(127);
-  }
-  close(report[1]);
-  int err = 0;
-  // EOF (the pipe closed by a successful exec) or the child's errno.
-  const ssize_t n = base::RetryOnEintr([&] { return read(report[0], &err, sizeof(err)); });
-  close(report[0]);
-  if (pid < 0 || n == sizeof(err)) {
-    *exec_errno = pid < 0 ? errno : err;
-    if (pid > 0) waitpid(pid, nullptr, 0);
-    return -1;
-  }
-  return pid;
 }
 
 // What went wrong (or right again) while recording, each on its own line
@@ -189,15 +119,6 @@ void PrintSummary(const TracingSession::Summary& s, const std::string& why,
                  "'ringside inspect %s'\n",
                  output.c_str());
   }
-}
-
-std::string DescribeExit(int status) {
-  if (WIFEXITED(status)) return absl::StrCat("command exited with status ", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return absl::StrCat("command killed by signal ", WTERMSIG(status), " (",
-                        strsignal(WTERMSIG(status)), ")");
-  }
-  return "command ended";
 }
 
 // What the flags and the config ask `record` to do, checked.
@@ -451,31 +372,6 @@ RecordingEnd WaitForTheEnd(TracingSession* recording, const sigset_t& signals,
   return end;
 }
 
-// Ends CMD (`child`, named `name`), which the recording outlived: with the
-// stop signal that ended the recording, else SIGTERM. A CMD that ignores
-// it (nohup, a trap) must not hold the file back: a second stop signal,
-// or kCommandGraceTime, kills it.
-void StopCommand(pid_t child, const std::string& name, const sigset_t& signals, bool tty,
-                 RecordingEnd* end) {
-  const int sent = end->stop_signal != 0 ? end->stop_signal : SIGTERM;
-  kill(child, sent);
-  const absl::Time give_up = absl::Now() + kCommandGraceTime;
-  bool killed = false;
-  while (waitpid(child, &end->child_status, WNOHANG) == 0) {
-    const absl::Duration left = std::max(give_up - absl::Now(), absl::ZeroDuration());
-    timespec ts = absl::ToTimespec(std::min(absl::Milliseconds(200), left));
-    const int sig = sigtimedwait(&signals, nullptr, &ts);
-    const bool again = sig == SIGINT || sig == SIGTERM || sig == SIGHUP;
-    if (!killed && (again || absl::Now() >= give_up)) {
-      std::fprintf(stderr, "%sringside record: %s did not end on %s; killing it\n", tty ? "\n" : "",
-                   name.c_str(), strsignal(sent));
-      kill(child, SIGKILL);
-      killed = true;
-    }
-  }
-  end->why += "; " + DescribeExit(end->child_status);
-}
-
 void PrintCompression(const CompressingSink& c) {
   std::fprintf(stderr, "ringside record: %s: %s of packets in %s (%.2fx), %.0f ms of CPU\n",
                PacketCodecName(c.compression().codec), Size(c.bytes_in()).c_str(),
@@ -590,7 +486,7 @@ int RunRecordCommand(const ParsedArgs& args) {
   pid_t child = -1;
   if (!args.command.empty()) {
     int err = 0;
-    child = Spawn(args.command, &err);
+    child = SpawnCommand(args.command, &err);
     if (child < 0) {
       // Found before recording, gone or refused since: no trace of nothing.
       std::fprintf(stderr, "ringside record: cannot run %s: %s; nothing recorded\n",
@@ -602,7 +498,13 @@ int RunRecordCommand(const ParsedArgs& args) {
   const bool tty = isatty(STDERR_FILENO);
   RecordingEnd end = WaitForTheEnd(recording.get(), signals, plan.duration, child, tty);
   if (tty) std::fprintf(stderr, "\n");
-  if (child > 0 && !end.child_ended) StopCommand(child, args.command[0], signals, tty, &end);
+  if (child > 0 && !end.child_ended) {
+    // With the stop signal that ended the recording, else SIGTERM.
+    end.child_status =
+        StopCommand(child, args.command[0], end.stop_signal != 0 ? end.stop_signal : SIGTERM,
+                    signals, kCommandGraceTime, tty);
+    end.why += "; " + DescribeExit(end.child_status);
+  }
   return FinishRecording(recording.get(), out, plan.output, end, child);
 }
 

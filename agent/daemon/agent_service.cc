@@ -19,7 +19,6 @@
 #include "absl/strings/str_join.h"
 #include "agent/config/config_limits.h"
 #include "agent/config/config_loader.h"
-#include "agent/config/config_reload.h"
 #include "agent/config/defaults.h"
 #include "agent/control/control_frame.h"
 #include "agent/daemon/agent_stream.h"
@@ -69,16 +68,21 @@ class StartTimes {
   std::string steps_;
 };
 
+// The tally's rows no request can take (TriggerTally::Reserve): the
+// config's triggers, requests' and SIGUSR1's.
+std::vector<std::string> ReservedTallyNames(const config::TraceConfig& config) {
+  std::vector<std::string> names = {kRequestedSnapshotReason, kSignalSnapshotReason};
+  for (const auto& t : config.trigger_config().triggers()) names.push_back(t.name());
+  return names;
+}
+
 }  // namespace
 
 using internal::Error;
 using internal::Who;
 
 AgentService::AgentService(Options options)
-    : options_(std::move(options)),
-      log_(*options_.log),
-      notifier_(*options_.notifier),
-      config_(options_.config) {}
+    : options_(std::move(options)), log_(*options_.log), notifier_(*options_.notifier) {}
 
 AgentService::~AgentService() {
   metrics_.Stop();
@@ -87,8 +91,6 @@ AgentService::~AgentService() {
   if (snapshots_ != nullptr) snapshots_->Finish();
   if (control_ != nullptr) control_->Stop();
   if (session_ != nullptr) (void)session_->Stop();
-  if (stop_fd_ >= 0) close(stop_fd_);
-  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 absl::Status AgentService::CheckConfig(const config::TraceConfig& cfg) {
@@ -103,12 +105,6 @@ absl::Status AgentService::CheckConfig(const config::TraceConfig& cfg) {
   return absl::OkStatus();
 }
 
-std::vector<std::string> AgentService::ReservedTallyNames(const config::TraceConfig& config) {
-  std::vector<std::string> names = {kRequestedSnapshotReason, kSignalSnapshotReason};
-  for (const auto& t : config.trigger_config().triggers()) names.push_back(t.name());
-  return names;
-}
-
 absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options options) {
   if (absl::Status st = CheckConfig(options.config); !st.ok()) return st;
   std::unique_ptr<AgentService> s(new AgentService(std::move(options)));
@@ -117,14 +113,17 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   // there still says how far it came): a start that took a minute on a
   // loaded test machine once, with no trace of where.
   StartTimes times(&s->log_);
-  {
-    absl::MutexLock lock(&s->mu_);
-    s->triggers_.ReplaceTriggers(s->options_.config);
-  }
-  s->tally_.Reserve(ReservedTallyNames(s->options_.config));
+  s->ReplaceTriggers(s->options_.config);
   const config::TraceConfig& config = s->options_.config;
   ControlServer::Options control_options;
   if (absl::Status st = s->ResolveGroups(&control_options); !st.ok()) return st;
+  s->reloader_ = std::make_unique<ConfigReloader>(
+      ConfigReloader::Options{.config_path = s->options_.config_path,
+                              .overrides = s->options_.overrides,
+                              .output_group = s->output_group_,
+                              .log = &s->log_,
+                              .target = s.get()},
+      config);
   if (absl::Status st = OutputDir::Open(config.output_dir(), s->output_group_).status(); !st.ok()) {
     return st;
   }
@@ -132,23 +131,29 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   CleanUpAfterDeadAgents(config, s->log_);
   times.Step("clean-up after dead agents");
   // Before the sources start: an incident they read wakes the main thread.
-  s->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  s->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (s->stop_fd_ < 0 || s->wake_fd_ < 0) {
+  s->stop_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  s->wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!s->stop_fd_ || !s->wake_fd_) {
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   }
-  if (absl::Status st = s->OpenStream(); !st.ok()) return st;
+  absl::StatusOr<AgentStream> stream = OpenAgentStreamSink(config, s->output_group_, s->log_);
+  if (!stream.ok()) return stream.status();
+  s->stream_ = std::move(*stream);
   absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config, s.get());
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
   times.Step("sources loaded");
-  const absl::Status started = s->stream_sink_ != nullptr
-                                   ? s->session_->StartIntoFiles(s->stream_sink_)
+  const absl::Status started = s->stream_.sink != nullptr
+                                   ? s->session_->StartIntoFiles(s->stream_.sink)
                                    : s->session_->Start();
   times.Step("sources started");
   for (const std::string& w : s->session_->warnings()) s->log_.Warning(w);
   if (!started.ok()) return started;
-  s->WarnOfIncidentTriggersNothingFires();
+  if (!s->session_->incidents_reported()) {
+    for (const std::string& w : IncidentTriggerWarnings(config, s->session_->report())) {
+      s->log_.Warning(w);
+    }
+  }
   s->StartSnapshots();
   if (absl::Status st = s->ListenForControl(std::move(control_options)); !st.ok()) return st;
   times.Step("control socket");
@@ -163,7 +168,9 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
       "ringside agent ", base::kVersion, " recording (",
       s->options_.config_path.empty() ? "embedded default config" : s->options_.config_path,
       "); control socket ", config.control_socket(), "; snapshots into ", config.output_dir(),
-      s->stream_ != nullptr ? absl::StrCat("; streaming into ", s->stream_->display_name()) : ""));
+      s->stream_.files != nullptr
+          ? absl::StrCat("; streaming into ", s->stream_.files->display_name())
+          : ""));
   // Every source attached and the socket answering: ready means ready.
   s->notifier_.Ready(s->HealthLine());
   return s;
@@ -180,23 +187,6 @@ absl::Status AgentService::ResolveGroups(ControlServer::Options* control_options
     absl::StatusOr<gid_t> gid = ResolveGroup("output_group", config.output_group());
     if (!gid.ok()) return gid.status();
     output_group_ = *gid;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status AgentService::OpenStream() {
-  const config::TraceConfig& config = options_.config;
-  if (!config.write_into_file()) return absl::OkStatus();
-  absl::StatusOr<std::unique_ptr<RotatingTraceFile>> stream =
-      OpenAgentStream(config, output_group_, log_);
-  if (!stream.ok()) return stream.status();
-  stream_ = std::move(*stream);
-  stream_sink_ = stream_.get();
-  if (const PacketCompression c = PacketCompressionOf(config); c.codec != PacketCodec::kNone) {
-    absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
-    if (!compressor.ok()) return compressor.status();
-    stream_compression_ = std::make_unique<CompressingSink>(stream_sink_, std::move(*compressor));
-    stream_sink_ = stream_compression_.get();
   }
   return absl::OkStatus();
 }
@@ -262,13 +252,13 @@ int AgentService::Run() {
   sigset_t signals;
   sigemptyset(&signals);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, sig);
-  const int sfd = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) {
+  base::ScopedFd sfd(signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sfd) {
     log_.Error(absl::StrCat("signalfd: ", std::strerror(errno), "; stopping"));
     return 1;
   }
-  const std::string why = ServeUntilStopped(sfd);
-  close(sfd);
+  const std::string why = ServeUntilStopped(sfd.get());
+  sfd.reset();
   return Shutdown(why);
 }
 
@@ -294,14 +284,15 @@ std::string AgentService::ServeUntilStopped(int signal_fd) {
     const absl::Time next_notices = absl::Now() + kNoticePeriod;
     const absl::Duration wait =
         std::min({next_health, next_watchdog, next_snapshot, next_notices}) - absl::Now();
-    pollfd fds[3] = {{signal_fd, POLLIN, 0}, {stop_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    pollfd fds[3] = {
+        {signal_fd, POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
     const int n =
         poll(fds, 3,
              static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(wait) + 1, 1, 60'000)));
     if (n <= 0) continue;
     if (fds[2].revents & POLLIN) {
       uint64_t drained;
-      (void)!read(wake_fd_, &drained, sizeof(drained));
+      (void)!read(wake_fd_.get(), &drained, sizeof(drained));
     }
     if (fds[1].revents & POLLIN) why = "stop requested over the control socket";
     signalfd_siginfo info;
@@ -319,7 +310,9 @@ std::string AgentService::OnSignal(const signalfd_siginfo& info) {
     case SIGINT:
       return absl::StrCat(strsignal(static_cast<int>(info.ssi_signo)), from);
     case SIGHUP:
-      Reload();
+      notifier_.Reloading();
+      reloader_->Reload();
+      notifier_.Ready(HealthLine());
       break;
     case SIGUSR1:
       if (absl::StatusOr<std::string> p =
@@ -354,13 +347,13 @@ int AgentService::Shutdown(const std::string& why) {
   snapshots_->Finish();
   control_->Stop();
   absl::Status stopped = session_->Stop();
-  if (stopped.ok() && stream_ != nullptr) {
+  if (stopped.ok() && stream_.files != nullptr) {
     // The last file: the buffers' rest and its trailer, renamed into place.
-    absl::StatusOr<TracingSession::Summary> last = session_->WriteTrace(stream_sink_);
+    absl::StatusOr<TracingSession::Summary> last = session_->WriteTrace(stream_.sink);
     if (!last.ok()) stopped = last.status();
   }
   LogSessionNotices();
-  LogStopped();
+  log_.Notice(status_.StoppedLine(session_->progress(), snapshots_->stats(), absl::Now()));
   if (!stopped.ok()) {
     log_.Error(absl::StrCat("stopping the recording: ", stopped.message()));
     return 1;
@@ -368,53 +361,9 @@ int AgentService::Shutdown(const std::string& why) {
   return 0;
 }
 
-void AgentService::LogStopped() {
-  const TracingSession::Progress p = session_->progress();
-  const SnapshotWriter::Stats snaps = snapshots_->stats();
-  // Whole seconds ("1h2m3s"), or milliseconds under one ("48ms", not "0").
-  const absl::Duration up = absl::Now() - started_;
-  log_.Notice(absl::StrCat(
-      "stopped after ",
-      absl::FormatDuration(
-          absl::Trunc(up, up < absl::Seconds(1) ? absl::Milliseconds(1) : absl::Seconds(1))),
-      ": ", p.events, " events recorded, ", p.events_lost, " lost before the buffers; ",
-      snaps.written, " snapshots written",
-      snaps.failed ? absl::StrCat(", ", snaps.failed, " failed") : ""));
-}
-
-void AgentService::WarnOfIncidentTriggersNothingFires() {
-  // Incidents come from linux.bpf's incident programs, or from a
-  // linux.ftrace source's events in their place.
-  if (session_->incidents_reported()) return;
-  bool enabled = false;
-  for (const auto& ds : options_.config.data_sources()) {
-    enabled |= ds.config().name() == "linux.bpf" && ds.config().bpf_config().incidents();
-  }
-  bool bpf_running = false, ftrace = false;
-  for (const TracingSession::SourceReport& r : session_->report().sources) {
-    bpf_running |=
-        r.name == "linux.bpf" && r.state == TracingSession::SourceReport::State::kRunning;
-    ftrace |= r.name == "linux.ftrace";
-  }
-  for (const auto& t : options_.config.trigger_config().triggers()) {
-    if (!t.has_incident()) continue;
-    log_.Warning(absl::StrCat(
-        "trigger ", t.name(), ": no incident reaches its incident filter: linux.bpf's incident ",
-        "programs ",
-        !enabled      ? "are off in this config (bpf_config.incidents)"
-        : bpf_running ? "cannot run on this kernel"
-                      : "are not running",
-        ", and ",
-        ftrace ? "the linux.ftrace source cannot report them (no tracefs, or no oom/mark_victim "
-                 "and signal/signal_deliver events)"
-               : "this config has no linux.ftrace source to report them",
-        "; it answers requests by name only"));
-  }
-}
-
 void AgentService::Wake() {
   const uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
+  (void)!write(wake_fd_.get(), &one, sizeof(one));
 }
 
 absl::Time AgentService::TakeDueSnapshots() {
@@ -436,7 +385,7 @@ absl::Time AgentService::TakeDueSnapshots() {
 
 void AgentService::RequestStop() {
   const uint64_t one = 1;
-  (void)!write(stop_fd_, &one, sizeof(one));
+  (void)!write(stop_fd_.get(), &one, sizeof(one));
 }
 
 ControlHandler::Answer AgentService::Handle(const control::Request& request, const Peer& peer,
@@ -477,25 +426,7 @@ control::Reply AgentService::Trigger(const std::string& name, const Peer& peer) 
       name,
       SnapshotTrigger{name, "ringside trigger", static_cast<int32_t>(peer.uid), BoottimeNowNs()},
       Who(peer));
-  switch (fired.kind) {
-    case TriggerDispatcher::Fired::kUnknown:
-      return Error(absl::StrCat("no trigger named '", name, "' in trigger_config"));
-    case TriggerDispatcher::Fired::kSuppressed:
-      return Error(absl::StrCat("trigger '", name, "' suppressed: ",
-                                TriggerPolicy::VerdictName(fired.verdict), "; counted in status"));
-    case TriggerDispatcher::Fired::kQueued:
-    case TriggerDispatcher::Fired::kJoined:
-      break;
-  }
-  control::Reply reply;
-  control::TriggerReply* answer = reply.mutable_trigger();
-  answer->set_joined(fired.kind == TriggerDispatcher::Fired::kJoined);
-  if (fired.due.has_value()) {
-    answer->set_delay_ms(static_cast<uint64_t>(
-        std::max<int64_t>(0, absl::ToInt64Milliseconds(*fired.due - absl::Now()))));
-  }
-  answer->set_output_dir(config_.output_dir());
-  return reply;
+  return TriggerReply(name, fired, reloader_->output_dir(), absl::Now());
 }
 
 void AgentService::SnapshotWritten(const SnapshotWriter::Result& r) {
@@ -509,6 +440,22 @@ void AgentService::SnapshotWritten(const SnapshotWriter::Result& r) {
     log_.Warning(absl::StrCat("snapshot ", r.path,
                               " has no sidecar, so shippers leave it: ", r.sidecar.message()));
   }
+}
+
+void AgentService::SetSnapshotDir(const std::string& dir) { snapshots_->set_output_dir(dir); }
+
+void AgentService::ReplaceTriggers(const config::TraceConfig& config) {
+  absl::MutexLock lock(&mu_);
+  triggers_.ReplaceTriggers(config);
+  tally_.Reserve(ReservedTallyNames(config));
+}
+
+void AgentService::ReplaceRequestLimits(const config::TraceConfig& config) {
+  requests_->ReplaceLimits(config);
+}
+
+void AgentService::SetRetention(uint32_t max_files, uint64_t max_bytes) {
+  snapshots_->set_retention(max_files, max_bytes);
 }
 
 void AgentService::OnIncident(const Incident& incident) {
@@ -532,26 +479,25 @@ std::string AgentService::HealthLine() {
 control::StatusReply AgentService::BuildStatus() {
   const SnapshotWriter::Stats snaps = snapshots_->stats();
   uint64_t suppressed = 0;
-  control::ReloadStatus reloads;
-  AgentStatus::Triggers triggers;
   {
     absl::MutexLock lock(&mu_);
     suppressed = triggers_.suppressed();
-    reloads = reload_;
-    for (const auto& t : config_.trigger_config().triggers()) triggers.configured.insert(t.name());
   }
+  AgentStatus::Triggers triggers;
+  triggers.configured = reloader_->trigger_names();
   suppressed += requests_->suppressed() + snaps.joined;
   triggers.counts = tally_.counts();
   const TracingSession::Report report = session_->report();
   control::StatusReply reply =
       status_.Reply(report, absl::Now(), options_.config_path, snaps, suppressed, triggers);
-  *reply.mutable_reload() = std::move(reloads);
+  *reply.mutable_reload() = reloader_->status();
   {
     absl::MutexLock lock(&mu_);
     if (metrics_listener_.has_value()) AgentMetrics::FillStatus(*metrics_listener_, &reply);
   }
-  if (stream_ != nullptr) {
-    FillStreamingStatus(*stream_, stream_compression_.get(), report, reply.mutable_streaming());
+  if (stream_.files != nullptr) {
+    FillStreamingStatus(*stream_.files, stream_.compression.get(), report,
+                        reply.mutable_streaming());
   }
   return reply;
 }

@@ -14,16 +14,17 @@
 #include "agent/control/control_server.h"
 #include "agent/daemon/agent_metrics.h"
 #include "agent/daemon/agent_status.h"
+#include "agent/daemon/agent_stream.h"
+#include "agent/daemon/config_reloader.h"
 #include "agent/daemon/snapshot_requests.h"
 #include "agent/daemon/trigger_dispatcher.h"
 #include "agent/lifecycle/agent_log.h"
 #include "agent/lifecycle/systemd_notifier.h"
-#include "agent/output/compressing_sink.h"
-#include "agent/output/rotating_trace_file.h"
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/snapshot_writer.h"
 #include "agent/snapshots/trigger_tally.h"
 #include "agent/sources/incident.h"
+#include "base/scoped_fd.h"
 #include "ringside/config/trace_config.pb.h"
 #include "ringside/control/control.pb.h"
 
@@ -47,7 +48,9 @@ namespace ringside::agent {
 // snapshots are written (a `snapshot --wait` still parked gets its file's
 // path), the socket's last connections close, the session stops (sources
 // detached, tracefs instance removed).
-class AgentService : public ControlHandler, public IncidentListener {
+class AgentService : public ControlHandler,
+                     public IncidentListener,
+                     private ConfigReloader::Target {
  public:
   struct Options {
     // The config file; empty when running on the embedded default.
@@ -100,8 +103,6 @@ class AgentService : public ControlHandler, public IncidentListener {
   // Start()'s steps. The control and output groups resolved (into
   // `control_options`, output_group_); errors name the config field.
   absl::Status ResolveGroups(ControlServer::Options* control_options);
-  // write_into_file: the stream's files, and its compression.
-  absl::Status OpenStream();
   // Once the session records: the snapshot requests and the writer, with
   // the config's retention, group and compression.
   void StartSnapshots();
@@ -112,8 +113,6 @@ class AgentService : public ControlHandler, public IncidentListener {
   std::string ServeUntilStopped(int signal_fd);
   std::string OnSignal(const signalfd_siginfo& info);
   int Shutdown(const std::string& why);
-  // The last log line: how long it ran, what it recorded and lost.
-  void LogStopped();
   control::StatusReply BuildStatus();
   // The writer's report of a file written or failed, on its thread: answers
   // the waiters, logs.
@@ -130,23 +129,13 @@ class AgentService : public ControlHandler, public IncidentListener {
       const std::vector<SnapshotTrigger>& joined = {},
       const std::optional<TraceSummary::Window>& window = std::nullopt,
       absl::string_view tally_as = {});
-  // SIGHUP (agent_reload.cc): the config file loaded again and what can
-  // change live applied; `status` says how it went.
-  void Reload();
-  // The config file with the command line's settings and the agent's
-  // defaults, checked as the start checked it.
-  absl::StatusOr<config::TraceConfig> LoadReloadedConfig() const;
-  // Applies what `loaded` changes that can change live (`dir_ready`: the
-  // new output_dir, made ready or not), names what needs a restart, and
-  // keeps it as the running config.
-  void ApplyReloadLocked(const config::TraceConfig& loaded, const absl::Status& dir_ready)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The tally's rows no request can take (TriggerTally::Reserve): the
-  // config's triggers, requests' and SIGUSR1's.
-  static std::vector<std::string> ReservedTallyNames(const config::TraceConfig& config);
-  // Names the triggers with an incident filter that no running source can
-  // fire (no linux.bpf, or its incident programs off).
-  void WarnOfIncidentTriggersNothingFires();
+  // ConfigReloader::Target: what a reload (SIGHUP) changes live.
+  void SetSnapshotDir(const std::string& dir) override;
+  // The triggers, and their rows in the tally (TriggerTally::Reserve); how
+  // Start() gives them the config's too.
+  void ReplaceTriggers(const config::TraceConfig& config) override;
+  void ReplaceRequestLimits(const config::TraceConfig& config) override;
+  void SetRetention(uint32_t max_files, uint64_t max_bytes) override;
   absl::Status DropCapabilitiesAfterSetup();
   // Measures events/s; refreshes the health line.
   void HealthTick();
@@ -170,14 +159,10 @@ class AgentService : public ControlHandler, public IncidentListener {
   AgentStatus status_{started_};
   // Before the session and the writer, which count into it.
   TriggerTally tally_;
-  // write_into_file: the files the session streams into. Declared before
-  // the session, which writes into it until it is destroyed.
-  std::unique_ptr<RotatingTraceFile> stream_;
-  // With compression: the sink over stream_ that compresses on the
-  // session's drain thread. stream_sink_ is what the session streams into
-  // (this, or stream_ itself).
-  std::unique_ptr<CompressingSink> stream_compression_;
-  RotatingSink* stream_sink_ = nullptr;
+  // write_into_file: the files the session streams into, and their
+  // compression (empty without). Declared before the session, which writes
+  // into it until it is destroyed.
+  AgentStream stream_;
   std::unique_ptr<TracingSession> session_;
   // The snapshots asked for over the control socket; before the writer,
   // which reports into it until it is finished. Set by Start() once the
@@ -185,17 +170,17 @@ class AgentService : public ControlHandler, public IncidentListener {
   std::unique_ptr<SnapshotRequests> requests_;
   std::unique_ptr<SnapshotWriter> snapshots_;
   std::unique_ptr<ControlServer> control_;
-  int stop_fd_ = -1;  // eventfd: a stop request from the control thread.
-  int wake_fd_ = -1;  // eventfd: a delayed snapshot was queued.
+  base::ScopedFd stop_fd_;  // eventfd: a stop request from the control thread.
+  base::ScopedFd wake_fd_;  // eventfd: a delayed snapshot was queued.
   std::atomic<bool> stopping_{false};
   // output_group resolved at start (a change needs a restart).
   std::optional<gid_t> output_group_;
 
+  // The running config and its reloads (SIGHUP). Set by Start() once the
+  // groups are resolved, before anything asks for status.
+  std::unique_ptr<ConfigReloader> reloader_;
+
   absl::Mutex mu_;
-  // The running config (reloads change its live fields).
-  config::TraceConfig config_ ABSL_GUARDED_BY(mu_);
-  // What `status` says of the reloads.
-  control::ReloadStatus reload_ ABSL_GUARDED_BY(mu_);
   // The config's triggers, fired by requests and incidents, until their
   // snapshots are due.
   TriggerDispatcher triggers_ ABSL_GUARDED_BY(mu_){&tally_, &log_, [this] { Wake(); }};

@@ -122,6 +122,17 @@ void AgentStatus::Tick(const TracingSession::Report& report, absl::Time now) {
   last_tick_ = now;
 }
 
+std::string AgentStatus::StoppedLine(const TracingSession::Progress& progress,
+                                     const SnapshotWriter::Stats& snapshots, absl::Time now) const {
+  const absl::Duration up = now - started_;
+  return absl::StrCat("stopped after ",
+                      absl::FormatDuration(absl::Trunc(
+                          up, up < absl::Seconds(1) ? absl::Milliseconds(1) : absl::Seconds(1))),
+                      ": ", progress.events, " events recorded, ", progress.events_lost,
+                      " lost before the buffers; ", snapshots.written, " snapshots written",
+                      snapshots.failed ? absl::StrCat(", ", snapshots.failed, " failed") : "");
+}
+
 std::string AgentStatus::HealthLine(const TracingSession::Report& report,
                                     uint64_t snapshots_written) const {
   std::vector<std::string> parts;

@@ -41,6 +41,12 @@ class AgentStatus {
   // events lost": a failed source says so instead of its rate.
   std::string HealthLine(const TracingSession::Report& report, uint64_t snapshots_written) const;
 
+  // The agent's last log line: "stopped after 1h2m3s: N events recorded, N
+  // lost before the buffers; N snapshots written[, N failed]". Whole
+  // seconds, or milliseconds under one ("48ms", not "0").
+  std::string StoppedLine(const TracingSession::Progress& progress,
+                          const SnapshotWriter::Stats& snapshots, absl::Time now) const;
+
   // The control socket's status. `suppressed`: triggers that made no
   // snapshot of their own; `triggers`: what became of each trigger's
   // requests (the tally). Rates before the first tick are the average

@@ -1,10 +1,12 @@
 #include "agent/daemon/agent_stream.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/output/file_retention.h"
+#include "agent/tracefile/packet_compression.h"
 
 namespace ringside::agent {
 
@@ -30,6 +32,23 @@ absl::StatusOr<std::unique_ptr<RotatingTraceFile>> OpenAgentStream(
   o.max_total_bytes = config.max_total_bytes();
   o.group = group;
   return RotatingTraceFile::Open(o);
+}
+
+absl::StatusOr<AgentStream> OpenAgentStreamSink(const config::TraceConfig& config,
+                                                std::optional<gid_t> group, AgentLog& log) {
+  AgentStream stream;
+  if (!config.write_into_file()) return stream;
+  absl::StatusOr<std::unique_ptr<RotatingTraceFile>> files = OpenAgentStream(config, group, log);
+  if (!files.ok()) return files.status();
+  stream.files = std::move(*files);
+  stream.sink = stream.files.get();
+  if (const PacketCompression c = PacketCompressionOf(config); c.codec != PacketCodec::kNone) {
+    absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
+    if (!compressor.ok()) return compressor.status();
+    stream.compression = std::make_unique<CompressingSink>(stream.sink, std::move(*compressor));
+    stream.sink = stream.compression.get();
+  }
+  return stream;
 }
 
 void FillStreamingStatus(const RotatingTraceFile& stream, const CompressingSink* compression,

@@ -30,6 +30,21 @@ void RecoverAgentStreamFiles(const config::TraceConfig& config, AgentLog& log);
 absl::StatusOr<std::unique_ptr<RotatingTraceFile>> OpenAgentStream(
     const config::TraceConfig& config, std::optional<gid_t> group, AgentLog& log);
 
+// The agent's streaming files and what its session streams into: the
+// files, or the sink that compresses into them on the session's drain
+// thread. Empty (all null) when the config does not stream.
+struct AgentStream {
+  std::unique_ptr<RotatingTraceFile> files;
+  // Null: not compressed. Declared after `files`, which it writes into.
+  std::unique_ptr<CompressingSink> compression;
+  RotatingSink* sink = nullptr;  // `compression`, else `files`.
+};
+
+// write_into_file: the files (OpenAgentStream) behind the config's
+// compression. An empty AgentStream when the config does not stream.
+absl::StatusOr<AgentStream> OpenAgentStreamSink(const config::TraceConfig& config,
+                                                std::optional<gid_t> group, AgentLog& log);
+
 // The status reply's `streaming`: the files' figures, what the buffers
 // overwrote before the drain wrote it (nothing else reads them), and the
 // compression's figures when `compression` (may be null) compresses them.

@@ -1,8 +1,10 @@
 #include "agent/daemon/trigger_dispatcher.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/daemon/internal/replies.h"
 
 namespace ringside::agent {
 
@@ -85,5 +87,61 @@ void TriggerDispatcher::Close() {
 }
 
 uint64_t TriggerDispatcher::suppressed() const { return policy_.counts().suppressed + joined_; }
+
+control::Reply TriggerReply(const std::string& name, const TriggerDispatcher::Fired& fired,
+                            const std::string& output_dir, absl::Time now) {
+  switch (fired.kind) {
+    case TriggerDispatcher::Fired::kUnknown:
+      return internal::Error(absl::StrCat("no trigger named '", name, "' in trigger_config"));
+    case TriggerDispatcher::Fired::kSuppressed:
+      return internal::Error(absl::StrCat(
+          "trigger '", name, "' suppressed: ", TriggerPolicy::VerdictName(fired.verdict),
+          "; counted in status"));
+    case TriggerDispatcher::Fired::kQueued:
+    case TriggerDispatcher::Fired::kJoined:
+      break;
+  }
+  control::Reply reply;
+  control::TriggerReply* answer = reply.mutable_trigger();
+  answer->set_joined(fired.kind == TriggerDispatcher::Fired::kJoined);
+  if (fired.due.has_value()) {
+    answer->set_delay_ms(
+        static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Milliseconds(*fired.due - now))));
+  }
+  answer->set_output_dir(output_dir);
+  return reply;
+}
+
+std::vector<std::string> IncidentTriggerWarnings(const config::TraceConfig& config,
+                                                 const TracingSession::Report& report) {
+  // Incidents come from linux.bpf's incident programs, or from a
+  // linux.ftrace source's events in their place.
+  bool enabled = false;
+  for (const auto& ds : config.data_sources()) {
+    enabled |= ds.config().name() == "linux.bpf" && ds.config().bpf_config().incidents();
+  }
+  bool bpf_running = false, ftrace = false;
+  for (const TracingSession::SourceReport& r : report.sources) {
+    bpf_running |=
+        r.name == "linux.bpf" && r.state == TracingSession::SourceReport::State::kRunning;
+    ftrace |= r.name == "linux.ftrace";
+  }
+  std::vector<std::string> warnings;
+  for (const auto& t : config.trigger_config().triggers()) {
+    if (!t.has_incident()) continue;
+    warnings.push_back(absl::StrCat(
+        "trigger ", t.name(), ": no incident reaches its incident filter: linux.bpf's incident ",
+        "programs ",
+        !enabled      ? "are off in this config (bpf_config.incidents)"
+        : bpf_running ? "cannot run on this kernel"
+                      : "are not running",
+        ", and ",
+        ftrace ? "the linux.ftrace source cannot report them (no tracefs, or no oom/mark_victim "
+                 "and signal/signal_deliver events)"
+               : "this config has no linux.ftrace source to report them",
+        "; it answers requests by name only"));
+  }
+  return warnings;
+}
 
 }  // namespace ringside::agent

@@ -10,11 +10,13 @@
 
 #include "absl/time/time.h"
 #include "agent/lifecycle/agent_log.h"
+#include "agent/session/tracing_session.h"
 #include "agent/snapshots/snapshot_writer.h"
 #include "agent/snapshots/trigger_policy.h"
 #include "agent/snapshots/trigger_tally.h"
 #include "agent/sources/incident.h"
 #include "ringside/config/trace_config.pb.h"
+#include "ringside/control/control.pb.h"
 
 namespace ringside::agent {
 
@@ -97,6 +99,20 @@ class TriggerDispatcher {
   uint64_t joined_ = 0;
   bool closed_ = false;
 };
+
+// `ringside trigger NAME`'s answer to `fired`: an error naming why nothing
+// fires (no such trigger, or the policy's verdict), else whether it joined
+// a pending snapshot, its delay from `now`, and `output_dir`, where the
+// snapshot goes.
+control::Reply TriggerReply(const std::string& name, const TriggerDispatcher::Fired& fired,
+                            const std::string& output_dir, absl::Time now);
+
+// One warning per trigger of `config` with an incident filter, when no
+// source of `report` reports incidents (the caller asks only then): why
+// (linux.bpf's incident programs off, or not running; no linux.ftrace
+// source to report them instead), and that it answers requests by name only.
+std::vector<std::string> IncidentTriggerWarnings(const config::TraceConfig& config,
+                                                 const TracingSession::Report& report);
 
 }  // namespace ringside::agent
 

@@ -182,9 +182,9 @@ class CheckDocsTest(unittest.TestCase):
 
     def test_wrong_mutex_count_fails(self):
         headers = self.headers_with_mutexes()
-        line = self.edit(THREADING, "23 mutexes: 22", "22 mutexes: 21")
-        self.assertFailsWith(f"{THREADING}:{line}: says 22 mutexes: 21 `absl::Mutex` members in "
-                             f"{headers} headers; expected 23 mutexes: 22 `absl::Mutex` members "
+        line = self.edit(THREADING, "24 mutexes: 23", "23 mutexes: 22")
+        self.assertFailsWith(f"{THREADING}:{line}: says 23 mutexes: 22 `absl::Mutex` members in "
+                             f"{headers} headers; expected 24 mutexes: 23 `absl::Mutex` members "
                              f"in {headers} headers")
 
     def test_new_mutex_member_in_a_header_fails(self):
@@ -197,9 +197,9 @@ class CheckDocsTest(unittest.TestCase):
             "agent/writer/chunk_census.h:8: absl::Mutex ChunkCensus::census_mu_ has no row in "
             f"{THREADING}'s lock table: expected a row `ChunkCensus::census_mu_` "
             "(`agent/writer/chunk_census.h`)",
-            f"says 23 mutexes: 22 `absl::Mutex` members in {headers} headers; expected 24 "
-            f"mutexes: 23 `absl::Mutex` members in {headers + 1} headers",
-            "the lock table has 23 rows: expected 24")
+            f"says 24 mutexes: 23 `absl::Mutex` members in {headers} headers; expected 25 "
+            f"mutexes: 24 `absl::Mutex` members in {headers + 1} headers",
+            "the lock table has 24 rows: expected 25")
 
     def test_row_of_a_mutex_that_is_gone_fails(self):
         self.edit("agent/metrics/metrics_listener.h", "mutable absl::Mutex cache_mu_;",

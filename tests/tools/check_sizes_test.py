@@ -107,6 +107,50 @@ class CheckSizesTest(unittest.TestCase):
         self.assertFailsWith("class Planted has 420 lines of member functions, over the "
                              "limit of 400")
 
+    def write(self, path, lines):
+        """A new file `path` of `lines` comment lines."""
+        with open(os.path.join(self.root, path), "w", encoding="utf-8") as f:
+            f.write("".join(f"// {i}\n" for i in range(lines)))
+
+    def test_file_over_the_limit_fails_naming_it_and_its_length(self):
+        self.write("base/planted_long.cc", 551)
+        self.assertFailsWith("base/planted_long.cc:1: the file is 551 lines, over the limit of "
+                             "550 for a file (tools/sizes.txt)")
+
+    def test_file_at_the_limit_passes_and_other_files_do_not_count(self):
+        self.write("base/planted_at_limit.h", 550)
+        self.write("bpf/planted.bpf.c", 900)
+        self.write("base/planted_notes.txt", 900)
+        status, out = run(self.root)
+        self.assertEqual(status, 0, out)
+
+    def test_allowed_file_passes_until_it_grows(self):
+        self.write("agent/planted_long.cc", 600)
+        self.allow("file agent/planted_long.cc 600  # planted")
+        status, out = run(self.root)
+        self.assertEqual(status, 0, out)
+        self.write("agent/planted_long.cc", 601)
+        self.assertFailsWith("agent/planted_long.cc:1: the file is 601 lines, more than the 600 "
+                             "that tools/sizes.txt:")
+
+    def test_stale_file_allowance_fails(self):
+        self.allow("file base/status.cc 600  # planted")
+        self.assertFailsWith("allows file base/status.cc, which is no longer over 550 lines "
+                             "(or is gone): remove the line")
+        self.allow("file base/gone.cc 600  # planted")
+        self.assertFailsWith("allows file base/gone.cc, which is no longer over 550 lines "
+                             "(or is gone): remove the line")
+
+    def test_table_without_a_file_limit_is_refused(self):
+        path = os.path.join(self.root, "tools", "sizes.txt")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text.replace("limit file 550\n", ""))
+        status, out = run(self.root)
+        self.assertEqual(status, 2, out)
+        self.assertIn("needs 'limit function N', 'limit class N' and 'limit file N'", out)
+
     def test_missing_ctags_is_named(self):
         path = os.environ.get("PATH", "")
         os.environ["PATH"] = ""

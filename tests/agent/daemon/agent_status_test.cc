@@ -52,6 +52,22 @@ TEST(AgentStatusTest, RatesAreTheEventsOfTheLastHealthPeriod) {
             "10 events lost");
 }
 
+TEST(AgentStatusTest, TheStoppedLineSaysHowLongItRanWhatItRecordedAndLost) {
+  AgentStatus status(kStart);
+  TracingSession::Progress p;
+  p.events = 1234;
+  p.events_lost = 5;
+  SnapshotWriter::Stats snaps;
+  snaps.written = 3;
+  EXPECT_EQ(status.StoppedLine(p, snaps, kStart + absl::Seconds(3723) + absl::Milliseconds(900)),
+            "stopped after 1h2m3s: 1234 events recorded, 5 lost before the buffers; "
+            "3 snapshots written");
+  snaps.failed = 1;
+  EXPECT_EQ(status.StoppedLine(p, snaps, kStart + absl::Microseconds(48'700)),
+            "stopped after 48ms: 1234 events recorded, 5 lost before the buffers; "
+            "3 snapshots written, 1 failed");
+}
+
 TEST(AgentStatusTest, BeforeTheFirstTickTheRateIsTheAverageSinceTheStart) {
   AgentStatus status(kStart);
   const control::StatusReply st =

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -151,6 +152,84 @@ TEST_F(TriggerDispatcherTest, CloseMakesThePendingFiresDueAndIgnoresLaterInciden
 
   triggers_.OnIncident(IncidentOf(Incident::Kind::kOomKill, 42));
   EXPECT_TRUE(triggers_.TakeDue(absl::InfiniteFuture(), &next).empty());
+}
+
+TEST(TriggerReplyTest, AFireNamesItsDelayAndWhereTheSnapshotGoes) {
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  const control::Reply queued = TriggerReply(
+      "oom", Fired{Fired::kQueued, TriggerPolicy::Verdict::kFire, now + absl::Seconds(2)},
+      "/var/lib/ringside", now);
+  ASSERT_TRUE(queued.has_trigger()) << queued.error();
+  EXPECT_FALSE(queued.trigger().joined());
+  EXPECT_EQ(queued.trigger().delay_ms(), 2000u);
+  EXPECT_EQ(queued.trigger().output_dir(), "/var/lib/ringside");
+
+  // A fire due already (its delay passed while it waited) says 0.
+  const control::Reply joined = TriggerReply(
+      "oom", Fired{Fired::kJoined, TriggerPolicy::Verdict::kFire, now - absl::Seconds(1)}, "/d",
+      now);
+  ASSERT_TRUE(joined.has_trigger());
+  EXPECT_TRUE(joined.trigger().joined());
+  EXPECT_EQ(joined.trigger().delay_ms(), 0u);
+}
+
+TEST(TriggerReplyTest, NothingFiredIsAnErrorSayingWhy) {
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  const control::Reply unknown = TriggerReply(
+      "crash", Fired{Fired::kUnknown, TriggerPolicy::Verdict::kUnknown, std::nullopt}, "/d", now);
+  EXPECT_FALSE(unknown.has_trigger());
+  EXPECT_EQ(unknown.error(), "no trigger named 'crash' in trigger_config");
+
+  const control::Reply suppressed = TriggerReply(
+      "oom", Fired{Fired::kSuppressed, TriggerPolicy::Verdict::kCooldown, std::nullopt}, "/d", now);
+  EXPECT_FALSE(suppressed.has_trigger());
+  EXPECT_TRUE(absl::StartsWith(suppressed.error(), "trigger 'oom' suppressed: "))
+      << suppressed.error();
+  EXPECT_TRUE(absl::EndsWith(suppressed.error(), "; counted in status")) << suppressed.error();
+}
+
+// A config's triggers on incidents, with linux.bpf's incident programs on
+// (`bpf_incidents`) or not, and a linux.ftrace source (`ftrace`) or not.
+config::TraceConfig IncidentConfig(bool bpf_incidents, bool ftrace) {
+  config::TraceConfig config = ConfigWithTrigger("oom", 0, 0, /*on_oom=*/true);
+  config.mutable_trigger_config()->add_triggers()->set_name("by-hand");
+  config::DataSourceConfig* bpf = config.add_data_sources()->mutable_config();
+  bpf->set_name("linux.bpf");
+  bpf->mutable_bpf_config()->set_incidents(bpf_incidents);
+  if (ftrace) config.add_data_sources()->mutable_config()->set_name("linux.ftrace");
+  return config;
+}
+
+TracingSession::Report ReportOf(TracingSession::SourceReport::State bpf, bool ftrace) {
+  TracingSession::Report report;
+  report.sources.emplace_back().name = "linux.bpf";
+  report.sources.back().state = bpf;
+  if (ftrace) report.sources.emplace_back().name = "linux.ftrace";
+  return report;
+}
+
+TEST(IncidentTriggerWarningsTest, EachTriggerOnIncidentsIsNamedWithWhyNoneReachesIt) {
+  using State = TracingSession::SourceReport::State;
+  const std::vector<std::string> off =
+      IncidentTriggerWarnings(IncidentConfig(false, false), ReportOf(State::kRunning, false));
+  ASSERT_EQ(off.size(), 1u) << "only the trigger with an incident filter";
+  EXPECT_TRUE(absl::StartsWith(off[0], "trigger oom: no incident reaches its incident filter"))
+      << off[0];
+  EXPECT_TRUE(absl::StrContains(off[0], "are off in this config (bpf_config.incidents)")) << off[0];
+  EXPECT_TRUE(absl::StrContains(off[0], "this config has no linux.ftrace source")) << off[0];
+  EXPECT_TRUE(absl::EndsWith(off[0], "; it answers requests by name only")) << off[0];
+
+  const std::vector<std::string> failed =
+      IncidentTriggerWarnings(IncidentConfig(true, true), ReportOf(State::kFailed, true));
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(failed[0], "are not running")) << failed[0];
+  EXPECT_TRUE(absl::StrContains(failed[0], "the linux.ftrace source cannot report them"))
+      << failed[0];
+
+  const std::vector<std::string> running =
+      IncidentTriggerWarnings(IncidentConfig(true, false), ReportOf(State::kRunning, false));
+  ASSERT_EQ(running.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(running[0], "cannot run on this kernel")) << running[0];
 }
 
 }  // namespace

@@ -1,8 +1,6 @@
-// AgentService's config reload (SIGHUP, `systemctl reload`): the new file
-// loaded and checked, what can change live applied, what needs a restart
-// named, and what `status` says of it.
+#include "agent/daemon/config_reloader.h"
 
-#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,53 +9,44 @@
 #include "agent/config/config_reload.h"
 #include "agent/config/config_validation.h"
 #include "agent/config/defaults.h"
-#include "agent/daemon/agent_service.h"
 #include "agent/output/output_dir.h"
-#include "agent/snapshots/snapshot_retention.h"
 
 namespace ringside::agent {
 
-void AgentService::Reload() {
-  notifier_.Reloading();
+ConfigReloader::ConfigReloader(Options options, config::TraceConfig running)
+    : options_(std::move(options)),
+      log_(*options_.log),
+      target_(*options_.target),
+      running_(std::move(running)) {}
+
+void ConfigReloader::Reload() {
   {
     absl::MutexLock lock(&mu_);
-    reload_.set_count(reload_.count() + 1);
+    status_.set_count(status_.count() + 1);
   }
   if (options_.config_path.empty()) {
     log_.Notice("SIGHUP: running on the embedded default config; nothing to reload");
-    notifier_.Ready(HealthLine());
     return;
   }
-  absl::StatusOr<config::TraceConfig> loaded = LoadReloadedConfig();
+  absl::StatusOr<config::TraceConfig> loaded = Load();
   if (!loaded.ok()) {
     log_.Error(absl::StrCat("reload: ", loaded.status().message(), "; keeping the running config"));
-    {
-      absl::MutexLock lock(&mu_);
-      reload_.set_refused(reload_.refused() + 1);
-      reload_.set_last_error(std::string(loaded.status().message()));
-    }
-    notifier_.Ready(HealthLine());
+    absl::MutexLock lock(&mu_);
+    status_.set_refused(status_.refused() + 1);
+    status_.set_last_error(std::string(loaded.status().message()));
     return;
   }
-  // A new output_dir is made ready before mu_ is taken: the file system may
-  // be slow, and incidents take mu_ on a source's reader thread.
-  std::string running_dir;
-  {
-    absl::MutexLock lock(&mu_);
-    running_dir = config_.output_dir();
-  }
+  // A new output_dir is made ready before the target is told: the file
+  // system may be slow, and nothing waits for it meanwhile.
+  const std::string running_dir = output_dir();
   const absl::Status dir_ready =
       loaded->output_dir() == running_dir
           ? absl::OkStatus()
-          : OutputDir::Open(loaded->output_dir(), output_group_).status();
-  {
-    absl::MutexLock lock(&mu_);
-    ApplyReloadLocked(*loaded, dir_ready);
-  }
-  notifier_.Ready(HealthLine());
+          : OutputDir::Open(loaded->output_dir(), options_.output_group).status();
+  Apply(*loaded, dir_ready);
 }
 
-absl::StatusOr<config::TraceConfig> AgentService::LoadReloadedConfig() const {
+absl::StatusOr<config::TraceConfig> ConfigReloader::Load() const {
   absl::StatusOr<config::TraceConfig> loaded = LoadConfigFile(options_.config_path);
   if (!loaded.ok()) return loaded;
   // The file with the command line's settings, as the start checked it.
@@ -67,27 +56,30 @@ absl::StatusOr<config::TraceConfig> AgentService::LoadReloadedConfig() const {
   return loaded;
 }
 
-void AgentService::ApplyReloadLocked(const config::TraceConfig& loaded,
-                                     const absl::Status& dir_ready) {
-  ReloadPlan plan = PlanReload(config_, loaded);
+void ConfigReloader::Apply(const config::TraceConfig& loaded, const absl::Status& dir_ready) {
+  config::TraceConfig running;
+  {
+    absl::MutexLock lock(&mu_);
+    running = running_;
+  }
+  ReloadPlan plan = PlanReload(running, loaded);
   std::vector<std::string> applied;
   for (const std::string& field : plan.applied) {
     if (field == "output_dir") {
       if (!dir_ready.ok()) {
         log_.Error(absl::StrCat("reload: ", dir_ready.message(), "; snapshots still go into ",
-                                config_.output_dir()));
-        plan.next.set_output_dir(config_.output_dir());
+                                running.output_dir()));
+        plan.next.set_output_dir(running.output_dir());
         continue;
       }
-      snapshots_->set_output_dir(plan.next.output_dir());
+      target_.SetSnapshotDir(plan.next.output_dir());
     } else if (field == "trigger_config") {
-      triggers_.ReplaceTriggers(plan.next);
-      tally_.Reserve(ReservedTallyNames(plan.next));
+      target_.ReplaceTriggers(plan.next);
     } else if (field == "snapshot_request_cooldown_ms" ||
                field == "max_snapshot_requests_per_hour") {
-      requests_->ReplaceLimits(plan.next);
+      target_.ReplaceRequestLimits(plan.next);
     } else if (field == "max_snapshot_files" || field == "max_snapshot_bytes") {
-      snapshots_->set_retention(plan.next.max_snapshot_files(), plan.next.max_snapshot_bytes());
+      target_.SetRetention(plan.next.max_snapshot_files(), plan.next.max_snapshot_bytes());
     }
     applied.push_back(field);
   }
@@ -96,14 +88,34 @@ void AgentService::ApplyReloadLocked(const config::TraceConfig& loaded,
                               " changed, which needs a restart of the agent; it keeps its "
                               "running value until then"));
   }
-  config_ = plan.next;
-  reload_.clear_last_error();
-  reload_.clear_waiting_for_restart();
-  for (const std::string& field : plan.kept) reload_.add_waiting_for_restart(field);
+  {
+    absl::MutexLock lock(&mu_);
+    running_ = std::move(plan.next);
+    status_.clear_last_error();
+    status_.clear_waiting_for_restart();
+    for (const std::string& field : plan.kept) status_.add_waiting_for_restart(field);
+  }
   log_.Notice(absl::StrCat("reloaded ", options_.config_path,
                            applied.empty()
                                ? "; nothing to apply live"
                                : absl::StrCat("; applied: ", absl::StrJoin(applied, ", "))));
+}
+
+std::string ConfigReloader::output_dir() const {
+  absl::MutexLock lock(&mu_);
+  return running_.output_dir();
+}
+
+std::set<std::string> ConfigReloader::trigger_names() const {
+  absl::MutexLock lock(&mu_);
+  std::set<std::string> names;
+  for (const auto& t : running_.trigger_config().triggers()) names.insert(t.name());
+  return names;
+}
+
+control::ReloadStatus ConfigReloader::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
 }
 
 }  // namespace ringside::agent
