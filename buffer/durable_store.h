@@ -21,10 +21,12 @@ namespace ringside::buffer {
 // Entries are keyed by what they describe, so a renamed or re-exec'd
 // process replaces its entry instead of adding one. An entity that ended
 // (MarkEnded) keeps its entry while data in the ring may still refer to it.
-// The owner calls Drained() after each flush + drain of the ring's
-// producers with the ring's total bytes written; an entry's end is pinned
-// to the ring position of the second drain after MarkEnded (by then all
-// data written before the end is in the ring, whatever sat in open chunks),
+// The owner calls Drained() after a flush + drain of the ring's producers
+// that follows a read of every source's staging rings (BufferOwner::Flush)
+// with the ring's total bytes written; an entry's end is pinned to the ring
+// position of the second drain after MarkEnded (by then all data written
+// before the end is in the ring, whatever sat in staging rings or open
+// chunks),
 // and the entry is dropped once more than a ring's worth has been written
 // past that. A pid reused while its old entry is still kept
 // gets an entry of its own (keys carry a generation).

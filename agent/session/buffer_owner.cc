@@ -100,11 +100,25 @@ void BufferOwner::MoveChunksIntoBuffers() {
 }
 
 void BufferOwner::Flush() {
-  for (SourceSlot& slot : sources_->slots) slot.producer->ScrapeWriters();
+  absl::MutexLock lock(&staging_mu_);
+  std::vector<SourceSlot>& slots = sources_->slots;
+  staging_passes_.resize(slots.size(), 0);
+  bool staged = true;  // Every source read its rings since the last Flush() asked.
+  for (size_t i = 0; i < slots.size(); i++) {
+    if (slots[i].source != nullptr && !slots[i].source->StagingPassDone(staging_passes_[i])) {
+      staged = false;
+    }
+  }
+  for (SourceSlot& slot : slots) slot.producer->ScrapeWriters();
   MoveChunksIntoBuffers();
-  // Everything written before now is in the buffers: the durable store may
-  // pin the ends it was told of to this position.
-  buffers_->MarkDurableDrained();
+  // Everything the sources had read before the last Flush() (and so every
+  // event that happened before it) is in the buffers now: the durable store
+  // may pin the ends it was told of before then to this position. Without
+  // a finished pass of every source, this drain does not count.
+  if (staged) buffers_->MarkDurableDrained();
+  for (size_t i = 0; i < slots.size(); i++) {
+    staging_passes_[i] = slots[i].source != nullptr ? slots[i].source->RequestStagingPass() : 0;
+  }
 }
 
 void BufferOwner::OwnerLoop() {

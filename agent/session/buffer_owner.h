@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -66,7 +67,12 @@ class BufferOwner {
   void MoveChunksIntoBuffers();
   // A flush that never waits for a writer: what writers hold in chunks
   // still open is copied into the buffers as scraped chunks, with every
-  // committed chunk. Then the durable store may compact what ended before.
+  // committed chunk. Then, when every source has read its staging rings
+  // since the last Flush() asked it to (DataSource::RequestStagingPass()),
+  // the durable store may pin and compact what ended before: a task's last
+  // events can wait in a BPF ring, an in-kernel batch or a paused reader
+  // long after its exit was committed, and its name must outlive them in
+  // the ring.
   void Flush();
 
  private:
@@ -89,6 +95,12 @@ class BufferOwner {
   static constexpr buffer::ProducerID kClockProducerId = 0xffff;
   std::unique_ptr<ProducerBuffer> clock_producer_;
   std::unique_ptr<TraceWriter> clock_writer_;
+
+  // The staging passes the last Flush() asked each source for (index: slot;
+  // 0: none to wait for). Flush() runs on several threads (the owner's, a
+  // stop, a snapshot).
+  absl::Mutex staging_mu_;
+  std::vector<uint64_t> staging_passes_ ABSL_GUARDED_BY(staging_mu_);
 
   // What wakes the owner thread: a stop, or a commit request; the drain
   // thread: a stop.

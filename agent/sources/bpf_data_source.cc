@@ -258,7 +258,7 @@ void BpfDataSource::ConsumerLoop() {
   while (!stop_.load(std::memory_order_acquire)) {
     ReadRings(period);
     ServeFlushRequests();
-    pacer_.AfterPass(stop_, [this] { return flush_.Pending() != 0; });
+    pacer_.AfterPass(stop_, [this] { return flush_.UrgentPending(); });
     ServeFlushRequests();  // One that cut a budget pause short.
     if (!cgroups_.empty() && absl::Now() >= next_cgroup_refresh) {
       RefreshCgroupFilter();

@@ -70,6 +70,8 @@ class BpfDataSource : public DataSource {
   // Wakes the consumer thread for a pass over every ring; its writers'
   // chunks are committed after it.
   bool FlushStaging(absl::Duration limit) override;
+  uint64_t RequestStagingPass() override { return flush_.RequestInBackground(); }
+  bool StagingPassDone(uint64_t n) override { return flush_.IsServed(n); }
 
   uint64_t events_read() const override { return events_.load(std::memory_order_relaxed); }
   uint64_t events_lost() const override;

@@ -58,6 +58,15 @@ class DataSource {
   // once when the source is not running (not started, or stopping: Stop()
   // reads the rest itself) or has no reader thread of its own.
   virtual bool FlushStaging(absl::Duration limit) = 0;
+  // For the durable store (BufferOwner::Flush()): asks the reader for one
+  // read pass of the staging rings at its own pace, without waking it or
+  // cutting a CPU budget's pause short, and returns the request's number;
+  // 0 when the source has no reader running (nothing waits in its rings
+  // for one: not started, or Stop() reads the rest).
+  virtual uint64_t RequestStagingPass() { return 0; }
+  // Whether the pass of request `n` (non-zero) is done: what the staging
+  // rings held when it was asked for is committed to the ProducerBuffer.
+  virtual bool StagingPassDone(uint64_t n) { return n == 0; }
 
   // Kernel events read from the staging rings so far.
   virtual uint64_t events_read() const = 0;

@@ -235,7 +235,7 @@ void FtraceDataSource::ReaderLoop() {
     ReadKernelBuffers();
     if (flush != 0) flush_.Served(flush);
     // A snapshot's flush asked for during a pause wakes the poll above.
-    pacer_.AfterPass(stop_, [this] { return flush_.Pending() != 0; });
+    pacer_.AfterPass(stop_, [this] { return flush_.UrgentPending(); });
     if (++loops % 50 == 0) OpenMissingReaders();  // CPUs that came online.
   }
 }

@@ -85,6 +85,8 @@ class FtraceDataSource : public DataSource {
   // read commits its writer's chunk). False at once without a reader thread
   // (reader_thread = false: the caller reads).
   bool FlushStaging(absl::Duration limit) override;
+  uint64_t RequestStagingPass() override { return flush_.RequestInBackground(); }
+  bool StagingPassDone(uint64_t n) override { return flush_.IsServed(n); }
   // Reads every CPU's kernel buffer once on the calling thread (what the
   // reader thread does each period). REQUIRES: reader_thread = false and
   // the thread that called Start() (the reader's state is its own:

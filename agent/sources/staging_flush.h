@@ -15,7 +15,10 @@ namespace ringside::agent {
 // race the first over the consumer positions).
 //
 // Requests are numbered; the reader serves every request made before it
-// began its pass, so concurrent callers share one pass. Closed until Open()
+// began its pass, so concurrent callers share one pass. A request is urgent
+// (a snapshot waits for it: it wakes the reader and cuts a CPU budget's
+// pause short) or in the background (the buffer owner's, for the durable
+// store: served by the reader's next pass, whenever its pace brings it). Closed until Open()
 // (the reader thread runs) and again from Close() (the source is stopping):
 // callers then return at once; Stop() reads the rest itself.
 //
@@ -30,7 +33,20 @@ class StagingFlush {
     absl::MutexLock lock(&mu_);
     if (closed_) return 0;
     wake();
+    urgent_ = ++requested_;
+    return requested_;
+  }
+  // Caller: registers a background request and returns its number; 0 when
+  // closed. Neither wakes the reader nor counts as urgent.
+  uint64_t RequestInBackground() {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return 0;
     return ++requested_;
+  }
+  // Caller: request `n` is served (never, once closed before it was).
+  bool IsServed(uint64_t n) {
+    absl::MutexLock lock(&mu_);
+    return served_ >= n;
   }
   // Caller: waits until request `n` is served, the flush is closed, or
   // `deadline`. True only when served.
@@ -46,6 +62,11 @@ class StagingFlush {
   uint64_t Pending() {
     absl::MutexLock lock(&mu_);
     return requested_ > served_ ? requested_ : 0;
+  }
+  // Reader: an urgent request waits (a CPU budget's pause ends for it).
+  bool UrgentPending() {
+    absl::MutexLock lock(&mu_);
+    return urgent_ > served_;
   }
   void Served(uint64_t n) {
     absl::MutexLock lock(&mu_);
@@ -65,6 +86,7 @@ class StagingFlush {
  private:
   absl::Mutex mu_;
   uint64_t requested_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t urgent_ ABSL_GUARDED_BY(mu_) = 0;  // The newest urgent request.
   uint64_t served_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = true;
 };

@@ -173,22 +173,24 @@ class CheckDocsTest(unittest.TestCase):
 
     # --- Threads and locks
 
-    def headers_with_mutexes(self):
-        """How many headers the page says hold the mutexes (refactors move them)."""
+    def page_counts(self):
+        """The page's mutex, member and header counts (a new lock or a refactor moves them)."""
         with open(os.path.join(REPO, THREADING), encoding="utf-8") as f:
-            match = re.search(r"`absl::Mutex` members in (\d+) headers", f.read())
-        self.assertIsNotNone(match, f"{THREADING} no longer counts the headers")
-        return int(match.group(1))
+            match = re.search(r"(\d+) mutexes: (\d+) `absl::Mutex` members in (\d+) headers",
+                              f.read())
+        self.assertIsNotNone(match, f"{THREADING} no longer counts the mutexes")
+        return tuple(int(g) for g in match.groups())
 
     def test_wrong_mutex_count_fails(self):
-        headers = self.headers_with_mutexes()
-        line = self.edit(THREADING, "24 mutexes: 23", "23 mutexes: 22")
-        self.assertFailsWith(f"{THREADING}:{line}: says 23 mutexes: 22 `absl::Mutex` members in "
-                             f"{headers} headers; expected 24 mutexes: 23 `absl::Mutex` members "
-                             f"in {headers} headers")
+        mutexes, members, headers = self.page_counts()
+        line = self.edit(THREADING, f"{mutexes} mutexes: {members}",
+                         f"{mutexes - 1} mutexes: {members - 1}")
+        self.assertFailsWith(f"{THREADING}:{line}: says {mutexes - 1} mutexes: {members - 1} "
+                             f"`absl::Mutex` members in {headers} headers; expected {mutexes} "
+                             f"mutexes: {members} `absl::Mutex` members in {headers} headers")
 
     def test_new_mutex_member_in_a_header_fails(self):
-        headers = self.headers_with_mutexes()
+        mutexes, members, headers = self.page_counts()
         self.append("agent/writer/chunk_census.h",
                     "namespace ringside::agent {\n\nclass ChunkCensus {\n private:\n"
                     "  struct Count {\n    int n = 0;\n  };\n"
@@ -197,9 +199,10 @@ class CheckDocsTest(unittest.TestCase):
             "agent/writer/chunk_census.h:8: absl::Mutex ChunkCensus::census_mu_ has no row in "
             f"{THREADING}'s lock table: expected a row `ChunkCensus::census_mu_` "
             "(`agent/writer/chunk_census.h`)",
-            f"says 24 mutexes: 23 `absl::Mutex` members in {headers} headers; expected 25 "
-            f"mutexes: 24 `absl::Mutex` members in {headers + 1} headers",
-            "the lock table has 24 rows: expected 25")
+            f"says {mutexes} mutexes: {members} `absl::Mutex` members in {headers} headers; "
+            f"expected {mutexes + 1} mutexes: {members + 1} `absl::Mutex` members in "
+            f"{headers + 1} headers",
+            f"the lock table has {mutexes} rows: expected {mutexes + 1}")
 
     def test_row_of_a_mutex_that_is_gone_fails(self):
         self.edit("agent/metrics/metrics_listener.h", "mutable absl::Mutex cache_mu_;",

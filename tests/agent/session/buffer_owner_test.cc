@@ -1,5 +1,6 @@
 #include "agent/session/buffer_owner.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -7,8 +8,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/descriptors/descriptor_tracker.h"
 #include "agent/session/session_buffers.h"
 #include "agent/session/session_stream.h"
+#include "agent/sources/data_source.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
 #include "gtest/gtest.h"
@@ -137,6 +140,68 @@ TEST_F(BufferOwnerTest, TheDrainWritesTheBuffersIntoTheStreamEachPeriod) {
   owner->Stop();
   stream.ClaimState();
   EXPECT_EQ(PacketsIn(sink.data()), 4);
+}
+
+// A source whose reader serves the owner's staging passes only when the
+// test says: a reader paused by its CPU budget, or kept off the CPU.
+class PassesOnCue : public DataSource {
+ public:
+  absl::Status Start() override { return absl::OkStatus(); }
+  void Stop() override {}
+  bool FlushStaging(absl::Duration) override { return false; }
+  uint64_t events_read() const override { return 0; }
+  uint64_t events_lost() const override { return 0; }
+  std::vector<Loss> Losses() const override { return {}; }
+  uint64_t RequestStagingPass() override { return ++requested_; }
+  bool StagingPassDone(uint64_t n) override { return n <= served_; }
+  void ServeAll() { served_ = requested_; }
+  uint64_t requested() const { return requested_; }
+
+ private:
+  uint64_t requested_ = 0;
+  uint64_t served_ = 0;
+};
+
+// A task's last events can wait in a staging ring (a BPF ring, an in-kernel
+// batch, a paused reader) after its exit reached the durable store. Its
+// name is kept until every source has read its rings since its end: a
+// flush whose sources have not does not count towards the end's pin, so no
+// ring's worth written after it drops the name early.
+TEST_F(BufferOwnerTest, AnEndedTaskKeepsItsNameUntilEverySourceReadItsStagingRings) {
+  config_.set_durable_buffer_size_kb(64);
+  auto buffers = SessionBuffers::Create(config_, 0);
+  ASSERT_TRUE(buffers.ok()) << buffers.status();
+  buffers_ = *std::move(buffers);
+  auto source = std::make_unique<PassesOnCue>();
+  PassesOnCue* reader = source.get();
+  sources_.slots[0].source = std::move(source);
+  DescriptorTracker tracker;
+  BufferOwner owner(config_, buffers_.get(), &sources_, &tracker, [](std::string) {});
+  tracker.OnFork(1000, 1, 1, 4242, 4242, "victim");
+  owner.MoveChunksIntoBuffers();
+  tracker.OnExit(2000, 4242, 4242, /*group_dead=*/1, "victim");
+  owner.MoveChunksIntoBuffers();
+  // More than a ring's worth (256 KiB) written between flushes, each time.
+  auto write_a_ring = [&] {
+    for (int i = 0; i < 30; i++) {
+      Write(100, /*flush=*/true);
+      owner.MoveChunksIntoBuffers();
+    }
+    owner.Flush();
+  };
+  for (int i = 0; i < 5; i++) write_a_ring();
+  ASSERT_GT(reader->requested(), 0u) << "the owner asked for no staging pass";
+  ASSERT_GT(buffers_->usage()[0].stats.chunks_overwritten, 0u) << "the ring did not wrap";
+  EXPECT_EQ(buffers_->durable_stats()->compacted, 0u)
+      << "the ended task's name went while its last events could still be in a staging ring";
+  // The reader catches up: two flushes later the end is pinned, and once a
+  // ring's worth is written past it the name goes.
+  for (int i = 0; i < 4; i++) {
+    reader->ServeAll();
+    write_a_ring();
+  }
+  EXPECT_GT(buffers_->durable_stats()->compacted, 0u);
+  owner.Stop();
 }
 
 }  // namespace
