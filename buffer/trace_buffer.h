@@ -69,6 +69,7 @@ enum DataLoss : uint32_t {
 // CloneCopier copies the bytes without it. docs/design/trace-buffer.md has
 // the layout, the two-layer read walk, stalls, recommits, losses and the
 // clone, with pictures. The code: trace_buffer.cc (writes),
+// trace_buffer_room.cc (the room they take, the overwrite of old chunks),
 // trace_buffer_read.cc (the sequence reader), trace_buffer_clone.cc (the
 // clone), internal/trace_buffer_memory.h (what they share).
 //
