@@ -15,8 +15,10 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options&) {
       "(/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF=y); rebuild on a kernel with BTF");
 }
 
-// Never constructed: Load() above is the only way to make one.
+// Never constructed: Load() above is the only way to make one (nor is a
+// LoadedGroups, which only EventSource::Load() makes).
 EventSource::~EventSource() = default;
+LoadedGroups::~LoadedGroups() = default;
 absl::Status EventSource::Attach() { return absl::UnavailableError("no BPF in this build"); }
 void EventSource::Detach() {}
 void EventSource::SetRecording(bool) {}
