@@ -59,8 +59,8 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
   // The copy is needed until the objects are loaded (libbpf relocates at
   // load), not after.
   const LoadedGroups::Target target{
-      s->rings_fd_,  s->drops_fd_,        s->filter_cgroups_fd_,
-      s->ring_size_, s->raw_tracepoints_, btf_file == nullptr ? "" : btf_file->copy_path()};
+      s->rings_fd_.get(), s->drops_fd_.get(),  s->filter_cgroups_fd_.get(),
+      s->ring_size_,      s->raw_tracepoints_, btf_file == nullptr ? "" : btf_file->copy_path()};
   absl::StatusOr<std::unique_ptr<LoadedGroups>> groups =
       LoadedGroups::Load(effective, target, *tracepoints);
   if (!groups.ok()) return groups.status();
@@ -80,31 +80,32 @@ absl::Status EventSource::CreateMaps(size_t ring_size_per_cpu) {
 
   // The maps every program shares. The outer array's inner-map template
   // fixes the ring size the programs are verified against.
-  const int template_fd =
-      bpf_map_create(BPF_MAP_TYPE_RINGBUF, "rs_ring_tmpl", 0, 0, ring_size, nullptr);
-  if (template_fd < 0) return LoadError(errno, "creating a BPF ring buffer");
-  LIBBPF_OPTS(bpf_map_create_opts, outer_opts, .inner_map_fd = static_cast<__u32>(template_fd));
-  rings_fd_ = bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "rs_rings", sizeof(uint32_t),
-                             sizeof(uint32_t), static_cast<uint32_t>(num_cpus_), &outer_opts);
+  base::ScopedFd ring_template(
+      bpf_map_create(BPF_MAP_TYPE_RINGBUF, "rs_ring_tmpl", 0, 0, ring_size, nullptr));
+  if (!ring_template.valid()) return LoadError(errno, "creating a BPF ring buffer");
+  LIBBPF_OPTS(bpf_map_create_opts, outer_opts,
+              .inner_map_fd = static_cast<__u32>(ring_template.get()));
+  rings_fd_.reset(bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "rs_rings", sizeof(uint32_t),
+                                 sizeof(uint32_t), static_cast<uint32_t>(num_cpus_), &outer_opts));
   const int outer_errno = errno;
-  close(template_fd);
-  if (rings_fd_ < 0) return LoadError(outer_errno, "creating the per-CPU ring array");
-  drops_fd_ = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_drops", sizeof(uint32_t),
-                             sizeof(uint64_t), RS_EV_MAX, nullptr);
-  if (drops_fd_ < 0) return LoadError(errno, "creating the drop counters");
-  filter_cgroups_fd_ = bpf_map_create(BPF_MAP_TYPE_HASH, "rs_filter_cg", sizeof(uint64_t),
-                                      sizeof(uint8_t), RS_MAX_FILTER_CGROUPS, nullptr);
-  if (filter_cgroups_fd_ < 0) return LoadError(errno, "creating the cgroup filter");
+  ring_template.reset();  // The outer array keeps what it needs of it.
+  if (!rings_fd_.valid()) return LoadError(outer_errno, "creating the per-CPU ring array");
+  drops_fd_.reset(bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_drops", sizeof(uint32_t),
+                                 sizeof(uint64_t), RS_EV_MAX, nullptr));
+  if (!drops_fd_.valid()) return LoadError(errno, "creating the drop counters");
+  filter_cgroups_fd_.reset(bpf_map_create(BPF_MAP_TYPE_HASH, "rs_filter_cg", sizeof(uint64_t),
+                                          sizeof(uint8_t), RS_MAX_FILTER_CGROUPS, nullptr));
+  if (!filter_cgroups_fd_.valid()) return LoadError(errno, "creating the cgroup filter");
   for (int cpu = 0; cpu < num_cpus_; cpu++) {
     const int fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "rs_ring", 0, 0, ring_size, nullptr);
     if (fd < 0) return LoadError(errno, absl::StrCat("creating the ring of CPU ", cpu));
-    ring_fds_.push_back(fd);
+    rings_.emplace_back(fd);
     const uint32_t key = static_cast<uint32_t>(cpu);
-    if (bpf_map_update_elem(rings_fd_, &key, &fd, BPF_ANY) != 0) {
+    if (bpf_map_update_elem(rings_fd_.get(), &key, &fd, BPF_ANY) != 0) {
       return LoadError(errno, absl::StrCat("installing the ring of CPU ", cpu));
     }
   }
-  absl::StatusOr<std::unique_ptr<RingReader>> reader = RingReader::Create(ring_fds_, ring_size_);
+  absl::StatusOr<std::unique_ptr<RingReader>> reader = RingReader::Create(ring_fds(), ring_size_);
   if (!reader.ok()) return reader.status();
   reader_ = std::move(*reader);
   return absl::OkStatus();
@@ -114,10 +115,6 @@ EventSource::~EventSource() {
   Detach();
   groups_.reset();
   reader_.reset();  // Unmaps the rings before their fds close.
-  for (int fd : ring_fds_) close(fd);
-  if (rings_fd_ >= 0) close(rings_fd_);
-  if (drops_fd_ >= 0) close(drops_fd_);
-  if (filter_cgroups_fd_ >= 0) close(filter_cgroups_fd_);
 }
 
 absl::Status EventSource::Attach() {
@@ -168,13 +165,13 @@ absl::Status EventSource::SetCgroupFilter(const std::vector<uint64_t>& cgroup_id
   const uint8_t present = 1;
   for (uint64_t id : wanted) {
     if (std::binary_search(filter_cgroups_.begin(), filter_cgroups_.end(), id)) continue;
-    if (bpf_map_update_elem(filter_cgroups_fd_, &id, &present, BPF_ANY) != 0) {
+    if (bpf_map_update_elem(filter_cgroups_fd_.get(), &id, &present, BPF_ANY) != 0) {
       return LoadError(errno, "updating the cgroup filter");
     }
   }
   for (uint64_t id : filter_cgroups_) {
     if (std::binary_search(wanted.begin(), wanted.end(), id)) continue;
-    if (bpf_map_delete_elem(filter_cgroups_fd_, &id) != 0 && errno != ENOENT) {
+    if (bpf_map_delete_elem(filter_cgroups_fd_.get(), &id) != 0 && errno != ENOENT) {
       return LoadError(errno, "updating the cgroup filter");
     }
   }
@@ -311,7 +308,7 @@ uint64_t EventSource::Drain(const RingReader::BatchCallback& callback) {
 
 std::vector<uint64_t> EventSource::drops_per_cpu(uint32_t event_type) const {
   std::vector<uint64_t> per_cpu(static_cast<size_t>(num_cpus_), 0);
-  if (bpf_map_lookup_elem(drops_fd_, &event_type, per_cpu.data()) != 0) {
+  if (bpf_map_lookup_elem(drops_fd_.get(), &event_type, per_cpu.data()) != 0) {
     std::fill(per_cpu.begin(), per_cpu.end(), 0);
   }
   return per_cpu;
@@ -327,8 +324,8 @@ std::vector<std::vector<uint64_t>> EventSource::all_drops_per_cpu() const {
   uint32_t next_key = 0;
   LIBBPF_OPTS(bpf_map_batch_opts, opts);
   // The whole array in one call: ENOENT says it reached the last key.
-  const int err = bpf_map_lookup_batch(drops_fd_, nullptr, &next_key, keys.data(), values.data(),
-                                       &count, &opts);
+  const int err = bpf_map_lookup_batch(drops_fd_.get(), nullptr, &next_key, keys.data(),
+                                       values.data(), &count, &opts);
   if ((err == 0 || err == -ENOENT) && count == RS_EV_MAX) {
     for (uint32_t k = 0; k < count; k++) {
       if (keys[k] >= RS_EV_MAX) continue;

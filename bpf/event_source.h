@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/scoped_fd.h"
 #include "bpf/event_types.h"
 #include "bpf/loaded_groups.h"
 #include "bpf/ring_reader.h"
@@ -167,9 +168,14 @@ class EventSource {
   const RingReader& reader() const { return *reader_; }
   // The shared maps, for programs outside bpf/ (the benchmarks' filler)
   // that write into the same rings, and for other consumers to compare with.
-  int rings_map_fd() const { return rings_fd_; }
-  int drops_map_fd() const { return drops_fd_; }
-  const std::vector<int>& ring_fds() const { return ring_fds_; }
+  int rings_map_fd() const { return rings_fd_.get(); }
+  int drops_map_fd() const { return drops_fd_.get(); }
+  // Each CPU's ring (index: CPU), still owned by this.
+  std::vector<int> ring_fds() const {
+    std::vector<int> fds;
+    for (const base::ScopedFd& ring : rings_) fds.push_back(ring.get());
+    return fds;
+  }
 
  private:
   EventSource() = default;
@@ -185,11 +191,11 @@ class EventSource {
   bool raw_tracepoints_ = false;
   // What loaded; null only while Load() has not got that far.
   std::unique_ptr<LoadedGroups> groups_;
-  int rings_fd_ = -1;                     // ARRAY_OF_MAPS: CPU -> ring.
-  int drops_fd_ = -1;                     // PERCPU_ARRAY: event type -> count.
-  int filter_cgroups_fd_ = -1;            // HASH: cgroup id -> unused; the cgroup set.
+  base::ScopedFd rings_fd_;               // ARRAY_OF_MAPS: CPU -> ring.
+  base::ScopedFd drops_fd_;               // PERCPU_ARRAY: event type -> count.
+  base::ScopedFd filter_cgroups_fd_;      // HASH: cgroup id -> unused; the cgroup set.
   std::vector<uint64_t> filter_cgroups_;  // What the map holds, sorted.
-  std::vector<int> ring_fds_;
+  std::vector<base::ScopedFd> rings_;     // Each CPU's BPF_MAP_TYPE_RINGBUF.
   std::unique_ptr<RingReader> reader_;
   int num_cpus_ = 0;
   size_t ring_size_ = 0;
