@@ -116,13 +116,14 @@ PROTO_OBJS := $(PROTO_CCS:%.cc=%.o)
 .SECONDARY: $(PROTO_CCS) $(PROTO_HDRS)
 
 # BPF needs this machine's BTF to build (vmlinux.h). Without it, bpf/ is
-# built with event_source_unavailable.cc instead of the programs: loading
+# built with event_source_unavailable.cc instead of the programs and what
+# includes their skeletons (event_source.cc, loaded_groups.cc): loading
 # them reports that this build has no BPF, and `ringside record` falls back
 # to ftrace. Everything else builds and runs as usual.
 VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 HAVE_BTF := $(if $(wildcard $(VMLINUX_BTF)),yes,)
 ifeq ($(HAVE_BTF),)
-  NO_BPF_SRCS := bpf/event_source.cc
+  NO_BPF_SRCS := bpf/event_source.cc bpf/loaded_groups.cc
   $(warning bpf/: this kernel has no BTF ($(VMLINUX_BTF) is missing): the CO-RE BPF programs cannot be built here (needs CONFIG_DEBUG_INFO_BTF=y). Building without them; ringside record will use ftrace only.)
 else
   NO_BPF_SRCS := bpf/event_source_unavailable.cc

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -176,15 +177,12 @@ absl::StatusOr<std::unique_ptr<BtfFile>> BtfFile::Open(const std::string& path) 
         absl::StrCat("bpf_config.btf_path ", path,
                      ": copying its BTF: ", std::strerror(written.ok() ? errno : written.err)));
   }
-  out->copy_fd_ = copy.release();
-  out->copy_path_ = ProcPath(out->copy_fd_);
+  out->copy_fd_ = std::move(copy);
+  out->copy_path_ = ProcPath(out->copy_fd_.get());
   return out;
 }
 
-BtfFile::~BtfFile() {
-  btf__free(parsed_);
-  if (copy_fd_ >= 0) close(copy_fd_);
-}
+BtfFile::~BtfFile() { btf__free(parsed_); }
 
 absl::string_view BtfFile::raw() const {
   uint32_t size = 0;

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/scoped_fd.h"
 
 struct btf;
 
@@ -59,7 +60,7 @@ class BtfFile {
   BtfFile() = default;
 
   std::string path_;
-  int copy_fd_ = -1;
+  base::ScopedFd copy_fd_;  // The sealed memfd.
   std::string copy_path_;
   struct btf* parsed_ = nullptr;
 };

@@ -1,8 +1,6 @@
 #ifndef RINGSIDE_BPF_EVENT_SOURCE_H_
 #define RINGSIDE_BPF_EVENT_SOURCE_H_
 
-#include <linux/types.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -12,61 +10,32 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/scoped_fd.h"
 #include "bpf/event_types.h"
+#include "bpf/loaded_groups.h"
 #include "bpf/ring_reader.h"
 
-struct bpf_map;
-struct bpf_object;
-struct rs_all;
-struct rs_sched;
-struct rs_process;
-struct rs_incidents;
-
 namespace ringside::bpf {
-
-class BtfFile;
-class KernelTracepoints;
 
 // Loads and attaches the ringside BPF programs — sched (bpf/sched.bpf.c),
 // process (bpf/process.bpf.c) and incidents (bpf/incidents.bpf.c), each
 // group optional — and reads their records from one BPF ring buffer per
 // CPU. Every group writes into the same rings, so a CPU's records come out
 // in the order they were reserved. Records are the structs of
-// bpf/*_events.h, each starting with rs_event_header.
+// bpf/*_events.h, each starting with rs_event_header. The objects are a
+// LoadedGroups (bpf/loaded_groups.h); this creates the maps they share,
+// and reads and counts what they record.
 //
 // Everything is detached and closed on destruction, so a test that fails
 // half-way leaves no program attached. Not thread-safe, except Wake().
 class EventSource {
  public:
-  // Rodata filters, fixed at load; all off by default. A task is recorded
-  // when it passes every filter that is on (sched_switch: prev or next).
-  struct Filters {
-    std::vector<int32_t> tgids;  // At most RS_MAX_FILTER_TGIDS.
-    uint64_t cgroup_id = 0;      // cgroup v2 id: the inode number of its directory.
-    // The cgroup set: when on, a task whose cgroup is in the set that
-    // SetCgroupFilter() gives passes the cgroup filter too (as one whose
-    // cgroup is `cgroup_id` does). Empty until set: nothing passes.
-    bool cgroup_set = false;
-    int32_t max_prio = -1;  // Kernel prio (0-99 RT, 100-139 normal); -1: off.
-  };
-  struct Options {
+  using Filters = LoadedGroups::Filters;
+  // The groups to load and how (LoadedGroups::Request: sched, process,
+  // incidents, batch_sched, one_object, filters), and the rings and BTF
+  // they load with.
+  struct Options : LoadedGroups::Request {
     size_t ring_size_per_cpu = 1 << 20;  // Bytes; rounded up to a power of two pages.
-    bool sched = true;
-    bool process = true;
-    bool incidents = true;
-    // sched_switch, sched_waking, sched_wakeup_new and sched_migrate_task
-    // records reach the rings in per-CPU batches (up to
-    // RS_SCHED_BATCH_BYTES, an eighth of a small ring), which Poll() and
-    // Drain() flush; off: each on its own.
-    bool batch_sched = true;
-    // With all three groups asked for, they load as one object
-    // (bpf/all.bpf.c), which reads the kernel's BTF once, and each group's
-    // own object only if that fails. False: the groups' own objects, as a
-    // kernel that refuses one of them gets.
-    bool one_object = true;
-    // The one object fails to load, as on a kernel that refuses it.
-    bool refuse_one_object_for_testing = false;
-    Filters filters;
     // The kernel's BTF as a file, for a kernel that does not expose it at
     // /sys/kernel/btf/vmlinux (CONFIG_DEBUG_INFO_BTF off; BTFHub, or pahole
     // on the kernel's debug vmlinux, makes one). CO-RE relocates against it,
@@ -145,7 +114,7 @@ class EventSource {
   // that CPU. A CPU that is offline keeps its batch until it returns.
   void FlushSchedBatches(uint64_t waited_ns = 0);
   // Bytes of records per batch; 0 when not batched.
-  uint32_t sched_batch_bytes() const { return sched_batch_bytes_; }
+  uint32_t sched_batch_bytes() const { return groups_->sched_batch_bytes(); }
   // Records of a type waiting in each CPU's batch (index: CPU), like
   // drops_per_cpu: after a Drain(), those of a CPU that was offline.
   std::vector<uint64_t> records_waiting(uint32_t event_type) const;
@@ -169,31 +138,28 @@ class EventSource {
   // returned fd is closed (BPF_ENABLE_STATS). Returns -1 with errno on error.
   static int EnableKernelStats();
 
-  const std::vector<std::string>& skipped_programs() const { return skipped_; }
+  const std::vector<std::string>& skipped_programs() const { return groups_->skipped(); }
   // A group asked for that this kernel cannot run while others load (a
   // group whose program the verifier refuses). Load() fails only when none
   // loads.
-  struct RefusedGroup {
-    std::string group;  // "sched", "process", "incidents".
-    absl::Status why;
-  };
-  const std::vector<RefusedGroup>& refused_groups() const { return refused_groups_; }
+  using RefusedGroup = LoadedGroups::RefusedGroup;
+  const std::vector<RefusedGroup>& refused_groups() const { return groups_->refused(); }
   // The groups loaded (as Options' sched, process, incidents; the other
   // fields as default).
   Options loaded_groups() const {
     Options o;
-    o.sched = has_sched_;
-    o.process = has_process_;
-    o.incidents = has_incidents_;
+    o.sched = groups_->has_sched();
+    o.process = groups_->has_process();
+    o.incidents = groups_->has_incidents();
     return o;
   }
   // Whether the groups loaded as one object (Options::one_object), not each
   // as its own.
-  bool one_object() const { return all_ != nullptr; }
+  bool one_object() const { return groups_->one_object(); }
   // Why the three groups, all asked for, did not load as one object (they
   // were then loaded each on its own: refused_groups() says which could
   // not); empty when they did or were not tried.
-  const std::string& one_object_refused() const { return one_object_refused_; }
+  const std::string& one_object_refused() const { return groups_->one_object_refused(); }
   // Whether the programs run as raw tracepoints (the kernel's BTF is not
   // at /sys/kernel/btf/vmlinux: Options::btf_path) rather than tp_btf.
   bool raw_tracepoints() const { return raw_tracepoints_; }
@@ -202,65 +168,37 @@ class EventSource {
   const RingReader& reader() const { return *reader_; }
   // The shared maps, for programs outside bpf/ (the benchmarks' filler)
   // that write into the same rings, and for other consumers to compare with.
-  int rings_map_fd() const { return rings_fd_; }
-  int drops_map_fd() const { return drops_fd_; }
-  const std::vector<int>& ring_fds() const { return ring_fds_; }
+  int rings_map_fd() const { return rings_fd_.get(); }
+  int drops_map_fd() const { return drops_fd_.get(); }
+  // Each CPU's ring (index: CPU), still owned by this.
+  std::vector<int> ring_fds() const {
+    std::vector<int> fds;
+    for (const base::ScopedFd& ring : rings_) fds.push_back(ring.get());
+    return fds;
+  }
 
  private:
   EventSource() = default;
-  // `btf_file`: the checked copy of Options::btf_path; null for the
-  // kernel's own BTF.
-  absl::Status LoadGroups(const Options& options, const BtfFile* btf_file);
-  // LoadGroups() of the three groups as one object (Options::one_object):
-  // true when it loaded; else nothing of it is left, and
-  // one_object_refused_ says why. `btf_path`: empty for the kernel's own.
-  bool LoadOneObject(const Options& options, const KernelTracepoints& kernel,
-                     const std::string& btf_path);
-  // LoadGroups() of each group asked for as its own object: the ones that
-  // load run, the others are refused_groups_; fails when none loads.
-  absl::Status LoadEachGroup(const Options& options, const KernelTracepoints& kernel,
-                             const std::string& btf_path);
-  // Fills objects_ and the scheduling group's handles from what loaded.
-  void BindObjects();
-  // Each loaded object's `stopping` flag of each type of `group`.
-  void SetStopping(Group group, bool stopping);
+  // Creates the maps every program shares (the rings of
+  // `ring_size_per_cpu` bytes, rounded up, the drop counters, the cgroup
+  // set) and the reader of the rings.
+  absl::Status CreateMaps(size_t ring_size_per_cpu);
   // `callback`, with each scheduling batch replaced by its records; counts the
   // records it hands out into `*handed_out`.
   RingReader::BatchCallback Unbatching(const RingReader::BatchCallback& callback,
                                        uint64_t* handed_out);
 
   bool raw_tracepoints_ = false;
-  // All three groups as one object, or each group's own.
-  ::rs_all* all_ = nullptr;
-  ::rs_sched* sched_ = nullptr;
-  ::rs_process* process_ = nullptr;
-  ::rs_incidents* incidents_ = nullptr;
-  // Each loaded object, and the parts of its .bss read and written in place.
-  struct LoadedObject {
-    bpf_object* obj;
-    volatile uint8_t* stopping;   // RS_EV_MAX flags.
-    const __u64* outside_window;  // RS_EV_MAX counters.
-  };
-  std::vector<LoadedObject> objects_;
-  bool has_sched_ = false;
-  bool has_process_ = false;
-  bool has_incidents_ = false;
-  // The scheduling group's, in whichever object it loaded.
-  int flush_sched_batch_fd_ = -1;
-  const __u64* batch_waiting_ = nullptr;  // RS_MAX_CPUS * 8, one line a CPU.
-  bpf_map* sched_batches_ = nullptr;
-  int rings_fd_ = -1;                     // ARRAY_OF_MAPS: CPU -> ring.
-  int drops_fd_ = -1;                     // PERCPU_ARRAY: event type -> count.
-  int filter_cgroups_fd_ = -1;            // HASH: cgroup id -> unused; the cgroup set.
+  // What loaded; null only while Load() has not got that far.
+  std::unique_ptr<LoadedGroups> groups_;
+  base::ScopedFd rings_fd_;               // ARRAY_OF_MAPS: CPU -> ring.
+  base::ScopedFd drops_fd_;               // PERCPU_ARRAY: event type -> count.
+  base::ScopedFd filter_cgroups_fd_;      // HASH: cgroup id -> unused; the cgroup set.
   std::vector<uint64_t> filter_cgroups_;  // What the map holds, sorted.
-  std::vector<int> ring_fds_;
+  std::vector<base::ScopedFd> rings_;     // Each CPU's BPF_MAP_TYPE_RINGBUF.
   std::unique_ptr<RingReader> reader_;
-  std::vector<std::string> skipped_;
-  std::vector<RefusedGroup> refused_groups_;
-  std::string one_object_refused_;
   int num_cpus_ = 0;
   size_t ring_size_ = 0;
-  uint32_t sched_batch_bytes_ = 0;
   std::vector<RecordView> unbatched_;  // Capacity reused by Unbatching().
 };
 

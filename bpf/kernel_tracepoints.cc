@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/file_io.h"
+#include "base/scoped_fd.h"
 #include "bpf/btf_file.h"
 
 namespace ringside::bpf {
@@ -191,28 +192,25 @@ absl::StatusOr<KernelTracepoints> KernelTracepoints::Running() {
     return absl::UnavailableError(
         absl::StrCat("reading the kernel's BTF (", kKernelBtf, "): ", why));
   };
-  const int fd = open(kKernelBtf, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return unreadable(strerror(errno));
+  const base::ScopedFd fd(open(kKernelBtf, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return unreadable(strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size <= 0) {
-    const int err = errno;
-    close(fd);
-    return unreadable(st.st_size <= 0 ? "empty" : strerror(err));
+  if (fstat(fd.get(), &st) != 0 || st.st_size <= 0) {
+    return unreadable(st.st_size <= 0 ? "empty" : strerror(errno));
   }
   const size_t size = static_cast<size_t>(st.st_size);
   absl::StatusOr<KernelTracepoints> out;
   // Mapped where the kernel allows it (6.16+): no copy of its 5 MB.
-  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (mapped != MAP_FAILED) {
     out = FromRawBtf(absl::string_view(static_cast<const char*>(mapped), size));
     munmap(mapped, size);
   } else {
     std::string bytes(size, '\0');
     // What could be read: a short BTF fails to parse below.
-    bytes.resize(base::ReadFull(fd, bytes.data(), size).bytes);
+    bytes.resize(base::ReadFull(fd.get(), bytes.data(), size).bytes);
     out = FromRawBtf(bytes);
   }
-  close(fd);
   if (!out.ok()) return unreadable(std::string(out.status().message()));
   return out;
 }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::bpf {
 namespace {
@@ -85,16 +86,16 @@ std::string WriteWholeLog(const std::string& log) {
   if (path == nullptr || *path == '\0') {
     return "; RINGSIDE_BPF_LOG=FILE writes the verifier's whole log";
   }
-  const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
+  const base::ScopedFd fd(open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) {
     return absl::StrCat("; the whole log not written to ", path, ": ", std::strerror(errno));
+  }
   size_t done = 0;
   while (done < log.size()) {
-    const ssize_t n = write(fd, log.data() + done, log.size() - done);
+    const ssize_t n = write(fd.get(), log.data() + done, log.size() - done);
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
-  close(fd);
   return absl::StrCat("; the verifier's whole log is in ", path);
 }
 

@@ -32,14 +32,14 @@ absl::Status RingReader::Init(size_t ring_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring size ", ring_size, " is not a power-of-two number of pages"));
   }
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) return base::ErrnoStatus("epoll_create1");
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) return base::ErrnoStatus("eventfd");
+  epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_fd_.valid()) return base::ErrnoStatus("epoll_create1");
+  wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_fd_.valid()) return base::ErrnoStatus("eventfd");
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = UINT32_MAX;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0)
+  if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev) != 0)
     return base::ErrnoStatus("epoll_ctl");
   batch_.resize(kMaxBatch);
   return absl::OkStatus();
@@ -76,7 +76,7 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Create(absl::Span<const 
     // would spin on tiny batches.
     ev.events = EPOLLIN | EPOLLET;
     ev.data.u32 = static_cast<uint32_t>(i);
-    if (epoll_ctl(r->epoll_fd_, EPOLL_CTL_ADD, fds[i], &ev) != 0) {
+    if (epoll_ctl(r->epoll_fd_.get(), EPOLL_CTL_ADD, fds[i], &ev) != 0) {
       return base::ErrnoStatus(absl::StrCat("adding ring ", i, " to epoll"));
     }
   }
@@ -104,8 +104,6 @@ RingReader::~RingReader() {
     munmap(ring.consumer_pos, page_size_);
     munmap(const_cast<uint64_t*>(ring.producer_pos), ring.data_map_size);
   }
-  if (wake_fd_ >= 0) close(wake_fd_);
-  if (epoll_fd_ >= 0) close(epoll_fd_);
 }
 
 uint64_t RingReader::ConsumeRing(uint32_t index, const BatchCallback& callback) {
@@ -160,12 +158,12 @@ uint64_t RingReader::Drain(const BatchCallback& callback) {
 
 absl::StatusOr<uint64_t> RingReader::Poll(int timeout_ms, const BatchCallback& callback) {
   epoll_event events[64];
-  const int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
+  const int n = epoll_wait(epoll_fd_.get(), events, 64, timeout_ms);
   if (n < 0 && errno != EINTR) return base::ErrnoStatus("epoll_wait on the BPF rings");
   for (int i = 0; i < n; i++) {
     if (events[i].data.u32 == UINT32_MAX) {
       uint64_t v;
-      while (read(wake_fd_, &v, sizeof(v)) == sizeof(v)) {
+      while (read(wake_fd_.get(), &v, sizeof(v)) == sizeof(v)) {
       }
     }
   }
@@ -176,7 +174,7 @@ absl::StatusOr<uint64_t> RingReader::Poll(int timeout_ms, const BatchCallback& c
 
 void RingReader::Wake() {
   const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+  [[maybe_unused]] ssize_t n = write(wake_fd_.get(), &one, sizeof(one));
 }
 
 size_t RingReader::pending_bytes(size_t i) const {

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::bpf {
 
@@ -94,8 +95,8 @@ class RingReader {
 
   std::vector<Ring> rings_;
   std::vector<RecordView> batch_;
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;
+  base::ScopedFd epoll_fd_;
+  base::ScopedFd wake_fd_;
   size_t page_size_ = 0;
   std::atomic<uint64_t> corruptions_{0};
 };

@@ -1273,6 +1273,30 @@ TEST(EventSourceTest, WakeEndsABlockedPollAtOnce) {
   EXPECT_LT(BootNs() - start, 5'000'000'000ull);
 }
 
+// A source closes every descriptor it opened (maps, rings, the reader's
+// epoll and eventfd, the objects' programs and links) when destroyed,
+// attached or not, and so does a load that fails half-way.
+TEST_P(OneObjectOrEachGroupTest, ASourceLeavesNoDescriptorOpen) {
+  auto open_fds = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator());
+  };
+  const auto before = open_fds();
+  {
+    RINGSIDE_LOAD_BPF_OR_SKIP(source, Options());
+    ASSERT_TRUE(source->Attach().ok());
+    EXPECT_GT(open_fds(), before + source->num_cpus());
+  }
+  EXPECT_EQ(open_fds(), before);
+  EventSource::Options too_many = Options();
+  too_many.filters.tgids.assign(RS_MAX_FILTER_TGIDS + 1, 1);
+  EXPECT_FALSE(EventSource::Load(too_many).ok());
+  EventSource::Options none_loads = Options();
+  none_loads.refuse_groups_for_testing = {Group::kSched, Group::kProcess, Group::kIncidents};
+  EXPECT_FALSE(EventSource::Load(none_loads).ok());
+  EXPECT_EQ(open_fds(), before);
+}
+
 // Nothing of ours stays in the kernel once the process that loaded it is
 // gone, even when it never ran a destructor.
 TEST(EventSourceTest, NoProgramsOrMapsLeftAfterTheLoadingProcessExits) {
