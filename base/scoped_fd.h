@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <utility>
 
 namespace ringside::base {
@@ -39,6 +40,16 @@ class ScopedFd {
   void reset(int fd = -1) {
     if (fd_ >= 0 && fd_ != fd) close(fd_);
     fd_ = fd;
+  }
+
+  // Closes the descriptor now and returns 0, or the errno close() failed
+  // with: on NFS and other filesystems that write back at close, that is a
+  // write lost, which the caller must report. Holds nothing afterwards,
+  // whatever close() returned (see above). 0 when it held nothing.
+  [[nodiscard]] int Close() {
+    const int fd = std::exchange(fd_, -1);
+    if (fd < 0) return 0;
+    return close(fd) == 0 ? 0 : errno;
   }
 
  private:

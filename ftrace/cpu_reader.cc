@@ -24,14 +24,14 @@ absl::StatusOr<std::unique_ptr<CpuReader>> CpuReader::Open(const Instance& insta
   return std::unique_ptr<CpuReader>(new CpuReader(cpu, fd, page_size));
 }
 
-CpuReader::~CpuReader() { close(fd_); }
+CpuReader::~CpuReader() = default;
 
 absl::StatusOr<size_t> CpuReader::ReadPages(size_t max_pages, std::vector<uint8_t>* pages) {
   size_t read_pages = 0;
   while (read_pages < max_pages) {
     const size_t at = pages->size();
     pages->resize(at + page_size_);
-    const ssize_t n = read(fd_, pages->data() + at, page_size_);
+    const ssize_t n = read(fd_.get(), pages->data() + at, page_size_);
     if (n <= 0) {
       pages->resize(at);
       if (n == 0 || errno == EAGAIN) break;

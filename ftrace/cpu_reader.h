@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/scoped_fd.h"
 #include "ftrace/tracefs.h"
 
 namespace ringside::ftrace {
@@ -33,13 +34,13 @@ class CpuReader {
   absl::StatusOr<size_t> ReadPages(size_t max_pages, std::vector<uint8_t>* pages);
 
   int cpu() const { return cpu_; }
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   size_t page_size() const { return page_size_; }
 
  private:
   CpuReader(int cpu, int fd, size_t page_size) : cpu_(cpu), fd_(fd), page_size_(page_size) {}
   int cpu_;
-  int fd_;
+  base::ScopedFd fd_;
   size_t page_size_;
 };
 

@@ -119,15 +119,14 @@ bool StopAndRemove(const Tracefs& tracefs, const std::string& rel) {
 // the old one but sends none back. Returns false, changing nothing, where
 // that cannot be done.
 static bool EnterOwnMountNamespace() {
-  const int old_ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-  if (old_ns < 0) return false;
+  const base::ScopedFd old_ns(open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
+  if (!old_ns.valid()) return false;
   bool ok = false;
   if (unshare(CLONE_NEWNS) == 0) {
     ok = mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) == 0;
     // Our mounts would propagate back: return to where we were.
-    if (!ok) setns(old_ns, CLONE_NEWNS);
+    if (!ok) setns(old_ns.get(), CLONE_NEWNS);
   }
-  close(old_ns);
   return ok;
 }
 
@@ -252,12 +251,11 @@ Instance::StaleInstances Instance::RemoveStaleInstances(const Tracefs& tracefs) 
     if (kind == NameKind::kLegacyPid) result.legacy.push_back(name);
     if (kind != NameKind::kLocked) continue;
     const std::string rel = "instances/" + name;
-    const int fd = OpenDirectory(tracefs.root() + "/" + rel);
-    if (fd < 0) continue;  // Removed meanwhile.
+    const base::ScopedFd fd(OpenDirectory(tracefs.root() + "/" + rel));
+    if (!fd.valid()) continue;  // Removed meanwhile.
     // Removed while we hold the lock: a Create that locks the directory
     // after us finds it gone and draws another name.
-    if (TryLock(fd) && StopAndRemove(tracefs, rel)) result.removed.push_back(name);
-    close(fd);
+    if (TryLock(fd.get()) && StopAndRemove(tracefs, rel)) result.removed.push_back(name);
   }
   return result;
 }
@@ -279,8 +277,8 @@ absl::StatusOr<std::unique_ptr<Instance>> Instance::Create(const Tracefs& tracef
       if (errno == EEXIST) continue;
       return TracefsError(errno, "cannot create ftrace instance " + path);
     }
-    const int fd = OpenDirectory(path);
-    if (fd < 0) {
+    base::ScopedFd fd(OpenDirectory(path));
+    if (!fd.valid()) {
       if (errno == ENOENT) continue;  // A stale check removed it already.
       const int err = errno;
       rmdir(path.c_str());
@@ -290,12 +288,11 @@ absl::StatusOr<std::unique_ptr<Instance>> Instance::Create(const Tracefs& tracef
     // unless a stale check removed the directory before we locked it, it is
     // ours for good.
     struct stat locked, now;
-    if (!TryLock(fd) || fstat(fd, &locked) != 0 || stat(path.c_str(), &now) != 0 ||
+    if (!TryLock(fd.get()) || fstat(fd.get(), &locked) != 0 || stat(path.c_str(), &now) != 0 ||
         locked.st_ino != now.st_ino) {
-      close(fd);
       continue;
     }
-    std::unique_ptr<Instance> instance(new Instance(tracefs, rel, fd));
+    std::unique_ptr<Instance> instance(new Instance(tracefs, rel, std::move(fd)));
     // A new instance traces at once; nothing until we are configured.
     if (absl::Status s = instance->SetTracingOn(false); !s.ok()) return s;
     return instance;
@@ -309,7 +306,7 @@ Instance::~Instance() {
   (void)Remove();
   // Not removed (a reader still open): now unowned, the next stale check
   // removes it.
-  if (lock_fd_ >= 0) close(lock_fd_);
+  lock_fd_.reset();
 }
 
 absl::Status Instance::Remove() {
@@ -322,8 +319,7 @@ absl::Status Instance::Remove() {
   }
   removed_ = true;
   // Only now: unlocked before the rmdir, it could be taken for stale.
-  close(lock_fd_);
-  lock_fd_ = -1;
+  lock_fd_.reset();
   return absl::OkStatus();
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::ftrace {
 
@@ -157,8 +158,10 @@ class Instance {
   absl::Status Remove();
 
  private:
-  Instance(Tracefs tracefs, std::string relative_path, int lock_fd)
-      : tracefs_(std::move(tracefs)), relative_path_(std::move(relative_path)), lock_fd_(lock_fd) {}
+  Instance(Tracefs tracefs, std::string relative_path, base::ScopedFd lock_fd)
+      : tracefs_(std::move(tracefs)),
+        relative_path_(std::move(relative_path)),
+        lock_fd_(std::move(lock_fd)) {}
   absl::Status EnableOne(const std::string& group, const std::string& name,
                          const std::string& filter);
 
@@ -166,7 +169,7 @@ class Instance {
   std::string relative_path_;
   // The instance directory, flock(LOCK_EX)ed while we own it; closed only
   // after the directory is gone (or in the destructor if it never went).
-  int lock_fd_ = -1;
+  base::ScopedFd lock_fd_;
   bool removed_ = false;
 };
 

@@ -15,6 +15,7 @@
 #include "agent/tracefile/trace_inspector.h"
 #include "agent/tracefile/untrusted_text.h"
 #include "base/json_text.h"
+#include "base/scoped_fd.h"
 #include "nlohmann/json.hpp"
 
 namespace ringside::agent {
@@ -104,18 +105,17 @@ int InspectArchive(const std::string& path, int fd, bool json) {
   return errors.empty() ? kExitOk : kExitFailure;
 }
 
-// The TAR archive at `path`, open; -1 when `path` is no such archive.
-int OpenIfArchive(const std::string& path) {
-  if (path == "-") return -1;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return -1;
+// The TAR archive at `path`, open; none when `path` is no such archive.
+base::ScopedFd OpenIfArchive(const std::string& path) {
+  if (path == "-") return base::ScopedFd();
+  base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) return fd;
   struct stat st;
   char head[512];
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      pread(fd, head, sizeof(head), 0) != static_cast<ssize_t>(sizeof(head)) ||
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      pread(fd.get(), head, sizeof(head), 0) != static_cast<ssize_t>(sizeof(head)) ||
       !IsTarHeader(std::string_view(head, sizeof(head)))) {
-    close(fd);
-    return -1;
+    return base::ScopedFd();
   }
   return fd;
 }
@@ -126,10 +126,8 @@ int RunInspectCommand(const ParsedArgs& args) {
   if (args.positional.size() != 1) return UsageError(InspectCommandSpec(), "needs a FILE");
   const std::string& path = args.positional[0];
   const bool json = args.Has("json");
-  if (const int fd = OpenIfArchive(path); fd >= 0) {
-    const int code = InspectArchive(path, fd, json);
-    close(fd);
-    return code;
+  if (const base::ScopedFd fd = OpenIfArchive(path); fd.valid()) {
+    return InspectArchive(path, fd.get(), json);
   }
   absl::StatusOr<TraceSummary> summary = InspectTraceFile(path);
   if (!summary.ok()) {

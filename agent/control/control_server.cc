@@ -22,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "agent/control/control_frame.h"
 #include "agent/control/control_socket.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::agent {
 namespace {
@@ -41,7 +42,7 @@ std::string GroupDisplayName(gid_t gid) {
 
 struct Connection {
   explicit Connection(uint32_t max_request_bytes) : reader(max_request_bytes) {}
-  int fd = -1;
+  base::ScopedFd fd;  // None once closed.
   Peer peer;
   FrameReader reader;
   std::string out;  // The reply being sent; empty when none.
@@ -57,16 +58,15 @@ struct Connection {
 
 // A reply to a connection we are about to close, sent without waiting: a
 // socket with no reply unsent has room for a short one.
-void SendAndClose(int fd, const control::Reply& reply) {
+void SendAndClose(base::ScopedFd fd, const control::Reply& reply) {
   const std::string frame = EncodeFrame(reply);
-  (void)!send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-  close(fd);
+  (void)!send(fd.get(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-void SendErrorAndClose(int fd, const std::string& error) {
+void SendErrorAndClose(base::ScopedFd fd, const std::string& error) {
   control::Reply reply;
   reply.set_error(error);
-  SendAndClose(fd, reply);
+  SendAndClose(std::move(fd), reply);
 }
 
 }  // namespace
@@ -90,17 +90,18 @@ void LaterReply::Send(control::Reply reply) const {
 
 class ControlServer::Loop {
  public:
-  Loop(int listen_fd, int wake_fd, int mailbox_fd, Options options, ControlHandler* handler)
-      : listen_fd_(listen_fd),
-        wake_fd_(wake_fd),
-        mailbox_fd_(mailbox_fd),
+  Loop(base::ScopedFd listen_fd, base::ScopedFd wake_fd, base::ScopedFd mailbox_fd, Options options,
+       ControlHandler* handler)
+      : listen_fd_(std::move(listen_fd)),
+        wake_fd_(std::move(wake_fd)),
+        mailbox_fd_(std::move(mailbox_fd)),
         group_(options.group),
         who_may_(group_.has_value() ? absl::StrCat("root or in ", GroupDisplayName(*group_))
                                     : std::string("root (no control_group is set)")),
         options_(std::move(options)),
         handler_(handler) {
     absl::MutexLock lock(&mailbox_->mu);
-    mailbox_->event_fd = mailbox_fd_;
+    mailbox_->event_fd = mailbox_fd_.get();
   }
 
   ~Loop() {
@@ -111,29 +112,30 @@ class ControlServer::Loop {
       replies.swap(mailbox_->replies);
     }
     for (auto& c : connections_) {
-      if (c->fd < 0) continue;
+      if (!c->fd.valid()) continue;
       if (c->parked_id == 0) {
         // A reply partly sent stays cut: the peer sees the connection close.
-        close(c->fd);
+        c->fd.reset();
         continue;
       }
       // Its reply came after the loop's last round: it is still the answer.
       auto reply = std::find_if(replies.begin(), replies.end(),
                                 [&c](const auto& r) { return r.first == c->parked_id; });
       if (reply != replies.end()) {
-        SendAndClose(c->fd, reply->second);
+        SendAndClose(std::move(c->fd), reply->second);
       } else {
-        SendErrorAndClose(c->fd, "the agent is stopping before it could answer this request");
+        SendErrorAndClose(std::move(c->fd),
+                          "the agent is stopping before it could answer this request");
       }
     }
-    if (listen_fd_ >= 0) close(listen_fd_);
-    close(wake_fd_);
-    close(mailbox_fd_);
+    listen_fd_.reset();
+    wake_fd_.reset();
+    mailbox_fd_.reset();
   }
 
   void Wake() {
     const uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    (void)!write(wake_fd_.get(), &one, sizeof(one));
   }
 
   // From another thread: no new connections nor requests from now on; the
@@ -145,7 +147,7 @@ class ControlServer::Loop {
     stop_accepting_.store(true);
     // Through the mailbox's eventfd: the wake eventfd ends the loop.
     const uint64_t one = 1;
-    (void)!write(mailbox_fd_, &one, sizeof(one));
+    (void)!write(mailbox_fd_.get(), &one, sizeof(one));
     closed_to_new_requests_.WaitForNotification();
   }
 
@@ -157,10 +159,11 @@ class ControlServer::Loop {
     std::vector<pollfd> fds;
     while (true) {
       fds.clear();
-      fds.push_back({wake_fd_, POLLIN, 0});
+      fds.push_back({wake_fd_.get(), POLLIN, 0});
       const absl::Time now = absl::Now();
-      fds.push_back({listen_fd_, static_cast<short>(now >= accept_paused_until_ ? POLLIN : 0), 0});
-      fds.push_back({mailbox_fd_, POLLIN, 0});
+      fds.push_back(
+          {listen_fd_.get(), static_cast<short>(now >= accept_paused_until_ ? POLLIN : 0), 0});
+      fds.push_back({mailbox_fd_.get(), POLLIN, 0});
       absl::Time next_deadline = absl::InfiniteFuture();
       if (now < accept_paused_until_) next_deadline = accept_paused_until_;
       for (const auto& c : connections_) {
@@ -172,7 +175,7 @@ class ControlServer::Loop {
         } else if (c->parked_id == 0 && !c->close_after_write && !c->peer_done_sending) {
           events = POLLIN;
         }
-        fds.push_back({c->fd, events, 0});
+        fds.push_back({c->fd.get(), events, 0});
         next_deadline = std::min(next_deadline, c->deadline);
       }
       int timeout_ms = -1;
@@ -196,7 +199,7 @@ class ControlServer::Loop {
       for (size_t i = 0; i < polled; i++) {
         Connection& c = *connections_[i];
         const short revents = fds[i + kFirstConnection].revents;
-        if (c.fd < 0 || revents == 0) continue;
+        if (!c.fd.valid() || revents == 0) continue;
         if (c.parked_id != 0) {
           // Hung up while waiting: nobody will take the reply.
           if (revents & (POLLHUP | POLLERR)) Close(c);
@@ -204,14 +207,14 @@ class ControlServer::Loop {
         }
         if (revents & POLLOUT) {
           Flush(c);
-          if (c.fd >= 0 && c.out.empty()) Serve(c);
+          if (c.fd.valid() && c.out.empty()) Serve(c);
         }
-        if (c.fd >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)) && c.out.empty()) Read(c);
+        if (c.fd.valid() && (revents & (POLLIN | POLLHUP | POLLERR)) && c.out.empty()) Read(c);
         // Hung up while its reply was unsent: nobody will take it.
-        if (c.fd >= 0 && (revents & (POLLHUP | POLLERR)) && !c.out.empty()) Close(c);
+        if (c.fd.valid() && (revents & (POLLHUP | POLLERR)) && !c.out.empty()) Close(c);
       }
       ExpireDeadlines();
-      std::erase_if(connections_, [](const auto& c) { return c->fd < 0; });
+      std::erase_if(connections_, [](const auto& c) { return !c->fd.valid(); });
     }
   }
 
@@ -225,10 +228,9 @@ class ControlServer::Loop {
   // is closed once the reply it has coming is sent (its parked request's
   // too), and one with none coming is closed now.
   void CloseToNewRequests() {
-    if (listen_fd_ >= 0) close(listen_fd_);
-    listen_fd_ = -1;
+    listen_fd_.reset();
     for (auto& c : connections_) {
-      if (c->fd < 0) continue;
+      if (!c->fd.valid()) continue;
       if (c->parked_id != 0 || !c->out.empty()) {
         c->close_after_write = true;
       } else {
@@ -239,10 +241,10 @@ class ControlServer::Loop {
   }
 
   void Accept() {
-    if (listen_fd_ < 0) return;
+    if (!listen_fd_.valid()) return;
     while (true) {
-      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
+      base::ScopedFd fd(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!fd.valid()) {
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
           // The pending connection stays readable: wait rather than spin.
           Log(absl::StrCat("cannot accept a connection (", Errno(errno), "); retrying in 100ms"));
@@ -252,26 +254,24 @@ class ControlServer::Loop {
       }
       struct ucred cred = {};
       socklen_t len = sizeof(cred);
-      if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-        close(fd);
-        continue;
-      }
+      if (getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
       const Peer peer{cred.pid, cred.uid, cred.gid};
-      if (!Authorized(fd, peer)) {
+      if (!Authorized(fd.get(), peer)) {
         Log(absl::StrCat("refused pid ", peer.pid, " (uid ", peer.uid, "): not ", who_may_));
-        SendErrorAndClose(fd,
+        SendErrorAndClose(std::move(fd),
                           absl::StrCat("permission denied: uid ", peer.uid, " is not ", who_may_));
         continue;
       }
       if (static_cast<int>(connections_.size()) >= options_.max_connections) {
         Log(absl::StrCat("refused pid ", peer.pid, " (uid ", peer.uid,
                          "): ", options_.max_connections, " connections are open already"));
-        SendErrorAndClose(fd, absl::StrCat("the agent is busy: ", options_.max_connections,
-                                           " control connections are open already; try again"));
+        SendErrorAndClose(std::move(fd),
+                          absl::StrCat("the agent is busy: ", options_.max_connections,
+                                       " control connections are open already; try again"));
         continue;
       }
       auto c = std::make_unique<Connection>(options_.max_request_bytes);
-      c->fd = fd;
+      c->fd = std::move(fd);
       c->peer = peer;
       c->deadline = absl::Now() + options_.io_timeout;
       connections_.push_back(std::move(c));
@@ -298,7 +298,7 @@ class ControlServer::Loop {
     char buf[16384];
     const size_t want = std::min(c.reader.room(), sizeof(buf));
     if (want > 0) {
-      const ssize_t n = recv(c.fd, buf, want, 0);
+      const ssize_t n = recv(c.fd.get(), buf, want, 0);
       if (n < 0) {
         if (errno != EAGAIN && errno != EINTR) Close(c);
         return;
@@ -316,7 +316,7 @@ class ControlServer::Loop {
   // once the previous reply is sent.
   void Serve(Connection& c) {
     std::string payload;
-    while (c.fd >= 0 && c.out.empty() && !c.close_after_write && c.parked_id == 0) {
+    while (c.fd.valid() && c.out.empty() && !c.close_after_write && c.parked_id == 0) {
       const FrameReader::Result result = c.reader.Next(&payload);
       if (result == FrameReader::Result::kIncomplete) {
         if (c.peer_done_sending) Close(c);
@@ -369,7 +369,7 @@ class ControlServer::Loop {
   // connections gone (hung up, timed out) are dropped.
   void DeliverLaterReplies() {
     uint64_t ignored;
-    (void)!read(mailbox_fd_, &ignored, sizeof(ignored));
+    (void)!read(mailbox_fd_.get(), &ignored, sizeof(ignored));
     std::vector<std::pair<uint64_t, control::Reply>> replies;
     {
       absl::MutexLock lock(&mailbox_->mu);
@@ -377,9 +377,9 @@ class ControlServer::Loop {
     }
     for (const auto& [id, reply] : replies) {
       for (auto& c : connections_) {
-        if (c->fd < 0 || c->parked_id != id) continue;
+        if (!c->fd.valid() || c->parked_id != id) continue;
         SendReply(*c, reply);
-        if (c->fd >= 0 && c->out.empty()) Serve(*c);
+        if (c->fd.valid() && c->out.empty()) Serve(*c);
         break;
       }
     }
@@ -390,7 +390,7 @@ class ControlServer::Loop {
   // requests are a loop, not a recursion.
   void Flush(Connection& c) {
     while (c.out_sent < c.out.size()) {
-      const ssize_t n = send(c.fd, c.out.data() + c.out_sent, c.out.size() - c.out_sent,
+      const ssize_t n = send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent,
                              MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EAGAIN || errno == EINTR) return;
@@ -408,10 +408,10 @@ class ControlServer::Loop {
   void ExpireDeadlines() {
     const absl::Time now = absl::Now();
     for (auto& c : connections_) {
-      if (c->fd < 0 || now < c->deadline) continue;
+      if (!c->fd.valid() || now < c->deadline) continue;
       if (c->parked_id != 0) {
         SendReply(*c, c->if_late);
-        if (c->fd >= 0 && c->out.empty()) Serve(*c);
+        if (c->fd.valid() && c->out.empty()) Serve(*c);
         continue;
       }
       if (!c->out.empty()) {
@@ -427,10 +427,7 @@ class ControlServer::Loop {
     }
   }
 
-  static void Close(Connection& c) {
-    close(c.fd);
-    c.fd = -1;
-  }
+  static void Close(Connection& c) { c.fd.reset(); }
 
   // At most kLogBurst lines per kLogWindow, so that a peer that connects in
   // a loop cannot flood the journal; the next line counts what was left out.
@@ -456,9 +453,9 @@ class ControlServer::Loop {
     options_.log(text);
   }
 
-  int listen_fd_;  // -1 once closed to new requests.
-  const int wake_fd_;
-  const int mailbox_fd_;  // eventfd: a LaterReply was sent.
+  base::ScopedFd listen_fd_;   // None once closed to new requests.
+  base::ScopedFd wake_fd_;     // eventfd: the loop ends.
+  base::ScopedFd mailbox_fd_;  // eventfd: a LaterReply was sent.
   const std::shared_ptr<LaterReply::Mailbox> mailbox_ = std::make_shared<LaterReply::Mailbox>();
   uint64_t next_request_id_ = 1;
   std::atomic<bool> stop_accepting_{false};
@@ -494,29 +491,28 @@ absl::StatusOr<std::unique_ptr<ControlServer>> ControlServer::Create(
   absl::StatusOr<ControlSocket> socket =
       CreateControlSocket(path, options.group, options.replace_stale_socket, after_bind);
   if (!socket.ok()) return socket.status();
+  // The socket closed and its file removed; the directory closes after.
   auto fail = [&](absl::Status status) {
-    close(socket->fd);
-    unlinkat(socket->dir_fd, socket->name.c_str(), 0);
-    close(socket->dir_fd);
+    socket->fd.reset();
+    unlinkat(socket->dir_fd.get(), socket->name.c_str(), 0);
     return status;
   };
-  const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd < 0) return fail(absl::InternalError(absl::StrCat("eventfd: ", Errno(errno))));
-  const int mailbox_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (mailbox_fd < 0) {
-    close(wake_fd);
+  base::ScopedFd wake_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_fd.valid()) return fail(absl::InternalError(absl::StrCat("eventfd: ", Errno(errno))));
+  base::ScopedFd mailbox_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!mailbox_fd.valid()) {
     return fail(absl::InternalError(absl::StrCat("eventfd: ", Errno(errno))));
   }
 
   std::unique_ptr<ControlServer> server(new ControlServer());
   server->path_ = path;
   server->name_ = socket->name;
-  server->dir_fd_ = socket->dir_fd;
+  server->dir_fd_ = std::move(socket->dir_fd);
   server->group_ = options.group;
   server->socket_dev_ = socket->dev;
   server->socket_ino_ = socket->ino;
-  server->loop_ =
-      std::make_unique<Loop>(socket->fd, wake_fd, mailbox_fd, std::move(options), handler);
+  server->loop_ = std::make_unique<Loop>(std::move(socket->fd), std::move(wake_fd),
+                                         std::move(mailbox_fd), std::move(options), handler);
   server->thread_ = std::thread([loop = server->loop_.get()] { loop->Run(); });
   return server;
 }
@@ -535,15 +531,14 @@ void ControlServer::Stop() {
   thread_.join();
   loop_.reset();
   RemoveSocketFile();
-  close(dir_fd_);
-  dir_fd_ = -1;
+  dir_fd_.reset();
 }
 
 void ControlServer::RemoveSocketFile() {
   struct stat st;
-  if (fstatat(dir_fd_, name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode) &&
-      st.st_dev == socket_dev_ && st.st_ino == socket_ino_) {
-    unlinkat(dir_fd_, name_.c_str(), 0);
+  if (fstatat(dir_fd_.get(), name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISSOCK(st.st_mode) && st.st_dev == socket_dev_ && st.st_ino == socket_ino_) {
+    unlinkat(dir_fd_.get(), name_.c_str(), 0);
   }
 }
 

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/scoped_fd.h"
 #include "ringside/control/control.pb.h"
 
 namespace ringside::agent {
@@ -195,8 +196,8 @@ class ControlServer {
   void RemoveSocketFile();
 
   std::string path_;
-  std::string name_;  // The socket file's name in its directory.
-  int dir_fd_ = -1;   // Its directory, opened and checked by Listen().
+  std::string name_;       // The socket file's name in its directory.
+  base::ScopedFd dir_fd_;  // Its directory, opened and checked by Listen().
   std::optional<gid_t> group_;
   dev_t socket_dev_ = 0;
   ino_t socket_ino_ = 0;

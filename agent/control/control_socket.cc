@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/private_directory.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::agent {
 namespace {
@@ -27,10 +28,11 @@ std::string KindOfFile(mode_t mode) {
 }
 
 // The socket's directory `dir`, opened once (O_NOFOLLOW) and refused
-// unless only we can write it. The caller closes it.
-absl::StatusOr<int> OpenCheckedDirectory(const std::string& path, const std::string& dir) {
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dir_fd < 0) {
+// unless only we can write it.
+absl::StatusOr<base::ScopedFd> OpenCheckedDirectory(const std::string& path,
+                                                    const std::string& dir) {
+  base::ScopedFd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir_fd.valid()) {
     const int err = errno;
     const std::string what = absl::StrCat("cannot create the control socket ", path, ": ");
     struct stat st;
@@ -44,9 +46,9 @@ absl::StatusOr<int> OpenCheckedDirectory(const std::string& path, const std::str
     return absl::InternalError(what + Errno(err));
   }
   if (absl::Status st = base::CheckOnlyWeCanWrite(
-          dir_fd, absl::StrCat("the control socket's directory ", dir), "control_socket, --socket");
+          dir_fd.get(), absl::StrCat("the control socket's directory ", dir),
+          "control_socket, --socket");
       !st.ok()) {
-    close(dir_fd);
     return st;
   }
   return dir_fd;
@@ -79,7 +81,8 @@ absl::Status RemoveStaleSocket(int dir_fd, const std::string& path, const std::s
 }
 
 // A socket bound to `name` in the directory: its fd, not yet listening.
-absl::StatusOr<int> BindSocket(int dir_fd, const std::string& path, const std::string& name) {
+absl::StatusOr<base::ScopedFd> BindSocket(int dir_fd, const std::string& path,
+                                          const std::string& name) {
   // bind() takes a path, not a directory descriptor: "/proc/self/fd/N/NAME"
   // resolves through the directory opened above, whatever has become of
   // `dir` since.
@@ -92,14 +95,13 @@ absl::StatusOr<int> BindSocket(int dir_fd, const std::string& path, const std::s
         sizeof(addr.sun_path) - 1 - (bind_path.size() - name.size())));
   }
   std::memcpy(addr.sun_path, bind_path.data(), bind_path.size());
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket(AF_UNIX): ", Errno(errno)));
+  base::ScopedFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return absl::InternalError(absl::StrCat("socket(AF_UNIX): ", Errno(errno)));
   // bind() creates the file with the socket's own mode less the umask: set
   // it first, so that the file is never looser than 0660.
-  fchmod(fd, 0660);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  fchmod(fd.get(), 0660);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     const int err = errno;
-    close(fd);
     const std::string what = absl::StrCat("cannot create the control socket ", path, ": ");
     if (err == EADDRINUSE) return absl::AlreadyExistsError(what + "the path was just taken");
     if (err == EACCES) return absl::PermissionDeniedError(what + Errno(err));
@@ -160,29 +162,27 @@ absl::StatusOr<ControlSocket> CreateControlSocket(const std::string& path,
   // Everything below works in this directory, opened once and checked: no
   // other user can plant or swap a name in it, and a directory or symlink
   // swapped in above it later changes nothing.
-  const absl::StatusOr<int> dir_fd = OpenCheckedDirectory(path, dir);
+  absl::StatusOr<base::ScopedFd> dir_fd = OpenCheckedDirectory(path, dir);
   if (!dir_fd.ok()) return dir_fd.status();
-  auto close_dir = [&](absl::Status status) {
-    close(*dir_fd);
+  if (absl::Status st = RemoveStaleSocket(dir_fd->get(), path, name, replace_stale_socket);
+      !st.ok()) {
+    return st;
+  }
+  absl::StatusOr<base::ScopedFd> fd = BindSocket(dir_fd->get(), path, name);
+  if (!fd.ok()) return fd.status();
+  // The socket closed and its file removed; the directory closes after.
+  auto fail = [&](absl::Status status) {
+    fd->reset();
+    unlinkat(dir_fd->get(), name.c_str(), 0);
     return status;
   };
-  if (absl::Status st = RemoveStaleSocket(*dir_fd, path, name, replace_stale_socket); !st.ok()) {
-    return close_dir(st);
-  }
-  const absl::StatusOr<int> fd = BindSocket(*dir_fd, path, name);
-  if (!fd.ok()) return close_dir(fd.status());
-  auto fail = [&](absl::Status status) {
-    close(*fd);
-    unlinkat(*dir_fd, name.c_str(), 0);
-    return close_dir(status);
-  };
   if (after_bind) after_bind();
-  const absl::StatusOr<struct stat> file = SetGroupAndMode(*dir_fd, path, name, group);
+  const absl::StatusOr<struct stat> file = SetGroupAndMode(dir_fd->get(), path, name, group);
   if (!file.ok()) return fail(file.status());
-  if (listen(*fd, 64) != 0) {
+  if (listen(fd->get(), 64) != 0) {
     return fail(absl::InternalError(absl::StrCat("listen(", path, "): ", Errno(errno))));
   }
-  return ControlSocket{*fd, *dir_fd, name, file->st_dev, file->st_ino};
+  return ControlSocket{*std::move(fd), *std::move(dir_fd), name, file->st_dev, file->st_ino};
 }
 
 }  // namespace ringside::agent

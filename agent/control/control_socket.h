@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::agent {
 
@@ -16,10 +17,10 @@ namespace ringside::agent {
 // write it (CheckOnlyWeCanWrite); everything after is relative to that
 // descriptor, so a path swapped above it changes nothing.
 struct ControlSocket {
-  int fd = -1;       // Listening, non-blocking.
-  int dir_fd = -1;   // The checked directory; the caller closes both.
-  std::string name;  // The socket file's name in it.
-  dev_t dev = 0;     // The file, to remove only this one at the end.
+  base::ScopedFd fd;      // Listening, non-blocking.
+  base::ScopedFd dir_fd;  // The checked directory.
+  std::string name;       // The socket file's name in it.
+  dev_t dev = 0;          // The file, to remove only this one at the end.
   ino_t ino = 0;
 };
 

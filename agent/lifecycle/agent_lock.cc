@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "base/file_io.h"
 #include "base/private_directory.h"
+#include "base/scoped_fd.h"
 #include "base/status.h"
 
 namespace ringside::agent {
@@ -64,14 +65,10 @@ absl::Status CheckRunDir(int dir_fd, const std::string& run_dir) {
 
 // Opens `run_dir` without following a symlink, creating it (one level) when
 // it is missing.
-absl::StatusOr<int> OpenRunDir(const std::string& run_dir) {
+absl::StatusOr<base::ScopedFd> OpenRunDir(const std::string& run_dir) {
   constexpr int kFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-  int fd = open(run_dir.c_str(), kFlags);
-  if (fd >= 0) {
-    if (absl::Status st = CheckRunDir(fd, run_dir); !st.ok()) {
-      close(fd);
-      return st;
-    }
+  if (base::ScopedFd fd(open(run_dir.c_str(), kFlags)); fd.valid()) {
+    if (absl::Status st = CheckRunDir(fd.get(), run_dir); !st.ok()) return st;
     return fd;
   }
   if (errno != ENOENT) {
@@ -85,44 +82,33 @@ absl::StatusOr<int> OpenRunDir(const std::string& run_dir) {
     }
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot create the run directory ", run_dir));
   }
-  fd = open(run_dir.c_str(), kFlags);
-  if (fd < 0) return OpenError(errno, AT_FDCWD, run_dir.c_str(), run_dir, true);
+  base::ScopedFd fd(open(run_dir.c_str(), kFlags));
+  if (!fd.valid()) return OpenError(errno, AT_FDCWD, run_dir.c_str(), run_dir, true);
   // The umask must not make it unreadable to the clients that look for the
   // socket in it.
-  if (created && fchmod(fd, 0755) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot chmod 0755 ", run_dir));
+  if (created && fchmod(fd.get(), 0755) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot chmod 0755 ", run_dir));
   }
-  if (absl::Status st = CheckRunDir(fd, run_dir); !st.ok()) {
-    close(fd);
-    return st;
-  }
+  if (absl::Status st = CheckRunDir(fd.get(), run_dir); !st.ok()) return st;
   return fd;
 }
 
-absl::StatusOr<int> OpenLockFile(int dir_fd, const std::string& path) {
+absl::StatusOr<base::ScopedFd> OpenLockFile(int dir_fd, const std::string& path) {
   struct stat st;
   // Checked before open() too, so that a device or FIFO is never opened.
   if (fstatat(dir_fd, kLockName, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
     return NotWhatWeExpect(path, st.st_mode, "a regular file");
   }
-  const int fd =
-      openat(dir_fd, kLockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
-  if (fd < 0) return OpenError(errno, dir_fd, kLockName, path, false);
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", path));
+  base::ScopedFd fd(
+      openat(dir_fd, kLockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644));
+  if (!fd.valid()) return OpenError(errno, dir_fd, kLockName, path, false);
+  if (fstat(fd.get(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot stat ", path));
   }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return NotWhatWeExpect(path, st.st_mode, "a regular file");
-  }
+  if (!S_ISREG(st.st_mode)) return NotWhatWeExpect(path, st.st_mode, "a regular file");
   // Ours has one name and our owner; anything else (a hard link to another
   // file) is not written to.
   if (st.st_uid != geteuid() || st.st_nlink != 1) {
-    close(fd);
     return absl::FailedPreconditionError(
         absl::StrCat(path, " is not a lock file of ringside's (owner uid ", st.st_uid, ", ",
                      st.st_nlink, " links); ringside leaves it alone"));
@@ -204,39 +190,33 @@ absl::StatusOr<std::unique_ptr<AgentLock>> AgentLock::Take(
   if (socket_path.find('\n') != std::string::npos) {
     return absl::InvalidArgumentError("the control socket path contains a newline");
   }
-  absl::StatusOr<int> dir_fd = OpenRunDir(run_dir);
+  absl::StatusOr<base::ScopedFd> dir_fd = OpenRunDir(run_dir);
   if (!dir_fd.ok()) return dir_fd.status();
   std::unique_ptr<AgentLock> lock(new AgentLock());
-  lock->dir_fd_ = *dir_fd;
+  lock->dir_fd_ = *std::move(dir_fd);
   lock->path_ = absl::StrCat(absl::StripSuffix(run_dir, "/"), "/", kLockName);
 
-  for (int attempt = 0; attempt < kMaxOpenAttempts && lock->fd_ < 0; ++attempt) {
-    absl::StatusOr<int> fd = OpenLockFile(lock->dir_fd_, lock->path_);
+  for (int attempt = 0; attempt < kMaxOpenAttempts && !lock->fd_.valid(); ++attempt) {
+    absl::StatusOr<base::ScopedFd> fd = OpenLockFile(lock->dir_fd_.get(), lock->path_);
     if (!fd.ok()) return fd.status();
     if (after_open) after_open();
-    if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+    if (flock(fd->get(), LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
-      absl::Status status =
-          err == EWOULDBLOCK
-              ? absl::AlreadyExistsError(HeldByMessage(lock->path_, ReadContents(*fd)))
-              : absl::ErrnoToStatus(err, absl::StrCat("cannot lock ", lock->path_));
-      close(*fd);
-      return status;
+      return err == EWOULDBLOCK
+                 ? absl::AlreadyExistsError(HeldByMessage(lock->path_, ReadContents(fd->get())))
+                 : absl::ErrnoToStatus(err, absl::StrCat("cannot lock ", lock->path_));
     }
-    if (IsStillTheFileAtPath(*fd, lock->dir_fd_)) {
-      lock->fd_ = *fd;
-    } else {
-      close(*fd);
-    }
+    // Not the file at the path any more: closed, and another round.
+    if (IsStillTheFileAtPath(fd->get(), lock->dir_fd_.get())) lock->fd_ = *std::move(fd);
   }
-  if (lock->fd_ < 0) {
+  if (!lock->fd_.valid()) {
     return absl::UnavailableError(
         absl::StrCat("lock file ", lock->path_,
                      " was removed each time we locked it: another ringside agent is starting "
                      "and stopping; try again"));
   }
 
-  absl::StatusOr<std::string> previous = ReadContents(lock->fd_);
+  absl::StatusOr<std::string> previous = ReadContents(lock->fd_.get());
   if (!previous.ok()) {
     return absl::Status(previous.status().code(),
                         absl::StrCat(lock->path_, ": ", previous.status().message()));
@@ -244,48 +224,44 @@ absl::StatusOr<std::unique_ptr<AgentLock>> AgentLock::Take(
   lock->stale_holder_ = ParseLockHolder(*previous);
 
   const std::string contents = absl::StrCat("pid ", getpid(), "\nsocket ", socket_path, "\n");
-  if (ftruncate(lock->fd_, 0) != 0) {
+  if (ftruncate(lock->fd_.get(), 0) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot truncate ", lock->path_));
   }
-  if (const base::IoResult w = base::WriteAllAt(lock->fd_, contents, 0); !w.ok()) {
+  if (const base::IoResult w = base::WriteAllAt(lock->fd_.get(), contents, 0); !w.ok()) {
     return base::ErrnoToStatus(w.err, absl::StrCat(lock->path_, ": write"));
   }
-  if (fsync(lock->fd_) != 0) {
+  if (fsync(lock->fd_.get()) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot fsync ", lock->path_));
   }
   struct stat st;
-  if (fstat(lock->fd_, &st) == 0 && (st.st_mode & 07777) != 0644) fchmod(lock->fd_, 0644);
+  if (fstat(lock->fd_.get(), &st) == 0 && (st.st_mode & 07777) != 0644) {
+    fchmod(lock->fd_.get(), 0644);
+  }
   return lock;
 }
 
 AgentLock::~AgentLock() {
-  if (fd_ >= 0) {
+  if (fd_.valid()) {
     // Unlinked while still locked: an agent starting now either opened this
     // file and will see it gone after its flock, or creates a new one.
-    if (IsStillTheFileAtPath(fd_, dir_fd_)) unlinkat(dir_fd_, kLockName, 0);
-    close(fd_);
+    if (IsStillTheFileAtPath(fd_.get(), dir_fd_.get())) unlinkat(dir_fd_.get(), kLockName, 0);
+    fd_.reset();  // Only now is the lock released.
   }
-  if (dir_fd_ >= 0) close(dir_fd_);
 }
 
 absl::StatusOr<AgentLock::Holder> ReadLockHolder(const std::string& lock_path) {
-  const int fd = open(lock_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
+  base::ScopedFd fd(open(lock_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no lock file at ", lock_path));
     return OpenError(errno, AT_FDCWD, lock_path.c_str(), lock_path, false);
   }
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", lock_path));
+  if (fstat(fd.get(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot stat ", lock_path));
   }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return NotWhatWeExpect(lock_path, st.st_mode, "a regular file");
-  }
-  absl::StatusOr<std::string> contents = ReadContents(fd);
-  close(fd);
+  if (!S_ISREG(st.st_mode)) return NotWhatWeExpect(lock_path, st.st_mode, "a regular file");
+  absl::StatusOr<std::string> contents = ReadContents(fd.get());
+  fd.reset();
   if (!contents.ok()) {
     return absl::Status(contents.status().code(),
                         absl::StrCat(lock_path, ": ", contents.status().message()));

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::agent {
 
@@ -75,8 +76,8 @@ class AgentLock {
                                                          const std::function<void()>& after_open);
 
   std::string path_;
-  int dir_fd_ = -1;
-  int fd_ = -1;
+  base::ScopedFd dir_fd_;  // The run directory, where the lock file is.
+  base::ScopedFd fd_;      // The lock file, flock'ed; none until taken.
   std::optional<Holder> stale_holder_;
 };
 

@@ -74,11 +74,11 @@ int MillisecondsUntil(std::chrono::steady_clock::time_point now,
 // A socket listening at `a` (every IPv4 address instead of every address
 // where the machine has no IPv6: `a` then says so). `where` names it in
 // errors.
-absl::StatusOr<int> ListeningSocket(base::ListenAddress* a, const std::string& where) {
+absl::StatusOr<base::ScopedFd> ListeningSocket(base::ListenAddress* a, const std::string& where) {
   // The socket is made here, not by libmicrohttpd, so that an address
   // taken or a family a service manager forbids is named as such.
-  int fd = socket(a->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0 && a->any && (errno == EAFNOSUPPORT || errno == EINVAL)) {
+  base::ScopedFd fd(socket(a->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid() && a->any && (errno == EAFNOSUPPORT || errno == EINVAL)) {
     // No IPv6 on this machine: every IPv4 address, then.
     auto* in = reinterpret_cast<sockaddr_in*>(&a->addr);
     *in = sockaddr_in{};
@@ -86,20 +86,21 @@ absl::StatusOr<int> ListeningSocket(base::ListenAddress* a, const std::string& w
     in->sin_addr.s_addr = htonl(INADDR_ANY);
     in->sin_port = htons(a->port);
     a->len = sizeof(sockaddr_in);
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    fd.reset(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   }
-  if (fd < 0) {
+  if (!fd.valid()) {
     return base::ErrnoStatus(
         absl::StrCat(where,
                      ": socket (a systemd unit allows only AF_UNIX unless "
                      "RestrictAddressFamilies= adds AF_INET AF_INET6; docs/metrics.md)"));
   }
   const int one = 1, zero = 0;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (a->any && a->addr.ss_family == AF_INET6) {
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
   }
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&a->addr), a->len) != 0 || listen(fd, 64) != 0) {
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&a->addr), a->len) != 0 ||
+      listen(fd.get(), 64) != 0) {
     const int err = errno;
     const bool privileged_port = err == EACCES && a->port < 1024;
     errno = err;
@@ -108,7 +109,6 @@ absl::StatusOr<int> ListeningSocket(base::ListenAddress* a, const std::string& w
                                        " (a port below 1024 takes CAP_NET_BIND_SERVICE, which the "
                                        "agent does not keep: choose 1024 or above)")
                         : where);
-    close(fd);
     return st;
   }
   return fd;
@@ -133,27 +133,24 @@ absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options 
   if (!a.ok())
     return absl::InvalidArgumentError(absl::StrCat("metrics_listen ", a.status().message()));
   const std::string where = absl::StrCat("metrics_listen ", options.listen);
-  const absl::StatusOr<int> listening = ListeningSocket(&*a, where);
+  absl::StatusOr<base::ScopedFd> listening = ListeningSocket(&*a, where);
   if (!listening.ok()) return listening.status();
-  const int fd = *listening;
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
+  getsockname(listening->get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
 
   std::unique_ptr<MetricsListener> m(new MetricsListener(std::move(options)));
   m->port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   m->address_ = AddressText(bound, m->port_);
-  m->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (m->wake_fd_ < 0) {
-    const absl::Status st = base::ErrnoStatus(absl::StrCat(where, ": eventfd"));
-    close(fd);
-    return st;
-  }
+  m->wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!m->wake_fd_.valid()) return base::ErrnoStatus(absl::StrCat(where, ": eventfd"));
   // No polling thread of libmicrohttpd's: ours runs it (Serve()), so that
   // the deadlines are kept on the thread that owns the connections.
   unsigned flags = MHD_USE_EPOLL;
   if (bound.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
+  // libmicrohttpd's from here on, whether it starts or not (below).
+  const int fd = listening->release();
   // libmicrohttpd's own limit is above ours: room for the connections just
   // ended (displaced, refused) until it has closed them.
   m->daemon_ = MHD_start_daemon(
@@ -178,17 +175,16 @@ absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(Options 
 MetricsListener::~MetricsListener() {
   if (thread_.joinable()) {
     const uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    (void)!write(wake_fd_.get(), &one, sizeof(one));
     thread_.join();
   }
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);  // Closes the socket too.
-  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 void MetricsListener::Serve() {
   pthread_setname_np(pthread_self(), "rs-metrics-http");  // In top -H, perf, /proc.
   const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_EPOLL_FD);
-  pollfd fds[2] = {{info != nullptr ? info->epoll_fd : -1, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  pollfd fds[2] = {{info != nullptr ? info->epoll_fd : -1, POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
   for (;;) {
     int timeout_ms = EndOverdue(std::chrono::steady_clock::now());
     MHD_UNSIGNED_LONG_LONG mhd_ms = 0;

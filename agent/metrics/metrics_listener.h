@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "agent/metrics/prometheus_text.h"
 #include "base/listen_address.h"
+#include "base/scoped_fd.h"
 #include "ringside/control/control.pb.h"
 
 struct MHD_Connection;
@@ -126,7 +127,7 @@ class MetricsListener {
   MHD_Daemon* daemon_ = nullptr;
   uint16_t port_ = 0;
   std::string address_;
-  int wake_fd_ = -1;  // An eventfd: written to stop the thread.
+  base::ScopedFd wake_fd_;  // An eventfd: written to stop the thread.
   std::thread thread_;
   // The listener's thread's only.
   OpenMap open_;

@@ -37,8 +37,8 @@ std::string OtherWriters(const struct stat& st) {
 
 absl::StatusOr<std::unique_ptr<MetricsTextfile>> MetricsTextfile::Start(Options options) {
   std::unique_ptr<MetricsTextfile> m(new MetricsTextfile(std::move(options)));
-  m->dir_fd_ = open(m->options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (m->dir_fd_ < 0) {
+  m->dir_fd_.reset(open(m->options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!m->dir_fd_.valid()) {
     return base::ErrnoStatus(
         absl::StrCat("metrics_textfile: opening the directory ", m->options_.dir));
   }
@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<MetricsTextfile>> MetricsTextfile::Start(Options 
   // series of their own beside ringside's, or plant names under it (which
   // stop nothing: the temporary name is new each time, never followed).
   struct stat st;
-  if (fstat(m->dir_fd_, &st) == 0 && m->options_.warn) {
+  if (fstat(m->dir_fd_.get(), &st) == 0 && m->options_.warn) {
     if (const std::string others = OtherWriters(st); !others.empty()) {
       m->options_.warn(absl::StrFormat(
           "metrics_textfile %s is writable by %s (mode %04o): they can put series beside "
@@ -76,14 +76,13 @@ absl::StatusOr<std::unique_ptr<MetricsTextfile>> MetricsTextfile::Start(Options 
 MetricsTextfile::~MetricsTextfile() {
   stop_.Notify();
   if (thread_.joinable()) thread_.join();
-  if (dir_fd_ < 0) return;
+  if (!dir_fd_.valid()) return;
   absl::MutexLock lock(&write_mu_);
   struct stat now;
-  if (written_ino_ != 0 && fstatat(dir_fd_, kFileName, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+  if (written_ino_ != 0 && fstatat(dir_fd_.get(), kFileName, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
       now.st_ino == written_ino_ && now.st_dev == written_dev_) {
-    unlinkat(dir_fd_, kFileName, 0);
+    unlinkat(dir_fd_.get(), kFileName, 0);
   }
-  close(dir_fd_);
 }
 
 MetricsTextfile::Stats MetricsTextfile::stats() const {
@@ -111,39 +110,36 @@ absl::Status MetricsTextfile::Write(const std::string& text) {
   const std::string where = absl::StrCat("metrics: ", options_.dir, "/");
   // Hidden, and not ending in .prom: the collector reads only *.prom.
   TemporaryFile temp;
-  if (const int err = CreateTemporaryIn(dir_fd_, 0644, &temp); err != 0) {
+  if (const int err = CreateTemporaryIn(dir_fd_.get(), 0644, &temp); err != 0) {
     errno = err;
     return base::ErrnoStatus(absl::StrCat(where, "a temporary file"));
   }
-  const int fd = temp.fd;
   const std::string temp_name = absl::StrCat(where, temp.name);
+  // A failure closes the temporary file and removes it.
+  auto fail = [&](absl::Status status) {
+    temp.fd.reset();
+    unlinkat(dir_fd_.get(), temp.name.c_str(), 0);
+    return status;
+  };
   // node_exporter reads it as its own user, whatever the agent's umask.
-  fchmod(fd, 0644);
-  if (const base::IoResult w = base::WriteAll(fd, text); !w.ok()) {
-    const absl::Status e = base::ErrnoToStatus(w.err, temp_name);
-    close(fd);
-    unlinkat(dir_fd_, temp.name.c_str(), 0);
-    return e;
+  fchmod(temp.fd.get(), 0644);
+  if (const base::IoResult w = base::WriteAll(temp.fd.get(), text); !w.ok()) {
+    return fail(base::ErrnoToStatus(w.err, temp_name));
   }
   struct stat st;
-  const bool stated = fstat(fd, &st) == 0;
-  if (!stated) {
-    const absl::Status e = base::ErrnoStatus(temp_name);
-    close(fd);
-    unlinkat(dir_fd_, temp.name.c_str(), 0);
-    return e;
-  }
+  if (fstat(temp.fd.get(), &st) != 0) return fail(base::ErrnoStatus(temp_name));
   // Renamed while still open (and so locked): a clean-up never takes it
   // for one a dead writer left.
-  if (renameat(dir_fd_, temp.name.c_str(), dir_fd_, kFileName) != 0) {
-    const absl::Status e = base::ErrnoStatus(absl::StrCat(temp_name, " renamed to ", kFileName));
-    close(fd);
-    unlinkat(dir_fd_, temp.name.c_str(), 0);
-    return e;
+  if (renameat(dir_fd_.get(), temp.name.c_str(), dir_fd_.get(), kFileName) != 0) {
+    return fail(base::ErrnoStatus(absl::StrCat(temp_name, " renamed to ", kFileName)));
   }
   written_ino_ = st.st_ino;
   written_dev_ = st.st_dev;
-  if (close(fd) != 0) return base::ErrnoStatus(absl::StrCat(where, kFileName));
+  // A write the filesystem reports only at close is a file node_exporter
+  // reads short: an error like the others.
+  if (const int err = temp.fd.Close(); err != 0) {
+    return base::ErrnoToStatus(err, absl::StrCat(where, kFileName));
+  }
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "agent/metrics/prometheus_text.h"
+#include "base/scoped_fd.h"
 #include "ringside/control/control.pb.h"
 
 namespace ringside::agent {
@@ -71,7 +72,7 @@ class MetricsTextfile {
   absl::Status Write(const std::string& text);
 
   Options options_;
-  int dir_fd_ = -1;
+  base::ScopedFd dir_fd_;  // The textfile directory; none if it did not open.
   // The inode written last: removed at the end only if still there.
   ino_t written_ino_ ABSL_GUARDED_BY(write_mu_) = 0;
   dev_t written_dev_ ABSL_GUARDED_BY(write_mu_) = 0;

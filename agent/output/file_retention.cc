@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "agent/output/trace_sidecar.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::agent {
 namespace {
@@ -90,14 +91,14 @@ PruneResult PruneOldestFiles(const OutputDir& dir, const FileHost& host, const F
                              std::optional<FileJoining> joining) {
   PruneResult result;
   if (max_files == 0 && max_bytes == 0) return result;
-  const int list_fd = fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
-  DIR* d = list_fd < 0 ? nullptr : fdopendir(list_fd);
+  base::ScopedFd list_fd(fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0));
+  DIR* d = list_fd.valid() ? fdopendir(list_fd.get()) : nullptr;
   if (d == nullptr) {
     result.errors.push_back(absl::StrCat(dir.path(), ": ", std::strerror(errno)));
-    if (list_fd >= 0) close(list_fd);
     return result;
   }
-  rewinddir(d);  // The duplicate shares its offset with dir's descriptor.
+  static_cast<void>(list_fd.release());  // closedir() closes it.
+  rewinddir(d);                          // The duplicate shares its offset with dir's descriptor.
   std::vector<File> files;
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/private_directory.h"
+#include "base/scoped_fd.h"
 #include "base/status.h"
 
 namespace ringside::agent {
@@ -43,16 +44,16 @@ absl::StatusOr<std::unique_ptr<OutputDir>> OutputDir::Open(const std::string& pa
   if (path.empty()) return absl::InvalidArgumentError("no output_dir named");
   // "/a/b/" is "/a/b": its last component is b.
   const std::string trimmed = path.substr(0, std::max<size_t>(path.find_last_not_of('/') + 1, 1));
-  int fd = open(trimmed.c_str(), kDirFlags);
-  if (fd < 0 && errno != ENOENT) return OpenError(errno, AT_FDCWD, trimmed, path);
-  if (fd < 0) {
+  base::ScopedFd fd(open(trimmed.c_str(), kDirFlags));
+  if (!fd.valid() && errno != ENOENT) return OpenError(errno, AT_FDCWD, trimmed, path);
+  if (!fd.valid()) {
     // Missing: from the deepest directory that exists, each missing level
     // made and entered by descriptor, so that nothing made here can be
     // swapped before it is given its owner and mode.
     std::vector<std::string> missing;
     std::string existing = trimmed;
-    int parent = -1;
-    while (parent < 0) {
+    base::ScopedFd parent;
+    while (!parent.valid()) {
       const size_t slash = existing.find_last_of('/');
       const std::string name = existing.substr(slash == std::string::npos ? 0 : slash + 1);
       if (name.empty() || name == "." || name == "..") {
@@ -61,53 +62,43 @@ absl::StatusOr<std::unique_ptr<OutputDir>> OutputDir::Open(const std::string& pa
       }
       missing.push_back(name);
       existing = slash == std::string::npos ? "." : slash == 0 ? "/" : existing.substr(0, slash);
-      parent = open(existing.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (parent < 0 && errno != ENOENT) {
+      parent.reset(open(existing.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!parent.valid() && errno != ENOENT) {
         return absl::PermissionDeniedError(base::ErrnoMessage(
             errno, absl::StrCat("cannot create output_dir ", path, ": ", existing)));
       }
     }
     for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-      const bool made = mkdirat(parent, it->c_str(), 0750) == 0;
+      const bool made = mkdirat(parent.get(), it->c_str(), 0750) == 0;
       if (!made && errno != EEXIST) {
         const int err = errno;
-        close(parent);
         return absl::PermissionDeniedError(
             base::ErrnoMessage(err, absl::StrCat("cannot create output_dir ", path)));
       }
-      const int next = openat(parent, it->c_str(), kDirFlags);
-      const int err = errno;
-      if (next < 0) {
-        absl::Status st = OpenError(err, parent, *it, path);
-        close(parent);
-        return st;
-      }
-      close(parent);
-      parent = next;
+      base::ScopedFd next(openat(parent.get(), it->c_str(), kDirFlags));
+      if (!next.valid()) return OpenError(errno, parent.get(), *it, path);
+      parent = std::move(next);
       // Made meanwhile by someone else: not ours to change (checked below
       // if it is the output_dir itself). Made here: the group must reach
       // the files through it; fchmod because the umask may have taken bits.
-      if (made && ((group.has_value() && fchown(parent, static_cast<uid_t>(-1), *group) != 0) ||
-                   fchmod(parent, 0750) != 0)) {
+      if (made &&
+          ((group.has_value() && fchown(parent.get(), static_cast<uid_t>(-1), *group) != 0) ||
+           fchmod(parent.get(), 0750) != 0)) {
         const int e = errno;
-        close(parent);
         return absl::PermissionDeniedError(base::ErrnoMessage(
             e, absl::StrCat("cannot give output_dir ", path, " its mode and group ",
                             group.has_value() ? absl::StrCat(*group) : std::string("(none)"))));
       }
     }
-    fd = parent;
+    fd = std::move(parent);
   }
   if (absl::Status st =
-          base::CheckOnlyWeCanWrite(fd, absl::StrCat("output_dir ", path), "output_dir");
+          base::CheckOnlyWeCanWrite(fd.get(), absl::StrCat("output_dir ", path), "output_dir");
       !st.ok()) {
-    close(fd);
     return st;
   }
-  return std::unique_ptr<OutputDir>(new OutputDir(fd, path));
+  return std::unique_ptr<OutputDir>(new OutputDir(std::move(fd), path));
 }
-
-OutputDir::~OutputDir() { close(fd_); }
 
 std::string OutputDir::Join(absl::string_view name) const {
   return path_ == "/" ? absl::StrCat("/", name) : absl::StrCat(path_, "/", name);

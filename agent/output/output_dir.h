@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::agent {
 
@@ -41,18 +42,17 @@ class OutputDir {
   // path and the system's reason.
   static absl::StatusOr<std::unique_ptr<OutputDir>> Open(const std::string& path,
                                                          std::optional<gid_t> group);
-  ~OutputDir();
   OutputDir(const OutputDir&) = delete;
   OutputDir& operator=(const OutputDir&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }
   // "<path>/<name>", for messages and for what callers report.
   std::string Join(absl::string_view name) const;
 
  private:
-  OutputDir(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  const int fd_;
+  OutputDir(base::ScopedFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  const base::ScopedFd fd_;
   const std::string path_;
 };
 

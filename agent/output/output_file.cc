@@ -20,6 +20,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/file_io.h"
+#include "base/scoped_fd.h"
 #include "base/status.h"
 
 namespace ringside::agent {
@@ -129,8 +130,8 @@ absl::Status FollowSymlink(const std::string& path, OutputFile::Symlinks symlink
   const struct stat link = st;
   // Followed as open() follows it (fs.protected_symlinks applies), then
   // named by what it resolved to.
-  const int target = open(path.c_str(), O_PATH | O_CLOEXEC);
-  if (target < 0 && errno == ENOENT) {
+  base::ScopedFd target(open(path.c_str(), O_PATH | O_CLOEXEC));
+  if (!target.valid() && errno == ENOENT) {
     // Dangling: never created through the link, which is how a program
     // running as root writes where it should not.
     return absl::FailedPreconditionError(
@@ -141,21 +142,20 @@ absl::Status FollowSymlink(const std::string& path, OutputFile::Symlinks symlink
   // The link checked must be the link followed: one swapped in between
   // is refused rather than trusted by the first one's owner.
   struct stat again;
-  if (target >= 0 && (lstat(path.c_str(), &again) != 0 || again.st_dev != link.st_dev ||
-                      again.st_ino != link.st_ino || again.st_uid != link.st_uid)) {
-    close(target);
+  if (target.valid() && (lstat(path.c_str(), &again) != 0 || again.st_dev != link.st_dev ||
+                         again.st_ino != link.st_ino || again.st_uid != link.st_uid)) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot write ", path, ": the symlink changed while it was checked"));
   }
-  if (target < 0) {
+  if (!target.valid()) {
     return absl::FailedPreconditionError(base::ErrnoMessage(
         errno, absl::StrCat("cannot write ", path, ": it is a symlink that cannot be followed")));
   }
-  const int fstat_ok = fstat(target, &st);
+  const int fstat_ok = fstat(target.get(), &st);
   std::vector<char> buf(PATH_MAX + 1);
   const ssize_t n =
-      readlink(absl::StrCat("/proc/self/fd/", target).c_str(), buf.data(), buf.size() - 1);
-  close(target);
+      readlink(absl::StrCat("/proc/self/fd/", target.get()).c_str(), buf.data(), buf.size() - 1);
+  target.reset();
   if (fstat_ok != 0) {
     return absl::FailedPreconditionError(
         base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
@@ -173,14 +173,14 @@ absl::Status FollowSymlink(const std::string& path, OutputFile::Symlinks symlink
 // The pipe or FIFO at `path`, opened to be written in order. A FIFO
 // without a reader is an error now rather than a recording that blocks at
 // the end.
-absl::StatusOr<int> OpenFifo(const std::string& path) {
-  const int fd = open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
+absl::StatusOr<base::ScopedFd> OpenFifo(const std::string& path) {
+  base::ScopedFd fd(open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
     return absl::FailedPreconditionError(base::ErrnoMessage(
         errno,
         absl::StrCat("cannot write ", path, errno == ENXIO ? ": the FIFO has no reader" : "")));
   }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
   return fd;
 }
 
@@ -199,8 +199,7 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
           "-o -: standard output is a terminal; redirect it (-o - > FILE, -o - | CMD) or name a "
           "file");
     }
-    out->fd_ = STDOUT_FILENO;
-    out->owns_fd_ = false;
+    out->to_stdout_ = true;
     out->is_stream_ = true;
     return out;
   }
@@ -216,9 +215,9 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
       if (absl::Status s = FollowSymlink(path, symlinks, st, final_path); !s.ok()) return s;
     }
     if (S_ISFIFO(st.st_mode)) {
-      absl::StatusOr<int> fd = OpenFifo(path);
+      absl::StatusOr<base::ScopedFd> fd = OpenFifo(path);
       if (!fd.ok()) return fd.status();
-      out->fd_ = *fd;
+      out->fd_ = *std::move(fd);
       out->is_stream_ = true;
       return out;
     }
@@ -239,20 +238,19 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& 
 absl::Status OutputFile::OpenTargetInPlace(const std::string& path) {
   // No O_TRUNC before the type is checked: a name swapped for a device
   // since lstat() must not be truncated.
-  const int fd =
-      open(final_path_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-  if (fd < 0) {
+  fd_.reset(
+      open(final_path_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+  if (!fd_.valid()) {
     return absl::PermissionDeniedError(
         base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
   }
-  fd_ = fd;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd_.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot write ", path, ": it is no longer a regular file"));
   }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-  if (ftruncate(fd, 0) != 0) {
+  fcntl(fd_.get(), F_SETFL, fcntl(fd_.get(), F_GETFL) & ~O_NONBLOCK);
+  if (ftruncate(fd_.get(), 0) != 0) {
     return absl::PermissionDeniedError(
         base::ErrnoMessage(errno, absl::StrCat("cannot write ", path)));
   }
@@ -262,20 +260,19 @@ absl::Status OutputFile::OpenTargetInPlace(const std::string& path) {
 absl::Status OutputFile::CreateTemporaryBeside(const std::string& path, uint64_t reserve_bytes) {
   const std::string dir = DirOf(final_path_);
   std::string temp = dir + "/.ringside-XXXXXX";
-  const int fd = mkostemp(temp.data(), O_CLOEXEC);  // 0600.
-  if (fd < 0) {
+  fd_.reset(mkostemp(temp.data(), O_CLOEXEC));  // 0600.
+  if (!fd_.valid()) {
     return absl::PermissionDeniedError(base::ErrnoMessage(
         errno, absl::StrCat("cannot write ", path, ": creating a temporary file in ", dir)));
   }
-  fd_ = fd;
   temp_path_ = temp;
-  flock(fd, LOCK_EX | LOCK_NB);  // A new file: nobody else can hold it.
+  flock(fd_.get(), LOCK_EX | LOCK_NB);  // A new file: nobody else can hold it.
   return Reserve(reserve_bytes, dir);
 }
 
 absl::Status OutputFile::Reserve(uint64_t reserve_bytes, const std::string& dir) {
   if (reserve_bytes == 0) return absl::OkStatus();
-  const int err = posix_fallocate(fd_, 0, static_cast<off_t>(reserve_bytes));
+  const int err = posix_fallocate(fd_.get(), 0, static_cast<off_t>(reserve_bytes));
   if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot write ", display_name_, ": the trace can need ",
@@ -296,13 +293,13 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateWholeIn(
   out->mode_ = Mode::kWholeFile;
   out->display_name_ = display_name;
   out->final_path_ = name;
-  out->dir_fd_ = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-  if (out->dir_fd_ < 0) {
+  out->dir_fd_.reset(fcntl(dir_fd, F_DUPFD_CLOEXEC, 0));
+  if (!out->dir_fd_.valid()) {
     return absl::UnavailableError(
         base::ErrnoMessage(errno, absl::StrCat("cannot write ", display_name)));
   }
   TemporaryFile temp;
-  if (const int err = CreateTemporaryIn(out->dir_fd_, 0600, &temp); err != 0) {
+  if (const int err = CreateTemporaryIn(out->dir_fd_.get(), 0600, &temp); err != 0) {
     if (err == EEXIST) {
       return absl::UnavailableError(
           absl::StrCat("cannot write ", display_name, ": no free temporary name beside it"));
@@ -312,7 +309,7 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateWholeIn(
     if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
     return absl::PermissionDeniedError(message);
   }
-  out->fd_ = temp.fd;
+  out->fd_ = std::move(temp.fd);
   out->temp_path_ = temp.name;
   if (absl::Status st = out->Reserve(reserve_bytes, DirOf(display_name)); !st.ok()) return st;
   return out;
@@ -325,11 +322,11 @@ int CreateTemporaryIn(int dir_fd, mode_t mode, TemporaryFile* out) {
   for (int attempt = 0; attempt < 100; attempt++) {
     std::string temp = kTempPrefix;
     for (size_t i = 0; i < kTempSuffixSize; i++) temp.push_back(kChars[random() % 62]);
-    const int fd =
-        openat(dir_fd, temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd >= 0) {
-      flock(fd, LOCK_EX | LOCK_NB);  // A new file: nobody else can hold it.
-      out->fd = fd;
+    base::ScopedFd fd(
+        openat(dir_fd, temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (fd.valid()) {
+      flock(fd.get(), LOCK_EX | LOCK_NB);  // A new file: nobody else can hold it.
+      out->fd = std::move(fd);
       out->name = std::move(temp);
       return 0;
     }
@@ -342,9 +339,9 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateNew(int dir_fd,
                                                                   const std::string& name,
                                                                   const std::string& display_name,
                                                                   mode_t mode) {
-  const int fd =
-      openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd < 0) {
+  base::ScopedFd fd(
+      openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+  if (!fd.valid()) {
     const std::string message =
         base::ErrnoMessage(errno, absl::StrCat("cannot create ", display_name));
     if (errno == EEXIST) return absl::AlreadyExistsError(message);
@@ -352,12 +349,12 @@ absl::StatusOr<std::unique_ptr<OutputFile>> OutputFile::CreateNew(int dir_fd,
     return absl::UnavailableError(message);
   }
   // The umask may have narrowed `mode`; it is the agent's own setting.
-  fchmod(fd, mode);
+  fchmod(fd.get(), mode);
   std::unique_ptr<OutputFile> out(new OutputFile());
   out->mode_ = Mode::kStreaming;
   out->display_name_ = display_name;
   out->final_path_ = display_name;
-  out->fd_ = fd;
+  out->fd_ = std::move(fd);
   return out;
 }
 
@@ -375,44 +372,45 @@ bool IsTemporaryName(std::string_view name) {
 
 RemovedTemporaries RemoveDeadTemporaryFiles(const std::string& dir) {
   RemovedTemporaries removed;
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return removed;
-  DIR* d = fdopendir(dup(dir_fd));
-  if (d == nullptr) {
-    close(dir_fd);
-    return removed;
-  }
+  const base::ScopedFd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd.valid()) return removed;
+  base::ScopedFd list_fd(dup(dir_fd.get()));
+  DIR* d = list_fd.valid() ? fdopendir(list_fd.get()) : nullptr;
+  if (d == nullptr) return removed;
+  static_cast<void>(list_fd.release());  // closedir() closes it.
   while (const dirent* e = readdir(d)) {
     if (!IsTemporaryName(e->d_name)) continue;
-    const int fd = openat(dir_fd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) continue;  // A symlink (ELOOP), or gone.
+    const base::ScopedFd fd(
+        openat(dir_fd.get(), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd.valid()) continue;  // A symlink (ELOOP), or gone.
     struct stat st, now;
     // Ours, a plain file with no other name, and no writer holding it. An
     // empty one just made may not be locked yet by its writer: left for
     // the next clean-up.
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1 &&
-        (st.st_size > 0 || time(nullptr) - st.st_ctime > 60) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
-        fstatat(dir_fd, e->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st.st_dev &&
-        now.st_ino == st.st_ino && unlinkat(dir_fd, e->d_name, 0) == 0) {
+    if (fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        st.st_nlink == 1 && (st.st_size > 0 || time(nullptr) - st.st_ctime > 60) &&
+        flock(fd.get(), LOCK_EX | LOCK_NB) == 0 &&
+        fstatat(dir_fd.get(), e->d_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+        now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
+        unlinkat(dir_fd.get(), e->d_name, 0) == 0) {
       removed.files++;
       removed.bytes += static_cast<uint64_t>(st.st_blocks) * 512;
     }
-    close(fd);
   }
   closedir(d);
-  close(dir_fd);
   return removed;
 }
 
 OutputFile::~OutputFile() {
-  if (fd_ >= 0 && owns_fd_) close(fd_);
-  if (!temp_path_.empty()) unlinkat(dir_fd_ >= 0 ? dir_fd_ : AT_FDCWD, temp_path_.c_str(), 0);
-  if (dir_fd_ >= 0) close(dir_fd_);
+  fd_.reset();  // Closed (and so unlocked) before its temporary file is removed.
+  if (!temp_path_.empty()) {
+    unlinkat(dir_fd_.valid() ? dir_fd_.get() : AT_FDCWD, temp_path_.c_str(), 0);
+  }
 }
 
 absl::Status OutputFile::Write(absl::string_view bytes) {
-  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(display_name_, " is finished"));
-  if (const base::IoResult r = base::WriteAll(fd_, bytes); !r.ok()) {
+  if (fd() < 0) return absl::FailedPreconditionError(absl::StrCat(display_name_, " is finished"));
+  if (const base::IoResult r = base::WriteAll(fd(), bytes); !r.ok()) {
     const int err = r.err;
     const size_t written = r.bytes;
     if (written > 0) {
@@ -423,7 +421,7 @@ absl::Status OutputFile::Write(absl::string_view bytes) {
       }
       // A short write left part of a packet: cut back to the last whole one.
       const off_t whole = static_cast<off_t>(bytes_written_);
-      if (ftruncate(fd_, whole) != 0 || lseek(fd_, whole, SEEK_SET) < 0) {
+      if (ftruncate(fd(), whole) != 0 || lseek(fd(), whole, SEEK_SET) < 0) {
         return absl::DataLossError(
             absl::StrCat("writing ", display_name_, ": ", std::strerror(err),
                          "; cutting it back to its last whole packet: ", std::strerror(errno)));
@@ -438,11 +436,11 @@ absl::Status OutputFile::Write(absl::string_view bytes) {
 
 absl::Status OutputFile::ShareWithGroup(gid_t gid) {
   // A .partial file of the agent's own (CreateNew) is not in place either.
-  if (fd_ < 0 || (temp_path_.empty() && mode_ != Mode::kStreaming)) {
+  if (fd() < 0 || (temp_path_.empty() && mode_ != Mode::kStreaming)) {
     return absl::FailedPreconditionError(
         absl::StrCat(display_name_, ": only a file not yet in place can change its group"));
   }
-  if (fchown(fd_, static_cast<uid_t>(-1), gid) != 0 || fchmod(fd_, 0640) != 0) {
+  if (fchown(fd(), static_cast<uid_t>(-1), gid) != 0 || fchmod(fd(), 0640) != 0) {
     return absl::PermissionDeniedError(
         base::ErrnoMessage(errno, absl::StrCat("giving ", display_name_, " to group ", gid)));
   }
@@ -450,21 +448,20 @@ absl::Status OutputFile::ShareWithGroup(gid_t gid) {
 }
 
 absl::Status OutputFile::Finish() {
-  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(display_name_, " is finished"));
+  if (fd() < 0) return absl::FailedPreconditionError(absl::StrCat(display_name_, " is finished"));
   if (mode_ == Mode::kStreaming || is_stream_) {
-    if (!is_stream_ && fsync(fd_) != 0) {
+    if (!is_stream_ && fsync(fd()) != 0) {
       return absl::UnavailableError(
           base::ErrnoMessage(errno, absl::StrCat("flushing ", display_name_)));
     }
     return absl::OkStatus();
   }
   // What fallocate reserved beyond the trace goes.
-  if (ftruncate(fd_, static_cast<off_t>(bytes_written_)) != 0 || fsync(fd_) != 0) {
+  if (ftruncate(fd(), static_cast<off_t>(bytes_written_)) != 0 || fsync(fd()) != 0) {
     return absl::UnavailableError(base::ErrnoMessage(errno, absl::StrCat("flushing ", temp_path_)));
   }
-  close(fd_);
-  fd_ = -1;
-  if (dir_fd_ >= 0) return CommitInDirectory();
+  fd_.reset();  // Unchecked: the fsync() above has reported any write lost.
+  if (dir_fd_.valid()) return CommitInDirectory();
   // The target may have changed since Open(): still never over a non-file.
   struct stat st;
   if (lstat(final_path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -481,11 +478,8 @@ absl::Status OutputFile::Finish() {
   }
   temp_path_.clear();
   // The rename itself survives a crash only once the directory is synced.
-  const int dir = open(DirOf(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    fsync(dir);
-    close(dir);
-  }
+  const base::ScopedFd dir(open(DirOf(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.valid()) fsync(dir.get());
   return absl::OkStatus();
 }
 
@@ -500,13 +494,15 @@ absl::Status OutputFile::CommitInDirectory() {
   // written): never replaced nor followed; the next free name instead.
   for (int n = 1; n < 1000 && err == EEXIST; n++) {
     final_path_ = n == 1 ? wanted : absl::StrCat(stem, "-", n, ext);
-    err = renameat2(dir_fd_, temp.c_str(), dir_fd_, final_path_.c_str(), RENAME_NOREPLACE) == 0
+    err = renameat2(dir_fd_.get(), temp.c_str(), dir_fd_.get(), final_path_.c_str(),
+                    RENAME_NOREPLACE) == 0
               ? 0
               : errno;
     // A filesystem without RENAME_NOREPLACE: a hard link is as exclusive.
     if (err == EINVAL || err == ENOSYS) {
-      err = linkat(dir_fd_, temp.c_str(), dir_fd_, final_path_.c_str(), 0) == 0 ? 0 : errno;
-      if (err == 0) unlinkat(dir_fd_, temp.c_str(), 0);
+      err = linkat(dir_fd_.get(), temp.c_str(), dir_fd_.get(), final_path_.c_str(), 0) == 0 ? 0
+                                                                                            : errno;
+      if (err == 0) unlinkat(dir_fd_.get(), temp.c_str(), 0);
     }
   }
   const std::string dir = DirOf(display_name_);
@@ -519,7 +515,7 @@ absl::Status OutputFile::CommitInDirectory() {
   }
   temp_path_.clear();
   if (final_path_ != wanted) display_name_ = absl::StrCat(dir, "/", final_path_);
-  fsync(dir_fd_);  // The rename itself survives a crash only once the directory is synced.
+  fsync(dir_fd_.get());  // The rename itself survives a crash only once the directory is synced.
   return absl::OkStatus();
 }
 

@@ -2,6 +2,7 @@
 #define RINGSIDE_AGENT_OUTPUT_OUTPUT_FILE_H_
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/tracefile/trace_sink.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::agent {
 
@@ -125,6 +127,8 @@ class OutputFile : public TraceSink {
   absl::Status Reserve(uint64_t reserve_bytes, const std::string& dir);
   // Finish() of a CreateWholeIn() file, once written and closed.
   absl::Status CommitInDirectory();
+  // The descriptor written to: fd_, or standard output; -1 once finished.
+  int fd() const { return to_stdout_ ? STDOUT_FILENO : fd_.get(); }
   std::string display_name_;
   // The resolved target (symlinks followed); for CreateWholeIn() its name
   // in dir_fd_.
@@ -132,12 +136,15 @@ class OutputFile : public TraceSink {
   // kWholeFile to a regular file, until Finish(); for CreateWholeIn() its
   // name in dir_fd_.
   std::string temp_path_;
-  int dir_fd_ = -1;  // CreateWholeIn(): its own duplicate of the directory.
+  base::ScopedFd dir_fd_;  // CreateWholeIn(): its own duplicate of the directory.
   std::string warning_;
   Mode mode_ = Mode::kWholeFile;
   bool is_stream_ = false;
-  bool owns_fd_ = true;
-  int fd_ = -1;
+  // "-": fd() is standard output, which is not ours to close.
+  bool to_stdout_ = false;
+  // The file, ours; none for standard output, and once a kWholeFile is
+  // finished.
+  base::ScopedFd fd_;
   uint64_t bytes_written_ = 0;
 };
 
@@ -149,7 +156,7 @@ class OutputFile : public TraceSink {
 // another tried. Returns 0, or the errno that stopped it (EEXIST: 100 names
 // tried, all taken).
 struct TemporaryFile {
-  int fd = -1;
+  base::ScopedFd fd;
   std::string name;  // Relative to the directory.
 };
 int CreateTemporaryIn(int dir_fd, mode_t mode, TemporaryFile* out);

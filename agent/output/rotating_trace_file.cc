@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "agent/output/file_retention.h"
+#include "base/scoped_fd.h"
 #include "buffer/trace_packet.h"
 #include "buffer/wire_format.h"
 
@@ -219,33 +220,34 @@ void RotatingTraceFile::CountError(const absl::Status& status) {
 
 RecoveredFiles RecoverPartialStreamFiles(const std::string& dir, const FileHost& host) {
   RecoveredFiles recovered;
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return recovered;
-  DIR* d = fdopendir(dup(dir_fd));
-  if (d == nullptr) {
-    close(dir_fd);
-    return recovered;
-  }
+  const base::ScopedFd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd.valid()) return recovered;
+  base::ScopedFd list_fd(dup(dir_fd.get()));
+  DIR* d = list_fd.valid() ? fdopendir(list_fd.get()) : nullptr;
+  if (d == nullptr) return recovered;
+  static_cast<void>(list_fd.release());  // closedir() closes it.
   while (const dirent* e = readdir(d)) {
     absl::string_view name = e->d_name;
     if (!absl::ConsumeSuffix(&name, kPartialSuffix) || !IsStreamFileName(name, host)) continue;
-    const int fd = openat(dir_fd, e->d_name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) continue;  // A symlink (ELOOP), or gone.
+    const base::ScopedFd fd(
+        openat(dir_fd.get(), e->d_name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd.valid()) continue;  // A symlink (ELOOP), or gone.
     struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1) {
+    if (fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        st.st_nlink == 1) {
       const uint64_t size = static_cast<uint64_t>(st.st_size);
-      const uint64_t whole = EndOfLastWholePacket(fd, size);
-      if ((whole == size || ftruncate(fd, static_cast<off_t>(whole)) == 0) && fsync(fd) == 0 &&
-          renameat2(dir_fd, e->d_name, dir_fd, std::string(name).c_str(), RENAME_NOREPLACE) == 0) {
+      const uint64_t whole = EndOfLastWholePacket(fd.get(), size);
+      if ((whole == size || ftruncate(fd.get(), static_cast<off_t>(whole)) == 0) &&
+          fsync(fd.get()) == 0 &&
+          renameat2(dir_fd.get(), e->d_name, dir_fd.get(), std::string(name).c_str(),
+                    RENAME_NOREPLACE) == 0) {
         recovered.files++;
         recovered.bytes_cut += size - whole;
       }
     }
-    close(fd);
   }
   closedir(d);
-  fsync(dir_fd);
-  close(dir_fd);
+  fsync(dir_fd.get());
   return recovered;
 }
 

@@ -15,6 +15,7 @@
 #include "agent/tracefile/trace_inspector.h"
 #include "base/file_io.h"
 #include "base/json_text.h"
+#include "base/scoped_fd.h"
 #include "base/status.h"
 
 namespace ringside::agent {
@@ -30,21 +31,21 @@ absl::Status SidecarFailure(absl::string_view what) {
 // symlink), with its mode and group, fsynced.
 absl::Status WriteNew(int dir_fd, const std::string& name, const std::string& display,
                       const std::string& text, std::optional<gid_t> group) {
-  const int fd =
-      openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return SidecarFailure(absl::StrCat("creating ", display));
+  base::ScopedFd fd(
+      openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) return SidecarFailure(absl::StrCat("creating ", display));
   absl::Status st;
   if (group.has_value() &&
-      (fchown(fd, static_cast<uid_t>(-1), *group) != 0 || fchmod(fd, 0640) != 0)) {
+      (fchown(fd.get(), static_cast<uid_t>(-1), *group) != 0 || fchmod(fd.get(), 0640) != 0)) {
     st = SidecarFailure(absl::StrCat("giving ", display, " to its group"));
   }
   if (st.ok()) {
-    if (const base::IoResult w = base::WriteAll(fd, text); !w.ok()) {
+    if (const base::IoResult w = base::WriteAll(fd.get(), text); !w.ok()) {
       st = absl::UnavailableError(base::ErrnoMessage(w.err, absl::StrCat("writing ", display)));
     }
   }
-  if (st.ok() && fsync(fd) != 0) st = SidecarFailure(absl::StrCat("syncing ", display));
-  close(fd);
+  if (st.ok() && fsync(fd.get()) != 0) st = SidecarFailure(absl::StrCat("syncing ", display));
+  fd.reset();  // Unchecked: the fsync() above has reported any write lost.
   if (!st.ok()) unlinkat(dir_fd, name.c_str(), 0);
   return st;
 }
@@ -68,18 +69,17 @@ bool IsSidecarOrItsTemporary(absl::string_view name) {
 absl::StatusOr<TraceSummary> WriteSidecar(const OutputDir& dir, const std::string& name,
                                           std::optional<gid_t> group, absl::Mutex* publish_mu) {
   const std::string display = dir.Join(name);
-  const int fd = openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) {
+  base::ScopedFd fd(openat(dir.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid() && errno == ENOENT) {
     return absl::NotFoundError(absl::StrCat("sidecar of ", display, ": the trace is gone"));
   }
-  if (fd < 0) return SidecarFailure(absl::StrCat("sidecar of ", display));
+  if (!fd.valid()) return SidecarFailure(absl::StrCat("sidecar of ", display));
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
-    close(fd);
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
     return absl::FailedPreconditionError(
         absl::StrCat("sidecar of ", display, ": not a regular file of the agent's"));
   }
-  absl::StatusOr<TraceSummary> summary = InspectOpenTraceFile(fd, display);
+  absl::StatusOr<TraceSummary> summary = InspectOpenTraceFile(fd.release(), display);
   if (!summary.ok()) {
     return absl::Status(summary.status().code(),
                         absl::StrCat("sidecar of ", display, ": ", summary.status().message()));
@@ -126,13 +126,11 @@ absl::StatusOr<TraceSummary> WriteSidecar(const OutputDir& dir, const std::strin
 std::vector<std::string> TracesWithoutSidecar(
     const OutputDir& dir, const std::function<bool(absl::string_view)>& is_trace) {
   std::vector<std::string> names;
-  const int list_fd = fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0);
-  DIR* d = list_fd < 0 ? nullptr : fdopendir(list_fd);
-  if (d == nullptr) {
-    if (list_fd >= 0) close(list_fd);
-    return names;
-  }
-  rewinddir(d);  // The duplicate shares its offset with dir's descriptor.
+  base::ScopedFd list_fd(fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0));
+  DIR* d = list_fd.valid() ? fdopendir(list_fd.get()) : nullptr;
+  if (d == nullptr) return names;
+  static_cast<void>(list_fd.release());  // closedir() closes it.
+  rewinddir(d);                          // The duplicate shares its offset with dir's descriptor.
   while (const dirent* e = readdir(d)) {
     const std::string name = e->d_name;
     if (!is_trace(name)) continue;

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::agent {
 namespace {
@@ -42,11 +43,10 @@ CpuHotplugWatch::CpuHotplugWatch(std::string online_path) : online_path_(std::mo
 }
 
 std::optional<std::set<int>> CpuHotplugWatch::Read() const {
-  const int fd = open(online_path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  const base::ScopedFd fd(open(online_path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return std::nullopt;
   char buf[4096];
-  const ssize_t n = read(fd, buf, sizeof(buf));
-  close(fd);
+  const ssize_t n = read(fd.get(), buf, sizeof(buf));
   if (n < 0 || static_cast<size_t>(n) == sizeof(buf)) return std::nullopt;
   return ParseCpuList(absl::string_view(buf, static_cast<size_t>(n)));
 }

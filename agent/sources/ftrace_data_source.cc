@@ -85,8 +85,8 @@ absl::Status FtraceDataSource::Start() {
   OpenMissingReaders();
   WriteStats(trace::FtraceStats::START_OF_TRACE);
   if (absl::Status s = instance_->SetTracingOn(true); !s.ok()) return s;
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) return absl::InternalError("eventfd failed");
+  wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_fd_.valid()) return absl::InternalError("eventfd failed");
   started_ = true;
   if (config_.reader_thread) {
     flush_.Open();
@@ -105,9 +105,9 @@ void FtraceDataSource::Stop() {
   flush_.Close();
   (void)instance_->SetTracingOn(false);
   stop_.store(true);
-  if (wake_fd_ >= 0) {
+  if (wake_fd_.valid()) {
     const uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    (void)!write(wake_fd_.get(), &one, sizeof(one));
   }
   if (thread_.joinable()) thread_.join();
   reader_state_.Claim();
@@ -119,8 +119,7 @@ void FtraceDataSource::Stop() {
   for (auto& w : cpu_writers_) w->Flush();
   readers_.clear();  // Close trace_pipe_raw before removing the instance.
   (void)instance_->Remove();
-  if (wake_fd_ >= 0) close(wake_fd_);
-  wake_fd_ = -1;
+  wake_fd_.reset();
 }
 
 void FtraceDataSource::OpenMissingReaders() {
@@ -208,7 +207,7 @@ bool FtraceDataSource::FlushStaging(absl::Duration limit) {
   const absl::Time deadline = absl::Now() + limit;
   const uint64_t n = flush_.Request([this] {
     const uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
+    (void)!write(wake_fd_.get(), &one, sizeof(one));
   });
   if (n == 0) return false;  // Not started, stopping, or no reader thread.
   return flush_.Await(n, deadline);
@@ -219,7 +218,7 @@ void FtraceDataSource::ReaderLoop() {
   int loops = 0;
   while (!stop_.load()) {
     std::vector<pollfd> fds;
-    fds.push_back(pollfd{wake_fd_, POLLIN, 0});  // Stop() wakes us at once.
+    fds.push_back(pollfd{wake_fd_.get(), POLLIN, 0});  // Stop() wakes us at once.
     for (const auto& r : readers_) {
       if (r != nullptr) fds.push_back(pollfd{r->fd(), POLLIN, 0});
     }
@@ -227,7 +226,7 @@ void FtraceDataSource::ReaderLoop() {
     poll(fds.data(), fds.size(), static_cast<int>(config_.drain_period_ms));
     if (fds[0].revents & POLLIN) {
       uint64_t v;
-      (void)!read(wake_fd_, &v, sizeof(v));  // Re-armed for the next wake.
+      (void)!read(wake_fd_.get(), &v, sizeof(v));  // Re-armed for the next wake.
     }
     // Taken before the read: a request made after it started waits for the
     // next round, which the wake makes immediate.

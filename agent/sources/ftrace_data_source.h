@@ -20,6 +20,7 @@
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
 #include "base/owner_thread.h"
+#include "base/scoped_fd.h"
 #include "ftrace/cpu_reader.h"
 #include "ftrace/event_table.h"
 #include "ftrace/page_parser.h"
@@ -147,7 +148,7 @@ class FtraceDataSource : public DataSource {
 
   std::thread thread_;
   // eventfd that ends the reader's poll: on Stop() and FlushStaging().
-  int wake_fd_ = -1;
+  base::ScopedFd wake_fd_;
   StagingFlush flush_;
   std::atomic<bool> stop_{false};
   // Measures the reader thread, and pauses it past the budget (if any).

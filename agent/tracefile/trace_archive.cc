@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/scoped_fd.h"
 
 namespace ringside::agent {
 namespace {
@@ -78,11 +79,10 @@ absl::Status TarWriter::AddFile(const std::string& name, absl::string_view conte
 }
 
 absl::Status TarWriter::AddFileFrom(const std::string& name, const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
+  const base::ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -90,8 +90,8 @@ absl::Status TarWriter::AddFileFrom(const std::string& name, const std::string& 
   std::string buffer(kCopyBytes, '\0');
   uint64_t copied = 0;
   while (status.ok() && copied < size) {
-    const ssize_t n =
-        read(fd, buffer.data(), static_cast<size_t>(std::min<uint64_t>(kCopyBytes, size - copied)));
+    const ssize_t n = read(fd.get(), buffer.data(),
+                           static_cast<size_t>(std::min<uint64_t>(kCopyBytes, size - copied)));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       status = absl::DataLossError(absl::StrCat(
@@ -102,7 +102,6 @@ absl::Status TarWriter::AddFileFrom(const std::string& name, const std::string& 
     status = out_->Write(absl::string_view(buffer.data(), static_cast<size_t>(n)));
     copied += static_cast<uint64_t>(n);
   }
-  close(fd);
   return status.ok() ? WritePadding(size) : status;
 }
 

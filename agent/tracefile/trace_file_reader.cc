@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/tracefile/trace_archive.h"
+#include "base/scoped_fd.h"
 #include "base/status.h"
 #include "buffer/trace_packet.h"
 #include "buffer/wire_format.h"
@@ -27,7 +28,6 @@ constexpr uint64_t kPacketTag =
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::Open(const std::string& path) {
-  int fd = -1;
   if (path == kStandardInput) {
     // At a terminal the reader would wait for a trace nobody is going to type.
     if (isatty(STDIN_FILENO)) {
@@ -35,49 +35,47 @@ absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::Open(const std
           "standard input is a terminal: pipe a trace in (ringside inspect - < trace.pftrace)");
     }
     // A copy, so that closing the reader leaves standard input open.
-    fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) return base::ErrnoToStatus(errno, "cannot read standard input");
-  } else {
-    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever,
-    // before fstat could tell that it is not a regular file. Regular files
-    // ignore the flag, so reads still block as usual.
-    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return base::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
-    return OpenFile(fd, path);
+    base::ScopedFd fd(fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0));
+    if (!fd.valid()) return base::ErrnoToStatus(errno, "cannot read standard input");
+    return FromFd(std::move(fd), /*size_known=*/false, 0, path);
   }
-  return FromFd(fd, /*size_known=*/false, 0, path);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever,
+  // before fstat could tell that it is not a regular file. Regular files
+  // ignore the flag, so reads still block as usual.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return base::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
+  return OpenFile(fd, path);
 }
 
 absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::OpenFile(
     int fd, const std::string& path) {
+  base::ScopedFd owned(fd);
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return base::ErrnoToStatus(err, absl::StrCat("cannot stat ", path));
+  if (fstat(owned.get(), &st) != 0) {
+    return base::ErrnoToStatus(errno, absl::StrCat("cannot stat ", path));
   }
   if (!S_ISREG(st.st_mode)) {
-    close(fd);
     return absl::FailedPreconditionError(absl::StrCat(
         path, " is not a regular file (to read a pipe, give - and pipe the trace in)"));
   }
-  return FromFd(fd, /*size_known=*/true, static_cast<uint64_t>(st.st_size), path);
+  return FromFd(std::move(owned), /*size_known=*/true, static_cast<uint64_t>(st.st_size), path);
 }
 
 absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::OpenRange(int fd,
                                                                             const std::string& path,
                                                                             uint64_t offset,
                                                                             uint64_t size) {
+  base::ScopedFd owned(fd);
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || offset > static_cast<uint64_t>(st.st_size) ||
+  if (fstat(owned.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      offset > static_cast<uint64_t>(st.st_size) ||
       size > static_cast<uint64_t>(st.st_size) - offset ||
-      lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0) {
-    close(fd);
+      lseek(owned.get(), static_cast<off_t>(offset), SEEK_SET) < 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, ": no ", size, " bytes at offset ", offset, " of a regular file"));
   }
   absl::StatusOr<std::unique_ptr<TraceFileReader>> reader =
-      FromFd(fd, /*size_known=*/true, size, path);
+      FromFd(std::move(owned), /*size_known=*/true, size, path);
   if (reader.ok()) {
     (*reader)->is_range_ = true;
     (*reader)->range_offset_ = offset;
@@ -91,14 +89,15 @@ uint64_t TraceFileReader::stored_position() const {
   return at < 0 ? 0 : static_cast<uint64_t>(at);
 }
 
-absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::FromFd(int fd, bool size_known,
+absl::StatusOr<std::unique_ptr<TraceFileReader>> TraceFileReader::FromFd(base::ScopedFd owned,
+                                                                         bool size_known,
                                                                          uint64_t file_size,
                                                                          const std::string& path) {
-  gzFile file = gzdopen(fd, "rb");
+  gzFile file = gzdopen(owned.get(), "rb");
   if (file == nullptr) {
-    close(fd);
     return absl::ResourceExhaustedError(absl::StrCat("cannot read ", path, ": out of memory"));
   }
+  const int fd = owned.release();  // gzclose() closes it.
   // Before gzdirect(), which reads the first bytes into buffers of this size.
   gzbuffer(file, 128 << 10);
   auto reader =

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/tracefile/packet_compression.h"
+#include "base/scoped_fd.h"
 #include "zlib.h"
 
 namespace ringside::agent {
@@ -99,7 +100,9 @@ class TraceFileReader {
  private:
   TraceFileReader(gzFile file, int fd, bool size_known, uint64_t file_size)
       : file_(file), fd_(fd), size_known_(size_known), file_size_(file_size) {}
-  static absl::StatusOr<std::unique_ptr<TraceFileReader>> FromFd(int fd, bool size_known,
+  // Takes `owned` over, closed on failure too.
+  static absl::StatusOr<std::unique_ptr<TraceFileReader>> FromFd(base::ScopedFd owned,
+                                                                 bool size_known,
                                                                  uint64_t file_size,
                                                                  const std::string& path);
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <utility>
 
 #include "gtest/gtest.h"
@@ -76,6 +77,26 @@ TEST(ScopedFdTest, ClosesOnlyOnceWhenTheNumberIsReused) {
   owned.reset();  // Holds nothing: must not close `reused`.
   EXPECT_TRUE(IsOpen(reused));
   close(reused);
+}
+
+TEST(ScopedFdTest, CloseClosesNowAndSaysItWorked) {
+  ScopedFd owned(OpenDevNull());
+  const int fd = owned.get();
+  EXPECT_EQ(owned.Close(), 0);
+  EXPECT_FALSE(IsOpen(fd));
+  EXPECT_FALSE(owned.valid());
+  EXPECT_EQ(owned.Close(), 0);  // Nothing held: nothing closed.
+}
+
+// What close() failed with reaches the caller, and the ScopedFd holds
+// nothing after it (Linux releases the number even then).
+TEST(ScopedFdTest, CloseReportsTheErrorOfClose) {
+  const int fd = OpenDevNull();
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(close(fd), 0);
+  ScopedFd stale(fd);  // A number nobody holds: close() fails with EBADF.
+  EXPECT_EQ(stale.Close(), EBADF);
+  EXPECT_FALSE(stale.valid());
 }
 
 }  // namespace
