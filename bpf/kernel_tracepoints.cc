@@ -195,9 +195,8 @@ absl::StatusOr<KernelTracepoints> KernelTracepoints::Running() {
   const base::ScopedFd fd(open(kKernelBtf, O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return unreadable(strerror(errno));
   struct stat st;
-  if (fstat(fd.get(), &st) != 0 || st.st_size <= 0) {
-    return unreadable(st.st_size <= 0 ? "empty" : strerror(errno));
-  }
+  if (fstat(fd.get(), &st) != 0) return unreadable(strerror(errno));
+  if (st.st_size <= 0) return unreadable("empty");
   const size_t size = static_cast<size_t>(st.st_size);
   absl::StatusOr<KernelTracepoints> out;
   // Mapped where the kernel allows it (6.16+): no copy of its 5 MB.

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/file_io.h"
 #include "base/scoped_fd.h"
 
 namespace ringside::bpf {
@@ -90,11 +91,10 @@ std::string WriteWholeLog(const std::string& log) {
   if (!fd.valid()) {
     return absl::StrCat("; the whole log not written to ", path, ": ", std::strerror(errno));
   }
-  size_t done = 0;
-  while (done < log.size()) {
-    const ssize_t n = write(fd.get(), log.data() + done, log.size() - done);
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
+  const base::IoResult written = base::WriteAll(fd.get(), log);
+  if (!written.ok()) {
+    return absl::StrCat("; the verifier's log is cut short in ", path, " (", written.bytes, " of ",
+                        log.size(), " bytes): ", std::strerror(written.err));
   }
   return absl::StrCat("; the verifier's whole log is in ", path);
 }
