@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_io.h"
 
 namespace ringside::ftrace {
 
@@ -31,11 +32,11 @@ absl::StatusOr<size_t> CpuReader::ReadPages(size_t max_pages, std::vector<uint8_
   while (read_pages < max_pages) {
     const size_t at = pages->size();
     pages->resize(at + page_size_);
-    const ssize_t n = read(fd_.get(), pages->data() + at, page_size_);
+    const ssize_t n =
+        base::RetryOnEintr([&] { return read(fd_.get(), pages->data() + at, page_size_); });
     if (n <= 0) {
       pages->resize(at);
       if (n == 0 || errno == EAGAIN) break;
-      if (errno == EINTR) continue;
       return absl::UnavailableError(
           absl::StrCat("reading trace_pipe_raw of cpu ", cpu_, ": ", std::strerror(errno)));
     }

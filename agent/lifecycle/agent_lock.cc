@@ -121,8 +121,8 @@ absl::StatusOr<std::string> ReadContents(int fd) {
   std::string contents(kMaxLockFileBytes, '\0');
   size_t used = 0;
   while (used < contents.size()) {
-    const ssize_t n = pread(fd, contents.data() + used, contents.size() - used, used);
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = base::RetryOnEintr(
+        [&] { return pread(fd, contents.data() + used, contents.size() - used, used); });
     if (n < 0) return absl::ErrnoToStatus(errno, "read");
     if (n == 0) break;
     used += static_cast<size_t>(n);

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "base/file_io.h"
 
 namespace ringside::agent {
 
@@ -23,8 +24,8 @@ absl::StatusOr<FileDigest> DigestFile(int fd, const std::string& name) {
   FileDigest digest;
   auto buf = std::make_unique<char[]>(1 << 20);
   for (;;) {
-    const ssize_t n = pread(fd, buf.get(), 1 << 20, static_cast<off_t>(digest.size));
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = base::RetryOnEintr(
+        [&] { return pread(fd, buf.get(), 1 << 20, static_cast<off_t>(digest.size)); });
     if (n < 0) {
       return absl::UnavailableError(absl::StrCat("reading ", name, ": ", std::strerror(errno)));
     }

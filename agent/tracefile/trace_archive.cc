@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/file_io.h"
 #include "base/scoped_fd.h"
 
 namespace ringside::agent {
@@ -90,9 +91,10 @@ absl::Status TarWriter::AddFileFrom(const std::string& name, const std::string& 
   std::string buffer(kCopyBytes, '\0');
   uint64_t copied = 0;
   while (status.ok() && copied < size) {
-    const ssize_t n = read(fd.get(), buffer.data(),
-                           static_cast<size_t>(std::min<uint64_t>(kCopyBytes, size - copied)));
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = base::RetryOnEintr([&] {
+      return read(fd.get(), buffer.data(),
+                  static_cast<size_t>(std::min<uint64_t>(kCopyBytes, size - copied)));
+    });
     if (n <= 0) {
       status = absl::DataLossError(absl::StrCat(
           path, n < 0 ? absl::StrCat(": ", std::strerror(errno))
