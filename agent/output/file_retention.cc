@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "agent/output/trace_sidecar.h"
+#include "base/dir_stream.h"
 #include "base/scoped_fd.h"
 
 namespace ringside::agent {
@@ -91,16 +92,13 @@ PruneResult PruneOldestFiles(const OutputDir& dir, const FileHost& host, const F
                              std::optional<FileJoining> joining) {
   PruneResult result;
   if (max_files == 0 && max_bytes == 0) return result;
-  base::ScopedFd list_fd(fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0));
-  DIR* d = list_fd.valid() ? fdopendir(list_fd.get()) : nullptr;
+  const base::DirStream d = base::OpenDirStream(dir.fd());
   if (d == nullptr) {
     result.errors.push_back(absl::StrCat(dir.path(), ": ", std::strerror(errno)));
     return result;
   }
-  static_cast<void>(list_fd.release());  // closedir() closes it.
-  rewinddir(d);                          // The duplicate shares its offset with dir's descriptor.
   std::vector<File> files;
-  while (dirent* e = readdir(d)) {
+  while (dirent* e = readdir(d.get())) {
     const std::string name = e->d_name;
     const std::optional<int> r = rank(name);
     if (!r.has_value()) continue;
@@ -111,7 +109,6 @@ PruneResult PruneOldestFiles(const OutputDir& dir, const FileHost& host, const F
     files.push_back({name, *r, std::string(host.TimeAndRest(name).value_or(name)),
                      static_cast<uint64_t>(st.st_size)});
   }
-  closedir(d);
   std::sort(files.begin(), files.end(), [](const File& a, const File& b) {
     if (a.rank != b.rank) return a.rank < b.rank;
     return a.age != b.age ? a.age < b.age : a.name < b.name;

@@ -19,6 +19,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "base/dir_stream.h"
 #include "base/file_io.h"
 #include "base/scoped_fd.h"
 #include "base/status.h"
@@ -374,11 +375,9 @@ RemovedTemporaries RemoveDeadTemporaryFiles(const std::string& dir) {
   RemovedTemporaries removed;
   const base::ScopedFd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir_fd.valid()) return removed;
-  base::ScopedFd list_fd(dup(dir_fd.get()));
-  DIR* d = list_fd.valid() ? fdopendir(list_fd.get()) : nullptr;
+  const base::DirStream d = base::OpenDirStream(dir_fd.get());
   if (d == nullptr) return removed;
-  static_cast<void>(list_fd.release());  // closedir() closes it.
-  while (const dirent* e = readdir(d)) {
+  while (const dirent* e = readdir(d.get())) {
     if (!IsTemporaryName(e->d_name)) continue;
     const base::ScopedFd fd(
         openat(dir_fd.get(), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
@@ -397,7 +396,6 @@ RemovedTemporaries RemoveDeadTemporaryFiles(const std::string& dir) {
       removed.bytes += static_cast<uint64_t>(st.st_blocks) * 512;
     }
   }
-  closedir(d);
   return removed;
 }
 

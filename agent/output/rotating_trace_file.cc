@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "agent/output/file_retention.h"
+#include "base/dir_stream.h"
 #include "base/scoped_fd.h"
 #include "buffer/trace_packet.h"
 #include "buffer/wire_format.h"
@@ -222,11 +223,9 @@ RecoveredFiles RecoverPartialStreamFiles(const std::string& dir, const FileHost&
   RecoveredFiles recovered;
   const base::ScopedFd dir_fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir_fd.valid()) return recovered;
-  base::ScopedFd list_fd(dup(dir_fd.get()));
-  DIR* d = list_fd.valid() ? fdopendir(list_fd.get()) : nullptr;
+  const base::DirStream d = base::OpenDirStream(dir_fd.get());
   if (d == nullptr) return recovered;
-  static_cast<void>(list_fd.release());  // closedir() closes it.
-  while (const dirent* e = readdir(d)) {
+  while (const dirent* e = readdir(d.get())) {
     absl::string_view name = e->d_name;
     if (!absl::ConsumeSuffix(&name, kPartialSuffix) || !IsStreamFileName(name, host)) continue;
     const base::ScopedFd fd(
@@ -246,7 +245,6 @@ RecoveredFiles RecoverPartialStreamFiles(const std::string& dir, const FileHost&
       }
     }
   }
-  closedir(d);
   fsync(dir_fd.get());
   return recovered;
 }

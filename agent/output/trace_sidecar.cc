@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/tracefile/trace_inspector.h"
+#include "base/dir_stream.h"
 #include "base/file_io.h"
 #include "base/json_text.h"
 #include "base/scoped_fd.h"
@@ -126,12 +127,9 @@ absl::StatusOr<TraceSummary> WriteSidecar(const OutputDir& dir, const std::strin
 std::vector<std::string> TracesWithoutSidecar(
     const OutputDir& dir, const std::function<bool(absl::string_view)>& is_trace) {
   std::vector<std::string> names;
-  base::ScopedFd list_fd(fcntl(dir.fd(), F_DUPFD_CLOEXEC, 0));
-  DIR* d = list_fd.valid() ? fdopendir(list_fd.get()) : nullptr;
+  const base::DirStream d = base::OpenDirStream(dir.fd());
   if (d == nullptr) return names;
-  static_cast<void>(list_fd.release());  // closedir() closes it.
-  rewinddir(d);                          // The duplicate shares its offset with dir's descriptor.
-  while (const dirent* e = readdir(d)) {
+  while (const dirent* e = readdir(d.get())) {
     const std::string name = e->d_name;
     if (!is_trace(name)) continue;
     struct stat st;
@@ -141,7 +139,6 @@ std::vector<std::string> TracesWithoutSidecar(
     if (fstatat(dir.fd(), SidecarName(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
     names.push_back(name);
   }
-  closedir(d);
   std::sort(names.begin(), names.end());
   return names;
 }
