@@ -1,7 +1,16 @@
 #include "base/small_file.h"
 
+#include <fcntl.h>
+
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "base/file_io.h"
+#include "base/scoped_fd.h"
+#include "base/status.h"
 
 namespace ringside::base {
 
@@ -15,6 +24,30 @@ std::optional<std::string> ReadSmallFile(const std::string& path) {
 
 std::string ReadSmallFileOrEmpty(const std::string& path) {
   return ReadSmallFile(path).value_or("");
+}
+
+absl::StatusOr<std::string> ReadFileUpTo(const std::string& path, size_t max_bytes) {
+  ScopedFd fd(RetryOnEintr([&] { return open(path.c_str(), O_RDONLY | O_CLOEXEC); }));
+  if (!fd) return ErrnoStatus("opening " + path);
+  constexpr size_t kFirstRead = 64 * 1024;
+  std::string text;
+  size_t used = 0;
+  for (;;) {
+    // One byte past the limit tells a file of exactly `max_bytes` from a
+    // longer one.
+    const size_t want = std::min(std::max(text.size() * 2, kFirstRead), max_bytes + 1);
+    text.resize(want);
+    const IoResult r = ReadFull(fd.get(), text.data() + used, want - used);
+    used += r.bytes;
+    if (!r.ok()) return ErrnoToStatus(r.err, "reading " + path);
+    if (used > max_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(path, ": longer than the ", max_bytes, " bytes it may take"));
+    }
+    if (used < want) break;
+  }
+  text.resize(used);
+  return text;
 }
 
 }  // namespace ringside::base
