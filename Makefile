@@ -63,7 +63,7 @@ DEB_TOOLS ?= prometheus prometheus-node-exporter
 
 PKGS := protobuf nlohmann_json libbpf libsystemd \
   absl_status absl_statusor absl_strings absl_str_format \
-  absl_time absl_synchronization absl_flat_hash_map zlib libzstd libcrypto libmicrohttpd
+  absl_time absl_synchronization absl_flat_hash_map zlib libzstd libcrypto libmicrohttpd libelf
 
 # Evaluated lazily so that `make deps` works before pkg-config exists.
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
