@@ -86,7 +86,7 @@ TEST(ElfFileTest, KeepsCppNamesMangled) {
   EXPECT_EQ(f->name.substr(0, 2), "_Z") << f->name;
 }
 
-class TinyBinaryTest : public ::testing::Test {
+class ElfFileTinyBinaryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_FALSE(dir_.path().empty());
@@ -102,7 +102,7 @@ class TinyBinaryTest : public ::testing::Test {
   testing::NmSymbol target_;
 };
 
-TEST_F(TinyBinaryTest, TurnsAFileOffsetIntoTheVirtualAddressOfItsSegment) {
+TEST_F(ElfFileTinyBinaryTest, TurnsAFileOffsetIntoTheVirtualAddressOfItsSegment) {
   const auto file = ReadPath(path_);
   ASSERT_TRUE(file.ok()) << file.status();
   const ElfFile::LoadSegment* exec = nullptr;
@@ -121,7 +121,7 @@ TEST_F(TinyBinaryTest, TurnsAFileOffsetIntoTheVirtualAddressOfItsSegment) {
   EXPECT_EQ(f->name, "tiny_target");
 }
 
-TEST_F(TinyBinaryTest, AnAddressPastAFunctionsSizeIsNotNamedAfterIt) {
+TEST_F(ElfFileTinyBinaryTest, AnAddressPastAFunctionsSizeIsNotNamedAfterIt) {
   const auto file = ReadPath(path_);
   ASSERT_TRUE(file.ok()) << file.status();
   ASSERT_GT(target_.size, 0u);
@@ -132,7 +132,7 @@ TEST_F(TinyBinaryTest, AnAddressPastAFunctionsSizeIsNotNamedAfterIt) {
   EXPECT_TRUE(!past || past->name != "tiny_target");
 }
 
-TEST_F(TinyBinaryTest, AStrippedCopyKeepsItsBuildIdAndNamesNothingOfIts) {
+TEST_F(ElfFileTinyBinaryTest, AStrippedCopyKeepsItsBuildIdAndNamesNothingOfIts) {
   if (!testing::HaveTool("objcopy")) GTEST_SKIP() << "no objcopy";
   const std::string stripped = dir_.Path("tiny.stripped");
   ASSERT_TRUE(testing::RunCommand("objcopy --strip-all '" + path_ + "' '" + stripped + "'"));
@@ -146,7 +146,7 @@ TEST_F(TinyBinaryTest, AStrippedCopyKeepsItsBuildIdAndNamesNothingOfIts) {
   EXPECT_EQ(file->FindFunction(target_.value), std::nullopt);
 }
 
-TEST_F(TinyBinaryTest, BrokenFilesAreErrorsNeverCrashes) {
+TEST_F(ElfFileTinyBinaryTest, BrokenFilesAreErrorsNeverCrashes) {
   std::string bytes;
   {
     std::ifstream in(path_, std::ios::binary);
