@@ -1,0 +1,164 @@
+#ifndef RINGSIDE_AGENT_SYMBOLS_USER_SYMBOLIZER_H_
+#define RINGSIDE_AGENT_SYMBOLS_USER_SYMBOLIZER_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "agent/symbols/internal/elf_cache.h"
+#include "agent/symbols/process_maps.h"
+
+namespace ringside::agent {
+
+// The mapping a user frame lies in, in the terms of Perfetto's Mapping
+// (protos/perfetto/trace/profiling/profile_common.proto). The views point
+// into the UserSymbolizer and are valid until its next non-const call.
+struct UserMapping {
+  uint64_t start = 0;      // Mapping.start
+  uint64_t end = 0;        // Mapping.end
+  uint64_t pgoff = 0;      // Mapping.exact_offset: the file offset of `start`
+  absl::string_view path;  // as /proc/PID/maps gives it (" (deleted)" removed)
+  bool deleted = false;
+  // The file's GNU build id: its bytes (what InternedData.build_ids
+  // carries) and in hex. Empty when the file has none or was unreadable.
+  absl::string_view build_id;
+  absl::string_view build_id_hex;
+  // Mapping.load_bias: p_vaddr - p_offset of the file's first executable
+  // PT_LOAD segment (ElfFile::load_bias()); 0 when the file was unreadable.
+  uint64_t load_bias = 0;
+};
+
+// One user stack address, named.
+struct UserFrame {
+  // False when the address lies in no mapping of the process (or its maps
+  // could not be read): nothing else is set.
+  bool has_mapping = false;
+  UserMapping mapping;
+  // Perfetto's Frame.rel_pc, exactly libunwindstack's (Elf::GetRelPc),
+  // which Perfetto's offline symbolizer (traceconv symbolize: the
+  // stack_profile_frame's rel_pc with its mapping's build_id and load_bias)
+  // hands to llvm-symbolizer as an ELF virtual address:
+  //
+  //   rel_pc = pc - mapping.start + mapping.pgoff + mapping.load_bias
+  //
+  // i.e. the offset of pc in the file, plus p_vaddr - p_offset of the first
+  // executable PT_LOAD. For a pc in that segment (code, all but exotic
+  // linker layouts) this is the ELF virtual address, the st_value scale of
+  // the file's symbols, whatever the linker's layout (lld leaves p_vaddr
+  // 0x1000 above p_offset; GNU ld usually equal). Perfetto's symbolizer
+  // compares load_bias with the bias of the file it finds by build id and
+  // adds the difference when ours is lower, so the two must agree. An
+  // unreadable file has load_bias 0 and no build id: rel_pc is then the
+  // file offset, which nothing can name later.
+  uint64_t rel_pc = 0;
+  // The function's name (mangled, as the file has it; Perfetto demangles)
+  // and pc's offset in it; empty when no symbol covers the address. Named
+  // from the exact ELF address (the PT_LOAD holding the file offset).
+  absl::string_view function_name;
+  uint64_t function_offset = 0;
+};
+
+// What UserSymbolizer did, for the trace's stats. Every Symbolize() call
+// counts once in frames_named, frames_unnamed or frames_unmapped.
+struct UserSymbolizerStats {
+  uint64_t frames_named = 0;
+  // In a mapping, but no name: an anonymous or special mapping ([vdso],
+  // JIT code), an unreadable file, or no symbol covers it (stripped).
+  uint64_t frames_unnamed = 0;
+  uint64_t frames_unmapped = 0;  // in no mapping, even after a re-read
+  // Files that could not be read (gone, not regular, too large, not the
+  // mapped inode, a libelf error), once per mapping and read of the maps.
+  uint64_t mappings_unreadable = 0;
+  // Symbol tables larger than the whole cache: left unnamed.
+  uint64_t tables_over_budget = 0;
+  uint64_t maps_reads = 0;
+  uint64_t maps_unreadable = 0;  // process gone, or no PTRACE_MODE_READ
+  uint64_t cache_evictions = 0;
+};
+
+// Names user-space instruction addresses (frame-pointer stacks from
+// bpf_get_stackid): the process's mapping of the address, the mapped ELF
+// file's build id and load bias, Perfetto's rel_pc, and the function from
+// the file's .symtab or .dynsym. A frame it cannot name keeps the build id
+// and rel_pc that let Perfetto's offline symbolizer name it later.
+//
+// Caches:
+//   - per pid, the parsed maps and, per mapping, its resolved ELF file;
+//     re-read when an address falls in no mapping (a dlopen since), at most
+//     once per min_maps_refresh; dropped by ForgetProcess (call it when the
+//     process exits, or pids leak memory).
+//   - per ELF file, the parsed tables in an LRU (internal::ElfCache) bounded
+//     by cache_bytes, shared by every process mapping the same file (by
+//     build id, else by dev/inode/mtime/size).
+//
+// Files are opened as internal::OpenMappedFile says (map_files, else the
+// process's root through openat2 RESOLVE_IN_ROOT; regular files only, at
+// most max_binary_bytes). What reading /proc/PID needs: PTRACE_MODE_READ on
+// the process (CAP_SYS_PTRACE for another uid's), and CAP_SYS_ADMIN for
+// map_files (without it, deleted files stay unnamed).
+//
+// Not thread-safe: one thread (the stack writer's) owns it.
+class UserSymbolizer {
+ public:
+  struct Options {
+    std::string proc_root = "/proc";  // tests give a tree of their own
+    size_t cache_bytes = 64 << 20;
+    uint64_t max_binary_bytes = uint64_t{1} << 30;
+    std::chrono::milliseconds min_maps_refresh{100};
+  };
+
+  UserSymbolizer() : UserSymbolizer(Options()) {}
+  explicit UserSymbolizer(Options options);
+
+  // Names `pc` in process `pid`. For every frame but the innermost, pass the
+  // return address minus 1, as libunwindstack does before computing its
+  // rel_pc: a call that is the last instruction of a function returns past
+  // its end. Never fails; what it could not do is counted in stats().
+  UserFrame Symbolize(pid_t pid, uint64_t pc);
+
+  // Drops what is held for `pid` (its maps and mapping states).
+  void ForgetProcess(pid_t pid);
+
+  const UserSymbolizerStats& stats() const { return stats_; }
+  size_t process_count() const { return processes_.size(); }
+  // The heap held: the ELF cache, and each process's maps and states.
+  size_t memory_bytes() const;
+  // The ELF cache's part of it (at most Options::cache_bytes).
+  size_t cache_memory_bytes() const { return cache_.memory_bytes(); }
+
+ private:
+  // What became of one mapping's file, read lazily on its first frame.
+  struct MappingState {
+    enum class Status : uint8_t { kUnread, kRead, kUnreadable };
+    Status status = Status::kUnread;
+    std::string cache_key;  // ElfCache key, to find it again once evicted
+    internal::ElfCache::Handle handle;
+  };
+  struct ProcessState {
+    ProcessMaps maps;
+    std::vector<MappingState> mappings;  // parallel to maps.entries()
+    std::chrono::steady_clock::time_point read_at;
+  };
+
+  void ReadMaps(pid_t pid, ProcessState* process);
+  // The cached file of mapping `index`, reading it if need be; null when
+  // it cannot be read.
+  const ElfFile* ResolveFile(pid_t pid, ProcessState* process, size_t index);
+  bool LoadFile(pid_t pid, const MapsEntry& entry, MappingState* state);
+  void NameFrame(const ElfFile& file, const internal::ElfCache::Handle& handle, UserFrame* frame);
+
+  const Options options_;
+  internal::ElfCache cache_;
+  absl::flat_hash_map<pid_t, ProcessState> processes_;
+  UserSymbolizerStats stats_;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SYMBOLS_USER_SYMBOLIZER_H_
