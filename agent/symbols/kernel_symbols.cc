@@ -34,7 +34,8 @@ bool IsTextStartMarker(absl::string_view name) {
 
 // Which symbol names an address several share; higher wins. 0 names
 // nothing (data, an end marker), 1 is a section's start marker, a function
-// is 2 + 4 * binding + 3 - its leading underscores (up to 3).
+// is 2 + 4 * binding (T 2, W and w 1, t 0) + 3 - its leading underscores
+// (up to 3).
 constexpr int kMaxRank = 2 + 4 * 2 + 3;
 int Rank(char type, absl::string_view name) {
   if (!IsFunctionType(type) || IsTextEndMarker(name)) return 0;
