@@ -105,6 +105,18 @@ ProcessMaps ProcessMaps::Parse(absl::string_view text) {
   }
   std::stable_sort(maps.entries_.begin(), maps.entries_.end(),
                    [](const MapsEntry& a, const MapsEntry& b) { return a.start < b.start; });
+  // The kernel's mappings never overlap; a line that overlaps the one
+  // before it is not the kernel's, and would hide that one from Find.
+  size_t kept = 0;
+  for (size_t i = 0; i < maps.entries_.size(); ++i) {
+    if (kept > 0 && maps.entries_[i].start < maps.entries_[kept - 1].end) {
+      ++maps.malformed_lines_;
+      continue;
+    }
+    if (kept != i) maps.entries_[kept] = std::move(maps.entries_[i]);
+    ++kept;
+  }
+  maps.entries_.resize(kept);
   maps.entries_.shrink_to_fit();
   return maps;
 }

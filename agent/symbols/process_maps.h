@@ -46,7 +46,8 @@ struct MapsEntry {
 // The text is the kernel's, but of a process ringside does not trust: a
 // path can hold any byte but NUL and '/' is the only rule for a file name,
 // so every field is checked and a line that does not parse is skipped and
-// counted, never a crash. A file literally named "x (deleted)" reads as a
+// counted, never a crash; so is a line overlapping the mapping before it
+// (the kernel's never overlap). A file literally named "x (deleted)" reads as a
 // deleted "x": callers that open the file check its inode against `inode`.
 //
 // Immutable once parsed; not tied to a thread.

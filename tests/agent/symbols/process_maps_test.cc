@@ -122,6 +122,19 @@ TEST(ProcessMapsTest, SkipsAndCountsMalformedLines) {
   EXPECT_EQ(maps.entries()[0].path, "/good");
 }
 
+TEST(ProcessMapsTest, DropsAndCountsALineThatOverlapsTheOneBefore) {
+  const ProcessMaps maps = ProcessMaps::Parse(
+      "1000-5000 r-xp 00000000 08:01 7 /outer\n"
+      "2000-3000 r-xp 00000000 08:01 7 /inner\n"
+      "4000-6000 r-xp 00000000 08:01 7 /straddles\n"
+      "6000-7000 r-xp 00000000 08:01 7 /next\n");
+  EXPECT_EQ(maps.malformed_lines(), 2u);
+  ASSERT_EQ(maps.entries().size(), 2u);
+  EXPECT_EQ(maps.Find(0x3800)->path, "/outer");
+  EXPECT_EQ(maps.Find(0x4800)->path, "/outer");
+  EXPECT_EQ(maps.Find(0x6000)->path, "/next");
+}
+
 TEST(ProcessMapsTest, RandomBytesNeverCrash) {
   for (uint32_t seed = 1; seed <= 200; ++seed) {
     std::mt19937 rng(seed);
