@@ -455,10 +455,20 @@ FUZZ_OBJS_kernel_tracepoints := $(call fuzz_objs,tests/fuzz/kernel_tracepoints_f
   bpf/kernel_tracepoints.cc bpf/btf_file.cc bpf/load_errors.cc base/file_io.cc)
 FUZZ_LIBS_kernel_tracepoints := absl_statusor absl_strings absl_str_format absl_hash \
   absl_raw_hash_set libbpf
+# /proc/PID/maps and /proc/kallsyms text, through their parsers.
+FUZZ_OBJS_symbols_text := $(call fuzz_objs,tests/fuzz/symbols_text_fuzzer.cc \
+  agent/symbols/process_maps.cc agent/symbols/kernel_symbols.cc base/small_file.cc \
+  base/file_io.cc base/status.cc)
+FUZZ_LIBS_symbols_text := absl_statusor absl_strings absl_str_format absl_hash absl_raw_hash_set
+# A mapped binary's bytes, through libelf and ElfFile.
+FUZZ_OBJS_elf_file := $(call fuzz_objs,tests/fuzz/elf_file_fuzzer.cc agent/symbols/elf_file.cc)
+FUZZ_LIBS_elf_file := absl_statusor absl_strings libelf
 FUZZ_MAX_LEN_trace_file := 65536
+FUZZ_MAX_LEN_elf_file := 65536
 FUZZ_ARGS_config_text := -dict=tests/fuzz/config_text.dict
 
-FUZZERS := trace_buffer page_parser trace_file control_request config_text kernel_tracepoints
+FUZZERS := trace_buffer page_parser trace_file control_request config_text kernel_tracepoints \
+  symbols_text elf_file
 FUZZ_BINS := $(FUZZERS:%=$(FUZZ_DIR)/%_fuzzer)
 FUZZ_ALL_OBJS := $(foreach f,$(FUZZERS),$(FUZZ_OBJS_$(f)))
 
