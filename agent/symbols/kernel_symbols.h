@@ -74,7 +74,9 @@ class KernelSymbols {
   static absl::StatusOr<KernelSymbols> Parse(absl::string_view text, absl::string_view path);
 
   // The function `addr` falls in, by binary search; nullopt when it falls
-  // in none (the rules above).
+  // in none (the rules above). For a return address (every frame of a
+  // stack but the innermost), pass it minus 1: a call that ends a function
+  // returns to the first byte of the next.
   std::optional<KernelSymbol> Find(uint64_t addr) const;
 
   // The functions kept (after merging symbols that share an address).
