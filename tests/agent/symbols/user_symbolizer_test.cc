@@ -163,6 +163,15 @@ TEST_F(UserSymbolizerFakeProcTest, AStrippedFileGivesBuildIdAndRelPcButNoName) {
   EXPECT_EQ(symbolizer.stats().frames_unnamed, 2u);
   EXPECT_EQ(symbolizer.stats().frames_named, 0u);
   EXPECT_EQ(symbolizer.stats().mappings_unreadable, 0u);
+  // What Perfetto's offline symbolizer does with the frame: the unstripped
+  // file, found by build id, and rel_pc handed to llvm-symbolizer as is
+  // (its load bias equals the mapping's, so it corrects nothing).
+  if (testing::HaveTool("llvm-symbolizer")) {
+    const std::optional<std::string> named = testing::RunCommand(absl::StrCat(
+        "llvm-symbolizer --obj='", dir_.Path("tiny"), "' 0x", absl::Hex(frame.rel_pc)));
+    ASSERT_TRUE(named);
+    EXPECT_EQ(named->substr(0, named->find('\n')), "tiny_target");
+  }
 }
 
 TEST_F(UserSymbolizerFakeProcTest, UnreadableFilesAreCountedAndLeftUnnamed) {
