@@ -20,9 +20,12 @@ namespace ringside::agent {
 // (protos/perfetto/trace/profiling/profile_common.proto). The views point
 // into the UserSymbolizer and are valid until its next non-const call.
 struct UserMapping {
-  uint64_t start = 0;      // Mapping.start
-  uint64_t end = 0;        // Mapping.end
-  uint64_t pgoff = 0;      // Mapping.exact_offset: the file offset of `start`
+  uint64_t start = 0;  // Mapping.start
+  uint64_t end = 0;    // Mapping.end
+  // Mapping.exact_offset: the file offset of `start`. (Mapping.start_offset
+  // is 0: an ELF file here starts at its file's first byte, not inside an
+  // APK as on Android.)
+  uint64_t pgoff = 0;
   absl::string_view path;  // as /proc/PID/maps gives it (" (deleted)" removed)
   bool deleted = false;
   // The file's GNU build id: its bytes (what InternedData.build_ids
