@@ -280,7 +280,15 @@ $(BUILD)/tests/$(1)_test: $(call test_objs,$(1)) $(LINK_LIBS)
 	$$(CXX) $$(LDFLAGS) $$^ $$(TEST_LIBS) $$(PKG_LIBS) -o $$@
 endef
 $(foreach d,$(TEST_DIRS),$(eval $(call test_rules,$(d))))
-$(BUILD)/tests/e2e_test: | $(STORM)
+# The stacks test's workload (tests/tools/stack_workload.c): C with frame
+# pointers and its symbols, as a program profiled by frame pointers is built.
+STACK_WORKLOAD := $(BUILD)/stack_workload
+$(STACK_WORKLOAD): tests/tools/stack_workload.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror \
+	  -pthread $< -o $@
+
+$(BUILD)/tests/e2e_test: | $(STORM) $(STACK_WORKLOAD)
 
 # `make test` is one of the two commands a newcomer runs on a fresh machine, so
 # it installs missing packages first (a quick no-op when they are present).

@@ -32,6 +32,8 @@ enum rs_event_type {
    * (rs_sched_batch); EventSource hands out the records, never the batch. */
   RS_EV_SCHED_BATCH = 12,
   RS_EV_PROCESS_FREE = 13,
+  /* A blocked thread's stacks (bpf/stack_events.h): not an ftrace event. */
+  RS_EV_STACK_BLOCKED = 14,
   RS_EV_MAX = 16, /* Size of the drop-counter array. */
 };
 

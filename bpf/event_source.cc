@@ -65,6 +65,10 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
       LoadedGroups::Load(effective, target, *tracepoints);
   if (!groups.ok()) return groups.status();
   s->groups_ = std::move(*groups);
+  if (s->groups_->has_sched() && options.stacks.flags != 0) {
+    s->stacks_ = StackMaps(s->groups_->sched().stacks, s->groups_->sched().stack_losses,
+                           options.stacks.flags, s->num_cpus_);
+  }
   return s;
 }
 

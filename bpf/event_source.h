@@ -14,6 +14,7 @@
 #include "bpf/event_types.h"
 #include "bpf/loaded_groups.h"
 #include "bpf/ring_reader.h"
+#include "bpf/stack_maps.h"
 
 namespace ringside::bpf {
 
@@ -132,6 +133,9 @@ class EventSource {
   // lost. Their kernel run count is records + drops + this.
   uint64_t not_recorded(uint32_t event_type) const;
 
+  // The blocked stacks' maps (Options::stacks; flags() 0 when off).
+  const StackMaps& stacks() const { return stacks_; }
+
   // Kernel-side statistics of every loaded program.
   std::vector<ProgramStats> program_stats() const;
   // Turns on the kernel's per-program run time accounting until the
@@ -200,6 +204,7 @@ class EventSource {
   int num_cpus_ = 0;
   size_t ring_size_ = 0;
   std::vector<RecordView> unbatched_;  // Capacity reused by Unbatching().
+  StackMaps stacks_;
 };
 
 }  // namespace ringside::bpf

@@ -9,6 +9,7 @@
 #include "bpf/incident_events.h"
 #include "bpf/process_events.h"
 #include "bpf/sched_events.h"
+#include "bpf/stack_events.h"
 
 namespace ringside::bpf {
 
@@ -64,6 +65,11 @@ inline constexpr EventType kEventTypes[] = {
      "fatal signals only: SIGSEGV, SIGBUS, ..."},
     {RS_EV_CORE_DUMP, "ringside_core_dump", "sched/sched_process_exit", Group::kIncidents,
      sizeof(rs_core_dump), true, false, "generic", "core dumps"},
+    // Not an FtraceEvent: a TracePacket's StackSample (agent/sources/
+    // stack_sample_writer.h), when bpf_config.stacks asks for it.
+    {RS_EV_STACK_BLOCKED, "blocked_stack", "sched/sched_switch", Group::kSched,
+     sizeof(rs_stack_blocked), false, false, "stack_sample",
+     "a blocked thread's stacks, weighted by its time off the CPU"},
 };
 
 namespace internal {

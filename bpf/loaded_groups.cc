@@ -16,6 +16,7 @@
 #include "bpf/kernel_tracepoints.h"
 #include "bpf/load_errors.h"
 #include "bpf/sched_events.h"
+#include "bpf/stack_events.h"
 #include "bpf/task_state.h"
 #include "bpf/task_state_rules.h"
 #include "incidents.skel.h"
@@ -96,7 +97,15 @@ absl::Status PrepareGroup(Skel* skel, const GroupSetup& setup, std::vector<std::
 // The scheduling programs' own rodata (in bpf/sched.bpf.c and in
 // bpf/all.bpf.c); the batch size they were given is returned.
 template <typename Skel>
-uint32_t PrepareSched(Skel* skel, size_t ring_size, bool batch_sched) {
+uint32_t PrepareSched(Skel* skel, size_t ring_size, bool batch_sched,
+                      const LoadedGroups::Request::Stacks& stacks) {
+  const bool on = stacks.flags != 0;
+  skel->rodata->stack_flags = stacks.flags;
+  const uint32_t depth = std::clamp<uint32_t>(stacks.max_depth, 1, RS_STACK_MAX_DEPTH);
+  bpf_map__set_value_size(skel->maps.stacks, depth * sizeof(uint64_t));
+  bpf_map__set_max_entries(skel->maps.stacks, on ? std::max<uint32_t>(stacks.max_stacks, 1) : 1);
+  bpf_map__set_max_entries(skel->maps.blocked_tasks,
+                           on ? std::max<uint32_t>(stacks.max_blocked_tasks, 1) : 1);
   utsname u;
   skel->rodata->task_state_rules =
       uname(&u) == 0 ? TaskStateRulesForRelease(u.release) : RS_TASK_STATE_RULES_NEWEST;
@@ -166,7 +175,7 @@ bool LoadedGroups::LoadOneObject(const Request& request, const Target& target,
       one_object_refused_ = std::string(st.message());
       return false;
     }
-    sched_batch_bytes_ = PrepareSched(all_, target.ring_size, request.batch_sched);
+    sched_batch_bytes_ = PrepareSched(all_, target.ring_size, request.batch_sched, request.stacks);
     if (request.refuse_one_object_for_testing || !request.refuse_groups_for_testing.empty()) {
       one_object_refused_ = "refused for testing";
       return false;
@@ -218,7 +227,8 @@ absl::Status LoadedGroups::LoadEachGroup(const Request& request, const Target& t
   if (request.sched) {
     attempt(Group::kSched, "sched", &sched_, rs_sched__open_opts, rs_sched__load, rs_sched__destroy,
             [&](::rs_sched* skel) {
-              sched_batch_bytes_ = PrepareSched(skel, target.ring_size, request.batch_sched);
+              sched_batch_bytes_ =
+                  PrepareSched(skel, target.ring_size, request.batch_sched, request.stacks);
             });
     if (sched_ == nullptr) sched_batch_bytes_ = 0;
   }
@@ -256,6 +266,8 @@ void LoadedGroups::BindObjects() {
     sched_handles_.flush_sched_batch_fd = bpf_program__fd(skel->progs.flush_sched_batch);
     sched_handles_.batch_waiting = skel->bss->batch_waiting;
     sched_handles_.sched_batches = skel->maps.sched_batches;
+    sched_handles_.stacks = skel->maps.stacks;
+    sched_handles_.stack_losses = skel->maps.stack_losses;
   };
   if (all_ != nullptr) {
     bind(all_->obj, all_->bss);

@@ -69,6 +69,16 @@ class LoadedGroups {
     // them.
     std::vector<Group> refuse_groups_for_testing;
     Filters filters;
+    // Stacks of threads that block (bpf/stack_events.h), recorded by the
+    // scheduling group: RS_STACKS_* flags (0: off, and its maps take one
+    // entry each), frames per stack (at most RS_STACK_MAX_DEPTH), distinct
+    // stacks the kernel keeps, and threads waiting at once.
+    struct Stacks {
+      uint32_t flags = 0;
+      uint32_t max_depth = 0;
+      uint32_t max_stacks = 0;
+      uint32_t max_blocked_tasks = 0;
+    } stacks;
   };
   // What the groups load against.
   struct Target {
@@ -102,6 +112,8 @@ class LoadedGroups {
     int flush_sched_batch_fd = -1;
     const __u64* batch_waiting = nullptr;  // RS_MAX_CPUS * 8, one line a CPU.
     bpf_map* sched_batches = nullptr;
+    bpf_map* stacks = nullptr;        // STACK_TRACE: id -> frames.
+    bpf_map* stack_losses = nullptr;  // PERCPU_ARRAY: rs_stack_loss -> count.
   };
 
   // Loads the groups `request` asks for into `target`'s maps, each program

@@ -12,6 +12,7 @@
 #include "bpf/process_events.h"
 #include "bpf/ring_reader.h"
 #include "bpf/sched_events.h"
+#include "bpf/stack_events.h"
 
 namespace ringside::bpf {
 
@@ -38,6 +39,7 @@ struct Record {
   const rs_oom_kill& oom_kill() const { return As<rs_oom_kill>(); }
   const rs_fatal_signal& fatal_signal() const { return As<rs_fatal_signal>(); }
   const rs_core_dump& core_dump() const { return As<rs_core_dump>(); }
+  const rs_stack_blocked& stack_blocked() const { return As<rs_stack_blocked>(); }
 
  private:
   template <typename T>

@@ -2,6 +2,7 @@
 /* Scheduling: who ran where. */
 #include "bpf/sched.bpf.h"
 #include "bpf/rings.bpf.h"
+#include "bpf/stack_events.h"
 
 /* RS_TASK_STATE_RULE_* of the running kernel, set by the loader. */
 const volatile __u32 task_state_rules = RS_TASK_STATE_RULES_NEWEST;
@@ -135,8 +136,123 @@ static __always_inline void commit_batch_record(struct rs_sched_batch_state* s,
   s->busy = 0;
 }
 
-static __always_inline int emit_switch(bool raw, bool preempt, struct task_struct* prev,
+/* --- Stacks of threads that block ---------------------------------------
+ * When a switch takes a thread off the CPU in a sleeping state, its kernel
+ * and user stacks go into `stacks` (the kernel keeps one copy of each
+ * distinct stack: a stack seen before costs its id) and the ids wait in
+ * `blocked_tasks` until the thread runs again; that switch writes one
+ * record with the time it spent off the CPU. Ids are never deleted from
+ * `stacks`, so an id in a record names the same stack whenever user space
+ * reads it; a stack whose bucket another holds is lost and counted. */
+
+#define RS_DEAD_STATES 0x0030u /* X (EXIT_DEAD) and Z (EXIT_ZOMBIE) as reported. */
+#define RS_BLOCKED_STATES (RS_TASK_REPORT | RS_TASK_REPORT_IDLE)
+
+/* RS_STACKS_* (stack_events.h), set by the loader; 0: off. */
+const volatile __u32 stack_flags = 0;
+/* Frames to skip at the top of a kernel stack: none; user space cuts the
+ * tracing frames above __schedule, which differ between kernels. */
+
+struct {
+  __uint(type, BPF_MAP_TYPE_STACK_TRACE);
+  __uint(max_entries, 1); /* The loader sizes it (1 when stacks are off). */
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, RS_STACK_MAX_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 1); /* The loader sizes it. */
+  __type(key, __u32);
+  __type(value, struct rs_blocked_task);
+} blocked_tasks SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, RS_STACK_LOSS_MAX);
+  __type(key, __u32);
+  __type(value, __u64);
+} stack_losses SEC(".maps");
+
+static __always_inline void count_stack_loss(__u32 kind) {
+  __u64* n = bpf_map_lookup_elem(&stack_losses, &kind);
+  if (n) *n += 1; /* Per CPU, and the switch path runs with interrupts off. */
+}
+
+/* A stack id from bpf_get_stackid, its failure counted. */
+static __always_inline __s32 take_stack(void* ctx, bool user) {
+  const long id = bpf_get_stackid(ctx, &stacks, user ? BPF_F_USER_STACK : 0);
+  if (id >= 0) return (__s32)id;
+  if (id == -17 /* EEXIST */) {
+    count_stack_loss(user ? RS_STACK_LOSS_USER_CROWDED : RS_STACK_LOSS_KERNEL_CROWDED);
+  } else if (user && id == -14 /* EFAULT */) {
+    count_stack_loss(RS_STACK_LOSS_USER_FAULT);
+  } else {
+    count_stack_loss(RS_STACK_LOSS_OTHER);
+  }
+  return (__s32)id;
+}
+
+/* `next` runs again after blocking: its record. */
+static __always_inline void end_blocked(bool raw, struct task_struct* next) {
+  __u32 tid = RS_READ(raw, next, pid);
+  if (tid == 0) return;
+  struct rs_blocked_task* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
+  if (!b) return;
+  void* ring;
+  struct rs_stack_blocked* e = rs_reserve(RS_EV_STACK_BLOCKED, sizeof(*e), &ring);
+  if (e) {
+    const __u64 now = e->h.ts_ns;
+    e->h.ts_ns = b->ts_ns;
+    e->h.cpu = b->cpu;
+    e->pid = tid;
+    e->tgid = RS_READ(raw, next, tgid);
+    e->kernel_stack = b->kernel_stack;
+    e->user_stack = b->user_stack;
+    e->off_cpu_ns = now > b->ts_ns ? now - b->ts_ns : 0;
+    e->state = b->state;
+    rs_submit(ring, e);
+  }
+  bpf_map_delete_elem(&blocked_tasks, &tid);
+}
+
+/* `prev` leaves the CPU; kept with its stacks when it blocks. */
+static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
+                                          struct task_struct* prev, __s64 state) {
+  /* Preempted (R+) or still runnable (R): not waiting for anything; dead
+   * (X) or a zombie (Z): it never runs again. What is left waits: S, D, I,
+   * T and t (stopped), P (parked). */
+  if (preempt || (state & RS_BLOCKED_STATES) == 0 || (state & RS_DEAD_STATES) != 0) return;
+  __u32 tid = RS_READ(raw, prev, pid);
+  if (tid == 0 || stopping[RS_EV_STACK_BLOCKED]) return;
+  if (rs_filters_on() && !rs_task_selected(prev)) return;
+  struct rs_blocked_task b = {};
+  b.ts_ns = bpf_ktime_get_boot_ns();
+  b.cpu = bpf_get_smp_processor_id();
+  b.state = state;
+  b.kernel_stack = (stack_flags & RS_STACKS_KERNEL) ? take_stack(ctx, false) : RS_STACK_NOT_ASKED;
+  /* A kernel thread has no user stack. */
+  const bool has_mm = RS_READ(raw, prev, mm) != NULL;
+  b.user_stack =
+      (stack_flags & RS_STACKS_USER) && has_mm ? take_stack(ctx, true) : RS_STACK_NOT_ASKED;
+  if (bpf_map_update_elem(&blocked_tasks, &tid, &b, BPF_ANY) != 0) {
+    count_stack_loss(RS_STACK_LOSS_TASKS_FULL);
+  }
+}
+
+static __always_inline void note_blocked(void* ctx, bool raw, bool preempt,
+                                         struct task_struct* prev, struct task_struct* next,
+                                         unsigned int prev_state) {
+  if (stack_flags == 0) return;
+  end_blocked(raw, next);
+  begin_blocked(
+      ctx, raw, preempt, prev,
+      rs_sched_switch_state(preempt, prev_state, RS_READ(raw, prev, exit_state), task_state_rules));
+}
+
+static __always_inline int emit_switch(void* ctx, bool raw, bool preempt, struct task_struct* prev,
                                        struct task_struct* next, unsigned int prev_state) {
+  note_blocked(ctx, raw, preempt, prev, next, prev_state);
   if (rs_filters_on() && !rs_task_selected(prev) && !rs_task_selected(next)) return 0;
   struct rs_sched_batch_state* s = take_sched_batch(RS_EV_SCHED_SWITCH);
   if (s) {
@@ -161,13 +277,13 @@ static __always_inline int emit_switch(bool raw, bool preempt, struct task_struc
 SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch, bool preempt, struct task_struct* prev, struct task_struct* next,
              unsigned int prev_state) {
-  return emit_switch(false, preempt, prev, next, prev_state);
+  return emit_switch(ctx, false, preempt, prev, next, prev_state);
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct* prev,
              struct task_struct* next, unsigned int prev_state) {
-  return emit_switch(true, preempt, prev, next, prev_state);
+  return emit_switch(ctx, true, preempt, prev, next, prev_state);
 }
 
 /* Before 5.18 (the loader picks one of the two by the tracepoint's
@@ -177,13 +293,13 @@ int BPF_PROG(handle_sched_switch_raw, bool preempt, struct task_struct* prev,
 SEC("tp_btf/sched_switch")
 int BPF_PROG(handle_sched_switch_pre_5_18, bool preempt, struct task_struct* prev,
              struct task_struct* next) {
-  return emit_switch(false, preempt, prev, next, rs_task_state(false, prev));
+  return emit_switch(ctx, false, preempt, prev, next, rs_task_state(false, prev));
 }
 
 SEC("raw_tp/sched_switch")
 int BPF_PROG(handle_sched_switch_pre_5_18_raw, bool preempt, struct task_struct* prev,
              struct task_struct* next) {
-  return emit_switch(true, preempt, prev, next, rs_task_state(true, prev));
+  return emit_switch(ctx, true, preempt, prev, next, rs_task_state(true, prev));
 }
 
 /* Sends the current CPU's batch to its ring: run by user space with

@@ -167,4 +167,16 @@ bool DurableStore::Contains(Kind kind, uint64_t id) const {
   return false;
 }
 
+void DurableReadPass::Begin(DurableStore* store) {
+  entries_.clear();
+  next_ = 0;
+  if (store == nullptr) return;
+  store->ForEach(
+      [this](DurableStore::Kind kind, uint64_t id, std::string_view p) {
+        const auto [producer, writer] = DurableStore::SequenceOf(kind, id);
+        entries_.push_back({std::string(p), producer, writer});
+      },
+      /*changed_only=*/true, /*mark_read=*/true);
+}
+
 }  // namespace ringside::buffer

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace ringside::buffer {
 
@@ -39,6 +41,18 @@ namespace ringside::buffer {
 class DurableStore {
  public:
   enum class Kind : uint8_t { kProcess = 1, kThread = 2, kInterned = 3 };
+  // The id of a kInterned entry names the packet sequence whose samples
+  // refer to it (interned ids are per sequence): a reader hands the entry
+  // out on that sequence. `entry` tells the sequence's entries apart.
+  static constexpr uint64_t InternedId(uint16_t producer, uint16_t writer, uint32_t entry) {
+    return uint64_t{producer} << 48 | uint64_t{writer} << 32 | entry;
+  }
+  // The sequence {producer, writer} an entry is read on: {0, 0}, the
+  // store's own, but for interned data the one its id names.
+  static constexpr std::pair<uint16_t, uint16_t> SequenceOf(Kind kind, uint64_t id) {
+    if (kind != Kind::kInterned) return {0, 0};
+    return {static_cast<uint16_t>(id >> 48), static_cast<uint16_t>(id >> 32)};
+  }
   struct Stats {
     uint64_t capacity = 0;
     uint64_t bytes = 0;      // Used now.
@@ -115,6 +129,27 @@ class DurableStore {
   // The live (not ended) entry of each {kind, id}: its generation.
   std::map<std::pair<Kind, uint64_t>, uint64_t> live_;
   Stats stats_;
+};
+
+// One read pass over a store: the entries written since the previous pass
+// (marked read as they are taken), each with the packet sequence it is read
+// on (DurableStore::SequenceOf). A TraceBuffer hands them out before its
+// ring's packets.
+class DurableReadPass {
+ public:
+  struct Entry {
+    std::string packet;
+    uint16_t producer = 0;
+    uint16_t writer = 0;
+  };
+  // Takes what `store` holds that no pass took yet; null: none.
+  void Begin(DurableStore* store);
+  // The next entry, or null once all were handed out.
+  const Entry* Next() { return next_ < entries_.size() ? &entries_[next_++] : nullptr; }
+
+ private:
+  std::vector<Entry> entries_;
+  size_t next_ = 0;
 };
 
 }  // namespace ringside::buffer

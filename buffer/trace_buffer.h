@@ -31,6 +31,8 @@ struct PacketSequenceProperties {
   ProducerID producer_id_trusted = 0;
   ClientIdentity client_identity_trusted;
   WriterID writer_id = 0;
+  // The packet is a durable store's entry, not a ring packet.
+  bool durable = false;
 };
 
 // Bits of the `previous_packet_on_sequence_dropped` value of
@@ -247,8 +249,10 @@ class TraceBuffer {
 
   // The durable side-buffer beside this ring (none by default). Each read
   // pass hands out its entries written since the previous pass before any
-  // ring packet, on the sequence {kDurableProducerId, 0}; CloneReadOnly()
-  // clones it too, and the clone's first pass hands out all of it.
+  // ring packet, on the sequence {kDurableProducerId, 0}, but interned data
+  // on the sequence its id names (DurableStore::InternedId), with `durable`
+  // set in their properties; CloneReadOnly() clones it too, and the clone's
+  // first pass hands out all of it.
   void SetDurableStore(std::unique_ptr<DurableStore> store) { durable_ = std::move(store); }
   DurableStore* durable() { return durable_.get(); }
   const DurableStore* durable() const { return durable_.get(); }
@@ -487,9 +491,8 @@ class TraceBuffer {
 
   OverwriteObserver observer_;
   std::unique_ptr<DurableStore> durable_;
-  // The durable entries of the current read pass, and the next to hand out.
-  std::vector<std::string> durable_pass_;
-  size_t durable_next_ = 0;
+  // The durable entries of the current read pass.
+  DurableReadPass durable_pass_;
   Stats stats_;
 
   // Scratch for reassembly (kept to avoid allocating per packet).

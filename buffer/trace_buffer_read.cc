@@ -17,13 +17,7 @@ void TraceBuffer::BeginRead() {
     if (!clone_complete()) return;  // Reads as empty until it is.
     RebuildChunkIndex();
   }
-  durable_pass_.clear();
-  durable_next_ = 0;
-  if (durable_ != nullptr) {
-    durable_->ForEach(
-        [this](DurableStore::Kind, uint64_t, std::string_view p) { durable_pass_.emplace_back(p); },
-        /*changed_only=*/true, /*mark_read=*/true);
-  }
+  durable_pass_.Begin(durable_.get());
   read_pass_++;
   read_iterator_valid_ = true;
   reading_target_ = false;
@@ -51,12 +45,13 @@ bool TraceBuffer::ReadNextTracePacket(TracePacket* packet,
   if (!read_iterator_valid_) BeginRead();
   packet->Clear();
   if (!read_iterator_valid_) return false;  // A clone not yet complete.
-  if (durable_next_ < durable_pass_.size()) {
+  if (const DurableReadPass::Entry* d = durable_pass_.Next(); d != nullptr) {
     // Descriptors first: the ring packets after them may name what they describe.
-    const std::string& d = durable_pass_[durable_next_++];
-    packet->AddSlice(reinterpret_cast<const uint8_t*>(d.data()), d.size());
+    packet->AddSlice(reinterpret_cast<const uint8_t*>(d->packet.data()), d->packet.size());
     *sequence_properties = PacketSequenceProperties{};
-    sequence_properties->producer_id_trusted = kDurableProducerId;
+    sequence_properties->producer_id_trusted = d->producer;
+    sequence_properties->writer_id = d->writer;
+    sequence_properties->durable = true;
     *previous_packet_on_sequence_dropped = 0;
     return true;
   }

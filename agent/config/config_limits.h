@@ -25,6 +25,11 @@ inline constexpr uint64_t kMaxBufferSizeKb = ((uint64_t{1} << 32) - 4096) / 1024
 // A BPF ring's size is a power of two that fits the kernel's 32-bit
 // max_entries: 2 GiB.
 inline constexpr uint64_t kMaxBpfRingSizeKb = uint64_t{1} << 21;
+// bpf_config.stacks: the kernel's perf_event_max_stack default (a deeper
+// stack map is refused), and map sizes that stay within a machine's means.
+inline constexpr uint32_t kMaxStackDepth = 127;
+inline constexpr uint32_t kMaxStacks = 1 << 20;
+inline constexpr uint32_t kMaxBlockedThreads = 1 << 20;
 // Per CPU; beyond this the kernel's page allocation fails on any machine
 // that would want it.
 inline constexpr uint64_t kMaxFtraceBufferSizeKb = uint64_t{1} << 21;

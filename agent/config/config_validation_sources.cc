@@ -86,6 +86,28 @@ void CheckBpfConfig(const config::BpfConfig& b, const FieldPath& at, const Machi
   for (int k = 0; k < b.filter_cgroup_path_size(); k++) {
     CheckCgroupPath(b.filter_cgroup_path(k), field("filter_cgroup_path", k), v);
   }
+  if (b.has_stacks()) {
+    const config::BpfConfig::Stacks& st = b.stacks();
+    auto stacks_field = [&](const std::string& name) { return Child(field("stacks"), name); };
+    if (st.has_max_depth() && (st.max_depth() < 1 || st.max_depth() > kMaxStackDepth)) {
+      v->Fail(stacks_field("max_depth"),
+              absl::StrCat("is ", st.max_depth(), ": frames per stack, 1 to ", kMaxStackDepth,
+                           " (the kernel's perf_event_max_stack)"));
+    }
+    if (st.has_max_stacks() && (st.max_stacks() < 1 || st.max_stacks() > kMaxStacks)) {
+      v->Fail(stacks_field("max_stacks"),
+              absl::StrCat("is ", st.max_stacks(), ": 1 to ", kMaxStacks));
+    }
+    if (st.has_max_blocked_threads() &&
+        (st.max_blocked_threads() < 1 || st.max_blocked_threads() > kMaxBlockedThreads)) {
+      v->Fail(stacks_field("max_blocked_threads"),
+              absl::StrCat("is ", st.max_blocked_threads(), ": 1 to ", kMaxBlockedThreads));
+    }
+    if (st.blocked() && !b.sched()) {
+      v->Fail(stacks_field("blocked"),
+              "needs the sched group (bpf_config.sched), whose switch records the stacks");
+    }
+  }
   if (b.filter_container_id_size() + b.filter_cgroup_path_size() > kMaxCgroupFilterValues) {
     v->Fail(field("filter_container_id"),
             absl::StrCat("and filter_cgroup_path give ",
@@ -123,7 +145,15 @@ void CheckDataSource(const config::TraceConfig& cfg, int i, const MachineLimits&
     }
   }
   if (ds.name() == "linux.ftrace") CheckFtraceConfig(ds.ftrace_config(), at, machine, v);
-  if (ds.name() == "linux.bpf") CheckBpfConfig(ds.bpf_config(), at, machine, v);
+  if (ds.name() == "linux.bpf") {
+    CheckBpfConfig(ds.bpf_config(), at, machine, v);
+    if (ds.bpf_config().stacks().blocked() && ds.bpf_config().has_stacks() &&
+        cfg.has_durable_buffer_size_kb() && cfg.durable_buffer_size_kb() == 0) {
+      v->Fail(Child(Child(at, "bpf_config"), "stacks"),
+              "needs the durable store, which keeps the frames and names its samples refer "
+              "to: durable_buffer_size_kb is 0");
+    }
+  }
 }
 
 // A buffer no source writes into stays empty and takes its memory for

@@ -35,6 +35,12 @@ inline constexpr uint64_t kMaxStagingBudgetKb = uint64_t{1} << 22;
 inline constexpr uint32_t kMinBpfRingSizeKb = 64;
 inline constexpr uint32_t kMaxDefaultBpfRingSizeKb = 4096;
 inline constexpr uint32_t kDefaultBpfDrainPeriodMs = 100;
+// linux.bpf's stacks: frames per stack, distinct stacks the kernel keeps
+// (a STACK_TRACE map: 16384 of 32 frames is about 4.5 MiB of kernel
+// memory), and blocked threads followed at once (a hash map, ~1.5 MiB).
+inline constexpr uint32_t kDefaultStackDepth = 32;
+inline constexpr uint32_t kDefaultMaxStacks = 16384;
+inline constexpr uint32_t kDefaultMaxBlockedThreads = 16384;
 // linux.bpf's filter_container_id / filter_cgroup_path: how often the
 // cgroups they name are looked up again (containers come and go).
 inline constexpr uint32_t kCgroupFilterRefreshMs = 2000;

@@ -68,6 +68,18 @@ class StartTimes {
   std::string steps_;
 };
 
+// Whether a linux.bpf source records user stacks (bpf_config.stacks).
+bool RecordsUserStacks(const config::TraceConfig& config) {
+  for (const auto& ds : config.data_sources()) {
+    const config::DataSourceConfig& c = ds.config();
+    if (c.name() == "linux.bpf" && c.bpf_config().has_stacks() &&
+        c.bpf_config().stacks().blocked() && c.bpf_config().stacks().user()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // The tally's rows no request can take (TriggerTally::Reserve): the
 // config's triggers, requests' and SIGUSR1's.
 std::vector<std::string> ReservedTallyNames(const config::TraceConfig& config) {
@@ -240,6 +252,9 @@ absl::Status AgentService::DropCapabilitiesAfterSetup() {
   CapabilityMask keep = CapabilitiesToKeepHere(output_group_.has_value());
   // Stop() unmounts a tracefs mounted for everyone; that takes CAP_SYS_ADMIN.
   if (session_->mounted_tracefs_for_everyone()) keep |= CapabilityBit(CAP_SYS_ADMIN);
+  // User stacks are named from other processes' /proc/PID/maps and their
+  // binaries under /proc/PID/root: PTRACE_MODE_READ for another user's.
+  if (RecordsUserStacks(options_.config)) keep |= CapabilityBit(CAP_SYS_PTRACE);
   if (absl::Status st = DropCapabilities(keep); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("dropping privileges after setup: ", st.message()));
   }

@@ -360,6 +360,20 @@ bool DescriptorTracker::OnSeen(uint64_t ts, int32_t tid, int32_t tgid, std::stri
   return !waiting;
 }
 
+void DescriptorTracker::PutInterned(uint16_t producer, uint16_t writer, uint32_t entry,
+                                    std::string packet) {
+  const uint64_t id = buffer::DurableStore::InternedId(producer, writer, entry);
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(
+      Update{buffer::DurableStore::Kind::kInterned, id, Update::Op::kPut, std::move(packet)});
+}
+
+void DescriptorTracker::EndInterned(uint16_t producer, uint16_t writer, uint32_t entry) {
+  const uint64_t id = buffer::DurableStore::InternedId(producer, writer, entry);
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(Update{buffer::DurableStore::Kind::kInterned, id, Update::Op::kEnd, {}});
+}
+
 void DescriptorTracker::ApplyTo(buffer::DurableStore* store) {
   std::vector<Update> updates;
   {

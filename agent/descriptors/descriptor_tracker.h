@@ -123,6 +123,19 @@ class DescriptorTracker {
   bool OnSeen(uint64_t ts, int32_t tid, int32_t tgid, std::string_view comm);
   static constexpr uint64_t kSeenAfterExitNs = 1'000'000'000;
 
+  // Interned data of a packet sequence (a stack writer's callstacks,
+  // frames, names): `packet`, a TracePacket of interned_data, goes into the
+  // store as entry `entry` of sequence {producer, writer}
+  // (DurableStore::InternedId) with the descriptors, so
+  // that every file and snapshot resolves the samples that refer to it
+  // however often the ring wrapped. Queued like them: a packet written into
+  // a chunk after this call reaches the ring no earlier than this reaches
+  // the store (SessionBuffers::CommitQueued applies both under one lock).
+  void PutInterned(uint16_t producer, uint16_t writer, uint32_t entry, std::string packet);
+  // The entry is no longer referred to by new samples: it stays while the
+  // ring may hold samples that do (DurableStore::MarkEnded).
+  void EndInterned(uint16_t producer, uint16_t writer, uint32_t entry);
+
   // Moves the updates reported so far into `store` (the buffer owner's).
   void ApplyTo(buffer::DurableStore* store);
   size_t live_processes() const;

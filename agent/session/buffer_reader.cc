@@ -1,6 +1,7 @@
 #include "agent/session/buffer_reader.h"
 
 #include <cstdint>
+#include <tuple>
 
 #include "agent/session/packet_events.h"
 #include "agent/session/sequence_ids.h"
@@ -82,9 +83,14 @@ absl::Status BufferPacketReader::Read(const std::vector<buffer::TraceBuffer*>& b
 }
 
 void BufferPacketReader::ReadAllDescriptors(buffer::DurableStore* store, std::string* out) {
-  const buffer::PacketSequenceProperties props{buffer::TraceBuffer::kDurableProducerId, {}, 0};
+  // A new file: its interned data starts afresh.
+  interned_started_.clear();
   store->ForEach(
-      [&](buffer::DurableStore::Kind, uint64_t, std::string_view packet) {
+      [&](buffer::DurableStore::Kind kind, uint64_t id, std::string_view packet) {
+        buffer::PacketSequenceProperties props;
+        std::tie(props.producer_id_trusted, props.writer_id) =
+            buffer::DurableStore::SequenceOf(kind, id);
+        props.durable = true;
         scratch_.assign(packet.data(), packet.size());
         FramePacket(props, 0, out);
       },
@@ -95,6 +101,16 @@ void BufferPacketReader::FramePacket(const buffer::PacketSequenceProperties& pro
                                      std::string* out) {
   const bool durable = props.producer_id_trusted == buffer::TraceBuffer::kDurableProducerId;
   const uint32_t key = uint32_t{props.producer_id_trusted} << 16 | props.writer_id;
+  // The first interned entry of a sequence in this output starts its
+  // interning state (SEQ_INCREMENTAL_STATE_CLEARED): Perfetto's importer
+  // resolves interned ids only after that. Its samples never ask for the
+  // state to be valid (SEQ_NEEDS_INCREMENTAL_STATE): a loss flagged on one
+  // would make the importer drop them all, while their interned data,
+  // durable, is still all there.
+  if (props.durable && !durable && interned_started_.insert(key).second) {
+    buffer::AppendVarIntField(TracePacket::kSequenceFlagsFieldNumber,
+                              TracePacket::SEQ_INCREMENTAL_STATE_CLEARED, &scratch_);
+  }
   if (durable) sequence_ids_.try_emplace(key, kDescriptorSequenceId);
   // Ids of data sequences count from kFirstDataSequenceId, the durable
   // one's entry (if any) taking a place in the count.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "agent/tracefile/trace_sink.h"
 #include "buffer/trace_buffer.h"
@@ -48,7 +49,7 @@ class BufferPacketReader {
   // Appends every descriptor of `store` (the durable store beside one of
   // the buffers) as that buffer's read pass would, and marks them read: the
   // start of a new file of a stream, which must name every task before its
-  // first event.
+  // first event, and begins each sequence's interned data anew.
   void ReadAllDescriptors(buffer::DurableStore* store, std::string* out);
 
   // Every packet framed from now on carries machine_id `id`
@@ -71,6 +72,8 @@ class BufferPacketReader {
   void FramePacket(const buffer::PacketSequenceProperties& props, uint32_t loss, std::string* out);
 
   std::map<uint32_t, uint32_t> sequence_ids_;  // By producer << 16 | writer.
+  // Sequences whose interned data this output has begun (by the same key).
+  absl::flat_hash_set<uint32_t> interned_started_;
   uint32_t machine_id_ = 0;
   uint64_t packets_ = 0;
   uint64_t events_ = 0;

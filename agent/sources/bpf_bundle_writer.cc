@@ -186,6 +186,8 @@ constexpr RecordEncoder kEncoders[] = {
      WriteTypedEvent<rs_oom_kill, &bpf::Record::oom_kill, &rs_oom_kill::killer_pid, OomKillFields>},
     {RS_EV_CORE_DUMP,
      WriteTypedEvent<rs_core_dump, &bpf::Record::core_dump, &rs_core_dump::pid, CoreDumpFields>},
+    // Not in the bundle: a StackSample packet of its own (StackSampleWriter).
+    {RS_EV_STACK_BLOCKED, nullptr},
 };
 
 // The encoder of each type, by type; null for a type no row names.
@@ -254,7 +256,9 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
   out.bundle->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
   if (lost_events) out.bundle->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
   for (const bpf::Record& r : records) {
-    if (const EncodeFn encode = kEncoderOf[r.type]; encode != nullptr) encode(r, &out);
+    const EncodeFn encode = kEncoderOf[r.type];
+    if (encode == nullptr) continue;  // Written elsewhere, and counted there.
+    encode(r, &out);
     stats_.events[r.type]++;
     last_bundle_[r.type]++;
   }

@@ -26,6 +26,8 @@ namespace ringside::agent {
 //  - the FtraceEvent's pid is the task that ran, as ftrace's common_pid
 //    (trace_processor files the event under that thread);
 //  - core dumps as a generic event "ringside_core_dump".
+// Blocked stacks (RS_EV_STACK_BLOCKED) are no FtraceEvent: they are left
+// out of the bundle and its counts (StackSampleWriter writes them).
 // Records whose size does not match their type are counted and skipped.
 // Not thread-safe; one per consumer thread.
 class BpfBundleWriter {

@@ -6,9 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/config/config_limits.h"
+#include "agent/sources/system_frame_namer.h"
 #include "bpf/common_events.h"
 #include "bpf/event_types.h"
 #include "bpf/records.h"
+#include "bpf/stack_events.h"
 
 namespace ringside::agent {
 
@@ -70,10 +72,36 @@ absl::StatusOr<std::unique_ptr<BpfDataSource>> BpfDataSource::Create(Config conf
   for (int cpu = 0; cpu < cpus; cpu++) {
     s->cpu_writers_.push_back(producer->CreateTraceWriter(static_cast<buffer::WriterID>(1 + cpu)));
   }
+  if (s->source_->stacks().flags() != 0) s->SetUpStacks(producer);
   s->tallies_ = std::make_unique<EventTallyTable>(static_cast<uint32_t>(cpus), RS_EV_MAX);
   s->drops_seen_.assign(static_cast<size_t>(cpus), 0);
   s->lost_pending_.assign(static_cast<size_t>(cpus), false);
   return s;
+}
+
+void BpfDataSource::SetUpStacks(ProducerBuffer* producer) {
+  if (config_.tracker == nullptr) {
+    stacks_refused_ =
+        "stacks need the durable store (durable_buffer_size_kb), which keeps what they refer to";
+    return;
+  }
+  namer_ = config_.frame_namer;
+  if (namer_ == nullptr) {
+    own_namer_ = MakeSystemFrameNamer();
+    namer_ = own_namer_.get();
+  }
+  stack_trace_writer_ = producer->CreateTraceWriter(kStackWriterId);
+  StackSampleWriter::Config c;
+  c.producer = producer->producer_id();
+  c.writer = kStackWriterId;
+  c.interned_budget_bytes = config_.stacks_interned_budget_bytes;
+  bpf::EventSource* source = source_.get();
+  stacks_ = std::make_unique<StackSampleWriter>(
+      c, stack_trace_writer_.get(), config_.tracker,
+      [source](int32_t id, std::vector<uint64_t>* frames) {
+        return source->stacks().Read(id, frames);
+      },
+      namer_);
 }
 
 BpfDataSource::~BpfDataSource() { Stop(); }
@@ -219,6 +247,14 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
                       writer->stats().packets_dropped != dropped_before);
   // After the bundle: a snapshot the listener asks for holds the incident.
   if (config_.incidents != nullptr && decoded_.incidents() > 0) TellIncidents(decoded);
+  if (stacks_ != nullptr) {
+    for (const bpf::Record& r : decoded) {
+      if (r.type == RS_EV_PROCESS_EXIT && r.exit().group_dead) exited_.push_back(r.exit().tgid);
+    }
+    stacks_->Write(decoded);
+    stack_samples_.store(stacks_->stats().samples, std::memory_order_relaxed);
+    stacks_unreadable_.store(stacks_->stats().stacks_unreadable, std::memory_order_relaxed);
+  }
   events_.store(bundles_.total_events(), std::memory_order_relaxed);
   malformed_.store(bundles_.stats().malformed, std::memory_order_relaxed);
 }
@@ -232,6 +268,14 @@ uint64_t BpfDataSource::TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>
 
 void BpfDataSource::ReadRings(int timeout_ms) {
   reader_state_.Check();
+  // Processes that exited before the last pass: their stacks recorded
+  // before the exit have been read by now (records are read CPU by CPU, so
+  // some came after the exit's), and what the namer kept of them can go.
+  if (namer_ != nullptr) {
+    for (int32_t tgid : exited_before_) namer_->ForgetProcess(tgid);
+    exited_before_.swap(exited_);
+    exited_.clear();
+  }
   // Drops since the last look mark the next bundle of their CPU.
   const std::vector<std::vector<uint64_t>> per_type = source_->all_drops_per_cpu();
   for (uint32_t cpu = 0; cpu < drops_seen_.size(); cpu++) {
@@ -274,6 +318,7 @@ void BpfDataSource::ServeFlushRequests() {
   // half done) does not cover it: this one starts after it.
   ReadRings(0);
   for (auto& w : cpu_writers_) w->Flush();
+  if (stacks_ != nullptr) stacks_->Flush();
   flush_.Served(pending);
 }
 
@@ -301,6 +346,7 @@ void BpfDataSource::Stop() {
     ReadRings(0);
   }
   for (auto& w : cpu_writers_) w->Flush();
+  if (stacks_ != nullptr) stacks_->Flush();
 }
 
 uint64_t BpfDataSource::events_lost() const {
@@ -338,6 +384,23 @@ std::vector<DataSource::Loss> BpfDataSource::Losses() const {
   }
   if (const uint64_t n = malformed_.load(std::memory_order_relaxed); n != 0) {
     out.push_back(Loss{0, "malformed_records", n});
+  }
+  if (stacks_ != nullptr) {
+    // Stacks the kernel could not keep or read, by kind and CPU
+    // (bpf/stack_events.h), and those user space could no longer read.
+    static constexpr const char* kStackLossNames[RS_STACK_LOSS_MAX] = {
+        "stack_kernel_crowded", "stack_user_crowded", "stack_user_fault", "stack_other_error",
+        "stack_blocked_threads_full"};
+    const std::vector<std::vector<uint64_t>> losses = source_->stacks().losses_per_cpu();
+    for (uint32_t kind = 0; kind < RS_STACK_LOSS_MAX; kind++) {
+      for (uint32_t cpu = 0; cpu < losses[kind].size(); cpu++) {
+        if (losses[kind][cpu] != 0)
+          out.push_back(Loss{cpu, kStackLossNames[kind], losses[kind][cpu]});
+      }
+    }
+    if (const uint64_t n = stacks_unreadable_.load(std::memory_order_relaxed); n != 0) {
+      out.push_back(Loss{0, "stack_unreadable", n});
+    }
   }
   return out;
 }

@@ -18,6 +18,7 @@
 #include "agent/sources/data_source.h"
 #include "agent/sources/event_tally_table.h"
 #include "agent/sources/incident.h"
+#include "agent/sources/stack_sample_writer.h"
 #include "agent/sources/staging_flush.h"
 #include "agent/sources/told_tasks.h"
 #include "agent/writer/producer_buffer.h"
@@ -53,6 +54,12 @@ class BpfDataSource : public DataSource {
     // max_consumer_cpu_percent, shared with the recording's other readers
     // (may be null: no limit).
     CpuBudget* cpu_budget = nullptr;
+    // With source.stacks on: the durable store's bytes the stacks' interned
+    // data may take before it starts a new generation (StackSampleWriter),
+    // and what names their frames (null: the running system's kallsyms and
+    // /proc, SystemFrameNamer). Stacks need the tracker.
+    size_t stacks_interned_budget_bytes = 1 << 20;
+    FrameNamer* frame_namer = nullptr;
   };
 
   // Loads the programs (not attached yet). The error names what is missing
@@ -96,12 +103,22 @@ class BpfDataSource : public DataSource {
   // named no cgroup yet, more cgroups than the filter holds.
   const std::vector<std::string>& cgroup_filter_warnings() const { return cgroup_warnings_; }
 
+  // Stack samples written (0 when stacks are not recorded).
+  uint64_t stack_samples() const { return stack_samples_.load(std::memory_order_relaxed); }
+  // Why stacks asked for are not recorded (no durable store); empty when
+  // they are or were not asked for.
+  const std::string& stacks_refused() const { return stacks_refused_; }
+  // The stack samples' writer id: one sequence beside the CPUs' (1 + cpu).
+  static constexpr buffer::WriterID kStackWriterId = 0x7fff;
+
   // Name of a record type, as in the trace ("sched_switch").
   static const char* EventName(uint32_t type);
 
  private:
   BpfDataSource(Config config, ProducerBuffer* producer);
   void ConsumerLoop();
+  // Creates the stack writer, or says in stacks_refused_ why not.
+  void SetUpStacks(ProducerBuffer* producer);
   // Reads the rings once: waiting up to `timeout_ms` for data, or (0)
   // reading what is there.
   void ReadRings(int timeout_ms);
@@ -125,6 +142,19 @@ class BpfDataSource : public DataSource {
   BpfBundleWriter bundles_;
   bpf::RecordBatch decoded_;  // The batch being written; capacity reused.
   std::vector<std::unique_ptr<TraceWriter>> cpu_writers_;
+  // Blocked stacks (source.stacks), when recorded: their writer and what
+  // names their frames.
+  std::unique_ptr<FrameNamer> own_namer_;
+  FrameNamer* namer_ = nullptr;  // own_namer_, or the config's.
+  // Processes whose exit the last pass and this one read (ForgetProcess).
+  std::vector<int32_t> exited_before_;
+  std::vector<int32_t> exited_;
+  std::unique_ptr<TraceWriter> stack_trace_writer_;
+  std::unique_ptr<StackSampleWriter> stacks_;
+  std::string stacks_refused_;
+  // Of stacks_->stats(), as the reader thread last left them, for any thread.
+  std::atomic<uint64_t> stack_samples_{0};
+  std::atomic<uint64_t> stacks_unreadable_{0};
   // Drops seen per CPU so far; a CPU whose count grew marks its next bundle.
   std::vector<uint64_t> drops_seen_;
   std::vector<bool> lost_pending_;

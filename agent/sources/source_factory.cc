@@ -13,6 +13,7 @@
 #include "agent/config/defaults.h"
 #include "agent/sources/bpf_data_source.h"
 #include "agent/sources/ftrace_data_source.h"
+#include "bpf/stack_events.h"
 
 namespace ringside::agent {
 namespace {
@@ -79,6 +80,21 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   cfg.source.filters.tgids.assign(bc.filter_tgid().begin(), bc.filter_tgid().end());
   cfg.source.filters.cgroup_id = bc.filter_cgroup_id();
   cfg.source.filters.max_prio = bc.has_filter_max_prio() ? bc.filter_max_prio() : -1;
+  if (bc.has_stacks() && bc.stacks().blocked()) {
+    const config::BpfConfig::Stacks& st = bc.stacks();
+    cfg.source.stacks.flags =
+        (st.kernel() ? RS_STACKS_KERNEL : 0u) | (st.user() ? RS_STACKS_USER : 0u);
+    cfg.source.stacks.max_depth = st.has_max_depth() ? st.max_depth() : kDefaultStackDepth;
+    cfg.source.stacks.max_stacks = st.has_max_stacks() ? st.max_stacks() : kDefaultMaxStacks;
+    cfg.source.stacks.max_blocked_tasks =
+        st.has_max_blocked_threads() ? st.max_blocked_threads() : kDefaultMaxBlockedThreads;
+    // A quarter of the durable store: with the generation before it, still
+    // kept while the ring refers to it, half; the other half names tasks.
+    const uint64_t durable_kb = ctx->config->has_durable_buffer_size_kb()
+                                    ? ctx->config->durable_buffer_size_kb()
+                                    : kDefaultDurableBufferSizeKb;
+    cfg.stacks_interned_budget_bytes = static_cast<size_t>(durable_kb * 1024 / 4);
+  }
   cfg.filter_container_ids.assign(bc.filter_container_id().begin(), bc.filter_container_id().end());
   cfg.filter_cgroup_paths.assign(bc.filter_cgroup_path().begin(), bc.filter_cgroup_path().end());
   cfg.drain_period_ms = bc.drain_period_ms();

@@ -353,7 +353,7 @@ uint64_t TraceWriter::Intern(uint32_t interned_data_field, std::string_view s, b
 
 void TraceWriter::ClearIncrementalState() {
   for (auto& [field, table] : interned_) table.clear();
-  state_cleared_ = true;
+  state_cleared_ = !state_elsewhere_;
 }
 
 }  // namespace ringside::agent

@@ -143,6 +143,13 @@ class TraceWriter {
   // entry in this packet's interned_data.
   uint64_t Intern(uint32_t interned_data_field, std::string_view s, bool* is_new);
   void ClearIncrementalState();
+  // The sequence's interned data is not written by this writer but beside
+  // it (the durable store's, StackSampleWriter): its packets never say they
+  // clear the incremental state, which would drop that data in a reader.
+  void LeaveIncrementalStateToOthers() {
+    state_elsewhere_ = true;
+    state_cleared_ = false;
+  }
   void RequestIncrementalStateClear() { clear_requested_.store(true, std::memory_order_relaxed); }
   // True when the current packet is the first since the state was cleared.
   bool incremental_state_cleared() const { return state_cleared_for_packet_; }
@@ -211,6 +218,7 @@ class TraceWriter {
   absl::flat_hash_map<uint32_t, uint64_t> next_iid_;
   std::atomic<bool> clear_requested_{false};
   bool state_cleared_ = true;
+  bool state_elsewhere_ = false;  // LeaveIncrementalStateToOthers().
   bool state_cleared_for_packet_ = false;
 
   Stats stats_;

@@ -238,4 +238,38 @@ TEST(DurableStoreTest, ARingsReaderGetsTheDescriptorsFirstAndAClonesReaderAllOfT
 }
 
 }  // namespace
+// Interned data (a stack writer's frames) is read on the sequence of the
+// samples that refer to it, which its id names; descriptors on the store's
+// own. Both are marked durable, ring packets not.
+TEST(DurableStoreTest, InternedEntriesAreReadOnTheSequenceTheirIdNames) {
+  auto ring = TraceBuffer::Create(64 * 1024);
+  ring->SetDurableStore(std::make_unique<DurableStore>(1 << 20, ring->size()));
+  ring->durable()->Put(Kind::kProcess, 1, "proc-1");
+  ring->durable()->Put(Kind::kInterned, DurableStore::InternedId(7, 0x7fff, 3), "frames");
+  const ChunkBuilder chunk = ChunkBuilder(0, 0x7fff).AddFragment("sample");
+  ring->CopyChunkUntrusted(7, ClientIdentity{0, 1}, chunk.writer_id(), chunk.chunk_id(),
+                           chunk.num_fragments(), chunk.flags(), true, chunk.payload_data(),
+                           chunk.payload().size());
+  struct Read {
+    ProducerID producer;
+    WriterID writer;
+    bool durable;
+    std::string packet;
+    bool operator==(const Read&) const = default;
+  };
+  std::vector<Read> got;
+  ring->BeginRead();
+  TracePacket packet;
+  PacketSequenceProperties props;
+  uint32_t loss = 0;
+  while (ring->ReadNextTracePacket(&packet, &props, &loss)) {
+    got.push_back({props.producer_id_trusted, props.writer_id, props.durable, packet.ToString()});
+  }
+  EXPECT_EQ(got, (std::vector<Read>{{TraceBuffer::kDurableProducerId, 0, true, "proc-1"},
+                                    {7, 0x7fff, true, "frames"},
+                                    {7, 0x7fff, false, "sample"}}));
+  EXPECT_EQ(DurableStore::SequenceOf(Kind::kThread, DurableStore::InternedId(7, 1, 2)),
+            (std::pair<uint16_t, uint16_t>{0, 0}));
+}
+
 }  // namespace ringside::buffer

@@ -214,6 +214,15 @@ const std::vector<BadConfig>& BadConfigs() {
       {"17 tgids", Bpf(FilterTgids(17)),
        "bad.pbtxt: line 3, column 263: data_sources[0].config.bpf_config.filter_tgid[16] is one "
        "of 17 filter_tgid values: at most 16 can be given"},
+      {"stacks deeper than the kernel walks", Bpf("stacks { max_depth: 128 }"),
+       "bad.pbtxt: line 3, column 25: data_sources[0].config.bpf_config.stacks.max_depth is "
+       "128: frames per stack, 1 to 127 (the kernel's perf_event_max_stack)"},
+      {"no room for a stack", Bpf("stacks { max_stacks: 0 }"),
+       "bad.pbtxt: line 3, column 25: data_sources[0].config.bpf_config.stacks.max_stacks is 0: "
+       "1 to 1048576"},
+      {"stacks without the switches that take them", Bpf("sched: false stacks { }"),
+       "bad.pbtxt: line 3, column 29: data_sources[0].config.bpf_config.stacks.blocked needs the "
+       "sched group (bpf_config.sched), whose switch records the stacks"},
       {"a negative prio", Bpf("filter_max_prio: -1"),
        "bad.pbtxt: line 3, column 16: data_sources[0].config.bpf_config.filter_max_prio is -1: "
        "kernel priorities are 0 to 139"},

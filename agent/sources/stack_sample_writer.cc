@@ -1,0 +1,230 @@
+#include "agent/sources/stack_sample_writer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "ringside/trace/interned_data.pb.h"
+#include "ringside/trace/stack_sample.pb.h"
+
+namespace ringside::agent {
+
+using trace::StackSample;
+using trace::TracePacket;
+
+namespace {
+
+// The kernel's frames above __schedule are the tracing of the switch
+// itself (the tracepoint, the BPF trampoline or raw_tp glue, the helper
+// that took the stack): not where the thread waited, and they differ
+// between kernels. A stack without __schedule is kept whole.
+constexpr std::string_view kSwitchFunction = "__schedule";
+
+// Bytes an entry of a table costs the durable store, roughly: its fields
+// and their framing.
+size_t EntryBytes(size_t payload) { return payload + 8; }
+
+}  // namespace
+
+StackSampleWriter::StackSampleWriter(Config config, TraceWriter* writer, DescriptorTracker* tracker,
+                                     StackReader read_stack, FrameNamer* namer)
+    : config_(config),
+      writer_(writer),
+      tracker_(tracker),
+      read_stack_(std::move(read_stack)),
+      namer_(namer) {
+  writer_->LeaveIncrementalStateToOthers();
+}
+
+void StackSampleWriter::Write(absl::Span<const bpf::Record> records) {
+  samples_.clear();
+  for (const bpf::Record& r : records) {
+    if (r.type != RS_EV_STACK_BLOCKED) continue;
+    const rs_stack_blocked& b = r.stack_blocked();
+    const uint64_t callstack = CallstackOf(b);
+    if (callstack == 0) continue;  // Counted (stacks_unreadable; the kernel's losses).
+    samples_.push_back({&b, callstack});
+  }
+  // What the samples refer to reaches the store before they reach a chunk.
+  PutPending();
+  for (const Sample& s : samples_) {
+    const rs_stack_blocked& b = *s.record;
+    auto packet = writer_->NewTracePacket();
+    packet->AppendVarInt(TracePacket::kTimestampFieldNumber, b.h.ts_ns);
+    ProtoMessage* sample = packet->BeginNested(TracePacket::kStackSampleFieldNumber);
+    ProtoMessage* task = sample->BeginNested(StackSample::kTaskContextFieldNumber);
+    task->AppendVarInt(StackSample::TaskContext::kPidFieldNumber, static_cast<uint32_t>(b.tgid));
+    task->AppendVarInt(StackSample::TaskContext::kTidFieldNumber, static_cast<uint32_t>(b.pid));
+    task->EndNested();
+    ProtoMessage* exec = sample->BeginNested(StackSample::kExecutionContextFieldNumber);
+    exec->AppendVarInt(StackSample::ExecutionContext::kCpuFieldNumber, b.h.cpu);
+    exec->AppendVarInt(StackSample::ExecutionContext::kModeFieldNumber, StackSample::MODE_KERNEL);
+    exec->EndNested();
+    sample->AppendVarInt(StackSample::kCallstackIidFieldNumber, s.callstack);
+    sample->AppendVarInt(StackSample::kPrimaryDescriptorIidFieldNumber, kBlockedTimeCounterIid);
+    sample->AppendVarInt(StackSample::kPrimaryWeightFieldNumber, b.off_cpu_ns);
+    sample->EndNested();
+    stats_.samples++;
+  }
+  if (stats_.interned_bytes > config_.interned_budget_bytes) NewGeneration();
+}
+
+uint64_t StackSampleWriter::CallstackOf(const rs_stack_blocked& r) {
+  const auto key = std::make_tuple(r.kernel_stack, r.user_stack, r.tgid);
+  if (auto it = by_ids_.find(key); it != by_ids_.end()) return it->second;
+  user_frames_.clear();
+  kernel_frames_.clear();
+  const bool user = r.user_stack >= 0 && InternStack(r.user_stack, true, r.tgid, &user_frames_);
+  const bool kernel =
+      r.kernel_stack >= 0 && InternStack(r.kernel_stack, false, r.tgid, &kernel_frames_);
+  if (!user && !kernel) return 0;
+  std::vector<uint64_t> frames = user_frames_;
+  frames.insert(frames.end(), kernel_frames_.begin(), kernel_frames_.end());
+  auto [it, inserted] = callstacks_.try_emplace(std::move(frames), 0);
+  if (inserted) {
+    it->second = next_iid_++;
+    trace::Callstack* c = pending_.mutable_interned_data()->add_callstacks();
+    c->set_iid(it->second);
+    for (uint64_t f : it->first) c->add_frame_ids(f);
+    pending_empty_ = false;
+    stats_.callstacks++;
+    stats_.interned_bytes += EntryBytes(it->first.size() * 3 + 4);
+  }
+  // Only stacks that could be read are remembered by their ids: one that
+  // could not may be readable by the next record.
+  if (user == (r.user_stack >= 0) && kernel == (r.kernel_stack >= 0)) by_ids_[key] = it->second;
+  return it->second;
+}
+
+bool StackSampleWriter::InternStack(int32_t id, bool user, int32_t tgid,
+                                    std::vector<uint64_t>* frame_iids) {
+  if (!read_stack_(id, &ips_) || ips_.empty()) {
+    stats_.stacks_unreadable++;
+    return false;
+  }
+  std::vector<FrameNamer::Frame> named;
+  named.reserve(ips_.size());
+  for (size_t i = 0; i < ips_.size(); i++) {
+    // Past the innermost, each address is a return address: the call is
+    // the instruction before it (which a function that ends in a call to
+    // a function that never returns has only there).
+    const uint64_t ip = i == 0 ? ips_[i] : ips_[i] - 1;
+    named.push_back(user ? namer_->User(tgid, ip) : namer_->Kernel(ip));
+  }
+  size_t innermost = 0;
+  if (!user) {
+    for (size_t i = 0; i < named.size(); i++) {
+      if (named[i].function == kSwitchFunction) {
+        innermost = i;
+        break;
+      }
+    }
+  }
+  // Outermost first.
+  for (size_t i = named.size(); i > innermost; i--) {
+    frame_iids->push_back(InternFrame(named[i - 1], !user));
+  }
+  return true;
+}
+
+uint64_t StackSampleWriter::InternString(absl::flat_hash_map<std::string, uint64_t>* table,
+                                         uint64_t* next, const std::string& s, bool function_name) {
+  auto [it, inserted] = table->try_emplace(s, 0);
+  if (!inserted) return it->second;
+  it->second = (*next)++;
+  trace::InternedData* d = pending_.mutable_interned_data();
+  trace::InternedString* e = nullptr;
+  if (function_name) {
+    e = d->add_function_names();
+  } else if (table == &build_ids_) {
+    e = d->add_build_ids();
+  } else {
+    e = d->add_mapping_paths();
+  }
+  e->set_iid(it->second);
+  e->set_str(s);
+  pending_empty_ = false;
+  stats_.interned_bytes += EntryBytes(s.size() + 4);
+  return it->second;
+}
+
+uint64_t StackSampleWriter::InternFrame(const FrameNamer::Frame& f, bool kernel) {
+  const std::string mapping_key = absl::StrCat(f.mapping, "\n", f.build_id, "\n", f.start, "\n",
+                                               f.end, "\n", f.offset, "\n", f.load_bias);
+  auto [m, new_mapping] = mappings_.try_emplace(mapping_key, 0);
+  if (new_mapping) {
+    m->second = next_iid_++;
+    trace::Mapping* mapping = pending_.mutable_interned_data()->add_mappings();
+    mapping->set_iid(m->second);
+    if (!f.build_id.empty()) {
+      mapping->set_build_id(InternString(&build_ids_, &next_iid_, f.build_id, false));
+    }
+    mapping->set_start(f.start);
+    mapping->set_end(f.end);
+    mapping->set_start_offset(f.offset);
+    mapping->set_exact_offset(f.offset);
+    mapping->set_load_bias(f.load_bias);
+    if (!f.mapping.empty()) {
+      mapping->add_path_string_ids(InternString(&mapping_paths_, &next_iid_, f.mapping, false));
+    }
+    pending_empty_ = false;
+    stats_.interned_bytes += EntryBytes(48);
+  }
+  const std::string frame_key = absl::StrCat(m->second, "\n", f.rel_pc, "\n", f.function);
+  auto [it, inserted] = frames_.try_emplace(frame_key, 0);
+  if (!inserted) return it->second;
+  it->second = next_iid_++;
+  trace::Frame* frame = pending_.mutable_interned_data()->add_frames();
+  frame->set_iid(it->second);
+  frame->set_mapping_id(m->second);
+  frame->set_rel_pc(f.rel_pc);
+  frame->set_kind(kernel ? trace::Frame::KIND_KERNEL : trace::Frame::KIND_NATIVE);
+  if (!f.function.empty()) {
+    frame->set_function_name_id(InternString(&function_names_, &next_iid_, f.function, true));
+    stats_.frames_named++;
+  } else {
+    stats_.frames_unnamed++;
+  }
+  pending_empty_ = false;
+  stats_.interned_bytes += EntryBytes(24);
+  return it->second;
+}
+
+void StackSampleWriter::PutPending() {
+  if (pending_empty_) return;
+  if (generation_entries_.empty()) {
+    // A generation's first entry: the counter its samples weigh in.
+    StackSample::CounterDescriptor* c =
+        pending_.mutable_interned_data()->add_stack_sample_counter_descriptors();
+    c->set_iid(kBlockedTimeCounterIid);
+    c->set_name(kBlockedTimeCounter);
+    c->set_unit(StackSample::UNIT_NANOSECONDS);
+    c->set_description("time a thread stayed off the CPU after blocking here");
+    // And the profiler's name, which trace_processor gives the session.
+    pending_.mutable_trace_packet_defaults()->mutable_stack_sample_defaults()->set_source(
+        "linux.bpf");
+  }
+  const uint32_t entry = next_entry_++;
+  tracker_->PutInterned(config_.producer, config_.writer, entry, pending_.SerializeAsString());
+  generation_entries_.push_back(entry);
+  pending_.Clear();
+  pending_empty_ = true;
+}
+
+void StackSampleWriter::NewGeneration() {
+  for (uint32_t entry : generation_entries_) {
+    tracker_->EndInterned(config_.producer, config_.writer, entry);
+  }
+  generation_entries_.clear();
+  function_names_.clear();
+  build_ids_.clear();
+  mapping_paths_.clear();
+  mappings_.clear();
+  frames_.clear();
+  callstacks_.clear();
+  by_ids_.clear();
+  stats_.interned_bytes = 0;
+  stats_.generations++;
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,143 @@
+#ifndef RINGSIDE_AGENT_SOURCES_STACK_SAMPLE_WRITER_H_
+#define RINGSIDE_AGENT_SOURCES_STACK_SAMPLE_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/types/span.h"
+#include "agent/descriptors/descriptor_tracker.h"
+#include "agent/writer/trace_writer.h"
+#include "bpf/records.h"
+#include "ringside/trace/trace_packet.pb.h"
+
+namespace ringside::agent {
+
+// What the stack writer asks of the symbolizers (agent/symbols/): a frame's
+// function and mapping. Tests fake it.
+class FrameNamer {
+ public:
+  struct Frame {
+    std::string function;  // Empty: could not be named (its build id and rel_pc stay).
+    std::string mapping;   // The file's path, or "[kernel.kallsyms]".
+    std::string build_id;  // Its bytes (the ELF note's), as Perfetto wants them; empty: unknown.
+    uint64_t start = 0;    // The mapping, as Perfetto's Mapping has it.
+    uint64_t end = 0;
+    uint64_t offset = 0;
+    uint64_t load_bias = 0;
+    uint64_t rel_pc = 0;
+  };
+  virtual ~FrameNamer() = default;
+  virtual Frame Kernel(uint64_t ip) = 0;
+  // `ip` in process `tgid`'s address space.
+  virtual Frame User(int32_t tgid, uint64_t ip) = 0;
+  // Process `tgid` exited: what is kept of it can go.
+  virtual void ForgetProcess(int32_t) {}
+  // The symbol tables and caches held, for status.
+  virtual size_t memory_bytes() const { return 0; }
+};
+
+// Writes the blocked-stack records of the BPF programs (RS_EV_STACK_BLOCKED)
+// as Perfetto StackSample packets on one sequence of their own: the task,
+// the CPU, an interned callstack (user frames, then kernel frames, the
+// outermost first) and a weight, the nanoseconds the thread stayed off the
+// CPU (the counter "blocked_time"), at the time it blocked.
+//
+// Interned data (function names, build ids, mapping paths, mappings,
+// frames, callstacks, the counter) never goes into the ring: one packet of
+// what a batch added goes to the durable store through the tracker
+// (DescriptorTracker::PutInterned), before the batch's samples are written,
+// so that every file and snapshot holds everything its samples refer to.
+// Once what was interned passes `interned_budget_bytes`, a new generation
+// begins: the old entries are ended (kept while the ring may still hold
+// samples that refer to them) and interning starts again with new ids.
+//
+// Not thread-safe; the BPF reader thread's.
+class StackSampleWriter {
+ public:
+  using StackReader = std::function<bool(int32_t id, std::vector<uint64_t>* frames)>;
+  struct Config {
+    uint16_t producer = 0;  // The sequence's {ProducerID, WriterID}.
+    uint16_t writer = 0;
+    size_t interned_budget_bytes = 1 << 20;
+  };
+  struct Stats {
+    uint64_t samples = 0;
+    uint64_t stacks_unreadable = 0;  // Ids the map no longer (or never) held.
+    uint64_t frames_named = 0;       // Distinct frames, per generation.
+    uint64_t frames_unnamed = 0;
+    uint64_t callstacks = 0;
+    uint64_t interned_bytes = 0;  // Of the current generation.
+    uint64_t generations = 1;
+  };
+
+  // The writer's sequence is {config.producer, config.writer}; `tracker`
+  // takes the interned packets; `read_stack` gives a stack id's frames
+  // (innermost first); `namer` names them. None may be null.
+  StackSampleWriter(Config config, TraceWriter* writer, DescriptorTracker* tracker,
+                    StackReader read_stack, FrameNamer* namer);
+
+  // Writes the blocked-stack records among `records` (others are skipped).
+  void Write(absl::Span<const bpf::Record> records);
+  void Flush() { writer_->Flush(); }
+  const Stats& stats() const { return stats_; }
+
+  // The counter of a blocked stack's weight.
+  static constexpr uint64_t kBlockedTimeCounterIid = 1;
+  static constexpr const char* kBlockedTimeCounter = "blocked_time";
+
+ private:
+  // The interned callstack of a record; 0 when neither stack could be read.
+  uint64_t CallstackOf(const rs_stack_blocked& r);
+  // The frames of one stack (outermost first), interned; false when the
+  // stack could not be read.
+  bool InternStack(int32_t id, bool user, int32_t tgid, std::vector<uint64_t>* frame_iids);
+  uint64_t InternFrame(const FrameNamer::Frame& f, bool kernel);
+  uint64_t InternString(absl::flat_hash_map<std::string, uint64_t>* table, uint64_t* next,
+                        const std::string& s, bool function_name);
+  // Sends what this batch interned to the durable store.
+  void PutPending();
+  // Ends every entry of the current generation and starts a new one.
+  void NewGeneration();
+
+  Config config_;
+  TraceWriter* writer_;
+  DescriptorTracker* tracker_;
+  StackReader read_stack_;
+  FrameNamer* namer_;
+  Stats stats_;
+
+  // Interning tables of the current generation. Ids only grow, across
+  // generations too, so an old sample never meets a new entry's id.
+  absl::flat_hash_map<std::string, uint64_t> function_names_;
+  absl::flat_hash_map<std::string, uint64_t> build_ids_;
+  absl::flat_hash_map<std::string, uint64_t> mapping_paths_;
+  absl::flat_hash_map<std::string, uint64_t> mappings_;  // By a key of its fields.
+  absl::flat_hash_map<std::string, uint64_t> frames_;    // By a key of its fields.
+  absl::flat_hash_map<std::vector<uint64_t>, uint64_t> callstacks_;
+  // {kernel stack id, user stack id, tgid} -> callstack iid.
+  absl::flat_hash_map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> by_ids_;
+  uint64_t next_iid_ = 1;
+  // The interned packet being filled, and the durable entries of this
+  // generation.
+  trace::TracePacket pending_;
+  bool pending_empty_ = true;
+  uint32_t next_entry_ = 0;
+  std::vector<uint32_t> generation_entries_;
+  // Scratch, capacity reused.
+  std::vector<uint64_t> ips_;
+  std::vector<uint64_t> user_frames_;
+  std::vector<uint64_t> kernel_frames_;
+  struct Sample {
+    const rs_stack_blocked* record;
+    uint64_t callstack;
+  };
+  std::vector<Sample> samples_;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SOURCES_STACK_SAMPLE_WRITER_H_

@@ -1,0 +1,259 @@
+#include "agent/sources/stack_sample_writer.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "agent/descriptors/descriptor_tracker.h"
+#include "agent/session/buffer_reader.h"
+#include "agent/writer/producer_buffer.h"
+#include "bpf/stack_events.h"
+#include "buffer/durable_store.h"
+#include "buffer/trace_buffer.h"
+#include "gtest/gtest.h"
+#include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/trace_processor_query.h"
+
+namespace ringside::agent {
+namespace {
+
+constexpr buffer::WriterID kWriter = 0x7fff;
+
+// Functions of 8 bytes at the addresses of two tables, kernel and user (an
+// address in none is unnamed); user ones are all in one mapping of
+// "/usr/bin/prog".
+class FakeNamer : public FrameNamer {
+ public:
+  std::map<uint64_t, std::string> kernel;
+  std::map<uint64_t, std::string> user;
+  Frame Kernel(uint64_t ip) override {
+    Frame f;
+    f.mapping = "[kernel.kallsyms]";
+    f.rel_pc = ip;
+    f.function = Find(kernel, ip);
+    return f;
+  }
+  Frame User(int32_t, uint64_t ip) override {
+    Frame f;
+    f.mapping = "/usr/bin/prog";
+    f.build_id = std::string("\xab\xcd\xef\x01\x23", 5);
+    f.start = 0x400000;
+    f.end = 0x500000;
+    f.rel_pc = ip - f.start;
+    f.function = Find(user, ip);
+    return f;
+  }
+
+ private:
+  static std::string Find(const std::map<uint64_t, std::string>& table, uint64_t ip) {
+    auto it = table.upper_bound(ip);
+    if (it == table.begin()) return "";
+    --it;
+    return ip - it->first < 8 ? it->second : "";
+  }
+};
+
+// A session's path in small: the writer's chunks go into a ring, its
+// interned data through the tracker into the ring's durable store, and a
+// BufferPacketReader frames what a file would hold.
+class StackSampleWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { MakeRing(1 << 20); }
+
+  void MakeRing(size_t size) {
+    ring_ = buffer::TraceBuffer::Create(size);
+    ring_->SetDurableStore(std::make_unique<buffer::DurableStore>(1 << 20, ring_->size()));
+  }
+
+  void MakeWriter(size_t budget = 1 << 20) {
+    trace_writer_ = producer_.CreateTraceWriter(kWriter);
+    StackSampleWriter::Config c;
+    c.producer = producer_.producer_id();
+    c.writer = kWriter;
+    c.interned_budget_bytes = budget;
+    writer_ = std::make_unique<StackSampleWriter>(
+        c, trace_writer_.get(), &tracker_,
+        [this](int32_t id, std::vector<uint64_t>* frames) {
+          auto it = stacks_.find(id);
+          if (it == stacks_.end()) return false;
+          *frames = it->second;
+          return true;
+        },
+        &namer_);
+  }
+
+  rs_stack_blocked Record(uint64_t ts, int32_t tid, int32_t kernel, int32_t user, uint64_t off_ns) {
+    rs_stack_blocked r{};
+    r.h.type = RS_EV_STACK_BLOCKED;
+    r.h.size = sizeof(r);
+    r.h.cpu = 1;
+    r.h.ts_ns = ts;
+    r.pid = tid;
+    r.tgid = 100;
+    r.kernel_stack = kernel;
+    r.user_stack = user;
+    r.off_cpu_ns = off_ns;
+    r.state = 1;
+    return r;
+  }
+
+  // Writes `records` as the reader thread would one batch, then commits
+  // as the buffer owner does: chunks, then the tracker's updates, under
+  // what in the session is one lock; then a drain.
+  void WriteBatch(const std::vector<rs_stack_blocked>& records) {
+    std::vector<bpf::Record> batch;
+    for (const rs_stack_blocked& r : records) batch.push_back({RS_EV_STACK_BLOCKED, &r});
+    writer_->Write(batch);
+    writer_->Flush();
+    producer_.CommitQueuedInto(ring_.get());
+    tracker_.ApplyTo(ring_->durable());
+    ring_->durable()->Drained(ring_->stats().bytes_written);
+  }
+
+  // What a file holds: every packet read now, framed.
+  trace::Trace ReadFile(std::string* bytes) {
+    BufferPacketReader reader;
+    reader.ReadInto({ring_.get()}, bytes);
+    trace::Trace t;
+    EXPECT_TRUE(t.ParseFromString(*bytes));
+    return t;
+  }
+
+  std::string WriteTemp(const std::string& bytes) {
+    const std::string path =
+        absl::StrCat(::testing::TempDir(), "/stack_samples_", getpid(), ".pftrace");
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+
+  std::unique_ptr<buffer::TraceBuffer> ring_;
+  ProducerBuffer producer_{1, {}, ProducerBuffer::Options{}};
+  std::unique_ptr<TraceWriter> trace_writer_;
+  DescriptorTracker tracker_;
+  FakeNamer namer_;
+  std::map<int32_t, std::vector<uint64_t>> stacks_;
+  std::unique_ptr<StackSampleWriter> writer_;
+};
+
+TEST_F(StackSampleWriterTest, ABlockedStackIsOneSampleOfItsTimeOffTheCpuOnItsFramesRootFirst) {
+  namer_.kernel = {{0xff10, "bpf_trace_run2"},
+                   {0xff20, "__schedule"},
+                   {0xff30, "schedule"},
+                   {0xff40, "pipe_read"},
+                   {0xff50, "vfs_read"}};
+  namer_.user = {{0x401000, "wait_for_pipe_data"}, {0x402000, "main"}};
+  // Innermost first, as the map has them: the leaf where it is, then return
+  // addresses (one past a call at the function's last byte names it).
+  stacks_[7] = {0xff12, 0xff28, 0xff31, 0xff48, 0xff58};
+  stacks_[9] = {0x401004, 0x402008, 0x4ff000};  // The last one has no name.
+  MakeWriter();
+  WriteBatch({Record(5'000, 101, 7, 9, 250'000)});
+
+  std::string bytes;
+  const trace::Trace t = ReadFile(&bytes);
+  ASSERT_EQ(t.packet_size(), 2);
+  // The interned data first, starting the sequence's state; then the sample,
+  // which never asks for that state (a loss before it must not drop it).
+  const trace::TracePacket& interned = t.packet(0);
+  const trace::TracePacket& sample = t.packet(1);
+  EXPECT_EQ(interned.sequence_flags(), uint32_t{trace::TracePacket::SEQ_INCREMENTAL_STATE_CLEARED});
+  EXPECT_EQ(interned.trusted_packet_sequence_id(), sample.trusted_packet_sequence_id());
+  EXPECT_FALSE(sample.has_sequence_flags());
+  ASSERT_TRUE(sample.has_stack_sample());
+  EXPECT_EQ(sample.timestamp(), 5'000u);
+  EXPECT_EQ(sample.stack_sample().task_context().pid(), 100u);
+  EXPECT_EQ(sample.stack_sample().task_context().tid(), 101u);
+  EXPECT_EQ(sample.stack_sample().primary_weight(), 250'000u);
+
+  std::map<uint64_t, std::string> names;
+  for (const trace::InternedString& s : interned.interned_data().function_names()) {
+    names[s.iid()] = s.str();
+  }
+  std::map<uint64_t, std::string> frame_names;
+  for (const trace::Frame& f : interned.interned_data().frames()) {
+    frame_names[f.iid()] = f.function_name_id() == 0 ? "?" : names[f.function_name_id()];
+  }
+  ASSERT_EQ(interned.interned_data().callstacks_size(), 1);
+  const trace::Callstack& c = interned.interned_data().callstacks(0);
+  EXPECT_EQ(c.iid(), sample.stack_sample().callstack_iid());
+  std::vector<std::string> got;
+  for (uint64_t f : c.frame_ids()) got.push_back(frame_names[f]);
+  // The tracing frames above __schedule are cut; the unnamed frame stays.
+  EXPECT_EQ(got, (std::vector<std::string>{"?", "main", "wait_for_pipe_data", "vfs_read",
+                                           "pipe_read", "schedule", "__schedule"}));
+  EXPECT_EQ(writer_->stats().frames_unnamed, 1u);
+  EXPECT_EQ(writer_->stats().samples, 1u);
+
+  RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
+  const std::string path = WriteTemp(bytes);
+  EXPECT_EQ(testing::QueryInt(tp, path,
+                              "select count(*) from stats where severity in ('error', "
+                              "'data_loss') and value > 0"),
+            0);
+  EXPECT_EQ(testing::QueryInt(tp, path, "select count(*) from stack_sample"), 1);
+  EXPECT_EQ(testing::QueryInt(tp, path, "select cast(sum(value) as int) from stack_sample_counter"),
+            250'000);
+  // The leaf callsite is __schedule, its root the unnamed frame.
+  EXPECT_EQ(testing::Query(tp, path,
+                           "select f.name from stack_sample s join stack_profile_callsite c on "
+                           "c.id = s.callsite_id join stack_profile_frame f on f.id = c.frame_id"),
+            (std::vector<std::vector<std::string>>{{"__schedule"}}));
+  std::remove(path.c_str());
+}
+
+// The proof of "interned data survives the ring": a small ring that wraps
+// many times under samples of many stacks, interned with a budget that
+// makes several generations: every sample the ring still holds resolves to
+// its frames, in Perfetto's importer, with no error.
+TEST_F(StackSampleWriterTest, EverySampleResolvesAfterTheRingWrappedManyTimes) {
+  MakeRing(64 * 1024);
+  for (int32_t id = 0; id < 400; id++) {
+    const uint64_t base = 0xffff0000ull + static_cast<uint64_t>(id) * 16;
+    namer_.kernel[base] = "__schedule";
+    namer_.kernel[base + 8] = absl::StrCat("fn_", id);
+    stacks_[id] = {base + 2, base + 8 + 3};
+  }
+  MakeWriter(/*budget=*/8 * 1024);
+  uint64_t ts = 1'000;
+  for (int batch = 0; batch < 500; batch++) {
+    std::vector<rs_stack_blocked> records;
+    for (int k = 0; k < 50; k++) {
+      const int32_t id = (batch * 7 + k * 13) % 400;
+      records.push_back(Record(ts += 1000, 200 + k, id, RS_STACK_NOT_ASKED, 1000 + id));
+    }
+    WriteBatch(records);
+  }
+  EXPECT_GT(writer_->stats().generations, 3u);
+  EXPECT_GT(ring_->stats().bytes_written, 10 * ring_->size());
+  std::string bytes;
+  const trace::Trace t = ReadFile(&bytes);
+  int samples = 0;
+  for (const trace::TracePacket& p : t.packet()) samples += p.has_stack_sample();
+  ASSERT_GT(samples, 100);
+  // The store keeps what the ring may still refer to, not every generation.
+  EXPECT_GT(ring_->durable()->stats().compacted, 0u);
+
+  RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
+  const std::string path = WriteTemp(bytes);
+  EXPECT_EQ(testing::QueryInt(tp, path,
+                              "select count(*) from stats where severity in ('error', "
+                              "'data_loss') and value > 0"),
+            0);
+  EXPECT_EQ(testing::QueryInt(tp, path, "select count(*) from stack_sample"), samples);
+  EXPECT_EQ(testing::QueryInt(tp, path,
+                              "select count(*) from stack_sample s join stack_profile_callsite "
+                              "c on c.id = s.callsite_id join stack_profile_frame f on f.id = "
+                              "c.frame_id where f.name = '__schedule'"),
+            samples);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace ringside::agent

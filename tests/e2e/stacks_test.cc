@@ -1,0 +1,135 @@
+// Issue 54's proof, blocked stacks: `ringside record` of a program built
+// with frame pointers (tests/tools/stack_workload.c), opened in Perfetto's
+// trace_processor. A thread that blocks in a read of a pipe shows where it
+// waited, its own function and the kernel's pipe_read, weighted by the time
+// it waited; so does one that sleeps.
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "tests/agent/testing/ringside_cli.h"
+#include "tests/agent/testing/trace_processor_query.h"
+#include "tests/testing/paths.h"
+
+namespace ringside::agent {
+namespace {
+
+using testing::Query;
+using testing::QueryInt;
+using testing::TempPath;
+
+// "key value" lines of the workload's result file.
+std::map<std::string, int64_t> ReadResult(const std::string& path) {
+  std::map<std::string, int64_t> out;
+  std::ifstream in(path);
+  std::string key;
+  int64_t value = 0;
+  while (in >> key >> value) out[key] = value;
+  return out;
+}
+
+struct Weighed {
+  int64_t with_frames = 0;  // Weight of the thread's samples holding both frames.
+  int64_t all = 0;          // Of all its samples.
+};
+
+// The blocked-time weight of `tid`'s samples, and of those whose callstack
+// holds both `user_fn` and one of `kernel_fns` (a function some kernels
+// renamed: 6.14 reads anonymous pipes in anon_pipe_read).
+Weighed WeightOf(const std::string& tp, const std::string& trace, int64_t tid,
+                 const std::string& user_fn, const std::vector<std::string>& kernel_fns) {
+  const std::string kernel_set = absl::StrCat("('", absl::StrJoin(kernel_fns, "', '"), "')");
+  const std::string sql = absl::StrCat(
+      "with recursive chain(sample_id, callsite_id) as ("
+      " select s.id, s.callsite_id from stack_sample s"
+      " union all"
+      " select chain.sample_id, c.parent_id from chain join stack_profile_callsite c"
+      " on c.id = chain.callsite_id where c.parent_id is not null),"
+      " per_sample as ("
+      " select s.id as id, cast(v.value as int) as w,"
+      " max(f.name = '",
+      user_fn, "') as has_user, max(f.name in ", kernel_set,
+      ") as has_kernel"
+      " from stack_sample s"
+      " join stack_sample_task_context tc on tc.id = s.task_context_id"
+      " join thread t on t.utid = tc.utid"
+      " join stack_sample_counter v on v.stack_sample_id = s.id"
+      " join chain on chain.sample_id = s.id"
+      " join stack_profile_callsite c on c.id = chain.callsite_id"
+      " join stack_profile_frame f on f.id = c.frame_id"
+      " where t.tid = ",
+      tid,
+      " group by s.id)"
+      " select coalesce(sum(case when has_user and has_kernel then w else 0 end), 0),"
+      " coalesce(sum(w), 0) from per_sample");
+  const std::vector<std::vector<std::string>> rows = Query(tp, trace, sql);
+  Weighed out;
+  if (rows.size() != 1 || rows[0].size() != 2 || !absl::SimpleAtoi(rows[0][0], &out.with_frames) ||
+      !absl::SimpleAtoi(rows[0][1], &out.all)) {
+    ADD_FAILURE() << "unexpected answer to " << sql;
+  }
+  return out;
+}
+
+TEST(StacksTest, ABlockedThreadShowsWhereItWaitedWeightedByTheTimeItWaited) {
+  RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
+  const std::string workload = absl::StrCat(ringside::testing::BuildDir(), "/stack_workload");
+  ASSERT_EQ(access(workload.c_str(), X_OK), 0) << workload << " (make builds it)";
+  const std::string cfg = TempPath("stacks.pbtxt");
+  std::ofstream(cfg) << "buffers { size_kb: 16384 }\n"
+                        "data_sources { config { name: \"linux.bpf\"\n"
+                        "  bpf_config { stacks {} } } }\n";
+  const std::string out = TempPath("stacks.pftrace");
+  const std::string result = TempPath("stacks.result");
+  unlink(result.c_str());
+  int code = 0;
+  const std::string err = testing::RunRingsideCaptureStderr(
+      {"record", "-c", cfg, "-o", out, "--", workload, "2", result}, &code);
+  if (absl::StrContains(err, "linux.bpf disabled")) GTEST_SKIP() << "BPF did not load: " << err;
+  ASSERT_EQ(code, 0) << err;
+  const std::map<std::string, int64_t> r = ReadResult(result);
+  ASSERT_EQ(r.size(), 5u) << "the workload's result " << result;
+
+  EXPECT_EQ(QueryInt(tp, out,
+                     "select count(*) from stats where severity in ('error', 'data_loss') "
+                     "and value > 0"),
+            0)
+      << "trace_processor reports errors in " << out;
+  EXPECT_EQ(QueryInt(tp, out,
+                     "select count(*) from stack_sample_session where source = "
+                     "'linux.bpf'"),
+            1);
+
+  // The reader waited about 20 ms a read for 2 s: its samples hold its own
+  // function and the kernel's, and weigh what it measured around its reads.
+  const Weighed reader =
+      WeightOf(tp, out, r.at("reader_tid"), "wait_for_pipe_data", {"pipe_read", "anon_pipe_read"});
+  const double read_ns = static_cast<double>(r.at("read_ns"));
+  EXPECT_NEAR(static_cast<double>(reader.with_frames), read_ns, read_ns * 0.10)
+      << "the reader's blocked stacks in wait_for_pipe_data and pipe_read (of " << reader.all
+      << " ns in all its blocked stacks)";
+
+  const Weighed napper =
+      WeightOf(tp, out, r.at("napper_tid"), "nap_between_polls", {"do_nanosleep"});
+  const double nap_ns = static_cast<double>(r.at("nap_ns"));
+  EXPECT_NEAR(static_cast<double>(napper.with_frames), nap_ns, nap_ns * 0.10)
+      << "the napper's blocked stacks in nap_between_polls and do_nanosleep (of " << napper.all
+      << " ns in all its blocked stacks)";
+  unlink(cfg.c_str());
+  unlink(out.c_str());
+  unlink(result.c_str());
+}
+
+}  // namespace
+}  // namespace ringside::agent
