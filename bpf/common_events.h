@@ -34,6 +34,8 @@ enum rs_event_type {
   RS_EV_PROCESS_FREE = 13,
   /* A blocked thread's stacks (bpf/stack_events.h): not an ftrace event. */
   RS_EV_STACK_BLOCKED = 14,
+  /* A CPU sample's stacks (bpf/stack_events.h): not an ftrace event. */
+  RS_EV_STACK_CPU_SAMPLE = 15,
   RS_EV_MAX = 16, /* Size of the drop-counter array. */
 };
 

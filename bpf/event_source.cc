@@ -65,9 +65,9 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
       LoadedGroups::Load(effective, target, *tracepoints);
   if (!groups.ok()) return groups.status();
   s->groups_ = std::move(*groups);
-  if (s->groups_->has_sched() && options.stacks.flags != 0) {
-    s->stacks_ = StackMaps(s->groups_->sched().stacks, s->groups_->sched().stack_losses,
-                           options.stacks.flags, s->num_cpus_);
+  if (const LoadedGroups::SchedHandles& h = s->groups_->sched(); s->groups_->has_sched()) {
+    s->stacks_ = StackMaps(h.stacks, h.stack_losses, options.stacks.flags, s->num_cpus_,
+                           h.sample_cpu_stack, options.stacks.cpu_hz);
   }
   return s;
 }
@@ -130,6 +130,7 @@ absl::Status EventSource::Attach() {
   // longer finds, is named by its exit.
   SetRecording(false);
   if (absl::Status st = groups_->Attach(); !st.ok()) return st;
+  if (absl::Status st = stacks_.StartSampling(); !st.ok()) return st;
   SetRecording(true);
   return absl::OkStatus();
 }
@@ -154,6 +155,7 @@ void EventSource::Detach() {
   // Every program stops recording at once, then they are detached one by
   // one (a grace period each).
   SetRecording(false);
+  stacks_.StopSampling();
   if (groups_ != nullptr) groups_->Detach();
 }
 

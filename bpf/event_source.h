@@ -133,7 +133,7 @@ class EventSource {
   // lost. Their kernel run count is records + drops + this.
   uint64_t not_recorded(uint32_t event_type) const;
 
-  // The blocked stacks' maps (Options::stacks; flags() 0 when off).
+  // The stacks' maps and CPU sampling (Options::stacks; flags() 0 when off).
   const StackMaps& stacks() const { return stacks_; }
 
   // Kernel-side statistics of every loaded program.

@@ -70,6 +70,9 @@ inline constexpr EventType kEventTypes[] = {
     {RS_EV_STACK_BLOCKED, "blocked_stack", "sched/sched_switch", Group::kSched,
      sizeof(rs_stack_blocked), false, false, "stack_sample",
      "a blocked thread's stacks, weighted by its time off the CPU"},
+    {RS_EV_STACK_CPU_SAMPLE, "cpu_sample", "perf/cpu-clock", Group::kSched,
+     sizeof(rs_stack_cpu_sample), false, false, "stack_sample",
+     "what runs on each CPU, bpf_config.stacks.cpu_hz times a second, with its stacks"},
 };
 
 namespace internal {

@@ -66,6 +66,12 @@ absl::Status PrepareGroup(Skel* skel, const GroupSetup& setup, std::vector<std::
       bpf_program__set_autoattach(prog, false);
       continue;
     }
+    if (section == "perf_event") {  // Attached to perf events by EventSource, if at all.
+      bpf_program__set_autoattach(prog, false);
+      bpf_program__set_autoload(prog,
+                                setup.request.stacks.flags != 0 && setup.request.stacks.cpu_hz > 0);
+      continue;
+    }
     // Each program is there as tp_btf and as raw_tp (named _raw): one of
     // the two loads.
     const bool raw = absl::StartsWith(section, "raw_tp/");
@@ -104,8 +110,9 @@ uint32_t PrepareSched(Skel* skel, size_t ring_size, bool batch_sched,
   const uint32_t depth = std::clamp<uint32_t>(stacks.max_depth, 1, RS_STACK_MAX_DEPTH);
   bpf_map__set_value_size(skel->maps.stacks, depth * sizeof(uint64_t));
   bpf_map__set_max_entries(skel->maps.stacks, on ? std::max<uint32_t>(stacks.max_stacks, 1) : 1);
+  const bool blocked = (stacks.flags & RS_STACKS_BLOCKED) != 0;
   bpf_map__set_max_entries(skel->maps.blocked_tasks,
-                           on ? std::max<uint32_t>(stacks.max_blocked_tasks, 1) : 1);
+                           blocked ? std::max<uint32_t>(stacks.max_blocked_tasks, 1) : 1);
   utsname u;
   skel->rodata->task_state_rules =
       uname(&u) == 0 ? TaskStateRulesForRelease(u.release) : RS_TASK_STATE_RULES_NEWEST;
@@ -268,6 +275,9 @@ void LoadedGroups::BindObjects() {
     sched_handles_.sched_batches = skel->maps.sched_batches;
     sched_handles_.stacks = skel->maps.stacks;
     sched_handles_.stack_losses = skel->maps.stack_losses;
+    if (bpf_program__autoload(skel->progs.sample_cpu_stack)) {
+      sched_handles_.sample_cpu_stack = skel->progs.sample_cpu_stack;
+    }
   };
   if (all_ != nullptr) {
     bind(all_->obj, all_->bss);

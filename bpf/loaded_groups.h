@@ -15,6 +15,7 @@
 
 struct bpf_map;
 struct bpf_object;
+struct bpf_program;
 struct rs_all;
 struct rs_sched;
 struct rs_process;
@@ -73,11 +74,14 @@ class LoadedGroups {
     // scheduling group: RS_STACKS_* flags (0: off, and its maps take one
     // entry each), frames per stack (at most RS_STACK_MAX_DEPTH), distinct
     // stacks the kernel keeps, and threads waiting at once.
+    // `cpu_hz`: CPU samples a second per CPU (sample_cpu_stack on a
+    // cpu-clock perf event, which EventSource opens); 0: none.
     struct Stacks {
       uint32_t flags = 0;
       uint32_t max_depth = 0;
       uint32_t max_stacks = 0;
       uint32_t max_blocked_tasks = 0;
+      uint32_t cpu_hz = 0;
     } stacks;
   };
   // What the groups load against.
@@ -114,6 +118,8 @@ class LoadedGroups {
     bpf_map* sched_batches = nullptr;
     bpf_map* stacks = nullptr;        // STACK_TRACE: id -> frames.
     bpf_map* stack_losses = nullptr;  // PERCPU_ARRAY: rs_stack_loss -> count.
+    // The CPU sampling program, loaded when Stacks::cpu_hz asks for it.
+    bpf_program* sample_cpu_stack = nullptr;
   };
 
   // Loads the groups `request` asks for into `target`'s maps, each program

@@ -40,6 +40,7 @@ struct Record {
   const rs_fatal_signal& fatal_signal() const { return As<rs_fatal_signal>(); }
   const rs_core_dump& core_dump() const { return As<rs_core_dump>(); }
   const rs_stack_blocked& stack_blocked() const { return As<rs_stack_blocked>(); }
+  const rs_stack_cpu_sample& stack_cpu_sample() const { return As<rs_stack_cpu_sample>(); }
 
  private:
   template <typename T>

@@ -240,10 +240,45 @@ static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
   }
 }
 
+/* Sampling of what runs: a cpu-clock perf event per CPU (user space opens
+ * them at stacks.cpu_hz and attaches this), so it works in VMs without a
+ * PMU. The idle task is not sampled. */
+SEC("perf_event")
+int sample_cpu_stack(struct bpf_perf_event_data* ctx) {
+  const __u64 id = bpf_get_current_pid_tgid();
+  const __u32 tid = (__u32)id;
+  if (tid == 0) return 0;
+  if (rs_filters_on() && !rs_task_selected((struct task_struct*)bpf_get_current_task())) return 0;
+  void* ring;
+  struct rs_stack_cpu_sample* e = rs_reserve(RS_EV_STACK_CPU_SAMPLE, sizeof(*e), &ring);
+  if (!e) return 0;
+  e->pid = tid;
+  e->tgid = id >> 32;
+  e->kernel_stack = RS_STACK_NOT_ASKED;
+  e->user_stack = RS_STACK_NOT_ASKED;
+  if (stack_flags & RS_STACKS_KERNEL) {
+    /* No kernel stack when the timer fired in user mode: the kernel says
+     * -EFAULT (an empty stack), which is no loss. */
+    const long k = bpf_get_stackid(ctx, &stacks, 0);
+    if (k >= 0) {
+      e->kernel_stack = (__s32)k;
+    } else if (k != -14 /* EFAULT */) {
+      count_stack_loss(k == -17 ? RS_STACK_LOSS_KERNEL_CROWDED : RS_STACK_LOSS_OTHER);
+    }
+  }
+  /* A kernel thread (no mm) has no user stack. */
+  struct task_struct* t = (struct task_struct*)bpf_get_current_task();
+  if ((stack_flags & RS_STACKS_USER) && BPF_CORE_READ(t, mm) != NULL) {
+    e->user_stack = take_stack(ctx, true);
+  }
+  rs_submit(ring, e);
+  return 0;
+}
+
 static __always_inline void note_blocked(void* ctx, bool raw, bool preempt,
                                          struct task_struct* prev, struct task_struct* next,
                                          unsigned int prev_state) {
-  if (stack_flags == 0) return;
+  if ((stack_flags & RS_STACKS_BLOCKED) == 0) return;
   end_blocked(raw, next);
   begin_blocked(
       ctx, raw, preempt, prev,

@@ -5,10 +5,13 @@
 
 #include "bpf/common_events.h"
 
-/* stack_flags (rodata): which stacks a blocking thread's switch records.
- * 0: none, and the stack programs' maps shrink to one entry. */
+/* stack_flags (rodata): which stacks are taken (kernel, user), and whether
+ * a blocking thread's switch takes them. 0: none, and the stack maps shrink
+ * to one entry. */
 #define RS_STACKS_KERNEL 0x1u
 #define RS_STACKS_USER 0x2u
+/* Blocked threads' stacks (the switch's), besides CPU samples' if any. */
+#define RS_STACKS_BLOCKED 0x4u
 
 /* Frames a stack holds at most (the `stacks` map's value: this many
  * 8-byte addresses); the loader may set fewer (bpf_config.stacks). */
@@ -31,6 +34,17 @@ struct rs_stack_blocked {
   __s32 user_stack;
   __u64 off_cpu_ns; /* From leaving the CPU to running again. */
   __s64 state;      /* prev_state of the switch that took it off. */
+};
+
+/* RS_EV_STACK_CPU_SAMPLE: what ran on a CPU when its cpu-clock sampling
+ * timer fired (bpf_config.stacks.cpu_hz times a second): the task and its
+ * stacks. kernel_stack is RS_STACK_NOT_ASKED when the CPU was in user mode. */
+struct rs_stack_cpu_sample {
+  struct rs_event_header h;
+  __s32 pid;
+  __s32 tgid;
+  __s32 kernel_stack;
+  __s32 user_stack;
 };
 
 /* What the switch keeps of a blocked thread until it runs again (the

@@ -4,14 +4,32 @@
 #include <bpf/libbpf.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "bpf/stack_events.h"
 
 namespace ringside::bpf {
 
-StackMaps::StackMaps(const bpf_map* stacks, const bpf_map* losses, uint32_t flags, int num_cpus)
+StackMaps::StackMaps(const bpf_map* stacks, const bpf_map* losses, uint32_t flags, int num_cpus,
+                     bpf_program* sample_program, uint32_t cpu_hz)
     : stacks_(stacks), losses_(losses), flags_(flags), num_cpus_(num_cpus) {
   if (stacks_ == nullptr || losses_ == nullptr) flags_ = 0;
+  if (flags_ == 0 || sample_program == nullptr || cpu_hz == 0) return;
+  absl::StatusOr<std::unique_ptr<CpuSampler>> sampler = CpuSampler::Open(cpu_hz, num_cpus);
+  if (!sampler.ok()) {
+    sampling_refused_ = std::string(sampler.status().message());
+    return;
+  }
+  sampler_ = std::move(*sampler);
+  sample_program_ = sample_program;
+}
+
+absl::Status StackMaps::StartSampling() {
+  return sampler_ == nullptr ? absl::OkStatus() : sampler_->Attach(sample_program_);
+}
+
+void StackMaps::StopSampling() {
+  if (sampler_ != nullptr) sampler_->Detach();
 }
 
 bool StackMaps::Read(int32_t id, std::vector<uint64_t>* frames) const {

@@ -30,6 +30,8 @@ inline constexpr uint64_t kMaxBpfRingSizeKb = uint64_t{1} << 21;
 inline constexpr uint32_t kMaxStackDepth = 127;
 inline constexpr uint32_t kMaxStacks = 1 << 20;
 inline constexpr uint32_t kMaxBlockedThreads = 1 << 20;
+// stacks.cpu_hz: a sample a millisecond per CPU at most.
+inline constexpr uint32_t kMaxCpuSampleHz = 1000;
 // Per CPU; beyond this the kernel's page allocation fails on any machine
 // that would want it.
 inline constexpr uint64_t kMaxFtraceBufferSizeKb = uint64_t{1} << 21;

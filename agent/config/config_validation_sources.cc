@@ -103,6 +103,10 @@ void CheckBpfConfig(const config::BpfConfig& b, const FieldPath& at, const Machi
       v->Fail(stacks_field("max_blocked_threads"),
               absl::StrCat("is ", st.max_blocked_threads(), ": 1 to ", kMaxBlockedThreads));
     }
+    if (st.cpu_hz() > kMaxCpuSampleHz) {
+      v->Fail(stacks_field("cpu_hz"), absl::StrCat("is ", st.cpu_hz(), ": at most ",
+                                                   kMaxCpuSampleHz, " samples a second per CPU"));
+    }
     if (st.blocked() && !b.sched()) {
       v->Fail(stacks_field("blocked"),
               "needs the sched group (bpf_config.sched), whose switch records the stacks");

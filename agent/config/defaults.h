@@ -41,6 +41,9 @@ inline constexpr uint32_t kDefaultBpfDrainPeriodMs = 100;
 inline constexpr uint32_t kDefaultStackDepth = 32;
 inline constexpr uint32_t kDefaultMaxStacks = 16384;
 inline constexpr uint32_t kDefaultMaxBlockedThreads = 16384;
+// linux.bpf's stacks.cpu_hz: perf's and Parca's usual rate, prime so that
+// it does not beat with work that runs on a round period.
+inline constexpr uint32_t kDefaultCpuSampleHz = 49;
 // linux.bpf's filter_container_id / filter_cgroup_path: how often the
 // cgroups they name are looked up again (containers come and go).
 inline constexpr uint32_t kCgroupFilterRefreshMs = 2000;

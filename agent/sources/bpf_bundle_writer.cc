@@ -188,6 +188,7 @@ constexpr RecordEncoder kEncoders[] = {
      WriteTypedEvent<rs_core_dump, &bpf::Record::core_dump, &rs_core_dump::pid, CoreDumpFields>},
     // Not in the bundle: a StackSample packet of its own (StackSampleWriter).
     {RS_EV_STACK_BLOCKED, nullptr},
+    {RS_EV_STACK_CPU_SAMPLE, nullptr},
 };
 
 // The encoder of each type, by type; null for a type no row names.

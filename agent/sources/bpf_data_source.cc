@@ -95,6 +95,7 @@ void BpfDataSource::SetUpStacks(ProducerBuffer* producer) {
   c.producer = producer->producer_id();
   c.writer = kStackWriterId;
   c.interned_budget_bytes = config_.stacks_interned_budget_bytes;
+  c.cpu_hz = config_.source.stacks.cpu_hz;
   bpf::EventSource* source = source_.get();
   stacks_ = std::make_unique<StackSampleWriter>(
       c, stack_trace_writer_.get(), config_.tracker,

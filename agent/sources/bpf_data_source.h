@@ -108,6 +108,10 @@ class BpfDataSource : public DataSource {
   // Why stacks asked for are not recorded (no durable store); empty when
   // they are or were not asked for.
   const std::string& stacks_refused() const { return stacks_refused_; }
+  // Why CPU samples asked for are not taken; empty when they are.
+  const std::string& cpu_sampling_refused() const {
+    return source_->stacks().cpu_sampling_refused();
+  }
   // The stack samples' writer id: one sequence beside the CPUs' (1 + cpu).
   static constexpr buffer::WriterID kStackWriterId = 0x7fff;
 

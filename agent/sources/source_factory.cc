@@ -69,6 +69,30 @@ struct BuildContext {
   }
 };
 
+// bpf_config.stacks: what the programs record, and the durable store's
+// share for what the samples refer to.
+void ConfigureStacks(const config::BpfConfig& bc, const config::TraceConfig& config,
+                     BpfDataSource::Config* cfg) {
+  if (!bc.has_stacks()) return;
+  const config::BpfConfig::Stacks& st = bc.stacks();
+  const uint32_t cpu_hz = st.has_cpu_hz() ? st.cpu_hz() : kDefaultCpuSampleHz;
+  const uint32_t which = (st.kernel() ? RS_STACKS_KERNEL : 0u) | (st.user() ? RS_STACKS_USER : 0u);
+  // Nothing to record with no kind of stack, or no moment to take one.
+  if (which != 0 && (st.blocked() || cpu_hz > 0)) {
+    cfg->source.stacks.flags = which | (st.blocked() ? RS_STACKS_BLOCKED : 0u);
+    cfg->source.stacks.cpu_hz = cpu_hz;
+  }
+  cfg->source.stacks.max_depth = st.has_max_depth() ? st.max_depth() : kDefaultStackDepth;
+  cfg->source.stacks.max_stacks = st.has_max_stacks() ? st.max_stacks() : kDefaultMaxStacks;
+  cfg->source.stacks.max_blocked_tasks =
+      st.has_max_blocked_threads() ? st.max_blocked_threads() : kDefaultMaxBlockedThreads;
+  // A quarter of the durable store: with the generation before it, still
+  // kept while the ring refers to it, half; the other half names tasks.
+  const uint64_t durable_kb = config.has_durable_buffer_size_kb() ? config.durable_buffer_size_kb()
+                                                                  : kDefaultDurableBufferSizeKb;
+  cfg->stacks_interned_budget_bytes = static_cast<size_t>(durable_kb * 1024 / 4);
+}
+
 void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   const config::BpfConfig& bc = c.bpf_config();
   BpfDataSource::Config cfg;
@@ -80,21 +104,7 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   cfg.source.filters.tgids.assign(bc.filter_tgid().begin(), bc.filter_tgid().end());
   cfg.source.filters.cgroup_id = bc.filter_cgroup_id();
   cfg.source.filters.max_prio = bc.has_filter_max_prio() ? bc.filter_max_prio() : -1;
-  if (bc.has_stacks() && bc.stacks().blocked()) {
-    const config::BpfConfig::Stacks& st = bc.stacks();
-    cfg.source.stacks.flags =
-        (st.kernel() ? RS_STACKS_KERNEL : 0u) | (st.user() ? RS_STACKS_USER : 0u);
-    cfg.source.stacks.max_depth = st.has_max_depth() ? st.max_depth() : kDefaultStackDepth;
-    cfg.source.stacks.max_stacks = st.has_max_stacks() ? st.max_stacks() : kDefaultMaxStacks;
-    cfg.source.stacks.max_blocked_tasks =
-        st.has_max_blocked_threads() ? st.max_blocked_threads() : kDefaultMaxBlockedThreads;
-    // A quarter of the durable store: with the generation before it, still
-    // kept while the ring refers to it, half; the other half names tasks.
-    const uint64_t durable_kb = ctx->config->has_durable_buffer_size_kb()
-                                    ? ctx->config->durable_buffer_size_kb()
-                                    : kDefaultDurableBufferSizeKb;
-    cfg.stacks_interned_budget_bytes = static_cast<size_t>(durable_kb * 1024 / 4);
-  }
+  ConfigureStacks(bc, *ctx->config, &cfg);
   cfg.filter_container_ids.assign(bc.filter_container_id().begin(), bc.filter_container_id().end());
   cfg.filter_cgroup_paths.assign(bc.filter_cgroup_path().begin(), bc.filter_cgroup_path().end());
   cfg.drain_period_ms = bc.drain_period_ms();
@@ -115,6 +125,13 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   }
   for (const std::string& p : (*b)->skipped_programs()) {
     ctx->Warn(absl::StrCat(c.name(), ": this kernel cannot attach ", p));
+  }
+  if (!(*b)->stacks_refused().empty()) {
+    ctx->Warn(absl::StrCat(c.name(), ": no stacks: ", (*b)->stacks_refused()));
+  }
+  if (!(*b)->cpu_sampling_refused().empty()) {
+    ctx->Warn(absl::StrCat(
+        c.name(), ": no CPU samples (bpf_config.stacks.cpu_hz): ", (*b)->cpu_sampling_refused()));
   }
   for (const std::string& w : (*b)->cgroup_filter_warnings()) {
     ctx->Warn(absl::StrCat(c.name(), ": bpf_config.", w));

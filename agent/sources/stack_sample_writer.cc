@@ -39,44 +39,51 @@ StackSampleWriter::StackSampleWriter(Config config, TraceWriter* writer, Descrip
 void StackSampleWriter::Write(absl::Span<const bpf::Record> records) {
   samples_.clear();
   for (const bpf::Record& r : records) {
-    if (r.type != RS_EV_STACK_BLOCKED) continue;
-    const rs_stack_blocked& b = r.stack_blocked();
-    const uint64_t callstack = CallstackOf(b);
-    if (callstack == 0) continue;  // Counted (stacks_unreadable; the kernel's losses).
-    samples_.push_back({&b, callstack});
+    if (r.type == RS_EV_STACK_BLOCKED) {
+      const rs_stack_blocked& b = r.stack_blocked();
+      const uint64_t callstack = CallstackOf(b.kernel_stack, b.user_stack, b.tgid);
+      if (callstack == 0) continue;  // Counted (stacks_unreadable; the kernel's losses).
+      samples_.push_back({b.h.ts_ns, b.h.cpu, b.pid, b.tgid, true, kBlockedTimeCounterIid,
+                          b.off_cpu_ns, callstack});
+    } else if (r.type == RS_EV_STACK_CPU_SAMPLE && config_.cpu_hz > 0) {
+      const rs_stack_cpu_sample& c = r.stack_cpu_sample();
+      const uint64_t callstack = CallstackOf(c.kernel_stack, c.user_stack, c.tgid);
+      if (callstack == 0) continue;
+      samples_.push_back({c.h.ts_ns, c.h.cpu, c.pid, c.tgid, c.kernel_stack >= 0,
+                          kCpuTimeCounterIid, 1'000'000'000 / config_.cpu_hz, callstack});
+    }
   }
   // What the samples refer to reaches the store before they reach a chunk.
   PutPending();
   for (const Sample& s : samples_) {
-    const rs_stack_blocked& b = *s.record;
     auto packet = writer_->NewTracePacket();
-    packet->AppendVarInt(TracePacket::kTimestampFieldNumber, b.h.ts_ns);
+    packet->AppendVarInt(TracePacket::kTimestampFieldNumber, s.ts);
     ProtoMessage* sample = packet->BeginNested(TracePacket::kStackSampleFieldNumber);
     ProtoMessage* task = sample->BeginNested(StackSample::kTaskContextFieldNumber);
-    task->AppendVarInt(StackSample::TaskContext::kPidFieldNumber, static_cast<uint32_t>(b.tgid));
-    task->AppendVarInt(StackSample::TaskContext::kTidFieldNumber, static_cast<uint32_t>(b.pid));
+    task->AppendVarInt(StackSample::TaskContext::kPidFieldNumber, static_cast<uint32_t>(s.tgid));
+    task->AppendVarInt(StackSample::TaskContext::kTidFieldNumber, static_cast<uint32_t>(s.pid));
     task->EndNested();
     ProtoMessage* exec = sample->BeginNested(StackSample::kExecutionContextFieldNumber);
-    exec->AppendVarInt(StackSample::ExecutionContext::kCpuFieldNumber, b.h.cpu);
-    exec->AppendVarInt(StackSample::ExecutionContext::kModeFieldNumber, StackSample::MODE_KERNEL);
+    exec->AppendVarInt(StackSample::ExecutionContext::kCpuFieldNumber, s.cpu);
+    exec->AppendVarInt(StackSample::ExecutionContext::kModeFieldNumber,
+                       s.kernel_mode ? StackSample::MODE_KERNEL : StackSample::MODE_USER);
     exec->EndNested();
     sample->AppendVarInt(StackSample::kCallstackIidFieldNumber, s.callstack);
-    sample->AppendVarInt(StackSample::kPrimaryDescriptorIidFieldNumber, kBlockedTimeCounterIid);
-    sample->AppendVarInt(StackSample::kPrimaryWeightFieldNumber, b.off_cpu_ns);
+    sample->AppendVarInt(StackSample::kPrimaryDescriptorIidFieldNumber, s.counter_iid);
+    sample->AppendVarInt(StackSample::kPrimaryWeightFieldNumber, s.weight);
     sample->EndNested();
     stats_.samples++;
   }
   if (stats_.interned_bytes > config_.interned_budget_bytes) NewGeneration();
 }
 
-uint64_t StackSampleWriter::CallstackOf(const rs_stack_blocked& r) {
-  const auto key = std::make_tuple(r.kernel_stack, r.user_stack, r.tgid);
+uint64_t StackSampleWriter::CallstackOf(int32_t kernel_stack, int32_t user_stack, int32_t tgid) {
+  const auto key = std::make_tuple(kernel_stack, user_stack, tgid);
   if (auto it = by_ids_.find(key); it != by_ids_.end()) return it->second;
   user_frames_.clear();
   kernel_frames_.clear();
-  const bool user = r.user_stack >= 0 && InternStack(r.user_stack, true, r.tgid, &user_frames_);
-  const bool kernel =
-      r.kernel_stack >= 0 && InternStack(r.kernel_stack, false, r.tgid, &kernel_frames_);
+  const bool user = user_stack >= 0 && InternStack(user_stack, true, tgid, &user_frames_);
+  const bool kernel = kernel_stack >= 0 && InternStack(kernel_stack, false, tgid, &kernel_frames_);
   if (!user && !kernel) return 0;
   std::vector<uint64_t> frames = user_frames_;
   frames.insert(frames.end(), kernel_frames_.begin(), kernel_frames_.end());
@@ -92,7 +99,7 @@ uint64_t StackSampleWriter::CallstackOf(const rs_stack_blocked& r) {
   }
   // Only stacks that could be read are remembered by their ids: one that
   // could not may be readable by the next record.
-  if (user == (r.user_stack >= 0) && kernel == (r.kernel_stack >= 0)) by_ids_[key] = it->second;
+  if (user == (user_stack >= 0) && kernel == (kernel_stack >= 0)) by_ids_[key] = it->second;
   return it->second;
 }
 
@@ -200,6 +207,14 @@ void StackSampleWriter::PutPending() {
     c->set_name(kBlockedTimeCounter);
     c->set_unit(StackSample::UNIT_NANOSECONDS);
     c->set_description("time a thread stayed off the CPU after blocking here");
+    if (config_.cpu_hz > 0) {
+      StackSample::CounterDescriptor* cpu =
+          pending_.mutable_interned_data()->add_stack_sample_counter_descriptors();
+      cpu->set_iid(kCpuTimeCounterIid);
+      cpu->set_name(kCpuTimeCounter);
+      cpu->set_unit(StackSample::UNIT_NANOSECONDS);
+      cpu->set_description("CPU time, sampled: each sample weighs one sampling period");
+    }
     // And the profiler's name, which trace_processor gives the session.
     pending_.mutable_trace_packet_defaults()->mutable_stack_sample_defaults()->set_source(
         "linux.bpf");

@@ -40,11 +40,13 @@ class FrameNamer {
   virtual size_t memory_bytes() const { return 0; }
 };
 
-// Writes the blocked-stack records of the BPF programs (RS_EV_STACK_BLOCKED)
-// as Perfetto StackSample packets on one sequence of their own: the task,
-// the CPU, an interned callstack (user frames, then kernel frames, the
-// outermost first) and a weight, the nanoseconds the thread stayed off the
-// CPU (the counter "blocked_time"), at the time it blocked.
+// Writes the stack records of the BPF programs as Perfetto StackSample
+// packets on one sequence of their own: the task, the CPU, an interned
+// callstack (user frames, then kernel frames, the outermost first) and a
+// weight. A blocked stack (RS_EV_STACK_BLOCKED) weighs the nanoseconds the
+// thread stayed off the CPU (the counter "blocked_time"), at the time it
+// blocked; a CPU sample (RS_EV_STACK_CPU_SAMPLE) the sampling period
+// ("cpu_time").
 //
 // Interned data (function names, build ids, mapping paths, mappings,
 // frames, callstacks, the counter) never goes into the ring: one packet of
@@ -63,9 +65,11 @@ class StackSampleWriter {
     uint16_t producer = 0;  // The sequence's {ProducerID, WriterID}.
     uint16_t writer = 0;
     size_t interned_budget_bytes = 1 << 20;
+    // CPU samples a second per CPU: each weighs 1 s / cpu_hz.
+    uint32_t cpu_hz = 0;
   };
   struct Stats {
-    uint64_t samples = 0;
+    uint64_t samples = 0;            // Blocked stacks and CPU samples.
     uint64_t stacks_unreadable = 0;  // Ids the map no longer (or never) held.
     uint64_t frames_named = 0;       // Distinct frames, per generation.
     uint64_t frames_unnamed = 0;
@@ -85,13 +89,17 @@ class StackSampleWriter {
   void Flush() { writer_->Flush(); }
   const Stats& stats() const { return stats_; }
 
-  // The counter of a blocked stack's weight.
+  // The counters samples weigh in: a blocked stack's time off the CPU,
+  // a CPU sample's period.
   static constexpr uint64_t kBlockedTimeCounterIid = 1;
   static constexpr const char* kBlockedTimeCounter = "blocked_time";
+  static constexpr uint64_t kCpuTimeCounterIid = 2;
+  static constexpr const char* kCpuTimeCounter = "cpu_time";
 
  private:
-  // The interned callstack of a record; 0 when neither stack could be read.
-  uint64_t CallstackOf(const rs_stack_blocked& r);
+  // The interned callstack of a record's stacks; 0 when neither could be
+  // read.
+  uint64_t CallstackOf(int32_t kernel_stack, int32_t user_stack, int32_t tgid);
   // The frames of one stack (outermost first), interned; false when the
   // stack could not be read.
   bool InternStack(int32_t id, bool user, int32_t tgid, std::vector<uint64_t>* frame_iids);
@@ -132,7 +140,13 @@ class StackSampleWriter {
   std::vector<uint64_t> user_frames_;
   std::vector<uint64_t> kernel_frames_;
   struct Sample {
-    const rs_stack_blocked* record;
+    uint64_t ts;
+    uint32_t cpu;
+    int32_t pid;
+    int32_t tgid;
+    bool kernel_mode;
+    uint64_t counter_iid;
+    uint64_t weight;
     uint64_t callstack;
   };
   std::vector<Sample> samples_;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -20,7 +21,7 @@ namespace {
 // arm64; user code in the bottom half.
 constexpr uint64_t kKernelHalf = uint64_t{1} << 63;
 
-EventSource::Options StackOptions(uint32_t flags) {
+EventSource::Options StackOptions(uint32_t flags, uint32_t cpu_hz = 0) {
   EventSource::Options options;
   options.ring_size_per_cpu = 1 << 20;
   options.process = false;
@@ -30,6 +31,7 @@ EventSource::Options StackOptions(uint32_t flags) {
   options.stacks.max_depth = 32;
   options.stacks.max_stacks = 1024;
   options.stacks.max_blocked_tasks = 1024;
+  options.stacks.cpu_hz = cpu_hz;
   return options;
 }
 
@@ -54,8 +56,9 @@ std::vector<rs_stack_blocked> BlockedOf(EventSource* source, pid_t tid) {
 // it slept, a kernel stack of kernel addresses and a user stack of user
 // ones, which the map gives back by their ids.
 TEST(StackMapsTest, AThreadThatSleepsLeavesItsStacksAndItsTimeOffTheCpu) {
-  RINGSIDE_LOAD_BPF_OR_SKIP(source, StackOptions(RS_STACKS_KERNEL | RS_STACKS_USER));
-  ASSERT_EQ(source->stacks().flags(), RS_STACKS_KERNEL | RS_STACKS_USER);
+  constexpr uint32_t kFlags = RS_STACKS_KERNEL | RS_STACKS_USER | RS_STACKS_BLOCKED;
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, StackOptions(kFlags));
+  ASSERT_EQ(source->stacks().flags(), kFlags);
   ASSERT_TRUE(source->Attach().ok());
   std::atomic<pid_t> tid{0};
   std::thread sleeper([&] {
@@ -109,7 +112,7 @@ TEST(StackMapsTest, WithStacksOffNothingIsRecorded) {
 
 // Kernel stacks only: the user stack id says it was not asked for.
 TEST(StackMapsTest, KernelStacksAloneLeaveTheUserStackUnasked) {
-  RINGSIDE_LOAD_BPF_OR_SKIP(source, StackOptions(RS_STACKS_KERNEL));
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, StackOptions(RS_STACKS_KERNEL | RS_STACKS_BLOCKED));
   ASSERT_TRUE(source->Attach().ok());
   std::atomic<pid_t> tid{0};
   std::thread sleeper([&] {
@@ -124,6 +127,46 @@ TEST(StackMapsTest, KernelStacksAloneLeaveTheUserStackUnasked) {
     EXPECT_EQ(b.user_stack, RS_STACK_NOT_ASKED);
     EXPECT_GE(b.kernel_stack, 0);
   }
+}
+
+// CPU samples at 199 Hz of a thread that spins for 300 ms: about 60 of it,
+// each with its user stack (it runs in user mode), and no blocked stacks
+// (not asked for).
+TEST(StackMapsTest, ASpinningThreadIsSampledWithItsUserStack) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, StackOptions(RS_STACKS_KERNEL | RS_STACKS_USER, 199));
+  ASSERT_TRUE(source->Attach().ok());
+  EXPECT_GT(source->stacks().sampled_cpus(), 0u);
+  std::atomic<pid_t> tid{0};
+  std::thread spinner([&] {
+    tid = static_cast<pid_t>(syscall(SYS_gettid));
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    volatile uint64_t x = 0;
+    while (std::chrono::steady_clock::now() < end) x = x + 1;
+  });
+  spinner.join();
+  int samples = 0, with_user = 0, blocked = 0;
+  source->Drain([&](uint32_t, absl::Span<const RecordView> records) {
+    for (const RecordView& r : records) {
+      rs_event_header h;
+      std::memcpy(&h, r.data, sizeof(h));
+      if (h.type == RS_EV_STACK_BLOCKED) blocked++;
+      if (h.type != RS_EV_STACK_CPU_SAMPLE) continue;
+      rs_stack_cpu_sample c;
+      ASSERT_EQ(r.size, sizeof(c));
+      std::memcpy(&c, r.data, sizeof(c));
+      if (c.pid != tid) continue;
+      samples++;
+      std::vector<uint64_t> frames;
+      with_user += c.user_stack >= 0 && source->stacks().Read(c.user_stack, &frames) &&
+                   !frames.empty() && frames[0] < kKernelHalf;
+    }
+  });
+  source->Detach();
+  EXPECT_EQ(source->stacks().sampled_cpus(), 0u);
+  // 60 expected; a loaded machine gives the spinner less of a CPU.
+  EXPECT_GE(samples, 15);
+  EXPECT_GE(with_user, samples * 9 / 10);
+  EXPECT_EQ(blocked, 0);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-// Issue 54's proof, blocked stacks: `ringside record` of a program built
-// with frame pointers (tests/tools/stack_workload.c), opened in Perfetto's
+// Issue 54's proof: `ringside record` of a program built with frame
+// pointers (tests/tools/stack_workload.c), opened in Perfetto's
 // trace_processor. A thread that blocks in a read of a pipe shows where it
 // waited, its own function and the kernel's pipe_read, weighted by the time
-// it waited; so does one that sleeps.
+// it waited; so does one that sleeps; one that spins is sampled in its
+// loop.
 
 #include <unistd.h>
 
@@ -44,12 +45,17 @@ struct Weighed {
   int64_t all = 0;          // Of all its samples.
 };
 
-// The blocked-time weight of `tid`'s samples, and of those whose callstack
-// holds both `user_fn` and one of `kernel_fns` (a function some kernels
-// renamed: 6.14 reads anonymous pipes in anon_pipe_read).
-Weighed WeightOf(const std::string& tp, const std::string& trace, int64_t tid,
-                 const std::string& user_fn, const std::vector<std::string>& kernel_fns) {
-  const std::string kernel_set = absl::StrCat("('", absl::StrJoin(kernel_fns, "', '"), "')");
+// The weight in `counter` ("blocked_time", "cpu_time") of `tid`'s samples,
+// and of those whose callstack holds both `user_fn` and one of
+// `kernel_fns` (a function some kernels renamed: 6.14 reads anonymous pipes
+// in anon_pipe_read); no `kernel_fns`: `user_fn` alone.
+Weighed WeightOf(const std::string& tp, const std::string& trace, const std::string& counter,
+                 int64_t tid, const std::string& user_fn,
+                 const std::vector<std::string>& kernel_fns) {
+  const std::string has_kernel =
+      kernel_fns.empty()
+          ? std::string("1")
+          : absl::StrCat("max(f.name in ('", absl::StrJoin(kernel_fns, "', '"), "'))");
   const std::string sql = absl::StrCat(
       "with recursive chain(sample_id, callsite_id) as ("
       " select s.id, s.callsite_id from stack_sample s"
@@ -59,12 +65,15 @@ Weighed WeightOf(const std::string& tp, const std::string& trace, int64_t tid,
       " per_sample as ("
       " select s.id as id, cast(v.value as int) as w,"
       " max(f.name = '",
-      user_fn, "') as has_user, max(f.name in ", kernel_set,
-      ") as has_kernel"
+      user_fn, "') as has_user, ", has_kernel,
+      " as has_kernel"
       " from stack_sample s"
       " join stack_sample_task_context tc on tc.id = s.task_context_id"
       " join thread t on t.utid = tc.utid"
       " join stack_sample_counter v on v.stack_sample_id = s.id"
+      " join stack_sample_counter_track k on k.id = v.track_id and k.name = '",
+      counter,
+      "'"
       " join chain on chain.sample_id = s.id"
       " join stack_profile_callsite c on c.id = chain.callsite_id"
       " join stack_profile_frame f on f.id = c.frame_id"
@@ -82,7 +91,7 @@ Weighed WeightOf(const std::string& tp, const std::string& trace, int64_t tid,
   return out;
 }
 
-TEST(StacksTest, ABlockedThreadShowsWhereItWaitedWeightedByTheTimeItWaited) {
+TEST(StacksTest, BlockedThreadsShowWhereTheyWaitedAndASpinnerWhereItRan) {
   RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
   const std::string workload = absl::StrCat(ringside::testing::BuildDir(), "/stack_workload");
   ASSERT_EQ(access(workload.c_str(), X_OK), 0) << workload << " (make builds it)";
@@ -113,19 +122,27 @@ TEST(StacksTest, ABlockedThreadShowsWhereItWaitedWeightedByTheTimeItWaited) {
 
   // The reader waited about 20 ms a read for 2 s: its samples hold its own
   // function and the kernel's, and weigh what it measured around its reads.
-  const Weighed reader =
-      WeightOf(tp, out, r.at("reader_tid"), "wait_for_pipe_data", {"pipe_read", "anon_pipe_read"});
+  const Weighed reader = WeightOf(tp, out, "blocked_time", r.at("reader_tid"), "wait_for_pipe_data",
+                                  {"pipe_read", "anon_pipe_read"});
   const double read_ns = static_cast<double>(r.at("read_ns"));
   EXPECT_NEAR(static_cast<double>(reader.with_frames), read_ns, read_ns * 0.10)
       << "the reader's blocked stacks in wait_for_pipe_data and pipe_read (of " << reader.all
       << " ns in all its blocked stacks)";
 
   const Weighed napper =
-      WeightOf(tp, out, r.at("napper_tid"), "nap_between_polls", {"do_nanosleep"});
+      WeightOf(tp, out, "blocked_time", r.at("napper_tid"), "nap_between_polls", {"do_nanosleep"});
   const double nap_ns = static_cast<double>(r.at("nap_ns"));
   EXPECT_NEAR(static_cast<double>(napper.with_frames), nap_ns, nap_ns * 0.10)
       << "the napper's blocked stacks in nap_between_polls and do_nanosleep (of " << napper.all
       << " ns in all its blocked stacks)";
+
+  // The spinner ran 2 s on a CPU of its own, more or less: at 49 Hz, most
+  // of its samples (80%, the issue asks) are in its loop.
+  const Weighed spinner =
+      WeightOf(tp, out, "cpu_time", r.at("spinner_tid"), "burn_cpu_in_hot_loop", {});
+  EXPECT_GT(spinner.all, 0) << "no CPU sample of the spinner";
+  EXPECT_GE(static_cast<double>(spinner.with_frames), 0.8 * static_cast<double>(spinner.all))
+      << "of the spinner's sampled CPU time, in burn_cpu_in_hot_loop";
   unlink(cfg.c_str());
   unlink(out.c_str());
   unlink(result.c_str());

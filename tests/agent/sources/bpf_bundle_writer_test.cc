@@ -50,7 +50,8 @@ trace::FtraceEventBundle WriteAndReadBack(BpfBundleWriter* w, const Records& rec
 // (found in the generated descriptor), and the numbers are Perfetto's.
 TEST(BpfBundleWriterTest, EveryEventTypeHasItsPerfettoField) {
   for (const bpf::EventType& e : bpf::kEventTypes) {
-    if (e.type == RS_EV_STACK_BLOCKED) continue;  // A TracePacket field, not an FtraceEvent.
+    // Stack samples are a TracePacket field, not an FtraceEvent.
+    if (e.type == RS_EV_STACK_BLOCKED || e.type == RS_EV_STACK_CPU_SAMPLE) continue;
     EXPECT_NE(BpfBundleWriter::FieldOf(e.type), 0u) << e.name << ": " << e.perfetto_event;
   }
   EXPECT_EQ(BpfBundleWriter::FieldOf(RS_EV_SCHED_SWITCH),

@@ -72,12 +72,13 @@ class StackSampleWriterTest : public ::testing::Test {
     ring_->SetDurableStore(std::make_unique<buffer::DurableStore>(1 << 20, ring_->size()));
   }
 
-  void MakeWriter(size_t budget = 1 << 20) {
+  void MakeWriter(size_t budget = 1 << 20, uint32_t cpu_hz = 0) {
     trace_writer_ = producer_.CreateTraceWriter(kWriter);
     StackSampleWriter::Config c;
     c.producer = producer_.producer_id();
     c.writer = kWriter;
     c.interned_budget_bytes = budget;
+    c.cpu_hz = cpu_hz;
     writer_ = std::make_unique<StackSampleWriter>(
         c, trace_writer_.get(), &tracker_,
         [this](int32_t id, std::vector<uint64_t>* frames) {
@@ -205,6 +206,48 @@ TEST_F(StackSampleWriterTest, ABlockedStackIsOneSampleOfItsTimeOffTheCpuOnItsFra
                            "select f.name from stack_sample s join stack_profile_callsite c on "
                            "c.id = s.callsite_id join stack_profile_frame f on f.id = c.frame_id"),
             (std::vector<std::vector<std::string>>{{"__schedule"}}));
+  std::remove(path.c_str());
+}
+
+// A CPU sample in user mode: its user stack alone, in user mode, weighing
+// one sampling period of the counter cpu_time.
+TEST_F(StackSampleWriterTest, ACpuSampleWeighsOnePeriodOfCpuTime) {
+  namer_.user = {{0x401000, "burn_cpu_in_hot_loop"}, {0x402000, "main"}};
+  stacks_[3] = {0x401004, 0x402008};
+  MakeWriter(1 << 20, /*cpu_hz=*/50);
+  rs_stack_cpu_sample c{};
+  c.h.type = RS_EV_STACK_CPU_SAMPLE;
+  c.h.size = sizeof(c);
+  c.h.cpu = 0;
+  c.h.ts_ns = 7'000;
+  c.pid = 101;
+  c.tgid = 100;
+  c.kernel_stack = RS_STACK_NOT_ASKED;
+  c.user_stack = 3;
+  const bpf::Record record{RS_EV_STACK_CPU_SAMPLE, &c};
+  writer_->Write({&record, 1});
+  writer_->Flush();
+  producer_.CommitQueuedInto(ring_.get());
+  tracker_.ApplyTo(ring_->durable());
+  std::string bytes;
+  const trace::Trace t = ReadFile(&bytes);
+  ASSERT_EQ(t.packet_size(), 2);
+  const trace::StackSample& sample = t.packet(1).stack_sample();
+  EXPECT_EQ(sample.primary_weight(), 20'000'000u);  // 1 s / 50.
+  EXPECT_EQ(sample.primary_descriptor_iid(), StackSampleWriter::kCpuTimeCounterIid);
+  EXPECT_EQ(sample.execution_context().mode(), trace::StackSample::MODE_USER);
+  bool cpu_time = false;
+  for (const auto& d : t.packet(0).interned_data().stack_sample_counter_descriptors()) {
+    cpu_time |= d.iid() == StackSampleWriter::kCpuTimeCounterIid && d.name() == "cpu_time";
+  }
+  EXPECT_TRUE(cpu_time);
+
+  RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
+  const std::string path = WriteTemp(bytes);
+  EXPECT_EQ(testing::Query(tp, path,
+                           "select k.name, cast(v.value as int) from stack_sample_counter v "
+                           "join stack_sample_counter_track k on k.id = v.track_id"),
+            (std::vector<std::vector<std::string>>{{"cpu_time", "20000000"}}));
   std::remove(path.c_str());
 }
 
