@@ -516,6 +516,7 @@ const PerfettoTable& Perfetto() {
 const std::set<std::string>& RingsideOnlyMessages() {
   static const std::set<std::string>* names = new std::set<std::string>{
       "BpfConfig",
+      "BpfConfig.Stacks",
       "TraceConfig.TriggerConfig.Trigger.Incident",
       "FtraceConfig.EventFilter",
       "TraceStats.StagingLoss",
