@@ -391,7 +391,7 @@ judge() {
   [ ${#missing[@]} = 0 ] || fail+=("record's file has no ${missing[*]}")
   local ft_events
   ft_events=$("$RINGSIDE" inspect --json "$files/record.pftrace" 2> /dev/null |
-    jq -r '.ftrace.events // 0' 2> /dev/null || echo 0)
+    jq -r '.ftrace.events // 0' 2> /dev/null || true)
   [ "${ft_events:-0}" -gt 0 ] && ftrace=runs
 
   # The agent's round trip and its snapshot.
@@ -405,7 +405,7 @@ judge() {
     fail+=("host inspect of record.pftrace failed")
   local snap_events
   snap_events=$("$RINGSIDE" inspect --json "$files/snapshot.pftrace" 2> /dev/null |
-    jq -r '.ftrace.events // 0' 2> /dev/null || echo 0)
+    jq -r '.ftrace.events // 0' 2> /dev/null || true)
   [ "$snap" = ok ] && [ "${snap_events:-0}" = 0 ] && snap=empty
   # The incident snapshots the default triggers wrote: crash, oom, both.
   local incidents=() inc f
@@ -478,7 +478,7 @@ judge() {
   local stacks_lost
   stacks_lost=$("$RINGSIDE" inspect --json "$files/stacks.pftrace" 2> /dev/null | jq -r \
     '.losses | to_entries | map(select(.value != 0) | "\(.key)=\(.value)") | join(",")' \
-    2> /dev/null)
+    2> /dev/null || true)
   [ -z "$stacks_lost" ] || fail+=("blocked stacks: losses in stacks.pftrace: $stacks_lost \
 (ringside inspect names them)")
   if [ -x "$TP" ]; then
