@@ -352,11 +352,12 @@ test-long: deps
 
 # The kernel matrix (issue 32): ringside's smoke inside each kernel of
 # tests/kernels/kernels.txt, booted in QEMU (a recording, the agent's
-# snapshots on request, after a crash and after an OOM kill); a table, and a
-# failure when a kernel does other than that file expects. The first run
-# downloads the pinned kernels (about 300 MB) into ~/.cache/ringside/kernels,
-# which every clone shares. KERNELS="6.1 6.12" runs some of them. Needs root.
-# CI runs it after `make test`; about 90 s under TCG.
+# snapshots on request, after a crash and after an OOM kill, blocked stacks);
+# a table, and a failure when a kernel does other than that file expects. The
+# first run downloads the pinned kernels (about 300 MB) into
+# ~/.cache/ringside/kernels, which every clone shares. KERNELS="6.1 6.12" runs
+# some of them. Needs root. CI runs it after `make test`; about 3.5 minutes
+# under TCG on a 2-core machine (40-60 s per kernel).
 test-kernels: deps
 	@$(MAKE) --no-print-directory run-test-kernels
 

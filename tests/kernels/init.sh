@@ -192,12 +192,26 @@ CFG
   umount /sys/kernel/btf
 fi
 
+# 6. Blocked stacks (bpf_config.stacks): a thread that blocks in a pipe
+# read from wait_for_pipe_data() (tests/tools/stack_workload.c, built with
+# frame pointers) for 2 s. The host finds its samples in the kernel's
+# pipe_read and its own function, weighted by the time it measured.
+cat > /tmp/stacks.pbtxt << 'CFG'
+buffers { size_kb: 16384 }
+data_sources { config { name: "linux.bpf" bpf_config { stacks {} } } }
+CFG
+t0=$(cut -d' ' -f1 /proc/uptime)
+$ringside record -c /tmp/stacks.pbtxt -t 60s -o /out/stacks.pftrace -- \
+  stack_workload 2 /out/stacks.result > /dev/null 2> /out/stacks.err
+r "stacks_rc=$? stacks_s=$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" \
+  'BEGIN { printf "%.1f", b - a }')"
+
 cp /tmp/snapshots/*.pftrace /out/ 2> /dev/null
 mv /out/*-request-kernel-matrix.pftrace /out/snapshot.pftrace 2> /dev/null
 mv /out/*-crash.pftrace /out/crash.pftrace 2> /dev/null
 mv /out/*-oom_kill.pftrace /out/oom.pftrace 2> /dev/null
 
-# 6. The files out, over the second port.
+# 7. The files out, over the second port.
 stty -F /dev/ttyS1 raw -echo 2> /dev/null
 tar -C /out -cf /tmp/out.tar .
 base64 < /tmp/out.tar > /dev/ttyS1

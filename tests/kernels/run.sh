@@ -3,7 +3,8 @@
 # tests/kernels/kernels.txt in QEMU with an initramfs around $BUILD/ringside,
 # runs tests/kernels/init.sh's smoke inside (a 3 s `record`, an agent start,
 # status, snapshot --wait, a crash and an OOM kill that its default triggers
-# snapshot, stop), copies the files out over a second serial
+# snapshot, stop, a `record` of blocked stacks around
+# tests/tools/stack_workload.c), copies the files out over a second serial
 # port and checks them here with `ringside inspect` and trace_processor.
 #
 # Prints one row per kernel and exits 0 when every kernel booted, the smoke
@@ -46,6 +47,14 @@ KVM_PROBE_S=20
 # The VMs' CPUs and memory; the memory mode (below) sets them per boot.
 VM_CPUS=2
 VM_MEM_MB=1024
+# How far below the time it measured around its reads the blocked pipe
+# reader's sample weight may fall, in percent (judge's blocked stacks).
+# Each of its samples is the off-CPU part of one read, so the weight can
+# only fall short, by the reads' time on the CPU: 0.4-1.9% (0.1-0.4 ms a
+# read) on the four kernels under TCG, two runs each on a 2-core host busy
+# with another build; 10% (tests/e2e/stacks_test.cc's) leaves five times
+# that for a slower host. A lost sample shows in the losses, not here.
+STACKS_SHORTFALL_PCT=10
 
 die() { echo "test-kernels: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "needs root (apt-get download into a private state directory)"
@@ -116,6 +125,10 @@ initramfs() {
   # The accounting workload, static: the initramfs has no C library's
   # loader of its own for it.
   g++ -O2 -static -Wall -Wextra -Werror -o "$root/usr/bin/kt-switches" tests/kernels/switch_count.cc
+  # The blocked-stacks workload, with the flags of the Makefile's
+  # STACK_WORKLOAD rule (frame pointers, symbols), static for the same reason.
+  ${CC:-cc} -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror \
+    -pthread -static -o "$root/usr/bin/stack_workload" tests/tools/stack_workload.c
   cp tests/kernels/init.sh "$root/init"
   chmod 0755 "$root/init"
   echo "root:x:0:0:root:/:/bin/sh" > "$root/etc/passwd"
@@ -280,6 +293,46 @@ btf_file() {
   fi
 }
 
+# blocked_stacks FILES: the pipe reader's blocked stacks in stacks.pftrace
+# (init.sh's stack_workload), as "SAMPLES FRAMED SCHEDULE WEIGHT_NS
+# ALL_NS READ_NS": its samples, those whose callstack holds both
+# wait_for_pipe_data and the kernel's pipe read (anon_pipe_read from 6.14),
+# those holding __schedule (its kernel frames named), the weight of the
+# framed ones and of all, and the nanoseconds the workload measured around
+# its reads. "-" when the workload wrote no result, "?" when
+# trace_processor gave no answer. The query is
+# tests/e2e/stacks_test.cc's WeightOf.
+blocked_stacks() {
+  local tid read_ns row
+  tid=$(awk '$1 == "reader_tid" { print $2 }' "$1/stacks.result" 2> /dev/null)
+  read_ns=$(awk '$1 == "read_ns" { print $2 }' "$1/stacks.result" 2> /dev/null)
+  { [ -n "$tid" ] && [ -n "$read_ns" ]; } || { echo "-"; return; }
+  row=$(tp_query "$1/stacks.pftrace" "with recursive chain(sample_id, callsite_id) as (
+      select s.id, s.callsite_id from stack_sample s
+      union all
+      select chain.sample_id, c.parent_id from chain join stack_profile_callsite c
+        on c.id = chain.callsite_id where c.parent_id is not null),
+    per_sample as (
+      select s.id as id, cast(v.value as int) as w,
+        max(f.name = 'wait_for_pipe_data') as has_user,
+        max(f.name in ('pipe_read', 'anon_pipe_read')) as has_kernel,
+        max(f.name = '__schedule') as has_schedule
+      from stack_sample s
+      join stack_sample_task_context tc on tc.id = s.task_context_id
+      join thread t on t.utid = tc.utid
+      join stack_sample_counter v on v.stack_sample_id = s.id
+      join chain on chain.sample_id = s.id
+      join stack_profile_callsite c on c.id = chain.callsite_id
+      join stack_profile_frame f on f.id = c.frame_id
+      where t.tid = $tid group by s.id)
+    select count(*), coalesce(sum(has_user and has_kernel), 0), coalesce(sum(has_schedule), 0),
+      coalesce(sum(case when has_user and has_kernel then w else 0 end), 0),
+      coalesce(sum(w), 0)
+    from per_sample;")
+  [ -n "$row" ] || { echo "?"; return; }
+  echo "${row//,/ } $read_ns"
+}
+
 # judge NAME EXPECT_BPF EXPECT_FTRACE EXPECT_SNAPSHOT...: reads the results,
 # prints the row and the details, returns 1 if anything differs.
 judge() {
@@ -338,7 +391,7 @@ judge() {
   [ ${#missing[@]} = 0 ] || fail+=("record's file has no ${missing[*]}")
   local ft_events
   ft_events=$("$RINGSIDE" inspect --json "$files/record.pftrace" 2> /dev/null |
-    jq -r '.ftrace.events // 0' 2> /dev/null || echo 0)
+    jq -r '.ftrace.events // 0' 2> /dev/null || true)
   [ "${ft_events:-0}" -gt 0 ] && ftrace=runs
 
   # The agent's round trip and its snapshot.
@@ -352,7 +405,7 @@ judge() {
     fail+=("host inspect of record.pftrace failed")
   local snap_events
   snap_events=$("$RINGSIDE" inspect --json "$files/snapshot.pftrace" 2> /dev/null |
-    jq -r '.ftrace.events // 0' 2> /dev/null || echo 0)
+    jq -r '.ftrace.events // 0' 2> /dev/null || true)
   [ "$snap" = ok ] && [ "${snap_events:-0}" = 0 ] && snap=empty
   # The incident snapshots the default triggers wrote: crash, oom, both.
   local incidents=() inc f
@@ -411,15 +464,62 @@ judge() {
     [ -z "${states%%|*}" ]; }; then
     fail+=("task states, BPF | ftrace: $states")
   fi
+  # Blocked stacks: the pipe reader's samples name where it waited, in its
+  # own code and the kernel's, and weigh the time it measured around its
+  # reads, no more and at most STACKS_SHORTFALL_PCT less; none was lost.
+  local stacks="-" stacks_detail="" st_samples st_framed st_sched st_weight st_all st_read
+  [ "$(kv stacks_rc "$con")" = 0 ] ||
+    fail+=("the blocked-stacks record exited $(kv stacks_rc "$con")")
+  local stacks_reason
+  stacks_reason=$(bpf_reason "$files/stacks.err")
+  [ -n "$stacks_reason" ] && fail+=("blocked stacks: linux.bpf did not load: $stacks_reason")
+  e=$(import_errors "$files/stacks.pftrace")
+  [ "$e" = 0 ] || [ "$e" = - ] || fail+=("trace_processor import errors in stacks.pftrace: $e")
+  local stacks_lost
+  stacks_lost=$("$RINGSIDE" inspect --json "$files/stacks.pftrace" 2> /dev/null | jq -r \
+    '.losses | to_entries | map(select(.value != 0) | "\(.key)=\(.value)") | join(",")' \
+    2> /dev/null || true)
+  [ -z "$stacks_lost" ] || fail+=("blocked stacks: losses in stacks.pftrace: $stacks_lost \
+(ringside inspect names them)")
+  if [ -x "$TP" ]; then
+    read -r st_samples st_framed st_sched st_weight st_all st_read \
+      <<< "$(blocked_stacks "$files")"
+    if [ ! -s "$files/stacks.pftrace" ]; then
+      fail+=("blocked stacks: no stacks.pftrace")
+    elif [ "$st_samples" = - ]; then
+      fail+=("blocked stacks: stack_workload wrote no result ($files/stacks.result)")
+    elif [ -z "$st_read" ]; then
+      fail+=("blocked stacks: trace_processor did not answer on stacks.pftrace")
+    else
+      local dev_pct
+      dev_pct=$(awk -v w="$st_weight" -v r="$st_read" \
+        'BEGIN { if (r > 0) printf "%+.1f", 100 * (w - r) / r; else print "nan" }')
+      stacks="$st_samples:${dev_pct}%"
+      stacks_detail="reader: $st_samples samples, $st_framed in wait_for_pipe_data and"
+      stacks_detail+=" pipe_read, $st_sched with __schedule; weight $((st_weight / 1000000)) ms"
+      stacks_detail+=" (of $((st_all / 1000000)) ms in all its samples) against"
+      stacks_detail+=" $((st_read / 1000000)) ms read ($dev_pct%); $(kv stacks_s "$con") s"
+      [ "$st_framed" -gt 0 ] || fail+=("blocked stacks: none of the reader's $st_samples samples \
+holds wait_for_pipe_data and pipe_read/anon_pipe_read")
+      { [ "$st_sched" = "$st_samples" ] && [ "$st_samples" -gt 0 ]; } ||
+        fail+=("blocked stacks: __schedule in $st_sched of the reader's $st_samples samples \
+(kernel frames unnamed?)")
+      awk -v w="$st_weight" -v r="$st_read" -v t="$STACKS_SHORTFALL_PCT" \
+        'BEGIN { exit !(w <= r && w >= r * (1 - t / 100)) }' ||
+        fail+=("blocked stacks: the reader's framed weight $st_weight ns is $dev_pct% off the \
+$st_read ns it measured in its reads (0 to -${STACKS_SHORTFALL_PCT}% expected)")
+    fi
+  fi
+
   local btf_file
   btf_file=$(btf_file "$files" "$con")
   [ "$btf_file" = "$exp_btf_file" ] ||
     fail+=("linux.bpf with the BTF as a file: $btf_file, expected $exp_btf_file")
 
-  printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %-8s %-14s %s/%s\n' "$name" \
+  printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %-8s %-14s %-10s %s/%s\n' "$name" \
     "$(kv uname "$con")" "$(kv boot_s "$con")" "$(cat "$res/wall_s")" "$bpf" "$ftrace" \
     "$(src linux.bpf | tr '[:upper:]' '[:lower:]')/$(src linux.ftrace | tr '[:upper:]' '[:lower:]')" \
-    "$snap" "$inc" "$ft_inc" "$btf_file" "$acct" "$err_rec" "$err_snap"
+    "$snap" "$inc" "$ft_inc" "$btf_file" "$acct" "$stacks" "$err_rec" "$err_snap"
   [ -n "$bpf_reason" ] && echo "          bpf: $bpf_reason"
   grep -o 'bpf/[a-z]* cannot run on this kernel ([^;]*' "$files/record.err" 2> /dev/null |
     sed 's/^/          bpf: /' | cut -c 1-200
@@ -434,6 +534,7 @@ judge() {
   fi
   [ -n "$events" ] && echo "          record's events: $events"
   echo "          task states (BPF | ftrace): $states"
+  [ -n "$stacks_detail" ] && echo "          blocked stacks: $stacks_detail"
   [ "$snap" = ok ] && echo "          snapshot: $snap_events events, $(basename "$(kv snapshot_path "$con")")"
   local f
   for f in "${fail[@]}"; do echo "          FAIL: $f"; done
@@ -528,11 +629,14 @@ from an agent whose config has no linux.bpf (ftrace reports the incidents);
 btf-file: linux.bpf with /sys/kernel/btf hidden and the kernel's BTF as a
 file (raw tracepoints); switches: kept/counted by the kernel's perf counters,
 per CPU, into a pinned ping-pong's tasks (whose task states must also be the
-same in BPF's file and in an ftrace recording beside it); tp_errors:
-trace_processor's error stats.
+same in BPF's file and in an ftrace recording beside it); stacks: the blocked
+stacks (bpf_config.stacks) of a thread blocked in pipe reads for 2 s, its
+samples and how far the weight of those in wait_for_pipe_data and pipe_read
+is from the time it measured in its reads (0 to -${STACKS_SHORTFALL_PCT}%);
+tp_errors: trace_processor's error stats.
 EOF
-printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %-8s %-14s %s\n' kernel uname boot_s \
-  total_s bpf ftrace agent:bpf/ftrace snapshot incidents no-bpf btf-file switches \
+printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %-8s %-14s %-10s %s\n' kernel uname \
+  boot_s total_s bpf ftrace agent:bpf/ftrace snapshot incidents no-bpf btf-file switches stacks \
   "tp_errors(record/snapshot)"
 for r in "${rows[@]}"; do
   read -r name _suite _pkg _version exp_bpf exp_ftrace exp_snap exp_incidents exp_ft exp_btf_file \
