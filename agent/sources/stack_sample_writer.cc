@@ -99,7 +99,11 @@ uint64_t StackSampleWriter::CallstackOf(int32_t kernel_stack, int32_t user_stack
   }
   // Only stacks that could be read are remembered by their ids: one that
   // could not may be readable by the next record.
-  if (user == (user_stack >= 0) && kernel == (kernel_stack >= 0)) by_ids_[key] = it->second;
+  if (user == (user_stack >= 0) && kernel == (kernel_stack >= 0)) {
+    if (by_ids_.size() >= kMaxRememberedStacks) by_ids_.clear();
+    by_ids_[key] = it->second;
+    stats_.remembered_stacks = by_ids_.size();
+  }
   return it->second;
 }
 
@@ -238,6 +242,7 @@ void StackSampleWriter::NewGeneration() {
   frames_.clear();
   callstacks_.clear();
   by_ids_.clear();
+  stats_.remembered_stacks = 0;
   stats_.interned_bytes = 0;
   stats_.generations++;
 }

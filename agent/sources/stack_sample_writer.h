@@ -76,7 +76,14 @@ class StackSampleWriter {
     uint64_t callstacks = 0;
     uint64_t interned_bytes = 0;  // Of the current generation.
     uint64_t generations = 1;
+    // Entries of the {stack ids, tgid} -> callstack cache (bounded by
+    // kMaxRememberedStacks).
+    uint64_t remembered_stacks = 0;
   };
+  // Each process that blocks adds its own entries to the cache, though its
+  // frames and callstacks are interned once: a fork storm of short-lived
+  // processes would grow it without bound. Past this it starts again.
+  static constexpr size_t kMaxRememberedStacks = 1 << 16;
 
   // The writer's sequence is {config.producer, config.writer}; `tracker`
   // takes the interned packets; `read_stack` gives a stack id's frames

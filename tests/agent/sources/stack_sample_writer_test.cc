@@ -298,5 +298,38 @@ TEST_F(StackSampleWriterTest, EverySampleResolvesAfterTheRingWrappedManyTimes) {
   std::remove(path.c_str());
 }
 
+// A fork storm: every short-lived process blocks on the same two stacks.
+// Their frames are interned once, and what the writer remembers per
+// process stays bounded, while each sample still names its stack.
+TEST_F(StackSampleWriterTest, ManyProcessesOnOneStackKeepTheCacheBounded) {
+  namer_.kernel[0xffff0000] = "__schedule";
+  stacks_[1] = {0xffff0002};
+  MakeRing(16 << 20);  // Holds every sample: none is overwritten.
+  MakeWriter();
+  const int32_t processes = static_cast<int32_t>(StackSampleWriter::kMaxRememberedStacks) + 5000;
+  uint64_t ts = 1'000;
+  std::vector<rs_stack_blocked> records;
+  for (int32_t tgid = 1000; tgid < 1000 + processes; tgid++) {
+    rs_stack_blocked r = Record(ts += 1000, tgid, 1, RS_STACK_NOT_ASKED, 500);
+    r.tgid = tgid;
+    records.push_back(r);
+    if (records.size() == 1000) {
+      WriteBatch(records);
+      records.clear();
+      EXPECT_LE(writer_->stats().remembered_stacks, StackSampleWriter::kMaxRememberedStacks);
+    }
+  }
+  WriteBatch(records);
+  EXPECT_EQ(writer_->stats().samples, static_cast<uint64_t>(processes));
+  EXPECT_EQ(writer_->stats().callstacks, 1u);
+  EXPECT_GT(writer_->stats().remembered_stacks, 0u);
+  EXPECT_LT(writer_->stats().remembered_stacks, StackSampleWriter::kMaxRememberedStacks);
+  std::string bytes;
+  const trace::Trace t = ReadFile(&bytes);
+  int named = 0;
+  for (const trace::TracePacket& p : t.packet()) named += p.stack_sample().callstack_iid() != 0;
+  EXPECT_EQ(named, processes);
+}
+
 }  // namespace
 }  // namespace ringside::agent
