@@ -299,7 +299,9 @@ btf_file() {
 # wait_for_pipe_data and the kernel's pipe read (anon_pipe_read from 6.14),
 # those holding __schedule (its kernel frames named), the weight of the
 # framed ones and of all, and the nanoseconds the workload measured around
-# its reads. "-" when the workload wrote no result, "?" when
+# its reads. Blocked stacks only: a CPU sample (cpu_time) that finds the
+# reader in its read weighs a sampling period, not time waited. "-" when
+# the workload wrote no result, "?" when
 # trace_processor gave no answer. The query is
 # tests/e2e/stacks_test.cc's WeightOf.
 blocked_stacks() {
@@ -321,6 +323,7 @@ blocked_stacks() {
       join stack_sample_task_context tc on tc.id = s.task_context_id
       join thread t on t.utid = tc.utid
       join stack_sample_counter v on v.stack_sample_id = s.id
+      join stack_sample_counter_track k on k.id = v.track_id and k.name = 'blocked_time'
       join chain on chain.sample_id = s.id
       join stack_profile_callsite c on c.id = chain.callsite_id
       join stack_profile_frame f on f.id = c.frame_id
