@@ -44,6 +44,7 @@
 #include "bench_programs.skel.h"
 #include "bpf/event_source.h"
 #include "bpf/sched_events.h"
+#include "bpf/stack_events.h"
 
 namespace ringside::bpf {
 namespace {
@@ -394,10 +395,19 @@ BENCHMARK(BM_KernelCost)
 // ratio `<event>_vs_clock` (the median of the 7 runs' ratios; _lo and _hi
 // their range) is what issue 38's goals are set in. The pinned
 // ping-pong for switches and wakings, the fork loop for the process
-// programs and migrations.
+// programs and migrations. With `stacks` (RS_STACKS_* flags; 7: both
+// parts), ours also keep the kernel and user stacks of every thread that blocks (bpf_config.stacks'
+// defaults but no CPU sampling, which has no program on these tracepoints): in the ping-pong each
+// switch takes one thread off the CPU asleep, the most stacks a switch can cost.
 void BM_VsClock(benchmark::State& state) {
   EventSource::Options options;
   options.ring_size_per_cpu = 4096 << 10;
+  if (state.range(1) != 0) {
+    options.stacks.flags = static_cast<uint32_t>(state.range(1));
+    options.stacks.max_depth = 32;
+    options.stacks.max_stacks = 16384;
+    options.stacks.max_blocked_tasks = 16384;
+  }
   absl::StatusOr<std::unique_ptr<EventSource>> s = EventSource::Load(options);
   if (!s.ok()) return state.SkipWithError(std::string(s.status().message()).c_str());
   EventSource& source = **s;
@@ -511,9 +521,13 @@ BENCHMARK(BM_VsClock)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(7)
-    ->ArgNames({"workload"})
-    ->Arg(kPingPong)
-    ->Arg(kForkLoop);
+    ->ArgNames({"workload", "stacks"})
+    ->Args({kPingPong, 0})
+    ->Args({kForkLoop, 0})
+    ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_KERNEL | RS_STACKS_USER})
+    ->Args({kForkLoop, RS_STACKS_BLOCKED | RS_STACKS_KERNEL | RS_STACKS_USER})
+    ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_KERNEL})
+    ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_USER});
 
 // BM_LoadAttach: the CPU the agent spends starting its programs (Load,
 // Attach, Detach, destroy; the calling thread's user and system time) with
