@@ -60,6 +60,11 @@ void CheckFtraceConfig(const config::FtraceConfig& f, const FieldPath& at,
   }
 }
 
+// Whether `stacks` samples what runs: cpu_hz unset takes the default rate.
+bool SamplesCpus(const config::BpfConfig::Stacks& st) {
+  return !st.has_cpu_hz() || st.cpu_hz() > 0;
+}
+
 void CheckBpfConfig(const config::BpfConfig& b, const FieldPath& at, const MachineLimits& machine,
                     Validator* v) {
   auto field = [&](const std::string& name, int index = -1) {
@@ -110,6 +115,10 @@ void CheckBpfConfig(const config::BpfConfig& b, const FieldPath& at, const Machi
     if (st.blocked() && !b.sched()) {
       v->Fail(stacks_field("blocked"),
               "needs the sched group (bpf_config.sched), whose switch records the stacks");
+    } else if (SamplesCpus(st) && !b.sched()) {
+      v->Fail(stacks_field("cpu_hz"),
+              "needs the sched group (bpf_config.sched), which holds the sampling program; "
+              "cpu_hz: 0 turns sampling off");
     }
   }
   if (b.filter_container_id_size() + b.filter_cgroup_path_size() > kMaxCgroupFilterValues) {
@@ -151,7 +160,8 @@ void CheckDataSource(const config::TraceConfig& cfg, int i, const MachineLimits&
   if (ds.name() == "linux.ftrace") CheckFtraceConfig(ds.ftrace_config(), at, machine, v);
   if (ds.name() == "linux.bpf") {
     CheckBpfConfig(ds.bpf_config(), at, machine, v);
-    if (ds.bpf_config().stacks().blocked() && ds.bpf_config().has_stacks() &&
+    const config::BpfConfig::Stacks& st = ds.bpf_config().stacks();
+    if (ds.bpf_config().has_stacks() && (st.blocked() || SamplesCpus(st)) &&
         cfg.has_durable_buffer_size_kb() && cfg.durable_buffer_size_kb() == 0) {
       v->Fail(Child(Child(at, "bpf_config"), "stacks"),
               "needs the durable store, which keeps the frames and names its samples refer "

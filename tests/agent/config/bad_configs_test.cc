@@ -223,6 +223,11 @@ const std::vector<BadConfig>& BadConfigs() {
       {"stacks without the switches that take them", Bpf("sched: false stacks { }"),
        "bad.pbtxt: line 3, column 29: data_sources[0].config.bpf_config.stacks.blocked needs the "
        "sched group (bpf_config.sched), whose switch records the stacks"},
+      {"CPU samples without the group that takes them",
+       Bpf("sched: false stacks { blocked: false cpu_hz: 99 }"),
+       "bad.pbtxt: line 3, column 53: data_sources[0].config.bpf_config.stacks.cpu_hz needs the "
+       "sched group (bpf_config.sched), which holds the sampling program; cpu_hz: 0 turns "
+       "sampling off"},
       {"a negative prio", Bpf("filter_max_prio: -1"),
        "bad.pbtxt: line 3, column 16: data_sources[0].config.bpf_config.filter_max_prio is -1: "
        "kernel priorities are 0 to 139"},
