@@ -943,9 +943,23 @@ TEST(StormAccountingTest, AfterAStormThatDroppedAQuietPhaseLosesNothing) {
   s.drain_period_ms = 100;
   s.consumer_cpu_percent = 1;
   s.quiet_phase = true;
+  // The reader's budget is CPU time, the storm's pace the machine's: on a
+  // machine loaded enough to slow the storm below what 1% of a CPU reads
+  // (1 run in 20 beside two builds and other storms), the rings never fill
+  // and nothing would be shown. Such a recording is made again, up to
+  // three in all.
   Result r;
-  RecordStormRetryingNoise(s, &r);
-  if (IsSkipped() || HasFatalFailure()) return;
+  for (int attempt = 1;; attempt++) {
+    RecordStormRetryingNoise(s, &r);
+    if (IsSkipped() || HasFatalFailure()) return;
+    int64_t dropped = 0;
+    for (const Kind& k : kKinds) dropped += Sum(r.file.staging, k.name);
+    if (dropped > 100 || attempt == 3) break;
+    std::printf(
+        "recording %d: the storm made the rings drop only %lld events (a loaded "
+        "machine slowed it); again\n",
+        attempt, static_cast<long long>(dropped));
+  }
   const auto [staging, buffer] = ExpectExactAccounting(r);
   EXPECT_GT(staging, 100) << "the storm was meant to make the BPF rings drop";
   std::printf("quiet: %s\n", r.quiet_json.c_str());
