@@ -172,7 +172,13 @@ uint64_t StackSampleWriter::InternFrame(const FrameNamer::Frame& f, bool kernel)
     }
     mapping->set_start(f.start);
     mapping->set_end(f.end);
-    mapping->set_start_offset(f.offset);
+    // start_offset is where the ELF file starts in the mapped file: 0 (it
+    // is not inside an APK). Perfetto's offline symbolizer takes the
+    // mapping's offset in the ELF as exact_offset - start_offset to check
+    // load_bias; with both the mapping's offset it found a bias of p_vaddr
+    // (0x1000 for a GNU ld PIE) and shifted every rel_pc by it: frames of
+    // a stripped binary named, later, wrongly.
+    mapping->set_start_offset(0);
     mapping->set_exact_offset(f.offset);
     mapping->set_load_bias(f.load_bias);
     if (!f.mapping.empty()) {

@@ -1,7 +1,7 @@
 // stack_workload: threads whose stacks a recording must show (issue 54's
 // proof, tests/e2e/stacks_test.cc). Built with frame pointers and symbols.
 //
-//   stack_workload SECONDS RESULT_FILE
+//   stack_workload SECONDS RESULT_FILE [crash]
 //
 // - "pipe-reader" blocks in a read of a pipe from wait_for_pipe_data(); a
 //   writer thread writes one byte every 20 ms, so it waits about that long
@@ -10,7 +10,9 @@
 // - "spinner" spins in burn_cpu_in_hot_loop().
 // After SECONDS it writes RESULT_FILE: each thread's tid and the
 // nanoseconds the reader and the napper spent in their system calls, as
-// measured around them, then exits.
+// measured around them, then exits; with "crash", it then dies of a
+// SIGSEGV (no handler, no core file), as a crashing program does, for a
+// flight recorder's crash snapshot.
 //
 // The read and the sleep are system calls made right in those functions
 // (no libc wrapper): Debian's libc has no frame pointers, and a stack
@@ -19,11 +21,14 @@
 // meet that too; docs/analysing.md says so.
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,8 +119,9 @@ static void* spinner(void* arg) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s SECONDS RESULT_FILE\n", argv[0]);
+  const int crash = argc == 4 && strcmp(argv[3], "crash") == 0;
+  if (argc != 3 && !crash) {
+    fprintf(stderr, "usage: %s SECONDS RESULT_FILE [crash]\n", argv[0]);
     return 2;
   }
   const double seconds = atof(argv[1]);
@@ -136,5 +142,12 @@ int main(int argc, char** argv) {
   if (f == NULL) return 1;
   fprintf(f, "reader_tid %d\nnapper_tid %d\nspinner_tid %d\nread_ns %lld\nnap_ns %lld\n",
           reader_tid, napper_tid, spinner_tid, (long long)read_ns, (long long)nap_ns);
-  return fclose(f) == 0 ? 0 : 1;
+  if (fclose(f) != 0) return 1;
+  if (crash) {
+    const struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(SIGSEGV, SIG_DFL);
+    raise(SIGSEGV);
+  }
+  return 0;
 }

@@ -33,6 +33,7 @@ class FakeNamer : public FrameNamer {
  public:
   std::map<uint64_t, std::string> kernel;
   std::map<uint64_t, std::string> user;
+  uint64_t user_offset = 0;  // The user mapping's offset in its file.
   Frame Kernel(uint64_t ip) override {
     Frame f;
     f.mapping = "[kernel.kallsyms]";
@@ -46,7 +47,8 @@ class FakeNamer : public FrameNamer {
     f.build_id = std::string("\xab\xcd\xef\x01\x23", 5);
     f.start = 0x400000;
     f.end = 0x500000;
-    f.rel_pc = ip - f.start;
+    f.offset = user_offset;
+    f.rel_pc = ip - f.start + user_offset;
     f.function = Find(user, ip);
     return f;
   }
@@ -207,6 +209,29 @@ TEST_F(StackSampleWriterTest, ABlockedStackIsOneSampleOfItsTimeOffTheCpuOnItsFra
                            "c.id = s.callsite_id join stack_profile_frame f on f.id = c.frame_id"),
             (std::vector<std::vector<std::string>>{{"__schedule"}}));
   std::remove(path.c_str());
+}
+
+// A user mapping as Perfetto's Mapping has it: exact_offset the file
+// offset of its start, start_offset 0 (the ELF file starts at its file's
+// first byte). Perfetto's offline symbolizer checks load_bias against
+// exact_offset - start_offset; with the mapping's offset in both, it
+// shifted every rel_pc of a GNU ld PIE by 0x1000 and named it wrongly.
+TEST_F(StackSampleWriterTest, AUserMappingGivesItsFileOffsetAsExactOffsetAndStartOffsetZero) {
+  namer_.user_offset = 0x1000;
+  stacks_[9] = {0x401004};
+  MakeWriter();
+  WriteBatch({Record(5'000, 101, -1, 9, 1'000)});
+
+  std::string bytes;
+  const trace::Trace t = ReadFile(&bytes);
+  ASSERT_GE(t.packet_size(), 1);
+  ASSERT_EQ(t.packet(0).interned_data().mappings_size(), 1);
+  const trace::Mapping& m = t.packet(0).interned_data().mappings(0);
+  EXPECT_EQ(m.start(), 0x400000u);
+  EXPECT_EQ(m.exact_offset(), 0x1000u);
+  EXPECT_EQ(m.start_offset(), 0u);
+  ASSERT_EQ(t.packet(0).interned_data().frames_size(), 1);
+  EXPECT_EQ(t.packet(0).interned_data().frames(0).rel_pc(), 0x2004u);
 }
 
 // A CPU sample in user mode: its user stack alone, in user mode, weighing
