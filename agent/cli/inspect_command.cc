@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/tracefile/trace_archive.h"
@@ -23,7 +24,7 @@ namespace ringside::agent {
 const CommandSpec& InspectCommandSpec() {
   static const CommandSpec* spec = new CommandSpec{
       .name = "inspect",
-      .synopsis = "ringside inspect [--json] FILE",
+      .synopsis = "ringside inspect [--json] [--top N] FILE",
       .summary =
           "Summarizes any Perfetto-format trace: packets by type and by sequence, losses\n"
           "(previous_packet_dropped marks and every non-zero stat), the time range, and\n"
@@ -33,8 +34,11 @@ const CommandSpec& InspectCommandSpec() {
           "reads the trace from standard input. A TAR archive (what `ringside merge`\n"
           "writes) is summarized file by file. A file that is no trace is named for what\n"
           "it is (exit 1). Names from the file are printed with control characters\n"
-          "escaped (\\x1b).",
-      .flags = {{0, "json", "", "print the summary as one JSON object", false}},
+          "escaped (\\x1b). Stack samples (bpf_config.stacks) are summed per stack: the\n"
+          "heaviest blocked stacks (time off CPU) and CPU stacks, innermost frame first.",
+      .flags = {{0, "json", "", "print the summary as one JSON object", false},
+                {0, "top", "N", "list the N heaviest blocked and CPU stacks (default 5; 0 to 1000)",
+                 false}},
       .examples =
           "  ringside inspect trace.pftrace\n"
           "  ringside inspect --json trace.pftrace | jq .packets_by_type\n"
@@ -51,7 +55,7 @@ namespace {
 // The TAR archive `merge` writes (or any): each trace member summarized in
 // turn, under "ARCHIVE[MEMBER]", and what the others are. Exit 1 when a
 // trace member is corrupt or none is a trace.
-int InspectArchive(const std::string& path, int fd, bool json) {
+int InspectArchive(const std::string& path, int fd, bool json, size_t top_stacks) {
   absl::StatusOr<std::vector<TarMember>> members = ReadTarMembers(fd, path);
   if (!members.ok()) {
     const std::string message(members.status().message());
@@ -69,7 +73,7 @@ int InspectArchive(const std::string& path, int fd, bool json) {
   size_t traces = 0;
   for (const TarMember& m : *members) {
     const std::string shown = absl::StrCat(path, "[", m.name, "]");
-    absl::StatusOr<TraceSummary> s = InspectTraceRange(fd, shown, m.offset, m.size);
+    absl::StatusOr<TraceSummary> s = InspectTraceRange(fd, shown, m.offset, m.size, top_stacks);
     if (s.ok() && !s->error && s->packets == 0) {
       s->error = TraceSummary::Error{0, "the file is empty: it holds no trace packets", true};
     }
@@ -126,10 +130,15 @@ int RunInspectCommand(const ParsedArgs& args) {
   if (args.positional.size() != 1) return UsageError(InspectCommandSpec(), "needs a FILE");
   const std::string& path = args.positional[0];
   const bool json = args.Has("json");
-  if (const base::ScopedFd fd = OpenIfArchive(path); fd.valid()) {
-    return InspectArchive(path, fd.get(), json);
+  size_t top_stacks = TraceSummarizer::kTopStacks;
+  if (args.Has("top") && (!absl::SimpleAtoi(args.Get("top"), &top_stacks) || top_stacks > 1000)) {
+    return UsageError(InspectCommandSpec(),
+                      absl::StrCat("--top ", args.Get("top"), ": a number from 0 to 1000"));
   }
-  absl::StatusOr<TraceSummary> summary = InspectTraceFile(path);
+  if (const base::ScopedFd fd = OpenIfArchive(path); fd.valid()) {
+    return InspectArchive(path, fd.get(), json, top_stacks);
+  }
+  absl::StatusOr<TraceSummary> summary = InspectTraceFile(path, top_stacks);
   if (!summary.ok()) {
     const std::string message(summary.status().message());
     // A script reading --json looks at "error", so it says why here too.

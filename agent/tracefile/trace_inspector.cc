@@ -209,6 +209,7 @@ bool TraceSummarizer::AddPacket(const std::string& bytes, uint64_t offset) {
 
   if (p.has_ftrace_events()) AddFtraceBundle(p.ftrace_events());
   if (p.has_process_tree()) AddProcessTree(p.process_tree());
+  stacks_.AddPacket(p);
   AddStats(p);
   return true;
 }
@@ -388,7 +389,7 @@ std::map<std::string, TraceSummary::Container> TraceSummary::Containers() const 
 
 namespace {
 
-TraceSummary Summarize(TraceFileReader& reader) {
+TraceSummary Summarize(TraceFileReader& reader, size_t top_stacks) {
   TraceSummarizer summarizer;
   std::string packet;
   uint64_t offset = 0;
@@ -403,6 +404,7 @@ TraceSummary Summarize(TraceFileReader& reader) {
     if (!summarizer.AddPacket(packet, offset)) break;
     whole_packet_bytes = reader.position();
   }
+  summarizer.Finish(top_stacks);
   TraceSummary summary = summarizer.summary();
   summary.bytes = whole_packet_bytes;
   const TraceFileReader::CompressionStats& c = reader.compression_stats();
@@ -419,11 +421,11 @@ TraceSummary Summarize(TraceFileReader& reader) {
 
 }  // namespace
 
-absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path) {
+absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path, size_t top_stacks) {
   if (path == TraceFileReader::kStandardInput) {
     absl::StatusOr<std::unique_ptr<TraceFileReader>> reader = TraceFileReader::Open(path);
     if (!reader.ok()) return reader.status();
-    return Summarize(**reader);
+    return Summarize(**reader, top_stacks);
   }
   // O_NONBLOCK: a FIFO is refused by the reader rather than waited on.
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -433,28 +435,29 @@ absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path) {
     if (!reader.ok()) return reader.status();
     return absl::UnavailableError(absl::StrCat("cannot open ", path));
   }
-  return InspectOpenTraceFile(fd, path);
+  return InspectOpenTraceFile(fd, path, top_stacks);
 }
 
-absl::StatusOr<TraceSummary> InspectOpenTraceFile(int fd, const std::string& path) {
+absl::StatusOr<TraceSummary> InspectOpenTraceFile(int fd, const std::string& path,
+                                                  size_t top_stacks) {
   absl::StatusOr<std::unique_ptr<TraceFileReader>> reader = TraceFileReader::OpenFile(fd, path);
   if (!reader.ok()) return reader.status();
   // Hashed first, with pread, so the digest covers at least what is read
   // (a file still growing is hashed as it was then).
   absl::StatusOr<FileDigest> digest = DigestFile(fd, path);
-  TraceSummary summary = Summarize(**reader);
+  TraceSummary summary = Summarize(**reader, top_stacks);
   if (digest.ok()) summary.digest = *std::move(digest);
   return summary;
 }
 
 absl::StatusOr<TraceSummary> InspectTraceRange(int fd, const std::string& name, uint64_t offset,
-                                               uint64_t size) {
+                                               uint64_t size, size_t top_stacks) {
   const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0) return absl::UnavailableError(absl::StrCat("cannot read ", name));
   absl::StatusOr<std::unique_ptr<TraceFileReader>> reader =
       TraceFileReader::OpenRange(own, name, offset, size);
   if (!reader.ok()) return reader.status();
-  return Summarize(**reader);
+  return Summarize(**reader, top_stacks);
 }
 
 std::optional<std::pair<int64_t, int64_t>> TraceSummary::RealtimeRange(bool events_only) const {

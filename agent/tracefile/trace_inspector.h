@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/tracefile/file_digest.h"
+#include "agent/tracefile/stack_summary.h"
 #include "nlohmann/json.hpp"
 #include "ringside/trace/trace_packet.pb.h"
 
@@ -174,6 +175,10 @@ struct TraceSummary {
   };
   Compression compression;
 
+  // The stack samples: totals, the heaviest blocked and CPU stacks, the
+  // stacks' losses.
+  StackSummary stacks;
+
   // Set when the file could not be read to its end.
   struct Error {
     uint64_t offset = 0;
@@ -193,7 +198,12 @@ class TraceSummarizer {
   bool AddPacket(const std::string& bytes, uint64_t offset);
   void SetError(uint64_t offset, std::string message, bool not_a_trace = false);
 
+  // The summary of the packets added; `stacks` only after Finish().
   const TraceSummary& summary() const { return summary_; }
+  // Resolves the stack samples into the summary's `stacks`, with the
+  // `top_stacks` heaviest of each kind.
+  void Finish(size_t top_stacks = kTopStacks) { summary_.stacks = stacks_.Finish(top_stacks); }
+  static constexpr size_t kTopStacks = 5;
 
  private:
   void AddTimestamp(uint64_t ts_ns);
@@ -208,6 +218,7 @@ class TraceSummarizer {
   void AddStats(const trace::TracePacket& packet);
 
   TraceSummary summary_;
+  StackSummarizer stacks_;
   trace::TracePacket packet_;
   // The last stats seen; flattened into the summary as they arrive.
   std::vector<std::pair<std::string, TraceSummary::StatValue>> trace_stats_;
@@ -218,15 +229,19 @@ class TraceSummarizer {
 // and summarizes it, with its digest. Fails only if the file cannot be
 // opened; a corrupt file yields a summary of what was readable with `error`
 // set.
-absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path);
+// `top_stacks`: the heaviest stacks of each kind the summary lists.
+absl::StatusOr<TraceSummary> InspectTraceFile(const std::string& path,
+                                              size_t top_stacks = TraceSummarizer::kTopStacks);
 // The same of a file the caller opened (relative to a directory, never
 // through a symlink): takes `fd` over. `path` names it.
-absl::StatusOr<TraceSummary> InspectOpenTraceFile(int fd, const std::string& path);
+absl::StatusOr<TraceSummary> InspectOpenTraceFile(int fd, const std::string& path,
+                                                  size_t top_stacks = TraceSummarizer::kTopStacks);
 // The trace in the `size` bytes at `offset` of the open regular file `fd`
 // (a TAR archive's member; `fd` stays the caller's), without a digest.
 // `name` names it.
 absl::StatusOr<TraceSummary> InspectTraceRange(int fd, const std::string& name, uint64_t offset,
-                                               uint64_t size);
+                                               uint64_t size,
+                                               size_t top_stacks = TraceSummarizer::kTopStacks);
 
 // Renderings of a summary: human-readable text and one JSON object.
 std::string SummaryToText(const std::string& path, const TraceSummary& summary);

@@ -221,6 +221,14 @@ void AppendThreads(std::string& out, const TraceSummary& s) {
   AppendElidedLine(out, s.threads.size());
 }
 
+// A task's names from the file's process tree (empty: not named there).
+TaskNames NamesOf(const TraceSummary& s, int32_t tid, int32_t tgid) {
+  TaskNames names;
+  if (auto t = s.threads.find(tid); t != s.threads.end()) names.thread = t->second.name;
+  if (auto p = s.processes.find(tgid); p != s.processes.end()) names.process = p->second;
+  return names;
+}
+
 void AppendStats(std::string& out, const TraceSummary& s) {
   absl::StrAppend(&out, "\nNon-zero stats:\n");
   if (s.nonzero_stats.empty()) absl::StrAppend(&out, "  none\n");
@@ -381,6 +389,9 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   AppendProcesses(out, s);
   AppendContainers(out, s);
   AppendThreads(out, s);
+  absl::StrAppend(&out, StacksToText(s.stacks, [&s](int32_t tid, int32_t tgid) {
+    return NamesOf(s, tid, tgid);
+  }));
   AppendStats(out, s);
   AppendSnapshotTriggers(out, s);
   return out;
@@ -443,6 +454,8 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
   for (const auto& [tid, thread] : s.threads) {
     j["threads"].push_back({{"tid", tid}, {"tgid", thread.tgid}, {"name", thread.name}});
   }
+  j["stacks"] =
+      StacksToJson(s.stacks, [&s](int32_t tid, int32_t tgid) { return NamesOf(s, tid, tgid); });
   j["nonzero_stats"] = nlohmann::json::object();
   for (const auto& [name, value] : s.nonzero_stats) {
     nlohmann::json& slot = j["nonzero_stats"][name];
