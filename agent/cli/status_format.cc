@@ -71,6 +71,15 @@ void AppendCompressionLine(const Files& files, std::string* out) {
                              static_cast<double>(files.compression_cpu_ns()) / 1e6));
 }
 
+// A source's stack samples, and what their interning holds.
+void AppendStacks(const control::StackStatus& st, std::string* out) {
+  absl::StrAppend(out, "  stack samples: ", st.blocked_samples(), " blocked, ", st.cpu_samples(),
+                  " CPU; ", st.callstacks(), " callstacks\n");
+  absl::StrAppend(out, "  frames: ", st.frames_named() + st.frames_unnamed(), " (",
+                  st.frames_unnamed(), " unnamed); interned ", HumanBytes(st.interned_bytes()),
+                  ", generation ", st.generations(), "\n");
+}
+
 void AppendSources(const control::StatusReply& s, std::string* out) {
   if (s.sources().empty()) {
     AppendLine(out, "sources", "none");
@@ -87,6 +96,7 @@ void AppendSources(const control::StatusReply& s, std::string* out) {
       const std::string where = loss.cpu() >= 0 ? absl::StrCat(", cpu ", loss.cpu()) : "";
       absl::StrAppend(out, "  lost ", loss.events(), ": ", loss.kind(), where, "\n");
     }
+    if (source.has_stacks()) AppendStacks(source.stacks(), out);
     if (source.reader_paused_seconds() > 0) {
       absl::StrAppendFormat(out,
                             "  reader used %.2f s CPU, paused %.2f s by max_consumer_cpu_percent\n",
@@ -138,6 +148,11 @@ void AppendMemory(const control::MemoryStatus& m, std::string* out) {
              absl::StrCat("BPF rings ", HumanBytes(m.bpf_ring_bytes()), ", chunk pools ",
                           HumanBytes(m.chunk_pool_bytes()), ", ring and store ",
                           HumanBytes(m.buffer_bytes())));
+  if (m.symbol_bytes() + m.stack_interning_bytes() > 0) {
+    AppendLine(out, "",
+               absl::StrCat("symbol caches ", HumanBytes(m.symbol_bytes()), ", stack interning ",
+                            HumanBytes(m.stack_interning_bytes())));
+  }
   if (m.ftrace_buffer_bytes() > 0) {
     AppendLine(out, "",
                absl::StrCat("ftrace rings ", HumanBytes(m.ftrace_buffer_bytes()),
@@ -250,7 +265,18 @@ json MemoryJson(const control::MemoryStatus& m) {
           {"bpf_ring_bytes", m.bpf_ring_bytes()},
           {"chunk_pool_bytes", m.chunk_pool_bytes()},
           {"ftrace_buffer_bytes", m.ftrace_buffer_bytes()},
-          {"buffer_bytes", m.buffer_bytes()}};
+          {"buffer_bytes", m.buffer_bytes()},
+          {"symbol_bytes", m.symbol_bytes()},
+          {"stack_interning_bytes", m.stack_interning_bytes()}};
+}
+
+// All 0 for a source that records no stacks.
+json StacksJson(const control::StackStatus& st) {
+  return {{"blocked_samples", st.blocked_samples()}, {"cpu_samples", st.cpu_samples()},
+          {"frames_named", st.frames_named()},       {"frames_unnamed", st.frames_unnamed()},
+          {"callstacks", st.callstacks()},           {"interned_bytes", st.interned_bytes()},
+          {"generations", st.generations()},         {"remembered_stacks", st.remembered_stacks()},
+          {"symbol_bytes", st.symbol_bytes()},       {"interning_bytes", st.interning_bytes()}};
 }
 
 json SourceJson(const SourceStatus& source) {
@@ -265,7 +291,8 @@ json SourceJson(const SourceStatus& source) {
           {"events_per_s", source.events_per_s()},
           {"reader_cpu_seconds", source.reader_cpu_seconds()},
           {"reader_paused_seconds", source.reader_paused_seconds()},
-          {"losses", std::move(losses)}};
+          {"losses", std::move(losses)},
+          {"stacks", StacksJson(source.stacks())}};
 }
 
 json BufferJson(const control::BufferStatus& b) {

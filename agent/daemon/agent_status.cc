@@ -54,6 +54,19 @@ control::SourceStatus::State StateOf(TracingSession::SourceReport::State s) {
 
 // `status`'s snapshots: the writer's stats, and what became of each
 // trigger's requests.
+void SetStacks(const DataSource::StackReport& r, control::StackStatus* out) {
+  out->set_blocked_samples(r.blocked_samples);
+  out->set_cpu_samples(r.cpu_samples);
+  out->set_frames_named(r.frames_named);
+  out->set_frames_unnamed(r.frames_unnamed);
+  out->set_callstacks(r.callstacks);
+  out->set_interned_bytes(r.interned_bytes);
+  out->set_generations(r.generations);
+  out->set_remembered_stacks(r.remembered_stacks);
+  out->set_symbol_bytes(r.symbol_bytes);
+  out->set_interning_bytes(r.interning_bytes);
+}
+
 void SetSnapshots(const SnapshotWriter::Stats& snapshots, uint64_t suppressed,
                   const AgentStatus::Triggers& triggers, control::SnapshotStatus* out) {
   out->set_count(snapshots.written);
@@ -94,11 +107,13 @@ void SetMemory(const TracingSession::Report& report, const AgentMemory& memory,
   out->set_cgroup_limit_bytes(memory.cgroup_limit_bytes);
   out->set_cgroup_other_processes(memory.cgroup_other_processes);
   out->set_proportional_bytes(memory.proportional_bytes);
-  uint64_t rings = 0, pools = 0, ftrace = 0, buffers = 0;
+  uint64_t rings = 0, pools = 0, ftrace = 0, buffers = 0, symbols = 0, interning = 0;
   for (const TracingSession::SourceReport& s : report.sources) {
     rings += s.staging.bpf_ring_bytes;
     ftrace += s.staging.ftrace_buffer_bytes;
     pools += s.chunk_pool_bytes;
+    symbols += s.stacks.symbol_bytes;
+    interning += s.stacks.interning_bytes;
   }
   for (const TracingSession::BufferReport& b : report.buffers) buffers += b.stats.buffer_size;
   if (report.durable.has_value()) buffers += report.durable->capacity;
@@ -106,6 +121,8 @@ void SetMemory(const TracingSession::Report& report, const AgentMemory& memory,
   out->set_chunk_pool_bytes(pools);
   out->set_ftrace_buffer_bytes(ftrace);
   out->set_buffer_bytes(buffers);
+  out->set_symbol_bytes(symbols);
+  out->set_stack_interning_bytes(interning);
 }
 
 AgentStatus::AgentStatus(absl::Time started) : started_(started), last_tick_(started) {}
@@ -215,6 +232,7 @@ void AgentStatus::AddSources(const TracingSession::Report& report, absl::Time no
       loss->set_kind(l.kind);
       loss->set_events(l.events);
     }
+    if (s.stacks.recorded) SetStacks(s.stacks, out->mutable_stacks());
   }
 }
 

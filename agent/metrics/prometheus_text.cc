@@ -123,9 +123,11 @@ void Sources(const control::StatusReply& s, const MetricsOptions& o, std::string
     // By kind (and CPU, when asked): only the counters that are not 0.
     Family f(out, "ringside_staging_events_lost_total", kCounter,
              o.per_cpu ? "Events lost in the staging rings, by source, kind (the record type "
-                         "whose ring was full, bpf_missed_runs, ftrace_overrun) and CPU."
+                         "whose ring was full, bpf_missed_runs, ftrace_overrun, stack_*: stacks "
+                         "lost) and CPU."
                        : "Events lost in the staging rings, by source and kind (the record type "
-                         "whose ring was full, bpf_missed_runs, ftrace_overrun).");
+                         "whose ring was full, bpf_missed_runs, ftrace_overrun, stack_*: stacks "
+                         "lost).");
     for (const control::SourceStatus& src : s.sources()) {
       std::map<std::pair<std::string, int32_t>, uint64_t> lost;
       for (const control::SourceStatus::Loss& l : src.losses()) {
@@ -153,6 +155,55 @@ void Sources(const control::StatusReply& s, const MetricsOptions& o, std::string
              "fill meanwhile).");
     for (const control::SourceStatus& src : s.sources()) {
       f.Add({{"source", src.name()}}, src.reader_paused_seconds());
+    }
+  }
+}
+
+// Only the sources that record stacks.
+void Stacks(const control::StatusReply& s, std::string* out) {
+  std::vector<const control::SourceStatus*> sources;
+  for (const control::SourceStatus& src : s.sources()) {
+    if (src.has_stacks()) sources.push_back(&src);
+  }
+  if (sources.empty()) return;
+  {
+    Family f(out, "ringside_stack_samples_total", kCounter,
+             "Stack samples written, by the counter they weigh in: blocked_time (a thread that "
+             "blocked) or cpu_time (a CPU sample).");
+    for (const control::SourceStatus* src : sources) {
+      f.Add({{"source", src->name()}, {"counter", "blocked_time"}}, src->stacks().blocked_samples())
+          .Add({{"source", src->name()}, {"counter", "cpu_time"}}, src->stacks().cpu_samples());
+    }
+  }
+  {
+    Family f(out, "ringside_stack_frames_interned_total", kCounter,
+             "Frames of stacks interned, named or not (an unnamed one keeps its build id and "
+             "rel_pc); each once per generation.");
+    for (const control::SourceStatus* src : sources) {
+      f.Add({{"source", src->name()}, {"result", "named"}}, src->stacks().frames_named())
+          .Add({{"source", src->name()}, {"result", "unnamed"}}, src->stacks().frames_unnamed());
+    }
+  }
+  {
+    Family f(out, "ringside_stack_callstacks_interned_total", kCounter,
+             "Callstacks interned; each once per generation.");
+    for (const control::SourceStatus* src : sources) {
+      f.Add({{"source", src->name()}}, src->stacks().callstacks());
+    }
+  }
+  {
+    Family f(out, "ringside_stack_interned_bytes", kGauge,
+             "Bytes the current generation of the stacks' interned data takes in the durable "
+             "store.");
+    for (const control::SourceStatus* src : sources) {
+      f.Add({{"source", src->name()}}, src->stacks().interned_bytes());
+    }
+  }
+  {
+    Family f(out, "ringside_stack_generations_total", kCounter,
+             "Generations of the stacks' interned data begun, the first included.");
+    for (const control::SourceStatus* src : sources) {
+      f.Add({{"source", src->name()}}, src->stacks().generations());
     }
   }
 }
@@ -337,11 +388,14 @@ void Process(const control::StatusReply& s, std::string* out) {
       .Add(m.proportional_bytes());
   Family(out, "ringside_memory_bytes", kGauge,
          "Memory the agent's parts take, all CPUs: the BPF staging rings, the chunk pools, the "
-         "ftrace per-CPU buffers and the central and durable buffers.")
+         "ftrace per-CPU buffers, the central and durable buffers, and for stacks the symbol "
+         "caches and the interning tables (approximate).")
       .Add({{"part", "bpf_rings"}}, m.bpf_ring_bytes())
       .Add({{"part", "chunk_pools"}}, m.chunk_pool_bytes())
       .Add({{"part", "ftrace_buffers"}}, m.ftrace_buffer_bytes())
-      .Add({{"part", "buffers"}}, m.buffer_bytes());
+      .Add({{"part", "buffers"}}, m.buffer_bytes())
+      .Add({{"part", "symbol_caches"}}, m.symbol_bytes())
+      .Add({{"part", "stack_interning"}}, m.stack_interning_bytes());
   const control::ReloadStatus& r = s.reload();
   Family(out, "ringside_config_reloads_total", kCounter,
          "Config reloads (SIGHUP) applied, and refused (the running config kept).")
@@ -377,6 +431,7 @@ std::string PrometheusText(const control::StatusReply& status, const MetricsOpti
          "Always 1: the agent's ringside version and the kernel it runs on, as labels.")
       .Add({{"version", status.version()}, {"kernel", options.kernel}}, uint64_t{1});
   Sources(status, options, &out);
+  Stacks(status, &out);
   Buffers(status, &out);
   Files(status, &out);
   Process(status, &out);

@@ -179,10 +179,11 @@ std::vector<TracingSession::SourceReport> TracingSession::CollectSourceReports()
     const ProducerBuffer::Options& pool = slot.producer->options();
     out.push_back({slot.name, SourceReport::State::kRunning, "", slot.source->events_read(),
                    slot.source->Losses(), slot.source->consumer_cpu(),
-                   slot.source->staging_memory(), uint64_t{pool.num_chunks} * pool.chunk_size});
+                   slot.source->staging_memory(), uint64_t{pool.num_chunks} * pool.chunk_size,
+                   slot.source->stacks()});
   }
   for (const BuiltSources::Failed& f : sources_.failed) {
-    out.push_back({f.name, SourceReport::State::kFailed, f.error, 0, {}, {}, {}, 0});
+    out.push_back({f.name, SourceReport::State::kFailed, f.error, 0, {}, {}, {}, 0, {}});
   }
   return out;
 }

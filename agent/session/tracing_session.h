@@ -108,6 +108,7 @@ class TracingSession {
     DataSource::ConsumerCpu consumer;
     DataSource::StagingMemory staging;
     uint64_t chunk_pool_bytes = 0;  // Its producer's pool of chunks.
+    DataSource::StackReport stacks;
   };
   struct BufferReport {
     buffer::TraceBuffer::Stats stats;

@@ -103,6 +103,7 @@ void BpfDataSource::SetUpStacks(ProducerBuffer* producer) {
         return source->stacks().Read(id, frames);
       },
       namer_);
+  PublishStacks();  // The kernel's symbols, read now.
 }
 
 BpfDataSource::~BpfDataSource() { Stop(); }
@@ -253,8 +254,7 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
       if (r.type == RS_EV_PROCESS_EXIT && r.exit().group_dead) exited_.push_back(r.exit().tgid);
     }
     stacks_->Write(decoded);
-    stack_samples_.store(stacks_->stats().samples, std::memory_order_relaxed);
-    stacks_unreadable_.store(stacks_->stats().stacks_unreadable, std::memory_order_relaxed);
+    PublishStacks();
   }
   events_.store(bundles_.total_events(), std::memory_order_relaxed);
   malformed_.store(bundles_.stats().malformed, std::memory_order_relaxed);
@@ -274,6 +274,7 @@ void BpfDataSource::ReadRings(int timeout_ms) {
   // some came after the exit's), and what the namer kept of them can go.
   if (namer_ != nullptr) {
     for (int32_t tgid : exited_before_) namer_->ForgetProcess(tgid);
+    if (!exited_before_.empty()) PublishStacks();
     exited_before_.swap(exited_);
     exited_.clear();
   }
@@ -399,7 +400,7 @@ std::vector<DataSource::Loss> BpfDataSource::Losses() const {
           out.push_back(Loss{cpu, kStackLossNames[kind], losses[kind][cpu]});
       }
     }
-    if (const uint64_t n = stacks_unreadable_.load(std::memory_order_relaxed); n != 0) {
+    if (const uint64_t n = stack_figures_.stacks_unreadable(); n != 0) {
       out.push_back(Loss{0, "stack_unreadable", n});
     }
   }

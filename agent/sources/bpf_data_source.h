@@ -18,6 +18,7 @@
 #include "agent/sources/data_source.h"
 #include "agent/sources/event_tally_table.h"
 #include "agent/sources/incident.h"
+#include "agent/sources/stack_figures.h"
 #include "agent/sources/stack_sample_writer.h"
 #include "agent/sources/staging_flush.h"
 #include "agent/sources/told_tasks.h"
@@ -103,8 +104,11 @@ class BpfDataSource : public DataSource {
   // named no cgroup yet, more cgroups than the filter holds.
   const std::vector<std::string>& cgroup_filter_warnings() const { return cgroup_warnings_; }
 
-  // Stack samples written (0 when stacks are not recorded).
-  uint64_t stack_samples() const { return stack_samples_.load(std::memory_order_relaxed); }
+  // What the reader thread last published of its stacks (all 0 when they
+  // are not recorded); any thread.
+  StackReport stacks() const override {
+    return stacks_ != nullptr ? stack_figures_.Report() : StackReport{};
+  }
   // Why stacks asked for are not recorded (no durable store); empty when
   // they are or were not asked for.
   const std::string& stacks_refused() const { return stacks_refused_; }
@@ -131,6 +135,10 @@ class BpfDataSource : public DataSource {
   void OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records);
   void TellTracker(absl::Span<const bpf::Record> records);
   void TellIncidents(absl::Span<const bpf::Record> records);
+  // Reader thread: the stack writer's and the namer's figures, for stacks().
+  void PublishStacks() {
+    stack_figures_.Publish(stacks_->stats(), namer_->memory_bytes(), stacks_->memory_bytes());
+  }
   uint64_t TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>& per_type, uint32_t cpu) const;
   // Looks the filter's cgroups up again and hands them to the programs;
   // returns what the lookup found.
@@ -156,9 +164,9 @@ class BpfDataSource : public DataSource {
   std::unique_ptr<TraceWriter> stack_trace_writer_;
   std::unique_ptr<StackSampleWriter> stacks_;
   std::string stacks_refused_;
-  // Of stacks_->stats(), as the reader thread last left them, for any thread.
-  std::atomic<uint64_t> stack_samples_{0};
-  std::atomic<uint64_t> stacks_unreadable_{0};
+  // Of stacks_->stats() and the memory of stacks_ and namer_, for any
+  // thread.
+  StackFigures stack_figures_;
   // Drops seen per CPU so far; a CPU whose count grew marks its next bundle.
   std::vector<uint64_t> drops_seen_;
   std::vector<bool> lost_pending_;

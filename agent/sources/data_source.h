@@ -96,6 +96,27 @@ class DataSource {
     uint64_t ftrace_buffer_bytes = 0;
   };
   virtual StagingMemory staging_memory() const { return {}; }
+  // The stacks it records (linux.bpf's bpf_config.stacks): the samples
+  // written, what their interning holds, and the heap that names their
+  // frames. `recorded` false (all 0) for a source that records none.
+  struct StackReport {
+    bool recorded = false;
+    uint64_t blocked_samples = 0;  // Weighing in blocked_time.
+    uint64_t cpu_samples = 0;      // Weighing in cpu_time.
+    // Frames and callstacks interned, each once per generation.
+    uint64_t frames_named = 0;
+    uint64_t frames_unnamed = 0;
+    uint64_t callstacks = 0;
+    uint64_t interned_bytes = 0;  // What the current generation put in the durable store.
+    uint64_t generations = 0;     // Begun, the first included.
+    uint64_t remembered_stacks = 0;
+    // The symbol tables and caches (kallsyms, the user symbolizer's maps
+    // and ELF tables), and the stack writer's interning tables: the
+    // agent's heap, approximately.
+    uint64_t symbol_bytes = 0;
+    uint64_t interning_bytes = 0;
+  };
+  virtual StackReport stacks() const { return {}; }
 };
 
 }  // namespace ringside::agent

@@ -24,6 +24,17 @@ constexpr std::string_view kSwitchFunction = "__schedule";
 // and their framing.
 size_t EntryBytes(size_t payload) { return payload + 8; }
 
+// The heap a string holds past its inline buffer.
+size_t HeapBytes(const std::string& s) {
+  return s.capacity() > std::string().capacity() ? s.capacity() + 1 : 0;
+}
+
+// The heap a table's slots take (a flat map's slot and its control byte).
+template <typename Map>
+size_t SlotBytes(const Map& m) {
+  return m.capacity() * (sizeof(typename Map::value_type) + 1);
+}
+
 }  // namespace
 
 StackSampleWriter::StackSampleWriter(Config config, TraceWriter* writer, DescriptorTracker* tracker,
@@ -73,6 +84,7 @@ void StackSampleWriter::Write(absl::Span<const bpf::Record> records) {
     sample->AppendVarInt(StackSample::kPrimaryWeightFieldNumber, s.weight);
     sample->EndNested();
     stats_.samples++;
+    (s.counter_iid == kCpuTimeCounterIid ? stats_.cpu_samples : stats_.blocked_samples)++;
   }
   if (stats_.interned_bytes > config_.interned_budget_bytes) NewGeneration();
 }
@@ -90,6 +102,7 @@ uint64_t StackSampleWriter::CallstackOf(int32_t kernel_stack, int32_t user_stack
   auto [it, inserted] = callstacks_.try_emplace(std::move(frames), 0);
   if (inserted) {
     it->second = next_iid_++;
+    key_bytes_ += it->first.capacity() * sizeof(uint64_t);
     trace::Callstack* c = pending_.mutable_interned_data()->add_callstacks();
     c->set_iid(it->second);
     for (uint64_t f : it->first) c->add_frame_ids(f);
@@ -143,6 +156,7 @@ uint64_t StackSampleWriter::InternString(absl::flat_hash_map<std::string, uint64
   auto [it, inserted] = table->try_emplace(s, 0);
   if (!inserted) return it->second;
   it->second = (*next)++;
+  key_bytes_ += HeapBytes(it->first);
   trace::InternedData* d = pending_.mutable_interned_data();
   trace::InternedString* e = nullptr;
   if (function_name) {
@@ -165,6 +179,7 @@ uint64_t StackSampleWriter::InternFrame(const FrameNamer::Frame& f, bool kernel)
   auto [m, new_mapping] = mappings_.try_emplace(mapping_key, 0);
   if (new_mapping) {
     m->second = next_iid_++;
+    key_bytes_ += HeapBytes(m->first);
     trace::Mapping* mapping = pending_.mutable_interned_data()->add_mappings();
     mapping->set_iid(m->second);
     if (!f.build_id.empty()) {
@@ -191,6 +206,7 @@ uint64_t StackSampleWriter::InternFrame(const FrameNamer::Frame& f, bool kernel)
   auto [it, inserted] = frames_.try_emplace(frame_key, 0);
   if (!inserted) return it->second;
   it->second = next_iid_++;
+  key_bytes_ += HeapBytes(it->first);
   trace::Frame* frame = pending_.mutable_interned_data()->add_frames();
   frame->set_iid(it->second);
   frame->set_mapping_id(m->second);
@@ -248,9 +264,19 @@ void StackSampleWriter::NewGeneration() {
   frames_.clear();
   callstacks_.clear();
   by_ids_.clear();
+  key_bytes_ = 0;
   stats_.remembered_stacks = 0;
   stats_.interned_bytes = 0;
   stats_.generations++;
+}
+
+size_t StackSampleWriter::memory_bytes() const {
+  return key_bytes_ + SlotBytes(function_names_) + SlotBytes(build_ids_) +
+         SlotBytes(mapping_paths_) + SlotBytes(mappings_) + SlotBytes(frames_) +
+         SlotBytes(callstacks_) + SlotBytes(by_ids_) +
+         (ips_.capacity() + user_frames_.capacity() + kernel_frames_.capacity()) *
+             sizeof(uint64_t) +
+         samples_.capacity() * sizeof(Sample);
 }
 
 }  // namespace ringside::agent

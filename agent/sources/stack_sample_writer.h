@@ -69,7 +69,9 @@ class StackSampleWriter {
     uint32_t cpu_hz = 0;
   };
   struct Stats {
-    uint64_t samples = 0;            // Blocked stacks and CPU samples.
+    uint64_t samples = 0;            // Blocked stacks and CPU samples: the two below.
+    uint64_t blocked_samples = 0;    // Weighing in blocked_time.
+    uint64_t cpu_samples = 0;        // Weighing in cpu_time.
     uint64_t stacks_unreadable = 0;  // Ids the map no longer (or never) held.
     uint64_t frames_named = 0;       // Distinct frames, per generation.
     uint64_t frames_unnamed = 0;
@@ -95,6 +97,10 @@ class StackSampleWriter {
   void Write(absl::Span<const bpf::Record> records);
   void Flush() { writer_->Flush(); }
   const Stats& stats() const { return stats_; }
+  // The heap its interning tables hold, roughly (their slots and the keys'
+  // bytes); bounded with them by interned_budget_bytes and
+  // kMaxRememberedStacks. O(1).
+  size_t memory_bytes() const;
 
   // The counters samples weigh in: a blocked stack's time off the CPU,
   // a CPU sample's period.
@@ -136,6 +142,8 @@ class StackSampleWriter {
   // {kernel stack id, user stack id, tgid} -> callstack iid.
   absl::flat_hash_map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> by_ids_;
   uint64_t next_iid_ = 1;
+  // The heap the tables' keys hold past their inline bytes.
+  size_t key_bytes_ = 0;
   // The interned packet being filled, and the durable entries of this
   // generation.
   trace::TracePacket pending_;

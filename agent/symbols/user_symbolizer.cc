@@ -8,6 +8,11 @@
 namespace ringside::agent {
 namespace {
 
+// The heap a string holds past its inline buffer.
+size_t HeapBytes(const std::string& s) {
+  return s.capacity() > std::string().capacity() ? s.capacity() + 1 : 0;
+}
+
 internal::FileIdentity IdentityOf(const struct stat& st) {
   return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
           static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
@@ -23,6 +28,7 @@ UserFrame UserSymbolizer::Symbolize(pid_t pid, uint64_t pc) {
   UserFrame frame;
   auto [it, added] = processes_.try_emplace(pid);
   ProcessState* process = &it->second;
+  process->last_used = ++uses_;
   if (added) ReadMaps(pid, process);
   const MapsEntry* entry = process->maps.Find(pc);
   if (entry == nullptr &&
@@ -30,6 +36,8 @@ UserFrame UserSymbolizer::Symbolize(pid_t pid, uint64_t pc) {
     ReadMaps(pid, process);  // a library loaded since the last read
     entry = process->maps.Find(pc);
   }
+  // Erasing others moves no element of the map: `process` and `entry` stay.
+  if (process_bytes_ > options_.max_process_bytes) TrimProcesses(pid);
   if (entry == nullptr) {
     ++stats_.frames_unmapped;
     return frame;
@@ -82,6 +90,28 @@ void UserSymbolizer::ReadMaps(pid_t pid, ProcessState* process) {
     process->maps = *std::move(maps);
   }
   process->mappings.assign(process->maps.entries().size(), MappingState());
+  SetProcessBytes(
+      process, process->maps.memory_bytes() + process->mappings.capacity() * sizeof(MappingState));
+}
+
+void UserSymbolizer::SetProcessBytes(ProcessState* process, size_t bytes) {
+  process_bytes_ = process_bytes_ - process->bytes + bytes;
+  process->bytes = bytes;
+}
+
+void UserSymbolizer::TrimProcesses(pid_t keep) {
+  while (process_bytes_ > options_.max_process_bytes && processes_.size() > 1) {
+    auto oldest = processes_.end();
+    for (auto it = processes_.begin(); it != processes_.end(); ++it) {
+      if (it->first != keep &&
+          (oldest == processes_.end() || it->second.last_used < oldest->second.last_used)) {
+        oldest = it;
+      }
+    }
+    process_bytes_ -= oldest->second.bytes;
+    processes_.erase(oldest);
+    ++stats_.processes_evicted;
+  }
 }
 
 const ElfFile* UserSymbolizer::ResolveFile(pid_t pid, ProcessState* process, size_t index) {
@@ -100,7 +130,10 @@ const ElfFile* UserSymbolizer::ResolveFile(pid_t pid, ProcessState* process, siz
     case MappingState::Status::kUnread:
       break;
   }
-  if (!LoadFile(pid, process->maps.entries()[index], &state)) {
+  const size_t key_bytes = HeapBytes(state.cache_key);
+  const bool loaded = LoadFile(pid, process->maps.entries()[index], &state);
+  SetProcessBytes(process, process->bytes - key_bytes + HeapBytes(state.cache_key));
+  if (!loaded) {
     state.status = MappingState::Status::kUnreadable;
     return nullptr;
   }
@@ -141,18 +174,16 @@ bool UserSymbolizer::LoadFile(pid_t pid, const MapsEntry& entry, MappingState* s
   return added;
 }
 
-void UserSymbolizer::ForgetProcess(pid_t pid) { processes_.erase(pid); }
+void UserSymbolizer::ForgetProcess(pid_t pid) {
+  auto it = processes_.find(pid);
+  if (it == processes_.end()) return;
+  process_bytes_ -= it->second.bytes;
+  processes_.erase(it);
+}
 
 size_t UserSymbolizer::memory_bytes() const {
-  size_t bytes = sizeof(*this) + cache_.memory_bytes() +
-                 processes_.capacity() * (sizeof(pid_t) + sizeof(ProcessState));
-  for (const auto& [pid, process] : processes_) {
-    bytes += process.maps.memory_bytes() + process.mappings.capacity() * sizeof(MappingState);
-    for (const MappingState& m : process.mappings) {
-      if (m.cache_key.capacity() > 15) bytes += m.cache_key.capacity() + 1;
-    }
-  }
-  return bytes;
+  return sizeof(*this) + cache_.memory_bytes() +
+         processes_.capacity() * (sizeof(pid_t) + sizeof(ProcessState)) + process_bytes_;
 }
 
 }  // namespace ringside::agent

@@ -83,6 +83,9 @@ struct UserSymbolizerStats {
   uint64_t maps_reads = 0;
   uint64_t maps_unreadable = 0;  // process gone, or no PTRACE_MODE_READ
   uint64_t cache_evictions = 0;
+  // Processes forgotten to keep the maps within max_process_bytes (their
+  // exit missed, or more processes at once than it holds).
+  uint64_t processes_evicted = 0;
 };
 
 // Names user-space instruction addresses (frame-pointer stacks from
@@ -95,7 +98,10 @@ struct UserSymbolizerStats {
 //   - per pid, the parsed maps and, per mapping, its resolved ELF file;
 //     re-read when an address falls in no mapping (a dlopen since), at most
 //     once per min_maps_refresh; dropped by ForgetProcess (call it when the
-//     process exits, or pids leak memory).
+//     process exits). All processes' together are bounded by
+//     max_process_bytes: past it the least recently symbolized go (an exit
+//     that was missed, a lost record, must not leak), and are read again
+//     if they come back.
 //   - per ELF file, the parsed tables in an LRU (internal::ElfCache) bounded
 //     by cache_bytes, shared by every process mapping the same file (by
 //     build id, else by dev/inode/mtime/size).
@@ -112,6 +118,9 @@ class UserSymbolizer {
   struct Options {
     std::string proc_root = "/proc";  // tests give a tree of their own
     size_t cache_bytes = 64 << 20;
+    // The processes' maps and mapping states, all together; one process
+    // larger than this is still held, alone.
+    size_t max_process_bytes = 32 << 20;
     uint64_t max_binary_bytes = uint64_t{1} << 30;
     std::chrono::milliseconds min_maps_refresh{100};
   };
@@ -130,8 +139,11 @@ class UserSymbolizer {
 
   const UserSymbolizerStats& stats() const { return stats_; }
   size_t process_count() const { return processes_.size(); }
-  // The heap held: the ELF cache, and each process's maps and states.
+  // The heap held: the ELF cache, and each process's maps and states. O(1).
   size_t memory_bytes() const;
+  // The processes' part of it (at most Options::max_process_bytes, unless
+  // one process alone is larger).
+  size_t process_memory_bytes() const { return process_bytes_; }
   // The ELF cache's part of it (at most Options::cache_bytes).
   size_t cache_memory_bytes() const { return cache_.memory_bytes(); }
 
@@ -147,9 +159,15 @@ class UserSymbolizer {
     ProcessMaps maps;
     std::vector<MappingState> mappings;  // parallel to maps.entries()
     std::chrono::steady_clock::time_point read_at;
+    size_t bytes = 0;        // Its share of process_bytes_.
+    uint64_t last_used = 0;  // uses_ at its last Symbolize().
   };
 
   void ReadMaps(pid_t pid, ProcessState* process);
+  // Forgets the least recently used processes but `keep` while the
+  // processes take more than max_process_bytes.
+  void TrimProcesses(pid_t keep);
+  void SetProcessBytes(ProcessState* process, size_t bytes);
   // The cached file of mapping `index`, reading it if need be; null when
   // it cannot be read.
   const ElfFile* ResolveFile(pid_t pid, ProcessState* process, size_t index);
@@ -159,6 +177,8 @@ class UserSymbolizer {
   const Options options_;
   internal::ElfCache cache_;
   absl::flat_hash_map<pid_t, ProcessState> processes_;
+  size_t process_bytes_ = 0;  // The sum of their `bytes`.
+  uint64_t uses_ = 0;
   UserSymbolizerStats stats_;
 };
 

@@ -536,6 +536,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "StatusReply",
       "SourceStatus",
       "SourceStatus.Loss",
+      "StackStatus",
       "BufferStatus",
       "DurableStatus",
       "SnapshotStatus",

@@ -11,6 +11,10 @@ size_t EntryOverhead(const std::string& key) {
   return 160 + 2 * key.size() + 2 * sizeof(FileIdentity);
 }
 
+// An identity added to an entry: its place in the entry's list and its
+// slot in the index, roughly.
+constexpr size_t kIdentityBytes = 2 * sizeof(FileIdentity) + 16;
+
 }  // namespace
 
 bool ElfCache::FindByIdentity(const FileIdentity& identity, Handle* handle) {
@@ -28,7 +32,17 @@ bool ElfCache::FindByKey(const std::string& key, Handle* handle) {
 }
 
 void ElfCache::AddIdentity(const Handle& h, const FileIdentity& identity) {
-  if (by_identity_.emplace(identity, h.entry).second) h.entry->identities.push_back(identity);
+  if (!by_identity_.emplace(identity, h.entry).second) return;
+  std::vector<FileIdentity>& ids = h.entry->identities;
+  if (ids.size() >= kMaxIdentities) {
+    // The oldest goes; the entry's first (its own file's) is the oldest.
+    by_identity_.erase(ids.front());
+    ids.erase(ids.begin());
+  } else {
+    h.entry->bytes += kIdentityBytes;
+    bytes_ += kIdentityBytes;
+  }
+  ids.push_back(identity);
 }
 
 bool ElfCache::Insert(std::string key, const FileIdentity& identity, ElfFile file, Handle* handle) {

@@ -68,9 +68,13 @@ class ElfCache {
   bool FindByIdentity(const FileIdentity& identity, Handle* handle);
   bool FindByKey(const std::string& key, Handle* handle);
   // Remembers that the file `identity` holds the entry of `h` (another file
-  // with the same build id), so that FindByIdentity finds it.
-  // REQUIRES: Valid(h).
+  // with the same build id), so that FindByIdentity finds it. An entry
+  // remembers its kMaxIdentities newest files: each container that maps the
+  // same libc from its own overlay (another dev) adds one, for as long as
+  // the agent runs. One forgotten costs a parse of that file on its next
+  // mapping, which finds the entry again by key. REQUIRES: Valid(h).
   void AddIdentity(const Handle& h, const FileIdentity& identity);
+  static constexpr size_t kMaxIdentities = 64;
 
   // Adds `file` under `key`, evicting the least recently used entries until
   // it fits. False (nothing added) when it alone is over the budget.
@@ -85,7 +89,11 @@ class ElfCache {
   uint64_t generation() const { return generation_; }
   uint64_t evictions() const { return evictions_; }
   size_t size() const { return lru_.size(); }
+  // The entries' bytes, their identities past the first included (those
+  // may take it past the budget until the next Insert evicts).
   size_t memory_bytes() const { return bytes_; }
+  // Files the entry of `h` is known by. REQUIRES: Valid(h).
+  size_t IdentitiesOf(const Handle& h) const { return h.entry->identities.size(); }
 
  private:
   void Evict();

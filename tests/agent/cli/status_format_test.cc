@@ -40,6 +40,8 @@ control::StatusReply FilledReply() {
   m->set_chunk_pool_bytes(uint64_t{2} << 20);
   m->set_ftrace_buffer_bytes(uint64_t{4} << 20);
   m->set_buffer_bytes(uint64_t{68} << 20);
+  m->set_symbol_bytes(uint64_t{12} << 20);
+  m->set_stack_interning_bytes(uint64_t{3} << 19);
   s.set_pid(4321);
   s.set_version("0.1.0-dev");
   SourceStatus* bpf = s.add_sources();
@@ -55,6 +57,17 @@ control::StatusReply FilledReply() {
   loss->set_cpu(-1);
   loss->set_kind("chunks_discarded");
   loss->set_events(30);
+  control::StackStatus* stacks = bpf->mutable_stacks();
+  stacks->set_blocked_samples(5000);
+  stacks->set_cpu_samples(700);
+  stacks->set_frames_named(900);
+  stacks->set_frames_unnamed(40);
+  stacks->set_callstacks(310);
+  stacks->set_interned_bytes(300 << 10);
+  stacks->set_generations(2);
+  stacks->set_remembered_stacks(350);
+  stacks->set_symbol_bytes(uint64_t{12} << 20);
+  stacks->set_interning_bytes(uint64_t{3} << 19);
   SourceStatus* ftrace = s.add_sources();
   ftrace->set_name("linux.ftrace");
   ftrace->set_state(SourceStatus::FAILED);
@@ -179,6 +192,28 @@ TEST(StatusTextTest, LossesAreListedByKindAndCpuUnderTheirSource) {
   ASSERT_GE(lines.end() - bpf, 3);
   EXPECT_EQ(bpf[1], "  lost 12: ringbuf_reserve_failed, cpu 3");
   EXPECT_EQ(bpf[2], "  lost 30: chunks_discarded");
+}
+
+TEST(StatusTextTest, StackSamplesAndWhatTheyInternedAreUnderTheirSource) {
+  const std::vector<std::string> lines = Lines(StatusText(FilledReply()));
+  auto bpf = std::find_if(lines.begin(), lines.end(),
+                          [](const std::string& l) { return l.starts_with("linux.bpf"); });
+  ASSERT_GE(lines.end() - bpf, 5);
+  EXPECT_EQ(bpf[3], "  stack samples: 5000 blocked, 700 CPU; 310 callstacks");
+  EXPECT_EQ(bpf[4], "  frames: 940 (40 unnamed); interned 300.0 KiB, generation 2");
+  // A source without stacks has no such lines.
+  control::StatusReply none = FilledReply();
+  none.mutable_sources(0)->clear_stacks();
+  EXPECT_THAT(StatusText(none), Not(HasSubstr("stack samples")));
+}
+
+TEST(StatusTextTest, TheSymbolCachesHaveAMemoryLineOfTheirOwn) {
+  EXPECT_THAT(StatusText(FilledReply()),
+              HasSubstr("symbol caches 12.0 MiB, stack interning 1.5 MiB\n"));
+  control::StatusReply none = FilledReply();
+  none.mutable_memory()->clear_symbol_bytes();
+  none.mutable_memory()->clear_stack_interning_bytes();
+  EXPECT_THAT(StatusText(none), Not(HasSubstr("symbol caches")));
 }
 
 TEST(StatusTextTest, ZeroLossesAreNotListed) {
@@ -317,6 +352,7 @@ TEST(StatusJsonTest, EmptyReplyStillHasEveryFieldWithZeroValues) {
   EXPECT_EQ(j["uptime_ms"], 0);
   EXPECT_EQ(j["config_path"], "");
   EXPECT_EQ(j["sources"], json::array());
+  EXPECT_EQ(j["memory"]["symbol_bytes"], 0);
   EXPECT_EQ(j["buffers"], json::array());
   EXPECT_EQ(j["durable"]["capacity"], 0);
   EXPECT_EQ(j["snapshots"]["last_path"], "");
@@ -337,6 +373,10 @@ TEST(StatusJsonTest, NumbersAreNumbersAndEnumsAreNames) {
   EXPECT_DOUBLE_EQ(j["buffers"][0]["fill_percent"].get<double>(), 87.5);
   EXPECT_DOUBLE_EQ(j["cpu_seconds"].get<double>(), 12.34);
   EXPECT_EQ(j["streaming"]["bytes"], 5 << 20);
+  EXPECT_EQ(j["sources"][0]["stacks"]["cpu_samples"], 700);
+  // A source without stacks has the object too, all 0.
+  EXPECT_EQ(j["sources"][1]["stacks"]["blocked_samples"], 0);
+  EXPECT_EQ(j["sources"][1]["stacks"]["symbol_bytes"], 0);
 }
 
 TEST(StatusJsonTest, TextThatIsNotUtf8BecomesReplacementCharacters) {

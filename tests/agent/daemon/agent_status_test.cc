@@ -2,7 +2,20 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "agent/config/config_loader.h"
+#include "agent/metrics/prometheus_text.h"
+#include "agent/tracefile/trace_sink.h"
 #include "gtest/gtest.h"
+#include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/prometheus_tools.h"
 
 namespace ringside::agent {
 namespace {
@@ -10,6 +23,22 @@ namespace {
 using SourceReport = TracingSession::SourceReport;
 
 const absl::Time kStart = absl::FromUnixSeconds(1700000000);
+
+DataSource::StackReport BpfStacks() {
+  DataSource::StackReport st;
+  st.recorded = true;
+  st.blocked_samples = 500;
+  st.cpu_samples = 70;
+  st.frames_named = 90;
+  st.frames_unnamed = 4;
+  st.callstacks = 31;
+  st.interned_bytes = 30000;
+  st.generations = 2;
+  st.remembered_stacks = 35;
+  st.symbol_bytes = 12 << 20;
+  st.interning_bytes = 200000;
+  return st;
+}
 
 TracingSession::Report MakeReport(uint64_t bpf_events) {
   TracingSession::Report r;
@@ -20,9 +49,17 @@ TracingSession::Report MakeReport(uint64_t bpf_events) {
                        {{1, "sched_switch", 7}, {0, "bpf_missed_runs", 3}},
                        {absl::Milliseconds(1500), absl::Milliseconds(250), 3},
                        {uint64_t{8} << 20, 0},
-                       uint64_t{1} << 20});
-  r.sources.push_back(
-      {"linux.ftrace", SourceReport::State::kFailed, "tracefs is not mounted", 0, {}, {}, {}, 0});
+                       uint64_t{1} << 20,
+                       BpfStacks()});
+  r.sources.push_back({"linux.ftrace",
+                       SourceReport::State::kFailed,
+                       "tracefs is not mounted",
+                       0,
+                       {},
+                       {},
+                       {},
+                       0,
+                       {}});
 
   TracingSession::BufferReport b;
   b.stats.buffer_size = 64 << 20;
@@ -97,6 +134,19 @@ TEST(AgentStatusTest, TheReplyCarriesEverySourceBufferAndSnapshotFigure) {
   // The reader thread's CPU and the budget's pauses, in seconds.
   EXPECT_DOUBLE_EQ(st.sources(0).reader_cpu_seconds(), 1.5);
   EXPECT_DOUBLE_EQ(st.sources(0).reader_paused_seconds(), 0.25);
+  // The stacks, where the source records them.
+  ASSERT_TRUE(st.sources(0).has_stacks());
+  EXPECT_EQ(st.sources(0).stacks().blocked_samples(), 500u);
+  EXPECT_EQ(st.sources(0).stacks().cpu_samples(), 70u);
+  EXPECT_EQ(st.sources(0).stacks().frames_named(), 90u);
+  EXPECT_EQ(st.sources(0).stacks().frames_unnamed(), 4u);
+  EXPECT_EQ(st.sources(0).stacks().callstacks(), 31u);
+  EXPECT_EQ(st.sources(0).stacks().interned_bytes(), 30000u);
+  EXPECT_EQ(st.sources(0).stacks().generations(), 2u);
+  EXPECT_EQ(st.sources(0).stacks().remembered_stacks(), 35u);
+  EXPECT_EQ(st.sources(0).stacks().symbol_bytes(), 12u << 20);
+  EXPECT_EQ(st.sources(0).stacks().interning_bytes(), 200000u);
+  EXPECT_FALSE(st.sources(1).has_stacks());
   EXPECT_EQ(st.sources(1).state(), control::SourceStatus::FAILED);
   EXPECT_EQ(st.sources(1).error(), "tracefs is not mounted");
   ASSERT_EQ(st.buffers_size(), 1);
@@ -131,7 +181,8 @@ TEST(AgentStatusTest, MemoryNamesTheStagingOfEverySourceAndTheBuffers) {
                             {},
                             {},
                             {0, uint64_t{4} << 20},
-                            uint64_t{1} << 20});
+                            uint64_t{1} << 20,
+                            {}});
   control::MemoryStatus m;
   SetMemory(report, read, &m);
   EXPECT_EQ(m.cgroup(), "/system.slice/ringside.service");
@@ -142,6 +193,126 @@ TEST(AgentStatusTest, MemoryNamesTheStagingOfEverySourceAndTheBuffers) {
   EXPECT_EQ(m.ftrace_buffer_bytes(), 4u << 20);
   EXPECT_EQ(m.chunk_pool_bytes(), 2u << 20);
   EXPECT_EQ(m.buffer_bytes(), (64u << 20) + (4u << 20)) << "the central ring and the durable store";
+  EXPECT_EQ(m.symbol_bytes(), 12u << 20);
+  EXPECT_EQ(m.stack_interning_bytes(), 200000u);
+}
+
+// A recording of linux.bpf with `stacks` (its bpf_config.stacks fields),
+// for real: root only (CAP_BPF and CAP_PERFMON).
+std::unique_ptr<TracingSession> StartStacks(const std::string& stacks) {
+  absl::StatusOr<config::TraceConfig> cfg =
+      ParseConfig(absl::StrCat("buffers { size_kb: 2048 }\ndurable_buffer_size_kb: 1024\n"
+                               "data_sources { config { name: \"linux.bpf\" bpf_config {\n"
+                               "  sched: true stacks { ",
+                               stacks, " } } } }\n"),
+                  "test.pbtxt");
+  EXPECT_TRUE(cfg.ok()) << cfg.status();
+  if (!cfg.ok()) return nullptr;
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(*cfg);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return nullptr;
+  EXPECT_TRUE((*s)->Start().ok());
+  return *std::move(s);
+}
+
+// This thread blocks and runs, in turns, until `done` says the report has
+// what the test waits for (at most 10 s); the last report.
+template <typename Done>
+TracingSession::Report WorkUntil(const TracingSession& session, Done done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  TracingSession::Report r = session.report();
+  while (!done(r) && absl::Now() < deadline) {
+    for (int i = 0; i < 20; i++) {
+      usleep(1000);
+      for (const absl::Time spin = absl::Now() + absl::Milliseconds(1); absl::Now() < spin;) {
+      }
+    }
+    r = session.report();
+  }
+  return r;
+}
+
+TEST(AgentStatusTest, RecordedStacksShowTheirSamplesAndWhatNamesThemInStatusAndMetrics) {
+  if (geteuid() != 0) GTEST_SKIP() << "linux.bpf needs root (CAP_BPF and CAP_PERFMON)";
+  std::unique_ptr<TracingSession> session = StartStacks("cpu_hz: 99");
+  ASSERT_NE(session, nullptr);
+  const TracingSession::Report r = WorkUntil(*session, [](const TracingSession::Report& r) {
+    return r.sources.size() == 1 && r.sources[0].stacks.blocked_samples > 0 &&
+           r.sources[0].stacks.cpu_samples > 0;
+  });
+  AgentStatus status(kStart);
+  const control::StatusReply st = status.Reply(r, absl::Now(), "", {}, 0);
+  ASSERT_EQ(st.sources_size(), 1);
+  ASSERT_TRUE(st.sources(0).has_stacks());
+  const control::StackStatus& stacks = st.sources(0).stacks();
+  EXPECT_GT(stacks.blocked_samples(), 0u);
+  EXPECT_GT(stacks.cpu_samples(), 0u);
+  EXPECT_GT(stacks.callstacks(), 0u);
+  EXPECT_GT(stacks.frames_named(), 0u) << "kallsyms names the kernel's frames";
+  EXPECT_GT(stacks.interned_bytes(), 0u);
+  EXPECT_GE(stacks.generations(), 1u);
+  // kallsyms alone is hundreds of KiB.
+  EXPECT_GT(stacks.symbol_bytes(), 100u << 10);
+  std::printf("symbol caches %llu bytes, interning tables %llu bytes\n",
+              static_cast<unsigned long long>(stacks.symbol_bytes()),
+              static_cast<unsigned long long>(stacks.interning_bytes()));
+  EXPECT_GT(stacks.interning_bytes(), 0u);
+  EXPECT_EQ(st.memory().symbol_bytes(), stacks.symbol_bytes());
+  EXPECT_EQ(st.memory().stack_interning_bytes(), stacks.interning_bytes());
+  const std::string text = PrometheusText(st, {});
+  EXPECT_EQ(testing::SampleValue(
+                text, R"(ringside_stack_samples_total{source="linux.bpf",counter="blocked_time"})"),
+            static_cast<double>(stacks.blocked_samples()));
+  EXPECT_EQ(testing::SampleValue(text, R"(ringside_memory_bytes{part="symbol_caches"})"),
+            static_cast<double>(stacks.symbol_bytes()));
+  ASSERT_TRUE(session->Stop().ok());
+}
+
+// One slot for every distinct stack: the kernel keeps the first and counts
+// each other as crowded, on the CPU it happened on. Those losses reach
+// status, metrics and the file's stats as every record type's do.
+TEST(AgentStatusTest, StacksLostAreCountedByKindAndCpuInStatusMetricsAndTheFile) {
+  if (geteuid() != 0) GTEST_SKIP() << "linux.bpf needs root (CAP_BPF and CAP_PERFMON)";
+  std::unique_ptr<TracingSession> session = StartStacks("max_stacks: 1 cpu_hz: 0");
+  ASSERT_NE(session, nullptr);
+  const auto crowded = [](const DataSource::Loss& l) { return l.kind == "stack_kernel_crowded"; };
+  const TracingSession::Report r = WorkUntil(*session, [&](const TracingSession::Report& r) {
+    return r.sources.size() == 1 &&
+           std::any_of(r.sources[0].losses.begin(), r.sources[0].losses.end(), crowded);
+  });
+  ASSERT_EQ(r.sources.size(), 1u);
+  uint64_t lost = 0;
+  for (const DataSource::Loss& l : r.sources[0].losses) lost += crowded(l) ? l.events : 0;
+  ASSERT_GT(lost, 0u) << "no stack was crowded out of a table of one";
+
+  AgentStatus status(kStart);
+  const control::StatusReply st = status.Reply(r, absl::Now(), "", {}, 0);
+  uint64_t in_status = 0;
+  for (const control::SourceStatus::Loss& l : st.sources(0).losses()) {
+    if (l.kind() != "stack_kernel_crowded") continue;
+    in_status += l.events();
+    EXPECT_GE(l.cpu(), 0) << "counted on the CPU it happened on";
+  }
+  EXPECT_EQ(in_status, lost);
+  const std::string text = PrometheusText(st, {});
+  EXPECT_EQ(testing::SampleValue(text, R"(ringside_staging_events_lost_total{source="linux.bpf",)"
+                                       R"(kind="stack_kernel_crowded"})"),
+            static_cast<double>(lost));
+
+  ASSERT_TRUE(session->Stop().ok());
+  StringSink sink;
+  ASSERT_TRUE(session->WriteTrace(&sink).ok());
+  trace::Trace t;
+  ASSERT_TRUE(t.ParseFromString(sink.data()));
+  uint64_t in_file = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const auto& l : p.trace_stats().ringside_staging_loss()) {
+      if (l.data_source() == "linux.bpf" && l.kind() == "stack_kernel_crowded") {
+        in_file += l.events_lost();
+      }
+    }
+  }
+  EXPECT_GE(in_file, lost) << "the file's count, taken at the stop, is the latest";
 }
 
 }  // namespace

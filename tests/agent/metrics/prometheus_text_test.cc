@@ -40,6 +40,16 @@ control::StatusReply BusyAgent() {
     l->set_kind(kind);
     l->set_events(events);
   }
+  control::StackStatus* stacks = bpf->mutable_stacks();
+  stacks->set_blocked_samples(5000);
+  stacks->set_cpu_samples(700);
+  stacks->set_frames_named(900);
+  stacks->set_frames_unnamed(40);
+  stacks->set_callstacks(310);
+  stacks->set_interned_bytes(300 << 10);
+  stacks->set_generations(2);
+  s.mutable_memory()->set_symbol_bytes(12 << 20);
+  s.mutable_memory()->set_stack_interning_bytes(3 << 19);
   control::SourceStatus* ftrace = s.add_sources();
   ftrace->set_name("linux.ftrace");
   ftrace->set_state(control::SourceStatus::FAILED);
@@ -161,6 +171,50 @@ TEST(PrometheusTextTest, CountsAreTheStatusOwn) {
 
 // The listener's state, for the textfile and `status --prometheus` to show
 // a listener that could not start; nothing of it without metrics_listen.
+TEST(PrometheusTextTest, StackSamplesAndTheSymbolCachesAreMetricsOfTheirSource) {
+  const std::string text = PrometheusText(BusyAgent(), {});
+  EXPECT_EQ(SampleValue(
+                text, R"(ringside_stack_samples_total{source="linux.bpf",counter="blocked_time"})"),
+            5000);
+  EXPECT_EQ(
+      SampleValue(text, R"(ringside_stack_samples_total{source="linux.bpf",counter="cpu_time"})"),
+      700);
+  EXPECT_EQ(SampleValue(
+                text, R"(ringside_stack_frames_interned_total{source="linux.bpf",result="named"})"),
+            900);
+  EXPECT_EQ(
+      SampleValue(text,
+                  R"(ringside_stack_frames_interned_total{source="linux.bpf",result="unnamed"})"),
+      40);
+  EXPECT_EQ(SampleValue(text, R"(ringside_stack_callstacks_interned_total{source="linux.bpf"})"),
+            310);
+  EXPECT_EQ(SampleValue(text, R"(ringside_stack_interned_bytes{source="linux.bpf"})"), 300 << 10);
+  EXPECT_EQ(SampleValue(text, R"(ringside_stack_generations_total{source="linux.bpf"})"), 2);
+  EXPECT_EQ(SampleValue(text, R"(ringside_memory_bytes{part="symbol_caches"})"), 12 << 20);
+  EXPECT_EQ(SampleValue(text, R"(ringside_memory_bytes{part="stack_interning"})"), 3 << 19);
+  // A source that records no stacks has no stack series.
+  EXPECT_FALSE(absl::StrContains(text, R"(ringside_stack_samples_total{source="linux.ftrace")"));
+  control::StatusReply none = BusyAgent();
+  none.mutable_sources(0)->clear_stacks();
+  EXPECT_FALSE(absl::StrContains(PrometheusText(none, {}), "ringside_stack_"));
+}
+
+// Stacks lost are staging losses like the records': by kind, and by CPU
+// when asked.
+TEST(PrometheusTextTest, AStackLossIsAStagingLossOfItsKindAndCpu) {
+  control::StatusReply s = BusyAgent();
+  control::SourceStatus::Loss* l = s.mutable_sources(0)->add_losses();
+  l->set_cpu(2);
+  l->set_kind("stack_kernel_crowded");
+  l->set_events(4);
+  const std::string text = PrometheusText(s, {.kernel = "", .per_cpu = true});
+  EXPECT_EQ(SampleValue(text, R"(ringside_staging_events_lost_total{source="linux.bpf",)"
+                              R"(kind="stack_kernel_crowded",cpu="2"})"),
+            4);
+  EXPECT_EQ(SampleValue(text, R"(ringside_events_lost_total{source="linux.bpf",stage="staging"})"),
+            19);
+}
+
 TEST(PrometheusTextTest, TheListenerIsUpOrNotAndCountsTheConnectionsItEnded) {
   control::StatusReply s = BusyAgent();
   std::string text = PrometheusText(s, {});

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -193,6 +194,8 @@ TEST_F(StackSampleWriterTest, ABlockedStackIsOneSampleOfItsTimeOffTheCpuOnItsFra
                                            "pipe_read", "schedule", "__schedule"}));
   EXPECT_EQ(writer_->stats().frames_unnamed, 1u);
   EXPECT_EQ(writer_->stats().samples, 1u);
+  EXPECT_EQ(writer_->stats().blocked_samples, 1u);
+  EXPECT_EQ(writer_->stats().cpu_samples, 0u);
 
   RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
   const std::string path = WriteTemp(bytes);
@@ -266,6 +269,8 @@ TEST_F(StackSampleWriterTest, ACpuSampleWeighsOnePeriodOfCpuTime) {
     cpu_time |= d.iid() == StackSampleWriter::kCpuTimeCounterIid && d.name() == "cpu_time";
   }
   EXPECT_TRUE(cpu_time);
+  EXPECT_EQ(writer_->stats().cpu_samples, 1u);
+  EXPECT_EQ(writer_->stats().blocked_samples, 0u);
 
   RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
   const std::string path = WriteTemp(bytes);
@@ -321,6 +326,33 @@ TEST_F(StackSampleWriterTest, EverySampleResolvesAfterTheRingWrappedManyTimes) {
                               "c.frame_id where f.name = '__schedule'"),
             samples);
   std::remove(path.c_str());
+}
+
+// Stacks never seen before, batch after batch, for a long time: the
+// interning tables start again at each generation, so the memory they hold
+// stays near what one generation's budget takes, however many stacks came.
+TEST_F(StackSampleWriterTest, TheInterningTablesMemoryStaysBoundedByTheBudget) {
+  constexpr size_t kBudget = 8 * 1024;
+  MakeWriter(kBudget);
+  size_t most = 0;
+  uint64_t ts = 1'000;
+  for (int32_t batch = 0; batch < 400; batch++) {
+    std::vector<rs_stack_blocked> records;
+    for (int32_t k = 0; k < 50; k++) {
+      const int32_t id = batch * 50 + k;
+      const uint64_t base = 0xffff000000ull + static_cast<uint64_t>(id) * 16;
+      namer_.kernel[base] = absl::StrCat("function_number_", id, "_of_many");
+      stacks_[id] = {base + 2};
+      records.push_back(Record(ts += 1000, 200, id, RS_STACK_NOT_ASKED, 1000));
+    }
+    WriteBatch(records);
+    most = std::max(most, writer_->memory_bytes());
+  }
+  EXPECT_EQ(writer_->stats().samples, 20'000u);
+  EXPECT_GT(writer_->stats().generations, 10u);
+  EXPECT_GT(writer_->memory_bytes(), 0u);
+  // 20000 distinct stacks and names held at once would take megabytes.
+  EXPECT_LT(most, 32 * kBudget) << "the tables grow with the stacks seen, not the budget";
 }
 
 // A fork storm: every short-lived process blocks on the same two stacks.

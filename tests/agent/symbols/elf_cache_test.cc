@@ -77,6 +77,31 @@ TEST_F(ElfCacheTest, AnotherFileWithTheSameKeyIsFoundByItsIdentity) {
   EXPECT_EQ(cache.size(), 1u);
 }
 
+// A library every new container maps from an overlay of its own (another
+// dev each time): its entry remembers the newest files only, and its bytes
+// stop growing.
+TEST_F(ElfCacheTest, AnEntryRemembersABoundedNumberOfFiles) {
+  ElfCache cache(1 << 20);
+  ElfCache::Handle h;
+  ASSERT_TRUE(cache.Insert(Key(0), Id(0), Read(0), &h));
+  const size_t alone = cache.memory_bytes();
+  auto container = [](uint64_t n) { return FileIdentity{1000 + n, 100, 0, 0}; };
+  for (uint64_t n = 1; n < ElfCache::kMaxIdentities; n++) cache.AddIdentity(h, container(n));
+  EXPECT_EQ(cache.IdentitiesOf(h), ElfCache::kMaxIdentities);
+  const size_t full = cache.memory_bytes();
+  EXPECT_GT(full, alone) << "the files it is known by count";
+  for (uint64_t n = ElfCache::kMaxIdentities; n < 10 * ElfCache::kMaxIdentities; n++) {
+    cache.AddIdentity(h, container(n));
+  }
+  EXPECT_EQ(cache.IdentitiesOf(h), ElfCache::kMaxIdentities);
+  EXPECT_EQ(cache.memory_bytes(), full);
+  ElfCache::Handle found;
+  EXPECT_FALSE(cache.FindByIdentity(Id(0), &found)) << "the oldest went first";
+  EXPECT_FALSE(cache.FindByIdentity(container(1), &found));
+  EXPECT_TRUE(cache.FindByIdentity(container(10 * ElfCache::kMaxIdentities - 1), &found));
+  EXPECT_TRUE(cache.FindByKey(Key(0), &found)) << "still found by its build id";
+}
+
 TEST_F(ElfCacheTest, RefusesATableOverTheWholeBudget) {
   ElfCache cache(100);
   ElfCache::Handle h;

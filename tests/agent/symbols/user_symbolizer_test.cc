@@ -266,6 +266,45 @@ TEST_F(UserSymbolizerFakeProcTest, ForgetProcessDropsItsMaps) {
   EXPECT_LT(symbolizer.memory_bytes(), with_process);
 }
 
+// Processes whose exit was never seen (a lost record, a source without the
+// process group) do not pile up: past max_process_bytes the least recently
+// symbolized go, and one that comes back is read again.
+TEST_F(UserSymbolizerFakeProcTest, TheProcessesMapsStayWithinTheirBudget) {
+  std::string maps;
+  for (int i = 0; i < 200; i++) {
+    const uint64_t start = 0x10000 + static_cast<uint64_t>(i) * 0x2000;
+    maps +=
+        absl::StrCat(absl::Hex(start), "-", absl::Hex(start + 0x1000), " r-xp 00000000 00:00 0 \n");
+  }
+  constexpr int kProcesses = 20;
+  for (pid_t pid = 1; pid <= kProcesses; pid++) {
+    std::filesystem::create_directories(dir_.Path(absl::StrCat("proc/", pid)));
+    dir_.Write(absl::StrCat("proc/", pid, "/maps"), maps);
+  }
+  UserSymbolizer probe(options_);
+  Symbolize(&probe, 1, 0x10000);
+  const size_t one = probe.process_memory_bytes();
+  ASSERT_GT(one, 200 * sizeof(MapsEntry));
+  options_.max_process_bytes = 3 * one + one / 2;
+  UserSymbolizer symbolizer(options_);
+  for (pid_t pid = 1; pid <= kProcesses; pid++) {
+    EXPECT_TRUE(Symbolize(&symbolizer, pid, 0x10000).has_mapping);
+    EXPECT_LE(symbolizer.process_memory_bytes(), options_.max_process_bytes);
+  }
+  EXPECT_EQ(symbolizer.process_count(), 3u);
+  EXPECT_EQ(symbolizer.stats().processes_evicted, uint64_t{kProcesses - 3});
+  EXPECT_EQ(symbolizer.stats().maps_reads, uint64_t{kProcesses});
+  // The newest are held; the first comes back and is read again.
+  Symbolize(&symbolizer, kProcesses, 0x12000);
+  EXPECT_EQ(symbolizer.stats().maps_reads, uint64_t{kProcesses});
+  Symbolize(&symbolizer, 1, 0x12000);
+  EXPECT_EQ(symbolizer.stats().maps_reads, uint64_t{kProcesses + 1});
+  // What ForgetProcess drops leaves the count.
+  const size_t before = symbolizer.process_memory_bytes();
+  symbolizer.ForgetProcess(1);
+  EXPECT_EQ(symbolizer.process_memory_bytes(), before - one);
+}
+
 TEST_F(UserSymbolizerFakeProcTest, ACacheSmallerThanTwoTablesEvictsAndStillNamesBoth) {
   testing::NmSymbol a, b;
   if (!BuildTiny("a", "function_of_a", &a) || !BuildTiny("b", "function_of_b", &b)) {

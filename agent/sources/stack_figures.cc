@@ -1,0 +1,42 @@
+#include "agent/sources/stack_figures.h"
+
+namespace ringside::agent {
+namespace {
+
+void Set(std::atomic<uint64_t>& to, uint64_t v) { to.store(v, std::memory_order_relaxed); }
+uint64_t Get(const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); }
+
+}  // namespace
+
+void StackFigures::Publish(const StackSampleWriter::Stats& stats, size_t symbol_bytes,
+                           size_t interning_bytes) {
+  Set(blocked_samples_, stats.blocked_samples);
+  Set(cpu_samples_, stats.cpu_samples);
+  Set(frames_named_, stats.frames_named);
+  Set(frames_unnamed_, stats.frames_unnamed);
+  Set(callstacks_, stats.callstacks);
+  Set(interned_bytes_, stats.interned_bytes);
+  Set(generations_, stats.generations);
+  Set(remembered_stacks_, stats.remembered_stacks);
+  Set(symbol_bytes_, symbol_bytes);
+  Set(interning_bytes_, interning_bytes);
+  Set(stacks_unreadable_, stats.stacks_unreadable);
+}
+
+DataSource::StackReport StackFigures::Report() const {
+  DataSource::StackReport r;
+  r.recorded = true;
+  r.blocked_samples = Get(blocked_samples_);
+  r.cpu_samples = Get(cpu_samples_);
+  r.frames_named = Get(frames_named_);
+  r.frames_unnamed = Get(frames_unnamed_);
+  r.callstacks = Get(callstacks_);
+  r.interned_bytes = Get(interned_bytes_);
+  r.generations = Get(generations_);
+  r.remembered_stacks = Get(remembered_stacks_);
+  r.symbol_bytes = Get(symbol_bytes_);
+  r.interning_bytes = Get(interning_bytes_);
+  return r;
+}
+
+}  // namespace ringside::agent

@@ -1,0 +1,46 @@
+#ifndef RINGSIDE_AGENT_SOURCES_STACK_FIGURES_H_
+#define RINGSIDE_AGENT_SOURCES_STACK_FIGURES_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "agent/sources/data_source.h"
+#include "agent/sources/stack_sample_writer.h"
+
+namespace ringside::agent {
+
+// What the stack writer counted and what it and the symbolizers hold, as
+// the BPF reader last left them, for `status` on any thread. Each figure is
+// an atomic of its own: a report may mix two publications, never tear one
+// number.
+//
+// Thread-safe: one thread publishes, any reads.
+class StackFigures {
+ public:
+  // The reader's thread: copies `stats` and the memory of the namer's
+  // symbol tables and caches (`symbol_bytes`) and the writer's interning
+  // tables (`interning_bytes`).
+  void Publish(const StackSampleWriter::Stats& stats, size_t symbol_bytes, size_t interning_bytes);
+
+  // The figures last published, `recorded` set.
+  DataSource::StackReport Report() const;
+  uint64_t stacks_unreadable() const { return stacks_unreadable_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> blocked_samples_{0};
+  std::atomic<uint64_t> cpu_samples_{0};
+  std::atomic<uint64_t> frames_named_{0};
+  std::atomic<uint64_t> frames_unnamed_{0};
+  std::atomic<uint64_t> callstacks_{0};
+  std::atomic<uint64_t> interned_bytes_{0};
+  std::atomic<uint64_t> generations_{0};
+  std::atomic<uint64_t> remembered_stacks_{0};
+  std::atomic<uint64_t> symbol_bytes_{0};
+  std::atomic<uint64_t> interning_bytes_{0};
+  std::atomic<uint64_t> stacks_unreadable_{0};
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SOURCES_STACK_FIGURES_H_

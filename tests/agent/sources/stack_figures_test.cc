@@ -1,0 +1,39 @@
+#include "agent/sources/stack_figures.h"
+
+#include "gtest/gtest.h"
+
+namespace ringside::agent {
+namespace {
+
+TEST(StackFiguresTest, AReportIsWhatWasPublishedLast) {
+  StackFigures figures;
+  EXPECT_TRUE(figures.Report().recorded) << "a source that records stacks, before any batch";
+  EXPECT_EQ(figures.Report().blocked_samples, 0u);
+  StackSampleWriter::Stats st;
+  st.samples = 12;
+  st.blocked_samples = 9;
+  st.cpu_samples = 3;
+  st.frames_named = 40;
+  st.frames_unnamed = 2;
+  st.callstacks = 7;
+  st.interned_bytes = 900;
+  st.generations = 2;
+  st.remembered_stacks = 8;
+  st.stacks_unreadable = 1;
+  figures.Publish(st, 5000, 600);
+  const DataSource::StackReport r = figures.Report();
+  EXPECT_EQ(r.blocked_samples, 9u);
+  EXPECT_EQ(r.cpu_samples, 3u);
+  EXPECT_EQ(r.frames_named, 40u);
+  EXPECT_EQ(r.frames_unnamed, 2u);
+  EXPECT_EQ(r.callstacks, 7u);
+  EXPECT_EQ(r.interned_bytes, 900u);
+  EXPECT_EQ(r.generations, 2u);
+  EXPECT_EQ(r.remembered_stacks, 8u);
+  EXPECT_EQ(r.symbol_bytes, 5000u);
+  EXPECT_EQ(r.interning_bytes, 600u);
+  EXPECT_EQ(figures.stacks_unreadable(), 1u);
+}
+
+}  // namespace
+}  // namespace ringside::agent
