@@ -448,10 +448,12 @@ FUZZ_OBJS_page_parser := $(call fuzz_objs,tests/fuzz/page_parser_fuzzer.cc ftrac
 # `ringside inspect` on any bytes: the reader, the summarizer, both renderings.
 FUZZ_OBJS_trace_file := $(call fuzz_objs,tests/fuzz/trace_file_fuzzer.cc \
   agent/tracefile/trace_inspector.cc agent/tracefile/trace_inspector_format.cc \
+  agent/tracefile/stack_summary.cc agent/tracefile/stack_summary_format.cc \
   agent/tracefile/trace_file_reader.cc base/json_text.cc agent/tracefile/file_digest.cc \
   agent/tracefile/trace_archive.cc agent/tracefile/untrusted_text.cc \
   agent/tracefile/packet_compression.cc buffer/wire_format.cc base/status.cc $(PROTO_CCS))
-FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format zlib libzstd libcrypto
+FUZZ_LIBS_trace_file := protobuf absl_statusor absl_str_format absl_hash absl_raw_hash_set zlib \
+  libzstd libcrypto
 # The control socket's framing and request decoder, on a peer's bytes.
 FUZZ_OBJS_control_request := $(call fuzz_objs,tests/fuzz/control_request_fuzzer.cc \
   agent/control/control_frame.cc $(BUILD)/gen/ringside/control/control.pb.cc)
