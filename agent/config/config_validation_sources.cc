@@ -60,11 +60,6 @@ void CheckFtraceConfig(const config::FtraceConfig& f, const FieldPath& at,
   }
 }
 
-// Whether `stacks` samples what runs: cpu_hz unset takes the default rate.
-bool SamplesCpus(const config::BpfConfig::Stacks& st) {
-  return !st.has_cpu_hz() || st.cpu_hz() > 0;
-}
-
 void CheckBpfConfig(const config::BpfConfig& b, const FieldPath& at, const MachineLimits& machine,
                     Validator* v) {
   auto field = [&](const std::string& name, int index = -1) {
@@ -115,7 +110,7 @@ void CheckBpfConfig(const config::BpfConfig& b, const FieldPath& at, const Machi
     if (st.blocked() && !b.sched()) {
       v->Fail(stacks_field("blocked"),
               "needs the sched group (bpf_config.sched), whose switch records the stacks");
-    } else if (SamplesCpus(st) && !b.sched()) {
+    } else if (CpuSampleHz(st) > 0 && !b.sched()) {
       v->Fail(stacks_field("cpu_hz"),
               "needs the sched group (bpf_config.sched), which holds the sampling program; "
               "cpu_hz: 0 turns sampling off");
@@ -161,7 +156,7 @@ void CheckDataSource(const config::TraceConfig& cfg, int i, const MachineLimits&
   if (ds.name() == "linux.bpf") {
     CheckBpfConfig(ds.bpf_config(), at, machine, v);
     const config::BpfConfig::Stacks& st = ds.bpf_config().stacks();
-    if (ds.bpf_config().has_stacks() && (st.blocked() || SamplesCpus(st)) &&
+    if (ds.bpf_config().has_stacks() && (st.blocked() || CpuSampleHz(st) > 0) &&
         cfg.has_durable_buffer_size_kb() && cfg.durable_buffer_size_kb() == 0) {
       v->Fail(Child(Child(at, "bpf_config"), "stacks"),
               "needs the durable store, which keeps the frames and names its samples refer "

@@ -44,6 +44,11 @@ inline constexpr uint32_t kDefaultMaxBlockedThreads = 16384;
 // linux.bpf's stacks.cpu_hz: perf's and Parca's usual rate, prime so that
 // it does not beat with work that runs on a round period.
 inline constexpr uint32_t kDefaultCpuSampleHz = 49;
+// The CPU samples a second a stacks section asks for: cpu_hz, or the
+// default when unset; 0: none.
+inline uint32_t CpuSampleHz(const config::BpfConfig::Stacks& st) {
+  return st.has_cpu_hz() ? st.cpu_hz() : kDefaultCpuSampleHz;
+}
 // linux.bpf's filter_container_id / filter_cgroup_path: how often the
 // cgroups they name are looked up again (containers come and go).
 inline constexpr uint32_t kCgroupFilterRefreshMs = 2000;

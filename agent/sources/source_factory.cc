@@ -75,7 +75,7 @@ void ConfigureStacks(const config::BpfConfig& bc, const config::TraceConfig& con
                      BpfDataSource::Config* cfg) {
   if (!bc.has_stacks()) return;
   const config::BpfConfig::Stacks& st = bc.stacks();
-  const uint32_t cpu_hz = st.has_cpu_hz() ? st.cpu_hz() : kDefaultCpuSampleHz;
+  const uint32_t cpu_hz = CpuSampleHz(st);
   const uint32_t which = (st.kernel() ? RS_STACKS_KERNEL : 0u) | (st.user() ? RS_STACKS_USER : 0u);
   // Nothing to record with no kind of stack, or no moment to take one.
   if (which != 0 && (st.blocked() || cpu_hz > 0)) {
