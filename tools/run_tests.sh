@@ -24,8 +24,8 @@
 #   keeps 1 until `TEST_JOBS=2 make flake-check` runs clean).
 # TEST_LOAD_PGID: a process group (flake-check's load) stopped while the
 #   serial tests run, as they are meant to have the machine to themselves.
-# TEST_REPEAT: runs of everything, one after another (default 1); with more
-#   than one, the closing lines also list each test that failed in any run.
+# TEST_REPEAT: runs of everything, one after another (default 1). The closing
+#   lines list each test that failed (with more than one run, in how many).
 # TEST_FILTER: a GoogleTest filter (POSITIVE[-NEGATIVE]) to run only some
 #   tests, in both phases.
 set -u
@@ -193,10 +193,14 @@ done
 echo
 for h in "${hangs[@]+"${hangs[@]}"}"; do [ -z "$h" ] || printf '%s\n' "$h"; done
 for b in "${broken[@]+"${broken[@]}"}"; do echo "BROKEN: $b"; done
-if [ "$repeat" -gt 1 ]; then
-  for t in "${!failed_runs[@]}"; do
+# The failed tests again, by name, next to the summary: a log cut to its head
+# and tail (CI's) keeps them even when their output fell in the middle.
+for t in "${!failed_runs[@]}"; do
+  if [ "$repeat" -gt 1 ]; then
     echo "FLAKY: $t failed in ${failed_runs[$t]} of $repeat runs"
-  done | sort
-fi
+  else
+    echo "FAILED: $t"
+  fi
+done | sort
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ ${#broken[@]} -eq 0 ]
