@@ -48,6 +48,13 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
                                                    " tgids can be filtered on, not ",
                                                    options.filters.tgids.size()));
   }
+  // Blocked threads' stacks are taken as they run again, by a kprobe, where
+  // the kernel has kprobes; else by the switch.
+  std::string resume_function;
+  if ((effective.stacks.flags & RS_STACKS_BLOCKED) != 0) {
+    resume_function = ProbeableResumeFunction();
+    effective.stacks.at_switch = resume_function.empty();
+  }
   CaptureLibbpfLog();
   std::unique_ptr<EventSource> s(new EventSource());
   if (absl::Status st = s->CreateMaps(options.ring_size_per_cpu); !st.ok()) return st;
@@ -66,8 +73,9 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
   if (!groups.ok()) return groups.status();
   s->groups_ = std::move(*groups);
   if (const LoadedGroups::SchedHandles& h = s->groups_->sched(); s->groups_->has_sched()) {
-    s->stacks_ = StackMaps(h.stacks, h.stack_losses, options.stacks.flags, s->num_cpus_,
-                           h.sample_cpu_stack, options.stacks.cpu_hz);
+    s->stacks_ =
+        StackMaps(h.stack_losses, h.blocked_unsampled, options.stacks.flags, s->num_cpus_,
+                  h.resume_blocked, resume_function, h.sample_cpu_stack, options.stacks.cpu_hz);
   }
   return s;
 }
@@ -130,7 +138,7 @@ absl::Status EventSource::Attach() {
   // longer finds, is named by its exit.
   SetRecording(false);
   if (absl::Status st = groups_->Attach(); !st.ok()) return st;
-  if (absl::Status st = stacks_.StartSampling(); !st.ok()) return st;
+  if (absl::Status st = stacks_.Start(); !st.ok()) return st;
   SetRecording(true);
   return absl::OkStatus();
 }
@@ -155,7 +163,7 @@ void EventSource::Detach() {
   // Every program stops recording at once, then they are detached one by
   // one (a grace period each).
   SetRecording(false);
-  stacks_.StopSampling();
+  stacks_.Stop();
   if (groups_ != nullptr) groups_->Detach();
 }
 

@@ -72,6 +72,12 @@ absl::Status PrepareGroup(Skel* skel, const GroupSetup& setup, std::vector<std::
                                 setup.request.stacks.flags != 0 && setup.request.stacks.cpu_hz > 0);
       continue;
     }
+    if (section == "kprobe") {  // Attached where StackMaps finds it a place.
+      bpf_program__set_autoattach(prog, false);
+      bpf_program__set_autoload(prog, (setup.request.stacks.flags & RS_STACKS_BLOCKED) != 0 &&
+                                          !setup.request.stacks.at_switch);
+      continue;
+    }
     // Each program is there as tp_btf and as raw_tp (named _raw): one of
     // the two loads.
     const bool raw = absl::StartsWith(section, "raw_tp/");
@@ -105,12 +111,16 @@ absl::Status PrepareGroup(Skel* skel, const GroupSetup& setup, std::vector<std::
 template <typename Skel>
 uint32_t PrepareSched(Skel* skel, size_t ring_size, bool batch_sched,
                       const LoadedGroups::Request::Stacks& stacks) {
-  const bool on = stacks.flags != 0;
   skel->rodata->stack_flags = stacks.flags;
-  const uint32_t depth = std::clamp<uint32_t>(stacks.max_depth, 1, RS_STACK_MAX_DEPTH);
-  bpf_map__set_value_size(skel->maps.stacks, depth * sizeof(uint64_t));
-  bpf_map__set_max_entries(skel->maps.stacks, on ? std::max<uint32_t>(stacks.max_stacks, 1) : 1);
+  skel->rodata->stack_bytes =
+      std::clamp<uint32_t>(stacks.max_depth, 1, RS_STACK_MAX_DEPTH) * sizeof(uint64_t);
+  skel->rodata->blocked_period_ns = stacks.blocked_period_ns;
+  skel->rodata->stacks_at_switch = stacks.at_switch;
   const bool blocked = (stacks.flags & RS_STACKS_BLOCKED) != 0;
+  // Taken at the switch, a blocked thread's stacks wait with it.
+  bpf_map__set_value_size(
+      skel->maps.blocked_tasks,
+      sizeof(rs_stack_blocked) + (blocked && stacks.at_switch ? 2 * skel->rodata->stack_bytes : 0));
   bpf_map__set_max_entries(skel->maps.blocked_tasks,
                            blocked ? std::max<uint32_t>(stacks.max_blocked_tasks, 1) : 1);
   utsname u;
@@ -273,10 +283,13 @@ void LoadedGroups::BindObjects() {
     sched_handles_.flush_sched_batch_fd = bpf_program__fd(skel->progs.flush_sched_batch);
     sched_handles_.batch_waiting = skel->bss->batch_waiting;
     sched_handles_.sched_batches = skel->maps.sched_batches;
-    sched_handles_.stacks = skel->maps.stacks;
     sched_handles_.stack_losses = skel->maps.stack_losses;
+    sched_handles_.blocked_unsampled = skel->maps.blocked_unsampled;
     if (bpf_program__autoload(skel->progs.sample_cpu_stack)) {
       sched_handles_.sample_cpu_stack = skel->progs.sample_cpu_stack;
+    }
+    if (bpf_program__autoload(skel->progs.resume_blocked)) {
+      sched_handles_.resume_blocked = skel->progs.resume_blocked;
     }
   };
   if (all_ != nullptr) {

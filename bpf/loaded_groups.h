@@ -70,17 +70,20 @@ class LoadedGroups {
     // them.
     std::vector<Group> refuse_groups_for_testing;
     Filters filters;
-    // Stacks of threads that block (bpf/stack_events.h), recorded by the
-    // scheduling group: RS_STACKS_* flags (0: off, and its maps take one
-    // entry each), frames per stack (at most RS_STACK_MAX_DEPTH), distinct
-    // stacks the kernel keeps, and threads waiting at once.
+    // Stacks (bpf/stack_events.h), recorded by the scheduling group:
+    // RS_STACKS_* flags (0: off, and its maps take one entry each), frames
+    // per stack (at most RS_STACK_MAX_DEPTH), threads waiting at once, and
+    // the period below which blocks are sampled (0: every block taken).
     // `cpu_hz`: CPU samples a second per CPU (sample_cpu_stack on a
     // cpu-clock perf event, which EventSource opens); 0: none.
     struct Stacks {
       uint32_t flags = 0;
       uint32_t max_depth = 0;
-      uint32_t max_stacks = 0;
       uint32_t max_blocked_tasks = 0;
+      uint64_t blocked_period_ns = 0;
+      // Blocked threads' stacks taken by the switch as they leave, every
+      // block (a kernel without kprobes), rather than as they run again.
+      bool at_switch = false;
       uint32_t cpu_hz = 0;
     } stacks;
   };
@@ -116,10 +119,13 @@ class LoadedGroups {
     int flush_sched_batch_fd = -1;
     const __u64* batch_waiting = nullptr;  // RS_MAX_CPUS * 8, one line a CPU.
     bpf_map* sched_batches = nullptr;
-    bpf_map* stacks = nullptr;        // STACK_TRACE: id -> frames.
-    bpf_map* stack_losses = nullptr;  // PERCPU_ARRAY: rs_stack_loss -> count.
+    bpf_map* stack_losses = nullptr;       // PERCPU_ARRAY: rs_stack_loss -> count.
+    bpf_map* blocked_unsampled = nullptr;  // PERCPU_ARRAY: rs_blocked_unsampled -> count.
     // The CPU sampling program, loaded when Stacks::cpu_hz asks for it.
     bpf_program* sample_cpu_stack = nullptr;
+    // The kprobe that takes blocked threads' stacks as they run again,
+    // loaded when Stacks::flags has RS_STACKS_BLOCKED.
+    bpf_program* resume_blocked = nullptr;
   };
 
   // Loads the groups `request` asks for into `target`'s maps, each program

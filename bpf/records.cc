@@ -24,6 +24,15 @@ size_t CheckedLayout(const RecordView& view) {
   return layout;
 }
 
+// The bytes of a well-formed record that are its own: its layout, or the
+// whole record for a stack's, whose frames follow it.
+size_t OwnBytes(const RecordView& view, size_t layout) {
+  rs_event_header h;
+  std::memcpy(&h, view.data, sizeof(h));
+  const bool frames = h.type == RS_EV_STACK_BLOCKED || h.type == RS_EV_STACK_CPU_SAMPLE;
+  return frames ? view.size : layout;
+}
+
 // Whether a record can be read where it lies: at the alignment of every
 // record layout (8 bytes).
 bool Aligned(const RecordView& view) {
@@ -37,11 +46,13 @@ size_t RecordBatch::Decode(absl::Span<const RecordView> views) {
   // out: the ring's records and a batch's are whole multiples of 8) is read
   // there, which saved 3-4 of the 24 ns an event costs the bundle writer
   // (pipeline_benchmark). Others are copied, at the type's layout only (a
-  // longer record's tail is not ours to read), into the arena, sized first
-  // so that no pointer into it moves.
+  // longer record's tail is no reader's business) but for stacks, whose
+  // frames follow, into the arena, sized first so that no pointer into it
+  // moves.
   size_t words = 0, dropped = 0;
   for (const RecordView& v : views) {
-    if (!Aligned(v)) words += (CheckedLayout(v) + 7) / 8;
+    if (Aligned(v)) continue;
+    if (const size_t layout = CheckedLayout(v); layout != 0) words += (OwnBytes(v, layout) + 7) / 8;
   }
   arena_.resize(words);
   records_.clear();
@@ -58,9 +69,10 @@ size_t RecordBatch::Decode(absl::Span<const RecordView> views) {
     if (Aligned(v)) {
       records_.push_back(Record{h.type, v.data});
     } else {
-      std::memcpy(next, v.data, layout);
+      const size_t bytes = OwnBytes(v, layout);
+      std::memcpy(next, v.data, bytes);
       records_.push_back(Record{h.type, next});
-      next += (layout + 7) / 8;
+      next += (bytes + 7) / 8;
     }
     incidents_ += FindEventType(h.type)->incident;
   }

@@ -136,35 +136,41 @@ static __always_inline void commit_batch_record(struct rs_sched_batch_state* s,
   s->busy = 0;
 }
 
-/* --- Stacks of threads that block ---------------------------------------
- * When a switch takes a thread off the CPU in a sleeping state, its kernel
- * and user stacks go into `stacks` (the kernel keeps one copy of each
- * distinct stack: a stack seen before costs its id) and the ids wait in
- * `blocked_tasks` until the thread runs again; that switch writes one
- * record with the time it spent off the CPU. Ids are never deleted from
- * `stacks`, so an id in a record names the same stack whenever user space
- * reads it; a stack whose bucket another holds is lost and counted. */
+/* --- Stacks of threads that block, and CPU samples ----------------------
+ * When a switch takes a thread off the CPU in a sleeping state, the time
+ * and its state wait in `blocked_tasks`. When it runs again, the first
+ * thing it runs is finish_task_switch(), in its own context: a kprobe there
+ * (resume_blocked) knows how long it was off, and takes its kernel stack
+ * (still where it waited) and its user stack (its registers as it entered
+ * the kernel), for every block as long as the sampling period and for a
+ * share of the shorter ones: the period's worth of the time they blocked,
+ * so that short sleeps cost little and their time is still accounted for.
+ * On a kernel without kprobes (stacks_at_switch), the switch takes both
+ * stacks of every block as the thread leaves, keeps them in `blocked_tasks`
+ * and writes the record when it runs again: dearer, and every block.
+ * Each record carries its frames (bpf_get_stack); the agent de-duplicates
+ * them. */
 
 #define RS_DEAD_STATES 0x0030u /* X (EXIT_DEAD) and Z (EXIT_ZOMBIE) as reported. */
 #define RS_BLOCKED_STATES (RS_TASK_REPORT | RS_TASK_REPORT_IDLE)
 
 /* RS_STACKS_* (stack_events.h), set by the loader; 0: off. */
 const volatile __u32 stack_flags = 0;
-/* Frames to skip at the top of a kernel stack: none; user space cuts the
- * tracing frames above __schedule, which differ between kernels. */
+/* Bytes of frames taken per stack: max_depth * 8, set by the loader. */
+const volatile __u32 stack_bytes = 32 * 8;
+/* Blocks shorter than this are sampled (rs_stack_blocked); 0: none is. */
+const volatile __u64 blocked_period_ns = 0;
+/* Blocked threads' stacks taken by the switch, as they leave. */
+const volatile bool stacks_at_switch = false;
 
-struct {
-  __uint(type, BPF_MAP_TYPE_STACK_TRACE);
-  __uint(max_entries, 1); /* The loader sizes it (1 when stacks are off). */
-  __uint(key_size, sizeof(__u32));
-  __uint(value_size, RS_STACK_MAX_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
-
+/* By tid: the record of a blocked thread as far as it is known (h.ts_ns,
+ * h.cpu, state; with stacks_at_switch its pid, tgid and stacks too, the
+ * loader sizing the value for two stacks). */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 1); /* The loader sizes it. */
-  __type(key, __u32);
-  __type(value, struct rs_blocked_task);
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, sizeof(struct rs_stack_blocked));
 } blocked_tasks SEC(".maps");
 
 struct {
@@ -174,49 +180,98 @@ struct {
   __type(value, __u64);
 } stack_losses SEC(".maps");
 
-static __always_inline void count_stack_loss(__u32 kind) {
-  __u64* n = bpf_map_lookup_elem(&stack_losses, &kind);
-  if (n) *n += 1; /* Per CPU, and the switch path runs with interrupts off. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, RS_BLOCKED_UNSAMPLED_MAX);
+  __type(key, __u32);
+  __type(value, __u64);
+} blocked_unsampled SEC(".maps");
+
+/* Where a stack record is built before it is copied into the ring, per CPU
+ * and per program (0: resume_blocked, 1: sample_cpu_stack), so that the
+ * sampler interrupting a kprobe never writes over its record. */
+struct rs_stack_scratch {
+  __u8 bytes[RS_STACK_RECORD_MAX];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, __u32);
+  __type(value, struct rs_stack_scratch);
+} stack_scratch SEC(".maps");
+
+static __always_inline void add_percpu(void* map, __u32 key, __u64 n) {
+  __u64* v = bpf_map_lookup_elem(map, &key);
+  if (v) __sync_fetch_and_add(v, n);
 }
 
-/* A stack id from bpf_get_stackid, its failure counted. */
-static __always_inline __s32 take_stack(void* ctx, bool user) {
-  const long id = bpf_get_stackid(ctx, &stacks, user ? BPF_F_USER_STACK : 0);
-  if (id >= 0) return (__s32)id;
-  if (id == -17 /* EEXIST */) {
-    count_stack_loss(user ? RS_STACK_LOSS_USER_CROWDED : RS_STACK_LOSS_KERNEL_CROWDED);
-  } else if (user && id == -14 /* EFAULT */) {
-    count_stack_loss(RS_STACK_LOSS_USER_FAULT);
-  } else {
-    count_stack_loss(RS_STACK_LOSS_OTHER);
+static __always_inline void count_stack_loss(__u32 kind) { add_percpu(&stack_losses, kind, 1); }
+
+/* Takes one stack into `out` (stack_bytes at most); returns the bytes
+ * written (a multiple of 8) and sets *status. */
+static __always_inline __u32 take_stack(void* ctx, void* out, bool user, __s16* status) {
+  const long n = bpf_get_stack(ctx, out, stack_bytes, user ? BPF_F_USER_STACK : 0);
+  if (n < 0) {
+    *status = (__s16)n;
+    if (!user) {
+      count_stack_loss(RS_STACK_LOSS_KERNEL_FAILED);
+    } else {
+      count_stack_loss(n == -14 /* EFAULT */ ? RS_STACK_LOSS_USER_FAULT
+                                             : RS_STACK_LOSS_USER_FAILED);
+    }
+    return 0;
   }
-  return (__s32)id;
+  *status = RS_STACK_TAKEN;
+  __u32 bytes = (__u32)n & ~7u;
+  if (bytes > RS_STACK_MAX_DEPTH * 8) bytes = RS_STACK_MAX_DEPTH * 8; /* For the verifier. */
+  if (bytes >= stack_bytes) count_stack_loss(RS_STACK_LOSS_TRUNCATED);
+  return bytes;
 }
 
-/* `next` runs again after blocking: its record. */
-static __always_inline void end_blocked(bool raw, struct task_struct* next) {
-  __u32 tid = RS_READ(raw, next, pid);
-  if (tid == 0) return;
-  struct rs_blocked_task* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
-  if (!b) return;
-  void* ring;
-  struct rs_stack_blocked* e = rs_reserve(RS_EV_STACK_BLOCKED, sizeof(*e), &ring);
-  if (e) {
-    const __u64 now = e->h.ts_ns;
-    e->h.ts_ns = b->ts_ns;
-    e->h.cpu = b->cpu;
-    e->pid = tid;
-    e->tgid = RS_READ(raw, next, tgid);
-    e->kernel_stack = b->kernel_stack;
-    e->user_stack = b->user_stack;
-    e->off_cpu_ns = now > b->ts_ns ? now - b->ts_ns : 0;
-    e->state = b->state;
-    rs_submit(ring, e);
+/* Fills the kernel and user stacks after a record's fixed part at `frames`
+ * (both sized for RS_STACK_MAX_DEPTH) and returns their bytes. A kernel
+ * stack of none (a CPU sample in user mode) is RS_STACK_NOT_ASKED. */
+static __always_inline __u32 take_stacks(void* ctx, __u64* frames, bool has_mm,
+                                         __u16* kernel_frames, __u16* user_frames,
+                                         __s16* kernel_status, __s16* user_status) {
+  __u32 k = 0, u = 0;
+  *kernel_status = RS_STACK_NOT_ASKED;
+  *user_status = RS_STACK_NOT_ASKED;
+  if (stack_flags & RS_STACKS_KERNEL) {
+    k = take_stack(ctx, frames, false, kernel_status);
+    if (k == 0 && *kernel_status == RS_STACK_TAKEN) *kernel_status = RS_STACK_NOT_ASKED;
   }
-  bpf_map_delete_elem(&blocked_tasks, &tid);
+  /* A kernel thread (no mm) has no user stack. */
+  if ((stack_flags & RS_STACKS_USER) && has_mm) {
+    u = take_stack(ctx, (__u8*)frames + k, true, user_status);
+  }
+  *kernel_frames = k / 8;
+  *user_frames = u / 8;
+  return k + u;
 }
 
-/* `prev` leaves the CPU; kept with its stacks when it blocks. */
+/* Copies a record built in scratch (header filled but for size) into the
+ * current CPU's ring, or counts its drop; nothing once stopping. */
+static __always_inline void output_stack_record(__u32 type, struct rs_event_header* h, __u32 size) {
+  if (type >= RS_EV_MAX || stopping[type]) {
+    if (type < RS_EV_MAX) __sync_fetch_and_add(&outside_window[type], 1);
+    return;
+  }
+  const __u32 cpu = bpf_get_smp_processor_id();
+  void* ring = bpf_map_lookup_elem(&rings, &cpu);
+  if (!ring) {
+    rs_count_drop(type);
+    return;
+  }
+  if (size > RS_STACK_RECORD_MAX) return; /* For the verifier: never so. */
+  h->type = type;
+  h->size = size;
+  if (bpf_ringbuf_output(ring, h, size, rs_wakeup_flag(ring)) != 0) rs_count_drop(type);
+}
+
+/* `prev` leaves the CPU: when it blocks, when and how are kept until it
+ * runs again (with stacks_at_switch, its stacks too). */
 static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
                                           struct task_struct* prev, __s64 state) {
   /* Preempted (R+) or still runnable (R): not waiting for anything; dead
@@ -226,18 +281,86 @@ static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
   __u32 tid = RS_READ(raw, prev, pid);
   if (tid == 0 || stopping[RS_EV_STACK_BLOCKED]) return;
   if (rs_filters_on() && !rs_task_selected(prev)) return;
-  struct rs_blocked_task b = {};
-  b.ts_ns = bpf_ktime_get_boot_ns();
-  b.cpu = bpf_get_smp_processor_id();
-  b.state = state;
-  b.kernel_stack = (stack_flags & RS_STACKS_KERNEL) ? take_stack(ctx, false) : RS_STACK_NOT_ASKED;
-  /* A kernel thread has no user stack. */
-  const bool has_mm = RS_READ(raw, prev, mm) != NULL;
-  b.user_stack =
-      (stack_flags & RS_STACKS_USER) && has_mm ? take_stack(ctx, true) : RS_STACK_NOT_ASKED;
-  if (bpf_map_update_elem(&blocked_tasks, &tid, &b, BPF_ANY) != 0) {
-    count_stack_loss(RS_STACK_LOSS_TASKS_FULL);
+  long err;
+  if (!stacks_at_switch) {
+    struct rs_stack_blocked b = {};
+    b.h.ts_ns = bpf_ktime_get_boot_ns();
+    b.h.cpu = bpf_get_smp_processor_id();
+    b.state = state;
+    err = bpf_map_update_elem(&blocked_tasks, &tid, &b, BPF_ANY);
+  } else {
+    const __u32 slot = 0;
+    struct rs_stack_blocked* e = bpf_map_lookup_elem(&stack_scratch, &slot);
+    if (!e) return;
+    e->h.ts_ns = bpf_ktime_get_boot_ns();
+    e->h.cpu = bpf_get_smp_processor_id();
+    e->pid = tid;
+    e->tgid = RS_READ(raw, prev, tgid);
+    e->state = state;
+    take_stacks(ctx, e->frames, RS_READ(raw, prev, mm) != NULL, &e->kernel_frames, &e->user_frames,
+                &e->kernel_status, &e->user_status);
+    err = bpf_map_update_elem(&blocked_tasks, &tid, e, BPF_ANY);
   }
+  if (err != 0) count_stack_loss(RS_STACK_LOSS_TASKS_FULL);
+}
+
+/* With stacks_at_switch: `next` runs again after blocking; its record,
+ * kept since it blocked, goes to the ring with its time off the CPU. */
+static __always_inline void end_blocked(bool raw, struct task_struct* next) {
+  if (!stacks_at_switch) return;
+  __u32 tid = RS_READ(raw, next, pid);
+  if (tid == 0) return;
+  struct rs_stack_blocked* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
+  if (!b) return;
+  const __u64 now = bpf_ktime_get_boot_ns();
+  b->off_cpu_ns = now > b->h.ts_ns ? now - b->h.ts_ns : 0;
+  b->weight_ns = b->off_cpu_ns;
+  __u32 frames = (__u32)b->kernel_frames + b->user_frames;
+  if (frames > 2 * (stack_bytes / 8)) frames = 2 * (stack_bytes / 8); /* For the verifier. */
+  output_stack_record(RS_EV_STACK_BLOCKED, &b->h, sizeof(*b) + frames * 8);
+  bpf_map_delete_elem(&blocked_tasks, &tid);
+}
+
+/* The current task runs again, in finish_task_switch() (user space finds
+ * the function's name on this kernel and attaches this there). */
+SEC("kprobe")
+int resume_blocked(struct pt_regs* ctx) {
+  const __u64 id = bpf_get_current_pid_tgid();
+  const __u32 tid = (__u32)id;
+  if (tid == 0) return 0;
+  struct rs_stack_blocked* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
+  if (!b) return 0;
+  const __u64 now = bpf_ktime_get_boot_ns();
+  const __u64 blocked_ts = b->h.ts_ns;
+  const __u64 off = now > blocked_ts ? now - blocked_ts : 0;
+  const __s64 state = b->state;
+  const __u32 blocked_cpu = b->h.cpu;
+  bpf_map_delete_elem(&blocked_tasks, &tid);
+  __u64 weight = off;
+  if (off < blocked_period_ns) {
+    /* Taken with probability off / period, weighing the period. */
+    if ((__u64)bpf_get_prandom_u32() % blocked_period_ns >= off) {
+      add_percpu(&blocked_unsampled, RS_BLOCKED_UNSAMPLED_COUNT, 1);
+      add_percpu(&blocked_unsampled, RS_BLOCKED_UNSAMPLED_NS, off);
+      return 0;
+    }
+    weight = blocked_period_ns;
+  }
+  const __u32 slot = 0;
+  struct rs_stack_blocked* e = bpf_map_lookup_elem(&stack_scratch, &slot);
+  if (!e) return 0;
+  e->h.cpu = blocked_cpu;
+  e->h.ts_ns = blocked_ts;
+  e->pid = tid;
+  e->tgid = id >> 32;
+  e->off_cpu_ns = off;
+  e->weight_ns = weight;
+  e->state = state;
+  struct task_struct* t = (struct task_struct*)bpf_get_current_task();
+  const __u32 bytes = take_stacks(ctx, e->frames, BPF_CORE_READ(t, mm) != NULL, &e->kernel_frames,
+                                  &e->user_frames, &e->kernel_status, &e->user_status);
+  output_stack_record(RS_EV_STACK_BLOCKED, &e->h, sizeof(*e) + bytes);
+  return 0;
 }
 
 /* Sampling of what runs: a cpu-clock perf event per CPU (user space opens
@@ -248,30 +371,18 @@ int sample_cpu_stack(struct bpf_perf_event_data* ctx) {
   const __u64 id = bpf_get_current_pid_tgid();
   const __u32 tid = (__u32)id;
   if (tid == 0) return 0;
-  if (rs_filters_on() && !rs_task_selected((struct task_struct*)bpf_get_current_task())) return 0;
-  void* ring;
-  struct rs_stack_cpu_sample* e = rs_reserve(RS_EV_STACK_CPU_SAMPLE, sizeof(*e), &ring);
+  struct task_struct* t = (struct task_struct*)bpf_get_current_task();
+  if (rs_filters_on() && !rs_task_selected(t)) return 0;
+  const __u32 slot = 1;
+  struct rs_stack_cpu_sample* e = bpf_map_lookup_elem(&stack_scratch, &slot);
   if (!e) return 0;
+  e->h.cpu = bpf_get_smp_processor_id();
+  e->h.ts_ns = bpf_ktime_get_boot_ns();
   e->pid = tid;
   e->tgid = id >> 32;
-  e->kernel_stack = RS_STACK_NOT_ASKED;
-  e->user_stack = RS_STACK_NOT_ASKED;
-  if (stack_flags & RS_STACKS_KERNEL) {
-    /* No kernel stack when the timer fired in user mode: the kernel says
-     * -EFAULT (an empty stack), which is no loss. */
-    const long k = bpf_get_stackid(ctx, &stacks, 0);
-    if (k >= 0) {
-      e->kernel_stack = (__s32)k;
-    } else if (k != -14 /* EFAULT */) {
-      count_stack_loss(k == -17 ? RS_STACK_LOSS_KERNEL_CROWDED : RS_STACK_LOSS_OTHER);
-    }
-  }
-  /* A kernel thread (no mm) has no user stack. */
-  struct task_struct* t = (struct task_struct*)bpf_get_current_task();
-  if ((stack_flags & RS_STACKS_USER) && BPF_CORE_READ(t, mm) != NULL) {
-    e->user_stack = take_stack(ctx, true);
-  }
-  rs_submit(ring, e);
+  const __u32 bytes = take_stacks(ctx, e->frames, BPF_CORE_READ(t, mm) != NULL, &e->kernel_frames,
+                                  &e->user_frames, &e->kernel_status, &e->user_status);
+  output_stack_record(RS_EV_STACK_CPU_SAMPLE, &e->h, sizeof(*e) + bytes);
   return 0;
 }
 

@@ -28,8 +28,9 @@ inline constexpr uint64_t kMaxBpfRingSizeKb = uint64_t{1} << 21;
 // bpf_config.stacks: the kernel's perf_event_max_stack default (a deeper
 // stack map is refused), and map sizes that stay within a machine's means.
 inline constexpr uint32_t kMaxStackDepth = 127;
-inline constexpr uint32_t kMaxStacks = 1 << 20;
 inline constexpr uint32_t kMaxBlockedThreads = 1 << 20;
+// stacks.blocked_period_us: a second (the kernel draws from 32 random bits).
+inline constexpr uint32_t kMaxBlockedPeriodUs = 1000000;
 // stacks.cpu_hz: a sample a millisecond per CPU at most.
 inline constexpr uint32_t kMaxCpuSampleHz = 1000;
 // Per CPU; beyond this the kernel's page allocation fails on any machine

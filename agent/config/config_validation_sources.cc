@@ -94,9 +94,10 @@ void CheckBpfConfig(const config::BpfConfig& b, const FieldPath& at, const Machi
               absl::StrCat("is ", st.max_depth(), ": frames per stack, 1 to ", kMaxStackDepth,
                            " (the kernel's perf_event_max_stack)"));
     }
-    if (st.has_max_stacks() && (st.max_stacks() < 1 || st.max_stacks() > kMaxStacks)) {
-      v->Fail(stacks_field("max_stacks"),
-              absl::StrCat("is ", st.max_stacks(), ": 1 to ", kMaxStacks));
+    if (st.blocked_period_us() > kMaxBlockedPeriodUs) {
+      v->Fail(stacks_field("blocked_period_us"),
+              absl::StrCat("is ", st.blocked_period_us(), ": at most ", kMaxBlockedPeriodUs,
+                           " (1 s); 0 takes every block"));
     }
     if (st.has_max_blocked_threads() &&
         (st.max_blocked_threads() < 1 || st.max_blocked_threads() > kMaxBlockedThreads)) {

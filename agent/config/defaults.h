@@ -35,12 +35,12 @@ inline constexpr uint64_t kMaxStagingBudgetKb = uint64_t{1} << 22;
 inline constexpr uint32_t kMinBpfRingSizeKb = 64;
 inline constexpr uint32_t kMaxDefaultBpfRingSizeKb = 4096;
 inline constexpr uint32_t kDefaultBpfDrainPeriodMs = 100;
-// linux.bpf's stacks: frames per stack, distinct stacks the kernel keeps
-// (a STACK_TRACE map: 16384 of 32 frames is about 4.5 MiB of kernel
-// memory), and blocked threads followed at once (a hash map, ~1.5 MiB).
+// linux.bpf's stacks: frames per stack, blocked threads followed at once
+// (a hash map, ~0.8 MiB), and the period below which blocks are sampled
+// (docs/config.md: what it costs).
 inline constexpr uint32_t kDefaultStackDepth = 32;
-inline constexpr uint32_t kDefaultMaxStacks = 16384;
 inline constexpr uint32_t kDefaultMaxBlockedThreads = 16384;
+inline constexpr uint32_t kDefaultBlockedPeriodUs = 1000;
 // linux.bpf's stacks.cpu_hz: perf's and Parca's usual rate, prime so that
 // it does not beat with work that runs on a round period.
 inline constexpr uint32_t kDefaultCpuSampleHz = 49;

@@ -96,13 +96,8 @@ void BpfDataSource::SetUpStacks(ProducerBuffer* producer) {
   c.writer = kStackWriterId;
   c.interned_budget_bytes = config_.stacks_interned_budget_bytes;
   c.cpu_hz = config_.source.stacks.cpu_hz;
-  bpf::EventSource* source = source_.get();
-  stacks_ = std::make_unique<StackSampleWriter>(
-      c, stack_trace_writer_.get(), config_.tracker,
-      [source](int32_t id, std::vector<uint64_t>* frames) {
-        return source->stacks().Read(id, frames);
-      },
-      namer_);
+  stacks_ =
+      std::make_unique<StackSampleWriter>(c, stack_trace_writer_.get(), config_.tracker, namer_);
   PublishStacks();  // The kernel's symbols, read now.
 }
 
@@ -388,11 +383,11 @@ std::vector<DataSource::Loss> BpfDataSource::Losses() const {
     out.push_back(Loss{0, "malformed_records", n});
   }
   if (stacks_ != nullptr) {
-    // Stacks the kernel could not keep or read, by kind and CPU
-    // (bpf/stack_events.h), and those user space could no longer read.
+    // Stacks the kernel could not take or cut, by kind and CPU
+    // (bpf/stack_events.h), and records that came with no frame at all.
     static constexpr const char* kStackLossNames[RS_STACK_LOSS_MAX] = {
-        "stack_kernel_crowded", "stack_user_crowded", "stack_user_fault", "stack_other_error",
-        "stack_blocked_threads_full"};
+        "stack_kernel_failed", "stack_user_fault", "stack_user_failed",
+        "stack_blocked_threads_full", "stack_truncated"};
     const std::vector<std::vector<uint64_t>> losses = source_->stacks().losses_per_cpu();
     for (uint32_t kind = 0; kind < RS_STACK_LOSS_MAX; kind++) {
       for (uint32_t cpu = 0; cpu < losses[kind].size(); cpu++) {

@@ -113,6 +113,13 @@ class BpfDataSource : public DataSource {
   // they are or were not asked for.
   const std::string& stacks_refused() const { return stacks_refused_; }
   // Why CPU samples asked for are not taken; empty when they are.
+  const std::string& blocked_refused() const { return source_->stacks().blocked_refused(); }
+  // Blocked threads' stacks taken by the switch, every block (a kernel
+  // without kprobes), rather than sampled as threads run again.
+  bool blocked_stacks_at_switch() const {
+    return (source_->stacks().flags() & RS_STACKS_BLOCKED) != 0 &&
+           source_->stacks().resume_function().empty();
+  }
   const std::string& cpu_sampling_refused() const {
     return source_->stacks().cpu_sampling_refused();
   }

@@ -83,7 +83,9 @@ void ConfigureStacks(const config::BpfConfig& bc, const config::TraceConfig& con
     cfg->source.stacks.cpu_hz = cpu_hz;
   }
   cfg->source.stacks.max_depth = st.has_max_depth() ? st.max_depth() : kDefaultStackDepth;
-  cfg->source.stacks.max_stacks = st.has_max_stacks() ? st.max_stacks() : kDefaultMaxStacks;
+  cfg->source.stacks.blocked_period_ns =
+      uint64_t{st.has_blocked_period_us() ? st.blocked_period_us() : kDefaultBlockedPeriodUs} *
+      1000;
   cfg->source.stacks.max_blocked_tasks =
       st.has_max_blocked_threads() ? st.max_blocked_threads() : kDefaultMaxBlockedThreads;
   // A quarter of the durable store: with the generation before it, still
@@ -128,6 +130,16 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   }
   if (!(*b)->stacks_refused().empty()) {
     ctx->Warn(absl::StrCat(c.name(), ": no stacks: ", (*b)->stacks_refused()));
+  }
+  if ((*b)->blocked_stacks_at_switch()) {
+    ctx->Warn(absl::StrCat(c.name(),
+                           ": this kernel has no kprobes: blocked threads' stacks are taken as "
+                           "they leave the CPU, every block (dearer; "
+                           "bpf_config.stacks.blocked_period_us does not apply)"));
+  }
+  if (!(*b)->blocked_refused().empty()) {
+    ctx->Warn(absl::StrCat(c.name(), ": no blocked threads' stacks (bpf_config.stacks.blocked): ",
+                           (*b)->blocked_refused()));
   }
   if (!(*b)->cpu_sampling_refused().empty()) {
     ctx->Warn(absl::StrCat(

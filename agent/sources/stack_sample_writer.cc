@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "bpf/stack_maps.h"
 #include "ringside/trace/interned_data.pb.h"
 #include "ringside/trace/stack_sample.pb.h"
 
@@ -38,12 +39,8 @@ size_t SlotBytes(const Map& m) {
 }  // namespace
 
 StackSampleWriter::StackSampleWriter(Config config, TraceWriter* writer, DescriptorTracker* tracker,
-                                     StackReader read_stack, FrameNamer* namer)
-    : config_(config),
-      writer_(writer),
-      tracker_(tracker),
-      read_stack_(std::move(read_stack)),
-      namer_(namer) {
+                                     FrameNamer* namer)
+    : config_(config), writer_(writer), tracker_(tracker), namer_(namer) {
   writer_->LeaveIncrementalStateToOthers();
 }
 
@@ -52,16 +49,18 @@ void StackSampleWriter::Write(absl::Span<const bpf::Record> records) {
   for (const bpf::Record& r : records) {
     if (r.type == RS_EV_STACK_BLOCKED) {
       const rs_stack_blocked& b = r.stack_blocked();
-      const uint64_t callstack = CallstackOf(b.kernel_stack, b.user_stack, b.tgid);
+      const bpf::StackFrames f = bpf::FramesOf(b, b.h.size);
+      const uint64_t callstack = CallstackOf(f.kernel, f.user, b.tgid);
       if (callstack == 0) continue;  // Counted (stacks_unreadable; the kernel's losses).
       samples_.push_back({b.h.ts_ns, b.h.cpu, b.pid, b.tgid, true, kBlockedTimeCounterIid,
-                          b.off_cpu_ns, callstack});
+                          b.weight_ns, callstack});
     } else if (r.type == RS_EV_STACK_CPU_SAMPLE && config_.cpu_hz > 0) {
       const rs_stack_cpu_sample& c = r.stack_cpu_sample();
-      const uint64_t callstack = CallstackOf(c.kernel_stack, c.user_stack, c.tgid);
+      const bpf::StackFrames f = bpf::FramesOf(c, c.h.size);
+      const uint64_t callstack = CallstackOf(f.kernel, f.user, c.tgid);
       if (callstack == 0) continue;
-      samples_.push_back({c.h.ts_ns, c.h.cpu, c.pid, c.tgid, c.kernel_stack >= 0,
-                          kCpuTimeCounterIid, 1'000'000'000 / config_.cpu_hz, callstack});
+      samples_.push_back({c.h.ts_ns, c.h.cpu, c.pid, c.tgid, !f.kernel.empty(), kCpuTimeCounterIid,
+                          1'000'000'000 / config_.cpu_hz, callstack});
     }
   }
   // What the samples refer to reaches the store before they reach a chunk.
@@ -89,14 +88,26 @@ void StackSampleWriter::Write(absl::Span<const bpf::Record> records) {
   if (stats_.interned_bytes > config_.interned_budget_bytes) NewGeneration();
 }
 
-uint64_t StackSampleWriter::CallstackOf(int32_t kernel_stack, int32_t user_stack, int32_t tgid) {
-  const auto key = std::make_tuple(kernel_stack, user_stack, tgid);
-  if (auto it = by_ids_.find(key); it != by_ids_.end()) return it->second;
+uint64_t StackSampleWriter::CallstackOf(absl::Span<const uint64_t> kernel,
+                                        absl::Span<const uint64_t> user, int32_t tgid) {
+  if (kernel.empty() && user.empty()) {
+    stats_.stacks_unreadable++;
+    return 0;
+  }
+  // A user address means something in its process only; a kernel one
+  // anywhere, but its callstack has the user part too.
+  frames_key_.clear();
+  const uint32_t counts[3] = {static_cast<uint32_t>(tgid), static_cast<uint32_t>(kernel.size()),
+                              static_cast<uint32_t>(user.size())};
+  frames_key_.append(reinterpret_cast<const char*>(counts), sizeof(counts));
+  frames_key_.append(reinterpret_cast<const char*>(kernel.data()),
+                     kernel.size() * sizeof(uint64_t));
+  frames_key_.append(reinterpret_cast<const char*>(user.data()), user.size() * sizeof(uint64_t));
+  if (auto it = by_frames_.find(frames_key_); it != by_frames_.end()) return it->second;
   user_frames_.clear();
   kernel_frames_.clear();
-  const bool user = user_stack >= 0 && InternStack(user_stack, true, tgid, &user_frames_);
-  const bool kernel = kernel_stack >= 0 && InternStack(kernel_stack, false, tgid, &kernel_frames_);
-  if (!user && !kernel) return 0;
+  InternStack(user, true, tgid, &user_frames_);
+  InternStack(kernel, false, tgid, &kernel_frames_);
   std::vector<uint64_t> frames = user_frames_;
   frames.insert(frames.end(), kernel_frames_.begin(), kernel_frames_.end());
   auto [it, inserted] = callstacks_.try_emplace(std::move(frames), 0);
@@ -110,29 +121,26 @@ uint64_t StackSampleWriter::CallstackOf(int32_t kernel_stack, int32_t user_stack
     stats_.callstacks++;
     stats_.interned_bytes += EntryBytes(it->first.size() * 3 + 4);
   }
-  // Only stacks that could be read are remembered by their ids: one that
-  // could not may be readable by the next record.
-  if (user == (user_stack >= 0) && kernel == (kernel_stack >= 0)) {
-    if (by_ids_.size() >= kMaxRememberedStacks) by_ids_.clear();
-    by_ids_[key] = it->second;
-    stats_.remembered_stacks = by_ids_.size();
+  if (by_frames_.size() >= kMaxRememberedStacks) {
+    for (const auto& [key, iid] : by_frames_) key_bytes_ -= HeapBytes(key);
+    by_frames_.clear();
   }
+  auto [remembered, added] = by_frames_.try_emplace(frames_key_, it->second);
+  if (added) key_bytes_ += HeapBytes(remembered->first);
+  stats_.remembered_stacks = by_frames_.size();
   return it->second;
 }
 
-bool StackSampleWriter::InternStack(int32_t id, bool user, int32_t tgid,
+void StackSampleWriter::InternStack(absl::Span<const uint64_t> ips, bool user, int32_t tgid,
                                     std::vector<uint64_t>* frame_iids) {
-  if (!read_stack_(id, &ips_) || ips_.empty()) {
-    stats_.stacks_unreadable++;
-    return false;
-  }
+  if (ips.empty()) return;
   std::vector<FrameNamer::Frame> named;
-  named.reserve(ips_.size());
-  for (size_t i = 0; i < ips_.size(); i++) {
+  named.reserve(ips.size());
+  for (size_t i = 0; i < ips.size(); i++) {
     // Past the innermost, each address is a return address: the call is
     // the instruction before it (which a function that ends in a call to
     // a function that never returns has only there).
-    const uint64_t ip = i == 0 ? ips_[i] : ips_[i] - 1;
+    const uint64_t ip = i == 0 ? ips[i] : ips[i] - 1;
     named.push_back(user ? namer_->User(tgid, ip) : namer_->Kernel(ip));
   }
   size_t innermost = 0;
@@ -148,7 +156,6 @@ bool StackSampleWriter::InternStack(int32_t id, bool user, int32_t tgid,
   for (size_t i = named.size(); i > innermost; i--) {
     frame_iids->push_back(InternFrame(named[i - 1], !user));
   }
-  return true;
 }
 
 uint64_t StackSampleWriter::InternString(absl::flat_hash_map<std::string, uint64_t>* table,
@@ -263,7 +270,7 @@ void StackSampleWriter::NewGeneration() {
   mappings_.clear();
   frames_.clear();
   callstacks_.clear();
-  by_ids_.clear();
+  by_frames_.clear();
   key_bytes_ = 0;
   stats_.remembered_stacks = 0;
   stats_.interned_bytes = 0;
@@ -273,10 +280,9 @@ void StackSampleWriter::NewGeneration() {
 size_t StackSampleWriter::memory_bytes() const {
   return key_bytes_ + SlotBytes(function_names_) + SlotBytes(build_ids_) +
          SlotBytes(mapping_paths_) + SlotBytes(mappings_) + SlotBytes(frames_) +
-         SlotBytes(callstacks_) + SlotBytes(by_ids_) +
-         (ips_.capacity() + user_frames_.capacity() + kernel_frames_.capacity()) *
-             sizeof(uint64_t) +
-         samples_.capacity() * sizeof(Sample);
+         SlotBytes(callstacks_) + SlotBytes(by_frames_) +
+         (user_frames_.capacity() + kernel_frames_.capacity()) * sizeof(uint64_t) +
+         frames_key_.capacity() + samples_.capacity() * sizeof(Sample);
 }
 
 }  // namespace ringside::agent

@@ -2,9 +2,7 @@
 #define RINGSIDE_AGENT_SOURCES_STACK_SAMPLE_WRITER_H_
 
 #include <cstdint>
-#include <functional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -44,9 +42,9 @@ class FrameNamer {
 // packets on one sequence of their own: the task, the CPU, an interned
 // callstack (user frames, then kernel frames, the outermost first) and a
 // weight. A blocked stack (RS_EV_STACK_BLOCKED) weighs the nanoseconds the
-// thread stayed off the CPU (the counter "blocked_time"), at the time it
-// blocked; a CPU sample (RS_EV_STACK_CPU_SAMPLE) the sampling period
-// ("cpu_time").
+// thread stayed off the CPU, or the sampling period for a sampled short
+// block (the counter "blocked_time"), at the time it blocked; a CPU sample
+// (RS_EV_STACK_CPU_SAMPLE) the sampling period ("cpu_time").
 //
 // Interned data (function names, build ids, mapping paths, mappings,
 // frames, callstacks, the counter) never goes into the ring: one packet of
@@ -60,7 +58,6 @@ class FrameNamer {
 // Not thread-safe; the BPF reader thread's.
 class StackSampleWriter {
  public:
-  using StackReader = std::function<bool(int32_t id, std::vector<uint64_t>* frames)>;
   struct Config {
     uint16_t producer = 0;  // The sequence's {ProducerID, WriterID}.
     uint16_t writer = 0;
@@ -72,13 +69,13 @@ class StackSampleWriter {
     uint64_t samples = 0;            // Blocked stacks and CPU samples: the two below.
     uint64_t blocked_samples = 0;    // Weighing in blocked_time.
     uint64_t cpu_samples = 0;        // Weighing in cpu_time.
-    uint64_t stacks_unreadable = 0;  // Ids the map no longer (or never) held.
+    uint64_t stacks_unreadable = 0;  // Records with no frame at all.
     uint64_t frames_named = 0;       // Distinct frames, per generation.
     uint64_t frames_unnamed = 0;
     uint64_t callstacks = 0;
     uint64_t interned_bytes = 0;  // Of the current generation.
     uint64_t generations = 1;
-    // Entries of the {stack ids, tgid} -> callstack cache (bounded by
+    // Entries of the {tgid, frames} -> callstack cache (bounded by
     // kMaxRememberedStacks).
     uint64_t remembered_stacks = 0;
   };
@@ -88,10 +85,9 @@ class StackSampleWriter {
   static constexpr size_t kMaxRememberedStacks = 1 << 16;
 
   // The writer's sequence is {config.producer, config.writer}; `tracker`
-  // takes the interned packets; `read_stack` gives a stack id's frames
-  // (innermost first); `namer` names them. None may be null.
+  // takes the interned packets; `namer` names the frames. None may be null.
   StackSampleWriter(Config config, TraceWriter* writer, DescriptorTracker* tracker,
-                    StackReader read_stack, FrameNamer* namer);
+                    FrameNamer* namer);
 
   // Writes the blocked-stack records among `records` (others are skipped).
   void Write(absl::Span<const bpf::Record> records);
@@ -110,12 +106,14 @@ class StackSampleWriter {
   static constexpr const char* kCpuTimeCounter = "cpu_time";
 
  private:
-  // The interned callstack of a record's stacks; 0 when neither could be
-  // read.
-  uint64_t CallstackOf(int32_t kernel_stack, int32_t user_stack, int32_t tgid);
-  // The frames of one stack (outermost first), interned; false when the
-  // stack could not be read.
-  bool InternStack(int32_t id, bool user, int32_t tgid, std::vector<uint64_t>* frame_iids);
+  // The interned callstack of a record's frames (innermost first); 0 when
+  // it has none.
+  uint64_t CallstackOf(absl::Span<const uint64_t> kernel, absl::Span<const uint64_t> user,
+                       int32_t tgid);
+  // The frames of one stack (innermost first), interned outermost first
+  // into *frame_iids.
+  void InternStack(absl::Span<const uint64_t> ips, bool user, int32_t tgid,
+                   std::vector<uint64_t>* frame_iids);
   uint64_t InternFrame(const FrameNamer::Frame& f, bool kernel);
   uint64_t InternString(absl::flat_hash_map<std::string, uint64_t>* table, uint64_t* next,
                         const std::string& s, bool function_name);
@@ -127,7 +125,6 @@ class StackSampleWriter {
   Config config_;
   TraceWriter* writer_;
   DescriptorTracker* tracker_;
-  StackReader read_stack_;
   FrameNamer* namer_;
   Stats stats_;
 
@@ -139,8 +136,10 @@ class StackSampleWriter {
   absl::flat_hash_map<std::string, uint64_t> mappings_;  // By a key of its fields.
   absl::flat_hash_map<std::string, uint64_t> frames_;    // By a key of its fields.
   absl::flat_hash_map<std::vector<uint64_t>, uint64_t> callstacks_;
-  // {kernel stack id, user stack id, tgid} -> callstack iid.
-  absl::flat_hash_map<std::tuple<int32_t, int32_t, int32_t>, uint64_t> by_ids_;
+  // {tgid, kernel frame count, frames} as bytes -> callstack iid: a stack
+  // seen before is neither named nor interned again.
+  absl::flat_hash_map<std::string, uint64_t> by_frames_;
+  std::string frames_key_;  // Scratch.
   uint64_t next_iid_ = 1;
   // The heap the tables' keys hold past their inline bytes.
   size_t key_bytes_ = 0;
@@ -151,7 +150,6 @@ class StackSampleWriter {
   uint32_t next_entry_ = 0;
   std::vector<uint32_t> generation_entries_;
   // Scratch, capacity reused.
-  std::vector<uint64_t> ips_;
   std::vector<uint64_t> user_frames_;
   std::vector<uint64_t> kernel_frames_;
   struct Sample {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bpf/event_source.h"
+#include "bpf/records.h"
 #include "bpf/stack_events.h"
 #include "gtest/gtest.h"
 #include "tests/bpf/testing/collector.h"
@@ -21,7 +22,8 @@ namespace {
 // arm64; user code in the bottom half.
 constexpr uint64_t kKernelHalf = uint64_t{1} << 63;
 
-EventSource::Options StackOptions(uint32_t flags, uint32_t cpu_hz = 0) {
+EventSource::Options StackOptions(uint32_t flags, uint32_t cpu_hz = 0,
+                                  uint64_t blocked_period_ns = 0) {
   EventSource::Options options;
   options.ring_size_per_cpu = 1 << 20;
   options.process = false;
@@ -29,32 +31,46 @@ EventSource::Options StackOptions(uint32_t flags, uint32_t cpu_hz = 0) {
   options.filters.tgids = {getpid()};  // This test's own threads.
   options.stacks.flags = flags;
   options.stacks.max_depth = 32;
-  options.stacks.max_stacks = 1024;
   options.stacks.max_blocked_tasks = 1024;
+  options.stacks.blocked_period_ns = blocked_period_ns;
   options.stacks.cpu_hz = cpu_hz;
   return options;
 }
 
+// A blocked-stack record and the frames it carries.
+struct Blocked {
+  struct {
+    int32_t tgid;
+    uint64_t off_cpu_ns;
+    uint64_t weight_ns;
+    int16_t kernel_status;
+    int16_t user_status;
+  } record;
+  std::vector<uint64_t> kernel;
+  std::vector<uint64_t> user;
+};
+
 // The blocked-stack records of thread `tid` among everything drained.
-std::vector<rs_stack_blocked> BlockedOf(EventSource* source, pid_t tid) {
-  std::vector<rs_stack_blocked> out;
+std::vector<Blocked> BlockedOf(EventSource* source, pid_t tid) {
+  std::vector<Blocked> out;
   source->Drain([&](uint32_t, absl::Span<const RecordView> records) {
     for (const RecordView& r : records) {
-      rs_event_header h;
-      if (r.size < sizeof(h)) continue;
-      std::memcpy(&h, r.data, sizeof(h));
-      if (h.type != RS_EV_STACK_BLOCKED || r.size != sizeof(rs_stack_blocked)) continue;
-      rs_stack_blocked b;
-      std::memcpy(&b, r.data, sizeof(b));
-      if (b.pid == tid) out.push_back(b);
+      RecordBatch batch;
+      if (!DecodeRecord(r, &batch) || batch.records()[0].type != RS_EV_STACK_BLOCKED) continue;
+      const rs_stack_blocked& b = batch.records()[0].stack_blocked();
+      if (b.pid != tid) continue;
+      const StackFrames f = FramesOf(b, r.size);
+      out.push_back({{b.tgid, b.off_cpu_ns, b.weight_ns, b.kernel_status, b.user_status},
+                     {f.kernel.begin(), f.kernel.end()},
+                     {f.user.begin(), f.user.end()}});
     }
   });
   return out;
 }
 
 // A thread that sleeps 20 ms five times: five records, each with the time
-// it slept, a kernel stack of kernel addresses and a user stack of user
-// ones, which the map gives back by their ids.
+// it slept as its weight, a kernel stack of kernel addresses and a user
+// stack of user ones.
 TEST(StackMapsTest, AThreadThatSleepsLeavesItsStacksAndItsTimeOffTheCpu) {
   constexpr uint32_t kFlags = RS_STACKS_KERNEL | RS_STACKS_USER | RS_STACKS_BLOCKED;
   RINGSIDE_LOAD_BPF_OR_SKIP(source, StackOptions(kFlags));
@@ -66,23 +82,21 @@ TEST(StackMapsTest, AThreadThatSleepsLeavesItsStacksAndItsTimeOffTheCpu) {
     for (int i = 0; i < 5; i++) usleep(20'000);
   });
   sleeper.join();
-  std::vector<rs_stack_blocked> blocked = BlockedOf(source.get(), tid);
+  std::vector<Blocked> blocked = BlockedOf(source.get(), tid);
   source->Detach();
 
   int long_sleeps = 0;
-  for (const rs_stack_blocked& b : blocked) {
-    EXPECT_EQ(b.tgid, getpid());
-    if (b.off_cpu_ns < 19'000'000) continue;  // Thread start and exit block too.
+  for (const Blocked& b : blocked) {
+    EXPECT_EQ(b.record.tgid, getpid());
+    EXPECT_EQ(b.record.weight_ns, b.record.off_cpu_ns) << "period 0: every block, unsampled";
+    if (b.record.off_cpu_ns < 19'000'000) continue;  // Thread start and exit block too.
     long_sleeps++;
-    ASSERT_GE(b.kernel_stack, 0);
-    std::vector<uint64_t> frames;
-    ASSERT_TRUE(source->stacks().Read(b.kernel_stack, &frames));
-    ASSERT_GE(frames.size(), 3u);
-    for (uint64_t ip : frames) EXPECT_GE(ip, kKernelHalf) << std::hex << ip;
-    ASSERT_GE(b.user_stack, 0);
-    ASSERT_TRUE(source->stacks().Read(b.user_stack, &frames));
-    ASSERT_GE(frames.size(), 1u);
-    for (uint64_t ip : frames) EXPECT_LT(ip, kKernelHalf) << std::hex << ip;
+    EXPECT_EQ(b.record.kernel_status, RS_STACK_TAKEN);
+    ASSERT_GE(b.kernel.size(), 3u);
+    for (uint64_t ip : b.kernel) EXPECT_GE(ip, kKernelHalf) << std::hex << ip;
+    EXPECT_EQ(b.record.user_status, RS_STACK_TAKEN);
+    ASSERT_GE(b.user.size(), 1u);
+    for (uint64_t ip : b.user) EXPECT_LT(ip, kKernelHalf) << std::hex << ip;
   }
   EXPECT_EQ(long_sleeps, 5) << blocked.size() << " records of the thread";
   // Nothing was lost on the way.
@@ -90,6 +104,50 @@ TEST(StackMapsTest, AThreadThatSleepsLeavesItsStacksAndItsTimeOffTheCpu) {
     for (uint64_t n : kind) EXPECT_EQ(n, 0u);
   }
   EXPECT_EQ(source->drops(RS_EV_STACK_BLOCKED), 0u);
+  EXPECT_EQ(source->stacks().unsampled().blocks, 0u);
+}
+
+// With a sampling period of 10 ms, a thread that blocks 2,000 times for
+// about 100 us and 5 times for 30 ms: every long block is there with its
+// own length, a share of the short ones (about 2% each) weighing 10 ms
+// each, and the rest counted as not sampled.
+TEST(StackMapsTest, ShortBlocksAreSampledAndWeighThePeriod) {
+  constexpr uint32_t kFlags = RS_STACKS_KERNEL | RS_STACKS_USER | RS_STACKS_BLOCKED;
+  constexpr uint64_t kPeriod = 10'000'000;
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, StackOptions(kFlags, 0, kPeriod));
+  ASSERT_EQ(source->stacks().blocked_refused(), "");
+  if (source->stacks().resume_function().empty()) {
+    GTEST_SKIP() << "this kernel has no kprobes (no /sys/bus/event_source/devices/kprobe): "
+                    "blocked threads' stacks are taken at the switch, every block";
+  }
+  ASSERT_TRUE(source->Attach().ok());
+  std::atomic<pid_t> tid{0};
+  std::thread sleeper([&] {
+    tid = static_cast<pid_t>(syscall(SYS_gettid));
+    for (int i = 0; i < 2000; i++) usleep(100);
+    for (int i = 0; i < 5; i++) usleep(30'000);
+  });
+  sleeper.join();
+  const std::vector<Blocked> blocked = BlockedOf(source.get(), tid);
+  const StackMaps::Unsampled unsampled = source->stacks().unsampled();
+  source->Detach();
+  int long_blocks = 0, short_blocks = 0;
+  for (const Blocked& b : blocked) {
+    if (b.record.off_cpu_ns >= kPeriod) {
+      long_blocks++;
+      EXPECT_EQ(b.record.weight_ns, b.record.off_cpu_ns);
+    } else {
+      short_blocks++;
+      EXPECT_EQ(b.record.weight_ns, kPeriod);
+    }
+  }
+  EXPECT_EQ(long_blocks, 5);
+  // 2,000 blocks of 100-200 us sampled at 1-2% each: about 20-40 of them;
+  // far fewer than all, and not none.
+  EXPECT_GT(short_blocks, 0);
+  EXPECT_LT(short_blocks, 400);
+  EXPECT_GT(unsampled.blocks, 1500u) << "other threads' blocks count too";
+  EXPECT_GT(unsampled.ns, 0u);
 }
 
 // Stacks off (the default): no record, no stack, and the maps take one
@@ -106,8 +164,6 @@ TEST(StackMapsTest, WithStacksOffNothingIsRecorded) {
   sleeper.join();
   EXPECT_TRUE(BlockedOf(source.get(), tid).empty());
   source->Detach();
-  std::vector<uint64_t> frames;
-  EXPECT_FALSE(source->stacks().Read(0, &frames));
 }
 
 // Kernel stacks only: the user stack id says it was not asked for.
@@ -120,12 +176,14 @@ TEST(StackMapsTest, KernelStacksAloneLeaveTheUserStackUnasked) {
     for (int i = 0; i < 3; i++) usleep(10'000);
   });
   sleeper.join();
-  const std::vector<rs_stack_blocked> blocked = BlockedOf(source.get(), tid);
+  const std::vector<Blocked> blocked = BlockedOf(source.get(), tid);
   source->Detach();
   ASSERT_FALSE(blocked.empty());
-  for (const rs_stack_blocked& b : blocked) {
-    EXPECT_EQ(b.user_stack, RS_STACK_NOT_ASKED);
-    EXPECT_GE(b.kernel_stack, 0);
+  for (const Blocked& b : blocked) {
+    EXPECT_EQ(b.record.user_status, RS_STACK_NOT_ASKED);
+    EXPECT_TRUE(b.user.empty());
+    EXPECT_EQ(b.record.kernel_status, RS_STACK_TAKEN);
+    EXPECT_FALSE(b.kernel.empty());
   }
 }
 
@@ -151,14 +209,13 @@ TEST(StackMapsTest, ASpinningThreadIsSampledWithItsUserStack) {
       std::memcpy(&h, r.data, sizeof(h));
       if (h.type == RS_EV_STACK_BLOCKED) blocked++;
       if (h.type != RS_EV_STACK_CPU_SAMPLE) continue;
-      rs_stack_cpu_sample c;
-      ASSERT_EQ(r.size, sizeof(c));
-      std::memcpy(&c, r.data, sizeof(c));
+      RecordBatch batch;
+      ASSERT_TRUE(DecodeRecord(r, &batch));
+      const rs_stack_cpu_sample& c = batch.records()[0].stack_cpu_sample();
       if (c.pid != tid) continue;
       samples++;
-      std::vector<uint64_t> frames;
-      with_user += c.user_stack >= 0 && source->stacks().Read(c.user_stack, &frames) &&
-                   !frames.empty() && frames[0] < kKernelHalf;
+      const StackFrames f = FramesOf(c, r.size);
+      with_user += c.user_status == RS_STACK_TAKEN && !f.user.empty() && f.user[0] < kKernelHalf;
     }
   });
   source->Detach();
@@ -167,6 +224,37 @@ TEST(StackMapsTest, ASpinningThreadIsSampledWithItsUserStack) {
   EXPECT_GE(samples, 15);
   EXPECT_GE(with_user, samples * 9 / 10);
   EXPECT_EQ(blocked, 0);
+}
+
+// The kprobe goes on finish_task_switch() under the name this kernel gives
+// it: its own, else a clone the compiler made, never its cold part or a
+// module's symbol.
+TEST(StackMapsTest, TheResumeFunctionIsFoundUnderItsCloneName) {
+  EXPECT_EQ(FindResumeFunction("ffffffff81000000 T _stext\n"
+                               "ffffffff810a0000 t finish_task_switch.isra.0.cold\n"
+                               "ffffffff810b0000 t finish_task_switch.isra.0\n"),
+            "finish_task_switch.isra.0");
+  EXPECT_EQ(FindResumeFunction("ffffffff810b0000 t finish_task_switch.isra.0\n"
+                               "ffffffff810c0000 t finish_task_switch\n"),
+            "finish_task_switch");
+  EXPECT_EQ(FindResumeFunction("ffffffffc0000000 t finish_task_switch [some_module]\n"
+                               "ffffffff810c0000 t finish_task_switch_other\n"),
+            "");
+}
+
+// Each record's frames are read within its size, whatever its counts say.
+TEST(StackMapsTest, FramesNeverReachPastTheRecord) {
+  std::vector<uint64_t> words(sizeof(rs_stack_cpu_sample) / 8 + 3, 0);
+  rs_stack_cpu_sample& c = *reinterpret_cast<rs_stack_cpu_sample*>(words.data());
+  c.kernel_frames = 2;
+  c.user_frames = 60000;  // A lie: one more fits.
+  const StackFrames f = FramesOf(c, words.size() * 8);
+  EXPECT_EQ(f.kernel.size(), 2u);
+  EXPECT_EQ(f.user.size(), 1u);
+  c.kernel_frames = 9;
+  EXPECT_EQ(FramesOf(c, words.size() * 8).kernel.size(), 3u);
+  EXPECT_EQ(FramesOf(c, words.size() * 8).user.size(), 0u);
+  EXPECT_TRUE(FramesOf(c, 4).kernel.empty()) << "a size below the layout holds no frame";
 }
 
 }  // namespace

@@ -217,9 +217,9 @@ const std::vector<BadConfig>& BadConfigs() {
       {"stacks deeper than the kernel walks", Bpf("stacks { max_depth: 128 }"),
        "bad.pbtxt: line 3, column 25: data_sources[0].config.bpf_config.stacks.max_depth is "
        "128: frames per stack, 1 to 127 (the kernel's perf_event_max_stack)"},
-      {"no room for a stack", Bpf("stacks { max_stacks: 0 }"),
-       "bad.pbtxt: line 3, column 25: data_sources[0].config.bpf_config.stacks.max_stacks is 0: "
-       "1 to 1048576"},
+      {"a blocked sampling period over a second", Bpf("stacks { blocked_period_us: 1000001 }"),
+       "bad.pbtxt: line 3, column 25: data_sources[0].config.bpf_config.stacks.blocked_period_us "
+       "is 1000001: at most 1000000 (1 s); 0 takes every block"},
       {"stacks without the switches that take them", Bpf("sched: false stacks { }"),
        "bad.pbtxt: line 3, column 29: data_sources[0].config.bpf_config.stacks.blocked needs the "
        "sched group (bpf_config.sched), whose switch records the stacks"},

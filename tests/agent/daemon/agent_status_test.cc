@@ -268,35 +268,35 @@ TEST(AgentStatusTest, RecordedStacksShowTheirSamplesAndWhatNamesThemInStatusAndM
   ASSERT_TRUE(session->Stop().ok());
 }
 
-// One slot for every distinct stack: the kernel keeps the first and counts
-// each other as crowded, on the CPU it happened on. Those losses reach
-// status, metrics and the file's stats as every record type's do.
+// One frame a stack: every deeper stack is cut at its root and counted as
+// truncated, on the CPU it happened on. Those losses reach status, metrics
+// and the file's stats as every record type's do.
 TEST(AgentStatusTest, StacksLostAreCountedByKindAndCpuInStatusMetricsAndTheFile) {
   if (geteuid() != 0) GTEST_SKIP() << "linux.bpf needs root (CAP_BPF and CAP_PERFMON)";
-  std::unique_ptr<TracingSession> session = StartStacks("max_stacks: 1 cpu_hz: 0");
+  std::unique_ptr<TracingSession> session = StartStacks("max_depth: 1 cpu_hz: 0");
   ASSERT_NE(session, nullptr);
-  const auto crowded = [](const DataSource::Loss& l) { return l.kind == "stack_kernel_crowded"; };
+  const auto truncated = [](const DataSource::Loss& l) { return l.kind == "stack_truncated"; };
   const TracingSession::Report r = WorkUntil(*session, [&](const TracingSession::Report& r) {
     return r.sources.size() == 1 &&
-           std::any_of(r.sources[0].losses.begin(), r.sources[0].losses.end(), crowded);
+           std::any_of(r.sources[0].losses.begin(), r.sources[0].losses.end(), truncated);
   });
   ASSERT_EQ(r.sources.size(), 1u);
   uint64_t lost = 0;
-  for (const DataSource::Loss& l : r.sources[0].losses) lost += crowded(l) ? l.events : 0;
-  ASSERT_GT(lost, 0u) << "no stack was crowded out of a table of one";
+  for (const DataSource::Loss& l : r.sources[0].losses) lost += truncated(l) ? l.events : 0;
+  ASSERT_GT(lost, 0u) << "no stack was deeper than one frame";
 
   AgentStatus status(kStart);
   const control::StatusReply st = status.Reply(r, absl::Now(), "", {}, 0);
   uint64_t in_status = 0;
   for (const control::SourceStatus::Loss& l : st.sources(0).losses()) {
-    if (l.kind() != "stack_kernel_crowded") continue;
+    if (l.kind() != "stack_truncated") continue;
     in_status += l.events();
     EXPECT_GE(l.cpu(), 0) << "counted on the CPU it happened on";
   }
   EXPECT_EQ(in_status, lost);
   const std::string text = PrometheusText(st, {});
   EXPECT_EQ(testing::SampleValue(text, R"(ringside_staging_events_lost_total{source="linux.bpf",)"
-                                       R"(kind="stack_kernel_crowded"})"),
+                                       R"(kind="stack_truncated"})"),
             static_cast<double>(lost));
 
   ASSERT_TRUE(session->Stop().ok());
@@ -307,7 +307,7 @@ TEST(AgentStatusTest, StacksLostAreCountedByKindAndCpuInStatusMetricsAndTheFile)
   uint64_t in_file = 0;
   for (const trace::TracePacket& p : t.packet()) {
     for (const auto& l : p.trace_stats().ringside_staging_loss()) {
-      if (l.data_source() == "linux.bpf" && l.kind() == "stack_kernel_crowded") {
+      if (l.data_source() == "linux.bpf" && l.kind() == "stack_truncated") {
         in_file += l.events_lost();
       }
     }

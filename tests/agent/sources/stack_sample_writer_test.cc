@@ -26,6 +26,8 @@ namespace ringside::agent {
 namespace {
 
 constexpr buffer::WriterID kWriter = 0x7fff;
+// A stack id that is no stack (the record says it was not asked for).
+constexpr int32_t kNoStack = -1;
 
 // Functions of 8 bytes at the addresses of two tables, kernel and user (an
 // address in none is unnamed); user ones are all in one mapping of
@@ -82,38 +84,48 @@ class StackSampleWriterTest : public ::testing::Test {
     c.writer = kWriter;
     c.interned_budget_bytes = budget;
     c.cpu_hz = cpu_hz;
-    writer_ = std::make_unique<StackSampleWriter>(
-        c, trace_writer_.get(), &tracker_,
-        [this](int32_t id, std::vector<uint64_t>* frames) {
-          auto it = stacks_.find(id);
-          if (it == stacks_.end()) return false;
-          *frames = it->second;
-          return true;
-        },
-        &namer_);
+    writer_ = std::make_unique<StackSampleWriter>(c, trace_writer_.get(), &tracker_, &namer_);
   }
 
-  rs_stack_blocked Record(uint64_t ts, int32_t tid, int32_t kernel, int32_t user, uint64_t off_ns) {
-    rs_stack_blocked r{};
+  // A record's bytes, 8-byte aligned as the rings hold them: its fixed
+  // part, then the frames of stacks_[kernel] and stacks_[user] (none for
+  // kNoStack, or an id stacks_ does not have).
+  using Words = std::vector<uint64_t>;
+  static rs_stack_blocked& Blocked(Words& w) {
+    return *reinterpret_cast<rs_stack_blocked*>(w.data());
+  }
+  Words Record(uint64_t ts, int32_t tid, int32_t kernel, int32_t user, uint64_t off_ns) {
+    const std::vector<uint64_t> k = FramesOf(kernel), u = FramesOf(user);
+    Words w(sizeof(rs_stack_blocked) / 8 + k.size() + u.size(), 0);
+    rs_stack_blocked& r = Blocked(w);
     r.h.type = RS_EV_STACK_BLOCKED;
-    r.h.size = sizeof(r);
+    r.h.size = static_cast<uint16_t>(w.size() * 8);
     r.h.cpu = 1;
     r.h.ts_ns = ts;
     r.pid = tid;
     r.tgid = 100;
-    r.kernel_stack = kernel;
-    r.user_stack = user;
+    r.kernel_frames = static_cast<uint16_t>(k.size());
+    r.user_frames = static_cast<uint16_t>(u.size());
+    r.kernel_status = kernel == kNoStack ? RS_STACK_NOT_ASKED : RS_STACK_TAKEN;
+    r.user_status = user == kNoStack ? RS_STACK_NOT_ASKED : RS_STACK_TAKEN;
     r.off_cpu_ns = off_ns;
+    r.weight_ns = off_ns;
     r.state = 1;
-    return r;
+    std::copy(k.begin(), k.end(), w.begin() + sizeof(rs_stack_blocked) / 8);
+    std::copy(u.begin(), u.end(), w.begin() + sizeof(rs_stack_blocked) / 8 + k.size());
+    return w;
+  }
+  std::vector<uint64_t> FramesOf(int32_t id) const {
+    auto it = stacks_.find(id);
+    return it == stacks_.end() ? std::vector<uint64_t>{} : it->second;
   }
 
   // Writes `records` as the reader thread would one batch, then commits
   // as the buffer owner does: chunks, then the tracker's updates, under
   // what in the session is one lock; then a drain.
-  void WriteBatch(const std::vector<rs_stack_blocked>& records) {
+  void WriteBatch(const std::vector<Words>& records) {
     std::vector<bpf::Record> batch;
-    for (const rs_stack_blocked& r : records) batch.push_back({RS_EV_STACK_BLOCKED, &r});
+    for (const Words& r : records) batch.push_back({RS_EV_STACK_BLOCKED, r.data()});
     writer_->Write(batch);
     writer_->Flush();
     producer_.CommitQueuedInto(ring_.get());
@@ -223,7 +235,7 @@ TEST_F(StackSampleWriterTest, AUserMappingGivesItsFileOffsetAsExactOffsetAndStar
   namer_.user_offset = 0x1000;
   stacks_[9] = {0x401004};
   MakeWriter();
-  WriteBatch({Record(5'000, 101, -1, 9, 1'000)});
+  WriteBatch({Record(5'000, 101, kNoStack, 9, 1'000)});
 
   std::string bytes;
   const trace::Trace t = ReadFile(&bytes);
@@ -243,16 +255,20 @@ TEST_F(StackSampleWriterTest, ACpuSampleWeighsOnePeriodOfCpuTime) {
   namer_.user = {{0x401000, "burn_cpu_in_hot_loop"}, {0x402000, "main"}};
   stacks_[3] = {0x401004, 0x402008};
   MakeWriter(1 << 20, /*cpu_hz=*/50);
-  rs_stack_cpu_sample c{};
+  Words w(sizeof(rs_stack_cpu_sample) / 8 + 2, 0);
+  rs_stack_cpu_sample& c = *reinterpret_cast<rs_stack_cpu_sample*>(w.data());
   c.h.type = RS_EV_STACK_CPU_SAMPLE;
-  c.h.size = sizeof(c);
+  c.h.size = static_cast<uint16_t>(w.size() * 8);
   c.h.cpu = 0;
   c.h.ts_ns = 7'000;
   c.pid = 101;
   c.tgid = 100;
-  c.kernel_stack = RS_STACK_NOT_ASKED;
-  c.user_stack = 3;
-  const bpf::Record record{RS_EV_STACK_CPU_SAMPLE, &c};
+  c.kernel_status = RS_STACK_NOT_ASKED;
+  c.user_status = RS_STACK_TAKEN;
+  c.user_frames = 2;
+  w[sizeof(rs_stack_cpu_sample) / 8] = stacks_[3][0];
+  w[sizeof(rs_stack_cpu_sample) / 8 + 1] = stacks_[3][1];
+  const bpf::Record record{RS_EV_STACK_CPU_SAMPLE, w.data()};
   writer_->Write({&record, 1});
   writer_->Flush();
   producer_.CommitQueuedInto(ring_.get());
@@ -296,10 +312,10 @@ TEST_F(StackSampleWriterTest, EverySampleResolvesAfterTheRingWrappedManyTimes) {
   MakeWriter(/*budget=*/8 * 1024);
   uint64_t ts = 1'000;
   for (int batch = 0; batch < 500; batch++) {
-    std::vector<rs_stack_blocked> records;
+    std::vector<Words> records;
     for (int k = 0; k < 50; k++) {
       const int32_t id = (batch * 7 + k * 13) % 400;
-      records.push_back(Record(ts += 1000, 200 + k, id, RS_STACK_NOT_ASKED, 1000 + id));
+      records.push_back(Record(ts += 1000, 200 + k, id, kNoStack, 1000 + id));
     }
     WriteBatch(records);
   }
@@ -337,13 +353,13 @@ TEST_F(StackSampleWriterTest, TheInterningTablesMemoryStaysBoundedByTheBudget) {
   size_t most = 0;
   uint64_t ts = 1'000;
   for (int32_t batch = 0; batch < 400; batch++) {
-    std::vector<rs_stack_blocked> records;
+    std::vector<Words> records;
     for (int32_t k = 0; k < 50; k++) {
       const int32_t id = batch * 50 + k;
       const uint64_t base = 0xffff000000ull + static_cast<uint64_t>(id) * 16;
       namer_.kernel[base] = absl::StrCat("function_number_", id, "_of_many");
       stacks_[id] = {base + 2};
-      records.push_back(Record(ts += 1000, 200, id, RS_STACK_NOT_ASKED, 1000));
+      records.push_back(Record(ts += 1000, 200, id, kNoStack, 1000));
     }
     WriteBatch(records);
     most = std::max(most, writer_->memory_bytes());
@@ -365,10 +381,10 @@ TEST_F(StackSampleWriterTest, ManyProcessesOnOneStackKeepTheCacheBounded) {
   MakeWriter();
   const int32_t processes = static_cast<int32_t>(StackSampleWriter::kMaxRememberedStacks) + 5000;
   uint64_t ts = 1'000;
-  std::vector<rs_stack_blocked> records;
+  std::vector<Words> records;
   for (int32_t tgid = 1000; tgid < 1000 + processes; tgid++) {
-    rs_stack_blocked r = Record(ts += 1000, tgid, 1, RS_STACK_NOT_ASKED, 500);
-    r.tgid = tgid;
+    Words r = Record(ts += 1000, tgid, 1, kNoStack, 500);
+    Blocked(r).tgid = tgid;
     records.push_back(r);
     if (records.size() == 1000) {
       WriteBatch(records);
