@@ -95,6 +95,28 @@ void ConfigureStacks(const config::BpfConfig& bc, const config::TraceConfig& con
   cfg->stacks_interned_budget_bytes = static_cast<size_t>(durable_kb * 1024 / 4);
 }
 
+// What bpf_config.stacks asked for that this kernel does not do, or does
+// otherwise.
+void WarnAboutStacks(const config::DataSourceConfig& c, const BpfDataSource& b, BuildContext* ctx) {
+  if (!b.stacks_refused().empty()) {
+    ctx->Warn(absl::StrCat(c.name(), ": no stacks: ", b.stacks_refused()));
+  }
+  if (b.blocked_stacks_at_switch()) {
+    ctx->Warn(absl::StrCat(c.name(),
+                           ": this kernel has no kprobes: blocked threads' stacks are taken as "
+                           "they leave the CPU, every block (dearer; "
+                           "bpf_config.stacks.blocked_period_us does not apply)"));
+  }
+  if (!b.blocked_refused().empty()) {
+    ctx->Warn(absl::StrCat(c.name(), ": no blocked threads' stacks (bpf_config.stacks.blocked): ",
+                           b.blocked_refused()));
+  }
+  if (!b.cpu_sampling_refused().empty()) {
+    ctx->Warn(absl::StrCat(
+        c.name(), ": no CPU samples (bpf_config.stacks.cpu_hz): ", b.cpu_sampling_refused()));
+  }
+}
+
 void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   const config::BpfConfig& bc = c.bpf_config();
   BpfDataSource::Config cfg;
@@ -128,23 +150,7 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   for (const std::string& p : (*b)->skipped_programs()) {
     ctx->Warn(absl::StrCat(c.name(), ": this kernel cannot attach ", p));
   }
-  if (!(*b)->stacks_refused().empty()) {
-    ctx->Warn(absl::StrCat(c.name(), ": no stacks: ", (*b)->stacks_refused()));
-  }
-  if ((*b)->blocked_stacks_at_switch()) {
-    ctx->Warn(absl::StrCat(c.name(),
-                           ": this kernel has no kprobes: blocked threads' stacks are taken as "
-                           "they leave the CPU, every block (dearer; "
-                           "bpf_config.stacks.blocked_period_us does not apply)"));
-  }
-  if (!(*b)->blocked_refused().empty()) {
-    ctx->Warn(absl::StrCat(c.name(), ": no blocked threads' stacks (bpf_config.stacks.blocked): ",
-                           (*b)->blocked_refused()));
-  }
-  if (!(*b)->cpu_sampling_refused().empty()) {
-    ctx->Warn(absl::StrCat(
-        c.name(), ": no CPU samples (bpf_config.stacks.cpu_hz): ", (*b)->cpu_sampling_refused()));
-  }
+  WarnAboutStacks(c, **b, ctx);
   for (const std::string& w : (*b)->cgroup_filter_warnings()) {
     ctx->Warn(absl::StrCat(c.name(), ": bpf_config.", w));
   }
