@@ -114,6 +114,12 @@ class BpfDataSource : public DataSource {
   const std::string& stacks_refused() const { return stacks_refused_; }
   // Why CPU samples asked for are not taken; empty when they are.
   const std::string& blocked_refused() const { return source_->stacks().blocked_refused(); }
+  // Why user frames go unnamed, all of them (FrameNamer); empty when they
+  // are named, or not recorded.
+  std::string user_frames_unnamed_reason() const {
+    if (namer_ == nullptr || (source_->stacks().flags() & RS_STACKS_USER) == 0) return "";
+    return namer_->user_frames_unnamed_reason();
+  }
   // Blocked threads' stacks taken by the switch, every block (a kernel
   // without kprobes), rather than sampled as threads run again.
   bool blocked_stacks_at_switch() const {
