@@ -65,6 +65,10 @@ void SetStacks(const DataSource::StackReport& r, control::StackStatus* out) {
   out->set_remembered_stacks(r.remembered_stacks);
   out->set_symbol_bytes(r.symbol_bytes);
   out->set_interning_bytes(r.interning_bytes);
+  out->set_blocked_period_ns(r.blocked_period_ns);
+  out->set_blocked_at_switch(r.blocked_at_switch);
+  out->set_blocked_unsampled(r.blocked_unsampled);
+  out->set_blocked_unsampled_ns(r.blocked_unsampled_ns);
 }
 
 void SetSnapshots(const SnapshotWriter::Stats& snapshots, uint64_t suppressed,

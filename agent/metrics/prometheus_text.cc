@@ -176,6 +176,14 @@ void Stacks(const control::StatusReply& s, std::string* out) {
     }
   }
   {
+    Family f(out, "ringside_stack_blocked_unsampled_total", kCounter,
+             "Blocks shorter than the sampling period (bpf_config.stacks.blocked_period_us) "
+             "whose stacks were not taken; the sampled ones stand for them.");
+    for (const control::SourceStatus* src : sources) {
+      f.Add({{"source", src->name()}}, src->stacks().blocked_unsampled());
+    }
+  }
+  {
     Family f(out, "ringside_stack_frames_interned_total", kCounter,
              "Frames of stacks interned, named or not (an unnamed one keeps its build id and "
              "rel_pc); each once per generation.");

@@ -153,6 +153,16 @@ void AddSourceStats(const SourceStats& s, trace::TraceStats* stats) {
     p->set_consumer_paused_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(s.consumer.paused)));
     p->set_consumer_pauses(s.consumer.pauses);
   }
+  if (s.stacks.recorded) {
+    auto* st = stats->add_ringside_stack_stats();
+    st->set_data_source(s.data_source);
+    st->set_blocked_samples(s.stacks.blocked_samples);
+    st->set_cpu_samples(s.stacks.cpu_samples);
+    st->set_blocked_period_ns(s.stacks.blocked_period_ns);
+    st->set_blocked_at_switch(s.stacks.blocked_at_switch);
+    st->set_blocked_unsampled(s.stacks.blocked_unsampled);
+    st->set_blocked_unsampled_ns(s.stacks.blocked_unsampled_ns);
+  }
   for (const DataSource::Loss& l : s.losses) {
     auto* loss = stats->add_ringside_staging_loss();
     loss->set_data_source(s.data_source);

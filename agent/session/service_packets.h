@@ -64,6 +64,7 @@ struct SourceStats {
   buffer::ProducerID producer_id = 0;
   std::vector<DataSource::EventTally> written;
   DataSource::ConsumerCpu consumer;
+  DataSource::StackReport stacks;
 };
 // Events each source wrote that `reader` (which read everything the
 // buffers will ever give: the end of a recording) did not read, by source,

@@ -165,6 +165,7 @@ std::vector<SourceStats> TracingSession::CollectSourceStats() const {
       s.losses = slot.source->Losses();
       s.written = slot.source->EventTallies();
       s.consumer = slot.source->consumer_cpu();
+      s.stacks = slot.source->stacks();
     }
     out.push_back(std::move(s));
   }

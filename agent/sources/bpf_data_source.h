@@ -106,20 +106,25 @@ class BpfDataSource : public DataSource {
 
   // What the reader thread last published of its stacks (all 0 when they
   // are not recorded); any thread.
-  StackReport stacks() const override {
-    return stacks_ != nullptr ? stack_figures_.Report() : StackReport{};
-  }
+  StackReport stacks() const override;
   // Why stacks asked for are not recorded (no durable store); empty when
   // they are or were not asked for.
   const std::string& stacks_refused() const { return stacks_refused_; }
-  // Why CPU samples asked for are not taken; empty when they are.
+  // Why blocked threads' stacks asked for are not taken; empty when they are.
   const std::string& blocked_refused() const { return source_->stacks().blocked_refused(); }
+  // Why user frames go unnamed, all of them (FrameNamer); empty when they
+  // are named, or not recorded.
+  std::string user_frames_unnamed_reason() const {
+    if (namer_ == nullptr || (source_->stacks().flags() & RS_STACKS_USER) == 0) return "";
+    return namer_->user_frames_unnamed_reason();
+  }
   // Blocked threads' stacks taken by the switch, every block (a kernel
   // without kprobes), rather than sampled as threads run again.
   bool blocked_stacks_at_switch() const {
     return (source_->stacks().flags() & RS_STACKS_BLOCKED) != 0 &&
            source_->stacks().resume_function().empty();
   }
+  // Why CPU samples asked for are not taken; empty when they are.
   const std::string& cpu_sampling_refused() const {
     return source_->stacks().cpu_sampling_refused();
   }

@@ -115,6 +115,14 @@ class DataSource {
     // agent's heap, approximately.
     uint64_t symbol_bytes = 0;
     uint64_t interning_bytes = 0;
+    // Blocked threads' stacks: blocks shorter than the period are sampled
+    // (0: every block is taken); taken by the switch as threads leave, every
+    // block (a kernel without kprobes); the shorter blocks not taken, and
+    // their time, which the sampled ones stand for.
+    uint64_t blocked_period_ns = 0;
+    bool blocked_at_switch = false;
+    uint64_t blocked_unsampled = 0;
+    uint64_t blocked_unsampled_ns = 0;
   };
   virtual StackReport stacks() const { return {}; }
 };

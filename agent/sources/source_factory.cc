@@ -107,6 +107,9 @@ void WarnAboutStacks(const config::DataSourceConfig& c, const BpfDataSource& b, 
                            "they leave the CPU, every block (dearer; "
                            "bpf_config.stacks.blocked_period_us does not apply)"));
   }
+  if (const std::string why = b.user_frames_unnamed_reason(); !why.empty()) {
+    ctx->Warn(absl::StrCat(c.name(), ": ", why));
+  }
   if (!b.blocked_refused().empty()) {
     ctx->Warn(absl::StrCat(c.name(), ": no blocked threads' stacks (bpf_config.stacks.blocked): ",
                            b.blocked_refused()));

@@ -36,6 +36,9 @@ class FrameNamer {
   virtual void ForgetProcess(int32_t) {}
   // The symbol tables and caches held, for status.
   virtual size_t memory_bytes() const { return 0; }
+  // Why no user frame is named at all (empty: they are, as far as each
+  // can be), said once at setup.
+  virtual std::string user_frames_unnamed_reason() const { return ""; }
 };
 
 // Writes the stack records of the BPF programs as Perfetto StackSample

@@ -1,10 +1,13 @@
 #include "agent/sources/system_frame_namer.h"
 
+#include <sys/stat.h>
+
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "agent/symbols/kernel_symbols.h"
 #include "agent/symbols/user_symbolizer.h"
 
@@ -17,11 +20,22 @@ constexpr const char* kKernelMapping = "[kernel.kallsyms]";
 
 class SystemFrameNamer : public FrameNamer {
  public:
-  SystemFrameNamer() {
+  explicit SystemFrameNamer(const std::string& proc_root)
+      : user_(UserSymbolizer::Options{.proc_root = proc_root}) {
     // Read now, at setup: with kernel.kptr_restrict 1 the addresses need
     // CAP_SYSLOG, which the agent drops once set up.
     absl::StatusOr<KernelSymbols> k = KernelSymbols::Load();
     if (k.ok()) kernel_.emplace(std::move(*k));
+    // The programs give pids as the initial PID namespace numbers them;
+    // a /proc of another namespace has other processes under those
+    // numbers, whose files would name frames wrongly.
+    if (!ProcNumbersPidsAsTheKernelDoes(proc_root)) {
+      user_unnamed_reason_ = absl::StrCat(
+          proc_root,
+          " belongs to a PID namespace other than the host's, so the processes the stacks "
+          "name are not found under their pids: user frames keep their addresses, unnamed "
+          "(run the agent in the host's PID namespace: hostPID in Kubernetes)");
+    }
   }
 
   Frame Kernel(uint64_t ip) override {
@@ -37,6 +51,11 @@ class SystemFrameNamer : public FrameNamer {
   }
 
   Frame User(int32_t tgid, uint64_t ip) override {
+    if (!user_unnamed_reason_.empty()) {
+      Frame f;
+      f.rel_pc = ip;
+      return f;
+    }
     const UserFrame u = user_.Symbolize(tgid, ip);
     Frame f;
     f.rel_pc = u.has_mapping ? u.rel_pc : ip;
@@ -57,13 +76,28 @@ class SystemFrameNamer : public FrameNamer {
     return user_.memory_bytes() + (kernel_.has_value() ? kernel_->memory_bytes() : 0);
   }
 
+  std::string user_frames_unnamed_reason() const override { return user_unnamed_reason_; }
+
  private:
   std::optional<KernelSymbols> kernel_;
   UserSymbolizer user_;
+  std::string user_unnamed_reason_;
 };
 
 }  // namespace
 
-std::unique_ptr<FrameNamer> MakeSystemFrameNamer() { return std::make_unique<SystemFrameNamer>(); }
+bool ProcNumbersPidsAsTheKernelDoes(const std::string& proc_root) {
+  // The initial PID namespace's inode number, fixed since Linux 3.8
+  // (PROC_PID_INIT_INO). /proc/1 is the init process of the namespace the
+  // proc mount numbers pids in (ours, or a host's /proc mounted in a
+  // container), so its namespace is the one to compare.
+  constexpr ino_t kInitialPidNamespace = 0xEFFFFFFCu;
+  struct stat st;
+  return stat((proc_root + "/1/ns/pid").c_str(), &st) == 0 && st.st_ino == kInitialPidNamespace;
+}
+
+std::unique_ptr<FrameNamer> MakeSystemFrameNamer(const std::string& proc_root) {
+  return std::make_unique<SystemFrameNamer>(proc_root);
+}
 
 }  // namespace ringside::agent

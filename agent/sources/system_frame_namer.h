@@ -2,6 +2,7 @@
 #define RINGSIDE_AGENT_SOURCES_SYSTEM_FRAME_NAMER_H_
 
 #include <memory>
+#include <string>
 
 #include "agent/sources/stack_sample_writer.h"
 
@@ -11,8 +12,14 @@ namespace ringside::agent {
 // file is read on another machine): kernel frames from /proc/kallsyms, read
 // once; user frames from the process's mappings and the symbol tables of
 // its binaries (agent/symbols/). What cannot be named keeps its mapping,
-// build id and rel_pc, for Perfetto's offline symbolizer.
-std::unique_ptr<FrameNamer> MakeSystemFrameNamer();
+// build id and rel_pc, for Perfetto's offline symbolizer. User frames are
+// named only when `proc_root` numbers pids as the BPF programs do (the
+// initial PID namespace); else user_frames_unnamed_reason() says why not.
+std::unique_ptr<FrameNamer> MakeSystemFrameNamer(const std::string& proc_root = "/proc");
+
+// Whether the proc mount at `proc_root` numbers pids in the initial PID
+// namespace, as the kernel gives them to BPF programs.
+bool ProcNumbersPidsAsTheKernelDoes(const std::string& proc_root);
 
 }  // namespace ringside::agent
 

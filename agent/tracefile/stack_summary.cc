@@ -153,6 +153,14 @@ void StackSummarizer::AddLosses(const trace::TraceStats& stats) {
       summary_.losses[l.kind()] += l.events_lost();
     }
   }
+  summary_.blocked_period_ns = summary_.blocked_unsampled = summary_.blocked_unsampled_ns = 0;
+  summary_.blocked_at_switch = false;
+  for (const trace::TraceStats::StackStats& s : stats.ringside_stack_stats()) {
+    summary_.blocked_period_ns = std::max(summary_.blocked_period_ns, s.blocked_period_ns());
+    summary_.blocked_at_switch |= s.blocked_at_switch();
+    summary_.blocked_unsampled += s.blocked_unsampled();
+    summary_.blocked_unsampled_ns += s.blocked_unsampled_ns();
+  }
 }
 
 StackSummary StackSummarizer::Finish(size_t top_n) {

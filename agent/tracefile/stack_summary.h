@@ -75,6 +75,13 @@ struct StackSummary {
   // ringside_staging_loss entries whose kind starts with "stack_", summed
   // by kind over data sources, stages and CPUs.
   std::map<std::string, uint64_t> losses;
+  // How blocked stacks were taken, from the last trace_stats
+  // (ringside_stack_stats, summed over data sources): the sampling period
+  // (the largest; 0: every block), and the shorter blocks not taken.
+  uint64_t blocked_period_ns = 0;
+  bool blocked_at_switch = false;
+  uint64_t blocked_unsampled = 0;
+  uint64_t blocked_unsampled_ns = 0;
 
   bool empty() const {
     return blocked.samples + cpu.samples + other_samples + frames_interned == 0 && losses.empty();

@@ -166,6 +166,17 @@ std::string StacksToText(const StackSummary& s, TaskNamer names) {
     }
     absl::StrAppend(&out, " (docs/losses.md)\n");
   }
+  if (s.blocked_period_ns > 0) {
+    absl::StrAppendFormat(&out,
+                          "  blocked stacks: blocks under %.3f ms sampled (each taken one weighs "
+                          "the period); %u shorter blocks (%.3f ms) not taken\n",
+                          static_cast<double>(s.blocked_period_ns) / 1e6, s.blocked_unsampled,
+                          static_cast<double>(s.blocked_unsampled_ns) / 1e6);
+  } else if (s.blocked_at_switch) {
+    absl::StrAppend(&out,
+                    "  blocked stacks: every block, taken as threads left the CPU (a kernel "
+                    "without kprobes)\n");
+  }
   AppendTop(out, "blocked stacks, by time off CPU", s.blocked, "off CPU", names);
   AppendTop(out, "CPU stacks, by time sampled on CPU", s.cpu, "on CPU", names);
   return out;
@@ -183,7 +194,12 @@ nlohmann::json StacksToJson(const StackSummary& s, TaskNamer names) {
            {{"samples_without_callstack", s.samples_without_callstack},
             {"frame_ids", s.frame_ids_unresolved},
             {"function_name_ids", s.name_ids_unresolved}}},
-          {"losses", std::move(losses)}};
+          {"losses", std::move(losses)},
+          {"blocked_taken",
+           {{"period_ns", s.blocked_period_ns},
+            {"at_switch", s.blocked_at_switch},
+            {"unsampled", s.blocked_unsampled},
+            {"unsampled_ns", s.blocked_unsampled_ns}}}};
 }
 
 }  // namespace ringside::agent

@@ -144,6 +144,23 @@ void ExpectWhereTheyWaitedAndRan(const std::string& tp, const std::string& trace
       << "the napper's blocked stacks in nap_between_polls and do_nanosleep (of " << napper.all
       << " ns in all its blocked stacks)";
 
+  // The dozer's 100 us sleeps are shorter than the sampling period: with
+  // kprobes, a share of them is taken, weighing the period; without (at
+  // the switch), every one. Either way its weight is its time off the CPU,
+  // as the same file's switches give it (thread_state), within 10%.
+  const Weighed dozer = WeightOf(tp, trace, "blocked_time", r.at("dozer_tid"), "doze_briefly",
+                                 {"do_nanosleep", "hrtimer_nanosleep"});
+  const int64_t dozer_off_cpu = QueryInt(
+      tp, trace,
+      absl::StrCat("select coalesce(sum(s.dur), 0) from thread_state s join thread t using (utid) "
+                   "where t.tid = ",
+                   r.at("dozer_tid"), " and s.state != 'Running' and s.dur > 0"));
+  EXPECT_GT(dozer_off_cpu, 0);
+  EXPECT_NEAR(static_cast<double>(dozer.with_frames), static_cast<double>(dozer_off_cpu),
+              static_cast<double>(dozer_off_cpu) * 0.10)
+      << "the dozer's blocked stacks in doze_briefly and do_nanosleep (of " << dozer.all
+      << " ns in all its blocked stacks), against its time off the CPU";
+
   // The spinner ran 2 s on a CPU of its own, more or less: at 49 Hz, most
   // of its samples (80%, the issue asks) are in its loop.
   const Weighed spinner =
@@ -152,10 +169,11 @@ void ExpectWhereTheyWaitedAndRan(const std::string& tp, const std::string& trace
   EXPECT_GE(static_cast<double>(spinner.with_frames), 0.8 * static_cast<double>(spinner.all))
       << "of the spinner's sampled CPU time, in burn_cpu_in_hot_loop";
   std::printf(
-      "%s: reader %.1f of %.1f ms measured, napper %.1f of %.1f ms, spinner %.1f of %.1f ms "
-      "sampled in its loop\n",
+      "%s: reader %.1f of %.1f ms measured, napper %.1f of %.1f ms, dozer %.1f of %.1f ms off "
+      "CPU, spinner %.1f of %.1f ms sampled in its loop\n",
       trace.c_str(), static_cast<double>(reader.with_frames) / 1e6, read_ns / 1e6,
       static_cast<double>(napper.with_frames) / 1e6, nap_ns / 1e6,
+      static_cast<double>(dozer.with_frames) / 1e6, static_cast<double>(dozer_off_cpu) / 1e6,
       static_cast<double>(spinner.with_frames) / 1e6, static_cast<double>(spinner.all) / 1e6);
 }
 

@@ -55,6 +55,9 @@ VM_MEM_MB=1024
 # with another build; 10% (tests/e2e/stacks_test.cc's) leaves five times
 # that for a slower host. A lost sample shows in the losses, not here.
 STACKS_SHORTFALL_PCT=10
+# How far the dozer's sampled weight may fall from its time off the CPU
+# (its switches in the same file), either way, in percent.
+STACKS_SAMPLED_PCT=10
 
 die() { echo "test-kernels: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "needs root (apt-get download into a private state directory)"
@@ -293,21 +296,24 @@ btf_file() {
   fi
 }
 
-# blocked_stacks FILES: the pipe reader's blocked stacks in stacks.pftrace
-# (init.sh's stack_workload), as "SAMPLES FRAMED SCHEDULE WEIGHT_NS
-# ALL_NS READ_NS": its samples, those whose callstack holds both
-# wait_for_pipe_data and the kernel's pipe read (anon_pipe_read from 6.14),
-# those holding __schedule (its kernel frames named), the weight of the
-# framed ones and of all, and the nanoseconds the workload measured around
-# its reads. Blocked stacks only: a CPU sample (cpu_time) that finds the
-# reader in its read weighs a sampling period, not time waited. "-" when
-# the workload wrote no result, "?" when
-# trace_processor gave no answer. The query is
-# tests/e2e/stacks_test.cc's WeightOf.
+# blocked_stacks FILES [THREAD NS_KEY USER_FN KERNEL_FNS]: a thread's
+# blocked stacks in stacks.pftrace (init.sh's stack_workload; by default
+# the pipe reader), as "SAMPLES FRAMED SCHEDULE WEIGHT_NS ALL_NS
+# MEASURED_NS": its samples, those whose callstack holds both USER_FN and
+# one of KERNEL_FNS (an SQL list; the reader's: the kernel's pipe read,
+# anon_pipe_read from 6.14), those holding __schedule (its kernel frames
+# named), the weight of the framed ones and of all, and the nanoseconds the
+# workload measured around its calls (NS_KEY). Blocked stacks only: a CPU
+# sample (cpu_time) that finds the thread in its call weighs a sampling
+# period, not time waited. "-" when the workload wrote no result, "?" when
+# trace_processor gave no answer. The query is tests/e2e/stacks_test.cc's
+# WeightOf.
 blocked_stacks() {
+  local thread=${2:-reader} ns_key=${3:-read_ns} user_fn=${4:-wait_for_pipe_data}
+  local kernel_fns=${5:-"'pipe_read', 'anon_pipe_read'"}
   local tid read_ns row
-  tid=$(awk '$1 == "reader_tid" { print $2 }' "$1/stacks.result" 2> /dev/null)
-  read_ns=$(awk '$1 == "read_ns" { print $2 }' "$1/stacks.result" 2> /dev/null)
+  tid=$(awk -v k="${thread}_tid" '$1 == k { print $2 }' "$1/stacks.result" 2> /dev/null)
+  read_ns=$(awk -v k="$ns_key" '$1 == k { print $2 }' "$1/stacks.result" 2> /dev/null)
   { [ -n "$tid" ] && [ -n "$read_ns" ]; } || { echo "-"; return; }
   row=$(tp_query "$1/stacks.pftrace" "with recursive chain(sample_id, callsite_id) as (
       select s.id, s.callsite_id from stack_sample s
@@ -316,8 +322,8 @@ blocked_stacks() {
         on c.id = chain.callsite_id where c.parent_id is not null),
     per_sample as (
       select s.id as id, cast(v.value as int) as w,
-        max(f.name = 'wait_for_pipe_data') as has_user,
-        max(f.name in ('pipe_read', 'anon_pipe_read')) as has_kernel,
+        max(f.name = '$user_fn') as has_user,
+        max(f.name in ($kernel_fns)) as has_kernel,
         max(f.name = '__schedule') as has_schedule
       from stack_sample s
       join stack_sample_task_context tc on tc.id = s.task_context_id
@@ -511,6 +517,34 @@ holds wait_for_pipe_data and pipe_read/anon_pipe_read")
         'BEGIN { exit !(w <= r && w >= r * (1 - t / 100)) }' ||
         fail+=("blocked stacks: the reader's framed weight $st_weight ns is $dev_pct% off the \
 $st_read ns it measured in its reads (0 to -${STACKS_SHORTFALL_PCT}% expected)")
+    fi
+    # The dozer's 100 us sleeps are below the sampling period: a share of
+    # them is taken, each weighing the period, so its weight is an estimate
+    # (thousands of samples in 2 s: a spread of a few %), both ways, of
+    # its time off the CPU, which the same file's switches give exactly
+    # (thread_state; its sleeps' time on the CPU, a large share under TCG,
+    # is not in it).
+    local dz_samples dz_framed dz_sched dz_weight dz_all dz_ns taken=sampled dz_tid
+    read -r dz_samples dz_framed dz_sched dz_weight dz_all dz_ns <<< "$(blocked_stacks "$files" \
+      dozer doze_ns doze_briefly "'do_nanosleep', 'hrtimer_nanosleep'")"
+    dz_tid=$(awk '$1 == "dozer_tid" { print $2 }' "$files/stacks.result" 2> /dev/null)
+    [ -z "$dz_tid" ] || dz_ns=$(tp_query "$files/stacks.pftrace" "select coalesce(sum(s.dur), 0)
+      from thread_state s join thread t using (utid)
+      where t.tid = $dz_tid and s.state != 'Running' and s.dur > 0")
+    grep -q "this kernel has no kprobes" "$files/stacks.err" 2> /dev/null && taken="at the switch"
+    if [ -n "$dz_ns" ] && [ "$dz_samples" != - ]; then
+      local dz_pct
+      dz_pct=$(awk -v w="$dz_weight" -v r="$dz_ns" \
+        'BEGIN { if (r > 0) printf "%+.1f", 100 * (w - r) / r; else print "nan" }')
+      stacks_detail+="; dozer ($taken): $dz_samples samples, $dz_framed in doze_briefly and"
+      stacks_detail+=" do_nanosleep, weight $((dz_weight / 1000000)) ms against"
+      stacks_detail+=" $((dz_ns / 1000000)) ms off the CPU in its switches ($dz_pct%)"
+      awk -v w="$dz_weight" -v r="$dz_ns" -v t="$STACKS_SAMPLED_PCT" \
+        'BEGIN { exit !(w >= r * (1 - t / 100) && w <= r * (1 + t / 100)) }' ||
+        fail+=("blocked stacks: the dozer's framed weight $dz_weight ns is $dz_pct% off the \
+$dz_ns ns its switches show it off the CPU (±${STACKS_SAMPLED_PCT}% expected)")
+    else
+      fail+=("blocked stacks: no answer on the dozer's samples")
     fi
   fi
 

@@ -7,9 +7,12 @@
 //   writer thread writes one byte every 20 ms, so it waits about that long
 //   each time;
 // - "napper" sleeps 30 ms at a time from nap_between_polls();
+// - "dozer" sleeps 100 us at a time from doze_briefly(): blocks shorter
+//   than the default sampling period of blocked stacks (1 ms), so that their
+//   sampled weight can be held against the time measured;
 // - "spinner" spins in burn_cpu_in_hot_loop().
 // After SECONDS it writes RESULT_FILE: each thread's tid and the
-// nanoseconds the reader and the napper spent in their system calls, as
+// nanoseconds the reader, the napper and the dozer spent in their system calls, as
 // measured around them, then exits; with "crash", it then dies of a
 // SIGSEGV (no handler, no core file), as a crashing program does, for a
 // flight recorder's crash snapshot.
@@ -37,8 +40,8 @@
 
 static atomic_int stop;
 static int pipe_fds[2];
-static int64_t read_ns, nap_ns;
-static pid_t reader_tid, napper_tid, spinner_tid;
+static int64_t read_ns, nap_ns, doze_ns;
+static pid_t reader_tid, napper_tid, spinner_tid, dozer_tid;
 static volatile uint64_t sink;
 
 static int64_t now_ns(void) {
@@ -87,6 +90,14 @@ NOINLINE static void nap_between_polls(void) {
   __asm__ volatile("" ::: "memory");
 }
 
+NOINLINE static void doze_briefly(void) {
+  struct timespec ts = {0, 100 * 1000};
+  const int64_t start = now_ns();
+  RAW_SYSCALL3(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &ts);
+  doze_ns += now_ns() - start;
+  __asm__ volatile("" ::: "memory");
+}
+
 NOINLINE static void burn_cpu_in_hot_loop(void) {
   for (uint64_t i = 0; i < 1000000; i++) sink = sink * 31 + i;
   __asm__ volatile("" ::: "memory");
@@ -110,6 +121,14 @@ static void* napper(void* arg) {
   return NULL;
 }
 
+static void* dozer(void* arg) {
+  (void)arg;
+  prctl(PR_SET_NAME, "dozer");
+  dozer_tid = (pid_t)syscall(SYS_gettid);
+  while (!atomic_load(&stop)) doze_briefly();
+  return NULL;
+}
+
 static void* spinner(void* arg) {
   (void)arg;
   prctl(PR_SET_NAME, "spinner");
@@ -126,10 +145,11 @@ int main(int argc, char** argv) {
   }
   const double seconds = atof(argv[1]);
   if (pipe(pipe_fds) != 0) return 1;
-  pthread_t threads[3];
+  pthread_t threads[4];
   pthread_create(&threads[0], NULL, reader, NULL);
   pthread_create(&threads[1], NULL, napper, NULL);
   pthread_create(&threads[2], NULL, spinner, NULL);
+  pthread_create(&threads[3], NULL, dozer, NULL);
   const int64_t end = now_ns() + (int64_t)(seconds * 1e9);
   while (now_ns() < end) {
     usleep(20 * 1000);
@@ -137,11 +157,14 @@ int main(int argc, char** argv) {
   }
   atomic_store(&stop, 1);
   if (write(pipe_fds[1], "q", 1) != 1) return 1;
-  for (int i = 0; i < 3; i++) pthread_join(threads[i], NULL);
+  for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
   FILE* f = fopen(argv[2], "w");
   if (f == NULL) return 1;
-  fprintf(f, "reader_tid %d\nnapper_tid %d\nspinner_tid %d\nread_ns %lld\nnap_ns %lld\n",
-          reader_tid, napper_tid, spinner_tid, (long long)read_ns, (long long)nap_ns);
+  fprintf(f,
+          "reader_tid %d\nnapper_tid %d\nspinner_tid %d\ndozer_tid %d\nread_ns %lld\n"
+          "nap_ns %lld\ndoze_ns %lld\n",
+          reader_tid, napper_tid, spinner_tid, dozer_tid, (long long)read_ns, (long long)nap_ns,
+          (long long)doze_ns);
   if (fclose(f) != 0) return 1;
   if (crash) {
     const struct rlimit no_core = {0, 0};

@@ -257,6 +257,11 @@ TEST(AgentStatusTest, RecordedStacksShowTheirSamplesAndWhatNamesThemInStatusAndM
               static_cast<unsigned long long>(stacks.symbol_bytes()),
               static_cast<unsigned long long>(stacks.interning_bytes()));
   EXPECT_GT(stacks.interning_bytes(), 0u);
+  // How blocked stacks are taken, as this kernel allows: sampled below the
+  // default period as threads run again (kprobes), else every block.
+  EXPECT_NE(stacks.blocked_at_switch(), stacks.blocked_period_ns() == 1'000'000u)
+      << "at the switch " << stacks.blocked_at_switch() << ", period "
+      << stacks.blocked_period_ns();
   EXPECT_EQ(st.memory().symbol_bytes(), stacks.symbol_bytes());
   EXPECT_EQ(st.memory().stack_interning_bytes(), stacks.interning_bytes());
   const std::string text = PrometheusText(st, {});

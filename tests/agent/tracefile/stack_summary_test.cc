@@ -285,12 +285,41 @@ TEST(StackSummaryTest, OnlyTheStacksLossesOfTheLastStatsAreKept) {
   stats.Clear();
   add("stack_user_fault", 0, 2);
   add("stack_user_fault", 1, 3);
-  add("stack_kernel_crowded", 0, 0);
+  add("stack_truncated", 0, 0);
   add("sched_switch", 0, 7);
   s.AddPacket(stats);
   const StackSummary summary = s.Finish(5);
   EXPECT_EQ(summary.losses, (std::map<std::string, uint64_t>{{"stack_user_fault", 5}}));
   EXPECT_TRUE(absl::StrContains(StacksToText(summary, NoNames), "lost: stack_user_fault 5"));
+}
+
+// How blocked stacks were taken, from the last trace_stats: the sampling
+// period and the shorter blocks not taken, or every block at the switch.
+TEST(StackSummaryTest, SaysHowBlockedStacksWereTaken) {
+  StackSummarizer s;
+  TracePacket stats;
+  auto* st = stats.mutable_trace_stats()->add_ringside_stack_stats();
+  st->set_data_source("linux.bpf");
+  st->set_blocked_period_ns(1'000'000);
+  st->set_blocked_unsampled(1200);
+  st->set_blocked_unsampled_ns(36'500'000);
+  s.AddPacket(stats);
+  StackSummary summary = s.Finish(5);
+  EXPECT_EQ(summary.blocked_unsampled, 1200u);
+  EXPECT_TRUE(absl::StrContains(StacksToText(summary, NoNames),
+                                "blocked stacks: blocks under 1.000 ms sampled (each taken one "
+                                "weighs the period); 1200 shorter blocks (36.500 ms) not taken"))
+      << StacksToText(summary, NoNames);
+  EXPECT_EQ(StacksToJson(summary, NoNames)["blocked_taken"]["unsampled_ns"], 36'500'000u);
+
+  StackSummarizer at_switch;
+  stats.Clear();
+  st = stats.mutable_trace_stats()->add_ringside_stack_stats();
+  st->set_blocked_at_switch(true);
+  at_switch.AddPacket(stats);
+  summary = at_switch.Finish(5);
+  EXPECT_TRUE(absl::StrContains(StacksToText(summary, NoNames),
+                                "blocked stacks: every block, taken as threads left the CPU"));
 }
 
 TEST(StackSummaryTest, TextNamesTheThreadThatWeighsMostAndCutsLongRuns) {
