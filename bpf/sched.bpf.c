@@ -396,24 +396,31 @@ static __always_inline void note_blocked(void* ctx, bool raw, bool preempt,
       rs_sched_switch_state(preempt, prev_state, RS_READ(raw, prev, exit_state), task_state_rules));
 }
 
-static __always_inline int emit_switch(void* ctx, bool raw, bool preempt, struct task_struct* prev,
-                                       struct task_struct* next, unsigned int prev_state) {
-  note_blocked(ctx, raw, preempt, prev, next, prev_state);
-  if (rs_filters_on() && !rs_task_selected(prev) && !rs_task_selected(next)) return 0;
+static __always_inline void record_switch(bool raw, bool preempt, struct task_struct* prev,
+                                          struct task_struct* next, unsigned int prev_state) {
+  if (rs_filters_on() && !rs_task_selected(prev) && !rs_task_selected(next)) return;
   struct rs_sched_batch_state* s = take_sched_batch(RS_EV_SCHED_SWITCH);
   if (s) {
     struct rs_sched_switch* e = batch_record(s, RS_EV_SCHED_SWITCH, sizeof(*e));
     rs_fill_switch_tasks(raw, e, preempt, prev, next, prev_state, task_state_rules);
     rs_fill_switch_comms(raw, e, prev, next);
     commit_batch_record(s, &e->h, RS_EV_SCHED_SWITCH);
-    return 0;
+    return;
   }
   void* ring;
   struct rs_sched_switch* e = rs_reserve(RS_EV_SCHED_SWITCH, sizeof(*e), &ring);
-  if (!e) return 0;
+  if (!e) return;
   rs_fill_switch_tasks(raw, e, preempt, prev, next, prev_state, task_state_rules);
   rs_fill_switch_comms(raw, e, prev, next);
   rs_submit(ring, e);
+}
+
+/* The switch's record first, so that its time is the switch's and not
+ * that plus the stacks a blocking thread's switch may take. */
+static __always_inline int emit_switch(void* ctx, bool raw, bool preempt, struct task_struct* prev,
+                                       struct task_struct* next, unsigned int prev_state) {
+  record_switch(raw, preempt, prev, next, prev_state);
+  note_blocked(ctx, raw, preempt, prev, next, prev_state);
   return 0;
 }
 

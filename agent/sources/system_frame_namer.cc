@@ -88,12 +88,17 @@ class SystemFrameNamer : public FrameNamer {
 
 bool ProcNumbersPidsAsTheKernelDoes(const std::string& proc_root) {
   // The initial PID namespace's inode number, fixed since Linux 3.8
-  // (PROC_PID_INIT_INO). /proc/1 is the init process of the namespace the
-  // proc mount numbers pids in (ours, or a host's /proc mounted in a
-  // container), so its namespace is the one to compare.
+  // (PROC_PID_INIT_INO).
   constexpr ino_t kInitialPidNamespace = 0xEFFFFFFCu;
-  struct stat st;
-  return stat((proc_root + "/1/ns/pid").c_str(), &st) == 0 && st.st_ino == kInitialPidNamespace;
+  const auto initial = [&](const char* path) {
+    struct stat st;
+    return stat((proc_root + path).c_str(), &st) == 0 && st.st_ino == kInitialPidNamespace;
+  };
+  // In the initial namespace ourselves, and seen in this mount: it numbers
+  // pids there too (another namespace's mount would not show us). Else the
+  // mount's own namespace is its init process's (a host's /proc mounted in
+  // a container), which a kernel may keep from us even as root.
+  return initial("/self/ns/pid") || initial("/1/ns/pid");
 }
 
 std::unique_ptr<FrameNamer> MakeSystemFrameNamer(const std::string& proc_root) {

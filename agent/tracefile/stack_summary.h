@@ -84,7 +84,8 @@ struct StackSummary {
   uint64_t blocked_unsampled_ns = 0;
 
   bool empty() const {
-    return blocked.samples + cpu.samples + other_samples + frames_interned == 0 && losses.empty();
+    return blocked.samples + cpu.samples + other_samples + frames_interned == 0 && losses.empty() &&
+           blocked_period_ns == 0 && !blocked_at_switch;
   }
 };
 

@@ -194,7 +194,7 @@ TEST(StacksTest, BlockedThreadsShowWhereTheyWaitedAndASpinnerWhereItRan) {
   if (absl::StrContains(err, "linux.bpf disabled")) GTEST_SKIP() << "BPF did not load: " << err;
   ASSERT_EQ(code, 0) << err;
   const std::map<std::string, int64_t> r = ReadResult(result);
-  ASSERT_EQ(r.size(), 5u) << "the workload's result " << result;
+  ASSERT_EQ(r.size(), 7u) << "the workload's result " << result;
   ExpectImportsCleanly(tp, out);
   ExpectWhereTheyWaitedAndRan(tp, out, r);
   unlink(cfg.c_str());
@@ -279,7 +279,7 @@ TEST(StacksTest, AnAgentsCrashSnapshotOfTheWorkloadShowsTheSame) {
   const std::string snapshot = snaps + "/" + *files.begin();
   EXPECT_TRUE(absl::EndsWith(snapshot, "-crash.pftrace")) << snapshot;
   const std::map<std::string, int64_t> r = ReadResult(result);
-  ASSERT_EQ(r.size(), 5u) << "the workload's result " << result;
+  ASSERT_EQ(r.size(), 7u) << "the workload's result " << result;
   ExpectImportsCleanly(tp, snapshot);
   ExpectWhereTheyWaitedAndRan(tp, snapshot, r);
   EXPECT_FALSE(absl::StrContains(agent.Log(), "stacks need")) << agent.Log();
@@ -435,7 +435,7 @@ TEST(StacksTest, AStrippedBinarysFramesKeepBuildIdAndPcUnnamedForASymbolizerToNa
   const std::string err = testing::RunRingsideCaptureStderr(record, &code);
   ASSERT_EQ(code, 0) << err;
   const std::map<std::string, int64_t> r = ReadResult(result);
-  ASSERT_EQ(r.size(), 5u) << "the workload's result " << result;
+  ASSERT_EQ(r.size(), 7u) << "the workload's result " << result;
   ExpectImportsCleanly(tp, out);
 
   // The reader's frames in the binary's mapping: rel_pc, name, build id.

@@ -526,6 +526,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "TraceStats.SnapshotTrigger",
       "TraceStats.EventLoss",
       "TraceStats.SnapshotWindow",
+      "TraceStats.StackStats",
       // The control socket's protocol (ringside.control), never in a trace.
       "Request",
       "StatusRequest",
