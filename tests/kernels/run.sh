@@ -484,10 +484,15 @@ judge() {
   [ -n "$stacks_reason" ] && fail+=("blocked stacks: linux.bpf did not load: $stacks_reason")
   e=$(import_errors "$files/stacks.pftrace")
   [ "$e" = 0 ] || [ "$e" = - ] || fail+=("trace_processor import errors in stacks.pftrace: $e")
-  local stacks_lost
+  # A stack cut at max_depth (stack_truncated) counts among the staging
+  # losses, but its sample is there: any machine has some deeper stacks.
+  local stacks_lost stacks_cut
   stacks_lost=$("$RINGSIDE" inspect --json "$files/stacks.pftrace" 2> /dev/null | jq -r \
-    '.losses | to_entries | map(select(.value != 0) | "\(.key)=\(.value)") | join(",")' \
+    '(.stacks.losses.stack_truncated // 0) as $cut | .losses.staging_events -= $cut | .losses
+     | to_entries | map(select(.value != 0) | "\(.key)=\(.value)") | join(",")' \
     2> /dev/null || true)
+  stacks_cut=$("$RINGSIDE" inspect --json "$files/stacks.pftrace" 2> /dev/null |
+    jq -r '.stacks.losses.stack_truncated // 0' 2> /dev/null || true)
   [ -z "$stacks_lost" ] || fail+=("blocked stacks: losses in stacks.pftrace: $stacks_lost \
 (ringside inspect names them)")
   if [ -x "$TP" ]; then
@@ -507,7 +512,8 @@ judge() {
       stacks_detail="reader: $st_samples samples, $st_framed in wait_for_pipe_data and"
       stacks_detail+=" pipe_read, $st_sched with __schedule; weight $((st_weight / 1000000)) ms"
       stacks_detail+=" (of $((st_all / 1000000)) ms in all its samples) against"
-      stacks_detail+=" $((st_read / 1000000)) ms read ($dev_pct%); $(kv stacks_s "$con") s"
+      stacks_detail+=" $((st_read / 1000000)) ms read ($dev_pct%); $(kv stacks_s "$con") s;"
+      stacks_detail+=" ${stacks_cut:-?} stacks cut at max_depth"
       [ "$st_framed" -gt 0 ] || fail+=("blocked stacks: none of the reader's $st_samples samples \
 holds wait_for_pipe_data and pipe_read/anon_pipe_read")
       { [ "$st_sched" = "$st_samples" ] && [ "$st_samples" -gt 0 ]; } ||
