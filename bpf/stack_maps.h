@@ -70,6 +70,10 @@ class StackMaps {
   // empty when blocked threads' stacks are taken at the switch (every
   // block, no sampling: a kernel without kprobes) or not at all.
   const std::string& resume_function() const { return resume_function_; }
+  // Blocked threads' stacks are asked for and taken at the switch.
+  bool blocked_at_switch() const {
+    return (flags_ & RS_STACKS_BLOCKED) != 0 && resume_function_.empty();
+  }
 
   // Stacks lost by kind (index: rs_stack_loss), then CPU.
   std::vector<std::vector<uint64_t>> losses_per_cpu() const;

@@ -101,19 +101,6 @@ void BpfDataSource::SetUpStacks(ProducerBuffer* producer) {
   PublishStacks();  // The kernel's symbols, read now.
 }
 
-DataSource::StackReport BpfDataSource::stacks() const {
-  if (stacks_ == nullptr) return {};
-  StackReport r = stack_figures_.Report();
-  if ((source_->stacks().flags() & RS_STACKS_BLOCKED) != 0) {
-    r.blocked_at_switch = blocked_stacks_at_switch();
-    r.blocked_period_ns = r.blocked_at_switch ? 0 : config_.source.stacks.blocked_period_ns;
-    const bpf::StackMaps::Unsampled u = source_->stacks().unsampled();
-    r.blocked_unsampled = u.blocks;
-    r.blocked_unsampled_ns = u.ns;
-  }
-  return r;
-}
-
 BpfDataSource::~BpfDataSource() { Stop(); }
 
 absl::Status BpfDataSource::Start() {

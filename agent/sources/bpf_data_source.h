@@ -106,7 +106,11 @@ class BpfDataSource : public DataSource {
 
   // What the reader thread last published of its stacks (all 0 when they
   // are not recorded); any thread.
-  StackReport stacks() const override;
+  StackReport stacks() const override {
+    return stacks_ == nullptr
+               ? StackReport{}
+               : stack_figures_.Report(source_->stacks(), config_.source.stacks.blocked_period_ns);
+  }
   // Why stacks asked for are not recorded (no durable store); empty when
   // they are or were not asked for.
   const std::string& stacks_refused() const { return stacks_refused_; }
@@ -120,10 +124,7 @@ class BpfDataSource : public DataSource {
   }
   // Blocked threads' stacks taken by the switch, every block (a kernel
   // without kprobes), rather than sampled as threads run again.
-  bool blocked_stacks_at_switch() const {
-    return (source_->stacks().flags() & RS_STACKS_BLOCKED) != 0 &&
-           source_->stacks().resume_function().empty();
-  }
+  bool blocked_stacks_at_switch() const { return source_->stacks().blocked_at_switch(); }
   // Why CPU samples asked for are not taken; empty when they are.
   const std::string& cpu_sampling_refused() const {
     return source_->stacks().cpu_sampling_refused();

@@ -23,7 +23,8 @@ void StackFigures::Publish(const StackSampleWriter::Stats& stats, size_t symbol_
   Set(stacks_unreadable_, stats.stacks_unreadable);
 }
 
-DataSource::StackReport StackFigures::Report() const {
+DataSource::StackReport StackFigures::Report(const bpf::StackMaps& maps,
+                                             uint64_t blocked_period_ns) const {
   DataSource::StackReport r;
   r.recorded = true;
   r.blocked_samples = Get(blocked_samples_);
@@ -36,6 +37,13 @@ DataSource::StackReport StackFigures::Report() const {
   r.remembered_stacks = Get(remembered_stacks_);
   r.symbol_bytes = Get(symbol_bytes_);
   r.interning_bytes = Get(interning_bytes_);
+  if ((maps.flags() & RS_STACKS_BLOCKED) != 0) {
+    r.blocked_at_switch = maps.blocked_at_switch();
+    r.blocked_period_ns = r.blocked_at_switch ? 0 : blocked_period_ns;
+    const bpf::StackMaps::Unsampled u = maps.unsampled();
+    r.blocked_unsampled = u.blocks;
+    r.blocked_unsampled_ns = u.ns;
+  }
   return r;
 }
 

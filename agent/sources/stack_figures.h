@@ -7,6 +7,7 @@
 
 #include "agent/sources/data_source.h"
 #include "agent/sources/stack_sample_writer.h"
+#include "bpf/stack_maps.h"
 
 namespace ringside::agent {
 
@@ -23,8 +24,10 @@ class StackFigures {
   // tables (`interning_bytes`).
   void Publish(const StackSampleWriter::Stats& stats, size_t symbol_bytes, size_t interning_bytes);
 
-  // The figures last published, `recorded` set.
-  DataSource::StackReport Report() const;
+  // The figures last published, `recorded` set; with blocked stacks, how
+  // `maps` takes them (sampled below `blocked_period_ns`, or at the switch)
+  // and the shorter blocks it did not take.
+  DataSource::StackReport Report(const bpf::StackMaps& maps, uint64_t blocked_period_ns) const;
   uint64_t stacks_unreadable() const { return stacks_unreadable_.load(std::memory_order_relaxed); }
 
  private:

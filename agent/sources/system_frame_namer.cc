@@ -1,12 +1,17 @@
 #include "agent/sources/system_frame_namer.h"
 
+#include <cxxabi.h>
 #include <sys/stat.h>
+
+#include <cstdlib>
 
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/symbols/kernel_symbols.h"
 #include "agent/symbols/user_symbolizer.h"
@@ -60,7 +65,7 @@ class SystemFrameNamer : public FrameNamer {
     Frame f;
     f.rel_pc = u.has_mapping ? u.rel_pc : ip;
     if (!u.has_mapping) return f;
-    f.function = std::string(u.function_name);
+    f.function = Demangled(u.function_name);
     f.mapping = std::string(u.mapping.path);
     f.build_id = std::string(u.mapping.build_id);
     f.start = u.mapping.start;
@@ -73,18 +78,50 @@ class SystemFrameNamer : public FrameNamer {
   void ForgetProcess(int32_t tgid) override { user_.ForgetProcess(tgid); }
 
   size_t memory_bytes() const override {
-    return user_.memory_bytes() + (kernel_.has_value() ? kernel_->memory_bytes() : 0);
+    return user_.memory_bytes() + (kernel_.has_value() ? kernel_->memory_bytes() : 0) +
+           demangled_bytes_;
   }
 
   std::string user_frames_unnamed_reason() const override { return user_unnamed_reason_; }
 
  private:
+  // Names as people read them, cached: a frame is named once per new
+  // callstack it is in, and demangling allocates. Bounded like the other
+  // caches: past kMaxDemangled names it starts again.
+  static constexpr size_t kMaxDemangled = 1 << 16;
+  std::string Demangled(absl::string_view mangled) {
+    if (!absl::StartsWith(mangled, "_Z")) return std::string(mangled);
+    auto it = demangled_.find(mangled);
+    if (it != demangled_.end()) return it->second;
+    if (demangled_.size() >= kMaxDemangled) {
+      demangled_.clear();
+      demangled_bytes_ = 0;
+    }
+    std::string name = DemangledName(mangled);
+    demangled_bytes_ += mangled.size() + name.size() + 2 * sizeof(std::string);
+    return demangled_.emplace(std::string(mangled), std::move(name)).first->second;
+  }
+
   std::optional<KernelSymbols> kernel_;
   UserSymbolizer user_;
   std::string user_unnamed_reason_;
+  absl::flat_hash_map<std::string, std::string> demangled_;
+  size_t demangled_bytes_ = 0;
 };
 
 }  // namespace
+
+std::string DemangledName(absl::string_view mangled) {
+  // The Itanium C++ ABI's (g++, clang, and Rust's legacy symbols); other
+  // names stay as they are.
+  if (!absl::StartsWith(mangled, "_Z")) return std::string(mangled);
+  const std::string z(mangled);
+  int status = 0;
+  char* out = abi::__cxa_demangle(z.c_str(), nullptr, nullptr, &status);
+  std::string name = status == 0 && out != nullptr ? std::string(out) : z;
+  std::free(out);
+  return name;
+}
 
 bool ProcNumbersPidsAsTheKernelDoes(const std::string& proc_root) {
   // The initial PID namespace's inode number, fixed since Linux 3.8

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "agent/sources/stack_sample_writer.h"
 
 namespace ringside::agent {
@@ -16,6 +17,11 @@ namespace ringside::agent {
 // named only when `proc_root` numbers pids as the BPF programs do (the
 // initial PID namespace); else user_frames_unnamed_reason() says why not.
 std::unique_ptr<FrameNamer> MakeSystemFrameNamer(const std::string& proc_root = "/proc");
+
+// A function's name as people read it: a C++ (Itanium ABI) symbol
+// demangled; any other, or one that does not demangle, as it is.
+// trace_processor shows frame names as the file has them.
+std::string DemangledName(absl::string_view mangled);
 
 // Whether the proc mount at `proc_root` numbers pids in the initial PID
 // namespace, as the kernel gives them to BPF programs.

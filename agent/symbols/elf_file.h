@@ -28,9 +28,10 @@ struct ElfFunction {
 //     gives) into the ELF virtual address its symbols use;
 //   - its functions: STT_FUNC and STT_GNU_IFUNC symbols with a size, from
 //     .symtab, or from .dynsym when the file has no .symtab (stripped).
-//     Names stay mangled, as the file has them: Perfetto demangles when it
-//     shows them (its stdlib's callstacks take demangle(name)), and
-//     mangled names are what llvm-symbolizer and its own tools compare.
+//     Names stay mangled, as the file has them: what llvm-symbolizer and
+//     Perfetto's tools compare. The agent's frame namer demangles what it
+//     writes into a trace, as trace_processor v58 imports frame names as
+//     they are.
 //
 // A function covers [start, start + size): an address past its size gets no
 // name rather than the previous function's (the gaps a stripped file's

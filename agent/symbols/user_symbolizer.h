@@ -60,7 +60,8 @@ struct UserFrame {
   // unreadable file has load_bias 0 and no build id: rel_pc is then the
   // file offset, which nothing can name later.
   uint64_t rel_pc = 0;
-  // The function's name (mangled, as the file has it; Perfetto demangles)
+  // The function's name (mangled, as the file has it; the stack writer's
+  // namer demangles it)
   // and pc's offset in it; empty when no symbol covers the address. Named
   // from the exact ELF address (the PT_LOAD holding the file offset).
   absl::string_view function_name;

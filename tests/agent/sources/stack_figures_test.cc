@@ -7,8 +7,9 @@ namespace {
 
 TEST(StackFiguresTest, AReportIsWhatWasPublishedLast) {
   StackFigures figures;
-  EXPECT_TRUE(figures.Report().recorded) << "a source that records stacks, before any batch";
-  EXPECT_EQ(figures.Report().blocked_samples, 0u);
+  EXPECT_TRUE(figures.Report(bpf::StackMaps(), 0).recorded)
+      << "a source that records stacks, before any batch";
+  EXPECT_EQ(figures.Report(bpf::StackMaps(), 0).blocked_samples, 0u);
   StackSampleWriter::Stats st;
   st.samples = 12;
   st.blocked_samples = 9;
@@ -21,7 +22,7 @@ TEST(StackFiguresTest, AReportIsWhatWasPublishedLast) {
   st.remembered_stacks = 8;
   st.stacks_unreadable = 1;
   figures.Publish(st, 5000, 600);
-  const DataSource::StackReport r = figures.Report();
+  const DataSource::StackReport r = figures.Report(bpf::StackMaps(), 0);
   EXPECT_EQ(r.blocked_samples, 9u);
   EXPECT_EQ(r.cpu_samples, 3u);
   EXPECT_EQ(r.frames_named, 40u);

@@ -27,8 +27,17 @@ TEST(SystemFrameNamerTest, InTheHostsPidNamespaceUserFramesAreNamed) {
   std::unique_ptr<FrameNamer> namer = MakeSystemFrameNamer();
   EXPECT_EQ(namer->user_frames_unnamed_reason(), "");
   const FrameNamer::Frame f = namer->User(getpid(), AddressToName());
-  EXPECT_NE(f.function.find("FunctionToName"), std::string::npos) << f.function;
+  EXPECT_EQ(f.function, "ringside::agent::(anonymous namespace)::FunctionToName(int)");
   EXPECT_NE(f.mapping, "");
+}
+
+// C++ names are written demangled; others, and what does not demangle, as
+// they are.
+TEST(SystemFrameNamerTest, CppNamesAreDemangledOthersKept) {
+  EXPECT_EQ(DemangledName("_ZN3foo3barEi"), "foo::bar(int)");
+  EXPECT_EQ(DemangledName("main"), "main");
+  EXPECT_EQ(DemangledName("_Znot a symbol"), "_Znot a symbol");
+  EXPECT_EQ(DemangledName(""), "");
 }
 
 // In a PID namespace of its own with its own /proc, the host's pids that
