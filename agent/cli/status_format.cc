@@ -272,11 +272,20 @@ json MemoryJson(const control::MemoryStatus& m) {
 
 // All 0 for a source that records no stacks.
 json StacksJson(const control::StackStatus& st) {
-  return {{"blocked_samples", st.blocked_samples()}, {"cpu_samples", st.cpu_samples()},
-          {"frames_named", st.frames_named()},       {"frames_unnamed", st.frames_unnamed()},
-          {"callstacks", st.callstacks()},           {"interned_bytes", st.interned_bytes()},
-          {"generations", st.generations()},         {"remembered_stacks", st.remembered_stacks()},
-          {"symbol_bytes", st.symbol_bytes()},       {"interning_bytes", st.interning_bytes()}};
+  return {{"blocked_samples", st.blocked_samples()},
+          {"cpu_samples", st.cpu_samples()},
+          {"frames_named", st.frames_named()},
+          {"frames_unnamed", st.frames_unnamed()},
+          {"callstacks", st.callstacks()},
+          {"interned_bytes", st.interned_bytes()},
+          {"generations", st.generations()},
+          {"remembered_stacks", st.remembered_stacks()},
+          {"symbol_bytes", st.symbol_bytes()},
+          {"interning_bytes", st.interning_bytes()},
+          {"blocked_period_ns", st.blocked_period_ns()},
+          {"blocked_at_switch", st.blocked_at_switch()},
+          {"blocked_unsampled", st.blocked_unsampled()},
+          {"blocked_unsampled_ns", st.blocked_unsampled_ns()}};
 }
 
 json SourceJson(const SourceStatus& source) {
