@@ -602,7 +602,9 @@ TEST(RecordCommandTest, SchedSwitchesMatchTheKernelsAtTheHighestSwitchRate) {
 // passing messages over pipes (rt-tests, as `make bench` uses it) in a
 // process group of their own, ended with it. Measured beside two other
 // builds: 81,099 to 112,456 switches in the window, each of ftrace's in
-// BPF's record, no loss.
+// BPF's record, no loss; beside `make flake-check`'s hackbench as well,
+// 30,424 to 38,189 (the storm gets less of the CPUs), so the floor that
+// says the storm ran is 10,000 here.
 TEST(RecordCommandTest, SchedSwitchesMatchTheKernelsBesideOutsideLoad) {
   RINGSIDE_REQUIRE_TRACEFS();
   const pid_t load = fork();
@@ -617,7 +619,7 @@ TEST(RecordCommandTest, SchedSwitchesMatchTheKernelsBesideOutsideLoad) {
   }
   setpgid(load, load);  // Either side may run first.
   ringside::testing::ScopedProcesses storm(ringside::testing::StartPipeStorm(2));
-  ExpectBpfSwitchesMatchFtrace({"--duration", "4s"}, 50000);
+  ExpectBpfSwitchesMatchFtrace({"--duration", "4s"}, 10000);
   kill(-load, SIGKILL);
   int status = 0;
   ASSERT_EQ(waitpid(load, &status, 0), load);
