@@ -1,6 +1,7 @@
 #include "bpf/cpu_sampler.h"
 
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -40,12 +41,18 @@ absl::StatusOr<std::unique_ptr<CpuSampler>> CpuSampler::Open(uint32_t hz, int nu
 
 absl::Status CpuSampler::Attach(bpf_program* program) {
   for (const base::ScopedFd& event : events_) {
-    bpf_link* link = bpf_program__attach_perf_event(program, event.get());
+    // libbpf closes the fd of a perf event link when the link goes: it
+    // gets a copy, so that the event stays ours, to attach again after a
+    // Detach and to close once (not a number some other thread opened
+    // since).
+    base::ScopedFd copy(fcntl(event.get(), F_DUPFD_CLOEXEC, 0));
+    bpf_link* link = copy.valid() ? bpf_program__attach_perf_event(program, copy.get()) : nullptr;
     if (link == nullptr) {
       const int err = errno;
       Detach();
       return base::ErrnoToStatus(err, "attaching the CPU sampling program to its perf events");
     }
+    (void)copy.release();  // The link's now.
     links_.push_back(link);
   }
   return absl::OkStatus();
