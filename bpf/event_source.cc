@@ -22,6 +22,27 @@
 
 namespace ringside::bpf {
 
+namespace {
+
+// Where blocked threads' stacks are taken: as they run again, by a kprobe
+// on `*resume_function`, where the kernel has kprobes; else by the switch
+// as they leave, if `stacks` allows it; else not at all: the flag is
+// cleared and the reason returned.
+std::string PlaceBlockedStacks(LoadedGroups::Request::Stacks* stacks,
+                               std::string* resume_function) {
+  if ((stacks->flags & RS_STACKS_BLOCKED) == 0) return "";
+  *resume_function = ProbeableResumeFunction();
+  stacks->at_switch = resume_function->empty();
+  if (!stacks->at_switch || stacks->at_switch_allowed) return "";
+  stacks->flags &= ~RS_STACKS_BLOCKED;
+  stacks->at_switch = false;
+  return "this kernel has no kprobes (no /sys/bus/event_source/devices/kprobe); write "
+         "bpf_config.stacks.blocked: true to take them as threads leave the CPU instead, every "
+         "block (dearer)";
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& options) {
   struct stat st;
   const bool kernel_btf = stat("/sys/kernel/btf/vmlinux", &st) == 0;
@@ -48,13 +69,8 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
                                                    " tgids can be filtered on, not ",
                                                    options.filters.tgids.size()));
   }
-  // Blocked threads' stacks are taken as they run again, by a kprobe, where
-  // the kernel has kprobes; else by the switch.
   std::string resume_function;
-  if ((effective.stacks.flags & RS_STACKS_BLOCKED) != 0) {
-    resume_function = ProbeableResumeFunction();
-    effective.stacks.at_switch = resume_function.empty();
-  }
+  std::string blocked_off = PlaceBlockedStacks(&effective.stacks, &resume_function);
   CaptureLibbpfLog();
   std::unique_ptr<EventSource> s(new EventSource());
   if (absl::Status st = s->CreateMaps(options.ring_size_per_cpu); !st.ok()) return st;
@@ -74,8 +90,9 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
   s->groups_ = std::move(*groups);
   if (const LoadedGroups::SchedHandles& h = s->groups_->sched(); s->groups_->has_sched()) {
     s->stacks_ =
-        StackMaps(h.stack_losses, h.blocked_unsampled, options.stacks.flags, s->num_cpus_,
+        StackMaps(h.stack_losses, h.blocked_unsampled, effective.stacks.flags, s->num_cpus_,
                   h.resume_blocked, resume_function, h.sample_cpu_stack, options.stacks.cpu_hz);
+    if (!blocked_off.empty()) s->stacks_.RefuseBlocked(std::move(blocked_off));
   }
   return s;
 }

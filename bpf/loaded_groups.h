@@ -84,6 +84,10 @@ class LoadedGroups {
       // Blocked threads' stacks taken by the switch as they leave, every
       // block (a kernel without kprobes), rather than as they run again.
       bool at_switch = false;
+      // On a kernel without kprobes, whether blocked threads' stacks are
+      // taken at the switch (at_switch) or not at all: the switch's way
+      // costs every block its stacks, too dear for a default.
+      bool at_switch_allowed = true;
       uint32_t cpu_hz = 0;
     } stacks;
   };

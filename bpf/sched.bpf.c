@@ -163,9 +163,10 @@ const volatile __u64 blocked_period_ns = 0;
 /* Blocked threads' stacks taken by the switch, as they leave. */
 const volatile bool stacks_at_switch = false;
 
-/* By tid: the record of a blocked thread as far as it is known (h.ts_ns,
- * h.cpu, state; with stacks_at_switch its pid, tgid and stacks too, the
- * loader sizing the value for two stacks). */
+/* By tid, one entry per thread that blocked, from its first block to its
+ * exit: the record of its last block as far as it is known (h.ts_ns, h.cpu,
+ * state; h.ts_ns 0 once it ran again; with stacks_at_switch its pid, tgid
+ * and stacks too, the loader sizing the value for two stacks). */
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 1); /* The loader sizes it. */
@@ -271,23 +272,39 @@ static __always_inline void output_stack_record(__u32 type, struct rs_event_head
 }
 
 /* `prev` leaves the CPU: when it blocks, when and how are kept until it
- * runs again (with stacks_at_switch, its stacks too). */
+ * runs again (with stacks_at_switch, its stacks too), in its entry of
+ * `blocked_tasks`. An entry lives as long as its thread, written in place
+ * at each block and marked taken (h.ts_ns 0) as the thread runs again, so
+ * that the hot path is two lookups, not an insert and a delete: the
+ * thread's last switch (dead, or a zombie) deletes it. */
 static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
                                           struct task_struct* prev, __s64 state) {
-  /* Preempted (R+) or still runnable (R): not waiting for anything; dead
-   * (X) or a zombie (Z): it never runs again. What is left waits: S, D, I,
-   * T and t (stopped), P (parked). */
-  if (preempt || (state & RS_BLOCKED_STATES) == 0 || (state & RS_DEAD_STATES) != 0) return;
   __u32 tid = RS_READ(raw, prev, pid);
-  if (tid == 0 || stopping[RS_EV_STACK_BLOCKED]) return;
+  if (tid == 0) return;
+  /* Dead (X) or a zombie (Z): it never runs again. */
+  if ((state & RS_DEAD_STATES) != 0) {
+    if (bpf_map_lookup_elem(&blocked_tasks, &tid)) bpf_map_delete_elem(&blocked_tasks, &tid);
+    return;
+  }
+  /* Preempted (R+) or still runnable (R): not waiting for anything. What
+   * is left waits: S, D, I, T and t (stopped), P (parked). */
+  if (preempt || (state & RS_BLOCKED_STATES) == 0) return;
+  if (stopping[RS_EV_STACK_BLOCKED]) return;
   if (rs_filters_on() && !rs_task_selected(prev)) return;
   long err;
   if (!stacks_at_switch) {
-    struct rs_stack_blocked b = {};
-    b.h.ts_ns = bpf_ktime_get_boot_ns();
-    b.h.cpu = bpf_get_smp_processor_id();
-    b.state = state;
-    err = bpf_map_update_elem(&blocked_tasks, &tid, &b, BPF_ANY);
+    struct rs_stack_blocked* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
+    if (b) {
+      b->h.cpu = bpf_get_smp_processor_id();
+      b->state = state;
+      b->h.ts_ns = bpf_ktime_get_boot_ns();
+      return;
+    }
+    struct rs_stack_blocked n = {};
+    n.h.ts_ns = bpf_ktime_get_boot_ns();
+    n.h.cpu = bpf_get_smp_processor_id();
+    n.state = state;
+    err = bpf_map_update_elem(&blocked_tasks, &tid, &n, BPF_ANY);
   } else {
     const __u32 slot = 0;
     struct rs_stack_blocked* e = bpf_map_lookup_elem(&stack_scratch, &slot);
@@ -311,14 +328,14 @@ static __always_inline void end_blocked(bool raw, struct task_struct* next) {
   __u32 tid = RS_READ(raw, next, pid);
   if (tid == 0) return;
   struct rs_stack_blocked* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
-  if (!b) return;
+  if (!b || b->h.ts_ns == 0) return;
   const __u64 now = bpf_ktime_get_boot_ns();
   b->off_cpu_ns = now > b->h.ts_ns ? now - b->h.ts_ns : 0;
   b->weight_ns = b->off_cpu_ns;
   __u32 frames = (__u32)b->kernel_frames + b->user_frames;
   if (frames > 2 * (stack_bytes / 8)) frames = 2 * (stack_bytes / 8); /* For the verifier. */
   output_stack_record(RS_EV_STACK_BLOCKED, &b->h, sizeof(*b) + frames * 8);
-  bpf_map_delete_elem(&blocked_tasks, &tid);
+  b->h.ts_ns = 0;
 }
 
 /* The current task runs again, in finish_task_switch() (user space finds
@@ -329,19 +346,25 @@ int resume_blocked(struct pt_regs* ctx) {
   const __u32 tid = (__u32)id;
   if (tid == 0) return 0;
   struct rs_stack_blocked* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
-  if (!b) return 0;
+  if (!b || b->h.ts_ns == 0) return 0;
   const __u64 now = bpf_ktime_get_boot_ns();
   const __u64 blocked_ts = b->h.ts_ns;
   const __u64 off = now > blocked_ts ? now - blocked_ts : 0;
   const __s64 state = b->state;
   const __u32 blocked_cpu = b->h.cpu;
-  bpf_map_delete_elem(&blocked_tasks, &tid);
+  b->h.ts_ns = 0;
   __u64 weight = off;
   if (off < blocked_period_ns) {
     /* Taken with probability off / period, weighing the period. */
     if ((__u64)bpf_get_prandom_u32() % blocked_period_ns >= off) {
-      add_percpu(&blocked_unsampled, RS_BLOCKED_UNSAMPLED_COUNT, 1);
-      add_percpu(&blocked_unsampled, RS_BLOCKED_UNSAMPLED_NS, off);
+      /* Plain adds: only this kprobe writes them, and kprobe programs
+       * never nest on a CPU. */
+      __u32 key = RS_BLOCKED_UNSAMPLED_COUNT;
+      __u64* v = bpf_map_lookup_elem(&blocked_unsampled, &key);
+      if (v) *v += 1;
+      key = RS_BLOCKED_UNSAMPLED_NS;
+      v = bpf_map_lookup_elem(&blocked_unsampled, &key);
+      if (v) *v += off;
       return 0;
     }
     weight = blocked_period_ns;

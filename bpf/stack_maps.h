@@ -66,6 +66,9 @@ class StackMaps {
   // finish_task_switch to probe, or the kernel refused the kprobe); empty
   // when they are, or were not asked for.
   const std::string& blocked_refused() const { return blocked_refused_; }
+  // Records why blocked threads' stacks asked for are not taken, when the
+  // loader left them out.
+  void RefuseBlocked(std::string why) { blocked_refused_ = std::move(why); }
   // The function the kprobe is on ("finish_task_switch.isra.0", ...);
   // empty when blocked threads' stacks are taken at the switch (every
   // block, no sampling: a kernel without kprobes) or not at all.

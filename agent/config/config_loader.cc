@@ -27,7 +27,10 @@ constexpr char kDefaultConfig[] = R"pb(
     config {
       name: "linux.bpf"
       target_buffer: 0
-      bpf_config { drain_period_ms: 100 }
+      bpf_config {
+        drain_period_ms: 100
+        stacks {}
+      }
     }
   }
   data_sources {

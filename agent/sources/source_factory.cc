@@ -82,6 +82,9 @@ void ConfigureStacks(const config::BpfConfig& bc, const config::TraceConfig& con
     cfg->source.stacks.flags = which | (st.blocked() ? RS_STACKS_BLOCKED : 0u);
     cfg->source.stacks.cpu_hz = cpu_hz;
   }
+  // On a kernel without kprobes, blocked stacks only when asked for in
+  // so many words: there the switch takes them at every block.
+  cfg->source.stacks.at_switch_allowed = st.has_blocked() && st.blocked();
   cfg->source.stacks.max_depth = st.has_max_depth() ? st.max_depth() : kDefaultStackDepth;
   cfg->source.stacks.blocked_period_ns =
       uint64_t{st.has_blocked_period_us() ? st.blocked_period_us() : kDefaultBlockedPeriodUs} *

@@ -55,6 +55,12 @@ int BPF_PROG(step_clock, bool preempt, struct task_struct* prev, struct task_str
 SEC("tp_btf/sched_waking")
 int BPF_PROG(step_wakeup_clock, struct task_struct* p) { return bpf_ktime_get_boot_ns() == 0; }
 
+/* The same read on a kprobe on finish_task_switch() (BM_VsClock attaches
+ * it there): the floor of resume_blocked, which takes blocked threads'
+ * stacks as they run again. */
+SEC("kprobe")
+int clock_resume(struct pt_regs* ctx) { return bpf_ktime_get_boot_ns() == 0; }
+
 /* The current CPU's ring, a record reserved and submitted, no clock. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(step_reserve_submit, bool preempt, struct task_struct* prev,

@@ -33,6 +33,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -45,6 +47,7 @@
 #include "bpf/event_source.h"
 #include "bpf/sched_events.h"
 #include "bpf/stack_events.h"
+#include "bpf/stack_maps.h"
 
 namespace ringside::bpf {
 namespace {
@@ -389,6 +392,18 @@ BENCHMARK(BM_KernelCost)
     ->Args({4096, kSleepLoop, kOursUnbatched})
     ->Args({4096, kPingPong, 15});
 
+// The median of the iterations' ratios as `name`, and their range as
+// name_lo and name_hi: one slow moment moves the range, not the figure the
+// goals are checked on. Nothing for no ratio.
+void SetMedianAndRange(benchmark::State& state, const std::string& name, std::vector<double>& r) {
+  if (r.empty()) return;
+  std::sort(r.begin(), r.end());
+  const size_t n = r.size();
+  state.counters[name] = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+  state.counters[name + "_lo"] = r.front();
+  state.counters[name + "_hi"] = r.back();
+}
+
 // BM_VsClock: each of our programs against one that only reads the clock
 // on the same tracepoint (the floor of a record: its timestamp), in
 // alternate runs of one workload, ours then the clocks, 7 times each: the
@@ -416,7 +431,7 @@ void BM_VsClock(benchmark::State& state) {
   if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
   // Each clock program, named as program_stats() names ours without its
   // handle_ prefix.
-  const std::pair<const bpf_program*, std::string> clocks[] = {
+  std::vector<std::pair<bpf_program*, std::string>> clocks = {
       {f.programs->progs.step_clock, "sched_switch"},
       {f.programs->progs.step_wakeup_clock, "sched_waking"},
       {f.programs->progs.clock_sched_wakeup_new, "sched_wakeup_new"},
@@ -425,6 +440,13 @@ void BM_VsClock(benchmark::State& state) {
       {f.programs->progs.clock_process_exit, "process_exit"},
       {f.programs->progs.clock_process_free, "process_free"},
   };
+  // With blocked stacks on a kernel with kprobes, resume_blocked against a
+  // clock-only kprobe on the same function (resume_blocked_vs_clock); its
+  // time also counts as the switch's (sched_switch_vs_clock).
+  const std::string resume_function =
+      (state.range(1) & RS_STACKS_BLOCKED) != 0 ? ProbeableResumeFunction() : "";
+  if (!resume_function.empty())
+    clocks.push_back({f.programs->progs.clock_resume, "resume_blocked"});
   const int stats_fd = EventSource::EnableKernelStats();
   if (stats_fd < 0) return state.SkipWithError("BPF_ENABLE_STATS failed");
   std::map<std::string, RunStats> ours, clock;
@@ -432,6 +454,8 @@ void BM_VsClock(benchmark::State& state) {
   // taken within each iteration (the machine's state of the moment for
   // both), then its median and range over the iterations.
   std::map<std::string, std::vector<double>> ratios;
+  // resume_blocked's own part of ours' sched_switch time.
+  uint64_t resume_ns = 0;
   const auto run_workload = [&](EventSource& rings) {
     const pid_t child = StartWorkload(state.range(0));
     if (child < 0) return false;
@@ -470,6 +494,11 @@ void BM_VsClock(benchmark::State& state) {
       RunStats& r = ours_now[resume ? "sched_switch" : event_of(after[i].name)];
       if (!resume) r.count += after[i].run_count - before[i].run_count;
       r.time_ns += after[i].run_time_ns - before[i].run_time_ns;
+      if (resume) {
+        resume_ns += after[i].run_time_ns - before[i].run_time_ns;
+        ours_now["resume_blocked"] = {after[i].run_count - before[i].run_count,
+                                      after[i].run_time_ns - before[i].run_time_ns};
+      }
     }
     for (const auto& [name, r] : ours_now) {
       ours[name].count += r.count;
@@ -478,17 +507,21 @@ void BM_VsClock(benchmark::State& state) {
     if (!ok) break;
     std::vector<bpf_link*> links;
     for (const auto& [p, name] : clocks) {
-      links.push_back(bpf_program__attach(p));
+      links.push_back(p == f.programs->progs.clock_resume
+                          ? bpf_program__attach_kprobe(p, false, resume_function.c_str())
+                          : bpf_program__attach(p));
       ok &= links.back() != nullptr;
     }
     std::vector<RunStats> clock_before;
     for (const auto& [p, name] : clocks) clock_before.push_back(ReadRunStats(p));
     ok = ok && run_workload(*f.source);
-    for (size_t i = 0; i < std::size(clocks); i++) {
+    std::map<std::string, RunStats> clock_now;
+    for (size_t i = 0; i < clocks.size(); i++) {
       const RunStats after_clock = ReadRunStats(clocks[i].first);
       const std::string& name = clocks[i].second;
       const RunStats now{after_clock.count - clock_before[i].count,
                          after_clock.time_ns - clock_before[i].time_ns};
+      clock_now[name] = now;
       clock[name].count += now.count;
       clock[name].time_ns += now.time_ns;
       const auto o = ours_now.find(name);
@@ -498,6 +531,17 @@ void BM_VsClock(benchmark::State& state) {
       ratios[name].push_back(
           (static_cast<double>(o->second.time_ns) / static_cast<double>(o->second.count)) /
           (static_cast<double>(now.time_ns) / static_cast<double>(now.count)));
+    }
+    // With the kprobe: ours per switch (the switch's program and the
+    // kprobe's) against both clocks' per switch.
+    const RunStats& sw = ours_now["sched_switch"];
+    const RunStats& clock_sw = clock_now["sched_switch"];
+    if (!resume_function.empty() && sw.count > 0 && clock_sw.count > 0) {
+      const double clocks_per_switch =
+          static_cast<double>(clock_sw.time_ns + clock_now["resume_blocked"].time_ns) /
+          static_cast<double>(clock_sw.count);
+      ratios["blocked_path"].push_back(static_cast<double>(sw.time_ns) /
+                                       static_cast<double>(sw.count) / clocks_per_switch);
     }
     for (bpf_link* l : links) bpf_link__destroy(l);
     if (!ok) break;
@@ -512,16 +556,12 @@ void BM_VsClock(benchmark::State& state) {
     state.counters["ns_" + name] = ours_ns;
     state.counters["ns_clock_" + name] = clock_ns;
     state.counters["n_" + name] = static_cast<double>(o->second.count) / state.iterations();
-    // The median of the iterations' ratios, and their range: one slow
-    // moment moves the range, not the figure the goals are checked on.
-    std::vector<double>& r = ratios[name];
-    if (r.empty()) continue;
-    std::sort(r.begin(), r.end());
-    const size_t n = r.size();
-    state.counters[name + "_vs_clock"] = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
-    state.counters[name + "_vs_clock_lo"] = r.front();
-    state.counters[name + "_vs_clock_hi"] = r.back();
+    if (name == "sched_switch" && resume_ns > 0) {
+      state.counters["ns_sched_switch_resume"] = static_cast<double>(resume_ns) / o->second.count;
+    }
+    SetMedianAndRange(state, name + "_vs_clock", ratios[name]);
   }
+  SetMedianAndRange(state, "sched_switch_vs_both_clocks", ratios["blocked_path"]);
 }
 BENCHMARK(BM_VsClock)
     ->Unit(benchmark::kMillisecond)
@@ -533,7 +573,95 @@ BENCHMARK(BM_VsClock)
     ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_KERNEL | RS_STACKS_USER})
     ->Args({kForkLoop, RS_STACKS_BLOCKED | RS_STACKS_KERNEL | RS_STACKS_USER})
     ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_KERNEL})
-    ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_USER});
+    ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_USER})
+    ->Args({kPingPong, RS_STACKS_BLOCKED});
+
+// BM_CpuSamples: the kernel's side of CPU sampling (bpf_config.stacks.cpu_hz,
+// kernel and user stacks) at `hz`, for 5 s of an idle machine (busy 0) or
+// of hackbench (busy 1; rt-tests, else skipped): samples a second, the
+// sampling program's ns a sample (the kernel's count, BPF_ENABLE_STATS;
+// not the timer interrupt's own entry) and that as a percentage of one CPU.
+// The agent's side is bench-peers' (WORKLOADS=idle, rs-nostk).
+void BM_CpuSamples(benchmark::State& state) {
+  EventSource::Options options;
+  options.ring_size_per_cpu = 4096 << 10;
+  options.stacks.flags = RS_STACKS_KERNEL | RS_STACKS_USER;
+  options.stacks.max_depth = 32;
+  options.stacks.cpu_hz = static_cast<uint32_t>(state.range(0));
+  absl::StatusOr<std::unique_ptr<EventSource>> s = EventSource::Load(options);
+  if (!s.ok()) return state.SkipWithError(std::string(s.status().message()).c_str());
+  EventSource& source = **s;
+  if (!source.stacks().cpu_sampling_refused().empty()) {
+    return state.SkipWithError(source.stacks().cpu_sampling_refused().c_str());
+  }
+  const bool busy = state.range(1) != 0;
+  if (busy && system("command -v hackbench > /dev/null") != 0) {
+    return state.SkipWithError("no hackbench (rt-tests)");
+  }
+  const int stats_fd = EventSource::EnableKernelStats();
+  if (stats_fd < 0) return state.SkipWithError("BPF_ENABLE_STATS failed");
+  const auto sampler_stats = [&source] {
+    for (const EventSource::ProgramStats& p : source.program_stats()) {
+      if (p.name == "sample_cpu_stack") return RunStats{p.run_count, p.run_time_ns};
+    }
+    return RunStats{};
+  };
+  RunStats total;
+  double seconds = 0;
+  std::string error;
+  for (auto _ : state) {
+    if (absl::Status st = source.Attach(); !st.ok()) {
+      error = std::string(st.message());
+      break;
+    }
+    const RunStats before = sampler_stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    // A process group of its own, which the kill below ends whole.
+    const pid_t child = fork();
+    if (child == 0) {
+      setpgid(0, 0);
+      if (busy) {
+        // Until killed: hackbench runs of about a second each.
+        execlp("sh", "sh", "-c", "while :; do hackbench -g 4 -l 2000 > /dev/null; done", nullptr);
+      }
+      pause();
+      _exit(0);
+    }
+    if (child < 0) {
+      error = "fork failed";
+      break;
+    }
+    setpgid(child, child);
+    const auto until = t0 + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < until) {
+      source.Poll(50, [](uint32_t, absl::Span<const RecordView>) {}).IgnoreError();
+    }
+    kill(-child, SIGKILL);
+    int status;
+    waitpid(child, &status, 0);
+    // Its hackbench processes, orphans now, until init has reaped them all.
+    for (int i = 0; i < 500 && kill(-child, 0) == 0; i++) usleep(10000);
+    const RunStats after = sampler_stats();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    source.Detach();
+    source.Drain([](uint32_t, absl::Span<const RecordView>) {});
+    total.count += after.count - before.count;
+    total.time_ns += after.time_ns - before.time_ns;
+  }
+  close(stats_fd);
+  if (!error.empty()) return state.SkipWithError(error.c_str());
+  state.counters["samples_per_s"] = static_cast<double>(total.count) / seconds;
+  state.counters["ns_per_sample"] =
+      total.count == 0 ? 0 : static_cast<double>(total.time_ns) / static_cast<double>(total.count);
+  state.counters["pct_of_one_cpu"] = 100.0 * static_cast<double>(total.time_ns) / (seconds * 1e9);
+}
+BENCHMARK(BM_CpuSamples)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3)
+    ->ArgNames({"hz", "busy"})
+    ->Args({49, 0})
+    ->Args({49, 1});
 
 // BM_LoadAttach: the CPU the agent spends starting its programs (Load,
 // Attach, Detach, destroy; the calling thread's user and system time) with

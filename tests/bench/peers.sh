@@ -14,6 +14,8 @@
 #   mixed  hackbench (HACKBENCH_ARGS) then FORKS fork+exec of /bin/true
 #   pipe   perf bench sched pipe -l PIPE_LOOPS: microseconds per round trip
 #          (two switches and two wakeups each)
+#   idle   IDLE_SECONDS (10) of sleep: each tracer's own CPU while the
+#          machine does nothing else (asked for by name: WORKLOADS=idle)
 #
 # Every tracer runs beside the workload, not as its parent, under GNU time,
 # so its CPU seconds (user + system, with its children: the cat readers) and
@@ -44,6 +46,7 @@ REPS=${REPS:-5}
 HACKBENCH_ARGS=${HACKBENCH_ARGS:--g 4 -l 1000}
 FORKS=${FORKS:-500}
 PIPE_LOOPS=${PIPE_LOOPS:-200000}
+IDLE_SECONDS=${IDLE_SECONDS:-10}
 # Debian 12's perf (linux-perf) is 6.1's, installed as /usr/bin/perf itself
 # (no per-kernel-version wrapper); it works on newer kernels, as it reads
 # the tracepoints' formats from tracefs.
@@ -73,10 +76,18 @@ EVENTS=(
 )
 # perf-z and rs-z: perf record -z and ringside record -z (zstd both), for
 # the bytes per event a compressed file takes.
+# Stacks (issue 54): perf-g is perf record -g (kernel and user stacks, by
+# frame pointers, of every event) with a cpu-clock sample at 49 Hz per CPU
+# besides, as ringside's default samples; rs-nostk is ringside's default
+# config without its `stacks {}`, so that `ringside` against it is what the
+# stacks cost; rs-blocked is the default with `stacks { blocked: true }`,
+# which on a kernel without kprobes takes both stacks at every block (as
+# perf-g does at every switch) and on one with kprobes is the default.
 # TRACERS="none kernel perf ringside" or WORKLOADS=pipe run a part only
 # (none and kernel are the baselines every ratio needs).
 # shellcheck disable=SC2206  # word lists
 TRACER_LIST=(${TRACERS:-none kernel perf perf-z ftrace ringside rs-ftrace rs-z})
+# Asked for by name only: TRACERS="none kernel perf perf-g ringside rs-nostk rs-blocked".
 # shellcheck disable=SC2206
 WORKLOAD_LIST=(${WORKLOADS:-mixed pipe})
 
@@ -144,6 +155,21 @@ RS_FTRACE_CONFIG=$dir/rs-ftrace.pbtxt
   echo 'flush_period_ms: 1000 durable_buffer_size_kb: 2048'
 } > "$RS_FTRACE_CONFIG"
 
+# rs-nostk's and rs-blocked's: the embedded default config as the source has
+# it (agent/config/config_loader.cc), without its duration, and with its
+# stacks left out or asked for blocked stacks in so many words.
+SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
+default_config() {
+  sed -n '/kDefaultConfig\[\] = R"pb(/,/^)pb";/p' "$SRC_DIR/agent/config/config_loader.cc" |
+    sed '1d;$d' | grep -v 'duration_ms'
+}
+RS_NOSTK_CONFIG=$dir/rs-nostk.pbtxt
+RS_BLOCKED_CONFIG=$dir/rs-blocked.pbtxt
+default_config | grep -v 'stacks {}' > "$RS_NOSTK_CONFIG"
+default_config | sed 's/stacks {}/stacks { blocked: true }/' > "$RS_BLOCKED_CONFIG"
+grep -q 'stacks { blocked: true }' "$RS_BLOCKED_CONFIG" ||
+  die "the embedded default config (agent/config/config_loader.cc) has no 'stacks {}' line"
+
 # --- Workloads ----------------------------------------------------------------
 
 run_mixed() {
@@ -159,13 +185,19 @@ run_pipe() {
     { cat "$dir/pipe.out" >&2; return 1; }
 }
 
+run_idle() { sleep "$IDLE_SECONDS"; }
+
 now_ns() { date +%s%N; }
 
 # Runs workload $1 and sets wall_s, and usecs_op for pipe.
 timed_workload() {
   local t0 t1
   t0=$(now_ns)
-  if [ "$1" = pipe ]; then usecs_op=$(run_pipe) || return 1; else run_mixed || return 1; fi
+  case "$1" in
+    pipe) usecs_op=$(run_pipe) || return 1 ;;
+    idle) run_idle ;;
+    *) run_mixed || return 1 ;;
+  esac
   t1=$(now_ns)
   wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }')
 }
@@ -250,22 +282,24 @@ run_one() {
       local t0 t1
       t0=$(now_ns)
       "$PERF" stat -a -x, -e "$EVENT_LIST" -o "$dir/run/stat.csv" -- \
-        bash -c "$(declare -f run_mixed run_pipe); PERF='$PERF' HACKBENCH_ARGS='$HACKBENCH_ARGS' \
-          FORKS=$FORKS PIPE_LOOPS=$PIPE_LOOPS dir='$dir/run' run_$workload >/dev/null" ||
+        bash -c "$(declare -f run_mixed run_pipe run_idle); PERF='$PERF' \
+          HACKBENCH_ARGS='$HACKBENCH_ARGS' FORKS=$FORKS PIPE_LOOPS=$PIPE_LOOPS \
+          IDLE_SECONDS=$IDLE_SECONDS dir='$dir/run' run_$workload >/dev/null" ||
         return 1
       t1=$(now_ns)
       wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }')
       kernel=$(awk -F, '$3 ~ /:/ && $1 ~ /^[0-9]+$/ { n += $1 } END { print n + 0 }' \
         "$dir/run/stat.csv")
       ;;
-    perf | perf-z)
+    perf | perf-z | perf-g)
       # Started with its events off (-D -1) and turned on through its
       # control fifo, whose ack says they are on.
       mkfifo "$dir/run/ctl" "$dir/run/ack"
-      local compress=()
+      local compress=() events=$EVENT_LIST
       if [ "$tracer" = perf-z ]; then compress=(-z); fi
+      if [ "$tracer" = perf-g ]; then compress=(-g) events+=",cpu-clock/freq=49/"; fi
       start_tracer "$PERF" record -a -m "$PERF_MMAP" "${compress[@]}" -D -1 \
-        --control "fifo:$dir/run/ctl,$dir/run/ack" -e "$EVENT_LIST" -o "$dir/run/perf.data" \
+        --control "fifo:$dir/run/ctl,$dir/run/ack" -e "$events" -o "$dir/run/perf.data" \
         2> "$dir/run/perf.log"
       timeout 30 bash -c "echo enable > '$dir/run/ctl' && read -r _ < '$dir/run/ack'" ||
         { cat "$dir/run/perf.log" >&2; die "perf record did not start"; }
@@ -332,12 +366,14 @@ run_one() {
       bytes=$(cat "$dir"/run/cpu*.raw | wc -c)
       rmdir "$instance"
       ;;
-    ringside | rs-ftrace | rs-z)
+    ringside | rs-ftrace | rs-z | rs-nostk | rs-blocked)
       # CMD only says when recording has started (ringside runs it once
       # every source is attached) and waits; the workload runs beside.
       local config=()
       if [ "$tracer" = rs-ftrace ]; then config=(-c "$RS_FTRACE_CONFIG"); fi
       if [ "$tracer" = rs-z ]; then config=(-z); fi
+      if [ "$tracer" = rs-nostk ]; then config=(-c "$RS_NOSTK_CONFIG"); fi
+      if [ "$tracer" = rs-blocked ]; then config=(-c "$RS_BLOCKED_CONFIG"); fi
       # shellcheck disable=SC2016  # $0 is sh's
       start_tracer "$BIN" record "${config[@]}" -o "$dir/run/out.pftrace" -- \
         sh -c ': > "$0"; exec sleep 100000' "$dir/run/ready" 2> "$dir/run/ringside.log"
@@ -434,8 +470,24 @@ SHOWN=()
 for t in "${TRACER_LIST[@]}"; do [ "$t" = kernel ] || SHOWN+=("$t"); done
 
 declare -A added_ns cpu_per_m window_per_m
+# The idle table: each tracer's CPU while the machine sleeps, as a share of
+# one CPU over the workload's window.
+print_idle_table() {
+  echo
+  echo "idle: sleep $IDLE_SECONDS; $REPS runs each, median (min-max)"
+  printf "%-10s %-26s %-20s\n" tracer "in-run CPU, % of one CPU" "kept (own count)"
+  local tracer
+  for tracer in "${SHOWN[@]}"; do
+    [ "$tracer" = none ] && continue
+    printf "%-10s %-26s %-20s\n" "$tracer" \
+      "$(fmt_span "$(stat3 idle "$tracer" $C_WCPU)" "$(awk -v s="$IDLE_SECONDS" 'BEGIN { print 100 / s }')" %.3f)" \
+      "$(fmt_span "$(stat3 idle "$tracer" $C_KEPT)" 1 %.0f)"
+  done
+}
+
 print_table() {
   local workload=$1 none_wall kernel_med
+  if [ "$workload" = idle ]; then print_idle_table; return; fi
   none_wall=$(median "$workload" none $C_WALL)
   kernel_med=$(median "$workload" kernel $C_KERNEL)
   echo
@@ -532,11 +584,13 @@ goal_lines() {
   echo "events: ${EVENTS[*]}"
   echo "perf record -a -m $PERF_MMAP; ftrace: an instance of 4096 KiB a CPU read by $FTRACE_READER; ringside record, its default config"
   echo "(BPF, and ftrace for the power events); rs-ftrace: ringside record of the same events with ftrace only (no BPF);"
-  echo "perf-z, rs-z: perf record -z and ringside record -z (zstd)"
+  echo "perf-z, rs-z: perf record -z and ringside record -z (zstd); perf-g: perf record -g, and cpu-clock at 49 Hz;"
+  echo "rs-nostk: ringside's default without stacks; rs-blocked: with stacks { blocked: true } (all blocks on a kernel without kprobes)"
   for workload in "${WORKLOAD_LIST[@]}"; do print_table "$workload"; done
   echo
   echo "goals (issue 38), from the medians above: each ringside configuration against perf record"
   for workload in "${WORKLOAD_LIST[@]}"; do
+    [ "$workload" = idle ] && continue
     added_default=none added_ftrace=none
     if [ "$workload" = pipe ]; then added_default=0.4 added_ftrace=0.3; fi
     goal_lines "$workload" ringside "ringside (default: BPF + ftrace)" "$added_default" 0.3
@@ -546,6 +600,15 @@ goal_lines() {
     if (d == "" || f == "") exit
     printf "  pipe: the default no dearer than ftrace-only: %s ns vs %s ns: %s\n", d, f,
       (d <= f) ? "met" : "NOT met" }'
+  # What stacks add (issue 54), when their configurations ran.
+  for workload in "${WORKLOAD_LIST[@]}"; do
+    [ "$workload" = idle ] && continue
+    awk -v w="$workload" -v d="${added_ns[$workload,ringside]:-}" -v n="${added_ns[$workload,rs-nostk]:-}" \
+      -v b="${added_ns[$workload,rs-blocked]:-}" -v p="${added_ns[$workload,perf]:-}" \
+      -v g="${added_ns[$workload,perf-g]:-}" 'BEGIN {
+      if (n != "" && d != "") printf "  %s: stacks: the default %s ns/event vs without stacks %s ns\n", w, d, n
+      if (b != "" && g != "") printf "  %s: stacks at every block/switch: rs-blocked %s ns/event vs perf record -g %s ns (perf %s ns)\n", w, b, g, p }'
+  done
   echo
   echo "bytes per event kept (median output bytes / median kept), compressed and not (issue 34):"
   for workload in "${WORKLOAD_LIST[@]}"; do

@@ -12,11 +12,14 @@
 #include "bpf/event_source.h"
 #include "bpf/records.h"
 #include "bpf/stack_events.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/bpf/testing/collector.h"
 
 namespace ringside::bpf {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Kernel text lives in the top half of the address space on x86-64 and
 // arm64; user code in the bottom half.
@@ -224,6 +227,58 @@ TEST(StackMapsTest, ASpinningThreadIsSampledWithItsUserStack) {
   EXPECT_GE(samples, 15);
   EXPECT_GE(with_user, samples * 9 / 10);
   EXPECT_EQ(blocked, 0);
+}
+
+// Detached and attached again (a recording's stop and start), the sampler
+// samples again: its perf events stay open across a Detach (libbpf closes
+// the fd it was given with the link, so it must be given a copy).
+TEST(StackMapsTest, CpuSamplingStartsAgainAfterADetach) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, StackOptions(RS_STACKS_KERNEL, 199));
+  ASSERT_TRUE(source->Attach().ok());
+  source->Detach();
+  source->Drain([](uint32_t, absl::Span<const RecordView>) {});
+  absl::Status again = source->Attach();
+  ASSERT_TRUE(again.ok()) << again;
+  EXPECT_GT(source->stacks().sampled_cpus(), 0u);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  volatile uint64_t x = 0;
+  while (std::chrono::steady_clock::now() < end) x = x + 1;
+  int samples = 0;
+  source->Drain([&](uint32_t, absl::Span<const RecordView> records) {
+    for (const RecordView& r : records) {
+      rs_event_header h;
+      std::memcpy(&h, r.data, sizeof(h));
+      samples += h.type == RS_EV_STACK_CPU_SAMPLE;
+    }
+  });
+  source->Detach();
+  // 40 expected on this thread alone in 200 ms.
+  EXPECT_GE(samples, 5);
+}
+
+// Blocked stacks not allowed at the switch (a config's `stacks {}`, which
+// does not write `blocked: true`): on a kernel with kprobes the kprobe
+// takes them; on one without, none are taken, the reason names the missing
+// kprobes and the field that would take them anyway, and CPU samples are
+// still taken.
+TEST(StackMapsTest, BlockedStacksGoWithoutKprobesUnlessAllowedAtTheSwitch) {
+  EventSource::Options options =
+      StackOptions(RS_STACKS_BLOCKED | RS_STACKS_KERNEL | RS_STACKS_USER, 99);
+  options.stacks.at_switch_allowed = false;
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
+  const bool kprobes = !ProbeableResumeFunction().empty();
+  EXPECT_FALSE(source->stacks().blocked_at_switch());
+  if (kprobes) {
+    EXPECT_NE(source->stacks().flags() & RS_STACKS_BLOCKED, 0u);
+    EXPECT_FALSE(source->stacks().resume_function().empty());
+  } else {
+    EXPECT_EQ(source->stacks().flags() & RS_STACKS_BLOCKED, 0u);
+    EXPECT_THAT(source->stacks().blocked_refused(), HasSubstr("no kprobes"));
+    EXPECT_THAT(source->stacks().blocked_refused(), HasSubstr("blocked: true"));
+  }
+  ASSERT_TRUE(source->Attach().ok());
+  EXPECT_GT(source->stacks().sampled_cpus(), 0u);
+  source->Detach();
 }
 
 // The kprobe goes on finish_task_switch() under the name this kernel gives

@@ -37,7 +37,7 @@ TEST(StacksInspectTest, TopStacksShowWhereTheReaderWaitedAndWhereTheSpinnerRan) 
   const std::string cfg = TempPath("stacks_inspect.pbtxt");
   std::ofstream(cfg) << "buffers { size_kb: 16384 }\n"
                         "data_sources { config { name: \"linux.bpf\"\n"
-                        "  bpf_config { stacks {} } } }\n";
+                        "  bpf_config { stacks { blocked: true } } } }\n";
   const std::string out = TempPath("stacks_inspect.pftrace");
   const std::string result = TempPath("stacks_inspect.result");
   int code = 0;

@@ -182,9 +182,10 @@ TEST(StacksTest, BlockedThreadsShowWhereTheyWaitedAndASpinnerWhereItRan) {
   const std::string workload = absl::StrCat(ringside::testing::BuildDir(), "/stack_workload");
   ASSERT_EQ(access(workload.c_str(), X_OK), 0) << workload << " (make builds it)";
   const std::string cfg = TempPath("stacks.pbtxt");
+  // `blocked: true`: blocked stacks on a kernel without kprobes too.
   std::ofstream(cfg) << "buffers { size_kb: 16384 }\n"
                         "data_sources { config { name: \"linux.bpf\"\n"
-                        "  bpf_config { stacks {} } } }\n";
+                        "  bpf_config { stacks { blocked: true } } } }\n";
   const std::string out = TempPath("stacks.pftrace");
   const std::string result = TempPath("stacks.result");
   unlink(result.c_str());
@@ -219,7 +220,7 @@ std::string StacksOfCgroup(const std::string& cgroup_path) {
   return absl::StrCat(
       "data_sources { config { name: \"linux.bpf\"\n"
       "  bpf_config { filter_cgroup_path: \"",
-      cgroup_path, "\" stacks {} } } }\n");
+      cgroup_path, "\" stacks { blocked: true } } } }\n");
 }
 
 bool CanLoadBpf(std::string* why) {

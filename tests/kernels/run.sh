@@ -17,6 +17,10 @@
 #   KT_TIMEOUT=300                           seconds per VM (default 240)
 #   KT_MEMORY_CPUS="2 16 32" tests/kernels/run.sh 6.12
 #                                            the agent's memory per vCPU count
+#   KT_BENCH='BM_VsClock/workload:1/' tests/kernels/run.sh 6.12
+#                                            $BUILD/bench/bpf_benchmark's
+#                                            benchmarks of that filter, in the
+#                                            guest (make build/bench/bpf_benchmark)
 #
 # What it downloads stays in a cache of its own, ~/.cache/ringside/kernels
 # (KT_CACHE=), shared by every clone: a private apt configuration (the
@@ -132,6 +136,16 @@ initramfs() {
   # STACK_WORKLOAD rule (frame pointers, symbols), static for the same reason.
   ${CC:-cc} -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror \
     -pthread -static -o "$root/usr/bin/stack_workload" tests/tools/stack_workload.c
+  if [ -n "${KT_BENCH:-}" ]; then
+    local bench=$BUILD/bench/bpf_benchmark
+    [ -x "$bench" ] || die "$bench missing (make $bench)"
+    cp "$bench" "$root/usr/bin/bpf_benchmark"
+    for lib in $(ldd "$bench" | grep -o '/[^ ]*'); do
+      mkdir -p "$root$(dirname "$lib")"
+      cp -L "$lib" "$root$lib"
+    done
+    printf '%s\n' "$KT_BENCH" > "$root/etc/kt-bench"
+  fi
   cp tests/kernels/init.sh "$root/init"
   chmod 0755 "$root/init"
   echo "root:x:0:0:root:/:/bin/sh" > "$root/etc/passwd"
@@ -402,6 +416,14 @@ judge() {
   ft_events=$("$RINGSIDE" inspect --json "$files/record.pftrace" 2> /dev/null |
     jq -r '.ftrace.events // 0' 2> /dev/null || true)
   [ "${ft_events:-0}" -gt 0 ] && ftrace=runs
+  # The default config's stacks: every kernel of the matrix has kprobes,
+  # so blocked threads' stacks are taken (sampled) as well as CPU samples.
+  local def_blocked def_cpu
+  read -r def_blocked def_cpu <<< "$("$RINGSIDE" inspect --json "$files/record.pftrace" \
+    2> /dev/null | jq -r '"\(.stacks.blocked.samples // 0) \(.stacks.cpu.samples // 0)"' \
+    2> /dev/null || echo "0 0")"
+  [ "${def_blocked:-0}" -gt 0 ] || fail+=("record's file (default config) has no blocked stack")
+  [ "${def_cpu:-0}" -gt 0 ] || fail+=("record's file (default config) has no CPU sample")
 
   # The agent's round trip and its snapshot.
   local snap=fail
@@ -576,6 +598,7 @@ $dz_ns ns its switches show it off the CPU (±${STACKS_SAMPLED_PCT}% expected)")
       "incident triggers $incidents"
   fi
   [ -n "$events" ] && echo "          record's events: $events"
+  echo "          record's stacks (default config): ${def_blocked:-0} blocked, ${def_cpu:-0} CPU samples"
   echo "          task states (BPF | ftrace): $states"
   [ -n "$stacks_detail" ] && echo "          blocked stacks: $stacks_detail"
   [ "$snap" = ok ] && echo "          snapshot: $snap_events events, $(basename "$(kv snapshot_path "$con")")"
@@ -632,6 +655,30 @@ if [ -n "${KT_MEMORY_CPUS:-}" ]; then
     done
   done
   exit 0
+fi
+
+# The bench mode: KT_BENCH=<filter> tests/kernels/run.sh 6.12 runs
+# bpf_benchmark's benchmarks that match the filter inside each kernel
+# (init.sh's rskt.bench) and prints what they print. BM_VsClock measures
+# there what this machine's kernel cannot: the kprobe that takes blocked
+# threads' stacks as they run again. Under TCG every figure is the
+# emulator's; ratios within one run (ours against the clock-only program,
+# alternated) are what to read, with their range.
+if [ -n "${KT_BENCH:-}" ]; then
+  for r in "${rows[@]}"; do
+    read -r name _ <<< "$r"
+    res="$KDIR/results/bench-$name"
+    echo "test-kernels: booting $name for $KT_BENCH ($ACCEL)..." >&2
+    boot "$name" "$res" "$ACCEL" "${KT_BENCH_TIMEOUT:-1800}" rskt.bench
+    echo "== $name ($(kv uname "$res/console.log"), $ACCEL, $VM_CPUS vCPUs)"
+    tr -d '\r' < "$res/console.log" | sed -n '/^RSKT bench_begin/,/^RSKT bench_end/p' |
+      grep -v '^RSKT bench_'
+    tr -d '\r' < "$res/console.log" | grep -q '^RSKT bench_rc=0' || {
+      echo "test-kernels: $name: the benchmark did not finish (console: $res/console.log)"
+      status=1
+    }
+  done
+  exit "${status:-0}"
 fi
 
 status=0

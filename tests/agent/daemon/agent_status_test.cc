@@ -203,7 +203,7 @@ std::unique_ptr<TracingSession> StartStacks(const std::string& stacks) {
   absl::StatusOr<config::TraceConfig> cfg =
       ParseConfig(absl::StrCat("buffers { size_kb: 2048 }\ndurable_buffer_size_kb: 1024\n"
                                "data_sources { config { name: \"linux.bpf\" bpf_config {\n"
-                               "  sched: true stacks { ",
+                               "  sched: true stacks { blocked: true ",
                                stacks, " } } } }\n"),
                   "test.pbtxt");
   EXPECT_TRUE(cfg.ok()) << cfg.status();
