@@ -40,6 +40,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "ringside/trace/trace.pb.h"
+#include "tests/agent/testing/agent_process.h"
 #include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/agent/testing/scratch_cgroup.h"
@@ -173,14 +174,17 @@ Recording Record(const std::string& name, const std::string& config, int hold_ms
   args.insert(args.end(), {"--", "/bin/sh", "-c", absl::StrCat("read x < ", fifo)});
   pid_t ringside = -1;
   testing::RunRingside(args, &ringside, /*wait=*/false);
+  // Up to 60 s: under make flake-check's load, loading and attaching the
+  // programs once took longer than the 10 s this waited before.
   int fd = -1;
-  for (int i = 0; i < 2000 && fd < 0; i++) {
+  for (int i = 0; i < 12000 && fd < 0; i++) {
     fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 && waitpid(ringside, nullptr, WNOHANG) != 0) break;
     if (fd < 0) usleep(5000);
   }
   if (fd < 0) {
-    ADD_FAILURE() << "ringside record did not start its command";
+    ADD_FAILURE() << "ringside record did not start its command within 60 s; its threads:"
+                  << testing::ThreadsOf(ringside);
     kill(ringside, SIGTERM);
   } else {
     // A task that exits and is reaped at once, before the hold. The kernel

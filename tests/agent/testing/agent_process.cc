@@ -197,7 +197,6 @@ bool AgentProcess::Exited() const {
 }
 
 absl::Status AgentProcess::WaitReady(FakeNotifySocket* notify, absl::Duration timeout) {
-  const std::string proc = absl::StrCat("/proc/", pid_);
   if (!notify->ReceiveUntil("READY=1", timeout, [this] { return Exited(); }).empty()) {
     return absl::OkStatus();
   }
@@ -207,6 +206,12 @@ absl::Status AgentProcess::WaitReady(FakeNotifySocket* notify, absl::Duration ti
         absl::StrCat("the agent exited before READY=1 (wait status ",
                      status ? absl::StrCat(*status) : std::string("unknown"), ")"));
   }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "no READY=1 within ", absl::FormatDuration(timeout), "; its threads:", ThreadsOf(pid_)));
+}
+
+std::string ThreadsOf(pid_t pid) {
+  const std::string proc = absl::StrCat("/proc/", pid);
   std::string threads;
   DIR* d = opendir((proc + "/task").c_str());
   while (dirent* e = d != nullptr ? readdir(d) : nullptr) {
@@ -219,8 +224,7 @@ absl::Status AgentProcess::WaitReady(FakeNotifySocket* notify, absl::Duration ti
                     ReadProcFile(task + "/wchan"), "\n", ReadProcFile(task + "/stack"));
   }
   if (d != nullptr) closedir(d);
-  return absl::DeadlineExceededError(
-      absl::StrCat("no READY=1 within ", absl::FormatDuration(timeout), "; its threads:", threads));
+  return threads;
 }
 
 absl::StatusOr<control::Reply> Ask(const std::string& socket, const control::Request& request,

@@ -82,6 +82,10 @@ class AgentProcess {
   std::string log_path_;
 };
 
+// Each thread of process `pid`: its name, state, wait channel and kernel
+// stack, for the message of a test that found it stuck.
+std::string ThreadsOf(pid_t pid);
+
 // One request to the agent on `socket`.
 absl::StatusOr<control::Reply> Ask(const std::string& socket, const control::Request& request,
                                    absl::Duration timeout = absl::Seconds(30));
