@@ -81,9 +81,13 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
   if (!tracepoints.ok()) return tracepoints.status();
   // The copy is needed until the objects are loaded (libbpf relocates at
   // load), not after.
-  const LoadedGroups::Target target{
-      s->rings_fd_.get(), s->drops_fd_.get(),  s->filter_cgroups_fd_.get(),
-      s->ring_size_,      s->raw_tracepoints_, btf_file == nullptr ? "" : btf_file->copy_path()};
+  const LoadedGroups::Target target{s->rings_fd_.get(),
+                                    s->drops_fd_.get(),
+                                    s->seen_fd_.get(),
+                                    s->filter_cgroups_fd_.get(),
+                                    s->ring_size_,
+                                    s->raw_tracepoints_,
+                                    btf_file == nullptr ? "" : btf_file->copy_path()};
   absl::StatusOr<std::unique_ptr<LoadedGroups>> groups =
       LoadedGroups::Load(effective, target, *tracepoints);
   if (!groups.ok()) return groups.status();
@@ -122,6 +126,9 @@ absl::Status EventSource::CreateMaps(size_t ring_size_per_cpu) {
   drops_fd_.reset(bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_drops", sizeof(uint32_t),
                                  sizeof(uint64_t), RS_EV_MAX, nullptr));
   if (!drops_fd_.valid()) return LoadError(errno, "creating the drop counters");
+  seen_fd_.reset(bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_seen", sizeof(uint32_t),
+                                sizeof(uint64_t) * RS_EV_MAX, 1, nullptr));
+  if (!seen_fd_.valid()) return LoadError(errno, "creating the counters of records seen");
   filter_cgroups_fd_.reset(bpf_map_create(BPF_MAP_TYPE_HASH, "rs_filter_cg", sizeof(uint64_t),
                                           sizeof(uint8_t), RS_MAX_FILTER_CGROUPS, nullptr));
   if (!filter_cgroups_fd_.valid()) return LoadError(errno, "creating the cgroup filter");
@@ -345,9 +352,12 @@ std::vector<uint64_t> EventSource::drops_per_cpu(uint32_t event_type) const {
   return per_cpu;
 }
 
-std::vector<std::vector<uint64_t>> EventSource::all_drops_per_cpu() const {
-  const size_t cpus = static_cast<size_t>(num_cpus_);
-  std::vector<std::vector<uint64_t>> out(RS_EV_MAX, std::vector<uint64_t>(cpus, 0));
+namespace {
+
+// The drop counters (PERCPU_ARRAY `fd`: type -> count) in one call, by
+// type then CPU; false where the kernel cannot look up in batches (before
+// 5.6).
+bool ReadDropsInOneCall(int fd, size_t cpus, std::vector<std::vector<uint64_t>>* out) {
   // A per-CPU value is one u64 per possible CPU, for each key in turn.
   std::vector<uint32_t> keys(RS_EV_MAX);
   std::vector<uint64_t> values(RS_EV_MAX * cpus);
@@ -355,16 +365,52 @@ std::vector<std::vector<uint64_t>> EventSource::all_drops_per_cpu() const {
   uint32_t next_key = 0;
   LIBBPF_OPTS(bpf_map_batch_opts, opts);
   // The whole array in one call: ENOENT says it reached the last key.
-  const int err = bpf_map_lookup_batch(drops_fd_.get(), nullptr, &next_key, keys.data(),
-                                       values.data(), &count, &opts);
-  if ((err == 0 || err == -ENOENT) && count == RS_EV_MAX) {
-    for (uint32_t k = 0; k < count; k++) {
-      if (keys[k] >= RS_EV_MAX) continue;
-      std::copy(values.begin() + k * cpus, values.begin() + (k + 1) * cpus, out[keys[k]].begin());
-    }
-    return out;
+  const int err =
+      bpf_map_lookup_batch(fd, nullptr, &next_key, keys.data(), values.data(), &count, &opts);
+  if ((err != 0 && err != -ENOENT) || count != RS_EV_MAX) return false;
+  for (uint32_t k = 0; k < count; k++) {
+    if (keys[k] >= RS_EV_MAX) continue;
+    std::copy(values.begin() + k * cpus, values.begin() + (k + 1) * cpus, (*out)[keys[k]].begin());
   }
+  return true;
+}
+
+// The seen counters (PERCPU_ARRAY `fd` of one rs_seen_counts), by type then
+// CPU; zeros if they cannot be read.
+std::vector<std::vector<uint64_t>> ReadSeen(int fd, size_t cpus) {
+  std::vector<std::vector<uint64_t>> out(RS_EV_MAX, std::vector<uint64_t>(cpus, 0));
+  // One key; its per-CPU value is RS_EV_MAX counts for each CPU in turn.
+  std::vector<uint64_t> values(RS_EV_MAX * cpus);
+  const uint32_t zero = 0;
+  if (bpf_map_lookup_elem(fd, &zero, values.data()) != 0) return out;
+  for (size_t cpu = 0; cpu < cpus; cpu++) {
+    for (uint32_t type = 0; type < RS_EV_MAX; type++) {
+      out[type][cpu] = values[cpu * RS_EV_MAX + type];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<uint64_t>> EventSource::all_drops_per_cpu() const {
+  const size_t cpus = static_cast<size_t>(num_cpus_);
+  std::vector<std::vector<uint64_t>> out(RS_EV_MAX, std::vector<uint64_t>(cpus, 0));
+  if (ReadDropsInOneCall(drops_fd_.get(), cpus, &out)) return out;
   for (uint32_t type = 0; type < RS_EV_MAX; type++) out[type] = drops_per_cpu(type);
+  return out;
+}
+
+std::vector<std::vector<uint64_t>> EventSource::all_seen_per_cpu() const {
+  const size_t cpus = static_cast<size_t>(num_cpus_);
+  std::vector<std::vector<uint64_t>> out = ReadSeen(seen_fd_.get(), cpus);
+  // Those waiting in a batch are not counted until it is sent or dropped.
+  for (uint32_t type = 0; type < RS_EV_MAX; type++) {
+    const std::vector<uint64_t> waiting = records_waiting(type);
+    for (size_t cpu = 0; cpu < cpus && cpu < waiting.size(); cpu++) {
+      out[type][cpu] += waiting[cpu];
+    }
+  }
   return out;
 }
 

@@ -128,6 +128,11 @@ class EventSource {
   // batches (5.6+), one a type where that fails. The reader asks on every
   // pass.
   std::vector<std::vector<uint64_t>> all_drops_per_cpu() const;
+  // Records the programs made, sent into a ring or dropped, per type and
+  // CPU (index: type, then CPU), those waiting in a batch included: every
+  // run that selected its event. Exact once detached and drained; while
+  // attached, a moment's figure.
+  std::vector<std::vector<uint64_t>> all_seen_per_cpu() const;
   // Runs of the programs of an event type while recording was off (attached
   // but before recording began or after it stopped): neither recorded nor
   // lost. Their kernel run count is records + drops + this.
@@ -197,6 +202,7 @@ class EventSource {
   std::unique_ptr<LoadedGroups> groups_;
   base::ScopedFd rings_fd_;               // ARRAY_OF_MAPS: CPU -> ring.
   base::ScopedFd drops_fd_;               // PERCPU_ARRAY: event type -> count.
+  base::ScopedFd seen_fd_;                // PERCPU_ARRAY: one rs_seen_counts.
   base::ScopedFd filter_cgroups_fd_;      // HASH: cgroup id -> unused; the cgroup set.
   std::vector<uint64_t> filter_cgroups_;  // What the map holds, sorted.
   std::vector<base::ScopedFd> rings_;     // Each CPU's BPF_MAP_TYPE_RINGBUF.

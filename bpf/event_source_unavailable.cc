@@ -34,6 +34,7 @@ std::vector<uint64_t> EventSource::records_waiting(uint32_t) const { return {}; 
 std::vector<uint64_t> EventSource::drops_per_cpu(uint32_t) const { return {}; }
 uint64_t EventSource::drops(uint32_t) const { return 0; }
 std::vector<std::vector<uint64_t>> EventSource::all_drops_per_cpu() const { return {}; }
+std::vector<std::vector<uint64_t>> EventSource::all_seen_per_cpu() const { return {}; }
 uint64_t EventSource::not_recorded(uint32_t) const { return 0; }
 std::vector<EventSource::ProgramStats> EventSource::program_stats() const { return {}; }
 int EventSource::EnableKernelStats() {

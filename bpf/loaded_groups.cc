@@ -56,6 +56,7 @@ absl::Status PrepareGroup(Skel* skel, const GroupSetup& setup, std::vector<std::
   skel->rodata->ring_wakeup_bytes = setup.target.ring_size / 4;
   if (bpf_map__reuse_fd(skel->maps.rings, setup.target.rings_fd) != 0 ||
       bpf_map__reuse_fd(skel->maps.drops, setup.target.drops_fd) != 0 ||
+      bpf_map__reuse_fd(skel->maps.seen, setup.target.seen_fd) != 0 ||
       bpf_map__reuse_fd(skel->maps.filter_cgroups, setup.target.filter_cgroups_fd) != 0) {
     return LoadError(errno, "sharing the rings between the BPF objects");
   }

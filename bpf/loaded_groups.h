@@ -95,6 +95,7 @@ class LoadedGroups {
   struct Target {
     int rings_fd = -1;           // ARRAY_OF_MAPS: CPU -> ring.
     int drops_fd = -1;           // PERCPU_ARRAY: event type -> count.
+    int seen_fd = -1;            // PERCPU_ARRAY: one rs_seen_counts.
     int filter_cgroups_fd = -1;  // HASH: cgroup id -> unused; the cgroup set.
     size_t ring_size = 0;        // Bytes of each CPU's ring.
     // Each program's raw_tp flavour rather than its tp_btf one (the kernel's

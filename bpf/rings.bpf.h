@@ -36,6 +36,23 @@ struct {
   __type(value, __u64);
 } drops SEC(".maps");
 
+/* Records the programs made, per CPU (the per-CPU value) and type (the
+ * index), whether sent into a ring or dropped: one key, so that counting is
+ * one lookup. A batch's records are counted when the batch is sent or
+ * dropped (those still waiting in it are in its `records`). With them the
+ * file closes its own count of each type (ringside_events_seen = events in
+ * the file + their losses), and tests tell runs the kernel never made from
+ * events ringside lost. */
+struct rs_seen_counts {
+  __u64 records[RS_EV_MAX];
+};
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct rs_seen_counts);
+} seen SEC(".maps");
+
 /* The cgroup set filter: cgroup v2 ids (key) whose tasks are recorded; the
  * value is unused. User space fills it before attaching and keeps it current
  * (containers come and go); shared by every object like the rings. */
@@ -90,6 +107,13 @@ static __always_inline void rs_count_drops(__u32 type, __u64 count) {
 
 static __always_inline void rs_count_drop(__u32 type) { rs_count_drops(type, 1); }
 
+/* Atomic for the same reason as the drops. */
+static __always_inline void rs_count_seen(__u32 type, __u64 count) {
+  const __u32 zero = 0;
+  struct rs_seen_counts* n = bpf_map_lookup_elem(&seen, &zero);
+  if (n && type < RS_EV_MAX) __sync_fetch_and_add(&n->records[type], count);
+}
+
 /* Bytes of unread records in a CPU's ring past which rs_submit wakes the
  * consumer: a quarter of the ring, set by the loader before load. */
 const volatile __u64 ring_wakeup_bytes = (1 << 20) / 4;
@@ -118,6 +142,7 @@ static __always_inline void* rs_reserve(__u32 type, __u32 size, void** ring) {
     if (type < RS_EV_MAX) __sync_fetch_and_add(&outside_window[type], 1);
     return NULL;
   }
+  rs_count_seen(type, 1);
   __u32 cpu = bpf_get_smp_processor_id();
   *ring = bpf_map_lookup_elem(&rings, &cpu);
   if (!*ring) {

@@ -80,6 +80,17 @@ static __always_inline void output_sched_batch(struct rs_sched_batch_state* s) {
     s->records[t] = 0;
   }
   s->used = 0;
+  {
+    /* Sent or dropped below: seen either way. One lookup for the batch. */
+    const __u32 zero = 0;
+    struct rs_seen_counts* n = bpf_map_lookup_elem(&seen, &zero);
+    if (n) {
+#pragma unroll
+      for (__u32 t = RS_EV_SCHED_SWITCH; t < RS_SCHED_BATCH_TYPES; t++) {
+        if (records[t]) __sync_fetch_and_add(&n->records[t], records[t]);
+      }
+    }
+  }
   const __u64 size = sizeof(struct rs_event_header) + used;
   s->batch.h.type = RS_EV_SCHED_BATCH;
   s->batch.h.size = size;
@@ -259,13 +270,17 @@ static __always_inline void output_stack_record(__u32 type, struct rs_event_head
     if (type < RS_EV_MAX) __sync_fetch_and_add(&outside_window[type], 1);
     return;
   }
+  rs_count_seen(type, 1);
   const __u32 cpu = bpf_get_smp_processor_id();
   void* ring = bpf_map_lookup_elem(&rings, &cpu);
   if (!ring) {
     rs_count_drop(type);
     return;
   }
-  if (size > RS_STACK_RECORD_MAX) return; /* For the verifier: never so. */
+  if (size > RS_STACK_RECORD_MAX) { /* For the verifier: never so. */
+    rs_count_drop(type);
+    return;
+  }
   h->type = type;
   h->size = size;
   if (bpf_ringbuf_output(ring, h, size, rs_wakeup_flag(ring)) != 0) rs_count_drop(type);

@@ -138,6 +138,18 @@ void AddEventLosses(const std::vector<EventLoss>& event_losses, trace::TraceStat
   }
 }
 
+void AddEventsSeen(const std::vector<SourceStats>& sources, trace::TraceStats* stats) {
+  for (const SourceStats& s : sources) {
+    for (const DataSource::KindCount& c : s.seen) {
+      auto* e = stats->add_ringside_events_seen();
+      e->set_data_source(s.data_source);
+      e->set_cpu(c.cpu);
+      e->set_kind(c.kind);
+      e->set_events(c.events);
+    }
+  }
+}
+
 // Each source's chunk pool and reader (ringside_producer_stats), and its
 // staging losses (ringside_staging_loss).
 void AddSourceStats(const SourceStats& s, trace::TraceStats* stats) {
@@ -226,7 +238,10 @@ TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources
   TracePacket packet;
   packet.set_timestamp(static_cast<uint64_t>(ts));
   trace::TraceStats* stats = packet.mutable_trace_stats();
-  if (event_losses != nullptr) AddEventLosses(*event_losses, stats);
+  if (event_losses != nullptr) {
+    AddEventLosses(*event_losses, stats);
+    AddEventsSeen(sources, stats);
+  }
   for (const SourceStats& s : sources) AddSourceStats(s, stats);
   if (durable != nullptr) AddDurableStats(durable->stats(), stats);
   for (const buffer::TraceBuffer* b : buffers) AddBufferStats(b->stats(), stats);

@@ -63,6 +63,7 @@ struct SourceStats {
   std::vector<DataSource::Loss> losses;
   buffer::ProducerID producer_id = 0;
   std::vector<DataSource::EventTally> written;
+  std::vector<DataSource::KindCount> seen;
   DataSource::ConsumerCpu consumer;
   DataSource::StackReport stacks;
 };
@@ -78,7 +79,9 @@ struct EventLoss {
 };
 std::vector<EventLoss> EventLosses(const std::vector<SourceStats>& sources,
                                    const BufferPacketReader& reader);
-// `event_losses` (may be null: not known) go into ringside_event_loss.
+// `event_losses` (may be null: not known) go into ringside_event_loss, and
+// then each source's `seen` into ringside_events_seen (they close its count
+// only beside the losses).
 trace::TracePacket TraceStatsPacket(int64_t ts, const std::vector<SourceStats>& sources,
                                     const std::vector<const buffer::TraceBuffer*>& buffers,
                                     const buffer::DurableStore* durable,

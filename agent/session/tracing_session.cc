@@ -160,10 +160,12 @@ std::vector<SourceStats> TracingSession::CollectSourceStats() const {
   if (state_.load() == State::kStopped) return final_source_stats_;
   std::vector<SourceStats> out;
   for (const SourceSlot& slot : sources_.slots) {
-    SourceStats s{slot.name, slot.producer->stats(), {}, slot.producer->producer_id(), {}, {}, {}};
+    SourceStats s{slot.name, slot.producer->stats(), {}, slot.producer->producer_id(), {}, {}, {},
+                  {}};
     if (slot.source != nullptr) {
       s.losses = slot.source->Losses();
       s.written = slot.source->EventTallies();
+      s.seen = slot.source->EventsSeen();
       s.consumer = slot.source->consumer_cpu();
       s.stacks = slot.source->stacks();
     }

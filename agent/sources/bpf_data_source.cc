@@ -20,6 +20,23 @@ namespace ringside::agent {
 static_assert(kMaxFilterTgids == RS_MAX_FILTER_TGIDS);
 static_assert(kMaxCgroupFilterValues == RS_MAX_FILTER_CGROUPS);
 
+namespace {
+
+// The non-zero counts of `per_type` (index: BPF record type, then CPU),
+// named by their type.
+void AppendNonZero(const std::vector<std::vector<uint64_t>>& per_type,
+                   std::vector<DataSource::KindCount>* out) {
+  for (uint32_t type = 1; type < per_type.size(); type++) {
+    for (uint32_t cpu = 0; cpu < per_type[type].size(); cpu++) {
+      if (per_type[type][cpu] != 0) {
+        out->push_back({cpu, BpfDataSource::EventName(type), per_type[type][cpu]});
+      }
+    }
+  }
+}
+
+}  // namespace
+
 // sched_switch's prev_state of a task that exited: X (EXIT_DEAD), Z
 // (EXIT_ZOMBIE), as bpf/task_state.h reports them.
 constexpr int64_t kExitStates = 0x10 | 0x20;
@@ -354,20 +371,16 @@ uint64_t BpfDataSource::events_lost() const {
 
 std::vector<DataSource::Loss> BpfDataSource::Losses() const {
   std::vector<Loss> out;
-  for (uint32_t type = 1; type < RS_EV_MAX; type++) {
-    std::vector<uint64_t> per_cpu = source_->drops_per_cpu(type);
-    // Once stopped, records still in a batch are those of a CPU that was
-    // offline at the last drain: lost too.
-    if (stopped_) {
-      const std::vector<uint64_t> waiting = source_->records_waiting(type);
-      for (size_t cpu = 0; cpu < per_cpu.size() && cpu < waiting.size(); cpu++) {
-        per_cpu[cpu] += waiting[cpu];
-      }
-    }
-    for (uint32_t cpu = 0; cpu < per_cpu.size(); cpu++) {
-      if (per_cpu[cpu] != 0) out.push_back(Loss{cpu, EventName(type), per_cpu[cpu]});
+  std::vector<std::vector<uint64_t>> per_type = source_->all_drops_per_cpu();
+  // Once stopped, records still in a batch are those of a CPU that was
+  // offline at the last drain: lost too.
+  for (uint32_t type = 1; stopped_ && type < per_type.size(); type++) {
+    const std::vector<uint64_t> waiting = source_->records_waiting(type);
+    for (size_t cpu = 0; cpu < per_type[type].size() && cpu < waiting.size(); cpu++) {
+      per_type[type][cpu] += waiting[cpu];
     }
   }
+  AppendNonZero(per_type, &out);
   // Runs the kernel skipped are not per CPU: reported once, on CPU 0.
   uint64_t missed = 0;
   for (const bpf::EventSource::ProgramStats& p : source_->program_stats()) missed += p.missed;
@@ -410,6 +423,12 @@ std::vector<DataSource::EventTally> BpfDataSource::EventTallies() const {
   return tallies_->Collect([](uint32_t type) {
     return EventTallyTable::KindName{BpfBundleWriter::FieldOf(type), EventName(type)};
   });
+}
+
+std::vector<DataSource::KindCount> BpfDataSource::EventsSeen() const {
+  std::vector<KindCount> out;
+  AppendNonZero(source_->all_seen_per_cpu(), &out);
+  return out;
 }
 
 }  // namespace ringside::agent

@@ -91,6 +91,7 @@ class BpfDataSource : public DataSource {
     return {pacer_.cpu(), pacer_.paused(), pacer_.pauses()};
   }
   std::vector<EventTally> EventTallies() const override;
+  std::vector<KindCount> EventsSeen() const override;
   StagingMemory staging_memory() const override;
   const std::vector<std::string>& skipped_programs() const { return source_->skipped_programs(); }
   // The program groups this kernel could not run while the others load.

@@ -18,12 +18,14 @@ namespace ringside::agent {
 // FtraceDataSource). source_factory.cc builds them from the config.
 class DataSource {
  public:
-  // Events lost before the buffers, per CPU and kind, for trace_stats.
-  struct Loss {
+  // Events of a kind on a CPU.
+  struct KindCount {
     uint32_t cpu = 0;
     std::string kind;  // The event ("sched_switch"), or the stage ("ftrace_overrun").
     uint64_t events = 0;
   };
+  // Events lost before the buffers, per CPU and kind, for trace_stats.
+  using Loss = KindCount;
 
   // Events the source wrote into packets, per CPU and kind, for the
   // buffers' losses in events (what a reader of the buffers did not read of
@@ -87,6 +89,10 @@ class DataSource {
   // that do not count them return none (their losses after the staging
   // rings are then counted in chunks and bytes only).
   virtual std::vector<EventTally> EventTallies() const { return {}; }
+  // The events its kernel probes selected, per CPU and kind (kept or lost
+  // at any stage); only non-zero entries. Exact once stopped. Sources that
+  // cannot count them per kind return none.
+  virtual std::vector<KindCount> EventsSeen() const { return {}; }
   // The kernel memory its staging takes, all CPUs together: BPF rings
   // (which kernels from 5.11 charge to the memory cgroup of the process
   // that made them, the agent's) or ftrace per-CPU buffers (which no

@@ -96,9 +96,11 @@ class LoadedGroupsTest : public ::testing::Test {
                                 sizeof(uint32_t), static_cast<uint32_t>(cpus), &outer_opts));
     drops_.reset(bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_drops", sizeof(uint32_t),
                                 sizeof(uint64_t), RS_EV_MAX, nullptr));
+    seen_.reset(bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_seen", sizeof(uint32_t),
+                               sizeof(uint64_t) * RS_EV_MAX, 1, nullptr));
     filter_cgroups_.reset(bpf_map_create(BPF_MAP_TYPE_HASH, "rs_filter_cg", sizeof(uint64_t),
                                          sizeof(uint8_t), RS_MAX_FILTER_CGROUPS, nullptr));
-    ASSERT_TRUE(rings_.valid() && drops_.valid() && filter_cgroups_.valid())
+    ASSERT_TRUE(rings_.valid() && drops_.valid() && seen_.valid() && filter_cgroups_.valid())
         << std::strerror(errno);
     for (int cpu = 0; cpu < cpus; cpu++) {
       base::ScopedFd ring(
@@ -118,6 +120,7 @@ class LoadedGroupsTest : public ::testing::Test {
     LoadedGroups::Target target;
     target.rings_fd = rings_.get();
     target.drops_fd = drops_.get();
+    target.seen_fd = seen_.get();
     target.filter_cgroups_fd = filter_cgroups_.get();
     target.ring_size = ring_size_;
     return target;
@@ -130,6 +133,7 @@ class LoadedGroupsTest : public ::testing::Test {
   size_t ring_size_ = 0;
   base::ScopedFd rings_;
   base::ScopedFd drops_;
+  base::ScopedFd seen_;
   base::ScopedFd filter_cgroups_;
   std::vector<base::ScopedFd> rings_per_cpu_;
   std::unique_ptr<KernelTracepoints> running_;
@@ -256,8 +260,8 @@ TEST_F(LoadedGroupsTest, SchedulingRecordsAreBatchedOnlyWhenAsked) {
   EXPECT_EQ((*unbatched)->sched_batch_bytes(), 0u);
 }
 
-// Every object writes into the rings, drop counters and cgroup set it was
-// given, not maps of its own.
+// Every object writes into the rings, drop and seen counters and cgroup set
+// it was given, not maps of its own.
 TEST_F(LoadedGroupsTest, EveryObjectSharesTheTargetsMaps) {
   LoadedGroups::Request request;
   request.one_object = false;
@@ -270,6 +274,7 @@ TEST_F(LoadedGroupsTest, EveryObjectSharesTheTargetsMaps) {
     bpf_object__for_each_map(map, o.obj) ids.push_back(MapId(bpf_map__fd(map)));
     EXPECT_THAT(ids, Contains(MapId(rings_.get())));
     EXPECT_THAT(ids, Contains(MapId(drops_.get())));
+    EXPECT_THAT(ids, Contains(MapId(seen_.get())));
     EXPECT_THAT(ids, Contains(MapId(filter_cgroups_.get())));
   }
 }

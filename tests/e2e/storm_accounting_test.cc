@@ -59,8 +59,18 @@
 // and those the BPF program was run for matched exactly). Neither was a
 // loss of ringside's: so a recording whose counts differ by at most
 // kKernelNoise per kind and CPU is recorded again, up to three times, and
-// only the last is held to the exact count. A difference of ringside's own
-// comes back in every recording; a larger one fails at once.
+// only the last is held to the exact count. A larger one fails at once.
+//
+// The split. The file says how many events its programs selected, per kind
+// and CPU (ringside_events_seen: every run that made a record, kept or
+// dropped). So each row is two comparisons: the file's events + its losses
+// against what the programs selected, ringside's own accounting, held exact
+// in every recording, never retried; and what they selected against the
+// kernel's count, where the noise above lives. In 25 runs of the three BPF
+// tests beside hackbench, 3 of the 75 first recordings differed a little,
+// each in sched_migrate_task, the programs 1 or 2 short of perf's count
+// (in a recording whose BPF rings dropped, and in two whose central ring
+// wrapped), and ringside's own accounting was exact in all of them.
 //
 // Other tracers. The two counts agree only while no other tracer attaches
 // to or detaches from tracepoints during the window: beside a loop of
@@ -342,6 +352,8 @@ const char* KindOf(const trace::FtraceEvent& e) {
 struct FileAccounting {
   Counts events, events_after_split;
   Counts staging, chunk_pool, buffer;
+  // What the BPF programs selected, kept or lost (ringside_events_seen).
+  Counts seen;
   uint64_t missed_runs = 0;
   uint64_t chunks_overwritten = 0;
   int64_t switches_into_idle = 0;
@@ -391,6 +403,9 @@ FileAccounting Account(const trace::Trace& trace, int64_t split_ns) {
       for (const auto& l : s.ringside_event_loss()) {
         (l.stage() == "chunk_pool" ? a.chunk_pool : a.buffer)[l.kind()][l.cpu()] +=
             static_cast<int64_t>(l.events_lost());
+      }
+      for (const auto& e : s.ringside_events_seen()) {
+        a.seen[e.kind()][e.cpu()] += static_cast<int64_t>(e.events());
       }
       for (const auto& b : s.buffer_stats()) a.chunks_overwritten += b.chunks_overwritten();
     }
@@ -692,13 +707,23 @@ void RecordStorm(const StormSetup& setup, Result* result) {
   std::remove(config.c_str());
 }
 
+// Ringside's own difference for a kind on a CPU: the events in the file and
+// those counted lost at every stage, against the events its programs
+// selected. Exact in every recording, whatever the kernel's counters do.
+int64_t OwnDifference(const FileAccounting& f, const std::string& kind, uint32_t cpu) {
+  return At(f.events, kind, cpu) + At(f.staging, kind, cpu) + At(f.chunk_pool, kind, cpu) +
+         At(f.buffer, kind, cpu) - At(f.seen, kind, cpu);
+}
+
 // RecordStorm, again (up to three recordings in all) while another tracer
 // came or went during the counters' window (see the top of the file).
-// The kinds and CPUs of a BPF recording whose file + losses differ from the
-// kernel's count (over the whole recording, and over the quiet phase) by
-// kKernelNoise or less, when none differs by more: "sched_switch on CPU 1:
-// +1"; "" when all match, or when one differs by more (a real difference,
-// for the test to report).
+// The kinds and CPUs of a BPF recording whose programs selected a few more
+// or fewer events than the kernel counted (over the whole recording; over
+// the quiet phase, the file's events, which are all there is to split it
+// by), by kKernelNoise or less, while ringside's own accounting is exact
+// (OwnDifference): "sched_switch on CPU 1: +1"; "" when all match, or when
+// one differs by more, or ringside's own by any (a real difference, for the
+// test to report).
 constexpr int64_t kKernelNoise = 3;
 std::string SmallDisagreements(const StormSetup& setup, const Result& r) {
   if (setup.ftrace) return "";  // Compared per CPU where the kernel overran.
@@ -712,9 +737,10 @@ std::string SmallDisagreements(const StormSetup& setup, const Result& r) {
     for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); cpu++) {
       const uint32_t c = static_cast<uint32_t>(cpu);
       const FileAccounting& f = r.file;
-      const int64_t diff = At(f.events, k.name, c) + At(f.staging, k.name, c) +
-                           At(f.chunk_pool, k.name, c) + At(f.buffer, k.name, c) -
-                           At(r.kernel, k.name, c);
+      // What the programs selected against the kernel's count: its noise.
+      // Ringside's own difference is never noise (a real one to report).
+      if (OwnDifference(f, k.name, c) != 0) return "";
+      const int64_t diff = At(f.seen, k.name, c) - At(r.kernel, k.name, c);
       if (!check(k.name, c, diff, "")) return "";
       if (setup.quiet_phase) {
         const int64_t quiet = At(f.events_after_split, k.name, c) - At(r.kernel_quiet, k.name, c);
@@ -743,7 +769,8 @@ void RecordStormRetryingNoise(const StormSetup& setup, Result* result) {
     const std::string why =
         !result->other_tracers.empty()
             ? absl::StrCat("other tracers came or went in the window (", result->other_tracers, ")")
-            : absl::StrCat("the kernel's counts and the file's differ by a few (", small, ")");
+            : absl::StrCat("the kernel's counts and those its programs selected differ by a few (",
+                           small, "), ringside's own accounting exact");
     std::printf("recording %d: %s; again\n", attempt, why.c_str());
     absl::StrAppend(&earlier, "\nrecording ", attempt, ": ", why);
   }
@@ -758,28 +785,33 @@ std::string RecordingsNote(const Result& r) {
   return note;
 }
 
-// For every kind and CPU: file + staging + chunk pool + buffer = kernel.
-// Prints the table; returns the totals lost (staging, buffer).
+// For every kind and CPU: file + staging + chunk pool + buffer = what the
+// programs selected (ringside's own accounting, "own"), and that = the
+// kernel's count ("kernel": a run the kernel did not make, or its counter's
+// noise). Prints the table; returns the totals lost (staging, buffer).
 std::pair<int64_t, int64_t> ExpectExactAccounting(const Result& r) {
   const FileAccounting& f = r.file;
   int64_t staging_total = 0, buffer_total = 0;
   std::printf("storm: %s\n", r.storm_json.c_str());
-  std::printf("%-20s %4s %10s %10s %10s %10s %10s %6s\n", "kind", "cpu", "kernel", "file",
-              "bpf_ring", "chunk_pool", "buffer", "diff");
+  std::printf("%-20s %4s %10s %10s %10s %10s %10s %10s %6s %6s\n", "kind", "cpu", "kernel",
+              "selected", "file", "bpf_ring", "chunk_pool", "buffer", "own", "kernel");
   for (const Kind& k : kKinds) {
     for (long cpu = 0; cpu < sysconf(_SC_NPROCESSORS_ONLN); cpu++) {
       const uint32_t c = static_cast<uint32_t>(cpu);
-      const int64_t kernel = At(r.kernel, k.name, c), file = At(f.events, k.name, c),
-                    staging = At(f.staging, k.name, c), pool = At(f.chunk_pool, k.name, c),
-                    buffer = At(f.buffer, k.name, c);
-      const int64_t diff = file + staging + pool + buffer - kernel;
-      std::printf("%-20s %4u %10lld %10lld %10lld %10lld %10lld %6lld\n", k.name, c,
-                  static_cast<long long>(kernel), static_cast<long long>(file),
-                  static_cast<long long>(staging), static_cast<long long>(pool),
-                  static_cast<long long>(buffer), static_cast<long long>(diff));
-      EXPECT_EQ(diff, 0) << k.name << " on CPU " << c << ": file " << file << " + bpf ring "
-                         << staging << " + chunk pool " << pool << " + buffer " << buffer
-                         << " != kernel " << kernel << RecordingsNote(r);
+      const int64_t kernel = At(r.kernel, k.name, c), seen = At(f.seen, k.name, c),
+                    file = At(f.events, k.name, c), staging = At(f.staging, k.name, c),
+                    pool = At(f.chunk_pool, k.name, c), buffer = At(f.buffer, k.name, c);
+      const int64_t own = OwnDifference(f, k.name, c), kernel_diff = seen - kernel;
+      std::printf("%-20s %4u %10lld %10lld %10lld %10lld %10lld %10lld %6lld %6lld\n", k.name, c,
+                  static_cast<long long>(kernel), static_cast<long long>(seen),
+                  static_cast<long long>(file), static_cast<long long>(staging),
+                  static_cast<long long>(pool), static_cast<long long>(buffer),
+                  static_cast<long long>(own), static_cast<long long>(kernel_diff));
+      EXPECT_EQ(own, 0) << k.name << " on CPU " << c << ": file " << file << " + bpf ring "
+                        << staging << " + chunk pool " << pool << " + buffer " << buffer
+                        << " != selected by the programs " << seen << RecordingsNote(r);
+      EXPECT_EQ(kernel_diff, 0) << k.name << " on CPU " << c << ": selected by the programs "
+                                << seen << " != kernel " << kernel << RecordingsNote(r);
       staging_total += staging;
       buffer_total += buffer;
     }

@@ -527,6 +527,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "TraceStats.EventLoss",
       "TraceStats.SnapshotWindow",
       "TraceStats.StackStats",
+      "TraceStats.EventsSeen",
       // The control socket's protocol (ringside.control), never in a trace.
       "Request",
       "StatusRequest",

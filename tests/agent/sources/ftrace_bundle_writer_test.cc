@@ -423,7 +423,7 @@ TEST(FtraceBundleWriterTest, TalliesEventsAsAReaderCountsThemAndThoseOfADroppedP
   for (const DataSource::EventTally& t : tallies) {
     EXPECT_EQ(reader.events_of(1, t.cpu, t.field), t.committed) << t.kind << " on CPU " << t.cpu;
   }
-  SourceStats source{"linux.ftrace", {}, {}, 1, tallies, {}, {}};
+  SourceStats source{"linux.ftrace", {}, {}, 1, tallies, {}, {}, {}};
   const std::vector<EventLoss> losses = EventLosses({source}, reader);
   ASSERT_EQ(losses.size(), 3u);
   for (const EventLoss& l : losses) {
