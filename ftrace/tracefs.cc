@@ -302,7 +302,27 @@ absl::StatusOr<std::unique_ptr<Instance>> Instance::Create(const Tracefs& tracef
                                              "/instances: every name tried was taken or removed"));
 }
 
+absl::StatusOr<std::unique_ptr<Instance>> Instance::Adopt(const Tracefs& tracefs,
+                                                          const std::string& relative_path) {
+  const std::string path = tracefs.root() + "/" + relative_path;
+  base::ScopedFd fd(OpenDirectory(path));
+  if (!fd.valid()) {
+    if (errno == ENOENT || errno == ENOTDIR) {
+      return absl::NotFoundError(absl::StrCat("no ftrace instance ", path));
+    }
+    return TracefsError(errno, "cannot open ftrace instance " + path);
+  }
+  if (!TryLock(fd.get())) {
+    return absl::UnavailableError(
+        absl::StrCat("another ringside records into the ftrace instance ", path));
+  }
+  std::unique_ptr<Instance> instance(new Instance(tracefs, relative_path, std::move(fd)));
+  instance->adopted_ = true;
+  return instance;
+}
+
 Instance::~Instance() {
+  if (adopted_) return;  // lock_fd_ goes with the object.
   (void)Remove();
   // Not removed (a reader still open): now unowned, the next stale check
   // removes it.
@@ -310,6 +330,10 @@ Instance::~Instance() {
 }
 
 absl::Status Instance::Remove() {
+  if (adopted_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the ftrace instance ", path(), " is not ringside's to remove"));
+  }
   if (removed_) return absl::OkStatus();
   (void)SetTracingOn(false);
   (void)DisableAllEvents();

@@ -92,6 +92,14 @@ class Instance {
   // RemoveStaleInstances). `name` is non-empty, without '/'.
   static absl::StatusOr<std::unique_ptr<Instance>> Create(const Tracefs& tracefs,
                                                           const std::string& name);
+  // An instance that is not ours to make or remove (the kernel's
+  // boot-mapped one, instances/<name> of `reserve_mem` and
+  // `trace_instance=`), held with the same lock while we record into it, so
+  // that two ringsides never share it. Never removed, nor stopped, by us on
+  // destruction: the caller says what to leave it doing. kNotFound when it
+  // does not exist; kUnavailable when another ringside holds it.
+  static absl::StatusOr<std::unique_ptr<Instance>> Adopt(const Tracefs& tracefs,
+                                                         const std::string& relative_path);
   ~Instance();
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
@@ -155,7 +163,9 @@ class Instance {
   std::string path() const { return tracefs_.root() + "/" + relative_path_; }
   const Tracefs& tracefs() const { return tracefs_; }
   // Removes the instance now; the destructor does nothing afterwards.
+  // FailedPrecondition for an adopted one.
   absl::Status Remove();
+  bool adopted() const { return adopted_; }
 
  private:
   Instance(Tracefs tracefs, std::string relative_path, base::ScopedFd lock_fd)
@@ -171,6 +181,7 @@ class Instance {
   // after the directory is gone (or in the destructor if it never went).
   base::ScopedFd lock_fd_;
   bool removed_ = false;
+  bool adopted_ = false;
 };
 
 // Parses the text of per_cpu/cpuN/stats.

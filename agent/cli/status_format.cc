@@ -163,6 +163,17 @@ void AppendMemory(const control::MemoryStatus& m, std::string* out) {
 // "metrics     listening on 127.0.0.1:9464 (metrics_listen :9464), 12
 // requests", or "failed: <why>"; the connections it ended when there were
 // some (slow or hostile clients).
+void AppendBootInstance(const control::BootInstanceStatus& b, std::string* out) {
+  if (b.state() == "recording") {
+    AppendLine(out, "boot ring",
+               absl::StrCat("recording into ", b.instance(), " (", HumanBytes(b.buffer_kb() << 10),
+                            ", kept across a warm reboot", b.resumed() ? ", resumed" : "",
+                            "): ", b.events_size(), " events"));
+    return;
+  }
+  AppendLine(out, "boot ring", absl::StrCat(b.state(), ": ", b.detail()));
+}
+
 void AppendMetricsListener(const control::MetricsListenerStatus& l, std::string* out) {
   if (l.listening().empty()) {
     AppendLine(out, "metrics",
@@ -374,6 +385,16 @@ json StreamingJson(const control::StreamingStatus& st) {
           {"last_sidecar_error", st.last_sidecar_error()}};
 }
 
+json BootInstanceJson(const control::BootInstanceStatus& b) {
+  return {{"instance", b.instance()},
+          {"state", b.state()},
+          {"detail", b.detail()},
+          {"previous_boot_id", b.previous_boot_id()},
+          {"events", json(std::vector<std::string>(b.events().begin(), b.events().end()))},
+          {"buffer_kb", b.buffer_kb()},
+          {"resumed", b.resumed()}};
+}
+
 json MetricsListenerJson(const control::MetricsListenerStatus& l) {
   return {{"listen", l.listen()},
           {"listening", l.listening()},
@@ -402,6 +423,7 @@ std::string StatusText(const control::StatusReply& s) {
   AppendSnapshots(s.snapshots(), &out);
   AppendReloads(s.reload(), &out);
   if (s.has_metrics_listener()) AppendMetricsListener(s.metrics_listener(), &out);
+  if (s.has_boot_instance()) AppendBootInstance(s.boot_instance(), &out);
   if (s.has_streaming()) AppendStreaming(s.streaming(), &out);
   return out;
 }
@@ -426,6 +448,7 @@ json StatusJsonValue(const control::StatusReply& s) {
   j["streaming"] = s.has_streaming() ? StreamingJson(s.streaming()) : json(nullptr);
   j["metrics_listener"] =
       s.has_metrics_listener() ? MetricsListenerJson(s.metrics_listener()) : json(nullptr);
+  j["boot_instance"] = s.has_boot_instance() ? BootInstanceJson(s.boot_instance()) : json(nullptr);
   return j;
 }
 

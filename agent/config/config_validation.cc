@@ -160,6 +160,23 @@ void CheckMachineName(const config::TraceConfig& cfg, Validator* v) {
   }
 }
 
+void CheckBootInstance(const config::TraceConfig& cfg, Validator* v) {
+  const std::string& name = cfg.boot_instance();
+  const bool printable = std::all_of(name.begin(), name.end(), [](char c) {
+    return static_cast<unsigned char>(c) > 0x20 && static_cast<unsigned char>(c) < 0x7f && c != '/';
+  });
+  // ringside-*: the names of ringside's own instances, which a later
+  // ringside removes once nobody holds them.
+  if (!printable || name.size() > 255 || name == "." || name == ".." ||
+      absl::StartsWith(name, "ringside-")) {
+    v->Fail({{"boot_instance", -1}},
+            absl::StrCat("is '", absl::CHexEscape(name),
+                         "': the name of an ftrace instance (instances/<name>), printable ASCII "
+                         "without spaces or '/', not ringside-* (ringside's own instances); "
+                         "\"\" records into none"));
+  }
+}
+
 void CheckConsumerCpuPercent(const config::TraceConfig& cfg, Validator* v) {
   if (cfg.max_consumer_cpu_percent() > kMaxConsumerCpuPercent) {
     v->Fail({{"max_consumer_cpu_percent", -1}},
@@ -377,6 +394,7 @@ void Validate(const config::TraceConfig& cfg, const MachineLimits& machine, Vali
   CheckStagingBudget(cfg, machine.memory_kb, v);
   CheckCompression(cfg, v);
   CheckMachineName(cfg, v);
+  CheckBootInstance(cfg, v);
   CheckConsumerCpuPercent(cfg, v);
   CheckPathsHoldNoNul(cfg, v);
   CheckOutputDir(cfg, v);

@@ -23,6 +23,7 @@
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/snapshot_writer.h"
 #include "agent/snapshots/trigger_tally.h"
+#include "agent/sources/boot_recorder.h"
 #include "agent/sources/incident.h"
 #include "base/scoped_fd.h"
 #include "ringside/config/trace_config.pb.h"
@@ -164,6 +165,10 @@ class AgentService : public ControlHandler,
   // into it until it is destroyed.
   AgentStream stream_;
   std::unique_ptr<TracingSession> session_;
+  // The kernel's persistent ftrace instance, recorded into while the agent
+  // runs (null: not; boot_report_ says why). Set once by Start().
+  std::unique_ptr<BootRecorder> boot_recorder_;
+  BootRecorder::Report boot_report_;
   // The snapshots asked for over the control socket; before the writer,
   // which reports into it until it is finished. Set by Start() once the
   // session recorded.

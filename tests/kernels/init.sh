@@ -79,6 +79,49 @@ if grep -q rskt.bench /proc/cmdline; then
   exit 0
 fi
 
+# The boot-ring mode (run.sh boots a kernel of expect_boot_ring "kept" with
+# reserve_mem and trace_instance=boot_mapped, and lets it reboot): boot 1
+# starts the agent, which records into the persistent instance, runs a
+# named task, kt-panicker, that panics the kernel (panic=1 reboots it); in
+# boot 2 the agent finds boot 1's events, and they go to the host, which
+# judges them.
+if grep -q rskt.panic /proc/cmdline; then
+  ring=/sys/kernel/tracing/instances/boot_mapped
+  mkdir -m 0700 -p /run/rs /tmp/snapshots /out
+  sock=/run/rs/control.sock
+  boot=1
+  grep -q 'ringside-boot ' $ring/trace 2> /dev/null && boot=2
+  r "panic_boot=$boot boot_id=$(cat /proc/sys/kernel/random/boot_id)"
+  /usr/bin/ringside agent --run-dir /run/rs --output-dir /tmp/snapshots --socket "$sock" \
+    > /out/agent-boot$boot.out 2> /out/agent-boot$boot.err &
+  agent=$!
+  /usr/bin/ringside status --wait --timeout 120s --socket "$sock" > /dev/null 2>&1
+  /usr/bin/ringside status --json --socket "$sock" > /out/status-boot$boot.json 2>&1
+  ring_status=$(tr -d ' \n' < /out/status-boot$boot.json | grep -o '"boot_instance":{[^}]*}')
+  r "boot_ring_state=$(echo "$ring_status" | grep -o '"state":"[a-z_]*"' | cut -d'"' -f4)" \
+    "previous_boot_id=$(echo "$ring_status" | grep -o '"previous_boot_id":"[^"]*"' | cut -d'"' -f4)"
+  if [ $boot = 1 ]; then
+    printf '#!/bin/sh\necho c > /proc/sysrq-trigger\n' > /tmp/kt-panicker
+    chmod 0755 /tmp/kt-panicker
+    sleep 2
+    r "panicking"
+    /tmp/kt-panicker
+    sleep 30
+    r "no_panic"
+    exit 0
+  fi
+  cp $ring/trace /out/previous-boot.txt
+  /usr/bin/ringside stop --wait --socket "$sock" > /dev/null 2>&1
+  wait $agent
+  r "agent_rc=$?"
+  stty -F /dev/ttyS1 raw -echo 2> /dev/null
+  tar -C /out -cf /tmp/out.tar .
+  base64 < /tmp/out.tar > /dev/ttyS1
+  r "data_bytes=$(wc -c < /tmp/out.tar) data_sha256=$(sha256sum < /tmp/out.tar | cut -d' ' -f1)"
+  r "done"
+  exit 0
+fi
+
 mkdir -p /out
 ringside=/usr/bin/ringside
 

@@ -547,6 +547,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "ReloadStatus",
       "MemoryStatus",
       "MetricsListenerStatus",
+      "BootInstanceStatus",
       "SnapshotReply",
       "StopReply",
       "TriggerReply",

@@ -1,0 +1,114 @@
+#ifndef RINGSIDE_AGENT_SOURCES_BOOT_RECORDER_H_
+#define RINGSIDE_AGENT_SOURCES_BOOT_RECORDER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ringside::ftrace {
+class Instance;
+class Tracefs;
+}  // namespace ringside::ftrace
+
+namespace ringside::agent {
+
+// The agent's recording into the kernel's persistent ftrace instance: a
+// ring buffer in memory reserved at boot (Linux 6.12+, `reserve_mem=12M:
+// 4096:trace trace_instance=boot_mapped^traceoff@trace`), which a warm
+// reboot leaves as it was, so that the events before a kernel panic can be
+// read at the next boot.
+//
+// At the agent's start it finds instances/<name>, claims it with the lock
+// every ringside instance has (ftrace::Instance::Adopt), and looks at what
+// it holds before touching it:
+//  - nothing (tracing off, no event or tracer set, every CPU's buffer
+//    readably empty): it records into it;
+//  - ringside's events of this boot (its marker names this boot's id, and
+//    what is set is ringside's events or none: an agent of this boot stopped
+//    or was killed): it records on, keeping them;
+//  - ringside's events of an earlier boot, tracing off and nothing set (as
+//    a reboot leaves it): left as they are, for the next step, which writes
+//    them into a snapshot first (issue 55);
+//  - anything else (events or a tracer another tool set, events without a
+//    marker of ours, a buffer it cannot read): another tool's, left alone.
+// Recording: the trace clock set to `boot` (CLOCK_BOOTTIME, the clock of
+// ringside's files), the events that explain a death (Events(), those this
+// kernel has), then a marker line in the buffer, written again by Mark():
+//   ringside-boot boot_id=<id> machine=<name> boottime_ns=<n> realtime_ns=<n>
+// so that the next boot knows whose events these are and when they were,
+// however often the ring wrapped. On destruction (the agent stops) tracing
+// is switched off and the events disabled, the buffer kept: a later agent
+// of the same boot records on.
+class BootRecorder {
+ public:
+  // The events recorded, in tracefs' group/name form; those the kernel has
+  // not are skipped.
+  static const std::vector<std::string>& Events();
+
+  struct Options {
+    std::string name = "boot_mapped";  // instances/<name>
+    std::string boot_id;               // This boot's, /proc/sys/kernel/random/boot_id.
+    std::string machine;               // The machine's name for the marker.
+  };
+  // What the start found and did, for `status` and the log.
+  struct Report {
+    enum class State {
+      kOff,           // Not asked for (no name).
+      kUnavailable,   // No such instance, not a persistent one, or held by another ringside.
+      kRecording,     // Recording into it.
+      kPreviousBoot,  // Holds ringside's events of an earlier boot: left as they are.
+      kOtherTool,     // Holds or records another tool's events: left alone.
+    };
+    State state = State::kOff;
+    std::string instance;             // Its path.
+    std::string detail;               // Why, in a sentence, for every state but kRecording.
+    std::string previous_boot_id;     // kPreviousBoot: the boot its marker names.
+    bool resumed = false;             // kRecording: on top of this boot's earlier events.
+    std::vector<std::string> events;  // kRecording: the events enabled.
+    uint64_t buffer_kb = 0;           // Its buffer, all CPUs together.
+  };
+  static const char* StateName(Report::State state);
+
+  // Looks, and records when it may; `*report` says what it found. Null
+  // unless recording. The first finds tracefs itself (ftrace::Tracefs::Open).
+  static std::unique_ptr<BootRecorder> Start(const Options& options, Report* report);
+  static std::unique_ptr<BootRecorder> Start(const ftrace::Tracefs& tracefs, const Options& options,
+                                             Report* report);
+  ~BootRecorder();
+  // Writes the marker again (the agent does, every second), so that the
+  // ring holds a recent one whatever it overwrote. False when the write
+  // failed.
+  bool Mark();
+  BootRecorder(const BootRecorder&) = delete;
+  BootRecorder& operator=(const BootRecorder&) = delete;
+
+  // The newest marker in an instance's text (`trace`), if any.
+  struct Marker {
+    std::string boot_id;
+    std::string machine;
+    int64_t boottime_ns = 0;
+    int64_t realtime_ns = 0;
+  };
+  static std::optional<Marker> ParseMarkerLine(std::string_view line);
+  static std::string MarkerText(const Marker& marker);
+
+ private:
+  BootRecorder(std::unique_ptr<ftrace::Instance> instance, Options options);
+  // Sets the clock, enables the events, switches tracing on and writes the
+  // marker.
+  bool Record(bool resumed, Report* report);
+  void StopRecording();
+
+  std::unique_ptr<ftrace::Instance> instance_;
+  const Options options_;
+  // tracefs mounted for everyone to find the instance (it was mounted
+  // nowhere): unmounted again on destruction.
+  std::unique_ptr<ftrace::Tracefs> mounted_;
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SOURCES_BOOT_RECORDER_H_
