@@ -22,7 +22,6 @@
 #include "agent/config/defaults.h"
 #include "agent/control/control_frame.h"
 #include "agent/daemon/agent_stream.h"
-#include "agent/daemon/boot_recording.h"
 #include "agent/daemon/dead_agent_cleanup.h"
 #include "agent/daemon/internal/replies.h"
 #include "agent/lifecycle/privileges.h"
@@ -143,8 +142,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   times.Step("output directory");
   CleanUpAfterDeadAgents(config, s->log_);
   times.Step("clean-up after dead agents");
-  s->boot_recorder_ = StartBootRecording(config, s->log_, &s->boot_report_);
-  times.Step("persistent ftrace instance");
+  s->boot_ring_.Start(config, s->log_);
   // Before the sources start: an incident they read wakes the main thread.
   s->stop_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   s->wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -283,7 +281,6 @@ int AgentService::Run() {
 std::string AgentService::ServeUntilStopped(int signal_fd) {
   const std::optional<absl::Duration> watchdog = notifier_.watchdog_interval();
   absl::Time next_health = absl::Now() + options_.health_period;
-  absl::Time next_boot_mark = absl::Now() + absl::Seconds(1);
   absl::Time next_watchdog = watchdog ? absl::Now() : absl::InfiniteFuture();
   std::string why;
   while (why.empty()) {
@@ -296,12 +293,7 @@ std::string AgentService::ServeUntilStopped(int signal_fd) {
       HealthTick();
       next_health = now + options_.health_period;
     }
-    // The boot ring's marker, again: a recent one whatever the ring
-    // overwrote, for the next boot to know whose events it holds.
-    if (boot_recorder_ != nullptr && now >= next_boot_mark) {
-      boot_recorder_->Mark();
-      next_boot_mark = now + absl::Seconds(1);
-    }
+    boot_ring_.Tick();
     const absl::Time next_snapshot = TakeDueSnapshots();
     // What the session noticed (a full disk under the stream) reaches the
     // log within a second.
@@ -516,7 +508,7 @@ control::StatusReply AgentService::BuildStatus() {
   control::StatusReply reply =
       status_.Reply(report, absl::Now(), options_.config_path, snaps, suppressed, triggers);
   *reply.mutable_reload() = reloader_->status();
-  FillBootInstanceStatus(boot_report_, &reply);
+  boot_ring_.FillStatus(&reply);
   {
     absl::MutexLock lock(&mu_);
     if (metrics_listener_.has_value()) AgentMetrics::FillStatus(*metrics_listener_, &reply);

@@ -15,6 +15,7 @@
 #include "agent/daemon/agent_metrics.h"
 #include "agent/daemon/agent_status.h"
 #include "agent/daemon/agent_stream.h"
+#include "agent/daemon/boot_recording.h"
 #include "agent/daemon/config_reloader.h"
 #include "agent/daemon/snapshot_requests.h"
 #include "agent/daemon/trigger_dispatcher.h"
@@ -23,7 +24,6 @@
 #include "agent/session/tracing_session.h"
 #include "agent/snapshots/snapshot_writer.h"
 #include "agent/snapshots/trigger_tally.h"
-#include "agent/sources/boot_recorder.h"
 #include "agent/sources/incident.h"
 #include "base/scoped_fd.h"
 #include "ringside/config/trace_config.pb.h"
@@ -166,9 +166,8 @@ class AgentService : public ControlHandler,
   AgentStream stream_;
   std::unique_ptr<TracingSession> session_;
   // The kernel's persistent ftrace instance, recorded into while the agent
-  // runs (null: not; boot_report_ says why). Set once by Start().
-  std::unique_ptr<BootRecorder> boot_recorder_;
-  BootRecorder::Report boot_report_;
+  // runs. Started once by Start().
+  BootRing boot_ring_;
   // The snapshots asked for over the control socket; before the writer,
   // which reports into it until it is finished. Set by Start() once the
   // session recorded.

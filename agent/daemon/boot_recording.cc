@@ -46,4 +46,11 @@ void FillBootInstanceStatus(const BootRecorder::Report& report, control::StatusR
   if (report.resumed) s->set_resumed(true);
 }
 
+void BootRing::Tick() {
+  const absl::Time now = absl::Now();
+  if (recorder_ == nullptr || now < next_mark_) return;
+  (void)recorder_->Mark();
+  next_mark_ = now + absl::Seconds(1);
+}
+
 }  // namespace ringside::agent
