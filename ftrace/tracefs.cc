@@ -413,6 +413,10 @@ absl::StatusOr<std::string> Instance::SetTraceClock(const std::string& clock) {
     return absl::Status(
         s.code(), absl::StrCat("this kernel refuses trace_clock '", clock, "': ", s.message()));
   }
+  return TraceClock();
+}
+
+absl::StatusOr<std::string> Instance::TraceClock() const {
   absl::StatusOr<std::string> clocks = tracefs_.Read(relative_path_ + "/trace_clock");
   if (!clocks.ok()) return clocks.status();
   // "local global [boot] ...": the selected one is in brackets.

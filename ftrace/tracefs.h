@@ -136,6 +136,8 @@ class Instance {
   // Each returns the value the kernel applied (it rounds sizes).
   absl::StatusOr<uint32_t> SetBufferSizeKb(uint32_t per_cpu_kb);
   absl::StatusOr<std::string> SetTraceClock(const std::string& clock);
+  // The clock in use (trace_clock's bracketed one).
+  absl::StatusOr<std::string> TraceClock() const;
   absl::Status SetTracingOn(bool on);
   // Discards what the buffers hold.
   absl::Status Clear();

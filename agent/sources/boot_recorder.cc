@@ -110,15 +110,6 @@ bool OnlyOurs(const InstanceSettings& settings) {
   });
 }
 
-std::string CurrentClock(const ftrace::Tracefs& tracefs, const std::string& rel) {
-  absl::StatusOr<std::string> clocks = tracefs.Read(rel + "/trace_clock");
-  if (!clocks.ok()) return "";
-  const size_t open = clocks->find('[');
-  const size_t close = clocks->find(']', open);
-  if (open == std::string::npos || close == std::string::npos) return "";
-  return clocks->substr(open + 1, close - open - 1);
-}
-
 }  // namespace
 
 const std::vector<std::string>& BootRecorder::Events() {
@@ -296,11 +287,10 @@ bool BootRecorder::Mark() {
 }
 
 bool BootRecorder::Record(bool resumed, Report* report) {
-  const ftrace::Tracefs& tracefs = instance_->tracefs();
-  const std::string& rel = instance_->relative_path();
   // A change of clock clears the buffer: made on an empty one only (this
   // boot's earlier agent set it already).
-  if (CurrentClock(tracefs, rel) != "boot") {
+  if (const absl::StatusOr<std::string> now = instance_->TraceClock();
+      !now.ok() || *now != "boot") {
     if (absl::StatusOr<std::string> clock = instance_->SetTraceClock("boot"); !clock.ok()) {
       report->state = State::kUnavailable;
       report->detail =
