@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "base/json_text.h"
 
 namespace ringside::agent {
@@ -160,18 +161,46 @@ void AppendMemory(const control::MemoryStatus& m, std::string* out) {
   }
 }
 
-// "metrics     listening on 127.0.0.1:9464 (metrics_listen :9464), 12
-// requests", or "failed: <why>"; the connections it ended when there were
-// some (slow or hostile clients).
+// "boot ring   recording, 11.9 MiB kept across a warm reboot, 13 events"
+// and the instance, or the state and why; then the previous boot, when
+// there was one: its id, its events' span and where they went (or that they
+// were gone).
 void AppendBootInstance(const control::BootInstanceStatus& b, std::string* out) {
   if (b.state() == "recording") {
-    AppendLine(out, "boot ring",
-               absl::StrCat("recording into ", b.instance(), " (", HumanBytes(b.buffer_kb() << 10),
-                            ", kept across a warm reboot", b.resumed() ? ", resumed" : "",
-                            "): ", b.events_size(), " events"));
-    return;
+    AppendLine(
+        out, "boot ring",
+        absl::StrCat("recording, ", HumanBytes(b.buffer_kb() << 10), " kept across a warm reboot, ",
+                     b.events_size(), " events", b.resumed() ? ", resumed" : ""));
+    AppendLine(out, "", absl::StrCat("into ", b.instance()));
+  } else {
+    AppendLine(out, "boot ring", absl::StrCat(b.state(), ": ", b.detail()));
   }
-  AppendLine(out, "boot ring", absl::StrCat(b.state(), ": ", b.detail()));
+  if (!b.previous_boot_lost().empty()) {
+    AppendLine(out, "", absl::StrCat("previous boot ", b.previous_boot_lost(), ": events gone"));
+    AppendLine(out, "", "(a cold reboot, or KASLR moved the reservation)");
+  }
+  if (!b.has_previous_boot_snapshot()) return;
+  const control::PreviousBootSnapshot& p = b.previous_boot_snapshot();
+  const absl::TimeZone utc = absl::UTCTimeZone();
+  AppendLine(out, "", absl::StrCat("previous boot ", b.previous_boot_id(), ":"));
+  if (p.events() > 0) {
+    AppendLine(
+        out, "",
+        absl::StrCat(
+            p.events(), " events, ",
+            absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixNanos(p.first_realtime_ns()), utc),
+            " to ",
+            absl::FormatTime("%H:%M:%S UTC", absl::FromUnixNanos(p.last_realtime_ns()), utc)));
+  }
+  AppendLine(out, "",
+             !p.error().empty() ? absl::StrCat("not written: ", p.error())
+             : p.path().empty() ? std::string("being written")
+                                : absl::StrCat("in ", p.path()));
+  if (p.pages_malformed() > 0) {
+    AppendLine(out, "",
+               absl::StrCat(p.pages_malformed(), " malformed pages skipped, the first ",
+                            p.first_malformed()));
+  }
 }
 
 void AppendMetricsListener(const control::MetricsListenerStatus& l, std::string* out) {
@@ -385,6 +414,19 @@ json StreamingJson(const control::StreamingStatus& st) {
           {"last_sidecar_error", st.last_sidecar_error()}};
 }
 
+json PreviousBootJson(const control::PreviousBootSnapshot& p) {
+  return {{"path", p.path()},
+          {"error", p.error()},
+          {"events", p.events()},
+          {"pages", p.pages()},
+          {"first_realtime_ns", p.first_realtime_ns()},
+          {"last_realtime_ns", p.last_realtime_ns()},
+          {"pages_malformed", p.pages_malformed()},
+          {"first_malformed", p.first_malformed()},
+          {"pages_after_gap", p.pages_after_gap()},
+          {"unknown_events", p.unknown_events()}};
+}
+
 json BootInstanceJson(const control::BootInstanceStatus& b) {
   return {{"instance", b.instance()},
           {"state", b.state()},
@@ -392,7 +434,11 @@ json BootInstanceJson(const control::BootInstanceStatus& b) {
           {"previous_boot_id", b.previous_boot_id()},
           {"events", json(std::vector<std::string>(b.events().begin(), b.events().end()))},
           {"buffer_kb", b.buffer_kb()},
-          {"resumed", b.resumed()}};
+          {"resumed", b.resumed()},
+          {"previous_boot_lost", b.previous_boot_lost()},
+          {"previous_boot_snapshot", b.has_previous_boot_snapshot()
+                                         ? PreviousBootJson(b.previous_boot_snapshot())
+                                         : json(nullptr)}};
 }
 
 json MetricsListenerJson(const control::MetricsListenerStatus& l) {

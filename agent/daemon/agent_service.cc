@@ -88,6 +88,24 @@ std::vector<std::string> ReservedTallyNames(const config::TraceConfig& config) {
   return names;
 }
 
+// Start()'s first step: the control and output groups resolved (into
+// `control_options` and `*output_group`); errors name the config field.
+absl::Status ResolveGroups(const config::TraceConfig& config,
+                           ControlServer::Options* control_options,
+                           std::optional<gid_t>* output_group) {
+  if (config.has_control_group()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup("control_group", config.control_group());
+    if (!gid.ok()) return gid.status();
+    control_options->group = *gid;
+  }
+  if (config.has_output_group()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup("output_group", config.output_group());
+    if (!gid.ok()) return gid.status();
+    *output_group = *gid;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 using internal::Error;
@@ -128,7 +146,9 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   s->ReplaceTriggers(s->options_.config);
   const config::TraceConfig& config = s->options_.config;
   ControlServer::Options control_options;
-  if (absl::Status st = s->ResolveGroups(&control_options); !st.ok()) return st;
+  if (absl::Status st = ResolveGroups(config, &control_options, &s->output_group_); !st.ok()) {
+    return st;
+  }
   s->reloader_ = std::make_unique<ConfigReloader>(
       ConfigReloader::Options{.config_path = s->options_.config_path,
                               .overrides = s->options_.overrides,
@@ -168,6 +188,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
     }
   }
   s->StartSnapshots();
+  s->boot_ring_.QueueSnapshot(s->snapshots_.get(), s->log_);
   if (absl::Status st = s->ListenForControl(std::move(control_options)); !st.ok()) return st;
   times.Step("control socket");
   if (s->options_.drop_capabilities) {
@@ -187,21 +208,6 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   // Every source attached and the socket answering: ready means ready.
   s->notifier_.Ready(s->HealthLine());
   return s;
-}
-
-absl::Status AgentService::ResolveGroups(ControlServer::Options* control_options) {
-  const config::TraceConfig& config = options_.config;
-  if (config.has_control_group()) {
-    absl::StatusOr<gid_t> gid = ResolveGroup("control_group", config.control_group());
-    if (!gid.ok()) return gid.status();
-    control_options->group = *gid;
-  }
-  if (config.has_output_group()) {
-    absl::StatusOr<gid_t> gid = ResolveGroup("output_group", config.output_group());
-    if (!gid.ok()) return gid.status();
-    output_group_ = *gid;
-  }
-  return absl::OkStatus();
 }
 
 void AgentService::StartSnapshots() {
@@ -448,6 +454,7 @@ control::Reply AgentService::Trigger(const std::string& name, const Peer& peer) 
 
 void AgentService::SnapshotWritten(const SnapshotWriter::Result& r) {
   requests_->AnswerWaiters(r);
+  boot_ring_.Written(r);
   if (!r.status.ok()) {
     log_.Error(absl::StrCat("snapshot ", r.path, " failed: ", r.status.message()));
     return;

@@ -101,10 +101,7 @@ class AgentService : public ControlHandler,
 
  private:
   explicit AgentService(Options options);
-  // Start()'s steps. The control and output groups resolved (into
-  // `control_options`, output_group_); errors name the config field.
-  absl::Status ResolveGroups(ControlServer::Options* control_options);
-  // Once the session records: the snapshot requests and the writer, with
+  // Start()'s steps. Once the session records: the snapshot requests and the writer, with
   // the config's retention, group and compression.
   void StartSnapshots();
   absl::Status ListenForControl(ControlServer::Options control_options);

@@ -76,6 +76,20 @@ TracePacket ClockSnapshotPacket() {
   return packet;
 }
 
+TracePacket ClockSnapshotPacketAt(int64_t boottime_ns, int64_t realtime_ns) {
+  TracePacket packet;
+  packet.set_timestamp(static_cast<uint64_t>(boottime_ns));
+  trace::ClockSnapshot* s = packet.mutable_clock_snapshot();
+  for (auto [id, ns] : {std::pair{trace::ClockSnapshot::Clock::BOOTTIME, boottime_ns},
+                        std::pair{trace::ClockSnapshot::Clock::REALTIME, realtime_ns}}) {
+    trace::ClockSnapshot::Clock* c = s->add_clocks();
+    c->set_clock_id(id);
+    c->set_timestamp(static_cast<uint64_t>(ns));
+  }
+  s->set_primary_trace_clock(trace::BUILTIN_CLOCK_BOOTTIME);
+  return packet;
+}
+
 TracePacket TraceConfigPacket(const config::TraceConfig& config) {
   TracePacket packet;
   *packet.mutable_trace_config() = config;

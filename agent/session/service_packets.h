@@ -45,6 +45,9 @@ trace::TracePacket SystemInfoPacket(const MachineIdentity& machine);
 // BOOTTIME (the trace's clock), MONOTONIC and REALTIME read together, so
 // tools can line the trace up with wall time.
 trace::TracePacket ClockSnapshotPacket();
+// A clock snapshot of another time, or another boot: BOOTTIME `boottime_ns`
+// was REALTIME `realtime_ns`.
+trace::TracePacket ClockSnapshotPacketAt(int64_t boottime_ns, int64_t realtime_ns);
 trace::TracePacket TraceConfigPacket(const config::TraceConfig& config);
 // service_event(tracing_started) or (tracing_disabled) at `ts`.
 trace::TracePacket TracingStartedPacket(int64_t ts);

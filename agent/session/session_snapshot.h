@@ -8,7 +8,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "agent/session/machine_identity.h"
+#include "agent/sources/boot_recorder.h"
+#include "agent/sources/previous_boot_reader.h"
 #include "agent/tracefile/trace_sink.h"
 #include "buffer/trace_buffer.h"
 #include "ringside/config/trace_config.pb.h"
@@ -54,6 +57,20 @@ class SessionSnapshot {
   // buffer is never a second copy of it in memory.
   static constexpr size_t kWriteBatchBytes = 1 << 20;
 
+  // The events an earlier boot left in the kernel's persistent ftrace
+  // instance, as a snapshot of that boot (previous_boot_snapshot.cc):
+  // `reader`'s pages, read whole into a buffer of twice the instance's
+  // size (`buffer_kb`; the newest kept if they need more), with the
+  // previous boot's id and machine name (its `marker`; this machine's id)
+  // and its clocks: the marker pairs the boot's BOOTTIME with REALTIME, so
+  // the file's clock snapshots put its events on the wall-clock time they
+  // happened. No /proc scan (this boot's processes are not that boot's).
+  // The trigger is "previous_boot" at the last event. `*stats`: what the
+  // pages held. kNotFound when they held no event.
+  static absl::StatusOr<std::unique_ptr<SessionSnapshot>> OfPreviousBoot(
+      PreviousBootReader* reader, const BootRecorder::Marker& marker, uint64_t buffer_kb,
+      const MachineIdentity& machine, PreviousBootReader::Stats* stats);
+
  private:
   friend class TracingSession;  // Clones the buffers into a new one.
   SessionSnapshot() = default;
@@ -61,6 +78,7 @@ class SessionSnapshot {
   MachineIdentity machine_;
   std::vector<std::unique_ptr<buffer::TraceBuffer>> buffers_;
   bool durable_ = false;
+  bool scan_processes_ = true;  // False for an earlier boot's.
   int64_t started_at_ns_ = 0;
   int64_t cloned_at_ns_ = 0;
   SnapshotTrigger trigger_;

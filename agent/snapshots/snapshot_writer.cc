@@ -89,11 +89,12 @@ SnapshotWriter::Stats SnapshotWriter::stats() const {
   return stats_;
 }
 
-absl::Status SnapshotWriter::ChooseFileLocked(absl::string_view reason, Pending* pending) {
+absl::Status SnapshotWriter::ChooseFileLocked(absl::string_view reason, absl::Time when,
+                                              Pending* pending) {
   absl::StatusOr<std::unique_ptr<OutputDir>> dir = OutputDir::Open(output_dir_, group_);
   if (!dir.ok()) return dir.status();
   pending->dir = std::move(*dir);
-  const std::string name = SnapshotFileName(host_.name(), absl::Now(), reason);
+  const std::string name = SnapshotFileName(host_.name(), when, reason);
   const std::string stem = name.substr(0, name.size() - std::string(".pftrace").size());
   // Two snapshots in one second for one reason: -2, -3, ...
   for (int n = 1; n < 1000; n++) {
@@ -146,7 +147,8 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
   // A clone still waiting for the writer, taken at or after the trigger,
   // holds what the trigger is about: join it.
-  if (!queue_.empty() && queue_.back().snapshot->cloned_at_ns() >= trigger.boottime_ns) {
+  if (!queue_.empty() && queue_.back().joinable &&
+      queue_.back().snapshot->cloned_at_ns() >= trigger.boottime_ns) {
     stats_.joined++;
     if (tally_ != nullptr) tally_->Count(tally_as, TriggerTally::Outcome::kJoined);
     ListTriggers(trigger, joined, window, &queue_.back());
@@ -159,7 +161,7 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   // written and this one (the writer does not take the waiting file
   // while cloning_).
   std::unique_ptr<SessionSnapshot> stale;
-  if (!queue_.empty()) stale = std::move(queue_.back().snapshot);
+  if (!queue_.empty() && queue_.back().joinable) stale = std::move(queue_.back().snapshot);
   cloning_ = true;
   mu_.Unlock();
   if (stale != nullptr) {
@@ -171,7 +173,7 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   if (snap.ok()) CountClone();
   mu_.Lock();
   cloning_ = false;
-  if (!queue_.empty()) {
+  if (!queue_.empty() && queue_.back().joinable) {
     Pending& waiting = queue_.back();
     stats_.joined++;
     if (tally_ != nullptr) tally_->Count(tally_as, TriggerTally::Outcome::kJoined);
@@ -187,7 +189,7 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   if (!snap.ok()) return snap.status();
   if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
   Pending pending;
-  if (absl::Status st = ChooseFileLocked(reason, &pending); !st.ok()) return st;
+  if (absl::Status st = ChooseFileLocked(reason, absl::Now(), &pending); !st.ok()) return st;
   // A name can come back after a failed write left no file: Wait() on it
   // must see this snapshot's outcome, not that one's.
   std::erase_if(done_, [&](const Result& r) { return r.taken_path == pending.path; });
@@ -195,6 +197,25 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   pending.reason = trigger.name;  // The reason as given; `reason` may carry a prefix.
   pending.snapshot = std::move(*snap);
   ListTriggers(trigger, joined, window, &pending);
+  queue_.push_back(std::move(pending));
+  return queue_.back().path;
+}
+
+absl::StatusOr<std::string> SnapshotWriter::Put(absl::string_view reason,
+                                                std::unique_ptr<SessionSnapshot> snapshot,
+                                                absl::Time when) {
+  absl::MutexLock lock(&mu_);
+  if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
+  Pending pending;
+  if (absl::Status st = ChooseFileLocked(reason, when, &pending); !st.ok()) return st;
+  std::erase_if(done_, [&](const Result& r) { return r.taken_path == pending.path; });
+  const SnapshotTrigger trigger = snapshot->trigger();
+  if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kFired);
+  pending.reason = trigger.name;
+  pending.snapshot = std::move(snapshot);
+  pending.joinable = false;
+  CountClone();  // Held in memory until written, as a clone is.
+  ListTriggers(trigger, {}, std::nullopt, &pending);
   queue_.push_back(std::move(pending));
   return queue_.back().path;
 }

@@ -139,6 +139,13 @@ class SnapshotWriter {
   // The same for a trigger the agent fired itself: named `reason`, by
   // "ringside agent", with the agent's uid, now.
   absl::StatusOr<std::string> Take(absl::string_view reason);
+  // Queues a snapshot made elsewhere (SessionSnapshot::OfPreviousBoot: an
+  // earlier boot's events), named `reason` at `when` (the wall-clock time
+  // it is of) and counted in the tally as its trigger fired. Written,
+  // compressed, given its sidecar and kept by retention as a clone is;
+  // never joined nor replaced by a later Take().
+  absl::StatusOr<std::string> Put(absl::string_view reason,
+                                  std::unique_ptr<SessionSnapshot> snapshot, absl::Time when);
   // Blocks until the snapshot of `path` (from Take()) is written or failed,
   // at most `timeout` (kDeadlineExceeded). Returns where it was written
   // (Result::path), or why not.
@@ -190,6 +197,9 @@ class SnapshotWriter {
     // Why `snapshot` is null: its clone was dropped for a fresher one
     // whose taking failed.
     absl::Status clone_error;
+    // A clone of the session, which later requests may join or refresh;
+    // false for one Put() there.
+    bool joinable = true;
   };
   // Appends to `pending`'s triggers up to the limit.
   static void ListTriggers(const SnapshotTrigger& trigger,
@@ -220,8 +230,9 @@ class SnapshotWriter {
   // What the file of a snapshot answering `triggers` adds to its
   // trace_stats: the triggers and the tally as of now.
   trace::TraceStats ExtraStats(const Pending& pending) const;
-  // Opens the output directory and picks a free name in it for `reason`.
-  absl::Status ChooseFileLocked(absl::string_view reason, Pending* pending)
+  // Opens the output directory and picks a free name in it for `reason`
+  // at `when`.
+  absl::Status ChooseFileLocked(absl::string_view reason, absl::Time when, Pending* pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   TracingSession* const session_;

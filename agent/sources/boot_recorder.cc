@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,12 +23,17 @@ namespace ringside::agent {
 namespace {
 
 using State = BootRecorder::Report::State;
-constexpr absl::string_view kMarkerTag = "ringside-boot ";
+constexpr absl::string_view kMarkerTag = PreviousBootReader::kMarkerPrefix;
 
 int64_t ClockNs(clockid_t clock) {
   timespec ts{};
   clock_gettime(clock, &ts);
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::string KernelRelease() {
+  utsname u;
+  return uname(&u) == 0 ? std::string(u.release) : std::string();
 }
 
 // The newest ringside marker in the instance's text `trace` (the events of
@@ -149,16 +155,21 @@ const char* BootRecorder::StateName(Report::State state) {
 }
 
 std::optional<BootRecorder::Marker> BootRecorder::ParseMarkerLine(std::string_view text) {
-  const absl::string_view line(text.data(), text.size());
+  absl::string_view line(text.data(), text.size());
   const size_t tag = line.find(kMarkerTag);
   if (tag == absl::string_view::npos) return std::nullopt;
+  line.remove_prefix(tag + kMarkerTag.size());
   Marker m;
+  // The machine's name, which may hold spaces, is the rest of the line.
+  if (const size_t at = line.find(" machine="); at != absl::string_view::npos) {
+    m.machine = std::string(absl::StripTrailingAsciiWhitespace(line.substr(at + 9)));
+    line = line.substr(0, at);
+  }
   bool boottime = false, realtime = false;
-  for (absl::string_view field :
-       absl::StrSplit(line.substr(tag + kMarkerTag.size()), ' ', absl::SkipEmpty())) {
+  for (absl::string_view field : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
     const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(field, '=');
     if (kv.first == "boot_id") m.boot_id = std::string(kv.second);
-    if (kv.first == "machine") m.machine = std::string(kv.second);
+    if (kv.first == "kernel") m.kernel = std::string(kv.second);
     if (kv.first == "boottime_ns") boottime = absl::SimpleAtoi(kv.second, &m.boottime_ns);
     if (kv.first == "realtime_ns") realtime = absl::SimpleAtoi(kv.second, &m.realtime_ns);
   }
@@ -167,8 +178,9 @@ std::optional<BootRecorder::Marker> BootRecorder::ParseMarkerLine(std::string_vi
 }
 
 std::string BootRecorder::MarkerText(const Marker& m) {
-  return absl::StrCat(kMarkerTag, "boot_id=", m.boot_id, " machine=", m.machine,
-                      " boottime_ns=", m.boottime_ns, " realtime_ns=", m.realtime_ns);
+  return absl::StrCat(kMarkerTag, "boot_id=", m.boot_id, " kernel=", m.kernel,
+                      " boottime_ns=", m.boottime_ns, " realtime_ns=", m.realtime_ns,
+                      " machine=", m.machine);
 }
 
 BootRecorder::BootRecorder(std::unique_ptr<ftrace::Instance> instance, Options options)
@@ -176,7 +188,7 @@ BootRecorder::BootRecorder(std::unique_ptr<ftrace::Instance> instance, Options o
 
 BootRecorder::~BootRecorder() {
   // Kept for the next agent of this boot; nothing left running meanwhile.
-  StopRecording();
+  if (recording_) StopRecording();
   instance_.reset();  // Its lock fd, which would keep the mount busy.
   if (mounted_ != nullptr) (void)mounted_->Unmount();
 }
@@ -252,34 +264,61 @@ std::unique_ptr<BootRecorder> BootRecorder::Start(const ftrace::Tracefs& tracefs
       empty ? std::nullopt : NewestMarker(report->instance + "/trace");
   const bool this_boot = marker.has_value() && marker->boot_id == options.boot_id &&
                          settings.has_value() && OnlyOurs(*settings);
-  if (!empty && !this_boot) {
-    if (marker.has_value() && untouched) {
-      report->state = State::kPreviousBoot;
-      report->previous_boot_id = marker->boot_id;
-      report->detail = absl::StrCat(
-          "it holds ringside's events of an earlier boot (", marker->boot_id,
-          "), left as they are: ringside does not write them into a snapshot yet (issue 55); "
-          "read them with `cat ",
-          report->instance, "/trace`, then clear it (`echo > ", report->instance,
-          "/trace`) and restart the agent for it to record this boot");
-    } else {
-      report->state = State::kOtherTool;
-      report->detail =
-          absl::StrCat(!untouched ? "another tool set it up (tracing on, events or a tracer set)"
-                                  : "it holds events another tool recorded (no ringside marker)",
-                       ": left alone; once that tool is done with it, clear it (`echo > ",
-                       report->instance, "/trace`, and `echo > ", report->instance,
-                       "/set_event`) and restart the agent for it to record this boot");
-    }
+  const bool previous_boot = !empty && !this_boot && marker.has_value() && untouched;
+  if (!empty && !this_boot && !previous_boot) {
+    report->state = State::kOtherTool;
+    report->detail =
+        absl::StrCat(!untouched ? "another tool set it up (tracing on, events or a tracer set)"
+                                : "it holds events another tool recorded (no ringside marker)",
+                     ": left alone; once that tool is done with it, clear it (`echo > ",
+                     report->instance, "/trace`, and `echo > ", report->instance,
+                     "/set_event`) and restart the agent for it to record this boot");
     return nullptr;
   }
   std::unique_ptr<BootRecorder> recorder(new BootRecorder(std::move(*adopted), options));
+  if (previous_boot && !recorder->TakePreviousBootEvents(*marker, report)) return nullptr;
   if (!recorder->Record(/*resumed=*/this_boot, report)) return nullptr;
   return recorder;
 }
 
+bool BootRecorder::TakePreviousBootEvents(const Marker& marker, Report* report) {
+  report->previous_boot_id = marker.boot_id;
+  const std::string instance = instance_->path();
+  auto leave = [&](const std::string& why) {
+    report->state = State::kPreviousBoot;
+    report->detail = absl::StrCat("it holds ringside's events of an earlier boot (", marker.boot_id,
+                                  "), left as they are: ", why, ". Read them with `cat ", instance,
+                                  "/trace`, then clear it (`echo > ", instance,
+                                  "/trace`) and restart the agent for it to record this boot");
+    return false;
+  };
+  if (!options_.take_previous_boot) return leave("nothing here writes them into a snapshot");
+  if (const std::string here = KernelRelease(); !marker.kernel.empty() && marker.kernel != here) {
+    return leave(absl::StrCat("kernel ", marker.kernel, " recorded them, this is ", here,
+                              ", whose event formats could misread them"));
+  }
+  absl::StatusOr<std::unique_ptr<PreviousBootReader>> reader =
+      PreviousBootReader::Open(*instance_, Events());
+  if (!reader.ok()) return leave(absl::StrCat("they cannot be read: ", reader.status().message()));
+  // From here on their pages are read (and gone from the instance): this
+  // boot is recorded whatever became of them.
+  if (absl::Status st = options_.take_previous_boot(reader->get(), marker, report->buffer_kb);
+      !st.ok()) {
+    report->previous_boot_error = std::string(st.message());
+  }
+  reader->reset();  // Closes trace_pipe_raw.
+  if (absl::Status st = instance_->Clear(); !st.ok()) {
+    report->state = State::kUnavailable;
+    report->detail =
+        absl::StrCat("cannot clear it after reading the earlier boot's events: ", st.message());
+    return false;
+  }
+  report->previous_boot_taken = true;
+  return true;
+}
+
 bool BootRecorder::Mark() {
-  const Marker marker{options_.boot_id, options_.machine, ClockNs(CLOCK_BOOTTIME),
+  const Marker marker{options_.boot_id, KernelRelease(), options_.machine, ClockNs(CLOCK_BOOTTIME),
                       ClockNs(CLOCK_REALTIME)};
   return instance_->tracefs()
       .Write(instance_->relative_path() + "/trace_marker", MarkerText(marker))
@@ -320,6 +359,7 @@ bool BootRecorder::Record(bool resumed, Report* report) {
     StopRecording();
     return false;
   }
+  recording_ = true;
   report->state = State::kRecording;
   report->resumed = resumed;
   report->events = enabled.enabled;

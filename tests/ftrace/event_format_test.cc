@@ -63,22 +63,13 @@ TEST(EventFormatTest, MalformedFormatsNameTheLine) {
 }
 
 TEST(EventFormatTest, HeaderPageAndHeaderEventGiveThePageLayout) {
-  constexpr char kHeaderPage[] =
-      "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
-      "\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n"
-      "\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
-      "\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
-  absl::StatusOr<PageHeaderFormat> page = ParseHeaderPage(kHeaderPage);
+  absl::StatusOr<PageHeaderFormat> page = ParseHeaderPage(testing::kHeaderPage);
   ASSERT_TRUE(page.ok()) << page.status();
   EXPECT_EQ(page->commit_size, 8u);
   EXPECT_EQ(page->data_offset, 16u);
   EXPECT_EQ(page->page_size(), 4096u);
 
-  constexpr char kHeaderEvent[] =
-      "# compressed entry header\n\ttype_len    :    5 bits\n\ttime_delta  :   27 bits\n"
-      "\tarray       :   32 bits\n\n\tpadding     : type == 29\n\ttime_extend : type == 30\n"
-      "\ttime_stamp : type == 31\n\tdata max type_len  == 28\n";
-  absl::StatusOr<EventHeaderFormat> event = ParseHeaderEvent(kHeaderEvent);
+  absl::StatusOr<EventHeaderFormat> event = ParseHeaderEvent(testing::kHeaderEvent);
   ASSERT_TRUE(event.ok()) << event.status();
   EXPECT_EQ(event->type_len_bits, 5u);
   EXPECT_EQ(event->time_delta_bits, 27u);

@@ -23,6 +23,7 @@ using ::testing::HasSubstr;
 using testing::KernelTracefs;
 
 // Format files as a 6.18 kernel writes them.
+using testing::kPrintFormat;
 using testing::kSchedSwitchFormat;
 
 constexpr char kSchedWakeup[] = R"(name: sched_wakeup
@@ -54,20 +55,6 @@ format:
 	field:pid_t old_pid;	offset:16;	size:4;	signed:1;
 
 print fmt: "filename=%s pid=%d old_pid=%d", __get_str(filename), REC->pid, REC->old_pid
-)";
-
-constexpr char kPrint[] = R"(name: print
-ID: 5
-format:
-	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
-	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
-	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
-	field:int common_pid;	offset:4;	size:4;	signed:1;
-
-	field:unsigned long ip;	offset:8;	size:8;	signed:0;
-	field:char buf[];	offset:16;	size:0;	signed:0;
-
-print fmt: "%ps: %s", (void *)REC->ip, REC->buf
 )";
 
 constexpr char kTaskRename[] = R"(name: task_rename
@@ -115,7 +102,7 @@ EventTable Table() {
   table.Add(Parse("sched", kSchedSwitchFormat));
   table.Add(Parse("sched", kSchedWakeup));
   table.Add(Parse("sched", kSchedProcessExec));
-  table.Add(Parse("ftrace", kPrint));
+  table.Add(Parse("ftrace", kPrintFormat));
   table.Add(Parse("task", kTaskRename));
   table.Add(Parse("mymodule", kCustom));
   return table;

@@ -10,80 +10,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/ftrace/testing/fake_page.h"
 
 namespace ringside::ftrace {
 namespace {
 
-// Builds a ring-buffer page in this kernel's (the default) layout.
-class FakePage {
- public:
-  FakePage(uint64_t timestamp = 1000) : bytes_(4096, 0) {
-    std::memcpy(bytes_.data(), &timestamp, 8);
-  }
-  FakePage& Data(uint32_t delta, const std::string& payload) {
-    if (payload.size() <= 28 * 4 && payload.size() % 4 == 0 && !payload.empty()) {
-      Header(static_cast<uint32_t>(payload.size() / 4), delta);
-    } else {
-      Header(0, delta);
-      Word(static_cast<uint32_t>(payload.size() + 4));
-    }
-    Append(payload);
-    return *this;
-  }
-  FakePage& TimeExtend(uint64_t delta) {
-    Header(30, static_cast<uint32_t>(delta & ((1u << 27) - 1)));
-    Word(static_cast<uint32_t>(delta >> 27));
-    return *this;
-  }
-  FakePage& Absolute(uint64_t ts) {
-    Header(31, static_cast<uint32_t>(ts & ((1u << 27) - 1)));
-    Word(static_cast<uint32_t>(ts >> 27));
-    return *this;
-  }
-  FakePage& Padding(uint32_t delta, uint32_t length) {
-    Header(29, delta);
-    Word(length);
-    Append(std::string(length - 4, '\0'));
-    return *this;
-  }
-  FakePage& Raw(const std::string& bytes) {
-    Append(bytes);
-    return *this;
-  }
-  // Sets commit to the bytes written, with the missed-events flags.
-  std::vector<uint8_t> Finish(bool missed = false, uint64_t stored_count = 0) {
-    uint64_t commit = used_;
-    if (stored_count != 0) {
-      std::memcpy(bytes_.data() + 16 + used_, &stored_count, 8);
-      commit |= 1u << 30;
-    }
-    if (missed) commit |= 1u << 31;
-    std::memcpy(bytes_.data() + 8, &commit, 8);
-    return bytes_;
-  }
-  FakePage& SetCommit(uint64_t commit) {
-    commit_override_ = commit;
-    return *this;
-  }
-  std::vector<uint8_t> FinishWithCommit() {
-    std::memcpy(bytes_.data() + 8, &commit_override_, 8);
-    return bytes_;
-  }
-
- private:
-  void Header(uint32_t type_len, uint32_t delta) { Word(type_len | delta << 5); }
-  void Word(uint32_t w) {
-    std::memcpy(bytes_.data() + 16 + used_, &w, 4);
-    used_ += 4;
-  }
-  void Append(const std::string& s) {
-    std::memcpy(bytes_.data() + 16 + used_, s.data(), s.size());
-    used_ += static_cast<uint32_t>(s.size());
-  }
-  std::vector<uint8_t> bytes_;
-  uint32_t used_ = 0;
-  uint64_t commit_override_ = 0;
-};
+using testing::FakePage;
 
 PageParser DefaultParser() { return PageParser(PageHeaderFormat{}, EventHeaderFormat{}); }
 

@@ -82,9 +82,10 @@ fi
 # The boot-ring mode (run.sh boots a kernel of expect_boot_ring "kept" with
 # reserve_mem and trace_instance=boot_mapped, and lets it reboot): boot 1
 # starts the agent, which records into the persistent instance, runs a
-# named task, kt-panicker, that panics the kernel (panic=1 reboots it); in
-# boot 2 the agent finds boot 1's events, and they go to the host, which
-# judges them.
+# named task, kt-panicker, that panics the kernel (panic=1 reboots it). In
+# boot 2 the agent reads boot 1's events into a snapshot of that boot as it
+# starts, then records this boot: that snapshot, a snapshot of boot 2 and
+# the agent's status go to the host, which judges them.
 if grep -q rskt.panic /proc/cmdline; then
   ring=/sys/kernel/tracing/instances/boot_mapped
   mkdir -m 0700 -p /run/rs /tmp/snapshots /out
@@ -92,12 +93,26 @@ if grep -q rskt.panic /proc/cmdline; then
   boot=1
   grep -q 'ringside-boot ' $ring/trace 2> /dev/null && boot=2
   r "panic_boot=$boot boot_id=$(cat /proc/sys/kernel/random/boot_id)"
+  # What the kernel said of the reserved memory and its ring (whether it
+  # found the previous boot's pages valid), for a human reading the log.
+  dmesg | grep -iE 'ring buffer|reserve_mem|boot_mapped' | sed 's/^/kernel: /'
+  cat $ring/last_boot_info 2> /dev/null | sed 's/^/last_boot_info: /'
   /usr/bin/ringside agent --run-dir /run/rs --output-dir /tmp/snapshots --socket "$sock" \
     > /out/agent-boot$boot.out 2> /out/agent-boot$boot.err &
   agent=$!
   /usr/bin/ringside status --wait --timeout 120s --socket "$sock" > /dev/null 2>&1
+  if [ $boot = 2 ]; then
+    # The previous boot's file is finished once its sidecar is there.
+    i=0
+    while ! ls /tmp/snapshots/*-previous-boot.pftrace.json > /dev/null 2>&1 && [ $i -lt 120 ]; do
+      sleep 1
+      i=$((i + 1))
+    done
+  fi
   /usr/bin/ringside status --json --socket "$sock" > /out/status-boot$boot.json 2>&1
-  ring_status=$(tr -d ' \n' < /out/status-boot$boot.json | grep -o '"boot_instance":{[^}]*}')
+  # The boot ring's own fields, without the nested previous-boot snapshot.
+  ring_status=$(tr -d ' \n' < /out/status-boot$boot.json |
+    sed 's/"previous_boot_snapshot":{[^}]*}//' | grep -o '"boot_instance":{[^}]*}')
   r "boot_ring_state=$(echo "$ring_status" | grep -o '"state":"[a-z_]*"' | cut -d'"' -f4)" \
     "previous_boot_id=$(echo "$ring_status" | grep -o '"previous_boot_id":"[^"]*"' | cut -d'"' -f4)"
   if [ $boot = 1 ]; then
@@ -110,10 +125,21 @@ if grep -q rskt.panic /proc/cmdline; then
     r "no_panic"
     exit 0
   fi
-  cp $ring/trace /out/previous-boot.txt
+  /usr/bin/ringside snapshot --wait --reason this-boot --socket "$sock" > /out/snapshot.out 2>&1
   /usr/bin/ringside stop --wait --socket "$sock" > /dev/null 2>&1
   wait $agent
   r "agent_rc=$?"
+  # The agent restarted within boot 2: it records on into the ring, and
+  # takes none of this boot's events for a previous boot's.
+  /usr/bin/ringside agent --run-dir /run/rs --output-dir /tmp/snapshots --socket "$sock" \
+    > /out/agent-boot2-again.out 2> /out/agent-boot2-again.err &
+  agent=$!
+  /usr/bin/ringside status --wait --timeout 120s --socket "$sock" > /dev/null 2>&1
+  /usr/bin/ringside status --json --socket "$sock" > /out/status-boot2-again.json 2>&1
+  /usr/bin/ringside stop --wait --socket "$sock" > /dev/null 2>&1
+  wait $agent
+  r "agent_again_rc=$?"
+  cp /tmp/snapshots/*.pftrace /tmp/snapshots/*.pftrace.json /out/ 2> /dev/null
   stty -F /dev/ttyS1 raw -echo 2> /dev/null
   tar -C /out -cf /tmp/out.tar .
   base64 < /tmp/out.tar > /dev/ttyS1

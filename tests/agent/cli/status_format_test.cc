@@ -106,6 +106,21 @@ control::StatusReply FilledReply() {
   l->set_ended_at_deadline(2);
   l->set_displaced(5);
   l->set_refused(1);
+  control::BootInstanceStatus* ring = s.mutable_boot_instance();
+  ring->set_instance("/sys/kernel/tracing/instances/boot_mapped");
+  ring->set_state("recording");
+  ring->add_events("sched/sched_switch");
+  ring->add_events("printk/console");
+  ring->set_buffer_kb(12216);
+  ring->set_previous_boot_id("84c2a617-d156-4dd4-aec1-ae9d277a9548");
+  control::PreviousBootSnapshot* prev = ring->mutable_previous_boot_snapshot();
+  prev->set_path("/var/lib/ringside/n7-20261203T170353Z-previous-boot.pftrace");
+  prev->set_events(1582);
+  prev->set_pages(24);
+  prev->set_first_realtime_ns(1796317428186967000);  // 2026-12-03 17:03:48 UTC
+  prev->set_last_realtime_ns(1796317433727181300);
+  prev->set_pages_malformed(1);
+  prev->set_first_malformed("cpu 1, page 3: bad commit");
   return s;
 }
 
@@ -272,6 +287,24 @@ TEST(StatusTextTest, TheMetricsListenerSaysWhereItListensOrWhyNot) {
               HasSubstr("failed: metrics_listen 127.0.0.1:9464: Address already in use"));
   s.clear_metrics_listener();
   EXPECT_EQ(LineWith(StatusText(s), "metrics"), "") << "no metrics_listen, no line";
+}
+
+TEST(StatusTextTest, TheBootRingSaysWhatItRecordsAndWhereThePreviousBootWent) {
+  control::StatusReply s = FilledReply();
+  const std::string text = StatusText(s);
+  EXPECT_THAT(LineWith(text, "boot ring"),
+              HasSubstr("recording, 11.9 MiB kept across a warm reboot, 2 events"));
+  EXPECT_THAT(text, HasSubstr("into /sys/kernel/tracing/instances/boot_mapped\n"));
+  EXPECT_THAT(text, HasSubstr("previous boot 84c2a617-d156-4dd4-aec1-ae9d277a9548:\n"));
+  EXPECT_THAT(text, HasSubstr("1582 events, 2026-12-03 17:03:48 to 17:03:53 UTC\n"));
+  EXPECT_THAT(text, HasSubstr("in /var/lib/ringside/n7-20261203T170353Z-previous-boot.pftrace\n"));
+  EXPECT_THAT(text, HasSubstr("1 malformed pages skipped, the first cpu 1, page 3: bad commit"));
+  s.mutable_boot_instance()->mutable_previous_boot_snapshot()->set_error("disk full");
+  EXPECT_THAT(StatusText(s), HasSubstr("not written: disk full"));
+  s.mutable_boot_instance()->clear_previous_boot_snapshot();
+  s.mutable_boot_instance()->set_previous_boot_lost("0e2063f1-5bf3-43d9-bb91-746564e8d05e");
+  EXPECT_THAT(StatusText(s),
+              HasSubstr("previous boot 0e2063f1-5bf3-43d9-bb91-746564e8d05e: events gone"));
 }
 
 TEST(StatusTextTest, EveryLineFitsEightyColumns) {

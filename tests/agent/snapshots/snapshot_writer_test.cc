@@ -14,13 +14,17 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/civil_time.h"
 #include "agent/config/config_loader.h"
+#include "agent/session/machine_identity.h"
 #include "agent/tracefile/trace_inspector.h"
+#include "ftrace/event_format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/dir_entries.h"
 #include "tests/agent/testing/open_gate.h"
 #include "tests/agent/testing/ringside_cli.h"
+#include "tests/ftrace/testing/fake_page.h"
+#include "tests/ftrace/testing/kernel_formats.h"
 
 namespace ringside::agent {
 namespace {
@@ -37,6 +41,26 @@ std::unique_ptr<TracingSession> StartedSession(const std::string& more = "") {
   EXPECT_TRUE((*s)->Start().ok());
   return std::move(*s);
 }
+
+// A writer's `on_done` that holds the writer's thread after every file
+// until Release(): requests made meanwhile queue behind the one written.
+class HoldAfterEachFile {
+ public:
+  std::function<void(const SnapshotWriter::Result&)> OnDone() {
+    return [this](const SnapshotWriter::Result&) {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&released_));
+    };
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool released_ = false;
+};
 
 TEST(SnapshotFileNameTest, IsHostTimeAndReasonWithNothingThatLeavesTheDirectory) {
   const absl::Time t =
@@ -363,12 +387,8 @@ TEST(SnapshotWriterTest, ASymlinkPlantedAtAWaitingSnapshotsNameIsNeitherFollowed
   ASSERT_TRUE(testing::WriteTextFile(victim, "root:x:0:0\n"));
   ASSERT_EQ(chmod(victim.c_str(), 0644), 0);
   std::unique_ptr<TracingSession> session = StartedSession();
-  absl::Mutex mu;
-  bool release = false;
-  SnapshotWriter writer(session.get(), dir.path(), [&](const SnapshotWriter::Result&) {
-    absl::MutexLock lock(&mu);
-    mu.Await(absl::Condition(&release));
-  });
+  HoldAfterEachFile hold;
+  SnapshotWriter writer(session.get(), dir.path(), hold.OnDone());
   absl::StatusOr<std::string> first = writer.Take("first");
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(writer.Wait(*first, absl::Seconds(30)).ok());
@@ -376,10 +396,7 @@ TEST(SnapshotWriterTest, ASymlinkPlantedAtAWaitingSnapshotsNameIsNeitherFollowed
   absl::StatusOr<std::string> planted = writer.Take("planted");
   ASSERT_TRUE(planted.ok()) << planted.status();
   ASSERT_EQ(symlink(victim.c_str(), planted->c_str()), 0);
-  {
-    absl::MutexLock lock(&mu);
-    release = true;
-  }
+  hold.Release();
   absl::StatusOr<std::string> written = writer.Wait(*planted, absl::Seconds(30));
   ASSERT_TRUE(written.ok()) << written.status();
   writer.Finish();
@@ -418,13 +435,8 @@ TEST(SnapshotWriterTest, FinishWritesWhatIsQueuedThenRefusesMore) {
 TEST(SnapshotWriterTest, ARequestJoinsTheWaitingCloneOrRefreshesItWhenItsTriggerIsNewer) {
   ScratchDir dir;
   std::unique_ptr<TracingSession> session = StartedSession();
-  absl::Mutex mu;
-  bool release = false;
-  SnapshotWriter writer(session.get(), dir.path(), [&](const SnapshotWriter::Result&) {
-    // Holds the writer's thread after the first file, so the next waits.
-    absl::MutexLock lock(&mu);
-    mu.Await(absl::Condition(&release));
-  });
+  HoldAfterEachFile hold;  // After the first file, so the next waits.
+  SnapshotWriter writer(session.get(), dir.path(), hold.OnDone());
   absl::StatusOr<std::string> first = writer.Take("first");
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(writer.Wait(*first, absl::Seconds(30)).ok());
@@ -443,10 +455,7 @@ TEST(SnapshotWriterTest, ARequestJoinsTheWaitingCloneOrRefreshesItWhenItsTrigger
   ASSERT_TRUE(newer.ok()) << newer.status();
   EXPECT_EQ(*newer, *waiting);
   EXPECT_EQ(writer.stats().joined, 2u);
-  {
-    absl::MutexLock lock(&mu);
-    release = true;
-  }
+  hold.Release();
   ASSERT_TRUE(writer.Wait(*waiting, absl::Seconds(30)).ok());
   writer.Finish();
 
@@ -464,6 +473,63 @@ TEST(SnapshotWriterTest, ARequestJoinsTheWaitingCloneOrRefreshesItWhenItsTrigger
   }
   EXPECT_EQ(triggers, 1);
   EXPECT_GE(stats_at, static_cast<uint64_t>(newer_at));
+}
+
+// An earlier boot's events (BootRing's, at the agent's start) go into a
+// file named for the time they are of, with its sidecar, counted as its
+// trigger; a request that comes while that file waits gets a file of its
+// own, never that boot's.
+TEST(SnapshotWriterTest, AnEarlierBootsSnapshotIsNamedForItsTimeAndNeverJoined) {
+  ScratchDir dir;
+  std::unique_ptr<TracingSession> session = StartedSession();
+  HoldAfterEachFile hold;
+  TriggerTally tally;
+  SnapshotWriter writer(session.get(), dir.path(), hold.OnDone(), &tally);
+  absl::StatusOr<std::string> first = writer.Take("first");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(writer.Wait(*first, absl::Seconds(30)).ok());
+
+  // That boot ran for days: its last event's BOOTTIME is far beyond this
+  // boot's clock, so a join by time would take it.
+  std::vector<std::unique_ptr<ftrace::CpuReader>> readers;
+  readers.push_back(ftrace::testing::CpuReaderOfPages(
+      0, {ftrace::testing::FakePage(uint64_t{300'000} * 1'000'000'000)
+              .Data(1, ftrace::testing::SchedSwitchRecord(1, "a", 2, "b"))
+              .Finish()}));
+  std::unique_ptr<PreviousBootReader> reader = PreviousBootReader::ForTesting(
+      ftrace::testing::SchedSwitchAndPrintTable(),
+      ftrace::PageParser(ftrace::PageHeaderFormat{}, ftrace::EventHeaderFormat{}),
+      std::move(readers));
+  PreviousBootReader::Stats stats;
+  absl::StatusOr<std::unique_ptr<SessionSnapshot>> previous = SessionSnapshot::OfPreviousBoot(
+      reader.get(), {"earlier-boot", "", "node-7", 0, 0}, 64, ReadMachineIdentity(""), &stats);
+  ASSERT_TRUE(previous.ok()) << previous.status();
+  const absl::Time when =
+      absl::FromCivil(absl::CivilSecond(2026, 12, 3, 10, 0, 5), absl::UTCTimeZone());
+  absl::StatusOr<std::string> put = writer.Put("previous-boot", std::move(*previous), when);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_TRUE(absl::StrContains(*put, "-20261203T100005Z-previous-boot.pftrace")) << *put;
+  absl::StatusOr<std::string> manual = writer.Take("manual");
+  ASSERT_TRUE(manual.ok()) << manual.status();
+  EXPECT_NE(*manual, *put);
+  EXPECT_EQ(writer.stats().joined, 0u);
+  hold.Release();
+  ASSERT_TRUE(writer.Wait(*put, absl::Seconds(30)).ok());
+  ASSERT_TRUE(writer.Wait(*manual, absl::Seconds(30)).ok());
+  writer.Finish();
+  EXPECT_EQ(writer.stats().written, 3u);
+  std::ifstream in(*put + ".json");
+  const nlohmann::json sidecar =
+      nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  EXPECT_EQ(sidecar["machine"]["boot_id"], "earlier-boot");
+  EXPECT_EQ(sidecar["machine"]["name"], "node-7");
+  ASSERT_EQ(sidecar["snapshot_triggers"].size(), 1u);
+  EXPECT_EQ(sidecar["snapshot_triggers"][0]["trigger_name"], "previous_boot");
+  bool counted = false;
+  for (const TriggerTally::Counts& c : tally.counts()) {
+    counted |= c.name == "previous_boot" && c.fired == 1;
+  }
+  EXPECT_TRUE(counted);
 }
 
 // A burst of requests while a slow file is written: the waiting file's
@@ -510,15 +576,8 @@ TEST(SnapshotWriterTest, AFileListsTheTriggersItAnswersAndTheTallyAsOfItsWrite) 
   ScratchDir dir;
   std::unique_ptr<TracingSession> session = StartedSession();
   TriggerTally tally;
-  absl::Mutex mu;
-  bool release = false;
-  SnapshotWriter writer(
-      session.get(), dir.path(),
-      [&](const SnapshotWriter::Result&) {
-        absl::MutexLock lock(&mu);
-        mu.Await(absl::Condition(&release));
-      },
-      &tally);
+  HoldAfterEachFile hold;
+  SnapshotWriter writer(session.get(), dir.path(), hold.OnDone(), &tally);
   absl::StatusOr<std::string> first = writer.Take("first");
   ASSERT_TRUE(first.ok()) << first.status();
   // Written; the writer's thread is now held, so the next requests queue.
@@ -534,10 +593,7 @@ TEST(SnapshotWriterTest, AFileListsTheTriggersItAnswersAndTheTallyAsOfItsWrite) 
       writer.Take("control", SnapshotTrigger{"control", "ringside snapshot", 1000, early});
   ASSERT_TRUE(manual.ok()) << manual.status();
   EXPECT_EQ(*manual, *crash);
-  {
-    absl::MutexLock lock(&mu);
-    release = true;
-  }
+  hold.Release();
   ASSERT_TRUE(writer.Wait(*crash, absl::Seconds(30)).ok());
   writer.Finish();
 

@@ -7,8 +7,10 @@
 
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -19,11 +21,19 @@
 #include "ftrace/tracefs.h"
 #include "gtest/gtest.h"
 #include "tests/agent/testing/control_peer.h"
+#include "tests/agent/testing/read_packets.h"
+#include "tests/ftrace/testing/fake_page.h"
+#include "tests/ftrace/testing/kernel_formats.h"
 
 namespace ringside::agent {
 namespace {
 
 using State = BootRecorder::Report::State;
+
+std::string ThisKernel() {
+  utsname u;
+  return uname(&u) == 0 ? u.release : "";
+}
 constexpr char kThisBoot[] = "6b1f0c3e-0000-4000-8000-000000000001";
 constexpr char kEarlierBoot[] = "6b1f0c3e-0000-4000-8000-000000000002";
 
@@ -56,6 +66,13 @@ class FakeBootInstance {
     }
     std::ofstream(absl::StrCat(path, "/", rel)) << text;
   }
+  void WriteAtRoot(const std::string& rel, const std::string& text) {
+    for (size_t start = 0, slash; (slash = rel.find('/', start)) != std::string::npos;
+         start = slash + 1) {
+      mkdir(dir_.Join(rel.substr(0, slash)).c_str(), 0755);
+    }
+    std::ofstream(dir_.Join(rel)) << text;
+  }
   std::string Read(const std::string& rel) const {
     std::ifstream in(absl::StrCat(dir_.Join(kRel), "/", rel));
     std::stringstream s;
@@ -69,14 +86,39 @@ class FakeBootInstance {
                        "oldest event ts:     0.000000\nnow ts:     2.070631\n"
                        "dropped events: 0\nread events: 0\n"));
   }
-  // The text `trace` with events, one of them ringside's marker of `boot`.
-  void HoldEvents(const std::string& boot) {
+  // The text `trace` with events, one of them ringside's marker of `boot`
+  // by kernel `kernel` (this one's by default).
+  void HoldEvents(const std::string& boot, const std::string& kernel = ThisKernel()) {
     SetEntries(0, 3);
     Write("trace",
-          absl::StrCat("# tracer: nop\n"
-                       "  sh-1 [000] ..... 2.1: tracing_mark_write: ",
-                       BootRecorder::MarkerText({boot, "node-7", 2100000000, 1764700000000000000}),
-                       "\n  sh-1 [000] d..1. 3.1: console: msg=Kernel panic - not syncing\n"));
+          absl::StrCat(
+              "# tracer: nop\n"
+              "  sh-1 [000] ..... 2.1: tracing_mark_write: ",
+              BootRecorder::MarkerText({boot, kernel, "node-7", 2100000000, 1764700000000000000}),
+              "\n  sh-1 [000] d..1. 3.1: console: msg=Kernel panic - not syncing\n"));
+  }
+  // The kernel's page layout and the formats of sched_switch and print at
+  // the tracefs root, and CPU 0's ring holding one page of `switches`
+  // sched_switch records (the other CPUs' rings empty), for the earlier
+  // boot's events to be read from trace_pipe_raw.
+  void HoldPages(int switches) {
+    WriteAtRoot("events/header_page", ftrace::testing::kHeaderPage);
+    WriteAtRoot("events/header_event", ftrace::testing::kHeaderEvent);
+    WriteAtRoot("events/sched/sched_switch/format", ftrace::testing::kSchedSwitchFormat);
+    WriteAtRoot("events/ftrace/print/format", ftrace::testing::kPrintFormat);
+    ftrace::testing::FakePage page(1000);
+    for (int i = 0; i < switches; i++) {
+      std::string record(64, '\0');
+      const uint16_t id = 372;  // kSchedSwitchFormat's.
+      std::memcpy(record.data(), &id, 2);
+      page.Data(10, record);
+    }
+    const std::vector<uint8_t> bytes = page.Finish();
+    const long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    for (long cpu = 0; cpu < cpus; cpu++) {
+      Write(absl::StrCat("per_cpu/cpu", cpu, "/trace_pipe_raw"),
+            cpu == 0 ? std::string(bytes.begin(), bytes.end()) : std::string());
+    }
   }
   ftrace::Tracefs tracefs() const { return ftrace::Tracefs::AtRootForTesting(dir_.path()); }
   std::string path() const { return dir_.Join(kRel); }
@@ -86,7 +128,7 @@ class FakeBootInstance {
   testing::ScratchDir dir_;
 };
 
-BootRecorder::Options ThisBoot() { return {"boot_mapped", kThisBoot, "node-7"}; }
+BootRecorder::Options ThisBoot() { return {"boot_mapped", kThisBoot, "node-7", {}}; }
 
 // Starts a recorder of this boot on `fake`, which must not record; the
 // state it reports, its detail in *detail.
@@ -165,6 +207,86 @@ TEST(BootRecorderTest, AnEarlierBootsEventsAreLeftAsTheyAre) {
   EXPECT_EQ(fake.Read("tracing_on"), "0\n");
   EXPECT_EQ(fake.Read("trace_marker"), "");
   EXPECT_EQ(fake.Read("events/sched/sched_switch/enable"), "0\n");
+}
+
+// What take_previous_boot was handed.
+struct Taken {
+  int calls = 0;
+  BootRecorder::Marker marker;
+  uint64_t buffer_kb = 0;
+  PreviousBootReader::Stats stats;
+};
+BootRecorder::Options TakingInto(Taken* taken, absl::Status result = absl::OkStatus()) {
+  BootRecorder::Options options = ThisBoot();
+  options.take_previous_boot = [taken, result](PreviousBootReader* reader,
+                                               const BootRecorder::Marker& marker,
+                                               uint64_t buffer_kb) {
+    taken->calls++;
+    taken->marker = marker;
+    taken->buffer_kb = buffer_kb;
+    testing::WriteAndReadBack([&](TraceWriter* w) { taken->stats = reader->ReadAll(w, nullptr); });
+    return result;
+  };
+  return options;
+}
+
+TEST(BootRecorderTest, AnEarlierBootsEventsAreTakenThenThisBootIsRecorded) {
+  FakeBootInstance fake;
+  fake.HoldEvents(kEarlierBoot);
+  fake.HoldPages(5);
+  Taken taken;
+  BootRecorder::Report report;
+  std::unique_ptr<BootRecorder> r =
+      BootRecorder::Start(fake.tracefs(), TakingInto(&taken), &report);
+  ASSERT_NE(r, nullptr) << report.detail;
+  ASSERT_EQ(taken.calls, 1);
+  EXPECT_EQ(taken.marker.boot_id, kEarlierBoot);
+  EXPECT_EQ(taken.marker.realtime_ns, 1764700000000000000);
+  EXPECT_EQ(taken.buffer_kb, 12216u);
+  EXPECT_EQ(taken.stats.events, 5u);
+  EXPECT_EQ(report.state, State::kRecording);
+  EXPECT_TRUE(report.previous_boot_taken);
+  EXPECT_EQ(report.previous_boot_id, kEarlierBoot);
+  EXPECT_TRUE(report.previous_boot_error.empty()) << report.previous_boot_error;
+  EXPECT_FALSE(report.resumed);
+  // Cleared, then recording this boot under its own marker.
+  EXPECT_FALSE(absl::StrContains(fake.Read("trace"), "Kernel panic")) << "not cleared";
+  EXPECT_EQ(fake.Read("tracing_on"), "1");
+  const std::optional<BootRecorder::Marker> marker =
+      BootRecorder::ParseMarkerLine(fake.Read("trace_marker"));
+  ASSERT_TRUE(marker.has_value());
+  EXPECT_EQ(marker->boot_id, kThisBoot);
+  EXPECT_EQ(marker->kernel, ThisKernel());
+}
+
+TEST(BootRecorderTest, EventsThatCouldNotBeKeptAreSaidSoAndThisBootIsRecorded) {
+  FakeBootInstance fake;
+  fake.HoldEvents(kEarlierBoot);
+  fake.HoldPages(2);
+  Taken taken;
+  BootRecorder::Report report;
+  std::unique_ptr<BootRecorder> r = BootRecorder::Start(
+      fake.tracefs(), TakingInto(&taken, absl::ResourceExhaustedError("disk full")), &report);
+  ASSERT_NE(r, nullptr) << report.detail;
+  EXPECT_EQ(taken.calls, 1);
+  EXPECT_TRUE(report.previous_boot_taken);
+  EXPECT_EQ(report.previous_boot_error, "disk full");
+  EXPECT_EQ(report.state, State::kRecording);
+}
+
+TEST(BootRecorderTest, AnotherKernelsEventsAreLeftAsTheyAre) {
+  FakeBootInstance fake;
+  fake.HoldEvents(kEarlierBoot, "5.99.0-other");
+  fake.HoldPages(2);
+  Taken taken;
+  BootRecorder::Report report;
+  EXPECT_EQ(BootRecorder::Start(fake.tracefs(), TakingInto(&taken), &report), nullptr);
+  EXPECT_EQ(taken.calls, 0);
+  EXPECT_EQ(report.state, State::kPreviousBoot);
+  EXPECT_TRUE(absl::StrContains(report.detail, "kernel 5.99.0-other recorded them"))
+      << report.detail;
+  EXPECT_TRUE(absl::StrContains(fake.Read("trace"), "Kernel panic")) << "cleared";
+  EXPECT_EQ(fake.Read("tracing_on"), "0\n");
 }
 
 TEST(BootRecorderTest, AnotherToolsEventsOrRecordingAreLeftAlone) {
@@ -260,15 +382,28 @@ TEST(BootRecorderTest, NoInstanceOrAnOrdinaryOneSaysHowToGetOne) {
 TEST(BootRecorderTest, MarkerLinesParseAndOthersDoNot) {
   const std::optional<BootRecorder::Marker> m = BootRecorder::ParseMarkerLine(
       "   <...>-1 [000] ..... 2.103861: tracing_mark_write: ringside-boot boot_id=abc "
-      "machine=n1 boottime_ns=2103000000 realtime_ns=1764700000000000000");
+      "kernel=6.12.57+deb13-amd64 boottime_ns=2103000000 realtime_ns=1764700000000000000 "
+      "machine=rack 4 node 1\n");
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->boot_id, "abc");
+  EXPECT_EQ(m->kernel, "6.12.57+deb13-amd64");
+  EXPECT_EQ(m->machine, "rack 4 node 1");
   EXPECT_EQ(m->boottime_ns, 2103000000);
   EXPECT_EQ(m->realtime_ns, 1764700000000000000);
   EXPECT_FALSE(BootRecorder::ParseMarkerLine("tracing_mark_write: ringside-boot boot_id=abc"));
   EXPECT_FALSE(
       BootRecorder::ParseMarkerLine("ringside-boot boot_id=abc boottime_ns=x realtime_ns=1"));
   EXPECT_FALSE(BootRecorder::ParseMarkerLine("console: msg=ringside"));
+  // What MarkerText writes comes back whole, spaces in the name too.
+  const BootRecorder::Marker written{"b-1", "6.1.0", "a b=c", 5, 6};
+  const std::optional<BootRecorder::Marker> back =
+      BootRecorder::ParseMarkerLine(BootRecorder::MarkerText(written));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->boot_id, "b-1");
+  EXPECT_EQ(back->kernel, "6.1.0");
+  EXPECT_EQ(back->machine, "a b=c");
+  EXPECT_EQ(back->boottime_ns, 5);
+  EXPECT_EQ(back->realtime_ns, 6);
 }
 
 }  // namespace
