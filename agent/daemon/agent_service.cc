@@ -27,6 +27,7 @@
 #include "agent/lifecycle/privileges.h"
 #include "agent/output/output_dir.h"
 #include "agent/output/output_file.h"
+#include "agent/session/session_snapshot.h"
 #include "agent/snapshots/snapshot_retention.h"
 #include "agent/tracefile/packet_compression.h"
 #include "base/version.h"
@@ -81,9 +82,10 @@ bool RecordsUserStacks(const config::TraceConfig& config) {
 }
 
 // The tally's rows no request can take (TriggerTally::Reserve): the
-// config's triggers, requests' and SIGUSR1's.
+// config's triggers, requests', SIGUSR1's and the previous boot's.
 std::vector<std::string> ReservedTallyNames(const config::TraceConfig& config) {
-  std::vector<std::string> names = {kRequestedSnapshotReason, kSignalSnapshotReason};
+  std::vector<std::string> names = {kRequestedSnapshotReason, kSignalSnapshotReason,
+                                    kPreviousBootTrigger};
   for (const auto& t : config.trigger_config().triggers()) names.push_back(t.name());
   return names;
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/daemon/agent_memory.h"
+#include "agent/session/session_snapshot.h"
 #include "agent/snapshots/snapshot_retention.h"
 #include "base/version.h"
 
@@ -89,11 +90,13 @@ void SetSnapshots(const SnapshotWriter::Stats& snapshots, uint64_t suppressed,
     control::SnapshotStatus::Trigger* t = out->add_triggers();
     t->set_name(c.name);
     // Requests by hand are all one row, whatever their reasons; every name
-    // but that one, SIGUSR1's and the tally's overflow row is a config's
-    // trigger (the running config's, or one a reload removed).
+    // but that one, SIGUSR1's, the previous boot's and the tally's overflow
+    // row is a config's trigger (the running config's, or one a reload
+    // removed).
     t->set_kind(triggers.configured.count(c.name) > 0 ? "config"
                 : c.name == kRequestedSnapshotReason  ? "request"
                 : c.name == kSignalSnapshotReason     ? "signal"
+                : c.name == kPreviousBootTrigger      ? "previous_boot"
                 : c.name == TriggerTally::kOtherName  ? "other"
                                                       : "config");
     t->set_fired(c.fired);

@@ -27,8 +27,7 @@ std::unique_ptr<BootRecorder> StartBootRecording(const config::TraceConfig& conf
       {config.boot_instance(), machine.boot_id, machine.name, std::move(take)}, report);
   if (report->previous_boot_taken && !report->previous_boot_error.empty()) {
     log.Warning(absl::StrCat("the events of the previous boot (", report->previous_boot_id, ") in ",
-                             report->instance,
-                             " were read but not kept: ", report->previous_boot_error));
+                             report->instance, " are not kept: ", report->previous_boot_error));
   }
   switch (report->state) {
     case State::kOff:
@@ -102,9 +101,14 @@ void BootRing::Start(const config::TraceConfig& config, AgentLog& log) {
         return TakePreviousBoot(reader, marker, buffer_kb, machine);
       },
       &report_);
-  if (report_.state == State::kRecording)
+  if (report_.state == State::kRecording) {
     NoteRecordedBoot(config.output_dir(), machine.boot_id, log);
+  }
   absl::MutexLock lock(&mu_);
+  if (report_.previous_boot_taken && !previous_status_.has_value()) {
+    // Cleared unread (another kernel's): status says why there is no file.
+    previous_status_.emplace().set_error(report_.previous_boot_error);
+  }
   if (previous_ != nullptr && previous_status_.has_value()) {
     log.Notice(absl::StrCat("read the events of the previous boot (", report_.previous_boot_id,
                             ") from ", report_.instance, ": ", previous_status_->events(),

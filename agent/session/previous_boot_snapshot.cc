@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<SessionSnapshot>> SessionSnapshot::OfPreviousBoot
   snap->cloned_at_ns_ = last;
   snap->start_clocks_ = ClockSnapshotPacketAt(first, first + realtime_offset);
   snap->clocks_ = ClockSnapshotPacketAt(last, last + realtime_offset);
-  snap->trigger_ = SnapshotTrigger{"previous_boot", "ringside agent", 0, last};
+  snap->trigger_ = SnapshotTrigger{kPreviousBootTrigger, "ringside agent", 0, last};
   // What was recorded: the boot ring's events, into one buffer of the
   // instance's size.
   config::TraceConfig& config = snap->config_;

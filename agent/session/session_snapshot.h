@@ -29,6 +29,10 @@ struct SnapshotTrigger {
   int64_t boottime_ns = 0;    // When it fired, on the trace's clock (BOOTTIME).
 };
 
+// The trigger of an earlier boot's snapshot (SessionSnapshot::
+// OfPreviousBoot): its name in the file and in the agent's tally.
+inline constexpr char kPreviousBootTrigger[] = "previous_boot";
+
 // A session's buffers cloned at one moment (CLONE_SNAPSHOT): written to a
 // file of its own, as a complete trace, while the session records on.
 class SessionSnapshot {
@@ -65,7 +69,7 @@ class SessionSnapshot {
   // and its clocks: the marker pairs the boot's BOOTTIME with REALTIME, so
   // the file's clock snapshots put its events on the wall-clock time they
   // happened. No /proc scan (this boot's processes are not that boot's).
-  // The trigger is "previous_boot" at the last event. `*stats`: what the
+  // The trigger is kPreviousBootTrigger at the last event. `*stats`: what the
   // pages held. kNotFound when they held no event.
   static absl::StatusOr<std::unique_ptr<SessionSnapshot>> OfPreviousBoot(
       PreviousBootReader* reader, const BootRecorder::Marker& marker, uint64_t buffer_kb,

@@ -293,20 +293,26 @@ bool BootRecorder::TakePreviousBootEvents(const Marker& marker, Report* report) 
     return false;
   };
   if (!options_.take_previous_boot) return leave("nothing here writes them into a snapshot");
+  // Another kernel's records: this kernel's event ids and layouts could
+  // misread them. Not read; the ring goes on recording (a flight recorder
+  // that stopped at every kernel upgrade would miss the next panic).
   if (const std::string here = KernelRelease(); !marker.kernel.empty() && marker.kernel != here) {
-    return leave(absl::StrCat("kernel ", marker.kernel, " recorded them, this is ", here,
-                              ", whose event formats could misread them"));
+    report->previous_boot_error =
+        absl::StrCat("kernel ", marker.kernel, " recorded them and this is ", here,
+                     ", whose event formats could misread them: cleared unread");
+  } else {
+    absl::StatusOr<std::unique_ptr<PreviousBootReader>> reader =
+        PreviousBootReader::Open(*instance_, Events());
+    if (!reader.ok()) {
+      return leave(absl::StrCat("they cannot be read: ", reader.status().message()));
+    }
+    // From here on their pages are read (and gone from the instance): this
+    // boot is recorded whatever became of them.
+    if (absl::Status st = options_.take_previous_boot(reader->get(), marker, report->buffer_kb);
+        !st.ok()) {
+      report->previous_boot_error = std::string(st.message());
+    }
   }
-  absl::StatusOr<std::unique_ptr<PreviousBootReader>> reader =
-      PreviousBootReader::Open(*instance_, Events());
-  if (!reader.ok()) return leave(absl::StrCat("they cannot be read: ", reader.status().message()));
-  // From here on their pages are read (and gone from the instance): this
-  // boot is recorded whatever became of them.
-  if (absl::Status st = options_.take_previous_boot(reader->get(), marker, report->buffer_kb);
-      !st.ok()) {
-    report->previous_boot_error = std::string(st.message());
-  }
-  reader->reset();  // Closes trace_pipe_raw.
   if (absl::Status st = instance_->Clear(); !st.ok()) {
     report->state = State::kUnavailable;
     report->detail =

@@ -36,10 +36,11 @@ namespace ringside::agent {
 //  - ringside's events of an earlier boot, tracing off and nothing set (as
 //    a reboot leaves it): handed to Options::take_previous_boot (a reader
 //    of the pages and the boot's marker), which writes them into a
-//    snapshot; once it has them, the instance is cleared and records this
-//    boot. Left as they are when it cannot take them, or when the marker
-//    names another kernel release (this kernel's formats would misread its
-//    records);
+//    snapshot; then the instance is cleared and records this boot. When
+//    the marker names another kernel release (this kernel's event formats
+//    could misread its records) they are cleared unread, and said so
+//    (Report::previous_boot_error). Left as they are when nothing takes
+//    them or they cannot be read;
 //  - anything else (events or a tracer another tool set, events without a
 //    marker of ours, a buffer it cannot read): another tool's, left alone.
 // Recording: the trace clock set to `boot` (CLOCK_BOOTTIME, the clock of
@@ -92,9 +93,12 @@ class BootRecorder {
     // The earlier boot whose events it held (its marker's): kPreviousBoot,
     // or kRecording after they were taken.
     std::string previous_boot_id;
-    bool previous_boot_taken = false;  // kRecording: after taking them.
-    // kRecording: why taking them failed after their pages were read (they
-    // are gone); empty when they were taken.
+    // kRecording: the earlier boot's events were there and are gone from
+    // the instance now (taken, or cleared: previous_boot_error).
+    bool previous_boot_taken = false;
+    // kRecording: why they are not in a snapshot, though gone from the
+    // instance (another kernel's, cleared unread; or taking them failed
+    // after their pages were read); empty when they were taken.
     std::string previous_boot_error;
     bool resumed = false;             // kRecording: on top of this boot's earlier events.
     std::vector<std::string> events;  // kRecording: the events enabled.

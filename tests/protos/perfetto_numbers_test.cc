@@ -548,6 +548,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "MemoryStatus",
       "MetricsListenerStatus",
       "BootInstanceStatus",
+      "PreviousBootSnapshot",
       "SnapshotReply",
       "StopReply",
       "TriggerReply",

@@ -29,7 +29,11 @@ std::vector<pid_t> StartPipeStorm(int pairs) {
         const int out = side == 0 ? ab[1] : ba[1];
         char c = 0;
         if (side == 0 && write(out, &c, 1) != 1) _exit(1);
-        while (read(in, &c, 1) == 1 && write(out, &c, 1) == 1) {
+        for (long pass = 1; read(in, &c, 1) == 1 && write(out, &c, 1) == 1; pass++) {
+          if (side == 0 && pass % kStormPassesPerPause == 0) {
+            const timespec pause{0, 50'000};
+            nanosleep(&pause, nullptr);
+          }
         }
         _exit(0);
       }

@@ -11,7 +11,13 @@ namespace ringside::testing {
 
 // A scheduling storm: `pairs` pairs of processes passing a byte back and
 // forth over pipes until killed (as `perf bench sched pipe` and hackbench
-// do). Every pass is two wakeups and two context switches.
+// do). Every pass is two wakeups and two context switches. Every
+// kStormPassesPerPause passes one side sleeps 50 us: on this test machine's
+// kernel (6.18, PREEMPT_NONE) two storms without a pause kept the kernel's
+// per-CPU workers off the CPUs for up to 50 s, so that another test's
+// agent hung in the kernel (a ring buffer resize, an RCU grace period)
+// for minutes (issue 52, item 19); with it, under 20 ms.
+inline constexpr long kStormPassesPerPause = 4096;
 std::vector<pid_t> StartPipeStorm(int pairs);
 // `n` children named `comm`, one after another, each killed by a SIGSEGV
 // with its default action (no handler, as a crash; no core file); each

@@ -274,19 +274,26 @@ TEST(BootRecorderTest, EventsThatCouldNotBeKeptAreSaidSoAndThisBootIsRecorded) {
   EXPECT_EQ(report.state, State::kRecording);
 }
 
-TEST(BootRecorderTest, AnotherKernelsEventsAreLeftAsTheyAre) {
+// After a reboot into another kernel (an upgrade), the earlier boot's
+// records could be misread with this kernel's formats: cleared unread, said
+// so, and this boot recorded.
+TEST(BootRecorderTest, AnotherKernelsEventsAreClearedUnreadAndThisBootRecorded) {
   FakeBootInstance fake;
   fake.HoldEvents(kEarlierBoot, "5.99.0-other");
   fake.HoldPages(2);
   Taken taken;
   BootRecorder::Report report;
-  EXPECT_EQ(BootRecorder::Start(fake.tracefs(), TakingInto(&taken), &report), nullptr);
+  std::unique_ptr<BootRecorder> r =
+      BootRecorder::Start(fake.tracefs(), TakingInto(&taken), &report);
+  ASSERT_NE(r, nullptr) << report.detail;
   EXPECT_EQ(taken.calls, 0);
-  EXPECT_EQ(report.state, State::kPreviousBoot);
-  EXPECT_TRUE(absl::StrContains(report.detail, "kernel 5.99.0-other recorded them"))
-      << report.detail;
-  EXPECT_TRUE(absl::StrContains(fake.Read("trace"), "Kernel panic")) << "cleared";
-  EXPECT_EQ(fake.Read("tracing_on"), "0\n");
+  EXPECT_EQ(report.state, State::kRecording);
+  EXPECT_TRUE(report.previous_boot_taken);
+  EXPECT_EQ(report.previous_boot_id, kEarlierBoot);
+  EXPECT_TRUE(absl::StrContains(report.previous_boot_error, "kernel 5.99.0-other recorded them"))
+      << report.previous_boot_error;
+  EXPECT_FALSE(absl::StrContains(fake.Read("trace"), "Kernel panic")) << "not cleared";
+  EXPECT_EQ(fake.Read("tracing_on"), "1");
 }
 
 TEST(BootRecorderTest, AnotherToolsEventsOrRecordingAreLeftAlone) {
