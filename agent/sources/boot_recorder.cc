@@ -23,7 +23,8 @@ namespace ringside::agent {
 namespace {
 
 using State = BootRecorder::Report::State;
-constexpr absl::string_view kMarkerTag = PreviousBootReader::kMarkerPrefix;
+constexpr absl::string_view kMarkerTag(PreviousBootReader::kMarkerPrefix,
+                                       sizeof(PreviousBootReader::kMarkerPrefix) - 1);
 
 int64_t ClockNs(clockid_t clock) {
   timespec ts{};
