@@ -68,10 +68,7 @@ std::string LostPreviousBoot(const std::optional<std::string>& recorded,
   return *recorded;
 }
 
-void BootRing::NoteRecordedBoot(const std::string& output_dir, const std::string& this_boot,
-                                AgentLog& log) {
-  absl::StatusOr<std::unique_ptr<OutputDir>> dir = OutputDir::Open(output_dir, std::nullopt);
-  if (!dir.ok()) return;  // The agent's start says why.
+void BootRing::NoteRecordedBoot(const OutputDir& dir, const std::string& this_boot, AgentLog& log) {
   lost_boot_ = LostPreviousBoot(recorded_boot_, report_, this_boot);
   if (!lost_boot_.empty()) {
     log.Warning(absl::StrCat(
@@ -80,7 +77,7 @@ void BootRing::NoteRecordedBoot(const std::string& output_dir, const std::string
         "other memory for the instance (KASLR can place the kernel over the old reservation: "
         "docs/flight-recorder.md)"));
   }
-  if (absl::Status st = WriteRecordedBoot(**dir, this_boot); !st.ok()) {
+  if (absl::Status st = WriteRecordedBoot(dir, this_boot); !st.ok()) {
     log.Warning(absl::StrCat("cannot note the boot the ring records: ", st.message()));
   }
 }
@@ -88,11 +85,15 @@ void BootRing::NoteRecordedBoot(const std::string& output_dir, const std::string
 void BootRing::Start(const config::TraceConfig& config, AgentLog& log) {
   const MachineIdentity machine =
       ReadMachineIdentity(config.has_machine_name() ? config.machine_name() : "");
+  // Where the boot the ring recorded is noted; none when the directory
+  // cannot be opened (the agent's start says why).
+  std::unique_ptr<OutputDir> dir;
   if (!config.boot_instance().empty()) {
-    if (absl::StatusOr<std::unique_ptr<OutputDir>> dir =
+    if (absl::StatusOr<std::unique_ptr<OutputDir>> opened =
             OutputDir::Open(config.output_dir(), std::nullopt);
-        dir.ok()) {
-      recorded_boot_ = ReadRecordedBoot(**dir);
+        opened.ok()) {
+      dir = *std::move(opened);
+      recorded_boot_ = ReadRecordedBoot(*dir);
     }
   }
   recorder_ = StartBootRecording(
@@ -101,8 +102,8 @@ void BootRing::Start(const config::TraceConfig& config, AgentLog& log) {
         return TakePreviousBoot(reader, marker, buffer_kb, machine);
       },
       &report_);
-  if (report_.state == State::kRecording) {
-    NoteRecordedBoot(config.output_dir(), machine.boot_id, log);
+  if (report_.state == State::kRecording && dir != nullptr) {
+    NoteRecordedBoot(*dir, machine.boot_id, log);
   }
   absl::MutexLock lock(&mu_);
   if (report_.previous_boot_taken && !previous_status_.has_value()) {

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/lifecycle/agent_log.h"
+#include "agent/output/output_dir.h"
 #include "agent/session/session_snapshot.h"
 #include "agent/snapshots/snapshot_writer.h"
 #include "agent/sources/boot_recorder.h"
@@ -68,7 +69,7 @@ class BootRing {
 
   // Notes the boot recorded in the output directory, and says when the
   // previous one's ring was lost (LostPreviousBoot).
-  void NoteRecordedBoot(const std::string& output_dir, const std::string& this_boot, AgentLog& log);
+  void NoteRecordedBoot(const OutputDir& dir, const std::string& this_boot, AgentLog& log);
 
   std::unique_ptr<BootRecorder> recorder_;
   BootRecorder::Report report_;

@@ -188,14 +188,23 @@ absl::StatusOr<std::string> SnapshotWriter::Take(absl::string_view reason,
   }
   if (!snap.ok()) return snap.status();
   if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
+  return QueueLocked(reason, absl::Now(), std::move(*snap), trigger, joined, window, tally_as,
+                     /*joinable=*/true);
+}
+
+absl::StatusOr<std::string> SnapshotWriter::QueueLocked(
+    absl::string_view reason, absl::Time when, std::unique_ptr<SessionSnapshot> snapshot,
+    const SnapshotTrigger& trigger, const std::vector<SnapshotTrigger>& joined,
+    const std::optional<TraceSummary::Window>& window, absl::string_view tally_as, bool joinable) {
   Pending pending;
-  if (absl::Status st = ChooseFileLocked(reason, absl::Now(), &pending); !st.ok()) return st;
+  if (absl::Status st = ChooseFileLocked(reason, when, &pending); !st.ok()) return st;
   // A name can come back after a failed write left no file: Wait() on it
   // must see this snapshot's outcome, not that one's.
   std::erase_if(done_, [&](const Result& r) { return r.taken_path == pending.path; });
   if (tally_ != nullptr) tally_->Count(tally_as, TriggerTally::Outcome::kFired);
   pending.reason = trigger.name;  // The reason as given; `reason` may carry a prefix.
-  pending.snapshot = std::move(*snap);
+  pending.snapshot = std::move(snapshot);
+  pending.joinable = joinable;
   ListTriggers(trigger, joined, window, &pending);
   queue_.push_back(std::move(pending));
   return queue_.back().path;
@@ -206,18 +215,11 @@ absl::StatusOr<std::string> SnapshotWriter::Put(absl::string_view reason,
                                                 absl::Time when) {
   absl::MutexLock lock(&mu_);
   if (finishing_) return absl::FailedPreconditionError("the agent is stopping");
-  Pending pending;
-  if (absl::Status st = ChooseFileLocked(reason, when, &pending); !st.ok()) return st;
-  std::erase_if(done_, [&](const Result& r) { return r.taken_path == pending.path; });
   const SnapshotTrigger trigger = snapshot->trigger();
-  if (tally_ != nullptr) tally_->Count(trigger.name, TriggerTally::Outcome::kFired);
-  pending.reason = trigger.name;
-  pending.snapshot = std::move(snapshot);
-  pending.joinable = false;
-  CountClone();  // Held in memory until written, as a clone is.
-  ListTriggers(trigger, {}, std::nullopt, &pending);
-  queue_.push_back(std::move(pending));
-  return queue_.back().path;
+  absl::StatusOr<std::string> path = QueueLocked(reason, when, std::move(snapshot), trigger, {},
+                                                 std::nullopt, trigger.name, /*joinable=*/false);
+  if (path.ok()) CountClone();  // Held in memory until written, as a clone is.
+  return path;
 }
 
 absl::StatusOr<std::string> SnapshotWriter::Wait(const std::string& path, absl::Duration timeout) {

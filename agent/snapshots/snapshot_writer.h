@@ -230,6 +230,16 @@ class SnapshotWriter {
   // What the file of a snapshot answering `triggers` adds to its
   // trace_stats: the triggers and the tally as of now.
   trace::TraceStats ExtraStats(const Pending& pending) const;
+  // Take()'s and Put()'s end: a file named for `reason` at `when`, its
+  // outcome forgotten, the request tallied as `tally_as`, `snapshot` queued
+  // with the triggers it answers. Returns its path.
+  absl::StatusOr<std::string> QueueLocked(absl::string_view reason, absl::Time when,
+                                          std::unique_ptr<SessionSnapshot> snapshot,
+                                          const SnapshotTrigger& trigger,
+                                          const std::vector<SnapshotTrigger>& joined,
+                                          const std::optional<TraceSummary::Window>& window,
+                                          absl::string_view tally_as, bool joinable)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Opens the output directory and picks a free name in it for `reason`
   // at `when`.
   absl::Status ChooseFileLocked(absl::string_view reason, absl::Time when, Pending* pending)
