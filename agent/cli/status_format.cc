@@ -203,6 +203,20 @@ void AppendBootInstance(const control::BootInstanceStatus& b, std::string* out) 
   }
 }
 
+void AppendPressure(const control::PressureStatus& p, std::string* out) {
+  AppendLine(out, "pressure",
+             absl::StrCat(p.watching(), " PSI files watched, ", p.waiting(), " waiting",
+                          p.waiting() > 0 ? " (the log says why)" : "", "; ", p.events(),
+                          " thresholds crossed"));
+}
+
+void AppendEventTriggers(const control::EventTriggerStatus& e, std::string* out) {
+  AppendLine(out, "events",
+             absl::StrCat(e.watching(), " trigger tracepoints watched, ", e.failed(), " failed",
+                          e.failed() > 0 ? " (the log says why)" : "", "; ", e.hits(),
+                          " events passed their filters, ", e.fired(), " fires"));
+}
+
 void AppendMetricsListener(const control::MetricsListenerStatus& l, std::string* out) {
   if (l.listening().empty()) {
     AppendLine(out, "metrics",
@@ -377,6 +391,7 @@ json SnapshotsJson(const control::SnapshotStatus& snap) {
   for (const control::SnapshotStatus::Trigger& t : snap.triggers()) {
     j["triggers"].push_back({{"name", t.name()},
                              {"kind", t.kind()},
+                             {"fires_on", t.fires_on()},
                              {"fired", t.fired()},
                              {"joined", t.joined()},
                              {"suppressed", t.suppressed()}});
@@ -468,6 +483,8 @@ std::string StatusText(const control::StatusReply& s) {
                           d.evicted_ended(), " ended"));
   AppendSnapshots(s.snapshots(), &out);
   AppendReloads(s.reload(), &out);
+  if (s.has_pressure()) AppendPressure(s.pressure(), &out);
+  if (s.has_event_triggers()) AppendEventTriggers(s.event_triggers(), &out);
   if (s.has_metrics_listener()) AppendMetricsListener(s.metrics_listener(), &out);
   if (s.has_boot_instance()) AppendBootInstance(s.boot_instance(), &out);
   if (s.has_streaming()) AppendStreaming(s.streaming(), &out);
@@ -495,6 +512,16 @@ json StatusJsonValue(const control::StatusReply& s) {
   j["metrics_listener"] =
       s.has_metrics_listener() ? MetricsListenerJson(s.metrics_listener()) : json(nullptr);
   j["boot_instance"] = s.has_boot_instance() ? BootInstanceJson(s.boot_instance()) : json(nullptr);
+  j["pressure"] = s.has_pressure() ? json{{"watching", s.pressure().watching()},
+                                          {"waiting", s.pressure().waiting()},
+                                          {"events", s.pressure().events()}}
+                                   : json(nullptr);
+  const control::EventTriggerStatus& e = s.event_triggers();
+  j["event_triggers"] = s.has_event_triggers() ? json{{"watching", e.watching()},
+                                                      {"failed", e.failed()},
+                                                      {"hits", e.hits()},
+                                                      {"fired", e.fired()}}
+                                               : json(nullptr);
   return j;
 }
 

@@ -12,7 +12,8 @@
 namespace ringside::agent {
 
 const std::vector<std::string>& KnownDataSources() {
-  static const auto* known = new std::vector<std::string>{"linux.bpf", "linux.ftrace"};
+  static const auto* known = new std::vector<std::string>{"linux.bpf", "linux.ftrace",
+                                                          "linux.sys_stats", "linux.process_stats"};
   return *known;
 }
 

@@ -53,6 +53,8 @@ constexpr char kDefaultConfig[] = R"pb(
       }
     }
   }
+  data_sources { config { name: "linux.sys_stats" target_buffer: 0 } }
+  data_sources { config { name: "linux.process_stats" target_buffer: 0 } }
   duration_ms: 10000
   flush_period_ms: 1000
   durable_buffer_size_kb: 2048

@@ -46,13 +46,6 @@ using internal::FieldPath;
 using internal::Kb;
 using internal::Validator;
 
-const std::vector<int>& SignalsTheIncidentSourceSees() {
-  // bpf/incidents.bpf.c: a fault's signals with their default action, and
-  // SIGKILL.
-  static const std::vector<int>* signals = new std::vector<int>{4, 6, 7, 8, 9, 11};
-  return *signals;
-}
-
 // The first directory of `path` (absolute), or `path` itself when
 // `with_last`, that exists and is not a directory: the agent cannot create
 // anything below it. "" when there is none (what is missing is created).
@@ -64,45 +57,6 @@ std::string FirstNotADirectory(const std::string& path, bool with_last) {
     if (stat(prefix.c_str(), &st) != 0) return "";
     if (!S_ISDIR(st.st_mode)) return prefix;
     if (end == std::string::npos) return "";
-  }
-}
-
-void ValidateIncident(const config::TraceConfig::TriggerConfig::Trigger::Incident& incident,
-                      const FieldPath& at, Validator* v) {
-  using Incident = config::TraceConfig::TriggerConfig::Trigger::Incident;
-  auto field = [&](const std::string& name, int index) {
-    FieldPath path = at;
-    path.push_back({name, index});
-    return path;
-  };
-  if (incident.kinds_size() == 0) {
-    v->Fail(field("kinds", -1), "is empty: OOM_KILL, FATAL_SIGNAL or CORE_DUMP, at least one");
-  }
-  for (int k = 0; k < incident.kinds_size(); k++) {
-    if (incident.kinds(k) == Incident::KIND_UNSPECIFIED) {
-      v->Fail(field("kinds", k), "is KIND_UNSPECIFIED: OOM_KILL, FATAL_SIGNAL or CORE_DUMP");
-    }
-  }
-  for (int k = 0; k < incident.signals_size(); k++) {
-    const std::vector<int>& seen = SignalsTheIncidentSourceSees();
-    if (std::find(seen.begin(), seen.end(), incident.signals(k)) == seen.end()) {
-      v->Fail(field("signals", k),
-              absl::StrCat("is ", incident.signals(k), ": linux.bpf reports the fatal signals ",
-                           absl::StrJoin(seen, ", "),
-                           " (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGKILL, SIGSEGV); for others "
-                           "that dump core, use the kind CORE_DUMP"));
-    }
-  }
-  for (int k = 0; k < incident.cgroups_size(); k++) {
-    CheckCgroupPath(incident.cgroups(k), field("cgroups", k), v);
-  }
-  for (int k = 0; k < incident.comms_size(); k++) {
-    const std::string& comm = incident.comms(k);
-    if (comm.empty() || comm.size() > kMaxCommBytes) {
-      v->Fail(field("comms", k),
-              absl::StrCat("is '", absl::CHexEscape(comm), "': a task name is 1 to ", kMaxCommBytes,
-                           " bytes (the kernel's comm), so it would never match"));
-    }
   }
 }
 
@@ -383,7 +337,7 @@ void CheckTriggers(const config::TraceConfig& cfg, Validator* v) {
     const FieldPath at = {{"trigger_config", -1}, {"triggers", i}};
     CheckTriggerName(triggers, i, Child(at, "name"), v);
     CheckTriggerLimits(t, at, v);
-    if (t.has_incident()) ValidateIncident(t.incident(), Child(at, "incident"), v);
+    internal::CheckTriggerKind(t, at, v);
   }
 }
 

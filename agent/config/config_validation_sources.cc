@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,46 @@ void CheckFtraceConfig(const config::FtraceConfig& f, const FieldPath& at,
   if (f.drain_buffer_percent() > 100) {
     v->Fail(field("drain_buffer_percent"),
             absl::StrCat("is ", f.drain_buffer_percent(), ": a percentage, at most 100"));
+  }
+}
+
+void CheckSysStatsConfig(const config::SysStatsConfig& st, const FieldPath& at, Validator* v) {
+  auto field = [&](const std::string& name) { return Child(Child(at, "sys_stats_config"), name); };
+  for (const auto& [name, period] : {std::pair{"meminfo_period_ms", st.meminfo_period_ms()},
+                                     std::pair{"vmstat_period_ms", st.vmstat_period_ms()},
+                                     std::pair{"stat_period_ms", st.stat_period_ms()},
+                                     std::pair{"psi_period_ms", st.psi_period_ms()}}) {
+    if (period != 0 && (period < kMinSysStatsPeriodMs || period > kMaxSysStatsPeriodMs)) {
+      v->Fail(field(name), absl::StrCat("is ", period, ": 0 (not read) or ", kMinSysStatsPeriodMs,
+                                        " to ", kMaxSysStatsPeriodMs, " ms"));
+    }
+  }
+  for (int i = 0; i < st.stat_counters_size(); i++) {
+    const auto c = st.stat_counters(i);
+    if (c != config::SysStatsConfig::STAT_CPU_TIMES &&
+        c != config::SysStatsConfig::STAT_FORK_COUNT) {
+      v->Fail(Child(Child(at, "sys_stats_config"), "stat_counters", i),
+              absl::StrCat("is ", config::SysStatsConfig::StatCounters_Name(c),
+                           ": ringside writes STAT_CPU_TIMES and STAT_FORK_COUNT only"));
+    }
+  }
+  const bool any_set = st.has_meminfo_period_ms() || st.has_vmstat_period_ms() ||
+                       st.has_stat_period_ms() || st.has_psi_period_ms();
+  if (any_set && st.meminfo_period_ms() == 0 && st.vmstat_period_ms() == 0 &&
+      st.stat_period_ms() == 0 && st.psi_period_ms() == 0) {
+    v->Fail(Child(at, "sys_stats_config"),
+            "reads nothing: every *_period_ms is 0 (leave them all unset for each kind once a "
+            "second)");
+  }
+}
+
+void CheckProcessStatsConfig(const config::ProcessStatsConfig& ps, const FieldPath& at,
+                             Validator* v) {
+  if (ps.has_proc_stats_poll_ms() && (ps.proc_stats_poll_ms() < kMinProcStatsPollMs ||
+                                      ps.proc_stats_poll_ms() > kMaxSysStatsPeriodMs)) {
+    v->Fail(Child(Child(at, "process_stats_config"), "proc_stats_poll_ms"),
+            absl::StrCat("is ", ps.proc_stats_poll_ms(), ": ", kMinProcStatsPollMs, " to ",
+                         kMaxSysStatsPeriodMs, " ms (unset: ", kDefaultProcStatsPollMs, ")"));
   }
 }
 
@@ -154,6 +195,10 @@ void CheckDataSource(const config::TraceConfig& cfg, int i, const MachineLimits&
     }
   }
   if (ds.name() == "linux.ftrace") CheckFtraceConfig(ds.ftrace_config(), at, machine, v);
+  if (ds.name() == "linux.sys_stats") CheckSysStatsConfig(ds.sys_stats_config(), at, v);
+  if (ds.name() == "linux.process_stats") {
+    CheckProcessStatsConfig(ds.process_stats_config(), at, v);
+  }
   if (ds.name() == "linux.bpf") {
     CheckBpfConfig(ds.bpf_config(), at, machine, v);
     const config::BpfConfig::Stacks& st = ds.bpf_config().stacks();

@@ -99,6 +99,19 @@ void ApplyDefaults(config::TraceConfig* config, int cpus) {
       if (!f->compact_sched().has_enabled()) {
         f->mutable_compact_sched()->set_enabled(kDefaultFtraceCompactSched);
       }
+    } else if (c->name() == "linux.process_stats") {
+      config::ProcessStatsConfig* ps = c->mutable_process_stats_config();
+      if (!ps->has_proc_stats_poll_ms()) ps->set_proc_stats_poll_ms(kDefaultProcStatsPollMs);
+      if (!ps->has_min_rss_kb()) ps->set_min_rss_kb(kDefaultProcStatsMinRssKb);
+    } else if (c->name() == "linux.sys_stats") {
+      config::SysStatsConfig* st = c->mutable_sys_stats_config();
+      if (!st->has_meminfo_period_ms() && !st->has_vmstat_period_ms() &&
+          !st->has_stat_period_ms() && !st->has_psi_period_ms()) {
+        st->set_meminfo_period_ms(kDefaultSysStatsPeriodMs);
+        st->set_vmstat_period_ms(kDefaultSysStatsPeriodMs);
+        st->set_stat_period_ms(kDefaultSysStatsPeriodMs);
+        st->set_psi_period_ms(kDefaultSysStatsPeriodMs);
+      }
     }
   }
   if (config->write_into_file() && config->file_write_period_ms() == 0) {

@@ -65,6 +65,16 @@ inline constexpr uint32_t kDefaultFtraceDrainBufferPercent = 50;
 inline constexpr bool kDefaultFtraceCompactSched = true;
 // write_into_file: how often the buffers go to the file.
 inline constexpr uint32_t kDefaultFileWritePeriodMs = 5000;
+// linux.sys_stats with no period set at all: every kind of counter, each
+// once a second. Periods are 10 ms to an hour.
+inline constexpr uint32_t kDefaultSysStatsPeriodMs = 1000;
+inline constexpr uint32_t kMinSysStatsPeriodMs = 10;
+inline constexpr uint32_t kMaxSysStatsPeriodMs = 3'600'000;
+// linux.process_stats: how often every process is sampled (100 ms to an
+// hour), and the resident memory below which a process is left out.
+inline constexpr uint32_t kDefaultProcStatsPollMs = 2000;
+inline constexpr uint32_t kMinProcStatsPollMs = 100;
+inline constexpr uint32_t kDefaultProcStatsMinRssKb = 16384;
 // durable_buffer_size_kb when a config leaves it out (an explicit 0 turns
 // the store off): without it, a task whose fork the ring has overwritten,
 // or that lived across the sources' start and the /proc scan, has no
@@ -81,6 +91,15 @@ inline constexpr uint32_t kDefaultFlushPeriodMs = 1000;
 // one trigger, so that a crash loop makes one snapshot a minute rather than
 // one per crash.
 inline constexpr uint32_t kDefaultTriggerCooldownMs = 60000;
+// A pressure trigger's window (the kernel takes 500 ms to 10 s; from a
+// process without CAP_SYS_RESOURCE, Linux 6.5 and later take multiples of
+// 2 s only, hence the default), and the cgroups one trigger may watch.
+inline constexpr uint32_t kDefaultPressureWindowMs = 2000;
+inline constexpr uint32_t kMinPressureWindowMs = 500;
+inline constexpr uint32_t kMaxPressureWindowMs = 10000;
+inline constexpr size_t kMaxPressureCgroups = 64;
+// An event trigger's filter, in bytes (the kernel takes a page).
+inline constexpr size_t kMaxEventFilterBytes = 4096;
 // trigger_config.triggers.incident.signals of a FATAL_SIGNAL filter: a
 // crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT), not a kill.
 inline constexpr int32_t kDefaultCrashSignals[] = {11, 7, 4, 8, 6};

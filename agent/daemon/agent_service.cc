@@ -174,7 +174,8 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   absl::StatusOr<AgentStream> stream = OpenAgentStreamSink(config, s->output_group_, s->log_);
   if (!stream.ok()) return stream.status();
   s->stream_ = std::move(*stream);
-  absl::StatusOr<std::unique_ptr<TracingSession>> session = TracingSession::Create(config, s.get());
+  absl::StatusOr<std::unique_ptr<TracingSession>> session =
+      TracingSession::Create(config, &s->kernel_reports_);
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
   times.Step("sources loaded");
@@ -190,6 +191,8 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
     }
   }
   s->StartSnapshots();
+  // Before the privileges go: the kernel takes a window's limits from them.
+  s->kernel_triggers_.Start(config, &s->kernel_reports_, &s->kernel_reports_, s->log_);
   s->boot_ring_.QueueSnapshot(s->snapshots_.get(), s->log_);
   if (absl::Status st = s->ListenForControl(std::move(control_options)); !st.ok()) return st;
   times.Step("control socket");
@@ -371,6 +374,7 @@ int AgentService::Shutdown(const std::string& why) {
   // Queued snapshots written, their waiters answered; then the session.
   snapshots_->Finish();
   control_->Stop();
+  kernel_triggers_.Stop();
   absl::Status stopped = session_->Stop();
   if (stopped.ok() && stream_.files != nullptr) {
     // The last file: the buffers' rest and its trailer, renamed into place.
@@ -474,6 +478,7 @@ void AgentService::ReplaceTriggers(const config::TraceConfig& config) {
   absl::MutexLock lock(&mu_);
   triggers_.ReplaceTriggers(config);
   tally_.Reserve(ReservedTallyNames(config));
+  kernel_triggers_.CheckReload(config, log_);
 }
 
 void AgentService::ReplaceRequestLimits(const config::TraceConfig& config) {
@@ -484,11 +489,6 @@ void AgentService::SetRetention(uint32_t max_files, uint64_t max_bytes) {
   snapshots_->set_retention(max_files, max_bytes);
 }
 
-void AgentService::OnIncident(const Incident& incident) {
-  absl::MutexLock lock(&mu_);
-  triggers_.OnIncident(incident);
-}
-
 void AgentService::LogSessionNotices() {
   for (const std::string& notice : session_->TakeNotices()) log_.Warning(notice);
 }
@@ -496,6 +496,7 @@ void AgentService::LogSessionNotices() {
 void AgentService::HealthTick() {
   status_.Tick(session_->report(), absl::Now());
   notifier_.Status(HealthLine());
+  kernel_triggers_.LogNewWarnings(log_);
 }
 
 std::string AgentService::HealthLine() {
@@ -518,6 +519,7 @@ control::StatusReply AgentService::BuildStatus() {
       status_.Reply(report, absl::Now(), options_.config_path, snaps, suppressed, triggers);
   *reply.mutable_reload() = reloader_->status();
   boot_ring_.FillStatus(&reply);
+  kernel_triggers_.FillStatus(&reply);
   {
     absl::MutexLock lock(&mu_);
     if (metrics_listener_.has_value()) AgentMetrics::FillStatus(*metrics_listener_, &reply);

@@ -17,6 +17,7 @@
 #include "agent/daemon/agent_stream.h"
 #include "agent/daemon/boot_recording.h"
 #include "agent/daemon/config_reloader.h"
+#include "agent/daemon/kernel_triggers.h"
 #include "agent/daemon/snapshot_requests.h"
 #include "agent/daemon/trigger_dispatcher.h"
 #include "agent/lifecycle/agent_log.h"
@@ -49,9 +50,7 @@ namespace ringside::agent {
 // snapshots are written (a `snapshot --wait` still parked gets its file's
 // path), the socket's last connections close, the session stops (sources
 // detached, tracefs instance removed).
-class AgentService : public ControlHandler,
-                     public IncidentListener,
-                     private ConfigReloader::Target {
+class AgentService : public ControlHandler, private ConfigReloader::Target {
  public:
   struct Options {
     // The config file; empty when running on the embedded default.
@@ -95,9 +94,6 @@ class AgentService : public ControlHandler,
 
   Answer Handle(const control::Request& request, const Peer& peer,
                 const LaterReply& later) override;
-  // A source read an incident: the triggers whose incident filter it
-  // passes fire as a request by name would.
-  void OnIncident(const Incident& incident) override;
 
  private:
   explicit AgentService(Options options);
@@ -188,6 +184,11 @@ class AgentService : public ControlHandler,
   // metrics_listen's state as the start left it (absent: not set), with
   // the listener's counters, which outlive it.
   std::optional<AgentMetrics::Listener> metrics_listener_ ABSL_GUARDED_BY(mu_);
+  // What the kernel reports fires triggers_: incidents (a source's reader
+  // thread), pressure and events (the threads of kernel_triggers_, which
+  // are declared after it and stopped in Shutdown()).
+  KernelReports kernel_reports_{&mu_, &triggers_};
+  KernelTriggers kernel_triggers_;
   // metrics_textfile, metrics_listen: their threads read the status
   // (BuildStatus()), so they are declared last and stopped first
   // (Shutdown(), the destructor).

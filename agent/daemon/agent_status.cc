@@ -99,6 +99,9 @@ void SetSnapshots(const SnapshotWriter::Stats& snapshots, uint64_t suppressed,
                 : c.name == kPreviousBootTrigger      ? "previous_boot"
                 : c.name == TriggerTally::kOtherName  ? "other"
                                                       : "config");
+    if (auto it = triggers.configured.find(c.name); it != triggers.configured.end()) {
+      t->set_fires_on(it->second);
+    }
     t->set_fired(c.fired);
     t->set_joined(c.joined);
     t->set_suppressed(c.suppressed);

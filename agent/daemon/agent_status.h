@@ -53,7 +53,9 @@ class AgentStatus {
   // since the start. The agent's own CPU and RSS are read here.
   struct Triggers {
     std::vector<TriggerTally::Counts> counts;
-    std::set<std::string> configured;  // The config's trigger names.
+    // The config's trigger names, and what fires each besides a request by
+    // name (ConfigReloader::trigger_names()).
+    std::map<std::string, std::string> configured;
   };
   control::StatusReply Reply(const TracingSession::Report& report, absl::Time now,
                              const std::string& config_path, const SnapshotWriter::Stats& snapshots,

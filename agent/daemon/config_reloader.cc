@@ -106,10 +106,15 @@ std::string ConfigReloader::output_dir() const {
   return running_.output_dir();
 }
 
-std::set<std::string> ConfigReloader::trigger_names() const {
+std::map<std::string, std::string> ConfigReloader::trigger_names() const {
   absl::MutexLock lock(&mu_);
-  std::set<std::string> names;
-  for (const auto& t : running_.trigger_config().triggers()) names.insert(t.name());
+  std::map<std::string, std::string> names;
+  for (const auto& t : running_.trigger_config().triggers()) {
+    names[t.name()] = t.has_incident()   ? "incident"
+                      : t.has_pressure() ? "pressure"
+                      : t.has_event()    ? "event"
+                                         : "";
+  }
   return names;
 }
 

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -73,8 +74,9 @@ class ConfigReloader {
 
   // The running config's output_dir (a reload may have changed it).
   std::string output_dir() const;
-  // The running config's trigger names.
-  std::set<std::string> trigger_names() const;
+  // The running config's trigger names, each with what fires it besides a
+  // request by name: "incident", "pressure", or "".
+  std::map<std::string, std::string> trigger_names() const;
   // What `status` says of the reloads: how many, refused, the last error,
   // the fields waiting for a restart.
   control::ReloadStatus status() const;

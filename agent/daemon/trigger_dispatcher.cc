@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/config/defaults.h"
 #include "agent/daemon/internal/replies.h"
 
 namespace ringside::agent {
@@ -67,6 +68,31 @@ void TriggerDispatcher::OnIncident(const Incident& incident) {
     // The kernel is the producer; its time is the incident's own.
     Fire(name, SnapshotTrigger{name, "linux.bpf", 0, incident.boottime_ns}, who);
   }
+}
+
+void TriggerDispatcher::FireFromTheKernel(const std::string& name, const char* producer,
+                                          int64_t boottime_ns, const std::string& detail) {
+  const std::string who = absl::StrCat("the kernel (", detail, ")");
+  if (closed_) {
+    log_.LogLimited(LogLevel::kInfo, absl::StrCat(producer, " while stopping"),
+                    absl::StrCat(who, ": not a trigger, the agent is stopping"));
+    return;
+  }
+  const Fired fired = Fire(name, SnapshotTrigger{name, producer, 0, boottime_ns, detail}, who);
+  if (fired.kind == Fired::kUnknown) {
+    log_.LogLimited(LogLevel::kWarning, absl::StrCat(producer, " ", name),
+                    absl::StrCat(who, ": trigger ", name,
+                                 " is no longer in trigger_config (a reload removed it); the "
+                                 "kernel is watched for it until the agent restarts"));
+  }
+}
+
+void TriggerDispatcher::OnPressure(const PressureEvent& event) {
+  FireFromTheKernel(event.trigger, "psi", event.boottime_ns, event.detail);
+}
+
+void TriggerDispatcher::OnEventHit(const EventHit& hit) {
+  FireFromTheKernel(hit.trigger, "ftrace", hit.boottime_ns, hit.detail);
 }
 
 std::vector<TriggerDispatcher::Due> TriggerDispatcher::TakeDue(absl::Time now, absl::Time* next) {
@@ -142,6 +168,34 @@ std::vector<std::string> IncidentTriggerWarnings(const config::TraceConfig& conf
         "; it answers requests by name only"));
   }
   return warnings;
+}
+
+std::vector<PressureRule> PressureRulesOf(const config::TraceConfig& config) {
+  using Pressure = config::TraceConfig::TriggerConfig::Trigger::Pressure;
+  std::vector<PressureRule> rules;
+  for (const auto& t : config.trigger_config().triggers()) {
+    if (!t.has_pressure()) continue;
+    const Pressure& p = t.pressure();
+    PressureRule r;
+    r.trigger = t.name();
+    r.resource = p.resource() == Pressure::CPU  ? "cpu"
+                 : p.resource() == Pressure::IO ? "io"
+                                                : "memory";
+    r.full = p.full();
+    r.stall_us = p.stall_ms() * 1000;
+    r.window_us = (p.has_window_ms() ? p.window_ms() : kDefaultPressureWindowMs) * 1000;
+    r.cgroups.assign(p.cgroups().begin(), p.cgroups().end());
+    rules.push_back(std::move(r));
+  }
+  return rules;
+}
+
+std::vector<EventRule> EventRulesOf(const config::TraceConfig& config) {
+  std::vector<EventRule> rules;
+  for (const auto& t : config.trigger_config().triggers()) {
+    if (t.has_event()) rules.push_back({t.name(), t.event().event(), t.event().filter()});
+  }
+  return rules;
 }
 
 }  // namespace ringside::agent

@@ -14,7 +14,9 @@
 #include "agent/snapshots/snapshot_writer.h"
 #include "agent/snapshots/trigger_policy.h"
 #include "agent/snapshots/trigger_tally.h"
+#include "agent/sources/event_watch.h"
 #include "agent/sources/incident.h"
+#include "agent/sources/pressure_watch.h"
 #include "ringside/config/trace_config.pb.h"
 #include "ringside/control/control.pb.h"
 
@@ -65,6 +67,13 @@ class TriggerDispatcher {
   // The triggers whose incident filter `incident` passes fire as a request
   // by name would, by the kernel. After Close(), none does (logged).
   void OnIncident(const Incident& incident);
+  // The kernel said a pressure trigger's threshold was crossed: fires it
+  // as a request by name would, its detail in the file. After Close(), or
+  // when a reload removed the trigger, nothing fires (logged).
+  void OnPressure(const PressureEvent& event);
+  // An event passed an event trigger's filter: the same, its detail the
+  // event as ftrace prints it.
+  void OnEventHit(const EventHit& hit);
 
   // A fire whose delay has passed, and the fires of the same trigger that
   // joined it meanwhile (at most kMaxTriggersListedPerSnapshot listed with
@@ -88,6 +97,10 @@ class TriggerDispatcher {
   uint64_t suppressed() const;
 
  private:
+  // A trigger the kernel fired (`producer`: "psi", "ftrace").
+  void FireFromTheKernel(const std::string& name, const char* producer, int64_t boottime_ns,
+                         const std::string& detail);
+
   TriggerTally& tally_;
   AgentLog& log_;
   const std::function<void()> wake_;
@@ -113,6 +126,11 @@ control::Reply TriggerReply(const std::string& name, const TriggerDispatcher::Fi
 // source to report them instead), and that it answers requests by name only.
 std::vector<std::string> IncidentTriggerWarnings(const config::TraceConfig& config,
                                                  const TracingSession::Report& report);
+
+// The pressure rules of `config`'s triggers, for the PressureWatch; its
+// event rules, for the EventWatch.
+std::vector<PressureRule> PressureRulesOf(const config::TraceConfig& config);
+std::vector<EventRule> EventRulesOf(const config::TraceConfig& config);
 
 }  // namespace ringside::agent
 

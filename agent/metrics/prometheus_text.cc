@@ -411,6 +411,38 @@ void Process(const control::StatusReply& s, std::string* out) {
       .Add({{"result", "refused"}}, r.refused());
 }
 
+// Only when a trigger has a pressure threshold.
+void Pressure(const control::StatusReply& s, std::string* out) {
+  if (!s.has_pressure()) return;
+  const control::PressureStatus& p = s.pressure();
+  Family(out, "ringside_pressure_files", kGauge,
+         "The kernel's pressure (PSI) files the agent's pressure triggers watch: armed, and "
+         "not armed (a cgroup still to come, a kernel without PSI, a refused threshold: the log "
+         "says why).")
+      .Add({{"state", "watching"}}, uint64_t{p.watching()})
+      .Add({{"state", "waiting"}}, uint64_t{p.waiting()});
+  Family(out, "ringside_pressure_events_total", kCounter,
+         "Pressure thresholds the kernel said were crossed, each a fire of its trigger (before "
+         "the trigger's limits).")
+      .Add(p.events());
+}
+
+// Only when a trigger has an event rule.
+void EventTriggers(const control::StatusReply& s, std::string* out) {
+  if (!s.has_event_triggers()) return;
+  const control::EventTriggerStatus& e = s.event_triggers();
+  Family(out, "ringside_event_trigger_rules", kGauge,
+         "The event triggers' tracepoints: watched, and failed (no such event, a refused "
+         "filter: the log says why).")
+      .Add({{"state", "watching"}}, uint64_t{e.watching()})
+      .Add({{"state", "failed"}}, uint64_t{e.failed()});
+  Family(out, "ringside_event_trigger_events_total", kCounter,
+         "Events that passed an event trigger's filter (hit), and the fires of their triggers "
+         "they made (fired: at most one a read pass, before the trigger's limits).")
+      .Add({{"result", "hit"}}, e.hits())
+      .Add({{"result", "fired"}}, e.fired());
+}
+
 // Only when metrics_listen is set: through the listener itself, up is
 // always 1; the textfile and `status --prometheus` see a failed one.
 void Listener(const control::StatusReply& s, std::string* out) {
@@ -443,6 +475,8 @@ std::string PrometheusText(const control::StatusReply& status, const MetricsOpti
   Buffers(status, &out);
   Files(status, &out);
   Process(status, &out);
+  Pressure(status, &out);
+  EventTriggers(status, &out);
   Listener(status, &out);
   return out;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,10 +24,22 @@ namespace ringside::agent {
 // What made a snapshot be taken, written into its file as the
 // clone_snapshot_trigger packet (Perfetto's Trigger).
 struct SnapshotTrigger {
+  SnapshotTrigger() = default;
+  SnapshotTrigger(std::string name, std::string producer_name, int32_t uid, int64_t boottime_ns,
+                  std::string detail = "")
+      : name(std::move(name)),
+        producer_name(std::move(producer_name)),
+        uid(uid),
+        boottime_ns(boottime_ns),
+        detail(std::move(detail)) {}
+
   std::string name;           // The trigger's name ("manual", "oom_kill", a config's).
   std::string producer_name;  // Who fired it ("ringside snapshot", "bpf.incidents").
   int32_t uid = 0;            // The requester's uid, from trusted credentials.
   int64_t boottime_ns = 0;    // When it fired, on the trace's clock (BOOTTIME).
+  // What fired it and the value it saw, when the kernel did ("memory some
+  // >= 150 ms in 1000 ms of the machine: avg10 12.40%, ..."); else empty.
+  std::string detail;
 };
 
 // The trigger of an earlier boot's snapshot (SessionSnapshot::

@@ -76,7 +76,7 @@ absl::Status TracingSession::StartWith(TraceSink* stream, RotatingSink* rotating
       slot.source.reset();
       continue;
     }
-    recording_kernel_events = true;
+    recording_kernel_events |= slot.source->records_kernel_events();
   }
   if (!recording_kernel_events) {
     warnings_.push_back(

@@ -289,6 +289,7 @@ trace::TraceStats SnapshotWriter::ExtraStats(const Pending& pending) const {
     out->set_producer_name(t.producer_name);
     out->set_trusted_producer_uid(t.uid);
     out->set_timestamp(static_cast<uint64_t>(t.boottime_ns));
+    if (!t.detail.empty()) out->set_detail(t.detail);
   }
   return stats;
 }

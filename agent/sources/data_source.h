@@ -70,6 +70,10 @@ class DataSource {
   // rings held when it was asked for is committed to the ProducerBuffer.
   virtual bool StagingPassDone(uint64_t n) { return n == 0; }
 
+  // Whether it records the kernel's events (linux.bpf, linux.ftrace), or
+  // only samples counters (linux.sys_stats): a recording with none of the
+  // first kind holds what /proc says, and says so.
+  virtual bool records_kernel_events() const { return true; }
   // Kernel events read from the staging rings so far.
   virtual uint64_t events_read() const = 0;
   // Events lost before the buffers so far (live; for progress lines).

@@ -13,6 +13,8 @@
 #include "agent/config/defaults.h"
 #include "agent/sources/bpf_data_source.h"
 #include "agent/sources/ftrace_data_source.h"
+#include "agent/sources/process_stats_data_source.h"
+#include "agent/sources/sys_stats_data_source.h"
 #include "bpf/stack_events.h"
 
 namespace ringside::agent {
@@ -50,6 +52,15 @@ struct BuildContext {
     options.num_chunks =
         StagingSharesFor(budget_kb(), PossibleCpus(), FtraceShareOf(*config), options.chunk_size)
             .chunk_pool_chunks;
+    options.policy = PoolExhaustedPolicy::kStall;
+    return std::make_unique<ProducerBuffer>(next_producer++,
+                                            buffer::ClientIdentity{getuid(), getpid()}, options);
+  }
+  // A polled source's pool (linux.sys_stats, linux.process_stats): one
+  // writer, a packet a period.
+  std::unique_ptr<ProducerBuffer> NewPolledProducer() {
+    ProducerBuffer::Options options;
+    options.num_chunks = 8;
     options.policy = PoolExhaustedPolicy::kStall;
     return std::make_unique<ProducerBuffer>(next_producer++,
                                             buffer::ClientIdentity{getuid(), getpid()}, options);
@@ -376,6 +387,51 @@ void BuildFtrace(const config::DataSourceConfig& c, BuildContext* ctx) {
   CreateFtraceSource(c, fc, std::move(producer), ctx);
 }
 
+void BuildSysStats(const config::DataSourceConfig& c, BuildContext* ctx) {
+  const config::SysStatsConfig& st = c.sys_stats_config();
+  SysStatsDataSource::Config cfg;
+  cfg.meminfo_period_ms = st.meminfo_period_ms();
+  cfg.meminfo_counters.assign(st.meminfo_counters().begin(), st.meminfo_counters().end());
+  cfg.vmstat_period_ms = st.vmstat_period_ms();
+  cfg.vmstat_counters.assign(st.vmstat_counters().begin(), st.vmstat_counters().end());
+  cfg.stat_period_ms = st.stat_period_ms();
+  if (st.stat_counters_size() > 0) {
+    auto listed = [&](config::SysStatsConfig::StatCounters which) {
+      return std::find(st.stat_counters().begin(), st.stat_counters().end(), which) !=
+             st.stat_counters().end();
+    };
+    cfg.cpu_times = listed(config::SysStatsConfig::STAT_CPU_TIMES);
+    cfg.forks = listed(config::SysStatsConfig::STAT_FORK_COUNT);
+  }
+  cfg.psi_period_ms = st.psi_period_ms();
+  std::unique_ptr<ProducerBuffer> producer = ctx->NewPolledProducer();
+  absl::StatusOr<std::unique_ptr<SysStatsDataSource>> ds =
+      SysStatsDataSource::Create(std::move(cfg), producer.get());
+  if (!ds.ok()) {
+    ctx->Disable(c, ds.status().message());
+    return;
+  }
+  for (const std::string& w : (*ds)->warnings()) {
+    ctx->Warn(absl::StrCat(c.name(), ": sys_stats_config.", w));
+  }
+  ctx->Add(c, std::move(producer), std::move(*ds));
+}
+
+void BuildProcessStats(const config::DataSourceConfig& c, BuildContext* ctx) {
+  const config::ProcessStatsConfig& ps = c.process_stats_config();
+  ProcessStatsDataSource::Config cfg;
+  cfg.poll_ms = ps.proc_stats_poll_ms();
+  cfg.min_rss_kb = ps.min_rss_kb();
+  std::unique_ptr<ProducerBuffer> producer = ctx->NewPolledProducer();
+  absl::StatusOr<std::unique_ptr<ProcessStatsDataSource>> ds =
+      ProcessStatsDataSource::Create(std::move(cfg), producer.get());
+  if (!ds.ok()) {
+    ctx->Disable(c, ds.status().message());
+    return;
+  }
+  ctx->Add(c, std::move(producer), std::move(*ds));
+}
+
 // The kinds of data source, in the order they are built.
 struct SourceKind {
   const char* name;
@@ -384,6 +440,8 @@ struct SourceKind {
 constexpr SourceKind kSourceKinds[] = {
     {"linux.bpf", BuildBpf},
     {"linux.ftrace", BuildFtrace},
+    {"linux.sys_stats", BuildSysStats},
+    {"linux.process_stats", BuildProcessStats},
 };
 
 }  // namespace

@@ -247,6 +247,7 @@ void AppendSnapshotTriggers(std::string& out, const TraceSummary& s) {
     absl::StrAppendFormat(&out, "  %-24s by %s (uid %d) at %s\n", PrintableText(t.trigger_name()),
                           PrintableText(t.producer_name()), t.trusted_producer_uid(),
                           FormatSeconds(t.timestamp()));
+    if (t.has_detail()) absl::StrAppend(&out, "    ", PrintableText(t.detail()), "\n");
   }
   AppendElidedLine(out, s.snapshot_triggers.size());
 }
@@ -363,7 +364,8 @@ nlohmann::json SnapshotTriggersJson(const TraceSummary& s) {
     j.push_back({{"trigger_name", t.trigger_name()},
                  {"producer_name", t.producer_name()},
                  {"trusted_producer_uid", t.trusted_producer_uid()},
-                 {"timestamp_ns", t.timestamp()}});
+                 {"timestamp_ns", t.timestamp()},
+                 {"detail", t.detail()}});
   }
   return j;
 }

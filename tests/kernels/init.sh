@@ -288,12 +288,45 @@ $ringside record -c /tmp/stacks.pbtxt -t 60s -o /out/stacks.pftrace -- \
 r "stacks_rc=$? stacks_s=$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" \
   'BEGIN { printf "%.1f", b - a }')"
 
+# 7. A stall (issue 56): a cgroup with memory.high and a process that goes
+# past it (tail /dev/zero holds one endless line). The kernel throttles it,
+# the cgroup's memory pressure crosses the pressure trigger's threshold, and
+# the agent's snapshot holds linux.sys_stats's counters of the lead-up.
+# Needs psi=1 (run.sh boots with it: Debian builds CONFIG_PSI_DEFAULT_DISABLED).
+r "psi=$([ -r /proc/pressure/memory ] && echo yes || echo no)"
+mkdir -m 0700 /tmp/psi-snapshots
+psi_cg=/sys/fs/cgroup/rskt-psi
+mkdir $psi_cg && echo 24M > $psi_cg/memory.high && echo 64M > $psi_cg/memory.max
+cat > /tmp/pressure.pbtxt << 'CFG'
+buffers { size_kb: 8192 }
+data_sources { config { name: "linux.sys_stats" sys_stats_config {
+  meminfo_period_ms: 250 vmstat_period_ms: 250 psi_period_ms: 250 } } }
+trigger_config { trigger_mode: CLONE_SNAPSHOT
+  triggers { name: "memory_pressure" stop_delay_ms: 500 cooldown_ms: 600000
+    pressure { resource: MEMORY stall_ms: 100 window_ms: 2000 cgroups: "/rskt-psi" } } }
+CFG
+$ringside agent -c /tmp/pressure.pbtxt --run-dir /run/rs --output-dir /tmp/psi-snapshots \
+  --socket "$sock" > /out/psi-agent.out 2> /out/psi-agent.err &
+agent=$!
+$ringside status --wait --timeout 60s --socket "$sock" > /dev/null 2>> /out/psi-agent.err
+sleep 2
+timeout 20 sh -c "echo \$\$ > $psi_cg/cgroup.procs && exec tail /dev/zero" > /dev/null 2>&1 &
+hog=$!
+r "psi_snapshot=$(wait_for_in /tmp/psi-snapshots '*-memory_pressure.pftrace' | sed 's,.*/,,')"
+kill $hog 2> /dev/null
+wait $hog
+$ringside status --json --socket "$sock" > /out/psi-status.json 2>> /out/psi-agent.err
+$ringside stop --wait --socket "$sock" > /dev/null 2>> /out/psi-agent.err
+wait $agent
+r "psi_agent_rc=$?"
+for f in /tmp/psi-snapshots/*-memory_pressure.pftrace; do [ -e "$f" ] && cp "$f" /out/psi.pftrace; done
+
 cp /tmp/snapshots/*.pftrace /out/ 2> /dev/null
 mv /out/*-request-kernel-matrix.pftrace /out/snapshot.pftrace 2> /dev/null
 mv /out/*-crash.pftrace /out/crash.pftrace 2> /dev/null
 mv /out/*-oom_kill.pftrace /out/oom.pftrace 2> /dev/null
 
-# 7. The files out, over the second port.
+# 8. The files out, over the second port.
 stty -F /dev/ttyS1 raw -echo 2> /dev/null
 tar -C /out -cf /tmp/out.tar .
 base64 < /tmp/out.tar > /dev/ttyS1

@@ -444,6 +444,43 @@ boot_ring_kept() {
   [ "$n" = kt-panicker ] || echo "kt-panicker did not run last on its CPU in boot 1's events (${n:-none})"
 }
 
+# stall_snapshot FILES CON: what is wrong with the stall step's snapshot
+# (init.sh step 7), one line each; nothing when it is right. A memory
+# pressure trigger on the cgroup fired once, naming what it saw, and the
+# file shows the lead-up: MemAvailable falling, memory pressure rising
+# before the trigger.
+stall_snapshot() {
+  local files=$1 con=$2 f=$1/psi.pftrace
+  [ "$(kv psi "$con")" = yes ] || { echo "no /proc/pressure with psi=1"; return; }
+  [ -s "$f" ] || { echo "no snapshot of the memory_pressure trigger ($(grep -m1 -i \
+    'pressure' "$files/psi-agent.err" 2> /dev/null))"; return; }
+  local detail fired_ns
+  detail=$("$RINGSIDE" inspect --json "$f" 2> /dev/null | jq -r '.snapshot_triggers[0].detail')
+  fired_ns=$("$RINGSIDE" inspect --json "$f" 2> /dev/null | jq -r '.snapshot_triggers[0].timestamp_ns')
+  [[ "$detail" == "memory some >= 100 ms in 2000 ms of cgroup /rskt-psi: avg10 "* ]] ||
+    echo "its trigger's detail is '$detail'"
+  [ "$(jq -r '.snapshots.triggers[] | select(.name == "memory_pressure") |
+    "\(.fires_on)/\(.fired)"' "$files/psi-status.json" 2> /dev/null)" = pressure/1 ] ||
+    echo "status: memory_pressure is not a pressure trigger that fired once"
+  local e
+  e=$(import_errors "$f")
+  [ "$e" = 0 ] || [ "$e" = - ] || echo "trace_processor import errors in psi.pftrace: $e"
+  [ -x "$TP" ] || return
+  local fell rose
+  fell=$(tp_query "$f" "select cast((select value from counter c join counter_track t
+      on c.track_id = t.id where t.name = 'MemAvailable' order by ts limit 1) -
+    (select value from counter c join counter_track t on c.track_id = t.id
+      where t.name = 'MemAvailable' and ts <= $fired_ns order by ts desc limit 1) as int);")
+  rose=$(tp_query "$f" "select cast((select value from counter c join counter_track t
+      on c.track_id = t.id where t.name = 'psi.mem.some' and ts <= $fired_ns
+      order by ts desc limit 1) - (select value from counter c join counter_track t
+      on c.track_id = t.id where t.name = 'psi.mem.some' order by ts limit 1) as int);")
+  [ "${fell:-0}" -gt $((8 << 20)) ] ||
+    echo "MemAvailable fell by ${fell:-?} bytes before the trigger (more than 8 MiB expected)"
+  [ "${rose:-0}" -gt 0 ] || echo "memory pressure (psi.mem.some) rose by ${rose:-?} ns before the trigger"
+  echo "#ok MemAvailable -$((${fell:-0} >> 20)) MiB, psi.mem.some +$((${rose:-0} / 1000000)) ms; $detail"
+}
+
 judge() {
   local name=$1 exp_bpf=$2 exp_ftrace=$3 exp_snap=$4 exp_incidents=$5 exp_ft_incidents=$6
   local exp_btf_file=$7 exp_boot_ring=$8
@@ -662,6 +699,14 @@ $dz_ns ns its switches show it off the CPU (±${STACKS_SAMPLED_PCT}% expected)")
     fi
   fi
 
+  # A stall's snapshot (issue 56).
+  local stall=ok stall_detail="" line
+  while IFS= read -r line; do
+    if [[ "$line" == "#ok "* ]]; then stall_detail=${line#\#ok }; continue; fi
+    stall=fail
+    fail+=("stall: $line")
+  done < <(stall_snapshot "$files" "$con")
+
   local btf_file
   btf_file=$(btf_file "$files" "$con")
   [ "$btf_file" = "$exp_btf_file" ] ||
@@ -705,6 +750,7 @@ $dz_ns ns its switches show it off the CPU (±${STACKS_SAMPLED_PCT}% expected)")
   echo "          record's stacks (default config): ${def_blocked:-0} blocked, ${def_cpu:-0} CPU samples"
   echo "          task states (BPF | ftrace): $states"
   [ -n "$stacks_detail" ] && echo "          blocked stacks: $stacks_detail"
+  echo "          stall (memory pressure trigger): $stall${stall_detail:+: $stall_detail}"
   [ "$snap" = ok ] && echo "          snapshot: $snap_events events, $(basename "$(kv snapshot_path "$con")")"
   local f
   for f in "${fail[@]}"; do echo "          FAIL: $f"; done
@@ -800,7 +846,9 @@ for r in "${rows[@]}"; do
   read -r name _suite _pkg _version _ <<< "$r"
   echo "test-kernels: booting $name ($ACCEL)..." >&2
   res="$KDIR/results/$name"
-  boot "$name" "$res" "$ACCEL" "$TIMEOUT"
+  # psi=1: Debian's kernels are built with CONFIG_PSI_DEFAULT_DISABLED, and
+  # init.sh's stall step needs the kernel's pressure triggers.
+  boot "$name" "$res" "$ACCEL" "$TIMEOUT" psi=1
   first="" whys=""
   for attempt in 2 3; do
     [ "$ACCEL" = tcg ] && ! tr -d '\r' < "$res/console.log" | grep -q '^RSKT done' || break
@@ -813,7 +861,7 @@ for r in "${rows[@]}"; do
       cp "$res/console.log" "$first"
     fi
     echo "test-kernels: $name failed under TCG ($why); booting it again ($attempt of 3)" >&2
-    boot "$name" "$res" "$ACCEL" "$TIMEOUT"
+    boot "$name" "$res" "$ACCEL" "$TIMEOUT" psi=1
   done
   if [ -n "$first" ]; then
     mv "$first" "$res/console.first.log"

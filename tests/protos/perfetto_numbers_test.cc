@@ -107,6 +107,8 @@ const PerfettoTable& Perfetto() {
           {"name", 1, "string"},
           {"target_buffer", 2, "uint32"},
           {"ftrace_config", 100, "message:FtraceConfig"},
+          {"process_stats_config", 103, "message:ProcessStatsConfig"},
+          {"sys_stats_config", 104, "message:SysStatsConfig"},
       }, {{1000, 1000} /* legacy_config */, {1001, 1001} /* for_testing */,
           {268435455, 268435455} /* reserved */}}},
       // protos/perfetto/config/ftrace/ftrace_config.proto
@@ -120,6 +122,55 @@ const PerfettoTable& Perfetto() {
       {"FtraceConfig.CompactSchedConfig", {{
           {"enabled", 1, "bool"},
       }, {}}},
+      // protos/perfetto/config/process_stats/process_stats_config.proto
+      {"ProcessStatsConfig", {{
+          {"proc_stats_poll_ms", 4, "uint32"},
+      }, {}}},
+      // protos/perfetto/trace/ps/process_stats.proto
+      {"ProcessStats", {{
+          {"processes", 1, "repeated message:ProcessStats.Process"},
+          {"collection_end_timestamp", 2, "uint64"},
+      }, {}}},
+      {"ProcessStats.Process", {{
+          {"pid", 1, "int32"}, {"vm_size_kb", 2, "uint64"}, {"vm_rss_kb", 3, "uint64"},
+          {"rss_anon_kb", 4, "uint64"}, {"rss_file_kb", 5, "uint64"},
+          {"rss_shmem_kb", 6, "uint64"}, {"vm_swap_kb", 7, "uint64"},
+          {"vm_locked_kb", 8, "uint64"}, {"vm_hwm_kb", 9, "uint64"},
+          {"oom_score_adj", 10, "int64"},
+      }, {}}},
+      // protos/perfetto/config/sys_stats/sys_stats_config.proto
+      {"SysStatsConfig", {{
+          {"meminfo_period_ms", 1, "uint32"},
+          {"meminfo_counters", 2, "repeated enum:MeminfoCounters"},
+          {"vmstat_period_ms", 3, "uint32"},
+          {"vmstat_counters", 4, "repeated enum:VmstatCounters"},
+          {"stat_period_ms", 5, "uint32"},
+          {"stat_counters", 6, "repeated enum:SysStatsConfig.StatCounters"},
+          {"psi_period_ms", 11, "uint32"},
+      }, {}}},
+      // protos/perfetto/trace/sys_stats/sys_stats.proto
+      {"SysStats", {{
+          {"meminfo", 1, "repeated message:SysStats.MeminfoValue"},
+          {"vmstat", 2, "repeated message:SysStats.VmstatValue"},
+          {"cpu_stat", 3, "repeated message:SysStats.CpuTimes"},
+          {"num_forks", 4, "uint64"},
+          {"collection_end_timestamp", 9, "uint64"},
+          {"psi", 14, "repeated message:SysStats.PsiSample"},
+      }, {}}},
+      {"SysStats.MeminfoValue", {{
+          {"key", 1, "enum:MeminfoCounters"}, {"value", 2, "uint64"},
+      }, {}}},
+      {"SysStats.VmstatValue", {{
+          {"key", 1, "enum:VmstatCounters"}, {"value", 2, "uint64"},
+      }, {}}},
+      {"SysStats.CpuTimes", {{
+          {"cpu_id", 1, "uint32"}, {"user_ns", 2, "uint64"}, {"user_nice_ns", 3, "uint64"},
+          {"system_mode_ns", 4, "uint64"}, {"idle_ns", 5, "uint64"}, {"io_wait_ns", 6, "uint64"},
+          {"irq_ns", 7, "uint64"}, {"softirq_ns", 8, "uint64"}, {"steal_ns", 9, "uint64"},
+      }, {}}},
+      {"SysStats.PsiSample", {{
+          {"resource", 1, "enum:SysStats.PsiSample.PsiResource"}, {"total_ns", 2, "uint64"},
+      }, {}}},
 
       // protos/perfetto/trace/trace.proto
       {"Trace", {{
@@ -131,6 +182,8 @@ const PerfettoTable& Perfetto() {
           {"timestamp_clock_id", 58, "uint32"},
           {"ftrace_events", 1, "message:FtraceEventBundle"},
           {"process_tree", 2, "message:ProcessTree"},
+          {"sys_stats", 7, "message:SysStats"},
+          {"process_stats", 9, "message:ProcessStats"},
           {"clock_snapshot", 6, "message:ClockSnapshot"},
           {"trace_config", 33, "message:TraceConfig"},
           {"ftrace_stats", 34, "message:FtraceStats"},
@@ -518,6 +571,8 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "BpfConfig",
       "BpfConfig.Stacks",
       "TraceConfig.TriggerConfig.Trigger.Incident",
+      "TraceConfig.TriggerConfig.Trigger.Pressure",
+      "TraceConfig.TriggerConfig.Trigger.Event",
       "FtraceConfig.EventFilter",
       "TraceStats.StagingLoss",
       "TraceStats.ProducerStats",
@@ -536,6 +591,8 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "TriggerRequest",
       "Reply",
       "StatusReply",
+      "PressureStatus",
+      "EventTriggerStatus",
       "SourceStatus",
       "SourceStatus.Loss",
       "StackStatus",

@@ -1,6 +1,7 @@
 #include "tests/testing/workloads.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -86,6 +87,32 @@ pid_t StartTicker(const char* comm, const std::string& cgroup_procs) {
     for (;;) nanosleep(&two_ms, nullptr);
   }
   return pid;
+}
+
+std::vector<pid_t> StartSpinners(int n, const char* comm, int cpu,
+                                 const std::string& cgroup_procs) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; i++) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+      JoinCgroupOrExit(cgroup_procs);
+      prctl(PR_SET_NAME, comm, 0, 0, 0);
+      if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        if (sched_setaffinity(0, sizeof(set), &set) != 0) _exit(1);
+      }
+      volatile uint64_t spins = 0;
+      for (;;) {
+        const uint64_t next = spins + 1;
+        spins = next;
+      }
+    }
+    if (pid > 0) pids.push_back(pid);
+  }
+  return pids;
 }
 
 void StopProcesses(const std::vector<pid_t>& pids) {

@@ -31,6 +31,13 @@ std::vector<pid_t> Crash(int n, const char* comm, const std::string& cgroup_proc
 // cgroup) and wakes every 2 ms until killed: a steady trickle of scheduling
 // events. Dies with the test (PR_SET_PDEATHSIG).
 pid_t StartTicker(const char* comm, const std::string& cgroup_procs = "");
+// `n` children named `comm` that spin on the CPU until killed, each pinned
+// to CPU `cpu` when it is not -1 and first moved into the cgroup whose
+// cgroup.procs is `cgroup_procs`, if given: with more of them than CPUs,
+// tasks wait for a CPU (CPU pressure, run-queue delay). Die with the test
+// (PR_SET_PDEATHSIG).
+std::vector<pid_t> StartSpinners(int n, const char* comm, int cpu = -1,
+                                 const std::string& cgroup_procs = "");
 // Kills and reaps processes started by the helpers above.
 void StopProcesses(const std::vector<pid_t>& pids);
 

@@ -101,6 +101,11 @@ void CheckDataSource(const config::TraceConfig& cfg, int i, const MachineLimits&
                      Validator* v);
 void CheckEveryBufferIsWritten(const config::TraceConfig& cfg, Validator* v);
 
+// config_validation_triggers.cc: what fires triggers[i] by itself (its
+// incident filter or its pressure threshold, at most one).
+void CheckTriggerKind(const config::TraceConfig::TriggerConfig::Trigger& t, const FieldPath& at,
+                      Validator* v);
+
 }  // namespace ringside::agent::internal
 
 #endif  // RINGSIDE_AGENT_CONFIG_INTERNAL_CONFIG_VALIDATOR_H_

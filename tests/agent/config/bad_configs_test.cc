@@ -127,12 +127,12 @@ const std::vector<BadConfig>& BadConfigs() {
       {"an unknown data source",
        absl::StrCat(kBuffer, "data_sources { config { name: \"linux.perf\" } }\n"),
        "bad.pbtxt: line 2, column 25: data_sources[0].config.name 'linux.perf' is not a data "
-       "source; known: linux.bpf, linux.ftrace"},
+       "source; known: linux.bpf, linux.ftrace, linux.sys_stats, linux.process_stats"},
       {"a data source without a name",
        absl::StrCat(kBuffer, "data_sources { config { target_buffer: 0 } }\n"),
        "bad.pbtxt: line 2, column 16: data_sources[0].config.name '' is not a data source; known: "
        "linux.bpf, "
-       "linux.ftrace"},
+       "linux.ftrace, linux.sys_stats, linux.process_stats"},
       {"linux.ftrace without events",
        absl::StrCat(kBuffer, "data_sources { config { name: \"linux.ftrace\" } }\n"),
        "bad.pbtxt: line 2, column 25: data_sources[0].config.name is linux.ftrace, which needs "
@@ -201,6 +201,39 @@ const std::vector<BadConfig>& BadConfigs() {
        "bad.pbtxt: line 3, column 55: trigger_config.triggers[0].incident.signals[0] is -11: "
        "linux.bpf reports the fatal signals 4, 6, 7, 8, 9, 11 (SIGILL, SIGABRT, SIGBUS, SIGFPE, "
        "SIGKILL, SIGSEGV); for others that dump core, use the kind CORE_DUMP"},
+      {"a pressure trigger without a resource", Trigger("name: \"a\" pressure { stall_ms: 100 }"),
+       "bad.pbtxt: line 3, column 24: trigger_config.triggers[0].pressure.resource is unset: "
+       "CPU, MEMORY or IO"},
+      {"a stall longer than its window",
+       Trigger("name: \"a\" pressure { resource: MEMORY stall_ms: 2000 window_ms: 1000 }"),
+       "bad.pbtxt: line 3, column 52: trigger_config.triggers[0].pressure.stall_ms is 2000: the "
+       "stall time in a window that fires it, 1 to window_ms (1000)"},
+      {"a pressure window past the kernel's",
+       Trigger("name: \"a\" pressure { resource: IO stall_ms: 100 window_ms: 20000 }"),
+       "bad.pbtxt: line 3, column 62: trigger_config.triggers[0].pressure.window_ms is 20000: "
+       "the kernel's windows are 500 to 10000 ms"},
+      {"a pressure cgroup that is not a path",
+       Trigger("name: \"a\" pressure { resource: CPU stall_ms: 100 cgroups: \"x\" }"),
+       "bad.pbtxt: line 3, column 63: trigger_config.triggers[0].pressure.cgroups[0] is 'x': a "
+       "cgroup's path below the cgroup2 mount, starting with '/' "
+       "(\"/system.slice/nginx.service\"), "
+       "without '..', at most 4095 bytes"},
+      {"a trigger of two kinds",
+       Trigger("name: \"a\" incident { kinds: OOM_KILL } pressure { resource: CPU stall_ms: 1 }"),
+       "bad.pbtxt: line 3, column 53: trigger_config.triggers[0].pressure is set beside incident: "
+       "a trigger fires on one kind of thing; make it a trigger of its own"},
+      {"an event trigger on a glob", Trigger("name: \"a\" event { event: \"sched/*\" }"),
+       "bad.pbtxt: line 3, column 32: trigger_config.triggers[0].event.event is 'sched/*': one "
+       "tracepoint, \"group/name\" as tracefs's events/ names it (\"block/block_rq_complete\"; "
+       "no glob)"},
+      {"an event filter of two lines",
+       Trigger("name: \"a\" event { event: \"sched/sched_switch\" filter: \"a\\nb\" }"),
+       "bad.pbtxt: line 3, column 60: trigger_config.triggers[0].event.filter is 3 bytes with a "
+       "newline or NUL: an ftrace filter of one line, at most 4096 bytes (\"nr_sector > 1024\")"},
+      {"an event trigger beside a pressure threshold",
+       Trigger("name: \"a\" pressure { resource: IO stall_ms: 1 } event { event: \"a/b\" }"),
+       "bad.pbtxt: line 3, column 62: trigger_config.triggers[0].event is set beside pressure: a "
+       "trigger fires on one kind of thing; make it a trigger of its own"},
       {"two triggers of one name",
        absl::StrCat(kBuffer,
                     "trigger_config {\n  triggers { name: \"oom\" }\n"
@@ -245,6 +278,24 @@ const std::vector<BadConfig>& BadConfigs() {
                     "  ftrace_events: \"sched/sched_switch\" drain_buffer_percent: 101 } } }\n"),
        "bad.pbtxt: line 3, column 39: data_sources[0].config.ftrace_config.drain_buffer_percent "
        "is 101: a percentage, at most 100"},
+      {"a counter period below 10 ms",
+       absl::StrCat(kBuffer,
+                    "data_sources { config { name: \"linux.sys_stats\" sys_stats_config {\n"
+                    "  meminfo_period_ms: 5 } } }\n"),
+       "bad.pbtxt: line 3, column 3: data_sources[0].config.sys_stats_config.meminfo_period_ms "
+       "is 5: 0 (not read) or 10 to 3600000 ms"},
+      {"a counter source that reads nothing",
+       absl::StrCat(kBuffer,
+                    "data_sources { config { name: \"linux.sys_stats\" sys_stats_config {\n"
+                    "  psi_period_ms: 0 } } }\n"),
+       "bad.pbtxt: line 2, column 49: data_sources[0].config.sys_stats_config reads nothing: every "
+       "*_period_ms is 0 (leave them all unset for each kind once a second)"},
+      {"IRQ counts asked of linux.sys_stats",
+       absl::StrCat(kBuffer,
+                    "data_sources { config { name: \"linux.sys_stats\" sys_stats_config {\n"
+                    "  stat_period_ms: 1000 stat_counters: STAT_IRQ_COUNTS } } }\n"),
+       "bad.pbtxt: line 3, column 24: data_sources[0].config.sys_stats_config.stat_counters[0] is "
+       "STAT_IRQ_COUNTS: ringside writes STAT_CPU_TIMES and STAT_FORK_COUNT only"},
       {"a zstd level past 19", absl::StrCat(kBuffer, "compression { zstd { level: 20 } }\n"),
        "bad.pbtxt: line 2, column 22: compression.zstd.level is 20: zstd levels go from 1 to 19 "
        "(0 or unset: 3)"},
@@ -454,7 +505,7 @@ TEST_F(BadConfigCliTest, AnUnknownDataSourceExitsTwoAndStartsNothing) {
       "buffers { size_kb: 1024 }\ndata_sources { config { name: \"linux.bpf\" } }\n"
       "data_sources { config { name: \"linux.ebpf\" } }\n",
       "line 3, column 25: data_sources[1].config.name 'linux.ebpf' is not a data source; known: "
-      "linux.bpf, linux.ftrace");
+      "linux.bpf, linux.ftrace, linux.sys_stats, linux.process_stats");
 }
 
 TEST_F(BadConfigCliTest, TheSameSourceTwiceIntoOneBufferExitsTwoAndStartsNothing) {

@@ -19,7 +19,9 @@ TEST(ConfigLoaderTest, EmbeddedDefaultIsValidAndRecordsSchedAndProcessEvents) {
   const config::TraceConfig cfg = DefaultRecordConfig();
   ASSERT_EQ(cfg.buffers_size(), 1);
   EXPECT_EQ(cfg.buffers(0).size_kb(), 65536u);
-  ASSERT_EQ(cfg.data_sources_size(), 2);
+  ASSERT_EQ(cfg.data_sources_size(), 4);
+  EXPECT_EQ(cfg.data_sources(2).config().name(), "linux.sys_stats");
+  EXPECT_EQ(cfg.data_sources(3).config().name(), "linux.process_stats");
   const config::DataSourceConfig& bpf = cfg.data_sources(0).config();
   EXPECT_EQ(bpf.name(), "linux.bpf");
   EXPECT_TRUE(bpf.bpf_config().sched() && bpf.bpf_config().process() &&

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -143,7 +144,7 @@ TEST_F(ConfigReloaderTest, AGoodReloadAfterARefusedOneClearsItsError) {
   reloader_->Reload();
 
   EXPECT_EQ(target_.calls, std::vector<std::string>({"triggers 1"}));
-  EXPECT_EQ(reloader_->trigger_names(), std::set<std::string>({"slow"}));
+  EXPECT_EQ(reloader_->trigger_names(), (std::map<std::string, std::string>{{"slow", ""}}));
   const control::ReloadStatus status = reloader_->status();
   EXPECT_EQ(status.count(), 2u);
   EXPECT_EQ(status.refused(), 1u);

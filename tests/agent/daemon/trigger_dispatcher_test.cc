@@ -141,6 +141,34 @@ TEST_F(TriggerDispatcherTest, AnIncidentFiresTheTriggersWhoseFilterItPasses) {
   EXPECT_EQ(due[0].trigger.boottime_ns, 42);
 }
 
+// The kernel's pressure and event triggers fire by name, with what they saw
+// in the file; a trigger a reload removed fires nothing, and neither does a
+// fire once the dispatcher is closed.
+TEST_F(TriggerDispatcherTest, PressureAndEventsFireTheirTriggerWithWhatTheKernelSaw) {
+  config::TraceConfig config = ConfigWithTrigger("stall", 0, 0);
+  TriggerConfig::Trigger* e = config.mutable_trigger_config()->add_triggers();
+  e->set_name("exec");
+  e->mutable_event()->set_event("sched/sched_process_exec");
+  triggers_.ReplaceTriggers(config);
+  triggers_.OnPressure({"stall", "memory some >= 150 ms in 2000 ms of the machine", 42});
+  triggers_.OnEventHit({"exec", "sched/sched_process_exec: sh-1 [000] filename=/bin/true", 43});
+  triggers_.OnPressure({"removed", "cpu some", 44});
+  absl::Time next;
+  const std::vector<TriggerDispatcher::Due> due = triggers_.TakeDue(absl::InfiniteFuture(), &next);
+  ASSERT_EQ(due.size(), 2u);
+  EXPECT_EQ(due[0].trigger.name, "stall");
+  EXPECT_EQ(due[0].trigger.producer_name, "psi");
+  EXPECT_EQ(due[0].trigger.boottime_ns, 42);
+  EXPECT_EQ(due[0].trigger.detail, "memory some >= 150 ms in 2000 ms of the machine");
+  EXPECT_EQ(due[1].trigger.name, "exec");
+  EXPECT_EQ(due[1].trigger.producer_name, "ftrace");
+  EXPECT_EQ(due[1].trigger.detail, "sched/sched_process_exec: sh-1 [000] filename=/bin/true");
+  EXPECT_EQ(TallyOf("removed").fired, 0u);
+  triggers_.Close();
+  triggers_.OnPressure({"stall", "memory some", 45});
+  EXPECT_TRUE(triggers_.TakeDue(absl::InfiniteFuture(), &next).empty());
+}
+
 // At shutdown the pending fires are taken at once, with the aftermath there
 // is; an incident read afterwards fires nothing.
 TEST_F(TriggerDispatcherTest, CloseMakesThePendingFiresDueAndIgnoresLaterIncidents) {

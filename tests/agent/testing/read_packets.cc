@@ -21,6 +21,17 @@ std::vector<ReadPacket> ReadAllPackets(buffer::TraceBuffer* buffer) {
   return out;
 }
 
+std::vector<trace::TracePacket> CommitAndRead(
+    ProducerBuffer* producer, buffer::TraceBuffer* buffer,
+    const std::function<bool(const trace::TracePacket&)>& keep) {
+  producer->CommitQueuedInto(buffer);
+  std::vector<trace::TracePacket> out;
+  for (ReadPacket& r : ReadAllPackets(buffer)) {
+    if (keep(r.packet)) out.push_back(std::move(r.packet));
+  }
+  return out;
+}
+
 std::vector<trace::TracePacket> WriteAndReadBack(const std::function<void(TraceWriter*)>& write) {
   auto tb = buffer::TraceBuffer::Create(1 << 20);
   ProducerBuffer producer(1, {}, ProducerBuffer::Options{});

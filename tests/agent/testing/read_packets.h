@@ -5,6 +5,7 @@
 #include <functional>
 #include <vector>
 
+#include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
 #include "buffer/trace_buffer.h"
 #include "ringside/trace/trace_packet.pb.h"
@@ -21,6 +22,12 @@ struct ReadPacket {
 // Reads every packet of one pass over `buffer`; a packet libprotobuf cannot
 // decode fails the current test.
 std::vector<ReadPacket> ReadAllPackets(buffer::TraceBuffer* buffer);
+
+// Commits what `producer` queued into `buffer` and returns the packets of
+// one pass over `buffer` that `keep` keeps.
+std::vector<trace::TracePacket> CommitAndRead(
+    ProducerBuffer* producer, buffer::TraceBuffer* buffer,
+    const std::function<bool(const trace::TracePacket&)>& keep);
 
 // Runs `write` with a TraceWriter of a fresh producer, flushes it into a
 // 1 MiB TraceBuffer and returns the packets read back from it.

@@ -1,0 +1,106 @@
+#include "agent/sources/process_stats_data_source.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "agent/sources/proc_counters.h"
+#include "base/boottime.h"
+#include "base/dir_stream.h"
+#include "base/status.h"
+#include "ringside/trace/process_stats.pb.h"
+#include "ringside/trace/trace_packet.pb.h"
+
+namespace ringside::agent {
+namespace {
+
+using trace::ProcessStats;
+
+}  // namespace
+
+ProcessStatsDataSource::ProcessStatsDataSource(Config config, ProducerBuffer* producer)
+    : PolledSource(producer),
+      config_(std::move(config)),
+      page_kb_(std::max<uint64_t>(1, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024)) {}
+
+absl::StatusOr<std::unique_ptr<ProcessStatsDataSource>> ProcessStatsDataSource::Create(
+    Config config, ProducerBuffer* producer) {
+  std::unique_ptr<ProcessStatsDataSource> ds(
+      new ProcessStatsDataSource(std::move(config), producer));
+  ds->proc_ = base::ScopedFd(open(ds->config_.proc.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!ds->proc_.valid()) return base::ErrnoToStatus(errno, ds->config_.proc);
+  if (absl::Status st = ds->Init(); !st.ok()) return st;
+  return ds;
+}
+
+bool ProcessStatsDataSource::Poll(absl::Time now, bool all) {
+  if (!all && next_ > now) return false;
+  next_ += absl::Milliseconds(config_.poll_ms);
+  if (next_ <= now) next_ = now + absl::Milliseconds(config_.poll_ms);
+  Sample();
+  return true;
+}
+
+bool ProcessStatsDataSource::ReadOf(int dir, const char* file) {
+  base::ScopedFd fd(openat(dir, file, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  text_.resize(4096);
+  const ssize_t n = read(fd.get(), text_.data(), text_.size());
+  if (n < 0) return false;
+  text_.resize(static_cast<size_t>(n));
+  return true;
+}
+
+void ProcessStatsDataSource::Sample() {
+  poller_state_.Check();
+  base::DirStream dir = base::OpenDirStream(proc_.get());
+  if (dir == nullptr) return;
+  auto packet = writer().NewTracePacket();
+  packet->AppendVarInt(trace::TracePacket::kTimestampFieldNumber, base::BoottimeNs());
+  ProtoMessage* stats = packet->BeginNested(trace::TracePacket::kProcessStatsFieldNumber);
+  using P = ProcessStats::Process;
+  while (const dirent* e = readdir(dir.get())) {
+    int32_t pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid) || pid <= 0) continue;
+    base::ScopedFd pid_dir(openat(proc_.get(), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!pid_dir.valid() || !ReadOf(pid_dir.get(), "statm")) continue;
+    seen_.fetch_add(1, std::memory_order_relaxed);
+    const std::optional<uint64_t> pages = ResidentPagesOfStatm(text_);
+    if (!pages.has_value() || *pages * page_kb_ < config_.min_rss_kb) continue;
+    if (!ReadOf(pid_dir.get(), "status")) continue;
+    const ProcessMemory m = ParseProcessStatus(text_);
+    int64_t oom_score_adj = 0;
+    const bool adj = ReadOf(pid_dir.get(), "oom_score_adj") &&
+                     absl::SimpleAtoi(absl::StripAsciiWhitespace(text_), &oom_score_adj);
+    ProtoMessage* p = stats->BeginNested(ProcessStats::kProcessesFieldNumber);
+    p->AppendVarInt(P::kPidFieldNumber, static_cast<uint64_t>(pid));
+    p->AppendVarInt(P::kVmSizeKbFieldNumber, m.vm_size_kb);
+    p->AppendVarInt(P::kVmRssKbFieldNumber, m.vm_rss_kb);
+    p->AppendVarInt(P::kRssAnonKbFieldNumber, m.rss_anon_kb);
+    p->AppendVarInt(P::kRssFileKbFieldNumber, m.rss_file_kb);
+    p->AppendVarInt(P::kRssShmemKbFieldNumber, m.rss_shmem_kb);
+    p->AppendVarInt(P::kVmSwapKbFieldNumber, m.vm_swap_kb);
+    p->AppendVarInt(P::kVmLockedKbFieldNumber, m.vm_locked_kb);
+    p->AppendVarInt(P::kVmHwmKbFieldNumber, m.vm_hwm_kb);
+    if (adj) p->AppendInt(P::kOomScoreAdjFieldNumber, oom_score_adj);
+    p->EndNested();
+    written_.fetch_add(1, std::memory_order_relaxed);
+  }
+  stats->AppendVarInt(ProcessStats::kCollectionEndTimestampFieldNumber, base::BoottimeNs());
+  stats->EndNested();
+}
+
+ProcessStatsDataSource::Stats ProcessStatsDataSource::stats() const {
+  return {polls(), written_.load(std::memory_order_relaxed), seen_.load(std::memory_order_relaxed)};
+}
+
+}  // namespace ringside::agent

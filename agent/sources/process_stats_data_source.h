@@ -1,0 +1,63 @@
+#ifndef RINGSIDE_AGENT_SOURCES_PROCESS_STATS_DATA_SOURCE_H_
+#define RINGSIDE_AGENT_SOURCES_PROCESS_STATS_DATA_SOURCE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/sources/polled_source.h"
+#include "agent/writer/producer_buffer.h"
+#include "base/scoped_fd.h"
+
+namespace ringside::agent {
+
+// The "linux.process_stats" data source: every process's memory (RSS and
+// its anonymous, file and shmem parts, swap, locked, peak) and OOM score
+// adjustment every period, as Perfetto's ProcessStats packets, which
+// trace_processor draws as counter tracks of each process: an OOM
+// snapshot shows who grew before the kill. A process's /proc/PID/statm is
+// read first, and its status and oom_score_adj only when its resident
+// memory is at least min_rss_kb, so that the many small processes of a
+// machine cost one short read each.
+class ProcessStatsDataSource : public PolledSource {
+ public:
+  struct Config {
+    uint32_t poll_ms = 1000;
+    uint64_t min_rss_kb = 16384;
+    std::string proc = "/proc";  // Tests give a directory of their own.
+  };
+  static absl::StatusOr<std::unique_ptr<ProcessStatsDataSource>> Create(Config config,
+                                                                        ProducerBuffer* producer);
+  ~ProcessStatsDataSource() override { Stop(); }
+
+  struct Stats {
+    uint64_t samples = 0;
+    uint64_t processes_written = 0;  // Process entries, all samples.
+    uint64_t processes_seen = 0;     // Processes whose statm was read.
+  };
+  Stats stats() const;
+
+ private:
+  ProcessStatsDataSource(Config config, ProducerBuffer* producer);
+  absl::Time NextDue() const override { return next_; }
+  bool Poll(absl::Time now, bool all) override;
+  void Sample();
+  // The text of /proc/PID/<file> into text_, from `dir` (the process's
+  // directory); false when it is gone.
+  bool ReadOf(int dir, const char* file);
+
+  const Config config_;
+  const uint64_t page_kb_;
+  base::ScopedFd proc_;
+  std::string text_;
+  absl::Time next_ = absl::InfinitePast();
+  std::atomic<uint64_t> written_{0};
+  std::atomic<uint64_t> seen_{0};
+};
+
+}  // namespace ringside::agent
+
+#endif  // RINGSIDE_AGENT_SOURCES_PROCESS_STATS_DATA_SOURCE_H_

@@ -1,0 +1,116 @@
+#include "agent/sources/process_stats_data_source.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "agent/writer/producer_buffer.h"
+#include "buffer/trace_buffer.h"
+#include "gtest/gtest.h"
+#include "ringside/trace/trace_packet.pb.h"
+#include "tests/agent/testing/read_packets.h"
+
+namespace ringside::agent {
+namespace {
+
+// A child that touches `mib` MiB of its own memory and sleeps until killed;
+// its oom_score_adj set to `adj`.
+class MemoryHolder {
+ public:
+  MemoryHolder(size_t mib, int adj) {
+    int ready[2];
+    if (pipe(ready) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+      close(ready[0]);
+      std::ofstream("/proc/self/oom_score_adj") << adj;
+      void* p =
+          mmap(nullptr, mib << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p != MAP_FAILED) std::memset(p, 1, mib << 20);
+      (void)!write(ready[1], "x", 1);
+      for (;;) pause();
+    }
+    close(ready[1]);
+    char c;
+    (void)!read(ready[0], &c, 1);
+    close(ready[0]);
+  }
+  ~MemoryHolder() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class ProcessStatsDataSourceTest : public ::testing::Test {
+ protected:
+  ProcessStatsDataSourceTest() : producer_(1, {}, ProducerBuffer::Options{}) {}
+
+  std::vector<trace::TracePacket> Samples() {
+    return testing::CommitAndRead(&producer_, buffer_.get(), [](const trace::TracePacket& p) {
+      return p.has_process_stats();
+    });
+  }
+
+  ProducerBuffer producer_;
+  std::unique_ptr<buffer::TraceBuffer> buffer_ = buffer::TraceBuffer::Create(4 << 20);
+};
+
+// A process of 48 MiB is written with its memory and OOM score adjustment;
+// one of 1 MiB, below min_rss_kb, is left out.
+TEST_F(ProcessStatsDataSourceTest, WritesTheProcessesAboveTheSizeWithTheirMemoryAndOomScore) {
+  MemoryHolder big(48, 500), small(1, 0);
+  ASSERT_GT(big.pid(), 0);
+  ASSERT_GT(small.pid(), 0);
+  ProcessStatsDataSource::Config c;
+  c.poll_ms = 3600000;
+  c.min_rss_kb = 32 << 10;
+  auto ds = ProcessStatsDataSource::Create(c, &producer_);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_TRUE((*ds)->Start().ok());
+  ASSERT_TRUE((*ds)->FlushStaging(absl::Seconds(10)));
+  (*ds)->Stop();
+  const std::vector<trace::TracePacket> s = Samples();
+  ASSERT_FALSE(s.empty());
+  bool found = false;
+  for (const auto& p : s.back().process_stats().processes()) {
+    EXPECT_NE(p.pid(), small.pid()) << "a process below min_rss_kb was written";
+    EXPECT_GE(p.vm_rss_kb(), 32u << 10) << "pid " << p.pid();
+    if (p.pid() != big.pid()) continue;
+    found = true;
+    EXPECT_GE(p.vm_rss_kb(), 48u << 10);
+    EXPECT_GE(p.rss_anon_kb(), 48u << 10);
+    EXPECT_GE(p.vm_size_kb(), p.vm_rss_kb());
+    EXPECT_GE(p.vm_hwm_kb(), p.vm_rss_kb());
+    EXPECT_EQ(p.oom_score_adj(), 500);
+  }
+  EXPECT_TRUE(found) << "pid " << big.pid() << " not written";
+  EXPECT_GE(s.back().process_stats().collection_end_timestamp(), s.back().timestamp());
+  EXPECT_GE((*ds)->stats().processes_seen, 2u);
+}
+
+TEST_F(ProcessStatsDataSourceTest, AMissingProcIsAnErrorNamingIt) {
+  ProcessStatsDataSource::Config c;
+  c.proc = "/nonexistent-proc";
+  auto ds = ProcessStatsDataSource::Create(c, &producer_);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_NE(std::string(ds.status().message()).find("/nonexistent-proc"), std::string::npos)
+      << ds.status();
+}
+
+}  // namespace
+}  // namespace ringside::agent
