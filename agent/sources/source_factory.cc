@@ -412,7 +412,7 @@ void BuildSysStats(const config::DataSourceConfig& c, BuildContext* ctx) {
     return;
   }
   for (const std::string& w : (*ds)->warnings()) {
-    ctx->Warn(absl::StrCat(c.name(), ": sys_stats_config.", w));
+    ctx->Warn(absl::StrCat(c.name(), ": sys_stats_config.", w, "; the other counters record"));
   }
   ctx->Add(c, std::move(producer), std::move(*ds));
 }

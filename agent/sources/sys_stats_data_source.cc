@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<SysStatsDataSource>> SysStatsDataSource::Create(
     base::ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid()) {
       ds->warnings_.push_back(
-          absl::StrCat("no ", field, ": cannot open ", path, ": ", std::strerror(errno)));
+          absl::StrCat(field, ": cannot open ", path, " (", std::strerror(errno), ")"));
     }
     return fd;
   };
@@ -70,8 +70,8 @@ absl::StatusOr<std::unique_ptr<SysStatsDataSource>> SysStatsDataSource::Create(
   ds->stat_ = open_file(c.stat_period_ms, "stat", "stat_period_ms");
   if (c.psi_period_ms != 0 && access(absl::StrCat(c.proc, "/pressure").c_str(), F_OK) != 0) {
     ds->warnings_.push_back(
-        absl::StrCat("no psi_period_ms: ", c.proc,
-                     "/pressure is missing: a kernel without CONFIG_PSI, or one built with "
+        absl::StrCat("psi_period_ms: no ", c.proc,
+                     "/pressure: a kernel without CONFIG_PSI, or one built with "
                      "CONFIG_PSI_DEFAULT_DISABLED (Debian's, RHEL's) and booted without psi=1"));
   } else if (c.psi_period_ms != 0) {
     for (const PsiFile& f : kPsiFiles) {

@@ -48,7 +48,8 @@ class SysStatsDataSource : public PolledSource {
 
   // Samples written (one packet each).
   uint64_t samples() const { return polls(); }
-  // The kinds left out, and why ("no psi_period_ms: ...").
+  // The kinds left out, each as its field and why ("psi_period_ms: no
+  // /proc/pressure: ...").
   const std::vector<std::string>& warnings() const { return warnings_; }
   // Reads that failed while running (a file that went away), counted.
   uint64_t read_errors() const { return read_errors_.load(); }

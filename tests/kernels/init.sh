@@ -290,20 +290,22 @@ r "stacks_rc=$? stacks_s=$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" \
 
 # 7. A stall (issue 56): a cgroup with memory.high and a process that goes
 # past it (tail /dev/zero holds one endless line). The kernel throttles it,
-# the cgroup's memory pressure crosses the pressure trigger's threshold, and
-# the agent's snapshot holds linux.sys_stats's counters of the lead-up.
+# the cgroup's memory pressure crosses the pressure trigger's threshold (half
+# a 2 s window: the stall lasts long enough for the counters, sampled every
+# 100 ms, to show it before the trigger), and the agent's snapshot holds
+# linux.sys_stats's counters of the lead-up.
 # Needs psi=1 (run.sh boots with it: Debian builds CONFIG_PSI_DEFAULT_DISABLED).
 r "psi=$([ -r /proc/pressure/memory ] && echo yes || echo no)"
 mkdir -m 0700 /tmp/psi-snapshots
 psi_cg=/sys/fs/cgroup/rskt-psi
-mkdir $psi_cg && echo 24M > $psi_cg/memory.high && echo 64M > $psi_cg/memory.max
+mkdir $psi_cg && echo 24M > $psi_cg/memory.high && echo 160M > $psi_cg/memory.max
 cat > /tmp/pressure.pbtxt << 'CFG'
 buffers { size_kb: 8192 }
 data_sources { config { name: "linux.sys_stats" sys_stats_config {
-  meminfo_period_ms: 250 vmstat_period_ms: 250 psi_period_ms: 250 } } }
+  meminfo_period_ms: 100 vmstat_period_ms: 100 psi_period_ms: 100 } } }
 trigger_config { trigger_mode: CLONE_SNAPSHOT
   triggers { name: "memory_pressure" stop_delay_ms: 500 cooldown_ms: 600000
-    pressure { resource: MEMORY stall_ms: 100 window_ms: 2000 cgroups: "/rskt-psi" } } }
+    pressure { resource: MEMORY stall_ms: 500 window_ms: 2000 cgroups: "/rskt-psi" } } }
 CFG
 $ringside agent -c /tmp/pressure.pbtxt --run-dir /run/rs --output-dir /tmp/psi-snapshots \
   --socket "$sock" > /out/psi-agent.out 2> /out/psi-agent.err &

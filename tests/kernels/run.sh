@@ -457,7 +457,7 @@ stall_snapshot() {
   local detail fired_ns
   detail=$("$RINGSIDE" inspect --json "$f" 2> /dev/null | jq -r '.snapshot_triggers[0].detail')
   fired_ns=$("$RINGSIDE" inspect --json "$f" 2> /dev/null | jq -r '.snapshot_triggers[0].timestamp_ns')
-  [[ "$detail" == "memory some >= 100 ms in 2000 ms of cgroup /rskt-psi: avg10 "* ]] ||
+  [[ "$detail" == "memory some >= 500 ms in 2000 ms of cgroup /rskt-psi: avg10 "* ]] ||
     echo "its trigger's detail is '$detail'"
   [ "$(jq -r '.snapshots.triggers[] | select(.name == "memory_pressure") |
     "\(.fires_on)/\(.fired)"' "$files/psi-status.json" 2> /dev/null)" = pressure/1 ] ||
@@ -467,14 +467,14 @@ stall_snapshot() {
   [ "$e" = 0 ] || [ "$e" = - ] || echo "trace_processor import errors in psi.pftrace: $e"
   [ -x "$TP" ] || return
   local fell rose
-  fell=$(tp_query "$f" "select cast((select value from counter c join counter_track t
-      on c.track_id = t.id where t.name = 'MemAvailable' order by ts limit 1) -
-    (select value from counter c join counter_track t on c.track_id = t.id
-      where t.name = 'MemAvailable' and ts <= $fired_ns order by ts desc limit 1) as int);")
-  rose=$(tp_query "$f" "select cast((select value from counter c join counter_track t
-      on c.track_id = t.id where t.name = 'psi.mem.some' and ts <= $fired_ns
-      order by ts desc limit 1) - (select value from counter c join counter_track t
-      on c.track_id = t.id where t.name = 'psi.mem.some' order by ts limit 1) as int);")
+  # The counter's first value in the file, less its last one before the
+  # trigger (one line of SQL: the column's name is its text).
+  first_less_last() {
+    tp_query "$f" "with v as (select c.ts, c.value from counter c join counter_track t on c.track_id = t.id where t.name = '$1' and c.ts <= $fired_ns) select cast((select value from v order by ts limit 1) - (select value from v order by ts desc limit 1) as int) as d;"
+  }
+  fell=$(first_less_last MemAvailable)
+  rose=$(first_less_last psi.mem.some)
+  rose=$(( -${rose:-0} ))
   [ "${fell:-0}" -gt $((8 << 20)) ] ||
     echo "MemAvailable fell by ${fell:-?} bytes before the trigger (more than 8 MiB expected)"
   [ "${rose:-0}" -gt 0 ] || echo "memory pressure (psi.mem.some) rose by ${rose:-?} ns before the trigger"
