@@ -22,10 +22,26 @@ namespace ringside::agent {
 namespace {
 
 // A child that touches `mib` MiB of its own memory and sleeps until killed;
-// its oom_score_adj set to `adj`.
+// its oom_score_adj set to `adj`. With `mib` 0 it execs sleep(1) instead,
+// so that it holds none of this process's memory (a forked child shares
+// its pages: under ASan, tens of MiB).
 class MemoryHolder {
  public:
   MemoryHolder(size_t mib, int adj) {
+    if (mib == 0) {
+      pid_ = fork();
+      if (pid_ == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      // Until it has exec'd, it is this process's copy.
+      for (int i = 0; i < 500 && ExeOf(pid_) != "/usr/bin/sleep" && ExeOf(pid_) != "/bin/sleep";
+           i++) {
+        usleep(10000);
+      }
+      return;
+    }
     int ready[2];
     if (pipe(ready) != 0) return;
     pid_ = fork();
@@ -53,6 +69,13 @@ class MemoryHolder {
   pid_t pid() const { return pid_; }
 
  private:
+  static std::string ExeOf(pid_t pid) {
+    char buf[256] = {};
+    const ssize_t n =
+        readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buf, sizeof(buf) - 1);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  }
+
   pid_t pid_ = -1;
 };
 
@@ -71,9 +94,9 @@ class ProcessStatsDataSourceTest : public ::testing::Test {
 };
 
 // A process of 48 MiB is written with its memory and OOM score adjustment;
-// one of 1 MiB, below min_rss_kb, is left out.
+// a sleep(1), below min_rss_kb, is left out.
 TEST_F(ProcessStatsDataSourceTest, WritesTheProcessesAboveTheSizeWithTheirMemoryAndOomScore) {
-  MemoryHolder big(48, 500), small(1, 0);
+  MemoryHolder big(48, 500), small(0, 0);
   ASSERT_GT(big.pid(), 0);
   ASSERT_GT(small.pid(), 0);
   ProcessStatsDataSource::Config c;
