@@ -463,10 +463,11 @@ FUZZ_LIBS_control_request := protobuf absl_statusor absl_strings
 # and the reload plan.
 FUZZ_OBJS_config_text := $(call fuzz_objs,tests/fuzz/config_text_fuzzer.cc \
   agent/config/config_loader.cc agent/config/config_limits.cc agent/config/config_validation.cc \
-  agent/config/config_validation_sources.cc \
+  agent/config/config_validation_sources.cc agent/config/config_validation_triggers.cc \
   agent/config/defaults.cc \
   agent/config/config_reload.cc base/listen_address.cc \
-  $(BUILD)/gen/ringside/config/trace_config.pb.cc)
+  $(BUILD)/gen/ringside/config/trace_config.pb.cc \
+  $(BUILD)/gen/ringside/trace/sys_stats_counters.pb.cc)
 FUZZ_LIBS_config_text := protobuf absl_statusor absl_strings absl_str_format libbpf
 # The scan of a kernel's BTF for its tracepoints, on any bytes.
 FUZZ_OBJS_kernel_tracepoints := $(call fuzz_objs,tests/fuzz/kernel_tracepoints_fuzzer.cc \
@@ -501,7 +502,8 @@ $(FUZZ_DIR)/trace_buffer_corpus_generator: tests/fuzz/trace_buffer_corpus_genera
 	$(CXX) -std=c++20 -O2 $(WARNINGS) $< -o $@
 
 $(FUZZ_DIR)/compressed_corpus_generator: tests/fuzz/compressed_corpus_generator.cc \
-    agent/tracefile/packet_compression.cc buffer/wire_format.cc $(BUILD)/gen/ringside/config/trace_config.pb.cc
+    agent/tracefile/packet_compression.cc buffer/wire_format.cc $(BUILD)/gen/ringside/config/trace_config.pb.cc \
+    $(BUILD)/gen/ringside/trace/sys_stats_counters.pb.cc
 	@mkdir -p $(@D)
 	$(CXX) -std=c++20 -O2 $(WARNINGS) -I. -isystem $(BUILD)/gen $(PKG_CFLAGS) $^ $(PKG_LIBS) -o $@
 
