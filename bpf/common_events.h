@@ -36,7 +36,10 @@ enum rs_event_type {
   RS_EV_STACK_BLOCKED = 14,
   /* A CPU sample's stacks (bpf/stack_events.h): not an ftrace event. */
   RS_EV_STACK_CPU_SAMPLE = 15,
-  RS_EV_MAX = 16, /* Size of the drop-counter array. */
+  /* Stalls (bpf/incident_events.h): a task long in D, or long runnable. */
+  RS_EV_TASK_BLOCKED = 16,
+  RS_EV_RUNQUEUE_DELAY = 17,
+  RS_EV_MAX = 18, /* Size of the drop-counter array. */
 };
 
 /* Every record starts with this header. */

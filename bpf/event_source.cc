@@ -41,6 +41,12 @@ std::string PlaceBlockedStacks(LoadedGroups::Request::Stacks* stacks,
          "block (dearer)";
 }
 
+absl::Status CheckFilters(const LoadedGroups::Filters& filters) {
+  if (filters.tgids.size() <= RS_MAX_FILTER_TGIDS) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "at most ", RS_MAX_FILTER_TGIDS, " tgids can be filtered on, not ", filters.tgids.size()));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& options) {
@@ -64,13 +70,10 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
     if (!opened.ok()) return opened.status();
     btf_file = std::move(*opened);
   }
-  if (options.filters.tgids.size() > RS_MAX_FILTER_TGIDS) {
-    return absl::InvalidArgumentError(absl::StrCat("at most ", RS_MAX_FILTER_TGIDS,
-                                                   " tgids can be filtered on, not ",
-                                                   options.filters.tgids.size()));
-  }
+  if (absl::Status st = CheckFilters(options.filters); !st.ok()) return st;
   std::string resume_function;
   std::string blocked_off = PlaceBlockedStacks(&effective.stacks, &resume_function);
+  std::string runqueue_off = PlaceRunqueueDelays(effective.btf_path, &effective.stalls.runqueue_ns);
   CaptureLibbpfLog();
   std::unique_ptr<EventSource> s(new EventSource());
   if (absl::Status st = s->CreateMaps(options.ring_size_per_cpu); !st.ok()) return st;
@@ -97,6 +100,8 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
         StackMaps(h.stack_losses, h.blocked_unsampled, effective.stacks.flags, s->num_cpus_,
                   h.resume_blocked, resume_function, h.sample_cpu_stack, options.stacks.cpu_hz);
     if (!blocked_off.empty()) s->stacks_.RefuseBlocked(std::move(blocked_off));
+    s->stalls_ = StallTasks(h.stall_tasks, h.stall_tasks_full, effective.stalls.blocked_ns,
+                            std::move(runqueue_off));
   }
   return s;
 }

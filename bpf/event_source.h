@@ -15,6 +15,7 @@
 #include "bpf/loaded_groups.h"
 #include "bpf/ring_reader.h"
 #include "bpf/stack_maps.h"
+#include "bpf/stall_tasks.h"
 
 namespace ringside::bpf {
 
@@ -141,6 +142,10 @@ class EventSource {
   // The stacks' maps and CPU sampling (Options::stacks; flags() 0 when off).
   const StackMaps& stacks() const { return stacks_; }
 
+  // The stalls' map (Options::stalls), for the sweep of tasks blocked and
+  // never woken; empty when stalls are not measured.
+  const StallTasks& stalls() const { return stalls_; }
+
   // Kernel-side statistics of every loaded program.
   std::vector<ProgramStats> program_stats() const;
   // Turns on the kernel's per-program run time accounting until the
@@ -211,6 +216,7 @@ class EventSource {
   size_t ring_size_ = 0;
   std::vector<RecordView> unbatched_;  // Capacity reused by Unbatching().
   StackMaps stacks_;
+  StallTasks stalls_;
 };
 
 }  // namespace ringside::bpf

@@ -65,6 +65,14 @@ inline constexpr EventType kEventTypes[] = {
      "fatal signals only: SIGSEGV, SIGBUS, ..."},
     {RS_EV_CORE_DUMP, "ringside_core_dump", "sched/sched_process_exit", Group::kIncidents,
      sizeof(rs_core_dump), true, false, "generic", "core dumps"},
+    // Only while a `blocked` or `runqueue_delay` trigger is configured
+    // (bpf/stalls.bpf.h): the stalls past its threshold.
+    {RS_EV_TASK_BLOCKED, "ringside_task_blocked", "sched/sched_waking", Group::kSched,
+     sizeof(rs_task_stall), true, false, "generic",
+     "a task long in D, woken at last: with `blocked` triggers"},
+    {RS_EV_RUNQUEUE_DELAY, "ringside_runqueue_delay", "sched/sched_switch", Group::kSched,
+     sizeof(rs_task_stall), true, false, "generic",
+     "a task long runnable before it ran: with `runqueue_delay` triggers"},
     // Not an FtraceEvent: a TracePacket's StackSample (agent/sources/
     // stack_sample_writer.h), when bpf_config.stacks asks for it.
     {RS_EV_STACK_BLOCKED, "blocked_stack", "sched/sched_switch", Group::kSched,

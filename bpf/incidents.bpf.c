@@ -15,10 +15,6 @@
 #define RS_SIGSEGV 11
 #define RS_NSIG 64
 
-static __always_inline __u64 cgroup_id_of(struct task_struct* t) {
-  return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
-}
-
 /* Kernels since 6.8: the victim task and its uid. */
 static __always_inline int on_mark_victim(bool raw, struct task_struct* task, uid_t uid) {
   void* ring;
@@ -29,7 +25,7 @@ static __always_inline int on_mark_victim(bool raw, struct task_struct* task, ui
   e->uid = uid;
   e->killer_pid = bpf_get_current_pid_tgid() >> 32;
   RS_READ_COMM(raw, e->comm, task);
-  e->cgroup_id = cgroup_id_of(task);
+  e->cgroup_id = rs_cgroup_id_of(task);
   rs_submit(ring, e);
   return 0;
 }
@@ -101,7 +97,7 @@ static __always_inline int on_signal_generate(bool raw, int sig, struct kernel_s
   e->target_tgid = RS_READ(raw, task, tgid);
   bpf_get_current_comm(e->sender_comm, RS_TASK_COMM_LEN);
   RS_READ_COMM(raw, e->target_comm, task);
-  e->target_cgroup_id = cgroup_id_of(task);
+  e->target_cgroup_id = rs_cgroup_id_of(task);
   rs_submit(ring, e);
   return 0;
 }
@@ -132,7 +128,7 @@ static __always_inline int on_core_dump_exit(bool raw, struct task_struct* p) {
   e->sig = code & 0x7f;
   e->pad = 0;
   RS_READ_COMM(raw, e->comm, p);
-  e->cgroup_id = cgroup_id_of(p);
+  e->cgroup_id = rs_cgroup_id_of(p);
   rs_submit(ring, e);
   return 0;
 }

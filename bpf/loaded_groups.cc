@@ -111,7 +111,13 @@ absl::Status PrepareGroup(Skel* skel, const GroupSetup& setup, std::vector<std::
 // bpf/all.bpf.c); the batch size they were given is returned.
 template <typename Skel>
 uint32_t PrepareSched(Skel* skel, size_t ring_size, bool batch_sched,
-                      const LoadedGroups::Request::Stacks& stacks) {
+                      const LoadedGroups::Request::Stacks& stacks,
+                      const LoadedGroups::Request::Stalls& stalls) {
+  skel->rodata->stall_blocked_ns = stalls.blocked_ns;
+  skel->rodata->stall_runqueue_ns = stalls.runqueue_ns;
+  // Only blocks need the maps: run-queue delays are the kernel's own.
+  const uint32_t tasks = stalls.blocked_ns != 0 ? std::max<uint32_t>(stalls.max_tasks, 1) : 1;
+  bpf_map__set_max_entries(skel->maps.stall_tasks, tasks);
   skel->rodata->stack_flags = stacks.flags;
   skel->rodata->stack_bytes =
       std::clamp<uint32_t>(stacks.max_depth, 1, RS_STACK_MAX_DEPTH) * sizeof(uint64_t);
@@ -193,7 +199,8 @@ bool LoadedGroups::LoadOneObject(const Request& request, const Target& target,
       one_object_refused_ = std::string(st.message());
       return false;
     }
-    sched_batch_bytes_ = PrepareSched(all_, target.ring_size, request.batch_sched, request.stacks);
+    sched_batch_bytes_ =
+        PrepareSched(all_, target.ring_size, request.batch_sched, request.stacks, request.stalls);
     if (request.refuse_one_object_for_testing || !request.refuse_groups_for_testing.empty()) {
       one_object_refused_ = "refused for testing";
       return false;
@@ -245,8 +252,8 @@ absl::Status LoadedGroups::LoadEachGroup(const Request& request, const Target& t
   if (request.sched) {
     attempt(Group::kSched, "sched", &sched_, rs_sched__open_opts, rs_sched__load, rs_sched__destroy,
             [&](::rs_sched* skel) {
-              sched_batch_bytes_ =
-                  PrepareSched(skel, target.ring_size, request.batch_sched, request.stacks);
+              sched_batch_bytes_ = PrepareSched(skel, target.ring_size, request.batch_sched,
+                                                request.stacks, request.stalls);
             });
     if (sched_ == nullptr) sched_batch_bytes_ = 0;
   }
@@ -286,6 +293,8 @@ void LoadedGroups::BindObjects() {
     sched_handles_.sched_batches = skel->maps.sched_batches;
     sched_handles_.stack_losses = skel->maps.stack_losses;
     sched_handles_.blocked_unsampled = skel->maps.blocked_unsampled;
+    sched_handles_.stall_tasks = skel->maps.stall_tasks;
+    sched_handles_.stall_tasks_full = &skel->bss->stall_tasks_full;
     if (bpf_program__autoload(skel->progs.sample_cpu_stack)) {
       sched_handles_.sample_cpu_stack = skel->progs.sample_cpu_stack;
     }

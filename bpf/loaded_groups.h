@@ -90,6 +90,14 @@ class LoadedGroups {
       bool at_switch_allowed = true;
       uint32_t cpu_hz = 0;
     } stacks;
+    // Stalls (bpf/stalls.bpf.h), measured by the scheduling group: the least
+    // time in D, and waiting for a CPU, that makes a record (0: not
+    // measured), and the tasks whose stalls it follows at once.
+    struct Stalls {
+      uint64_t blocked_ns = 0;
+      uint64_t runqueue_ns = 0;
+      uint32_t max_tasks = 0;
+    } stalls;
   };
   // What the groups load against.
   struct Target {
@@ -131,6 +139,10 @@ class LoadedGroups {
     // The kprobe that takes blocked threads' stacks as they run again,
     // loaded when Stacks::flags has RS_STACKS_BLOCKED.
     bpf_program* resume_blocked = nullptr;
+    // HASH: tid -> rs_stall_task (bpf/stalls.bpf.h); one entry when stalls
+    // are not measured. And the tasks that found it full.
+    bpf_map* stall_tasks = nullptr;
+    const __u64* stall_tasks_full = nullptr;
   };
 
   // Loads the groups `request` asks for into `target`'s maps, each program

@@ -39,6 +39,8 @@ struct Record {
   const rs_oom_kill& oom_kill() const { return As<rs_oom_kill>(); }
   const rs_fatal_signal& fatal_signal() const { return As<rs_fatal_signal>(); }
   const rs_core_dump& core_dump() const { return As<rs_core_dump>(); }
+  // RS_EV_TASK_BLOCKED and RS_EV_RUNQUEUE_DELAY.
+  const rs_task_stall& task_stall() const { return As<rs_task_stall>(); }
   const rs_stack_blocked& stack_blocked() const { return As<rs_stack_blocked>(); }
   const rs_stack_cpu_sample& stack_cpu_sample() const { return As<rs_stack_cpu_sample>(); }
 
@@ -64,7 +66,7 @@ class RecordBatch {
   size_t Decode(absl::Span<const RecordView> views);
 
   absl::Span<const Record> records() const { return records_; }
-  // How many of them are incidents (OOM kill, fatal signal, core dump):
+  // How many of them are incidents (OOM kill, fatal signal, core dump, stall):
   // rare, so a reader that only wants those skips most batches whole.
   size_t incidents() const { return incidents_; }
 

@@ -73,6 +73,11 @@ const volatile __u64 filter_cgroup_id = 0; /* cgroup v2 id (inode of its directo
 const volatile bool filter_cgroup_set = false;
 const volatile __s32 filter_max_prio = -1; /* Kernel prio: 0-99 RT, 100-139 normal. */
 
+/* A task's cgroup v2 id: the inode number of its cgroup's directory. */
+static __always_inline __u64 rs_cgroup_id_of(struct task_struct* t) {
+  return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
 static __always_inline bool rs_filters_on(void) {
   return filter_num_tgids != 0 || filter_cgroup_id != 0 || filter_cgroup_set ||
          filter_max_prio >= 0;
@@ -88,7 +93,7 @@ static __always_inline bool rs_task_selected(struct task_struct* t) {
     if (!found) return false;
   }
   if (filter_cgroup_id != 0 || filter_cgroup_set) {
-    __u64 cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+    __u64 cgroup_id = rs_cgroup_id_of(t);
     if (cgroup_id != filter_cgroup_id &&
         !(filter_cgroup_set && bpf_map_lookup_elem(&filter_cgroups, &cgroup_id))) {
       return false;

@@ -3,6 +3,7 @@
 #include "bpf/sched.bpf.h"
 #include "bpf/rings.bpf.h"
 #include "bpf/stack_events.h"
+#include "bpf/stalls.bpf.h"
 
 /* RS_TASK_STATE_RULE_* of the running kernel, set by the loader. */
 const volatile __u32 task_state_rules = RS_TASK_STATE_RULES_NEWEST;
@@ -162,7 +163,6 @@ static __always_inline void commit_batch_record(struct rs_sched_batch_state* s,
  * Each record carries its frames (bpf_get_stack); the agent de-duplicates
  * them. */
 
-#define RS_DEAD_STATES 0x0030u /* X (EXIT_DEAD) and Z (EXIT_ZOMBIE) as reported. */
 #define RS_BLOCKED_STATES (RS_TASK_REPORT | RS_TASK_REPORT_IDLE)
 
 /* RS_STACKS_* (stack_events.h), set by the loader; 0: off. */
@@ -297,7 +297,7 @@ static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
   __u32 tid = RS_READ(raw, prev, pid);
   if (tid == 0) return;
   /* Dead (X) or a zombie (Z): it never runs again. */
-  if ((state & RS_DEAD_STATES) != 0) {
+  if ((state & RS_TASK_REPORT_DEAD_STATES) != 0) {
     if (bpf_map_lookup_elem(&blocked_tasks, &tid)) bpf_map_delete_elem(&blocked_tasks, &tid);
     return;
   }
@@ -434,31 +434,44 @@ static __always_inline void note_blocked(void* ctx, bool raw, bool preempt,
       rs_sched_switch_state(preempt, prev_state, RS_READ(raw, prev, exit_state), task_state_rules));
 }
 
-static __always_inline void record_switch(bool raw, bool preempt, struct task_struct* prev,
-                                          struct task_struct* next, unsigned int prev_state) {
-  if (rs_filters_on() && !rs_task_selected(prev) && !rs_task_selected(next)) return;
+/* Returns the record's time, 0 when none was made. */
+static __always_inline __u64 record_switch(bool raw, bool preempt, struct task_struct* prev,
+                                           struct task_struct* next, unsigned int prev_state) {
+  if (rs_filters_on() && !rs_task_selected(prev) && !rs_task_selected(next)) return 0;
   struct rs_sched_batch_state* s = take_sched_batch(RS_EV_SCHED_SWITCH);
   if (s) {
     struct rs_sched_switch* e = batch_record(s, RS_EV_SCHED_SWITCH, sizeof(*e));
+    const __u64 ts = e->h.ts_ns;
     rs_fill_switch_tasks(raw, e, preempt, prev, next, prev_state, task_state_rules);
     rs_fill_switch_comms(raw, e, prev, next);
     commit_batch_record(s, &e->h, RS_EV_SCHED_SWITCH);
-    return;
+    return ts;
   }
   void* ring;
   struct rs_sched_switch* e = rs_reserve(RS_EV_SCHED_SWITCH, sizeof(*e), &ring);
-  if (!e) return;
+  if (!e) return 0;
+  const __u64 ts = e->h.ts_ns;
   rs_fill_switch_tasks(raw, e, preempt, prev, next, prev_state, task_state_rules);
   rs_fill_switch_comms(raw, e, prev, next);
   rs_submit(ring, e);
+  return ts;
 }
 
 /* The switch's record first, so that its time is the switch's and not
  * that plus the stacks a blocking thread's switch may take. */
 static __always_inline int emit_switch(void* ctx, bool raw, bool preempt, struct task_struct* prev,
                                        struct task_struct* next, unsigned int prev_state) {
-  record_switch(raw, preempt, prev, next, prev_state);
+  const __u64 ts = record_switch(raw, preempt, prev, next, prev_state);
   note_blocked(ctx, raw, preempt, prev, next, prev_state);
+  rs_stall_runqueue(raw, prev, next);
+  rs_stall_switch_in(raw, next);
+  if (stall_blocked_ns != 0) {
+    /* The record's time when there is one: a clock read less. */
+    rs_stall_switch_out(raw, prev,
+                        rs_sched_switch_state(preempt, prev_state, RS_READ(raw, prev, exit_state),
+                                              task_state_rules),
+                        ts != 0 ? ts : bpf_ktime_get_boot_ns());
+  }
   return 0;
 }
 
@@ -511,21 +524,24 @@ int flush_sched_batch(void* ctx) {
   return 0;
 }
 
-static __always_inline int emit_wakeup(bool raw, __u32 type, struct task_struct* p) {
+/* Returns the record's time, 0 when none was made. */
+static __always_inline __u64 emit_wakeup(bool raw, __u32 type, struct task_struct* p) {
   if (rs_filters_on() && !rs_task_selected(p)) return 0;
   struct rs_sched_batch_state* s = take_sched_batch(type);
   if (s) {
     struct rs_sched_wakeup* e = batch_record(s, type, sizeof(*e));
+    const __u64 ts = e->h.ts_ns;
     rs_fill_wakeup(raw, e, p);
     commit_batch_record(s, &e->h, type);
-    return 0;
+    return ts;
   }
   void* ring;
   struct rs_sched_wakeup* e = rs_reserve(type, sizeof(*e), &ring);
   if (!e) return 0;
+  const __u64 ts = e->h.ts_ns;
   rs_fill_wakeup(raw, e, p);
   rs_submit(ring, e);
-  return 0;
+  return ts;
 }
 
 /* sched_waking, not sched_wakeup: it runs in the waker's context (the
@@ -533,22 +549,32 @@ static __always_inline int emit_wakeup(bool raw, __u32 type, struct task_struct*
  * Perfetto builds a thread's runnable state and its waker from. */
 SEC("tp_btf/sched_waking")
 int BPF_PROG(handle_sched_waking, struct task_struct* p) {
-  return emit_wakeup(false, RS_EV_SCHED_WAKING, p);
+  const __u64 ts = emit_wakeup(false, RS_EV_SCHED_WAKING, p);
+  if (stall_blocked_ns != 0) {
+    rs_stall_waking(false, p, ts != 0 ? ts : bpf_ktime_get_boot_ns(), task_state_rules);
+  }
+  return 0;
 }
 
 SEC("raw_tp/sched_waking")
 int BPF_PROG(handle_sched_waking_raw, struct task_struct* p) {
-  return emit_wakeup(true, RS_EV_SCHED_WAKING, p);
+  const __u64 ts = emit_wakeup(true, RS_EV_SCHED_WAKING, p);
+  if (stall_blocked_ns != 0) {
+    rs_stall_waking(true, p, ts != 0 ? ts : bpf_ktime_get_boot_ns(), task_state_rules);
+  }
+  return 0;
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(handle_sched_wakeup_new, struct task_struct* p) {
-  return emit_wakeup(false, RS_EV_SCHED_WAKEUP_NEW, p);
+  emit_wakeup(false, RS_EV_SCHED_WAKEUP_NEW, p);
+  return 0;
 }
 
 SEC("raw_tp/sched_wakeup_new")
 int BPF_PROG(handle_sched_wakeup_new_raw, struct task_struct* p) {
-  return emit_wakeup(true, RS_EV_SCHED_WAKEUP_NEW, p);
+  emit_wakeup(true, RS_EV_SCHED_WAKEUP_NEW, p);
+  return 0;
 }
 
 static __always_inline void fill_migrate(bool raw, struct rs_sched_migrate* e,

@@ -32,8 +32,9 @@
 #define RS_TASK_REPORT 0x007fu /* R S D T t X Z P: state and exit_state bits. */
 #define RS_TASK_NOLOAD 0x0400u
 #define RS_TASK_IDLE (RS_TASK_UNINTERRUPTIBLE | RS_TASK_NOLOAD)
-#define RS_TASK_RTLOCK_WAIT 0x1000u /* 5.15+ */
-#define RS_TASK_FROZEN 0x8000u      /* 6.1+; the bit is unused before. */
+#define RS_TASK_RTLOCK_WAIT 0x1000u        /* 5.15+ */
+#define RS_TASK_FROZEN 0x8000u             /* 6.1+; the bit is unused before. */
+#define RS_TASK_REPORT_DEAD_STATES 0x0030u /* X (EXIT_DEAD) and Z (EXIT_ZOMBIE). */
 #define RS_TASK_REPORT_IDLE 0x0080u
 #define RS_TASK_REPORT_MAX 0x0100u
 

@@ -35,6 +35,10 @@ constexpr OtherListing kTriggerKinds[] = {
      "CPU, memory or IO stalls over a threshold in a window (pressure { ... })"},
     {"trigger:event", "ftrace",
      "a tracepoint's event that passes an ftrace filter (event { event filter })"},
+    {"trigger:blocked", "linux.bpf (sched)",
+     "a task off the CPU in D for threshold_ms or more (blocked { threshold_ms })"},
+    {"trigger:runqueue_delay", "linux.bpf (sched)",
+     "a runnable task kept from a CPU for threshold_ms or more (runqueue_delay { threshold_ms })"},
 };
 constexpr OtherListing kCounters[] = {
     {"sys_stats:meminfo", "/proc/meminfo", "MemAvailable, Cached, Dirty, ... (KiB)"},

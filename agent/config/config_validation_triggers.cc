@@ -1,5 +1,5 @@
-// The checks of what fires a trigger by itself: its incident filter, or
-// its pressure (PSI) threshold, one kind a trigger. CheckTriggers
+// The checks of what fires a trigger by itself: its incident filter, its
+// pressure (PSI) threshold, its event, or its stall, one kind a trigger. CheckTriggers
 // (config_validation.cc) runs them after the trigger's name and limits.
 
 #include <algorithm>
@@ -26,6 +26,14 @@ const std::vector<int>& SignalsTheIncidentSourceSees() {
   return *signals;
 }
 
+// A task name to match: the kernel's comm is at most kMaxCommBytes.
+void CheckComm(const std::string& comm, const FieldPath& at, Validator* v) {
+  if (comm.empty() || comm.size() > kMaxCommBytes) {
+    v->Fail(at, absl::StrCat("is '", absl::CHexEscape(comm), "': a task name is 1 to ",
+                             kMaxCommBytes, " bytes (the kernel's comm), so it would never match"));
+  }
+}
+
 void ValidateIncident(const Trigger::Incident& incident, const FieldPath& at, Validator* v) {
   using Incident = Trigger::Incident;
   auto field = [&](const std::string& name, int index) { return Child(at, name, index); };
@@ -50,14 +58,19 @@ void ValidateIncident(const Trigger::Incident& incident, const FieldPath& at, Va
   for (int k = 0; k < incident.cgroups_size(); k++) {
     CheckCgroupPath(incident.cgroups(k), field("cgroups", k), v);
   }
-  for (int k = 0; k < incident.comms_size(); k++) {
-    const std::string& comm = incident.comms(k);
-    if (comm.empty() || comm.size() > kMaxCommBytes) {
-      v->Fail(field("comms", k),
-              absl::StrCat("is '", absl::CHexEscape(comm), "': a task name is 1 to ", kMaxCommBytes,
-                           " bytes (the kernel's comm), so it would never match"));
-    }
+  for (int k = 0; k < incident.comms_size(); k++)
+    CheckComm(incident.comms(k), field("comms", k), v);
+}
+
+void ValidateTaskStall(const Trigger::TaskStall& s, const FieldPath& at, Validator* v) {
+  if (s.threshold_ms() < 1 || s.threshold_ms() > kMaxStallThresholdMs) {
+    v->Fail(Child(at, "threshold_ms"),
+            absl::StrCat("is ", s.threshold_ms(), ": the stall that fires it, 1 to ",
+                         kMaxStallThresholdMs, " ms"));
   }
+  for (int k = 0; k < s.comms_size(); k++) CheckComm(s.comms(k), Child(at, "comms", k), v);
+  for (int k = 0; k < s.cgroups_size(); k++)
+    CheckCgroupPath(s.cgroups(k), Child(at, "cgroups", k), v);
 }
 
 void ValidatePressure(const Trigger::Pressure& p, const FieldPath& at, Validator* v) {
@@ -120,6 +133,8 @@ void CheckTriggerKind(const Trigger& t, const FieldPath& at, Validator* v) {
   if (t.has_incident()) kinds.push_back("incident");
   if (t.has_pressure()) kinds.push_back("pressure");
   if (t.has_event()) kinds.push_back("event");
+  if (t.has_blocked()) kinds.push_back("blocked");
+  if (t.has_runqueue_delay()) kinds.push_back("runqueue_delay");
   if (kinds.size() > 1) {
     v->Fail(Child(at, kinds[1]),
             absl::StrCat("is set beside ", kinds[0],
@@ -128,6 +143,10 @@ void CheckTriggerKind(const Trigger& t, const FieldPath& at, Validator* v) {
   if (t.has_incident()) ValidateIncident(t.incident(), Child(at, "incident"), v);
   if (t.has_pressure()) ValidatePressure(t.pressure(), Child(at, "pressure"), v);
   if (t.has_event()) ValidateEvent(t.event(), Child(at, "event"), v);
+  if (t.has_blocked()) ValidateTaskStall(t.blocked(), Child(at, "blocked"), v);
+  if (t.has_runqueue_delay()) {
+    ValidateTaskStall(t.runqueue_delay(), Child(at, "runqueue_delay"), v);
+  }
 }
 
 }  // namespace ringside::agent::internal

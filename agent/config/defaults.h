@@ -100,6 +100,12 @@ inline constexpr uint32_t kMaxPressureWindowMs = 10000;
 inline constexpr size_t kMaxPressureCgroups = 64;
 // An event trigger's filter, in bytes (the kernel takes a page).
 inline constexpr size_t kMaxEventFilterBytes = 4096;
+// A `blocked` or `runqueue_delay` trigger's threshold, at most an hour; and
+// the tasks blocked in D at once whose blocks linux.bpf follows (its
+// stall_tasks map: about 100 bytes each, 1.6 MiB of kernel memory; a block
+// past them goes unmeasured, counted as the loss stall_tasks_full).
+inline constexpr uint32_t kMaxStallThresholdMs = 3600000;
+inline constexpr uint32_t kStallTasks = 16384;
 // trigger_config.triggers.incident.signals of a FATAL_SIGNAL filter: a
 // crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT), not a kill.
 inline constexpr int32_t kDefaultCrashSignals[] = {11, 7, 4, 8, 6};

@@ -110,10 +110,12 @@ std::map<std::string, std::string> ConfigReloader::trigger_names() const {
   absl::MutexLock lock(&mu_);
   std::map<std::string, std::string> names;
   for (const auto& t : running_.trigger_config().triggers()) {
-    names[t.name()] = t.has_incident()   ? "incident"
-                      : t.has_pressure() ? "pressure"
-                      : t.has_event()    ? "event"
-                                         : "";
+    names[t.name()] = t.has_incident()         ? "incident"
+                      : t.has_pressure()       ? "pressure"
+                      : t.has_event()          ? "event"
+                      : t.has_blocked()        ? "blocked"
+                      : t.has_runqueue_delay() ? "runqueue_delay"
+                                               : "";
   }
   return names;
 }

@@ -33,6 +33,8 @@ void KernelTriggers::Start(const config::TraceConfig& config, PressureListener* 
   started_ = true;
   pressure_rules_ = PressureRulesOf(config);
   event_rules_ = EventRulesOf(config);
+  stalls_ = StallsOf(config);
+  blocked_thresholds_ = BlockedThresholdsOf(config);
   if (!pressure_rules_.empty()) {
     absl::StatusOr<std::unique_ptr<PressureWatch>> watch = PressureWatch::Start(
         pressure_rules_, pressure,
@@ -74,6 +76,25 @@ void KernelTriggers::CheckReload(const config::TraceConfig& config, AgentLog& lo
     log.Warning(
         "trigger_config: the event triggers changed; the running ones stay until the agent "
         "restarts (their tracefs instances are made at start)");
+  }
+  // linux.bpf measures waits for a CPU from the least threshold of the
+  // start: a trigger may rise above it, not go below. Blocks are told at
+  // each threshold of the start (StallSweep): any change takes a restart.
+  const uint64_t runqueue_ns = StallsOf(config).runqueue_ns;
+  if (runqueue_ns != 0 && (stalls_.runqueue_ns == 0 || runqueue_ns < stalls_.runqueue_ns)) {
+    log.Warning(absl::StrCat(
+        "trigger_config: a `runqueue_delay` threshold of ", runqueue_ns / 1'000'000,
+        " ms is below ",
+        stalls_.runqueue_ns == 0 ? "none, the one linux.bpf measures from"
+                                 : absl::StrCat(stalls_.runqueue_ns / 1'000'000,
+                                                " ms, the least linux.bpf measures from"),
+        ": its shorter waits fire nothing until the agent restarts (the programs take it at "
+        "start)"));
+  }
+  if (BlockedThresholdsOf(config) != blocked_thresholds_) {
+    log.Warning(
+        "trigger_config: the `blocked` thresholds changed; linux.bpf tells of blocks at the "
+        "thresholds of its start until the agent restarts");
   }
 }
 

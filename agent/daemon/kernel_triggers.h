@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/daemon/trigger_dispatcher.h"
 #include "agent/lifecycle/agent_log.h"
+#include "agent/sources/bpf_incidents.h"
 #include "agent/sources/event_watch.h"
 #include "agent/sources/incident.h"
 #include "agent/sources/pressure_watch.h"
@@ -37,7 +38,10 @@ class KernelReports : public IncidentListener, public PressureListener, public E
 // takes a pressure window from the privileges of whoever opened its file,
 // and the event rules take tracefs instances of their own: both are set up
 // at start, before the agent drops its privileges, and a reload that
-// changes them keeps the running ones (logged: a restart applies it).
+// changes them keeps the running ones (logged: a restart applies it). So
+// do the `blocked` thresholds and the least `runqueue_delay` one, which
+// linux.bpf takes at load (logged when a reload changes the first, or goes
+// below the second).
 //
 // Start(), LogNewWarnings(), CheckReload() and Stop() on the main thread;
 // FillStatus() from any thread until Stop().
@@ -60,6 +64,9 @@ class KernelTriggers {
   bool started_ = false;
   std::vector<PressureRule> pressure_rules_;
   std::vector<EventRule> event_rules_;
+  // The stalls linux.bpf measures, from the config of the start.
+  bpf::LoadedGroups::Request::Stalls stalls_;
+  std::vector<int64_t> blocked_thresholds_;
   std::unique_ptr<PressureWatch> pressure_;
   std::unique_ptr<EventWatch> events_;
 };

@@ -54,10 +54,19 @@ TriggerDispatcher::Fired TriggerDispatcher::Fire(const std::string& name,
 }
 
 void TriggerDispatcher::OnIncident(const Incident& incident) {
+  const std::string detail = IncidentDetail(incident);
+  // A stall's log line is its detail; the others' keep the words they have
+  // always had (what people grep their logs for).
+  const bool stall =
+      incident.kind == Incident::Kind::kBlocked || incident.kind == Incident::Kind::kRunqueueDelay;
   const std::string who = absl::StrCat(
-      "the kernel (", IncidentKindName(incident.kind),
-      incident.signal != 0 ? absl::StrCat(" ", incident.signal) : "", " of pid ", incident.pid,
-      incident.comm.empty() ? "" : absl::StrCat(" ", incident.comm), ")");
+      "the kernel (",
+      stall ? detail
+            : absl::StrCat(IncidentKindName(incident.kind),
+                           incident.signal != 0 ? absl::StrCat(" ", incident.signal) : "",
+                           " of pid ", incident.pid,
+                           incident.comm.empty() ? "" : absl::StrCat(" ", incident.comm)),
+      ")");
   // From a source's reader thread, while the agent may be stopping.
   if (closed_) {
     log_.LogLimited(LogLevel::kInfo, "incident while stopping",
@@ -66,7 +75,7 @@ void TriggerDispatcher::OnIncident(const Incident& incident) {
   }
   for (const std::string& name : policy_.RulesFor(incident)) {
     // The kernel is the producer; its time is the incident's own.
-    Fire(name, SnapshotTrigger{name, "linux.bpf", 0, incident.boottime_ns}, who);
+    Fire(name, SnapshotTrigger{name, "linux.bpf", 0, incident.boottime_ns, detail}, who);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <utility>
 
 #include "agent/config/config_loader.h"
@@ -78,6 +79,18 @@ std::vector<TriggerPolicy::Rule> TriggerPolicy::RulesFrom(const config::TraceCon
       }
       filter.comms.assign(t.incident().comms().begin(), t.incident().comms().end());
       filter.cgroups.assign(t.incident().cgroups().begin(), t.incident().cgroups().end());
+      rule.incident = std::move(filter);
+    }
+    for (const auto& [has, stall, kind] :
+         {std::tuple{t.has_blocked(), &t.blocked(), Incident::Kind::kBlocked},
+          std::tuple{t.has_runqueue_delay(), &t.runqueue_delay(),
+                     Incident::Kind::kRunqueueDelay}}) {
+      if (!has) continue;
+      Rule::IncidentFilter filter;
+      filter.kinds = {kind};
+      filter.comms.assign(stall->comms().begin(), stall->comms().end());
+      filter.cgroups.assign(stall->cgroups().begin(), stall->cgroups().end());
+      filter.min_stalled_ns = int64_t{stall->threshold_ms()} * 1'000'000;
       rule.incident = std::move(filter);
     }
     rules.push_back(std::move(rule));
@@ -195,6 +208,7 @@ bool TriggerPolicy::Matches(const Rule::IncidentFilter& filter, const Incident& 
           filter.signals.end()) {
     return false;
   }
+  if (incident.stalled_ns < filter.min_stalled_ns) return false;
   if (!filter.comms.empty() &&
       std::find(filter.comms.begin(), filter.comms.end(), incident.comm) == filter.comms.end()) {
     return false;

@@ -55,8 +55,8 @@ class TriggerPolicy {
     // From the trigger to the snapshot. Carried for the caller; Offer does
     // not use it.
     absl::Duration stop_delay;
-    // The incidents that fire this rule by themselves (config's
-    // `incident`); none: only requests by name do.
+    // The incidents that fire this rule by themselves (config's `incident`,
+    // `blocked` or `runqueue_delay`); none: only requests by name do.
     struct IncidentFilter {
       std::vector<Incident::Kind> kinds;
       // kFatalSignal: the signals that count (the config's, or the crash
@@ -67,6 +67,9 @@ class TriggerPolicy {
       // cgroup v2 paths below the cgroup2 mount; empty: any. The task's own
       // cgroup must be one of them.
       std::vector<std::string> cgroups;
+      // kBlocked, kRunqueueDelay (the config's `blocked` and
+      // `runqueue_delay`): the least stall that passes.
+      int64_t min_stalled_ns = 0;
     };
     std::optional<IncidentFilter> incident;
   };

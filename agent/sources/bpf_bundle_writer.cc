@@ -1,5 +1,6 @@
 #include "agent/sources/bpf_bundle_writer.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -154,6 +155,42 @@ void CoreDumpFields(const rs_core_dump& e, ProtoMessage* m) {
   f->EndNested();
 }
 
+// A generic event "ringside_task_blocked" or "ringside_runqueue_delay"
+// (`name`): the task, how long, since when, its CPU and the other task.
+void StallFields(const char* name, const rs_task_stall& e, ProtoMessage* m) {
+  using G = trace::GenericFtraceEvent;
+  m->AppendString(G::kEventNameFieldNumber, name);
+  const int64_t stalled_ns = static_cast<int64_t>(e.h.ts_ns - std::min(e.since_ns, e.h.ts_ns));
+  for (auto [field, value] : {std::pair<const char*, int64_t>{"pid", e.pid},
+                              {"tgid", e.tgid},
+                              {"stalled_ns", stalled_ns},
+                              {"cpu", e.cpu},
+                              {"other_pid", e.other_pid}}) {
+    ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
+    f->AppendString(G::Field::kNameFieldNumber, field);
+    f->AppendInt(G::Field::kIntValueFieldNumber, value);
+    f->EndNested();
+  }
+  ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
+  f->AppendString(G::Field::kNameFieldNumber, "cgroup_id");
+  f->AppendVarInt(G::Field::kUintValueFieldNumber, e.cgroup_id);
+  f->EndNested();
+  for (auto [field, comm] : {std::pair<const char*, absl::string_view>{"comm", Comm(e.comm)},
+                             {"other_comm", Comm(e.other_comm)}}) {
+    f = m->BeginNested(G::kFieldFieldNumber);
+    f->AppendString(G::Field::kNameFieldNumber, field);
+    f->AppendString(G::Field::kStrValueFieldNumber, comm);
+    f->EndNested();
+  }
+}
+
+void BlockedFields(const rs_task_stall& e, ProtoMessage* m) {
+  StallFields("ringside_task_blocked", e, m);
+}
+void RunqueueDelayFields(const rs_task_stall& e, ProtoMessage* m) {
+  StallFields("ringside_runqueue_delay", e, m);
+}
+
 // How each record type is written: one row per type of bpf::kEventTypes.
 // The FtraceEvent's pid is the task that ran: the waker, the parent, the
 // killer, the sender; for a freed task the one whose RCU callback freed it
@@ -186,6 +223,11 @@ constexpr RecordEncoder kEncoders[] = {
      WriteTypedEvent<rs_oom_kill, &bpf::Record::oom_kill, &rs_oom_kill::killer_pid, OomKillFields>},
     {RS_EV_CORE_DUMP,
      WriteTypedEvent<rs_core_dump, &bpf::Record::core_dump, &rs_core_dump::pid, CoreDumpFields>},
+    // Under the waker (0 when unknown), and the task that waited.
+    {RS_EV_TASK_BLOCKED, WriteTypedEvent<rs_task_stall, &bpf::Record::task_stall,
+                                         &rs_task_stall::other_pid, BlockedFields>},
+    {RS_EV_RUNQUEUE_DELAY, WriteTypedEvent<rs_task_stall, &bpf::Record::task_stall,
+                                           &rs_task_stall::pid, RunqueueDelayFields>},
     // Not in the bundle: a StackSample packet of its own (StackSampleWriter).
     {RS_EV_STACK_BLOCKED, nullptr},
     {RS_EV_STACK_CPU_SAMPLE, nullptr},

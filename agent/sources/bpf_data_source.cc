@@ -6,7 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/config/config_limits.h"
+#include "agent/sources/bpf_incidents.h"
 #include "agent/sources/system_frame_namer.h"
+#include "base/boottime.h"
 #include "bpf/common_events.h"
 #include "bpf/event_types.h"
 #include "bpf/records.h"
@@ -90,6 +92,11 @@ absl::StatusOr<std::unique_ptr<BpfDataSource>> BpfDataSource::Create(Config conf
     s->cpu_writers_.push_back(producer->CreateTraceWriter(static_cast<buffer::WriterID>(1 + cpu)));
   }
   if (s->source_->stacks().flags() != 0) s->SetUpStacks(producer);
+  if (s->source_->stalls().blocked_ns() != 0 && s->config_.incidents != nullptr &&
+      !s->config_.blocked_thresholds_ns.empty()) {
+    s->sweep_ = std::make_unique<StallSweep>(s->config_.blocked_thresholds_ns);
+    s->proc_is_hosts_ = ProcNumbersPidsAsTheKernelDoes("/proc");
+  }
   s->tallies_ = std::make_unique<EventTallyTable>(static_cast<uint32_t>(cpus), RS_EV_MAX);
   s->drops_seen_.assign(static_cast<size_t>(cpus), 0);
   s->lost_pending_.assign(static_cast<size_t>(cpus), false);
@@ -201,44 +208,32 @@ void BpfDataSource::TellTracker(absl::Span<const bpf::Record> records) {
 
 void BpfDataSource::TellIncidents(absl::Span<const bpf::Record> records) {
   for (const bpf::Record& r : records) {
-    Incident incident;
-    switch (r.type) {
-      case RS_EV_OOM_KILL: {
-        const rs_oom_kill& e = r.oom_kill();
-        incident = {Incident::Kind::kOomKill,
-                    static_cast<int64_t>(e.h.ts_ns),
-                    e.pid,
-                    e.tgid,
-                    0,
-                    std::string(bpf::CommOf(e.comm)),
-                    e.cgroup_id};
-        break;
-      }
-      case RS_EV_FATAL_SIGNAL: {
-        const rs_fatal_signal& e = r.fatal_signal();
-        incident = {Incident::Kind::kFatalSignal,
-                    static_cast<int64_t>(e.h.ts_ns),
-                    e.target_pid,
-                    e.target_tgid,
-                    e.sig,
-                    std::string(bpf::CommOf(e.target_comm)),
-                    e.target_cgroup_id};
-        break;
-      }
-      case RS_EV_CORE_DUMP: {
-        const rs_core_dump& e = r.core_dump();
-        incident = {Incident::Kind::kCoreDump,
-                    static_cast<int64_t>(e.h.ts_ns),
-                    e.pid,
-                    e.tgid,
-                    e.sig,
-                    std::string(bpf::CommOf(e.comm)),
-                    e.cgroup_id};
-        break;
-      }
-      default:
-        continue;
+    std::optional<Incident> incident = IncidentOfRecord(r);
+    if (!incident.has_value()) continue;
+    // A block the sweep found still blocked was told then.
+    if (incident->kind == Incident::Kind::kBlocked && sweep_ != nullptr &&
+        !sweep_->TellWoken(incident->pid, incident->since_ns, incident->stalled_ns)) {
+      continue;
     }
+    config_.incidents->OnIncident(*incident);
+  }
+}
+
+void BpfDataSource::SweepStalls(int64_t now_ns) {
+  std::vector<bpf::StallTasks::Blocked> blocked =
+      source_->stalls().BlockedSince(static_cast<uint64_t>(now_ns));
+  // A block whose wakeup the programs missed ends when its task runs again;
+  // one whose task is not in D now (or gone) is over, and dropped. Only
+  // with the host's /proc: another namespace's has other tasks under these
+  // tids.
+  if (proc_is_hosts_) {
+    std::erase_if(blocked, [&](const bpf::StallTasks::Blocked& b) {
+      if (TaskInD(b.tid)) return false;
+      source_->stalls().Forget(b.tid, b.task.since_ns);
+      return true;
+    });
+  }
+  for (const Incident& incident : sweep_->Sweep(blocked, now_ns)) {
     config_.incidents->OnIncident(incident);
   }
 }
@@ -322,6 +317,7 @@ void BpfDataSource::ConsumerLoop() {
       RefreshCgroupFilter();
       next_cgroup_refresh = absl::Now() + absl::Milliseconds(config_.cgroup_refresh_ms);
     }
+    if (sweep_ != nullptr && sweep_->Due(base::BoottimeNs())) SweepStalls(base::BoottimeNs());
   }
 }
 
@@ -394,6 +390,10 @@ std::vector<DataSource::Loss> BpfDataSource::Losses() const {
   }
   if (const uint64_t n = malformed_.load(std::memory_order_relaxed); n != 0) {
     out.push_back(Loss{0, "malformed_records", n});
+  }
+  // Tasks whose stalls went unmeasured: stall_tasks was full.
+  if (const uint64_t n = source_->stalls().full(); n != 0) {
+    out.push_back(Loss{0, "stall_tasks_full", n});
   }
   if (stacks_ != nullptr) {
     // Stacks the kernel could not take or cut, by kind and CPU

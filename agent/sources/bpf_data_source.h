@@ -13,6 +13,7 @@
 #include "agent/config/defaults.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/sources/bpf_bundle_writer.h"
+#include "agent/sources/bpf_incidents.h"
 #include "agent/sources/cgroup_selector.h"
 #include "agent/sources/cpu_budget.h"
 #include "agent/sources/data_source.h"
@@ -49,8 +50,12 @@ class BpfDataSource : public DataSource {
     uint32_t cgroup_refresh_ms = kCgroupFilterRefreshMs;
     // Told of fork/exec/exit/rename/free records as they are read (may be null).
     DescriptorTracker* tracker = nullptr;
-    // Told of OOM kills, fatal signals and core dumps once their bundle is
-    // written (may be null).
+    // The `blocked` triggers' thresholds (BlockedThresholdsOf), each a
+    // crossing the sweep tells of.
+    std::vector<int64_t> blocked_thresholds_ns;
+    // Told of OOM kills, fatal signals, core dumps and stalls once their
+    // bundle is written, and of the tasks found blocked by the sweep of
+    // stall_tasks (source.stalls) as it finds them (may be null).
     IncidentListener* incidents = nullptr;
     // max_consumer_cpu_percent, shared with the recording's other readers
     // (may be null: no limit).
@@ -123,6 +128,9 @@ class BpfDataSource : public DataSource {
     if (namer_ == nullptr || (source_->stacks().flags() & RS_STACKS_USER) == 0) return "";
     return namer_->user_frames_unnamed_reason();
   }
+  // Why the `runqueue_delay` triggers' waits are not measured on this
+  // kernel; empty when they are, or none was asked for.
+  const std::string& runqueue_refused() const { return source_->stalls().runqueue_refused(); }
   // Blocked threads' stacks taken by the switch, every block (a kernel
   // without kprobes), rather than sampled as threads run again.
   bool blocked_stacks_at_switch() const { return source_->stacks().blocked_at_switch(); }
@@ -149,6 +157,8 @@ class BpfDataSource : public DataSource {
   void OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records);
   void TellTracker(absl::Span<const bpf::Record> records);
   void TellIncidents(absl::Span<const bpf::Record> records);
+  // Reader thread: tells of the tasks the sweep finds blocked and not woken.
+  void SweepStalls(int64_t now_ns);
   // Reader thread: the stack writer's and the namer's figures, for stacks().
   void PublishStacks() {
     stack_figures_.Publish(stacks_->stats(), namer_->memory_bytes(), stacks_->memory_bytes());
@@ -193,6 +203,12 @@ class BpfDataSource : public DataSource {
   ToldTasks told_;
   CgroupSelector cgroups_;
   std::vector<std::string> cgroup_warnings_;
+  // With blocks measured (source.stalls) and a listener: the sweep for the
+  // tasks never woken.
+  std::unique_ptr<StallSweep> sweep_;
+  // /proc numbers tasks as the kernel does (the host's PID namespace): the
+  // sweep checks a task is in D there.
+  bool proc_is_hosts_ = false;
 
   std::thread thread_;
   StagingFlush flush_;

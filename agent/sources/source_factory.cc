@@ -33,6 +33,9 @@ struct BuildContext {
   bool bpf_process = false;
   // Some linux.bpf source made its rings (loaded at least one group).
   bool bpf_rings = false;
+  // Some linux.bpf source measures the stall triggers' stalls: only one
+  // does, so that each stall is told once.
+  bool stalls_measured = false;
   // The tracepoints a running linux.bpf source records every hit of, by
   // the buffer it writes into: an ftrace source writing into the same
   // buffer leaves them out rather than record each one twice. (Into another
@@ -146,6 +149,10 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
   cfg.source.filters.cgroup_id = bc.filter_cgroup_id();
   cfg.source.filters.max_prio = bc.has_filter_max_prio() ? bc.filter_max_prio() : -1;
   ConfigureStacks(bc, *ctx->config, &cfg);
+  if (ctx->incidents != nullptr && bc.sched() && !ctx->stalls_measured) {
+    cfg.source.stalls = StallsOf(*ctx->config);
+    cfg.blocked_thresholds_ns = BlockedThresholdsOf(*ctx->config);
+  }
   cfg.filter_container_ids.assign(bc.filter_container_id().begin(), bc.filter_container_id().end());
   cfg.filter_cgroup_paths.assign(bc.filter_cgroup_path().begin(), bc.filter_cgroup_path().end());
   cfg.drain_period_ms = bc.drain_period_ms();
@@ -168,6 +175,10 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
     ctx->Warn(absl::StrCat(c.name(), ": this kernel cannot attach ", p));
   }
   WarnAboutStacks(c, **b, ctx);
+  if (!(*b)->runqueue_refused().empty()) {
+    ctx->Warn(absl::StrCat(c.name(), ": waits for a CPU are not measured (runqueue_delay triggers ",
+                           "answer requests by name only): ", (*b)->runqueue_refused()));
+  }
   for (const std::string& w : (*b)->cgroup_filter_warnings()) {
     ctx->Warn(absl::StrCat(c.name(), ": bpf_config.", w));
   }
@@ -185,6 +196,8 @@ void BuildBpf(const config::DataSourceConfig& c, BuildContext* ctx) {
                            (*b)->one_object_refused(), "): a ringside bug worth reporting"));
   }
   const bpf::EventSource::Options loaded = (*b)->loaded_groups();
+  ctx->stalls_measured |=
+      loaded.sched && (cfg.source.stalls.blocked_ns != 0 || cfg.source.stalls.runqueue_ns != 0);
   ctx->bpf_sched |= loaded.sched;
   ctx->bpf_process |= loaded.process;
   ctx->bpf_rings |= loaded.sched || loaded.process || loaded.incidents;
@@ -464,6 +477,16 @@ BuiltSources BuildDataSources(const config::TraceConfig& config, DescriptorTrack
   for (const SourceKind& kind : kSourceKinds) {
     for (const auto& ds : config.data_sources()) {
       if (ds.config().name() == kind.name) kind.build(ds.config(), &ctx);
+    }
+  }
+  if (incidents != nullptr && !ctx.stalls_measured) {
+    for (const auto& t : config.trigger_config().triggers()) {
+      if (!t.has_blocked() && !t.has_runqueue_delay()) continue;
+      ctx.Warn(absl::StrCat("trigger ", t.name(), ": no stall reaches it: linux.bpf's scheduling ",
+                            "programs measure them, and ",
+                            ctx.bpf_sched ? "they could not" : "none is running",
+                            " (a linux.bpf source with bpf_config.sched); it answers requests by "
+                            "name only"));
     }
   }
   return out;

@@ -414,10 +414,14 @@ void SetMedianAndRange(benchmark::State& state, const std::string& name, std::ve
 // parts), ours also take the kernel and user stacks of threads that block (bpf_config.stacks'
 // defaults but no CPU sampling, which has no program on these tracepoints): in the ping-pong each
 // switch takes one thread off the CPU asleep, the most stacks a switch can cost. On a kernel with
-// kprobes a share of the blocks shorter than 1 ms are taken; without, every one.
+// kprobes a share of the blocks shorter than 1 ms are taken; without, every one. With `stalls`,
+// ours also follow every task's stalls for the `blocked` and `runqueue_delay` triggers
+// (bpf/stalls.bpf.h; thresholds no stall of the workload reaches): the lookups in stall_tasks
+// each switch and wakeup pays.
 void BM_VsClock(benchmark::State& state) {
   EventSource::Options options;
   options.ring_size_per_cpu = 4096 << 10;
+  if (state.range(2) != 0) options.stalls = {1'000'000'000, 50'000'000, 16384};
   if (state.range(1) != 0) {
     options.stacks.flags = static_cast<uint32_t>(state.range(1));
     options.stacks.max_depth = 32;
@@ -567,14 +571,16 @@ BENCHMARK(BM_VsClock)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(7)
-    ->ArgNames({"workload", "stacks"})
-    ->Args({kPingPong, 0})
-    ->Args({kForkLoop, 0})
-    ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_KERNEL | RS_STACKS_USER})
-    ->Args({kForkLoop, RS_STACKS_BLOCKED | RS_STACKS_KERNEL | RS_STACKS_USER})
-    ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_KERNEL})
-    ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_USER})
-    ->Args({kPingPong, RS_STACKS_BLOCKED});
+    ->ArgNames({"workload", "stacks", "stalls"})
+    ->Args({kPingPong, 0, 0})
+    ->Args({kForkLoop, 0, 0})
+    ->Args({kPingPong, 0, 1})
+    ->Args({kForkLoop, 0, 1})
+    ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_KERNEL | RS_STACKS_USER, 0})
+    ->Args({kForkLoop, RS_STACKS_BLOCKED | RS_STACKS_KERNEL | RS_STACKS_USER, 0})
+    ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_KERNEL, 0})
+    ->Args({kPingPong, RS_STACKS_BLOCKED | RS_STACKS_USER, 0})
+    ->Args({kPingPong, RS_STACKS_BLOCKED, 0});
 
 // BM_CpuSamples: the kernel's side of CPU sampling (bpf_config.stacks.cpu_hz,
 // kernel and user stacks) at `hz`, for 5 s of an idle machine (busy 0) or

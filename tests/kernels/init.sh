@@ -323,12 +323,63 @@ wait $agent
 r "psi_agent_rc=$?"
 for f in /tmp/psi-snapshots/*-memory_pressure.pftrace; do [ -e "$f" ] && cp "$f" /out/psi.pftrace; done
 
+# 8. Stalls and events (issue 56), measured in the kernel: a task held in
+# D for 50 ms (under the threshold) and then for 3 s fires `blocked`; a task
+# that wakes every 10 ms beside three spinners on its CPU, in a cgroup they
+# throttle (10 ms of CPU each 100 ms), fires `runqueue_delay`; the exec of
+# one program, and not of another, fires an `event` trigger with a
+# filename filter.
+mkdir -m 0700 /tmp/stall-snapshots
+cat > /tmp/stalls.pbtxt << 'CFG'
+buffers { size_kb: 8192 }
+data_sources { config { name: "linux.bpf" bpf_config { ring_size_kb: 256 } } }
+trigger_config { trigger_mode: CLONE_SNAPSHOT
+  triggers { name: "stuck" stop_delay_ms: 3000 cooldown_ms: 600000
+    blocked { threshold_ms: 1000 comms: "rskt-held" } }
+  triggers { name: "starved" stop_delay_ms: 200 cooldown_ms: 600000
+    runqueue_delay { threshold_ms: 50 comms: "rskt-wakee" } }
+  triggers { name: "exec" stop_delay_ms: 200 cooldown_ms: 600000
+    event { event: "sched/sched_process_exec" filter: "filename ~ \"*kt-exec-me\"" } } }
+CFG
+ln -s /bin/busybox /tmp/kt-exec-me
+$ringside agent -c /tmp/stalls.pbtxt --run-dir /run/rs --output-dir /tmp/stall-snapshots \
+  --socket "$sock" > /out/stall-agent.out 2> /out/stall-agent.err &
+agent=$!
+$ringside status --wait --timeout 60s --socket "$sock" > /dev/null 2>> /out/stall-agent.err
+kt-stall hold 50
+sleep 2
+r "stall_early=$(ls /tmp/stall-snapshots | grep -c stuck)"
+kt-stall hold 3000
+r "stall_blocked=$(wait_for_in /tmp/stall-snapshots '*-stuck.pftrace' | sed 's,.*/,,')"
+echo +cpu > /sys/fs/cgroup/cgroup.subtree_control
+rq_cg=/sys/fs/cgroup/rskt-rq
+mkdir $rq_cg && echo "10000 100000" > $rq_cg/cpu.max
+kt-stall starve $(($(nproc) - 1)) 3 $rq_cg
+r "stall_runqueue=$(wait_for_in /tmp/stall-snapshots '*-starved.pftrace' | sed 's,.*/,,')"
+/bin/true
+/tmp/kt-exec-me true
+r "stall_event=$(wait_for_in /tmp/stall-snapshots '*-exec.pftrace' | sed 's,.*/,,')"
+sleep 1
+$ringside status --json --socket "$sock" > /out/stall-status.json 2>> /out/stall-agent.err
+$ringside stop --wait --socket "$sock" > /dev/null 2>> /out/stall-agent.err
+wait $agent
+r "stall_agent_rc=$?"
+for k in stuck starved exec; do
+  n=0
+  for f in /tmp/stall-snapshots/*-$k.pftrace; do
+    [ -e "$f" ] || continue
+    n=$((n + 1))
+    cp "$f" /out/stall-$k.pftrace
+  done
+  r "stall_${k}_files=$n"
+done
+
 cp /tmp/snapshots/*.pftrace /out/ 2> /dev/null
 mv /out/*-request-kernel-matrix.pftrace /out/snapshot.pftrace 2> /dev/null
 mv /out/*-crash.pftrace /out/crash.pftrace 2> /dev/null
 mv /out/*-oom_kill.pftrace /out/oom.pftrace 2> /dev/null
 
-# 8. The files out, over the second port.
+# 9. The files out, over the second port.
 stty -F /dev/ttyS1 raw -echo 2> /dev/null
 tar -C /out -cf /tmp/out.tar .
 base64 < /tmp/out.tar > /dev/ttyS1

@@ -132,6 +132,7 @@ initramfs() {
   # The accounting workload, static: the initramfs has no C library's
   # loader of its own for it.
   g++ -O2 -static -Wall -Wextra -Werror -o "$root/usr/bin/kt-switches" tests/kernels/switch_count.cc
+  ${CC:-cc} -O2 -static -Wall -Wextra -Werror -o "$root/usr/bin/kt-stall" tests/kernels/stall_workload.c
   # The blocked-stacks workload, with the flags of the Makefile's
   # STACK_WORKLOAD rule (frame pointers, symbols), static for the same reason.
   ${CC:-cc} -O1 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -Wall -Wextra -Werror \
@@ -481,6 +482,40 @@ stall_snapshot() {
   echo "#ok MemAvailable -$((${fell:-0} >> 20)) MiB, psi.mem.some +$((${rose:-0} / 1000000)) ms; $detail"
 }
 
+# stall_triggers FILES CON: what is wrong with the stalls step (init.sh step
+# 8), one line each; nothing when it is right. `blocked` fired once, on the
+# 3 s hold and not the 50 ms one, naming the task; `runqueue_delay` named
+# the waiting task and its CPU; the `event` trigger fired on the one exec
+# its filter names; status says what each fires on.
+stall_triggers() {
+  local files=$1 con=$2 k detail
+  [ "$(kv stall_early "$con")" = 0 ] || echo "blocked fired on a 50 ms hold"
+  for k in stuck starved exec; do
+    [ "$(kv "stall_${k}_files" "$con")" = 1 ] ||
+      echo "$(kv "stall_${k}_files" "$con") snapshots of the $k trigger, 1 expected \
+($(grep -m1 -i "trigger $k\|$k:" "$files/stall-agent.err" 2> /dev/null))"
+  done
+  detail() { "$RINGSIDE" inspect --json "$files/stall-$1.pftrace" 2> /dev/null |
+    jq -r '.snapshot_triggers[0].detail'; }
+  detail=$(detail stuck)
+  [[ "$detail" == "pid "*" (rskt-held) blocked in D for "* ]] || echo "stuck's detail is '$detail'"
+  detail=$(detail starved)
+  [[ "$detail" == "pid "*" (rskt-wakee) waited "*" for cpu "* ]] || echo "starved's detail is '$detail'"
+  detail=$(detail exec)
+  [[ "$detail" == *"kt-exec-me"* ]] || echo "exec's detail is '$detail'"
+  [ "$(jq -r '[.snapshots.triggers[] | select(.name == "stuck" or .name == "starved" or
+    .name == "exec") | "\(.name)=\(.fires_on)"] | sort | join(" ")' "$files/stall-status.json" \
+    2> /dev/null)" = "exec=event starved=runqueue_delay stuck=blocked" ] ||
+    echo "status does not say the stall triggers fire on blocked, runqueue_delay and event"
+  local e
+  for k in stuck starved exec; do
+    [ -s "$files/stall-$k.pftrace" ] || continue
+    e=$(import_errors "$files/stall-$k.pftrace")
+    [ "$e" = 0 ] || [ "$e" = - ] || echo "trace_processor import errors in stall-$k.pftrace: $e"
+  done
+  echo "#ok $(detail stuck | cut -c1-60); $(detail starved | cut -c1-60)"
+}
+
 judge() {
   local name=$1 exp_bpf=$2 exp_ftrace=$3 exp_snap=$4 exp_incidents=$5 exp_ft_incidents=$6
   local exp_btf_file=$7 exp_boot_ring=$8
@@ -707,6 +742,14 @@ $dz_ns ns its switches show it off the CPU (±${STACKS_SAMPLED_PCT}% expected)")
     fail+=("stall: $line")
   done < <(stall_snapshot "$files" "$con")
 
+  # Stall triggers and an event trigger (issue 56).
+  local stalls=ok stalls_detail=""
+  while IFS= read -r line; do
+    if [[ "$line" == "#ok "* ]]; then stalls_detail=${line#\#ok }; continue; fi
+    stalls=fail
+    fail+=("stall triggers: $line")
+  done < <(stall_triggers "$files" "$con")
+
   local btf_file
   btf_file=$(btf_file "$files" "$con")
   [ "$btf_file" = "$exp_btf_file" ] ||
@@ -751,6 +794,7 @@ $dz_ns ns its switches show it off the CPU (±${STACKS_SAMPLED_PCT}% expected)")
   echo "          task states (BPF | ftrace): $states"
   [ -n "$stacks_detail" ] && echo "          blocked stacks: $stacks_detail"
   echo "          stall (memory pressure trigger): $stall${stall_detail:+: $stall_detail}"
+  echo "          stall triggers (blocked, runqueue_delay, event): $stalls${stalls_detail:+: $stalls_detail}"
   [ "$snap" = ok ] && echo "          snapshot: $snap_events events, $(basename "$(kv snapshot_path "$con")")"
   local f
   for f in "${fail[@]}"; do echo "          FAIL: $f"; done

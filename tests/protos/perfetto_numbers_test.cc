@@ -573,6 +573,7 @@ const std::set<std::string>& RingsideOnlyMessages() {
       "TraceConfig.TriggerConfig.Trigger.Incident",
       "TraceConfig.TriggerConfig.Trigger.Pressure",
       "TraceConfig.TriggerConfig.Trigger.Event",
+      "TraceConfig.TriggerConfig.Trigger.TaskStall",
       "FtraceConfig.EventFilter",
       "TraceStats.StagingLoss",
       "TraceStats.ProducerStats",

@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 namespace ringside::testing {
 
 std::vector<pid_t> StartPipeStorm(int pairs) {
@@ -113,6 +115,64 @@ std::vector<pid_t> StartSpinners(int n, const char* comm, int cpu,
     if (pid > 0) pids.push_back(pid);
   }
   return pids;
+}
+
+pid_t StartSleeper(const char* comm, int cpu, int period_ms) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    prctl(PR_SET_NAME, comm, 0, 0, 0);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) _exit(1);
+    const struct timespec period = {period_ms / 1000, (period_ms % 1000) * 1'000'000L};
+    for (;;) nanosleep(&period, nullptr);
+  }
+  return pid;
+}
+
+namespace {
+
+struct HeldChild {
+  const char* comm;
+  int hold_ms;
+};
+
+// The vfork child: shares its parent's memory (and runs on a stack of its
+// own), so it only sleeps and exits.
+int SleepThenExit(void* arg) {
+  const HeldChild& c = *static_cast<const HeldChild*>(arg);
+  prctl(PR_SET_NAME, c.comm, 0, 0, 0);
+  const struct timespec hold = {c.hold_ms / 1000, (c.hold_ms % 1000) * 1'000'000L};
+  nanosleep(&hold, nullptr);
+  _exit(0);
+}
+
+}  // namespace
+
+pid_t HoldInD(const char* comm, const char* child_comm, int hold_ms) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    prctl(PR_SET_NAME, comm, 0, 0, 0);
+    static char stack[64 * 1024] __attribute__((aligned(16)));
+    HeldChild child{child_comm, hold_ms};
+    const pid_t kid =
+        clone(SleepThenExit, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &child);
+    if (kid < 0) _exit(1);
+    waitpid(kid, nullptr, 0);
+    _exit(0);
+  }
+  return pid;
+}
+
+bool PreemptRtKernel() {
+  FILE* f = fopen("/sys/kernel/realtime", "r");
+  if (f == nullptr) return false;
+  const int c = fgetc(f);
+  fclose(f);
+  return c == '1';
 }
 
 void StopProcesses(const std::vector<pid_t>& pids) {

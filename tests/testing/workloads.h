@@ -38,6 +38,20 @@ pid_t StartTicker(const char* comm, const std::string& cgroup_procs = "");
 // (PR_SET_PDEATHSIG).
 std::vector<pid_t> StartSpinners(int n, const char* comm, int cpu = -1,
                                  const std::string& cgroup_procs = "");
+// A child named `comm`, pinned to CPU `cpu`, that sleeps `period_ms` at a
+// time until killed: woken by its timer, it then waits for that CPU as
+// long as others hold it. Dies with the test (PR_SET_PDEATHSIG).
+pid_t StartSleeper(const char* comm, int cpu, int period_ms);
+// A child named `comm` that holds itself in D (uninterruptible) for
+// `hold_ms`, then exits: it waits for a vfork()-style child of its own
+// (clone with CLONE_VFORK, named `child_comm`) that sleeps `hold_ms` and
+// exits, as every kernel keeps a vfork parent in D until its child execs
+// or exits. The caller reaps it.
+pid_t HoldInD(const char* comm, const char* child_comm, int hold_ms);
+// Whether the running kernel is a PREEMPT_RT one (/sys/kernel/realtime):
+// there real-time spinners hold the CPU's timer and RCU threads too, which
+// run at the lowest real-time priority.
+bool PreemptRtKernel();
 // Kills and reaps processes started by the helpers above.
 void StopProcesses(const std::vector<pid_t>& pids);
 

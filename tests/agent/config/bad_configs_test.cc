@@ -234,6 +234,22 @@ const std::vector<BadConfig>& BadConfigs() {
        Trigger("name: \"a\" pressure { resource: IO stall_ms: 1 } event { event: \"a/b\" }"),
        "bad.pbtxt: line 3, column 62: trigger_config.triggers[0].event is set beside pressure: a "
        "trigger fires on one kind of thing; make it a trigger of its own"},
+      {"a blocked trigger without a threshold", Trigger("name: \"a\" blocked { comms: \"x\" }"),
+       "bad.pbtxt: line 3, column 24: trigger_config.triggers[0].blocked.threshold_ms is 0: the "
+       "stall that fires it, 1 to 3600000 ms"},
+      {"a run-queue delay past an hour",
+       Trigger("name: \"a\" runqueue_delay { threshold_ms: 3600001 }"),
+       "bad.pbtxt: line 3, column 41: trigger_config.triggers[0].runqueue_delay.threshold_ms is "
+       "3600001: the stall that fires it, 1 to 3600000 ms"},
+      {"a blocked trigger on a name longer than a comm",
+       Trigger("name: \"a\" blocked { threshold_ms: 10 comms: \"a-name-of-16-byt\" }"),
+       "bad.pbtxt: line 3, column 51: trigger_config.triggers[0].blocked.comms[0] is "
+       "'a-name-of-16-byt': a task name is 1 to 15 bytes (the kernel's comm), so it would never "
+       "match"},
+      {"a run-queue delay beside a blocked threshold",
+       Trigger("name: \"a\" blocked { threshold_ms: 1 } runqueue_delay { threshold_ms: 1 }"),
+       "bad.pbtxt: line 3, column 52: trigger_config.triggers[0].runqueue_delay is set beside "
+       "blocked: a trigger fires on one kind of thing; make it a trigger of its own"},
       {"two triggers of one name",
        absl::StrCat(kBuffer,
                     "trigger_config {\n  triggers { name: \"oom\" }\n"

@@ -141,6 +141,35 @@ TEST_F(TriggerDispatcherTest, AnIncidentFiresTheTriggersWhoseFilterItPasses) {
   EXPECT_EQ(due[0].trigger.boottime_ns, 42);
 }
 
+// A stall fires the triggers of its kind whose threshold it reaches, with
+// the task and how long in the file.
+TEST_F(TriggerDispatcherTest, AStallFiresItsKindsTriggersFromTheirThresholdNamingTheTask) {
+  config::TraceConfig config;
+  TriggerConfig::Trigger* stuck = config.mutable_trigger_config()->add_triggers();
+  stuck->set_name("stuck");
+  stuck->set_cooldown_ms(0);
+  stuck->mutable_blocked()->set_threshold_ms(1000);
+  TriggerConfig::Trigger* long_stuck = config.mutable_trigger_config()->add_triggers();
+  long_stuck->set_name("long_stuck");
+  long_stuck->mutable_blocked()->set_threshold_ms(5000);
+  triggers_.ReplaceTriggers(config);
+  Incident blocked = IncidentOf(Incident::Kind::kBlocked, 42);
+  blocked.stalled_ns = 1'500'000'000;
+  blocked.cpu = 1;
+  blocked.still_blocked = true;
+  triggers_.OnIncident(blocked);
+  Incident waited = IncidentOf(Incident::Kind::kRunqueueDelay, 43);
+  waited.stalled_ns = 9'000'000'000;
+  triggers_.OnIncident(waited);
+  absl::Time next;
+  const std::vector<TriggerDispatcher::Due> due = triggers_.TakeDue(absl::InfiniteFuture(), &next);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].trigger.name, "stuck");
+  EXPECT_EQ(due[0].trigger.producer_name, "linux.bpf");
+  EXPECT_EQ(due[0].trigger.boottime_ns, 42);
+  EXPECT_EQ(due[0].trigger.detail, "pid 7 blocked in D for 1.5s and not woken yet (cpu 1)");
+}
+
 // The kernel's pressure and event triggers fire by name, with what they saw
 // in the file; a trigger a reload removed fires nothing, and neither does a
 // fire once the dispatcher is closed.

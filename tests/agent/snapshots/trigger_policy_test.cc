@@ -432,6 +432,45 @@ TEST(TriggerPolicyTest, RulesForNamesEveryRuleWhoseFilterAnIncidentPasses) {
   EXPECT_TRUE(policy.RulesFor(MakeIncident(Incident::Kind::kOomKill)).empty());
 }
 
+// `blocked` and `runqueue_delay` are incident filters of their kind, with
+// the threshold as the least stall that passes.
+TEST(TriggerPolicyTest, StallTriggersPassStallsOfTheirKindFromTheirThresholdOn) {
+  config::TraceConfig cfg;
+  config::TraceConfig::TriggerConfig* tc = cfg.mutable_trigger_config();
+  config::TraceConfig::TriggerConfig::Trigger* stuck = tc->add_triggers();
+  stuck->set_name("stuck");
+  stuck->mutable_blocked()->set_threshold_ms(2000);
+  stuck->mutable_blocked()->add_comms("postgres");
+  config::TraceConfig::TriggerConfig::Trigger* starved = tc->add_triggers();
+  starved->set_name("starved");
+  starved->mutable_runqueue_delay()->set_threshold_ms(50);
+  starved->mutable_runqueue_delay()->add_cgroups("/latency.slice");
+  const std::vector<Rule> rules = TriggerPolicy::RulesFrom(cfg);
+  ASSERT_EQ(rules.size(), 2u);
+  ASSERT_TRUE(rules[0].incident.has_value());
+  EXPECT_EQ(rules[0].incident->kinds, std::vector<Incident::Kind>{Incident::Kind::kBlocked});
+  EXPECT_EQ(rules[0].incident->min_stalled_ns, 2'000'000'000);
+  EXPECT_EQ(rules[0].incident->comms, std::vector<std::string>{"postgres"});
+  ASSERT_TRUE(rules[1].incident.has_value());
+  EXPECT_EQ(rules[1].incident->kinds, std::vector<Incident::Kind>{Incident::Kind::kRunqueueDelay});
+  EXPECT_EQ(rules[1].incident->cgroups, std::vector<std::string>{"/latency.slice"});
+
+  Incident blocked = MakeIncident(Incident::Kind::kBlocked, 0, "postgres");
+  blocked.stalled_ns = 1'999'999'999;
+  EXPECT_FALSE(TriggerPolicy::Matches(*rules[0].incident, blocked));
+  blocked.stalled_ns = 2'000'000'000;
+  EXPECT_TRUE(TriggerPolicy::Matches(*rules[0].incident, blocked));
+  blocked.comm = "bash";
+  EXPECT_FALSE(TriggerPolicy::Matches(*rules[0].incident, blocked));
+  // A run-queue delay as long is another kind.
+  Incident waited = MakeIncident(Incident::Kind::kRunqueueDelay, 0, "postgres");
+  waited.stalled_ns = 5'000'000'000;
+  EXPECT_FALSE(TriggerPolicy::Matches(*rules[0].incident, waited));
+  waited.cgroup_id = 77;
+  EXPECT_TRUE(TriggerPolicy::Matches(*rules[1].incident, waited,
+                                     [](const std::string&) { return uint64_t{77}; }));
+}
+
 TEST(TriggerPolicyTest, VerdictNamesAreTheConfigFieldsThatHoldBack) {
   EXPECT_STREQ(TriggerPolicy::VerdictName(Verdict::kFire), "fire");
   EXPECT_STREQ(TriggerPolicy::VerdictName(Verdict::kUnknown), "unknown");
