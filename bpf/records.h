@@ -76,6 +76,12 @@ class RecordBatch {
   std::vector<uint64_t> arena_;  // 8-byte words: every record layout's alignment.
 };
 
+// A stall record's length: from since_ns to the record's time (0 should a
+// clock read out of order put since_ns after it).
+inline uint64_t StalledNs(const rs_task_stall& e) {
+  return e.h.ts_ns > e.since_ns ? e.h.ts_ns - e.since_ns : 0;
+}
+
 // Decodes one record into a batch of its own (for tests and odd callers).
 bool DecodeRecord(const RecordView& view, RecordBatch* out);
 

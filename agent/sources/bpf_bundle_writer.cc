@@ -1,6 +1,5 @@
 #include "agent/sources/bpf_bundle_writer.h"
 
-#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -138,50 +137,48 @@ void OomKillFields(const rs_oom_kill& e, ProtoMessage* m) {
   m->AppendInt(trace::MarkVictimFtraceEvent::kPidFieldNumber, e.pid);
 }
 
-// A generic event "ringside_core_dump": pid, tgid, sig and comm.
-void CoreDumpFields(const rs_core_dump& e, ProtoMessage* m) {
-  using G = trace::GenericFtraceEvent;
-  m->AppendString(G::kEventNameFieldNumber, "ringside_core_dump");
-  for (auto [name, value] :
-       {std::pair<const char*, int64_t>{"pid", e.pid}, {"tgid", e.tgid}, {"sig", e.sig}}) {
-    ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
-    f->AppendString(G::Field::kNameFieldNumber, name);
-    f->AppendInt(G::Field::kIntValueFieldNumber, value);
-    f->EndNested();
-  }
+// One field of a GenericFtraceEvent `m`: `name` and its value.
+using G = trace::GenericFtraceEvent;
+void AddGenericInt(ProtoMessage* m, const char* name, int64_t value) {
   ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
-  f->AppendString(G::Field::kNameFieldNumber, "comm");
-  f->AppendString(G::Field::kStrValueFieldNumber, Comm(e.comm));
+  f->AppendString(G::Field::kNameFieldNumber, name);
+  f->AppendInt(G::Field::kIntValueFieldNumber, value);
+  f->EndNested();
+}
+void AddGenericUint(ProtoMessage* m, const char* name, uint64_t value) {
+  ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
+  f->AppendString(G::Field::kNameFieldNumber, name);
+  f->AppendVarInt(G::Field::kUintValueFieldNumber, value);
+  f->EndNested();
+}
+void AddGenericString(ProtoMessage* m, const char* name, absl::string_view value) {
+  ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
+  f->AppendString(G::Field::kNameFieldNumber, name);
+  f->AppendString(G::Field::kStrValueFieldNumber, value);
   f->EndNested();
 }
 
+// A generic event "ringside_core_dump": pid, tgid, sig and comm.
+void CoreDumpFields(const rs_core_dump& e, ProtoMessage* m) {
+  m->AppendString(G::kEventNameFieldNumber, "ringside_core_dump");
+  AddGenericInt(m, "pid", e.pid);
+  AddGenericInt(m, "tgid", e.tgid);
+  AddGenericInt(m, "sig", e.sig);
+  AddGenericString(m, "comm", Comm(e.comm));
+}
+
 // A generic event "ringside_task_blocked" or "ringside_runqueue_delay"
-// (`name`): the task, how long, since when, its CPU and the other task.
+// (`name`): the task, how long, its CPU, its cgroup and the other task.
 void StallFields(const char* name, const rs_task_stall& e, ProtoMessage* m) {
-  using G = trace::GenericFtraceEvent;
   m->AppendString(G::kEventNameFieldNumber, name);
-  const int64_t stalled_ns = static_cast<int64_t>(e.h.ts_ns - std::min(e.since_ns, e.h.ts_ns));
-  for (auto [field, value] : {std::pair<const char*, int64_t>{"pid", e.pid},
-                              {"tgid", e.tgid},
-                              {"stalled_ns", stalled_ns},
-                              {"cpu", e.cpu},
-                              {"other_pid", e.other_pid}}) {
-    ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
-    f->AppendString(G::Field::kNameFieldNumber, field);
-    f->AppendInt(G::Field::kIntValueFieldNumber, value);
-    f->EndNested();
-  }
-  ProtoMessage* f = m->BeginNested(G::kFieldFieldNumber);
-  f->AppendString(G::Field::kNameFieldNumber, "cgroup_id");
-  f->AppendVarInt(G::Field::kUintValueFieldNumber, e.cgroup_id);
-  f->EndNested();
-  for (auto [field, comm] : {std::pair<const char*, absl::string_view>{"comm", Comm(e.comm)},
-                             {"other_comm", Comm(e.other_comm)}}) {
-    f = m->BeginNested(G::kFieldFieldNumber);
-    f->AppendString(G::Field::kNameFieldNumber, field);
-    f->AppendString(G::Field::kStrValueFieldNumber, comm);
-    f->EndNested();
-  }
+  AddGenericInt(m, "pid", e.pid);
+  AddGenericInt(m, "tgid", e.tgid);
+  AddGenericInt(m, "stalled_ns", static_cast<int64_t>(bpf::StalledNs(e)));
+  AddGenericInt(m, "cpu", e.cpu);
+  AddGenericInt(m, "other_pid", e.other_pid);
+  AddGenericUint(m, "cgroup_id", e.cgroup_id);
+  AddGenericString(m, "comm", Comm(e.comm));
+  AddGenericString(m, "other_comm", Comm(e.other_comm));
 }
 
 void BlockedFields(const rs_task_stall& e, ProtoMessage* m) {

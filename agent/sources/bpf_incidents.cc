@@ -24,7 +24,7 @@ Incident StallIncident(const rs_task_stall& e, Incident::Kind kind) {
   incident.comm = std::string(bpf::CommOf(e.comm));
   incident.cgroup_id = e.cgroup_id;
   incident.since_ns = static_cast<int64_t>(e.since_ns);
-  incident.stalled_ns = static_cast<int64_t>(e.h.ts_ns - std::min(e.since_ns, e.h.ts_ns));
+  incident.stalled_ns = static_cast<int64_t>(bpf::StalledNs(e));
   incident.cpu = kind == Incident::Kind::kRunqueueDelay ? static_cast<int32_t>(e.h.cpu) : e.cpu;
   incident.other_pid = e.other_pid;
   incident.other_comm = std::string(bpf::CommOf(e.other_comm));
