@@ -72,6 +72,8 @@ TraceBuffer::TraceBuffer(std::shared_ptr<Mapping> mapping, OverwritePolicy polic
   stats_.buffer_size = size_;
 }
 
+bool TraceBuffer::Populate() { return PopulateMemory(memory_, 0, size_); }
+
 TraceBuffer::~TraceBuffer() {
   // A clone of this buffer may outlive it: it gets all its bytes first.
   while (!ContinueClone(size_)) {

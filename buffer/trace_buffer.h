@@ -146,6 +146,16 @@ class TraceBuffer {
   static std::unique_ptr<TraceBuffer> Create(size_t size_bytes,
                                              OverwritePolicy policy = OverwritePolicy::kOverwrite);
 
+  // Faults in all of the buffer's memory, so that the writers' first pass
+  // over a fresh buffer does not take a page fault every 4 KiB on their
+  // path (about 11 us each on some VMs: 16K of them for 64 MiB). The one
+  // method callable from any thread beside the owner's: it asks the kernel
+  // for pages and reads or writes no byte. Its memory is what the buffer
+  // holds once it has filled, so it commits early what a recording commits
+  // anyway. MADV_POPULATE_WRITE (5.14), else mlock and munlock (root or
+  // RLIMIT_MEMLOCK); false when neither could.
+  bool Populate();
+
   ~TraceBuffer();
   TraceBuffer(const TraceBuffer&) = delete;
   TraceBuffer& operator=(const TraceBuffer&) = delete;
@@ -240,8 +250,7 @@ class TraceBuffer {
   bool clone_complete() const;
   // Faults in the memory a clone will be copied into, so that the copy steps
   // under the owner's lock only copy. Call on the clone, from any thread,
-  // while it is in progress; no effect on a kernel without
-  // MADV_POPULATE_WRITE (5.14).
+  // while it is in progress (as Populate()).
   void PrefaultCloneMemory();
   static constexpr size_t kCloneBlockSize = 64 << 10;
   // Smaller blocks let tests of small buffers see a clone in progress.

@@ -167,23 +167,10 @@ bool TraceBuffer::clone_complete() const {
 }
 
 void TraceBuffer::PrefaultCloneMemory() {
-#ifdef MADV_POPULATE_WRITE
-  // In slices: the kernel holds the process's memory map lock while it
-  // populates, and a page fault of another thread waits behind a long hold.
   // From the write cursor on, wrapping: the writers preserve blocks there
   // first (the oldest data, overwritten next), and a block preserved into
   // memory not yet populated costs the writer its page faults.
-  constexpr size_t kSlice = 4 << 20;
-  const size_t end = (used_size_ + kPageSize - 1) & ~(kPageSize - 1);
-  const size_t start = std::min(wr_ / kSlice * kSlice, end);
-  for (size_t done = 0, offset = start; done < end;) {
-    if (offset >= end) offset = 0;
-    const size_t n = std::min(kSlice, end - offset);
-    if (madvise(memory_ + offset, n, MADV_POPULATE_WRITE) != 0) break;
-    offset += n;
-    done += n;
-  }
-#endif
+  PopulateMemory(memory_, wr_, (used_size_ + kPageSize - 1) & ~(kPageSize - 1));
 }
 
 void TraceBuffer::RebuildChunkIndex() {

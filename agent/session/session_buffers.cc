@@ -35,7 +35,16 @@ absl::StatusOr<std::unique_ptr<SessionBuffers>> SessionBuffers::Create(
         size_t{config.durable_buffer_size_kb()} * 1024, s->buffers_[0]->size()));
     s->durable_ = true;
   }
+  // Faulted in now, beside the sources' start (loading BPF programs takes
+  // longer), rather than a page at a time under the writers' commits.
+  s->populator_ = std::thread([buffers = s->BuffersLocked()] {
+    for (buffer::TraceBuffer* b : buffers) b->Populate();
+  });
   return s;
+}
+
+SessionBuffers::~SessionBuffers() {
+  if (populator_.joinable()) populator_.join();
 }
 
 uint64_t SessionBuffers::total_size() const {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -32,7 +33,11 @@ namespace ringside::agent {
 // them, and a clone copies its bytes without the lock (copy-on-write).
 //
 // Threading: any thread. The buffers are allocated at Create() and never
-// replaced, so their number and sizes are read without the lock.
+// replaced, so their number and sizes are read without the lock. Create()
+// starts a thread that faults in the buffers' memory (TraceBuffer::
+// Populate(), without the lock) while the sources start, so the writers'
+// first pass does not pay a page fault every 4 KiB; it ends when done, or
+// is waited for by the destructor.
 class SessionBuffers {
  public:
   // One TraceBuffer per buffer of `config` and, with durable_buffer_size_kb
@@ -42,6 +47,9 @@ class SessionBuffers {
   // with kResourceExhausted when a buffer cannot be allocated.
   static absl::StatusOr<std::unique_ptr<SessionBuffers>> Create(const config::TraceConfig& config,
                                                                 uint32_t machine_id);
+  ~SessionBuffers();
+  SessionBuffers(const SessionBuffers&) = delete;
+  SessionBuffers& operator=(const SessionBuffers&) = delete;
 
   size_t count() const { return sizes_.size(); }
   bool has_durable_store() const { return durable_; }
@@ -124,6 +132,7 @@ class SessionBuffers {
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<buffer::TraceBuffer>> buffers_ ABSL_GUARDED_BY(mu_);
   BufferPacketReader reader_ ABSL_GUARDED_BY(mu_);
+  std::thread populator_;  // TraceBuffer::Populate() of each buffer, once.
 };
 
 }  // namespace ringside::agent

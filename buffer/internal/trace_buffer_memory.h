@@ -99,6 +99,35 @@ struct TraceBuffer::Mapping {
   }
 };
 
+// Faults in [memory + start, memory + end) (page-aligned), then wraps to
+// [memory, memory + start): writable pages of their own, mapped before any
+// write needs them. In slices: the kernel holds the process's memory map
+// lock while it populates, and a page fault of another thread waits behind
+// a long hold. It asks the kernel for pages and touches no byte, so it may
+// run beside writes to the same memory. MADV_POPULATE_WRITE (5.14); on an
+// older kernel, mlock then munlock of each slice, which faults the pages in
+// the same way (it needs CAP_IPC_LOCK or room under RLIMIT_MEMLOCK). False
+// when neither could populate all of it.
+inline bool PopulateMemory(uint8_t* memory, size_t start, size_t end) {
+  constexpr size_t kSlice = 4 << 20;
+  start = std::min(start / kSlice * kSlice, end);
+  for (size_t done = 0, offset = start; done < end;) {
+    if (offset >= end) offset = 0;
+    const size_t n = std::min(kSlice, end - offset);
+    bool populated = false;
+#ifdef MADV_POPULATE_WRITE
+    populated = madvise(memory + offset, n, MADV_POPULATE_WRITE) == 0;
+#endif
+    if (!populated) {
+      if (mlock(memory + offset, n) != 0) return false;
+      munlock(memory + offset, n);
+    }
+    offset += n;
+    done += n;
+  }
+  return true;
+}
+
 inline const TraceBuffer::TBChunk* TraceBuffer::ChunkAt(uint32_t offset) const {
   return reinterpret_cast<const TBChunk*>(memory_ + offset);
 }

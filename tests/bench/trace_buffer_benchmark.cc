@@ -3,6 +3,9 @@
 //
 //   BM_TraceBuffer_WR_SingleWriter     bytes committed per second, one sequence
 //   BM_TraceBuffer_WR_MultipleWriters  the same with 64 interleaved sequences
+//   BM_TraceBuffer_WR_FirstPass/0,/1   64 writers' first pass over a fresh buffer,
+//                                      as created (/0) and populated first (/1,
+//                                      what a session does: SessionBuffers)
 //   BM_TraceBuffer_RD_MixedPackets     packet bytes read (and copied out) per second
 //   BM_TraceBuffer_Patch/0,/10,/-1     ns per patch: newest chunk, 10 back, gone
 //   BM_TraceBuffer_CloneReadOnly       bytes cloned per second
@@ -53,8 +56,11 @@ void Commit(TraceBuffer* buffer, ProducerID producer, const ChunkBuilder& b, Chu
                              b.flags(), true, b.payload_data(), b.payload().size());
 }
 
+// The WR benchmarks populate their buffer first, as a session does
+// (SessionBuffers::Create()); BM_TraceBuffer_WR_FirstPass shows the difference.
 void BM_TraceBuffer_WR_SingleWriter(benchmark::State& state) {
   auto buffer = TraceBuffer::Create(kBufferSize);
+  buffer->Populate();
   const ChunkBuilder chunk = MakeChunk(0, 1, 1);
   ChunkID id = 0;
   for (auto _ : state) Commit(buffer.get(), 1, chunk, id++);
@@ -66,6 +72,7 @@ BENCHMARK(BM_TraceBuffer_WR_SingleWriter);
 void BM_TraceBuffer_WR_MultipleWriters(benchmark::State& state) {
   constexpr int kWriters = 64;
   auto buffer = TraceBuffer::Create(kBufferSize);
+  buffer->Populate();
   std::vector<ChunkBuilder> chunks;
   for (int w = 0; w < kWriters; w++) chunks.push_back(MakeChunk(0, static_cast<WriterID>(w), w));
   std::vector<ChunkID> ids(kWriters, 0);
@@ -79,6 +86,35 @@ void BM_TraceBuffer_WR_MultipleWriters(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
 BENCHMARK(BM_TraceBuffer_WR_MultipleWriters);
+
+// One pass of 64 interleaved writers over a fresh buffer, each pass in a
+// new one: the page faults of its first fill are on the writers' path unless
+// it was populated first (arg 1). The buffer is created (and populated)
+// outside the timing.
+void BM_TraceBuffer_WR_FirstPass(benchmark::State& state) {
+  constexpr int kWriters = 64;
+  constexpr size_t kPassSize = 16 << 20;
+  std::vector<ChunkBuilder> chunks;
+  for (int w = 0; w < kWriters; w++) chunks.push_back(MakeChunk(0, static_cast<WriterID>(w), w));
+  size_t bytes = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto buffer = TraceBuffer::Create(kPassSize);
+    if (state.range(0) != 0) buffer->Populate();
+    std::vector<ChunkID> ids(kWriters, 0);
+    state.ResumeTiming();
+    for (size_t pass = 0, next = 0; pass + kChunkSize <= kPassSize; pass += kChunkSize) {
+      const int w = static_cast<int>((next++ * 7) % kWriters);
+      Commit(buffer.get(), static_cast<ProducerID>(1 + w % 4), chunks[w], ids[w]++);
+      bytes += chunks[w].payload().size();
+    }
+    state.PauseTiming();
+    buffer.reset();  // Its munmap outside the timing too.
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_TraceBuffer_WR_FirstPass)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // Fills the buffer with 8 sequences of mixed packets; every fourth chunk ends
 // in a packet fragmented into the next chunk. Returns the packet bytes held.
@@ -243,6 +279,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     const std::pair<const char*, const char*> ratios[] = {
         {"BM_TraceBuffer_WR_SingleWriter", "BM_Memcpy_Ring/1"},
         {"BM_TraceBuffer_WR_MultipleWriters", "BM_Memcpy_Ring/64"},
+        {"BM_TraceBuffer_WR_FirstPass/0", "BM_Memcpy_Ring/64"},
+        {"BM_TraceBuffer_WR_FirstPass/1", "BM_Memcpy_Ring/64"},
         {"BM_TraceBuffer_RD_MixedPackets", "BM_Memcpy_Ring/1"},
         {"BM_TraceBuffer_CloneReadOnly/64", "BM_Memcpy_Whole/64"},
         {"BM_TraceBuffer_CloneReadOnly/256", "BM_Memcpy_Whole/256"},

@@ -211,9 +211,9 @@ class CheckDocsTest(unittest.TestCase):
                              "does not declare as a mutex: remove the row")
 
     def test_wrong_thread_count_fails(self):
-        line = self.edit(THREADING, "runs all thirteen", "runs all twelve")
-        self.assertFailsWith(f"{THREADING}:{line}: says `ringside agent` runs all twelve: expected "
-                             "thirteen (the thread table's rows: main and 12 std::thread members)")
+        line = self.edit(THREADING, "runs all fourteen", "runs all thirteen")
+        self.assertFailsWith(f"{THREADING}:{line}: says `ringside agent` runs all thirteen: expected "
+                             "fourteen (the thread table's rows: main and 13 std::thread members)")
 
     def test_new_thread_member_fails(self):
         self.edit("agent/snapshots/snapshot_writer.h", "  std::thread thread_;",
