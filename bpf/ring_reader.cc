@@ -54,12 +54,16 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Create(absl::Span<const 
   for (size_t i = 0; i < fds.size(); i++) {
     Ring ring;
     // Page 0: the consumer position, ours to write. Then the producer
-    // position page and the data, which the kernel maps twice in a row.
+    // position page and the data. The kernel can map the data twice in a
+    // row, so that no record wraps; we map it once, and copy the one record
+    // a pass may find running over the end (ConsumeRing): mapped twice,
+    // every page of the ring counts twice in our resident memory, a ring
+    // per CPU.
     void* cons = mmap(nullptr, r->page_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fds[i], 0);
     if (cons == MAP_FAILED)
       return base::ErrnoStatus(absl::StrCat("mapping ring ", i, "'s consumer page"));
     ring.consumer_pos = static_cast<uint64_t*>(cons);
-    ring.data_map_size = r->page_size_ + 2 * ring_size;
+    ring.data_map_size = r->page_size_ + ring_size;
     void* prod = mmap(nullptr, ring.data_map_size, PROT_READ, MAP_SHARED, fds[i],
                       static_cast<off_t>(r->page_size_));
     if (prod == MAP_FAILED) {
@@ -125,7 +129,10 @@ uint64_t RingReader::ConsumeRing(uint32_t index, const BatchCallback& callback) 
       corruptions_.fetch_add(1, std::memory_order_relaxed);
       pos = prod;
     }
+    bool copied = false;  // The batch holds the record in wrapped_.
     while (pos < prod && n < kMaxBatch) {
+      // Records are 8-byte aligned in a ring of a power of two pages: a
+      // header never runs over the end, a payload can.
       const auto* hdr = reinterpret_cast<const uint32_t*>(data + (pos & mask));
       const uint32_t len = LoadAcquire32(hdr);
       if (len & BPF_RINGBUF_BUSY_BIT) break;  // Reserved, not yet submitted: wait for it.
@@ -137,8 +144,24 @@ uint64_t RingReader::ConsumeRing(uint32_t index, const BatchCallback& callback) 
         pos = prod;
         break;
       }
-      batch[n] = RecordView{reinterpret_cast<const uint8_t*>(hdr) + BPF_RINGBUF_HDR_SZ, size};
-      n += (len & BPF_RINGBUF_DISCARD_BIT) == 0;
+      const bool discarded = (len & BPF_RINGBUF_DISCARD_BIT) != 0;
+      const uint64_t start = (pos + BPF_RINGBUF_HDR_SZ) & mask;
+      if (start + size <= mask + 1) {
+        batch[n] = RecordView{data + start, size};
+      } else if (!discarded) {
+        // Its bytes up to the end, then the rest from the start. The
+        // records a batch spans are less than a ring apart, so no other
+        // record of this batch runs over the end.
+        if (copied) break;  // Cannot happen; the next batch gets it.
+        const size_t head = mask + 1 - start;
+        wrapped_.resize((size + 7) / 8);
+        auto* out = reinterpret_cast<uint8_t*>(wrapped_.data());
+        std::memcpy(out, data + start, head);
+        std::memcpy(out + head, data, size - head);
+        batch[n] = RecordView{out, size};
+        copied = true;
+      }
+      n += !discarded;
       pos += record_bytes;
     }
     if (n > 0) callback(index, absl::MakeConstSpan(batch, n));

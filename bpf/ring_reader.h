@@ -22,7 +22,8 @@ struct RecordView {
 };
 
 // Consumes a set of BPF ring buffers (one per CPU) by mapping them
-// directly: records are handed out in place, in batches per ring, and the
+// directly: records are handed out in place (the rare one that runs over a
+// ring's end, copied), in batches per ring, and the
 // ring space is released when the batch callback returns. One epoll set
 // covers every ring plus an eventfd, so a blocked Poll() can be woken from
 // another thread.
@@ -40,8 +41,8 @@ class RingReader {
                                                             size_t ring_size);
 
   // Ring memory laid out the way the kernel maps a BPF_MAP_TYPE_RINGBUF, for
-  // tests that write the records by hand. `data` is `ring_size` bytes
-  // followed by a second mapping of the same bytes, as the kernel maps them.
+  // tests that write the records by hand. `data` is `ring_size` bytes; the
+  // reader reads none past them.
   struct RingMemoryForTesting {
     uint64_t* consumer_pos;
     const uint64_t* producer_pos;
@@ -85,7 +86,7 @@ class RingReader {
   struct Ring {
     uint64_t* consumer_pos = nullptr;        // Shared page we write.
     const uint64_t* producer_pos = nullptr;  // Read-only page the kernel writes.
-    const uint8_t* data = nullptr;           // Mapped twice, so records never wrap.
+    const uint8_t* data = nullptr;           // Mapped once: a record may run over the end.
     size_t mask = 0;
     size_t data_map_size = 0;  // 0: memory not mapped by us (ForTesting).
   };
@@ -95,6 +96,9 @@ class RingReader {
 
   std::vector<Ring> rings_;
   std::vector<RecordView> batch_;
+  // The one record of a batch that runs over the ring's end, copied whole
+  // (8-byte aligned, as records are in place).
+  std::vector<uint64_t> wrapped_;
   base::ScopedFd epoll_fd_;
   base::ScopedFd wake_fd_;
   size_t page_size_ = 0;

@@ -9,9 +9,8 @@
 namespace ringside::agent {
 
 // This process's memory, as `status` reports it: what its memory cgroup
-// counts (and kills on), and its own pages each counted once. Resident
-// memory is no measure of the agent: the kernel maps each BPF ring's data
-// pages twice into the reader, so a 4 MiB ring adds 8 MiB of RSS.
+// counts (and kills on), and its own pages each counted once (Pss): resident
+// memory counts every page of a shared library, however many share it.
 struct AgentMemory {
   // The cgroup of its memory controller: cgroup v2's, else v1's (a hybrid
   // layout); empty without one.

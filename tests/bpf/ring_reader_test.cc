@@ -3,7 +3,9 @@
 //
 //   consumer page: u64 consumer_pos (ours to advance)
 //   producer page: u64 producer_pos (the kernel's)
-//   data:          ring_size bytes, mapped twice in a row
+//   data:          ring_size bytes (the kernel can map them twice in a row;
+//                  the reader maps them once, and so does FakeRing, with
+//                  nothing readable after them)
 //
 //   record at data[pos & mask]:
 //   +---------------------------------+-----------+---------------------+
@@ -21,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -44,10 +47,10 @@ uint64_t RoundedRecordBytes(uint32_t size) {
   return (uint64_t{size} + BPF_RINGBUF_HDR_SZ + 7) & ~7ull;
 }
 
-// One ring's memory, mapped the way the kernel maps a ring buffer map: one
-// memfd holds the consumer page, the producer page and the data, and the
-// data is mapped a second time right after itself, so a record that runs
-// over the end of the ring is contiguous in memory.
+// One ring's memory, mapped the way the reader maps a ring buffer map: one
+// memfd holds the consumer page, the producer page and the data, mapped
+// once, with an inaccessible ring's worth after it: a reader that read a
+// record running over the end in place, past the data, would crash.
 class FakeRing {
  public:
   explicit FakeRing(size_t ring_size) : ring_size_(ring_size) {
@@ -60,13 +63,10 @@ class FakeRing {
     void* region = mmap(nullptr, region_size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (cons == MAP_FAILED || region == MAP_FAILED) return;
     auto* base = static_cast<uint8_t*>(region);
-    const bool mapped =
-        mmap(base, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
-             static_cast<off_t>(page)) != MAP_FAILED &&
-        mmap(base + page, ring_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
-             static_cast<off_t>(2 * page)) != MAP_FAILED &&
-        mmap(base + page + ring_size, ring_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-             fd_, static_cast<off_t>(2 * page)) != MAP_FAILED;
+    const bool mapped = mmap(base, page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
+                             static_cast<off_t>(page)) != MAP_FAILED &&
+                        mmap(base + page, ring_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                             fd_, static_cast<off_t>(2 * page)) != MAP_FAILED;
     consumer_ = static_cast<uint64_t*>(cons);
     region_ = base;
     if (!mapped) return;
@@ -96,10 +96,12 @@ class FakeRing {
   uint64_t Reserve(const std::string& payload) {
     const uint64_t pos = *producer_;
     WriteHeader(pos, static_cast<uint32_t>(payload.size()) | BPF_RINGBUF_BUSY_BIT);
-    // A payload that runs over the ring's end goes on into the second
-    // mapping, which is the ring's start: as the kernel writes it.
-    std::memcpy(data_ + (pos & (ring_size_ - 1)) + BPF_RINGBUF_HDR_SZ, payload.data(),
-                payload.size());
+    // A payload that runs over the ring's end goes on at the ring's start,
+    // as the kernel writes it (through its second mapping).
+    const size_t start = (pos + BPF_RINGBUF_HDR_SZ) & (ring_size_ - 1);
+    const size_t head = std::min(payload.size(), ring_size_ - start);
+    std::memcpy(data_ + start, payload.data(), head);
+    std::memcpy(data_, payload.data() + head, payload.size() - head);
     *producer_ = pos + RoundedRecordBytes(static_cast<uint32_t>(payload.size()));
     return pos;
   }
@@ -279,6 +281,22 @@ TEST_F(RingReaderTest, RecordRunningOverTheRingsEndIsReadWhole) {
   EXPECT_EQ(std::memcmp(ring_.data(), payload.data() + 8, 32), 0);
 }
 
+TEST_F(RingReaderTest, RecordsRunningOverTheEndLapAfterLapAreEachReadWhole) {
+  // The reader copies a wrapped record into one buffer of its own: each
+  // lap's must come out whole, whatever the lap before left there.
+  const size_t ring = ring_.ring_size();
+  for (uint64_t lap = 1; lap <= 3; lap++) {
+    SCOPED_TRACE(::testing::Message() << "lap " << lap);
+    const uint64_t start = lap * ring - 8 * lap;  // 8, 16, 24 bytes before the end.
+    ring_.StartAt(start);
+    const std::string payload(24 + 40 * lap, static_cast<char>('a' + lap));
+    ring_.Submit(payload);
+    Seen seen;
+    EXPECT_EQ(Drain(&seen), 1u);
+    EXPECT_THAT(seen.records(), ElementsAre(payload));
+  }
+}
+
 TEST_F(RingReaderTest, HeaderInTheLastEightBytesOfTheRingIsRead) {
   const uint64_t start = ring_.ring_size() - 8;
   ring_.StartAt(start);
@@ -351,16 +369,19 @@ void PublishHeader(FakeRing* ring, uint32_t len, uint64_t bytes) {
   ring->SetProducerPos(ring->producer_pos() + bytes);
 }
 
-// Every view inside the ring's double mapping, every byte readable.
+// Every view whole inside the ring's one mapping, or a copy outside it (a
+// record that ran over the end); every byte readable.
 RingReader::BatchCallback CheckInside(const FakeRing& ring, Seen* seen) {
   return [&ring, seen](uint32_t index, absl::Span<const RecordView> records) {
     const auto* begin = ring.data();
-    const auto* end = ring.data() + 2 * ring.ring_size();
+    const auto* end = ring.data() + ring.ring_size();
     std::vector<std::string> batch;
     for (const RecordView& r : records) {
       const auto* p = static_cast<const uint8_t*>(r.data);
-      ASSERT_TRUE(p >= begin && p <= end && r.size <= static_cast<size_t>(end - p))
+      const bool inside = p >= begin && p < end;
+      ASSERT_TRUE(!inside || r.size <= static_cast<size_t>(end - p))
           << "record of " << r.size << " bytes at ring offset " << (p - begin);
+      ASSERT_LE(r.size, ring.ring_size());
       batch.emplace_back(static_cast<const char*>(r.data), r.size);
     }
     seen->batches.emplace_back(index, std::move(batch));

@@ -200,16 +200,17 @@ TEST_F(AgentCommandTest, ReadyOnlyOnceTheSourcesAreAttachedAndStatusShowsEventsF
   EXPECT_EQ(st.config_path(), config_);
   EXPECT_GT(st.rss_bytes(), 0u);
   EXPECT_GE(st.uptime_ms(), 1500u);
-  // Memory: the 256 KiB rings of every CPU the kernel may bring online,
-  // counted once in the agent's own pages (resident memory counts them
-  // twice); the ring and the durable store; the cgroup's count.
+  // Memory: the 256 KiB rings of every CPU the kernel may bring online;
+  // the ring and the durable store; the cgroup's count. The agent's own
+  // pages hold the whole ring from the start (populated before the writers
+  // need it) and each BPF ring once.
   const control::MemoryStatus& m = st.memory();
   EXPECT_EQ(m.bpf_ring_bytes(), uint64_t{256} * 1024 * static_cast<uint64_t>(PossibleCpus()));
   EXPECT_EQ(m.buffer_bytes(), uint64_t{8192} * 1024 + st.durable().capacity());
   EXPECT_GT(m.chunk_pool_bytes(), 0u);
   EXPECT_EQ(m.ftrace_buffer_bytes(), 0u) << "no linux.ftrace in this config";
   EXPECT_GT(m.proportional_bytes(), 0u);
-  EXPECT_LT(m.proportional_bytes() + m.bpf_ring_bytes() / 2, st.rss_bytes());
+  EXPECT_GE(m.proportional_bytes(), uint64_t{8192} * 1024 + m.bpf_ring_bytes());
   // The cgroup's count may be below the agent's own pages (libraries'
   // pages are charged to whoever read them first), never zero.
   if (!m.cgroup().empty()) {
