@@ -5,7 +5,10 @@
  * quarter of the agent's start-up CPU. Should this kernel's verifier refuse
  * one of them, the loader falls back to the groups' own objects, so that
  * the others still load (EventSource::LoadGroups). The files share
- * rings.bpf.h, whose maps and variables are then defined once. */
+ * rings.bpf.h, whose maps and variables are then defined once, and the
+ * scheduling group's per-CPU batches (sched_batch.bpf.h), which the process
+ * programs fill too here (RS_BATCH_PROCESS_RECORDS). */
+#define RS_BATCH_PROCESS_RECORDS
 #include "bpf/incidents.bpf.c"
 #include "bpf/process.bpf.c"
 #include "bpf/sched.bpf.c"

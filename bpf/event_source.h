@@ -100,9 +100,10 @@ class EventSource {
   // (FlushSchedBatches) and hands those out too (the rings are read first,
   // so that a full one does not drop the batch): all the programs recorded
   // before the call, each record once. The records of a batch are handed out one by one, never
-  // the batch. A CPU's scheduling records stay in order, but other
-  // records may come before ones that preceded them (an exit before the
-  // switches of its last moments).
+  // the batch. A CPU's batched records (scheduling; fork, exit, rename and
+  // free in the one object) stay in order, but the others may come before
+  // ones that preceded them (an exec, an incident or a stack before the
+  // switches of its last moments; with each group's own object, an exit too).
   uint64_t Drain(const RingReader::BatchCallback& callback);
   // The same after waiting up to `timeout_ms` (see RingReader), flushing
   // only the batches whose oldest record waited kBatchMaxWaitNs: a busy CPU

@@ -18,8 +18,10 @@ struct rs_sched_switch {
   char next_comm[RS_TASK_COMM_LEN];
 };
 
-/* The types a batch holds are those below this: every scheduling record. */
-#define RS_SCHED_BATCH_TYPES (RS_EV_SCHED_MIGRATE + 1)
+/* The types a batch counts are those below this: every scheduling record,
+ * and the process records that join them (fork, exit, rename, free; not
+ * exec, nor the incidents between them). */
+#define RS_SCHED_BATCH_TYPES (RS_EV_PROCESS_FREE + 1)
 
 /* Most bytes of records in one batch: 42 sched_switch records. */
 #define RS_SCHED_BATCH_BYTES 3360
@@ -27,7 +29,9 @@ struct rs_sched_switch {
 /* RS_EV_SCHED_BATCH: this header (its size covers the records that follow,
  * its ts_ns is the first one's), then sched_switch, sched_waking,
  * sched_wakeup_new and sched_migrate_task records of the header's CPU in the
- * order they happened, each with its own header (bpf/sched.bpf.c). */
+ * order they happened, each with its own header (bpf/sched_batch.bpf.h);
+ * in the one object, its sched_process_fork, sched_process_exit,
+ * task_rename and sched_process_free records too. */
 struct rs_sched_batch {
   struct rs_event_header h;
   __u8 data[RS_SCHED_BATCH_BYTES];
