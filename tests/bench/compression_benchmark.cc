@@ -3,6 +3,10 @@
 // reference, zstd at 1, 3 and 9) on a real recording, beside a plain
 // memcpy of the same bytes as the baseline of the same run. Reports the
 // CPU per MB of packets and the ratio (compressed / plain bytes).
+// BM_CompressBatches gives both against the batch size: the bytes each
+// Compress() call takes (ringside writes 1 MiB batches, each cut into
+// compressed packets of at most kMaxCompressedInputBytes, 480 KiB), from
+// 16 KiB up to that cap, for zstd 3 and deflate 6.
 //
 // The recording: RINGSIDE_BENCH_TRACE, or else `ringside record` with its
 // default config while a hackbench run lasts (a few seconds; needs root;
@@ -19,6 +23,8 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "agent/tracefile/packet_compression.h"
@@ -114,6 +120,65 @@ BENCHMARK(BM_Compress)
     ->Args({static_cast<int>(PacketCodec::kZstd), 3})
     ->Args({static_cast<int>(PacketCodec::kZstd), 9})
     ->Unit(benchmark::kMillisecond);
+
+// The trace cut into runs of whole framed packets of about `batch` bytes
+// each (a packet larger than a batch is a run of its own).
+std::vector<std::string_view> Batches(size_t batch) {
+  std::vector<std::string_view> runs;
+  const std::string& t = Trace();
+  const auto* begin = reinterpret_cast<const uint8_t*>(t.data());
+  const uint8_t* p = begin;
+  const uint8_t* end = begin + t.size();
+  const uint8_t* run = p;
+  while (p < end) {
+    const uint8_t* packet = p;
+    uint64_t tag = 0, size = 0;
+    if (!buffer::ReadVarInt(&p, end, &tag) || !buffer::ReadVarInt(&p, end, &size) ||
+        size > static_cast<uint64_t>(end - p)) {
+      return {};
+    }
+    p += size;
+    if (packet > run && static_cast<size_t>(p - run) > batch) {
+      runs.emplace_back(reinterpret_cast<const char*>(run), static_cast<size_t>(packet - run));
+      run = packet;
+    }
+  }
+  if (p > run) runs.emplace_back(reinterpret_cast<const char*>(run), static_cast<size_t>(p - run));
+  return runs;
+}
+
+void BM_CompressBatches(benchmark::State& state) {
+  if (Trace().empty()) return state.SkipWithError("no recording (root, or RINGSIDE_BENCH_TRACE)");
+  const PacketCompression c{static_cast<PacketCodec>(state.range(0)),
+                            static_cast<int>(state.range(1))};
+  const size_t batch = static_cast<size_t>(state.range(2)) << 10;
+  state.SetLabel(
+      absl::StrCat(PacketCodecName(c.codec), " ", c.level, ", ", batch >> 10, " KiB batches"));
+  const std::vector<std::string_view> runs = Batches(batch);
+  if (runs.empty()) return state.SkipWithError("the recording's packets do not parse");
+  absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
+  if (!compressor.ok()) return state.SkipWithError(compressor.status().ToString().c_str());
+  std::string out;
+  const double start = ThreadCpuNs();
+  for (auto _ : state) {
+    out.clear();
+    for (std::string_view run : runs) {
+      if (!(*compressor)->Compress(run, &out).ok()) return state.SkipWithError("compress");
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  SetCounters(state, ThreadCpuNs() - start,
+              static_cast<double>(out.size()) / static_cast<double>(Trace().size()));
+  state.counters["batches"] = static_cast<double>(runs.size());
+}
+void BatchSizes(benchmark::internal::Benchmark* b) {
+  for (int codec :
+       {static_cast<int>(PacketCodec::kZstd), static_cast<int>(PacketCodec::kDeflate)}) {
+    const int level = codec == static_cast<int>(PacketCodec::kZstd) ? 3 : 6;
+    for (int kib : {16, 64, 256, 480}) b->Args({codec, level, kib});
+  }
+}
+BENCHMARK(BM_CompressBatches)->Apply(BatchSizes)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ringside::agent

@@ -32,17 +32,35 @@
 # A tracer's window is a little longer than the workload (start and stop), so
 # it also keeps the machine's other events of those moments.
 #
+# One run must be able to tell better from worse (issue 57), so:
+#  - The workload runs on its own CPUs (WORKLOAD_CPUS, CPU 0) and every
+#    tracer, its readers and children on the others (TRACER_CPUS, the rest):
+#    the workload's time then holds what its events cost in the kernel (the
+#    tracers' hooks run in its context), not the scheduler's luck in
+#    sharing two CPUs between the workload and a tracer's reader; the
+#    tracer's own CPU is measured apart (in-run CPU). With one CPU, nothing
+#    is pinned (PIN=0 asks for that anywhere).
+#  - Every comparison is paired: each repetition runs every configuration
+#    back to back, and a figure against the baseline (added ns per event) or
+#    against a peer (ringside / perf) is computed within the repetition,
+#    then given as the median over repetitions and its confidence interval
+#    (at least 90%, from the order statistics: with 5 repetitions the
+#    min-max, 94%; with 10 the 2nd to 9th, 98%; no assumption of a normal
+#    spread). A goal is "met" when the whole interval meets it, "NOT met"
+#    when none of it does, and "undecided" when it straddles the goal: the
+#    difference is smaller than what this run can tell.
+#
 # Needs root, hackbench (rt-tests), perf (linux-perf) and GNU time (time).
 # tracefs is mounted in a mount namespace of this script's own; the ftrace
 # instance (instances/peers-floor-PID) is removed at the end, on Ctrl-C too.
 #
-#   make bench-peers                 # REPS=5
-#   REPS=3 make bench-peers          # shorter
+#   make bench-peers                 # REPS=10
+#   REPS=5 make bench-peers          # shorter
 #   WORKLOADS=pipe TRACERS="none kernel perf ringside rs-ftrace" make bench-peers
 set -eEuo pipefail
 
 BIN=$(realpath "${RINGSIDE:-build/ringside}")
-REPS=${REPS:-5}
+REPS=${REPS:-10}
 HACKBENCH_ARGS=${HACKBENCH_ARGS:--g 4 -l 1000}
 FORKS=${FORKS:-500}
 PIPE_LOOPS=${PIPE_LOOPS:-200000}
@@ -93,11 +111,18 @@ WORKLOAD_LIST=(${WORKLOADS:-mixed pipe})
 
 die() { echo "bench-peers: $*" >&2; exit 1; }
 
+NCPUS=$(getconf _NPROCESSORS_ONLN)
+PIN=${PIN:-1}
+if [ "$NCPUS" -lt 2 ]; then PIN=0; fi
+WORKLOAD_CPUS=${WORKLOAD_CPUS:-0}
+TRACER_CPUS=${TRACER_CPUS:-1-$((NCPUS - 1))}
+ALL_CPUS=0-$((NCPUS - 1))
+
 # --- Preconditions, then a mount namespace of our own ----------------------------
 
 if [ -z "${PEERS_IN_NAMESPACE:-}" ]; then
   [ "$(id -u)" = 0 ] || { echo "bench-peers: needs root (perf -a, ftrace, BPF)" >&2; exit 2; }
-  for tool in hackbench "$PERF" /usr/bin/time unshare; do
+  for tool in hackbench "$PERF" /usr/bin/time unshare taskset; do
     command -v "$tool" >/dev/null ||
       { echo "bench-peers: needs $tool (make deps: rt-tests, linux-perf, time)" >&2; exit 2; }
   done
@@ -114,7 +139,6 @@ for e in "${EVENTS[@]}"; do
 done
 case "$FTRACE_READER" in cat | poll) ;; *) die "FTRACE_READER is cat or poll, not $FTRACE_READER" ;; esac
 EVENT_LIST=$(IFS=,; echo "${EVENTS[*]}")
-NCPUS=$(getconf _NPROCESSORS_ONLN)
 
 dir=$(mktemp -d /tmp/ringside-peers.XXXXXX)
 instance=$TRACEFS/instances/peers-floor-$$
@@ -189,9 +213,12 @@ run_idle() { sleep "$IDLE_SECONDS"; }
 
 now_ns() { date +%s%N; }
 
-# Runs workload $1 and sets wall_s, and usecs_op for pipe.
+# Runs workload $1 and sets wall_s, and usecs_op for pipe. Pinned: this
+# shell moves to the workload's CPUs for the workload (its children inherit
+# them), and back.
 timed_workload() {
   local t0 t1
+  if [ "$PIN" = 1 ]; then taskset -pc "$WORKLOAD_CPUS" $$ > /dev/null; fi
   t0=$(now_ns)
   case "$1" in
     pipe) usecs_op=$(run_pipe) || return 1 ;;
@@ -199,14 +226,18 @@ timed_workload() {
     *) run_mixed || return 1 ;;
   esac
   t1=$(now_ns)
+  if [ "$PIN" = 1 ]; then taskset -pc "$ALL_CPUS" $$ > /dev/null; fi
   wall_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", (b - a) / 1e9 }')
 }
 
 # --- Tracers ------------------------------------------------------------------
 
-# Starts "$@" beside us, in a process group of its own, under GNU time.
+# Starts "$@" beside us, in a process group of its own, under GNU time, on
+# the tracers' CPUs (setsid and taskset exec: one process, GNU time's).
 start_tracer() {
-  setsid /usr/bin/time -q -f '%U %S %M' -o "$dir/rusage" "$@" &
+  local pin=()
+  if [ "$PIN" = 1 ]; then pin=(taskset -c "$TRACER_CPUS"); fi
+  setsid "${pin[@]}" /usr/bin/time -q -f '%U %S %M' -o "$dir/rusage" "$@" &
   tracer_pid=$!
 }
 
@@ -246,7 +277,7 @@ group_cpu_ns() {
     for t in /proc/"$p"/task/*/schedstat; do
       read -r v _ 2>/dev/null < "$t" && total=$((total + v))
     done
-  done < <(cat /proc/[0-9]*/stat 2>/dev/null | awk -v g="$1" '{
+  done < <({ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v g="$1" '{
     s = $0; sub(/.*\) /, "", s); split(s, f, " ")
     if (f[3] == g) print $1, f[14] + f[15] }')
   echo "$total"
@@ -281,7 +312,9 @@ run_one() {
       # the workload's run.
       local t0 t1
       t0=$(now_ns)
-      "$PERF" stat -a -x, -e "$EVENT_LIST" -o "$dir/run/stat.csv" -- \
+      local pin=()
+      if [ "$PIN" = 1 ]; then pin=(taskset -c "$WORKLOAD_CPUS"); fi
+      "${pin[@]}" "$PERF" stat -a -x, -e "$EVENT_LIST" -o "$dir/run/stat.csv" -- \
         bash -c "$(declare -f run_mixed run_pipe run_idle); PERF='$PERF' \
           HACKBENCH_ARGS='$HACKBENCH_ARGS' FORKS=$FORKS PIPE_LOOPS=$PIPE_LOOPS \
           IDLE_SECONDS=$IDLE_SECONDS dir='$dir/run' run_$workload >/dev/null" ||
@@ -418,9 +451,9 @@ for ((rep = 0; rep < REPS; rep++)); do
       tracer=${TRACER_LIST[$(( (k + rep) % ${#TRACER_LIST[@]} ))]}
       current_run="$tracer beside $workload, repetition $((rep + 1))"
       run_one "$tracer" "$workload"
-      printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$workload" "$tracer" "$wall_s" \
+      printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$workload" "$tracer" "$wall_s" \
         "${usecs_op:--}" "${cpu_s:--}" "${rss_kb:--}" "${bytes:--}" "${kept:--}" "${lost:--}" \
-        "${kernel:--}" "${window_cpu_s:--}" >> "$results"
+        "${kernel:--}" "${window_cpu_s:--}" "$rep" >> "$results"
       printf "  rep %d %-5s %-9s %8ss%s\n" "$((rep + 1))" "$workload" "$tracer" "$wall_s" \
         "${usecs_op:+ ${usecs_op} us/op}" >&2
     done
@@ -430,7 +463,7 @@ done
 # --- The table ------------------------------------------------------------------
 
 # Column numbers in results.tsv.
-C_WALL=3 C_USECS=4 C_CPU=5 C_RSS=6 C_BYTES=7 C_KEPT=8 C_LOST=9 C_KERNEL=10 C_WCPU=11
+C_WALL=3 C_USECS=4 C_CPU=5 C_RSS=6 C_BYTES=7 C_KEPT=8 C_LOST=9 C_KERNEL=10 C_WCPU=11  # and 12, the repetition (per_rep)
 
 # "median min max" of column $3 over the runs of workload $1 under tracer $2;
 # a column of "-" gives "- - -". With an expression $4 over the columns
@@ -501,13 +534,10 @@ print_table() {
   if [ "$workload" = pipe ]; then
     local none_us
     none_us=$(median pipe none $C_USECS)
-    printf "%-9s %-22s %-19s %9s\n" tracer "us/round trip" "x none" "+ns/event"
+    printf "%-9s %-22s %-19s %s\n" tracer "us/round trip" "x none" "+ns/event (paired)"
     for tracer in "${SHOWN[@]}"; do
-      local us
-      us=$(median pipe "$tracer" $C_USECS)
-      added_ns[pipe,$tracer]=$(awk -v u="$us" -v n="$none_us" -v k="$kernel_med" -v l="$PIPE_LOOPS" \
-        'BEGIN { printf "%.0f", (u - n) * 1000 * l / k }')
-      printf "%-9s %-22s %-19s %9s\n" "$tracer" \
+      added_ns[pipe,$tracer]=$(per_rep pipe "$tracer" added | span_of 1 %.0f)
+      printf "%-9s %-22s %-19s %s\n" "$tracer" \
         "$(fmt_span "$(stat3 pipe "$tracer" $C_USECS)" 1 %.2f)" \
         "$(ratio_span "$(stat3 pipe "$tracer" $C_USECS)" "$none_us")" "${added_ns[pipe,$tracer]}"
     done
@@ -516,8 +546,8 @@ print_table() {
     echo
     echo "tracer    CPU s               CPU s/M events  in-run s/M  peak RSS MiB  output MiB  kept (own count)     lost"
   else
-    printf "%-9s %-19s %9s  %-18s %14s %10s %12s %11s  %-20s %-8s %s\n" tracer "time x none" \
-      "+ns/event" "CPU s" "CPU s/M events" "in-run s/M" "peak RSS MiB" "output MiB" \
+    printf "%-9s %-19s %-20s %-18s %14s %10s %12s %11s  %-20s %-8s %s\n" tracer "time x none" \
+      "+ns/event (paired)" "CPU s" "CPU s/M events" "in-run s/M" "peak RSS MiB" "output MiB" \
       "kept (own count)" lost "kept+lost / kernel"
   fi
   for tracer in "${SHOWN[@]}"; do
@@ -542,9 +572,8 @@ print_table() {
         "$(fmt_span "$(stat3 pipe "$tracer" $C_CPU)" 1 %.2f)" "${cpu_per_m[pipe,$tracer]}" \
         "${window_per_m[pipe,$tracer]}" "$rss_mib" "$bytes_mib" "$kept_line" "$lost_med"
     else
-      added_ns[mixed,$tracer]=$(awk -v t="$(median mixed "$tracer" $C_WALL)" -v n="$none_wall" \
-        -v k="$kernel_med" 'BEGIN { printf "%.0f", (t - n) * 1e9 / k }')
-      printf "%-9s %-19s %9s  %-18s %14s %10s %12s %11s  %-20s %-8s %s\n" "$tracer" \
+      added_ns[mixed,$tracer]=$(per_rep mixed "$tracer" added | span_of 1 %.0f)
+      printf "%-9s %-19s %-20s %-18s %14s %10s %12s %11s  %-20s %-8s %s\n" "$tracer" \
         "$(ratio_span "$(stat3 mixed "$tracer" $C_WALL)" "$none_wall")" "${added_ns[mixed,$tracer]}" \
         "$(fmt_span "$(stat3 mixed "$tracer" $C_CPU)" 1 %.2f)" "${cpu_per_m[mixed,$tracer]}" \
         "${window_per_m[mixed,$tracer]}" "$rss_mib" "$bytes_mib" "$kept_line" "$lost_med" "$coverage"
@@ -552,30 +581,80 @@ print_table() {
   done
 }
 
-# The goal lines of tracer $2 (labelled $3) against perf record, workload
-# $1 (issue 38): added cost per event at most $4 times perf's (none: no
-# goal), and CPU per million events, over the whole run and in the
-# workload's window, at most $5 times perf's.
-goal_lines() {
-  local w=$1 t=$2 label=$3 added_goal=$4 cpu_goal=$5
-  if [ "$added_goal" != none ]; then
-    awk -v w="$w" -v l="$label" -v r="${added_ns[$w,$t]:-}" -v p="${added_ns[$w,perf]:-}" \
-      -v g="$added_goal" 'BEGIN {
-      if (p == "" || r == "") { printf "  %s: %s: added cost per event: no figure\n", w, l; exit }
-      if (p <= 0) { printf "  %s: %s: added cost per event: perf record added nothing measurable (%s ns): no ratio\n", w, l, p; exit }
-      printf "  %s: %s: added cost per event: %s ns vs perf record %s ns = %.2fx (goal <= %sx): %s\n",
-        w, l, r, p, r / p, g, (r / p <= g) ? "met" : "NOT met" }'
-  fi
-  local kind
-  for kind in whole in-run; do
-    local r p
-    if [ "$kind" = whole ]; then r=${cpu_per_m[$w,$t]:--} p=${cpu_per_m[$w,perf]:--}
-    else r=${window_per_m[$w,$t]:--} p=${window_per_m[$w,perf]:--}; fi
-    awk -v w="$w" -v l="$label" -v k="$kind" -v r="$r" -v p="$p" -v g="$cpu_goal" 'BEGIN {
-      if (p == "-" || p <= 0 || r == "-") { printf "  %s: %s: CPU per million events (%s): no figure\n", w, l, k; exit }
-      printf "  %s: %s: CPU per million events (%s): %.3f s vs perf record %.3f s = %.2fx (goal <= %sx): %s\n",
-        w, l, k, r, p, r / p, g, (r / p <= g) ? "met" : "NOT met" }'
-  done
+# Per repetition, one figure of tracer $2 in workload $1, as lines "rep
+# value": `added`, the ns per event it added to the workload (its time less
+# the no-tracer time of the same repetition, over the median kernel count);
+# `inrun`, its CPU s per million events it saw while the workload ran; `bpe`,
+# its output bytes per event kept.
+per_rep() {
+  local kernel_med
+  kernel_med=$(median "$1" kernel $C_KERNEL)
+  awk -F'\t' -v w="$1" -v t="$2" -v fig="$3" -v k="$kernel_med" -v l="$PIPE_LOOPS" '
+    $1 != w { next }
+    { time = (w == "pipe") ? $4 : $3 }
+    $2 == "none" { none[$12] = time }
+    $2 == t { tv[$12] = time; cpu[$12] = $11; seen[$12] = $8 + $9; bytes[$12] = $7; kept[$12] = $8 }
+    END {
+      for (r in tv) {
+        if (fig == "added") {
+          if (!(r in none) || k == "-" || k == 0 || tv[r] == "-") continue
+          v = (w == "pipe") ? (tv[r] - none[r]) * 1000 * l / k : (tv[r] - none[r]) * 1e9 / k
+        } else if (fig == "inrun") {
+          if (cpu[r] == "-" || seen[r] == 0) continue
+          v = cpu[r] * 1e6 / seen[r]
+        } else {
+          if (bytes[r] == "-" || kept[r] == 0) continue
+          v = bytes[r] / kept[r]
+        }
+        print r, v
+      } }' "$results" | sort -k1,1
+}
+# Per repetition, the ratio of figure $3 of tracer $2 to that of tracer $4
+# (both in workload $1, the same repetition): one value a line. A
+# repetition where the divisor is not above 0 gives none.
+paired_ratio() {
+  join <(per_rep "$1" "$2" "$3") <(per_rep "$1" "$4" "$3") |
+    awk '$3 > 0 { printf "%.4f\n", $2 / $3 }'
+}
+# "median (min-max)" of the values on stdin (the second field when the
+# lines are "rep value"), each times $1, in printf format $2; "-" for none.
+span_of() {
+  awk '{ print $NF }' | sort -g | awk -v s="$1" -v f="$2" '{ v[NR] = $1 * s } END {
+    if (NR == 0) { print "-"; exit }
+    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf f " (" f "-" f ")\n", m, v[1], v[NR] }'
+}
+# The median of the values on stdin (one a line) and a confidence interval
+# for it from the order statistics (no assumption about the spread): the
+# k-th smallest to the k-th largest, k the largest with P(Bin(n, 1/2) < k)
+# <= 5%, so at least 90% (min-max for up to 5 values). Prints "median lo
+# hi confidence n", or nothing for no values.
+median_ci() {
+  sort -g | awk 'NF { v[++n] = $1 } END {
+    if (n == 0) exit
+    m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    k = 1; below = 0; p = 1 / 2 ^ n; c = 1  # below: P(X < k); c: C(n, k - 1)
+    below = p
+    while (k + 1 <= (n + 1) / 2) {
+      c = c * (n - k + 1) / k
+      if (below + c * p > 0.05) break
+      below += c * p; k++
+    }
+    if (below > 0.05) k = 1
+    printf "%s %s %s %.0f %d\n", m, v[k], v[n + 1 - k], 100 * (1 - 2 * (k == 1 ? p : below)), n }'
+}
+# One goal: label $1, the per-repetition ratios on stdin against the goal
+# $2 (at most): met when the median's confidence interval is within it,
+# NOT met when it is all beyond, undecided when it straddles it.
+goal_line() {
+  local ci
+  ci=$(median_ci)
+  awk -v label="$1" -v g="$2" -v ci="$ci" 'BEGIN {
+    if (ci == "") { printf "  %s: no figure\n", label; exit }
+    split(ci, c, " ")
+    verdict = (c[3] <= g) ? "met" : (c[2] > g) ? "NOT met" : "undecided: the interval straddles the goal"
+    printf "  %s: %.2f (%.2f-%.2f, %d%% CI of %d), goal <= %s: %s\n",
+      label, c[1], c[2], c[3], c[4], c[5], g, verdict }'
 }
 
 {
@@ -586,20 +665,31 @@ goal_lines() {
   echo "(BPF, and ftrace for the power events); rs-ftrace: ringside record of the same events with ftrace only (no BPF);"
   echo "perf-z, rs-z: perf record -z and ringside record -z (zstd); perf-g: perf record -g, and cpu-clock at 49 Hz;"
   echo "rs-nostk: ringside's default without stacks; rs-blocked: with stacks { blocked: true } (all blocks on a kernel without kprobes)"
+  if [ "$PIN" = 1 ]; then
+    echo "pinned: the workload on CPUs $WORKLOAD_CPUS, each tracer (and its readers) on CPUs $TRACER_CPUS"
+  else
+    echo "not pinned: the workload and the tracers share all CPUs"
+  fi
   for workload in "${WORKLOAD_LIST[@]}"; do print_table "$workload"; done
   echo
-  echo "goals (issue 38), from the medians above: each ringside configuration against perf record"
+  echo "goals (issue 57): each a ratio within each repetition; the median over the repetitions, and its"
+  echo "confidence interval (order statistics); met or NOT met only when the whole interval is"
+  echo "within the goal or beyond it; otherwise undecided: the difference is below what this run can tell"
   for workload in "${WORKLOAD_LIST[@]}"; do
     [ "$workload" = idle ] && continue
-    added_default=none added_ftrace=none
-    if [ "$workload" = pipe ]; then added_default=0.4 added_ftrace=0.3; fi
-    goal_lines "$workload" ringside "ringside (default: BPF + ftrace)" "$added_default" 0.3
-    goal_lines "$workload" rs-ftrace "ringside ftrace-only (rs-ftrace)" "$added_ftrace" 0.3
+    cpu_goal=2
+    if [ "$workload" = pipe ]; then cpu_goal=1; fi
+    paired_ratio "$workload" ringside added perf |
+      goal_line "$workload: added ns per event, default / perf record" 0.5
+    paired_ratio "$workload" rs-ftrace added perf |
+      goal_line "$workload: added ns per event, ftrace-only / perf record" 0.5
+    paired_ratio "$workload" ringside added rs-ftrace |
+      goal_line "$workload: added ns per event, default / ftrace-only" 1
+    paired_ratio "$workload" ringside inrun perf |
+      goal_line "$workload: in-run CPU per million events, default / perf record" "$cpu_goal"
+    paired_ratio "$workload" rs-z bpe perf-z |
+      goal_line "$workload: bytes per event, ringside -z / perf record -z" 0.5
   done
-  awk -v d="${added_ns[pipe,ringside]:-}" -v f="${added_ns[pipe,rs-ftrace]:-}" 'BEGIN {
-    if (d == "" || f == "") exit
-    printf "  pipe: the default no dearer than ftrace-only: %s ns vs %s ns: %s\n", d, f,
-      (d <= f) ? "met" : "NOT met" }'
   # What stacks add (issue 54), when their configurations ran.
   for workload in "${WORKLOAD_LIST[@]}"; do
     [ "$workload" = idle ] && continue
@@ -621,8 +711,8 @@ goal_lines() {
     echo "$line"
   done
   echo
-  echo "+ns/event: (median time - median time with none) / median kernel count, the tracer's whole"
-  echo "cost in the workload's time (its kernel hooks, and its process competing for the CPUs)."
+  echo "+ns/event: (time - time with none in the same repetition) / median kernel count: the"
+  echo "tracer's cost in the workload's time (its kernel hooks; pinned, its process runs elsewhere)."
   echo "CPU s: the tracer process and its children (user + system), measured by GNU time; per"
   echo "million of the events it saw (kept + lost). in-run: the same, of its CPU while the workload"
   echo "ran only (the scheduler's schedstat of each of its threads, before and after), without its"
