@@ -29,11 +29,14 @@ inline constexpr uint64_t kMaxStagingBudgetKb = uint64_t{1} << 22;
 // linux.bpf: the per-CPU staging ring a budget gives (rounded down to a
 // power of two, as the kernel makes it), no less than the floor (a busy
 // CPU's 100 ms at 10,000 events a second, and a whole sched batch eight
-// times over) and no more than the ceiling (what the fixed size was).
+// times over) and no more than the ceiling: the default budget's BPF half
+// on a 2-CPU machine, so that the rings take the same 16 MiB from 2 CPUs
+// to 256 (a machine's memory does not grow with its CPUs; a 4 MiB ceiling
+// gave 2-CPU machines 8 MiB, 0.57 MiB a CPU more up to 16 CPUs).
 // An explicit ring_size_kb is rounded up to a power of two pages in the
 // effective config. And how often the consumer reads the rings.
 inline constexpr uint32_t kMinBpfRingSizeKb = 64;
-inline constexpr uint32_t kMaxDefaultBpfRingSizeKb = 4096;
+inline constexpr uint32_t kMaxDefaultBpfRingSizeKb = 8192;
 inline constexpr uint32_t kDefaultBpfDrainPeriodMs = 100;
 // linux.bpf's stacks: frames per stack, blocked threads followed at once
 // (a hash map, ~1 MiB; ~9 MiB where the stacks wait with the threads, a

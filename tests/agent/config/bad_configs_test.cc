@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/config/config_loader.h"
+#include "agent/config/defaults.h"
 #include "gtest/gtest.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/testing/kernel_tracefs.h"
@@ -400,7 +401,10 @@ TEST(BadConfigsTest, SizesBetweenPagesAreRoundedUpInTheEffectiveConfig) {
   EXPECT_EQ(cfg->buffers(1).size_kb(), 4u);
   const uint32_t page_kb = static_cast<uint32_t>(sysconf(_SC_PAGESIZE) / 1024);
   EXPECT_EQ(cfg->data_sources(0).config().bpf_config().ring_size_kb(), std::max(8u, page_kb));
-  EXPECT_EQ(cfg->data_sources(1).config().bpf_config().ring_size_kb(), 4096u);
+  // 0: unset, the budget's share for this machine's CPUs.
+  EXPECT_EQ(cfg->data_sources(1).config().bpf_config().ring_size_kb(),
+            StagingSharesFor(kDefaultStagingBudgetKb, PossibleCpus(), FtraceShare::kAlone)
+                .bpf_ring_kb);
   // The largest sizes stay what they are.
   cfg = ParseConfig(
       "buffers { size_kb: 4194300 }\n"

@@ -23,14 +23,26 @@ uint64_t StagingKb(uint64_t budget_kb, int cpus) {
 }
 
 TEST(StagingSharesTest, SmallMachinesKeepTheSizesOfBefore) {
-  // 4 MiB BPF rings and 2 MiB ftrace buffers per CPU, and 1 MiB chunk
-  // pools: what a fixed size per CPU gave.
+  // 2 MiB ftrace buffers per CPU and 1 MiB chunk pools: what a fixed size
+  // per CPU gave. BPF rings: 8 MiB on one or two CPUs, 4 MiB on four.
   for (int cpus : {1, 2, 4}) {
     const StagingShares s =
         StagingSharesFor(kDefaultStagingBudgetKb, cpus, FtraceShare::kBesideBpfScheduling, kChunk);
-    EXPECT_EQ(s.bpf_ring_kb, 4096u) << cpus << " CPUs";
+    EXPECT_EQ(s.bpf_ring_kb, cpus <= 2 ? 8192u : 4096u) << cpus << " CPUs";
     EXPECT_EQ(s.ftrace_buffer_kb, 2048u) << cpus << " CPUs";
     EXPECT_EQ(s.chunk_pool_chunks, 256u) << cpus << " CPUs";
+  }
+}
+
+TEST(StagingSharesTest, TheBpfRingsTakeTheSameFromTwoCpusToTwoHundredFiftySix) {
+  // The agent's memory must not grow with the machine's CPUs (issue 57):
+  // the BPF rings, counted in its cgroup and its own pages, are the default
+  // budget's half whatever the CPU count, until the floor.
+  for (int cpus : {2, 4, 8, 16, 32, 64, 128, 256}) {
+    const StagingShares s =
+        StagingSharesFor(kDefaultStagingBudgetKb, cpus, FtraceShare::kBesideBpfScheduling, kChunk);
+    EXPECT_EQ(uint64_t{s.bpf_ring_kb} * static_cast<uint64_t>(cpus), kDefaultStagingBudgetKb / 2)
+        << cpus << " CPUs";
   }
 }
 
