@@ -96,22 +96,32 @@ void BM_Memcpy(benchmark::State& state) {
 }
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond);
 
-void BM_Compress(benchmark::State& state) {
-  if (Trace().empty()) return state.SkipWithError("no recording (root, or RINGSIDE_BENCH_TRACE)");
+// Compresses `runs` (whole framed packets each) one Compress() call a run,
+// as many times as the state asks, with the codec and level of the
+// benchmark's first two arguments; `label` follows them in the label.
+void CompressRuns(benchmark::State& state, const std::vector<std::string_view>& runs,
+                  const std::string& label) {
   const PacketCompression c{static_cast<PacketCodec>(state.range(0)),
                             static_cast<int>(state.range(1))};
-  state.SetLabel(absl::StrCat(PacketCodecName(c.codec), " ", c.level));
+  state.SetLabel(absl::StrCat(PacketCodecName(c.codec), " ", c.level, label));
   absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
   if (!compressor.ok()) return state.SkipWithError(compressor.status().ToString().c_str());
   std::string out;
   const double start = ThreadCpuNs();
   for (auto _ : state) {
     out.clear();
-    if (!(*compressor)->Compress(Trace(), &out).ok()) return state.SkipWithError("compress");
+    for (std::string_view run : runs) {
+      if (!(*compressor)->Compress(run, &out).ok()) return state.SkipWithError("compress");
+    }
     benchmark::DoNotOptimize(out.data());
   }
   SetCounters(state, ThreadCpuNs() - start,
               static_cast<double>(out.size()) / static_cast<double>(Trace().size()));
+}
+
+void BM_Compress(benchmark::State& state) {
+  if (Trace().empty()) return state.SkipWithError("no recording (root, or RINGSIDE_BENCH_TRACE)");
+  CompressRuns(state, {Trace()}, "");
 }
 BENCHMARK(BM_Compress)
     ->Args({static_cast<int>(PacketCodec::kDeflate), 1})
@@ -149,26 +159,10 @@ std::vector<std::string_view> Batches(size_t batch) {
 
 void BM_CompressBatches(benchmark::State& state) {
   if (Trace().empty()) return state.SkipWithError("no recording (root, or RINGSIDE_BENCH_TRACE)");
-  const PacketCompression c{static_cast<PacketCodec>(state.range(0)),
-                            static_cast<int>(state.range(1))};
   const size_t batch = static_cast<size_t>(state.range(2)) << 10;
-  state.SetLabel(
-      absl::StrCat(PacketCodecName(c.codec), " ", c.level, ", ", batch >> 10, " KiB batches"));
   const std::vector<std::string_view> runs = Batches(batch);
   if (runs.empty()) return state.SkipWithError("the recording's packets do not parse");
-  absl::StatusOr<std::unique_ptr<PacketCompressor>> compressor = PacketCompressor::Create(c);
-  if (!compressor.ok()) return state.SkipWithError(compressor.status().ToString().c_str());
-  std::string out;
-  const double start = ThreadCpuNs();
-  for (auto _ : state) {
-    out.clear();
-    for (std::string_view run : runs) {
-      if (!(*compressor)->Compress(run, &out).ok()) return state.SkipWithError("compress");
-    }
-    benchmark::DoNotOptimize(out.data());
-  }
-  SetCounters(state, ThreadCpuNs() - start,
-              static_cast<double>(out.size()) / static_cast<double>(Trace().size()));
+  CompressRuns(state, runs, absl::StrCat(", ", batch >> 10, " KiB batches"));
   state.counters["batches"] = static_cast<double>(runs.size());
 }
 void BatchSizes(benchmark::internal::Benchmark* b) {
