@@ -402,9 +402,9 @@ TEST(BadConfigsTest, SizesBetweenPagesAreRoundedUpInTheEffectiveConfig) {
   const uint32_t page_kb = static_cast<uint32_t>(sysconf(_SC_PAGESIZE) / 1024);
   EXPECT_EQ(cfg->data_sources(0).config().bpf_config().ring_size_kb(), std::max(8u, page_kb));
   // 0: unset, the budget's share for this machine's CPUs.
-  EXPECT_EQ(cfg->data_sources(1).config().bpf_config().ring_size_kb(),
-            StagingSharesFor(kDefaultStagingBudgetKb, PossibleCpus(), FtraceShare::kAlone)
-                .bpf_ring_kb);
+  EXPECT_EQ(
+      cfg->data_sources(1).config().bpf_config().ring_size_kb(),
+      StagingSharesFor(kDefaultStagingBudgetKb, PossibleCpus(), FtraceShare::kAlone).bpf_ring_kb);
   // The largest sizes stay what they are.
   cfg = ParseConfig(
       "buffers { size_kb: 4194300 }\n"
