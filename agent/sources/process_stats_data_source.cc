@@ -71,12 +71,17 @@ void ProcessStatsDataSource::Sample() {
   while (const dirent* e = readdir(dir.get())) {
     int32_t pid = 0;
     if (!absl::SimpleAtoi(e->d_name, &pid) || pid <= 0) continue;
-    base::ScopedFd pid_dir(openat(proc_.get(), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!pid_dir.valid() || !ReadOf(pid_dir.get(), "statm")) continue;
+    // statm only filters (most pids are kernel threads, with no memory):
+    // read by path, it costs one open where the process's directory costs
+    // two. What is written is read through the directory, all of one
+    // process even if its pid is reused meanwhile.
+    statm_path_.assign(e->d_name).append("/statm");
+    if (!ReadOf(proc_.get(), statm_path_.c_str())) continue;
     seen_.fetch_add(1, std::memory_order_relaxed);
     const std::optional<uint64_t> pages = ResidentPagesOfStatm(text_);
     if (!pages.has_value() || *pages * page_kb_ < config_.min_rss_kb) continue;
-    if (!ReadOf(pid_dir.get(), "status")) continue;
+    base::ScopedFd pid_dir(openat(proc_.get(), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!pid_dir.valid() || !ReadOf(pid_dir.get(), "status")) continue;
     const ProcessMemory m = ParseProcessStatus(text_);
     int64_t oom_score_adj = 0;
     const bool adj = ReadOf(pid_dir.get(), "oom_score_adj") &&

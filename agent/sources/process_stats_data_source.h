@@ -45,14 +45,15 @@ class ProcessStatsDataSource : public PolledSource {
   absl::Time NextDue() const override { return next_; }
   bool Poll(absl::Time now, bool all) override;
   void Sample();
-  // The text of /proc/PID/<file> into text_, from `dir` (the process's
-  // directory); false when it is gone.
+  // The text of `file` under `dir` (/proc/PID/<file> from the process's
+  // directory, or PID/<file> from /proc) into text_; false when it is gone.
   bool ReadOf(int dir, const char* file);
 
   const Config config_;
   const uint64_t page_kb_;
   base::ScopedFd proc_;
   std::string text_;
+  std::string statm_path_;  // PID/statm, kept for its capacity.
   absl::Time next_ = absl::InfinitePast();
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> seen_{0};
