@@ -61,6 +61,13 @@ void StackSampleWriter::Write(absl::Span<const bpf::Record> records) {
       if (callstack == 0) continue;
       samples_.push_back({c.h.ts_ns, c.h.cpu, c.pid, c.tgid, !f.kernel.empty(), kCpuTimeCounterIid,
                           1'000'000'000 / config_.cpu_hz, callstack});
+    } else if (r.type == RS_EV_PROCESS_FORK) {
+      // In the order of the stacks around it: a child's stacks are named
+      // from its parent's maps until it execs.
+      const rs_process_fork& f = r.fork();
+      if (f.child_pid == f.child_tgid) namer_->ProcessForked(f.parent_tgid, f.child_tgid);
+    } else if (r.type == RS_EV_PROCESS_EXEC) {
+      namer_->ProcessExeced(r.exec().tgid);
     }
   }
   // What the samples refer to reaches the store before they reach a chunk.
@@ -141,7 +148,7 @@ void StackSampleWriter::InternStack(absl::Span<const uint64_t> ips, bool user, i
     // the instruction before it (which a function that ends in a call to
     // a function that never returns has only there).
     const uint64_t ip = i == 0 ? ips[i] : ips[i] - 1;
-    named.push_back(user ? namer_->User(tgid, ip) : namer_->Kernel(ip));
+    named.push_back(user ? namer_->User(tgid, ip, i == 0) : namer_->Kernel(ip));
   }
   size_t innermost = 0;
   if (!user) {

@@ -30,8 +30,14 @@ class FrameNamer {
   };
   virtual ~FrameNamer() = default;
   virtual Frame Kernel(uint64_t ip) = 0;
-  // `ip` in process `tgid`'s address space.
-  virtual Frame User(int32_t tgid, uint64_t ip) = 0;
+  // `ip` in process `tgid`'s address space: the address the thread ran
+  // (`innermost`), or a caller's return address minus 1.
+  virtual Frame User(int32_t tgid, uint64_t ip, bool innermost) = 0;
+  // Process `child_tgid` was forked from `parent_tgid`: it maps what its
+  // parent did.
+  virtual void ProcessForked(int32_t /*parent_tgid*/, int32_t /*child_tgid*/) {}
+  // Process `tgid` ran execve: it maps another program.
+  virtual void ProcessExeced(int32_t) {}
   // Process `tgid` exited: what is kept of it can go.
   virtual void ForgetProcess(int32_t) {}
   // The symbol tables and caches held, for status.

@@ -55,13 +55,15 @@ class SystemFrameNamer : public FrameNamer {
     return f;
   }
 
-  Frame User(int32_t tgid, uint64_t ip) override {
+  Frame User(int32_t tgid, uint64_t ip, bool innermost) override {
     if (!user_unnamed_reason_.empty()) {
       Frame f;
       f.rel_pc = ip;
       return f;
     }
-    const UserFrame u = user_.Symbolize(tgid, ip);
+    const UserFrame u = user_.Symbolize(
+        tgid, ip,
+        innermost ? UserSymbolizer::Position::kInnermost : UserSymbolizer::Position::kCaller);
     Frame f;
     f.rel_pc = u.has_mapping ? u.rel_pc : ip;
     if (!u.has_mapping) return f;
@@ -75,6 +77,10 @@ class SystemFrameNamer : public FrameNamer {
     return f;
   }
 
+  void ProcessForked(int32_t parent_tgid, int32_t child_tgid) override {
+    user_.ProcessForked(parent_tgid, child_tgid);
+  }
+  void ProcessExeced(int32_t tgid) override { user_.ProcessExeced(tgid); }
   void ForgetProcess(int32_t tgid) override { user_.ForgetProcess(tgid); }
 
   size_t memory_bytes() const override {

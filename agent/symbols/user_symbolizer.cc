@@ -24,19 +24,25 @@ internal::FileIdentity IdentityOf(const struct stat& st) {
 UserSymbolizer::UserSymbolizer(Options options)
     : options_(std::move(options)), cache_(options_.cache_bytes) {}
 
-UserFrame UserSymbolizer::Symbolize(pid_t pid, uint64_t pc) {
+UserFrame UserSymbolizer::Symbolize(pid_t pid, uint64_t pc, Position position) {
   UserFrame frame;
-  auto [it, added] = processes_.try_emplace(pid);
-  ProcessState* process = &it->second;
+  ProcessState* process = &Process(pid);
   process->last_used = ++uses_;
-  if (added) ReadMaps(pid, process);
-  const MapsEntry* entry = process->maps.Find(pc);
-  if (entry == nullptr &&
-      std::chrono::steady_clock::now() - process->read_at >= options_.min_maps_refresh) {
-    ReadMaps(pid, process);  // a library loaded since the last read
-    entry = process->maps.Find(pc);
+  AddressSpace* space = process->space.get();
+  // A space shared with a process whose maps could not be read (gone by
+  // then) is read again from this one's.
+  if (!space->read || (!space->readable && space->read_from != pid)) {
+    space = ReadMaps(pid, process, /*own=*/false);
   }
-  // Erasing others moves no element of the map: `process` and `entry` stay.
+  const MapsEntry* entry = space->maps.Find(pc);
+  if (entry == nullptr && position == Position::kInnermost &&
+      (space->read_from != pid ||
+       std::chrono::steady_clock::now() - space->read_at >= options_.min_maps_refresh)) {
+    space = ReadMaps(pid, process, /*own=*/true);  // a library loaded since the last read
+    entry = space->maps.Find(pc);
+  }
+  // Erasing others moves no element of the map, and `process` holds its
+  // space: `process`, `space` and `entry` stay.
   if (process_bytes_ > options_.max_process_bytes) TrimProcesses(pid);
   if (entry == nullptr) {
     ++stats_.frames_unmapped;
@@ -49,15 +55,63 @@ UserFrame UserSymbolizer::Symbolize(pid_t pid, uint64_t pc) {
   frame.mapping.path = entry->path;
   frame.mapping.deleted = entry->deleted;
   frame.rel_pc = pc - entry->start + entry->pgoff;
-  const size_t index = static_cast<size_t>(entry - process->maps.entries().data());
+  const size_t index = static_cast<size_t>(entry - space->maps.entries().data());
   const ElfFile* file =
-      entry->kind == MapsEntry::Kind::kFile ? ResolveFile(pid, process, index) : nullptr;
+      entry->kind == MapsEntry::Kind::kFile ? ResolveFile(pid, space, index) : nullptr;
   if (file == nullptr) {
     ++stats_.frames_unnamed;
     return frame;
   }
-  NameFrame(*file, process->mappings[index].handle, &frame);
+  NameFrame(*file, space->mappings[index].handle, &frame);
   return frame;
+}
+
+UserSymbolizer::ProcessState& UserSymbolizer::Process(pid_t pid) {
+  auto [it, added] = processes_.try_emplace(pid);
+  if (added) {
+    process_bytes_ += kProcessBytes;
+    it->second.space = NewSpace();
+  }
+  return it->second;
+}
+
+void UserSymbolizer::Erase(absl::flat_hash_map<pid_t, ProcessState>::iterator it) {
+  Release(&it->second.space);
+  process_bytes_ -= kProcessBytes;
+  processes_.erase(it);
+}
+
+std::shared_ptr<UserSymbolizer::AddressSpace> UserSymbolizer::NewSpace() {
+  ++spaces_;
+  auto space = std::make_shared<AddressSpace>();
+  SetSpaceBytes(space.get(), kSpaceBytes);
+  return space;
+}
+
+void UserSymbolizer::Release(std::shared_ptr<AddressSpace>* space) {
+  if (*space == nullptr) return;
+  if (space->use_count() == 1) {
+    process_bytes_ -= (*space)->bytes;
+    --spaces_;
+  }
+  space->reset();
+}
+
+void UserSymbolizer::ProcessForked(pid_t parent, pid_t child) {
+  if (parent == child || processes_.contains(child)) return;
+  std::shared_ptr<AddressSpace> space = Process(parent).space;
+  ProcessState& state = processes_[child];
+  process_bytes_ += kProcessBytes;
+  state.space = std::move(space);
+  state.last_used = ++uses_;
+  if (process_bytes_ > options_.max_process_bytes) TrimProcesses(child);
+}
+
+void UserSymbolizer::ProcessExeced(pid_t pid) {
+  ProcessState& process = Process(pid);
+  if (!process.space->read && process.space.use_count() == 1) return;  // nothing to forget
+  Release(&process.space);
+  process.space = NewSpace();
 }
 
 void UserSymbolizer::NameFrame(const ElfFile& file, const internal::ElfCache::Handle& handle,
@@ -79,24 +133,34 @@ void UserSymbolizer::NameFrame(const ElfFile& file, const internal::ElfCache::Ha
   ++stats_.frames_named;
 }
 
-void UserSymbolizer::ReadMaps(pid_t pid, ProcessState* process) {
+UserSymbolizer::AddressSpace* UserSymbolizer::ReadMaps(pid_t pid, ProcessState* process, bool own) {
+  if (own && process->space.use_count() > 1) {
+    // The others keep what they share.
+    Release(&process->space);
+    process->space = NewSpace();
+  }
+  AddressSpace* space = process->space.get();
   ++stats_.maps_reads;
-  process->read_at = std::chrono::steady_clock::now();
+  space->read = true;
+  space->read_from = pid;
+  space->read_at = std::chrono::steady_clock::now();
   absl::StatusOr<ProcessMaps> maps = ProcessMaps::Read(options_.proc_root, pid);
+  space->readable = maps.ok();
   if (!maps.ok()) {
     ++stats_.maps_unreadable;
-    process->maps = ProcessMaps();
+    space->maps = ProcessMaps();
   } else {
-    process->maps = *std::move(maps);
+    space->maps = *std::move(maps);
   }
-  process->mappings.assign(process->maps.entries().size(), MappingState());
-  SetProcessBytes(
-      process, process->maps.memory_bytes() + process->mappings.capacity() * sizeof(MappingState));
+  space->mappings.assign(space->maps.entries().size(), MappingState());
+  SetSpaceBytes(space, kSpaceBytes + space->maps.memory_bytes() +
+                           space->mappings.capacity() * sizeof(MappingState));
+  return space;
 }
 
-void UserSymbolizer::SetProcessBytes(ProcessState* process, size_t bytes) {
-  process_bytes_ = process_bytes_ - process->bytes + bytes;
-  process->bytes = bytes;
+void UserSymbolizer::SetSpaceBytes(AddressSpace* space, size_t bytes) {
+  process_bytes_ = process_bytes_ - space->bytes + bytes;
+  space->bytes = bytes;
 }
 
 void UserSymbolizer::TrimProcesses(pid_t keep) {
@@ -108,17 +172,17 @@ void UserSymbolizer::TrimProcesses(pid_t keep) {
         oldest = it;
       }
     }
-    process_bytes_ -= oldest->second.bytes;
-    processes_.erase(oldest);
+    Erase(oldest);
     ++stats_.processes_evicted;
   }
 }
 
-const ElfFile* UserSymbolizer::ResolveFile(pid_t pid, ProcessState* process, size_t index) {
-  MappingState& state = process->mappings[index];
+const ElfFile* UserSymbolizer::ResolveFile(pid_t pid, AddressSpace* space, size_t index) {
+  MappingState& state = space->mappings[index];
   switch (state.status) {
     case MappingState::Status::kUnreadable:
-      return nullptr;
+      if (state.failed_for == pid) return nullptr;
+      break;
     case MappingState::Status::kRead:
       if (cache_.Valid(state.handle)) return &cache_.Use(state.handle);
       // Something was evicted since: find it again (perhaps still there,
@@ -131,10 +195,11 @@ const ElfFile* UserSymbolizer::ResolveFile(pid_t pid, ProcessState* process, siz
       break;
   }
   const size_t key_bytes = HeapBytes(state.cache_key);
-  const bool loaded = LoadFile(pid, process->maps.entries()[index], &state);
-  SetProcessBytes(process, process->bytes - key_bytes + HeapBytes(state.cache_key));
+  const bool loaded = LoadFile(pid, space->maps.entries()[index], &state);
+  SetSpaceBytes(space, space->bytes - key_bytes + HeapBytes(state.cache_key));
   if (!loaded) {
     state.status = MappingState::Status::kUnreadable;
+    state.failed_for = pid;
     return nullptr;
   }
   state.status = MappingState::Status::kRead;
@@ -153,7 +218,12 @@ bool UserSymbolizer::LoadFile(pid_t pid, const MapsEntry& entry, MappingState* s
     state->cache_key = cache_.KeyOf(state->handle);
     return true;
   }
-  absl::StatusOr<ElfFile> file = ElfFile::Read(mapped->fd.get(), entry.path);
+  absl::StatusOr<base::ScopedFd> fd = mapped->OpenForReading();
+  if (!fd.ok()) {
+    ++stats_.mappings_unreadable;
+    return false;
+  }
+  absl::StatusOr<ElfFile> file = ElfFile::Read(fd->get(), entry.path);
   if (!file.ok()) {
     ++stats_.mappings_unreadable;
     return false;
@@ -177,13 +247,13 @@ bool UserSymbolizer::LoadFile(pid_t pid, const MapsEntry& entry, MappingState* s
 void UserSymbolizer::ForgetProcess(pid_t pid) {
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
-  process_bytes_ -= it->second.bytes;
-  processes_.erase(it);
+  Erase(it);
 }
 
 size_t UserSymbolizer::memory_bytes() const {
+  // The table's empty slots, beside what process_bytes_ counts.
   return sizeof(*this) + cache_.memory_bytes() +
-         processes_.capacity() * (sizeof(pid_t) + sizeof(ProcessState)) + process_bytes_;
+         (processes_.capacity() - processes_.size()) * kProcessBytes + process_bytes_;
 }
 
 }  // namespace ringside::agent

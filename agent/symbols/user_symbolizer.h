@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,7 +78,8 @@ struct UserSymbolizerStats {
   uint64_t frames_unnamed = 0;
   uint64_t frames_unmapped = 0;  // in no mapping, even after a re-read
   // Files that could not be read (gone, not regular, too large, not the
-  // mapped inode, a libelf error), once per mapping and read of the maps.
+  // mapped inode, a libelf error), once per mapping, read of the maps and
+  // process that tried.
   uint64_t mappings_unreadable = 0;
   // Symbol tables larger than the whole cache: left unnamed.
   uint64_t tables_over_budget = 0;
@@ -96,16 +98,26 @@ struct UserSymbolizerStats {
 // and rel_pc that let Perfetto's offline symbolizer name it later.
 //
 // Caches:
-//   - per pid, the parsed maps and, per mapping, its resolved ELF file;
-//     re-read when an address falls in no mapping (a dlopen since), at most
-//     once per min_maps_refresh; dropped by ForgetProcess (call it when the
-//     process exits). All processes' together are bounded by
-//     max_process_bytes: past it the least recently symbolized go (an exit
-//     that was missed, a lost record, must not leak), and are read again
-//     if they come back.
+//   - per address space, the parsed maps and, per mapping, its resolved ELF
+//     file. A process forked from another (ProcessForked) shares its
+//     parent's until it execs (ProcessExeced) or maps something the parent
+//     had not: a thousand workers forked from one server read one maps file
+//     and open each library once, not a thousand times. The maps are read
+//     on the first frame of a space, and read again (by that process, into
+//     a space of its own) when an innermost frame, the address the thread
+//     ran, falls in no mapping: a library loaded since. A caller's return
+//     address in no mapping does not: without frame pointers the chain of
+//     callers is garbage past the first frames, and reading the maps again
+//     for each would cost far more than the rare library it could find.
+//     At most once per min_maps_refresh per process. A process is dropped
+//     by ForgetProcess (call it when the process exits). All spaces
+//     together are bounded by max_process_bytes: past it the least
+//     recently symbolized processes go (an exit that was missed, a lost
+//     record, must not leak), and are read again if they come back.
 //   - per ELF file, the parsed tables in an LRU (internal::ElfCache) bounded
 //     by cache_bytes, shared by every process mapping the same file (by
-//     build id, else by dev/inode/mtime/size).
+//     build id, else by dev/inode/mtime/size; a file already there is
+//     found by what fstat says of it, before it is opened for reading).
 //
 // Files are opened as internal::OpenMappedFile says (map_files, else the
 // process's root through openat2 RESOLVE_IN_ROOT; regular files only, at
@@ -119,8 +131,8 @@ class UserSymbolizer {
   struct Options {
     std::string proc_root = "/proc";  // tests give a tree of their own
     size_t cache_bytes = 64 << 20;
-    // The processes' maps and mapping states, all together; one process
-    // larger than this is still held, alone.
+    // The processes' maps, mapping states and entries, all together; one
+    // process larger than this is still held, alone.
     size_t max_process_bytes = 32 << 20;
     uint64_t max_binary_bytes = uint64_t{1} << 30;
     std::chrono::milliseconds min_maps_refresh{100};
@@ -129,21 +141,36 @@ class UserSymbolizer {
   UserSymbolizer() : UserSymbolizer(Options()) {}
   explicit UserSymbolizer(Options options);
 
-  // Names `pc` in process `pid`. For every frame but the innermost, pass the
-  // return address minus 1, as libunwindstack does before computing its
-  // rel_pc: a call that is the last instruction of a function returns past
-  // its end. Never fails; what it could not do is counted in stats().
-  UserFrame Symbolize(pid_t pid, uint64_t pc);
+  // Where a frame lies in its stack: the innermost is the address the
+  // thread ran, a caller's a return address.
+  enum class Position : uint8_t { kInnermost, kCaller };
 
-  // Drops what is held for `pid` (its maps and mapping states).
+  // Names `pc` in process `pid`. For a caller, pass the return address
+  // minus 1, as libunwindstack does before computing its rel_pc: a call
+  // that is the last instruction of a function returns past its end.
+  // Never fails; what it could not do is counted in stats().
+  UserFrame Symbolize(pid_t pid, uint64_t pc, Position position = Position::kInnermost);
+
+  // Process `child` was forked from `parent` (a new process, not a
+  // thread): it maps what its parent mapped, and shares its parent's space
+  // (read when either first needs it). Nothing when `child` is known
+  // already: its exec, or a frame of its, came first.
+  void ProcessForked(pid_t parent, pid_t child);
+  // Process `pid` ran execve: it maps another program now, read afresh.
+  void ProcessExeced(pid_t pid);
+  // Drops what is held for `pid` (its maps and mapping states, unless
+  // processes forked from it, or it from, share them).
   void ForgetProcess(pid_t pid);
 
   const UserSymbolizerStats& stats() const { return stats_; }
   size_t process_count() const { return processes_.size(); }
+  // Distinct address spaces held (processes forked from one another share
+  // one).
+  size_t space_count() const { return spaces_; }
   // The heap held: the ELF cache, and each process's maps and states. O(1).
   size_t memory_bytes() const;
-  // The processes' part of it (at most Options::max_process_bytes, unless
-  // one process alone is larger).
+  // The processes' part of it: their spaces, and each process's entry (at
+  // most Options::max_process_bytes, unless one process alone is larger).
   size_t process_memory_bytes() const { return process_bytes_; }
   // The ELF cache's part of it (at most Options::cache_bytes).
   size_t cache_memory_bytes() const { return cache_.memory_bytes(); }
@@ -153,32 +180,57 @@ class UserSymbolizer {
   struct MappingState {
     enum class Status : uint8_t { kUnread, kRead, kUnreadable };
     Status status = Status::kUnread;
+    // kUnreadable through this process's /proc: another that shares the
+    // space tries its own (this one may be gone, the file still mapped).
+    pid_t failed_for = 0;
     std::string cache_key;  // ElfCache key, to find it again once evicted
     internal::ElfCache::Handle handle;
   };
-  struct ProcessState {
+  // What one process maps, or several forked from one another.
+  struct AddressSpace {
+    bool read = false;  // Its maps were read, or tried.
+    bool readable = false;
+    pid_t read_from = 0;  // Whose /proc/PID/maps they are.
     ProcessMaps maps;
     std::vector<MappingState> mappings;  // parallel to maps.entries()
     std::chrono::steady_clock::time_point read_at;
-    size_t bytes = 0;        // Its share of process_bytes_.
-    uint64_t last_used = 0;  // uses_ at its last Symbolize().
+    size_t bytes = 0;  // Its share of process_bytes_.
+  };
+  struct ProcessState {
+    std::shared_ptr<AddressSpace> space;
+    uint64_t last_used = 0;  // uses_ at its last Symbolize() or fork.
   };
 
-  void ReadMaps(pid_t pid, ProcessState* process);
+  // A process's slot in processes_, and a space's allocation (the
+  // shared_ptr's counts beside it): counted in process_bytes_ with the maps.
+  static constexpr size_t kProcessBytes = sizeof(pid_t) + sizeof(ProcessState);
+  static constexpr size_t kSpaceBytes = sizeof(AddressSpace) + 16;
+
+  // `pid`'s state, with a space of its own (unread) when it was unknown.
+  ProcessState& Process(pid_t pid);
+  void Erase(absl::flat_hash_map<pid_t, ProcessState>::iterator it);
+  std::shared_ptr<AddressSpace> NewSpace();
+  // Lets go of `space`, and of its bytes when no other process holds it.
+  void Release(std::shared_ptr<AddressSpace>* space);
+  // Reads `pid`'s maps into its space: the one it shares, as its family's
+  // maps, or (`own`) one of its own.
+  AddressSpace* ReadMaps(pid_t pid, ProcessState* process, bool own);
   // Forgets the least recently used processes but `keep` while the
-  // processes take more than max_process_bytes.
+  // spaces take more than max_process_bytes.
   void TrimProcesses(pid_t keep);
-  void SetProcessBytes(ProcessState* process, size_t bytes);
+  void SetSpaceBytes(AddressSpace* space, size_t bytes);
   // The cached file of mapping `index`, reading it if need be; null when
   // it cannot be read.
-  const ElfFile* ResolveFile(pid_t pid, ProcessState* process, size_t index);
+  const ElfFile* ResolveFile(pid_t pid, AddressSpace* space, size_t index);
   bool LoadFile(pid_t pid, const MapsEntry& entry, MappingState* state);
   void NameFrame(const ElfFile& file, const internal::ElfCache::Handle& handle, UserFrame* frame);
 
   const Options options_;
   internal::ElfCache cache_;
   absl::flat_hash_map<pid_t, ProcessState> processes_;
-  size_t process_bytes_ = 0;  // The sum of their `bytes`.
+  size_t spaces_ = 0;  // Distinct spaces the processes hold.
+  // The spaces' `bytes`, and kProcessBytes a process.
+  size_t process_bytes_ = 0;
   uint64_t uses_ = 0;
   UserSymbolizerStats stats_;
 };

@@ -16,9 +16,9 @@ namespace ringside::agent::internal {
 namespace {
 
 // Checks that `path_fd` (O_PATH) is a regular file of at most `max_bytes`,
-// with inode `want_inode` unless 0, and opens it for reading.
-absl::StatusOr<MappedFile> ReopenRegularFile(base::ScopedFd path_fd, const std::string& what,
-                                             uint64_t max_bytes, uint64_t want_inode) {
+// with inode `want_inode` unless 0.
+absl::StatusOr<MappedFile> CheckRegularFile(base::ScopedFd path_fd, const std::string& what,
+                                            uint64_t max_bytes, uint64_t want_inode) {
   MappedFile file;
   if (fstat(path_fd.get(), &file.st) != 0) return base::ErrnoStatus("fstat " + what);
   if (!S_ISREG(file.st.st_mode)) {
@@ -34,12 +34,8 @@ absl::StatusOr<MappedFile> ReopenRegularFile(base::ScopedFd path_fd, const std::
                                                      " bytes, over the ", max_bytes,
                                                      " a binary may have to be read"));
   }
-  // An O_PATH descriptor is reopened through its magic link: the same file,
-  // with no path looked up again.
-  const std::string self = absl::StrCat("/proc/self/fd/", path_fd.get());
-  file.fd.reset(base::RetryOnEintr(
-      [&] { return open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK); }));
-  if (!file.fd) return base::ErrnoStatus("opening " + what);
+  file.path_fd = std::move(path_fd);
+  file.what = what;
   return file;
 }
 
@@ -50,7 +46,7 @@ absl::StatusOr<MappedFile> OpenThroughMapFiles(const std::string& proc_root, pid
   base::ScopedFd path_fd(
       base::RetryOnEintr([&] { return open(link.c_str(), O_PATH | O_CLOEXEC); }));
   if (!path_fd) return base::ErrnoStatus("opening " + link);
-  return ReopenRegularFile(std::move(path_fd), link, max_bytes, /*want_inode=*/0);
+  return CheckRegularFile(std::move(path_fd), link, max_bytes, /*want_inode=*/0);
 }
 
 absl::StatusOr<MappedFile> OpenInRoot(const std::string& proc_root, pid_t pid,
@@ -68,10 +64,19 @@ absl::StatusOr<MappedFile> OpenInRoot(const std::string& proc_root, pid_t pid,
         syscall(SYS_openat2, root_fd.get(), mapping.path.c_str(), &how, sizeof(how)));
   }));
   if (!path_fd) return base::ErrnoStatus("openat2 " + what);
-  return ReopenRegularFile(std::move(path_fd), what, max_bytes, mapping.inode);
+  return CheckRegularFile(std::move(path_fd), what, max_bytes, mapping.inode);
 }
 
 }  // namespace
+
+absl::StatusOr<base::ScopedFd> MappedFile::OpenForReading() const {
+  // An O_PATH descriptor is reopened through its magic link.
+  const std::string self = absl::StrCat("/proc/self/fd/", path_fd.get());
+  base::ScopedFd fd(base::RetryOnEintr(
+      [&] { return open(self.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK); }));
+  if (!fd) return base::ErrnoStatus("opening " + what);
+  return fd;
+}
 
 absl::StatusOr<MappedFile> OpenMappedFile(const std::string& proc_root, pid_t pid,
                                           const MapsEntry& mapping, uint64_t max_bytes) {

@@ -13,10 +13,16 @@
 
 namespace ringside::agent::internal {
 
-// A file a process has mapped, open for reading, with what fstat() said of it.
+// A file a process has mapped, found (an O_PATH descriptor, which reads
+// nothing), with what fstat() said of it: enough to know it already read.
 struct MappedFile {
-  base::ScopedFd fd;
+  base::ScopedFd path_fd;
   struct stat st = {};
+  std::string what;  // How it was found, for errors.
+
+  // Opens it for reading, through its O_PATH descriptor: the same file,
+  // with no path looked up again.
+  absl::StatusOr<base::ScopedFd> OpenForReading() const;
 };
 
 // Opens the file of `mapping` (a kFile entry of `pid`'s maps) to read its
@@ -33,9 +39,10 @@ struct MappedFile {
 //      stays inside it, and /proc/self/... tricks fail. Its inode must be
 //      the one the maps line gives (a file replaced since is not read).
 //      Needs PTRACE_MODE_READ on the process and openat2 (Linux 5.6).
-// Either way the file is first opened O_PATH, so that nothing but a regular
-// file of at most `max_bytes` is ever opened for reading (a FIFO would
-// block, a device could act on open), then reopened through its O_PATH fd.
+// Either way the file is opened O_PATH, so that nothing but a regular file
+// of at most `max_bytes` is ever opened for reading (a FIFO would block, a
+// device could act on open): OpenForReading() does that, when the caller
+// has not read the file already.
 // Fails naming the pid and path: kNotFound (gone), kPermissionDenied,
 // kFailedPrecondition (not a regular file, or not the mapped inode),
 // kResourceExhausted (over max_bytes).

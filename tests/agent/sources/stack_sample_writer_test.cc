@@ -15,6 +15,7 @@
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/session/buffer_reader.h"
 #include "agent/writer/producer_buffer.h"
+#include "bpf/process_events.h"
 #include "bpf/stack_events.h"
 #include "buffer/durable_store.h"
 #include "buffer/trace_buffer.h"
@@ -44,7 +45,8 @@ class FakeNamer : public FrameNamer {
     f.function = Find(kernel, ip);
     return f;
   }
-  Frame User(int32_t, uint64_t ip) override {
+  Frame User(int32_t tgid, uint64_t ip, bool innermost) override {
+    calls.push_back(absl::StrCat("user ", tgid, " ", absl::Hex(ip), innermost ? " innermost" : ""));
     Frame f;
     f.mapping = "/usr/bin/prog";
     f.build_id = std::string("\xab\xcd\xef\x01\x23", 5);
@@ -55,6 +57,12 @@ class FakeNamer : public FrameNamer {
     f.function = Find(user, ip);
     return f;
   }
+  void ProcessForked(int32_t parent_tgid, int32_t child_tgid) override {
+    calls.push_back(absl::StrCat("fork ", parent_tgid, " ", child_tgid));
+  }
+  void ProcessExeced(int32_t tgid) override { calls.push_back(absl::StrCat("exec ", tgid)); }
+
+  std::vector<std::string> calls;  // What User and the process calls were told, in order.
 
  private:
   static std::string Find(const std::map<uint64_t, std::string>& table, uint64_t ip) {
@@ -295,6 +303,39 @@ TEST_F(StackSampleWriterTest, ACpuSampleWeighsOnePeriodOfCpuTime) {
                            "join stack_sample_counter_track k on k.id = v.track_id"),
             (std::vector<std::vector<std::string>>{{"cpu_time", "20000000"}}));
   std::remove(path.c_str());
+}
+
+// The namer hears of forks and execs in the order of the stacks around
+// them, so that a child's frames are named from its parent's maps until it
+// execs; a thread's creation is no new process. Only a stack's innermost
+// user frame is the address a thread ran.
+TEST_F(StackSampleWriterTest, TheNamerHearsOfForksAndExecsBetweenTheStacksAroundThem) {
+  stacks_[1] = {0x401004, 0x402008};
+  MakeWriter();
+  rs_process_fork fork = {};
+  fork.h.type = RS_EV_PROCESS_FORK;
+  fork.parent_pid = fork.parent_tgid = 100;
+  fork.child_pid = fork.child_tgid = 200;
+  rs_process_fork thread = fork;
+  thread.parent_pid = thread.parent_tgid = 200;
+  thread.child_pid = 201;
+  thread.child_tgid = 200;
+  rs_process_exec exec = {};
+  exec.h.type = RS_EV_PROCESS_EXEC;
+  exec.pid = exec.tgid = 200;
+  Words before = Record(1'000, 200, kNoStack, 1, 10), after = Record(2'000, 200, kNoStack, 1, 10);
+  Blocked(before).tgid = Blocked(after).tgid = 200;
+  Blocked(after).h.ts_ns = 3'000;
+  after[sizeof(rs_stack_blocked) / 8] = 0x401100;  // another stack: not one remembered
+  const std::vector<bpf::Record> batch = {{RS_EV_PROCESS_FORK, &fork},
+                                          {RS_EV_PROCESS_FORK, &thread},
+                                          {RS_EV_STACK_BLOCKED, before.data()},
+                                          {RS_EV_PROCESS_EXEC, &exec},
+                                          {RS_EV_STACK_BLOCKED, after.data()}};
+  writer_->Write(batch);
+  EXPECT_EQ(namer_.calls, (std::vector<std::string>{
+                              "fork 100 200", "user 200 401004 innermost", "user 200 402007",
+                              "exec 200", "user 200 401100 innermost", "user 200 402007"}));
 }
 
 // The proof of "interned data survives the ring": a small ring that wraps

@@ -26,7 +26,7 @@ TEST(SystemFrameNamerTest, InTheHostsPidNamespaceUserFramesAreNamed) {
   if (geteuid() != 0) GTEST_SKIP() << "reading /proc/1/ns/pid needs root";
   std::unique_ptr<FrameNamer> namer = MakeSystemFrameNamer();
   EXPECT_EQ(namer->user_frames_unnamed_reason(), "");
-  const FrameNamer::Frame f = namer->User(getpid(), AddressToName());
+  const FrameNamer::Frame f = namer->User(getpid(), AddressToName(), true);
   EXPECT_EQ(f.function, "ringside::agent::(anonymous namespace)::FunctionToName(int)");
   EXPECT_NE(f.mapping, "");
 }
@@ -65,7 +65,7 @@ TEST(SystemFrameNamerTest, InAPidNamespaceOfItsOwnUserFramesStayUnnamedAndItSays
       _exit(13);
     }
     std::unique_ptr<FrameNamer> namer = MakeSystemFrameNamer();
-    const FrameNamer::Frame f = namer->User(host_pid, address);
+    const FrameNamer::Frame f = namer->User(host_pid, address, true);
     const std::string said = namer->user_frames_unnamed_reason() + "\n" + f.function + "\n" +
                              f.mapping + "\n" + std::to_string(f.rel_pc);
     if (write(out[1], said.data(), said.size()) != static_cast<ssize_t>(said.size())) _exit(14);

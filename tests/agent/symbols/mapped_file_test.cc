@@ -58,8 +58,10 @@ TEST_F(MappedFileTest, OpensTheContainersOwnFileUnderItsRoot) {
   const std::string lib = dir_.Write("container/usr/lib/libx.so", "library bytes");
   const auto file = Open(Mapping("/usr/lib/libx.so", Inode(lib)));
   ASSERT_TRUE(file.ok()) << file.status();
+  const absl::StatusOr<base::ScopedFd> fd = file->OpenForReading();
+  ASSERT_TRUE(fd.ok()) << fd.status();
   char buf[32] = {};
-  EXPECT_EQ(read(file->fd.get(), buf, sizeof(buf)), 13);
+  EXPECT_EQ(read(fd->get(), buf, sizeof(buf)), 13);
   EXPECT_EQ(std::string(buf), "library bytes");
   EXPECT_EQ(file->st.st_ino, Inode(lib));
 }

@@ -37,9 +37,11 @@ class UserSymbolizerTest : public ::testing::Test {
  protected:
   // Symbolize(), checking that it counted the frame in exactly one of
   // frames_named, frames_unnamed and frames_unmapped.
-  static UserFrame Symbolize(UserSymbolizer* s, pid_t pid, uint64_t pc) {
+  static UserFrame Symbolize(
+      UserSymbolizer* s, pid_t pid, uint64_t pc,
+      UserSymbolizer::Position position = UserSymbolizer::Position::kInnermost) {
     const uint64_t before = FramesCounted(*s);
-    UserFrame frame = s->Symbolize(pid, pc);
+    UserFrame frame = s->Symbolize(pid, pc, position);
     EXPECT_EQ(FramesCounted(*s), before + 1) << "pc 0x" << std::hex << pc;
     return frame;
   }
@@ -107,6 +109,12 @@ class UserSymbolizerFakeProcTest : public UserSymbolizerTest {
                         " r-xp 00000000 08:01 ", inode != 0 ? inode : st.st_ino, "   ", path, "\n");
   }
   void WriteMaps(const std::string& text) { dir_.Write("proc/4242/maps", text); }
+  // Another process of the fake /proc, with `maps` and the same root.
+  void AddProcess(pid_t pid, const std::string& maps) {
+    std::filesystem::create_directories(dir_.Path(absl::StrCat("proc/", pid)));
+    std::filesystem::create_directory_symlink("/", dir_.Path(absl::StrCat("proc/", pid, "/root")));
+    dir_.Write(absl::StrCat("proc/", pid, "/maps"), maps);
+  }
 
   // tiny_target in a binary built for the test; skips when none can be.
   bool BuildTiny(const std::string& name, const std::string& function, testing::NmSymbol* symbol) {
@@ -264,6 +272,114 @@ TEST_F(UserSymbolizerFakeProcTest, ForgetProcessDropsItsMaps) {
   symbolizer.ForgetProcess(kPid);
   EXPECT_EQ(symbolizer.process_count(), 0u);
   EXPECT_LT(symbolizer.memory_bytes(), with_process);
+}
+
+// Without frame pointers the callers past the first frames are garbage,
+// most of it in no mapping: reading the maps again for each would cost a
+// read per stack and find nothing.
+TEST_F(UserSymbolizerFakeProcTest, ACallerInNoMappingDoesNotRereadTheMaps) {
+  WriteMaps("10000-11000 r-xp 00000000 00:00 0 \n");
+  UserSymbolizer symbolizer(options_);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(
+        Symbolize(&symbolizer, kPid, 0x99000 + i, UserSymbolizer::Position::kCaller).has_mapping);
+  }
+  EXPECT_EQ(symbolizer.stats().maps_reads, 1u);
+  EXPECT_EQ(symbolizer.stats().frames_unmapped, 3u);
+}
+
+// A server's forked workers map what it mapped: one read of the maps, one
+// open of each file, for all of them.
+TEST_F(UserSymbolizerFakeProcTest, ForkedChildrenShareTheirParentsMapsUntilTheyExec) {
+  testing::NmSymbol target;
+  if (!BuildTiny("tiny", "tiny_target", &target)) GTEST_SKIP() << "no cc to build a test binary";
+  WriteMaps(MapsLine(kBase, dir_.Path("tiny")));
+  UserSymbolizer symbolizer(options_);
+  constexpr pid_t kChildren[] = {5001, 5002, 5003};
+  for (pid_t child : kChildren) symbolizer.ProcessForked(kPid, child);
+  EXPECT_EQ(symbolizer.space_count(), 1u);
+  // A child's frame reads the maps (its own: the parent has none of its
+  // own yet), and every other process of the family uses them.
+  AddProcess(5002, MapsLine(kBase, dir_.Path("tiny")));
+  const uint64_t pc = kBase + target.value - Symbolize(&symbolizer, 5002, kBase).mapping.load_bias;
+  for (pid_t pid : {kPid, kChildren[0], kChildren[1], kChildren[2]}) {
+    const UserFrame frame = Symbolize(&symbolizer, pid, pc);
+    EXPECT_EQ(frame.function_name, "tiny_target") << pid;
+  }
+  EXPECT_EQ(symbolizer.stats().maps_reads, 1u);
+  EXPECT_EQ(symbolizer.space_count(), 1u);
+  // One execs: it maps another program, and reads its own maps.
+  AddProcess(5001, "20000-21000 r-xp 00000000 00:00 0 \n");
+  symbolizer.ProcessExeced(5001);
+  EXPECT_EQ(symbolizer.space_count(), 2u);
+  EXPECT_EQ(Symbolize(&symbolizer, 5001, 0x20010).rel_pc, 0x10u);
+  EXPECT_FALSE(Symbolize(&symbolizer, 5001, pc, UserSymbolizer::Position::kCaller).has_mapping);
+  EXPECT_EQ(symbolizer.stats().maps_reads, 2u);
+  // Its fork, read late (another CPU's records), does not undo the exec.
+  symbolizer.ProcessForked(kPid, 5001);
+  EXPECT_FALSE(Symbolize(&symbolizer, 5001, pc, UserSymbolizer::Position::kCaller).has_mapping);
+  // The others still share theirs, whoever of them exits.
+  symbolizer.ForgetProcess(5002);
+  symbolizer.ForgetProcess(kPid);
+  EXPECT_EQ(Symbolize(&symbolizer, 5003, pc).function_name, "tiny_target");
+  EXPECT_EQ(symbolizer.stats().maps_reads, 2u);
+  symbolizer.ForgetProcess(5001);
+  symbolizer.ForgetProcess(5003);
+  EXPECT_EQ(symbolizer.process_count(), 0u);
+  EXPECT_EQ(symbolizer.space_count(), 0u);
+  EXPECT_EQ(symbolizer.process_memory_bytes(), 0u);
+}
+
+// A child that loaded a library its parent has not reads its own maps,
+// and leaves its family theirs.
+TEST_F(UserSymbolizerFakeProcTest, AChildsInnermostFrameInNoMappingGivesItMapsOfItsOwn) {
+  WriteMaps("10000-11000 r-xp 00000000 00:00 0 \n");
+  UserSymbolizer symbolizer(options_);
+  symbolizer.ProcessForked(kPid, 5001);
+  EXPECT_TRUE(Symbolize(&symbolizer, kPid, 0x10010).has_mapping);
+  AddProcess(5001, "10000-11000 r-xp 00000000 00:00 0 \n30000-31000 r-xp 00000000 00:00 0 \n");
+  EXPECT_TRUE(Symbolize(&symbolizer, 5001, 0x30010).has_mapping);
+  EXPECT_EQ(symbolizer.stats().maps_reads, 2u);
+  EXPECT_EQ(symbolizer.space_count(), 2u);
+  // The parent does not map it, and its maps were not touched.
+  EXPECT_FALSE(
+      Symbolize(&symbolizer, kPid, 0x30010, UserSymbolizer::Position::kCaller).has_mapping);
+  EXPECT_EQ(symbolizer.stats().maps_reads, 2u);
+}
+
+// A family's maps read from a process gone by then are read again from
+// the next of them that has a frame.
+TEST_F(UserSymbolizerFakeProcTest, MapsUnreadableFromOneOfAFamilyAreReadFromTheNext) {
+  WriteMaps("10000-11000 r-xp 00000000 00:00 0 \n");
+  UserSymbolizer symbolizer(options_);
+  symbolizer.ProcessForked(999999, 998888);
+  symbolizer.ProcessForked(999999, kPid);
+  EXPECT_FALSE(Symbolize(&symbolizer, 998888, 0x10010, UserSymbolizer::Position::kCaller)
+                   .has_mapping);  // gone
+  EXPECT_EQ(symbolizer.stats().maps_unreadable, 1u);
+  EXPECT_TRUE(Symbolize(&symbolizer, kPid, 0x10010, UserSymbolizer::Position::kCaller).has_mapping);
+  EXPECT_EQ(symbolizer.stats().maps_reads, 2u);
+}
+
+// The first of a family to name a frame may be gone by then, its files
+// with it; the next, alive, opens them through its own /proc.
+TEST_F(UserSymbolizerFakeProcTest, AFileUnreadableFromOneOfAFamilyIsOpenedByTheNext) {
+  testing::NmSymbol target;
+  if (!BuildTiny("tiny", "tiny_target", &target)) GTEST_SKIP() << "no cc to build a test binary";
+  WriteMaps(MapsLine(kBase, dir_.Path("tiny")));
+  UserSymbolizer symbolizer(options_);
+  symbolizer.ProcessForked(kPid, 5001);
+  // 5001 has its maps but no root to open files under: as if it had exited
+  // after its maps were read.
+  std::filesystem::create_directories(dir_.Path("proc/5001"));
+  dir_.Write("proc/5001/maps", MapsLine(kBase, dir_.Path("tiny")));
+  EXPECT_TRUE(Symbolize(&symbolizer, 5001, kBase + 0x10).function_name.empty());
+  EXPECT_TRUE(Symbolize(&symbolizer, 5001, kBase + 0x10).function_name.empty());
+  EXPECT_EQ(symbolizer.stats().mappings_unreadable, 1u);  // tried once
+  const UserFrame frame = Symbolize(&symbolizer, kPid, kBase + 0x10);
+  EXPECT_FALSE(frame.mapping.build_id.empty());
+  EXPECT_EQ(symbolizer.stats().mappings_unreadable, 1u);
+  EXPECT_EQ(symbolizer.stats().maps_reads, 1u);
 }
 
 // Processes whose exit was never seen (a lost record, a source without the
