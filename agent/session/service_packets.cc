@@ -188,6 +188,11 @@ void AddSourceStats(const SourceStats& s, trace::TraceStats* stats) {
     st->set_blocked_at_switch(s.stacks.blocked_at_switch);
     st->set_blocked_unsampled(s.stacks.blocked_unsampled);
     st->set_blocked_unsampled_ns(s.stacks.blocked_unsampled_ns);
+    st->set_user_frames_unmapped(s.stacks.user_frames_unmapped);
+    st->set_maps_reads(s.stacks.maps_reads);
+    st->set_maps_unreadable(s.stacks.maps_unreadable);
+    st->set_binaries_unreadable(s.stacks.binaries_unreadable);
+    st->set_processes_evicted(s.stacks.processes_evicted);
   }
   for (const DataSource::Loss& l : s.losses) {
     auto* loss = stats->add_ringside_staging_loss();

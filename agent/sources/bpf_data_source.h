@@ -161,7 +161,8 @@ class BpfDataSource : public DataSource {
   void SweepStalls(int64_t now_ns);
   // Reader thread: the stack writer's and the namer's figures, for stacks().
   void PublishStacks() {
-    stack_figures_.Publish(stacks_->stats(), namer_->memory_bytes(), stacks_->memory_bytes());
+    stack_figures_.Publish(stacks_->stats(), namer_->user_stats(), namer_->memory_bytes(),
+                           stacks_->memory_bytes());
   }
   uint64_t TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>& per_type, uint32_t cpu) const;
   // Looks the filter's cgroups up again and hands them to the programs;

@@ -125,6 +125,14 @@ class DataSource {
     // agent's heap, approximately.
     uint64_t symbol_bytes = 0;
     uint64_t interning_bytes = 0;
+    // Naming user frames (UserSymbolizerStats): frames in no mapping, maps
+    // read and unreadable, mappings whose binary was unreadable, processes
+    // forgotten for the budget.
+    uint64_t user_frames_unmapped = 0;
+    uint64_t maps_reads = 0;
+    uint64_t maps_unreadable = 0;
+    uint64_t binaries_unreadable = 0;
+    uint64_t processes_evicted = 0;
     // Blocked threads' stacks: blocks shorter than the period are sampled
     // (0: every block is taken); taken by the switch as threads leave, every
     // block (a kernel without kprobes); the shorter blocks not taken, and

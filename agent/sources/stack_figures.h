@@ -19,10 +19,11 @@ namespace ringside::agent {
 // Thread-safe: one thread publishes, any reads.
 class StackFigures {
  public:
-  // The reader's thread: copies `stats` and the memory of the namer's
-  // symbol tables and caches (`symbol_bytes`) and the writer's interning
-  // tables (`interning_bytes`).
-  void Publish(const StackSampleWriter::Stats& stats, size_t symbol_bytes, size_t interning_bytes);
+  // The reader's thread: copies `stats`, what naming user frames met
+  // (`user`), and the memory of the namer's symbol tables and caches
+  // (`symbol_bytes`) and the writer's interning tables (`interning_bytes`).
+  void Publish(const StackSampleWriter::Stats& stats, const UserSymbolizerStats& user,
+               size_t symbol_bytes, size_t interning_bytes);
 
   // The figures last published, `recorded` set; with blocked stacks, how
   // `maps` takes them (sampled below `blocked_period_ns`, or at the switch)
@@ -42,6 +43,11 @@ class StackFigures {
   std::atomic<uint64_t> symbol_bytes_{0};
   std::atomic<uint64_t> interning_bytes_{0};
   std::atomic<uint64_t> stacks_unreadable_{0};
+  std::atomic<uint64_t> user_frames_unmapped_{0};
+  std::atomic<uint64_t> maps_reads_{0};
+  std::atomic<uint64_t> maps_unreadable_{0};
+  std::atomic<uint64_t> binaries_unreadable_{0};
+  std::atomic<uint64_t> processes_evicted_{0};
 };
 
 }  // namespace ringside::agent

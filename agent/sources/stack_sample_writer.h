@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/types/span.h"
 #include "agent/descriptors/descriptor_tracker.h"
+#include "agent/symbols/user_symbolizer.h"
 #include "agent/writer/trace_writer.h"
 #include "bpf/records.h"
 #include "ringside/trace/trace_packet.pb.h"
@@ -42,6 +43,8 @@ class FrameNamer {
   virtual void ForgetProcess(int32_t) {}
   // The symbol tables and caches held, for status.
   virtual size_t memory_bytes() const { return 0; }
+  // What naming user frames met.
+  virtual UserSymbolizerStats user_stats() const { return {}; }
   // Why no user frame is named at all (empty: they are, as far as each
   // can be), said once at setup.
   virtual std::string user_frames_unnamed_reason() const { return ""; }

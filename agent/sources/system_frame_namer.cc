@@ -89,6 +89,7 @@ class SystemFrameNamer : public FrameNamer {
   }
 
   std::string user_frames_unnamed_reason() const override { return user_unnamed_reason_; }
+  UserSymbolizerStats user_stats() const override { return user_.stats(); }
 
  private:
   // Names as people read them, cached: a frame is named once per new

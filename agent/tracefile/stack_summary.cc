@@ -154,12 +154,18 @@ void StackSummarizer::AddLosses(const trace::TraceStats& stats) {
     }
   }
   summary_.blocked_period_ns = summary_.blocked_unsampled = summary_.blocked_unsampled_ns = 0;
+  summary_.user_frames_unmapped = summary_.maps_reads = summary_.maps_unreadable =
+      summary_.binaries_unreadable = 0;
   summary_.blocked_at_switch = false;
   for (const trace::TraceStats::StackStats& s : stats.ringside_stack_stats()) {
     summary_.blocked_period_ns = std::max(summary_.blocked_period_ns, s.blocked_period_ns());
     summary_.blocked_at_switch |= s.blocked_at_switch();
     summary_.blocked_unsampled += s.blocked_unsampled();
     summary_.blocked_unsampled_ns += s.blocked_unsampled_ns();
+    summary_.user_frames_unmapped += s.user_frames_unmapped();
+    summary_.maps_reads += s.maps_reads();
+    summary_.maps_unreadable += s.maps_unreadable();
+    summary_.binaries_unreadable += s.binaries_unreadable();
   }
 }
 

@@ -82,10 +82,16 @@ struct StackSummary {
   bool blocked_at_switch = false;
   uint64_t blocked_unsampled = 0;
   uint64_t blocked_unsampled_ns = 0;
+  // Naming user frames, from the same entries (summed): frames in no
+  // mapping, maps read and unreadable, binaries unreadable.
+  uint64_t user_frames_unmapped = 0;
+  uint64_t maps_reads = 0;
+  uint64_t maps_unreadable = 0;
+  uint64_t binaries_unreadable = 0;
 
   bool empty() const {
     return blocked.samples + cpu.samples + other_samples + frames_interned == 0 && losses.empty() &&
-           blocked_period_ns == 0 && !blocked_at_switch;
+           blocked_period_ns == 0 && !blocked_at_switch && maps_reads == 0;
   }
 };
 

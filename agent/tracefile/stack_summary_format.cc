@@ -149,6 +149,14 @@ std::string StacksToText(const StackSummary& s, TaskNamer names) {
       s.blocked.samples, Seconds(s.blocked.weight_ns), s.cpu.samples, Seconds(s.cpu.weight_ns));
   absl::StrAppendFormat(&out, "  frames: %u interned, %u without a function name\n",
                         s.frames_interned, s.frames_unnamed);
+  if (s.maps_reads > 0) {
+    absl::StrAppendFormat(&out,
+                          "  naming user frames: %u in no mapping (most, a frame-pointer chain "
+                          "broken past its first frames); %u maps read, %u unreadable (the "
+                          "process gone); %u binaries unreadable\n",
+                          s.user_frames_unmapped, s.maps_reads, s.maps_unreadable,
+                          s.binaries_unreadable);
+  }
   if (s.other_samples > 0) {
     absl::StrAppendFormat(&out, "  %u samples of another counter\n", s.other_samples);
   }
@@ -199,7 +207,12 @@ nlohmann::json StacksToJson(const StackSummary& s, TaskNamer names) {
            {{"period_ns", s.blocked_period_ns},
             {"at_switch", s.blocked_at_switch},
             {"unsampled", s.blocked_unsampled},
-            {"unsampled_ns", s.blocked_unsampled_ns}}}};
+            {"unsampled_ns", s.blocked_unsampled_ns}}},
+          {"user_naming",
+           {{"frames_unmapped", s.user_frames_unmapped},
+            {"maps_reads", s.maps_reads},
+            {"maps_unreadable", s.maps_unreadable},
+            {"binaries_unreadable", s.binaries_unreadable}}}};
 }
 
 }  // namespace ringside::agent

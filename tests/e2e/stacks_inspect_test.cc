@@ -58,11 +58,16 @@ TEST(StacksInspectTest, TopStacksShowWhereTheReaderWaitedAndWhereTheSpinnerRan) 
   EXPECT_TRUE(InTopStacks(inspect, "blocked", "wait_for_pipe_data")) << inspect["stacks"].dump(1);
   EXPECT_TRUE(InTopStacks(inspect, "cpu", "burn_cpu_in_hot_loop")) << inspect["stacks"].dump(1);
   EXPECT_GT(inspect["stacks"]["blocked"]["weight_ns"].get<uint64_t>(), 1'000'000'000u);
+  // Naming them read the workload's maps (and the other processes'), each
+  // counted in the file's trace_stats.
+  EXPECT_GE(inspect["stacks"]["user_naming"]["maps_reads"].get<uint64_t>(), 1u)
+      << inspect["stacks"].dump(1);
 
   const std::string text = testing::RunRingsideCapture({"inspect", "--top", "20", out}, &code);
   EXPECT_TRUE(absl::StrContains(text, "Top blocked stacks")) << text;
   EXPECT_TRUE(absl::StrContains(text, "[.] wait_for_pipe_data\n")) << text;
   EXPECT_TRUE(absl::StrContains(text, "[.] burn_cpu_in_hot_loop\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "  naming user frames: ")) << text;
   unlink(cfg.c_str());
   unlink(out.c_str());
   unlink(result.c_str());

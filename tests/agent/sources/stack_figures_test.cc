@@ -21,7 +21,13 @@ TEST(StackFiguresTest, AReportIsWhatWasPublishedLast) {
   st.generations = 2;
   st.remembered_stacks = 8;
   st.stacks_unreadable = 1;
-  figures.Publish(st, 5000, 600);
+  UserSymbolizerStats user;
+  user.frames_unmapped = 30;
+  user.maps_reads = 4;
+  user.maps_unreadable = 1;
+  user.mappings_unreadable = 2;
+  user.processes_evicted = 3;
+  figures.Publish(st, user, 5000, 600);
   const DataSource::StackReport r = figures.Report(bpf::StackMaps(), 0);
   EXPECT_EQ(r.blocked_samples, 9u);
   EXPECT_EQ(r.cpu_samples, 3u);
@@ -34,6 +40,11 @@ TEST(StackFiguresTest, AReportIsWhatWasPublishedLast) {
   EXPECT_EQ(r.symbol_bytes, 5000u);
   EXPECT_EQ(r.interning_bytes, 600u);
   EXPECT_EQ(figures.stacks_unreadable(), 1u);
+  EXPECT_EQ(r.user_frames_unmapped, 30u);
+  EXPECT_EQ(r.maps_reads, 4u);
+  EXPECT_EQ(r.maps_unreadable, 1u);
+  EXPECT_EQ(r.binaries_unreadable, 2u);
+  EXPECT_EQ(r.processes_evicted, 3u);
 }
 
 }  // namespace

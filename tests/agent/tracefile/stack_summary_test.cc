@@ -322,6 +322,28 @@ TEST(StackSummaryTest, SaysHowBlockedStacksWereTaken) {
                                 "blocked stacks: every block, taken as threads left the CPU"));
 }
 
+// Why user frames are unnamed, from the last trace_stats, summed over its
+// sources.
+TEST(StackSummaryTest, SaysWhatNamingUserFramesMet) {
+  StackSummarizer s;
+  TracePacket stats;
+  for (int i = 0; i < 2; i++) {
+    auto* st = stats.mutable_trace_stats()->add_ringside_stack_stats();
+    st->set_user_frames_unmapped(40);
+    st->set_maps_reads(7);
+    st->set_maps_unreadable(2);
+    st->set_binaries_unreadable(1);
+  }
+  s.AddPacket(stats);
+  const StackSummary summary = s.Finish(5);
+  EXPECT_TRUE(absl::StrContains(StacksToText(summary, NoNames),
+                                "naming user frames: 80 in no mapping (most, a frame-pointer "
+                                "chain broken past its first frames); 14 maps read, 4 unreadable "
+                                "(the process gone); 2 binaries unreadable"))
+      << StacksToText(summary, NoNames);
+  EXPECT_EQ(StacksToJson(summary, NoNames)["user_naming"]["maps_unreadable"], 4u);
+}
+
 TEST(StackSummaryTest, TextNamesTheThreadThatWeighsMostAndCutsLongRuns) {
   StackSummarizer s;
   Interned in = Workload();
