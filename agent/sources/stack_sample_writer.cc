@@ -138,9 +138,40 @@ uint64_t StackSampleWriter::CallstackOf(absl::Span<const uint64_t> kernel,
   return it->second;
 }
 
+void StackSampleWriter::InternKernelStack(absl::Span<const uint64_t> ips,
+                                          std::vector<uint64_t>* frame_iids) {
+  // Each address named once a generation (Kernel() runs a symbol search
+  // and copies strings, InternFrame() builds a key of them): a kernel
+  // address means the same in every process, and every new process's
+  // stacks repeat the same syscall paths.
+  size_t innermost = 0;
+  bool found_switch = false;
+  for (size_t i = 0; i < ips.size(); i++) {
+    const uint64_t ip = i == 0 ? ips[i] : ips[i] - 1;
+    auto [it, added] = kernel_by_ip_.try_emplace(ip);
+    if (added) it->second.is_switch = namer_->Kernel(ip).function == kSwitchFunction;
+    if (!found_switch && it->second.is_switch) {
+      innermost = i;
+      found_switch = true;
+    }
+  }
+  // Outermost first; the frames inside the switch (the tracing's own) left
+  // out. No entry is added below: the lookups stay valid.
+  for (size_t i = ips.size(); i > innermost; i--) {
+    const uint64_t ip = i - 1 == 0 ? ips[0] : ips[i - 1] - 1;
+    KernelFrame& k = kernel_by_ip_.find(ip)->second;
+    if (k.iid == 0) k.iid = InternFrame(namer_->Kernel(ip), true);
+    frame_iids->push_back(k.iid);
+  }
+}
+
 void StackSampleWriter::InternStack(absl::Span<const uint64_t> ips, bool user, int32_t tgid,
                                     std::vector<uint64_t>* frame_iids) {
   if (ips.empty()) return;
+  if (!user) {
+    InternKernelStack(ips, frame_iids);
+    return;
+  }
   std::vector<FrameNamer::Frame> named;
   named.reserve(ips.size());
   for (size_t i = 0; i < ips.size(); i++) {
@@ -148,21 +179,10 @@ void StackSampleWriter::InternStack(absl::Span<const uint64_t> ips, bool user, i
     // the instruction before it (which a function that ends in a call to
     // a function that never returns has only there).
     const uint64_t ip = i == 0 ? ips[i] : ips[i] - 1;
-    named.push_back(user ? namer_->User(tgid, ip, i == 0) : namer_->Kernel(ip));
-  }
-  size_t innermost = 0;
-  if (!user) {
-    for (size_t i = 0; i < named.size(); i++) {
-      if (named[i].function == kSwitchFunction) {
-        innermost = i;
-        break;
-      }
-    }
+    named.push_back(namer_->User(tgid, ip, i == 0));
   }
   // Outermost first.
-  for (size_t i = named.size(); i > innermost; i--) {
-    frame_iids->push_back(InternFrame(named[i - 1], !user));
-  }
+  for (size_t i = named.size(); i > 0; i--) frame_iids->push_back(InternFrame(named[i - 1], false));
 }
 
 uint64_t StackSampleWriter::InternString(absl::flat_hash_map<std::string, uint64_t>* table,
@@ -278,6 +298,7 @@ void StackSampleWriter::NewGeneration() {
   frames_.clear();
   callstacks_.clear();
   by_frames_.clear();
+  kernel_by_ip_.clear();
   key_bytes_ = 0;
   stats_.remembered_stacks = 0;
   stats_.interned_bytes = 0;
@@ -287,7 +308,7 @@ void StackSampleWriter::NewGeneration() {
 size_t StackSampleWriter::memory_bytes() const {
   return key_bytes_ + SlotBytes(function_names_) + SlotBytes(build_ids_) +
          SlotBytes(mapping_paths_) + SlotBytes(mappings_) + SlotBytes(frames_) +
-         SlotBytes(callstacks_) + SlotBytes(by_frames_) +
+         SlotBytes(callstacks_) + SlotBytes(by_frames_) + SlotBytes(kernel_by_ip_) +
          (user_frames_.capacity() + kernel_frames_.capacity()) * sizeof(uint64_t) +
          frames_key_.capacity() + samples_.capacity() * sizeof(Sample);
 }

@@ -126,6 +126,7 @@ class StackSampleWriter {
   // into *frame_iids.
   void InternStack(absl::Span<const uint64_t> ips, bool user, int32_t tgid,
                    std::vector<uint64_t>* frame_iids);
+  void InternKernelStack(absl::Span<const uint64_t> ips, std::vector<uint64_t>* frame_iids);
   uint64_t InternFrame(const FrameNamer::Frame& f, bool kernel);
   uint64_t InternString(absl::flat_hash_map<std::string, uint64_t>* table, uint64_t* next,
                         const std::string& s, bool function_name);
@@ -152,6 +153,14 @@ class StackSampleWriter {
   // seen before is neither named nor interned again.
   absl::flat_hash_map<std::string, uint64_t> by_frames_;
   std::string frames_key_;  // Scratch.
+  // Kernel addresses (return addresses less 1) named this generation:
+  // whether the frame is the switch's, and its frame iid once interned (0:
+  // not yet; one inside the switch never is).
+  struct KernelFrame {
+    uint64_t iid = 0;
+    bool is_switch = false;
+  };
+  absl::flat_hash_map<uint64_t, KernelFrame> kernel_by_ip_;
   uint64_t next_iid_ = 1;
   // The heap the tables' keys hold past their inline bytes.
   size_t key_bytes_ = 0;

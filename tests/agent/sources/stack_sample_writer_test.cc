@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,7 @@ class FakeNamer : public FrameNamer {
   std::map<uint64_t, std::string> user;
   uint64_t user_offset = 0;  // The user mapping's offset in its file.
   Frame Kernel(uint64_t ip) override {
+    kernel_calls++;
     Frame f;
     f.mapping = "[kernel.kallsyms]";
     f.rel_pc = ip;
@@ -63,6 +65,7 @@ class FakeNamer : public FrameNamer {
   void ProcessExeced(int32_t tgid) override { calls.push_back(absl::StrCat("exec ", tgid)); }
 
   std::vector<std::string> calls;  // What User and the process calls were told, in order.
+  int kernel_calls = 0;
 
  private:
   static std::string Find(const std::map<uint64_t, std::string>& table, uint64_t ip) {
@@ -336,6 +339,38 @@ TEST_F(StackSampleWriterTest, TheNamerHearsOfForksAndExecsBetweenTheStacksAround
   EXPECT_EQ(namer_.calls, (std::vector<std::string>{
                               "fork 100 200", "user 200 401004 innermost", "user 200 402007",
                               "exec 200", "user 200 401100 innermost", "user 200 402007"}));
+}
+
+// A kernel address means the same in every process: the stacks of a
+// thousand new processes through the same syscall name its frames once,
+// and every sample's callstack holds the same frames.
+TEST_F(StackSampleWriterTest, KernelFramesAreNamedOnceForEveryProcessThatHasThem) {
+  namer_.kernel = {{0xff10, "bpf_trace_run2"}, {0xff20, "__schedule"}, {0xff40, "pipe_read"}};
+  namer_.user = {{0x401000, "wait_for_pipe_data"}};
+  stacks_[7] = {0xff12, 0xff28, 0xff48};
+  stacks_[9] = {0x401004};
+  MakeWriter();
+  std::vector<Words> records;
+  for (int32_t tgid = 1000; tgid < 1050; tgid++) {
+    records.push_back(Record(5'000 + tgid, tgid, 7, 9, 1000));
+    Blocked(records.back()).tgid = tgid;
+  }
+  WriteBatch(records);
+  // Three addresses, each named once to find the switch's frame and once
+  // more to intern the two outside it.
+  EXPECT_EQ(namer_.kernel_calls, 3 + 2);
+  std::string bytes;
+  const trace::Trace t = ReadFile(&bytes);
+  std::set<std::vector<uint64_t>> callstacks;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const trace::Callstack& c : p.interned_data().callstacks()) {
+      callstacks.insert({c.frame_ids().begin(), c.frame_ids().end()});
+    }
+  }
+  // One user frame (the same name and mapping in each) and two kernel ones.
+  ASSERT_EQ(callstacks.size(), 1u);
+  EXPECT_EQ(callstacks.begin()->size(), 3u);
+  EXPECT_EQ(writer_->stats().blocked_samples, 50u);
 }
 
 // The proof of "interned data survives the ring": a small ring that wraps
