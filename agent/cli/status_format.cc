@@ -339,7 +339,11 @@ json StacksJson(const control::StackStatus& st) {
           {"blocked_period_ns", st.blocked_period_ns()},
           {"blocked_at_switch", st.blocked_at_switch()},
           {"blocked_unsampled", st.blocked_unsampled()},
-          {"blocked_unsampled_ns", st.blocked_unsampled_ns()}};
+          {"blocked_unsampled_ns", st.blocked_unsampled_ns()},
+          {"user_frames_unmapped", st.user_frames_unmapped()},
+          {"maps_reads", st.maps_reads()},
+          {"maps_unreadable", st.maps_unreadable()},
+          {"binaries_unreadable", st.binaries_unreadable()}};
 }
 
 json SourceJson(const SourceStatus& source) {

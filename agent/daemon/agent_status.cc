@@ -70,6 +70,10 @@ void SetStacks(const DataSource::StackReport& r, control::StackStatus* out) {
   out->set_blocked_at_switch(r.blocked_at_switch);
   out->set_blocked_unsampled(r.blocked_unsampled);
   out->set_blocked_unsampled_ns(r.blocked_unsampled_ns);
+  out->set_user_frames_unmapped(r.user_frames_unmapped);
+  out->set_maps_reads(r.maps_reads);
+  out->set_maps_unreadable(r.maps_unreadable);
+  out->set_binaries_unreadable(r.binaries_unreadable);
 }
 
 void SetSnapshots(const SnapshotWriter::Stats& snapshots, uint64_t suppressed,

@@ -184,6 +184,27 @@ void Stacks(const control::StatusReply& s, std::string* out) {
     }
   }
   {
+    Family f(out, "ringside_stack_maps_reads_total", kCounter,
+             "Reads of a process's /proc/PID/maps to name its user frames: read, or unreadable "
+             "(the process gone before its stacks were read).");
+    for (const control::SourceStatus* src : sources) {
+      const control::StackStatus& st = src->stacks();
+      f.Add({{"source", src->name()}, {"result", "read"}}, st.maps_reads() - st.maps_unreadable())
+          .Add({{"source", src->name()}, {"result", "unreadable"}}, st.maps_unreadable());
+    }
+  }
+  {
+    Family f(out, "ringside_stack_user_frames_unnamed_total", kCounter,
+             "User frames left unnamed, by why: in no mapping of their process (mostly a "
+             "frame-pointer chain broken past its first frames), or in a binary that could not "
+             "be read; each distinct frame once per process.");
+    for (const control::SourceStatus* src : sources) {
+      f.Add({{"source", src->name()}, {"reason", "unmapped"}}, src->stacks().user_frames_unmapped())
+          .Add({{"source", src->name()}, {"reason", "binary_unreadable"}},
+               src->stacks().binaries_unreadable());
+    }
+  }
+  {
     Family f(out, "ringside_stack_frames_interned_total", kCounter,
              "Frames of stacks interned, named or not (an unnamed one keeps its build id and "
              "rel_pc); each once per generation.");

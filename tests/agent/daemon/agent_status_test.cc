@@ -31,6 +31,8 @@ DataSource::StackReport BpfStacks() {
   st.cpu_samples = 70;
   st.frames_named = 90;
   st.frames_unnamed = 4;
+  st.maps_reads = 9;
+  st.maps_unreadable = 3;
   st.callstacks = 31;
   st.interned_bytes = 30000;
   st.generations = 2;
@@ -140,6 +142,8 @@ TEST(AgentStatusTest, TheReplyCarriesEverySourceBufferAndSnapshotFigure) {
   EXPECT_EQ(st.sources(0).stacks().cpu_samples(), 70u);
   EXPECT_EQ(st.sources(0).stacks().frames_named(), 90u);
   EXPECT_EQ(st.sources(0).stacks().frames_unnamed(), 4u);
+  EXPECT_EQ(st.sources(0).stacks().maps_reads(), 9u);
+  EXPECT_EQ(st.sources(0).stacks().maps_unreadable(), 3u);
   EXPECT_EQ(st.sources(0).stacks().callstacks(), 31u);
   EXPECT_EQ(st.sources(0).stacks().interned_bytes(), 30000u);
   EXPECT_EQ(st.sources(0).stacks().generations(), 2u);

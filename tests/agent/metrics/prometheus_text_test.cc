@@ -48,6 +48,10 @@ control::StatusReply BusyAgent() {
   stacks->set_callstacks(310);
   stacks->set_interned_bytes(300 << 10);
   stacks->set_generations(2);
+  stacks->set_user_frames_unmapped(120);
+  stacks->set_maps_reads(30);
+  stacks->set_maps_unreadable(4);
+  stacks->set_binaries_unreadable(2);
   s.mutable_memory()->set_symbol_bytes(12 << 20);
   s.mutable_memory()->set_stack_interning_bytes(3 << 19);
   control::SourceStatus* ftrace = s.add_sources();
@@ -190,6 +194,22 @@ TEST(PrometheusTextTest, StackSamplesAndTheSymbolCachesAreMetricsOfTheirSource) 
             310);
   EXPECT_EQ(SampleValue(text, R"(ringside_stack_interned_bytes{source="linux.bpf"})"), 300 << 10);
   EXPECT_EQ(SampleValue(text, R"(ringside_stack_generations_total{source="linux.bpf"})"), 2);
+  EXPECT_EQ(
+      SampleValue(text, R"(ringside_stack_maps_reads_total{source="linux.bpf",result="read"})"),
+      26);
+  EXPECT_EQ(SampleValue(
+                text, R"(ringside_stack_maps_reads_total{source="linux.bpf",result="unreadable"})"),
+            4);
+  EXPECT_EQ(
+      SampleValue(
+          text,
+          R"(ringside_stack_user_frames_unnamed_total{source="linux.bpf",reason="unmapped"})"),
+      120);
+  EXPECT_EQ(
+      SampleValue(
+          text,
+          R"(ringside_stack_user_frames_unnamed_total{source="linux.bpf",reason="binary_unreadable"})"),
+      2);
   EXPECT_EQ(SampleValue(text, R"(ringside_memory_bytes{part="symbol_caches"})"), 12 << 20);
   EXPECT_EQ(SampleValue(text, R"(ringside_memory_bytes{part="stack_interning"})"), 3 << 19);
   // A source that records no stacks has no stack series.
