@@ -16,8 +16,12 @@ namespace {
 
 using trace::TracePacket;
 
-// How often the owner thread moves committed chunks into the buffers.
-constexpr int64_t kMoveChunksPeriodNs = 100'000'000;
+// How often the owner thread moves committed chunks into the buffers when
+// nobody asks sooner. Nothing waits for this move: a writer whose pool runs
+// low asks for one, and every reader of the buffers (a snapshot, the file
+// drain, the stop) moves first. So it is slow: each wake of this thread
+// costs the idle agent about as much as the move itself.
+constexpr int64_t kMoveChunksPeriodNs = 1'000'000'000;
 // How often the owner thread looks for CPUs gone offline or back.
 constexpr int64_t kCpuHotplugPeriodNs = 1'000'000'000;
 // How often the owner thread writes a clock snapshot into the first buffer
