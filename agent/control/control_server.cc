@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -152,6 +153,7 @@ class ControlServer::Loop {
   }
 
   void Run() {
+    pthread_setname_np(pthread_self(), "rs-control");
     // However the loop ends, StopAccepting() no longer waits for it.
     absl::Cleanup closed = [this] {
       if (!closed_to_new_requests_.HasBeenNotified()) closed_to_new_requests_.Notify();

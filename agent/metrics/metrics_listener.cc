@@ -182,6 +182,7 @@ MetricsListener::~MetricsListener() {
 }
 
 void MetricsListener::Serve() {
+  pthread_setname_np(pthread_self(), "rs-metrics-http");
   pthread_setname_np(pthread_self(), "rs-metrics-http");  // In top -H, perf, /proc.
   const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_EPOLL_FD);
   pollfd fds[2] = {{info != nullptr ? info->epoll_fd : -1, POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};

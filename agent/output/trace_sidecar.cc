@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -173,6 +174,7 @@ SidecarWriter::Stats SidecarWriter::stats() const {
 }
 
 void SidecarWriter::Loop() {
+  pthread_setname_np(pthread_self(), "rs-sidecar");
   for (;;) {
     Job job;
     {

@@ -1,5 +1,6 @@
 #include "agent/session/buffer_owner.h"
 
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -126,6 +127,7 @@ void BufferOwner::Flush() {
 }
 
 void BufferOwner::OwnerLoop() {
+  pthread_setname_np(pthread_self(), "rs-owner");
   const int64_t flush_ns = int64_t{config_.flush_period_ms()} * 1'000'000;
   const int64_t start = MonotonicNs();
   int64_t next_move = start + kMoveChunksPeriodNs;
@@ -179,6 +181,7 @@ void BufferOwner::OwnerLoop() {
 }
 
 void BufferOwner::DrainLoop(SessionStream* stream) {
+  pthread_setname_np(pthread_self(), "rs-drain");
   stream->ClaimState();
   const int64_t write_ns = int64_t{config_.file_write_period_ms()} * 1'000'000;
   int64_t next_write = MonotonicNs() + write_ns;

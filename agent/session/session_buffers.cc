@@ -1,5 +1,7 @@
 #include "agent/session/session_buffers.h"
 
+#include <pthread.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +40,7 @@ absl::StatusOr<std::unique_ptr<SessionBuffers>> SessionBuffers::Create(
   // Faulted in now, beside the sources' start (loading BPF programs takes
   // longer), rather than a page at a time under the writers' commits.
   s->populator_ = std::thread([buffers = s->BuffersLocked()] {
+    pthread_setname_np(pthread_self(), "rs-populate");
     for (buffer::TraceBuffer* b : buffers) b->Populate();
   });
   return s;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -319,6 +320,7 @@ void SnapshotWriter::WriteMissingSidecars(const std::string& dir, std::optional<
 }
 
 void SnapshotWriter::Loop() {
+  pthread_setname_np(pthread_self(), "rs-snapshot");
   for (;;) {
     Pending next;
     std::optional<gid_t> group;

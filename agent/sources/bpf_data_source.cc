@@ -1,5 +1,7 @@
 #include "agent/sources/bpf_data_source.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -305,6 +307,7 @@ void BpfDataSource::ReadRings(int timeout_ms) {
 }
 
 void BpfDataSource::ConsumerLoop() {
+  pthread_setname_np(pthread_self(), "rs-bpf");
   reader_state_.Claim();
   const int period = static_cast<int>(config_.drain_period_ms);
   absl::Time next_cgroup_refresh = absl::Now() + absl::Milliseconds(config_.cgroup_refresh_ms);

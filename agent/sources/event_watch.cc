@@ -1,6 +1,7 @@
 #include "agent/sources/event_watch.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -175,6 +176,7 @@ void EventWatch::Read(Watched* w) {
 }
 
 void EventWatch::Loop() {
+  pthread_setname_np(pthread_self(), "rs-eventwatch");
   while (!stop_.load()) {
     epoll_event events[16];
     const int n = epoll_wait(epoll_.epoll.get(), events, 16, -1);

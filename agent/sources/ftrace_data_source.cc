@@ -1,6 +1,7 @@
 #include "agent/sources/ftrace_data_source.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -214,6 +215,7 @@ bool FtraceDataSource::FlushStaging(absl::Duration limit) {
 }
 
 void FtraceDataSource::ReaderLoop() {
+  pthread_setname_np(pthread_self(), "rs-ftrace");
   reader_state_.Claim();
   int loops = 0;
   while (!stop_.load()) {

@@ -1,6 +1,7 @@
 #include "agent/sources/polled_source.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -60,6 +61,7 @@ DataSource::ConsumerCpu PolledSource::consumer_cpu() const {
 }
 
 void PolledSource::Loop() {
+  pthread_setname_np(pthread_self(), "rs-polled");
   poller_state_.Claim();
   CpuBudget::ThreadMeter meter;
   while (!stop_.load()) {

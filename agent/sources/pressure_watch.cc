@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -171,6 +172,7 @@ void PressureWatch::Fire(Target* t) {
 }
 
 void PressureWatch::Loop() {
+  pthread_setname_np(pthread_self(), "rs-pressure");
   absl::Time next_retry = absl::Now() + options_.retry_period;
   while (!stop_.load()) {
     epoll_event events[16];

@@ -153,6 +153,29 @@ TEST(RecordCommandTest, DefaultConfigRecordsSchedOnEveryCpuExecsAndResolvablePid
   unlink(out.c_str());
 }
 
+// Each thread says what it does (top -H, perf, the trace's own thread
+// names): a user who sees ringside on a CPU can tell the BPF reader from
+// the ftrace reader or the buffer owner.
+TEST(RecordCommandTest, ItsThreadsAreNamedByWhatTheyDo) {
+  RINGSIDE_REQUIRE_TRACEFS();
+  const std::string out = TempPath("names.pftrace");
+  const std::string names = TempPath("names.txt");
+  // CMD's parent is ringside record: its threads' names, once recording.
+  ASSERT_EQ(RunRingside({"record", "-o", out, "--", "/bin/sh", "-c",
+                         "cat /proc/$PPID/task/*/comm > " + names}),
+            0);
+  std::ifstream in(names);
+  std::set<std::string> seen;
+  for (std::string line; std::getline(in, line);) seen.insert(line);
+  EXPECT_TRUE(seen.count("rs-bpf") || seen.count("rs-ftrace")) << "no reader thread named";
+  EXPECT_TRUE(seen.count("rs-owner"));
+  EXPECT_TRUE(seen.count("rs-polled"));  // The default's process and system counters.
+  // The main thread keeps the program's name.
+  EXPECT_TRUE(seen.count("ringside"));
+  unlink(out.c_str());
+  unlink(names.c_str());
+}
+
 // When linux.bpf cannot load, the ftrace source records its fallback
 // events, so scheduling and execs are still there.
 TEST(RecordCommandTest, FtraceTakesOverWhenBpfCannotLoad) {
