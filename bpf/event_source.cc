@@ -85,7 +85,7 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options& op
   // The copy is needed until the objects are loaded (libbpf relocates at
   // load), not after.
   const LoadedGroups::Target target{s->rings_fd_.get(),
-                                    s->drops_fd_.get(),
+                                    s->drops_.fd(),
                                     s->seen_fd_.get(),
                                     s->filter_cgroups_fd_.get(),
                                     s->ring_size_,
@@ -128,9 +128,9 @@ absl::Status EventSource::CreateMaps(size_t ring_size_per_cpu) {
   const int outer_errno = errno;
   ring_template.reset();  // The outer array keeps what it needs of it.
   if (!rings_fd_.valid()) return LoadError(outer_errno, "creating the per-CPU ring array");
-  drops_fd_.reset(bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_drops", sizeof(uint32_t),
-                                 sizeof(uint64_t), RS_EV_MAX, nullptr));
-  if (!drops_fd_.valid()) return LoadError(errno, "creating the drop counters");
+  absl::StatusOr<DropCounters> drops = DropCounters::Create(num_cpus_);
+  if (!drops.ok()) return drops.status();
+  drops_ = std::move(*drops);
   seen_fd_.reset(bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_seen", sizeof(uint32_t),
                                 sizeof(uint64_t) * RS_EV_MAX, 1, nullptr));
   if (!seen_fd_.valid()) return LoadError(errno, "creating the counters of records seen");
@@ -350,35 +350,10 @@ uint64_t EventSource::Drain(const RingReader::BatchCallback& callback) {
 }
 
 std::vector<uint64_t> EventSource::drops_per_cpu(uint32_t event_type) const {
-  std::vector<uint64_t> per_cpu(static_cast<size_t>(num_cpus_), 0);
-  if (bpf_map_lookup_elem(drops_fd_.get(), &event_type, per_cpu.data()) != 0) {
-    std::fill(per_cpu.begin(), per_cpu.end(), 0);
-  }
-  return per_cpu;
+  return drops_.per_cpu(event_type);
 }
 
 namespace {
-
-// The drop counters (PERCPU_ARRAY `fd`: type -> count) in one call, by
-// type then CPU; false where the kernel cannot look up in batches (before
-// 5.6).
-bool ReadDropsInOneCall(int fd, size_t cpus, std::vector<std::vector<uint64_t>>* out) {
-  // A per-CPU value is one u64 per possible CPU, for each key in turn.
-  std::vector<uint32_t> keys(RS_EV_MAX);
-  std::vector<uint64_t> values(RS_EV_MAX * cpus);
-  uint32_t count = RS_EV_MAX;
-  uint32_t next_key = 0;
-  LIBBPF_OPTS(bpf_map_batch_opts, opts);
-  // The whole array in one call: ENOENT says it reached the last key.
-  const int err =
-      bpf_map_lookup_batch(fd, nullptr, &next_key, keys.data(), values.data(), &count, &opts);
-  if ((err != 0 && err != -ENOENT) || count != RS_EV_MAX) return false;
-  for (uint32_t k = 0; k < count; k++) {
-    if (keys[k] >= RS_EV_MAX) continue;
-    std::copy(values.begin() + k * cpus, values.begin() + (k + 1) * cpus, (*out)[keys[k]].begin());
-  }
-  return true;
-}
 
 // The seen counters (PERCPU_ARRAY `fd` of one rs_seen_counts), by type then
 // CPU; zeros if they cannot be read.
@@ -399,9 +374,7 @@ std::vector<std::vector<uint64_t>> ReadSeen(int fd, size_t cpus) {
 }  // namespace
 
 std::vector<std::vector<uint64_t>> EventSource::all_drops_per_cpu() const {
-  const size_t cpus = static_cast<size_t>(num_cpus_);
-  std::vector<std::vector<uint64_t>> out(RS_EV_MAX, std::vector<uint64_t>(cpus, 0));
-  if (ReadDropsInOneCall(drops_fd_.get(), cpus, &out)) return out;
+  std::vector<std::vector<uint64_t>> out(RS_EV_MAX);
   for (uint32_t type = 0; type < RS_EV_MAX; type++) out[type] = drops_per_cpu(type);
   return out;
 }

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "base/scoped_fd.h"
+#include "bpf/drop_counters.h"
 #include "bpf/event_types.h"
 #include "bpf/loaded_groups.h"
 #include "bpf/ring_reader.h"
@@ -122,13 +123,19 @@ class EventSource {
   // drops_per_cpu: after a Drain(), those of a CPU that was offline.
   std::vector<uint64_t> records_waiting(uint32_t event_type) const;
 
-  // Reserve failures of an event type, per CPU and summed.
+  // Reserve failures (records the rings refused) of an event type on a
+  // CPU; read from the mapped counters, without a system call: the reader
+  // asks on every pass.
+  uint64_t drop_count(uint32_t cpu, uint32_t event_type) const {
+    return drops_.count(cpu, event_type);
+  }
+  // Of every type on a CPU.
+  uint64_t drops_of_cpu(uint32_t cpu) const { return drops_.of_cpu(cpu); }
+  // Of a type, per CPU and summed.
   std::vector<uint64_t> drops_per_cpu(uint32_t event_type) const;
   uint64_t drops(uint32_t event_type) const;
   // drops_per_cpu of every type at once (index: type, then CPU; RS_EV_MAX
-  // types): one system call on kernels that look up map entries in
-  // batches (5.6+), one a type where that fails. The reader asks on every
-  // pass.
+  // types).
   std::vector<std::vector<uint64_t>> all_drops_per_cpu() const;
   // Records the programs made, sent into a ring or dropped, per type and
   // CPU (index: type, then CPU), those waiting in a batch included: every
@@ -184,7 +191,7 @@ class EventSource {
   // The shared maps, for programs outside bpf/ (the benchmarks' filler)
   // that write into the same rings, and for other consumers to compare with.
   int rings_map_fd() const { return rings_fd_.get(); }
-  int drops_map_fd() const { return drops_fd_.get(); }
+  int drops_map_fd() const { return drops_.fd(); }
   // Each CPU's ring (index: CPU), still owned by this.
   std::vector<int> ring_fds() const {
     std::vector<int> fds;
@@ -207,7 +214,7 @@ class EventSource {
   // What loaded; null only while Load() has not got that far.
   std::unique_ptr<LoadedGroups> groups_;
   base::ScopedFd rings_fd_;               // ARRAY_OF_MAPS: CPU -> ring.
-  base::ScopedFd drops_fd_;               // PERCPU_ARRAY: event type -> count.
+  DropCounters drops_;                    // ARRAY: CPU -> rs_drop_counts, mapped.
   base::ScopedFd seen_fd_;                // PERCPU_ARRAY: one rs_seen_counts.
   base::ScopedFd filter_cgroups_fd_;      // HASH: cgroup id -> unused; the cgroup set.
   std::vector<uint64_t> filter_cgroups_;  // What the map holds, sorted.

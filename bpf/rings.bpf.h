@@ -29,11 +29,19 @@ struct {
   __array(values, struct rs_ring);
 } rings SEC(".maps");
 
+/* Records lost because the ring refused them, by CPU (the key) and type:
+ * a plain array user space maps and reads without a system call, where a
+ * per-CPU array costs one on every pass of the reader (most of an idle
+ * pass). The loader sizes it to the possible CPUs. */
+struct rs_drop_counts {
+  __u64 records[RS_EV_MAX];
+};
 struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, RS_EV_MAX);
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, __u64);
+  __type(value, struct rs_drop_counts);
 } drops SEC(".maps");
 
 /* Records the programs made, per CPU (the per-CPU value) and type (the
@@ -106,8 +114,9 @@ static __always_inline bool rs_task_selected(struct task_struct* t) {
 /* Atomic: the process programs run preemptible on a preemptible kernel, so
  * two of them can count a drop on one CPU at once. */
 static __always_inline void rs_count_drops(__u32 type, __u64 count) {
-  __u64* n = bpf_map_lookup_elem(&drops, &type);
-  if (n) __sync_fetch_and_add(n, count);
+  const __u32 cpu = bpf_get_smp_processor_id();
+  struct rs_drop_counts* n = bpf_map_lookup_elem(&drops, &cpu);
+  if (n && type < RS_EV_MAX) __sync_fetch_and_add(&n->records[type], count);
 }
 
 static __always_inline void rs_count_drop(__u32 type) { rs_count_drops(type, 1); }

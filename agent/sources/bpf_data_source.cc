@@ -269,13 +269,6 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
   malformed_.store(bundles_.stats().malformed, std::memory_order_relaxed);
 }
 
-uint64_t BpfDataSource::TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>& per_type,
-                                        uint32_t cpu) const {
-  uint64_t n = 0;
-  for (const std::vector<uint64_t>& t : per_type) n += cpu < t.size() ? t[cpu] : 0;
-  return n;
-}
-
 void BpfDataSource::ReadRings(int timeout_ms) {
   reader_state_.Check();
   // Processes that exited before the last pass: their stacks recorded
@@ -288,9 +281,8 @@ void BpfDataSource::ReadRings(int timeout_ms) {
     exited_.clear();
   }
   // Drops since the last look mark the next bundle of their CPU.
-  const std::vector<std::vector<uint64_t>> per_type = source_->all_drops_per_cpu();
   for (uint32_t cpu = 0; cpu < drops_seen_.size(); cpu++) {
-    const uint64_t d = TotalDropsOfCpu(per_type, cpu);
+    const uint64_t d = source_->drops_of_cpu(cpu);
     if (d != drops_seen_[cpu]) {
       drops_seen_[cpu] = d;
       lost_pending_[cpu] = true;

@@ -164,7 +164,6 @@ class BpfDataSource : public DataSource {
     stack_figures_.Publish(stacks_->stats(), namer_->user_stats(), namer_->memory_bytes(),
                            stacks_->memory_bytes());
   }
-  uint64_t TotalDropsOfCpu(const std::vector<std::vector<uint64_t>>& per_type, uint32_t cpu) const;
   // Looks the filter's cgroups up again and hands them to the programs;
   // returns what the lookup found.
   CgroupSelector::Selection RefreshCgroupFilter();

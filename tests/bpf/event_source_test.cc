@@ -575,13 +575,22 @@ TEST(EventSourceTest, TinyRingUnderAStormDropsExactlyWhatIsMissing) {
   uint64_t per_cpu_sum = 0;
   for (uint64_t d : source->drops_per_cpu(RS_EV_SCHED_SWITCH)) per_cpu_sum += d;
   EXPECT_EQ(per_cpu_sum, drops);
-  // Read all at once (what the reader does on every pass), each type's
-  // counters are the same as read one type at a time.
+  // Read all at once, each type's counters are the same as read one type
+  // at a time; and a CPU's total (what the reader reads on every pass, to
+  // mark that CPU's next bundle) is the sum of its types.
   const std::vector<std::vector<uint64_t>> all = source->all_drops_per_cpu();
   ASSERT_EQ(all.size(), size_t{RS_EV_MAX});
   for (uint32_t type = 0; type < RS_EV_MAX; type++) {
     EXPECT_EQ(all[type], source->drops_per_cpu(type)) << "type " << type;
   }
+  uint64_t all_cpus = 0;
+  for (uint32_t cpu = 0; cpu < static_cast<uint32_t>(source->num_cpus()); cpu++) {
+    uint64_t of_cpu = 0;
+    for (uint32_t type = 0; type < RS_EV_MAX; type++) of_cpu += all[type][cpu];
+    EXPECT_EQ(source->drops_of_cpu(cpu), of_cpu) << "CPU " << cpu;
+    all_cpus += of_cpu;
+  }
+  EXPECT_GE(all_cpus, drops);
 }
 
 // Scheduling records wait in a per-CPU batch until it fills or the

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "base/scoped_fd.h"
 #include "bpf/common_events.h"
+#include "bpf/drop_counters.h"
 #include "bpf/kernel_tracepoints.h"
 #include "bpf/sched_events.h"
 #include "gmock/gmock.h"
@@ -94,13 +95,14 @@ class LoadedGroupsTest : public ::testing::Test {
                 .inner_map_fd = static_cast<__u32>(ring_template.get()));
     rings_.reset(bpf_map_create(BPF_MAP_TYPE_ARRAY_OF_MAPS, "rs_rings", sizeof(uint32_t),
                                 sizeof(uint32_t), static_cast<uint32_t>(cpus), &outer_opts));
-    drops_.reset(bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_drops", sizeof(uint32_t),
-                                sizeof(uint64_t), RS_EV_MAX, nullptr));
+    absl::StatusOr<DropCounters> drops = DropCounters::Create(cpus);
+    ASSERT_TRUE(drops.ok()) << drops.status();
+    drops_ = std::move(*drops);
     seen_.reset(bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rs_seen", sizeof(uint32_t),
                                sizeof(uint64_t) * RS_EV_MAX, 1, nullptr));
     filter_cgroups_.reset(bpf_map_create(BPF_MAP_TYPE_HASH, "rs_filter_cg", sizeof(uint64_t),
                                          sizeof(uint8_t), RS_MAX_FILTER_CGROUPS, nullptr));
-    ASSERT_TRUE(rings_.valid() && drops_.valid() && seen_.valid() && filter_cgroups_.valid())
+    ASSERT_TRUE(rings_.valid() && drops_.fd() >= 0 && seen_.valid() && filter_cgroups_.valid())
         << std::strerror(errno);
     for (int cpu = 0; cpu < cpus; cpu++) {
       base::ScopedFd ring(
@@ -119,7 +121,7 @@ class LoadedGroupsTest : public ::testing::Test {
   LoadedGroups::Target Target() const {
     LoadedGroups::Target target;
     target.rings_fd = rings_.get();
-    target.drops_fd = drops_.get();
+    target.drops_fd = drops_.fd();
     target.seen_fd = seen_.get();
     target.filter_cgroups_fd = filter_cgroups_.get();
     target.ring_size = ring_size_;
@@ -132,7 +134,7 @@ class LoadedGroupsTest : public ::testing::Test {
 
   size_t ring_size_ = 0;
   base::ScopedFd rings_;
-  base::ScopedFd drops_;
+  DropCounters drops_;
   base::ScopedFd seen_;
   base::ScopedFd filter_cgroups_;
   std::vector<base::ScopedFd> rings_per_cpu_;
@@ -273,7 +275,7 @@ TEST_F(LoadedGroupsTest, EveryObjectSharesTheTargetsMaps) {
     bpf_map* map;
     bpf_object__for_each_map(map, o.obj) ids.push_back(MapId(bpf_map__fd(map)));
     EXPECT_THAT(ids, Contains(MapId(rings_.get())));
-    EXPECT_THAT(ids, Contains(MapId(drops_.get())));
+    EXPECT_THAT(ids, Contains(MapId(drops_.fd())));
     EXPECT_THAT(ids, Contains(MapId(seen_.get())));
     EXPECT_THAT(ids, Contains(MapId(filter_cgroups_.get())));
   }
