@@ -101,15 +101,20 @@ uint64_t StackSampleWriter::CallstackOf(absl::Span<const uint64_t> kernel,
     stats_.stacks_unreadable++;
     return 0;
   }
-  // A user address means something in its process only; a kernel one
-  // anywhere, but its callstack has the user part too.
-  frames_key_.clear();
-  const uint32_t counts[3] = {static_cast<uint32_t>(tgid), static_cast<uint32_t>(kernel.size()),
-                              static_cast<uint32_t>(user.size())};
-  frames_key_.append(reinterpret_cast<const char*>(counts), sizeof(counts));
-  frames_key_.append(reinterpret_cast<const char*>(kernel.data()),
-                     kernel.size() * sizeof(uint64_t));
-  frames_key_.append(reinterpret_cast<const char*>(user.data()), user.size() * sizeof(uint64_t));
+  // A user address means something in its address space only; a kernel
+  // one anywhere. A stack is remembered for its space when each of its
+  // user frames was named with a function, else for its process in that
+  // space alone (another process of the space may name what this one could
+  // not). The space is asked again after naming: reading the process's
+  // maps anew gives its addresses a new meaning, under which they were
+  // named.
+  const uint64_t space_before = user.empty() ? 0 : namer_->UserSpace(tgid);
+  const uint32_t process = user.empty() ? 0 : static_cast<uint32_t>(tgid) + 1;
+  if (space_before != 0) {
+    FramesKey(space_before, 0, kernel, user);
+    if (auto it = by_frames_.find(frames_key_); it != by_frames_.end()) return it->second;
+  }
+  FramesKey(space_before, process, kernel, user);
   if (auto it = by_frames_.find(frames_key_); it != by_frames_.end()) return it->second;
   user_frames_.clear();
   kernel_frames_.clear();
@@ -128,6 +133,12 @@ uint64_t StackSampleWriter::CallstackOf(absl::Span<const uint64_t> kernel,
     stats_.callstacks++;
     stats_.interned_bytes += EntryBytes(it->first.size() * 3 + 4);
   }
+  if (!user.empty()) {
+    const uint64_t space = namer_->UserSpace(tgid);
+    if (space != space_before || (space != 0 && user_named_whole_)) {
+      FramesKey(space, space != 0 && user_named_whole_ ? 0 : process, kernel, user);
+    }
+  }
   if (by_frames_.size() >= kMaxRememberedStacks) {
     for (const auto& [key, iid] : by_frames_) key_bytes_ -= HeapBytes(key);
     by_frames_.clear();
@@ -138,18 +149,36 @@ uint64_t StackSampleWriter::CallstackOf(absl::Span<const uint64_t> kernel,
   return it->second;
 }
 
+void StackSampleWriter::FramesKey(uint64_t space, uint32_t process,
+                                  absl::Span<const uint64_t> kernel,
+                                  absl::Span<const uint64_t> user) {
+  frames_key_.clear();
+  const uint64_t head[3] = {space, process, (uint64_t{kernel.size()} << 32) | user.size()};
+  frames_key_.append(reinterpret_cast<const char*>(head), sizeof(head));
+  frames_key_.append(reinterpret_cast<const char*>(kernel.data()),
+                     kernel.size() * sizeof(uint64_t));
+  frames_key_.append(reinterpret_cast<const char*>(user.data()), user.size() * sizeof(uint64_t));
+}
+
 void StackSampleWriter::InternKernelStack(absl::Span<const uint64_t> ips,
                                           std::vector<uint64_t>* frame_iids) {
   // Each address named once a generation (Kernel() runs a symbol search
   // and copies strings, InternFrame() builds a key of them): a kernel
   // address means the same in every process, and every new process's
-  // stacks repeat the same syscall paths.
+  // stacks repeat the same syscall paths. One named here for the first
+  // time keeps its name until it is interned below.
   size_t innermost = 0;
   bool found_switch = false;
+  named_.resize(ips.size());
   for (size_t i = 0; i < ips.size(); i++) {
     const uint64_t ip = i == 0 ? ips[i] : ips[i] - 1;
     auto [it, added] = kernel_by_ip_.try_emplace(ip);
-    if (added) it->second.is_switch = namer_->Kernel(ip).function == kSwitchFunction;
+    if (added) {
+      named_[i] = namer_->Kernel(ip);
+      it->second.is_switch = named_[i].function == kSwitchFunction;
+    } else {
+      named_[i].mapping.clear();  // Not named here.
+    }
     if (!found_switch && it->second.is_switch) {
       innermost = i;
       found_switch = true;
@@ -160,7 +189,11 @@ void StackSampleWriter::InternKernelStack(absl::Span<const uint64_t> ips,
   for (size_t i = ips.size(); i > innermost; i--) {
     const uint64_t ip = i - 1 == 0 ? ips[0] : ips[i - 1] - 1;
     KernelFrame& k = kernel_by_ip_.find(ip)->second;
-    if (k.iid == 0) k.iid = InternFrame(namer_->Kernel(ip), true);
+    if (k.iid == 0) {
+      // Every kernel frame has its mapping: empty says it was not named above.
+      const FrameNamer::Frame& f = named_[i - 1];
+      k.iid = InternFrame(f.mapping.empty() ? namer_->Kernel(ip) : f, true);
+    }
     frame_iids->push_back(k.iid);
   }
 }
@@ -172,17 +205,41 @@ void StackSampleWriter::InternStack(absl::Span<const uint64_t> ips, bool user, i
     InternKernelStack(ips, frame_iids);
     return;
   }
-  std::vector<FrameNamer::Frame> named;
-  named.reserve(ips.size());
+  if (user_by_ip_.size() >= kMaxUserFrames) user_by_ip_.clear();
+  user_named_whole_ = true;
+  named_.resize(ips.size());
+  cached_.assign(ips.size(), 0);
   for (size_t i = 0; i < ips.size(); i++) {
     // Past the innermost, each address is a return address: the call is
     // the instruction before it (which a function that ends in a call to
     // a function that never returns has only there).
     const uint64_t ip = i == 0 ? ips[i] : ips[i] - 1;
-    named.push_back(namer_->User(tgid, ip, i == 0));
+    // The space asked again for each frame: naming the innermost may read
+    // the process's maps anew, which gives its addresses a new meaning.
+    if (const uint64_t space = namer_->UserSpace(tgid); space != 0) {
+      if (auto it = user_by_ip_.find({space, ip}); it != user_by_ip_.end()) {
+        cached_[i] = it->second;
+        continue;
+      }
+    }
+    named_[i] = namer_->User(tgid, ip, i == 0);
   }
-  // Outermost first.
-  for (size_t i = named.size(); i > 0; i--) frame_iids->push_back(InternFrame(named[i - 1], false));
+  // Outermost first. Only a frame named with a function is remembered: one
+  // without may be named through another process of the space, or once
+  // its maps are read again.
+  for (size_t i = ips.size(); i > 0; i--) {
+    uint64_t iid = cached_[i - 1];
+    if (iid == 0) {
+      const FrameNamer::Frame& f = named_[i - 1];
+      iid = InternFrame(f, false);
+      if (f.function.empty()) user_named_whole_ = false;
+      const uint64_t space = namer_->UserSpace(tgid);
+      if (space != 0 && !f.function.empty()) {
+        user_by_ip_.try_emplace({space, i - 1 == 0 ? ips[0] : ips[i - 1] - 1}, iid);
+      }
+    }
+    frame_iids->push_back(iid);
+  }
 }
 
 uint64_t StackSampleWriter::InternString(absl::flat_hash_map<std::string, uint64_t>* table,
@@ -299,6 +356,7 @@ void StackSampleWriter::NewGeneration() {
   callstacks_.clear();
   by_frames_.clear();
   kernel_by_ip_.clear();
+  user_by_ip_.clear();
   key_bytes_ = 0;
   stats_.remembered_stacks = 0;
   stats_.interned_bytes = 0;
@@ -309,6 +367,8 @@ size_t StackSampleWriter::memory_bytes() const {
   return key_bytes_ + SlotBytes(function_names_) + SlotBytes(build_ids_) +
          SlotBytes(mapping_paths_) + SlotBytes(mappings_) + SlotBytes(frames_) +
          SlotBytes(callstacks_) + SlotBytes(by_frames_) + SlotBytes(kernel_by_ip_) +
+         SlotBytes(user_by_ip_) + named_.capacity() * sizeof(FrameNamer::Frame) +
+         cached_.capacity() * sizeof(uint64_t) +
          (user_frames_.capacity() + kernel_frames_.capacity()) * sizeof(uint64_t) +
          frames_key_.capacity() + samples_.capacity() * sizeof(Sample);
 }

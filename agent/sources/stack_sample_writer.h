@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -39,6 +40,11 @@ class FrameNamer {
   virtual void ProcessForked(int32_t /*parent_tgid*/, int32_t /*child_tgid*/) {}
   // Process `tgid` ran execve: it maps another program.
   virtual void ProcessExeced(int32_t) {}
+  // What `tgid`'s addresses mean now: while it gives the same non-zero
+  // value (for any process), User() gives an address the same frame
+  // wherever it names a function, so the writer names it once. 0: name
+  // each time.
+  virtual uint64_t UserSpace(int32_t) const { return 0; }
   // Process `tgid` exited: what is kept of it can go.
   virtual void ForgetProcess(int32_t) {}
   // The symbol tables and caches held, for status.
@@ -149,10 +155,16 @@ class StackSampleWriter {
   absl::flat_hash_map<std::string, uint64_t> mappings_;  // By a key of its fields.
   absl::flat_hash_map<std::string, uint64_t> frames_;    // By a key of its fields.
   absl::flat_hash_map<std::vector<uint64_t>, uint64_t> callstacks_;
-  // {tgid, kernel frame count, frames} as bytes -> callstack iid: a stack
-  // seen before is neither named nor interned again.
+  // {address space, process, frame counts, frames} as bytes -> callstack
+  // iid: a stack seen before is neither named nor interned again. The
+  // space is the namer's UserSpace (processes forked from one another
+  // share it; an exec changes it; 0: unknown), the process its tgid + 1,
+  // or 0 for a stack remembered for its whole space. A stack of kernel
+  // frames only means the same in every process: {0, 0}.
   absl::flat_hash_map<std::string, uint64_t> by_frames_;
   std::string frames_key_;  // Scratch.
+  void FramesKey(uint64_t space, uint32_t process, absl::Span<const uint64_t> kernel,
+                 absl::Span<const uint64_t> user);
   // Kernel addresses (return addresses less 1) named this generation:
   // whether the frame is the switch's, and its frame iid once interned (0:
   // not yet; one inside the switch never is).
@@ -161,6 +173,15 @@ class StackSampleWriter {
     bool is_switch = false;
   };
   absl::flat_hash_map<uint64_t, KernelFrame> kernel_by_ip_;
+  // User addresses (return addresses less 1) named with a function this
+  // generation, by FrameNamer::UserSpace(): their frame iid. Processes
+  // forked from one another share a space, so a new process's stacks
+  // are named without the namer; at most kMaxUserFrames, then cleared.
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, uint64_t> user_by_ip_;
+  static constexpr size_t kMaxUserFrames = 1 << 16;
+  std::vector<FrameNamer::Frame> named_;  // Scratch: a stack's frames, named.
+  std::vector<uint64_t> cached_;          // Scratch: their iids where known (else 0).
+  bool user_named_whole_ = false;  // The last user stack interned had a function in every frame.
   uint64_t next_iid_ = 1;
   // The heap the tables' keys hold past their inline bytes.
   size_t key_bytes_ = 0;

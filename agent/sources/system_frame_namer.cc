@@ -81,6 +81,9 @@ class SystemFrameNamer : public FrameNamer {
     user_.ProcessForked(parent_tgid, child_tgid);
   }
   void ProcessExeced(int32_t tgid) override { user_.ProcessExeced(tgid); }
+  uint64_t UserSpace(int32_t tgid) const override {
+    return user_unnamed_reason_.empty() ? user_.SpaceId(tgid) : 0;
+  }
   void ForgetProcess(int32_t tgid) override { user_.ForgetProcess(tgid); }
 
   size_t memory_bytes() const override {

@@ -84,6 +84,7 @@ void UserSymbolizer::Erase(absl::flat_hash_map<pid_t, ProcessState>::iterator it
 std::shared_ptr<UserSymbolizer::AddressSpace> UserSymbolizer::NewSpace() {
   ++spaces_;
   auto space = std::make_shared<AddressSpace>();
+  space->id = ++last_space_id_;
   SetSpaceBytes(space.get(), kSpaceBytes);
   return space;
 }
@@ -95,6 +96,11 @@ void UserSymbolizer::Release(std::shared_ptr<AddressSpace>* space) {
     --spaces_;
   }
   space->reset();
+}
+
+uint64_t UserSymbolizer::SpaceId(pid_t pid) const {
+  auto it = processes_.find(pid);
+  return it == processes_.end() ? 0 : it->second.space->id;
 }
 
 void UserSymbolizer::ProcessForked(pid_t parent, pid_t child) {
@@ -141,6 +147,7 @@ UserSymbolizer::AddressSpace* UserSymbolizer::ReadMaps(pid_t pid, ProcessState* 
   }
   AddressSpace* space = process->space.get();
   ++stats_.maps_reads;
+  space->id = ++last_space_id_;  // What its addresses mean may change.
   space->read = true;
   space->read_from = pid;
   space->read_at = std::chrono::steady_clock::now();

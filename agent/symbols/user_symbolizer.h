@@ -162,6 +162,13 @@ class UserSymbolizer {
   // processes forked from it, or it from, share them).
   void ForgetProcess(pid_t pid);
 
+  // What `pid`'s addresses mean now: while two calls (for any pids) give
+  // the same non-zero value, Symbolize() names an address alike for both,
+  // wherever it names a function. Each read of a space's maps, and each
+  // exec, gives a new value; none is used twice. 0: `pid` is not known.
+  // For callers that keep what Symbolize() named.
+  uint64_t SpaceId(pid_t pid) const;
+
   const UserSymbolizerStats& stats() const { return stats_; }
   size_t process_count() const { return processes_.size(); }
   // Distinct address spaces held (processes forked from one another share
@@ -188,6 +195,7 @@ class UserSymbolizer {
   };
   // What one process maps, or several forked from one another.
   struct AddressSpace {
+    uint64_t id = 0;    // SpaceId(): new at each read of the maps.
     bool read = false;  // Its maps were read, or tried.
     bool readable = false;
     pid_t read_from = 0;  // Whose /proc/PID/maps they are.
@@ -229,6 +237,7 @@ class UserSymbolizer {
   internal::ElfCache cache_;
   absl::flat_hash_map<pid_t, ProcessState> processes_;
   size_t spaces_ = 0;  // Distinct spaces the processes hold.
+  uint64_t last_space_id_ = 0;
   // The spaces' `bytes`, and kProcessBytes a process.
   size_t process_bytes_ = 0;
   uint64_t uses_ = 0;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/descriptors/descriptor_tracker.h"
 #include "agent/session/buffer_reader.h"
@@ -63,8 +64,20 @@ class FakeNamer : public FrameNamer {
     calls.push_back(absl::StrCat("fork ", parent_tgid, " ", child_tgid));
   }
   void ProcessExeced(int32_t tgid) override { calls.push_back(absl::StrCat("exec ", tgid)); }
+  uint64_t UserSpace(int32_t tgid) const override {
+    auto it = spaces.find(tgid);
+    return it == spaces.end() ? 0 : it->second;
+  }
+  // How many User() calls were for `tgid`.
+  size_t UserCallsOf(int32_t tgid) const {
+    const std::string prefix = absl::StrCat("user ", tgid, " ");
+    return static_cast<size_t>(std::count_if(calls.begin(), calls.end(), [&](const std::string& c) {
+      return absl::StartsWith(c, prefix);
+    }));
+  }
 
-  std::vector<std::string> calls;  // What User and the process calls were told, in order.
+  std::map<int32_t, uint64_t> spaces;  // UserSpace() by tgid; none: 0.
+  std::vector<std::string> calls;      // What User and the process calls were told, in order.
   int kernel_calls = 0;
 
  private:
@@ -356,9 +369,9 @@ TEST_F(StackSampleWriterTest, KernelFramesAreNamedOnceForEveryProcessThatHasThem
     Blocked(records.back()).tgid = tgid;
   }
   WriteBatch(records);
-  // Three addresses, each named once to find the switch's frame and once
-  // more to intern the two outside it.
-  EXPECT_EQ(namer_.kernel_calls, 3 + 2);
+  // Three addresses, each named once: to find the switch's frame, and that
+  // name interned for the two outside it.
+  EXPECT_EQ(namer_.kernel_calls, 3);
   std::string bytes;
   const trace::Trace t = ReadFile(&bytes);
   std::set<std::vector<uint64_t>> callstacks;
@@ -371,6 +384,63 @@ TEST_F(StackSampleWriterTest, KernelFramesAreNamedOnceForEveryProcessThatHasThem
   ASSERT_EQ(callstacks.size(), 1u);
   EXPECT_EQ(callstacks.begin()->size(), 3u);
   EXPECT_EQ(writer_->stats().blocked_samples, 50u);
+}
+
+// Processes forked from one another share what their addresses mean (the
+// namer's UserSpace): a user address named with a function is named once
+// for all of them, not once a process; one without a function is asked
+// again (another process of the space, or a new read of its maps, may name
+// it); and once a process's addresses mean something new, its frames are
+// named anew.
+TEST_F(StackSampleWriterTest, UserFramesAreNamedOncePerAddressSpace) {
+  namer_.kernel = {{0xff40, "pipe_read"}};
+  namer_.user = {{0x401000, "worker"}, {0x402000, "main"}};
+  stacks_[7] = {0xff48};
+  // Innermost first: worker, then return addresses into main and into
+  // something without a name.
+  stacks_[9] = {0x401004, 0x402005, 0x403001};
+  for (int32_t tgid = 1000; tgid < 1050; tgid++) namer_.spaces[tgid] = 77;
+  namer_.spaces[2000] = 88;
+  MakeWriter();
+  std::vector<Words> records;
+  for (int32_t tgid : {1000, 1001, 2000}) {
+    records.push_back(Record(5'000 + tgid, tgid, 7, 9, 1000));
+    Blocked(records.back()).tgid = tgid;
+  }
+  for (int32_t tgid = 1002; tgid < 1050; tgid++) {
+    records.push_back(Record(6'000 + tgid, tgid, 7, 9, 1000));
+    Blocked(records.back()).tgid = tgid;
+  }
+  WriteBatch(records);
+  EXPECT_EQ(namer_.UserCallsOf(1000), 3u);  // The space's first: every frame.
+  for (int32_t tgid = 1001; tgid < 1050; tgid++) {
+    EXPECT_EQ(namer_.UserCallsOf(tgid), 1u) << tgid << ": only the frame without a name";
+  }
+  EXPECT_EQ(namer_.UserCallsOf(2000), 3u);  // Another space's addresses.
+  // 1000's maps read again: what its addresses mean may have changed, so
+  // even a stack it had before is named again.
+  namer_.spaces[1000] = 99;
+  std::vector<Words> later = {Record(9'000, 1000, 7, 9, 1000)};
+  Blocked(later.back()).tgid = 1000;
+  WriteBatch(later);
+  EXPECT_EQ(namer_.UserCallsOf(1000), 6u);
+  // Its stack again, in the same space: remembered whole.
+  later = {Record(9'500, 1000, 7, 9, 1000)};
+  Blocked(later.back()).tgid = 1000;
+  WriteBatch(later);
+  EXPECT_EQ(namer_.UserCallsOf(1000), 6u);
+  // Every sample resolves to the same three user frames and one kernel frame.
+  std::string bytes;
+  const trace::Trace t = ReadFile(&bytes);
+  std::set<std::vector<uint64_t>> callstacks;
+  for (const trace::TracePacket& p : t.packet()) {
+    for (const trace::Callstack& c : p.interned_data().callstacks()) {
+      callstacks.insert({c.frame_ids().begin(), c.frame_ids().end()});
+    }
+  }
+  ASSERT_EQ(callstacks.size(), 1u);
+  EXPECT_EQ(callstacks.begin()->size(), 4u);
+  EXPECT_EQ(writer_->stats().blocked_samples, 53u);
 }
 
 // The proof of "interned data survives the ring": a small ring that wraps
