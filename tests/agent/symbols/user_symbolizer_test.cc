@@ -347,6 +347,34 @@ TEST_F(UserSymbolizerFakeProcTest, AChildsInnermostFrameInNoMappingGivesItMapsOf
   EXPECT_EQ(symbolizer.stats().maps_reads, 2u);
 }
 
+// What a caller may keep of the names: a family shares one space id; a
+// new read of the maps (a child's library) or an exec gives a new one; an
+// unknown process has none.
+TEST_F(UserSymbolizerFakeProcTest, ASpaceIdChangesWithEveryReadOfItsMapsAndEveryExec) {
+  WriteMaps("10000-11000 r-xp 00000000 00:00 0 \n");
+  UserSymbolizer symbolizer(options_);
+  EXPECT_EQ(symbolizer.SpaceId(kPid), 0u);
+  symbolizer.ProcessForked(kPid, 5001);
+  symbolizer.ProcessForked(kPid, 5002);
+  EXPECT_NE(symbolizer.SpaceId(kPid), 0u);
+  EXPECT_EQ(symbolizer.SpaceId(5001), symbolizer.SpaceId(kPid));
+  EXPECT_TRUE(Symbolize(&symbolizer, kPid, 0x10010).has_mapping);
+  const uint64_t family = symbolizer.SpaceId(kPid);
+  EXPECT_EQ(symbolizer.SpaceId(5002), family);
+  // 5001 loaded a library: its innermost frame there reads maps of its own.
+  AddProcess(5001, "10000-11000 r-xp 00000000 00:00 0 \n30000-31000 r-xp 00000000 00:00 0 \n");
+  EXPECT_TRUE(Symbolize(&symbolizer, 5001, 0x30010).has_mapping);
+  EXPECT_NE(symbolizer.SpaceId(5001), family);
+  EXPECT_EQ(symbolizer.SpaceId(5002), family);  // The others keep theirs.
+  // 5002 execs: another program, another id, never one used before.
+  const uint64_t child = symbolizer.SpaceId(5001);
+  symbolizer.ProcessExeced(5002);
+  EXPECT_NE(symbolizer.SpaceId(5002), family);
+  EXPECT_NE(symbolizer.SpaceId(5002), child);
+  symbolizer.ForgetProcess(5002);
+  EXPECT_EQ(symbolizer.SpaceId(5002), 0u);
+}
+
 // A family's maps read from a process gone by then are read again from
 // the next of them that has a frame.
 TEST_F(UserSymbolizerFakeProcTest, MapsUnreadableFromOneOfAFamilyAreReadFromTheNext) {
