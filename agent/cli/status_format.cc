@@ -79,6 +79,13 @@ void AppendStacks(const control::StackStatus& st, std::string* out) {
   absl::StrAppend(out, "  frames: ", st.frames_named() + st.frames_unnamed(), " (",
                   st.frames_unnamed(), " unnamed); interned ", HumanBytes(st.interned_bytes()),
                   ", generation ", st.generations(), "\n");
+  // Why user frames go unnamed, once the maps of a process were read.
+  if (st.maps_reads() > 0) {
+    absl::StrAppend(out, "  user frames in no mapping: ", st.user_frames_unmapped(),
+                    "; binaries unreadable: ", st.binaries_unreadable(), "\n");
+    absl::StrAppend(out, "  maps read: ", st.maps_reads(), ", ", st.maps_unreadable(),
+                    " unreadable (the process gone)\n");
+  }
 }
 
 void AppendSources(const control::StatusReply& s, std::string* out) {

@@ -68,6 +68,10 @@ control::StatusReply FilledReply() {
   stacks->set_remembered_stacks(350);
   stacks->set_symbol_bytes(uint64_t{12} << 20);
   stacks->set_interning_bytes(uint64_t{3} << 19);
+  stacks->set_user_frames_unmapped(224);
+  stacks->set_maps_reads(18);
+  stacks->set_maps_unreadable(14);
+  stacks->set_binaries_unreadable(1);
   SourceStatus* ftrace = s.add_sources();
   ftrace->set_name("linux.ftrace");
   ftrace->set_state(SourceStatus::FAILED);
@@ -213,9 +217,17 @@ TEST(StatusTextTest, StackSamplesAndWhatTheyInternedAreUnderTheirSource) {
   const std::vector<std::string> lines = Lines(StatusText(FilledReply()));
   auto bpf = std::find_if(lines.begin(), lines.end(),
                           [](const std::string& l) { return l.starts_with("linux.bpf"); });
-  ASSERT_GE(lines.end() - bpf, 5);
+  ASSERT_GE(lines.end() - bpf, 6);
   EXPECT_EQ(bpf[3], "  stack samples: 5000 blocked, 700 CPU; 310 callstacks");
   EXPECT_EQ(bpf[4], "  frames: 940 (40 unnamed); interned 300.0 KiB, generation 2");
+  // Why user frames are unnamed, as the trace's stats and inspect say.
+  ASSERT_GE(lines.end() - bpf, 7);
+  EXPECT_EQ(bpf[5], "  user frames in no mapping: 224; binaries unreadable: 1");
+  EXPECT_EQ(bpf[6], "  maps read: 18, 14 unreadable (the process gone)");
+  // No maps read (no user frame met yet): no such line.
+  control::StatusReply unread = FilledReply();
+  unread.mutable_sources(0)->mutable_stacks()->set_maps_reads(0);
+  EXPECT_THAT(StatusText(unread), Not(HasSubstr("maps read")));
   // A source without stacks has no such lines.
   control::StatusReply none = FilledReply();
   none.mutable_sources(0)->clear_stacks();
