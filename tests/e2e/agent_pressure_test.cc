@@ -136,14 +136,18 @@ TEST(AgentPressureTest, CpuTasksWaitingForACpuFireOneSnapshotThatShowsTheStallGr
                      "value > 0"),
             0);
   // psi.cpu.some is the stall time so far: over the second before the
-  // trigger it grew by at least half a second, two CPUs' worth of waiting
-  // tasks (a calm machine grows it by milliseconds).
-  const std::string before = absl::StrCat(
-      "select cast(max(c.value) - min(c.value) as int) from counter c join counter_track t on "
-      "c.track_id = "
-      "t.id where t.name = 'psi.cpu.some' and c.ts <= ",
+  // trigger it grew by at least half a second a second, two CPUs' worth of
+  // waiting tasks (a calm machine grows it by milliseconds). As a rate
+  // between the first and last samples of that second: on a loaded machine
+  // the samples (every 250 ms) may span only part of it.
+  const std::string window = absl::StrCat(
+      " from counter c join counter_track t on c.track_id = t.id where t.name = 'psi.cpu.some' "
+      "and c.ts <= ",
       fired_ns, " and c.ts >= ", fired_ns - 1'000'000'000);
-  EXPECT_GE(QueryInt(tp, files[0], before), 500'000'000) << before;
+  ASSERT_GE(QueryInt(tp, files[0], "select count(*)" + window), 2) << window;
+  const std::string rate =
+      "select cast((max(c.value) - min(c.value)) * 1e9 / (max(c.ts) - min(c.ts)) as int)" + window;
+  EXPECT_GE(QueryInt(tp, files[0], rate), 500'000'000) << rate;
   EXPECT_GE(QueryInt(tp, files[0],
                      absl::StrCat("select count(*) from counter c join counter_track t on "
                                   "c.track_id = t.id where t.name = 'MemAvailable' and c.ts < ",
