@@ -157,6 +157,19 @@ class StackSampleWriterTest : public ::testing::Test {
     ring_->durable()->Drained(ring_->stats().bytes_written);
   }
 
+  // The distinct callstacks (their frame ids) interned in what a file holds.
+  std::set<std::vector<uint64_t>> CallstacksInFile() {
+    std::string bytes;
+    const trace::Trace t = ReadFile(&bytes);
+    std::set<std::vector<uint64_t>> callstacks;
+    for (const trace::TracePacket& p : t.packet()) {
+      for (const trace::Callstack& c : p.interned_data().callstacks()) {
+        callstacks.insert({c.frame_ids().begin(), c.frame_ids().end()});
+      }
+    }
+    return callstacks;
+  }
+
   // What a file holds: every packet read now, framed.
   trace::Trace ReadFile(std::string* bytes) {
     BufferPacketReader reader;
@@ -372,14 +385,7 @@ TEST_F(StackSampleWriterTest, KernelFramesAreNamedOnceForEveryProcessThatHasThem
   // Three addresses, each named once: to find the switch's frame, and that
   // name interned for the two outside it.
   EXPECT_EQ(namer_.kernel_calls, 3);
-  std::string bytes;
-  const trace::Trace t = ReadFile(&bytes);
-  std::set<std::vector<uint64_t>> callstacks;
-  for (const trace::TracePacket& p : t.packet()) {
-    for (const trace::Callstack& c : p.interned_data().callstacks()) {
-      callstacks.insert({c.frame_ids().begin(), c.frame_ids().end()});
-    }
-  }
+  const std::set<std::vector<uint64_t>> callstacks = CallstacksInFile();
   // One user frame (the same name and mapping in each) and two kernel ones.
   ASSERT_EQ(callstacks.size(), 1u);
   EXPECT_EQ(callstacks.begin()->size(), 3u);
@@ -430,14 +436,7 @@ TEST_F(StackSampleWriterTest, UserFramesAreNamedOncePerAddressSpace) {
   WriteBatch(later);
   EXPECT_EQ(namer_.UserCallsOf(1000), 6u);
   // Every sample resolves to the same three user frames and one kernel frame.
-  std::string bytes;
-  const trace::Trace t = ReadFile(&bytes);
-  std::set<std::vector<uint64_t>> callstacks;
-  for (const trace::TracePacket& p : t.packet()) {
-    for (const trace::Callstack& c : p.interned_data().callstacks()) {
-      callstacks.insert({c.frame_ids().begin(), c.frame_ids().end()});
-    }
-  }
+  const std::set<std::vector<uint64_t>> callstacks = CallstacksInFile();
   ASSERT_EQ(callstacks.size(), 1u);
   EXPECT_EQ(callstacks.begin()->size(), 4u);
   EXPECT_EQ(writer_->stats().blocked_samples, 53u);
