@@ -468,13 +468,16 @@ stall_snapshot() {
   [ "$e" = 0 ] || [ "$e" = - ] || echo "trace_processor import errors in psi.pftrace: $e"
   [ -x "$TP" ] || return
   local fell rose
-  # The counter's first value in the file, less its last one before the
-  # trigger (one line of SQL: the column's name is its text).
-  first_less_last() {
-    tp_query "$f" "with v as (select c.ts, c.value from counter c join counter_track t on c.track_id = t.id where t.name = '$1' and c.ts <= $fired_ns) select cast((select value from v order by ts limit 1) - (select value from v order by ts desc limit 1) as int) as d;"
+  # How far the counter fell (MemAvailable) or rose (psi.mem.some) from its
+  # highest (lowest) value in the file to its last one before the trigger
+  # (one line of SQL: the column's name is its text). Not from its first
+  # value: the previous step's processes may still be freeing memory when
+  # the file begins, so MemAvailable can rise before the workload starts.
+  change_to_trigger() {
+    tp_query "$f" "with v as (select c.ts, c.value from counter c join counter_track t on c.track_id = t.id where t.name = '$1' and c.ts <= $fired_ns) select cast((select $2(value) from v) - (select value from v order by ts desc limit 1) as int) as d;"
   }
-  fell=$(first_less_last MemAvailable)
-  rose=$(first_less_last psi.mem.some)
+  fell=$(change_to_trigger MemAvailable max)
+  rose=$(change_to_trigger psi.mem.some min)
   rose=$(( -${rose:-0} ))
   [ "${fell:-0}" -gt $((8 << 20)) ] ||
     echo "MemAvailable fell by ${fell:-?} bytes before the trigger (more than 8 MiB expected)"
