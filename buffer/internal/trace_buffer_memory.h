@@ -9,6 +9,7 @@
 // it. docs/design/trace-buffer.md has the layout.
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -64,7 +65,13 @@ struct TraceBuffer::TBChunk {
 };
 
 inline constexpr uint32_t kTBChunkHeaderSize = 20;
-inline constexpr size_t kGuardSize = 4096;
+
+// The kernel's page size: the unit of mappings, their protection and the
+// buffer's size (4 KiB; 16 or 64 KiB on some arm64 kernels).
+inline size_t PageSize() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
 
 // The buffer's memory. A clone in progress shares its mapping with the
 // buffer it is cloned from, which copies into it.
@@ -77,19 +84,20 @@ struct TraceBuffer::Mapping {
   std::atomic<bool> complete{true};
 
   ~Mapping() {
-    if (memory != nullptr) munmap(memory - kGuardSize, size + 2 * kGuardSize);
+    if (memory != nullptr) munmap(memory - PageSize(), size + 2 * PageSize());
   }
   // Maps `size` bytes (a multiple of the page size) between guard pages, or
   // returns nullptr.
   static std::shared_ptr<Mapping> Map(size_t size) {
     // Inaccessible guard pages on both sides turn any access outside the
     // buffer into a fault instead of a silent read of other memory.
-    void* base = mmap(nullptr, size + 2 * kGuardSize, PROT_NONE,
+    const size_t guard = PageSize();
+    void* base = mmap(nullptr, size + 2 * guard, PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) return nullptr;
-    uint8_t* memory = static_cast<uint8_t*>(base) + kGuardSize;
+    uint8_t* memory = static_cast<uint8_t*>(base) + guard;
     if (mprotect(memory, size, PROT_READ | PROT_WRITE) != 0) {
-      munmap(base, size + 2 * kGuardSize);
+      munmap(base, size + 2 * guard);
       return nullptr;
     }
     auto m = std::make_shared<Mapping>();

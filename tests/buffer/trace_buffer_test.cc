@@ -89,12 +89,16 @@ std::vector<std::string> Data(std::initializer_list<const char*> items) {
 
 // --- Creation ----------------------------------------------------------------
 
+// The kernel's page size, not 4 KiB: arm64 kernels may have 16 or 64 KiB
+// pages (tests/kernels/kernels-arm64.txt boots one).
+const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+
 TEST_F(TraceBufferTest, CreateRoundsSizesBelowAPageUpToOnePage) {
-  for (size_t size : {size_t{0}, size_t{1}, size_t{100}, size_t{4095}}) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{100}, kPage - 1}) {
     auto b = TraceBuffer::Create(size);
     ASSERT_NE(b, nullptr) << size;
-    EXPECT_EQ(b->size(), 4096u) << size;
-    EXPECT_EQ(b->stats().buffer_size, 4096u) << size;
+    EXPECT_EQ(b->size(), kPage) << size;
+    EXPECT_EQ(b->stats().buffer_size, kPage) << size;
   }
   // And it is a working buffer.
   CreateBuffer(10);
@@ -103,11 +107,11 @@ TEST_F(TraceBufferTest, CreateRoundsSizesBelowAPageUpToOnePage) {
 }
 
 TEST_F(TraceBufferTest, CreateRoundsSizesUpToPageMultiples) {
-  EXPECT_EQ(TraceBuffer::Create(4096)->size(), 4096u);
-  EXPECT_EQ(TraceBuffer::Create(4097)->size(), 8192u);
-  auto b = TraceBuffer::Create(5000);
+  EXPECT_EQ(TraceBuffer::Create(kPage)->size(), kPage);
+  EXPECT_EQ(TraceBuffer::Create(kPage + 1)->size(), 2 * kPage);
+  auto b = TraceBuffer::Create(kPage + 904);
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(b->size(), 8192u);
+  EXPECT_EQ(b->size(), 2 * kPage);
   EXPECT_FALSE(b->has_data());
   EXPECT_EQ(b->used_size(), 0u);
 }
