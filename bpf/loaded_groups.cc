@@ -5,6 +5,7 @@
 #include <sys/utsname.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <string>
 
@@ -359,6 +360,12 @@ void LoadedGroups::Detach() {
 }
 
 void LoadedGroups::SetStopping(Group group, bool stopping) {
+  // The groups' flags change in the order EventSource::SetRecording gives
+  // (process records first on, last off): a release fence keeps this
+  // group's stores from becoming visible to the programs before an earlier
+  // call's. x86 keeps stores in order anyway; arm64 may not, and the
+  // flags live in different maps.
+  std::atomic_thread_fence(std::memory_order_release);
   for (const EventType& e : kEventTypes) {
     if (e.group != group) continue;
     for (const Object& o : objects_) o.stopping[e.type] = stopping ? 1 : 0;
