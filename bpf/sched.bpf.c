@@ -81,10 +81,11 @@ static __always_inline void add_percpu(void* map, __u32 key, __u64 n) {
 
 static __always_inline void count_stack_loss(__u32 kind) { add_percpu(&stack_losses, kind, 1); }
 
-/* Takes one stack into `out` (stack_bytes at most); returns the bytes
- * written (a multiple of 8) and sets *status. */
-static __always_inline __u32 take_stack(void* ctx, void* out, bool user, __s16* status) {
-  const long n = bpf_get_stack(ctx, out, stack_bytes, user ? BPF_F_USER_STACK : 0);
+/* Takes one stack into `out` (`size` bytes at most, stack_bytes or less);
+ * returns the bytes written (a multiple of 8) and sets *status. */
+static __always_inline __u32 take_stack(void* ctx, void* out, __u32 size, bool user,
+                                        __s16* status) {
+  const long n = bpf_get_stack(ctx, out, size, user ? BPF_F_USER_STACK : 0);
   if (n < 0) {
     *status = (__s16)n;
     if (!user) {
@@ -98,26 +99,43 @@ static __always_inline __u32 take_stack(void* ctx, void* out, bool user, __s16* 
   *status = RS_STACK_TAKEN;
   __u32 bytes = (__u32)n & ~7u;
   if (bytes > RS_STACK_MAX_DEPTH * 8) bytes = RS_STACK_MAX_DEPTH * 8; /* For the verifier. */
-  if (bytes >= stack_bytes) count_stack_loss(RS_STACK_LOSS_TRUNCATED);
+  if (bytes >= size) count_stack_loss(RS_STACK_LOSS_TRUNCATED);
   return bytes;
 }
 
 /* Fills the kernel and user stacks after a record's fixed part at `frames`
  * (both sized for RS_STACK_MAX_DEPTH) and returns their bytes. A kernel
- * stack of none (a CPU sample in user mode) is RS_STACK_NOT_ASKED. */
-static __always_inline __u32 take_stacks(void* ctx, __u64* frames, bool has_mm,
+ * stack of none (a CPU sample in user mode) is RS_STACK_NOT_ASKED.
+ *
+ * `entry_caller`, when not 0, is the return address of a function whose
+ * first instruction the program probes, which the kernel's unwinder does
+ * not see: it goes second, after the probed function. On arm64 a function
+ * saves its frame record (and with it the link register) only in its
+ * prologue, so a walk of the frame records from its entry starts at its
+ * caller's record and skips the caller itself (finish_task_switch's
+ * stack went straight to schedule(), without __schedule()). */
+static __always_inline __u32 take_stacks(void* ctx, __u64* frames, bool has_mm, __u64 entry_caller,
                                          __u16* kernel_frames, __u16* user_frames,
                                          __s16* kernel_status, __s16* user_status) {
   __u32 k = 0, u = 0;
   *kernel_status = RS_STACK_NOT_ASKED;
   *user_status = RS_STACK_NOT_ASKED;
   if (stack_flags & RS_STACKS_KERNEL) {
-    k = take_stack(ctx, frames, false, kernel_status);
+    if (entry_caller != 0 && stack_bytes > 8) {
+      k = take_stack(ctx, frames + 1, stack_bytes - 8, false, kernel_status);
+      if (k > 0) {
+        frames[0] = frames[1];
+        frames[1] = entry_caller;
+        k += 8;
+      }
+    } else {
+      k = take_stack(ctx, frames, stack_bytes, false, kernel_status);
+    }
     if (k == 0 && *kernel_status == RS_STACK_TAKEN) *kernel_status = RS_STACK_NOT_ASKED;
   }
   /* A kernel thread (no mm) has no user stack. */
   if ((stack_flags & RS_STACKS_USER) && has_mm) {
-    u = take_stack(ctx, (__u8*)frames + k, true, user_status);
+    u = take_stack(ctx, (__u8*)frames + k, stack_bytes, true, user_status);
   }
   *kernel_frames = k / 8;
   *user_frames = u / 8;
@@ -190,8 +208,8 @@ static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
     e->pid = tid;
     e->tgid = RS_READ(raw, prev, tgid);
     e->state = state;
-    take_stacks(ctx, e->frames, RS_READ(raw, prev, mm) != NULL, &e->kernel_frames, &e->user_frames,
-                &e->kernel_status, &e->user_status);
+    take_stacks(ctx, e->frames, RS_READ(raw, prev, mm) != NULL, 0, &e->kernel_frames,
+                &e->user_frames, &e->kernel_status, &e->user_status);
     err = bpf_map_update_elem(&blocked_tasks, &tid, e, BPF_ANY);
   }
   if (err != 0) count_stack_loss(RS_STACK_LOSS_TASKS_FULL);
@@ -256,8 +274,15 @@ int resume_blocked(struct pt_regs* ctx) {
   e->weight_ns = weight;
   e->state = state;
   struct task_struct* t = (struct task_struct*)bpf_get_current_task();
-  const __u32 bytes = take_stacks(ctx, e->frames, BPF_CORE_READ(t, mm) != NULL, &e->kernel_frames,
-                                  &e->user_frames, &e->kernel_status, &e->user_status);
+  /* The kprobe is on the function's first instruction (take_stacks). */
+#if defined(__TARGET_ARCH_arm64)
+  const __u64 entry_caller = PT_REGS_RET(ctx);
+#else
+  const __u64 entry_caller = 0;
+#endif
+  const __u32 bytes =
+      take_stacks(ctx, e->frames, BPF_CORE_READ(t, mm) != NULL, entry_caller, &e->kernel_frames,
+                  &e->user_frames, &e->kernel_status, &e->user_status);
   output_stack_record(RS_EV_STACK_BLOCKED, &e->h, sizeof(*e) + bytes);
   return 0;
 }
@@ -279,8 +304,9 @@ int sample_cpu_stack(struct bpf_perf_event_data* ctx) {
   e->h.ts_ns = bpf_ktime_get_boot_ns();
   e->pid = tid;
   e->tgid = id >> 32;
-  const __u32 bytes = take_stacks(ctx, e->frames, BPF_CORE_READ(t, mm) != NULL, &e->kernel_frames,
-                                  &e->user_frames, &e->kernel_status, &e->user_status);
+  const __u32 bytes =
+      take_stacks(ctx, e->frames, BPF_CORE_READ(t, mm) != NULL, 0, &e->kernel_frames,
+                  &e->user_frames, &e->kernel_status, &e->user_status);
   output_stack_record(RS_EV_STACK_CPU_SAMPLE, &e->h, sizeof(*e) + bytes);
   return 0;
 }
