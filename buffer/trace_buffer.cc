@@ -58,8 +58,7 @@ std::unique_ptr<TraceBuffer> TraceBuffer::Create(size_t size_bytes, OverwritePol
   static_assert(sizeof(TBChunk) == kTBChunkHeaderSize);
   if (size_bytes > kMaxSize) return nullptr;
   // Any size a config can ask for is usable: less than a page is a page.
-  const size_t page = PageSize();
-  const size_t size = std::max(page, (size_bytes + page - 1) & ~(page - 1));
+  const size_t size = std::max(kPageSize, (size_bytes + kPageSize - 1) & ~(kPageSize - 1));
   std::shared_ptr<Mapping> mapping = Mapping::Map(size);
   if (mapping == nullptr) return nullptr;
   return std::unique_ptr<TraceBuffer>(new TraceBuffer(std::move(mapping), policy));

@@ -136,13 +136,13 @@ class TraceBuffer {
   // Empty sequence states kept alive so a returning writer's gaps are still
   // detected; older empty ones are swept.
   static constexpr size_t kKeepLastEmptySeq = 1024;
-  // Offsets are 32-bit; less the largest page size (64 KiB, arm64's), so that
-  // rounding up to a page never passes 2^32.
-  static constexpr size_t kMaxSize = (size_t{1} << 32) - (size_t{64} << 10);
+  static constexpr size_t kPageSize = 4096;
+  static constexpr size_t kMaxSize = (size_t{1} << 32) - kPageSize;  // Offsets are 32-bit.
 
-  // The buffer holds `size_bytes` rounded up to a multiple of the page size,
-  // the kernel's (4 KiB; 16 or 64 KiB on some arm64 kernels), so anything
-  // below a page, 0 included, gets one page, as in Perfetto.
+  // The buffer holds `size_bytes` rounded up to a multiple of kPageSize, 4
+  // KiB (so anything below it, 0 included, gets 4 KiB, as in Perfetto), on
+  // every kernel: its memory is mapped in the kernel's pages (16 or 64 KiB
+  // on some arm64 kernels), the rest of the last one unused.
   // Returns nullptr if `size_bytes` is above kMaxSize or the memory cannot be
   // mapped.
   static std::unique_ptr<TraceBuffer> Create(size_t size_bytes,

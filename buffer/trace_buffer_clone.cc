@@ -170,7 +170,7 @@ void TraceBuffer::PrefaultCloneMemory() {
   // From the write cursor on, wrapping: the writers preserve blocks there
   // first (the oldest data, overwritten next), and a block preserved into
   // memory not yet populated costs the writer its page faults.
-  PopulateMemory(memory_, wr_, (used_size_ + PageSize() - 1) & ~(PageSize() - 1));
+  PopulateMemory(memory_, wr_, (used_size_ + kPageSize - 1) & ~(kPageSize - 1));
 }
 
 void TraceBuffer::RebuildChunkIndex() {

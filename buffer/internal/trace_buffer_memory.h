@@ -66,8 +66,8 @@ struct TraceBuffer::TBChunk {
 
 inline constexpr uint32_t kTBChunkHeaderSize = 20;
 
-// The kernel's page size: the unit of mappings, their protection and the
-// buffer's size (4 KiB; 16 or 64 KiB on some arm64 kernels).
+// The kernel's page size: the unit of mappings and their protection (4
+// KiB; 16 or 64 KiB on some arm64 kernels).
 inline size_t PageSize() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
@@ -78,31 +78,35 @@ inline size_t PageSize() {
 struct TraceBuffer::Mapping {
   uint8_t* memory = nullptr;
   size_t size = 0;
+  size_t mapped = 0;  // `size` rounded up to the kernel's pages.
   // False while a clone's bytes are still being copied in. Stored with
   // release once the last byte is in; a reader on another thread loads it
   // with acquire before touching the memory.
   std::atomic<bool> complete{true};
 
   ~Mapping() {
-    if (memory != nullptr) munmap(memory - PageSize(), size + 2 * PageSize());
+    if (memory != nullptr) munmap(memory - PageSize(), mapped + 2 * PageSize());
   }
-  // Maps `size` bytes (a multiple of the page size) between guard pages, or
-  // returns nullptr.
+  // Maps `size` bytes (a multiple of 4 KiB) between guard pages, or returns
+  // nullptr. On a kernel of larger pages the last one's rest is mapped too,
+  // unused: the buffer's size is the same on every kernel.
   static std::shared_ptr<Mapping> Map(size_t size) {
     // Inaccessible guard pages on both sides turn any access outside the
     // buffer into a fault instead of a silent read of other memory.
-    const size_t guard = PageSize();
-    void* base = mmap(nullptr, size + 2 * guard, PROT_NONE,
+    const size_t page = PageSize();
+    const size_t mapped = (size + page - 1) / page * page;
+    void* base = mmap(nullptr, mapped + 2 * page, PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) return nullptr;
-    uint8_t* memory = static_cast<uint8_t*>(base) + guard;
-    if (mprotect(memory, size, PROT_READ | PROT_WRITE) != 0) {
-      munmap(base, size + 2 * guard);
+    uint8_t* memory = static_cast<uint8_t*>(base) + page;
+    if (mprotect(memory, mapped, PROT_READ | PROT_WRITE) != 0) {
+      munmap(base, mapped + 2 * page);
       return nullptr;
     }
     auto m = std::make_shared<Mapping>();
     m->memory = memory;
     m->size = size;
+    m->mapped = mapped;
     return m;
   }
 };
