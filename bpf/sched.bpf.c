@@ -127,6 +127,7 @@ static __always_inline __u32 take_stacks(void* ctx, __u64* frames, bool has_mm, 
         frames[0] = frames[1];
         frames[1] = entry_caller;
         k += 8;
+        if (k > RS_STACK_MAX_DEPTH * 8) k = RS_STACK_MAX_DEPTH * 8; /* For the verifier. */
       }
     } else {
       k = take_stack(ctx, frames, stack_bytes, false, kernel_status);
