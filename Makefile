@@ -19,7 +19,49 @@
 #                   if present) and /var/lib/ringside, under $(DESTDIR)$(PREFIX)
 #   make uninstall  removes what install put there, and nothing else
 #   make test-kernels  ringside inside Debian's 5.10 to 6.12 kernels in QEMU
+#   make ARCH=arm64 [deps | test-kernels | install]  the same for arm64,
+#                   cross-built on x86-64 and run in arm64 kernels
 #   make bench | bench-peers | soak | fuzz | demo | clean | format
+
+# The architecture built for: this machine's, or arm64 on an x86-64 machine
+# (`make ARCH=arm64`, docs/development.md). A cross build goes into
+# build/arm64, with Debian's aarch64-linux-gnu toolchain and a sysroot of
+# Debian's arm64 -dev packages that `make deps ARCH=arm64` unpacks into
+# CROSS_DIR (tools/cross_sysroot.sh), beside the BTF of an arm64 kernel for
+# the BPF programs' vmlinux.h. What runs what it builds (test, bench, demo)
+# refuses a cross build: `make test-kernels ARCH=arm64` runs it in arm64
+# kernels under QEMU. Only an ARCH on make's command line counts: kernel
+# developers often have one in their environment.
+HOST_ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
+ifneq ($(origin ARCH),command line)
+  override ARCH := $(HOST_ARCH)
+endif
+override ARCH := $(or $(patsubst x86_64,x86,$(patsubst amd64,x86,$(patsubst aarch64,arm64,$(ARCH)))),$(HOST_ARCH))
+CROSS :=
+ifneq ($(ARCH),$(HOST_ARCH))
+  ifneq ($(HOST_ARCH)/$(ARCH),x86/arm64)
+    $(error ARCH=$(ARCH): this Makefile cross-builds for arm64 on x86-64 only)
+  endif
+  CROSS := aarch64-linux-gnu-
+  CROSS_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ringside/cross/$(ARCH)
+  SYSROOT := $(CROSS_DIR)/sysroot
+  BUILD ?= build/$(ARCH)
+  CXX := $(CROSS)g++ --sysroot=$(SYSROOT)
+  AR := $(CROSS)ar
+  PKG_CONFIG := env -u PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR=$(SYSROOT) \
+    PKG_CONFIG_LIBDIR=$(SYSROOT)/usr/lib/aarch64-linux-gnu/pkgconfig:$(SYSROOT)/usr/share/pkgconfig \
+    pkg-config
+  VMLINUX_BTF := $(CROSS_DIR)/vmlinux.btf
+endif
+# What runs what it builds refuses a cross build, before it builds anything.
+HOST_ONLY_GOALS := test test-long flake-check asan bench bench-peers soak storm fuzz demo
+ifneq ($(CROSS),)
+  ifneq ($(filter $(HOST_ONLY_GOALS),$(MAKECMDGOALS)),)
+    $(error make $(firstword $(filter $(HOST_ONLY_GOALS),$(MAKECMDGOALS))) runs what it builds, \
+      which an $(ARCH) build cannot on this $(HOST_ARCH) machine: make test-kernels ARCH=$(ARCH) \
+      runs it in $(ARCH) kernels)
+  endif
+endif
 
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -47,6 +89,19 @@ DEB_PACKAGES := \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
   rt-tests systemd linux-perf time ccache gdb python3 universal-ctags \
   qemu-system-x86 busybox-static cpio jq rclone curl
+
+# A cross build's: the toolchain and QEMU on this machine, and the target's
+# -dev packages (with busybox for the kernel matrix's initramfs) in the
+# sysroot, as tools/cross_sysroot.sh resolves them, with the BTF of the
+# first kernel of its kernel matrix (tests/kernels/kernels-arm64.txt).
+ifneq ($(CROSS),)
+  DEB_PACKAGES += g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-system-arm
+endif
+SYSROOT_PACKAGES := libprotobuf-dev libabsl-dev libbpf-dev libelf-dev zlib1g-dev libzstd-dev \
+  libssl-dev libmicrohttpd-dev libsystemd-dev nlohmann-json3-dev libgtest-dev libgmock-dev \
+  libbenchmark-dev busybox-static
+CROSS_BTF_KERNEL = $(shell awk '!/^[[:space:]]*(\#|$$)/ { print $$3 "=" $$4; exit }' \
+  tests/kernels/kernels-$(ARCH).txt)
 
 # tests/deploy/ checks the Kubernetes manifests against the API's schemas
 # (kubernetes-models: every kind's OpenAPI schema compiled to a validator,
@@ -122,6 +177,11 @@ PROTO_OBJS := $(PROTO_CCS:%.cc=%.o)
 # to ftrace. Everything else builds and runs as usual.
 VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 HAVE_BTF := $(if $(wildcard $(VMLINUX_BTF)),yes,)
+ifneq ($(CROSS),)
+  ifeq ($(HAVE_BTF)$(filter deps clean test-kernels,$(MAKECMDGOALS)),)
+    $(error ARCH=$(ARCH): no sysroot and kernel BTF in $(CROSS_DIR) yet: make deps ARCH=$(ARCH))
+  endif
+endif
 ifeq ($(HAVE_BTF),)
   NO_BPF_SRCS := bpf/event_source.cc bpf/loaded_groups.cc
   $(warning bpf/: this kernel has no BTF ($(VMLINUX_BTF) is missing): the CO-RE BPF programs cannot be built here (needs CONFIG_DEBUG_INFO_BTF=y). Building without them; ringside record will use ftrace only.)
@@ -166,7 +226,7 @@ BPF_PROGS := $(wildcard bpf/*.bpf.c)
 BPF_SKELS := $(BPF_PROGS:bpf/%.bpf.c=$(BUILD)/bpf/%.skel.h)
 .SECONDARY: $(BPF_PROGS:bpf/%.bpf.c=$(BUILD)/bpf/%.bpf.o)
 BPF_CLANG ?= clang
-BPF_ARCH := $(shell uname -m | sed 's/x86_64/x86/; s/aarch64/arm64/')
+BPF_ARCH := $(ARCH)
 
 # One test binary per top-level folder, with the tests of its subfolders.
 TEST_DIRS := $(sort $(foreach t,$(wildcard tests/*/*_test.cc tests/*/*/*_test.cc),\
@@ -191,7 +251,7 @@ ALL_OBJS := $(foreach c,$(SOURCE_LIBS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests check-layers check-links check-docs check-sizes test-long flake-check test-kernels run-test-kernels asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+.PHONY: all test run-tests check-layers check-links check-docs check-sizes check-tools test-long flake-check test-kernels run-test-kernels asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
   uninstall clean format
 
 all: $(BIN) $(LIBS)
@@ -304,8 +364,15 @@ test: deps
 
 # The benchmarks are built too, not run: a change that breaks one (a test
 # helper they link, say) shows here, not at the next `make bench`.
-run-tests: check-layers check-links check-docs check-sizes $(BIN) $(TEST_BINS) $(BENCH_BINS)
+run-tests: check-layers check-links check-docs check-sizes check-tools $(BIN) $(TEST_BINS) \
+  $(BENCH_BINS)
 	@tools/run_tests.sh $(TEST_BINS)
+
+# The build's own tools that no check above runs: tools/image_btf.py (a cross
+# build's kernel BTF), on made-up images. Under a second.
+check-tools:
+	@out=$$(python3 tests/tools/image_btf_test.py 2>&1) || { echo "$$out"; exit 1; }; \
+	  echo "image_btf_test: $$(echo "$$out" | grep '^Ran ')"
 
 # The include layers of tools/layers.txt (issue 53): a production file that
 # includes across a layer it may not, or closes an include cycle, fails the
@@ -365,11 +432,20 @@ test-long: deps
 # ~/.cache/ringside/kernels, which every clone shares. KERNELS="6.1 6.12" runs
 # some of them. Needs root. CI runs it after `make test`; about 3.5 minutes
 # under TCG on a 2-core machine (40-60 s per kernel).
+#
+# ARCH=arm64: the arm64 matrix (tests/kernels/kernels-arm64.txt) around the
+# cross-built ringside, in qemu-system-aarch64 under TCG; the files it
+# brings out are judged by this machine's own build (HOST_BUILD).
+# KT_TESTS="base buffer ftrace bpf": instead, those test binaries, built for
+# ARCH, run inside each kernel (docs/development.md#other-architectures).
 test-kernels: deps
 	@$(MAKE) --no-print-directory run-test-kernels
 
-run-test-kernels: $(BIN)
-	@BUILD=$(BUILD) bash tests/kernels/run.sh $(KERNELS)
+HOST_BUILD ?= build
+run-test-kernels: $(BIN) $(foreach t,$(KT_TESTS),$(BUILD)/tests/$(t)_test)
+	@$(if $(CROSS),$(MAKE) --no-print-directory ARCH=$(HOST_ARCH) BUILD=$(HOST_BUILD) $(HOST_BUILD)/ringside)
+	@BUILD=$(BUILD) KT_ARCH=$(ARCH) KT_TESTS="$(KT_TESTS)" $(if $(CROSS),KT_SYSROOT=$(SYSROOT) \
+	  KT_HOST_RINGSIDE=$(HOST_BUILD)/ringside) bash tests/kernels/run.sh $(KERNELS)
 
 # The test binaries that hold real-kernel tests (BPF, tracefs, the CLI and
 # the agent end to end), for `make flake-check`.
@@ -589,6 +665,8 @@ deps:
 	  done && \
 	  rm -rf $(TOOLS_DIR)/debs/packages && echo "$(DEB_TOOLS)" > $(TOOLS_DIR)/debs/unpacked; \
 	fi
+	$(if $(CROSS),@bash tools/cross_sysroot.sh $(ARCH) $(CROSS_DIR) $(CROSS_BTF_KERNEL) \
+	  $(SYSROOT_PACKAGES))
 
 # --- Install ------------------------------------------------------------------
 

@@ -3,9 +3,10 @@
 # the smoke against the kernel it booted on, then powers the VM off.
 #
 # Two serial ports, so that the files never mix with the console:
-#   ttyS0  the console; every result is a line starting "RSKT " (key=value),
-#          which run.sh parses, and everything else is there for a human
-#   ttyS1  one base64 tar of /out (traces, stderr, status) and nothing else
+#   console=  every result is a line starting "RSKT " (key=value), which
+#             run.sh parses, and everything else is there for a human
+#   rskt.data=  (ttyS1; ttyS0 on arm64) one base64 tar of /out (traces,
+#             stderr, status) and nothing else
 # Nothing here decides pass or fail: the host judges, with its own ringside
 # and trace_processor, so a kernel that breaks ringside cannot hide it.
 
@@ -20,13 +21,15 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
-mount -t tmpfs tmpfs /run
+mount -t tmpfs -o mode=0755 tmpfs /run
 # What a systemd host has mounted before the agent starts.
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t bpf bpf /sys/fs/bpf
 
 r() { echo "RSKT $*"; }
+data_tty=/dev/$(sed -n 's/.*rskt\.data=\([^ ]*\).*/\1/p' /proc/cmdline)
+[ "$data_tty" = /dev/ ] && data_tty=/dev/ttyS1
 
 read -r up _ < /proc/uptime
 r "boot_s=$up"
@@ -75,6 +78,29 @@ if grep -q rskt.bench /proc/cmdline; then
   rc=$?
   r "bench_end"
   r "bench_rc=$rc"
+  r "done"
+  exit 0
+fi
+
+# The tests mode (KT_TESTS=... run.sh): the test binaries /etc/kt-tests
+# names, one after another; each one's failures and summary on the console
+# between two markers.
+if grep -q rskt.tests /proc/cmdline; then
+  r "cpus=$(grep -c ^processor /proc/cpuinfo)"
+  # The controllers a systemd host delegates, which the tests' cgroups use.
+  echo "+memory +cpu +pids" > /sys/fs/cgroup/cgroup.subtree_control
+  # From the source tree's root, as make test runs them.
+  cd "$(cat /etc/kt-source)" || exit 1
+  r "tests_begin"
+  rc=0
+  while read -r t; do
+    echo "== ${t##*/}"
+    RINGSIDE_TEST_HANG_S=1200 "$t" --gtest_brief=1 < /dev/null 2>&1 | tail -n 60 > /tmp/test.out
+    grep -v '^$' /tmp/test.out
+    grep -q '^\[  PASSED  \]' /tmp/test.out && ! grep -q '^\[  FAILED  \]' /tmp/test.out || rc=1
+  done < /etc/kt-tests
+  r "tests_end"
+  r "tests_rc=$rc"
   r "done"
   exit 0
 fi
@@ -140,9 +166,9 @@ if grep -q rskt.panic /proc/cmdline; then
   wait $agent
   r "agent_again_rc=$?"
   cp /tmp/snapshots/*.pftrace /tmp/snapshots/*.pftrace.json /out/ 2> /dev/null
-  stty -F /dev/ttyS1 raw -echo 2> /dev/null
+  stty -F "$data_tty" raw -echo 2> /dev/null
   tar -C /out -cf /tmp/out.tar .
-  base64 < /tmp/out.tar > /dev/ttyS1
+  base64 < /tmp/out.tar > "$data_tty"
   r "data_bytes=$(wc -c < /tmp/out.tar) data_sha256=$(sha256sum < /tmp/out.tar | cut -d' ' -f1)"
   r "done"
   exit 0
@@ -298,7 +324,10 @@ r "stacks_rc=$? stacks_s=$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" \
 r "psi=$([ -r /proc/pressure/memory ] && echo yes || echo no)"
 mkdir -m 0700 /tmp/psi-snapshots
 psi_cg=/sys/fs/cgroup/rskt-psi
-mkdir $psi_cg && echo 24M > $psi_cg/memory.high && echo 160M > $psi_cg/memory.max
+# 64 MiB: well above what the kernel may give back meanwhile (the previous
+# step's BPF maps, tens of MiB freed by deferred work after its process
+# exits), so that MemAvailable's fall in the file is the hog's.
+mkdir $psi_cg && echo 64M > $psi_cg/memory.high && echo 160M > $psi_cg/memory.max
 cat > /tmp/pressure.pbtxt << 'CFG'
 buffers { size_kb: 8192 }
 data_sources { config { name: "linux.sys_stats" sys_stats_config {
@@ -311,10 +340,26 @@ $ringside agent -c /tmp/pressure.pbtxt --run-dir /run/rs --output-dir /tmp/psi-s
   --socket "$sock" > /out/psi-agent.out 2> /out/psi-agent.err &
 agent=$!
 $ringside status --wait --timeout 60s --socket "$sock" > /dev/null 2>> /out/psi-agent.err
-sleep 2
+# And the hog starts once free memory has stopped rising: a second without
+# 1 MiB more (10 s at most).
+memfree() { awk '/MemFree/ { print $2 }' /proc/meminfo; }
+free_now=$(memfree) i=0
+while [ $i -lt 10 ]; do
+  free_then=$free_now
+  sleep 1
+  free_now=$(memfree)
+  [ $((free_now - free_then)) -lt 1024 ] && break
+  i=$((i + 1))
+done
+r "psi_memfree_before_kb=$free_now psi_settle_s=$((i + 1))"
 timeout 20 sh -c "echo \$\$ > $psi_cg/cgroup.procs && exec tail /dev/zero" > /dev/null 2>&1 &
 hog=$!
 r "psi_snapshot=$(wait_for_in /tmp/psi-snapshots '*-memory_pressure.pftrace' | sed 's,.*/,,')"
+# What the hog holds, and how, for a human reading a failed check.
+r "psi_cgroup_bytes=$(cat $psi_cg/memory.current)" \
+  "psi_cgroup_anon=$(awk '$1 == "anon" { print $2 }' $psi_cg/memory.stat)" \
+  "psi_cgroup_thp=$(awk '$1 == "anon_thp" { print $2 }' $psi_cg/memory.stat)" \
+  "psi_memfree_kb=$(awk '/MemFree/ { print $2 }' /proc/meminfo)"
 kill $hog 2> /dev/null
 wait $hog
 $ringside status --json --socket "$sock" > /out/psi-status.json 2>> /out/psi-agent.err
@@ -380,8 +425,8 @@ mv /out/*-crash.pftrace /out/crash.pftrace 2> /dev/null
 mv /out/*-oom_kill.pftrace /out/oom.pftrace 2> /dev/null
 
 # 9. The files out, over the second port.
-stty -F /dev/ttyS1 raw -echo 2> /dev/null
+stty -F "$data_tty" raw -echo 2> /dev/null
 tar -C /out -cf /tmp/out.tar .
-base64 < /tmp/out.tar > /dev/ttyS1
+base64 < /tmp/out.tar > "$data_tty"
 r "data_bytes=$(wc -c < /tmp/out.tar) data_sha256=$(sha256sum < /tmp/out.tar | cut -d' ' -f1)"
 r "done"
