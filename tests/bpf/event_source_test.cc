@@ -538,8 +538,10 @@ TEST(EventSourceTest, PrevStateIsWhatTheKernelsTracepointReports) {
   std::printf("prev_state compared on %lld switches (%lld unmatched):%s\n",
               static_cast<long long>(compared), static_cast<long long>(unmatched), states.c_str());
   EXPECT_EQ(differ, 0);
-  // The race is rare: most dying tasks are seen alike by both.
-  EXPECT_LE(exit_races * 10, per_state[0x10] + per_state[0x20] + 10) << exit_races;
+  // The race is rare: most dying tasks are seen alike by both. Under
+  // emulation its window is wider (52 of 504 in an arm64 guest under TCG);
+  // a wrong mapping would make it every one.
+  EXPECT_LE(exit_races * 4, per_state[0x10] + per_state[0x20] + 10) << exit_races;
   // At most one at each edge of the window, per CPU.
   EXPECT_LE(unmatched, 2 * source->num_cpus()) << unmatched_notes.str();
   // The workload's states were all there to compare.
