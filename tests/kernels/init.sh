@@ -20,7 +20,9 @@ trap 'poweroff -f' EXIT
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mount -t tmpfs tmpfs /tmp
+# Not in the tests mode: its source tree may be under /tmp (a CI clone's),
+# in the initramfs's own /tmp, which the root's memory holds anyway.
+grep -q rskt.tests /proc/cmdline || mount -t tmpfs tmpfs /tmp
 mount -t tmpfs -o mode=0755 tmpfs /run
 # What a systemd host has mounted before the agent starts.
 mount -t tracefs tracefs /sys/kernel/tracing

@@ -205,6 +205,8 @@ copy_with_libraries() {
 initramfs() {
   local root=$KDIR/initramfs out=$KDIR/initramfs.cpio.gz
   rm -rf "$root" && mkdir -p "$root"/{bin,usr/bin,proc,sys,dev,tmp,run,etc}
+  # A host's /tmp (the tests mode keeps the initramfs's own).
+  chmod 1777 "$root/tmp"
   # busybox-static's: it needs no libraries of its own.
   cp "$BUSYBOX" "$root/bin/busybox"
   ln -s busybox "$root/bin/sh"
