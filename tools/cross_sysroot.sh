@@ -62,13 +62,8 @@ done)
 
 # The kernel: its Image carries the BTF the build needs.
 cache=${KT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ringside/kernels}
-mkdir -p "$cache/debs"
-kdeb="$cache/debs/${kernel%%=*}_${kernel#*=}_$arch.deb"
-kdeb=${kdeb//:/%3a}
-if [ ! -f "$kdeb" ]; then
-  fetch "$cache/debs" "$kernel" || { debian_apt_update && fetch "$cache/debs" "$kernel"; } ||
-    die "$kernel is not in the archive any more: pin the suite's current version"
-fi
+kdeb=$(debian_deb "$cache/debs" "${kernel%%=*}" "${kernel#*=}" "$arch" "$dir/apt") ||
+  die "$kernel is not in the archive any more: pin the suite's current version"
 rm -rf "$dir/kernel.tmp" && mkdir -p "$dir/kernel.tmp"
 dpkg-deb --fsys-tarfile "$kdeb" | tar -x -C "$dir/kernel.tmp" --wildcards './boot/vmlinuz-*'
 python3 "$here/image_btf.py" "$dir/kernel.tmp"/boot/vmlinuz-* "$dir/vmlinux.btf.tmp"

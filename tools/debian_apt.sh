@@ -9,6 +9,9 @@
 #                           when DIR has none or its suites changed
 #   debian_apt_update       fetches the indexes again (a download that 404s
 #                           after the mirror moved on)
+#   debian_deb DEBS PACKAGE VERSION ARCH APT_DIR
+#                           prints the path of PACKAGE's .deb at VERSION in
+#                           DEBS, downloaded there unless it already is
 #
 # The suites: bullseye, bookworm with its updates and security fixes (so
 # that a library's version is the one an up-to-date bookworm machine has),
@@ -16,13 +19,12 @@
 # version. The dpkg status is an empty file of DIR's: an install simulated
 # with these options lists a package's whole closure, as on an empty root.
 
+# shellcheck shell=bash
 DEBIAN_APT=()
-DEBIAN_APT_DIR=
 
 debian_apt() {
   local dir arch=$2 key=/usr/share/keyrings/debian-archive-keyring.gpg
   dir=$(realpath -m "$1")
-  DEBIAN_APT_DIR=$dir
   mkdir -p "$dir/state/lists/partial" "$dir/cache/archives/partial" "$dir/parts"
   [ -e "$dir/status" ] || : > "$dir/status"
   local m=http://deb.debian.org/debian s=http://deb.debian.org/debian-security sources
@@ -50,4 +52,20 @@ deb [arch=$arch signed-by=$key] $m bookworm-backports main"
 
 debian_apt_update() {
   apt-get -qq "${DEBIAN_APT[@]}" update
+}
+
+# Downloads with debian_apt APT_DIR ARCH unless DEBIAN_APT is set already;
+# fetches the indexes again once should the download fail. Fails when the
+# archive no longer has that version.
+debian_deb() {
+  local debs=$1 pkg=$2 version=$3 arch=$4 deb
+  deb="$debs/${pkg}_${version//:/%3a}_$arch.deb"
+  if [ ! -f "$deb" ]; then
+    [ ${#DEBIAN_APT[@]} -gt 0 ] || debian_apt "$5" "$arch" >&2
+    mkdir -p "$debs"
+    local get=(apt-get -qq "${DEBIAN_APT[@]}" download "$pkg=$version")
+    (cd "$debs" && "${get[@]}") >&2 || { debian_apt_update >&2 && (cd "$debs" && "${get[@]}") >&2; } ||
+      return 1
+  fi
+  echo "$deb"
 }

@@ -147,15 +147,11 @@ fetch() {
   local name=$1 pkg=$2 version=$3 dir
   dir=$(kernel_dir "$name" "$version")
   compgen -G "$dir/boot/vmlinuz-*" > /dev/null && return 0
-  mkdir -p "$CACHE/debs"
-  local deb=("$CACHE/debs/${pkg}_${version/:/%3a}_$DEB_ARCH.deb")
-  if [ ! -f "${deb[0]}" ]; then
-    [ ${#DEBIAN_APT[@]} -gt 0 ] || debian_apt "$CACHE/apt-$DEB_ARCH" "$DEB_ARCH"
-    (cd "$CACHE/debs" && apt-get -qq "${DEBIAN_APT[@]}" download "$pkg=$version") ||
-      { echo "test-kernels: $pkg=$version is not in the archive any more; see $LIST" >&2; return 1; }
-  fi
+  local deb
+  deb=$(debian_deb "$CACHE/debs" "$pkg" "$version" "$DEB_ARCH" "$CACHE/apt-$DEB_ARCH") ||
+    { echo "test-kernels: $pkg=$version is not in the archive any more; see $LIST" >&2; return 1; }
   rm -rf "$dir.tmp"
-  dpkg-deb -x "${deb[0]}" "$dir.tmp"
+  dpkg-deb -x "$deb" "$dir.tmp"
   mv "$dir.tmp" "$dir"
 }
 
