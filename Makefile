@@ -233,11 +233,11 @@ TEST_DIRS := $(sort $(foreach t,$(wildcard tests/*/*_test.cc tests/*/*/*_test.cc
   $(word 2,$(subst /, ,$(t)))))
 TEST_BINS := $(TEST_DIRS:%=$(BUILD)/tests/%_test)
 # A folder's tests, its own helpers, and the helpers every test binary shares.
-# The whole-binary tests (tests/e2e/) drive the agent with tests/agent/testing's
-# helpers too.
+# The whole-binary tests (tests/e2e/, and tests/deploy/'s start of the
+# DaemonSet) drive the agent with tests/agent/testing's helpers too.
 test_objs = $(patsubst %.cc,$(BUILD)/obj/%.o,$(wildcard tests/$(1)/*_test.cc \
   tests/$(1)/*/*_test.cc tests/$(1)/testing/*.cc tests/testing/*.cc \
-  $(if $(filter e2e,$(1)),tests/agent/testing/*.cc)))
+  $(if $(filter e2e deploy,$(1)),tests/agent/testing/*.cc)))
 
 BENCH_SRCS := $(wildcard tests/bench/*_benchmark.cc)
 ifeq ($(HAVE_BTF),)

@@ -40,7 +40,9 @@ namespace ringside::buffer {
 // Not thread-safe; the buffer's owner uses it.
 class DurableStore {
  public:
-  enum class Kind : uint8_t { kProcess = 1, kThread = 2, kInterned = 3 };
+  // kProcessLabels: what else describes a process (its pod), in a packet of
+  // its own, under the process's id.
+  enum class Kind : uint8_t { kProcess = 1, kThread = 2, kInterned = 3, kProcessLabels = 4 };
   // The id of a kInterned entry names the packet sequence whose samples
   // refer to it (interned ids are per sequence): a reader hands the entry
   // out on that sequence. `entry` tells the sequence's entries apart.

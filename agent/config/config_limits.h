@@ -62,6 +62,9 @@ inline constexpr uint32_t kMaxTriggerFiresPerWindow = 10000;
 // A trigger's incident filter: task names as the kernel keeps them
 // (TASK_COMM_LEN less its NUL).
 inline constexpr size_t kMaxCommBytes = 15;
+// A Kubernetes name (a pod's, a namespace's): a DNS subdomain, at most 253
+// bytes.
+inline constexpr size_t kMaxKubernetesNameBytes = 253;
 // A trigger's incident filter: cgroup paths, as the kernel's PATH_MAX allows.
 inline constexpr size_t kMaxCgroupPathBytes = 4095;
 // linux.bpf's filter_container_id: a container id or a prefix of one as

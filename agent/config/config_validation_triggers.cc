@@ -34,6 +34,29 @@ void CheckComm(const std::string& comm, const FieldPath& at, Validator* v) {
   }
 }
 
+// A pattern of Kubernetes names: what IsKubernetesName allows, with the
+// shell's wildcards (fnmatch: * ? [...]).
+void CheckPodPattern(const std::string& pattern, const FieldPath& at, Validator* v) {
+  const bool chars_ok = std::all_of(pattern.begin(), pattern.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '*' ||
+           c == '?' || c == '[' || c == ']' || c == '!';
+  });
+  if (pattern.empty() || pattern.size() > kMaxKubernetesNameBytes || !chars_ok) {
+    v->Fail(at, absl::StrCat("is '", absl::CHexEscape(pattern),
+                             "': a pattern of Kubernetes names is 1 to ", kMaxKubernetesNameBytes,
+                             " bytes of lowercase letters, digits, '-' and '.', with the wildcards "
+                             "* ? [...] (\"web-*\"), so it would never match"));
+  }
+}
+
+template <typename Filter>
+void CheckPodPatterns(const Filter& f, const FieldPath& at, Validator* v) {
+  for (int k = 0; k < f.pod_namespaces_size(); k++) {
+    CheckPodPattern(f.pod_namespaces(k), Child(at, "pod_namespaces", k), v);
+  }
+  for (int k = 0; k < f.pods_size(); k++) CheckPodPattern(f.pods(k), Child(at, "pods", k), v);
+}
+
 void ValidateIncident(const Trigger::Incident& incident, const FieldPath& at, Validator* v) {
   using Incident = Trigger::Incident;
   auto field = [&](const std::string& name, int index) { return Child(at, name, index); };
@@ -60,6 +83,7 @@ void ValidateIncident(const Trigger::Incident& incident, const FieldPath& at, Va
   }
   for (int k = 0; k < incident.comms_size(); k++)
     CheckComm(incident.comms(k), field("comms", k), v);
+  CheckPodPatterns(incident, at, v);
 }
 
 void ValidateTaskStall(const Trigger::TaskStall& s, const FieldPath& at, Validator* v) {
@@ -71,6 +95,7 @@ void ValidateTaskStall(const Trigger::TaskStall& s, const FieldPath& at, Validat
   for (int k = 0; k < s.comms_size(); k++) CheckComm(s.comms(k), Child(at, "comms", k), v);
   for (int k = 0; k < s.cgroups_size(); k++)
     CheckCgroupPath(s.cgroups(k), Child(at, "cgroups", k), v);
+  CheckPodPatterns(s, at, v);
 }
 
 void ValidatePressure(const Trigger::Pressure& p, const FieldPath& at, Validator* v) {

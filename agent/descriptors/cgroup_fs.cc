@@ -2,6 +2,9 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <fstream>
 #include <sstream>
@@ -9,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -78,12 +82,87 @@ std::optional<std::string> CgroupPathInProcFile(std::string_view contents_std) {
   return std::nullopt;
 }
 
-std::optional<std::string> CgroupPathOfPid(int32_t pid) {
+namespace {
+
+// The path /proc/PID/cgroup shows, relative to this process's namespace.
+std::optional<std::string> NamespacePathOfPid(int32_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/cgroup"), std::ios::binary);
   if (!in) return std::nullopt;
   std::stringstream s;
   s << in.rdbuf();
   return CgroupPathInProcFile(s.str());
+}
+
+size_t Depth(absl::string_view path) {
+  return static_cast<size_t>(std::count(path.begin(), path.end(), '/')) - (path == "/" ? 1 : 0);
+}
+
+bool ListsPid(const std::string& cgroup_path, int32_t pid) {
+  std::ifstream procs(absl::StrCat(Cgroup2Mount(), cgroup_path, "/cgroup.procs"));
+  int32_t listed = 0;
+  while (procs >> listed) {
+    if (listed == pid) return true;
+  }
+  return false;
+}
+
+std::optional<std::string> FindNamespaceRoot() {
+  const std::optional<std::string> self = NamespacePathOfPid(getpid());
+  const std::optional<std::string> init = NamespacePathOfPid(1);
+  // Inside the node's namespace, or pid 1 inside ours (no hostPID): paths
+  // need no change.
+  if (!self.has_value() || !init.has_value() || *self != "/" || !absl::StartsWith(*init, "/..")) {
+    return std::string("/");
+  }
+  size_t climbs = 0;
+  for (absl::string_view part : absl::StrSplit(*init, '/', absl::SkipEmpty())) {
+    if (part != "..") break;
+    climbs++;
+  }
+  std::optional<std::string> root;
+  const int32_t pid = getpid();
+  ForEachCgroup(
+      [&](const std::string& path, uint64_t) {
+        if (!root.has_value() && Depth(path) >= climbs && ListsPid(path, pid)) root = path;
+      },
+      kMaxCgroupsSearched);
+  return root;
+}
+
+}  // namespace
+
+std::string JoinCgroupPath(std::string_view root_std, std::string_view ns_path_std) {
+  std::vector<absl::string_view> parts;
+  for (absl::string_view path : {absl::string_view(root_std.data(), root_std.size()),
+                                 absl::string_view(ns_path_std.data(), ns_path_std.size())}) {
+    for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+      if (part == ".") continue;
+      if (part == "..") {
+        if (!parts.empty()) parts.pop_back();
+        continue;
+      }
+      parts.push_back(part);
+    }
+  }
+  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+}
+
+const std::optional<std::string>& CgroupNamespaceRoot() {
+  static const std::optional<std::string>* root =
+      new std::optional<std::string>(FindNamespaceRoot());
+  return *root;
+}
+
+std::string CgroupPathBelowMount(std::string_view ns_path) {
+  const std::optional<std::string>& root = CgroupNamespaceRoot();
+  if (!root.has_value() || *root == "/") return std::string(ns_path);
+  return JoinCgroupPath(*root, ns_path);
+}
+
+std::optional<std::string> CgroupPathOfPid(int32_t pid) {
+  std::optional<std::string> path = NamespacePathOfPid(pid);
+  if (!path.has_value()) return std::nullopt;
+  return CgroupPathBelowMount(*path);
 }
 
 std::optional<uint64_t> CgroupIdOfPath(const std::string& path) {

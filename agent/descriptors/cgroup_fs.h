@@ -25,9 +25,33 @@ const std::string& Cgroup2Mount();
 // without a trailing " (deleted)"; nullopt when there is no such line or its
 // path does not start with '/'.
 std::optional<std::string> CgroupPathInProcFile(std::string_view contents);
-// The cgroup v2 path of process (or thread) `pid`; nullopt when it is gone or
-// has none.
+// The cgroup v2 path of process (or thread) `pid` below Cgroup2Mount()
+// (CgroupPathBelowMount); nullopt when it is gone or has none.
 std::optional<std::string> CgroupPathOfPid(int32_t pid);
+
+// A /proc/PID/cgroup path (CgroupPathInProcFile) as a path below
+// Cgroup2Mount(). The two differ when this process has a cgroup namespace
+// of its own (a container's, by default under cgroup v2) while its cgroup2
+// mount shows the node's whole hierarchy (a hostPath of /sys/fs/cgroup):
+// the kernel then names cgroups relative to the namespace's root, others'
+// as "/../../kubepods.slice/...", and this process's own as "/". Such a
+// path is joined to the root's path below the mount (CgroupNamespaceRoot)
+// and its ".." resolved. Unchanged when the namespace is the node's, or its
+// root cannot be found below the mount (a mount of the namespace's own:
+// cgroups outside it cannot be named there).
+std::string CgroupPathBelowMount(std::string_view ns_path);
+// CgroupPathBelowMount() with the namespace's root given: `root` +
+// `ns_path`, its ".." components resolved (never above "/").
+std::string JoinCgroupPath(std::string_view root, std::string_view ns_path);
+
+// The root of this process's cgroup namespace below Cgroup2Mount(), found
+// once: "/" when the namespace is the node's (pid 1, the node's init with
+// the node's pids, is inside it); nullopt when it is not and its root is
+// not below the mount. Found as the cgroup that lists this process, at
+// least as deep as pid 1's path climbs ("/../../.." climbs 3 levels), among
+// at most kMaxCgroupsSearched.
+const std::optional<std::string>& CgroupNamespaceRoot();
+inline constexpr size_t kMaxCgroupsSearched = 65536;
 
 // Whether `path` has a ".." component (which would leave the hierarchy).
 bool HasDotDot(std::string_view path);

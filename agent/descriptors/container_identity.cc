@@ -125,6 +125,10 @@ bool IsContainerId(std::string_view id) {
   return IsIdDigits(absl::string_view(id.data(), id.size()));
 }
 
+bool IsPodUid(std::string_view uid) {
+  return IsPodUid(absl::string_view(uid.data(), uid.size()), '-');
+}
+
 std::string_view ShortContainerId(std::string_view container_id) {
   return container_id.substr(0, kShortContainerIdDigits);
 }

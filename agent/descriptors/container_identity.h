@@ -48,6 +48,10 @@ ContainerIdentity ParseContainerIdentity(std::string_view cgroup_path);
 // Whether `id` is a full container id: 64 lowercase hex digits.
 bool IsContainerId(std::string_view id);
 
+// Whether `uid` is a pod UID as the kubelet writes it: 8-4-4-4-12
+// lowercase hex digits joined by dashes.
+bool IsPodUid(std::string_view uid);
+
 // The first 12 digits of a container id, as `docker ps` shows it.
 std::string_view ShortContainerId(std::string_view container_id);
 

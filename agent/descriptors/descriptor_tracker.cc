@@ -17,6 +17,10 @@ std::string Basename(std::string_view path) {
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
+std::optional<PodNames> NodePodNamesOfCgroup(const std::string& path) {
+  return PodNamesOfCgroup(path, &NodeKubernetesNames());
+}
+
 }  // namespace
 
 DescriptorTracker::DescriptorTracker() : DescriptorTracker(CgroupLookup{}) {}
@@ -24,30 +28,27 @@ DescriptorTracker::DescriptorTracker() : DescriptorTracker(CgroupLookup{}) {}
 DescriptorTracker::DescriptorTracker(CgroupLookup lookup) : cgroup_lookup_(std::move(lookup)) {
   if (!cgroup_lookup_.path_of_pid) cgroup_lookup_.path_of_pid = CgroupPathOfPid;
   if (!cgroup_lookup_.id_of_path) cgroup_lookup_.id_of_path = CgroupIdOfPath;
+  if (!cgroup_lookup_.pod_names_of) cgroup_lookup_.pod_names_of = NodePodNamesOfCgroup;
 }
 
-void DescriptorTracker::RememberCgroup(uint64_t id, const std::string& path) {
-  if (id == 0 || path.empty()) return;
-  if (cgroup_paths_.size() >= kMaxRememberedCgroups && !cgroup_paths_.contains(id)) {
-    cgroup_paths_.erase(cgroup_paths_.begin());
-  }
-  cgroup_paths_[id] = path;
-}
-
-std::pair<uint64_t, std::string> DescriptorTracker::CgroupAtExec(int32_t tid, uint64_t cgroup_id) {
-  if (cgroup_id != 0) {
+DescriptorTracker::CgroupOfTask DescriptorTracker::CgroupAtExec(int32_t tid, uint64_t cgroup_id) {
+  CgroupOfTask out{cgroup_id, {}, std::nullopt};
+  {
     absl::MutexLock lock(&mu_);
-    auto it = cgroup_paths_.find(cgroup_id);
-    if (it != cgroup_paths_.end()) return {cgroup_id, it->second};
+    out.path = cgroup_paths_.Find(cgroup_id);
   }
-  std::optional<std::string> path = cgroup_lookup_.path_of_pid(tid);
-  if (!path.has_value()) return {cgroup_id, {}};  // Gone already.
-  const uint64_t id_now = cgroup_lookup_.id_of_path(*path).value_or(0);
-  // Moved since the exec: the path is not the one of the reported id.
-  if (cgroup_id != 0 && id_now != cgroup_id) return {cgroup_id, {}};
-  absl::MutexLock lock(&mu_);
-  RememberCgroup(id_now, *path);
-  return {id_now, *path};
+  if (out.path.empty()) {
+    std::optional<std::string> path = cgroup_lookup_.path_of_pid(tid);
+    if (!path.has_value()) return out;  // Gone already.
+    out.id = cgroup_lookup_.id_of_path(*path).value_or(0);
+    // Moved since the exec: the path is not the one of the reported id.
+    if (cgroup_id != 0 && out.id != cgroup_id) return {cgroup_id, {}, std::nullopt};
+    absl::MutexLock lock(&mu_);
+    cgroup_paths_.Remember(out.id, *path);
+    out.path = *std::move(path);
+  }
+  out.pod = cgroup_lookup_.pod_names_of(out.path);
+  return out;
 }
 
 template <typename Entry>
@@ -73,9 +74,14 @@ void DescriptorTracker::PutProcess(int32_t pid, const Process& p) {
   if (p.uid >= 0) out->set_uid(static_cast<int32_t>(p.uid));
   for (const std::string& arg : p.cmdline) out->add_cmdline(arg);
   SetCgroupOfProcess(p.cgroup_id, p.cgroup_path, out);
-  queue_.push_back(Update{Kind::kProcess, static_cast<uint64_t>(pid),
-                          p.exit_ts != 0 ? Update::Op::kPutEnded : Update::Op::kPut,
-                          packet.SerializeAsString()});
+  SetPodNamesOfProcess(p.pod, out);
+  const Update::Op op = p.exit_ts != 0 ? Update::Op::kPutEnded : Update::Op::kPut;
+  const uint64_t id = static_cast<uint64_t>(pid);
+  if (std::optional<trace::TracePacket> labels = PodLabelsPacket(packet.timestamp(), *out)) {
+    queue_.push_back(Update{Kind::kProcessLabels, id, op, labels->SerializeAsString()});
+  }
+  queue_.push_back(Update{Kind::kProcess, id, op, packet.SerializeAsString()});
+  pod_names_waiting_.Described(pid, p.cgroup_path, p.pod, p.exit_ts != 0, packet.timestamp());
 }
 
 void DescriptorTracker::PutThread(int32_t tid, const Thread& t) {
@@ -129,8 +135,10 @@ void DescriptorTracker::Seed(const trace::TracePacket& packet) {
     proc.cmdline.assign(p.cmdline().begin(), p.cmdline().end());
     proc.cgroup_id = p.cgroup_id();
     proc.cgroup_path = p.cgroup_path();
+    proc.pod.reset();
+    if (p.has_k8s_pod()) proc.pod = PodNames{p.k8s_namespace(), p.k8s_pod(), p.k8s_container()};
     proc.ts = ts;
-    RememberCgroup(proc.cgroup_id, proc.cgroup_path);
+    cgroup_paths_.Remember(proc.cgroup_id, proc.cgroup_path);
     PutProcess(p.pid(), proc);
   }
   for (const trace::ProcessTree::Thread& t : packet.process_tree().threads()) {
@@ -203,7 +211,7 @@ void DescriptorTracker::OnNewTask(uint64_t ts, int32_t parent_tid, int32_t child
 void DescriptorTracker::OnExec(uint64_t ts, int32_t tid, int32_t tgid, std::string_view filename,
                                std::string_view argv, std::string_view comm, int32_t ppid,
                                int64_t uid, uint64_t cgroup_id) {
-  auto [cgroup, cgroup_path] = CgroupAtExec(tid, cgroup_id);
+  CgroupOfTask cgroup = CgroupAtExec(tid, cgroup_id);
   absl::MutexLock lock(&mu_);
   if (tgid < 0) tgid = TgidOf(tid);
   if (Process* p = EntryAt(processes_, tgid, ts)) {
@@ -211,9 +219,10 @@ void DescriptorTracker::OnExec(uint64_t ts, int32_t tid, int32_t tgid, std::stri
     if (uid >= 0) p->uid = uid;
     p->ts = ts;
     // Unknown (ftrace, and the process gone): the cgroup it was seen in.
-    if (cgroup != 0 || !cgroup_path.empty()) {
-      p->cgroup_id = cgroup;
-      p->cgroup_path = std::move(cgroup_path);
+    if (cgroup.id != 0 || !cgroup.path.empty()) {
+      p->cgroup_id = cgroup.id;
+      p->cgroup_path = std::move(cgroup.path);
+      p->pod = std::move(cgroup.pod);
     }
     p->cmdline.clear();
     for (absl::string_view arg :
@@ -278,6 +287,9 @@ void DescriptorTracker::ExitLocked(uint64_t ts, int32_t tid, int32_t tgid, int g
       PutProcess(tgid, *p);
     }
     queue_.push_back(Update{Kind::kProcess, static_cast<uint64_t>(tgid), Update::Op::kEnd, {}});
+    queue_.push_back(
+        Update{Kind::kProcessLabels, static_cast<uint64_t>(tgid), Update::Op::kEnd, {}});
+    pod_names_waiting_.Ended(tgid);
     RememberExit(/*process=*/true, tgid, ts);
   }
 }
@@ -372,6 +384,31 @@ void DescriptorTracker::EndInterned(uint16_t producer, uint16_t writer, uint32_t
   const uint64_t id = buffer::DurableStore::InternedId(producer, writer, entry);
   absl::MutexLock lock(&mu_);
   queue_.push_back(Update{buffer::DurableStore::Kind::kInterned, id, Update::Op::kEnd, {}});
+}
+
+void DescriptorTracker::RefreshPodNames(uint64_t now_ns) {
+  std::vector<std::pair<int32_t, std::string>> due;
+  {
+    absl::MutexLock lock(&mu_);
+    due = pod_names_waiting_.Due(now_ns);
+  }
+  for (auto& [pid, path] : due) {
+    std::optional<PodNames> pod = cgroup_lookup_.pod_names_of(path);
+    if (!pod.has_value()) continue;
+    absl::MutexLock lock(&mu_);
+    auto p = processes_.find(pid);
+    if (p == processes_.end() || p->second.exit_ts != 0 || p->second.cgroup_path != path ||
+        p->second.pod == pod) {
+      continue;
+    }
+    p->second.pod = std::move(pod);
+    PutProcess(pid, p->second);
+  }
+}
+
+size_t DescriptorTracker::pod_names_waiting_for_testing() const {
+  absl::MutexLock lock(&mu_);
+  return pod_names_waiting_.size();
 }
 
 void DescriptorTracker::ApplyTo(buffer::DurableStore* store) {

@@ -13,6 +13,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/descriptors/cgroup_path_cache.h"
+#include "agent/descriptors/kubernetes_names.h"
+#include "agent/descriptors/pod_names_waitlist.h"
 #include "buffer/durable_store.h"
 #include "ringside/trace/trace_packet.pb.h"
 
@@ -29,7 +32,11 @@ namespace ringside::agent {
 // exec (the id BPF reports, or none from ftrace; the path read from
 // /proc/PID/cgroup while the process lives, and remembered per id), and
 // from its parent at fork. A process that moves to another cgroup without
-// an exec keeps the cgroup it had.
+// an exec keeps the cgroup it had. A process in a Kubernetes pod also has
+// its namespace, pod and container names (KubernetesNames), found with its
+// cgroup; the kubelet may name a container only after its first process
+// started, so names not known yet are looked up again (RefreshPodNames,
+// PodNamesWaitlist).
 //
 // Records are read CPU by CPU, so a task's events come in any order: an
 // exec may come before its fork or after a later exec (exec moves tasks
@@ -50,6 +57,9 @@ class DescriptorTracker {
   struct CgroupLookup {
     std::function<std::optional<std::string>(int32_t pid)> path_of_pid;
     std::function<std::optional<uint64_t>(const std::string& path)> id_of_path;
+    // The Kubernetes names of a cgroup's pod and container; by default the
+    // node's (PodNamesOfCgroup with NodeKubernetesNames()).
+    std::function<std::optional<PodNames>(const std::string& path)> pod_names_of;
   };
   // Paths of this many cgroup ids are remembered (a bounded cache: a
   // forgotten one is read from /proc again).
@@ -136,22 +146,31 @@ class DescriptorTracker {
   // ring may hold samples that do (DurableStore::MarkEnded).
   void EndInterned(uint16_t producer, uint16_t writer, uint32_t entry);
 
+  // Looks up again the names of the processes of pods that lacked them
+  // (their pod or container not known to the node yet), and describes
+  // those found anew. Reads the node's files: call it outside any lock a
+  // hot path needs (the buffer owner does, before ApplyTo). `now_ns`:
+  // CLOCK_BOOTTIME, the clock of the events' times.
+  void RefreshPodNames(uint64_t now_ns) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Moves the updates reported so far into `store` (the buffer owner's).
   void ApplyTo(buffer::DurableStore* store);
   size_t live_processes() const;
   size_t remembered_cgroups_for_testing() const;
   size_t remembered_exits_for_testing() const;
+  size_t pod_names_waiting_for_testing() const;
 
  private:
   struct Process {
     int32_t ppid = 0;
     int64_t uid = -1;
     std::vector<std::string> cmdline;
-    uint64_t cgroup_id = 0;   // 0: unknown.
-    std::string cgroup_path;  // Empty: unknown.
-    uint64_t ts = 0;          // Of the event (or scan) that last described it.
-    uint64_t exit_ts = 0;     // 0: alive.
-    uint64_t seen_ts = 0;     // Described by OnSeen only: the event's time.
+    uint64_t cgroup_id = 0;       // 0: unknown.
+    std::string cgroup_path;      // Empty: unknown.
+    uint64_t ts = 0;              // Of the event (or scan) that last described it.
+    uint64_t exit_ts = 0;         // 0: alive.
+    uint64_t seen_ts = 0;         // Described by OnSeen only: the event's time.
+    std::optional<PodNames> pod;  // Unset: not in a pod, or not known yet.
   };
   struct Thread {
     int32_t tgid = 0;  // 0: unknown (a rename read before the fork).
@@ -169,18 +188,21 @@ class DescriptorTracker {
   void PutProcess(int32_t pid, const Process& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PutThread(int32_t tid, const Thread& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int32_t TgidOf(int32_t tid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RememberCgroup(uint64_t id, const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Remembers an exit, and forgets the exits past kMaxRememberedExits or
   // kExitMemoryNs.
   void RememberExit(bool process, int32_t id, uint64_t ts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OnExit() under the lock.
   void ExitLocked(uint64_t ts, int32_t tid, int32_t tgid, int group_dead, std::string_view comm)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The cgroup of `tid` at its exec, `cgroup_id` as reported (0: unknown).
-  // Takes mu_ only to read and update the remembered paths: /proc is read
-  // without it.
-  std::pair<uint64_t, std::string> CgroupAtExec(int32_t tid, uint64_t cgroup_id)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // The cgroup of `tid` at its exec, `cgroup_id` as reported (0: unknown),
+  // and the names of its pod. Takes mu_ only to read and update the
+  // remembered paths: /proc and the node's pods are read without it.
+  struct CgroupOfTask {
+    uint64_t id = 0;
+    std::string path;  // Empty: unknown.
+    std::optional<PodNames> pod;
+  };
+  CgroupOfTask CgroupAtExec(int32_t tid, uint64_t cgroup_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   struct Update {
     buffer::DurableStore::Kind kind;
@@ -190,8 +212,7 @@ class DescriptorTracker {
   };
   CgroupLookup cgroup_lookup_;  // Set once, in the constructor.
   mutable absl::Mutex mu_;
-  // cgroup id -> path, at most kMaxRememberedCgroups.
-  absl::flat_hash_map<uint64_t, std::string> cgroup_paths_ ABSL_GUARDED_BY(mu_);
+  CgroupPathCache cgroup_paths_ ABSL_GUARDED_BY(mu_){kMaxRememberedCgroups};
   std::vector<Update> queue_ ABSL_GUARDED_BY(mu_);
   // Live tasks, and the ones that exited while remembered.
   absl::flat_hash_map<int32_t, Process> processes_ ABSL_GUARDED_BY(mu_);
@@ -202,6 +223,7 @@ class DescriptorTracker {
     uint64_t ts;
   };
   std::deque<Exit> exits_ ABSL_GUARDED_BY(mu_);  // Oldest first.
+  PodNamesWaitlist pod_names_waiting_ ABSL_GUARDED_BY(mu_);
   uint64_t newest_exit_ts_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -40,9 +40,56 @@ void SetCgroupOfProcess(uint64_t cgroup_id, const std::string& cgroup_path,
   if (!c.runtime.empty()) process->set_container_runtime(c.runtime);
 }
 
+std::optional<PodNames> PodNamesOfCgroup(const std::string& cgroup_path, KubernetesNames* names) {
+  if (names == nullptr || cgroup_path.empty()) return std::nullopt;
+  return names->Lookup(ParseContainerIdentity(cgroup_path));
+}
+
+void SetPodNamesOfProcess(const std::optional<PodNames>& names,
+                          trace::ProcessTree::Process* process) {
+  if (!names.has_value()) return;
+  process->set_k8s_namespace(names->pod_namespace);
+  process->set_k8s_pod(names->pod);
+  if (!names->container.empty()) process->set_k8s_container(names->container);
+}
+
+std::optional<trace::TracePacket> PodLabelsPacket(uint64_t ts,
+                                                  const trace::ProcessTree::Process& process) {
+  if (!process.has_k8s_pod()) return std::nullopt;
+  // FNV-1a: stable across agents and files, so that every file of the
+  // node names a process by one track.
+  uint64_t uuid = 14695981039346656037ull;
+  for (const std::string& part :
+       {absl::StrCat(process.pid()), process.pod_uid(), process.container_id()}) {
+    for (unsigned char c : part + '/') uuid = (uuid ^ c) * 1099511628211ull;
+  }
+  TracePacket packet;
+  packet.set_timestamp(ts);
+  trace::TrackDescriptor* track = packet.mutable_track_descriptor();
+  track->set_uuid(uuid);
+  trace::ProcessDescriptor* p = track->mutable_process();
+  p->set_pid(process.pid());
+  p->add_process_labels(absl::StrCat("namespace=", process.k8s_namespace()));
+  p->add_process_labels(absl::StrCat("pod=", process.k8s_pod()));
+  if (process.has_k8s_container()) {
+    p->add_process_labels(absl::StrCat("container=", process.k8s_container()));
+  }
+  return packet;
+}
+
+std::vector<trace::TracePacket> PodLabelsPackets(const trace::TracePacket& process_tree) {
+  std::vector<trace::TracePacket> out;
+  for (const trace::ProcessTree::Process& p : process_tree.process_tree().processes()) {
+    if (std::optional<TracePacket> labels = PodLabelsPacket(process_tree.timestamp(), p)) {
+      out.push_back(*std::move(labels));
+    }
+  }
+  return out;
+}
+
 trace::TracePacket ScanProcesses() { return ScanProcessesIn("/proc"); }
 
-trace::TracePacket ScanProcessesIn(const std::string& proc_root) {
+trace::TracePacket ScanProcessesIn(const std::string& proc_root, KubernetesNames* names) {
   TracePacket packet;
   packet.set_timestamp(static_cast<uint64_t>(BoottimeNs()));
   trace::ProcessTree* tree = packet.mutable_process_tree();
@@ -81,9 +128,11 @@ trace::TracePacket ScanProcessesIn(const std::string& proc_root) {
     }
     if (std::optional<std::string> cgroup =
             CgroupPathInProcFile(base::ReadSmallFileOrEmpty(dir + "/cgroup"))) {
+      *cgroup = CgroupPathBelowMount(*cgroup);
       auto [it, added] = cgroup_ids.try_emplace(*cgroup, 0);
       if (added) it->second = CgroupIdOfPath(*cgroup).value_or(0);
       SetCgroupOfProcess(it->second, *cgroup, p);
+      SetPodNamesOfProcess(PodNamesOfCgroup(*cgroup, names), p);
     }
     // Its threads; the main thread always, by the process's name if it
     // went meanwhile (a process must not be left with a nameless thread).

@@ -34,7 +34,7 @@ namespace ringside::agent {
 // not finished. The sidecar's fields are those of `ringside inspect --json`
 // that say what a file is (FileFactsToJson: file, size_bytes, sha256,
 // machine, time_range, held, snapshot_windows, compression, losses,
-// snapshot_triggers, error) and
+// snapshot_triggers, pods, error) and
 // "ringside_sidecar": its format's version. Retention deletes a trace's
 // sidecar before the trace (file_retention.h).
 

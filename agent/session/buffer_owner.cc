@@ -11,6 +11,7 @@
 #include "agent/config/defaults.h"
 #include "agent/session/cpu_hotplug_watch.h"
 #include "agent/session/service_packets.h"
+#include "base/boottime.h"
 
 namespace ringside::agent {
 namespace {
@@ -105,6 +106,8 @@ void BufferOwner::MoveChunksIntoBuffers() {
 }
 
 void BufferOwner::Flush() {
+  // Before any lock: it may read the node's pod directories.
+  if (tracker_ != nullptr) tracker_->RefreshPodNames(base::BoottimeNs());
   absl::MutexLock lock(&staging_mu_);
   std::vector<SourceSlot>& slots = sources_->slots;
   staging_passes_.resize(slots.size(), 0);

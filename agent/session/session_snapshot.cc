@@ -25,7 +25,12 @@ absl::Status SessionSnapshot::WriteTo(TraceSink* sink) {
   // goes last, with the stats.
   emit(start_clocks_);
   emit(TraceConfigPacket(config_));
-  if (!durable_ && scan_processes_) emit(ScanProcesses());
+  if (!durable_ && scan_processes_) {
+    TracePacket scan = ScanProcesses();
+    std::vector<TracePacket> labels = PodLabelsPackets(scan);
+    emit(std::move(scan));
+    for (TracePacket& packet : labels) emit(std::move(packet));
+  }
   emit(TracingStartedPacket(started_at_ns_));
   // Where Perfetto's service puts it: with the session's own packets, before
   // the data; the importer reads its timestamp as the trigger's time.

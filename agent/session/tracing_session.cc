@@ -258,19 +258,25 @@ void TracingSession::AppendOwnPacket(TracePacket packet, std::string* out) {
   service_packets_++;
 }
 
+void TracingSession::AppendProcessScan(TracePacket scan, std::string* out) {
+  std::vector<TracePacket> labels = PodLabelsPackets(scan);
+  AppendOwnPacket(std::move(scan), out);
+  for (TracePacket& packet : labels) AppendOwnPacket(std::move(packet), out);
+}
+
 void TracingSession::AppendPreamble(std::string* out, bool fresh_scan) {
   AppendOwnPacket(TraceUuidPacket(), out);
   AppendOwnPacket(SystemInfoPacket(machine_), out);
   AppendOwnPacket(start_clocks_, out);
   AppendOwnPacket(TraceConfigPacket(config_), out);
   // With the durable store, its descriptors (seeded from this scan) follow.
-  if (tracker_ == nullptr) AppendOwnPacket(fresh_scan ? ScanProcesses() : start_processes_, out);
+  if (tracker_ == nullptr) AppendProcessScan(fresh_scan ? ScanProcesses() : start_processes_, out);
   AppendOwnPacket(TracingStartedPacket(start_boottime_ns_), out);
 }
 
 void TracingSession::AppendTrailer(int64_t end_ns, bool whole_recording, std::string* out,
                                    Summary* summary) {
-  AppendOwnPacket(ScanProcesses(), out);
+  AppendProcessScan(ScanProcesses(), out);
   AppendOwnPacket(ClockSnapshotPacket(), out);
   SessionBuffers::Totals totals;
   AppendOwnPacket(buffers_->FinalStatsPacket(end_ns, final_source_stats_, whole_recording, &totals),

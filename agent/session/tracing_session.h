@@ -219,6 +219,8 @@ class TracingSession {
   void AppendTrailer(int64_t end_ns, bool whole_recording, std::string* out, Summary* summary);
   // Frames a packet of the session's own and counts it (service_packets_).
   void AppendOwnPacket(trace::TracePacket packet, std::string* out);
+  // A /proc scan, and the labels of its processes in pods (PodLabelsPackets).
+  void AppendProcessScan(trace::TracePacket scan, std::string* out);
   std::vector<SourceStats> CollectSourceStats() const;
   std::vector<SourceReport> CollectSourceReports() const;
   void Notice(std::string message);

@@ -1,5 +1,7 @@
 #include "agent/snapshots/trigger_policy.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <iterator>
 #include <memory>
@@ -10,6 +12,7 @@
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
 #include "agent/descriptors/cgroup_fs.h"
+#include "agent/descriptors/process_scan.h"
 
 namespace ringside::agent {
 
@@ -79,6 +82,9 @@ std::vector<TriggerPolicy::Rule> TriggerPolicy::RulesFrom(const config::TraceCon
       }
       filter.comms.assign(t.incident().comms().begin(), t.incident().comms().end());
       filter.cgroups.assign(t.incident().cgroups().begin(), t.incident().cgroups().end());
+      filter.pod_namespaces.assign(t.incident().pod_namespaces().begin(),
+                                   t.incident().pod_namespaces().end());
+      filter.pods.assign(t.incident().pods().begin(), t.incident().pods().end());
       rule.incident = std::move(filter);
     }
     for (const auto& [has, stall, kind] :
@@ -90,6 +96,8 @@ std::vector<TriggerPolicy::Rule> TriggerPolicy::RulesFrom(const config::TraceCon
       filter.kinds = {kind};
       filter.comms.assign(stall->comms().begin(), stall->comms().end());
       filter.cgroups.assign(stall->cgroups().begin(), stall->cgroups().end());
+      filter.pod_namespaces.assign(stall->pod_namespaces().begin(), stall->pod_namespaces().end());
+      filter.pods.assign(stall->pods().begin(), stall->pods().end());
       filter.min_stalled_ns = int64_t{stall->threshold_ms()} * 1'000'000;
       rule.incident = std::move(filter);
     }
@@ -198,8 +206,46 @@ std::optional<uint64_t> TriggerPolicy::SystemCgroupIdOf(const std::string& path)
   return CgroupIdOfPath(path);
 }
 
+std::optional<PodNames> TriggerPolicy::SystemPodOf(const Incident& incident) {
+  return PodOfIncident(incident, &NodeKubernetesNames());
+}
+
+std::optional<PodNames> TriggerPolicy::PodOfIncident(const Incident& incident,
+                                                     KubernetesNames* names) {
+  // The task's cgroup now, if it is still the incident's; else the
+  // incident's cgroup found by its id (the task may be gone: a victim).
+  std::optional<std::string> path;
+  if (incident.pid > 0) {
+    path = CgroupPathOfPid(incident.pid);
+    if (path.has_value() && incident.cgroup_id != 0 &&
+        CgroupIdOfPath(*path) != std::optional<uint64_t>(incident.cgroup_id)) {
+      path.reset();
+    }
+  }
+  if (!path.has_value() && incident.cgroup_id != 0) {
+    ForEachCgroup(
+        [&](const std::string& p, uint64_t id) {
+          if (id == incident.cgroup_id) path = p;
+        },
+        kMaxCgroupsWalked);
+  }
+  if (!path.has_value()) return std::nullopt;
+  return PodNamesOfCgroup(*path, names);
+}
+
+namespace {
+
+bool MatchesAny(const std::vector<std::string>& patterns, const std::string& name) {
+  for (const std::string& pattern : patterns) {
+    if (fnmatch(pattern.c_str(), name.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool TriggerPolicy::Matches(const Rule::IncidentFilter& filter, const Incident& incident,
-                            const CgroupIdOf& cgroup_id_of) {
+                            const CgroupIdOf& cgroup_id_of, const PodOf& pod_of) {
   if (std::find(filter.kinds.begin(), filter.kinds.end(), incident.kind) == filter.kinds.end()) {
     return false;
   }
@@ -213,6 +259,14 @@ bool TriggerPolicy::Matches(const Rule::IncidentFilter& filter, const Incident& 
       std::find(filter.comms.begin(), filter.comms.end(), incident.comm) == filter.comms.end()) {
     return false;
   }
+  if (!filter.pod_namespaces.empty() || !filter.pods.empty()) {
+    const std::optional<PodNames> pod = pod_of(incident);
+    if (!pod.has_value()) return false;
+    if (!filter.pod_namespaces.empty() && !MatchesAny(filter.pod_namespaces, pod->pod_namespace)) {
+      return false;
+    }
+    if (!filter.pods.empty() && !MatchesAny(filter.pods, pod->pod)) return false;
+  }
   if (filter.cgroups.empty()) return true;
   if (incident.cgroup_id == 0) return false;
   for (const std::string& path : filter.cgroups) {
@@ -222,10 +276,18 @@ bool TriggerPolicy::Matches(const Rule::IncidentFilter& filter, const Incident& 
 }
 
 std::vector<std::string> TriggerPolicy::RulesFor(const Incident& incident,
-                                                 const CgroupIdOf& cgroup_id_of) const {
+                                                 const CgroupIdOf& cgroup_id_of,
+                                                 const PodOf& pod_of) const {
+  // The pod is looked up once, and only for a filter that names pods.
+  std::optional<std::optional<PodNames>> pod;
+  const PodOf pod_once = [&](const Incident& i) {
+    if (!pod.has_value()) pod = pod_of(i);
+    return *pod;
+  };
   std::vector<std::string> names;
   for (const auto& [name, state] : states_) {
-    if (state.rule.incident.has_value() && Matches(*state.rule.incident, incident, cgroup_id_of)) {
+    if (state.rule.incident.has_value() &&
+        Matches(*state.rule.incident, incident, cgroup_id_of, pod_once)) {
       names.push_back(name);
     }
   }

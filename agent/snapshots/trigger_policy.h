@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "agent/descriptors/kubernetes_names.h"
 #include "agent/sources/incident.h"
 #include "ringside/config/trace_config.pb.h"
 
@@ -67,6 +68,10 @@ class TriggerPolicy {
       // cgroup v2 paths below the cgroup2 mount; empty: any. The task's own
       // cgroup must be one of them.
       std::vector<std::string> cgroups;
+      // Shell patterns (fnmatch) of the task's Kubernetes namespace and pod
+      // name; empty: any. A task in no pod passes neither.
+      std::vector<std::string> pod_namespaces = {};
+      std::vector<std::string> pods = {};
       // kBlocked, kRunqueueDelay (the config's `blocked` and
       // `runqueue_delay`): the least stall that passes.
       int64_t min_stalled_ns = 0;
@@ -113,16 +118,30 @@ class TriggerPolicy {
   // inode number, as the kernel's kernfs gives it.
   static std::optional<uint64_t> SystemCgroupIdOf(const std::string& path);
 
+  // The Kubernetes pod of an incident's task; nullopt when it is in none,
+  // or in one the node does not name.
+  using PodOf = std::function<std::optional<PodNames>(const Incident& incident)>;
+  // The task's cgroup (from /proc while it lives, else found by the
+  // incident's cgroup id among at most kMaxCgroupsWalked cgroups), named
+  // by the node's kubelet directories (NodeKubernetesNames()).
+  static std::optional<PodNames> SystemPodOf(const Incident& incident);
+  // SystemPodOf() with the names of `names`.
+  static std::optional<PodNames> PodOfIncident(const Incident& incident, KubernetesNames* names);
+  static constexpr size_t kMaxCgroupsWalked = 65536;
+
   // The names of the rules whose incident filter `incident` passes, in no
   // particular order (the caller Offer()s each). Filters with cgroups look
   // them up with `cgroup_id_of` now: cgroups come and go (a container
   // started after the config was loaded), incidents are rare.
+  // Filters with pods look the incident's pod up once, with `pod_of`.
   std::vector<std::string> RulesFor(const Incident& incident,
-                                    const CgroupIdOf& cgroup_id_of = SystemCgroupIdOf) const;
+                                    const CgroupIdOf& cgroup_id_of = SystemCgroupIdOf,
+                                    const PodOf& pod_of = SystemPodOf) const;
   // Whether `incident` passes `filter`. An incident whose cgroup is unknown
   // (0) never passes a filter that names cgroups.
   static bool Matches(const Rule::IncidentFilter& filter, const Incident& incident,
-                      const CgroupIdOf& cgroup_id_of = SystemCgroupIdOf);
+                      const CgroupIdOf& cgroup_id_of = SystemCgroupIdOf,
+                      const PodOf& pod_of = SystemPodOf);
 
   // Swaps in new rules (config reload). A rule whose name stays keeps its
   // fire history and counts, now judged by its new settings; others start

@@ -270,8 +270,9 @@ void TraceSummarizer::AddProcessTree(const trace::ProcessTree& tree) {
     summary_.processes[process.pid()] = process.cmdline_size() > 0 ? process.cmdline(0) : "";
     if (process.has_cgroup_id() || process.has_cgroup_path() || process.has_container_id()) {
       summary_.process_cgroups[process.pid()] = TraceSummary::ProcessCgroup{
-          process.cgroup_id(), process.cgroup_path(), process.container_id(), process.pod_uid(),
-          process.container_runtime()};
+          process.cgroup_id(), process.cgroup_path(),       process.container_id(),
+          process.pod_uid(),   process.container_runtime(), process.k8s_namespace(),
+          process.k8s_pod(),   process.k8s_container()};
     } else {
       summary_.process_cgroups.erase(process.pid());
     }
@@ -382,7 +383,25 @@ std::map<std::string, TraceSummary::Container> TraceSummary::Containers() const 
     Container& c = out[cgroup.container_id];
     c.pod_uid = cgroup.pod_uid;
     c.runtime = cgroup.runtime;
+    c.pod_namespace = cgroup.pod_namespace;
+    c.pod = cgroup.pod;
+    c.name = cgroup.container;
     c.processes++;
+  }
+  return out;
+}
+
+std::map<std::string, TraceSummary::Pod> TraceSummary::Pods() const {
+  std::map<std::string, Pod> out;
+  for (const auto& [pid, cgroup] : process_cgroups) {
+    if (cgroup.pod_uid.empty()) continue;
+    Pod& pod = out[cgroup.pod_uid];
+    if (!cgroup.pod.empty()) {
+      pod.pod_namespace = cgroup.pod_namespace;
+      pod.name = cgroup.pod;
+    }
+    if (!cgroup.container.empty()) pod.containers.insert(cgroup.container);
+    pod.processes++;
   }
   return out;
 }

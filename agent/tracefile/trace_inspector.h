@@ -98,15 +98,30 @@ struct TraceSummary {
     std::string container_id;
     std::string pod_uid;
     std::string runtime;
+    // Kubernetes names; empty when the file does not name them.
+    std::string pod_namespace;
+    std::string pod;
+    std::string container;
   };
   std::map<int32_t, ProcessCgroup> process_cgroups;
   // The processes of each container, by container id.
   struct Container {
     std::string pod_uid;
     std::string runtime;
+    std::string pod_namespace;  // Kubernetes names, as ProcessCgroup's.
+    std::string pod;
+    std::string name;
     uint64_t processes = 0;
   };
   std::map<std::string, Container> Containers() const;
+  // The Kubernetes pods of the processes the file names, by pod UID.
+  struct Pod {
+    std::string pod_namespace;  // Empty when the file has only the UID.
+    std::string name;
+    std::set<std::string> containers;  // Names, where known.
+    uint64_t processes = 0;
+  };
+  std::map<std::string, Pod> Pods() const;
   uint64_t ftrace_events = 0;
   uint64_t ftrace_bundles_with_lost_events = 0;
   // Every pid/tid a scheduling event names (switched in or out, woken),
@@ -252,7 +267,7 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& summar
 // The part of SummaryToJson that says what a file is, for shippers and
 // indexers (the sidecar next to each agent file holds exactly these):
 // "file", "size_bytes", "sha256", "machine", "time_range", "held",
-// "snapshot_windows", "compression", "losses", "snapshot_triggers", "error".
+// "snapshot_windows", "compression", "losses", "snapshot_triggers", "pods", "error".
 nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& summary);
 // SummaryToJson as text (JsonText: bytes of names that are not UTF-8
 // become U+FFFD).

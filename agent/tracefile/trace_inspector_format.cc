@@ -179,7 +179,11 @@ void AppendProcesses(std::string& out, const TraceSummary& s) {
     if (listed++ == kMaxListedInText) break;
     absl::StrAppendFormat(&out, "  %8d  %s", pid, PrintableText(name));
     auto cgroup = s.process_cgroups.find(pid);
-    if (cgroup != s.process_cgroups.end() && !cgroup->second.container_id.empty()) {
+    if (cgroup != s.process_cgroups.end() && !cgroup->second.pod.empty()) {
+      const TraceSummary::ProcessCgroup& c = cgroup->second;
+      absl::StrAppend(&out, "  [pod ", PrintableText(c.pod_namespace), "/", PrintableText(c.pod),
+                      c.container.empty() ? "" : " container ", PrintableText(c.container), "]");
+    } else if (cgroup != s.process_cgroups.end() && !cgroup->second.container_id.empty()) {
       absl::StrAppend(&out, "  [container ",
                       PrintableText(ShortContainerId(cgroup->second.container_id)), "]");
     }
@@ -192,17 +196,23 @@ void AppendContainers(std::string& out, const TraceSummary& s) {
   const std::map<std::string, TraceSummary::Container> containers = s.Containers();
   absl::StrAppendFormat(&out, "\nContainers (%u):\n", containers.size());
   if (!containers.empty()) {
-    absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9s\n", "container", "pod uid", "runtime",
-                          "processes");
+    absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9s  %s\n", "container", "pod uid",
+                          "runtime", "processes", "kubernetes");
   }
   size_t listed = 0;
   uint64_t in_containers = 0;
   for (const auto& [id, c] : containers) {
     in_containers += c.processes;
     if (listed++ >= kMaxListedInText) continue;
-    absl::StrAppendFormat(&out, "  %-12s  %-36s  %-10s  %9u\n", PrintableText(ShortContainerId(id)),
-                          c.pod_uid.empty() ? "-" : PrintableText(c.pod_uid),
-                          c.runtime.empty() ? "-" : PrintableText(c.runtime), c.processes);
+    // namespace/pod/container, as `kubectl logs -n NAMESPACE POD -c CONTAINER` takes them.
+    const std::string kubernetes =
+        c.pod.empty() ? "-"
+                      : absl::StrCat(PrintableText(c.pod_namespace), "/", PrintableText(c.pod), "/",
+                                     c.name.empty() ? "-" : PrintableText(c.name));
+    absl::StrAppendFormat(
+        &out, "  %-12s  %-36s  %-10s  %9u  %s\n", PrintableText(ShortContainerId(id)),
+        c.pod_uid.empty() ? "-" : PrintableText(c.pod_uid),
+        c.runtime.empty() ? "-" : PrintableText(c.runtime), c.processes, kubernetes);
   }
   AppendElidedLine(out, containers.size());
   absl::StrAppendFormat(&out, "  %u processes in no container, %u of unknown cgroup\n",
@@ -399,6 +409,24 @@ std::string SummaryToText(const std::string& path, const TraceSummary& s) {
   return out;
 }
 
+namespace {
+
+// The Kubernetes pods the file's processes belong to: what a fleet's
+// indexer looks up a file by.
+nlohmann::json PodsJson(const TraceSummary& s) {
+  nlohmann::json pods = nlohmann::json::array();
+  for (const auto& [uid, pod] : s.Pods()) {
+    nlohmann::json p = {{"uid", uid}, {"processes", pod.processes}};
+    p["namespace"] = pod.name.empty() ? nlohmann::json(nullptr) : nlohmann::json(pod.pod_namespace);
+    p["name"] = pod.name.empty() ? nlohmann::json(nullptr) : nlohmann::json(pod.name);
+    p["containers"] = pod.containers;
+    pods.push_back(std::move(p));
+  }
+  return pods;
+}
+
+}  // namespace
+
 nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& s) {
   nlohmann::json j;
   j["file"] = path;
@@ -411,6 +439,7 @@ nlohmann::json FileFactsToJson(const std::string& path, const TraceSummary& s) {
   j["snapshot_windows"] = SnapshotWindowsJson(s);
   j["losses"] = LossesJson(s);
   j["snapshot_triggers"] = SnapshotTriggersJson(s);
+  j["pods"] = PodsJson(s);
   j["error"] = ErrorJson(s);
   return j;
 }
@@ -442,6 +471,11 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
       if (!c.cgroup_path.empty()) process["cgroup_path"] = c.cgroup_path;
       if (!c.container_id.empty()) process["container_id"] = c.container_id;
       if (!c.pod_uid.empty()) process["pod_uid"] = c.pod_uid;
+      if (!c.pod.empty()) {
+        process["pod_namespace"] = c.pod_namespace;
+        process["pod_name"] = c.pod;
+      }
+      if (!c.container.empty()) process["container_name"] = c.container;
     }
     j["processes"].push_back(std::move(process));
   }
@@ -450,6 +484,12 @@ nlohmann::json SummaryToJson(const std::string& path, const TraceSummary& s) {
     nlohmann::json container = {{"container_id", id}, {"processes", c.processes}};
     container["pod_uid"] = c.pod_uid.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.pod_uid);
     container["runtime"] = c.runtime.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.runtime);
+    auto or_null = [](const std::string& v) {
+      return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(v);
+    };
+    container["pod_namespace"] = or_null(c.pod_namespace);
+    container["pod_name"] = or_null(c.pod);
+    container["container_name"] = or_null(c.name);
     j["containers"].push_back(std::move(container));
   }
   j["threads"] = nlohmann::json::array();

@@ -26,6 +26,7 @@
 //     name, as the kubelet sets it.
 // Not simulated: the seccomp and AppArmor profiles, cgroup limits.
 
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -34,12 +35,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -48,6 +51,8 @@
 #include "agent/config/config_loader.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/agent/testing/scratch_cgroup.h"
+#include "tests/agent/testing/trace_processor_query.h"
 #include "tests/deploy/testing/deploy_files.h"
 #include "tests/deploy/testing/kubernetes_manifests.h"
 #include "tests/deploy/testing/sandbox.h"
@@ -105,6 +110,50 @@ int PathDepth(const std::string& path) {
   return static_cast<int>(std::count(path.begin(), path.end(), '/'));
 }
 
+// A pod's container as the node has it: a process in the container's
+// cgroup (containerd's systemd names in a cgroupfs layout, where one
+// component names both the pod and the container) below a cgroup of the
+// test's own, and the kubelet's log of it, unless it is the pod's sandbox.
+class FakeContainer {
+ public:
+  // `pod_uid` with dashes; `name` empty: the sandbox, which has no log.
+  FakeContainer(const std::string& pod_uid, const std::string& id)
+      : cgroup_(absl::StrCat("kubepods-besteffort-pod", absl::StrReplaceAll(pod_uid, {{"-", "_"}}),
+                             ".slice:cri-containerd:", id)) {}
+  ~FakeContainer() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  const agent::testing::ScratchCgroup& cgroup() const { return cgroup_; }
+  pid_t pid() const { return pid_; }
+
+  // Starts `sleep` in the container's cgroup: it moves there, then execs.
+  bool Start() {
+    if (!cgroup_.ok()) return false;
+    const std::string procs = cgroup_.dir() + "/cgroup.procs";
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || write(fd, "0", 1) != 1) _exit(127);
+      close(fd);
+      execl("/bin/sleep", "sleep", "120", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return pid_ > 0;
+  }
+
+ private:
+  agent::testing::ScratchCgroup cgroup_;
+  pid_t pid_ = -1;
+};
+
+// Container ids of this test process's own: its pid leads them.
+std::string OwnContainerId(char fill) {
+  return absl::StrFormat("%08x", static_cast<uint32_t>(getpid())) + std::string(56, fill);
+}
+
 class DaemonSetStartTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -141,6 +190,19 @@ class DaemonSetStartTest : public ::testing::Test {
   // Where the node's hostPath directories are, for paths that are not the
   // node's kernel's (/sys).
   std::string NodeDir() { return Scratch("node"); }
+
+  // The kubelet's log of a pod's container, in the node's /var/log: the
+  // pod's directory, the container's, and the container's symlink.
+  void AddContainerLog(const std::string& ns, const std::string& pod, const std::string& uid,
+                       const std::string& name, const std::string& id) {
+    const std::string log = absl::StrCat("/var/log/pods/", ns, "_", pod, "_", uid, "/", name);
+    std::filesystem::create_directories(NodeDir() + log);
+    WriteFile(NodeDir() + log + "/0.log", "");
+    std::filesystem::create_directories(NodeDir() + "/var/log/containers");
+    std::filesystem::create_symlink(
+        log + "/0.log",
+        absl::StrCat(NodeDir(), "/var/log/containers/", pod, "_", ns, "_", name, "-", id, ".log"));
+  }
 
   // The pod's container as the runtime sets it up, from the manifests.
   SandboxSpec ContainerSandbox() {
@@ -375,6 +437,98 @@ TEST_F(DaemonSetStartTest, AgentStartsAsThePodsContainerAndStopsOnSigterm) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
       << "wait status " << *status << "; log:\n"
       << agent.Log();
+}
+
+// Two pods on the node, laid out as the kubelet lays them out: the agent
+// names each of their processes by namespace, pod and container, in the
+// snapshot's descriptors (`ringside inspect`, and the pods its sidecar
+// lists) and in the labels trace_processor and ui.perfetto.dev show. One
+// container's log appears only after its process started, as the kubelet
+// makes it; the pod's sandbox has none.
+TEST_F(DaemonSetStartTest, ProcessesOfPodsCarryTheirKubernetesNames) {
+  RINGSIDE_REQUIRE_TRACE_PROCESSOR(tp);
+  const std::string web_uid = absl::StrFormat("%08x-3c4d-4e5f-8a9b-0c1d2e3f4a5b", getpid());
+  const std::string db_uid = absl::StrFormat("%08x-5b4a-4392-8170-6f5e4d3c2b1a", getpid());
+  const std::string nginx_id = OwnContainerId('a');
+  const std::string sandbox_id = OwnContainerId('b');
+  const std::string postgres_id = OwnContainerId('c');
+  std::filesystem::create_directories(
+      absl::StrCat(NodeDir(), "/var/log/pods/payments_db-0_", db_uid));
+  AddContainerLog("shop", "web-7d4b9", web_uid, "nginx", nginx_id);
+  FakeContainer nginx(web_uid, nginx_id);
+  FakeContainer sandbox(db_uid, sandbox_id);
+  FakeContainer postgres(db_uid, postgres_id);
+  ASSERT_TRUE(nginx.cgroup().ok()) << nginx.cgroup().error();
+  ASSERT_TRUE(nginx.Start() && sandbox.Start());
+
+  const SandboxSpec spec = ContainerSandbox();
+  ASSERT_FALSE(HasFailure());
+  SandboxProcess agent(spec, Scratch("root"), Command(), Scratch("logs") + "/agent.log");
+  ASSERT_TRUE(StartsAndPassesItsProbe(&agent));
+  // Started while the agent runs; its log only after (the kubelet's order).
+  ASSERT_TRUE(postgres.Start());
+  absl::SleepFor(absl::Milliseconds(300));
+  AddContainerLog("payments", "db-0", db_uid, "postgres", postgres_id);
+  // The agent looks names up again at its flushes (flush_period_ms), the
+  // kubelet's directories at most once a second.
+  absl::SleepFor(absl::Seconds(3));
+  const CommandResult snapshot = agent.RunInside(
+      {"ringside", "snapshot", "--wait", "--reason", "pods-test"}, absl::Seconds(120));
+  ASSERT_EQ(snapshot.exit_code, 0) << snapshot.output << "\nthe agent's log:\n" << agent.Log();
+  const std::string path(absl::StripAsciiWhitespace(snapshot.output));
+
+  struct Expected {
+    pid_t pid;
+    std::string ns, pod, container;
+  };
+  const std::vector<Expected> expected = {{nginx.pid(), "shop", "web-7d4b9", "nginx"},
+                                          {sandbox.pid(), "payments", "db-0", ""},
+                                          {postgres.pid(), "payments", "db-0", "postgres"}};
+  // `ringside inspect --json`, in the pod.
+  const CommandResult inspected =
+      agent.RunInside({"ringside", "inspect", "--json", path}, absl::Seconds(60));
+  ASSERT_EQ(inspected.exit_code, 0) << inspected.output;
+  const json summary = json::parse(inspected.output, nullptr, /*allow_exceptions=*/false);
+  for (const Expected& e : expected) {
+    json process;
+    for (const json& p : summary["processes"]) {
+      if (p["pid"] == e.pid) process = p;
+    }
+    EXPECT_EQ(process.value("pod_namespace", ""), e.ns) << e.pid << " " << process;
+    EXPECT_EQ(process.value("pod_name", ""), e.pod) << e.pid << " " << process;
+    EXPECT_EQ(process.value("container_name", ""), e.container) << e.pid << " " << process;
+  }
+  // The pods its sidecar lists.
+  const json sidecar = json::parse(ReadFile(NodeDir() + path + ".json"), nullptr, false);
+  std::map<std::string, std::string> pods;  // uid -> namespace/name.
+  for (const json& p : sidecar["pods"]) {
+    if (p["uid"] == web_uid || p["uid"] == db_uid) {
+      pods[p["uid"]] = absl::StrCat(p.value("namespace", "?"), "/", p.value("name", "?"));
+    }
+  }
+  EXPECT_EQ(pods, (std::map<std::string, std::string>{{web_uid, "shop/web-7d4b9"},
+                                                      {db_uid, "payments/db-0"}}))
+      << sidecar["pods"];
+  // trace_processor: the process's labels, and no import error.
+  const std::string trace = NodeDir() + path;
+  for (const Expected& e : expected) {
+    const auto rows = agent::testing::Query(
+        tp, trace,
+        absl::StrCat("SELECT EXTRACT_ARG(arg_set_id, 'chrome.process_label[0]'), "
+                     "EXTRACT_ARG(arg_set_id, 'chrome.process_label[1]'), "
+                     "EXTRACT_ARG(arg_set_id, 'chrome.process_label[2]') "
+                     "FROM process WHERE pid = ",
+                     e.pid));
+    ASSERT_EQ(rows.size(), 1u) << "pid " << e.pid << " is not one process";
+    EXPECT_EQ(rows[0], (std::vector<std::string>{
+                           "namespace=" + e.ns, "pod=" + e.pod,
+                           e.container.empty() ? "[NULL]" : "container=" + e.container}));
+  }
+  EXPECT_EQ(agent::testing::QueryInt(
+                tp, trace, "SELECT COUNT(*) FROM stats WHERE severity = 'error' AND value > 0"),
+            0);
+  ASSERT_TRUE(agent.Signal(SIGTERM));
+  EXPECT_TRUE(agent.WaitExit(absl::Seconds(30)).has_value());
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
+#include "agent/descriptors/kubernetes_names.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/deploy/testing/deploy_files.h"
@@ -156,6 +157,13 @@ TEST_F(KubernetesTest, DaemonSetMountsWhatTheAgentReadsAndWrites) {
   EXPECT_EQ(mounts["/sys/kernel/btf"]["readOnly"], true);
   EXPECT_EQ(host_path("/sys/fs/cgroup"), "/sys/fs/cgroup");
   EXPECT_EQ(mounts["/sys/fs/cgroup"]["readOnly"], true);
+  // The kubelet's log directories, whose names name the pods' processes
+  // (KubernetesNames reads kDefaultLogDir): only read.
+  ASSERT_EQ(std::string(agent::KubernetesNames::kDefaultLogDir), "/var/log");
+  for (const char* dir : {"/var/log/pods", "/var/log/containers"}) {
+    EXPECT_EQ(host_path(dir), dir);
+    EXPECT_EQ(mounts[dir]["readOnly"], true) << dir;
+  }
   // Snapshots on the node, where the default output_dir is.
   const config::TraceConfig cfg = agent::DefaultAgentConfig();
   ASSERT_TRUE(absl::StartsWith(cfg.output_dir(), "/var/lib/ringside/"));

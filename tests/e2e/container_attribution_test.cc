@@ -24,6 +24,7 @@
 #include "ringside/trace/trace.pb.h"
 #include "tests/agent/testing/ringside_cli.h"
 #include "tests/agent/testing/scratch_cgroup.h"
+#include "tests/testing/paths.h"
 
 namespace ringside::agent {
 namespace {
@@ -278,6 +279,43 @@ TEST(ContainerAttributionTest, WithoutTheFilterOtherTasksAreRecorded) {
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->container_id(), kOtherId);
   unlink(trace_path.c_str());
+}
+
+// A DaemonSet's container has a cgroup namespace of its own while it mounts
+// the node's cgroupfs (a hostPath): the kernel shows it other cgroups as
+// "/../../kubepods.slice/...". The agent names them by their node's paths
+// (and so finds their ids, containers and pods) all the same. Here the
+// recorder runs under `unshare --cgroup` in a cgroup of its own, with the
+// machine's /sys/fs/cgroup, as the DaemonSet's agent does.
+TEST(ContainerAttributionTest, AnAgentInACgroupNamespaceOfItsOwnNamesTheNodesPaths) {
+  ScratchCgroup container(ContainerdScope(kContainerId));
+  if (!container.ok()) GTEST_SKIP() << container.error();
+  ScratchCgroup agent_cgroup("agent");
+  ASSERT_TRUE(agent_cgroup.ok()) << agent_cgroup.error();
+  if (access("/usr/bin/unshare", X_OK) != 0) GTEST_SKIP() << "needs util-linux's unshare";
+  const std::string cfg = TempPath("cgroupns.pbtxt");
+  const std::string out = TempPath("cgroupns.pftrace");
+  const std::string pid_file = TempPath("cgroupns.pid");
+  std::ofstream(cfg) << kBpfConfig;
+  // The recorder moves into its cgroup, then into a namespace rooted there;
+  // the recorded shell into the container's cgroup, through the same mount.
+  const std::string script = absl::StrCat(
+      "echo $$ > ", agent_cgroup.dir(), "/cgroup.procs && exec /usr/bin/unshare --cgroup ",
+      ringside::testing::RingsideBinary(), " record -c ", cfg, " -o ", out,
+      " -- /bin/sh -c 'echo $$ > ", pid_file, " && echo $$ > ", container.dir(),
+      "/cgroup.procs && exec /bin/sleep 0.3'");
+  int code = -1;
+  const std::string printed = testing::RunProgramCapture("/bin/sh", {"-c", script}, &code);
+  unlink(cfg.c_str());
+  ASSERT_EQ(code, 0) << printed;
+  const int32_t pid = ReadPid(pid_file);
+  const trace::Trace t = testing::ReadTraceFile(out);
+  const std::optional<trace::ProcessTree::Process> p = LastDescriptor(t, pid);
+  ASSERT_TRUE(p.has_value()) << "no descriptor of pid " << pid;
+  EXPECT_EQ(p->cgroup_path(), container.path());
+  EXPECT_EQ(p->cgroup_id(), container.id());
+  EXPECT_EQ(p->container_id(), kContainerId);
+  unlink(out.c_str());
 }
 
 }  // namespace

@@ -197,6 +197,7 @@ const PerfettoTable& Perfetto() {
           {"trace_uuid", 89, "message:TraceUuid"},
           {"clone_snapshot_trigger", 113, "message:Trigger"},
           {"stack_sample", 135, "message:StackSample"},
+          {"track_descriptor", 60, "message:TrackDescriptor"},
           {"trace_packet_defaults", 59, "message:TracePacketDefaults"},
           {"trusted_uid", 3, "int32"},
           {"trusted_packet_sequence_id", 10, "uint32"},
@@ -544,6 +545,16 @@ const PerfettoTable& Perfetto() {
       }, {}}},
       // protos/perfetto/trace/trace_uuid.proto
       {"TraceUuid", {{{"msb", 1, "int64"}, {"lsb", 2, "int64"}}, {}}},
+      // protos/perfetto/trace/track_event/track_descriptor.proto
+      {"TrackDescriptor", {{
+          {"uuid", 1, "uint64"},
+          {"process", 3, "message:ProcessDescriptor"},
+      }, {}}},
+      // protos/perfetto/trace/track_event/process_descriptor.proto
+      {"ProcessDescriptor", {{
+          {"pid", 1, "int32"},
+          {"process_labels", 8, "repeated string"},
+      }, {}}},
       // protos/perfetto/trace/perfetto/tracing_service_event.proto
       {"TracingServiceEvent", {{
           {"all_data_sources_started", 1, "bool"},

@@ -247,6 +247,11 @@ const std::vector<BadConfig>& BadConfigs() {
        "bad.pbtxt: line 3, column 51: trigger_config.triggers[0].blocked.comms[0] is "
        "'a-name-of-16-byt': a task name is 1 to 15 bytes (the kernel's comm), so it would never "
        "match"},
+      {"a pod pattern that no Kubernetes name matches",
+       Trigger("name: \"a\" incident { kinds: OOM_KILL pod_namespaces: \"Payments\" }"),
+       "bad.pbtxt: line 3, column 51: trigger_config.triggers[0].incident.pod_namespaces[0] is "
+       "'Payments': a pattern of Kubernetes names is 1 to 253 bytes of lowercase letters, digits, "
+       "'-' and '.', with the wildcards * ? [...] (\"web-*\"), so it would never match"},
       {"a run-queue delay beside a blocked threshold",
        Trigger("name: \"a\" blocked { threshold_ms: 1 } runqueue_delay { threshold_ms: 1 }"),
        "bad.pbtxt: line 3, column 52: trigger_config.triggers[0].runqueue_delay is set beside "

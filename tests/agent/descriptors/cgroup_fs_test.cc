@@ -3,9 +3,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/agent/testing/scratch_cgroup.h"
@@ -73,6 +77,33 @@ TEST(CgroupFsTest, TheWalkFindsACgroupWithItsIdAndStopsAtItsLimit) {
   int visited = 0;
   EXPECT_FALSE(ForEachCgroup([&](const std::string&, uint64_t) { visited++; }, 2));
   EXPECT_EQ(visited, 2);
+}
+
+// Paths a cgroup namespace shows, joined to its root below the mount.
+TEST(CgroupFsTest, NamespacePathsJoinTheirRoot) {
+  const std::string root = "/kubepods.slice/kubepods-burstable.slice/pod-x.slice/agent.scope";
+  EXPECT_EQ(JoinCgroupPath(root, "/"), root);
+  EXPECT_EQ(JoinCgroupPath(root, "/child"), root + "/child");
+  EXPECT_EQ(JoinCgroupPath(root, "/../../pod-y.slice/db.scope"),
+            "/kubepods.slice/kubepods-burstable.slice/pod-y.slice/db.scope");
+  EXPECT_EQ(JoinCgroupPath(root, "/../../../../init.scope"), "/init.scope");
+  EXPECT_EQ(JoinCgroupPath(root, "/../../../../../../.."), "/");  // Never above the root.
+  EXPECT_EQ(JoinCgroupPath("/", "/system.slice"), "/system.slice");
+}
+
+// This machine's tests run in its own cgroup namespace: paths are the
+// mount's as they are.
+TEST(CgroupFsTest, InTheNodesNamespacePathsAreUnchanged) {
+  std::optional<std::string> init;
+  std::ifstream in("/proc/1/cgroup");
+  std::stringstream text;
+  text << in.rdbuf();
+  init = CgroupPathInProcFile(text.str());
+  if (!init.has_value() || absl::StartsWith(*init, "/..")) {
+    GTEST_SKIP() << "this process has a cgroup namespace of its own";
+  }
+  EXPECT_EQ(CgroupNamespaceRoot(), std::optional<std::string>("/"));
+  EXPECT_EQ(CgroupPathBelowMount("/system.slice/x.service"), "/system.slice/x.service");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ namespace {
 struct Named {
   std::map<int32_t, trace::ProcessTree::Process> processes;
   std::map<int32_t, trace::ProcessTree::Thread> threads;
+  std::map<int32_t, trace::TrackDescriptor> labels;  // By pid.
 };
 
 // The tracker's updates as the buffer owner applies them, and what the
@@ -27,6 +28,9 @@ Named Descriptors(DescriptorTracker& t, buffer::DurableStore& store, bool change
         ASSERT_TRUE(p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())));
         for (const auto& pr : p.process_tree().processes()) n.processes[pr.pid()] = pr;
         for (const auto& th : p.process_tree().threads()) n.threads[th.tid()] = th;
+        if (p.has_track_descriptor()) {
+          n.labels[p.track_descriptor().process().pid()] = p.track_descriptor();
+        }
       },
       changed_only, /*mark_read=*/changed_only);
   return n;
@@ -473,6 +477,7 @@ const std::string kContainerPath =
 struct FakeCgroups {
   std::map<int32_t, std::string> path_of_pid;
   std::map<std::string, uint64_t> id_of_path;
+  std::map<std::string, PodNames> pods;  // By cgroup path.
   int pid_reads = 0;
 
   DescriptorTracker::CgroupLookup Lookup() {
@@ -485,6 +490,11 @@ struct FakeCgroups {
             [this](const std::string& path) -> std::optional<uint64_t> {
               auto it = id_of_path.find(path);
               if (it == id_of_path.end()) return std::nullopt;
+              return it->second;
+            },
+            [this](const std::string& path) -> std::optional<PodNames> {
+              auto it = pods.find(path);
+              if (it == pods.end()) return std::nullopt;
               return it->second;
             }};
   }
@@ -506,6 +516,89 @@ TEST(DescriptorTrackerTest, ExecCarriesTheCgroupAndTheContainerItNames) {
   EXPECT_EQ(p.container_id(), kContainerId);
   EXPECT_EQ(p.pod_uid(), "0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b");
   EXPECT_EQ(p.container_runtime(), "containerd");
+}
+
+std::vector<std::string> Labels(const trace::TrackDescriptor& track) {
+  return {track.process().process_labels().begin(), track.process().process_labels().end()};
+}
+
+TEST(DescriptorTrackerTest, AProcessOfAPodCarriesItsKubernetesNamesAndLabels) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake;
+  fake.path_of_pid[80] = kContainerPath;
+  fake.id_of_path[kContainerPath] = 4242;
+  fake.pods[kContainerPath] = PodNames{"shop", "web-7d4b9", "nginx"};
+  DescriptorTracker t(fake.Lookup());
+  t.Seed(Scan());
+  t.OnExec(210, 80, 80, "/usr/sbin/nginx", {}, "nginx", 50, 0, 4242);
+  t.OnFork(220, 80, 80, 81, 81, "nginx");
+  const Named n = Descriptors(t, store);
+  for (int32_t pid : {80, 81}) {
+    const trace::ProcessTree::Process& p = n.processes.at(pid);
+    EXPECT_EQ(p.k8s_namespace(), "shop") << pid;
+    EXPECT_EQ(p.k8s_pod(), "web-7d4b9") << pid;
+    EXPECT_EQ(p.k8s_container(), "nginx") << pid;
+    ASSERT_TRUE(n.labels.count(pid)) << pid;
+    EXPECT_EQ(Labels(n.labels.at(pid)),
+              (std::vector<std::string>{"namespace=shop", "pod=web-7d4b9", "container=nginx"}));
+  }
+  // A track per process, the same one however often it is described.
+  EXPECT_NE(n.labels.at(80).uuid(), n.labels.at(81).uuid());
+  t.OnExec(230, 81, 81, "/bin/true", {}, "true", 80, 0, 4242);
+  EXPECT_EQ(Descriptors(t, store).labels.at(81).uuid(), n.labels.at(81).uuid());
+  // Processes outside pods have none.
+  EXPECT_FALSE(n.labels.count(50));
+  EXPECT_FALSE(n.processes.at(50).has_k8s_pod());
+}
+
+// The kubelet names a container (its log's symlink) only after starting it:
+// the names of its first process are looked up again until found.
+TEST(DescriptorTrackerTest, AContainerNamedAfterItsFirstExecIsNamedAtARefresh) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake;
+  fake.path_of_pid[80] = kContainerPath;
+  fake.id_of_path[kContainerPath] = 4242;
+  fake.pods[kContainerPath] = PodNames{"shop", "web-7d4b9", ""};
+  DescriptorTracker t(fake.Lookup());
+  t.Seed(Scan());
+  t.OnExec(1'000'000'000, 80, 80, "/usr/sbin/nginx", {}, "nginx", 50, 0, 4242);
+  Named n = Descriptors(t, store);
+  EXPECT_FALSE(n.processes.at(80).has_k8s_container());
+  EXPECT_EQ(Labels(n.labels.at(80)), (std::vector<std::string>{"namespace=shop", "pod=web-7d4b9"}));
+  EXPECT_EQ(t.pod_names_waiting_for_testing(), 1u);
+  Descriptors(t, store, /*changed_only=*/true);  // All handed out.
+  // Not yet: nothing changes.
+  t.RefreshPodNames(2'000'000'000);
+  EXPECT_TRUE(Descriptors(t, store, /*changed_only=*/true).processes.empty());
+  fake.pods[kContainerPath].container = "nginx";
+  t.RefreshPodNames(3'000'000'000);
+  n = Descriptors(t, store);
+  EXPECT_EQ(n.processes.at(80).k8s_container(), "nginx");
+  EXPECT_EQ(Labels(n.labels.at(80)).back(), "container=nginx");
+  EXPECT_EQ(t.pod_names_waiting_for_testing(), 0u);
+}
+
+TEST(DescriptorTrackerTest, PodNamesAreAwaitedUntilTheProcessEndsOrTheWaitIsOver) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake;
+  fake.path_of_pid[80] = kContainerPath;
+  fake.path_of_pid[90] = kContainerPath;
+  fake.id_of_path[kContainerPath] = 4242;
+  DescriptorTracker t(fake.Lookup());
+  t.Seed(Scan());
+  const uint64_t ts = 1'000'000'000;
+  t.OnExec(ts, 80, 80, "/bin/sleep", {}, "sleep", 50, 0, 4242);
+  t.OnExec(ts, 90, 90, "/bin/sleep", {}, "sleep", 50, 0, 4242);
+  EXPECT_EQ(t.pod_names_waiting_for_testing(), 2u);
+  t.OnExit(ts + 1, 90, 90, 1);
+  t.RefreshPodNames(ts + 2);
+  EXPECT_EQ(t.pod_names_waiting_for_testing(), 1u);
+  t.RefreshPodNames(ts + PodNamesWaitlist::kWaitNs + 1);
+  EXPECT_EQ(t.pod_names_waiting_for_testing(), 0u);
+  // Outside a pod, nothing is awaited.
+  fake.path_of_pid[95] = "/system.slice/cron.service";
+  t.OnExec(ts, 95, 95, "/usr/sbin/cron", {}, "cron", 1, 0, 0);
+  EXPECT_EQ(t.pod_names_waiting_for_testing(), 0u);
 }
 
 TEST(DescriptorTrackerTest, ForksInheritTheParentsCgroup) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "ringside/trace/trace_packet.pb.h"
@@ -47,7 +48,7 @@ struct Scanned {
 };
 
 Scanned Scan(const std::string& root) {
-  const trace::TracePacket packet = ScanProcessesIn(root);
+  const trace::TracePacket packet = ScanProcessesIn(root, /*names=*/nullptr);
   Scanned s;
   for (const auto& p : packet.process_tree().processes()) s.processes[p.pid()] = p;
   for (const auto& t : packet.process_tree().threads()) s.threads[t.tid()] = t;
@@ -81,6 +82,45 @@ TEST(ProcessScanTest, ReadsEachProcessAndItsThreads) {
   EXPECT_EQ(s.threads.at(201).tgid(), 200);
   EXPECT_EQ(s.threads.at(201).name(), "worker");
   EXPECT_EQ(s.threads.size(), 3u);
+}
+
+// A process in a pod's container is named by its namespace, pod and
+// container, from the kubelet's directories, and labelled so for
+// trace_processor: the labels' track is the same in every scan.
+TEST(ProcessScanTest, AProcessOfAPodCarriesItsKubernetesNames) {
+  FakeProc proc;
+  ASSERT_FALSE(proc.root().empty());
+  const std::string uid = "0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b";
+  const std::string id(64, 'a');
+  proc.Write("300/status", Status("nginx", 1));
+  proc.Write("300/cmdline", std::string("nginx\0", 6));
+  proc.Write("300/cgroup", "0::/kubepods/besteffort/pod" + uid + "/" + id + "\n");
+  proc.Write("300/task/300/comm", "nginx\n");
+  proc.Write("400/status", Status("cron", 1));
+  proc.Write("400/cgroup", "0::/system.slice/cron.service\n");
+  proc.Write("400/task/400/comm", "cron\n");
+  proc.Write("logs/pods/shop_web-7d4b9_" + uid + "/nginx/0.log", "");
+  fs::create_directories(proc.root() + "/logs/containers");
+  fs::create_symlink(proc.root() + "/logs/pods/shop_web-7d4b9_" + uid + "/nginx/0.log",
+                     proc.root() + "/logs/containers/web-7d4b9_shop_nginx-" + id + ".log");
+  KubernetesNames names(proc.root() + "/logs");
+  const trace::TracePacket scan = ScanProcessesIn(proc.root(), &names);
+  std::map<int32_t, trace::ProcessTree::Process> processes;
+  for (const auto& p : scan.process_tree().processes()) processes[p.pid()] = p;
+  EXPECT_EQ(processes.at(300).k8s_namespace(), "shop");
+  EXPECT_EQ(processes.at(300).k8s_pod(), "web-7d4b9");
+  EXPECT_EQ(processes.at(300).k8s_container(), "nginx");
+  EXPECT_FALSE(processes.at(400).has_k8s_pod());
+  const std::vector<trace::TracePacket> labels = PodLabelsPackets(scan);
+  ASSERT_EQ(labels.size(), 1u);
+  EXPECT_EQ(labels[0].timestamp(), scan.timestamp());
+  const trace::ProcessDescriptor& described = labels[0].track_descriptor().process();
+  EXPECT_EQ(described.pid(), 300);
+  EXPECT_EQ(std::vector<std::string>(described.process_labels().begin(),
+                                     described.process_labels().end()),
+            (std::vector<std::string>{"namespace=shop", "pod=web-7d4b9", "container=nginx"}));
+  EXPECT_EQ(PodLabelsPackets(ScanProcessesIn(proc.root(), &names))[0].track_descriptor().uuid(),
+            labels[0].track_descriptor().uuid());
 }
 
 // A process that ends between the reads of its files: it is listed with

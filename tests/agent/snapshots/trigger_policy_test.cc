@@ -1,9 +1,13 @@
 #include "agent/snapshots/trigger_policy.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -11,9 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "agent/config/config_loader.h"
 #include "agent/config/defaults.h"
 #include "gtest/gtest.h"
+#include "tests/agent/testing/scratch_cgroup.h"
 
 namespace ringside::agent {
 namespace {
@@ -350,10 +357,17 @@ TEST(TriggerPolicyTest, RulesFromConfigReadTheIncidentFilterWithTheCrashSignalsB
   oom->mutable_incident()->add_signals(SIGKILL);
   oom->mutable_incident()->add_comms("java");
   oom->mutable_incident()->add_cgroups("/system.slice/app.service");
+  oom->mutable_incident()->add_pod_namespaces("payments");
+  oom->mutable_incident()->add_pods("db-*");
+  config::TraceConfig::TriggerConfig::Trigger* stall = tc->add_triggers();
+  stall->set_name("stall");
+  stall->mutable_blocked()->set_threshold_ms(1000);
+  stall->mutable_blocked()->add_pod_namespaces("shop");
+  stall->mutable_blocked()->add_pods("web-*");
   tc->add_triggers()->set_name("manual");
 
   const std::vector<Rule> rules = TriggerPolicy::RulesFrom(cfg);
-  ASSERT_EQ(rules.size(), 3u);
+  ASSERT_EQ(rules.size(), 4u);
   ASSERT_TRUE(rules[0].incident.has_value());
   EXPECT_EQ(rules[0].incident->kinds,
             (std::vector<Incident::Kind>{Incident::Kind::kFatalSignal, Incident::Kind::kCoreDump}));
@@ -364,8 +378,14 @@ TEST(TriggerPolicyTest, RulesFromConfigReadTheIncidentFilterWithTheCrashSignalsB
   EXPECT_EQ(rules[1].incident->signals, std::vector<int32_t>{SIGKILL});
   EXPECT_EQ(rules[1].incident->comms, std::vector<std::string>{"java"});
   EXPECT_EQ(rules[1].incident->cgroups, std::vector<std::string>{"/system.slice/app.service"});
+  EXPECT_EQ(rules[1].incident->pod_namespaces, std::vector<std::string>{"payments"});
+  EXPECT_EQ(rules[1].incident->pods, std::vector<std::string>{"db-*"});
   EXPECT_TRUE(rules[0].incident->cgroups.empty());
-  EXPECT_FALSE(rules[2].incident.has_value());
+  EXPECT_TRUE(rules[0].incident->pods.empty());
+  ASSERT_TRUE(rules[2].incident.has_value());
+  EXPECT_EQ(rules[2].incident->pod_namespaces, std::vector<std::string>{"shop"});
+  EXPECT_EQ(rules[2].incident->pods, std::vector<std::string>{"web-*"});
+  EXPECT_FALSE(rules[3].incident.has_value());
 }
 
 TEST(TriggerPolicyTest, AnIncidentMatchesByKindSignalAndComm) {
@@ -414,6 +434,109 @@ TEST(TriggerPolicyTest, AnIncidentMatchesByTheCgroupsItsTaskIsIn) {
   // No cgroups in the filter: any, without a lookup.
   Rule::IncidentFilter any{{Incident::Kind::kFatalSignal}, {SIGSEGV}, {}, {}};
   EXPECT_TRUE(TriggerPolicy::Matches(any, in_batch, nullptr));
+}
+
+// Kubernetes namespaces and pod names, as shell patterns; a task in no pod
+// passes no filter that names pods.
+TEST(TriggerPolicyTest, AnIncidentMatchesByThePodItsTaskIsIn) {
+  Rule::IncidentFilter payments{{Incident::Kind::kOomKill}, {}, {}, {}};
+  payments.pod_namespaces = {"payments", "team-?"};
+  payments.pods = {"db-*"};
+  std::map<int32_t, PodNames> pods = {{10, {"payments", "db-0", "postgres"}},
+                                      {11, {"payments", "web-5", "nginx"}},
+                                      {12, {"team-a", "db-x", ""}},
+                                      {13, {"shop", "db-0", "postgres"}}};
+  int lookups = 0;
+  TriggerPolicy::PodOf pod_of = [&](const Incident& i) -> std::optional<PodNames> {
+    lookups++;
+    const auto it = pods.find(i.pid);
+    if (it == pods.end()) return std::nullopt;
+    return it->second;
+  };
+  auto oom_of = [](int32_t pid) {
+    Incident i = MakeIncident(Incident::Kind::kOomKill);
+    i.pid = pid;
+    return i;
+  };
+  EXPECT_TRUE(TriggerPolicy::Matches(payments, oom_of(10), nullptr, pod_of));
+  EXPECT_FALSE(TriggerPolicy::Matches(payments, oom_of(11), nullptr, pod_of));  // Not db-*.
+  EXPECT_TRUE(TriggerPolicy::Matches(payments, oom_of(12), nullptr, pod_of));   // team-?.
+  EXPECT_FALSE(TriggerPolicy::Matches(payments, oom_of(13), nullptr, pod_of));  // Namespace.
+  EXPECT_FALSE(TriggerPolicy::Matches(payments, oom_of(14), nullptr, pod_of));  // No pod.
+  // Namespaces alone.
+  Rule::IncidentFilter shop{{Incident::Kind::kOomKill}, {}, {}, {}};
+  shop.pod_namespaces = {"shop"};
+  EXPECT_TRUE(TriggerPolicy::Matches(shop, oom_of(13), nullptr, pod_of));
+  EXPECT_FALSE(TriggerPolicy::Matches(shop, oom_of(10), nullptr, pod_of));
+  // Rules without pods look nothing up; the rest look the pod up once.
+  Rule any = MakeRule("any-oom", absl::ZeroDuration());
+  any.incident = Rule::IncidentFilter{{Incident::Kind::kOomKill}, {}, {}, {}};
+  Rule by_pod = MakeRule("payments-db", absl::ZeroDuration());
+  by_pod.incident = payments;
+  Rule by_ns = MakeRule("shop", absl::ZeroDuration());
+  by_ns.incident = shop;
+  TriggerPolicy policy({any, by_pod, by_ns}, NoRandom);
+  lookups = 0;
+  std::vector<std::string> names = policy.RulesFor(oom_of(10), nullptr, pod_of);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"any-oom", "payments-db"}));
+  EXPECT_EQ(lookups, 1);
+  lookups = 0;
+  Rule::IncidentFilter other_kind{{Incident::Kind::kFatalSignal}, {SIGSEGV}, {}, {}};
+  other_kind.pods = {"*"};
+  EXPECT_FALSE(TriggerPolicy::Matches(other_kind, oom_of(10), nullptr, pod_of));
+  EXPECT_EQ(lookups, 0) << "the kind decides first";
+}
+
+// The pod of a real task: from its cgroup while it lives, from the
+// incident's cgroup id once it is gone (an OOM victim), named from the
+// kubelet's directories.
+TEST(TriggerPolicyTest, AnIncidentsPodIsFoundByItsTaskOrItsCgroup) {
+  const std::string uid = "0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b";
+  const std::string id =
+      absl::StrFormat("%08x", static_cast<uint32_t>(getpid())) + std::string(56, 'e');
+  testing::ScratchCgroup cgroup("kubepods-burstable-pod" + absl::StrReplaceAll(uid, {{"-", "_"}}) +
+                                ".slice:cri-containerd:" + id);
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.error();
+  char dir[] = "/tmp/ringside_kubelet_logs_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string logs = dir;
+  std::filesystem::create_directories(logs + "/pods/payments_db-0_" + uid + "/postgres");
+  std::filesystem::create_directories(logs + "/containers");
+  std::filesystem::create_symlink("/var/log/pods/payments_db-0_" + uid + "/postgres/0.log",
+                                  logs + "/containers/db-0_payments_postgres-" + id + ".log");
+  KubernetesNames names(logs);
+  const std::string procs = cgroup.dir() + "/cgroup.procs";
+  const pid_t child = fork();
+  if (child == 0) {
+    const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "0", 1) != 1) _exit(127);
+    close(fd);
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  Incident oom = MakeIncident(Incident::Kind::kOomKill);
+  oom.pid = child;
+  oom.cgroup_id = cgroup.id();
+  const PodNames postgres{"payments", "db-0", "postgres"};
+  for (int i = 0; i < 100 && TriggerPolicy::PodOfIncident(oom, &names) != postgres; i++) {
+    usleep(10'000);  // Until the child moved itself.
+  }
+  EXPECT_EQ(TriggerPolicy::PodOfIncident(oom, &names), postgres);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  // Gone: its cgroup, by id.
+  EXPECT_EQ(TriggerPolicy::PodOfIncident(oom, &names), postgres);
+  // A task in no pod; a cgroup id the kernel did not give.
+  Incident elsewhere = oom;
+  elsewhere.pid = getpid();
+  elsewhere.cgroup_id = 0;
+  EXPECT_EQ(TriggerPolicy::PodOfIncident(elsewhere, &names), std::nullopt);
+  oom.pid = 0;
+  oom.cgroup_id = 0;
+  EXPECT_EQ(TriggerPolicy::PodOfIncident(oom, &names), std::nullopt);
+  std::filesystem::remove_all(logs);
 }
 
 TEST(TriggerPolicyTest, RulesForNamesEveryRuleWhoseFilterAnIncidentPasses) {

@@ -284,6 +284,60 @@ TEST(TraceInspectorTest, LossesAreKeyedBySourceEventStageAndCpu) {
       6976u);
 }
 
+// Processes of Kubernetes pods: their namespace, pod and container names in
+// the text and the JSON, and the pods the file covers (the sidecar's too).
+TEST(TraceInspectorTest, PodsAreShownByTheirKubernetesNames) {
+  const std::string uid = "0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b";
+  const std::string nginx(64, 'a');
+  const std::string pause(64, 'b');
+  Trace trace;
+  auto* tree = trace.add_packet()->mutable_process_tree();
+  auto add = [&](int32_t pid, const std::string& name, const std::string& id,
+                 const std::string& container) {
+    auto* p = tree->add_processes();
+    p->set_pid(pid);
+    p->add_cmdline(name);
+    p->set_cgroup_id(50);
+    p->set_container_id(id);
+    p->set_pod_uid(uid);
+    p->set_k8s_namespace("shop");
+    p->set_k8s_pod("web-7d4b9");
+    if (!container.empty()) p->set_k8s_container(container);
+  };
+  add(10, "nginx", nginx, "nginx");
+  add(11, "nginx", nginx, "nginx");
+  add(12, "/pause", pause, "");
+  const std::string path = WriteFile("pods", trace.SerializeAsString());
+  absl::StatusOr<TraceSummary> s = InspectTraceFile(path);
+  ASSERT_TRUE(s.ok());
+
+  const std::string text = SummaryToText(path, *s);
+  EXPECT_NE(text.find("      10  nginx  [pod shop/web-7d4b9 container nginx]\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("      12  /pause  [pod shop/web-7d4b9]\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  aaaaaaaaaaaa  " + uid + "  -                   2  shop/web-7d4b9/nginx\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  bbbbbbbbbbbb  " + uid + "  -                   1  shop/web-7d4b9/-\n"),
+            std::string::npos)
+      << text;
+
+  const nlohmann::json j = SummaryToJson(path, *s);
+  for (const auto& p : j["processes"]) {
+    EXPECT_EQ(p["pod_namespace"], "shop");
+    EXPECT_EQ(p["pod_name"], "web-7d4b9");
+    EXPECT_EQ(p.value("container_name", ""), p["pid"] == 12 ? "" : "nginx") << p;
+  }
+  ASSERT_EQ(j["containers"].size(), 2u);
+  EXPECT_EQ(j["containers"][0]["container_name"], "nginx");
+  EXPECT_EQ(j["containers"][1]["container_name"], nullptr);
+  EXPECT_EQ(j["pods"], nlohmann::json::parse(R"([{"uid": ")" + uid + R"(", "namespace": "shop",
+      "name": "web-7d4b9", "containers": ["nginx"], "processes": 3}])"));
+  // What the sidecar says of the file.
+  EXPECT_EQ(FileFactsToJson(path, *s)["pods"], j["pods"]);
+}
+
 // Processes in containers: each container with its pod, runtime and how
 // many processes it has (a later descriptor of a process replaces its
 // earlier one), in the text (short ids) and the JSON (full ids).
@@ -323,7 +377,7 @@ TEST(TraceInspectorTest, ContainersAreCountedByTheirProcesses) {
   EXPECT_NE(text.find("      10  nginx  [container aaaaaaaaaaaa]\n"), std::string::npos) << text;
   EXPECT_NE(text.find("Containers (1):\n"), std::string::npos) << text;
   EXPECT_NE(
-      text.find("  aaaaaaaaaaaa  0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b  containerd          2\n"),
+      text.find("  aaaaaaaaaaaa  0c7e1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b  containerd          2  -\n"),
       std::string::npos)
       << text;
   EXPECT_NE(text.find("  2 processes in no container, 1 of unknown cgroup\n"), std::string::npos)
