@@ -88,7 +88,7 @@ DEB_PACKAGES := \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libsystemd-dev libclang-rt-14-dev \
   rt-tests systemd linux-perf time ccache gdb python3 universal-ctags \
-  qemu-system-x86 busybox-static cpio jq rclone curl
+  qemu-system-x86 busybox-static cpio jq rclone curl python3-dask python3-distributed
 
 # A cross build's: the toolchain and QEMU on this machine, and the target's
 # -dev packages (with busybox for the kernel matrix's initramfs) in the
@@ -251,7 +251,7 @@ ALL_OBJS := $(foreach c,$(SOURCE_LIBS),$(call component_objs,$(c))) \
 
 # --- Rules --------------------------------------------------------------------
 
-.PHONY: all test run-tests check-layers check-links check-docs check-sizes check-tools test-long flake-check test-kernels run-test-kernels asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
+.PHONY: all test run-tests check-layers check-links check-docs check-sizes check-tools check-fleet-query test-long flake-check test-kernels run-test-kernels asan run-asan-tests bench bench-run bench-peers soak storm fuzz fuzz-run fuzz-corpus demo run-demo deps install \
   uninstall clean format
 
 all: $(BIN) $(LIBS)
@@ -364,7 +364,8 @@ test: deps
 
 # The benchmarks are built too, not run: a change that breaks one (a test
 # helper they link, say) shows here, not at the next `make bench`.
-run-tests: check-layers check-links check-docs check-sizes check-tools $(BIN) $(TEST_BINS) \
+run-tests: check-layers check-links check-docs check-sizes check-tools check-fleet-query $(BIN) \
+  $(TEST_BINS) \
   $(BENCH_BINS)
 	@tools/run_tests.sh $(TEST_BINS)
 
@@ -373,6 +374,14 @@ run-tests: check-layers check-links check-docs check-sizes check-tools $(BIN) $(
 check-tools:
 	@out=$$(python3 tests/tools/image_btf_test.py 2>&1) || { echo "$$out"; exit 1; }; \
 	  echo "image_btf_test: $$(echo "$$out" | grep '^Ran ')"
+
+# tools/fleet_query.py (one query over a fleet's files) on 50 files that 10
+# agents record here under 10 machine names. Needs root, the binary,
+# trace_processor_shell and Debian's Dask, which /usr/bin/python3 sees (a
+# python3 first on PATH may be another). 15-30 s.
+check-fleet-query: $(BIN)
+	@out=$$(RINGSIDE=$(BIN) /usr/bin/python3 tests/tools/fleet_query_test.py 2>&1) || { echo "$$out"; exit 1; }; \
+	  echo "fleet_query_test: $$(echo "$$out" | grep '^Ran '), $$(echo "$$out" | tail -1)"
 
 # The include layers of tools/layers.txt (issue 53): a production file that
 # includes across a layer it may not, or closes an include cycle, fails the
