@@ -129,8 +129,9 @@ class FakeContainer {
   const agent::testing::ScratchCgroup& cgroup() const { return cgroup_; }
   pid_t pid() const { return pid_; }
 
-  // Starts `sleep` in the container's cgroup: it moves there, then execs.
-  bool Start() {
+  // Starts `sh -c script` (by default a sleep) in the container's cgroup:
+  // it moves there, then execs.
+  bool Start(const char* script = "exec /bin/sleep 120") {
     if (!cgroup_.ok()) return false;
     const std::string procs = cgroup_.dir() + "/cgroup.procs";
     pid_ = fork();
@@ -138,10 +139,15 @@ class FakeContainer {
       const int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
       if (fd < 0 || write(fd, "0", 1) != 1) _exit(127);
       close(fd);
-      execl("/bin/sleep", "sleep", "120", static_cast<char*>(nullptr));
+      execl("/bin/sh", "sh", "-c", script, static_cast<char*>(nullptr));
       _exit(127);
     }
     return pid_ > 0;
+  }
+  // Waits for it to end (a crash).
+  void Wait() {
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
 
  private:
@@ -527,6 +533,69 @@ TEST_F(DaemonSetStartTest, ProcessesOfPodsCarryTheirKubernetesNames) {
   EXPECT_EQ(agent::testing::QueryInt(
                 tp, trace, "SELECT COUNT(*) FROM stats WHERE severity = 'error' AND value > 0"),
             0);
+  ASSERT_TRUE(agent.Signal(SIGTERM));
+  EXPECT_TRUE(agent.WaitExit(absl::Seconds(30)).has_value());
+}
+
+// A trigger that names pods fires for an incident of a task in one of them
+// and for no other: the agent finds the task's pod from the incident's
+// cgroup, as the kubelet names it on the node.
+TEST_F(DaemonSetStartTest, ATriggerThatNamesPodsFiresOnlyForThem) {
+  // The ConfigMap's config, with a trigger for crashes in db-* pods of
+  // namespaces payments or team-*.
+  json* cm = nullptr;
+  for (json& entry : docs_) {
+    json& doc = entry["doc"];
+    if (doc["kind"] == "ConfigMap" && doc["metadata"]["name"] == "ringside-config") cm = &doc;
+  }
+  ASSERT_NE(cm, nullptr);
+  std::string config = (*cm)["data"]["agent.pbtxt"];
+  const std::string mode = "trigger_mode: CLONE_SNAPSHOT\n";
+  ASSERT_NE(config.find(mode), std::string::npos);
+  config.insert(config.find(mode) + mode.size(),
+                "  triggers { name: \"db-crash\" stop_delay_ms: 100 incident { kinds: FATAL_SIGNAL "
+                "signals: 11 pod_namespaces: \"payments\" pod_namespaces: \"team-*\" pods: "
+                "\"db-*\" } }\n");
+  (*cm)["data"]["agent.pbtxt"] = config;
+  const std::string web_uid = absl::StrFormat("%08x-3c4d-4e5f-8a9b-1c1d2e3f4a5b", getpid());
+  const std::string db_uid = absl::StrFormat("%08x-5b4a-4392-8170-7f5e4d3c2b1a", getpid());
+  const std::string web_id = OwnContainerId('e');
+  const std::string db_id = OwnContainerId('f');
+  AddContainerLog("shop", "db-1", web_uid, "app", web_id);  // db-* in another namespace.
+  AddContainerLog("payments", "db-0", db_uid, "postgres", db_id);
+  FakeContainer web(web_uid, web_id);
+  FakeContainer db(db_uid, db_id);
+  ASSERT_TRUE(web.cgroup().ok()) << web.cgroup().error();
+
+  const SandboxSpec spec = ContainerSandbox();
+  ASSERT_FALSE(HasFailure());
+  SandboxProcess agent(spec, Scratch("root"), Command(), Scratch("logs") + "/agent.log");
+  ASSERT_TRUE(StartsAndPassesItsProbe(&agent));
+  // Fires of each trigger, from `ringside status --json` (which lists the
+  // triggers that have fired or been suppressed).
+  auto fired = [&](const std::string& name) -> int64_t {
+    const CommandResult status =
+        agent.RunInside({"ringside", "status", "--json"}, absl::Seconds(10));
+    const json j = json::parse(status.output, nullptr, /*allow_exceptions=*/false);
+    EXPECT_TRUE(j["snapshots"]["triggers"].is_array()) << status.output;
+    for (const json& t : j["snapshots"]["triggers"]) {
+      if (t["name"] == name) return t["fired"].get<int64_t>() + t["suppressed"].get<int64_t>();
+    }
+    return 0;
+  };
+  auto await = [&](const std::string& name, int64_t n) {
+    for (int i = 0; i < 100 && fired(name) < n; i++) absl::SleepFor(absl::Milliseconds(100));
+    return fired(name);
+  };
+  constexpr char kCrash[] = "kill -SEGV $$";
+  ASSERT_TRUE(web.Start(kCrash));
+  web.Wait();
+  // The crash trigger saw it; the pods' trigger did not fire.
+  ASSERT_EQ(await("crash", 1), 1) << agent.Log();
+  EXPECT_EQ(fired("db-crash"), 0) << agent.Log();
+  ASSERT_TRUE(db.Start(kCrash));
+  db.Wait();
+  EXPECT_EQ(await("db-crash", 1), 1) << agent.Log();
   ASSERT_TRUE(agent.Signal(SIGTERM));
   EXPECT_TRUE(agent.WaitExit(absl::Seconds(30)).has_value());
 }
