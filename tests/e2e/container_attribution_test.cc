@@ -186,6 +186,7 @@ TEST(ContainerAttributionTest, AFilterByContainerRecordsThatContainerOnly) {
   int64_t ours_in = 0, switches = 0;
   std::map<uint32_t, int32_t> on_cpu;  // CPU -> the last task switched in.
   std::vector<std::string> strangers;
+  std::vector<std::string> inferred;  // Compact switches whose prev is inferred.
   for (const trace::TracePacket& p : t.packet()) {
     if (!p.has_ftrace_events()) continue;
     const uint32_t cpu = p.ftrace_events().cpu();
@@ -197,11 +198,14 @@ TEST(ContainerAttributionTest, AFilterByContainerRecordsThatContainerOnly) {
         ours_in++;
       } else if (prev != on_cpu.end() && prev->second != pid && prev->second != 0) {
         // Compact switches carry no prev: it is the last next on the CPU.
-        // Inferred as idle (0), it may be our task switched in by a
-        // transition the tracepoint skipped (it does now and then, from
-        // idle: tests/bpf/event_source_test.cc), so only a known task
-        // counts as a stranger here.
-        strangers.push_back(absl::StrCat("cpu ", cpu, ": ", prev->second, " -> ", next));
+        // Our task switched in by a transition the tracepoint skipped (it
+        // does now and then: tests/bpf/event_source_test.cc) leaves the
+        // switch before it as the prev: of idle (0), not counted, or of a
+        // task whose switch-out to idle was not ours to record (seen once
+        // in 40 runs beside hackbench: "15 -> 18176", rcu_preempt before
+        // our task left for another). A filter that let others through
+        // makes dozens (the other container wakes every 20 ms).
+        inferred.push_back(absl::StrCat("cpu ", cpu, ": ", prev->second, " -> ", next));
       }
       on_cpu[cpu] = next;
     }
@@ -229,6 +233,9 @@ TEST(ContainerAttributionTest, AFilterByContainerRecordsThatContainerOnly) {
                         << " switches)";
   EXPECT_TRUE(strangers.empty()) << strangers.size()
                                  << " events of other tasks, first: " << strangers.front();
+  EXPECT_LE(inferred.size(), 2u) << inferred.size()
+                                 << " switches from another task to another, first: "
+                                 << (inferred.empty() ? "" : inferred.front());
   unlink(trace_path.c_str());
 }
 
