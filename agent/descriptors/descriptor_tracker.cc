@@ -81,7 +81,7 @@ void DescriptorTracker::PutProcess(int32_t pid, const Process& p) {
     queue_.push_back(Update{Kind::kProcessLabels, id, op, labels->SerializeAsString()});
   }
   queue_.push_back(Update{Kind::kProcess, id, op, packet.SerializeAsString()});
-  pod_names_waiting_.Described(pid, p.cgroup_path, p.pod, p.exit_ts != 0, packet.timestamp());
+  pod_names_waiting_.Described(pid, *out, p.cgroup_path, p.exit_ts != 0, packet.timestamp());
 }
 
 void DescriptorTracker::PutThread(int32_t tid, const Thread& t) {

@@ -1,19 +1,15 @@
 #include "agent/descriptors/pod_names_waitlist.h"
 
-#include "agent/descriptors/container_identity.h"
-
 namespace ringside::agent {
 
-bool PodNamesWaitlist::Lacks(const std::string& cgroup_path, const std::optional<PodNames>& pod) {
-  if (cgroup_path.empty()) return false;
-  if (pod.has_value() && !pod->container.empty()) return false;
-  const ContainerIdentity id = ParseContainerIdentity(cgroup_path);
-  return !id.pod_uid.empty() && (!pod.has_value() || !id.container_id.empty());
+bool PodNamesWaitlist::Lacks(const trace::ProcessTree::Process& described) {
+  return described.has_pod_uid() && (!described.has_k8s_pod() || (described.has_container_id() &&
+                                                                  !described.has_k8s_container()));
 }
 
-void PodNamesWaitlist::Described(int32_t pid, const std::string& cgroup_path,
-                                 const std::optional<PodNames>& pod, bool ended, uint64_t ts) {
-  if (ended || !Lacks(cgroup_path, pod)) {
+void PodNamesWaitlist::Described(int32_t pid, const trace::ProcessTree::Process& described,
+                                 const std::string& cgroup_path, bool ended, uint64_t ts) {
+  if (ended || !Lacks(described)) {
     waiting_.erase(pid);
     return;
   }

@@ -3,13 +3,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "agent/descriptors/kubernetes_names.h"
+#include "ringside/trace/process_tree.pb.h"
 
 namespace ringside::agent {
 
@@ -24,15 +23,15 @@ class PodNamesWaitlist {
   static constexpr uint64_t kWaitNs = 30'000'000'000;
   static constexpr size_t kMaxWaiting = 1024;
 
-  // Whether a process in `cgroup_path` with the names `pod` lacks names
-  // its cgroup may get: it names a pod, and the pod is not named, or its
-  // container is not while the path names one.
-  static bool Lacks(const std::string& cgroup_path, const std::optional<PodNames>& pod);
+  // Whether a process's descriptor (its cgroup's container and pod, and
+  // their names, filled in) lacks names its cgroup may get: it names a pod,
+  // and the pod is not named, or its container is not while it has one.
+  static bool Lacks(const trace::ProcessTree::Process& described);
 
-  // A description of process `pid` at `ts`: it waits while it Lacks()
-  // names and has not ended, and stops waiting otherwise.
-  void Described(int32_t pid, const std::string& cgroup_path, const std::optional<PodNames>& pod,
-                 bool ended, uint64_t ts);
+  // A description of process `pid` in `cgroup_path` at `ts`: it waits while
+  // it Lacks() names and has not ended, and stops waiting otherwise.
+  void Described(int32_t pid, const trace::ProcessTree::Process& described,
+                 const std::string& cgroup_path, bool ended, uint64_t ts);
   void Ended(int32_t pid) { waiting_.erase(pid); }
   // The processes to look up again at `now_ns`, with their cgroups; those
   // that waited past kWaitNs are forgotten.

@@ -500,11 +500,17 @@ struct FakeCgroups {
   }
 };
 
-TEST(DescriptorTrackerTest, ExecCarriesTheCgroupAndTheContainerItNames) {
-  buffer::DurableStore store(1 << 20, 1 << 20);
+// Pid 80 in the containerd container of kContainerPath, cgroup id 4242.
+FakeCgroups ProcessInContainer() {
   FakeCgroups fake;
   fake.path_of_pid[80] = kContainerPath;
   fake.id_of_path[kContainerPath] = 4242;
+  return fake;
+}
+
+TEST(DescriptorTrackerTest, ExecCarriesTheCgroupAndTheContainerItNames) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake = ProcessInContainer();
   DescriptorTracker t(fake.Lookup());
   t.Seed(Scan());
   t.OnFork(200, 50, 50, 80, 80, "sh");
@@ -524,9 +530,7 @@ std::vector<std::string> Labels(const trace::TrackDescriptor& track) {
 
 TEST(DescriptorTrackerTest, AProcessOfAPodCarriesItsKubernetesNamesAndLabels) {
   buffer::DurableStore store(1 << 20, 1 << 20);
-  FakeCgroups fake;
-  fake.path_of_pid[80] = kContainerPath;
-  fake.id_of_path[kContainerPath] = 4242;
+  FakeCgroups fake = ProcessInContainer();
   fake.pods[kContainerPath] = PodNames{"shop", "web-7d4b9", "nginx"};
   DescriptorTracker t(fake.Lookup());
   t.Seed(Scan());
@@ -555,9 +559,7 @@ TEST(DescriptorTrackerTest, AProcessOfAPodCarriesItsKubernetesNamesAndLabels) {
 // the names of its first process are looked up again until found.
 TEST(DescriptorTrackerTest, AContainerNamedAfterItsFirstExecIsNamedAtARefresh) {
   buffer::DurableStore store(1 << 20, 1 << 20);
-  FakeCgroups fake;
-  fake.path_of_pid[80] = kContainerPath;
-  fake.id_of_path[kContainerPath] = 4242;
+  FakeCgroups fake = ProcessInContainer();
   fake.pods[kContainerPath] = PodNames{"shop", "web-7d4b9", ""};
   DescriptorTracker t(fake.Lookup());
   t.Seed(Scan());
@@ -603,9 +605,7 @@ TEST(DescriptorTrackerTest, PodNamesAreAwaitedUntilTheProcessEndsOrTheWaitIsOver
 
 TEST(DescriptorTrackerTest, ForksInheritTheParentsCgroup) {
   buffer::DurableStore store(1 << 20, 1 << 20);
-  FakeCgroups fake;
-  fake.path_of_pid[80] = kContainerPath;
-  fake.id_of_path[kContainerPath] = 4242;
+  FakeCgroups fake = ProcessInContainer();
   DescriptorTracker t(fake.Lookup());
   t.Seed(Scan());
   t.OnExec(210, 80, 80, "/bin/sh", {}, "sh", 50, 0, 4242);
@@ -646,9 +646,7 @@ TEST(DescriptorTrackerTest, APathOfAnotherCgroupThanTheExecsIsNotTaken) {
 // /proc entry is gone by the time its exec is read.
 TEST(DescriptorTrackerTest, PathsAreRememberedPerCgroupId) {
   buffer::DurableStore store(1 << 20, 1 << 20);
-  FakeCgroups fake;
-  fake.path_of_pid[80] = kContainerPath;
-  fake.id_of_path[kContainerPath] = 4242;
+  FakeCgroups fake = ProcessInContainer();
   DescriptorTracker t(fake.Lookup());
   t.OnExec(210, 80, 80, "/bin/true", {}, "true", 50, 0, 4242);
   t.OnExec(220, 90, 90, "/bin/true", {}, "true", 50, 0, 4242);

@@ -312,8 +312,7 @@ TEST(TraceInspectorTest, PodsAreShownByTheirKubernetesNames) {
   ASSERT_TRUE(s.ok());
 
   const std::string text = SummaryToText(path, *s);
-  EXPECT_NE(text.find("      10  nginx  [pod shop/web-7d4b9 container nginx]\n"),
-            std::string::npos)
+  EXPECT_NE(text.find("      10  nginx  [pod shop/web-7d4b9 container nginx]\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("      12  /pause  [pod shop/web-7d4b9]\n"), std::string::npos) << text;
   EXPECT_NE(text.find("  aaaaaaaaaaaa  " + uid + "  -                   2  shop/web-7d4b9/nginx\n"),
