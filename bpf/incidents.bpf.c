@@ -26,7 +26,7 @@ static __always_inline int on_mark_victim(bool raw, struct task_struct* task, ui
   e->killer_pid = bpf_get_current_pid_tgid() >> 32;
   RS_READ_COMM(raw, e->comm, task);
   e->cgroup_id = rs_cgroup_id_of(task);
-  rs_submit(ring, e);
+  rs_submit_now(ring, e);
   return 0;
 }
 
@@ -52,7 +52,7 @@ static __always_inline int on_mark_victim_pid(int pid) {
   e->killer_pid = bpf_get_current_pid_tgid() >> 32;
   __builtin_memset(e->comm, 0, RS_TASK_COMM_LEN);
   e->cgroup_id = 0;
-  rs_submit(ring, e);
+  rs_submit_now(ring, e);
   return 0;
 }
 
@@ -98,7 +98,7 @@ static __always_inline int on_signal_generate(bool raw, int sig, struct kernel_s
   bpf_get_current_comm(e->sender_comm, RS_TASK_COMM_LEN);
   RS_READ_COMM(raw, e->target_comm, task);
   e->target_cgroup_id = rs_cgroup_id_of(task);
-  rs_submit(ring, e);
+  rs_submit_now(ring, e);
   return 0;
 }
 
@@ -129,7 +129,7 @@ static __always_inline int on_core_dump_exit(bool raw, struct task_struct* p) {
   e->pad = 0;
   RS_READ_COMM(raw, e->comm, p);
   e->cgroup_id = rs_cgroup_id_of(p);
-  rs_submit(ring, e);
+  rs_submit_now(ring, e);
   return 0;
 }
 

@@ -189,6 +189,15 @@ static __always_inline void rs_submit(void* ring, void* record) {
   bpf_ringbuf_submit(record, rs_wakeup_flag(ring));
 }
 
+/* Submits an incident's record (an OOM kill, a fatal signal, a core dump, a
+ * stall), waking the consumer at once: a trigger may take a snapshot of it,
+ * and the consumer waits up to a second between passes of quiet rings
+ * (agent/sources/drain_wait.h). Incidents are rare, so the wakeup's cost
+ * (an irq_work) is too. */
+static __always_inline void rs_submit_now(void* ring, void* record) {
+  bpf_ringbuf_submit(record, BPF_RB_FORCE_WAKEUP);
+}
+
 /* Every program comes in two flavours, picked by the loader:
  * - tp_btf (handle_NAME): the kernel passes typed task pointers, which the
  *   verifier trusts, so fields are read directly. A bpf_probe_read_kernel

@@ -77,7 +77,7 @@ static __always_inline void rs_emit_stall(bool raw, __u32 type, __u32 how, struc
     e->other_pid = 0;
     __builtin_memset(e->other_comm, 0, RS_TASK_COMM_LEN);
   }
-  rs_submit(ring, e);
+  rs_submit_now(ring, e);
 }
 
 /* The entry of `tid`, made empty (kind 0) when it has none; NULL when the

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "agent/config/config_limits.h"
 #include "agent/sources/bpf_incidents.h"
+#include "agent/sources/drain_wait.h"
 #include "agent/sources/system_frame_namer.h"
 #include "base/boottime.h"
 #include "bpf/common_events.h"
@@ -269,7 +270,7 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
   malformed_.store(bundles_.stats().malformed, std::memory_order_relaxed);
 }
 
-void BpfDataSource::ReadRings(int timeout_ms) {
+uint64_t BpfDataSource::ReadRings(int timeout_ms) {
   reader_state_.Check();
   // Processes that exited before the last pass: their stacks recorded
   // before the exit have been read by now (records are read CPU by CPU, so
@@ -292,25 +293,30 @@ void BpfDataSource::ReadRings(int timeout_ms) {
     OnBatch(cpu, records);
   };
   if (timeout_ms > 0) {
-    source_->Poll(timeout_ms, on_batch).IgnoreError();  // A failed wait is retried next round.
-  } else {
-    source_->Drain(on_batch);
+    // A failed wait is retried next round.
+    return source_->Poll(timeout_ms, on_batch).value_or(0);
   }
+  return source_->Drain(on_batch);
 }
 
 void BpfDataSource::ConsumerLoop() {
   pthread_setname_np(pthread_self(), "rs-bpf");
   reader_state_.Claim();
-  const int period = static_cast<int>(config_.drain_period_ms);
-  absl::Time next_cgroup_refresh = absl::Now() + absl::Milliseconds(config_.cgroup_refresh_ms);
+  const auto now_ns = [] { return static_cast<int64_t>(base::BoottimeNs()); };
+  DrainWait wait(config_.drain_period_ms, now_ns());
+  const int64_t refresh_ns = int64_t{config_.cgroup_refresh_ms} * 1'000'000;
+  int64_t next_refresh_ns = now_ns() + refresh_ns;
   while (!stop_.load(std::memory_order_acquire)) {
-    ReadRings(period);
+    // No longer than the sweep and the cgroup filter's refresh can wait.
+    int64_t deadline_ns = sweep_ != nullptr ? sweep_->next_ns() : INT64_MAX;
+    if (!cgroups_.empty()) deadline_ns = std::min(deadline_ns, next_refresh_ns);
+    wait.AfterPass(ReadRings(wait.TimeoutMs(now_ns(), deadline_ns)), now_ns());
     ServeFlushRequests();
     pacer_.AfterPass(stop_, [this] { return flush_.UrgentPending(); });
     ServeFlushRequests();  // One that cut a budget pause short.
-    if (!cgroups_.empty() && absl::Now() >= next_cgroup_refresh) {
+    if (!cgroups_.empty() && now_ns() >= next_refresh_ns) {
       RefreshCgroupFilter();
-      next_cgroup_refresh = absl::Now() + absl::Milliseconds(config_.cgroup_refresh_ms);
+      next_refresh_ns = now_ns() + refresh_ns;
     }
     if (sweep_ != nullptr && sweep_->Due(base::BoottimeNs())) SweepStalls(base::BoottimeNs());
   }

@@ -32,7 +32,8 @@ namespace ringside::agent {
 
 // The "linux.bpf" data source: the programs of bpf/ (sched, process,
 // incidents) and one consumer thread that reads their per-CPU rings every
-// drain_period_ms (or sooner, when a ring passes a quarter full) into
+// drain_period_ms (up to a second while they are quiet: DrainWait; sooner
+// when a ring passes a quarter full, or at an incident) into
 // FtraceEventBundles: one TraceWriter per CPU, writer id 1 + cpu.
 //
 // Stop() is clean: programs detached, the rings read to the last record,
@@ -150,8 +151,8 @@ class BpfDataSource : public DataSource {
   // Creates the stack writer, or says in stacks_refused_ why not.
   void SetUpStacks(ProducerBuffer* producer);
   // Reads the rings once: waiting up to `timeout_ms` for data, or (0)
-  // reading what is there.
-  void ReadRings(int timeout_ms);
+  // reading what is there. Returns how many records it handed out.
+  uint64_t ReadRings(int timeout_ms);
   // Consumer thread: serves FlushStaging() requests made so far.
   void ServeFlushRequests();
   void OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records);

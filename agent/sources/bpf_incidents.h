@@ -56,6 +56,8 @@ class StallSweep {
   bool TellWoken(int32_t tid, int64_t since_ns, int64_t stalled_ns);
 
   int64_t period_ns() const { return period_ns_; }
+  // When the next sweep is due (CLOCK_BOOTTIME).
+  int64_t next_ns() const { return next_ns_; }
 
  private:
   // How many thresholds `stalled_ns` reaches.

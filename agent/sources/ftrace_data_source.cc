@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -12,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "agent/sources/drain_wait.h"
+#include "base/boottime.h"
 #include "ringside/trace/trace_packet.pb.h"
 
 namespace ringside::agent {
@@ -218,14 +221,16 @@ void FtraceDataSource::ReaderLoop() {
   pthread_setname_np(pthread_self(), "rs-ftrace");
   reader_state_.Claim();
   int loops = 0;
+  DrainWait wait(config_.drain_period_ms, base::BoottimeNs());
   while (!stop_.load()) {
     std::vector<pollfd> fds;
     fds.push_back(pollfd{wake_fd_.get(), POLLIN, 0});  // Stop() wakes us at once.
     for (const auto& r : readers_) {
       if (r != nullptr) fds.push_back(pollfd{r->fd(), POLLIN, 0});
     }
-    // Wakes when a CPU buffer passes buffer_percent, else after the period.
-    poll(fds.data(), fds.size(), static_cast<int>(config_.drain_period_ms));
+    // Wakes when a CPU buffer passes buffer_percent, else after the wait:
+    // drain_period_ms, longer while the buffers are quiet (DrainWait).
+    poll(fds.data(), fds.size(), static_cast<int>(wait.next_ms()));
     if (fds[0].revents & POLLIN) {
       uint64_t v;
       (void)!read(wake_fd_.get(), &v, sizeof(v));  // Re-armed for the next wake.
@@ -233,8 +238,10 @@ void FtraceDataSource::ReaderLoop() {
     // Taken before the read: a request made after it started waits for the
     // next round, which the wake makes immediate.
     const uint64_t flush = flush_.Pending();
+    const uint64_t events_before = events_count_;
     ReadKernelBuffers();
     if (flush != 0) flush_.Served(flush);
+    wait.AfterPass(events_count_ - events_before, base::BoottimeNs());
     // A snapshot's flush asked for during a pause wakes the poll above.
     pacer_.AfterPass(stop_, [this] { return flush_.UrgentPending(); });
     if (++loops % 50 == 0) OpenMissingReaders();  // CPUs that came online.

@@ -33,8 +33,9 @@ namespace ringside::agent {
 // (one TraceWriter per CPU, writer id 1 + cpu; writer 0 carries the
 // FtraceStats packets at start and end).
 //
-// The reader wakes every drain_period_ms, or earlier when a CPU's kernel
-// buffer passes buffer_percent (poll on trace_pipe_raw), reads every CPU,
+// The reader wakes every drain_period_ms (up to a second while the buffers
+// are quiet: DrainWait), or earlier when a CPU's kernel buffer passes
+// buffer_percent (poll on trace_pipe_raw), reads every CPU,
 // and retries CPUs that were offline. Stop() is clean: tracing off, a last
 // drain, END_OF_TRACE stats, the instance removed.
 class FtraceDataSource : public DataSource {

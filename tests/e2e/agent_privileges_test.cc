@@ -134,8 +134,16 @@ TEST_F(AgentPrivilegesTest, AfterSetupNoThreadHoldsACapabilityAndRecordingGoesOn
     if (child == 0) _exit(0);
     if (child > 0) waitpid(child, nullptr, 0);
   }
-  absl::SleepFor(absl::Milliseconds(500));
-  const nlohmann::json after = Status();
+  // A reader of quiet rings passes once a second (DrainWait): waited for,
+  // not slept on.
+  nlohmann::json after = Status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline &&
+         (SourceEvents(after, "linux.bpf") <= SourceEvents(before, "linux.bpf") ||
+          SourceEvents(after, "linux.ftrace") <= SourceEvents(before, "linux.ftrace"))) {
+    absl::SleepFor(absl::Milliseconds(100));
+    after = Status();
+  }
   EXPECT_GT(SourceEvents(after, "linux.bpf"), SourceEvents(before, "linux.bpf")) << after.dump();
   EXPECT_GT(SourceEvents(after, "linux.ftrace"), SourceEvents(before, "linux.ftrace"))
       << after.dump();
