@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -71,6 +72,12 @@ void ProcessStatsDataSource::Sample() {
   while (const dirent* e = readdir(dir.get())) {
     int32_t pid = 0;
     if (!absl::SimpleAtoi(e->d_name, &pid) || pid <= 0) continue;
+    // A kernel thread (or a task already dead) found so at an earlier poll:
+    // the same directory, so the same task, still without memory.
+    if (const auto it = no_memory_.find(pid); it != no_memory_.end() && it->second == e->d_ino) {
+      no_memory_next_.emplace(pid, e->d_ino);
+      continue;
+    }
     // statm only filters (most pids are kernel threads, with no memory):
     // read by path, it costs one open where the process's directory costs
     // two. What is written is read through the directory, all of one
@@ -78,6 +85,10 @@ void ProcessStatsDataSource::Sample() {
     statm_path_.assign(e->d_name).append("/statm");
     if (!ReadOf(proc_.get(), statm_path_.c_str())) continue;
     seen_.fetch_add(1, std::memory_order_relaxed);
+    if (absl::StartsWith(text_, "0 ")) {  // No address space at all.
+      no_memory_next_.emplace(pid, e->d_ino);
+      continue;
+    }
     const std::optional<uint64_t> pages = ResidentPagesOfStatm(text_);
     if (!pages.has_value() || *pages * page_kb_ < config_.min_rss_kb) continue;
     base::ScopedFd pid_dir(openat(proc_.get(), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -102,6 +113,9 @@ void ProcessStatsDataSource::Sample() {
   }
   stats->AppendVarInt(ProcessStats::kCollectionEndTimestampFieldNumber, base::BoottimeNs());
   stats->EndNested();
+  // Those no longer listed are gone: their ids may name new tasks.
+  no_memory_.swap(no_memory_next_);
+  no_memory_next_.clear();
 }
 
 ProcessStatsDataSource::Stats ProcessStatsDataSource::stats() const {

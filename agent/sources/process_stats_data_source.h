@@ -1,11 +1,14 @@
 #ifndef RINGSIDE_AGENT_SOURCES_PROCESS_STATS_DATA_SOURCE_H_
 #define RINGSIDE_AGENT_SOURCES_PROCESS_STATS_DATA_SOURCE_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/sources/polled_source.h"
@@ -21,7 +24,11 @@ namespace ringside::agent {
 // snapshot shows who grew before the kill. A process's /proc/PID/statm is
 // read first, and its status and oom_score_adj only when its resident
 // memory is at least min_rss_kb, so that the many small processes of a
-// machine cost one short read each.
+// machine cost one short read each. A task whose statm shows no address
+// space (a kernel thread, or one already exited) is not read again while
+// its /proc directory stays the same (the directory entry's inode: a new
+// task under a reused id gets a new one): a large node has thousands of
+// per-CPU kernel threads, and each was three system calls a poll.
 class ProcessStatsDataSource : public PolledSource {
  public:
   struct Config {
@@ -54,6 +61,10 @@ class ProcessStatsDataSource : public PolledSource {
   base::ScopedFd proc_;
   std::string text_;
   std::string statm_path_;  // PID/statm, kept for its capacity.
+  // Tasks without memory, by pid: the inode of their /proc directory when
+  // found so. The next poll's set is built as it goes, and replaces it.
+  absl::flat_hash_map<int32_t, ino_t> no_memory_;
+  absl::flat_hash_map<int32_t, ino_t> no_memory_next_;
   absl::Time next_ = absl::InfinitePast();
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> seen_{0};

@@ -128,13 +128,13 @@ class AgentMetricsTest : public ::testing::Test {
       ADD_FAILURE() << "the agent has " << settled.sources_size() << " sources, not 1";
       return settled;
     }
-    // Unchanged over a second: longer than a record waits in a CPU's batch
-    // on an idle CPU (EventSource::kBatchMaxWaitNs, 500 ms) plus a drain
-    // period, so that no record of the storm is still on its way. The
-    // frees of its processes come after an RCU grace period, into those
-    // batches.
+    // Unchanged over two seconds: longer than a record waits in a CPU's
+    // batch on an idle CPU (EventSource::kBatchMaxWaitNs, 500 ms) plus the
+    // reader's wait between passes of quiet rings (DrainWait::kMaxWaitMs,
+    // 1 s), so that no record of the storm is still on its way. The frees
+    // of its processes come after an RCU grace period, into those batches.
     for (const absl::Time deadline = absl::Now() + absl::Seconds(30);;) {
-      absl::SleepFor(absl::Seconds(1));
+      absl::SleepFor(absl::Seconds(2));
       const control::StatusReply now = Status();
       const bool same = now.sources_size() == 1 && StagingLosses(now) == StagingLosses(settled) &&
                         now.sources(0).events() == settled.sources(0).events();

@@ -3,9 +3,11 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -16,6 +18,7 @@
 #include "buffer/trace_buffer.h"
 #include "gtest/gtest.h"
 #include "ringside/trace/trace_packet.pb.h"
+#include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/read_packets.h"
 
 namespace ringside::agent {
@@ -124,6 +127,46 @@ TEST_F(ProcessStatsDataSourceTest, WritesTheProcessesAboveTheSizeWithTheirMemory
   EXPECT_TRUE(found) << "pid " << big.pid() << " not written";
   EXPECT_GE(s.back().process_stats().collection_end_timestamp(), s.back().timestamp());
   EXPECT_GE((*ds)->stats().processes_seen, 2u);
+}
+
+// A task whose statm shows no address space (a kernel thread) is read at
+// the first poll only; once its directory is another (its id taken by a new
+// task, here a process of 64 MiB), it is read again, and written.
+TEST_F(ProcessStatsDataSourceTest, AKernelThreadIsReadOnceUntilItsIdNamesAnotherTask) {
+  testing::ScratchDir proc;
+  const auto make_task = [&](const std::string& pid, const std::string& statm,
+                             const std::string& status) {
+    ASSERT_EQ(mkdir(proc.Join(pid).c_str(), 0755), 0) << pid;
+    std::ofstream(proc.Join(pid + "/statm")) << statm;
+    if (!status.empty()) std::ofstream(proc.Join(pid + "/status")) << status;
+  };
+  make_task("2", "0 0 0 0 0 0 0\n", "");
+  make_task("40", "1000 500 100 10 0 400 0\n", "");  // 2 MiB: read every poll.
+  ProcessStatsDataSource::Config c;
+  c.poll_ms = 3600000;
+  c.min_rss_kb = 32 << 10;
+  c.proc = proc.path();
+  auto ds = ProcessStatsDataSource::Create(c, &producer_);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_TRUE((*ds)->Start().ok());
+  ASSERT_TRUE((*ds)->FlushStaging(absl::Seconds(10)));
+  EXPECT_EQ((*ds)->stats().processes_seen, 2u);
+  ASSERT_TRUE((*ds)->FlushStaging(absl::Seconds(10)));
+  EXPECT_EQ((*ds)->stats().processes_seen, 3u) << "the kernel thread's statm was read again";
+
+  // Made before the old one goes, so that it cannot get the old inode.
+  make_task("new", "20000 16384 100 10 0 16000 0\n", "VmSize:\t80000 kB\nVmRSS:\t65536 kB\n");
+  ASSERT_EQ(std::remove(proc.Join("2/statm").c_str()), 0);
+  ASSERT_EQ(rmdir(proc.Join("2").c_str()), 0);
+  ASSERT_EQ(rename(proc.Join("new").c_str(), proc.Join("2").c_str()), 0);
+  ASSERT_TRUE((*ds)->FlushStaging(absl::Seconds(10)));
+  EXPECT_EQ((*ds)->stats().processes_seen, 5u);
+  (*ds)->Stop();
+  const std::vector<trace::TracePacket> s = Samples();
+  ASSERT_FALSE(s.empty());
+  ASSERT_EQ(s.back().process_stats().processes_size(), 1);
+  EXPECT_EQ(s.back().process_stats().processes(0).pid(), 2);
+  EXPECT_EQ(s.back().process_stats().processes(0).vm_rss_kb(), 65536u);
 }
 
 TEST_F(ProcessStatsDataSourceTest, AMissingProcIsAnErrorNamingIt) {
