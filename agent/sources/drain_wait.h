@@ -6,19 +6,22 @@
 
 namespace ringside::agent {
 
-// How long a staging reader (BpfDataSource) waits for its rings before its
-// next pass: long enough that a pass reads about kRecordsPerPass records,
-// from drain_period_ms up to kMaxWaitMs (drain_period_ms if longer).
+// How long a staging reader (BpfDataSource's, FtraceDataSource's) waits
+// for its rings before its next pass: long enough that a pass reads about
+// kRecordsPerPass records, from drain_period_ms up to kMaxWaitMs
+// (drain_period_ms if longer).
 //
 // Why: a pass costs a fixed ~80 us beside its records (the wakeup, the
 // flush of the CPUs' BPF batches, the rings' headers), so on a quiet
 // machine, where a pass every 100 ms reads a hundred records, the fixed part
-// was most of the agent's CPU: 0.8 ms a second for the BPF reader on this
-// 2-CPU VM, idle (issue 57). A busy ring needs no timer: the kernel wakes
-// the reader once a ring is a quarter full, and incidents wake it at once
-// (rs_submit_now); a snapshot's staging flush wakes it too. What waits
-// longer is only quiet data on its way into the central buffer, at most
-// about a second, the buffer owner's own flush period.
+// was most of the agent's CPU: 0.8 ms a second for the BPF reader on a
+// 2-CPU VM, idle, and 0.34 for the ftrace reader (issue 57). A busy ring
+// needs no timer: the kernel wakes the reader once a BPF ring is a quarter
+// full (an ftrace buffer at drain_buffer_percent), and BPF's incident
+// records wake it at once (rs_submit_now); a snapshot's staging flush
+// wakes it too. What waits longer is only quiet data on its way into the
+// central buffer, at most about a second, the buffer owner's own flush
+// period.
 //
 // Not thread-safe: the reader's.
 class DrainWait {
