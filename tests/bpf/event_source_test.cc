@@ -22,6 +22,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bpf/records.h"
 #include "bpf/task_state.h"
 #include "ftrace/cpu_reader.h"
 #include "ftrace/event_format.h"
@@ -1013,6 +1015,47 @@ uint64_t OwnCgroupId() {
     if (stat((root + line.substr(3)).c_str(), &st) == 0) return st.st_ino;
   }
   return 0;
+}
+
+// An incident wakes a reader that waits on quiet rings at once: the agent
+// then waits up to a second between passes (DrainWait), and a trigger
+// should not. The kill comes while Poll() waits 20 s; only the incident's
+// forced wakeup (rs_submit_now) ends the wait early, as the machine's
+// other records stay far below a quarter of a ring.
+TEST(EventSourceTest, AnIncidentWakesAReaderWaitingOnQuietRings) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, EventSource::Options{});
+  ASSERT_TRUE(source->Attach().ok());
+  HeldChild victim = ForkHeld([] { pause(); });
+  ASSERT_GT(victim.pid, 0);
+  // Wakeups that came before (the attach's records): consumed first.
+  for (int i = 0; i < 3; i++) {
+    ASSERT_TRUE(source->Poll(1, [](uint32_t, absl::Span<const RecordView>) {}).ok());
+  }
+  std::thread killer([pid = victim.pid] {
+    absl::SleepFor(absl::Milliseconds(300));
+    kill(pid, SIGKILL);
+  });
+  bool killed_seen = false;
+  const absl::Time start = absl::Now();
+  const auto on_batch = [&](uint32_t, absl::Span<const RecordView> records) {
+    for (const RecordView& v : records) {
+      RecordBatch one;
+      if (!DecodeRecord(v, &one)) continue;
+      const Record& r = one.records()[0];
+      killed_seen |= r.type == RS_EV_FATAL_SIGNAL && r.fatal_signal().target_pid == victim.pid;
+    }
+  };
+  absl::Duration waited;
+  while (!killed_seen && absl::Now() - start < absl::Seconds(20)) {
+    ASSERT_TRUE(source->Poll(20000, on_batch).ok());
+    waited = absl::Now() - start;
+  }
+  killer.join();
+  int status = 0;
+  waitpid(victim.pid, &status, 0);
+  close(victim.release_fd);
+  EXPECT_TRUE(killed_seen) << "no fatal_signal record of pid " << victim.pid;
+  EXPECT_LT(waited, absl::Seconds(5)) << "the incident did not wake the waiting reader";
 }
 
 TEST(EventSourceTest, FatalSignalsAndCoreDumpsAreIncidents) {
