@@ -25,11 +25,11 @@ inline constexpr absl::Duration kCommandGraceTime = absl::Seconds(10);
 // not found", "is a directory", "permission denied"); 0 if it can.
 int CheckCommand(const std::string& cmd, std::string* why);
 
-// Starts `args` as a child process with the default signal mask and
-// SIGPIPE's default action. Returns its pid, or -1 with `*exec_errno` set
-// when it could not be started (fork() failed, or exec did: its errno).
-// Safe with other threads running: the child calls only async-signal-safe
-// functions before exec.
+// Starts `args` as a child process (its executable looked up in PATH) with
+// the default signal mask and SIGPIPE's default action. Returns its pid, or
+// -1 with `*exec_errno` set when it could not be started (its errno, or the
+// exec's). Safe with other threads running; the child never holds a copy of
+// the recording's memory (no page of ours becomes copy-on-write).
 pid_t SpawnCommand(const std::vector<std::string>& args, int* exec_errno);
 
 // Ends the child `pid` (`name` in the message) that the recording outlived:

@@ -912,7 +912,10 @@ $dz_ns ns its switches show it off the CPU (-${STACKS_SAMPLED_PCT}% to +${STACKS
   echo "          stall triggers (blocked, runqueue_delay, event): $stalls${stalls_detail:+: $stalls_detail}"
   [ "$snap" = ok ] && echo "          snapshot: $snap_events events, $(basename "$(kv snapshot_path "$con")")"
   local f
-  for f in "${fail[@]}"; do echo "          FAIL: $f"; done
+  for f in "${fail[@]}"; do
+    echo "          FAIL: $f"
+    FAILS+=("$name: $f")
+  done
   [ ${#fail[@]} = 0 ]
 }
 
@@ -1083,6 +1086,7 @@ EOF
 printf '%-7s %-20s %6s %7s  %-8s %-7s %-17s %-8s %-9s %-9s %-8s %-14s %-10s %-9s %s\n' kernel \
   uname boot_s total_s bpf ftrace agent:bpf/ftrace snapshot incidents no-bpf btf-file switches \
   stacks boot-ring "tp_errors(record/snapshot)"
+FAILS=()  # judge's, "kernel: why", for the summary
 for r in "${rows[@]}"; do
   read -r name _suite _pkg _version exp_bpf exp_ftrace exp_snap exp_incidents exp_ft exp_btf_file \
     exp_boot_ring <<< "$r"
@@ -1096,4 +1100,6 @@ done
 echo "test-kernels: ${#rows[@]} kernels in ${SECONDS}s"
 [ $status = 0 ] && echo "test-kernels: every kernel as expected ($LIST)" ||
   echo "test-kernels: FAILED (console logs and files: $KDIR/results/)"
+# Again at the very end, where a log cut to its tail (CI's) still shows them.
+for f in "${FAILS[@]}"; do echo "test-kernels: FAIL: $f"; done
 exit $status
