@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,12 +27,22 @@ namespace {
 
 using trace::ProcessStats;
 
+// How many processes' statm a source keeps open: a quarter of the files
+// this process may open, so that the rest of the agent keeps room.
+size_t MaxOpenStatm() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  constexpr rlim_t kMostEver = 1 << 16;
+  return static_cast<size_t>(std::min(limit.rlim_cur, kMostEver) / 4);
+}
+
 }  // namespace
 
 ProcessStatsDataSource::ProcessStatsDataSource(Config config, ProducerBuffer* producer)
     : PolledSource(producer),
       config_(std::move(config)),
-      page_kb_(std::max<uint64_t>(1, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024)) {}
+      page_kb_(std::max<uint64_t>(1, static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 1024)),
+      max_open_statm_(MaxOpenStatm()) {}
 
 absl::StatusOr<std::unique_ptr<ProcessStatsDataSource>> ProcessStatsDataSource::Create(
     Config config, ProducerBuffer* producer) {
@@ -82,8 +93,7 @@ void ProcessStatsDataSource::Sample() {
     // read by path, it costs one open where the process's directory costs
     // two. What is written is read through the directory, all of one
     // process even if its pid is reused meanwhile.
-    statm_path_.assign(e->d_name).append("/statm");
-    if (!ReadOf(proc_.get(), statm_path_.c_str())) continue;
+    if (!ReadStatm(pid, e->d_name, e->d_ino)) continue;
     seen_.fetch_add(1, std::memory_order_relaxed);
     if (absl::StartsWith(text_, "0 ")) {  // No address space at all.
       no_memory_next_.emplace(pid, e->d_ino);
@@ -116,6 +126,32 @@ void ProcessStatsDataSource::Sample() {
   // Those no longer listed are gone: their ids may name new tasks.
   no_memory_.swap(no_memory_next_);
   no_memory_next_.clear();
+  statm_.swap(statm_next_);
+  statm_next_.clear();  // Closes the statm of processes gone.
+}
+
+bool ProcessStatsDataSource::PreadText(int fd) {
+  text_.resize(4096);
+  const ssize_t n = pread(fd, text_.data(), text_.size(), 0);
+  if (n <= 0) return false;
+  text_.resize(static_cast<size_t>(n));
+  return true;
+}
+
+bool ProcessStatsDataSource::ReadStatm(int32_t pid, const char* name, ino_t ino) {
+  OpenStatm open_statm;
+  if (const auto it = statm_.find(pid); it != statm_.end() && it->second.ino == ino) {
+    open_statm = std::move(it->second);
+  }
+  // A read of a statm kept open fails once its task is gone.
+  if (!open_statm.fd.valid() || !PreadText(open_statm.fd.get())) {
+    statm_path_.assign(name).append("/statm");
+    open_statm = {ino,
+                  base::ScopedFd(openat(proc_.get(), statm_path_.c_str(), O_RDONLY | O_CLOEXEC))};
+    if (!open_statm.fd.valid() || !PreadText(open_statm.fd.get())) return false;
+  }
+  if (statm_next_.size() < max_open_statm_) statm_next_.emplace(pid, std::move(open_statm));
+  return true;
 }
 
 ProcessStatsDataSource::Stats ProcessStatsDataSource::stats() const {

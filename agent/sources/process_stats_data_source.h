@@ -28,7 +28,12 @@ namespace ringside::agent {
 // space (a kernel thread, or one already exited) is not read again while
 // its /proc directory stays the same (the directory entry's inode: a new
 // task under a reused id gets a new one): a large node has thousands of
-// per-CPU kernel threads, and each was three system calls a poll.
+// per-CPU kernel threads, and each was three system calls a poll. A
+// process's statm stays open from poll to poll (while its directory is the
+// same, and up to a quarter of RLIMIT_NOFILE of them): one pread a poll, a
+// seventh of an open, read and close (0.6 against 4.2 us on a 2-CPU VM).
+// An open statm names its task for good: once that task is gone, its reads
+// fail, even if its id names another.
 class ProcessStatsDataSource : public PolledSource {
  public:
   struct Config {
@@ -55,6 +60,12 @@ class ProcessStatsDataSource : public PolledSource {
   // The text of `file` under `dir` (/proc/PID/<file> from the process's
   // directory, or PID/<file> from /proc) into text_; false when it is gone.
   bool ReadOf(int dir, const char* file);
+  // Reads the statm of pid `name` (its directory's inode `ino`) into text_,
+  // through the file kept open from the last poll if it is that process's,
+  // and keeps it open for the next; false when the process is gone.
+  bool ReadStatm(int32_t pid, const char* name, ino_t ino);
+  // The whole of `fd`'s text from its start into text_; false on an error.
+  bool PreadText(int fd);
 
   const Config config_;
   const uint64_t page_kb_;
@@ -65,6 +76,15 @@ class ProcessStatsDataSource : public PolledSource {
   // found so. The next poll's set is built as it goes, and replaces it.
   absl::flat_hash_map<int32_t, ino_t> no_memory_;
   absl::flat_hash_map<int32_t, ino_t> no_memory_next_;
+  // Processes' statm kept open, by pid: the inode of their /proc directory
+  // and the file. Replaced each poll by those it read, as no_memory_.
+  struct OpenStatm {
+    ino_t ino = 0;
+    base::ScopedFd fd;
+  };
+  absl::flat_hash_map<int32_t, OpenStatm> statm_;
+  absl::flat_hash_map<int32_t, OpenStatm> statm_next_;
+  size_t max_open_statm_ = 0;  // A quarter of RLIMIT_NOFILE's soft limit.
   absl::Time next_ = absl::InfinitePast();
   std::atomic<uint64_t> written_{0};
   std::atomic<uint64_t> seen_{0};

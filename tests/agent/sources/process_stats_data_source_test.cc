@@ -92,9 +92,41 @@ class ProcessStatsDataSourceTest : public ::testing::Test {
     });
   }
 
+  // A source of `proc` (a fake one, or the machine's), started (its first
+  // sample taken): processes of 32 MiB and more, sampled when flushed.
+  std::unique_ptr<ProcessStatsDataSource> StartSource(const std::string& proc = "/proc") {
+    ProcessStatsDataSource::Config c;
+    c.poll_ms = 3600000;
+    c.min_rss_kb = 32 << 10;
+    c.proc = proc;
+    auto ds = ProcessStatsDataSource::Create(c, &producer_);
+    if (!ds.ok() || !(*ds)->Start().ok()) {
+      ADD_FAILURE() << "no source on " << proc << ": " << ds.status();
+      return nullptr;
+    }
+    return std::move(*ds);
+  }
+
   ProducerBuffer producer_;
   std::unique_ptr<buffer::TraceBuffer> buffer_ = buffer::TraceBuffer::Create(4 << 20);
 };
+
+// A task's directory in a fake /proc, with its statm and (unless empty)
+// its status.
+void MakeTask(const testing::ScratchDir& proc, const std::string& dir, const std::string& statm,
+              const std::string& status) {
+  ASSERT_EQ(mkdir(proc.Join(dir).c_str(), 0755), 0) << dir;
+  std::ofstream(proc.Join(dir + "/statm")) << statm;
+  if (!status.empty()) std::ofstream(proc.Join(dir + "/status")) << status;
+}
+
+// Task `pid` of a fake /proc replaced by the one made as `dir`: made
+// before the old one goes, so that it cannot get the old inode.
+void ReplaceTask(const testing::ScratchDir& proc, const std::string& pid, const std::string& dir) {
+  for (const char* file : {"/statm", "/status"}) std::remove(proc.Join(pid + file).c_str());
+  ASSERT_EQ(rmdir(proc.Join(pid).c_str()), 0);
+  ASSERT_EQ(rename(proc.Join(dir).c_str(), proc.Join(pid).c_str()), 0);
+}
 
 // A process of 48 MiB is written with its memory and OOM score adjustment;
 // a sleep(1), below min_rss_kb, is left out.
@@ -102,14 +134,10 @@ TEST_F(ProcessStatsDataSourceTest, WritesTheProcessesAboveTheSizeWithTheirMemory
   MemoryHolder big(48, 500), small(0, 0);
   ASSERT_GT(big.pid(), 0);
   ASSERT_GT(small.pid(), 0);
-  ProcessStatsDataSource::Config c;
-  c.poll_ms = 3600000;
-  c.min_rss_kb = 32 << 10;
-  auto ds = ProcessStatsDataSource::Create(c, &producer_);
-  ASSERT_TRUE(ds.ok()) << ds.status();
-  ASSERT_TRUE((*ds)->Start().ok());
-  ASSERT_TRUE((*ds)->FlushStaging(absl::Seconds(10)));
-  (*ds)->Stop();
+  const std::unique_ptr<ProcessStatsDataSource> ds = StartSource();
+  ASSERT_NE(ds, nullptr);
+  ASSERT_TRUE(ds->FlushStaging(absl::Seconds(10)));
+  ds->Stop();
   const std::vector<trace::TracePacket> s = Samples();
   ASSERT_FALSE(s.empty());
   bool found = false;
@@ -126,7 +154,7 @@ TEST_F(ProcessStatsDataSourceTest, WritesTheProcessesAboveTheSizeWithTheirMemory
   }
   EXPECT_TRUE(found) << "pid " << big.pid() << " not written";
   EXPECT_GE(s.back().process_stats().collection_end_timestamp(), s.back().timestamp());
-  EXPECT_GE((*ds)->stats().processes_seen, 2u);
+  EXPECT_GE(ds->stats().processes_seen, 2u);
 }
 
 // A task whose statm shows no address space (a kernel thread) is read at
@@ -134,39 +162,90 @@ TEST_F(ProcessStatsDataSourceTest, WritesTheProcessesAboveTheSizeWithTheirMemory
 // task, here a process of 64 MiB), it is read again, and written.
 TEST_F(ProcessStatsDataSourceTest, AKernelThreadIsReadOnceUntilItsIdNamesAnotherTask) {
   testing::ScratchDir proc;
-  const auto make_task = [&](const std::string& pid, const std::string& statm,
-                             const std::string& status) {
-    ASSERT_EQ(mkdir(proc.Join(pid).c_str(), 0755), 0) << pid;
-    std::ofstream(proc.Join(pid + "/statm")) << statm;
-    if (!status.empty()) std::ofstream(proc.Join(pid + "/status")) << status;
-  };
-  make_task("2", "0 0 0 0 0 0 0\n", "");
-  make_task("40", "1000 500 100 10 0 400 0\n", "");  // 2 MiB: read every poll.
-  ProcessStatsDataSource::Config c;
-  c.poll_ms = 3600000;
-  c.min_rss_kb = 32 << 10;
-  c.proc = proc.path();
-  auto ds = ProcessStatsDataSource::Create(c, &producer_);
-  ASSERT_TRUE(ds.ok()) << ds.status();
-  ASSERT_TRUE((*ds)->Start().ok());
-  ASSERT_TRUE((*ds)->FlushStaging(absl::Seconds(10)));
-  EXPECT_EQ((*ds)->stats().processes_seen, 2u);
-  ASSERT_TRUE((*ds)->FlushStaging(absl::Seconds(10)));
-  EXPECT_EQ((*ds)->stats().processes_seen, 3u) << "the kernel thread's statm was read again";
+  MakeTask(proc, "2", "0 0 0 0 0 0 0\n", "");
+  MakeTask(proc, "40", "1000 500 100 10 0 400 0\n", "");  // 2 MiB: read every poll.
+  const std::unique_ptr<ProcessStatsDataSource> ds = StartSource(proc.path());
+  ASSERT_NE(ds, nullptr);
+  ASSERT_TRUE(ds->FlushStaging(absl::Seconds(10)));
+  EXPECT_EQ(ds->stats().processes_seen, 2u);
+  ASSERT_TRUE(ds->FlushStaging(absl::Seconds(10)));
+  EXPECT_EQ(ds->stats().processes_seen, 3u) << "the kernel thread's statm was read again";
 
-  // Made before the old one goes, so that it cannot get the old inode.
-  make_task("new", "20000 16384 100 10 0 16000 0\n", "VmSize:\t80000 kB\nVmRSS:\t65536 kB\n");
-  ASSERT_EQ(std::remove(proc.Join("2/statm").c_str()), 0);
-  ASSERT_EQ(rmdir(proc.Join("2").c_str()), 0);
-  ASSERT_EQ(rename(proc.Join("new").c_str(), proc.Join("2").c_str()), 0);
-  ASSERT_TRUE((*ds)->FlushStaging(absl::Seconds(10)));
-  EXPECT_EQ((*ds)->stats().processes_seen, 5u);
-  (*ds)->Stop();
+  MakeTask(proc, "new", "20000 16384 100 10 0 16000 0\n", "VmSize:\t80000 kB\nVmRSS:\t65536 kB\n");
+  ReplaceTask(proc, "2", "new");
+  ASSERT_TRUE(ds->FlushStaging(absl::Seconds(10)));
+  EXPECT_EQ(ds->stats().processes_seen, 5u);
+  ds->Stop();
   const std::vector<trace::TracePacket> s = Samples();
   ASSERT_FALSE(s.empty());
   ASSERT_EQ(s.back().process_stats().processes_size(), 1);
   EXPECT_EQ(s.back().process_stats().processes(0).pid(), 2);
   EXPECT_EQ(s.back().process_stats().processes(0).vm_rss_kb(), 65536u);
+}
+
+// A process's statm stays open between polls: each poll still reads its
+// memory as it is then, here 40 MiB more at the second.
+TEST_F(ProcessStatsDataSourceTest, EachPollReadsAProcesssMemoryAsItIsThen) {
+  constexpr size_t kStep = 40 << 20;
+  int go[2], ready[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    char c = 0;
+    for (int step = 0; step < 2; step++) {
+      if (step == 1 && read(go[0], &c, 1) != 1) _exit(1);
+      void* p = mmap(nullptr, kStep, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) _exit(1);
+      std::memset(p, 1, kStep);
+      (void)!write(ready[1], "x", 1);
+    }
+    for (;;) pause();
+  }
+  ASSERT_GT(pid, 0);
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  const std::unique_ptr<ProcessStatsDataSource> ds = StartSource();
+  ASSERT_NE(ds, nullptr);
+  ASSERT_TRUE(ds->FlushStaging(absl::Seconds(10)));
+  ASSERT_EQ(write(go[1], "x", 1), 1);
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  ASSERT_TRUE(ds->FlushStaging(absl::Seconds(10)));
+  ds->Stop();
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  for (int fd : {go[0], go[1], ready[0], ready[1]}) close(fd);
+
+  std::vector<uint64_t> rss_kb;
+  for (const trace::TracePacket& s : Samples()) {
+    for (const auto& p : s.process_stats().processes()) {
+      if (p.pid() == pid) rss_kb.push_back(p.vm_rss_kb());
+    }
+  }
+  ASSERT_EQ(rss_kb.size(), 2u) << "pid " << pid << " not in both polls";
+  EXPECT_GE(rss_kb[1], rss_kb[0] + (kStep >> 10) * 9 / 10)
+      << "the second poll did not see the process grow";
+}
+
+// A pid whose directory is another at the next poll (its id taken by a new
+// process) is read from the new one.
+TEST_F(ProcessStatsDataSourceTest, AReusedPidIsReadFromItsNewProcess) {
+  testing::ScratchDir proc;
+  MakeTask(proc, "40", "20000 16384 100 10 0 16000 0\n", "VmRSS:\t65536 kB\n");
+  const std::unique_ptr<ProcessStatsDataSource> ds = StartSource(proc.path());
+  ASSERT_NE(ds, nullptr);
+  ASSERT_TRUE(ds->FlushStaging(absl::Seconds(10)));
+  // Its statm says it is below min_rss_kb (the old one's, read, would not).
+  MakeTask(proc, "new", "1000 500 100 10 0 400 0\n", "VmRSS:\t2000 kB\n");
+  ReplaceTask(proc, "40", "new");
+  ASSERT_TRUE(ds->FlushStaging(absl::Seconds(10)));
+  ds->Stop();
+  const std::vector<trace::TracePacket> s = Samples();
+  ASSERT_GE(s.size(), 2u);
+  EXPECT_EQ(s.front().process_stats().processes_size(), 1);
+  EXPECT_EQ(s.back().process_stats().processes_size(), 0)
+      << "pid 40 was read from the process that had it before";
 }
 
 TEST_F(ProcessStatsDataSourceTest, AMissingProcIsAnErrorNamingIt) {
