@@ -57,6 +57,8 @@ size_t RecordBatch::Decode(absl::Span<const RecordView> views) {
   arena_.resize(words);
   records_.clear();
   incidents_ = 0;
+  types_ = 0;
+  static_assert(RS_EV_MAX <= 32, "types_ has a bit per record type");
   uint64_t* next = arena_.data();
   for (const RecordView& v : views) {
     const size_t layout = CheckedLayout(v);
@@ -75,6 +77,7 @@ size_t RecordBatch::Decode(absl::Span<const RecordView> views) {
       next += (bytes + 7) / 8;
     }
     incidents_ += FindEventType(h.type)->incident;
+    types_ |= 1u << h.type;
   }
   return dropped;
 }

@@ -2,6 +2,7 @@
 #define RINGSIDE_BPF_RECORDS_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string_view>
 #include <vector>
 
@@ -69,10 +70,18 @@ class RecordBatch {
   // How many of them are incidents (OOM kill, fatal signal, core dump, stall):
   // rare, so a reader that only wants those skips most batches whole.
   size_t incidents() const { return incidents_; }
+  // Whether any record is of one of `types` (RS_EV_*): a reader that wants
+  // only some kinds (stacks, process lifecycle) skips other batches whole.
+  bool HasAnyOf(std::initializer_list<uint32_t> types) const {
+    uint32_t mask = 0;
+    for (uint32_t t : types) mask |= t < 32 ? 1u << t : 0;
+    return (types_ & mask) != 0;
+  }
 
  private:
   std::vector<Record> records_;
   size_t incidents_ = 0;
+  uint32_t types_ = 0;           // Bit t: a record of type t.
   std::vector<uint64_t> arena_;  // 8-byte words: every record layout's alignment.
 };
 

@@ -27,6 +27,13 @@ static_assert(kMaxCgroupFilterValues == RS_MAX_FILTER_CGROUPS);
 
 namespace {
 
+// Whether a batch holds stacks, or the forks, execs and exits their names
+// follow (StackSampleWriter): most batches of a busy machine hold none.
+bool ConcernsStacks(const bpf::RecordBatch& batch) {
+  return batch.HasAnyOf({RS_EV_STACK_BLOCKED, RS_EV_STACK_CPU_SAMPLE, RS_EV_PROCESS_FORK,
+                         RS_EV_PROCESS_EXEC, RS_EV_PROCESS_EXIT});
+}
+
 // The non-zero counts of `per_type` (index: BPF record type, then CPU),
 // named by their type.
 void AppendNonZero(const std::vector<std::vector<uint64_t>>& per_type,
@@ -259,7 +266,7 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
                       writer->stats().packets_dropped != dropped_before);
   // After the bundle: a snapshot the listener asks for holds the incident.
   if (config_.incidents != nullptr && decoded_.incidents() > 0) TellIncidents(decoded);
-  if (stacks_ != nullptr) {
+  if (stacks_ != nullptr && ConcernsStacks(decoded_)) {
     for (const bpf::Record& r : decoded) {
       if (r.type == RS_EV_PROCESS_EXIT && r.exit().group_dead) exited_.push_back(r.exit().tgid);
     }

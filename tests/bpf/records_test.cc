@@ -127,6 +127,27 @@ TEST(RecordsTest, ABatchCountsItsIncidentsAndTheNextDecodeStartsAfresh) {
   EXPECT_EQ(batch.incidents(), 0u);
 }
 
+// The kinds a batch holds, for readers that skip the batches without theirs.
+TEST(RecordsTest, ABatchSaysWhichKindsOfRecordItHolds) {
+  rs_fatal_signal crash{};
+  crash.h.type = RS_EV_FATAL_SIGNAL;
+  crash.h.size = sizeof(crash);
+  rs_sched_switch wrong = Switch();
+  wrong.h.type = RS_EV_PROCESS_EXEC;  // Too short for one: refused.
+  const std::vector<uint8_t> bs = Bytes(Switch()), bc = Bytes(crash), bw = Bytes(wrong);
+  const RecordView views[] = {{bs.data(), static_cast<uint32_t>(bs.size())},
+                              {bw.data(), static_cast<uint32_t>(bw.size())},
+                              {bc.data(), static_cast<uint32_t>(bc.size())}};
+  RecordBatch batch;
+  EXPECT_EQ(batch.Decode(views), 1u);
+  EXPECT_TRUE(batch.HasAnyOf({RS_EV_SCHED_SWITCH}));
+  EXPECT_TRUE(batch.HasAnyOf({RS_EV_PROCESS_FORK, RS_EV_FATAL_SIGNAL}));
+  EXPECT_FALSE(batch.HasAnyOf({RS_EV_PROCESS_EXEC}));
+  EXPECT_FALSE(batch.HasAnyOf({RS_EV_STACK_BLOCKED, RS_EV_PROCESS_EXIT, RS_EV_MAX + 40}));
+  EXPECT_EQ(batch.Decode(absl::Span<const RecordView>(views, 1)), 0u);
+  EXPECT_FALSE(batch.HasAnyOf({RS_EV_FATAL_SIGNAL}));
+}
+
 TEST(RecordsTest, RefusesUnknownTypes) {
   for (uint16_t type : {uint16_t{0}, uint16_t{RS_EV_MAX}, uint16_t{12}, uint16_t{0xffff}}) {
     rs_sched_switch e = Switch();
