@@ -97,6 +97,7 @@ void ProcessStatsDataSource::Sample() {
     seen_.fetch_add(1, std::memory_order_relaxed);
     if (absl::StartsWith(text_, "0 ")) {  // No address space at all.
       no_memory_next_.emplace(pid, e->d_ino);
+      statm_next_.erase(pid);  // Not read again: its file need not stay open.
       continue;
     }
     const std::optional<uint64_t> pages = ResidentPagesOfStatm(text_);
