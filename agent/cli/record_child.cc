@@ -18,7 +18,11 @@
 
 namespace ringside::agent {
 
-int CheckCommand(const std::string& cmd, std::string* why) {
+namespace {
+
+// Where execvp() looks for `cmd`: itself if it names a path, else each
+// directory of PATH in turn.
+std::vector<std::string> Candidates(const std::string& cmd) {
   std::vector<std::string> candidates;
   if (cmd.find('/') != std::string::npos) {
     candidates.push_back(cmd);
@@ -28,12 +32,22 @@ int CheckCommand(const std::string& cmd, std::string* why) {
       candidates.push_back(absl::StrCat(dir.empty() ? "." : dir, "/", cmd));
     }
   }
+  return candidates;
+}
+
+bool IsExecutableFile(const std::string& path, struct stat* st) {
+  return stat(path.c_str(), st) == 0 && S_ISREG(st->st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+int CheckCommand(const std::string& cmd, std::string* why) {
   int result = 127;
   *why = "command not found";
-  for (const std::string& c : candidates) {
+  for (const std::string& c : Candidates(cmd)) {
     struct stat st;
+    if (IsExecutableFile(c, &st)) return 0;
     if (stat(c.c_str(), &st) != 0) continue;
-    if (S_ISREG(st.st_mode) && access(c.c_str(), X_OK) == 0) return 0;
     result = 126;
     *why = S_ISDIR(st.st_mode) ? "is a directory" : "permission denied";
   }
@@ -65,7 +79,19 @@ pid_t SpawnCommand(const std::vector<std::string>& args, int* exec_errno) {
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
   // The exec's own error comes back here too (glibc waits for the exec).
-  const int err = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), environ);
+  int err = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), environ);
+  if (err == ENOEXEC) {
+    // A file the kernel cannot run (a script without "#!") is run by the
+    // shell, as execvp() does; posix_spawnp() no longer does it.
+    for (const std::string& c : Candidates(args[0])) {
+      struct stat st;
+      if (!IsExecutableFile(c, &st)) continue;
+      std::vector<char*> sh_argv = {const_cast<char*>("/bin/sh"), const_cast<char*>(c.c_str())};
+      sh_argv.insert(sh_argv.end(), argv.begin() + 1, argv.end());
+      err = posix_spawn(&pid, "/bin/sh", nullptr, &attr, sh_argv.data(), environ);
+      break;
+    }
+  }
   posix_spawnattr_destroy(&attr);
   if (err != 0) {
     *exec_errno = err;

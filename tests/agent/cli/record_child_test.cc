@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 #include <string>
 
 #include "absl/time/clock.h"
@@ -50,6 +51,21 @@ TEST(RecordChildTest, SpawnCommandStartsCmdOrSaysWhyItCouldNot) {
 
   EXPECT_EQ(SpawnCommand({"/nonexistent/ringside-cmd"}, &err), -1);
   EXPECT_EQ(err, ENOENT);
+}
+
+// An executable script without "#!" runs in the shell, as execvp() (and a
+// shell) would run it, with its arguments.
+TEST(RecordChildTest, SpawnCommandRunsAScriptWithoutInterpreterInTheShell) {
+  ScratchDir dir;
+  const std::string script = dir.Join("no-shebang");
+  std::ofstream(script) << "exit $1\n";
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  int err = 0;
+  const pid_t pid = SpawnCommand({script, "5"}, &err);
+  ASSERT_GT(pid, 0) << strerror(err);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(DescribeExit(status), "command exited with status 5");
 }
 
 // The command never holds a copy of the recording's memory: after it has
