@@ -29,12 +29,14 @@ bool LibelfReady() {
 }
 
 // A symbol before the table is built: its binding decides between symbols
-// that share an address.
+// that share an address. Its name points into libelf's string table, alive
+// as long as the Elf handle.
 struct RawFunction {
   uint64_t addr;
   uint64_t size;
-  uint32_t name_offset;
-  int binding_rank;  // global 2, weak 1, local 0
+  const char* name;
+  uint32_t name_bytes;  // With its NUL.
+  int binding_rank;     // global 2, weak 1, local 0
 };
 
 int BindingRank(unsigned char info) {
@@ -122,12 +124,19 @@ class ElfFile::Reader {
     }
   }
 
+  // The table is built in memory sized once: the symbols that name
+  // functions, then at each address the one kept, then the names of those
+  // alone. Grown by appends and then shrunk to fit, the names were copied
+  // three times over, each time into memory the kernel had to fault in
+  // (11 us a page on a VM): most of the BPF reader's page faults while a
+  // fork+exec storm brought new binaries to symbolize (issue 57).
   void ReadFunctions(Elf_Scn* scn) {
     GElf_Shdr shdr;
     Elf_Data* data = elf_getdata(scn, nullptr);
     if (gelf_getshdr(scn, &shdr) == nullptr || data == nullptr || shdr.sh_entsize == 0) return;
     const size_t count = data->d_size / shdr.sh_entsize;
     std::vector<RawFunction> raw;
+    raw.reserve(count);
     for (size_t i = 0; i < count; ++i) {
       GElf_Sym sym;
       if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) break;
@@ -138,18 +147,19 @@ class ElfFile::Reader {
         continue;
       }
       const char* name = elf_strptr(elf_, shdr.sh_link, sym.st_name);
-      if (name == nullptr || name[0] == '\0' ||
-          file_->names_.size() > std::numeric_limits<uint32_t>::max() - 4096) {
-        continue;
-      }
-      raw.push_back({sym.st_value, sym.st_size, static_cast<uint32_t>(file_->names_.size()),
+      if (name == nullptr || name[0] == '\0') continue;
+      // elf_strptr returns only strings that end inside their table.
+      const size_t length = strlen(name);
+      if (length >= std::numeric_limits<uint32_t>::max()) continue;
+      raw.push_back({sym.st_value, sym.st_size, name, static_cast<uint32_t>(length + 1),
                      BindingRank(sym.st_info)});
-      file_->names_.append(name, strlen(name) + 1);
     }
     std::stable_sort(raw.begin(), raw.end(),
                      [](const RawFunction& a, const RawFunction& b) { return a.addr < b.addr; });
-    std::vector<Function>& functions = file_->functions_;
-    functions.reserve(raw.size());
+    // At each address, the strongest binding (then the largest size), moved
+    // to the front in place.
+    size_t kept = 0;
+    uint64_t name_bytes = 0;
     for (size_t i = 0; i < raw.size();) {
       size_t best = i, j = i + 1;
       for (; j < raw.size() && raw[j].addr == raw[i].addr; ++j) {
@@ -159,11 +169,21 @@ class ElfFile::Reader {
         }
       }
       i = j;
-      functions.push_back(
-          {raw[best].addr, static_cast<uint32_t>(raw[best].size), raw[best].name_offset});
+      // Offsets into the names are 32-bit: a table past that keeps the
+      // functions of its first 4 GiB of names.
+      if (name_bytes + raw[best].name_bytes > std::numeric_limits<uint32_t>::max()) break;
+      name_bytes += raw[best].name_bytes;
+      raw[kept++] = raw[best];
     }
-    functions.shrink_to_fit();
-    file_->names_.shrink_to_fit();
+    std::vector<Function>& functions = file_->functions_;
+    std::string& names = file_->names_;
+    functions.reserve(kept);
+    names.reserve(name_bytes);
+    for (size_t i = 0; i < kept; ++i) {
+      functions.push_back(
+          {raw[i].addr, static_cast<uint32_t>(raw[i].size), static_cast<uint32_t>(names.size())});
+      names.append(raw[i].name, raw[i].name_bytes);  // With its NUL.
+    }
   }
 
   Elf* elf_;

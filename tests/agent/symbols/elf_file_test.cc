@@ -132,6 +132,36 @@ TEST_F(ElfFileTinyBinaryTest, AnAddressPastAFunctionsSizeIsNotNamedAfterIt) {
   EXPECT_TRUE(!past || past->name != "tiny_target");
 }
 
+// Names that share an address (a weak alias, a local one, as glibc has by
+// the hundred): the frame is named after the global symbol, whichever
+// order the table lists them in.
+TEST(ElfFileTest, AnAddressWithAliasesIsNamedAfterItsGlobalSymbol) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string source =
+      dir.Write("aliases.c",
+                "static int local_first(int) __attribute__((alias(\"the_global\")));\n"
+                "extern int weak_first(int) __attribute__((weak, alias(\"the_global\")));\n"
+                "__attribute__((noinline)) int the_global(int x) { return x * 3 + 1; }\n"
+                "int main(int argc, char** argv) {\n"
+                "  (void)argv;\n"
+                "  return local_first(argc) + weak_first(argc);\n"
+                "}\n");
+  const std::string out = dir.Path("aliases");
+  if (!testing::RunCommand("cc -O1 -o '" + out + "' '" + source + "'")) {
+    GTEST_SKIP() << "no C compiler (cc) to build a test binary";
+  }
+  const std::optional<testing::NmSymbol> global = NmLookup(out, "the_global");
+  ASSERT_TRUE(global);
+  ASSERT_EQ(NmLookup(out, "weak_first")->value, global->value) << "the alias is elsewhere";
+  const auto file = ReadPath(out);
+  ASSERT_TRUE(file.ok()) << file.status();
+  const std::optional<ElfFunction> f = file->FindFunction(global->value + 1);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->name, "the_global");
+  EXPECT_EQ(f->offset, 1u);
+}
+
 TEST_F(ElfFileTinyBinaryTest, AStrippedCopyKeepsItsBuildIdAndNamesNothingOfIts) {
   if (!testing::HaveTool("objcopy")) GTEST_SKIP() << "no objcopy";
   const std::string stripped = dir_.Path("tiny.stripped");
