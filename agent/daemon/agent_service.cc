@@ -24,6 +24,7 @@
 #include "agent/daemon/agent_stream.h"
 #include "agent/daemon/dead_agent_cleanup.h"
 #include "agent/daemon/internal/replies.h"
+#include "agent/lifecycle/open_file_limit.h"
 #include "agent/lifecycle/privileges.h"
 #include "agent/output/output_dir.h"
 #include "agent/output/output_file.h"
@@ -40,6 +41,15 @@ constexpr absl::Duration kNoticePeriod = absl::Seconds(1);
 
 // A start step slower than this is logged as soon as it ends.
 constexpr absl::Duration kSlowStartStep = absl::Seconds(2);
+
+// The open-file limit raised (agent/lifecycle/open_file_limit.h), and said
+// when its hard limit keeps it under what the agent asks for.
+void RaiseOpenFiles(AgentLog* log) {
+  if (const rlim_t n = RaiseOpenFileLimit(); n < kAgentOpenFiles) {
+    log->Info(absl::StrCat("open files: at most ", n, " (the hard limit); linux.process_stats ",
+                           "keeps the statm of ", n / 4, " processes open"));
+  }
+}
 
 // The start's steps, timed one after another.
 class StartTimes {
@@ -174,6 +184,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
   absl::StatusOr<AgentStream> stream = OpenAgentStreamSink(config, s->output_group_, s->log_);
   if (!stream.ok()) return stream.status();
   s->stream_ = std::move(*stream);
+  RaiseOpenFiles(&s->log_);  // Before the sources: process_stats sizes its files by it.
   absl::StatusOr<std::unique_ptr<TracingSession>> session =
       TracingSession::Create(config, &s->kernel_reports_);
   if (!session.ok()) return session.status();

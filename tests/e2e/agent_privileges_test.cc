@@ -5,18 +5,24 @@
 
 #include <grp.h>
 #include <linux/capability.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "agent/lifecycle/open_file_limit.h"
 #include "agent/lifecycle/privileges.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -188,6 +194,38 @@ TEST_F(AgentPrivilegesTest, WithAnOutputGroupOnlyChownIsKeptAndFilesGetTheGroup)
   ASSERT_EQ(stat(std::string(absl::StripAsciiWhitespace(snapshot)).c_str(), &st), 0) << snapshot;
   EXPECT_EQ(st.st_gid, gid);
   EXPECT_EQ(st.st_mode & 0777, 0640u);
+  ASSERT_EQ(RunRingside({"stop", "--wait", "--socket", socket()}), 0);
+  ASSERT_TRUE(agent->WaitExit(absl::Seconds(30)).has_value());
+}
+
+// The soft limit of open files of `pid` (/proc/PID/limits), 0 if unread.
+rlim_t SoftOpenFileLimit(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/limits"));
+  for (std::string line; std::getline(in, line);) {
+    if (!absl::StartsWith(line, "Max open files")) continue;
+    const std::vector<std::string> fields =
+        absl::StrSplit(line.substr(strlen("Max open files")), ' ', absl::SkipEmpty());
+    uint64_t soft = 0;
+    return !fields.empty() && absl::SimpleAtoi(fields[0], &soft) ? soft : 0;
+  }
+  return 0;
+}
+
+// Started as systemd starts a service (a soft limit of 1024 open files),
+// the agent raises its own to the hard limit (up to kAgentOpenFiles), so
+// that linux.process_stats keeps the statm of more than 256 processes open.
+TEST_F(AgentPrivilegesTest, StartedUnderSystemdsLimitOfOpenFilesTheAgentRaisesIt) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max <= 1024) GTEST_SKIP() << "a hard limit of " << saved.rlim_max;
+  rlimit low = saved;
+  low.rlim_cur = 1024;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::unique_ptr<AgentProcess> agent = StartReady(
+      absl::StrCat(kConfig, "data_sources { config { name: \"linux.process_stats\" } }\n"));
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(SoftOpenFileLimit(agent->pid()), std::min(saved.rlim_max, kAgentOpenFiles))
+      << agent->Log();
   ASSERT_EQ(RunRingside({"stop", "--wait", "--socket", socket()}), 0);
   ASSERT_TRUE(agent->WaitExit(absl::Seconds(30)).has_value());
 }
