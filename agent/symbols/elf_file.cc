@@ -128,7 +128,7 @@ class ElfFile::Reader {
   // functions, then at each address the one kept, then the names of those
   // alone. Grown by appends and then shrunk to fit, the names were copied
   // three times over, each time into memory the kernel had to fault in
-  // (11 us a page on a VM): most of the BPF reader's page faults while a
+  // (11 us a page on a VM): half the BPF reader's page faults while a
   // fork+exec storm brought new binaries to symbolize (issue 57).
   void ReadFunctions(Elf_Scn* scn) {
     GElf_Shdr shdr;
