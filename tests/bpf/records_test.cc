@@ -15,6 +15,11 @@ std::vector<uint8_t> Bytes(const T& record, size_t size = sizeof(T)) {
   return out;
 }
 
+// A view of `bytes`, as the ring reader hands a record over.
+RecordView ViewOf(const std::vector<uint8_t>& bytes) {
+  return RecordView{bytes.data(), static_cast<uint32_t>(bytes.size())};
+}
+
 rs_sched_switch Switch() {
   rs_sched_switch e{};
   e.h.type = RS_EV_SCHED_SWITCH;
@@ -29,7 +34,7 @@ rs_sched_switch Switch() {
 TEST(RecordsTest, DecodesAWellFormedRecordIntoItsTypedView) {
   const std::vector<uint8_t> b = Bytes(Switch());
   RecordBatch r;
-  ASSERT_TRUE(DecodeRecord(RecordView{b.data(), static_cast<uint32_t>(b.size())}, &r));
+  ASSERT_TRUE(DecodeRecord(ViewOf(b), &r));
   ASSERT_EQ(r.records().size(), 1u);
   const Record& rec = r.records()[0];
   EXPECT_EQ(rec.type, uint32_t{RS_EV_SCHED_SWITCH});
@@ -44,7 +49,7 @@ TEST(RecordsTest, RefusesARecordWhoseHeaderSizeIsNotItsSize) {
   e.h.size = sizeof(e) - 8;
   const std::vector<uint8_t> b = Bytes(e);
   RecordBatch r;
-  EXPECT_FALSE(DecodeRecord(RecordView{b.data(), static_cast<uint32_t>(b.size())}, &r));
+  EXPECT_FALSE(DecodeRecord(ViewOf(b), &r));
 }
 
 TEST(RecordsTest, RefusesARecordShorterThanItsType) {
@@ -52,7 +57,7 @@ TEST(RecordsTest, RefusesARecordShorterThanItsType) {
   e.h.size = sizeof(rs_event_header) + 4;
   const std::vector<uint8_t> b = Bytes(e, e.h.size);
   RecordBatch r;
-  EXPECT_FALSE(DecodeRecord(RecordView{b.data(), static_cast<uint32_t>(b.size())}, &r));
+  EXPECT_FALSE(DecodeRecord(ViewOf(b), &r));
   // Shorter than even a header.
   EXPECT_FALSE(DecodeRecord(RecordView{b.data(), 3}, &r));
 }
@@ -62,9 +67,7 @@ TEST(RecordsTest, ABatchKeepsTheWellFormedRecordsInOrderAndCountsTheRest) {
   c.h.ts_ns = 99;
   bad.h.size = 3;
   const std::vector<uint8_t> ba = Bytes(a), bb = Bytes(bad), bc = Bytes(c);
-  const RecordView views[] = {{ba.data(), static_cast<uint32_t>(ba.size())},
-                              {bb.data(), static_cast<uint32_t>(bb.size())},
-                              {bc.data(), static_cast<uint32_t>(bc.size())}};
+  const RecordView views[] = {ViewOf(ba), ViewOf(bb), ViewOf(bc)};
   RecordBatch batch;
   EXPECT_EQ(batch.Decode(views), 1u);
   ASSERT_EQ(batch.records().size(), 2u);
@@ -117,9 +120,7 @@ TEST(RecordsTest, ABatchCountsItsIncidentsAndTheNextDecodeStartsAfresh) {
   oom.h.type = RS_EV_OOM_KILL;
   oom.h.size = sizeof(oom);
   const std::vector<uint8_t> bs = Bytes(Switch()), bc = Bytes(crash), bo = Bytes(oom);
-  const RecordView views[] = {{bs.data(), static_cast<uint32_t>(bs.size())},
-                              {bc.data(), static_cast<uint32_t>(bc.size())},
-                              {bo.data(), static_cast<uint32_t>(bo.size())}};
+  const RecordView views[] = {ViewOf(bs), ViewOf(bc), ViewOf(bo)};
   RecordBatch batch;
   EXPECT_EQ(batch.Decode(views), 0u);
   EXPECT_EQ(batch.incidents(), 2u);
@@ -135,9 +136,7 @@ TEST(RecordsTest, ABatchSaysWhichKindsOfRecordItHolds) {
   rs_sched_switch wrong = Switch();
   wrong.h.type = RS_EV_PROCESS_EXEC;  // Too short for one: refused.
   const std::vector<uint8_t> bs = Bytes(Switch()), bc = Bytes(crash), bw = Bytes(wrong);
-  const RecordView views[] = {{bs.data(), static_cast<uint32_t>(bs.size())},
-                              {bw.data(), static_cast<uint32_t>(bw.size())},
-                              {bc.data(), static_cast<uint32_t>(bc.size())}};
+  const RecordView views[] = {ViewOf(bs), ViewOf(bw), ViewOf(bc)};
   RecordBatch batch;
   EXPECT_EQ(batch.Decode(views), 1u);
   EXPECT_TRUE(batch.HasAnyOf({RS_EV_SCHED_SWITCH}));
@@ -154,7 +153,7 @@ TEST(RecordsTest, RefusesUnknownTypes) {
     e.h.type = type;
     const std::vector<uint8_t> b = Bytes(e);
     RecordBatch r;
-    EXPECT_FALSE(DecodeRecord(RecordView{b.data(), static_cast<uint32_t>(b.size())}, &r)) << type;
+    EXPECT_FALSE(DecodeRecord(ViewOf(b), &r)) << type;
   }
 }
 
@@ -168,7 +167,7 @@ TEST(RecordsTest, ExecStringsAreBoundedByTheirLengthsAndArrays) {
   e.argv_len = 0xffff;
   const std::vector<uint8_t> b = Bytes(e);
   RecordBatch r;
-  ASSERT_TRUE(DecodeRecord(RecordView{b.data(), static_cast<uint32_t>(b.size())}, &r));
+  ASSERT_TRUE(DecodeRecord(ViewOf(b), &r));
   const rs_process_exec& exec = r.records()[0].exec();
   EXPECT_EQ(ExecFilename(exec).size(), size_t{RS_FILENAME_LEN} - 1);
   EXPECT_EQ(ExecArgv(exec).size(), size_t{RS_ARGV_LEN});
