@@ -172,7 +172,8 @@ PROTO_OBJS := $(PROTO_CCS:%.cc=%.o)
 
 # BPF needs this machine's BTF to build (vmlinux.h). Without it, bpf/ is
 # built with event_source_unavailable.cc instead of the programs and what
-# includes their skeletons (event_source.cc, loaded_groups.cc): loading
+# includes their skeletons (event_source.cc, loaded_groups.cc,
+# process_memory.cc): loading
 # them reports that this build has no BPF, and `ringside record` falls back
 # to ftrace. Everything else builds and runs as usual.
 VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
@@ -183,7 +184,7 @@ ifneq ($(CROSS),)
   endif
 endif
 ifeq ($(HAVE_BTF),)
-  NO_BPF_SRCS := bpf/event_source.cc bpf/loaded_groups.cc
+  NO_BPF_SRCS := bpf/event_source.cc bpf/loaded_groups.cc bpf/process_memory.cc
   $(warning bpf/: this kernel has no BTF ($(VMLINUX_BTF) is missing): the CO-RE BPF programs cannot be built here (needs CONFIG_DEBUG_INFO_BTF=y). Building without them; ringside record will use ftrace only.)
 else
   NO_BPF_SRCS := bpf/event_source_unavailable.cc

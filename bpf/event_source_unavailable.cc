@@ -1,7 +1,9 @@
-// bpf::EventSource in a build made on a machine without BTF (see the
-// Makefile): the programs could not be compiled, so loading them reports
-// that, and callers fall back to what they can do without BPF.
+// bpf::EventSource and bpf::ProcessMemory in a build made on a machine
+// without BTF (see the Makefile): the programs could not be compiled, so
+// loading them reports that, and callers fall back to what they can do
+// without BPF.
 #include "bpf/event_source.h"
+#include "bpf/process_memory.h"
 
 #include <unistd.h>
 
@@ -13,6 +15,14 @@ absl::StatusOr<std::unique_ptr<EventSource>> EventSource::Load(const Options&) {
   return absl::UnavailableError(
       "this ringside was built without its BPF programs: the build machine's kernel had no BTF "
       "(/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF=y); rebuild on a kernel with BTF");
+}
+
+absl::StatusOr<std::unique_ptr<ProcessMemory>> ProcessMemory::Load() {
+  return absl::UnavailableError("this ringside was built without its BPF programs");
+}
+ProcessMemory::~ProcessMemory() = default;
+absl::Status ProcessMemory::Read(std::vector<Process>*) {
+  return absl::UnavailableError("no BPF in this build");
 }
 
 // Never constructed: Load() above is the only way to make one (nor is a

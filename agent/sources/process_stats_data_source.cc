@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "agent/sources/proc_counters.h"
+#include "agent/sources/system_frame_namer.h"
 #include "base/boottime.h"
 #include "base/dir_stream.h"
 #include "base/status.h"
@@ -36,6 +37,9 @@ size_t MaxOpenStatm() {
   return static_cast<size_t>(std::min(limit.rlim_cur, kMostEver) / 4);
 }
 
+constexpr char kReadingProc[] =
+    "reading each process's /proc/PID/statm instead of one pass of a BPF task iterator: ";
+
 }  // namespace
 
 ProcessStatsDataSource::ProcessStatsDataSource(Config config, ProducerBuffer* producer)
@@ -50,6 +54,17 @@ absl::StatusOr<std::unique_ptr<ProcessStatsDataSource>> ProcessStatsDataSource::
       new ProcessStatsDataSource(std::move(config), producer));
   ds->proc_ = base::ScopedFd(open(ds->config_.proc.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!ds->proc_.valid()) return base::ErrnoToStatus(errno, ds->config_.proc);
+  // The iterator's tgids are the kernel's: only a /proc that numbers
+  // tasks so can name them (a container without the host's PID namespace
+  // has its own numbers, and its own processes alone).
+  if (ds->config_.bpf && ds->config_.proc == "/proc" && ProcNumbersPidsAsTheKernelDoes("/proc")) {
+    absl::StatusOr<std::unique_ptr<bpf::ProcessMemory>> iterator = bpf::ProcessMemory::Load();
+    if (iterator.ok()) {
+      ds->iterator_ = *std::move(iterator);
+    } else {
+      ds->warnings_.push_back(absl::StrCat(kReadingProc, iterator.status().message()));
+    }
+  }
   if (absl::Status st = ds->Init(); !st.ok()) return st;
   return ds;
 }
@@ -74,12 +89,44 @@ bool ProcessStatsDataSource::ReadOf(int dir, const char* file) {
 
 void ProcessStatsDataSource::Sample() {
   poller_state_.Check();
-  base::DirStream dir = base::OpenDirStream(proc_.get());
-  if (dir == nullptr) return;
   auto packet = writer().NewTracePacket();
   packet->AppendVarInt(trace::TracePacket::kTimestampFieldNumber, base::BoottimeNs());
   ProtoMessage* stats = packet->BeginNested(trace::TracePacket::kProcessStatsFieldNumber);
-  using P = ProcessStats::Process;
+  if (iterator_ == nullptr || !SampleByIterator(stats)) SampleByProc(stats);
+  stats->AppendVarInt(ProcessStats::kCollectionEndTimestampFieldNumber, base::BoottimeNs());
+  stats->EndNested();
+}
+
+bool ProcessStatsDataSource::SampleByIterator(ProtoMessage* stats) {
+  // A pass that fails (the system out of memory, say) leaves this sample
+  // to /proc; the next tries the iterator again (a failed pass costs one
+  // system call).
+  if (!iterator_->Read(&listed_).ok()) return false;
+  // What a /proc pass kept (after a failed pass) is not needed now.
+  statm_.clear();
+  no_memory_.clear();
+  iterator_passes_.fetch_add(1, std::memory_order_relaxed);
+  seen_.fetch_add(listed_.size(), std::memory_order_relaxed);
+  bool init_listed = false;
+  for (const bpf::ProcessMemory::Process& p : listed_) {
+    init_listed |= p.tgid == 1;
+    if (p.resident_pages * page_kb_ < config_.min_rss_kb) continue;
+    char name[absl::numbers_internal::kFastToBufferSize];
+    absl::numbers_internal::FastIntToBuffer(p.tgid, name);
+    WriteProcess(stats, p.tgid, name);
+  }
+  // The iterator of some kernels never visits pid 1 (seen on a 6.18 VM:
+  // every other process listed, init not): its statm, then.
+  if (!init_listed && ReadOf(proc_.get(), "1/statm")) {
+    const std::optional<uint64_t> pages = ResidentPagesOfStatm(text_);
+    if (pages.has_value() && *pages * page_kb_ >= config_.min_rss_kb) WriteProcess(stats, 1, "1");
+  }
+  return true;
+}
+
+void ProcessStatsDataSource::SampleByProc(ProtoMessage* stats) {
+  base::DirStream dir = base::OpenDirStream(proc_.get());
+  if (dir == nullptr) return;
   while (const dirent* e = readdir(dir.get())) {
     int32_t pid = 0;
     if (!absl::SimpleAtoi(e->d_name, &pid) || pid <= 0) continue;
@@ -102,33 +149,37 @@ void ProcessStatsDataSource::Sample() {
     }
     const std::optional<uint64_t> pages = ResidentPagesOfStatm(text_);
     if (!pages.has_value() || *pages * page_kb_ < config_.min_rss_kb) continue;
-    base::ScopedFd pid_dir(openat(proc_.get(), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!pid_dir.valid() || !ReadOf(pid_dir.get(), "status")) continue;
-    const ProcessMemory m = ParseProcessStatus(text_);
-    int64_t oom_score_adj = 0;
-    const bool adj = ReadOf(pid_dir.get(), "oom_score_adj") &&
-                     absl::SimpleAtoi(absl::StripAsciiWhitespace(text_), &oom_score_adj);
-    ProtoMessage* p = stats->BeginNested(ProcessStats::kProcessesFieldNumber);
-    p->AppendVarInt(P::kPidFieldNumber, static_cast<uint64_t>(pid));
-    p->AppendVarInt(P::kVmSizeKbFieldNumber, m.vm_size_kb);
-    p->AppendVarInt(P::kVmRssKbFieldNumber, m.vm_rss_kb);
-    p->AppendVarInt(P::kRssAnonKbFieldNumber, m.rss_anon_kb);
-    p->AppendVarInt(P::kRssFileKbFieldNumber, m.rss_file_kb);
-    p->AppendVarInt(P::kRssShmemKbFieldNumber, m.rss_shmem_kb);
-    p->AppendVarInt(P::kVmSwapKbFieldNumber, m.vm_swap_kb);
-    p->AppendVarInt(P::kVmLockedKbFieldNumber, m.vm_locked_kb);
-    p->AppendVarInt(P::kVmHwmKbFieldNumber, m.vm_hwm_kb);
-    if (adj) p->AppendInt(P::kOomScoreAdjFieldNumber, oom_score_adj);
-    p->EndNested();
-    written_.fetch_add(1, std::memory_order_relaxed);
+    WriteProcess(stats, pid, e->d_name);
   }
-  stats->AppendVarInt(ProcessStats::kCollectionEndTimestampFieldNumber, base::BoottimeNs());
-  stats->EndNested();
   // Those no longer listed are gone: their ids may name new tasks.
   no_memory_.swap(no_memory_next_);
   no_memory_next_.clear();
   statm_.swap(statm_next_);
   statm_next_.clear();  // Closes the statm of processes gone.
+}
+
+bool ProcessStatsDataSource::WriteProcess(ProtoMessage* stats, int32_t pid, const char* name) {
+  using P = ProcessStats::Process;
+  base::ScopedFd pid_dir(openat(proc_.get(), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!pid_dir.valid() || !ReadOf(pid_dir.get(), "status")) return false;
+  const ProcessMemory m = ParseProcessStatus(text_);
+  int64_t oom_score_adj = 0;
+  const bool adj = ReadOf(pid_dir.get(), "oom_score_adj") &&
+                   absl::SimpleAtoi(absl::StripAsciiWhitespace(text_), &oom_score_adj);
+  ProtoMessage* p = stats->BeginNested(ProcessStats::kProcessesFieldNumber);
+  p->AppendVarInt(P::kPidFieldNumber, static_cast<uint64_t>(pid));
+  p->AppendVarInt(P::kVmSizeKbFieldNumber, m.vm_size_kb);
+  p->AppendVarInt(P::kVmRssKbFieldNumber, m.vm_rss_kb);
+  p->AppendVarInt(P::kRssAnonKbFieldNumber, m.rss_anon_kb);
+  p->AppendVarInt(P::kRssFileKbFieldNumber, m.rss_file_kb);
+  p->AppendVarInt(P::kRssShmemKbFieldNumber, m.rss_shmem_kb);
+  p->AppendVarInt(P::kVmSwapKbFieldNumber, m.vm_swap_kb);
+  p->AppendVarInt(P::kVmLockedKbFieldNumber, m.vm_locked_kb);
+  p->AppendVarInt(P::kVmHwmKbFieldNumber, m.vm_hwm_kb);
+  if (adj) p->AppendInt(P::kOomScoreAdjFieldNumber, oom_score_adj);
+  p->EndNested();
+  written_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 bool ProcessStatsDataSource::PreadText(int fd) {
@@ -156,7 +207,8 @@ bool ProcessStatsDataSource::ReadStatm(int32_t pid, const char* name, ino_t ino)
 }
 
 ProcessStatsDataSource::Stats ProcessStatsDataSource::stats() const {
-  return {polls(), written_.load(std::memory_order_relaxed), seen_.load(std::memory_order_relaxed)};
+  return {polls(), written_.load(std::memory_order_relaxed), seen_.load(std::memory_order_relaxed),
+          iterator_passes_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace ringside::agent

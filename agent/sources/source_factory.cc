@@ -442,6 +442,7 @@ void BuildProcessStats(const config::DataSourceConfig& c, BuildContext* ctx) {
     ctx->Disable(c, ds.status().message());
     return;
   }
+  for (const std::string& w : (*ds)->warnings()) ctx->Warn(absl::StrCat(c.name(), ": ", w));
   ctx->Add(c, std::move(producer), std::move(*ds));
 }
 

@@ -733,6 +733,18 @@ judge() {
       "select str_value from metadata where name = 'system_machine';")
     [ "$machine" = "$UNAME_M" ] || fail+=("record.pftrace says machine '$machine', not $UNAME_M")
   fi
+  # linux.process_stats by its BPF task iterator (bpf/process_memory.bpf.c):
+  # record says nothing of falling back to /proc, and the file has the
+  # memory of some process (ringside's own is above min_rss_kb).
+  grep -q 'instead of one pass of a BPF task iterator' "$files/record.err" 2> /dev/null &&
+    fail+=("$(grep -o 'linux.process_stats:.*' "$files/record.err" | head -n 1)")
+  if [ -x "$TP" ]; then
+    local rss_processes
+    rss_processes=$(tp_query "$files/record.pftrace" \
+      "select count(distinct upid) from process_counter_track where name = 'mem.rss';")
+    [ "${rss_processes:-0}" -gt 0 ] 2> /dev/null ||
+      fail+=("record.pftrace has no process's memory (linux.process_stats)")
+  fi
 
   local qemu_rc
   qemu_rc=$(cat "$res/qemu_rc")

@@ -1,0 +1,131 @@
+// bpf::ProcessMemory on the real kernel: one pass of the task iterator
+// against what /proc says of the same processes.
+
+#include "bpf/process_memory.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace ringside::bpf {
+namespace {
+
+// Resident pages of `pid` as /proc/PID/statm says (its second field).
+uint64_t StatmResident(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/statm");
+  uint64_t size = 0, resident = 0;
+  in >> size >> resident;
+  return resident;
+}
+
+// The pass by tgid; fails the test on a tgid listed twice.
+std::map<int32_t, uint64_t> Pass(ProcessMemory* pm) {
+  std::vector<ProcessMemory::Process> listed;
+  const absl::Status st = pm->Read(&listed);
+  EXPECT_TRUE(st.ok()) << st;
+  std::map<int32_t, uint64_t> by_tgid;
+  for (const ProcessMemory::Process& p : listed) {
+    EXPECT_TRUE(by_tgid.emplace(p.tgid, p.resident_pages).second) << "tgid " << p.tgid << " twice";
+  }
+  return by_tgid;
+}
+
+// Loaded, or the test skipped naming why (root and the kernel's BTF).
+std::unique_ptr<ProcessMemory> LoadOrSkipReason(std::string* why) {
+  absl::StatusOr<std::unique_ptr<ProcessMemory>> pm = ProcessMemory::Load();
+  if (!pm.ok()) {
+    *why = std::string(pm.status().message());
+    return nullptr;
+  }
+  return *std::move(pm);
+}
+
+// A child that touches `mib` MiB and waits to be killed.
+class Child {
+ public:
+  explicit Child(size_t mib) {
+    int ready[2];
+    if (pipe(ready) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+      void* p =
+          mmap(nullptr, mib << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p != MAP_FAILED) std::memset(p, 1, mib << 20);
+      (void)!write(ready[1], "x", 1);
+      for (;;) pause();
+    }
+    char c;
+    (void)!read(ready[0], &c, 1);
+    close(ready[0]);
+    close(ready[1]);
+  }
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// A process is listed once, with statm's resident pages, and grows by what
+// it faults in; a thread is not listed apart, nor is kthreadd (pid 2, a
+// kernel thread: no address space).
+TEST(ProcessMemoryTest, ListsEachProcessOnceWithStatmsResidentPages) {
+  std::string why;
+  std::unique_ptr<ProcessMemory> pm = LoadOrSkipReason(&why);
+  if (pm == nullptr) GTEST_SKIP() << why;
+  absl::Notification listed;
+  std::atomic<pid_t> thread_id{0};
+  std::thread thread([&] {
+    thread_id = gettid();
+    listed.WaitForNotification();
+  });
+  while (thread_id.load() == 0) usleep(1000);
+  Child child(48);
+  ASSERT_GT(child.pid(), 0);
+
+  const uint64_t statm = StatmResident(child.pid());
+  std::map<int32_t, uint64_t> pass = Pass(pm.get());
+  listed.Notify();
+  thread.join();
+
+  ASSERT_EQ(pass.count(child.pid()), 1u) << "the child is not listed";
+  // The child touches nothing more: the same pages, give or take the
+  // counters' per-CPU batching.
+  EXPECT_NEAR(static_cast<double>(pass[child.pid()]), static_cast<double>(statm), 256);
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  EXPECT_GE(pass[child.pid()], (48u << 20) / page);
+  ASSERT_EQ(pass.count(getpid()), 1u) << "this process is not listed";
+  EXPECT_EQ(pass.count(thread_id.load()), 0u) << "a thread was listed as a process";
+  EXPECT_EQ(pass.count(2), 0u) << "kthreadd, a kernel thread, is listed";
+
+  // 64 MiB more, touched: the next pass sees them.
+  const size_t bytes = 64 << 20;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  std::memset(p, 1, bytes);
+  const uint64_t grown = Pass(pm.get())[getpid()];
+  munmap(p, bytes);
+  EXPECT_GE(grown, pass[getpid()] + bytes / page * 9 / 10);
+}
+
+}  // namespace
+}  // namespace ringside::bpf
