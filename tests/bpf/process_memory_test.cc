@@ -5,7 +5,6 @@
 
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "tests/testing/workloads.h"
 
 namespace ringside::bpf {
 namespace {
@@ -53,38 +53,6 @@ std::unique_ptr<ProcessMemory> LoadOrSkipReason(std::string* why) {
   return *std::move(pm);
 }
 
-// A child that touches `mib` MiB and waits to be killed.
-class Child {
- public:
-  explicit Child(size_t mib) {
-    int ready[2];
-    if (pipe(ready) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-      void* p =
-          mmap(nullptr, mib << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p != MAP_FAILED) std::memset(p, 1, mib << 20);
-      (void)!write(ready[1], "x", 1);
-      for (;;) pause();
-    }
-    char c;
-    (void)!read(ready[0], &c, 1);
-    close(ready[0]);
-    close(ready[1]);
-  }
-  ~Child() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-};
-
 // A process is listed once, with statm's resident pages, and grows by what
 // it faults in; a thread is not listed apart, nor is kthreadd (pid 2, a
 // kernel thread: no address space).
@@ -92,6 +60,8 @@ TEST(ProcessMemoryTest, ListsEachProcessOnceWithStatmsResidentPages) {
   std::string why;
   std::unique_ptr<ProcessMemory> pm = LoadOrSkipReason(&why);
   if (pm == nullptr) GTEST_SKIP() << why;
+  const pid_t child = testing::StartMemoryHolder(48);
+  ASSERT_GT(child, 0);
   absl::Notification listed;
   std::atomic<pid_t> thread_id{0};
   std::thread thread([&] {
@@ -99,20 +69,20 @@ TEST(ProcessMemoryTest, ListsEachProcessOnceWithStatmsResidentPages) {
     listed.WaitForNotification();
   });
   while (thread_id.load() == 0) usleep(1000);
-  Child child(48);
-  ASSERT_GT(child.pid(), 0);
 
-  const uint64_t statm = StatmResident(child.pid());
+  const uint64_t statm = StatmResident(child);
   std::map<int32_t, uint64_t> pass = Pass(pm.get());
   listed.Notify();
   thread.join();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
 
-  ASSERT_EQ(pass.count(child.pid()), 1u) << "the child is not listed";
+  ASSERT_EQ(pass.count(child), 1u) << "the child is not listed";
   // The child touches nothing more: the same pages, give or take the
   // counters' per-CPU batching.
-  EXPECT_NEAR(static_cast<double>(pass[child.pid()]), static_cast<double>(statm), 256);
+  EXPECT_NEAR(static_cast<double>(pass[child]), static_cast<double>(statm), 256);
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  EXPECT_GE(pass[child.pid()], (48u << 20) / page);
+  EXPECT_GE(pass[child], (48u << 20) / page);
   ASSERT_EQ(pass.count(getpid()), 1u) << "this process is not listed";
   EXPECT_EQ(pass.count(thread_id.load()), 0u) << "a thread was listed as a process";
   EXPECT_EQ(pass.count(2), 0u) << "kthreadd, a kernel thread, is listed";

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 
 namespace ringside::testing {
 
@@ -89,6 +91,34 @@ pid_t StartTicker(const char* comm, const std::string& cgroup_procs) {
     for (;;) nanosleep(&two_ms, nullptr);
   }
   return pid;
+}
+
+pid_t StartMemoryHolder(size_t mib, int oom_score_adj) {
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    close(ready[0]);
+    if (FILE* adj = std::fopen("/proc/self/oom_score_adj", "w")) {
+      std::fprintf(adj, "%d", oom_score_adj);
+      std::fclose(adj);
+    }
+    const size_t bytes = mib << 20;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) std::memset(p, 1, bytes);
+    (void)!write(ready[1], "x", 1);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char c;
+  const bool started = pid > 0 && read(ready[0], &c, 1) == 1;
+  close(ready[0]);
+  if (pid > 0 && !started) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  return started ? pid : -1;
 }
 
 std::vector<pid_t> StartSpinners(int n, const char* comm, int cpu,

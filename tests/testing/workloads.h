@@ -31,6 +31,11 @@ std::vector<pid_t> Crash(int n, const char* comm, const std::string& cgroup_proc
 // cgroup) and wakes every 2 ms until killed: a steady trickle of scheduling
 // events. Dies with the test (PR_SET_PDEATHSIG).
 pid_t StartTicker(const char* comm, const std::string& cgroup_procs = "");
+// A child that sets its oom_score_adj to `oom_score_adj`, touches `mib`
+// MiB of memory of its own and waits until killed; returned once its
+// memory is resident (-1 if it could not start). Dies with the test
+// (PR_SET_PDEATHSIG); the caller kills and reaps it.
+pid_t StartMemoryHolder(size_t mib, int oom_score_adj = 0);
 // `n` children named `comm` that spin on the CPU until killed, each pinned
 // to CPU `cpu` when it is not -1 and first moved into the cgroup whose
 // cgroup.procs is `cgroup_procs`, if given: with more of them than CPUs,

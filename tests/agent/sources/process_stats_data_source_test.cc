@@ -20,6 +20,7 @@
 #include "ringside/trace/trace_packet.pb.h"
 #include "tests/agent/testing/control_peer.h"
 #include "tests/agent/testing/read_packets.h"
+#include "tests/testing/workloads.h"
 
 namespace ringside::agent {
 namespace {
@@ -45,23 +46,7 @@ class MemoryHolder {
       }
       return;
     }
-    int ready[2];
-    if (pipe(ready) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-      close(ready[0]);
-      std::ofstream("/proc/self/oom_score_adj") << adj;
-      void* p =
-          mmap(nullptr, mib << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p != MAP_FAILED) std::memset(p, 1, mib << 20);
-      (void)!write(ready[1], "x", 1);
-      for (;;) pause();
-    }
-    close(ready[1]);
-    char c;
-    (void)!read(ready[0], &c, 1);
-    close(ready[0]);
+    pid_ = ringside::testing::StartMemoryHolder(mib, adj);
   }
   ~MemoryHolder() {
     if (pid_ > 0) {
