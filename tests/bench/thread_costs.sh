@@ -1,0 +1,99 @@
+#!/bin/bash
+# Where `ringside record` spends its CPU while a workload runs: each of its
+# threads' CPU time (the scheduler's schedstat, in microseconds) and page
+# faults over each of RUNS runs of the workload in one recording, so that the
+# first run (which pays for warming up: the trace buffer's first pass, the
+# first reads of each binary's symbols and of new processes) reads beside
+# the next ones (what a running agent pays). bench-peers gives the totals
+# against perf; this says which thread and whether it is warm-up.
+#
+#   WL=pipe   perf bench sched pipe -l LOOPS (200000)
+#   WL=mixed  hackbench -g 4 -l 1000, then 500 x fork+exec of /bin/true
+#   WL=idle   sleep 4
+# ringside on CPU 1 (TRACER_CPU), the workload on CPU 0 (WORKLOAD_CPU), as
+# bench-peers pins them. Extra arguments go to `ringside record`.
+#
+#   sudo WL=mixed RUNS=2 bash tests/bench/thread_costs.sh
+#   sudo BIN=/tmp/ringside.old WL=pipe bash tests/bench/thread_costs.sh -c my.pbtxt
+# Needs root; not part of `make test`.
+set -euo pipefail
+
+BIN=${BIN:-$(cd "$(dirname "$0")/../.." && pwd)/build/ringside}
+WL=${WL:-pipe}
+RUNS=${RUNS:-2}
+LOOPS=${LOOPS:-200000}
+TRACER_CPU=${TRACER_CPU:-1}
+WORKLOAD_CPU=${WORKLOAD_CPU:-0}
+
+die() {
+  echo "thread_costs: $*" >&2
+  exit 1
+}
+[ "$(id -u)" = 0 ] || die "needs root (ringside record loads BPF programs)"
+[ -x "$BIN" ] || die "no ringside binary at $BIN (make, or BIN=)"
+case "$WL" in
+  pipe) command -v perf > /dev/null || die "WL=pipe needs perf (linux-perf)" ;;
+  mixed) command -v hackbench > /dev/null || die "WL=mixed needs hackbench (rt-tests)" ;;
+  idle) ;;
+  *) die "WL is pipe, mixed or idle, not '$WL'" ;;
+esac
+
+dir=$(mktemp -d)
+recorder=
+cleanup() {
+  if [ -n "$recorder" ] && kill -0 "$recorder" 2> /dev/null; then
+    pkill -TERM -P "$recorder" sleep 2> /dev/null || true
+    wait "$recorder" 2> /dev/null || true
+  fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# The command only says when recording has started, then waits.
+# shellcheck disable=SC2016  # $0 is sh's
+taskset -c "$TRACER_CPU" "$BIN" record "$@" -o "$dir/out.pftrace" -- \
+  sh -c ': > "$0"; exec sleep 100000' "$dir/ready" 2> "$dir/log" &
+recorder=$!
+for ((i = 0; i < 600; i++)); do
+  [ -e "$dir/ready" ] && break
+  kill -0 "$recorder" 2> /dev/null || break
+  sleep 0.05
+done
+[ -e "$dir/ready" ] || { cat "$dir/log" >&2; die "ringside record did not start"; }
+
+# One line per thread: name, minor faults, CPU ns.
+snapshot() {
+  local t
+  for t in /proc/"$recorder"/task/*; do
+    echo "$(cat "$t/comm") $(awk '{print $10}' "$t/stat") $(cut -d' ' -f1 "$t/schedstat")"
+  done 2> /dev/null
+}
+workload() {
+  case "$WL" in
+    pipe) taskset -c "$WORKLOAD_CPU" perf bench sched pipe -l "$LOOPS" > /dev/null ;;
+    mixed)
+      taskset -c "$WORKLOAD_CPU" bash -c \
+        'hackbench -g 4 -l 1000 > /dev/null; for ((i = 0; i < 500; i++)); do /bin/true; done'
+      ;;
+    idle) sleep 4 ;;
+  esac
+}
+
+snapshot > "$dir/s0"
+for ((r = 1; r <= RUNS; r++)); do
+  workload
+  snapshot > "$dir/s$r"
+done
+pkill -TERM -P "$recorder" sleep
+wait "$recorder" || true
+recorder=
+grep -o '[0-9]* events kept.*' "$dir/log" | head -1 || true
+
+echo "run  thread           cpu_us   faults  ($WL, $RUNS runs in one recording)"
+for ((r = 1; r <= RUNS; r++)); do
+  # Threads in the order /proc lists them (two share a name: rs-polled).
+  paste -d' ' "$dir/s$((r - 1))" "$dir/s$r" | awk -v r="$r" '
+    $1 == $4 { cpu = ($6 - $3) / 1000; f = $5 - $2; t += cpu; tf += f
+               printf "%-4d %-16s %7d  %7d\n", r, $1, cpu, f }
+    END { printf "%-4d %-16s %7d  %7d\n", r, "total", t, tf }'
+done
