@@ -95,13 +95,8 @@ struct TraceBuffer::Mapping {
   // nullptr. On a kernel of larger pages the last one's rest is mapped too,
   // unused: the buffer's size is the same on every kernel.
   //
-  // A buffer of 2 MiB or more starts on a 2 MiB boundary and asks for
-  // transparent huge pages, which the kernel uses where a whole aligned
-  // 2 MiB fits: one fault where 4 KiB pages take 512, and no memory the
-  // buffer would not take anyway (it is populated whole). Where the first
-  // access to a page is dear (a VM shadowing the guest's page tables), they
-  // made a fresh buffer's first pass 5 times faster and a clone 20 times
-  // (docs/design/trace-buffer.md). Without THP nothing changes.
+  // A buffer of 2 MiB or more starts on a 2 MiB boundary, so that
+  // PopulateMemory can give it transparent huge pages.
   static std::shared_ptr<Mapping> Map(size_t size) {
     // Inaccessible guard pages on both sides turn any access outside the
     // buffer into a fault instead of a silent read of other memory.
@@ -118,10 +113,6 @@ struct TraceBuffer::Mapping {
       munmap(base, reserved_size);
       return nullptr;
     }
-#ifdef MADV_HUGEPAGE
-    // Best effort: EINVAL where the kernel has no THP.
-    if (align == kHugePageSize) madvise(memory, mapped, MADV_HUGEPAGE);
-#endif
     auto m = std::make_shared<Mapping>();
     m->memory = memory;
     m->size = size;
@@ -131,7 +122,9 @@ struct TraceBuffer::Mapping {
     return m;
   }
 
-  // A PMD-sized transparent huge page on x86-64 and on arm64 of 4 KiB pages.
+  // A PMD-sized transparent huge page on x86-64 and on arm64 of 4 KiB pages
+  // (a kernel of 16 or 64 KiB pages has larger ones: this alignment does not
+  // reach them, and the buffer keeps its pages there).
   static constexpr size_t kHugePageSize = 2 << 20;
 };
 
@@ -144,6 +137,18 @@ struct TraceBuffer::Mapping {
 // older kernel, mlock then munlock of each slice, which faults the pages in
 // the same way (it needs CAP_IPC_LOCK or room under RLIMIT_MEMLOCK). False
 // when neither could populate all of it.
+//
+// Each slice asks for transparent huge pages first (MADV_HUGEPAGE: where
+// THP is in `madvise` mode, as on this project's VM, only memory that asks
+// gets them): one fault where 4 KiB pages take 512, and where the first
+// access to a page is dear even once mapped (a VM whose hypervisor shadows
+// the guest's page tables, ~5 us a page), a fresh buffer's first pass 6
+// times faster and a clone 15 times (docs/design/trace-buffer.md). Only
+// here, on the thread that populates, and not at Map(): in a huge page's
+// range, a fault may compact memory before it returns, which a writer
+// faulting under its lock must not wait for. The slices are whole huge
+// pages where the memory is aligned (Mapping::Map); without THP nothing
+// changes.
 inline bool PopulateMemory(uint8_t* memory, size_t start, size_t end) {
   constexpr size_t kSlice = 4 << 20;
   start = std::min(start / kSlice * kSlice, end);
@@ -151,6 +156,9 @@ inline bool PopulateMemory(uint8_t* memory, size_t start, size_t end) {
     if (offset >= end) offset = 0;
     const size_t n = std::min(kSlice, end - offset);
     bool populated = false;
+#ifdef MADV_HUGEPAGE
+    madvise(memory + offset, n, MADV_HUGEPAGE);  // EINVAL without THP: no matter.
+#endif
 #ifdef MADV_POPULATE_WRITE
     populated = madvise(memory + offset, n, MADV_POPULATE_WRITE) == 0;
 #endif

@@ -11,7 +11,8 @@
 #   WL=mixed  hackbench -g 4 -l 1000, then 500 x fork+exec of /bin/true
 #   WL=idle   sleep 4
 # ringside on CPU 1 (TRACER_CPU), the workload on CPU 0 (WORKLOAD_CPU), as
-# bench-peers pins them. Extra arguments go to `ringside record`.
+# bench-peers pins them on a 2-CPU machine. Extra arguments go to
+# `ringside record`.
 #
 #   sudo WL=mixed RUNS=2 bash tests/bench/thread_costs.sh
 #   sudo BIN=/tmp/ringside.old WL=pipe bash tests/bench/thread_costs.sh -c my.pbtxt
@@ -42,7 +43,8 @@ dir=$(mktemp -d)
 recorder=
 cleanup() {
   if [ -n "$recorder" ] && kill -0 "$recorder" 2> /dev/null; then
-    pkill -TERM -P "$recorder" sleep 2> /dev/null || true
+    # ringside record stops on SIGTERM, and ends its command.
+    kill -TERM "$recorder" 2> /dev/null || true
     wait "$recorder" 2> /dev/null || true
   fi
   rm -rf "$dir"
@@ -61,11 +63,11 @@ for ((i = 0; i < 600; i++)); do
 done
 [ -e "$dir/ready" ] || { cat "$dir/log" >&2; die "ringside record did not start"; }
 
-# One line per thread: name, minor faults, CPU ns.
+# One line per thread: tid, name, minor faults, CPU ns.
 snapshot() {
   local t
   for t in /proc/"$recorder"/task/*; do
-    echo "$(cat "$t/comm") $(awk '{print $10}' "$t/stat") $(cut -d' ' -f1 "$t/schedstat")"
+    echo "${t##*/} $(cat "$t/comm") $(awk '{print $10}' "$t/stat") $(cut -d' ' -f1 "$t/schedstat")"
   done 2> /dev/null
 }
 workload() {
@@ -84,16 +86,19 @@ for ((r = 1; r <= RUNS; r++)); do
   workload
   snapshot > "$dir/s$r"
 done
-pkill -TERM -P "$recorder" sleep
+pkill -TERM -P "$recorder" sleep || echo "thread_costs: the recording ended before the runs did" >&2
 wait "$recorder" || true
 recorder=
 grep -o '[0-9]* events kept.*' "$dir/log" | head -1 || true
 
 echo "run  thread           cpu_us   faults  ($WL, $RUNS runs in one recording)"
 for ((r = 1; r <= RUNS; r++)); do
-  # Threads in the order /proc lists them (two share a name: rs-polled).
-  paste -d' ' "$dir/s$((r - 1))" "$dir/s$r" | awk -v r="$r" '
-    $1 == $4 { cpu = ($6 - $3) / 1000; f = $5 - $2; t += cpu; tf += f
-               printf "%-4d %-16s %7d  %7d\n", r, $1, cpu, f }
-    END { printf "%-4d %-16s %7d  %7d\n", r, "total", t, tf }'
+  # Joined on the thread id: a thread that started during the run counts
+  # from 0, one that ended is left out (and said so).
+  awk -v r="$r" '
+    FNR == NR { f0[$1] = $3; c0[$1] = $4; next }
+    { cpu = ($4 - c0[$1]) / 1000; f = $3 - f0[$1]; seen[$1] = 1; t += cpu; tf += f
+      printf "%-4d %-16s %7d  %7d%s\n", r, $2, cpu, f, ($1 in c0) ? "" : "  (new)" }
+    END { for (tid in c0) if (!(tid in seen)) printf "%-4d thread %s ended during the run\n", r, tid
+          printf "%-4d %-16s %7d  %7d\n", r, "total", t, tf }' "$dir/s$((r - 1))" "$dir/s$r"
 done
