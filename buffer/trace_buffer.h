@@ -257,6 +257,8 @@ class TraceBuffer {
   static constexpr size_t kCloneBlockSize = 64 << 10;
   // Smaller blocks let tests of small buffers see a clone in progress.
   void SetCloneBlockSizeForTesting(size_t size) { clone_block_size_ = size; }
+  // Where the buffer's bytes start (tests that look at its mapping).
+  const uint8_t* memory_for_testing() const { return memory_; }
 
   // The durable side-buffer beside this ring (none by default). Each read
   // pass hands out its entries written since the previous pass before any

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -1453,6 +1454,41 @@ size_t HugePageBytes() {
   size_t bytes = 0;
   size >> bytes;
   return bytes;
+}
+
+// The /proc/self/smaps line `key` of the mapping holding `addr`, "" if none.
+std::string SmapsFieldOf(const void* addr, const std::string& key) {
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long start = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &start, &end) == 2 && line.find(':') > 8) {
+      inside = a >= start && a < end;
+    } else if (inside && line.rfind(key + ":", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST_F(TraceBufferTest, APopulatedBufferAsksForHugePages) {
+  std::ifstream enabled("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes((std::istreambuf_iterator<char>(enabled)), std::istreambuf_iterator<char>());
+  std::ifstream pmd("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size");
+  size_t pmd_bytes = 0;
+  pmd >> pmd_bytes;
+  if (modes.empty() || modes.find("[never]") != std::string::npos || pmd_bytes != (2u << 20)) {
+    GTEST_SKIP() << "no transparent huge pages of 2 MiB on this kernel";
+  }
+  CreateBuffer(8 << 20);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(buf_->memory_for_testing()) % (2u << 20), 0u);
+  ASSERT_TRUE(buf_->Populate());
+  // Eligible: the kernel may give the range huge pages (whether it had one
+  // free to give is the machine's state, not the buffer's).
+  const std::string line = SmapsFieldOf(buf_->memory_for_testing(), "THPeligible");
+  ASSERT_FALSE(line.empty()) << "no THPeligible line in /proc/self/smaps for the buffer";
+  EXPECT_EQ(line.back(), '1') << line;
 }
 
 TEST_F(TraceBufferTest, MemoryIsCommittedLazilyForTheBufferAndItsClone) {
