@@ -125,7 +125,10 @@ void BM_Pipeline(benchmark::State& state) {
   for (uint32_t cpu = 0; cpu < kCpus; cpu++) {
     writers.push_back(producer.CreateTraceWriter(static_cast<buffer::WriterID>(cpu + 1)));
   }
+  // Populated, as a session's buffers are (SessionBuffers): without it the
+  // commit stage would be mostly the first fault of each page it writes.
   std::unique_ptr<buffer::TraceBuffer> buffer = buffer::TraceBuffer::Create(256 << 20);
+  if (!buffer->Populate()) return state.SkipWithError("the buffer cannot be populated");
   BpfBundleWriter bundles;
   BufferPacketReader reader;
   std::string out, copy;
