@@ -200,9 +200,9 @@ void TraceBuffer::CopyChunkUntrusted(ProducerID producer_id_trusted,
 void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags, bool complete,
                              const uint8_t* src, size_t size, uint16_t num_fragments,
                              uint16_t already_consumed) {
-  // Copy first, then validate the copy: the fragment walk is a chain of
-  // dependent loads, cheap on the lines just written and slow on a source
-  // that is cold in this core's cache. The unused tail is given back after.
+  // Copy, then walk the source's fragments, which the copy just brought into
+  // this core's cache: not the copy's, still on their way to memory (the
+  // walk is a chain of dependent loads). The unused tail is given back after.
   const uint32_t max_outer = AlignUp(kTBChunkHeaderSize + static_cast<uint32_t>(size));
   uint32_t next_record = 0;
   const int64_t offset = AllocateChunk(max_outer, &next_record);
@@ -231,7 +231,7 @@ void TraceBuffer::StoreChunk(SequenceState& seq, ChunkID chunk_id, uint8_t flags
     next = ChunkAt(next_record);
     sequences_.prefetch(SequenceKey(next->producer_id, next->writer_id));
   }
-  const Tokenized t = Tokenize(c->payload(), size, num_fragments, complete);
+  const Tokenized t = Tokenize(src, size, num_fragments, complete);
   uint8_t local_flags = 0;
   if (t.corrupted) {
     // The malformed fragment and everything after it are gone, including any

@@ -166,6 +166,7 @@ class TraceBuffer {
   // header) into the buffer. `chunk_complete` is false for a chunk scraped
   // while its writer may still be writing its last fragment. Committing a
   // ChunkID the sequence still holds is a recommit (docs/design/trace-buffer.md, Recommits).
+  // `src` may hold anything, but must not change during the call.
   void CopyChunkUntrusted(ProducerID producer_id_trusted, ClientIdentity client_identity_trusted,
                           WriterID writer_id, ChunkID chunk_id, uint16_t num_fragments,
                           uint8_t chunk_flags, bool chunk_complete, const uint8_t* src,
