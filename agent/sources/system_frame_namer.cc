@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -12,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/symbols/kernel_symbols.h"
 #include "agent/symbols/user_symbolizer.h"
@@ -40,6 +42,8 @@ class SystemFrameNamer : public FrameNamer {
           " belongs to a PID namespace other than the host's, so the processes the stacks "
           "name are not found under their pids: user frames keep their addresses, unnamed "
           "(run the agent in the host's PID namespace: hostPID in Kubernetes)");
+    } else {
+      PreloadOwnBinary(proc_root);
     }
   }
 
@@ -110,6 +114,20 @@ class SystemFrameNamer : public FrameNamer {
     std::string name = DemangledName(mangled);
     demangled_bytes_ += mangled.size() + name.size() + 2 * sizeof(std::string);
     return demangled_.emplace(std::string(mangled), std::move(name)).first->second;
+  }
+
+  // The agent's own threads are in the stacks it records (its CPU samples
+  // and its blocks): its binary's symbols are read now, at setup, not on the
+  // BPF reader's path at the first of them, in the middle of what is being
+  // recorded (7 ms and 450 page faults for a 100 MB binary with debug info
+  // on this project's VM). `proc_root`/self is this process as that mount
+  // numbers it, as the programs do.
+  void PreloadOwnBinary(const std::string& proc_root) {
+    char link[32];
+    const ssize_t n = readlink((proc_root + "/self").c_str(), link, sizeof(link));
+    int32_t pid = 0;
+    if (n <= 0 || !absl::SimpleAtoi(absl::string_view(link, static_cast<size_t>(n)), &pid)) return;
+    user_.Preload(pid, reinterpret_cast<uintptr_t>(&MakeSystemFrameNamer));
   }
 
   std::optional<KernelSymbols> kernel_;

@@ -120,6 +120,14 @@ void UserSymbolizer::ProcessExeced(pid_t pid) {
   process.space = NewSpace();
 }
 
+void UserSymbolizer::Preload(pid_t pid, uint64_t pc) {
+  const UserSymbolizerStats before = stats_;
+  Symbolize(pid, pc);
+  stats_.frames_named = before.frames_named;
+  stats_.frames_unnamed = before.frames_unnamed;
+  stats_.frames_unmapped = before.frames_unmapped;
+}
+
 void UserSymbolizer::NameFrame(const ElfFile& file, const internal::ElfCache::Handle& handle,
                                UserFrame* frame) {
   const uint64_t file_offset = frame->rel_pc;  // before the bias is added

@@ -151,6 +151,11 @@ class UserSymbolizer {
   // Never fails; what it could not do is counted in stats().
   UserFrame Symbolize(pid_t pid, uint64_t pc, Position position = Position::kInnermost);
 
+  // Reads now what naming `pc` in `pid` takes (the maps, the mapped file's
+  // symbol table), for a process whose frames are sure to come: its reads
+  // are counted in stats(), but no frame is.
+  void Preload(pid_t pid, uint64_t pc);
+
   // Process `child` was forked from `parent` (a new process, not a
   // thread): it maps what its parent mapped, and shares its parent's space
   // (read when either first needs it). Nothing when `child` is known

@@ -31,6 +31,20 @@ TEST(SystemFrameNamerTest, InTheHostsPidNamespaceUserFramesAreNamed) {
   EXPECT_NE(f.mapping, "");
 }
 
+// The agent's own binary is read as the namer is set up, not at the first
+// frame of the agent's threads, on the BPF reader's path: its maps were
+// read once, and naming one of its functions reads nothing more.
+TEST(SystemFrameNamerTest, ItsOwnBinaryIsReadAtSetUp) {
+  if (geteuid() != 0) GTEST_SKIP() << "reading /proc/1/ns/pid needs root";
+  std::unique_ptr<FrameNamer> namer = MakeSystemFrameNamer();
+  EXPECT_EQ(namer->user_stats().maps_reads, 1u);
+  EXPECT_EQ(namer->user_stats().frames_named, 0u);
+  const FrameNamer::Frame f = namer->User(getpid(), AddressToName(), true);
+  EXPECT_EQ(f.function, "ringside::agent::(anonymous namespace)::FunctionToName(int)");
+  EXPECT_EQ(namer->user_stats().maps_reads, 1u);
+  EXPECT_EQ(namer->user_stats().frames_named, 1u);
+}
+
 // C++ names are written demangled; others, and what does not demangle, as
 // they are.
 TEST(SystemFrameNamerTest, CppNamesAreDemangledOthersKept) {

@@ -152,6 +152,27 @@ TEST_F(UserSymbolizerFakeProcTest, NamesAFunctionOfAMappedFileByItsRelPc) {
   EXPECT_EQ(symbolizer.stats().mappings_unreadable, 0u);
 }
 
+// What a preload reads serves the frames that come later, even once the
+// file is gone; it counts its reads, but no frame.
+TEST_F(UserSymbolizerFakeProcTest, APreloadReadsTheTableAndCountsNoFrame) {
+  testing::NmSymbol target;
+  if (!BuildTiny("tiny", "tiny_target", &target)) GTEST_SKIP() << "no cc to build a test binary";
+  WriteMaps(MapsLine(kBase, dir_.Path("tiny")));
+  UserSymbolizer symbolizer(options_);
+  symbolizer.Preload(kPid, kBase);
+  EXPECT_EQ(symbolizer.stats().maps_reads, 1u);
+  EXPECT_EQ(symbolizer.stats().frames_named + symbolizer.stats().frames_unnamed +
+                symbolizer.stats().frames_unmapped,
+            0u);
+  EXPECT_GT(symbolizer.cache_memory_bytes(), 0u);
+  std::filesystem::remove(dir_.Path("tiny"));
+  const uint64_t bias = Symbolize(&symbolizer, kPid, kBase).mapping.load_bias;
+  const UserFrame frame = Symbolize(&symbolizer, kPid, kBase + target.value - bias);
+  EXPECT_EQ(frame.function_name, "tiny_target");
+  EXPECT_EQ(symbolizer.stats().maps_reads, 1u);
+  EXPECT_EQ(symbolizer.stats().mappings_unreadable, 0u);
+}
+
 TEST_F(UserSymbolizerFakeProcTest, AStrippedFileGivesBuildIdAndRelPcButNoName) {
   testing::NmSymbol target;
   if (!BuildTiny("tiny", "tiny_target", &target)) GTEST_SKIP() << "no cc to build a test binary";
