@@ -17,7 +17,13 @@ DurableStore::DurableStore(size_t capacity, size_t ring_size)
 void DurableStore::Remove(std::map<Key, Entry>::iterator it) {
   stats_.bytes -= it->second.packet.size() + kEntryOverhead;
   stats_.entries--;
-  if (!it->second.ended) live_.erase({std::get<0>(it->first), std::get<1>(it->first)});
+  if (!it->second.ended) {
+    live_.erase({std::get<0>(it->first), std::get<1>(it->first)});
+  } else if (!ended_.empty() && ended_.front() == it->first) {
+    ended_.pop_front();  // Always so: ended entries go in the order they ended.
+  } else {
+    ended_.erase(std::find(ended_.begin(), ended_.end(), it->first));
+  }
   entries_.erase(it);
 }
 
@@ -27,15 +33,20 @@ void DurableStore::Remove(std::map<Key, Entry>::iterator it) {
 // was written, a process that ran all along and just ended went first,
 // while the ring was full of its records: they came out nameless.)
 bool DurableStore::EvictOne(bool ended) {
+  if (ended) {
+    if (ended_.empty()) return false;
+    Remove(entries_.find(ended_.front()));
+    stats_.evicted_ended++;
+    return true;
+  }
   auto oldest = entries_.end();
-  auto age = [ended](const Entry& e) { return ended ? e.end_order : e.order; };
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->second.ended != ended) continue;
-    if (oldest == entries_.end() || age(it->second) < age(oldest->second)) oldest = it;
+    if (it->second.ended) continue;
+    if (oldest == entries_.end() || it->second.order < oldest->second.order) oldest = it;
   }
   if (oldest == entries_.end()) return false;
   Remove(oldest);
-  (ended ? stats_.evicted_ended : stats_.evicted_live)++;
+  stats_.evicted_live++;
   return true;
 }
 
@@ -108,26 +119,29 @@ void DurableStore::MarkEnded(Kind kind, uint64_t id) {
   if (live == live_.end()) return;
   auto it = entries_.find({kind, id, live->second});
   it->second.ended = true;
-  it->second.end_order = ++ends_;
   it->second.drains_to_pin = kDrainsBeforePinning;
   live_.erase(live);
+  ended_.push_back(it->first);
 }
 
 void DurableStore::Drained(uint64_t ring_bytes_written) {
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    Entry& e = it->second;
-    if (e.ended && e.drains_to_pin > 0 && --e.drains_to_pin == 0) e.ended_at = ring_bytes_written;
-    // Everything written before the end has been overwritten since: a
-    // ring's worth (and an eighth, for what the ring's reader holds back).
-    if (e.ended && e.drains_to_pin == 0 &&
-        ring_bytes_written - e.ended_at > ring_size_ + ring_size_ / 8) {
-      auto next = std::next(it);
-      Remove(it);
-      stats_.compacted++;
-      it = next;
-    } else {
-      ++it;
+  // Those still waiting to be pinned ended last: from the newest back.
+  for (auto key = ended_.rbegin(); key != ended_.rend(); ++key) {
+    Entry& e = entries_.find(*key)->second;
+    if (e.drains_to_pin == 0) break;
+    if (--e.drains_to_pin == 0) e.ended_at = ring_bytes_written;
+  }
+  // Everything written before an end has been overwritten once a ring's
+  // worth (and an eighth, for what the ring's reader holds back) has been
+  // written past it: the oldest ends first.
+  while (!ended_.empty()) {
+    auto it = entries_.find(ended_.front());
+    const Entry& e = it->second;
+    if (e.drains_to_pin != 0 || ring_bytes_written - e.ended_at <= ring_size_ + ring_size_ / 8) {
+      break;
     }
+    Remove(it);
+    stats_.compacted++;
   }
 }
 

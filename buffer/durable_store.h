@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -108,7 +109,6 @@ class DurableStore {
     std::string packet;
     uint64_t order = 0;  // When last written (a counter).
     bool ended = false;
-    uint64_t end_order = 0;     // When it ended (a counter), if ended.
     uint8_t drains_to_pin = 0;  // Drains left before ended_at is pinned.
     uint64_t ended_at = 0;      // Ring bytes written once everything before the end was in.
     bool read = false;          // Handed out since last written.
@@ -125,11 +125,15 @@ class DurableStore {
   size_t capacity_;
   size_t ring_size_;
   uint64_t order_ = 0;
-  uint64_t ends_ = 0;
   uint64_t generation_ = 0;
   std::map<Key, Entry> entries_;
   // The live (not ended) entry of each {kind, id}: its generation.
   std::map<std::pair<Kind, uint64_t>, uint64_t> live_;
+  // The ended entries' keys, in the order they ended. Their ends are pinned
+  // in that order, so the entries a drain pins are the newest, and those it
+  // compacts (as those evicted first) the oldest: a drain touches only
+  // those, not every entry (the threads and processes of a whole machine).
+  std::deque<Key> ended_;
   Stats stats_;
 };
 

@@ -14,6 +14,8 @@
 //                                      as the buffer (baseline of WR and RD)
 //   BM_Memcpy_Whole                    memcpy of a whole buffer into new memory
 //                                      (baseline of the clone, which must do that)
+//   BM_DurableStore_Drained/N          ns per drain of a durable store describing N
+//                                      live tasks, with a task ending between drains
 //
 // After the usual output, a table gives each figure as a ratio to its baseline.
 
@@ -30,6 +32,7 @@
 
 #include "benchmark/benchmark.h"
 #include "buffer/chunk_abi.h"
+#include "buffer/durable_store.h"
 #include "buffer/trace_buffer.h"
 #include "tests/bench/bench_main.h"
 #include "tests/testing/chunk_builder.h"
@@ -288,6 +291,26 @@ void BM_Memcpy_Whole(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
 }
 BENCHMARK(BM_Memcpy_Whole)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond);
+
+// What the buffer owner pays at each flush (the default, every second) for
+// the durable store, on a machine of N threads whose tasks come and go.
+void BM_DurableStore_Drained(benchmark::State& state) {
+  const uint64_t live = static_cast<uint64_t>(state.range(0));
+  DurableStore store(256 << 20, kBufferSize);
+  const std::string packet(120, 'd');
+  for (uint64_t id = 1; id <= live; id++) store.Put(DurableStore::Kind::kThread, id, packet);
+  uint64_t next = live + 1, written = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    store.Put(DurableStore::Kind::kThread, next, packet);
+    store.MarkEnded(DurableStore::Kind::kThread, next++);
+    written += kBufferSize / 16;  // Ended tasks are compacted 18 drains on.
+    state.ResumeTiming();
+    store.Drained(written);
+  }
+  state.counters["entries"] = static_cast<double>(store.stats().entries);
+}
+BENCHMARK(BM_DurableStore_Drained)->Arg(1000)->Arg(10000);
 
 // Prints the usual console output, then each figure against its baseline.
 class RatioReporter : public benchmark::ConsoleReporter {

@@ -72,6 +72,35 @@ TEST(DurableStoreTest, AnEndIsNotPinnedBeforeTwoDrains) {
   EXPECT_TRUE(s.Contains(Kind::kThread, 9));
 }
 
+// Ends pinned at different drains go each at its own time, whatever order
+// their keys sort in, and a live entry beside them stays.
+TEST(DurableStoreTest, EntriesThatEndedAtDifferentDrainsGoEachWhenTheRingIsPastIt) {
+  const size_t ring = 1 << 20;
+  const uint64_t past = ring + ring / 8 + 1;
+  DurableStore s(1 << 20, ring);
+  s.Put(Kind::kThread, 1, "lives on");
+  s.Put(Kind::kThread, 30, "ends first");
+  s.Put(Kind::kThread, 20, "ends second");
+  s.Put(Kind::kProcess, 10, "ends third");
+  s.MarkEnded(Kind::kThread, 30);
+  s.Drained(0);
+  s.Drained(1000);  // 30's end pinned at 1000.
+  s.MarkEnded(Kind::kThread, 20);
+  s.MarkEnded(Kind::kProcess, 10);
+  s.Drained(2000);
+  s.Drained(5000);  // Theirs at 5000.
+  s.Drained(1000 + past);
+  EXPECT_FALSE(s.Contains(Kind::kThread, 30));
+  EXPECT_TRUE(s.Contains(Kind::kThread, 20));
+  EXPECT_TRUE(s.Contains(Kind::kProcess, 10));
+  s.Drained(5000 + past);
+  EXPECT_FALSE(s.Contains(Kind::kThread, 20));
+  EXPECT_FALSE(s.Contains(Kind::kProcess, 10));
+  EXPECT_TRUE(s.Contains(Kind::kThread, 1));
+  EXPECT_EQ(s.stats().compacted, 3u);
+  EXPECT_EQ(s.stats().entries, 1u);
+}
+
 TEST(DurableStoreTest, AReusedPidGetsItsOwnEntryWhileTheOldOneIsKept) {
   DurableStore s(1 << 20, 1 << 20);
   s.Put(Kind::kProcess, 100, "old");
