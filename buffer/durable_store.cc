@@ -21,8 +21,8 @@ void DurableStore::Remove(std::map<Key, Entry>::iterator it) {
     live_.erase({std::get<0>(it->first), std::get<1>(it->first)});
   } else if (!ended_.empty() && ended_.front() == it->first) {
     ended_.pop_front();  // Always so: ended entries go in the order they ended.
-  } else {
-    ended_.erase(std::find(ended_.begin(), ended_.end(), it->first));
+  } else if (auto key = std::find(ended_.begin(), ended_.end(), it->first); key != ended_.end()) {
+    ended_.erase(key);
   }
   entries_.erase(it);
 }
