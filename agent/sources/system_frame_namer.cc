@@ -27,7 +27,7 @@ constexpr const char* kKernelMapping = "[kernel.kallsyms]";
 
 class SystemFrameNamer : public FrameNamer {
  public:
-  explicit SystemFrameNamer(const std::string& proc_root)
+  SystemFrameNamer(const std::string& proc_root, bool preload_own_binary)
       : user_(UserSymbolizer::Options{.proc_root = proc_root}) {
     // Read now, at setup: with kernel.kptr_restrict 1 the addresses need
     // CAP_SYSLOG, which the agent drops once set up.
@@ -42,7 +42,7 @@ class SystemFrameNamer : public FrameNamer {
           " belongs to a PID namespace other than the host's, so the processes the stacks "
           "name are not found under their pids: user frames keep their addresses, unnamed "
           "(run the agent in the host's PID namespace: hostPID in Kubernetes)");
-    } else {
+    } else if (preload_own_binary) {
       PreloadOwnBinary(proc_root);
     }
   }
@@ -166,8 +166,9 @@ bool ProcNumbersPidsAsTheKernelDoes(const std::string& proc_root) {
   return initial("/self/ns/pid") || initial("/1/ns/pid");
 }
 
-std::unique_ptr<FrameNamer> MakeSystemFrameNamer(const std::string& proc_root) {
-  return std::make_unique<SystemFrameNamer>(proc_root);
+std::unique_ptr<FrameNamer> MakeSystemFrameNamer(const std::string& proc_root,
+                                                 bool preload_own_binary) {
+  return std::make_unique<SystemFrameNamer>(proc_root, preload_own_binary);
 }
 
 }  // namespace ringside::agent

@@ -16,7 +16,10 @@ namespace ringside::agent {
 // build id and rel_pc, for Perfetto's offline symbolizer. User frames are
 // named only when `proc_root` numbers pids as the BPF programs do (the
 // initial PID namespace); else user_frames_unnamed_reason() says why not.
-std::unique_ptr<FrameNamer> MakeSystemFrameNamer(const std::string& proc_root = "/proc");
+// Then the agent's own binary is read at once (`preload_own_binary`): its
+// threads are in every recording's stacks.
+std::unique_ptr<FrameNamer> MakeSystemFrameNamer(const std::string& proc_root = "/proc",
+                                                 bool preload_own_binary = true);
 
 // A function's name as people read it: a C++ (Itanium ABI) symbol
 // demangled; any other, or one that does not demangle, as it is.

@@ -128,7 +128,7 @@ void BM_Pipeline(benchmark::State& state) {
   // Populated, as a session's buffers are (SessionBuffers): without it the
   // commit stage would be mostly the first fault of each page it writes.
   std::unique_ptr<buffer::TraceBuffer> buffer = buffer::TraceBuffer::Create(256 << 20);
-  if (!buffer->Populate()) return state.SkipWithError("the buffer cannot be populated");
+  buffer->Populate();  // Where it cannot, a session goes on without: so does this.
   BpfBundleWriter bundles;
   BufferPacketReader reader;
   std::string out, copy;
