@@ -52,7 +52,7 @@ DescriptorTracker::CgroupOfTask DescriptorTracker::CgroupAtExec(int32_t tid, uin
 }
 
 template <typename Entry>
-Entry* DescriptorTracker::EntryAt(absl::flat_hash_map<int32_t, Entry>& map, int32_t id,
+Entry* DescriptorTracker::EntryAt(absl::node_hash_map<int32_t, Entry>& map, int32_t id,
                                   uint64_t ts) {
   auto [it, inserted] = map.try_emplace(id);
   Entry& e = it->second;

@@ -9,6 +9,7 @@
 #
 #   WL=pipe   perf bench sched pipe -l LOOPS (200000)
 #   WL=mixed  hackbench -g 4 -l 1000, then 500 x fork+exec of /bin/true
+#   WL=forks  FORKS (2000) x fork+exec of /bin/true: what a new process costs
 #   WL=idle   sleep 4
 # ringside on CPU 1 (TRACER_CPU), the workload on CPU 0 (WORKLOAD_CPU), as
 # bench-peers pins them on a 2-CPU machine. Extra arguments go to
@@ -23,6 +24,7 @@ BIN=${BIN:-$(cd "$(dirname "$0")/../.." && pwd)/build/ringside}
 WL=${WL:-pipe}
 RUNS=${RUNS:-2}
 LOOPS=${LOOPS:-200000}
+FORKS=${FORKS:-2000}
 TRACER_CPU=${TRACER_CPU:-1}
 WORKLOAD_CPU=${WORKLOAD_CPU:-0}
 
@@ -35,8 +37,8 @@ die() {
 case "$WL" in
   pipe) command -v perf > /dev/null || die "WL=pipe needs perf (linux-perf)" ;;
   mixed) command -v hackbench > /dev/null || die "WL=mixed needs hackbench (rt-tests)" ;;
-  idle) ;;
-  *) die "WL is pipe, mixed or idle, not '$WL'" ;;
+  forks | idle) ;;
+  *) die "WL is pipe, mixed, forks or idle, not '$WL'" ;;
 esac
 
 dir=$(mktemp -d)
@@ -76,6 +78,10 @@ workload() {
     mixed)
       taskset -c "$WORKLOAD_CPU" bash -c \
         'hackbench -g 4 -l 1000 > /dev/null; for ((i = 0; i < 500; i++)); do /bin/true; done'
+      ;;
+    forks)
+      # shellcheck disable=SC2016  # $0 is bash's
+      taskset -c "$WORKLOAD_CPU" bash -c 'for ((i = 0; i < $0; i++)); do /bin/true; done' "$FORKS"
       ;;
     idle) sleep 4 ;;
   esac
