@@ -40,6 +40,9 @@ class FrameNamer {
   virtual void ProcessForked(int32_t /*parent_tgid*/, int32_t /*child_tgid*/) {}
   // Process `tgid` ran execve: it maps another program.
   virtual void ProcessExeced(int32_t) {}
+  // Process `tgid` exited (its last thread did): its addresses are named
+  // from what was read of it before, if anything.
+  virtual void ProcessExited(int32_t) {}
   // What `tgid`'s addresses mean now: while it gives the same non-zero
   // value (for any process), User() gives an address the same frame
   // wherever it names a function, so the writer names it once. 0: name
@@ -205,6 +208,8 @@ class StackSampleWriter {
     uint64_t callstack;
   };
   std::vector<Sample> samples_;
+  // The processes whose exit the rest of the batch holds, once per exit.
+  std::vector<int32_t> exits_ahead_;
 };
 
 }  // namespace ringside::agent

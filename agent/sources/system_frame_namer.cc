@@ -85,6 +85,7 @@ class SystemFrameNamer : public FrameNamer {
     user_.ProcessForked(parent_tgid, child_tgid);
   }
   void ProcessExeced(int32_t tgid) override { user_.ProcessExeced(tgid); }
+  void ProcessExited(int32_t tgid) override { user_.ProcessExited(tgid); }
   uint64_t UserSpace(int32_t tgid) const override {
     return user_unnamed_reason_.empty() ? user_.SpaceId(tgid) : 0;
   }

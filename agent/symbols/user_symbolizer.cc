@@ -35,7 +35,7 @@ UserFrame UserSymbolizer::Symbolize(pid_t pid, uint64_t pc, Position position) {
     space = ReadMaps(pid, process, /*own=*/false);
   }
   const MapsEntry* entry = space->maps.Find(pc);
-  if (entry == nullptr && position == Position::kInnermost &&
+  if (entry == nullptr && position == Position::kInnermost && !process->exited &&
       (space->read_from != pid ||
        std::chrono::steady_clock::now() - space->read_at >= options_.min_maps_refresh)) {
     space = ReadMaps(pid, process, /*own=*/true);  // a library loaded since the last read
@@ -159,7 +159,12 @@ UserSymbolizer::AddressSpace* UserSymbolizer::ReadMaps(pid_t pid, ProcessState* 
   space->read = true;
   space->read_from = pid;
   space->read_at = std::chrono::steady_clock::now();
-  absl::StatusOr<ProcessMaps> maps = ProcessMaps::Read(options_.proc_root, pid);
+  // An exited process's maps are gone: not even an open of /proc/PID/maps
+  // (microseconds, for every short-lived process whose stack is read after
+  // its exit), nor a read of another process's that took its id.
+  absl::StatusOr<ProcessMaps> maps =
+      process->exited ? absl::NotFoundError(absl::StrCat("process ", pid, " exited"))
+                      : ProcessMaps::Read(options_.proc_root, pid);
   space->readable = maps.ok();
   if (!maps.ok()) {
     ++stats_.maps_unreadable;
@@ -258,6 +263,8 @@ bool UserSymbolizer::LoadFile(pid_t pid, const MapsEntry& entry, MappingState* s
   if (!added) ++stats_.tables_over_budget;
   return added;
 }
+
+void UserSymbolizer::ProcessExited(pid_t pid) { Process(pid).exited = true; }
 
 void UserSymbolizer::ForgetProcess(pid_t pid) {
   auto it = processes_.find(pid);

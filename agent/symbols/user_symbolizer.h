@@ -83,6 +83,8 @@ struct UserSymbolizerStats {
   uint64_t mappings_unreadable = 0;
   // Symbol tables larger than the whole cache: left unnamed.
   uint64_t tables_over_budget = 0;
+  // Reads of a process's maps. One of a process known to have exited
+  // (ProcessExited) is not tried, and counts as read and unreadable.
   uint64_t maps_reads = 0;
   uint64_t maps_unreadable = 0;  // process gone, or no PTRACE_MODE_READ
   uint64_t cache_evictions = 0;
@@ -163,6 +165,11 @@ class UserSymbolizer {
   void ProcessForked(pid_t parent, pid_t child);
   // Process `pid` ran execve: it maps another program now, read afresh.
   void ProcessExeced(pid_t pid);
+  // Process `pid` exited: its maps are not read from now on (/proc has
+  // none, or a new process's under a reused id), and its frames are named
+  // from what was read before, if anything, until ForgetProcess (a fork or
+  // exec under its id before that may be its own, read late).
+  void ProcessExited(pid_t pid);
   // Drops what is held for `pid` (its maps and mapping states, unless
   // processes forked from it, or it from, share them).
   void ForgetProcess(pid_t pid);
@@ -212,6 +219,7 @@ class UserSymbolizer {
   struct ProcessState {
     std::shared_ptr<AddressSpace> space;
     uint64_t last_used = 0;  // uses_ at its last Symbolize() or fork.
+    bool exited = false;     // ProcessExited: its maps are not read.
   };
 
   // A process's slot in processes_, and a space's allocation (the

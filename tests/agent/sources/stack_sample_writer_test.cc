@@ -64,6 +64,7 @@ class FakeNamer : public FrameNamer {
     calls.push_back(absl::StrCat("fork ", parent_tgid, " ", child_tgid));
   }
   void ProcessExeced(int32_t tgid) override { calls.push_back(absl::StrCat("exec ", tgid)); }
+  void ProcessExited(int32_t tgid) override { calls.push_back(absl::StrCat("exit ", tgid)); }
   uint64_t UserSpace(int32_t tgid) const override {
     auto it = spaces.find(tgid);
     return it == spaces.end() ? 0 : it->second;
@@ -365,6 +366,47 @@ TEST_F(StackSampleWriterTest, TheNamerHearsOfForksAndExecsBetweenTheStacksAround
   EXPECT_EQ(namer_.calls, (std::vector<std::string>{
                               "fork 100 200", "user 200 401004 innermost", "user 200 402007",
                               "exec 200", "user 200 401100 innermost", "user 200 402007"}));
+}
+
+// A stack is read after everything its CPU recorded until the read: when
+// its process's exit is among that, the namer hears of the exit before it
+// names the frames (the process's maps are gone, or a new process's under
+// its id). Only the last thread's exit ends the process; another process's
+// exit says nothing of this one's.
+TEST_F(StackSampleWriterTest, TheNamerHearsOfAnExitBeforeTheStacksItFollows) {
+  stacks_[1] = {0x401004};
+  MakeWriter();
+  rs_process_exit thread_exit = {};
+  thread_exit.h.type = RS_EV_PROCESS_EXIT;
+  thread_exit.pid = 301;
+  thread_exit.tgid = 300;
+  rs_process_exit other_exit = thread_exit;
+  other_exit.pid = other_exit.tgid = 400;
+  other_exit.group_dead = 1;
+  rs_process_exit exit = thread_exit;
+  exit.pid = 300;
+  exit.group_dead = 1;
+  Words first = Record(1'000, 300, kNoStack, 1, 0), second = Record(2'000, 300, kNoStack, 1, 0);
+  Words later = Record(4'000, 300, kNoStack, 1, 0);
+  Blocked(first).tgid = Blocked(second).tgid = Blocked(later).tgid = 300;
+  Blocked(first).pid = 301;
+  // Other stacks each: a remembered one names no frame.
+  second[sizeof(rs_stack_blocked) / 8] = 0x401100;
+  later[sizeof(rs_stack_blocked) / 8] = 0x401200;
+  const std::vector<bpf::Record> batch = {{RS_EV_STACK_BLOCKED, first.data()},
+                                          {RS_EV_PROCESS_EXIT, &thread_exit},
+                                          {RS_EV_PROCESS_EXIT, &other_exit},
+                                          {RS_EV_STACK_BLOCKED, second.data()},
+                                          {RS_EV_PROCESS_EXIT, &exit}};
+  writer_->Write(batch);
+  EXPECT_EQ(namer_.calls,
+            (std::vector<std::string>{"exit 300", "user 300 401004 innermost", "exit 400",
+                                      "exit 300", "user 300 401100 innermost", "exit 300"}));
+  // The next batch's stacks of it (another CPU's, read later) were told of
+  // the exit already; a batch without exits tells nothing.
+  namer_.calls.clear();
+  writer_->Write(std::vector<bpf::Record>{{RS_EV_STACK_BLOCKED, later.data()}});
+  EXPECT_EQ(namer_.calls, (std::vector<std::string>{"user 300 401200 innermost"}));
 }
 
 // A kernel address means the same in every process: the stacks of a

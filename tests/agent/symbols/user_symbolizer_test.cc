@@ -284,6 +284,38 @@ TEST_F(UserSymbolizerFakeProcTest, AProcessThatIsGoneIsCountedAndForgotten) {
   EXPECT_EQ(symbolizer.process_count(), 0u);
 }
 
+// A process's stack read after its exit: /proc has no maps of it, or those
+// of a new process that took its id. They are not read, and count as
+// unreadable, until the process is forgotten.
+TEST_F(UserSymbolizerFakeProcTest, AnExitedProcessesMapsAreNotRead) {
+  WriteMaps("10000-11000 r-xp 00000000 00:00 0 \n");  // another process's, under its id
+  UserSymbolizer symbolizer(options_);
+  symbolizer.ProcessExited(kPid);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(Symbolize(&symbolizer, kPid, 0x10010).has_mapping);
+  EXPECT_EQ(symbolizer.stats().maps_reads, 1u);
+  EXPECT_EQ(symbolizer.stats().maps_unreadable, 1u);
+  EXPECT_EQ(symbolizer.stats().frames_unmapped, 3u);
+  // Forgotten, the id is read as any new process's.
+  symbolizer.ForgetProcess(kPid);
+  EXPECT_TRUE(Symbolize(&symbolizer, kPid, 0x10010).has_mapping);
+  EXPECT_EQ(symbolizer.stats().maps_reads, 2u);
+  EXPECT_EQ(symbolizer.stats().maps_unreadable, 1u);
+}
+
+// What was read of a process before its exit names its frames after it,
+// and an address in none of its mappings no longer reads them again.
+TEST_F(UserSymbolizerFakeProcTest, WhatWasReadBeforeAnExitStillNamesItsFrames) {
+  WriteMaps("10000-11000 r-xp 00000000 00:00 0 \n");
+  UserSymbolizer symbolizer(options_);
+  EXPECT_TRUE(Symbolize(&symbolizer, kPid, 0x10010).has_mapping);
+  symbolizer.ProcessExited(kPid);
+  WriteMaps("20000-21000 r-xp 00000000 00:00 0 \n");  // a new process's
+  EXPECT_EQ(Symbolize(&symbolizer, kPid, 0x10020).rel_pc, 0x20u);
+  EXPECT_FALSE(Symbolize(&symbolizer, kPid, 0x20010).has_mapping);
+  EXPECT_EQ(symbolizer.stats().maps_reads, 1u);
+  EXPECT_EQ(symbolizer.stats().maps_unreadable, 0u);
+}
+
 TEST_F(UserSymbolizerFakeProcTest, ForgetProcessDropsItsMaps) {
   WriteMaps("10000-11000 r-xp 00000000 00:00 0 \n");
   UserSymbolizer symbolizer(options_);
