@@ -52,7 +52,7 @@ void StackSampleWriter::Write(absl::Span<const bpf::Record> records) {
   for (const bpf::Record& r : records) {
     if (r.type == RS_EV_PROCESS_EXIT && r.exit().group_dead) exits_ahead_.push_back(r.exit().tgid);
   }
-  const auto exiting = [this](int32_t tgid) {
+  const auto tell_if_exiting = [this](int32_t tgid) {
     if (std::find(exits_ahead_.begin(), exits_ahead_.end(), tgid) != exits_ahead_.end()) {
       namer_->ProcessExited(tgid);
     }
@@ -60,7 +60,7 @@ void StackSampleWriter::Write(absl::Span<const bpf::Record> records) {
   for (const bpf::Record& r : records) {
     if (r.type == RS_EV_STACK_BLOCKED) {
       const rs_stack_blocked& b = r.stack_blocked();
-      exiting(b.tgid);
+      tell_if_exiting(b.tgid);
       const bpf::StackFrames f = bpf::FramesOf(b, b.h.size);
       const uint64_t callstack = CallstackOf(f.kernel, f.user, b.tgid);
       if (callstack == 0) continue;  // Counted (stacks_unreadable; the kernel's losses).
@@ -68,7 +68,7 @@ void StackSampleWriter::Write(absl::Span<const bpf::Record> records) {
                           b.weight_ns, callstack});
     } else if (r.type == RS_EV_STACK_CPU_SAMPLE && config_.cpu_hz > 0) {
       const rs_stack_cpu_sample& c = r.stack_cpu_sample();
-      exiting(c.tgid);
+      tell_if_exiting(c.tgid);
       const bpf::StackFrames f = bpf::FramesOf(c, c.h.size);
       const uint64_t callstack = CallstackOf(f.kernel, f.user, c.tgid);
       if (callstack == 0) continue;
@@ -83,7 +83,8 @@ void StackSampleWriter::Write(absl::Span<const bpf::Record> records) {
       namer_->ProcessExeced(r.exec().tgid);
     } else if (r.type == RS_EV_PROCESS_EXIT && r.exit().group_dead) {
       namer_->ProcessExited(r.exit().tgid);  // For its stacks in other CPUs' batches.
-      exits_ahead_.erase(std::find(exits_ahead_.begin(), exits_ahead_.end(), r.exit().tgid));
+      auto ahead = std::find(exits_ahead_.begin(), exits_ahead_.end(), r.exit().tgid);
+      if (ahead != exits_ahead_.end()) exits_ahead_.erase(ahead);
     }
   }
   // What the samples refer to reaches the store before they reach a chunk.

@@ -110,7 +110,10 @@ class StackSampleWriter {
   StackSampleWriter(Config config, TraceWriter* writer, DescriptorTracker* tracker,
                     FrameNamer* namer);
 
-  // Writes the blocked-stack records among `records` (others are skipped).
+  // Writes the stack records among `records` (blocked stacks, and CPU
+  // samples when cpu_hz is set), and tells the namer of the forks, execs
+  // and exits among them in the order of the stacks around them. Other
+  // records are skipped.
   void Write(absl::Span<const bpf::Record> records);
   void Flush() { writer_->Flush(); }
   const Stats& stats() const { return stats_; }
@@ -208,7 +211,8 @@ class StackSampleWriter {
     uint64_t callstack;
   };
   std::vector<Sample> samples_;
-  // The processes whose exit the rest of the batch holds, once per exit.
+  // The processes whose exit the rest of the batch holds, once per exit (a
+  // member, to keep its capacity from batch to batch).
   std::vector<int32_t> exits_ahead_;
 };
 

@@ -35,7 +35,7 @@ UserFrame UserSymbolizer::Symbolize(pid_t pid, uint64_t pc, Position position) {
     space = ReadMaps(pid, process, /*own=*/false);
   }
   const MapsEntry* entry = space->maps.Find(pc);
-  if (entry == nullptr && position == Position::kInnermost && !process->exited &&
+  if (entry == nullptr && position == Position::kInnermost && !exited_.contains(pid) &&
       (space->read_from != pid ||
        std::chrono::steady_clock::now() - space->read_at >= options_.min_maps_refresh)) {
     space = ReadMaps(pid, process, /*own=*/true);  // a library loaded since the last read
@@ -163,8 +163,8 @@ UserSymbolizer::AddressSpace* UserSymbolizer::ReadMaps(pid_t pid, ProcessState* 
   // (microseconds, for every short-lived process whose stack is read after
   // its exit), nor a read of another process's that took its id.
   absl::StatusOr<ProcessMaps> maps =
-      process->exited ? absl::NotFoundError(absl::StrCat("process ", pid, " exited"))
-                      : ProcessMaps::Read(options_.proc_root, pid);
+      exited_.contains(pid) ? absl::NotFoundError(absl::StrCat("process ", pid, " exited"))
+                            : ProcessMaps::Read(options_.proc_root, pid);
   space->readable = maps.ok();
   if (!maps.ok()) {
     ++stats_.maps_unreadable;
@@ -264,18 +264,21 @@ bool UserSymbolizer::LoadFile(pid_t pid, const MapsEntry& entry, MappingState* s
   return added;
 }
 
-void UserSymbolizer::ProcessExited(pid_t pid) { Process(pid).exited = true; }
+void UserSymbolizer::ProcessExited(pid_t pid) { exited_.insert(pid); }
 
 void UserSymbolizer::ForgetProcess(pid_t pid) {
+  exited_.erase(pid);
   auto it = processes_.find(pid);
   if (it == processes_.end()) return;
   Erase(it);
 }
 
 size_t UserSymbolizer::memory_bytes() const {
-  // The table's empty slots, beside what process_bytes_ counts.
+  // The table's empty slots, beside what process_bytes_ counts, and the
+  // exited processes' ids.
   return sizeof(*this) + cache_.memory_bytes() +
-         (processes_.capacity() - processes_.size()) * kProcessBytes + process_bytes_;
+         (processes_.capacity() - processes_.size()) * kProcessBytes + process_bytes_ +
+         exited_.capacity() * (sizeof(pid_t) + 1);
 }
 
 }  // namespace ringside::agent

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "agent/symbols/internal/elf_cache.h"
 #include "agent/symbols/process_maps.h"
@@ -84,7 +85,8 @@ struct UserSymbolizerStats {
   // Symbol tables larger than the whole cache: left unnamed.
   uint64_t tables_over_budget = 0;
   // Reads of a process's maps. One of a process known to have exited
-  // (ProcessExited) is not tried, and counts as read and unreadable.
+  // (ProcessExited) is not tried, and counts in both maps_reads and
+  // maps_unreadable, as the failed read it replaces did.
   uint64_t maps_reads = 0;
   uint64_t maps_unreadable = 0;  // process gone, or no PTRACE_MODE_READ
   uint64_t cache_evictions = 0;
@@ -219,7 +221,6 @@ class UserSymbolizer {
   struct ProcessState {
     std::shared_ptr<AddressSpace> space;
     uint64_t last_used = 0;  // uses_ at its last Symbolize() or fork.
-    bool exited = false;     // ProcessExited: its maps are not read.
   };
 
   // A process's slot in processes_, and a space's allocation (the
@@ -249,6 +250,11 @@ class UserSymbolizer {
   const Options options_;
   internal::ElfCache cache_;
   absl::flat_hash_map<pid_t, ProcessState> processes_;
+  // ProcessExited's, until ForgetProcess: a set apart from processes_, so
+  // that an exit read before the process's fork (another CPU's records)
+  // leaves the fork free to share the parent's space, and an exit costs no
+  // state of its own.
+  absl::flat_hash_set<pid_t> exited_;
   size_t spaces_ = 0;  // Distinct spaces the processes hold.
   uint64_t last_space_id_ = 0;
   // The spaces' `bytes`, and kProcessBytes a process.

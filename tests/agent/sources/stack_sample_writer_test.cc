@@ -387,21 +387,24 @@ TEST_F(StackSampleWriterTest, TheNamerHearsOfAnExitBeforeTheStacksItFollows) {
   exit.pid = 300;
   exit.group_dead = 1;
   Words first = Record(1'000, 300, kNoStack, 1, 0), second = Record(2'000, 300, kNoStack, 1, 0);
-  Words later = Record(4'000, 300, kNoStack, 1, 0);
-  Blocked(first).tgid = Blocked(second).tgid = Blocked(later).tgid = 300;
+  Words after = Record(3'000, 300, kNoStack, 1, 0), later = Record(4'000, 300, kNoStack, 1, 0);
+  Blocked(first).tgid = Blocked(second).tgid = Blocked(after).tgid = Blocked(later).tgid = 300;
   Blocked(first).pid = 301;
   // Other stacks each: a remembered one names no frame.
   second[sizeof(rs_stack_blocked) / 8] = 0x401100;
+  after[sizeof(rs_stack_blocked) / 8] = 0x401180;
   later[sizeof(rs_stack_blocked) / 8] = 0x401200;
-  const std::vector<bpf::Record> batch = {{RS_EV_STACK_BLOCKED, first.data()},
-                                          {RS_EV_PROCESS_EXIT, &thread_exit},
-                                          {RS_EV_PROCESS_EXIT, &other_exit},
-                                          {RS_EV_STACK_BLOCKED, second.data()},
-                                          {RS_EV_PROCESS_EXIT, &exit}};
+  const std::vector<bpf::Record> batch = {
+      {RS_EV_STACK_BLOCKED, first.data()}, {RS_EV_PROCESS_EXIT, &thread_exit},
+      {RS_EV_PROCESS_EXIT, &other_exit},   {RS_EV_STACK_BLOCKED, second.data()},
+      {RS_EV_PROCESS_EXIT, &exit},         {RS_EV_STACK_BLOCKED, after.data()}};
   writer_->Write(batch);
+  // (A stack after the exit in the batch, as a record read out of order
+  // would be, is told nothing more.)
   EXPECT_EQ(namer_.calls,
             (std::vector<std::string>{"exit 300", "user 300 401004 innermost", "exit 400",
-                                      "exit 300", "user 300 401100 innermost", "exit 300"}));
+                                      "exit 300", "user 300 401100 innermost", "exit 300",
+                                      "user 300 401180 innermost"}));
   // The next batch's stacks of it (another CPU's, read later) were told of
   // the exit already; a batch without exits tells nothing.
   namer_.calls.clear();

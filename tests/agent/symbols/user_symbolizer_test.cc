@@ -287,7 +287,7 @@ TEST_F(UserSymbolizerFakeProcTest, AProcessThatIsGoneIsCountedAndForgotten) {
 // A process's stack read after its exit: /proc has no maps of it, or those
 // of a new process that took its id. They are not read, and count as
 // unreadable, until the process is forgotten.
-TEST_F(UserSymbolizerFakeProcTest, AnExitedProcessesMapsAreNotRead) {
+TEST_F(UserSymbolizerFakeProcTest, TheMapsOfAnExitedProcessAreNotRead) {
   WriteMaps("10000-11000 r-xp 00000000 00:00 0 \n");  // another process's, under its id
   UserSymbolizer symbolizer(options_);
   symbolizer.ProcessExited(kPid);
@@ -314,6 +314,30 @@ TEST_F(UserSymbolizerFakeProcTest, WhatWasReadBeforeAnExitStillNamesItsFrames) {
   EXPECT_FALSE(Symbolize(&symbolizer, kPid, 0x20010).has_mapping);
   EXPECT_EQ(symbolizer.stats().maps_reads, 1u);
   EXPECT_EQ(symbolizer.stats().maps_unreadable, 0u);
+}
+
+// Records are read CPU by CPU: a child's exit may be read before its
+// fork. The fork still gives it its parent's maps, which name its frames.
+TEST_F(UserSymbolizerFakeProcTest, AnExitReadBeforeItsForkLeavesTheChildItsParentsMaps) {
+  WriteMaps("10000-11000 r-xp 00000000 00:00 0 \n");
+  UserSymbolizer symbolizer(options_);
+  EXPECT_TRUE(Symbolize(&symbolizer, kPid, 0x10010).has_mapping);
+  symbolizer.ProcessExited(5001);
+  symbolizer.ProcessForked(kPid, 5001);
+  EXPECT_EQ(Symbolize(&symbolizer, 5001, 0x10020).rel_pc, 0x20u);
+  EXPECT_EQ(symbolizer.stats().maps_reads, 1u);
+  symbolizer.ForgetProcess(5001);
+  EXPECT_EQ(symbolizer.process_count(), 1u);
+  // Maps its family shares, unread when the child exited: not read from
+  // it, but from one of the family still there, for every one of them.
+  UserSymbolizer family(options_);
+  family.ProcessForked(kPid, 5002);
+  family.ProcessExited(5002);
+  EXPECT_FALSE(Symbolize(&family, 5002, 0x10020).has_mapping);
+  EXPECT_EQ(family.stats().maps_unreadable, 1u);
+  EXPECT_TRUE(Symbolize(&family, kPid, 0x10020).has_mapping);
+  EXPECT_TRUE(Symbolize(&family, 5002, 0x10030).has_mapping);
+  EXPECT_EQ(family.stats().maps_reads, 2u);
 }
 
 TEST_F(UserSymbolizerFakeProcTest, ForgetProcessDropsItsMaps) {
