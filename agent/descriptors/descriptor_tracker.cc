@@ -75,12 +75,12 @@ void DescriptorTracker::PutProcess(int32_t pid, const Process& p) {
   for (const std::string& arg : p.cmdline) out->add_cmdline(arg);
   SetCgroupOfProcess(p.cgroup_id, p.cgroup_path, out);
   SetPodNamesOfProcess(p.pod, out);
-  const Update::Op op = p.exit_ts != 0 ? Update::Op::kPutEnded : Update::Op::kPut;
+  const bool ended = p.exit_ts != 0;
   const uint64_t id = static_cast<uint64_t>(pid);
   if (std::optional<trace::TracePacket> labels = PodLabelsPacket(packet.timestamp(), *out)) {
-    queue_.push_back(Update{Kind::kProcessLabels, id, op, labels->SerializeAsString()});
+    updates_.Put(Kind::kProcessLabels, id, ended, labels->SerializeAsString());
   }
-  queue_.push_back(Update{Kind::kProcess, id, op, packet.SerializeAsString()});
+  updates_.Put(Kind::kProcess, id, ended, packet.SerializeAsString());
   pod_names_waiting_.Described(pid, *out, p.cgroup_path, p.exit_ts != 0, packet.timestamp());
 }
 
@@ -92,9 +92,8 @@ void DescriptorTracker::PutThread(int32_t tid, const Thread& t) {
   out->set_tid(tid);
   out->set_tgid(t.tgid);
   out->set_name(t.name);
-  queue_.push_back(Update{Kind::kThread, static_cast<uint64_t>(tid),
-                          t.exit_ts != 0 ? Update::Op::kPutEnded : Update::Op::kPut,
-                          packet.SerializeAsString()});
+  updates_.Put(Kind::kThread, static_cast<uint64_t>(tid), t.exit_ts != 0,
+               packet.SerializeAsString());
 }
 
 int32_t DescriptorTracker::TgidOf(int32_t tid) const {
@@ -276,7 +275,7 @@ void DescriptorTracker::ExitLocked(uint64_t ts, int32_t tid, int32_t tgid, int g
       if (t->name.empty()) t->name = std::string(comm);  // Else: its rename's.
       PutThread(tid, *t);
     }
-    queue_.push_back(Update{Kind::kThread, static_cast<uint64_t>(tid), Update::Op::kEnd, {}});
+    updates_.End(Kind::kThread, static_cast<uint64_t>(tid));
     RememberExit(/*process=*/false, tid, ts);
   }
   const bool process_ended = group_dead > 0 || (group_dead < 0 && tid == tgid);
@@ -286,9 +285,8 @@ void DescriptorTracker::ExitLocked(uint64_t ts, int32_t tid, int32_t tgid, int g
       p->cmdline.emplace_back(comm);
       PutProcess(tgid, *p);
     }
-    queue_.push_back(Update{Kind::kProcess, static_cast<uint64_t>(tgid), Update::Op::kEnd, {}});
-    queue_.push_back(
-        Update{Kind::kProcessLabels, static_cast<uint64_t>(tgid), Update::Op::kEnd, {}});
+    updates_.End(Kind::kProcess, static_cast<uint64_t>(tgid));
+    updates_.End(Kind::kProcessLabels, static_cast<uint64_t>(tgid));
     pod_names_waiting_.Ended(tgid);
     RememberExit(/*process=*/true, tgid, ts);
   }
@@ -376,14 +374,13 @@ void DescriptorTracker::PutInterned(uint16_t producer, uint16_t writer, uint32_t
                                     std::string packet) {
   const uint64_t id = buffer::DurableStore::InternedId(producer, writer, entry);
   absl::MutexLock lock(&mu_);
-  queue_.push_back(
-      Update{buffer::DurableStore::Kind::kInterned, id, Update::Op::kPut, std::move(packet)});
+  updates_.Put(Kind::kInterned, id, /*ended=*/false, std::move(packet));
 }
 
 void DescriptorTracker::EndInterned(uint16_t producer, uint16_t writer, uint32_t entry) {
   const uint64_t id = buffer::DurableStore::InternedId(producer, writer, entry);
   absl::MutexLock lock(&mu_);
-  queue_.push_back(Update{buffer::DurableStore::Kind::kInterned, id, Update::Op::kEnd, {}});
+  updates_.End(Kind::kInterned, id);
 }
 
 void DescriptorTracker::RefreshPodNames(uint64_t now_ns) {
@@ -412,24 +409,15 @@ size_t DescriptorTracker::pod_names_waiting_for_testing() const {
 }
 
 void DescriptorTracker::ApplyTo(buffer::DurableStore* store) {
-  std::vector<Update> updates;
+  DescriptorUpdates::Batch batch;
   {
     absl::MutexLock lock(&mu_);
-    updates.swap(queue_);
+    batch = updates_.Take();
   }
-  for (const Update& u : updates) {
-    switch (u.op) {
-      case Update::Op::kPut:
-        store->Put(u.kind, u.id, u.packet);
-        break;
-      case Update::Op::kPutEnded:
-        store->PutEnded(u.kind, u.id, u.packet);
-        break;
-      case Update::Op::kEnd:
-        store->MarkEnded(u.kind, u.id);
-        break;
-    }
-  }
+  // Outside the lock, the packets' memory freed too.
+  DescriptorUpdates::Apply(store, &batch);
+  absl::MutexLock lock(&mu_);
+  updates_.GiveBack(std::move(batch));
 }
 
 size_t DescriptorTracker::remembered_exits_for_testing() const {

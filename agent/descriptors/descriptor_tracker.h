@@ -14,6 +14,7 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/descriptors/cgroup_path_cache.h"
+#include "agent/descriptors/descriptor_updates.h"
 #include "agent/descriptors/kubernetes_names.h"
 #include "agent/descriptors/pod_names_waitlist.h"
 #include "buffer/durable_store.h"
@@ -204,16 +205,10 @@ class DescriptorTracker {
   };
   CgroupOfTask CgroupAtExec(int32_t tid, uint64_t cgroup_id) ABSL_LOCKS_EXCLUDED(mu_);
 
-  struct Update {
-    buffer::DurableStore::Kind kind;
-    uint64_t id;
-    enum class Op : uint8_t { kPut, kPutEnded, kEnd } op;
-    std::string packet;
-  };
   CgroupLookup cgroup_lookup_;  // Set once, in the constructor.
   mutable absl::Mutex mu_;
   CgroupPathCache cgroup_paths_ ABSL_GUARDED_BY(mu_){kMaxRememberedCgroups};
-  std::vector<Update> queue_ ABSL_GUARDED_BY(mu_);
+  DescriptorUpdates updates_ ABSL_GUARDED_BY(mu_);
   // Live tasks, and the ones that exited while remembered. Nodes, not
   // flat slots: the tables grow with every new pid until exits are
   // forgotten (up to kMaxRememberedExits), and growing a flat table moved

@@ -464,6 +464,26 @@ TEST(DescriptorTrackerTest, ChangedOnlyHandsOutEachUpdateOnce) {
   EXPECT_EQ(n.processes.size(), 0u);
 }
 
+// The owner's passes reuse the queue's memory: each pass applies what was
+// reported since the last one, and nothing twice, whether the queue was
+// short or longer than what is kept.
+TEST(DescriptorTrackerTest, EachPassAppliesWhatCameSinceTheLastOne) {
+  buffer::DurableStore store(64 << 20, 64 << 20);
+  DescriptorTracker t;
+  t.Seed(Scan());
+  Descriptors(t, store, true);
+  int32_t pid = 1000;
+  for (size_t forks : {size_t{3}, DescriptorUpdates::kMaxKept, size_t{5}, size_t{2}}) {
+    const int32_t first = pid;
+    for (size_t i = 0; i < forks; i++, pid++) t.OnFork(200 + pid, 50, 50, pid, pid, "sh");
+    const Named n = Descriptors(t, store, true);
+    EXPECT_EQ(n.processes.size(), forks);
+    EXPECT_EQ(n.threads.size(), forks);
+    EXPECT_EQ(n.processes.begin()->first, first);
+    EXPECT_EQ(n.processes.rbegin()->first, pid - 1);
+  }
+}
+
 // A containerd container's cgroup, as the fake /proc of the tests below has
 // it: pid 80's cgroup, id 4242.
 constexpr char kContainerId[] = "3f4b1c2d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f809";
