@@ -36,9 +36,6 @@
 namespace ringside::agent {
 namespace {
 
-// How often the session's notices are logged.
-constexpr absl::Duration kNoticePeriod = absl::Seconds(1);
-
 // A start step slower than this is logged as soon as it ends.
 constexpr absl::Duration kSlowStartStep = absl::Seconds(2);
 
@@ -189,6 +186,7 @@ absl::StatusOr<std::unique_ptr<AgentService>> AgentService::Start(Options option
       TracingSession::Create(config, &s->kernel_reports_);
   if (!session.ok()) return session.status();
   s->session_ = std::move(*session);
+  s->session_->SetAttentionHook([service = s.get()] { service->Wake(); });
   times.Step("sources loaded");
   const absl::Status started = s->stream_.sink != nullptr
                                    ? s->session_->StartIntoFiles(s->stream_.sink)
@@ -315,14 +313,14 @@ std::string AgentService::ServeUntilStopped(int signal_fd) {
       HealthTick();
       next_health = now + options_.health_period;
     }
-    boot_ring_.Tick();
+    const absl::Time next_mark = boot_ring_.Tick();
     const absl::Time next_snapshot = TakeDueSnapshots();
-    // What the session noticed (a full disk under the stream) reaches the
-    // log within a second.
+    // What the session noticed (a full disk under the stream): it wakes
+    // this loop through wake_fd_ (its attention hook), so this sleeps
+    // until something is due rather than looking every second.
     LogSessionNotices();
-    const absl::Time next_notices = absl::Now() + kNoticePeriod;
     const absl::Duration wait =
-        std::min({next_health, next_watchdog, next_snapshot, next_notices}) - absl::Now();
+        std::min({next_health, next_watchdog, next_snapshot, next_mark}) - absl::Now();
     pollfd fds[3] = {
         {signal_fd, POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
     const int n =

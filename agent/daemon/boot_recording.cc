@@ -188,11 +188,13 @@ void BootRing::FillStatus(control::StatusReply* reply) const {
   }
 }
 
-void BootRing::Tick() {
+absl::Time BootRing::Tick() {
+  if (recorder_ == nullptr) return absl::InfiniteFuture();
   const absl::Time now = absl::Now();
-  if (recorder_ == nullptr || now < next_mark_) return;
+  if (now < next_mark_) return next_mark_;
   (void)recorder_->Mark();
   next_mark_ = now + absl::Seconds(1);
+  return next_mark_;
 }
 
 }  // namespace ringside::agent

@@ -45,8 +45,8 @@ void FillBootInstanceStatus(const BootRecorder::Report& report, control::StatusR
 // snapshot of the earlier boot's events it found (SessionSnapshot::
 // OfPreviousBoot, "<host>-<time of its last event>-previous-boot.pftrace",
 // handed to the snapshot writer once there is one), and its marker written
-// again every second (Tick, from the agent's loop, which wakes at least
-// that often), so that the ring holds a recent one whatever it overwrote.
+// again every second (Tick, from the agent's loop, which wakes when Tick
+// says), so that the ring holds a recent one whatever it overwrote.
 //
 // Start, QueueSnapshot and Tick on the agent's main thread; Written on the
 // snapshot writer's; FillStatus on any.
@@ -58,7 +58,9 @@ class BootRing {
   // A snapshot was written or failed: the earlier boot's outcome, if it
   // is that one's.
   void Written(const SnapshotWriter::Result& result);
-  void Tick();
+  // Writes the marker when it is due; returns when it is due next
+  // (absl::InfiniteFuture() without a boot ring).
+  absl::Time Tick();
   void FillStatus(control::StatusReply* reply) const;
 
  private:

@@ -40,8 +40,9 @@ SessionStream::SessionStream(SessionBuffers* buffers, TraceSink* sink, RotatingS
 absl::Status SessionStream::Write(const std::string& bytes) {
   if (absl::Status st = sink_->Write(bytes); !st.ok()) return st;
   if (rotating_ == nullptr && max_file_size_bytes_ > 0 &&
-      sink_->bytes_written() >= max_file_size_bytes_) {
-    file_limit_reached_.store(true);
+      sink_->bytes_written() >= max_file_size_bytes_ && !file_limit_reached_.exchange(true) &&
+      hooks_.limit_reached) {
+    hooks_.limit_reached();
   }
   return absl::OkStatus();
 }

@@ -43,6 +43,8 @@ class SessionStream {
     std::function<std::vector<SourceStats>()> source_stats;
     // Tells what went wrong, or right again (TracingSession::TakeNotices).
     std::function<void(std::string message)> notice;
+    // file_limit_reached() turned true (optional).
+    std::function<void()> limit_reached;
   };
 
   // Streams `buffers` into `sink`, whose bytes are framed packets of

@@ -62,6 +62,9 @@ absl::Status TracingSession::StartWith(TraceSink* stream, RotatingSink* rotating
     hooks.preamble = [this](std::string* out) { AppendPreamble(out, /*fresh_scan=*/true); };
     hooks.source_stats = [this] { return CollectSourceStats(); };
     hooks.notice = [this](std::string message) { Notice(std::move(message)); };
+    hooks.limit_reached = [this] {
+      if (attention_) attention_();
+    };
     stream_ = std::make_unique<SessionStream>(buffers_.get(), stream, rotating,
                                               config_.max_file_size_bytes(), machine_.id,
                                               std::move(hooks));
@@ -147,8 +150,11 @@ absl::Status TracingSession::ReadBuffers(TraceSink* sink) {
 }
 
 void TracingSession::Notice(std::string message) {
-  absl::MutexLock lock(&notices_mu_);
-  notices_.push_back(std::move(message));
+  {
+    absl::MutexLock lock(&notices_mu_);
+    notices_.push_back(std::move(message));
+  }
+  if (attention_) attention_();
 }
 
 std::vector<std::string> TracingSession::TakeNotices() {

@@ -2,6 +2,7 @@
 #define RINGSIDE_AGENT_SESSION_TRACING_SESSION_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -201,6 +202,12 @@ class TracingSession {
   // What went wrong (and right again) while recording, e.g. a full disk
   // under a streaming file, since the last call.
   std::vector<std::string> TakeNotices();
+  // Called, from whichever thread, when the session has something for
+  // whoever waits on it: a notice to take, or file_limit_reached() turned
+  // true. So the waiter sleeps until then instead of looking every few
+  // hundred milliseconds. Set before Start(); it must neither block nor
+  // call the session.
+  void SetAttentionHook(std::function<void()> hook) { attention_ = std::move(hook); }
 
  private:
   explicit TracingSession(config::TraceConfig config) : config_(std::move(config)) {}
@@ -255,6 +262,7 @@ class TracingSession {
 
   absl::Mutex notices_mu_;
   std::vector<std::string> notices_ ABSL_GUARDED_BY(notices_mu_);
+  std::function<void()> attention_;  // Set before Start(), then read only.
 
   int64_t start_boottime_ns_ = 0;
   trace::TracePacket start_clocks_;

@@ -69,6 +69,7 @@ class SessionStreamTest : public testing::Test {
     };
     hooks.source_stats = [] { return std::vector<SourceStats>{}; };
     hooks.notice = [this](std::string message) { notices_.push_back(std::move(message)); };
+    hooks.limit_reached = [this] { limits_reached_++; };
     return std::make_unique<SessionStream>(buffers_.get(), sink, rotating, max_bytes, 0,
                                            std::move(hooks));
   }
@@ -90,6 +91,7 @@ class SessionStreamTest : public testing::Test {
   uint64_t last_ts_ = 0;
   int64_t preambles_ = 0;
   std::vector<std::string> notices_;
+  int limits_reached_ = 0;
 };
 
 // The data packets' timestamps and the kinds of the stream's own packets
@@ -126,15 +128,22 @@ TEST_F(SessionStreamTest, EachWriteAppendsWhatTheBuffersGotSinceTheLast) {
   EXPECT_TRUE(notices_.empty());
 }
 
+// ...and tells its session once, so that `ringside record` (asleep until
+// something is due) stops at once.
 TEST_F(SessionStreamTest, AFileNotCutIntoPiecesSaysWhenItReachedItsLimit) {
   StringSink sink;
   auto stream = Stream(&sink, nullptr, /*max_bytes=*/1000);
   Record(5);
   stream->WriteIntoFile();
   EXPECT_FALSE(stream->file_limit_reached());
+  EXPECT_EQ(limits_reached_, 0);
   Record(5);
   stream->WriteIntoFile();
   EXPECT_TRUE(stream->file_limit_reached());
+  EXPECT_EQ(limits_reached_, 1);
+  Record(5);
+  stream->WriteIntoFile();
+  EXPECT_EQ(limits_reached_, 1);
 }
 
 // A full disk loses nothing read from the buffers: what could not be
