@@ -1,11 +1,13 @@
 #!/bin/bash
 # Where `ringside record` spends its CPU while a workload runs: each of its
-# threads' CPU time (the scheduler's schedstat, in microseconds) and page
-# faults over each of RUNS runs of the workload in one recording, so that the
-# first run (which pays for warming up: the trace buffer's first pass, the
-# first reads of each binary's symbols and of new processes) reads beside
-# the next ones (what a running agent pays). bench-peers gives the totals
-# against perf; this says which thread and whether it is warm-up.
+# threads' CPU time (the scheduler's schedstat, in microseconds), page
+# faults and times on the CPU (oncpu: its wake-ups; on the 2-CPU PVM guest
+# of development 50-100 us each, even for a thread that then does nothing)
+# over each of RUNS runs of the workload in one recording, so that the first
+# run (which pays for warming up: the trace buffer's first pass, the first
+# reads of each binary's symbols and of new processes) reads beside the next
+# ones (what a running agent pays). bench-peers gives the totals against
+# perf; this says which thread and whether it is warm-up.
 #
 #   WL=pipe   perf bench sched pipe -l LOOPS (200000)
 #   WL=mixed  hackbench -g 4 -l 1000, then 500 x fork+exec of /bin/true
@@ -65,11 +67,12 @@ for ((i = 0; i < 600; i++)); do
 done
 [ -e "$dir/ready" ] || { cat "$dir/log" >&2; die "ringside record did not start"; }
 
-# One line per thread: tid, name, minor faults, CPU ns.
+# One line per thread: tid, name, minor faults, CPU ns, times it got the
+# CPU (schedstat's third field: its wake-ups, and its preemptions).
 snapshot() {
   local t
   for t in /proc/"$recorder"/task/*; do
-    echo "${t##*/} $(cat "$t/comm") $(awk '{print $10}' "$t/stat") $(cut -d' ' -f1 "$t/schedstat")"
+    echo "${t##*/} $(cat "$t/comm") $(awk '{print $10}' "$t/stat") $(awk '{print $1, $3}' "$t/schedstat")"
   done 2> /dev/null
 }
 workload() {
@@ -97,14 +100,15 @@ wait "$recorder" || true
 recorder=
 grep -o '[0-9]* events kept.*' "$dir/log" | head -1 || true
 
-echo "run  thread           cpu_us   faults  ($WL, $RUNS runs in one recording)"
+echo "run  thread           cpu_us   faults   oncpu  ($WL, $RUNS runs in one recording)"
 for ((r = 1; r <= RUNS; r++)); do
   # Joined on the thread id: a thread that started during the run counts
   # from 0, one that ended is left out (and said so).
   awk -v r="$r" '
-    FNR == NR { f0[$1] = $3; c0[$1] = $4; next }
-    { cpu = ($4 - c0[$1]) / 1000; f = $3 - f0[$1]; seen[$1] = 1; t += cpu; tf += f
-      printf "%-4d %-16s %7d  %7d%s\n", r, $2, cpu, f, ($1 in c0) ? "" : "  (new)" }
+    FNR == NR { f0[$1] = $3; c0[$1] = $4; n0[$1] = $5; next }
+    { cpu = ($4 - c0[$1]) / 1000; f = $3 - f0[$1]; n = $5 - n0[$1]; seen[$1] = 1
+      t += cpu; tf += f; tn += n
+      printf "%-4d %-16s %7d  %7d %7d%s\n", r, $2, cpu, f, n, ($1 in c0) ? "" : "  (new)" }
     END { for (tid in c0) if (!(tid in seen)) printf "%-4d thread %s ended during the run\n", r, tid
-          printf "%-4d %-16s %7d  %7d\n", r, "total", t, tf }' "$dir/s$((r - 1))" "$dir/s$r"
+          printf "%-4d %-16s %7d  %7d %7d\n", r, "total", t, tf, tn }' "$dir/s$((r - 1))" "$dir/s$r"
 done
