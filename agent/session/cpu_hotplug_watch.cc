@@ -39,21 +39,28 @@ std::optional<std::set<int>> ParseCpuList(absl::string_view text_untrusted) {
 }
 
 CpuHotplugWatch::CpuHotplugWatch(std::string online_path) : online_path_(std::move(online_path)) {
-  online_ = Read();
+  if (ReadText()) online_ = ParseCpuList(text_);
 }
 
-std::optional<std::set<int>> CpuHotplugWatch::Read() const {
-  const base::ScopedFd fd(open(online_path_.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return std::nullopt;
+bool CpuHotplugWatch::ReadText() {
+  if (!fd_.valid()) fd_.reset(open(online_path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd_.valid()) return false;
   char buf[4096];
-  const ssize_t n = read(fd.get(), buf, sizeof(buf));
-  if (n < 0 || static_cast<size_t>(n) == sizeof(buf)) return std::nullopt;
-  return ParseCpuList(absl::string_view(buf, static_cast<size_t>(n)));
+  const ssize_t n = pread(fd_.get(), buf, sizeof(buf), 0);
+  if (n < 0 || static_cast<size_t>(n) == sizeof(buf)) {
+    fd_.reset();  // Opened again next time.
+    text_.clear();
+    return false;
+  }
+  text_.assign(buf, static_cast<size_t>(n));
+  return true;
 }
 
 std::vector<std::string> CpuHotplugWatch::Poll() {
-  std::optional<std::set<int>> now = Read();
   std::vector<std::string> lines;
+  const std::string before = text_;
+  if (!ReadText() || (online_.has_value() && text_ == before)) return lines;
+  std::optional<std::set<int>> now = ParseCpuList(text_);
   if (!now.has_value()) return lines;
   if (online_.has_value()) {
     for (int cpu : *online_) {
