@@ -168,7 +168,9 @@ class AgentService : public ControlHandler, private ConfigReloader::Target {
   std::unique_ptr<SnapshotWriter> snapshots_;
   std::unique_ptr<ControlServer> control_;
   base::ScopedFd stop_fd_;  // eventfd: a stop request from the control thread.
-  base::ScopedFd wake_fd_;  // eventfd: a delayed snapshot was queued.
+  // eventfd: a delayed snapshot was queued, or the session has a notice
+  // (its attention hook).
+  base::ScopedFd wake_fd_;
   std::atomic<bool> stopping_{false};
   // output_group resolved at start (a change needs a restart).
   std::optional<gid_t> output_group_;

@@ -414,8 +414,10 @@ void DescriptorTracker::ApplyTo(buffer::DurableStore* store) {
     absl::MutexLock lock(&mu_);
     batch = updates_.Take();
   }
-  // Outside the lock, the packets' memory freed too.
+  // Outside the lock, the packets' memory freed too; and a block too large
+  // to keep, as this returns.
   DescriptorUpdates::Apply(store, &batch);
+  if (batch.capacity() > DescriptorUpdates::kMaxKept) return;
   absl::MutexLock lock(&mu_);
   updates_.GiveBack(std::move(batch));
 }

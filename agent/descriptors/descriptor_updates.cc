@@ -6,11 +6,11 @@ namespace ringside::agent {
 
 void DescriptorUpdates::Put(Kind kind, uint64_t id, bool ended, std::string packet) {
   queue_.push_back(
-      Update{kind, id, ended ? Update::Op::kPutEnded : Update::Op::kPut, std::move(packet)});
+      Update{kind, ended ? Update::Op::kPutEnded : Update::Op::kPut, id, std::move(packet)});
 }
 
 void DescriptorUpdates::End(Kind kind, uint64_t id) {
-  queue_.push_back(Update{kind, id, Update::Op::kEnd, {}});
+  queue_.push_back(Update{kind, Update::Op::kEnd, id, {}});
 }
 
 DescriptorUpdates::Batch DescriptorUpdates::Take() {

@@ -15,10 +15,11 @@ namespace ringside::agent {
 // ApplyTo). Not thread-safe: the tracker's lock guards it, and a batch
 // taken out is applied outside that lock.
 //
-// The memory of a batch applied is the queue's again (up to kMaxKept
-// updates, ~0.5 MiB): a queue grown from nothing after each of the owner's
-// passes was 8% of the BPF reader's profile in hackbench and fork+exec
-// (the moves of each growth, and fresh pages).
+// The memory of a batch applied is the queue's again: the queue and the
+// batch take turns in two blocks of up to kMaxKept updates (48 bytes each:
+// at most 0.75 MiB kept in all). A queue grown from nothing after each of
+// the owner's passes was 8% of the BPF reader's profile in hackbench and
+// fork+exec (the moves of each growth, and fresh pages).
 class DescriptorUpdates {
  public:
   using Kind = buffer::DurableStore::Kind;
@@ -26,10 +27,11 @@ class DescriptorUpdates {
 
   struct Update {
     Kind kind;
-    uint64_t id;
     enum class Op : uint8_t { kPut, kPutEnded, kEnd } op;
+    uint64_t id;
     std::string packet;  // A TracePacket's bytes (kEnd: none).
   };
+  static_assert(sizeof(Kind) == 1, "kind and op share a word with padding");
   using Batch = std::vector<Update>;
 
   // The entry `id` of `kind` is `packet` from now on; `ended`: and its

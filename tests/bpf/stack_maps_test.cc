@@ -119,7 +119,8 @@ TEST(StackMapsTest, AThreadThatSleepsLeavesItsStacksAndItsTimeOffTheCpu) {
     ASSERT_GE(b.user.size(), 1u);
     for (uint64_t ip : b.user) EXPECT_LT(ip, kKernelHalf) << std::hex << ip;
   }
-  EXPECT_EQ(long_sleeps, 5) << blocked.size()
+  // At least: a thread's start or exit stalled as long would add one.
+  EXPECT_GE(long_sleeps, 5) << blocked.size()
                             << " records of the thread, off the CPU (ms):" << off_cpu_ms;
   // Nothing was lost on the way.
   for (const std::vector<uint64_t>& kind : source->stacks().losses_per_cpu()) {
@@ -154,7 +155,8 @@ TEST(StackMapsTest, ShortBlocksAreSampledAndWeighThePeriod) {
   const StackMaps::Unsampled unsampled = source->stacks().unsampled();
   source->Detach();
   // A 100 us sleep stalled past the period (a loaded TCG guest) is long
-  // too, and weighs its own length; the 30 ms ones are those past 15 ms.
+  // too, and weighs its own length; the 30 ms ones are among those past
+  // 15 ms (all five, and a rare short one stalled as long).
   int long_blocks = 0, short_blocks = 0;
   for (const Blocked& b : blocked) {
     if (b.record.off_cpu_ns >= kPeriod) {
@@ -165,7 +167,7 @@ TEST(StackMapsTest, ShortBlocksAreSampledAndWeighThePeriod) {
       EXPECT_EQ(b.record.weight_ns, kPeriod);
     }
   }
-  EXPECT_EQ(long_blocks, 5);
+  EXPECT_GE(long_blocks, 5);
   // 2,000 blocks of 100-200 us sampled at 1-2% each: about 20-40 of them;
   // far fewer than all, and not none.
   EXPECT_GT(short_blocks, 0);

@@ -105,8 +105,10 @@ TEST(DurableBufferTest, EveryPidResolvesAfterTheRingWrapsTwentyTimes) {
   const Result on = RecordScenario(1024);
   EXPECT_GE(on.wraps, 20u);
   // What the ring still holds at the end: the last tens (512 KiB) or
-  // hundreds (2 MiB) of them.
-  EXPECT_GT(on.sched_pids, ringside::testing::TestSize(20u, 50u));
+  // hundreds (2 MiB) of them. Fewer on a loaded machine, where the storm
+  // fills more of the window: 41-58 alone here, 17 once beside make test's
+  // other shards.
+  EXPECT_GT(on.sched_pids, ringside::testing::TestSize(10u, 50u));
   EXPECT_EQ(on.unresolved, 0u) << "of " << on.sched_pids;
   const auto& d = on.stats.ringside_durable_buffer();
   EXPECT_EQ(d.capacity(), 1024u * 1024);
