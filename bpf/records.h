@@ -66,7 +66,7 @@ class RecordBatch {
   // a view's size.
   size_t Decode(absl::Span<const RecordView> views);
 
-  absl::Span<const Record> records() const { return records_; }
+  absl::Span<const Record> records() const { return absl::MakeConstSpan(records_.data(), count_); }
   // How many of them are incidents (OOM kill, fatal signal, core dump, stall):
   // rare, so a reader that only wants those skips most batches whole.
   size_t incidents() const { return incidents_; }
@@ -79,7 +79,10 @@ class RecordBatch {
   }
 
  private:
-  std::vector<Record> records_;
+  size_t DecodeCopying(absl::Span<const RecordView> views);
+
+  std::vector<Record> records_;  // The first count_; grown, never shrunk.
+  size_t count_ = 0;
   size_t incidents_ = 0;
   uint32_t types_ = 0;           // Bit t: a record of type t.
   std::vector<uint64_t> arena_;  // 8-byte words: every record layout's alignment.

@@ -126,6 +126,43 @@ TEST(RecordsTest, ABatchCountsItsIncidentsAndTheNextDecodeStartsAfresh) {
   EXPECT_EQ(batch.incidents(), 2u);
   EXPECT_EQ(batch.Decode(absl::Span<const RecordView>(views, 1)), 0u);
   EXPECT_EQ(batch.incidents(), 0u);
+  ASSERT_EQ(batch.records().size(), 1u);  // None of the larger batch's records stays.
+  EXPECT_EQ(batch.records()[0].type, static_cast<uint32_t>(RS_EV_SCHED_SWITCH));
+}
+
+// A view that is not aligned (never one from a ring) sends the whole batch
+// down the copying path, whatever came before it in the batch: the records
+// before it that were already taken are taken once, in order, and the
+// malformed ones still refused.
+TEST(RecordsTest, AnUnalignedViewAfterOthersDecodesTheBatchAsAWhole) {
+  rs_fatal_signal crash{};
+  crash.h.type = RS_EV_FATAL_SIGNAL;
+  crash.h.size = sizeof(crash);
+  rs_sched_switch bad = Switch();
+  bad.h.size = 3;
+  rs_sched_switch last = Switch();
+  last.h.ts_ns = 55;
+  const std::vector<uint8_t> bc = Bytes(crash), bb = Bytes(bad), bs = Bytes(Switch());
+  std::vector<uint64_t> words(sizeof(last) / 8 + 2);
+  uint8_t* unaligned = reinterpret_cast<uint8_t*>(words.data()) + 4;
+  std::memcpy(unaligned, &last, sizeof(last));
+  alignas(8) const uint8_t eight_bytes[8] = {};
+  const RecordView views[] = {ViewOf(bc),
+                              ViewOf(bb),
+                              {eight_bytes, sizeof(eight_bytes)},
+                              ViewOf(bs),
+                              {unaligned, sizeof(last)}};
+  RecordBatch batch;
+  EXPECT_EQ(batch.Decode(views), 2u);
+  ASSERT_EQ(batch.records().size(), 3u);
+  EXPECT_EQ(batch.records()[0].type, static_cast<uint32_t>(RS_EV_FATAL_SIGNAL));
+  EXPECT_EQ(batch.records()[0].data, static_cast<const void*>(bc.data()));
+  EXPECT_EQ(batch.records()[1].data, static_cast<const void*>(bs.data()));
+  EXPECT_EQ(batch.records()[2].sched_switch().h.ts_ns, 55u);
+  EXPECT_EQ(batch.incidents(), 1u);
+  EXPECT_TRUE(batch.HasAnyOf({RS_EV_FATAL_SIGNAL}));
+  EXPECT_TRUE(batch.HasAnyOf({RS_EV_SCHED_SWITCH}));
+  EXPECT_FALSE(batch.HasAnyOf({RS_EV_OOM_KILL}));
 }
 
 // The kinds a batch holds, for readers that skip the batches without theirs.
