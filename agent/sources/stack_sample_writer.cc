@@ -120,11 +120,11 @@ uint64_t StackSampleWriter::CallstackOf(absl::Span<const uint64_t> kernel,
   }
   // A user address means something in its address space only; a kernel
   // one anywhere. A stack is remembered for its space when each of its
-  // user frames was named with a function, else for its process in that
-  // space alone (another process of the space may name what this one could
-  // not). The space is asked again after naming: reading the process's
-  // maps anew gives its addresses a new meaning, under which they were
-  // named.
+  // user frames was named as far as its file allows (a function, or
+  // Frame::final_name), else for its process in that space alone (another
+  // process of the space may name what this one could not). The space is
+  // asked again after naming: reading the process's maps anew gives its
+  // addresses a new meaning, under which they were named.
   const uint64_t space_before = user.empty() ? 0 : namer_->UserSpace(tgid);
   const uint32_t process = user.empty() ? 0 : static_cast<uint32_t>(tgid) + 1;
   if (space_before != 0) {
@@ -241,17 +241,20 @@ void StackSampleWriter::InternStack(absl::Span<const uint64_t> ips, bool user, i
     }
     named_[i] = namer_->User(tgid, ip, i == 0);
   }
-  // Outermost first. Only a frame named with a function is remembered: one
-  // without may be named through another process of the space, or once
-  // its maps are read again.
+  // Outermost first. Only a frame named as far as its file allows is
+  // remembered (a function, or none in a file that was read: a stripped
+  // binary's, which would otherwise be named again at every sample, 7 us
+  // each beside hackbench): one without may be named through another
+  // process of the space, or once its maps are read again.
   for (size_t i = ips.size(); i > 0; i--) {
     uint64_t iid = cached_[i - 1];
     if (iid == 0) {
       const FrameNamer::Frame& f = named_[i - 1];
       iid = InternFrame(f, false);
-      if (f.function.empty()) user_named_whole_ = false;
+      const bool final_name = !f.function.empty() || f.final_name;
+      if (!final_name) user_named_whole_ = false;
       const uint64_t space = namer_->UserSpace(tgid);
-      if (space != 0 && !f.function.empty()) {
+      if (space != 0 && final_name) {
         user_by_ip_.try_emplace({space, i - 1 == 0 ? ips[0] : ips[i - 1] - 1}, iid);
       }
     }

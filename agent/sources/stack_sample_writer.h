@@ -29,6 +29,12 @@ class FrameNamer {
     uint64_t offset = 0;
     uint64_t load_bias = 0;
     uint64_t rel_pc = 0;
+    // Named as far as its file allows: the file was read, so `function`
+    // stays what it is (empty: no symbol there, a stripped binary) for as
+    // long as UserSpace() gives the same value (UserFrame::file_read). False
+    // where another process of the space may still read the file, or the
+    // mapping is anonymous.
+    bool final_name = false;
   };
   virtual ~FrameNamer() = default;
   virtual Frame Kernel(uint64_t ip) = 0;
@@ -45,8 +51,8 @@ class FrameNamer {
   virtual void ProcessExited(int32_t) {}
   // What `tgid`'s addresses mean now: while it gives the same non-zero
   // value (for any process), User() gives an address the same frame
-  // wherever it names a function, so the writer names it once. 0: name
-  // each time.
+  // wherever it names a function or says Frame::final_name, so the writer
+  // names it once. 0: name each time.
   virtual uint64_t UserSpace(int32_t) const { return 0; }
   // Process `tgid` exited: what is kept of it can go.
   virtual void ForgetProcess(int32_t) {}
@@ -179,15 +185,17 @@ class StackSampleWriter {
     bool is_switch = false;
   };
   absl::flat_hash_map<uint64_t, KernelFrame> kernel_by_ip_;
-  // User addresses (return addresses less 1) named with a function this
-  // generation, by FrameNamer::UserSpace(): their frame iid. Processes
-  // forked from one another share a space, so a new process's stacks
-  // are named without the namer; at most kMaxUserFrames, then cleared.
+  // User addresses (return addresses less 1) named as far as their files
+  // allow (a function, or Frame::final_name) this generation, by
+  // FrameNamer::UserSpace(): their frame iid. Processes forked from one
+  // another share a space, so a new process's stacks are named without the
+  // namer; at most kMaxUserFrames, then cleared.
   absl::flat_hash_map<std::pair<uint64_t, uint64_t>, uint64_t> user_by_ip_;
   static constexpr size_t kMaxUserFrames = 1 << 16;
   std::vector<FrameNamer::Frame> named_;  // Scratch: a stack's frames, named.
   std::vector<uint64_t> cached_;          // Scratch: their iids where known (else 0).
-  bool user_named_whole_ = false;  // The last user stack interned had a function in every frame.
+  // The last user stack interned was named as far as its files allow.
+  bool user_named_whole_ = false;
   uint64_t next_iid_ = 1;
   // The heap the tables' keys hold past their inline bytes.
   size_t key_bytes_ = 0;

@@ -78,6 +78,7 @@ class SystemFrameNamer : public FrameNamer {
     f.end = u.mapping.end;
     f.offset = u.mapping.pgoff;
     f.load_bias = u.mapping.load_bias;
+    f.final_name = u.file_read;
     return f;
   }
 

@@ -62,6 +62,7 @@ UserFrame UserSymbolizer::Symbolize(pid_t pid, uint64_t pc, Position position) {
     ++stats_.frames_unnamed;
     return frame;
   }
+  frame.file_read = true;
   NameFrame(*file, space->mappings[index].handle, &frame);
   return frame;
 }

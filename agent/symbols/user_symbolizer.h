@@ -68,6 +68,14 @@ struct UserFrame {
   // from the exact ELF address (the PT_LOAD holding the file offset).
   absl::string_view function_name;
   uint64_t function_offset = 0;
+  // The mapping's file was read: function_name is what this address is
+  // named while the process maps what it maps now (empty: the file has no
+  // symbol there, as in a stripped binary). One exception: files of one
+  // build id share their symbol table, so a stripped copy read first names
+  // an unstripped one's frames too, without names (their build id and
+  // rel_pc still name them offline). False for an anonymous mapping or a
+  // file that could not be read (yet).
+  bool file_read = false;
 };
 
 // What UserSymbolizer did, for the trace's stats. Every Symbolize() call
@@ -178,7 +186,7 @@ class UserSymbolizer {
 
   // What `pid`'s addresses mean now: while two calls (for any pids) give
   // the same non-zero value, Symbolize() names an address alike for both,
-  // wherever it names a function. Each read of a space's maps, and each
+  // wherever it names a function or says file_read. Each read of a space's maps, and each
   // exec, gives a new value; none is used twice. 0: `pid` is not known.
   // For callers that keep what Symbolize() named.
   uint64_t SpaceId(pid_t pid) const;

@@ -40,6 +40,12 @@ class FakeNamer : public FrameNamer {
   std::map<uint64_t, std::string> kernel;
   std::map<uint64_t, std::string> user;
   uint64_t user_offset = 0;  // The user mapping's offset in its file.
+  // Whether "/usr/bin/prog" was read: its unnamed frames are then final
+  // (a stripped binary's), else they may be named later.
+  bool file_read = false;
+  // Addresses (as User() is asked them) whose file could not be read,
+  // whatever file_read says.
+  std::set<uint64_t> unread;
   Frame Kernel(uint64_t ip) override {
     kernel_calls++;
     Frame f;
@@ -58,6 +64,7 @@ class FakeNamer : public FrameNamer {
     f.offset = user_offset;
     f.rel_pc = ip - f.start + user_offset;
     f.function = Find(user, ip);
+    f.final_name = file_read && !unread.contains(ip);
     return f;
   }
   void ProcessForked(int32_t parent_tgid, int32_t child_tgid) override {
@@ -485,6 +492,74 @@ TEST_F(StackSampleWriterTest, UserFramesAreNamedOncePerAddressSpace) {
   ASSERT_EQ(callstacks.size(), 1u);
   EXPECT_EQ(callstacks.begin()->size(), 4u);
   EXPECT_EQ(writer_->stats().blocked_samples, 53u);
+}
+
+// A stripped binary's frames have no function, and never will while the
+// space maps what it does: once its file was read, they are named once a
+// space like the others, and a stack of them is remembered for the whole
+// space (hackbench's workers: each such frame was otherwise named again at
+// every sample).
+TEST_F(StackSampleWriterTest, AStrippedFilesFramesAreNamedOncePerAddressSpace) {
+  namer_.kernel = {{0xff40, "pipe_read"}};
+  namer_.user = {{0x401000, "worker"}};
+  namer_.file_read = true;
+  stacks_[7] = {0xff44};
+  stacks_[9] = {0x401004, 0x403001, 0x403101};  // Two frames without a name.
+  for (int32_t tgid = 1000; tgid < 1020; tgid++) namer_.spaces[tgid] = 77;
+  MakeWriter();
+  std::vector<Words> records;
+  for (int32_t tgid = 1000; tgid < 1020; tgid++) {
+    records.push_back(Record(5'000 + tgid, tgid, 7, 9, 1000));
+    Blocked(records.back()).tgid = tgid;
+  }
+  WriteBatch(records);
+  EXPECT_EQ(namer_.UserCallsOf(1000), 3u);  // The space's first: every frame.
+  for (int32_t tgid = 1001; tgid < 1020; tgid++) {
+    EXPECT_EQ(namer_.UserCallsOf(tgid), 0u) << tgid << ": the stack is the space's already";
+  }
+  // The frames keep what Perfetto needs to name them later: the file's
+  // build id and their rel_pc, under one callstack of three user frames.
+  const std::set<std::vector<uint64_t>> callstacks = CallstacksInFile();
+  ASSERT_EQ(callstacks.size(), 1u);
+  EXPECT_EQ(callstacks.begin()->size(), 4u);
+  EXPECT_EQ(writer_->stats().frames_unnamed, 2u);
+  EXPECT_EQ(writer_->stats().blocked_samples, 20u);
+  // Another stack through the same stripped frames, from another innermost
+  // frame: only that one is named.
+  stacks_[11] = {0x401002, 0x403001, 0x403101};
+  records = {Record(8'000, 1005, 7, 11, 1000)};
+  Blocked(records.back()).tgid = 1005;
+  WriteBatch(records);
+  EXPECT_EQ(namer_.UserCallsOf(1005), 1u);
+}
+
+// A frame whose file could not be read stays to be named by each process
+// (another may read the file), beside stripped frames named once a space:
+// such a stack is remembered for its process alone.
+TEST_F(StackSampleWriterTest, AFrameOfAFileNotReadIsNamedByEachProcessOfTheSpace) {
+  namer_.kernel = {{0xff40, "pipe_read"}};
+  namer_.user = {{0x401000, "worker"}};
+  namer_.file_read = true;
+  namer_.unread = {0x405000};  // The caller 0x405001's call.
+  stacks_[7] = {0xff44};
+  stacks_[9] = {0x401004, 0x403001, 0x405001};
+  for (int32_t tgid = 1000; tgid < 1010; tgid++) namer_.spaces[tgid] = 77;
+  MakeWriter();
+  std::vector<Words> records;
+  for (int32_t tgid = 1000; tgid < 1010; tgid++) {
+    records.push_back(Record(5'000 + tgid, tgid, 7, 9, 1000));
+    Blocked(records.back()).tgid = tgid;
+  }
+  WriteBatch(records);
+  EXPECT_EQ(namer_.UserCallsOf(1000), 3u);
+  for (int32_t tgid = 1001; tgid < 1010; tgid++) {
+    EXPECT_EQ(namer_.UserCallsOf(tgid), 1u) << tgid << ": only the frame of the unread file";
+  }
+  // Its own stack again: remembered for the process.
+  records = {Record(9'000, 1003, 7, 9, 1000)};
+  Blocked(records.back()).tgid = 1003;
+  WriteBatch(records);
+  EXPECT_EQ(namer_.UserCallsOf(1003), 1u);
 }
 
 // The proof of "interned data survives the ring": a small ring that wraps

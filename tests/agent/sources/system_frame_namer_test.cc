@@ -29,6 +29,14 @@ TEST(SystemFrameNamerTest, InTheHostsPidNamespaceUserFramesAreNamed) {
   const FrameNamer::Frame f = namer->User(getpid(), AddressToName(), true);
   EXPECT_EQ(f.function, "ringside::agent::(anonymous namespace)::FunctionToName(int)");
   EXPECT_NE(f.mapping, "");
+  EXPECT_TRUE(f.final_name);  // Its file was read.
+  // An address of this thread's stack: mapped, but no file to read.
+  int on_the_stack = 0;
+  const FrameNamer::Frame stack =
+      namer->User(getpid(), reinterpret_cast<uint64_t>(&on_the_stack), false);
+  EXPECT_NE(stack.end, 0u);  // In a mapping: [stack].
+  EXPECT_EQ(stack.function, "");
+  EXPECT_FALSE(stack.final_name);
 }
 
 // The agent's own binary is read as the namer is set up, not at the first

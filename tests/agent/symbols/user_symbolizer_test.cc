@@ -186,6 +186,8 @@ TEST_F(UserSymbolizerFakeProcTest, AStrippedFileGivesBuildIdAndRelPcButNoName) {
       Symbolize(&symbolizer, kPid, kBase + target.value - probe.mapping.load_bias);
   ASSERT_TRUE(frame.has_mapping);
   EXPECT_EQ(frame.function_name, "");
+  // The file was read: reading it again would name its frames no better.
+  EXPECT_TRUE(frame.file_read);
   EXPECT_EQ(frame.rel_pc, target.value);
   EXPECT_EQ(frame.mapping.build_id_hex, testing::ReadelfBuildId(dir_.Path("tiny")));
   EXPECT_FALSE(frame.mapping.build_id_hex.empty());
@@ -224,6 +226,7 @@ TEST_F(UserSymbolizerFakeProcTest, UnreadableFilesAreCountedAndLeftUnnamed) {
     EXPECT_EQ(frame.function_name, "") << std::hex << pc;
     EXPECT_EQ(frame.mapping.build_id, "") << std::hex << pc;
     EXPECT_EQ(frame.rel_pc, 0x10u) << std::hex << pc;
+    EXPECT_FALSE(frame.file_read) << std::hex << pc;  // Another process may read it.
   }
   // A second frame in a mapping found unreadable does not try again.
   Symbolize(&symbolizer, kPid, 0x10020);
@@ -243,6 +246,8 @@ TEST_F(UserSymbolizerFakeProcTest, SpecialAndAnonymousMappingsAreUnnamed) {
   const UserFrame jit = Symbolize(&symbolizer, kPid, 0x20010);
   EXPECT_TRUE(jit.has_mapping);
   EXPECT_EQ(jit.mapping.path, "");
+  EXPECT_FALSE(vdso.file_read);
+  EXPECT_FALSE(jit.file_read);  // JIT code may be another function later.
   EXPECT_EQ(symbolizer.stats().frames_unnamed, 2u);
   EXPECT_EQ(symbolizer.stats().mappings_unreadable, 0u);
 }
