@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/config/config_loader.h"
@@ -225,6 +228,69 @@ TEST(TracingSessionTest, AStreamGetsThePreambleAtStartAndOnlyTheTrailerAtTheEnd)
   EXPECT_EQ(stats, 1);
   EXPECT_GT(stream.data().size(), start_bytes);
   EXPECT_TRUE(whole.packet(whole.packet_size() - 1).service_event().tracing_disabled());
+}
+
+// A sink that refuses every write while `full` is set, as a full disk does.
+class FullDiskSink : public TraceSink {
+ public:
+  absl::Status Write(absl::string_view packets) override {
+    if (full.load()) return absl::ResourceExhaustedError("writing out.pftrace: no space left");
+    absl::MutexLock lock(&mu_);
+    bytes_ += packets.size();
+    return absl::OkStatus();
+  }
+  absl::Status Finish() override { return absl::OkStatus(); }
+  const std::string& display_name() const override { return name_; }
+  uint64_t bytes_written() const override {
+    absl::MutexLock lock(&mu_);
+    return bytes_;
+  }
+  std::atomic<bool> full{false};
+
+ private:
+  const std::string name_ = "out.pftrace";
+  mutable absl::Mutex mu_;
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Whoever waits on the session (`ringside record`'s and the agent's main
+// threads) sleeps until the attention hook wakes it: a write that fails,
+// and the write that works again, each call it once, with the notice to
+// take.
+TEST(TracingSessionTest, EachNoticeCallsTheAttentionHookOnce) {
+  config::TraceConfig cfg = BuffersOnly(true);
+  cfg.set_write_into_file(true);
+  cfg.set_file_write_period_ms(50);
+  // Packets in the ring every 50 ms, for the stream to write.
+  cfg.mutable_builtin_data_sources()->set_snapshot_interval_ms(50);
+  absl::StatusOr<std::unique_ptr<TracingSession>> s = TracingSession::Create(cfg);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::atomic<int> calls{0};
+  (*s)->SetAttentionHook([&calls] { calls++; });
+  FullDiskSink sink;
+  ASSERT_TRUE((*s)->Start(&sink).ok());
+  EXPECT_EQ(calls.load(), 0);
+  sink.full = true;
+  // Up to 10 s on a loaded machine for the first failed write.
+  for (int tries = 0; tries < 200 && calls.load() == 0; tries++) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_EQ(calls.load(), 1);
+  std::vector<std::string> notices = (*s)->TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(notices[0], "no space left")) << notices[0];
+  // The writes that keep failing say nothing more.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(calls.load(), 1);
+  sink.full = false;
+  for (int tries = 0; tries < 200 && calls.load() == 1; tries++) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(calls.load(), 2);
+  notices = (*s)->TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_TRUE(absl::StrContains(notices[0], "again")) << notices[0];
+  ASSERT_TRUE((*s)->Stop().ok());
 }
 
 TEST(TracingSessionTest, WhatTheWriterAddsJoinsTheSnapshotsOneTraceStatsPacket) {
