@@ -186,9 +186,9 @@ class UserSymbolizer {
 
   // What `pid`'s addresses mean now: while two calls (for any pids) give
   // the same non-zero value, Symbolize() names an address alike for both,
-  // wherever it names a function or says file_read. Each read of a space's maps, and each
-  // exec, gives a new value; none is used twice. 0: `pid` is not known.
-  // For callers that keep what Symbolize() named.
+  // wherever it names a function or says file_read. Each read of a space's
+  // maps, and each exec, gives a new value; none is used twice. 0: `pid` is
+  // not known. For callers that keep what Symbolize() named.
   uint64_t SpaceId(pid_t pid) const;
 
   const UserSymbolizerStats& stats() const { return stats_; }
