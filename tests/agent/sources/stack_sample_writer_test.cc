@@ -126,6 +126,16 @@ class StackSampleWriterTest : public ::testing::Test {
   static rs_stack_blocked& Blocked(Words& w) {
     return *reinterpret_cast<rs_stack_blocked*>(w.data());
   }
+  // A blocked sample of each process from `first` to `last` (each its own
+  // only thread), on kernel stack 7 and user stack `user`, at `ts` + tgid.
+  std::vector<Words> BlockedInEach(int32_t first, int32_t last, int32_t user, uint64_t ts) {
+    std::vector<Words> records;
+    for (int32_t tgid = first; tgid <= last; tgid++) {
+      records.push_back(Record(ts + static_cast<uint64_t>(tgid), tgid, 7, user, 1000));
+      Blocked(records.back()).tgid = tgid;
+    }
+    return records;
+  }
   Words Record(uint64_t ts, int32_t tid, int32_t kernel, int32_t user, uint64_t off_ns) {
     const std::vector<uint64_t> k = FramesOf(kernel), u = FramesOf(user);
     Words w(sizeof(rs_stack_blocked) / 8 + k.size() + u.size(), 0);
@@ -507,12 +517,7 @@ TEST_F(StackSampleWriterTest, AStrippedFilesFramesAreNamedOncePerAddressSpace) {
   stacks_[9] = {0x401004, 0x403001, 0x403101};  // Two frames without a name.
   for (int32_t tgid = 1000; tgid < 1020; tgid++) namer_.spaces[tgid] = 77;
   MakeWriter();
-  std::vector<Words> records;
-  for (int32_t tgid = 1000; tgid < 1020; tgid++) {
-    records.push_back(Record(5'000 + tgid, tgid, 7, 9, 1000));
-    Blocked(records.back()).tgid = tgid;
-  }
-  WriteBatch(records);
+  WriteBatch(BlockedInEach(1000, 1019, 9, 5'000));
   EXPECT_EQ(namer_.UserCallsOf(1000), 3u);  // The space's first: every frame.
   for (int32_t tgid = 1001; tgid < 1020; tgid++) {
     EXPECT_EQ(namer_.UserCallsOf(tgid), 0u) << tgid << ": the stack is the space's already";
@@ -527,9 +532,7 @@ TEST_F(StackSampleWriterTest, AStrippedFilesFramesAreNamedOncePerAddressSpace) {
   // Another stack through the same stripped frames, from another innermost
   // frame: only that one is named.
   stacks_[11] = {0x401002, 0x403001, 0x403101};
-  records = {Record(8'000, 1005, 7, 11, 1000)};
-  Blocked(records.back()).tgid = 1005;
-  WriteBatch(records);
+  WriteBatch(BlockedInEach(1005, 1005, 11, 8'000));
   EXPECT_EQ(namer_.UserCallsOf(1005), 1u);
 }
 
@@ -545,20 +548,13 @@ TEST_F(StackSampleWriterTest, AFrameOfAFileNotReadIsNamedByEachProcessOfTheSpace
   stacks_[9] = {0x401004, 0x403001, 0x405001};
   for (int32_t tgid = 1000; tgid < 1010; tgid++) namer_.spaces[tgid] = 77;
   MakeWriter();
-  std::vector<Words> records;
-  for (int32_t tgid = 1000; tgid < 1010; tgid++) {
-    records.push_back(Record(5'000 + tgid, tgid, 7, 9, 1000));
-    Blocked(records.back()).tgid = tgid;
-  }
-  WriteBatch(records);
+  WriteBatch(BlockedInEach(1000, 1009, 9, 5'000));
   EXPECT_EQ(namer_.UserCallsOf(1000), 3u);
   for (int32_t tgid = 1001; tgid < 1010; tgid++) {
     EXPECT_EQ(namer_.UserCallsOf(tgid), 1u) << tgid << ": only the frame of the unread file";
   }
   // Its own stack again: remembered for the process.
-  records = {Record(9'000, 1003, 7, 9, 1000)};
-  Blocked(records.back()).tgid = 1003;
-  WriteBatch(records);
+  WriteBatch(BlockedInEach(1003, 1003, 9, 9'000));
   EXPECT_EQ(namer_.UserCallsOf(1003), 1u);
 }
 
