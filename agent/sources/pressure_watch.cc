@@ -151,7 +151,8 @@ bool PressureWatch::Arm(Target* t) {
 void PressureWatch::Disarm(Target* t) {
   (void)epoll_ctl(epoll_.epoll.get(), EPOLL_CTL_DEL, t->fd.get(), nullptr);
   t->fd = base::ScopedFd();
-  watching_.fetch_sub(1, std::memory_order_relaxed);
+  // Release: a reader that sees the count drop sees the warning before it.
+  watching_.fetch_sub(1, std::memory_order_release);
 }
 
 void PressureWatch::Fire(Target* t) {
@@ -184,9 +185,11 @@ void PressureWatch::Loop() {
       Target* t = &targets_[events[i].data.u64];
       if (!t->fd.valid()) continue;
       if (events[i].events & EPOLLERR) {
-        // The cgroup was removed: watched again if it comes back.
-        Disarm(t);
+        // The cgroup was removed: watched again if it comes back. Said
+        // before it counts as not watched, so that whoever sees the count
+        // drop (status, a test) finds the reason already there.
         Warn(t, "its cgroup was removed; watched again once it is back");
+        Disarm(t);
         continue;
       }
       if (events[i].events & EPOLLPRI) Fire(t);
@@ -206,7 +209,7 @@ std::vector<std::string> PressureWatch::TakeWarnings() {
 }
 
 PressureWatch::Stats PressureWatch::stats() const {
-  const uint32_t watching = watching_.load(std::memory_order_relaxed);
+  const uint32_t watching = watching_.load(std::memory_order_acquire);
   return {events_.load(std::memory_order_relaxed), watching,
           static_cast<uint32_t>(targets_.size()) - watching};
 }
