@@ -304,6 +304,49 @@ TEST_F(StackSampleWriterTest, AUserMappingGivesItsFileOffsetAsExactOffsetAndStar
   EXPECT_EQ(t.packet(0).interned_data().frames(0).rel_pc(), 0x2004u);
 }
 
+// Processes whose frames the namer names each on its own (no shared
+// space) share what they name alike: one mapping for the same fields, one
+// frame for the same mapping, rel_pc and function. A mapping that differs
+// in one field (here its offset in the file) is another, and its frames
+// are others too.
+TEST_F(StackSampleWriterTest, MappingsAndFramesAreInternedOnceByTheirFields) {
+  namer_.kernel = {{0xff40, "pipe_read"}};
+  namer_.user = {{0x401000, "worker"}, {0x402000, "main"}};
+  stacks_[7] = {0xff48};
+  stacks_[9] = {0x401004, 0x402005};
+  MakeWriter();
+  WriteBatch(BlockedInEach(1000, 1002, 9, 5'000));
+  namer_.user_offset = 0x1000;
+  WriteBatch(BlockedInEach(1003, 1003, 9, 6'000));
+
+  std::string bytes;
+  const trace::Trace t = ReadFile(&bytes);
+  std::map<uint64_t, uint64_t> mapping_offsets;              // By iid.
+  std::map<std::pair<uint64_t, uint64_t>, int> user_frames;  // {mapping, rel_pc}: count.
+  int kernel_frames = 0, callstacks = 0;
+  for (const trace::TracePacket& p : t.packet()) {
+    callstacks += p.interned_data().callstacks_size();
+    for (const trace::Mapping& m : p.interned_data().mappings()) {
+      mapping_offsets[m.iid()] = m.exact_offset();
+    }
+    for (const trace::Frame& f : p.interned_data().frames()) {
+      if (f.kind() == trace::Frame::KIND_KERNEL) {
+        kernel_frames++;
+      } else {
+        user_frames[{f.mapping_id(), f.rel_pc()}]++;
+      }
+    }
+  }
+  EXPECT_EQ(namer_.UserCallsOf(1002), 2u) << "each process named its frames";
+  ASSERT_EQ(mapping_offsets.size(), 3u);  // The kernel's, and the file's at two offsets.
+  EXPECT_EQ(kernel_frames, 1);
+  ASSERT_EQ(user_frames.size(), 4u);  // Two frames at each offset.
+  for (const auto& [frame, count] : user_frames) {
+    EXPECT_EQ(count, 1) << "frame at rel_pc 0x" << std::hex << frame.second << " interned twice";
+  }
+  EXPECT_EQ(callstacks, 2);
+}
+
 // A CPU sample in user mode: its user stack alone, in user mode, weighing
 // one sampling period of the counter cpu_time.
 TEST_F(StackSampleWriterTest, ACpuSampleWeighsOnePeriodOfCpuTime) {
