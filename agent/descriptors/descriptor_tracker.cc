@@ -1,10 +1,12 @@
 #include "agent/descriptors/descriptor_tracker.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_split.h"
 #include "agent/descriptors/cgroup_fs.h"
 #include "agent/descriptors/process_scan.h"
+#include "buffer/wire_format.h"
 
 namespace ringside::agent {
 namespace {
@@ -19,6 +21,29 @@ std::string Basename(std::string_view path) {
 
 std::optional<PodNames> NodePodNamesOfCgroup(const std::string& path) {
   return PodNamesOfCgroup(path, &NodeKubernetesNames());
+}
+
+// The TracePacket {process_tree: `tree`, timestamp: `ts`}, serialized as
+// TracePacket::SerializeAsString() would (fields in their numbers' order),
+// without building the packet around the tree.
+std::string ProcessTreePacket(const trace::ProcessTree& tree, uint64_t ts) {
+  using buffer::WireType;
+  const size_t tree_bytes = tree.ByteSizeLong();
+  uint8_t head[buffer::kMaxTagSize + buffer::kMaxVarIntSize];
+  const uint8_t* head_end =
+      buffer::WriteVarInt(tree_bytes, buffer::WriteTag(trace::TracePacket::kProcessTreeFieldNumber,
+                                                       WireType::kLengthDelimited, head));
+  uint8_t tail[buffer::kMaxTagSize + buffer::kMaxVarIntSize];
+  const uint8_t* tail_end = buffer::WriteVarInt(
+      ts, buffer::WriteTag(trace::TracePacket::kTimestampFieldNumber, WireType::kVarInt, tail));
+  std::string out(
+      static_cast<size_t>(head_end - head) + tree_bytes + static_cast<size_t>(tail_end - tail),
+      '\0');
+  uint8_t* at = reinterpret_cast<uint8_t*>(out.data());
+  std::memcpy(at, head, static_cast<size_t>(head_end - head));
+  at = tree.SerializeWithCachedSizesToArray(at + (head_end - head));
+  std::memcpy(at, tail, static_cast<size_t>(tail_end - tail));
+  return out;
 }
 
 }  // namespace
@@ -65,10 +90,10 @@ Entry* DescriptorTracker::EntryAt(absl::node_hash_map<int32_t, Entry>& map, int3
 }
 
 void DescriptorTracker::PutProcess(int32_t pid, const Process& p) {
-  trace::TracePacket packet;
   // Known by its exit, or by a scheduling event, only.
-  packet.set_timestamp(p.ts != 0 ? p.ts : p.exit_ts != 0 ? p.exit_ts : p.seen_ts);
-  trace::ProcessTree::Process* out = packet.mutable_process_tree()->add_processes();
+  const uint64_t ts = p.ts != 0 ? p.ts : p.exit_ts != 0 ? p.exit_ts : p.seen_ts;
+  process_scratch_.Clear();
+  trace::ProcessTree::Process* out = process_scratch_.add_processes();
   out->set_pid(pid);
   out->set_ppid(p.ppid);
   if (p.uid >= 0) out->set_uid(static_cast<int32_t>(p.uid));
@@ -77,23 +102,23 @@ void DescriptorTracker::PutProcess(int32_t pid, const Process& p) {
   SetPodNamesOfProcess(p.pod, out);
   const bool ended = p.exit_ts != 0;
   const uint64_t id = static_cast<uint64_t>(pid);
-  if (std::optional<trace::TracePacket> labels = PodLabelsPacket(packet.timestamp(), *out)) {
+  if (std::optional<trace::TracePacket> labels = PodLabelsPacket(ts, *out)) {
     updates_.Put(Kind::kProcessLabels, id, ended, labels->SerializeAsString());
   }
-  updates_.Put(Kind::kProcess, id, ended, packet.SerializeAsString());
-  pod_names_waiting_.Described(pid, *out, p.cgroup_path, p.exit_ts != 0, packet.timestamp());
+  updates_.Put(Kind::kProcess, id, ended, ProcessTreePacket(process_scratch_, ts));
+  pod_names_waiting_.Described(pid, *out, p.cgroup_path, p.exit_ts != 0, ts);
 }
 
 void DescriptorTracker::PutThread(int32_t tid, const Thread& t) {
   if (t.tgid == 0) return;  // Its process is not known yet.
-  trace::TracePacket packet;
-  packet.set_timestamp(t.ts != 0 ? t.ts : t.exit_ts != 0 ? t.exit_ts : t.seen_ts);
-  trace::ProcessTree::Thread* out = packet.mutable_process_tree()->add_threads();
+  const uint64_t ts = t.ts != 0 ? t.ts : t.exit_ts != 0 ? t.exit_ts : t.seen_ts;
+  thread_scratch_.Clear();
+  trace::ProcessTree::Thread* out = thread_scratch_.add_threads();
   out->set_tid(tid);
   out->set_tgid(t.tgid);
   out->set_name(t.name);
   updates_.Put(Kind::kThread, static_cast<uint64_t>(tid), t.exit_ts != 0,
-               packet.SerializeAsString());
+               ProcessTreePacket(thread_scratch_, ts));
 }
 
 int32_t DescriptorTracker::TgidOf(int32_t tid) const {

@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "buffer/durable_store.h"
 #include "gtest/gtest.h"
@@ -573,6 +574,55 @@ TEST(DescriptorTrackerTest, AProcessOfAPodCarriesItsKubernetesNamesAndLabels) {
   // Processes outside pods have none.
   EXPECT_FALSE(n.labels.count(50));
   EXPECT_FALSE(n.processes.at(50).has_k8s_pod());
+}
+
+// Each descriptor is a TracePacket as protobuf itself would serialize it,
+// with its own event's time and its own fields only: the tracker fills one
+// message over and over, and a field left from the one before (a pod, a
+// longer command line) would misname a process in every file.
+TEST(DescriptorTrackerTest, EachDescriptorIsACanonicalPacketOfItsOwnFields) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  FakeCgroups fake = ProcessInContainer();
+  fake.pods[kContainerPath] = PodNames{"shop", "web-7d4b9", "nginx"};
+  DescriptorTracker t(fake.Lookup());
+  t.OnExec(210, 80, 80, "/usr/sbin/nginx", std::string_view("nginx\0-g\0daemon off;\0", 22),
+           "nginx", 1, 101, 4242);
+  // Then one outside any cgroup known, of unknown uid and parent.
+  t.OnExec(220, 90, 90, "/bin/true", std::string_view("true\0", 5), "true", -1, -1);
+  t.OnFork(230, 90, 90, 91, 90, "true");
+  t.ApplyTo(&store);
+  std::map<int32_t, uint64_t> process_ts, thread_ts;
+  Named n;
+  store.ForEach([&](buffer::DurableStore::Kind, uint64_t, std::string_view bytes) {
+    trace::TracePacket p;
+    ASSERT_TRUE(p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())));
+    EXPECT_EQ(p.SerializeAsString(), bytes);
+    for (const auto& pr : p.process_tree().processes()) {
+      n.processes[pr.pid()] = pr;
+      process_ts[pr.pid()] = p.timestamp();
+    }
+    for (const auto& th : p.process_tree().threads()) {
+      n.threads[th.tid()] = th;
+      thread_ts[th.tid()] = p.timestamp();
+    }
+  });
+  ASSERT_TRUE(n.processes.count(80) && n.processes.count(90));
+  EXPECT_EQ(process_ts[80], 210u);
+  EXPECT_EQ(n.processes[80].k8s_pod(), "web-7d4b9");
+  EXPECT_EQ(n.processes[80].uid(), 101);
+  const trace::ProcessTree::Process& p = n.processes[90];
+  EXPECT_EQ(process_ts[90], 220u);
+  EXPECT_EQ(std::vector<std::string>(p.cmdline().begin(), p.cmdline().end()),
+            std::vector<std::string>{"true"});
+  EXPECT_FALSE(p.has_uid());
+  EXPECT_FALSE(p.has_cgroup_id() || p.has_cgroup_path() || p.has_container_id());
+  EXPECT_FALSE(p.has_k8s_namespace() || p.has_k8s_pod() || p.has_k8s_container());
+  EXPECT_EQ(p.ppid(), 0);
+  EXPECT_EQ(thread_ts[90], 220u);
+  EXPECT_EQ(n.threads[90].name(), "true");
+  EXPECT_EQ(thread_ts[91], 230u);
+  EXPECT_EQ(n.threads[91].tgid(), 90);
+  EXPECT_EQ(n.threads[91].name(), "true");
 }
 
 // The kubelet names a container (its log's symlink) only after starting it:
