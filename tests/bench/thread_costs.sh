@@ -12,7 +12,9 @@
 #   WL=pipe   perf bench sched pipe -l LOOPS (200000)
 #   WL=mixed  hackbench -g 4 -l 1000, then 500 x fork+exec of /bin/true
 #   WL=forks  FORKS (2000) x fork+exec of /bin/true: what a new process costs
-#   WL=idle   sleep 4
+#   WL=idle   sleep IDLE_SECONDS (4): what the agent costs with no workload,
+#             the part of every run's figure that comes with time, not events
+#             (IDLE_SECONDS=9: the length of a mixed run)
 # ringside on CPU 1 (TRACER_CPU), the workload on CPU 0 (WORKLOAD_CPU), as
 # bench-peers pins them on a 2-CPU machine. Extra arguments go to
 # `ringside record`.
@@ -27,6 +29,7 @@ WL=${WL:-pipe}
 RUNS=${RUNS:-2}
 LOOPS=${LOOPS:-200000}
 FORKS=${FORKS:-2000}
+IDLE_SECONDS=${IDLE_SECONDS:-4}
 TRACER_CPU=${TRACER_CPU:-1}
 WORKLOAD_CPU=${WORKLOAD_CPU:-0}
 
@@ -86,7 +89,7 @@ workload() {
       # shellcheck disable=SC2016  # $0 is bash's
       taskset -c "$WORKLOAD_CPU" bash -c 'for ((i = 0; i < $0; i++)); do /bin/true; done' "$FORKS"
       ;;
-    idle) sleep 4 ;;
+    idle) sleep "$IDLE_SECONDS" ;;
   esac
 }
 
