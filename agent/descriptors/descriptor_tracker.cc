@@ -1,7 +1,6 @@
 #include "agent/descriptors/descriptor_tracker.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_split.h"
 #include "agent/descriptors/cgroup_fs.h"
@@ -27,22 +26,16 @@ std::optional<PodNames> NodePodNamesOfCgroup(const std::string& path) {
 // TracePacket::SerializeAsString() would (fields in their numbers' order),
 // without building the packet around the tree.
 std::string ProcessTreePacket(const trace::ProcessTree& tree, uint64_t ts) {
-  using buffer::WireType;
   const size_t tree_bytes = tree.ByteSizeLong();
-  uint8_t head[buffer::kMaxTagSize + buffer::kMaxVarIntSize];
-  const uint8_t* head_end =
-      buffer::WriteVarInt(tree_bytes, buffer::WriteTag(trace::TracePacket::kProcessTreeFieldNumber,
-                                                       WireType::kLengthDelimited, head));
-  uint8_t tail[buffer::kMaxTagSize + buffer::kMaxVarIntSize];
-  const uint8_t* tail_end = buffer::WriteVarInt(
-      ts, buffer::WriteTag(trace::TracePacket::kTimestampFieldNumber, WireType::kVarInt, tail));
-  std::string out(
-      static_cast<size_t>(head_end - head) + tree_bytes + static_cast<size_t>(tail_end - tail),
-      '\0');
-  uint8_t* at = reinterpret_cast<uint8_t*>(out.data());
-  std::memcpy(at, head, static_cast<size_t>(head_end - head));
-  at = tree.SerializeWithCachedSizesToArray(at + (head_end - head));
-  std::memcpy(at, tail, static_cast<size_t>(tail_end - tail));
+  std::string out;
+  out.reserve(2 * (buffer::kMaxTagSize + buffer::kMaxVarIntSize) + tree_bytes);
+  buffer::AppendTag(trace::TracePacket::kProcessTreeFieldNumber, buffer::WireType::kLengthDelimited,
+                    &out);
+  buffer::AppendVarInt(tree_bytes, &out);
+  const size_t at = out.size();
+  out.resize(at + tree_bytes);
+  tree.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out.data()) + at);
+  buffer::AppendVarIntField(trace::TracePacket::kTimestampFieldNumber, ts, &out);
   return out;
 }
 
