@@ -159,8 +159,28 @@ static __always_inline void* batch_record(struct rs_sched_batch_state* s, __u32 
   return h;
 }
 
+/* Whether the CPU's ring has room now for its batch of `used` bytes (with
+ * the batch's header and the ring's own). */
+static __noinline bool sched_batch_fits_ring(__u32 cpu, __u64 used) {
+  void* ring = bpf_map_lookup_elem(&rings, &cpu);
+  if (!ring) return false;
+  const __u64 record = sizeof(struct rs_event_header) + used + BPF_RINGBUF_HDR_SZ;
+  return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + record <=
+         bpf_ringbuf_query(ring, BPF_RB_RING_SIZE);
+}
+
 /* Adds the record batch_record() gave, sends the batch once another switch
- * would not fit, and gives the batch back. */
+ * would not fit, and gives the batch back.
+ *
+ * A switch to the idle task sends the batch too when the CPU's last idle
+ * lasted RS_SCHED_BATCH_LONG_IDLE_NS (a quiet CPU, likely to idle long
+ * again) and its ring has room. Kept, the batch would wait for user
+ * space's flush (EventSource::Poll): an IPI that wakes the idle CPU (on a
+ * VM, a halted vCPU the hypervisor must run) while the flushing thread
+ * spins until it is done. A busy CPU idles briefly and keeps batching: sent
+ * at its every switch to idle, batches cost BM_VsClock's fork loop ~150 ns
+ * a switch. Without room the batch stays, for the drain that reads the ring
+ * first (EventSource::Drain): sent now, it would be dropped. */
 static __always_inline void commit_batch_record(struct rs_sched_batch_state* s,
                                                 struct rs_event_header* h, __u32 type) {
   const __u32 used = s->used + h->size;
@@ -168,7 +188,19 @@ static __always_inline void commit_batch_record(struct rs_sched_batch_state* s,
   if (type < RS_SCHED_BATCH_TYPES) s->records[type]++;
   const __u32 cpu = h->cpu;
   if (used == h->size && cpu < RS_MAX_CPUS) rs_batch_waiting_slot(cpu) = h->ts_ns;
-  if (used + sizeof(struct rs_sched_switch) > sched_batch_bytes) output_sched_batch(s);
+  bool send = used + sizeof(struct rs_sched_switch) > sched_batch_bytes;
+  /* `type` is a constant where this is inlined: only switches look. */
+  if (type == RS_EV_SCHED_SWITCH) {
+    const struct rs_sched_switch* e = (const struct rs_sched_switch*)h;
+    if (e->prev_pid == 0 && s->idle_at_ns != 0) s->idle_for_ns = h->ts_ns - s->idle_at_ns;
+    if (e->next_pid == 0) {
+      s->idle_at_ns = h->ts_ns;
+      if (!send && s->idle_for_ns >= RS_SCHED_BATCH_LONG_IDLE_NS) {
+        send = sched_batch_fits_ring(cpu, used);
+      }
+    }
+  }
+  if (send) output_sched_batch(s);
   rs_barrier();
   s->busy = 0;
 }

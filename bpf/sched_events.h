@@ -26,6 +26,12 @@ struct rs_sched_switch {
 /* Most bytes of records in one batch: 42 sched_switch records. */
 #define RS_SCHED_BATCH_BYTES 3360
 
+/* A CPU switching to idle sends its batch when its last idle lasted this
+ * long (bpf/sched_batch.bpf.h): a quiet CPU, whose batch would otherwise
+ * likely wait for user space's flush (EventSource::kBatchMaxWaitNs). A busy
+ * CPU idles for less, and keeps batching. */
+#define RS_SCHED_BATCH_LONG_IDLE_NS 10000000ull
+
 /* RS_EV_SCHED_BATCH: this header (its size covers the records that follow,
  * its ts_ns is the first one's), then sched_switch, sched_waking,
  * sched_wakeup_new and sched_migrate_task records of the header's CPU in the
@@ -43,6 +49,8 @@ struct rs_sched_batch_state {
   __u32 used;                          /* Bytes of records in batch.data. */
   __u32 busy;                          /* Set while a program or the flush changes the batch. */
   __u32 records[RS_SCHED_BATCH_TYPES]; /* Per type (index: type) in the batch. */
+  __u64 idle_at_ns;  /* When the CPU last switched to idle (as recorded); 0: not yet. */
+  __u64 idle_for_ns; /* How long its last idle lasted, to the switch out of it. */
   struct rs_sched_batch batch;
 };
 

@@ -717,6 +717,34 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
     CPU_SET(cpu, &set);
     return sched_setaffinity(0, sizeof(set), &set) == 0;
   };
+  // A child of its own process (which the filter leaves out) spins on CPU
+  // 1 throughout, so that this thread's switches there go to it and not to
+  // the idle task: a switch to idle would send the batch (bpf/
+  // sched_batch.bpf.h), and none would wait for the CPU to go offline.
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  struct Spinner {
+    pid_t pid = -1;
+    void Stop() {
+      if (pid <= 0) return;
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+    ~Spinner() { Stop(); }
+  } spinner;
+  spinner.pid = fork();
+  if (spinner.pid == 0) {
+    const char c = pin(1) ? 1 : 0;
+    if (write(ready[1], &c, 1) != 1) _exit(1);
+    for (;;) {
+    }
+  }
+  close(ready[1]);
+  char pinned = 0;
+  ASSERT_EQ(read(ready[0], &pinned, 1), 1);
+  close(ready[0]);
+  ASSERT_EQ(pinned, 1) << "the spinner could not pin itself to CPU 1";
   auto on_cpu1 = [](Collected* c) {
     return [c](uint32_t cpu, absl::Span<const RecordView> records) {
       for (const RecordView& r : records) {
@@ -736,6 +764,8 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
   ASSERT_TRUE(pin(1));
   for (int i = 0; i < 3; i++) usleep(2000);
   ASSERT_TRUE(pin(0));
+  // Gone, its switch to idle is not recorded: neither task is this process.
+  spinner.Stop();
   EXPECT_GE(source->records_waiting(RS_EV_SCHED_SWITCH)[1], 6u);
   uint64_t waiting = 0, offline_at = 0;
   {
@@ -772,6 +802,76 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
   EXPECT_GE(waiting, 6u);
   EXPECT_EQ(kept, waiting);
   EXPECT_EQ(waiting_on_cpu1(), 0u);
+}
+
+// A quiet CPU switching to its idle task sends its batch, its ring having
+// room: nothing would come to fill it soon, and only the reader's flush, an
+// IPI that wakes the idle CPU, would send it later. Quiet: its last idle,
+// from a recorded switch to idle to the switch out of it, lasted
+// RS_SCHED_BATCH_LONG_IDLE_NS. With no flush at all (the rings read here by
+// a reader of their own, not the source's Drain), every batch in the rings
+// is full or ends with a switch to idle, and does where the CPU was quiet.
+TEST(EventSourceTest, AQuietCpuGoingIdleSendsItsBatch) {
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, WithRingSize(8 << 20));
+  ASSERT_EQ(source->sched_batch_bytes(), uint32_t{RS_SCHED_BATCH_BYTES});
+  absl::StatusOr<std::unique_ptr<RingReader>> rings =
+      RingReader::Create(source->ring_fds(), source->ring_size());
+  ASSERT_TRUE(rings.ok()) << rings.status();
+  ASSERT_TRUE(source->Attach().ok());
+  for (int i = 0; i < 15; i++) usleep(20000);  // Idles longer than a quiet CPU's.
+  source->SetRecording(false);
+  // Per CPU, what the programs know (bpf/sched_batch.bpf.h), from the
+  // switches in batches, which are in the order they happened.
+  struct Cpu {
+    uint64_t idle_at = 0, idle_for = 0;
+  };
+  std::map<uint32_t, Cpu> cpus;
+  size_t quiet_sends = 0, full = 0;
+  std::vector<std::string> wrong;
+  (*rings)->Drain([&](uint32_t cpu, absl::Span<const RecordView> records) {
+    Cpu& c = cpus[cpu];
+    for (const RecordView& r : records) {
+      rs_event_header batch;
+      std::memcpy(&batch, r.data, sizeof(batch));
+      if (batch.type != RS_EV_SCHED_BATCH) continue;
+      const auto* bytes = static_cast<const uint8_t*>(r.data);
+      const bool is_full = r.size - sizeof(batch) + sizeof(rs_sched_switch) > RS_SCHED_BATCH_BYTES;
+      full += is_full;
+      bool last_to_idle = false;
+      for (size_t at = sizeof(batch); at + sizeof(rs_event_header) <= r.size;) {
+        rs_event_header h;
+        std::memcpy(&h, bytes + at, sizeof(h));
+        ASSERT_GE(h.size, sizeof(h));
+        ASSERT_LE(at + h.size, r.size);
+        at += h.size;
+        last_to_idle = false;
+        if (h.type != RS_EV_SCHED_SWITCH) continue;
+        rs_sched_switch e;
+        std::memcpy(&e, bytes + at - h.size, sizeof(e));
+        if (e.prev_pid == 0 && c.idle_at != 0) c.idle_for = e.h.ts_ns - c.idle_at;
+        if (e.next_pid != 0) continue;
+        c.idle_at = e.h.ts_ns;
+        last_to_idle = true;
+        if (c.idle_for < RS_SCHED_BATCH_LONG_IDLE_NS) continue;
+        if (at == r.size) {
+          quiet_sends++;
+        } else {
+          wrong.push_back(absl::StrCat("CPU ", cpu, ": a quiet switch to idle at ", e.h.ts_ns,
+                                       " not the last of its batch"));
+        }
+      }
+      if (!is_full && !last_to_idle) {
+        wrong.push_back(absl::StrCat("CPU ", cpu, ": a batch of ", r.size - sizeof(batch),
+                                     " bytes, neither full nor ending with a switch to idle"));
+      }
+    }
+  });
+  source->Detach();
+  EXPECT_TRUE(wrong.empty()) << absl::StrJoin(wrong, "\n");
+  if (quiet_sends == 0) {
+    GTEST_SKIP() << "no CPU idled " << RS_SCHED_BATCH_LONG_IDLE_NS / 1000000
+                 << " ms before a switch to idle (a loaded machine); " << full << " full batches";
+  }
 }
 
 // Batching off (Options::batch_sched): each switch goes to the ring on its
