@@ -717,10 +717,11 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
     CPU_SET(cpu, &set);
     return sched_setaffinity(0, sizeof(set), &set) == 0;
   };
-  // A child of its own process (which the filter leaves out) spins on CPU
-  // 1 throughout, so that this thread's switches there go to it and not to
-  // the idle task: a switch to idle would send the batch (bpf/
-  // sched_batch.bpf.h), and none would wait for the CPU to go offline.
+  // A child process, which the filter leaves out, spins on CPU 1
+  // throughout, so that this thread's switches there go to it and not to
+  // the idle task: a quiet CPU's switch to idle sends its batch
+  // (bpf/sched_batch.bpf.h), and nothing would wait for the CPU to go
+  // offline.
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   struct Spinner {
