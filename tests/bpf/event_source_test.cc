@@ -848,6 +848,7 @@ TEST(EventSourceTest, AQuietCpuGoingIdleSendsItsBatch) {
         last_to_idle = false;
         if (h.type != RS_EV_SCHED_SWITCH) continue;
         rs_sched_switch e;
+        ASSERT_GE(h.size, sizeof(e));
         std::memcpy(&e, bytes + at - h.size, sizeof(e));
         if (e.prev_pid == 0 && c.idle_at != 0) c.idle_for = e.h.ts_ns - c.idle_at;
         if (e.next_pid != 0) continue;
