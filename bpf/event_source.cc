@@ -4,7 +4,6 @@
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/boottime.h"
 #include "bpf/btf_file.h"
 #include "bpf/common_events.h"
 #include "bpf/kernel_tracepoints.h"
@@ -222,19 +222,15 @@ absl::Status EventSource::SetCgroupFilter(const std::vector<uint64_t>& cgroup_id
   return absl::OkStatus();
 }
 
-void EventSource::FlushSchedBatches(uint64_t waited_ns) {
+void EventSource::FlushSchedBatches(uint64_t before_ns) {
   if (!groups_->has_sched() || groups_->sched_batch_bytes() == 0) return;
   const int fd = groups_->sched().flush_sched_batch_fd;
   const __u64* batch_waiting = groups_->sched().batch_waiting;
-  timespec now_ts;
-  clock_gettime(CLOCK_BOOTTIME, &now_ts);
-  const uint64_t now =
-      static_cast<uint64_t>(now_ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now_ts.tv_nsec);
   for (int cpu = 0; cpu < num_cpus_; cpu++) {
     // Written by that CPU's programs as we read: a stale value only moves
     // the flush to the next call.
     const uint64_t since = __atomic_load_n(&batch_waiting[cpu * 8], __ATOMIC_RELAXED);
-    if (since == 0 || (waited_ns != 0 && (since > now || now - since < waited_ns))) continue;
+    if (since == 0 || since >= before_ns) continue;
     // It returns 1 when it interrupted a program adding a record: that
     // lasts a few hundred nanoseconds, so a few tries are plenty. It fails
     // only for an offline CPU, whose batch waits for its return.
@@ -333,18 +329,23 @@ absl::StatusOr<uint64_t> EventSource::Poll(int timeout_ms,
   if (absl::StatusOr<uint64_t> n = reader_->Poll(timeout_ms, unbatching); !n.ok()) {
     return n.status();
   }
-  FlushSchedBatches(kBatchMaxWaitNs);
+  const uint64_t now = base::BoottimeNs();
+  FlushSchedBatches(now > kBatchMaxWaitNs ? now - kBatchMaxWaitNs : 0);
   reader_->Drain(unbatching);
   return handed_out;
 }
 
 uint64_t EventSource::Drain(const RingReader::BatchCallback& callback) {
+  return DrainBefore(UINT64_MAX, callback);
+}
+
+uint64_t EventSource::DrainBefore(uint64_t before_ns, const RingReader::BatchCallback& callback) {
   uint64_t handed_out = 0;
   const RingReader::BatchCallback unbatching = Unbatching(callback, &handed_out);
   // The rings first: a batch sent into a ring still full of unread records
   // would be dropped, and a storm keeps them full until this reads them.
   reader_->Drain(unbatching);
-  FlushSchedBatches();
+  FlushSchedBatches(before_ns);
   reader_->Drain(unbatching);
   return handed_out;
 }

@@ -106,6 +106,12 @@ class EventSource {
   // ones that preceded them (an exec, an incident or a stack before the
   // switches of its last moments; with each group's own object, an exit too).
   uint64_t Drain(const RingReader::BatchCallback& callback);
+  // The same for what the programs recorded before `before_ns`
+  // (CLOCK_BOOTTIME, the records' clock): only the batches holding a record
+  // older than that are sent. One whose oldest record came later holds
+  // nothing it is asked for, and its CPU, often idle, is not interrupted.
+  // Records already in the rings are all handed out, newer ones too.
+  uint64_t DrainBefore(uint64_t before_ns, const RingReader::BatchCallback& callback);
   // The same after waiting up to `timeout_ms` (see RingReader), flushing
   // only the batches whose oldest record waited kBatchMaxWaitNs: a busy CPU
   // fills its batch long before, and an idle machine's CPUs are not
@@ -113,10 +119,12 @@ class EventSource {
   absl::StatusOr<uint64_t> Poll(int timeout_ms, const RingReader::BatchCallback& callback);
   void Wake() { reader_->Wake(); }
   static constexpr uint64_t kBatchMaxWaitNs = 500'000'000;
-  // Sends the batch of each online CPU with records waiting (for at least
-  // `waited_ns`) to its ring: a BPF_PROG_TEST_RUN of flush_sched_batch on
-  // that CPU. A CPU that is offline keeps its batch until it returns.
-  void FlushSchedBatches(uint64_t waited_ns = 0);
+  // Sends the batch of each online CPU with records waiting (the oldest
+  // made before `before_ns`, CLOCK_BOOTTIME) to its ring: a
+  // BPF_PROG_TEST_RUN of flush_sched_batch on that CPU, an IPI to any other
+  // than the caller's. A CPU that is offline keeps its batch until it
+  // returns.
+  void FlushSchedBatches(uint64_t before_ns = UINT64_MAX);
   // Bytes of records per batch; 0 when not batched.
   uint32_t sched_batch_bytes() const { return groups_->sched_batch_bytes(); }
   // Records of a type waiting in each CPU's batch (index: CPU), like

@@ -36,6 +36,7 @@ absl::Status EventSource::SetCgroupFilter(const std::vector<uint64_t>&) {
   return absl::UnavailableError("no BPF in this build");
 }
 uint64_t EventSource::Drain(const RingReader::BatchCallback&) { return 0; }
+uint64_t EventSource::DrainBefore(uint64_t, const RingReader::BatchCallback&) { return 0; }
 absl::StatusOr<uint64_t> EventSource::Poll(int, const RingReader::BatchCallback&) {
   return absl::UnavailableError("no BPF in this build");
 }

@@ -277,7 +277,7 @@ void BpfDataSource::OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> reco
   malformed_.store(bundles_.stats().malformed, std::memory_order_relaxed);
 }
 
-uint64_t BpfDataSource::ReadRings(int timeout_ms) {
+uint64_t BpfDataSource::ReadRings(int timeout_ms, uint64_t batches_before_ns) {
   reader_state_.Check();
   // Processes that exited before the last pass: their stacks recorded
   // before the exit have been read by now (records are read CPU by CPU, so
@@ -303,7 +303,7 @@ uint64_t BpfDataSource::ReadRings(int timeout_ms) {
     // A failed wait is retried next round.
     return source_->Poll(timeout_ms, on_batch).value_or(0);
   }
-  return source_->Drain(on_batch);
+  return source_->DrainBefore(batches_before_ns, on_batch);
 }
 
 void BpfDataSource::ConsumerLoop() {
@@ -333,8 +333,10 @@ void BpfDataSource::ServeFlushRequests() {
   const uint64_t pending = flush_.Pending();
   if (pending == 0) return;
   // A pass begun before the request (the one Wake() cut short may have been
-  // half done) does not cover it: this one starts after it.
-  ReadRings(0);
+  // half done) does not cover it: this one starts after it. A background
+  // request needs what came before it: CPUs whose batches began since are
+  // not interrupted (an IPI to each, every second).
+  ReadRings(0, flush_.PendingBefore());
   for (auto& w : cpu_writers_) w->Flush();
   if (stacks_ != nullptr) stacks_->Flush();
   flush_.Served(pending);

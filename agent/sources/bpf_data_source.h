@@ -25,6 +25,7 @@
 #include "agent/sources/told_tasks.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
+#include "base/boottime.h"
 #include "base/owner_thread.h"
 #include "bpf/event_source.h"
 
@@ -84,7 +85,7 @@ class BpfDataSource : public DataSource {
   // Wakes the consumer thread for a pass over every ring; its writers'
   // chunks are committed after it.
   bool FlushStaging(absl::Duration limit) override;
-  uint64_t RequestStagingPass() override { return flush_.RequestInBackground(); }
+  uint64_t RequestStagingPass() override { return flush_.RequestInBackground(base::BoottimeNs()); }
   bool StagingPassDone(uint64_t n) override { return flush_.IsServed(n); }
 
   uint64_t events_read() const override { return events_.load(std::memory_order_relaxed); }
@@ -151,8 +152,10 @@ class BpfDataSource : public DataSource {
   // Creates the stack writer, or says in stacks_refused_ why not.
   void SetUpStacks(ProducerBuffer* producer);
   // Reads the rings once: waiting up to `timeout_ms` for data, or (0)
-  // reading what is there. Returns how many records it handed out.
-  uint64_t ReadRings(int timeout_ms);
+  // reading what is there and the CPUs' batches holding a record made
+  // before `batches_before_ns` (EventSource::DrainBefore). Returns how many
+  // records it handed out.
+  uint64_t ReadRings(int timeout_ms, uint64_t batches_before_ns = UINT64_MAX);
   // Consumer thread: serves FlushStaging() requests made so far.
   void ServeFlushRequests();
   void OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records);

@@ -67,7 +67,9 @@ class DataSource {
   // for one: not started, or Stop() reads the rest).
   virtual uint64_t RequestStagingPass() { return 0; }
   // Whether the pass of request `n` (non-zero) is done: what the staging
-  // rings held when it was asked for is committed to the ProducerBuffer.
+  // rings held when it was asked for is committed to the ProducerBuffer
+  // (every event made before then; later ones may wait, as a BPF CPU's
+  // batch begun since does, and its idle CPU is not interrupted for it).
   virtual bool StagingPassDone(uint64_t n) { return n == 0; }
 
   // Whether it records the kernel's events (linux.bpf, linux.ftrace), or

@@ -19,6 +19,7 @@
 #include "agent/sources/staging_flush.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
+#include "base/boottime.h"
 #include "base/owner_thread.h"
 #include "base/scoped_fd.h"
 #include "ftrace/cpu_reader.h"
@@ -87,7 +88,7 @@ class FtraceDataSource : public DataSource {
   // read commits its writer's chunk). False at once without a reader thread
   // (reader_thread = false: the caller reads).
   bool FlushStaging(absl::Duration limit) override;
-  uint64_t RequestStagingPass() override { return flush_.RequestInBackground(); }
+  uint64_t RequestStagingPass() override { return flush_.RequestInBackground(base::BoottimeNs()); }
   bool StagingPassDone(uint64_t n) override { return flush_.IsServed(n); }
   // Reads every CPU's kernel buffer once on the calling thread (what the
   // reader thread does each period). REQUIRES: reader_thread = false and

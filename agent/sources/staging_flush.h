@@ -38,9 +38,11 @@ class StagingFlush {
   }
   // Caller: registers a background request and returns its number; 0 when
   // closed. Neither wakes the reader nor counts as urgent.
-  uint64_t RequestInBackground() {
+  // `now_ns`: when it is made (CLOCK_BOOTTIME), for PendingBefore().
+  uint64_t RequestInBackground(uint64_t now_ns) {
     absl::MutexLock lock(&mu_);
     if (closed_) return 0;
+    background_at_ns_ = now_ns;
     return ++requested_;
   }
   // Caller: request `n` is served (never, once closed before it was).
@@ -62,6 +64,14 @@ class StagingFlush {
   uint64_t Pending() {
     absl::MutexLock lock(&mu_);
     return requested_ > served_ ? requested_ : 0;
+  }
+  // Reader: what a pass that serves Pending() must read, as a time: every
+  // record made before it (CLOCK_BOOTTIME). A background request needs
+  // only what came before it was made (the durable store pins what ended
+  // before then); an urgent one waiting asks for everything (UINT64_MAX).
+  uint64_t PendingBefore() {
+    absl::MutexLock lock(&mu_);
+    return urgent_ > served_ ? UINT64_MAX : background_at_ns_;
   }
   // Reader: an urgent request waits (a CPU budget's pause ends for it).
   bool UrgentPending() {
@@ -88,6 +98,7 @@ class StagingFlush {
   uint64_t requested_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t urgent_ ABSL_GUARDED_BY(mu_) = 0;  // The newest urgent request.
   uint64_t served_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t background_at_ns_ ABSL_GUARDED_BY(mu_) = 0;  // The newest background request's.
   bool closed_ ABSL_GUARDED_BY(mu_) = true;
 };
 

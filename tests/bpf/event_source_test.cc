@@ -101,6 +101,89 @@ EventSource::Options WithRingSize(size_t bytes) {
   return options;
 }
 
+bool PinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+// This thread's CPU affinity, restored at the end of the scope.
+class SavedAffinity {
+ public:
+  SavedAffinity() { ok_ = sched_getaffinity(0, sizeof(set_), &set_) == 0; }
+  ~SavedAffinity() {
+    if (ok_) sched_setaffinity(0, sizeof(set_), &set_);
+  }
+
+ private:
+  cpu_set_t set_;
+  bool ok_ = false;
+};
+
+// A child process spinning on one CPU until stopped, so that a test's
+// thread switching there switches to it and not to the idle task: a quiet
+// CPU's switch to idle sends its batch (bpf/sched_batch.bpf.h), and the
+// test wants the batch to wait. A test's tgid filter leaves it out.
+class Spinner {
+ public:
+  explicit Spinner(int cpu) {
+    int ready[2];
+    if (pipe(ready) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      const char c = PinTo(cpu) ? 1 : 0;
+      if (write(ready[1], &c, 1) != 1) _exit(1);
+      for (;;) {
+      }
+    }
+    close(ready[1]);
+    char c = 0;
+    pinned_ = pid_ > 0 && read(ready[0], &c, 1) == 1 && c == 1;
+    close(ready[0]);
+  }
+  ~Spinner() { Stop(); }
+  bool pinned() const { return pinned_; }
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool pinned_ = false;
+};
+
+// A drain callback collecting the records of one CPU into `c`.
+RingReader::BatchCallback OnCpu(uint32_t cpu, Collected* c) {
+  return [cpu, c](uint32_t from, absl::Span<const RecordView> records) {
+    if (from != cpu) return;
+    for (const RecordView& r : records) c->Add(from, r.data, r.size);
+  };
+}
+
+// Scheduling records: what a CPU's batch holds.
+size_t SchedRecords(const Collected& c) {
+  return c.switches.size() + c.wakeups.size() + c.wakeups_new.size() + c.migrations.size();
+}
+uint64_t SchedRecordsWaiting(const EventSource& source, int cpu) {
+  uint64_t n = 0;
+  for (uint32_t type :
+       {RS_EV_SCHED_SWITCH, RS_EV_SCHED_WAKING, RS_EV_SCHED_WAKEUP_NEW, RS_EV_SCHED_MIGRATE}) {
+    n += source.records_waiting(type)[cpu];
+  }
+  return n;
+}
+
+// This test process's records alone, in rings of 1 MiB.
+EventSource::Options OwnRecordsOnly() {
+  EventSource::Options options = WithRingSize(1 << 20);
+  options.filters.tgids = {getpid()};
+  return options;
+}
+
 EventSource::ProgramStats StatsOf(const EventSource& source, const std::string& name) {
   for (const EventSource::ProgramStats& s : source.program_stats()) {
     if (s.name == name) return s;
@@ -600,9 +683,7 @@ TEST(EventSourceTest, TinyRingUnderAStormDropsExactlyWhatIsMissing) {
 // Scheduling records wait in a per-CPU batch until it fills or the
 // consumer drains: a drain hands out the records of a batch far from full.
 TEST(EventSourceTest, ADrainHandsOutTheRecordsStillInTheirBatch) {
-  EventSource::Options options = WithRingSize(1 << 20);
-  options.filters.tgids = {getpid()};  // Only this test's own few records.
-  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, OwnRecordsOnly());  // Only its own few records.
   ASSERT_EQ(source->sched_batch_bytes(), uint32_t{RS_SCHED_BATCH_BYTES});
   ASSERT_TRUE(source->Attach().ok());
   // Out, woken, back in, until three wakeups and six switches came out of
@@ -706,75 +787,26 @@ TEST(EventSourceTest, NoCallbackGetsMoreRecordsThanTheReadersBatch) {
 // drain can reach, until it comes back: then the next drain hands them out.
 TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs two online CPUs";
-  EventSource::Options options = WithRingSize(1 << 20);
-  options.filters.tgids = {getpid()};
-  RINGSIDE_LOAD_BPF_OR_SKIP(source, options);
-  cpu_set_t original;
-  ASSERT_EQ(sched_getaffinity(0, sizeof(original), &original), 0);
-  auto pin = [](int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof(set), &set) == 0;
-  };
-  // A child process, which the filter leaves out, spins on CPU 1
-  // throughout, so that this thread's switches there go to it and not to
-  // the idle task: a quiet CPU's switch to idle sends its batch
-  // (bpf/sched_batch.bpf.h), and nothing would wait for the CPU to go
-  // offline.
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  struct Spinner {
-    pid_t pid = -1;
-    void Stop() {
-      if (pid <= 0) return;
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      pid = -1;
-    }
-    ~Spinner() { Stop(); }
-  } spinner;
-  spinner.pid = fork();
-  if (spinner.pid == 0) {
-    const char c = pin(1) ? 1 : 0;
-    if (write(ready[1], &c, 1) != 1) _exit(1);
-    for (;;) {
-    }
-  }
-  close(ready[1]);
-  char pinned = 0;
-  ASSERT_EQ(read(ready[0], &pinned, 1), 1);
-  close(ready[0]);
-  ASSERT_EQ(pinned, 1) << "the spinner could not pin itself to CPU 1";
-  auto on_cpu1 = [](Collected* c) {
-    return [c](uint32_t cpu, absl::Span<const RecordView> records) {
-      for (const RecordView& r : records) {
-        if (cpu == 1) c->Add(cpu, r.data, r.size);
-      }
-    };
-  };
-  auto waiting_on_cpu1 = [&source] {
-    return source->records_waiting(RS_EV_SCHED_SWITCH)[1] +
-           source->records_waiting(RS_EV_SCHED_WAKING)[1] +
-           source->records_waiting(RS_EV_SCHED_WAKEUP_NEW)[1] +
-           source->records_waiting(RS_EV_SCHED_MIGRATE)[1];
-  };
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, OwnRecordsOnly());
+  const SavedAffinity affinity;
+  // Throughout: without it, nothing would wait for the CPU to go offline.
+  Spinner spinner(1);
+  ASSERT_TRUE(spinner.pinned()) << "the spinner could not pin itself to CPU 1";
+  auto on_cpu1 = [](Collected* c) { return OnCpu(1, c); };
+  auto waiting_on_cpu1 = [&source] { return SchedRecordsWaiting(*source, 1); };
   ASSERT_TRUE(source->Attach().ok());
   // A few switches and wakeups of this thread on CPU 1, fewer than a
   // batch; then off it.
-  ASSERT_TRUE(pin(1));
+  ASSERT_TRUE(PinTo(1));
   for (int i = 0; i < 3; i++) usleep(2000);
-  ASSERT_TRUE(pin(0));
+  ASSERT_TRUE(PinTo(0));
   // Gone, its switch to idle is not recorded: neither task is this process.
   spinner.Stop();
   EXPECT_GE(source->records_waiting(RS_EV_SCHED_SWITCH)[1], 6u);
   uint64_t waiting = 0, offline_at = 0;
   {
     ::ringside::testing::CpuOffline cpu1(1);
-    if (!cpu1.Offline()) {
-      sched_setaffinity(0, sizeof(original), &original);
-      GTEST_SKIP() << "cannot take CPU 1 offline here (no CPU hotplug)";
-    }
+    if (!cpu1.Offline()) GTEST_SKIP() << "cannot take CPU 1 offline here (no CPU hotplug)";
     // Nothing runs on an offline CPU: what waits there is fixed until it
     // returns, and all of it happened before this.
     offline_at = BootNs();
@@ -782,16 +814,13 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
     Collected during;
     source->Drain(on_cpu1(&during));
     // Every scheduling record waits in the batch, the migrations off it too.
-    EXPECT_EQ(during.switches.size() + during.wakeups.size() + during.wakeups_new.size() +
-                  during.migrations.size(),
-              0u);
+    EXPECT_EQ(SchedRecords(during), 0u);
     EXPECT_EQ(waiting_on_cpu1(), waiting);
     ASSERT_TRUE(cpu1.Online());
   }
   source->Detach();  // Nothing new from here; the drain flushes what waits.
   Collected after;
   source->Drain(on_cpu1(&after));
-  sched_setaffinity(0, sizeof(original), &original);
   EXPECT_TRUE(after.errors.empty()) << absl::StrJoin(after.errors, "\n");
   // CPU 1 records again once back (our thread's wakeups may run there):
   // the batch it kept is what happened before it went.
@@ -803,6 +832,45 @@ TEST(EventSourceTest, AnOfflineCpusBatchComesOutWhenItReturns) {
   EXPECT_GE(waiting, 6u);
   EXPECT_EQ(kept, waiting);
   EXPECT_EQ(waiting_on_cpu1(), 0u);
+}
+
+// A drain for what came before a moment sends only the batches holding a
+// record older than it (the buffer owner's periodic staging pass: every
+// second it interrupted each CPU whose batch held anything, an IPI waking
+// an idle one), and leaves a batch begun since waiting, for a later drain
+// to hand out whole.
+TEST(EventSourceTest, ADrainBeforeAMomentLeavesTheBatchesBegunSinceWaiting) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs two online CPUs";
+  RINGSIDE_LOAD_BPF_OR_SKIP(source, OwnRecordsOnly());
+  const SavedAffinity affinity;
+  // No idle on CPU 1 to send its batch before the drains.
+  Spinner spinner(1);
+  ASSERT_TRUE(spinner.pinned()) << "the spinner could not pin itself to CPU 1";
+  ASSERT_TRUE(source->Attach().ok());
+  ASSERT_TRUE(PinTo(0));
+  source->Drain([](uint32_t, absl::Span<const RecordView>) {});
+  ASSERT_EQ(SchedRecordsWaiting(*source, 1), 0u);
+  // A moment, then this thread's switches, wakeups and migrations on
+  // CPU 1, fewer than a batch.
+  const uint64_t moment = BootNs();
+  ASSERT_TRUE(PinTo(1));
+  for (int i = 0; i < 3; i++) usleep(2000);
+  ASSERT_TRUE(PinTo(0));
+  const uint64_t waiting = SchedRecordsWaiting(*source, 1);
+  Collected before;
+  source->DrainBefore(moment, OnCpu(1, &before));
+  Collected after;
+  source->DrainBefore(BootNs(), OnCpu(1, &after));
+  source->Detach();
+  EXPECT_GE(waiting, 6u);
+  EXPECT_EQ(SchedRecords(before), 0u) << "a batch begun after the moment was sent";
+  EXPECT_TRUE(after.errors.empty()) << absl::StrJoin(after.errors, "\n");
+  EXPECT_GE(SchedRecords(after), waiting);
+  size_t earlier = 0;
+  for (const rs_sched_switch& e : after.switches) earlier += e.h.ts_ns < moment;
+  for (const rs_sched_wakeup& e : after.wakeups) earlier += e.h.ts_ns < moment;
+  for (const rs_sched_migrate& e : after.migrations) earlier += e.h.ts_ns < moment;
+  EXPECT_EQ(earlier, 0u);
 }
 
 // A quiet CPU switching to its idle task sends its batch, its ring having
