@@ -645,14 +645,20 @@ median_ci() {
 }
 # One goal: label $1, the per-repetition ratios on stdin against the goal
 # $2 (at most): met when the median's confidence interval is within it,
-# NOT met when it is all beyond, undecided when it straddles it.
+# NOT met when it is all beyond, undecided when it straddles it, and
+# undecided too when the interval is below 90%: too few repetitions gave
+# a ratio (paired_ratio leaves out those whose divisor was not above 0, an
+# added cost below the run's noise), and one or two values prove nothing.
 goal_line() {
   local ci
   ci=$(median_ci)
-  awk -v label="$1" -v g="$2" -v ci="$ci" 'BEGIN {
+  awk -v label="$1" -v g="$2" -v ci="$ci" -v reps="$REPS" 'BEGIN {
     if (ci == "") { printf "  %s: no figure\n", label; exit }
     split(ci, c, " ")
     verdict = (c[3] <= g) ? "met" : (c[2] > g) ? "NOT met" : "undecided: the interval straddles the goal"
+    if (c[4] < 90) {
+      verdict = sprintf("undecided: %d of %d repetitions gave a ratio (its divisor above 0), too few for a 90%% interval", c[5], reps)
+    }
     printf "  %s: %.2f (%.2f-%.2f, %d%% CI of %d), goal <= %s: %s\n",
       label, c[1], c[2], c[3], c[4], c[5], g, verdict }'
 }
@@ -674,7 +680,8 @@ goal_line() {
   echo
   echo "goals (issue 57): each a ratio within each repetition; the median over the repetitions, and its"
   echo "confidence interval (order statistics); met or NOT met only when the whole interval is"
-  echo "within the goal or beyond it; otherwise undecided: the difference is below what this run can tell"
+  echo "within the goal or beyond it and it is 90% or more; otherwise undecided: the difference is below"
+  echo "what this run can tell (a repetition whose divisor is not above 0 gives no ratio)"
   for workload in "${WORKLOAD_LIST[@]}"; do
     [ "$workload" = idle ] && continue
     cpu_goal=2
