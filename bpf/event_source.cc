@@ -275,6 +275,39 @@ bool IsSchedBatch(const RecordView& r) {
          static_cast<const rs_event_header*>(r.data)->type == RS_EV_SCHED_BATCH;
 }
 
+// The records Unbatching() hands out, RingReader::kMaxBatch at most a
+// call, written by index into room sized once: a push_back per record, in a
+// lambda the compiler called out of line, held 15-17% of the BPF reader's
+// profile samples beside `perf bench sched pipe`, 11-13% this way (most of
+// it the first read of each record's header, in the ring).
+class ViewsOut {
+ public:
+  ViewsOut(std::vector<RecordView>* room, uint32_t ring, const RingReader::BatchCallback& callback,
+           uint64_t* handed_out)
+      : ring_(ring), callback_(callback), handed_out_(handed_out) {
+    if (room->size() < RingReader::kMaxBatch) room->resize(RingReader::kMaxBatch);
+    views_ = room->data();
+  }
+  void Add(const RecordView& view) {
+    views_[count_++] = view;
+    if (count_ == RingReader::kMaxBatch) HandOut();
+  }
+  // What was added since the last call, if anything.
+  [[gnu::noinline]] void HandOut() {
+    if (count_ == 0) return;
+    *handed_out_ += count_;
+    callback_(ring_, absl::MakeConstSpan(views_, count_));
+    count_ = 0;
+  }
+
+ private:
+  const uint32_t ring_;
+  const RingReader::BatchCallback& callback_;
+  uint64_t* const handed_out_;
+  RecordView* views_ = nullptr;
+  size_t count_ = 0;
+};
+
 }  // namespace
 
 RingReader::BatchCallback EventSource::Unbatching(const RingReader::BatchCallback& callback,
@@ -288,17 +321,10 @@ RingReader::BatchCallback EventSource::Unbatching(const RingReader::BatchCallbac
     // them: a consumer writes each call as one packet, and its size stays
     // bounded (a ring's worth of batches in one packet would be megabytes,
     // which a small buffer could never hold whole).
-    unbatched_.clear();
-    auto add = [&](const RecordView& v) {
-      unbatched_.push_back(v);
-      if (unbatched_.size() < RingReader::kMaxBatch) return;
-      *handed_out += unbatched_.size();
-      callback(ring, absl::MakeConstSpan(unbatched_));
-      unbatched_.clear();
-    };
+    ViewsOut out(&unbatched_, ring, callback, handed_out);
     for (const RecordView& r : records) {
       if (!IsSchedBatch(r)) {
-        add(r);
+        out.Add(r);
         continue;
       }
       // Each record has its own header, and the decoder checks each as it
@@ -311,14 +337,12 @@ RingReader::BatchCallback EventSource::Unbatching(const RingReader::BatchCallbac
         rs_event_header h;
         std::memcpy(&h, bytes + at, sizeof(h));
         if (h.size < sizeof(h) || h.size % 8 != 0 || h.size > r.size - at) break;
-        add(RecordView{bytes + at, h.size});
+        out.Add(RecordView{bytes + at, h.size});
         at += h.size;
       }
-      if (at < r.size) add(RecordView{bytes + at, static_cast<uint32_t>(r.size - at)});
+      if (at < r.size) out.Add(RecordView{bytes + at, static_cast<uint32_t>(r.size - at)});
     }
-    if (unbatched_.empty()) return;
-    *handed_out += unbatched_.size();
-    callback(ring, absl::MakeConstSpan(unbatched_));
+    out.HandOut();
   };
 }
 
