@@ -611,10 +611,12 @@ per_rep() {
 }
 # Per repetition, the ratio of figure $3 of tracer $2 to that of tracer $4
 # (both in workload $1, the same repetition): one value a line. A
-# repetition where the divisor is not above 0 gives none.
+# repetition where either is not above 0 gives none: an added time of 0 or
+# less is the host's noise outweighing the tracer, and a ratio of it (below
+# any goal when only the dividend is negative) would say nothing.
 paired_ratio() {
   join <(per_rep "$1" "$2" "$3") <(per_rep "$1" "$4" "$3") |
-    awk '$3 > 0 { printf "%.4f\n", $2 / $3 }'
+    awk '$2 > 0 && $3 > 0 { printf "%.4f\n", $2 / $3 }'
 }
 # "median (min-max)" of the values on stdin (the second field when the
 # lines are "rep value"), each times $1, in printf format $2; "-" for none.
@@ -647,7 +649,7 @@ median_ci() {
 # $2 (at most): met when the median's confidence interval is within it,
 # NOT met when it is all beyond, undecided when it straddles it, and
 # undecided too when the interval is below 90%: too few repetitions gave
-# a ratio (paired_ratio leaves out those whose divisor was not above 0, an
+# a ratio (paired_ratio leaves out those with a figure not above 0, an
 # added cost below the run's noise), and one or two values prove nothing.
 goal_line() {
   local ci
@@ -657,7 +659,7 @@ goal_line() {
     split(ci, c, " ")
     verdict = (c[3] <= g) ? "met" : (c[2] > g) ? "NOT met" : "undecided: the interval straddles the goal"
     if (c[4] < 90) {
-      verdict = sprintf("undecided: %d of %d repetitions gave a ratio (its divisor above 0), too few for a 90%% interval", c[5], reps)
+      verdict = sprintf("undecided: %d of %d repetitions gave a ratio (both figures above 0), too few for a 90%% interval", c[5], reps)
     }
     printf "  %s: %.2f (%.2f-%.2f, %d%% CI of %d), goal <= %s: %s\n",
       label, c[1], c[2], c[3], c[4], c[5], g, verdict }'
@@ -681,7 +683,7 @@ goal_line() {
   echo "goals (issue 57): each a ratio within each repetition; the median over the repetitions, and its"
   echo "confidence interval (order statistics); met or NOT met only when the whole interval is"
   echo "within the goal or beyond it and it is 90% or more; otherwise undecided: the difference is below"
-  echo "what this run can tell (a repetition whose divisor is not above 0 gives no ratio)"
+  echo "what this run can tell (a repetition with either figure not above 0 gives no ratio)"
   for workload in "${WORKLOAD_LIST[@]}"; do
     [ "$workload" = idle ] && continue
     cpu_goal=2
