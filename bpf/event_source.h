@@ -230,7 +230,7 @@ class EventSource {
   std::unique_ptr<RingReader> reader_;
   int num_cpus_ = 0;
   size_t ring_size_ = 0;
-  std::vector<RecordView> unbatched_;  // Capacity reused by Unbatching().
+  std::vector<RecordView> unbatched_;  // Unbatching()'s room: kMaxBatch views, sized once.
   StackMaps stacks_;
   StallTasks stalls_;
 };
