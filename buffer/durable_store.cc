@@ -5,9 +5,34 @@
 
 namespace ringside::buffer {
 
-// Each entry also costs its bookkeeping; counted so that a store of many
-// tiny entries still stays within its capacity in memory.
-constexpr size_t kEntryOverhead = 64;
+namespace {
+
+// The heap glibc's malloc takes for `n` bytes: a chunk of the request and
+// its 8-byte size field, in steps of 16, 32 at least.
+constexpr size_t MallocChunk(size_t n) { return std::max<size_t>(32, (n + 8 + 15) & ~size_t{15}); }
+
+// The heap a string of `capacity` bytes holds past its inline buffer.
+size_t StringHeap(size_t capacity) {
+  static const size_t kInline = std::string().capacity();
+  return capacity > kInline ? MallocChunk(capacity + 1) : 0;
+}
+
+}  // namespace
+
+size_t DurableStore::EntryOverhead() {
+  // The map's node (a red-black node's colour and three links, then the key
+  // and the entry), and the key's place in ended_ (a deque's 512-byte
+  // blocks: 21 keys each), counted for every entry, as any may end.
+  return MallocChunk(4 * sizeof(void*) + sizeof(std::pair<const Key, Entry>)) + 32;
+}
+
+size_t DurableStore::EntryCost(size_t packet_bytes) {
+  return EntryOverhead() + StringHeap(packet_bytes);
+}
+
+size_t DurableStore::CostOf(const Entry& e) {
+  return EntryOverhead() + StringHeap(e.packet.capacity());
+}
 
 DurableStore::DurableStore(size_t capacity, size_t ring_size)
     : capacity_(capacity), ring_size_(ring_size) {
@@ -15,14 +40,14 @@ DurableStore::DurableStore(size_t capacity, size_t ring_size)
 }
 
 void DurableStore::Remove(std::map<Key, Entry>::iterator it) {
-  stats_.bytes -= it->second.packet.size() + kEntryOverhead;
+  stats_.bytes -= CostOf(it->second);
   stats_.entries--;
-  if (!it->second.ended) {
-    live_.erase({std::get<0>(it->first), std::get<1>(it->first)});
-  } else if (!ended_.empty() && ended_.front() == it->first) {
-    ended_.pop_front();  // Always so: ended entries go in the order they ended.
-  } else if (auto key = std::find(ended_.begin(), ended_.end(), it->first); key != ended_.end()) {
-    ended_.erase(key);
+  if (it->second.ended) {
+    if (!ended_.empty() && ended_.front() == it->first) {
+      ended_.pop_front();  // Always so: ended entries go in the order they ended.
+    } else if (auto key = std::find(ended_.begin(), ended_.end(), it->first); key != ended_.end()) {
+      ended_.erase(key);
+    }
   }
   entries_.erase(it);
 }
@@ -51,11 +76,12 @@ bool DurableStore::EvictOne(bool ended) {
 }
 
 void DurableStore::Replace(std::map<Key, Entry>::iterator it, std::string_view packet) {
-  stats_.bytes -= it->second.packet.size();
-  it->second.packet.assign(packet.data(), packet.size());
+  stats_.bytes -= CostOf(it->second);
+  // A string of its own size (an assign would keep a larger one's heap).
+  it->second.packet = std::string(packet);
   it->second.order = ++order_;
   it->second.read = false;
-  stats_.bytes += packet.size();
+  stats_.bytes += CostOf(it->second);
   stats_.replaced++;
 }
 
@@ -69,58 +95,62 @@ void DurableStore::MakeRoom() {
   stats_.max_bytes = std::max(stats_.max_bytes, stats_.bytes);
 }
 
+std::map<DurableStore::Key, DurableStore::Entry>::iterator DurableStore::Newest(Kind kind,
+                                                                                uint64_t id) {
+  auto it = entries_.upper_bound({kind, id, UINT64_MAX});
+  if (it == entries_.begin()) return entries_.end();
+  --it;
+  if (std::get<0>(it->first) != kind || std::get<1>(it->first) != id) return entries_.end();
+  return it;
+}
+
+std::map<DurableStore::Key, DurableStore::Entry>::iterator DurableStore::Live(Kind kind,
+                                                                              uint64_t id) {
+  auto it = Newest(kind, id);
+  return it != entries_.end() && !it->second.ended ? it : entries_.end();
+}
+
 void DurableStore::Put(Kind kind, uint64_t id, std::string_view packet) {
   stats_.writes++;
-  const size_t cost = packet.size() + kEntryOverhead;
+  const size_t cost = EntryCost(packet.size());
   if (cost > capacity_) {
     stats_.rejected++;
     return;
   }
-  auto live = live_.find({kind, id});
-  if (live != live_.end()) {
-    Replace(entries_.find({kind, id, live->second}), packet);
+  if (auto live = Live(kind, id); live != entries_.end()) {
+    Replace(live, packet);
   } else {
-    const uint64_t generation = ++generation_;
     Entry e;
-    e.packet.assign(packet.data(), packet.size());
+    e.packet = std::string(packet);
     e.order = ++order_;
-    entries_.emplace(Key{kind, id, generation}, std::move(e));
-    live_[{kind, id}] = generation;
-    stats_.bytes += cost;
+    auto it = entries_.emplace(Key{kind, id, ++generation_}, std::move(e)).first;
+    stats_.bytes += CostOf(it->second);
     stats_.entries++;
   }
   MakeRoom();
 }
 
 void DurableStore::PutEnded(Kind kind, uint64_t id, std::string_view packet) {
-  if (!live_.contains({kind, id})) {
-    auto newest = entries_.upper_bound({kind, id, UINT64_MAX});
-    if (newest != entries_.begin()) {
-      --newest;
-      if (std::get<0>(newest->first) == kind && std::get<1>(newest->first) == id) {
-        if (packet.size() + kEntryOverhead > capacity_) {
-          stats_.writes++;
-          stats_.rejected++;
-          return;
-        }
-        stats_.writes++;
-        Replace(newest, packet);
-        MakeRoom();
-        return;
-      }
-    }
+  auto newest = Newest(kind, id);
+  if (newest == entries_.end() || !newest->second.ended) {
+    Put(kind, id, packet);
+    MarkEnded(kind, id);
+    return;
   }
-  Put(kind, id, packet);
-  MarkEnded(kind, id);
+  stats_.writes++;
+  if (EntryCost(packet.size()) > capacity_) {
+    stats_.rejected++;
+    return;
+  }
+  Replace(newest, packet);
+  MakeRoom();
 }
 
 void DurableStore::MarkEnded(Kind kind, uint64_t id) {
-  auto live = live_.find({kind, id});
-  if (live == live_.end()) return;
-  auto it = entries_.find({kind, id, live->second});
+  auto it = Live(kind, id);
+  if (it == entries_.end()) return;
   it->second.ended = true;
   it->second.drains_to_pin = kDrainsBeforePinning;
-  live_.erase(live);
   ended_.push_back(it->first);
 }
 

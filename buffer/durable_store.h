@@ -34,9 +34,11 @@ namespace ringside::buffer {
 // past that. A pid reused while its old entry is still kept
 // gets an entry of its own (keys carry a generation).
 //
-// When a write would exceed the capacity: compaction first, then the ended
-// entries in the order they ended, then (counted as loss) the least
-// recently written live ones.
+// The capacity is heap: an entry counts what it takes in memory, the
+// store's own structures included (EntryCost), so that a full store, and
+// its copy, stay within the capacity each. When a write would exceed it:
+// compaction first, then the ended entries in the order they ended, then
+// (counted as loss) the least recently written live ones.
 //
 // Not thread-safe; the buffer's owner uses it.
 class DurableStore {
@@ -104,17 +106,32 @@ class DurableStore {
   void MarkAllUnread();
   const Stats& stats() const { return stats_; }
 
+  // What an entry whose packet has `packet_bytes` counts against the
+  // capacity: the heap it takes (glibc's malloc; the store's own structures
+  // and the packet's copy), so that a full store holds its capacity in
+  // memory, not more.
+  static size_t EntryCost(size_t packet_bytes);
+  // The part of EntryCost that does not depend on the packet.
+  static size_t EntryOverhead();
+
  private:
   struct Entry {
     std::string packet;
-    uint64_t order = 0;  // When last written (a counter).
+    uint64_t order = 0;     // When last written (a counter).
+    uint64_t ended_at = 0;  // Ring bytes written once everything before the end was in.
     bool ended = false;
     uint8_t drains_to_pin = 0;  // Drains left before ended_at is pinned.
-    uint64_t ended_at = 0;      // Ring bytes written once everything before the end was in.
     bool read = false;          // Handed out since last written.
   };
-  // {kind, id, generation}: generations only differ for reused ids.
+  // {kind, id, generation}: generations only differ for reused ids. The
+  // newest generation of {kind, id} is its live entry unless it ended: a
+  // new generation begins only when none is live.
   using Key = std::tuple<Kind, uint64_t, uint64_t>;
+  static size_t CostOf(const Entry& e);
+  // The newest entry of {kind, id}, ended or not; end() when none.
+  std::map<Key, Entry>::iterator Newest(Kind kind, uint64_t id);
+  // Its live entry; end() when none.
+  std::map<Key, Entry>::iterator Live(Kind kind, uint64_t id);
   void Remove(std::map<Key, Entry>::iterator it);
   // Writes `packet` over an entry's, as the most recently written.
   void Replace(std::map<Key, Entry>::iterator it, std::string_view packet);
@@ -127,8 +144,6 @@ class DurableStore {
   uint64_t order_ = 0;
   uint64_t generation_ = 0;
   std::map<Key, Entry> entries_;
-  // The live (not ended) entry of each {kind, id}: its generation.
-  std::map<std::pair<Kind, uint64_t>, uint64_t> live_;
   // The ended entries' keys, in the order they ended. Their ends are pinned
   // in that order, so the entries a drain pins are the newest, and those it
   // compacts (as those evicted first) the oldest: a drain touches only

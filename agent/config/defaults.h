@@ -81,9 +81,11 @@ inline constexpr uint32_t kDefaultProcStatsMinRssKb = 16384;
 // durable_buffer_size_kb when a config leaves it out (an explicit 0 turns
 // the store off): without it, a task whose fork the ring has overwritten,
 // or that lived across the sources' start and the /proc scan, has no
-// process in the file. A descriptor (one per process and per thread) took
-// 127 bytes on average on a Debian machine, so 2 MiB hold some 16,000. (The
-// agent's embedded default sets 4096: it runs for months.)
+// process in the file. The capacity is the heap the store takes, its own
+// structures counted (DurableStore::EntryCost): a descriptor (one per
+// process and per thread) takes about 230 bytes on a Debian machine, so
+// 2 MiB hold some 9,000. (The agent's embedded default sets 4096: it runs
+// for months.)
 inline constexpr uint32_t kDefaultDurableBufferSizeKb = 2048;
 // flush_period_ms when streaming (Perfetto's importer warns about a
 // streaming config without flushes) or when the durable buffer is on (its

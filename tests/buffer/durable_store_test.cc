@@ -1,5 +1,8 @@
 #include "buffer/durable_store.h"
 
+#include <malloc.h>
+
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -153,7 +156,7 @@ TEST(DurableStoreTest, ALateDescriptionOfAnEndedEntityReplacesItsEntryAndKeepsIt
 TEST(DurableStoreTest, WhenFullEndedEntriesGoFirstThenLiveOnesAsCountedLoss) {
   const std::string payload(100, 'x');
   // Room for about ten entries (each costs its bytes plus bookkeeping).
-  DurableStore s(10 * (100 + 64), 1 << 30);
+  DurableStore s(10 * DurableStore::EntryCost(100), 1 << 30);
   for (uint64_t pid = 1; pid <= 5; pid++) {
     s.Put(Kind::kProcess, pid, payload);
     s.MarkEnded(Kind::kProcess, pid);  // Ended, but the ring has not moved.
@@ -182,7 +185,7 @@ TEST(DurableStoreTest, WhenFullEndedEntriesGoFirstThenLiveOnesAsCountedLoss) {
 // last ended entry to go for room, whenever it was written.
 TEST(DurableStoreTest, WhenFullTheEntryThatEndedFirstGoesFirstNotTheOldestWritten) {
   const std::string payload(100, 'x');
-  DurableStore s(10 * (100 + 64), 1 << 30);
+  DurableStore s(10 * DurableStore::EntryCost(100), 1 << 30);
   s.Put(Kind::kProcess, 1, payload);  // The long-lived one, written first.
   for (uint64_t pid = 2; pid <= 9; pid++) {
     s.Put(Kind::kProcess, pid, payload);
@@ -202,6 +205,40 @@ TEST(DurableStoreTest, WhenFullTheEntryThatEndedFirstGoesFirstNotTheOldestWritte
   s.Put(Kind::kProcess, 13, payload);
   EXPECT_FALSE(s.Contains(Kind::kProcess, 4));
   EXPECT_TRUE(s.Contains(Kind::kProcess, 5));
+}
+
+// The heap in use, as glibc's malloc counts it.
+size_t HeapInUse() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+// A full store, and its copy for a snapshot, take no more heap than the
+// capacity each: what the memory limits of deploy/ count on (the store and
+// its copy). Entries live and ended, reused ids, replaced packets.
+TEST(DurableStoreTest, AFullStoreAndItsCloneTakeNoMoreHeapThanTheCapacity) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan's allocator keeps its own books, which mallinfo2 does not see";
+#endif
+  constexpr size_t kCapacity = 4 << 20;
+  for (const size_t packet_bytes : {8, 60, 100, 200, 1000}) {
+    const size_t before = HeapInUse();
+    auto s = std::make_unique<DurableStore>(kCapacity, 1 << 30);
+    const std::string packet(packet_bytes, 'x');
+    for (uint64_t id = 1; s->stats().evicted_ended + s->stats().evicted_live < 1000; id++) {
+      s->Put(Kind::kThread, id, packet);
+      if (id % 3 == 0) s->MarkEnded(Kind::kThread, id);
+      if (id % 7 == 0) s->Put(Kind::kThread, id - 1, packet + "renamed");
+    }
+    const size_t heap = HeapInUse() - before;
+    EXPECT_LE(heap, kCapacity) << packet_bytes << "-byte packets, " << s->stats().entries
+                               << " entries";
+    // Counted closely, so that the capacity holds what it can.
+    EXPECT_GE(heap, s->stats().bytes * 8 / 10) << packet_bytes << "-byte packets";
+    const size_t before_clone = HeapInUse();
+    auto clone = s->Clone();
+    EXPECT_LE(HeapInUse() - before_clone, kCapacity) << packet_bytes << "-byte packets";
+  }
 }
 
 TEST(DurableStoreTest, ChangedOnlyVisitsWhatWasWrittenSinceTheLastRead) {
