@@ -371,10 +371,13 @@ run-tests: check-layers check-links check-docs check-sizes check-tools check-fle
 	@tools/run_tests.sh $(TEST_BINS)
 
 # The build's own tools that no check above runs: tools/image_btf.py (a cross
-# build's kernel BTF), on made-up images. Under a second.
+# build's kernel BTF), on made-up images; bench-peers' verdicts
+# (tests/bench/peers_verdicts.sh), on made-up figures. Under a second.
 check-tools:
 	@out=$$(python3 tests/tools/image_btf_test.py 2>&1) || { echo "$$out"; exit 1; }; \
 	  echo "image_btf_test: $$(echo "$$out" | grep '^Ran ')"
+	@out=$$(python3 tests/tools/peers_verdicts_test.py 2>&1) || { echo "$$out"; exit 1; }; \
+	  echo "peers_verdicts_test: $$(echo "$$out" | grep '^Ran ')"
 
 # tools/fleet_query.py (one query over a fleet's files) on 50 files that 10
 # agents record here under 10 machine names. Needs root, the binary,

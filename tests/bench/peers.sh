@@ -110,6 +110,9 @@ TRACER_LIST=(${TRACERS:-none kernel perf perf-z ftrace ringside rs-ftrace rs-z})
 WORKLOAD_LIST=(${WORKLOADS:-mixed pipe})
 
 die() { echo "bench-peers: $*" >&2; exit 1; }
+# median_ci, goal_line, positive_ratios: the verdicts, tested on their own.
+# shellcheck source=tests/bench/peers_verdicts.sh
+. "$(dirname "$0")/peers_verdicts.sh"
 
 NCPUS=$(getconf _NPROCESSORS_ONLN)
 PIN=${PIN:-1}
@@ -610,13 +613,10 @@ per_rep() {
       } }' "$results" | sort -k1,1
 }
 # Per repetition, the ratio of figure $3 of tracer $2 to that of tracer $4
-# (both in workload $1, the same repetition): one value a line. A
-# repetition where either is not above 0 gives none: an added time of 0 or
-# less is the host's noise outweighing the tracer, and a ratio of it (below
-# any goal when only the dividend is negative) would say nothing.
+# (both in workload $1, the same repetition): one value a line
+# (positive_ratios: none for a repetition where either is not above 0).
 paired_ratio() {
-  join <(per_rep "$1" "$2" "$3") <(per_rep "$1" "$4" "$3") |
-    awk '$2 > 0 && $3 > 0 { printf "%.4f\n", $2 / $3 }'
+  join <(per_rep "$1" "$2" "$3") <(per_rep "$1" "$4" "$3") | positive_ratios
 }
 # "median (min-max)" of the values on stdin (the second field when the
 # lines are "rep value"), each times $1, in printf format $2; "-" for none.
@@ -626,45 +626,6 @@ span_of() {
     m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
     printf f " (" f "-" f ")\n", m, v[1], v[NR] }'
 }
-# The median of the values on stdin (one a line) and a confidence interval
-# for it from the order statistics (no assumption about the spread): the
-# k-th smallest to the k-th largest, k the largest with P(Bin(n, 1/2) < k)
-# <= 5%, so at least 90% (min-max for up to 5 values). Prints "median lo
-# hi confidence n", or nothing for no values.
-median_ci() {
-  sort -g | awk 'NF { v[++n] = $1 } END {
-    if (n == 0) exit
-    m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-    k = 1; below = 0; p = 1 / 2 ^ n; c = 1  # below: P(X < k); c: C(n, k - 1)
-    below = p
-    while (k + 1 <= (n + 1) / 2) {
-      c = c * (n - k + 1) / k
-      if (below + c * p > 0.05) break
-      below += c * p; k++
-    }
-    if (below > 0.05) k = 1
-    printf "%s %s %s %.0f %d\n", m, v[k], v[n + 1 - k], 100 * (1 - 2 * (k == 1 ? p : below)), n }'
-}
-# One goal: label $1, the per-repetition ratios on stdin against the goal
-# $2 (at most): met when the median's confidence interval is within it,
-# NOT met when it is all beyond, undecided when it straddles it, and
-# undecided too when the interval is below 90%: too few repetitions gave
-# a ratio (paired_ratio leaves out those with a figure not above 0, an
-# added cost below the run's noise), and one or two values prove nothing.
-goal_line() {
-  local ci
-  ci=$(median_ci)
-  awk -v label="$1" -v g="$2" -v ci="$ci" -v reps="$REPS" 'BEGIN {
-    if (ci == "") { printf "  %s: no figure\n", label; exit }
-    split(ci, c, " ")
-    verdict = (c[3] <= g) ? "met" : (c[2] > g) ? "NOT met" : "undecided: the interval straddles the goal"
-    if (c[4] < 90) {
-      verdict = sprintf("undecided: %d of %d repetitions gave a ratio (both figures above 0), too few for a 90%% interval", c[5], reps)
-    }
-    printf "  %s: %.2f (%.2f-%.2f, %d%% CI of %d), goal <= %s: %s\n",
-      label, c[1], c[2], c[3], c[4], c[5], g, verdict }'
-}
-
 {
   echo
   echo "== ringside beside its peers ($(uname -r), $NCPUS CPUs; $("$PERF" --version)) =="
@@ -689,15 +650,15 @@ goal_line() {
     cpu_goal=2
     if [ "$workload" = pipe ]; then cpu_goal=1; fi
     paired_ratio "$workload" ringside added perf |
-      goal_line "$workload: added ns per event, default / perf record" 0.5
+      goal_line "$workload: added ns per event, default / perf record" 0.5 "$REPS"
     paired_ratio "$workload" rs-ftrace added perf |
-      goal_line "$workload: added ns per event, ftrace-only / perf record" 0.5
+      goal_line "$workload: added ns per event, ftrace-only / perf record" 0.5 "$REPS"
     paired_ratio "$workload" ringside added rs-ftrace |
-      goal_line "$workload: added ns per event, default / ftrace-only" 1
+      goal_line "$workload: added ns per event, default / ftrace-only" 1 "$REPS"
     paired_ratio "$workload" ringside inrun perf |
-      goal_line "$workload: in-run CPU per million events, default / perf record" "$cpu_goal"
+      goal_line "$workload: in-run CPU per million events, default / perf record" "$cpu_goal" "$REPS"
     paired_ratio "$workload" rs-z bpe perf-z |
-      goal_line "$workload: bytes per event, ringside -z / perf record -z" 0.5
+      goal_line "$workload: bytes per event, ringside -z / perf record -z" 0.5 "$REPS"
   done
   # What stacks add (issue 54), when their configurations ran.
   for workload in "${WORKLOAD_LIST[@]}"; do
