@@ -21,9 +21,10 @@ size_t StringHeap(size_t capacity) {
 
 size_t DurableStore::EntryOverhead() {
   // The map's node (a red-black node's colour and three links, then the key
-  // and the entry), and the key's place in ended_ (a deque's 512-byte
-  // blocks: 21 keys each), counted for every entry, as any may end.
-  return MallocChunk(4 * sizeof(void*) + sizeof(std::pair<const Key, Entry>)) + 32;
+  // and the entry), and its place in ended_ (a deque's 512-byte blocks: 64
+  // iterators each), counted for every entry, as any may end. (The live
+  // index is counted by its own size: IndexBytes.)
+  return MallocChunk(4 * sizeof(void*) + sizeof(std::pair<const Key, Entry>)) + sizeof(EntryRef);
 }
 
 size_t DurableStore::EntryCost(size_t packet_bytes) {
@@ -39,15 +40,51 @@ DurableStore::DurableStore(size_t capacity, size_t ring_size)
   stats_.capacity = capacity;
 }
 
-void DurableStore::Remove(std::map<Key, Entry>::iterator it) {
-  stats_.bytes -= CostOf(it->second);
-  stats_.entries--;
-  if (it->second.ended) {
-    if (!ended_.empty() && ended_.front() == it->first) {
-      ended_.pop_front();  // Always so: ended entries go in the order they ended.
-    } else if (auto key = std::find(ended_.begin(), ended_.end(), it->first); key != ended_.end()) {
-      ended_.erase(key);
+DurableStore::DurableStore(const DurableStore& other)
+    : capacity_(other.capacity_),
+      ring_size_(other.ring_size_),
+      order_(other.order_),
+      generation_(other.generation_),
+      entries_(other.entries_),
+      entry_bytes_(other.entry_bytes_),
+      stats_(other.stats_) {
+  // The indexes refer to entries by iterator: this store's own.
+  live_.reserve(other.live_.size());
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (!it->second.ended) {
+      live_.emplace(LiveKey{std::get<0>(it->first), std::get<1>(it->first)}, it);
     }
+  }
+  for (const EntryRef& e : other.ended_) ended_.push_back(entries_.find(e->first));
+  Account();
+}
+
+size_t DurableStore::IndexBytes() const {
+  return live_.capacity() == 0
+             ? 0
+             : MallocChunk(live_.capacity() * (sizeof(LiveIndex::value_type) + 1) + 16);
+}
+
+void DurableStore::Account() {
+  stats_.bytes = entry_bytes_ + IndexBytes();
+  stats_.max_bytes = std::max(stats_.max_bytes, stats_.bytes);
+}
+
+void DurableStore::Unindex(EntryRef it) {
+  live_.erase(LiveKey{std::get<0>(it->first), std::get<1>(it->first)});
+  // A table left empty gives its memory back (it never shrinks otherwise).
+  if (live_.empty()) live_ = LiveIndex();
+}
+
+void DurableStore::Remove(EntryRef it) {
+  entry_bytes_ -= CostOf(it->second);
+  stats_.entries--;
+  if (!it->second.ended) {
+    Unindex(it);
+  } else if (!ended_.empty() && ended_.front() == it) {
+    ended_.pop_front();  // Always so: ended entries go in the order they ended.
+  } else if (auto e = std::find(ended_.begin(), ended_.end(), it); e != ended_.end()) {
+    ended_.erase(e);
   }
   entries_.erase(it);
 }
@@ -60,28 +97,33 @@ void DurableStore::Remove(std::map<Key, Entry>::iterator it) {
 bool DurableStore::EvictOne(bool ended) {
   if (ended) {
     if (ended_.empty()) return false;
-    Remove(entries_.find(ended_.front()));
+    Remove(ended_.front());
     stats_.evicted_ended++;
     return true;
   }
-  auto oldest = entries_.end();
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->second.ended) continue;
-    if (oldest == entries_.end() || it->second.order < oldest->second.order) oldest = it;
+  auto oldest = live_.end();
+  for (auto it = live_.begin(); it != live_.end(); ++it) {
+    if (oldest == live_.end() || it->second->second.order < oldest->second->second.order) {
+      oldest = it;
+    }
   }
-  if (oldest == entries_.end()) return false;
-  Remove(oldest);
+  if (oldest == live_.end()) return false;
+  Remove(oldest->second);
   stats_.evicted_live++;
   return true;
 }
 
-void DurableStore::Replace(std::map<Key, Entry>::iterator it, std::string_view packet) {
-  stats_.bytes -= CostOf(it->second);
-  // A string of its own size (an assign would keep a larger one's heap).
-  it->second.packet = std::string(packet);
+void DurableStore::Replace(EntryRef it, std::string_view packet) {
+  entry_bytes_ -= CostOf(it->second);
+  std::string& p = it->second.packet;
+  if (packet.size() <= p.capacity()) {
+    p.assign(packet.data(), packet.size());
+  } else {
+    p = std::string(packet);  // Its own size: an assign could double the old one's.
+  }
   it->second.order = ++order_;
   it->second.read = false;
-  stats_.bytes += CostOf(it->second);
+  entry_bytes_ += CostOf(it->second);
   stats_.replaced++;
 }
 
@@ -89,14 +131,13 @@ void DurableStore::MakeRoom() {
   // Ended entries first, the first ended first; then live ones, the least
   // recently written first, counted. The entry just written is the newest,
   // so it goes last.
-  while (stats_.bytes > capacity_) {
+  while (entry_bytes_ + IndexBytes() > capacity_) {
     if (!EvictOne(/*ended=*/true) && !EvictOne(/*ended=*/false)) break;
   }
-  stats_.max_bytes = std::max(stats_.max_bytes, stats_.bytes);
+  Account();
 }
 
-std::map<DurableStore::Key, DurableStore::Entry>::iterator DurableStore::Newest(Kind kind,
-                                                                                uint64_t id) {
+DurableStore::EntryRef DurableStore::Newest(Kind kind, uint64_t id) {
   auto it = entries_.upper_bound({kind, id, UINT64_MAX});
   if (it == entries_.begin()) return entries_.end();
   --it;
@@ -104,35 +145,36 @@ std::map<DurableStore::Key, DurableStore::Entry>::iterator DurableStore::Newest(
   return it;
 }
 
-std::map<DurableStore::Key, DurableStore::Entry>::iterator DurableStore::Live(Kind kind,
-                                                                              uint64_t id) {
-  auto it = Newest(kind, id);
-  return it != entries_.end() && !it->second.ended ? it : entries_.end();
-}
-
 void DurableStore::Put(Kind kind, uint64_t id, std::string_view packet) {
   stats_.writes++;
-  const size_t cost = EntryCost(packet.size());
-  if (cost > capacity_) {
+  if (EntryCost(packet.size()) > capacity_) {
     stats_.rejected++;
     return;
   }
-  if (auto live = Live(kind, id); live != entries_.end()) {
-    Replace(live, packet);
+  auto [live, added] = live_.try_emplace(LiveKey{kind, id}, entries_.end());
+  if (!added) {
+    Replace(live->second, packet);
   } else {
     Entry e;
     e.packet = std::string(packet);
     e.order = ++order_;
-    auto it = entries_.emplace(Key{kind, id, ++generation_}, std::move(e)).first;
-    stats_.bytes += CostOf(it->second);
+    // The newest generation of all: the last of {kind, id}'s.
+    live->second = entries_.emplace(Key{kind, id, ++generation_}, std::move(e)).first;
+    entry_bytes_ += CostOf(live->second->second);
     stats_.entries++;
   }
   MakeRoom();
 }
 
 void DurableStore::PutEnded(Kind kind, uint64_t id, std::string_view packet) {
+  if (live_.contains(LiveKey{kind, id})) {
+    Put(kind, id, packet);
+    MarkEnded(kind, id);
+    return;
+  }
+  // The newest entry of {kind, id} is ended, if there is one.
   auto newest = Newest(kind, id);
-  if (newest == entries_.end() || !newest->second.ended) {
+  if (newest == entries_.end()) {
     Put(kind, id, packet);
     MarkEnded(kind, id);
     return;
@@ -147,17 +189,20 @@ void DurableStore::PutEnded(Kind kind, uint64_t id, std::string_view packet) {
 }
 
 void DurableStore::MarkEnded(Kind kind, uint64_t id) {
-  auto it = Live(kind, id);
-  if (it == entries_.end()) return;
+  auto live = live_.find(LiveKey{kind, id});
+  if (live == live_.end()) return;
+  const EntryRef it = live->second;
   it->second.ended = true;
   it->second.drains_to_pin = kDrainsBeforePinning;
-  ended_.push_back(it->first);
+  ended_.push_back(it);
+  Unindex(it);
+  Account();
 }
 
 void DurableStore::Drained(uint64_t ring_bytes_written) {
   // Those still waiting to be pinned ended last: from the newest back.
-  for (auto key = ended_.rbegin(); key != ended_.rend(); ++key) {
-    Entry& e = entries_.find(*key)->second;
+  for (auto it = ended_.rbegin(); it != ended_.rend(); ++it) {
+    Entry& e = (*it)->second;
     if (e.drains_to_pin == 0) break;
     if (--e.drains_to_pin == 0) e.ended_at = ring_bytes_written;
   }
@@ -165,20 +210,20 @@ void DurableStore::Drained(uint64_t ring_bytes_written) {
   // worth (and an eighth, for what the ring's reader holds back) has been
   // written past it: the oldest ends first.
   while (!ended_.empty()) {
-    auto it = entries_.find(ended_.front());
-    const Entry& e = it->second;
+    const Entry& e = ended_.front()->second;
     if (e.drains_to_pin != 0 || ring_bytes_written - e.ended_at <= ring_size_ + ring_size_ / 8) {
       break;
     }
-    Remove(it);
+    Remove(ended_.front());
     stats_.compacted++;
   }
+  Account();
 }
 
 void DurableStore::ForEach(
     const std::function<void(Kind, uint64_t id, std::string_view packet)>& visit, bool changed_only,
     bool mark_read) {
-  std::vector<std::pair<uint64_t, std::map<Key, Entry>::iterator>> order;
+  std::vector<std::pair<uint64_t, EntryRef>> order;
   order.reserve(entries_.size());
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     if (changed_only && it->second.read) continue;
@@ -193,7 +238,7 @@ void DurableStore::ForEach(
 }
 
 std::unique_ptr<DurableStore> DurableStore::Clone() const {
-  auto clone = std::make_unique<DurableStore>(*this);
+  std::unique_ptr<DurableStore> clone(new DurableStore(*this));
   clone->MarkAllUnread();
   return clone;
 }

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace ringside::buffer {
 
 // The durable side-buffer beside a ring TraceBuffer: descriptor packets
@@ -109,7 +111,7 @@ class DurableStore {
   // What an entry whose packet has `packet_bytes` counts against the
   // capacity: the heap it takes (glibc's malloc; the store's own structures
   // and the packet's copy), so that a full store holds its capacity in
-  // memory, not more.
+  // memory, not more. The index of live entries counts on top, by its size.
   static size_t EntryCost(size_t packet_bytes);
   // The part of EntryCost that does not depend on the packet.
   static size_t EntryOverhead();
@@ -127,14 +129,27 @@ class DurableStore {
   // newest generation of {kind, id} is its live entry unless it ended: a
   // new generation begins only when none is live.
   using Key = std::tuple<Kind, uint64_t, uint64_t>;
+  // Entries are referred to by their place in entries_ (a map's iterators
+  // stay valid until their own entry is erased).
+  using EntryRef = std::map<Key, Entry>::iterator;
+  using LiveKey = std::pair<Kind, uint64_t>;
+  using LiveIndex = absl::flat_hash_map<LiveKey, EntryRef>;
+
+  // Clone's: the indexes rebuilt to refer to the copy's entries.
+  DurableStore(const DurableStore& other);
+  DurableStore& operator=(const DurableStore&) = delete;
+
   static size_t CostOf(const Entry& e);
+  size_t IndexBytes() const;
+  // stats_.bytes (and its high-water mark) from what entries and index take.
+  void Account();
   // The newest entry of {kind, id}, ended or not; end() when none.
-  std::map<Key, Entry>::iterator Newest(Kind kind, uint64_t id);
-  // Its live entry; end() when none.
-  std::map<Key, Entry>::iterator Live(Kind kind, uint64_t id);
-  void Remove(std::map<Key, Entry>::iterator it);
+  EntryRef Newest(Kind kind, uint64_t id);
+  // Takes a live entry out of live_.
+  void Unindex(EntryRef it);
+  void Remove(EntryRef it);
   // Writes `packet` over an entry's, as the most recently written.
-  void Replace(std::map<Key, Entry>::iterator it, std::string_view packet);
+  void Replace(EntryRef it, std::string_view packet);
   // Evicts until the bytes fit the capacity.
   void MakeRoom();
   bool EvictOne(bool ended);
@@ -144,11 +159,14 @@ class DurableStore {
   uint64_t order_ = 0;
   uint64_t generation_ = 0;
   std::map<Key, Entry> entries_;
-  // The ended entries' keys, in the order they ended. Their ends are pinned
-  // in that order, so the entries a drain pins are the newest, and those it
+  size_t entry_bytes_ = 0;  // What the entries count (EntryCost); stats_.bytes adds the index.
+  // The live (not ended) entry of each {kind, id}.
+  LiveIndex live_;
+  // The ended entries, in the order they ended. Their ends are pinned in
+  // that order, so the entries a drain pins are the newest, and those it
   // compacts (as those evicted first) the oldest: a drain touches only
   // those, not every entry (the threads and processes of a whole machine).
-  std::deque<Key> ended_;
+  std::deque<EntryRef> ended_;
   Stats stats_;
 };
 

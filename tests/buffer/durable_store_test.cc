@@ -153,10 +153,22 @@ TEST(DurableStoreTest, ALateDescriptionOfAnEndedEntityReplacesItsEntryAndKeepsIt
   EXPECT_EQ(all[0].packet, "a reused tid");
 }
 
+// A capacity with room for `entries` entries of 100-byte packets and for
+// the index of `live` live ones (a hash table, sized by how many it holds:
+// less than an entry's room more, or less).
+size_t RoomFor(size_t entries, size_t live) {
+  const std::string payload(100, 'x');
+  DurableStore probe(1 << 30, 1 << 30);
+  for (uint64_t id = 1; id <= live; id++) probe.Put(Kind::kThread, id, payload);
+  const size_t index_bytes = probe.stats().bytes - live * DurableStore::EntryCost(100);
+  return entries * DurableStore::EntryCost(100) + index_bytes;
+}
+
 TEST(DurableStoreTest, WhenFullEndedEntriesGoFirstThenLiveOnesAsCountedLoss) {
   const std::string payload(100, 'x');
-  // Room for about ten entries (each costs its bytes plus bookkeeping).
-  DurableStore s(10 * DurableStore::EntryCost(100), 1 << 30);
+  // Room for ten entries (each costs its bytes plus bookkeeping), up to 11
+  // of them live.
+  DurableStore s(RoomFor(10, 11), 1 << 30);
   for (uint64_t pid = 1; pid <= 5; pid++) {
     s.Put(Kind::kProcess, pid, payload);
     s.MarkEnded(Kind::kProcess, pid);  // Ended, but the ring has not moved.
@@ -185,8 +197,8 @@ TEST(DurableStoreTest, WhenFullEndedEntriesGoFirstThenLiveOnesAsCountedLoss) {
 // last ended entry to go for room, whenever it was written.
 TEST(DurableStoreTest, WhenFullTheEntryThatEndedFirstGoesFirstNotTheOldestWritten) {
   const std::string payload(100, 'x');
-  DurableStore s(10 * DurableStore::EntryCost(100), 1 << 30);
-  s.Put(Kind::kProcess, 1, payload);  // The long-lived one, written first.
+  DurableStore s(RoomFor(10, 4), 1 << 30);  // Up to 4 live.
+  s.Put(Kind::kProcess, 1, payload);        // The long-lived one, written first.
   for (uint64_t pid = 2; pid <= 9; pid++) {
     s.Put(Kind::kProcess, pid, payload);
     s.MarkEnded(Kind::kProcess, pid);
@@ -256,12 +268,30 @@ TEST(DurableStoreTest, ChangedOnlyVisitsWhatWasWrittenSinceTheLastRead) {
 }
 
 TEST(DurableStoreTest, CloneIsIndependent) {
-  DurableStore s(1 << 20, 1 << 20);
+  const size_t ring = 1 << 20;
+  DurableStore s(1 << 20, ring);
   s.Put(Kind::kProcess, 1, "a");
+  s.Put(Kind::kProcess, 3, "ends");
+  s.MarkEnded(Kind::kProcess, 3);
   std::unique_ptr<DurableStore> c = s.Clone();
   s.Put(Kind::kProcess, 2, "b");
-  EXPECT_EQ(All(*c).size(), 1u);
-  EXPECT_EQ(All(s).size(), 2u);
+  EXPECT_EQ(All(*c).size(), 2u);
+  EXPECT_EQ(All(s).size(), 3u);
+  // The clone's live and ended entries are its own: rewriting, ending and
+  // compacting them there leaves the original's as they were.
+  c->Put(Kind::kProcess, 1, "a, renamed in the clone");
+  c->MarkEnded(Kind::kProcess, 1);
+  c->Drained(0);
+  c->Drained(1);
+  c->Drained(2 + 2 * ring);
+  EXPECT_TRUE(All(*c).empty());
+  EXPECT_EQ(c->stats().compacted, 2u);
+  const std::vector<Seen> original = All(s);
+  ASSERT_EQ(original.size(), 3u);
+  EXPECT_EQ(original[0].packet, "a");
+  EXPECT_TRUE(s.Contains(Kind::kProcess, 3));
+  s.Put(Kind::kProcess, 1, "a, renamed");  // Still live here: replaced, not added.
+  EXPECT_EQ(s.stats().entries, 3u);
 }
 
 // Beside a ring: each read pass hands out the descriptors written since the
