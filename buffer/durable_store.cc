@@ -167,13 +167,8 @@ void DurableStore::Put(Kind kind, uint64_t id, std::string_view packet) {
 }
 
 void DurableStore::PutEnded(Kind kind, uint64_t id, std::string_view packet) {
-  if (live_.contains(LiveKey{kind, id})) {
-    Put(kind, id, packet);
-    MarkEnded(kind, id);
-    return;
-  }
-  // The newest entry of {kind, id} is ended, if there is one.
-  auto newest = Newest(kind, id);
+  // Not live: the newest entry of {kind, id}, if any, is ended.
+  const auto newest = live_.contains(LiveKey{kind, id}) ? entries_.end() : Newest(kind, id);
   if (newest == entries_.end()) {
     Put(kind, id, packet);
     MarkEnded(kind, id);

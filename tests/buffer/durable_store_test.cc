@@ -154,8 +154,8 @@ TEST(DurableStoreTest, ALateDescriptionOfAnEndedEntityReplacesItsEntryAndKeepsIt
 }
 
 // A capacity with room for `entries` entries of 100-byte packets and for
-// the index of `live` live ones (a hash table, sized by how many it holds:
-// less than an entry's room more, or less).
+// the index of `live` live ones (a hash table, whose size steps with how
+// many it holds).
 size_t RoomFor(size_t entries, size_t live) {
   const std::string payload(100, 'x');
   DurableStore probe(1 << 30, 1 << 30);
