@@ -21,10 +21,11 @@ size_t StringHeap(size_t capacity) {
 
 size_t DurableStore::EntryOverhead() {
   // The map's node (a red-black node's colour and three links, then the key
-  // and the entry), and its place in ended_ (a deque's 512-byte blocks: 64
-  // iterators each), counted for every entry, as any may end. (The live
-  // index is counted by its own size: IndexBytes.)
-  return MallocChunk(4 * sizeof(void*) + sizeof(std::pair<const Key, Entry>)) + sizeof(EntryRef);
+  // and the entry, its links by when written included), and its place in
+  // ended_ (a deque's 512-byte blocks: 64 iterators each), counted for every
+  // entry, as any may end. (The live index is counted by its own size:
+  // IndexBytes.)
+  return MallocChunk(4 * sizeof(void*) + sizeof(Node)) + sizeof(EntryRef);
 }
 
 size_t DurableStore::EntryCost(size_t packet_bytes) {
@@ -48,12 +49,17 @@ DurableStore::DurableStore(const DurableStore& other)
       entries_(other.entries_),
       entry_bytes_(other.entry_bytes_),
       stats_(other.stats_) {
-  // The indexes refer to entries by iterator: this store's own.
+  // The indexes and the list refer to entries by iterator and node: this
+  // store's own.
   live_.reserve(other.live_.size());
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    it->second.older = it->second.newer = nullptr;
     if (!it->second.ended) {
       live_.emplace(LiveKey{std::get<0>(it->first), std::get<1>(it->first)}, it);
     }
+  }
+  for (const Node* n = other.oldest_live_; n != nullptr; n = n->second.newer) {
+    LinkNewest(&*live_.at(LiveKey{std::get<0>(n->first), std::get<1>(n->first)}));
   }
   for (const EntryRef& e : other.ended_) ended_.push_back(entries_.find(e->first));
   Account();
@@ -70,7 +76,26 @@ void DurableStore::Account() {
   stats_.max_bytes = std::max(stats_.max_bytes, stats_.bytes);
 }
 
+void DurableStore::LinkNewest(Node* node) {
+  node->second.older = newest_live_;
+  node->second.newer = nullptr;
+  if (newest_live_ != nullptr) {
+    newest_live_->second.newer = node;
+  } else {
+    oldest_live_ = node;
+  }
+  newest_live_ = node;
+}
+
+void DurableStore::Unlink(Node* node) {
+  Entry& e = node->second;
+  (e.older != nullptr ? e.older->second.newer : oldest_live_) = e.newer;
+  (e.newer != nullptr ? e.newer->second.older : newest_live_) = e.older;
+  e.older = e.newer = nullptr;
+}
+
 void DurableStore::Unindex(EntryRef it) {
+  Unlink(&*it);
   live_.erase(LiveKey{std::get<0>(it->first), std::get<1>(it->first)});
   // A table left empty gives its memory back (it never shrinks otherwise).
   if (live_.empty()) live_ = LiveIndex();
@@ -101,14 +126,8 @@ bool DurableStore::EvictOne(bool ended) {
     stats_.evicted_ended++;
     return true;
   }
-  auto oldest = live_.end();
-  for (auto it = live_.begin(); it != live_.end(); ++it) {
-    if (oldest == live_.end() || it->second->second.order < oldest->second->second.order) {
-      oldest = it;
-    }
-  }
-  if (oldest == live_.end()) return false;
-  Remove(oldest->second);
+  if (oldest_live_ == nullptr) return false;
+  Remove(live_.at(LiveKey{std::get<0>(oldest_live_->first), std::get<1>(oldest_live_->first)}));
   stats_.evicted_live++;
   return true;
 }
@@ -123,6 +142,10 @@ void DurableStore::Replace(EntryRef it, std::string_view packet) {
   }
   it->second.order = ++order_;
   it->second.read = false;
+  if (!it->second.ended) {
+    Unlink(&*it);
+    LinkNewest(&*it);
+  }
   entry_bytes_ += CostOf(it->second);
   stats_.replaced++;
 }
@@ -160,6 +183,7 @@ void DurableStore::Put(Kind kind, uint64_t id, std::string_view packet) {
     e.order = ++order_;
     // The newest generation of all: the last of {kind, id}'s.
     live->second = entries_.emplace(Key{kind, id, ++generation_}, std::move(e)).first;
+    LinkNewest(&*live->second);
     entry_bytes_ += CostOf(live->second->second);
     stats_.entries++;
   }

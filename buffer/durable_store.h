@@ -117,18 +117,25 @@ class DurableStore {
   static size_t EntryOverhead();
 
  private:
-  struct Entry {
-    std::string packet;
-    uint64_t order = 0;     // When last written (a counter).
-    uint64_t ended_at = 0;  // Ring bytes written once everything before the end was in.
-    bool ended = false;
-    uint8_t drains_to_pin = 0;  // Drains left before ended_at is pinned.
-    bool read = false;          // Handed out since last written.
-  };
   // {kind, id, generation}: generations only differ for reused ids. The
   // newest generation of {kind, id} is its live entry unless it ended: a
   // new generation begins only when none is live.
   using Key = std::tuple<Kind, uint64_t, uint64_t>;
+  struct Entry;
+  // An entry's node in entries_: its key and the entry.
+  using Node = std::pair<const Key, Entry>;
+  struct Entry {
+    std::string packet;
+    uint64_t order = 0;     // When last written (a counter).
+    uint64_t ended_at = 0;  // Ring bytes written once everything before the end was in.
+    // A live entry's neighbours in the list of live entries by when they
+    // were last written (null at either end; both null once ended).
+    Node* older = nullptr;
+    Node* newer = nullptr;
+    bool ended = false;
+    uint8_t drains_to_pin = 0;  // Drains left before ended_at is pinned.
+    bool read = false;          // Handed out since last written.
+  };
   // Entries are referred to by their place in entries_ (a map's iterators
   // stay valid until their own entry is erased).
   using EntryRef = std::map<Key, Entry>::iterator;
@@ -145,8 +152,11 @@ class DurableStore {
   void Account();
   // The newest entry of {kind, id}, ended or not; end() when none.
   EntryRef Newest(Kind kind, uint64_t id);
-  // Takes a live entry out of live_.
+  // Takes a live entry out of live_ and of the list by when written.
   void Unindex(EntryRef it);
+  // Puts a live entry at the newest end of the list by when written.
+  void LinkNewest(Node* node);
+  void Unlink(Node* node);
   void Remove(EntryRef it);
   // Writes `packet` over an entry's, as the most recently written.
   void Replace(EntryRef it, std::string_view packet);
@@ -162,6 +172,12 @@ class DurableStore {
   size_t entry_bytes_ = 0;  // What the entries count (EntryCost); stats_.bytes adds the index.
   // The live (not ended) entry of each {kind, id}.
   LiveIndex live_;
+  // The live entries by when they were last written, through their own
+  // links (Entry::older, newer): the oldest is the one a full store
+  // evicts, at once (a scan of live_ for it cost a put 37 us in a store of
+  // 10,000 live entries, 0.7 ms in one of 50,000: BM_DurableStore_PutFull).
+  Node* oldest_live_ = nullptr;
+  Node* newest_live_ = nullptr;
   // The ended entries, in the order they ended. Their ends are pinned in
   // that order, so the entries a drain pins are the newest, and those it
   // compacts (as those evicted first) the oldest: a drain touches only

@@ -17,6 +17,8 @@
 //   BM_DurableStore_Drained/N          ns per drain of a durable store describing N
 //                                      live tasks, with a task described and ended
 //                                      before each
+//   BM_DurableStore_PutFull/N          ns per new task's descriptor in a store full
+//                                      of some N live ones (each put evicts one)
 //
 // After the usual output, a table gives each figure as a ratio to its baseline.
 
@@ -311,6 +313,20 @@ void BM_DurableStore_Drained(benchmark::State& state) {
   state.counters["entries"] = static_cast<double>(store.stats().entries);
 }
 BENCHMARK(BM_DurableStore_Drained)->Arg(1000)->Arg(10000);
+
+// What the buffer owner pays for a new task's descriptor on a machine of
+// more live threads than the store holds (N of them fill it): each put
+// evicts the live entry written least recently, counted as a loss.
+void BM_DurableStore_PutFull(benchmark::State& state) {
+  const size_t live = static_cast<size_t>(state.range(0));
+  const std::string packet(120, 'd');
+  DurableStore store(live * DurableStore::EntryCost(packet.size()) * 5 / 4, kBufferSize);
+  uint64_t next = 1;
+  while (store.stats().evicted_live == 0) store.Put(DurableStore::Kind::kThread, next++, packet);
+  for (auto _ : state) store.Put(DurableStore::Kind::kThread, next++, packet);
+  state.counters["entries"] = static_cast<double>(store.stats().entries);
+}
+BENCHMARK(BM_DurableStore_PutFull)->Arg(1000)->Arg(10000)->Arg(50000);
 
 // Prints the usual console output, then each figure against its baseline.
 class RatioReporter : public benchmark::ConsoleReporter {

@@ -219,6 +219,49 @@ TEST(DurableStoreTest, WhenFullTheEntryThatEndedFirstGoesFirstNotTheOldestWritte
   EXPECT_TRUE(s.Contains(Kind::kProcess, 5));
 }
 
+// A machine with more live tasks than the store holds: each new entry
+// takes the place of the live one written least recently (a rewrite makes
+// an entry the newest, an end takes it out of the running), in a clone as
+// in the store it was copied from.
+TEST(DurableStoreTest, WhenFullOfLiveEntriesTheOneWrittenLeastRecentlyGoesInAClonesToo) {
+  const std::string payload(100, 'x');
+  DurableStore s(RoomFor(5, 6), 1 << 30);
+  for (uint64_t tid = 1; tid <= 5; tid++) s.Put(Kind::kThread, tid, payload);
+  s.Put(Kind::kThread, 1, payload);  // Renamed: now the newest.
+  s.MarkEnded(Kind::kThread, 3);
+  s.Put(Kind::kThread, 6, payload);
+  EXPECT_EQ(s.stats().evicted_ended, 1u);  // The ended one first...
+  EXPECT_FALSE(s.Contains(Kind::kThread, 3));
+  s.Put(Kind::kThread, 7, payload);
+  EXPECT_EQ(s.stats().evicted_live, 1u);  // ...then the least recently written.
+  EXPECT_FALSE(s.Contains(Kind::kThread, 2));
+  EXPECT_TRUE(s.Contains(Kind::kThread, 1));
+  std::unique_ptr<DurableStore> c = s.Clone();  // Oldest first: 4, 5, 1, 6, 7.
+  s.Put(Kind::kThread, 5, payload);             // Here only: 4, 1, 6, 7, 5.
+  for (DurableStore* store : {&s, c.get()}) {
+    store->Put(Kind::kThread, 4, payload);  // Renamed in both.
+    store->Put(Kind::kThread, 8, payload);
+    store->Put(Kind::kThread, 9, payload);
+    EXPECT_EQ(store->stats().evicted_live, 3u);
+  }
+  for (uint64_t tid : {4, 7, 8, 9}) {
+    EXPECT_TRUE(s.Contains(Kind::kThread, tid)) << tid;
+    EXPECT_TRUE(c->Contains(Kind::kThread, tid)) << tid;
+  }
+  EXPECT_FALSE(s.Contains(Kind::kThread, 1));
+  EXPECT_FALSE(s.Contains(Kind::kThread, 6));
+  EXPECT_TRUE(s.Contains(Kind::kThread, 5));
+  EXPECT_FALSE(c->Contains(Kind::kThread, 5));
+  EXPECT_FALSE(c->Contains(Kind::kThread, 1));
+  EXPECT_TRUE(c->Contains(Kind::kThread, 6));
+  // With every entry ended, a new one takes the place of the first to end.
+  for (uint64_t tid : {7, 5, 4, 8, 9}) s.MarkEnded(Kind::kThread, tid);
+  s.Put(Kind::kThread, 10, payload);
+  EXPECT_EQ(s.stats().evicted_live, 3u);
+  EXPECT_FALSE(s.Contains(Kind::kThread, 7));
+  EXPECT_TRUE(s.Contains(Kind::kThread, 10));
+}
+
 // The heap in use, as glibc's malloc counts it.
 size_t HeapInUse() {
   const struct mallinfo2 m = mallinfo2();
