@@ -1,7 +1,6 @@
 #include "buffer/durable_store.h"
 
 #include <algorithm>
-#include <vector>
 
 namespace ringside::buffer {
 
@@ -44,24 +43,25 @@ DurableStore::DurableStore(size_t capacity, size_t ring_size)
 DurableStore::DurableStore(const DurableStore& other)
     : capacity_(other.capacity_),
       ring_size_(other.ring_size_),
-      order_(other.order_),
       generation_(other.generation_),
       entries_(other.entries_),
       entry_bytes_(other.entry_bytes_),
       stats_(other.stats_) {
   // The indexes and the list refer to entries by iterator and node: this
-  // store's own.
+  // store's own, found from the other's by walking both maps (copies, in
+  // the same order) side by side, not by a search of the map for each.
   live_.reserve(other.live_.size());
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    it->second.older = it->second.newer = nullptr;
+  absl::flat_hash_map<const Node*, EntryRef> mine;
+  mine.reserve(entries_.size());
+  auto theirs = other.entries_.begin();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it, ++theirs) {
+    mine.emplace(&*theirs, it);
     if (!it->second.ended) {
       live_.emplace(LiveKey{std::get<0>(it->first), std::get<1>(it->first)}, it);
     }
   }
-  for (const Node* n = other.oldest_live_; n != nullptr; n = n->second.newer) {
-    LinkNewest(&*live_.at(LiveKey{std::get<0>(n->first), std::get<1>(n->first)}));
-  }
-  for (const EntryRef& e : other.ended_) ended_.push_back(entries_.find(e->first));
+  for (const Node* n = other.oldest_; n != nullptr; n = n->second.newer) LinkNewest(&*mine.at(n));
+  for (const EntryRef& e : other.ended_) ended_.push_back(mine.at(&*e));
   Account();
 }
 
@@ -77,25 +77,24 @@ void DurableStore::Account() {
 }
 
 void DurableStore::LinkNewest(Node* node) {
-  node->second.older = newest_live_;
+  node->second.older = newest_;
   node->second.newer = nullptr;
-  if (newest_live_ != nullptr) {
-    newest_live_->second.newer = node;
+  if (newest_ != nullptr) {
+    newest_->second.newer = node;
   } else {
-    oldest_live_ = node;
+    oldest_ = node;
   }
-  newest_live_ = node;
+  newest_ = node;
 }
 
 void DurableStore::Unlink(Node* node) {
   Entry& e = node->second;
-  (e.older != nullptr ? e.older->second.newer : oldest_live_) = e.newer;
-  (e.newer != nullptr ? e.newer->second.older : newest_live_) = e.older;
+  (e.older != nullptr ? e.older->second.newer : oldest_) = e.newer;
+  (e.newer != nullptr ? e.newer->second.older : newest_) = e.older;
   e.older = e.newer = nullptr;
 }
 
 void DurableStore::Unindex(EntryRef it) {
-  Unlink(&*it);
   live_.erase(LiveKey{std::get<0>(it->first), std::get<1>(it->first)});
   // A table left empty gives its memory back (it never shrinks otherwise).
   if (live_.empty()) live_ = LiveIndex();
@@ -111,6 +110,7 @@ void DurableStore::Remove(EntryRef it) {
   } else if (auto e = std::find(ended_.begin(), ended_.end(), it); e != ended_.end()) {
     ended_.erase(e);
   }
+  Unlink(&*it);
   entries_.erase(it);
 }
 
@@ -126,8 +126,9 @@ bool DurableStore::EvictOne(bool ended) {
     stats_.evicted_ended++;
     return true;
   }
-  if (oldest_live_ == nullptr) return false;
-  Remove(live_.at(LiveKey{std::get<0>(oldest_live_->first), std::get<1>(oldest_live_->first)}));
+  // Called once no ended entry is left: the oldest written is live.
+  if (oldest_ == nullptr) return false;
+  Remove(entries_.find(oldest_->first));
   stats_.evicted_live++;
   return true;
 }
@@ -140,12 +141,9 @@ void DurableStore::Replace(EntryRef it, std::string_view packet) {
   } else {
     p = std::string(packet);  // Its own size: an assign could double the old one's.
   }
-  it->second.order = ++order_;
   it->second.read = false;
-  if (!it->second.ended) {
-    Unlink(&*it);
-    LinkNewest(&*it);
-  }
+  Unlink(&*it);
+  LinkNewest(&*it);
   entry_bytes_ += CostOf(it->second);
   stats_.replaced++;
 }
@@ -180,7 +178,6 @@ void DurableStore::Put(Kind kind, uint64_t id, std::string_view packet) {
   } else {
     Entry e;
     e.packet = std::string(packet);
-    e.order = ++order_;
     // The newest generation of all: the last of {kind, id}'s.
     live->second = entries_.emplace(Key{kind, id, ++generation_}, std::move(e)).first;
     LinkNewest(&*live->second);
@@ -242,17 +239,15 @@ void DurableStore::Drained(uint64_t ring_bytes_written) {
 void DurableStore::ForEach(
     const std::function<void(Kind, uint64_t id, std::string_view packet)>& visit, bool changed_only,
     bool mark_read) {
-  std::vector<std::pair<uint64_t, EntryRef>> order;
-  order.reserve(entries_.size());
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (changed_only && it->second.read) continue;
-    order.emplace_back(it->second.order, it);
+  Node* first = oldest_;
+  if (changed_only) {
+    // The unread ones are the newest (oldest_'s comment).
+    first = nullptr;
+    for (Node* n = newest_; n != nullptr && !n->second.read; n = n->second.older) first = n;
   }
-  std::sort(order.begin(), order.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [o, it] : order) {
-    visit(std::get<0>(it->first), std::get<1>(it->first), it->second.packet);
-    if (mark_read) it->second.read = true;
+  for (Node* n = first; n != nullptr; n = n->second.newer) {
+    visit(std::get<0>(n->first), std::get<1>(n->first), n->second.packet);
+    if (mark_read) n->second.read = true;
   }
 }
 

@@ -83,8 +83,8 @@ inline constexpr uint32_t kDefaultProcStatsMinRssKb = 16384;
 // or that lived across the sources' start and the /proc scan, has no
 // process in the file. The capacity is the heap the store takes, its own
 // structures counted (DurableStore::EntryCost): a descriptor (one per
-// process and per thread) takes about 260 bytes on a Debian machine, so
-// 2 MiB hold some 8,000. (The agent's embedded default sets 4096: it runs
+// process and per thread) takes about 240 bytes on a Debian machine, so
+// 2 MiB hold some 8,500. (The agent's embedded default sets 4096: it runs
 // for months.)
 inline constexpr uint32_t kDefaultDurableBufferSizeKb = 2048;
 // flush_period_ms when streaming (Perfetto's importer warns about a

@@ -19,6 +19,9 @@
 //                                      before each
 //   BM_DurableStore_PutFull/N          ns per new task's descriptor in a store full
 //                                      of some N live ones (each put evicts one)
+//   BM_DurableStore_ChangedPass/N      ns per read pass of a store of N tasks that
+//                                      takes the 10 descriptors written since the last
+//   BM_DurableStore_Clone/N            us per copy of a store of N tasks (a snapshot's)
 //
 // After the usual output, a table gives each figure as a ratio to its baseline.
 
@@ -327,6 +330,41 @@ void BM_DurableStore_PutFull(benchmark::State& state) {
   state.counters["entries"] = static_cast<double>(store.stats().entries);
 }
 BENCHMARK(BM_DurableStore_PutFull)->Arg(1000)->Arg(10000)->Arg(50000);
+
+// What a streamed file's write (every file_write_period_ms) pays for the
+// durable store of a machine of N tasks: the read pass that takes the
+// descriptors written since the last one, here 10 of them.
+void BM_DurableStore_ChangedPass(benchmark::State& state) {
+  const uint64_t live = static_cast<uint64_t>(state.range(0));
+  DurableStore store(256 << 20, kBufferSize);
+  const std::string packet(120, 'd');
+  for (uint64_t id = 1; id <= live; id++) store.Put(DurableStore::Kind::kThread, id, packet);
+  DurableReadPass pass;
+  pass.Begin(&store);
+  uint64_t next = 1;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int i = 0; i < 10; i++) store.Put(DurableStore::Kind::kThread, next++ % live + 1, packet);
+    state.ResumeTiming();
+    pass.Begin(&store);
+  }
+}
+BENCHMARK(BM_DurableStore_ChangedPass)->Arg(1000)->Arg(16000)->Arg(50000);
+
+// What a snapshot pays for the durable store of a machine of N tasks, a
+// tenth of them ended: its copy (DurableStore::Clone).
+void BM_DurableStore_Clone(benchmark::State& state) {
+  const uint64_t tasks = static_cast<uint64_t>(state.range(0));
+  DurableStore store(256 << 20, kBufferSize);
+  const std::string packet(120, 'd');
+  for (uint64_t id = 1; id <= tasks; id++) {
+    store.Put(DurableStore::Kind::kThread, id, packet);
+    if (id % 10 == 0) store.MarkEnded(DurableStore::Kind::kThread, id);
+  }
+  for (uint64_t id = 1; id <= tasks; id += 3) store.Put(DurableStore::Kind::kThread, id, packet);
+  for (auto _ : state) benchmark::DoNotOptimize(store.Clone());
+}
+BENCHMARK(BM_DurableStore_Clone)->Arg(1000)->Arg(16000)->Arg(50000)->Unit(benchmark::kMicrosecond);
 
 // Prints the usual console output, then each figure against its baseline.
 class RatioReporter : public benchmark::ConsoleReporter {

@@ -310,6 +310,37 @@ TEST(DurableStoreTest, ChangedOnlyVisitsWhatWasWrittenSinceTheLastRead) {
   EXPECT_EQ(All(s).size(), 3u);  // A full visit still sees everything.
 }
 
+// Each pass takes what was written since the last one, live or ended, in
+// the order it was written; a full visit, a clone's first pass and a pass
+// after MarkAllUnread take everything in that order.
+TEST(DurableStoreTest, ReadPassesTakeWhatWasWrittenSinceInTheOrderWritten) {
+  DurableStore s(1 << 20, 1 << 20);
+  const auto packets = [](const std::vector<Seen>& seen) {
+    std::vector<std::string> out;
+    for (const Seen& e : seen) out.push_back(e.packet);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  s.Put(Kind::kProcess, 1, "a");
+  s.Put(Kind::kProcess, 2, "b");
+  s.Put(Kind::kThread, 3, "c");
+  s.MarkEnded(Kind::kThread, 3);
+  EXPECT_EQ(packets(All(s, true, true)), (V{"a", "b", "c"}));
+  s.Put(Kind::kProcess, 1, "a2");
+  s.PutEnded(Kind::kThread, 3, "c2");  // Ended, and written again.
+  s.Put(Kind::kProcess, 4, "d");
+  EXPECT_EQ(packets(All(s, true, false)), (V{"a2", "c2", "d"}));  // Not marked: again.
+  EXPECT_EQ(packets(All(s, true, true)), (V{"a2", "c2", "d"}));
+  EXPECT_TRUE(All(s, true, true).empty());
+  EXPECT_EQ(packets(All(s)), (V{"b", "a2", "c2", "d"}));
+  std::unique_ptr<DurableStore> c = s.Clone();
+  EXPECT_EQ(packets(All(*c, true, true)), (V{"b", "a2", "c2", "d"}));
+  s.Put(Kind::kProcess, 2, "b2");
+  EXPECT_TRUE(All(*c, true, true).empty());
+  s.MarkAllUnread();
+  EXPECT_EQ(packets(All(s, true, true)), (V{"a2", "c2", "d", "b2"}));
+}
+
 TEST(DurableStoreTest, CloneIsIndependent) {
   const size_t ring = 1 << 20;
   DurableStore s(1 << 20, ring);
