@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -339,6 +340,131 @@ TEST(DurableStoreTest, ReadPassesTakeWhatWasWrittenSinceInTheOrderWritten) {
   EXPECT_TRUE(All(*c, true, true).empty());
   s.MarkAllUnread();
   EXPECT_EQ(packets(All(s, true, true)), (V{"a2", "c2", "d", "b2"}));
+}
+
+// What the store should hold, by the rules its header states, for a store
+// large enough that nothing is evicted: every entry in the order it was
+// last written, with whether it ended and whether a pass took it since.
+class StoreModel {
+ public:
+  void Put(Kind kind, uint64_t id, const std::string& packet) {
+    if (Entry* live = Live(kind, id)) {
+      Rewrite(live, packet);
+    } else {
+      entries_.push_back({kind, id, packet, false, false});
+    }
+  }
+  void MarkEnded(Kind kind, uint64_t id) {
+    if (Entry* live = Live(kind, id)) live->ended = true;
+  }
+  void PutEnded(Kind kind, uint64_t id, const std::string& packet) {
+    if (Live(kind, id) != nullptr) {
+      Put(kind, id, packet);
+      MarkEnded(kind, id);
+      return;
+    }
+    for (auto e = entries_.rbegin(); e != entries_.rend(); ++e) {
+      if (e->kind == kind && e->id == id) return Rewrite(&*e, packet);  // The newest ended one.
+    }
+    entries_.push_back({kind, id, packet, true, false});
+  }
+  std::vector<std::string> Visit(bool changed_only, bool mark_read) {
+    std::vector<std::string> out;
+    for (Entry& e : entries_) {
+      if (changed_only && e.read) continue;
+      out.push_back(e.packet);
+      if (mark_read) e.read = true;
+    }
+    return out;
+  }
+  void MarkAllUnread() {
+    for (Entry& e : entries_) e.read = false;
+  }
+
+ private:
+  struct Entry {
+    Kind kind;
+    uint64_t id;
+    std::string packet;
+    bool ended;
+    bool read;
+  };
+  Entry* Live(Kind kind, uint64_t id) {
+    for (Entry& e : entries_) {
+      if (e.kind == kind && e.id == id && !e.ended) return &e;
+    }
+    return nullptr;
+  }
+  void Rewrite(Entry* e, const std::string& packet) {
+    Entry moved = *e;
+    moved.packet = packet;
+    moved.read = false;
+    entries_.erase(entries_.begin() + (e - entries_.data()));
+    entries_.push_back(moved);
+  }
+  std::vector<Entry> entries_;
+};
+
+// Random writes, ends, late descriptions, read passes and clones, each
+// store checked against its model after every step: the order of writes
+// the store keeps through its entries' links (a clone's its own) is the
+// one the passes hand out.
+TEST(DurableStoreTest, RandomWritesAndPassesHandOutWhatTheModelSays) {
+  std::mt19937 rng(57);
+  struct Pair {
+    std::unique_ptr<DurableStore> store;
+    StoreModel model;
+  };
+  std::vector<Pair> pairs;
+  pairs.reserve(4);  // The stores and their clones: a step's `p` stays valid.
+  pairs.push_back({std::make_unique<DurableStore>(64 << 20, 1 << 30), StoreModel()});
+  const auto packets = [](DurableStore& s, bool changed_only, bool mark_read) {
+    std::vector<std::string> out;
+    for (const Seen& e : All(s, changed_only, mark_read)) out.push_back(e.packet);
+    return out;
+  };
+  for (int step = 0; step < 4000; step++) {
+    Pair& p = pairs[rng() % pairs.size()];
+    const Kind kind = rng() % 2 == 0 ? Kind::kProcess : Kind::kThread;
+    const uint64_t id = 1 + rng() % 12;
+    const std::string packet = "p" + std::to_string(step);
+    switch (rng() % 8) {
+      case 0:
+      case 1:
+      case 2:
+        p.store->Put(kind, id, packet);
+        p.model.Put(kind, id, packet);
+        break;
+      case 3:
+        p.store->MarkEnded(kind, id);
+        p.model.MarkEnded(kind, id);
+        break;
+      case 4:
+        p.store->PutEnded(kind, id, packet);
+        p.model.PutEnded(kind, id, packet);
+        break;
+      case 5: {
+        const bool changed_only = rng() % 4 != 0, mark_read = rng() % 4 != 0;
+        ASSERT_EQ(packets(*p.store, changed_only, mark_read),
+                  p.model.Visit(changed_only, mark_read))
+            << "step " << step;
+        break;
+      }
+      case 6:
+        p.store->MarkAllUnread();
+        p.model.MarkAllUnread();
+        break;
+      case 7:
+        if (pairs.size() < 4) {
+          Pair clone{p.store->Clone(), p.model};
+          clone.model.MarkAllUnread();
+          pairs.push_back(std::move(clone));
+        }
+        break;
+    }
+    ASSERT_EQ(packets(*p.store, false, false), p.model.Visit(false, false)) << "step " << step;
+  }
+  for (Pair& p : pairs) EXPECT_EQ(packets(*p.store, true, true), p.model.Visit(true, true));
 }
 
 TEST(DurableStoreTest, CloneIsIndependent) {
