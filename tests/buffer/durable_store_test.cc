@@ -33,6 +33,14 @@ std::vector<Seen> All(DurableStore& s, bool changed_only = false, bool mark_read
   return out;
 }
 
+// The packets of All(), in its order.
+std::vector<std::string> Packets(DurableStore& s, bool changed_only = false,
+                                 bool mark_read = false) {
+  std::vector<std::string> out;
+  for (const Seen& e : All(s, changed_only, mark_read)) out.push_back(e.packet);
+  return out;
+}
+
 TEST(DurableStoreTest, ARenamedProcessReplacesItsEntry) {
   DurableStore s(1 << 20, 1 << 20);
   s.Put(Kind::kProcess, 42, "bash");
@@ -316,30 +324,25 @@ TEST(DurableStoreTest, ChangedOnlyVisitsWhatWasWrittenSinceTheLastRead) {
 // after MarkAllUnread take everything in that order.
 TEST(DurableStoreTest, ReadPassesTakeWhatWasWrittenSinceInTheOrderWritten) {
   DurableStore s(1 << 20, 1 << 20);
-  const auto packets = [](const std::vector<Seen>& seen) {
-    std::vector<std::string> out;
-    for (const Seen& e : seen) out.push_back(e.packet);
-    return out;
-  };
   using V = std::vector<std::string>;
   s.Put(Kind::kProcess, 1, "a");
   s.Put(Kind::kProcess, 2, "b");
   s.Put(Kind::kThread, 3, "c");
   s.MarkEnded(Kind::kThread, 3);
-  EXPECT_EQ(packets(All(s, true, true)), (V{"a", "b", "c"}));
+  EXPECT_EQ(Packets(s, true, true), (V{"a", "b", "c"}));
   s.Put(Kind::kProcess, 1, "a2");
   s.PutEnded(Kind::kThread, 3, "c2");  // Ended, and written again.
   s.Put(Kind::kProcess, 4, "d");
-  EXPECT_EQ(packets(All(s, true, false)), (V{"a2", "c2", "d"}));  // Not marked: again.
-  EXPECT_EQ(packets(All(s, true, true)), (V{"a2", "c2", "d"}));
+  EXPECT_EQ(Packets(s, true, false), (V{"a2", "c2", "d"}));  // Not marked: again.
+  EXPECT_EQ(Packets(s, true, true), (V{"a2", "c2", "d"}));
   EXPECT_TRUE(All(s, true, true).empty());
-  EXPECT_EQ(packets(All(s)), (V{"b", "a2", "c2", "d"}));
+  EXPECT_EQ(Packets(s), (V{"b", "a2", "c2", "d"}));
   std::unique_ptr<DurableStore> c = s.Clone();
-  EXPECT_EQ(packets(All(*c, true, true)), (V{"b", "a2", "c2", "d"}));
+  EXPECT_EQ(Packets(*c, true, true), (V{"b", "a2", "c2", "d"}));
   s.Put(Kind::kProcess, 2, "b2");
   EXPECT_TRUE(All(*c, true, true).empty());
   s.MarkAllUnread();
-  EXPECT_EQ(packets(All(s, true, true)), (V{"a2", "c2", "d", "b2"}));
+  EXPECT_EQ(Packets(s, true, true), (V{"a2", "c2", "d", "b2"}));
 }
 
 // What the store should hold, by the rules its header states, for a store
@@ -418,11 +421,6 @@ TEST(DurableStoreTest, RandomWritesAndPassesHandOutWhatTheModelSays) {
   std::vector<Pair> pairs;
   pairs.reserve(4);  // The stores and their clones: a step's `p` stays valid.
   pairs.push_back({std::make_unique<DurableStore>(64 << 20, 1 << 30), StoreModel()});
-  const auto packets = [](DurableStore& s, bool changed_only, bool mark_read) {
-    std::vector<std::string> out;
-    for (const Seen& e : All(s, changed_only, mark_read)) out.push_back(e.packet);
-    return out;
-  };
   for (int step = 0; step < 4000; step++) {
     Pair& p = pairs[rng() % pairs.size()];
     const Kind kind = rng() % 2 == 0 ? Kind::kProcess : Kind::kThread;
@@ -445,7 +443,7 @@ TEST(DurableStoreTest, RandomWritesAndPassesHandOutWhatTheModelSays) {
         break;
       case 5: {
         const bool changed_only = rng() % 4 != 0, mark_read = rng() % 4 != 0;
-        ASSERT_EQ(packets(*p.store, changed_only, mark_read),
+        ASSERT_EQ(Packets(*p.store, changed_only, mark_read),
                   p.model.Visit(changed_only, mark_read))
             << "step " << step;
         break;
@@ -462,9 +460,9 @@ TEST(DurableStoreTest, RandomWritesAndPassesHandOutWhatTheModelSays) {
         }
         break;
     }
-    ASSERT_EQ(packets(*p.store, false, false), p.model.Visit(false, false)) << "step " << step;
+    ASSERT_EQ(Packets(*p.store, false, false), p.model.Visit(false, false)) << "step " << step;
   }
-  for (Pair& p : pairs) EXPECT_EQ(packets(*p.store, true, true), p.model.Visit(true, true));
+  for (Pair& p : pairs) EXPECT_EQ(Packets(*p.store, true, true), p.model.Visit(true, true));
 }
 
 TEST(DurableStoreTest, CloneIsIndependent) {
