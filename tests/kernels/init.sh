@@ -401,7 +401,7 @@ r "stall_blocked=$(wait_for_in /tmp/stall-snapshots '*-stuck.pftrace' | sed 's,.
 echo +cpu > /sys/fs/cgroup/cgroup.subtree_control
 rq_cg=/sys/fs/cgroup/rskt-rq
 mkdir $rq_cg && echo "10000 100000" > $rq_cg/cpu.max
-kt-stall starve $(($(nproc) - 1)) 3 $rq_cg
+r "stall_starve=$(kt-stall starve $(($(nproc) - 1)) 3 $rq_cg 2>&1 | tr ' \n' '_ ')"
 r "stall_runqueue=$(wait_for_in /tmp/stall-snapshots '*-starved.pftrace' | sed 's,.*/,,')"
 /bin/true
 /tmp/kt-exec-me true

@@ -10,10 +10,12 @@
 //                              (whose cpu.max the caller sets), for SECS
 //                              seconds: the spinners use up the cgroup's
 //                              quota, and the wakee waits for its CPU until
-//                              the next period. (Real-time spinners would
-//                              do it without a cgroup, but on a PREEMPT_RT
-//                              kernel they hold the CPU's timer and RCU
-//                              threads, of the same priority, too.)
+//                              the next period; then prints a line of what
+//                              the wakee waited and the cgroup's throttling.
+//                              (Real-time spinners would do it without a
+//                              cgroup, but on a PREEMPT_RT kernel they hold
+//                              the CPU's timer and RCU threads, of the same
+//                              priority, too.)
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
@@ -53,19 +55,20 @@ static void pin(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  if (sched_setaffinity(0, sizeof(set), &set) != 0) _exit(1);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    perror("sched_setaffinity");
+    exit(1);
+  }
 }
 
-static pid_t start(const char* comm, int cpu, const char* cgroup, int spin) {
+// A child named `comm` that spins or wakes every 10 ms; it runs where its
+// parent does (pinned before the fork), and joins the cgroup only when the
+// parent moves it there.
+static pid_t start(const char* comm, int spin) {
   const pid_t pid = fork();
   if (pid != 0) return pid;
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   prctl(PR_SET_NAME, comm, 0, 0, 0);
-  char procs[256];
-  snprintf(procs, sizeof(procs), "%s/cgroup.procs", cgroup);
-  FILE* f = fopen(procs, "w");
-  if (f == NULL || fprintf(f, "%d\n", getpid()) < 0 || fclose(f) != 0) _exit(1);
-  pin(cpu);
   if (spin) {
     for (volatile unsigned long n = 0;; n++) {
     }
@@ -73,13 +76,59 @@ static pid_t start(const char* comm, int cpu, const char* cgroup, int spin) {
   for (;;) sleep_ms(10);
 }
 
+// Appends `path`'s first line starting with `key` (or "?") to `out`, after
+// `label`, its spaces made colons: one word, as init.sh's records are.
+static void first_line(const char* path, const char* key, const char* label, char* out,
+                       size_t size) {
+  char line[256];
+  FILE* f = fopen(path, "r");
+  const char* found = "?";
+  while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+    if (strncmp(line, key, strlen(key)) == 0) {
+      line[strcspn(line, "\n")] = 0;
+      found = line;
+      break;
+    }
+  }
+  snprintf(out + strlen(out), size - strlen(out), "%s%s", label, found);
+  for (char* c = out; *c != 0; c++) {
+    if (*c == ' ') *c = ':';
+  }
+  if (f != NULL) fclose(f);
+}
+
+// The four are forked pinned (the parent pins itself first) and running
+// before any joins the cgroup: a child that joined a throttled cgroup
+// before pinning itself once stayed on another CPU for hundreds of ms.
+// Prints what the run did, for a failed check to show: the wakee's
+// schedstat (ns on the CPU, ns waiting for it, times run) and the cgroup's
+// throttled periods, e.g.
+// cpu:1,wakee_schedstat:59362128:2610915296:41,nr_throttled:30
 static int starve(int cpu, int secs, const char* cgroup) {
+  pin(cpu);
   pid_t pids[4];
-  pids[0] = start("rskt-wakee", cpu, cgroup, 0);
-  for (int i = 1; i < 4; i++) pids[i] = start("rskt-hog", cpu, cgroup, 1);
+  pids[0] = start("rskt-wakee", 0);
+  for (int i = 1; i < 4; i++) pids[i] = start("rskt-hog", 1);
+  char procs[256];
+  snprintf(procs, sizeof(procs), "%s/cgroup.procs", cgroup);
+  for (int i = 0; i < 4; i++) {
+    FILE* f = fopen(procs, "w");
+    if (f == NULL || fprintf(f, "%d\n", pids[i]) < 0 || fclose(f) != 0) {
+      perror(procs);
+      for (int k = 0; k < 4; k++) kill(pids[k], SIGKILL);
+      for (int k = 0; k < 4; k++) waitpid(pids[k], NULL, 0);
+      return 1;
+    }
+  }
   sleep_ms(secs * 1000L);
+  char report[512] = "", path[256];
+  snprintf(path, sizeof(path), "/proc/%d/schedstat", pids[0]);
+  first_line(path, "", ",wakee_schedstat:", report, sizeof(report));
+  snprintf(path, sizeof(path), "%s/cpu.stat", cgroup);
+  first_line(path, "nr_throttled", ",", report, sizeof(report));
   for (int i = 0; i < 4; i++) kill(pids[i], SIGKILL);
   for (int i = 0; i < 4; i++) waitpid(pids[i], NULL, 0);
+  printf("cpu:%d%s\n", cpu, report);
   return 0;
 }
 
