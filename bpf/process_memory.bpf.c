@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /* linux.process_stats' pass over the processes: a task iterator (5.8) that
  * writes, for each thread-group leader with an address space, its tgid and
- * resident pages, read where /proc/PID/statm reads them. One read of the
- * iterator replaces a listing of /proc and a statm read per process. */
+ * the memory counters /proc/PID/status shows, read where the kernel reads
+ * them. One read of the iterator replaces a listing of /proc and, per
+ * process, a statm read and (for those written) a status and an
+ * oom_score_adj read. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -32,7 +34,7 @@ struct mm_struct___since_6_2 {
   struct percpu_counter___since_6_2 rss_stat[4];
 } __attribute__((preserve_access_index));
 
-enum { RS_MM_FILEPAGES = 0, RS_MM_ANONPAGES = 1, RS_MM_SHMEMPAGES = 3 };
+enum { RS_MM_FILEPAGES = 0, RS_MM_ANONPAGES = 1, RS_MM_SWAPENTS = 2, RS_MM_SHMEMPAGES = 3 };
 
 /* Counter `i` of `mm`, never below 0 (as statm shows it: a counter's
  * batched deltas can leave it briefly negative). */
@@ -62,9 +64,15 @@ int process_memory(struct bpf_iter__task* ctx) {
   if (BPF_CORE_READ(task, pid) != tgid) return 0; /* A thread: its leader counts. */
   struct mm_struct* mm = BPF_CORE_READ(task, mm);
   if (!mm) return 0; /* A kernel thread, or a leader that has exited. */
-  struct rs_process_rss out = {.tgid = tgid};
-  out.resident_pages = mm_counter(mm, RS_MM_FILEPAGES) + mm_counter(mm, RS_MM_ANONPAGES) +
-                       mm_counter(mm, RS_MM_SHMEMPAGES);
+  struct rs_process_counters out = {.tgid = tgid};
+  out.oom_score_adj = BPF_CORE_READ(task, signal, oom_score_adj);
+  out.file_pages = mm_counter(mm, RS_MM_FILEPAGES);
+  out.anon_pages = mm_counter(mm, RS_MM_ANONPAGES);
+  out.shmem_pages = mm_counter(mm, RS_MM_SHMEMPAGES);
+  out.swap_entries = mm_counter(mm, RS_MM_SWAPENTS);
+  out.total_vm = BPF_CORE_READ(mm, total_vm);
+  out.locked_vm = BPF_CORE_READ(mm, locked_vm);
+  out.hiwater_rss = BPF_CORE_READ(mm, hiwater_rss);
   bpf_seq_write(ctx->meta->seq, &out, sizeof(out));
   return 0;
 }

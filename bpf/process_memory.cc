@@ -50,11 +50,13 @@ absl::Status ProcessMemory::Read(std::vector<Process>* out) {
     if (n == 0) break;
     used += static_cast<size_t>(n);
   }
-  out->reserve(used / sizeof(rs_process_rss));
-  for (size_t at = 0; at + sizeof(rs_process_rss) <= used; at += sizeof(rs_process_rss)) {
-    rs_process_rss r;
+  out->reserve(used / sizeof(rs_process_counters));
+  for (size_t at = 0; at + sizeof(rs_process_counters) <= used; at += sizeof(rs_process_counters)) {
+    rs_process_counters r;
     std::memcpy(&r, bytes_.data() + at, sizeof(r));
-    out->push_back({r.tgid, r.resident_pages});
+    out->push_back({r.tgid, r.oom_score_adj, r.file_pages + r.anon_pages + r.shmem_pages,
+                    r.file_pages, r.anon_pages, r.shmem_pages, r.swap_entries, r.total_vm,
+                    r.locked_vm, r.hiwater_rss});
   }
   return absl::OkStatus();
 }

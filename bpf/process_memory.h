@@ -13,9 +13,9 @@ struct rs_process_memory;
 
 namespace ringside::bpf {
 
-// The resident memory of every process on the machine, in one read: a BPF
-// task iterator (bpf/process_memory.bpf.c) instead of a listing of /proc
-// and one statm read per process: linux.process_stats's sample took 150 us
+// The memory of every process on the machine, in one read: a BPF task
+// iterator (bpf/process_memory.bpf.c) instead of a listing of /proc and one
+// statm read per process: linux.process_stats's sample took 150 us
 // of CPU against 573 us beside 300 processes on a 2-CPU VM, 733 against
 // 4238 beside 2000 (sys_stats_benchmark). Loading it costs ~15 ms of CPU
 // once (libbpf reads the kernel's BTF). Needs that BTF and iter/task (5.8),
@@ -27,9 +27,20 @@ namespace ringside::bpf {
 // whose /proc numbers tasks the same way should use them.
 class ProcessMemory {
  public:
+  // In pages, as the kernel counts them; /proc/PID/status shows each in
+  // kB (VmRSS: the three resident kinds; VmHWM: the larger of hiwater_rss
+  // and VmRSS).
   struct Process {
     int32_t tgid = 0;
+    int32_t oom_score_adj = 0;
     uint64_t resident_pages = 0;  // As /proc/PID/statm's second field.
+    uint64_t file_pages = 0;      // RssFile
+    uint64_t anon_pages = 0;      // RssAnon
+    uint64_t shmem_pages = 0;     // RssShmem
+    uint64_t swap_entries = 0;    // VmSwap
+    uint64_t total_vm = 0;        // VmSize
+    uint64_t locked_vm = 0;       // VmLck
+    uint64_t hiwater_rss = 0;     // The peak as last recorded.
   };
 
   // Loads and attaches the iterator; the error names why it cannot (no

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/sources/polled_source.h"
+#include "agent/sources/proc_counters.h"
 #include "agent/writer/producer_buffer.h"
 #include "base/scoped_fd.h"
 #include "bpf/process_memory.h"
@@ -82,6 +84,9 @@ class ProcessStatsDataSource : public PolledSource {
   // Writes pid `name`'s memory (status, oom_score_adj) into `stats`; false
   // when it is gone.
   bool WriteProcess(ProtoMessage* stats, int32_t pid, const char* name);
+  // Writes one process's memory (and its OOM score adjustment, when known).
+  void WriteMemory(ProtoMessage* stats, int32_t pid, const ProcessMemory& m,
+                   std::optional<int64_t> oom_score_adj);
   // The text of `file` under `dir` (/proc/PID/<file> from the process's
   // directory, or PID/<file> from /proc) into text_; false when it is gone.
   bool ReadOf(int dir, const char* file);

@@ -5,9 +5,11 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -95,6 +97,81 @@ TEST(ProcessMemoryTest, ListsEachProcessOnceWithStatmsResidentPages) {
   const uint64_t grown = Pass(pm.get())[getpid()];
   munmap(p, bytes);
   EXPECT_GE(grown, pass[getpid()] + bytes / page * 9 / 10);
+}
+
+// `key`'s value in kB in /proc/PID/status ("VmRSS:\t  1234 kB"), -1 if
+// it has no such line.
+int64_t StatusKb(pid_t pid, const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
+  }
+  return -1;
+}
+
+// What a process's record holds is what /proc/PID/status and
+// oom_score_adj say of it, each counter of a child that holds 48 MiB of
+// anonymous memory and 8 MiB of shared memory, and keeps still, in kB as
+// status shows it.
+TEST(ProcessMemoryTest, EachCounterIsWhatStatusSays) {
+  std::string why;
+  std::unique_ptr<ProcessMemory> pm = LoadOrSkipReason(&why);
+  if (pm == nullptr) GTEST_SKIP() << why;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    std::ofstream("/proc/self/oom_score_adj") << 300;
+    const size_t anon = 48 << 20, shared = 8 << 20;
+    void* a = mmap(nullptr, anon, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* s = mmap(nullptr, shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (a == MAP_FAILED || s == MAP_FAILED) _exit(1);
+    std::memset(a, 1, anon);
+    std::memset(s, 1, shared);
+    (void)!write(ready[1], "x", 1);
+    for (;;) pause();
+  }
+  ASSERT_GT(child, 0);
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
+
+  std::vector<ProcessMemory::Process> listed;
+  const absl::Status st = pm->Read(&listed);
+  std::map<std::string, int64_t> status;
+  for (const char* key :
+       {"VmSize", "VmLck", "VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem", "VmSwap"}) {
+    status[key] = StatusKb(child, key);
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_TRUE(st.ok()) << st;
+
+  const ProcessMemory::Process* p = nullptr;
+  for (const ProcessMemory::Process& l : listed) {
+    if (l.tgid == child) p = &l;
+  }
+  ASSERT_NE(p, nullptr) << "the child is not listed";
+  const int64_t kb = sysconf(_SC_PAGESIZE) / 1024;
+  EXPECT_EQ(p->oom_score_adj, 300);
+  // The resident counters are per-CPU batched: either read may miss up to
+  // a batch a CPU (64 pages here at most).
+  const double slack = 256.0 * static_cast<double>(kb);
+  EXPECT_NEAR(static_cast<double>(p->anon_pages * kb), status["RssAnon"], slack);
+  EXPECT_NEAR(static_cast<double>(p->file_pages * kb), status["RssFile"], slack);
+  EXPECT_NEAR(static_cast<double>(p->shmem_pages * kb), status["RssShmem"], slack);
+  EXPECT_NEAR(static_cast<double>(p->resident_pages * kb), status["VmRSS"], slack);
+  EXPECT_GE(static_cast<int64_t>(p->anon_pages * kb), 48 << 10);
+  EXPECT_GE(static_cast<int64_t>(p->shmem_pages * kb), 8 << 10);
+  EXPECT_EQ(p->resident_pages, p->anon_pages + p->file_pages + p->shmem_pages);
+  EXPECT_EQ(static_cast<int64_t>(p->swap_entries * kb), status["VmSwap"]);
+  EXPECT_EQ(static_cast<int64_t>(p->total_vm * kb), status["VmSize"]);
+  EXPECT_EQ(static_cast<int64_t>(p->locked_vm * kb), status["VmLck"]);
+  EXPECT_NEAR(static_cast<double>(std::max(p->hiwater_rss, p->resident_pages) * kb),
+              status["VmHWM"], slack);
 }
 
 }  // namespace
