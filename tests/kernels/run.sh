@@ -601,7 +601,8 @@ stall_triggers() {
     [ "$(kv "stall_${k}_files" "$con")" = 1 ] ||
       echo "$(kv "stall_${k}_files" "$con") snapshots of the $k trigger, 1 expected \
 ($(grep -m1 -i "trigger $k\|$k:" "$files/stall-agent.err" 2> /dev/null))\
-$([ $k = starved ] && echo "; the workload: $(kv stall_starve "$con")")"
+$([ $k = starved ] && echo "; the workload (try $(kv stall_starve_try "$con") of 3): \
+$(kv stall_starve "$con")")"
   done
   detail() { "$RINGSIDE" inspect --json "$files/stall-$1.pftrace" 2> /dev/null |
     jq -r '.snapshot_triggers[0].detail'; }
