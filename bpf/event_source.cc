@@ -308,6 +308,15 @@ class ViewsOut {
   size_t count_ = 0;
 };
 
+// Asks for every cache line of a record. A batch's walk reads each record's
+// header to find the next one, so each line the other CPU wrote would
+// otherwise be asked for only once the one before it had come.
+void PrefetchLines(const RecordView& r) {
+  constexpr size_t kLine = 64;
+  const auto* bytes = static_cast<const uint8_t*>(r.data);
+  for (size_t at = 0; at < r.size; at += kLine) __builtin_prefetch(bytes + at);
+}
+
 }  // namespace
 
 RingReader::BatchCallback EventSource::Unbatching(const RingReader::BatchCallback& callback,
@@ -322,7 +331,11 @@ RingReader::BatchCallback EventSource::Unbatching(const RingReader::BatchCallbac
     // bounded (a ring's worth of batches in one packet would be megabytes,
     // which a small buffer could never hold whole).
     ViewsOut out(&unbatched_, ring, callback, handed_out);
-    for (const RecordView& r : records) {
+    PrefetchLines(records[0]);
+    for (size_t i = 0; i < records.size(); i++) {
+      const RecordView& r = records[i];
+      // The next record's lines arrive while this one is walked.
+      if (i + 1 < records.size()) PrefetchLines(records[i + 1]);
       if (!IsSchedBatch(r)) {
         out.Add(r);
         continue;

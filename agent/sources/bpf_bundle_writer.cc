@@ -32,13 +32,14 @@ struct BundleOut {
 // Writes a record into the bundle being written.
 using EncodeFn = void (*)(const bpf::Record& r, BundleOut* out);
 
-void AddSwitch(const bpf::Record& r, BundleOut* out) {
+// Inlined where AddToBundle() adds the two: most records of any batch.
+[[gnu::always_inline]] inline void AddSwitch(const bpf::Record& r, BundleOut* out) {
   const rs_sched_switch& e = r.sched_switch();
   out->compact->AddSwitch(e.h.ts_ns, e.prev_state, e.next_pid, e.next_prio, e.next_comm);
 }
 
 // Compact, as switches: the waker is whoever runs on this CPU then.
-void AddWaking(const bpf::Record& r, BundleOut* out) {
+[[gnu::always_inline]] inline void AddWaking(const bpf::Record& r, BundleOut* out) {
   const rs_sched_wakeup& e = r.wakeup();
   out->compact->AddWaking(e.h.ts_ns, e.pid, e.target_cpu, e.prio, e.comm);
 }
@@ -288,22 +289,63 @@ void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
 
 void BpfBundleWriter::WriteBundle(TraceWriter* writer, uint32_t cpu,
                                   absl::Span<const bpf::Record> records, bool lost_events) {
+  BeginBundle(writer, cpu, lost_events);
+  AddToBundle(records);
+  EndBundle();
+}
+
+void BpfBundleWriter::WriteBundle(
+    TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::Record> records, bool lost_events,
+    absl::FunctionRef<void(absl::Span<const bpf::Record>)> before_part) {
+  BeginBundle(writer, cpu, lost_events);
+  for (size_t at = 0; at < records.size(); at += kRecordsPerPart) {
+    const absl::Span<const bpf::Record> part = records.subspan(at, kRecordsPerPart);
+    before_part(part);
+    AddToBundle(part);
+  }
+  EndBundle();
+}
+
+void BpfBundleWriter::BeginBundle(TraceWriter* writer, uint32_t cpu, bool lost_events) {
   compact_.Clear();
   for (uint64_t& n : last_bundle_) n = 0;
+  packet_.emplace(writer->NewTracePacket());
+  bundle_ = (*packet_)->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber);
+  bundle_->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
+  if (lost_events) bundle_->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
+}
 
-  auto packet = writer->NewTracePacket();
-  BundleOut out{packet->BeginNested(trace::TracePacket::kFtraceEventsFieldNumber), &compact_};
-  out.bundle->AppendVarInt(FtraceEventBundle::kCpuFieldNumber, cpu);
-  if (lost_events) out.bundle->AppendBool(FtraceEventBundle::kLostEventsFieldNumber, true);
+void BpfBundleWriter::AddToBundle(absl::Span<const bpf::Record> records) {
+  BundleOut out{bundle_, &compact_};
   for (const bpf::Record& r : records) {
+    // Most of any batch: added in place (no call through the table), and
+    // counted once per bundle from the columns' rows (EndBundle).
+    if (r.type == RS_EV_SCHED_SWITCH) {
+      AddSwitch(r, &out);
+      continue;
+    }
+    if (r.type == RS_EV_SCHED_WAKING) {
+      AddWaking(r, &out);
+      continue;
+    }
     const EncodeFn encode = kEncoderOf[r.type];
     if (encode == nullptr) continue;  // Written elsewhere, and counted there.
     encode(r, &out);
     stats_.events[r.type]++;
     last_bundle_[r.type]++;
   }
-  compact_.AppendTo(out.bundle);
-  out.bundle->EndNested();
+}
+
+void BpfBundleWriter::EndBundle() {
+  // Only AddToBundle() adds rows to compact_, one per record of these.
+  last_bundle_[RS_EV_SCHED_SWITCH] += compact_.switches();
+  last_bundle_[RS_EV_SCHED_WAKING] += compact_.wakings();
+  stats_.events[RS_EV_SCHED_SWITCH] += compact_.switches();
+  stats_.events[RS_EV_SCHED_WAKING] += compact_.wakings();
+  compact_.AppendTo(bundle_);
+  bundle_->EndNested();
+  bundle_ = nullptr;
+  packet_.reset();  // Finishes the packet.
   stats_.bundles++;
 }
 

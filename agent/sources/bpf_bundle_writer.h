@@ -2,9 +2,11 @@
 #define RINGSIDE_AGENT_SOURCES_BPF_BUNDLE_WRITER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "agent/sources/compact_sched.h"
 #include "agent/writer/trace_writer.h"
@@ -46,6 +48,15 @@ class BpfBundleWriter {
   // `lost_events`: records of this CPU were dropped before the batch.
   void WriteBundle(TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::Record> records,
                    bool lost_events);
+  // The same, calling `before_part` with each part of `records` in order
+  // (kRecordsPerPart records a part) just before the part goes into the
+  // bundle: BpfDataSource tells the tracker of a part's records while they
+  // are still in the CPU's first-level cache (a whole batch, up to 80 KiB,
+  // would have left it by the time the bundle read it).
+  static constexpr size_t kRecordsPerPart = 128;
+  void WriteBundle(TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::Record> records,
+                   bool lost_events,
+                   absl::FunctionRef<void(absl::Span<const bpf::Record>)> before_part);
   // Decode() and the above.
   void WriteBundle(TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::RecordView> records,
                    bool lost_events);
@@ -59,10 +70,17 @@ class BpfBundleWriter {
   uint64_t total_events() const;
 
  private:
+  void BeginBundle(TraceWriter* writer, uint32_t cpu, bool lost_events);
+  void AddToBundle(absl::Span<const bpf::Record> records);
+  void EndBundle();
+
   Stats stats_;
   uint64_t last_bundle_[RS_EV_MAX] = {};
   // compact_sched columns of the bundle being written (capacity reused).
   CompactSchedColumns compact_;
+  // The bundle being written, between BeginBundle() and EndBundle().
+  std::optional<TraceWriter::PacketHandle> packet_;
+  ProtoMessage* bundle_ = nullptr;
   bpf::RecordBatch decoded_;  // Capacity reused.
 };
 

@@ -22,7 +22,7 @@
 #include "agent/sources/stack_figures.h"
 #include "agent/sources/stack_sample_writer.h"
 #include "agent/sources/staging_flush.h"
-#include "agent/sources/told_tasks.h"
+#include "agent/sources/task_teller.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
 #include "base/boottime.h"
@@ -159,7 +159,6 @@ class BpfDataSource : public DataSource {
   // Consumer thread: serves FlushStaging() requests made so far.
   void ServeFlushRequests();
   void OnBatch(uint32_t cpu, absl::Span<const bpf::RecordView> records);
-  void TellTracker(absl::Span<const bpf::Record> records);
   void TellIncidents(absl::Span<const bpf::Record> records);
   // Reader thread: tells of the tasks the sweep finds blocked and not woken.
   void SweepStalls(int64_t now_ns);
@@ -198,13 +197,7 @@ class BpfDataSource : public DataSource {
   // Drops seen per CPU so far; a CPU whose count grew marks its next bundle.
   std::vector<uint64_t> drops_seen_;
   std::vector<bool> lost_pending_;
-  // Tasks the tracker has been told of (forked, exec'd or seen), so that
-  // scheduling records call it only for a task's first one: a task leaves
-  // at its exit and at its final switch (the tracker tells a dying task's
-  // last records from a new task's under a reused id).
-  // Consumer thread only; emptied past kMaxToldTasks.
-  static constexpr size_t kMaxToldTasks = 1 << 16;
-  ToldTasks told_;
+  TaskTeller teller_{config_.tracker};
   CgroupSelector cgroups_;
   std::vector<std::string> cgroup_warnings_;
   // With blocks measured (source.stalls) and a listener: the sweep for the

@@ -43,10 +43,7 @@ class CommInterner {
     uint64_t key[2];
     std::memcpy(key, comm, kCommBytes);
     if (last_ < count_ && entries_[last_].Is(key)) return last_;
-    for (size_t i = 0; i < count_; i++) {
-      if (entries_[i].Is(key)) return last_ = static_cast<uint32_t>(i);
-    }
-    return last_ = Add(absl::string_view(comm, strnlen(comm, kCommBytes)), key);
+    return InternNotLast(comm, key);
   }
 
   size_t size() const { return count_; }
@@ -61,6 +58,15 @@ class CommInterner {
       return keyed && ((key[0] ^ k[0]) | (key[1] ^ k[1])) == 0;
     }
   };
+
+  // Out of line, so that the compare above is inlined where a row is added.
+  [[gnu::noinline]] uint32_t InternNotLast(const char (&comm)[kCommBytes],
+                                           const uint64_t (&key)[2]) {
+    for (size_t i = 0; i < count_; i++) {
+      if (entries_[i].Is(key)) return last_ = static_cast<uint32_t>(i);
+    }
+    return last_ = Add(absl::string_view(comm, strnlen(comm, kCommBytes)), key);
+  }
 
   uint32_t Add(absl::string_view comm, const uint64_t* key) {
     if (count_ == entries_.size()) entries_.emplace_back();
@@ -79,20 +85,16 @@ class CommInterner {
 // The columns of one bundle's compact_sched (Perfetto's compact encoding of
 // sched_switch and sched_waking: one packed array per field, timestamps as
 // deltas, comms by index into the intern table), kept from bundle to bundle
-// so that no bundle allocates once warm. Both bundle writers fill it.
+// so that no bundle allocates once warm. Both bundle writers fill it. The
+// BPF reader adds a row per scheduling record, so a row is one struct
+// written in place (a push_back per column was five checks for room and
+// five vector pointers loaded again after each store); the columns are
+// read out of the rows as they are written into the bundle.
 class CompactSchedColumns {
  public:
   void Clear() {
-    switch_ts_.clear();
-    switch_prev_state_.clear();
-    switch_next_pid_.clear();
-    switch_next_prio_.clear();
-    switch_comm_.clear();
-    waking_ts_.clear();
-    waking_pid_.clear();
-    waking_target_cpu_.clear();
-    waking_prio_.clear();
-    waking_comm_.clear();
+    switches_.clear();
+    wakings_.clear();
     interned_.Clear();
     last_switch_ts_ = last_waking_ts_ = 0;
   }
@@ -101,63 +103,77 @@ class CompactSchedColumns {
   template <typename Comm>
   void AddSwitch(uint64_t ts, int64_t prev_state, int32_t next_pid, int32_t next_prio,
                  const Comm& next_comm) {
-    switch_ts_.push_back(ts - last_switch_ts_);
+    switches_.push_back(
+        {ts - last_switch_ts_, prev_state, next_pid, next_prio, interned_.Intern(next_comm)});
     last_switch_ts_ = ts;
-    switch_prev_state_.push_back(prev_state);
-    switch_next_pid_.push_back(next_pid);
-    switch_next_prio_.push_back(next_prio);
-    switch_comm_.push_back(interned_.Intern(next_comm));
   }
 
   template <typename Comm>
   void AddWaking(uint64_t ts, int32_t pid, int32_t target_cpu, int32_t prio, const Comm& comm) {
-    waking_ts_.push_back(ts - last_waking_ts_);
+    wakings_.push_back({ts - last_waking_ts_, pid, target_cpu, prio, interned_.Intern(comm)});
     last_waking_ts_ = ts;
-    waking_pid_.push_back(pid);
-    waking_target_cpu_.push_back(target_cpu);
-    waking_prio_.push_back(prio);
-    waking_comm_.push_back(interned_.Intern(comm));
   }
+
+  // Rows added since Clear().
+  size_t switches() const { return switches_.size(); }
+  size_t wakings() const { return wakings_.size(); }
 
   // Appends the compact_sched field to `bundle`, if any column has rows.
   void AppendTo(ProtoMessage* bundle) const {
     using CompactSched = trace::FtraceEventBundle::CompactSched;
-    if (switch_ts_.empty() && waking_ts_.empty()) return;
+    if (switches_.empty() && wakings_.empty()) return;
     ProtoMessage* compact = bundle->BeginNested(trace::FtraceEventBundle::kCompactSchedFieldNumber);
     for (size_t i = 0; i < interned_.size(); i++) {
       compact->AppendString(CompactSched::kInternTableFieldNumber, interned_[i]);
     }
-    if (size_t n = switch_ts_.size(); n > 0) {
-      compact->AppendPackedVarInts(CompactSched::kSwitchTimestampFieldNumber, switch_ts_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kSwitchPrevStateFieldNumber,
-                                   switch_prev_state_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kSwitchNextPidFieldNumber, switch_next_pid_.data(),
-                                   n);
-      compact->AppendPackedVarInts(CompactSched::kSwitchNextPrioFieldNumber,
-                                   switch_next_prio_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kSwitchNextCommIndexFieldNumber,
-                                   switch_comm_.data(), n);
+    if (const size_t n = switches_.size(); n > 0) {
+      const Switch* s = switches_.data();
+      compact->AppendPackedVarInts(CompactSched::kSwitchTimestampFieldNumber, s, n,
+                                   [](const Switch& r) { return r.ts_delta; });
+      compact->AppendPackedVarInts(CompactSched::kSwitchPrevStateFieldNumber, s, n,
+                                   [](const Switch& r) { return r.prev_state; });
+      compact->AppendPackedVarInts(CompactSched::kSwitchNextPidFieldNumber, s, n,
+                                   [](const Switch& r) { return r.next_pid; });
+      compact->AppendPackedVarInts(CompactSched::kSwitchNextPrioFieldNumber, s, n,
+                                   [](const Switch& r) { return r.next_prio; });
+      compact->AppendPackedVarInts(CompactSched::kSwitchNextCommIndexFieldNumber, s, n,
+                                   [](const Switch& r) { return r.comm; });
     }
-    if (size_t n = waking_ts_.size(); n > 0) {
-      compact->AppendPackedVarInts(CompactSched::kWakingTimestampFieldNumber, waking_ts_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kWakingPidFieldNumber, waking_pid_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kWakingTargetCpuFieldNumber,
-                                   waking_target_cpu_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kWakingPrioFieldNumber, waking_prio_.data(), n);
-      compact->AppendPackedVarInts(CompactSched::kWakingCommIndexFieldNumber, waking_comm_.data(),
-                                   n);
+    if (const size_t n = wakings_.size(); n > 0) {
+      const Waking* w = wakings_.data();
+      compact->AppendPackedVarInts(CompactSched::kWakingTimestampFieldNumber, w, n,
+                                   [](const Waking& r) { return r.ts_delta; });
+      compact->AppendPackedVarInts(CompactSched::kWakingPidFieldNumber, w, n,
+                                   [](const Waking& r) { return r.pid; });
+      compact->AppendPackedVarInts(CompactSched::kWakingTargetCpuFieldNumber, w, n,
+                                   [](const Waking& r) { return r.target_cpu; });
+      compact->AppendPackedVarInts(CompactSched::kWakingPrioFieldNumber, w, n,
+                                   [](const Waking& r) { return r.prio; });
+      compact->AppendPackedVarInts(CompactSched::kWakingCommIndexFieldNumber, w, n,
+                                   [](const Waking& r) { return r.comm; });
     }
     compact->EndNested();
   }
 
  private:
-  std::vector<uint64_t> switch_ts_;
-  std::vector<int64_t> switch_prev_state_;
-  std::vector<int32_t> switch_next_pid_, switch_next_prio_;
-  std::vector<uint32_t> switch_comm_;
-  std::vector<uint64_t> waking_ts_;
-  std::vector<int32_t> waking_pid_, waking_target_cpu_, waking_prio_;
-  std::vector<uint32_t> waking_comm_;
+  // A row of each kind: the values as written, comms as intern indexes.
+  struct Switch {
+    uint64_t ts_delta;
+    int64_t prev_state;
+    int32_t next_pid;
+    int32_t next_prio;
+    uint32_t comm;
+  };
+  struct Waking {
+    uint64_t ts_delta;
+    int32_t pid;
+    int32_t target_cpu;
+    int32_t prio;
+    uint32_t comm;
+  };
+
+  std::vector<Switch> switches_;
+  std::vector<Waking> wakings_;
   CommInterner interned_;
   uint64_t last_switch_ts_ = 0, last_waking_ts_ = 0;
 };

@@ -18,10 +18,8 @@ class ToldTasks {
  public:
   // Adds `tid` (> 0); true if it was not in the set.
   bool Insert(int32_t tid) {
-    int32_t& recent = recent_[Slot(tid)];
-    if (recent == tid) return false;
-    recent = tid;
-    return set_.insert(tid).second;
+    if (recent_[Slot(tid)] == tid) return false;
+    return InsertNotRecent(tid);
   }
   void Erase(int32_t tid) {
     int32_t& recent = recent_[Slot(tid)];
@@ -39,6 +37,12 @@ class ToldTasks {
   // the set (0: none).
   static constexpr size_t kRecentSlots = 1024;
   static size_t Slot(int32_t tid) { return static_cast<uint32_t>(tid) % kRecentSlots; }
+  // Out of line: the set's insert would keep the compiler from inlining
+  // the compare above into every caller.
+  [[gnu::noinline]] bool InsertNotRecent(int32_t tid) {
+    recent_[Slot(tid)] = tid;
+    return set_.insert(tid).second;
+  }
   std::array<int32_t, kRecentSlots> recent_{};
   absl::flat_hash_set<int32_t> set_;
 };

@@ -51,6 +51,9 @@ class ProtoMessage {
   // A packed repeated varint field (e.g. compact_sched's columns).
   template <typename T>
   void AppendPackedVarInts(uint32_t field, const T* values, size_t count);
+  // The same of one member of each of `count` items: `get(items[i])`.
+  template <typename Item, typename Get>
+  void AppendPackedVarInts(uint32_t field, const Item* items, size_t count, Get get);
 
   // Starts a nested message in `field`; it ends with EndNested() on it, or
   // when anything is appended to this message again.
@@ -259,6 +262,11 @@ inline void ProtoMessage::AppendRawVarInt(uint64_t value) {
 
 template <typename T>
 void ProtoMessage::AppendPackedVarInts(uint32_t field, const T* values, size_t count) {
+  AppendPackedVarInts(field, values, count, [](const T& v) { return v; });
+}
+
+template <typename Item, typename Get>
+void ProtoMessage::AppendPackedVarInts(uint32_t field, const Item* items, size_t count, Get get) {
   ProtoMessage* packed = BeginNested(field);
   TraceWriter* w = packed->writer_;
   size_t i = 0;
@@ -269,12 +277,12 @@ void ProtoMessage::AppendPackedVarInts(uint32_t field, const T* values, size_t c
     const size_t room = static_cast<size_t>(w->end_ - w->cur_) / buffer::kMaxVarIntSize;
     uint8_t* p = w->cur_;
     for (const size_t stop = i + std::min(room, count - i); i < stop; i++) {
-      p = buffer::WriteVarInt(static_cast<uint64_t>(values[i]), p);
+      p = buffer::WriteVarInt(static_cast<uint64_t>(get(items[i])), p);
     }
     w->cur_ = p;
     // Less than a varint's worst case left: one value the slow way (on into
     // the next chunk if it must), then on.
-    if (i < count) packed->AppendRawVarIntSlow(static_cast<uint64_t>(values[i++]));
+    if (i < count) packed->AppendRawVarIntSlow(static_cast<uint64_t>(get(items[i++])));
   }
   packed->EndNested();
 }

@@ -334,5 +334,84 @@ TEST(BpfBundleWriterTest, EncodesEveryFieldOfEachTypedEvent) {
   EXPECT_EQ(w.last_bundle_events()[RS_EV_TASK_RENAME], 1u);
 }
 
+// A bundle written in parts (how the BPF source writes a batch, telling the
+// tracker of each part first) is the bundle written whole, byte for byte,
+// counts what it holds, and hands out every record once, in order. 300
+// switches and wakings, more rows than the columns' first room, with comms
+// that change between parts.
+TEST(BpfBundleWriterTest, ABundleWrittenInPartsIsTheBundleWrittenWhole) {
+  Records r;
+  const char* const comms[] = {"storm-a", "storm-b", "swapper/1", "kworker/1:0"};
+  uint64_t ts = 1'000'000;
+  for (int i = 0; i < 300; i++) {
+    if (i % 3 == 0) {
+      auto& wake = r.Add<rs_sched_wakeup>(RS_EV_SCHED_WAKING, ts += 700);
+      wake.pid = 1000 + i;
+      wake.target_cpu = i % 2;
+      wake.prio = 100 + i % 40;
+      std::strcpy(wake.comm, comms[(i / 7) % 4]);
+    } else {
+      auto& sw = r.Add<rs_sched_switch>(RS_EV_SCHED_SWITCH, ts += 1300);
+      sw.prev_pid = 1000 + i - 1;
+      sw.next_pid = 1000 + i;
+      sw.next_prio = 120;
+      sw.prev_state = i % 4;
+      std::strcpy(sw.next_comm, comms[(i / 5) % 4]);
+    }
+    if (i == 150) {
+      auto& fork = r.Add<rs_process_fork>(RS_EV_PROCESS_FORK, ts += 100);
+      fork.parent_pid = fork.parent_tgid = 1150;
+      fork.child_pid = fork.child_tgid = 5000;
+    }
+  }
+  const std::vector<bpf::RecordView> views = r.Views();
+  bpf::RecordBatch batch;
+
+  BpfBundleWriter whole;
+  const std::vector<trace::TracePacket> a = testing::WriteAndReadBack([&](TraceWriter* writer) {
+    whole.WriteBundle(writer, 1, whole.Decode(views, &batch), false);
+  });
+  BpfBundleWriter parts;
+  std::vector<const void*> handed_out;
+  size_t part_count = 0;
+  const std::vector<trace::TracePacket> b = testing::WriteAndReadBack([&](TraceWriter* writer) {
+    const absl::Span<const bpf::Record> records = parts.Decode(views, &batch);
+    parts.WriteBundle(writer, 1, records, false, [&](absl::Span<const bpf::Record> part) {
+      EXPECT_LE(part.size(), BpfBundleWriter::kRecordsPerPart);
+      part_count++;
+      for (const bpf::Record& record : part) handed_out.push_back(record.data);
+    });
+  });
+  ASSERT_EQ(handed_out.size(), views.size());
+  for (size_t i = 0; i < views.size(); i++) EXPECT_EQ(handed_out[i], views[i].data) << i;
+  EXPECT_EQ(part_count, (views.size() + BpfBundleWriter::kRecordsPerPart - 1) /
+                            BpfBundleWriter::kRecordsPerPart);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0].SerializeAsString(), b[0].SerializeAsString());
+
+  const auto& cs = b[0].ftrace_events().compact_sched();
+  ASSERT_EQ(cs.switch_timestamp_size(), 200);
+  ASSERT_EQ(cs.waking_timestamp_size(), 100);
+  EXPECT_EQ(cs.switch_next_pid(199), 1299);
+  EXPECT_EQ(cs.switch_prev_state(199), 3);
+  EXPECT_EQ(cs.intern_table(static_cast<int>(cs.switch_next_comm_index(199))),
+            comms[(299 / 5) % 4]);
+  EXPECT_EQ(cs.waking_pid(99), 1297);
+  EXPECT_EQ(cs.waking_prio(99), 100 + 297 % 40);
+  EXPECT_EQ(cs.intern_table(static_cast<int>(cs.waking_comm_index(99))), comms[(297 / 7) % 4]);
+  ASSERT_EQ(b[0].ftrace_events().event_size(), 1);
+  EXPECT_EQ(b[0].ftrace_events().event(0).sched_process_fork().child_pid(), 5000);
+
+  for (const BpfBundleWriter* w : {&whole, &parts}) {
+    EXPECT_EQ(w->last_bundle_events()[RS_EV_SCHED_SWITCH], 200u);
+    EXPECT_EQ(w->last_bundle_events()[RS_EV_SCHED_WAKING], 100u);
+    EXPECT_EQ(w->last_bundle_events()[RS_EV_PROCESS_FORK], 1u);
+    EXPECT_EQ(w->stats().events[RS_EV_SCHED_SWITCH], 200u);
+    EXPECT_EQ(w->stats().bundles, 1u);
+    EXPECT_EQ(w->total_events(), 301u);
+  }
+}
+
 }  // namespace
 }  // namespace ringside::agent

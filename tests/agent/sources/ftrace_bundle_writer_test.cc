@@ -311,17 +311,8 @@ TEST(FtraceBundleWriterTest, ADeadTasksLastSwitchNamesIt) {
   const Record dead = leaving(90, "dying", 0x10), zombie = leaving(91, "zombie", 0x20),
                asleep = leaving(92, "asleep", 0x1), preempted = leaving(93, "busy", 0x100);
   WriteAndReadBack(&w, 0, {dead.At(1), zombie.At(2), asleep.At(3), preempted.At(4)}, false);
-  buffer::DurableStore store(1 << 20, 1 << 20);
-  tracker.ApplyTo(&store);
-  std::map<int32_t, std::string> threads;
-  store.ForEach(
-      [&](buffer::DurableStore::Kind, uint64_t, std::string_view bytes) {
-        trace::TracePacket p;
-        ASSERT_TRUE(p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())));
-        for (const auto& t : p.process_tree().threads()) threads[t.tid()] = t.name();
-      },
-      /*changed_only=*/false, /*mark_read=*/false);
-  EXPECT_EQ(threads, (std::map<int32_t, std::string>{{90, "dying"}, {91, "zombie"}}));
+  EXPECT_EQ(testing::ThreadNames(&tracker),
+            (std::map<int32_t, std::string>{{90, "dying"}, {91, "zombie"}}));
 }
 
 TEST(FtraceBundleWriterTest, TruncatedRecordsReadAsEmptyFieldsNotPastTheEnd) {

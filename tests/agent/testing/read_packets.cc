@@ -1,6 +1,7 @@
 #include "tests/agent/testing/read_packets.h"
 
 #include "agent/writer/producer_buffer.h"
+#include "buffer/durable_store.h"
 #include "gtest/gtest.h"
 
 namespace ringside::agent::testing {
@@ -42,6 +43,20 @@ std::vector<trace::TracePacket> WriteAndReadBack(const std::function<void(TraceW
   std::vector<trace::TracePacket> out;
   for (ReadPacket& r : ReadAllPackets(tb.get())) out.push_back(std::move(r.packet));
   return out;
+}
+
+std::map<int32_t, std::string> ThreadNames(DescriptorTracker* tracker) {
+  buffer::DurableStore store(1 << 20, 1 << 20);
+  tracker->ApplyTo(&store);
+  std::map<int32_t, std::string> threads;
+  store.ForEach(
+      [&](buffer::DurableStore::Kind, uint64_t, std::string_view bytes) {
+        trace::TracePacket p;
+        ASSERT_TRUE(p.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())));
+        for (const auto& t : p.process_tree().threads()) threads[t.tid()] = t.name();
+      },
+      /*changed_only=*/false, /*mark_read=*/false);
+  return threads;
 }
 
 }  // namespace ringside::agent::testing

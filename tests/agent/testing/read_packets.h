@@ -3,8 +3,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "agent/descriptors/descriptor_tracker.h"
 #include "agent/writer/producer_buffer.h"
 #include "agent/writer/trace_writer.h"
 #include "buffer/trace_buffer.h"
@@ -32,6 +35,10 @@ std::vector<trace::TracePacket> CommitAndRead(
 // Runs `write` with a TraceWriter of a fresh producer, flushes it into a
 // 1 MiB TraceBuffer and returns the packets read back from it.
 std::vector<trace::TracePacket> WriteAndReadBack(const std::function<void(TraceWriter*)>& write);
+
+// The threads `tracker` has described so far, by tid: their names (its
+// updates applied to a store of their own).
+std::map<int32_t, std::string> ThreadNames(DescriptorTracker* tracker);
 
 }  // namespace ringside::agent::testing
 
