@@ -48,7 +48,10 @@ class BpfBundleWriter {
   // `lost_events`: records of this CPU were dropped before the batch.
   void WriteBundle(TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::Record> records,
                    bool lost_events);
-  // The same, calling `before_part` with each part of `records` in order
+  // Decode() and the above.
+  void WriteBundle(TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::RecordView> records,
+                   bool lost_events);
+  // The first, calling `before_part` with each part of `records` in order
   // (kRecordsPerPart records a part) just before the part goes into the
   // bundle: BpfDataSource tells the tracker of a part's records while they
   // are still in the CPU's first-level cache (a whole batch, up to 80 KiB,
@@ -57,9 +60,6 @@ class BpfBundleWriter {
   void WriteBundle(TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::Record> records,
                    bool lost_events,
                    absl::FunctionRef<void(absl::Span<const bpf::Record>)> before_part);
-  // Decode() and the above.
-  void WriteBundle(TraceWriter* writer, uint32_t cpu, absl::Span<const bpf::RecordView> records,
-                   bool lost_events);
 
   const Stats& stats() const { return stats_; }
   // Records of each type in the last bundle written.
