@@ -336,9 +336,9 @@ TEST(BpfBundleWriterTest, EncodesEveryFieldOfEachTypedEvent) {
 
 // A bundle written in parts (how the BPF source writes a batch, telling the
 // tracker of each part first) is the bundle written whole, byte for byte,
-// counts what it holds, and hands out every record once, in order. 300
-// switches and wakings, more rows than the columns' first room, with comms
-// that change between parts.
+// counts what it holds, and hands out every record once, in order: 300
+// switches and wakings over three parts, with comms that change between
+// parts.
 TEST(BpfBundleWriterTest, ABundleWrittenInPartsIsTheBundleWrittenWhole) {
   Records r;
   const char* const comms[] = {"storm-a", "storm-b", "swapper/1", "kworker/1:0"};
