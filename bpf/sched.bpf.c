@@ -166,6 +166,14 @@ static __always_inline void output_stack_record(__u32 type, struct rs_event_head
   if (bpf_ringbuf_output(ring, h, size, rs_wakeup_flag(ring)) != 0) rs_count_drop(type);
 }
 
+/* A thread leaves the CPU with its last block still open (`b`, its entry
+ * in `blocked_tasks`): it ran again without the program that writes the
+ * block's record (resume_blocked, or with stacks_at_switch the switch in)
+ * seeing it, and that block has no record. */
+static __always_inline void count_unseen_resume(const struct rs_stack_blocked* b) {
+  if (b->h.ts_ns != 0) count_stack_loss(RS_STACK_LOSS_RESUME_UNSEEN);
+}
+
 /* `prev` leaves the CPU: when it blocks, when and how are kept until it
  * runs again (with stacks_at_switch, its stacks too), in its entry of
  * `blocked_tasks`. An entry lives as long as its thread, written in place
@@ -178,7 +186,11 @@ static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
   if (tid == 0) return;
   /* Dead (X) or a zombie (Z): it never runs again. */
   if ((state & RS_TASK_REPORT_DEAD_STATES) != 0) {
-    if (bpf_map_lookup_elem(&blocked_tasks, &tid)) bpf_map_delete_elem(&blocked_tasks, &tid);
+    struct rs_stack_blocked* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
+    if (b) {
+      count_unseen_resume(b);
+      bpf_map_delete_elem(&blocked_tasks, &tid);
+    }
     return;
   }
   /* Preempted (R+) or still runnable (R): not waiting for anything. What
@@ -187,8 +199,9 @@ static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
   if (stopping[RS_EV_STACK_BLOCKED]) return;
   if (rs_filters_on() && !rs_task_selected(prev)) return;
   long err;
+  struct rs_stack_blocked* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
+  if (b) count_unseen_resume(b);
   if (!stacks_at_switch) {
-    struct rs_stack_blocked* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
     if (b) {
       b->h.cpu = bpf_get_smp_processor_id();
       b->state = state;

@@ -8,9 +8,10 @@
  * Blocks: a task's block in D waits in `stall_tasks` (by tid), from the
  * switch that takes it off the CPU to the sched_waking that ends it, which
  * writes a record when it lasted stall_blocked_ns or more and removes it
- * (or, should the wakeup miss it, to the switch that runs the task again).
- * Only switches into D, the wakeups of tasks in D and the switches in of
- * tasks that blocked in D touch the map, so it holds the tasks blocked now.
+ * (or, should the wakeup miss it, to the switch that runs the task again,
+ * or failing that to its next switch out). Only switches into D, the
+ * wakeups of tasks in D and the switches of tasks that blocked in D touch
+ * the map, so it holds the tasks blocked now.
  * A task that never wakes writes no record: the agent sweeps the map for
  * entries older than the threshold (BpfDataSource).
  *
@@ -125,12 +126,29 @@ static __always_inline void rs_stall_runqueue(bool raw, struct task_struct* prev
                 boot_now - (now - queued), bpf_get_smp_processor_id());
 }
 
+/* Task `tid` ran: whatever block of it is still in the map is over. Only
+ * a task that owns its slot (stall_slots) is looked up. */
+static __always_inline void rs_stall_ran(__u32 tid) {
+  __u32* owner = &stall_slots[tid & (RS_STALL_SLOTS - 1)];
+  if (*owner != tid || tid == 0) return;
+  *owner = 0;
+  if (bpf_map_lookup_elem(&stall_tasks, &tid)) bpf_map_delete_elem(&stall_tasks, &tid);
+}
+
 /* `prev` leaves this CPU in `state` (as sched_switch reports it) at `now`:
- * one in D is followed until its wakeup. Other switches touch nothing. */
+ * one in D is followed until its wakeup. One leaving in another state ran,
+ * and a block of it still followed is over: its wakeup and its switch in
+ * can both go unseen (see rs_stall_switch_in; and the kernel skips the
+ * switch's tracepoint now and then), and the agent's sweep would report
+ * the task blocked since. */
 static __always_inline void rs_stall_switch_out(bool raw, struct task_struct* prev, __s64 state,
                                                 __u64 now) {
-  if (stall_blocked_ns == 0 || state != RS_TASK_UNINTERRUPTIBLE) return;
+  if (stall_blocked_ns == 0) return;
   __u32 tid = RS_READ(raw, prev, pid);
+  if (state != RS_TASK_UNINTERRUPTIBLE) {
+    rs_stall_ran(tid);
+    return;
+  }
   if (tid == 0) return;
   struct rs_stall_task* t = rs_stall_entry(tid);
   if (!t) return;
@@ -154,11 +172,7 @@ static __always_inline void rs_stall_switch_out(bool raw, struct task_struct* pr
  * owns its slot is looked up in the map. */
 static __always_inline void rs_stall_switch_in(bool raw, struct task_struct* next) {
   if (stall_blocked_ns == 0) return;
-  __u32 tid = RS_READ(raw, next, pid);
-  __u32* owner = &stall_slots[tid & (RS_STALL_SLOTS - 1)];
-  if (*owner != tid || tid == 0) return;
-  *owner = 0;
-  if (bpf_map_lookup_elem(&stall_tasks, &tid)) bpf_map_delete_elem(&stall_tasks, &tid);
+  rs_stall_ran(RS_READ(raw, next, pid));
 }
 
 /* `p` is woken at `now` (sched_waking, in the waker's context, before the

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -333,9 +334,10 @@ std::vector<DataSource::Loss> BpfDataSource::Losses() const {
   if (stacks_ != nullptr) {
     // Stacks the kernel could not take or cut, by kind and CPU
     // (bpf/stack_events.h), and records that came with no frame at all.
-    static constexpr const char* kStackLossNames[RS_STACK_LOSS_MAX] = {
-        "stack_kernel_failed", "stack_user_fault", "stack_user_failed",
-        "stack_blocked_threads_full", "stack_truncated"};
+    static constexpr const char* kStackLossNames[] = {
+        "stack_kernel_failed",        "stack_user_fault", "stack_user_failed",
+        "stack_blocked_threads_full", "stack_truncated",  "stack_resume_unseen"};
+    static_assert(std::size(kStackLossNames) == RS_STACK_LOSS_MAX, "a name for each kind");
     const std::vector<std::vector<uint64_t>> losses = source_->stacks().losses_per_cpu();
     for (uint32_t kind = 0; kind < RS_STACK_LOSS_MAX; kind++) {
       for (uint32_t cpu = 0; cpu < losses[kind].size(); cpu++) {

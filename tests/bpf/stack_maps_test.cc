@@ -11,8 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "bpf/event_source.h"
 #include "bpf/records.h"
 #include "bpf/stack_events.h"
@@ -57,29 +55,23 @@ struct Blocked {
   std::vector<uint64_t> user;
 };
 
-// The blocked-stack records of thread `tid` among everything drained.
-// Drained a few times, 20 ms apart: a pass stops at a record another CPU
-// has reserved and not yet submitted (its program still writing), and the
-// records behind it wait for the next pass. Under a loaded machine's
-// switches the thread's last record was once behind one (make asan, 4 of 5
-// sleeps found).
+// The blocked-stack records of thread `tid` among everything drained. The
+// programs wrote them in the thread's switches, each run ending before the
+// thread ran on: once it is joined, they are all in the rings.
 std::vector<Blocked> BlockedOf(EventSource* source, pid_t tid) {
   std::vector<Blocked> out;
-  for (int pass = 0; pass < 5; pass++) {
-    if (pass > 0) absl::SleepFor(absl::Milliseconds(20));
-    source->Drain([&](uint32_t, absl::Span<const RecordView> records) {
-      for (const RecordView& r : records) {
-        RecordBatch batch;
-        if (!DecodeRecord(r, &batch) || batch.records()[0].type != RS_EV_STACK_BLOCKED) continue;
-        const rs_stack_blocked& b = batch.records()[0].stack_blocked();
-        if (b.pid != tid) continue;
-        const StackFrames f = FramesOf(b, r.size);
-        out.push_back({{b.tgid, b.off_cpu_ns, b.weight_ns, b.kernel_status, b.user_status},
-                       {f.kernel.begin(), f.kernel.end()},
-                       {f.user.begin(), f.user.end()}});
-      }
-    });
-  }
+  source->Drain([&](uint32_t, absl::Span<const RecordView> records) {
+    for (const RecordView& r : records) {
+      RecordBatch batch;
+      if (!DecodeRecord(r, &batch) || batch.records()[0].type != RS_EV_STACK_BLOCKED) continue;
+      const rs_stack_blocked& b = batch.records()[0].stack_blocked();
+      if (b.pid != tid) continue;
+      const StackFrames f = FramesOf(b, r.size);
+      out.push_back({{b.tgid, b.off_cpu_ns, b.weight_ns, b.kernel_status, b.user_status},
+                     {f.kernel.begin(), f.kernel.end()},
+                     {f.user.begin(), f.user.end()}});
+    }
+  });
   return out;
 }
 
@@ -89,6 +81,12 @@ std::vector<Blocked> BlockedOf(EventSource* source, pid_t tid) {
 // at the syscall that armed its timer: on a loaded TCG guest the two were
 // once over 1 ms apart (one of five 20 ms sleeps measured under 19 ms), so
 // a sleep counts as one from half its length.
+//
+// Or counted lost: the kernel skips a switch's tracepoint now and then (a
+// 6.18 guest: 2 of 750 switches in after a sleep, ftrace's own events
+// missing them too; this test, under ASan, lost one sleep in about a
+// hundred runs), and without kprobes the block's record is written there.
+// Every sleep is a record or a count of stack_resume_unseen.
 TEST(StackMapsTest, AThreadThatSleepsLeavesItsStacksAndItsTimeOffTheCpu) {
   constexpr uint32_t kFlags = RS_STACKS_KERNEL | RS_STACKS_USER | RS_STACKS_BLOCKED;
   constexpr uint64_t kSleepNs = 40'000'000;
@@ -119,13 +117,24 @@ TEST(StackMapsTest, AThreadThatSleepsLeavesItsStacksAndItsTimeOffTheCpu) {
     ASSERT_GE(b.user.size(), 1u);
     for (uint64_t ip : b.user) EXPECT_LT(ip, kKernelHalf) << std::hex << ip;
   }
-  // At least: a thread's start or exit stalled as long would add one.
-  EXPECT_GE(long_sleeps, 5) << blocked.size()
-                            << " records of the thread, off the CPU (ms):" << off_cpu_ms;
-  // Nothing was lost on the way.
-  for (const std::vector<uint64_t>& kind : source->stacks().losses_per_cpu()) {
-    for (uint64_t n : kind) EXPECT_EQ(n, 0u);
+  // Blocks of this process's threads that ran again unseen (the main
+  // thread's too); no other loss.
+  uint64_t unseen = 0;
+  const std::vector<std::vector<uint64_t>> losses = source->stacks().losses_per_cpu();
+  for (uint32_t kind = 0; kind < losses.size(); kind++) {
+    for (uint64_t n : losses[kind]) {
+      if (kind == RS_STACK_LOSS_RESUME_UNSEEN) {
+        unseen += n;
+      } else {
+        EXPECT_EQ(n, 0u) << "loss kind " << kind;
+      }
+    }
   }
+  // At least: a thread's start or exit stalled as long would add one.
+  EXPECT_GE(static_cast<uint64_t>(long_sleeps) + unseen, 5u)
+      << blocked.size() << " records of the thread, off the CPU (ms):" << off_cpu_ms << "; "
+      << unseen << " blocks ran again unseen";
+  EXPECT_GE(long_sleeps, 3) << "a skipped switch is rare: most sleeps are there";
   EXPECT_EQ(source->drops(RS_EV_STACK_BLOCKED), 0u);
   EXPECT_EQ(source->stacks().unsampled().blocks, 0u);
 }
