@@ -71,11 +71,12 @@ enum rs_stack_loss {
   RS_STACK_LOSS_USER_FAILED = 2,   /* Any other error on a user stack. */
   RS_STACK_LOSS_TASKS_FULL = 3,    /* blocked_tasks had no room: no record. */
   RS_STACK_LOSS_TRUNCATED = 4,     /* A stack deeper than max_depth: its root cut. */
-  /* A thread that blocked ran again unseen: no record of that block. The
-   * kernel skips the sched_switch tracepoint of a switch now and then (a
-   * 6.18 guest: 2 of 750 switches in after a sleep, ftrace's events
-   * missing them too), and a kprobe run can be skipped; the thread's next
-   * switch out finds its block still open. */
+  /* A thread that blocked ran again unseen: no record of that block. A
+   * kernel can skip the sched_switch tracepoint of some switches (a 6.18
+   * guest never reported one out of a certain process's threads, ftrace's
+   * events missing them too: 2 of 750 switches in after a sleep came after
+   * one), and a kprobe run can be skipped; the thread's next switch out
+   * finds its block still open. */
   RS_STACK_LOSS_RESUME_UNSEEN = 5,
   RS_STACK_LOSS_MAX = 6,
 };

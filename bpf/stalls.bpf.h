@@ -138,9 +138,9 @@ static __always_inline void rs_stall_ran(__u32 tid) {
 /* `prev` leaves this CPU in `state` (as sched_switch reports it) at `now`:
  * one in D is followed until its wakeup. One leaving in another state ran,
  * and a block of it still followed is over: its wakeup and its switch in
- * can both go unseen (see rs_stall_switch_in; and the kernel skips the
- * switch's tracepoint now and then), and the agent's sweep would report
- * the task blocked since. */
+ * can both go unseen (see rs_stall_switch_in; and a kernel can skip a
+ * switch's tracepoint), and the agent's sweep would report the task
+ * blocked since. */
 static __always_inline void rs_stall_switch_out(bool raw, struct task_struct* prev, __s64 state,
                                                 __u64 now) {
   if (stall_blocked_ns == 0) return;

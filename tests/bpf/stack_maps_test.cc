@@ -82,10 +82,11 @@ std::vector<Blocked> BlockedOf(EventSource* source, pid_t tid) {
 // once over 1 ms apart (one of five 20 ms sleeps measured under 19 ms), so
 // a sleep counts as one from half its length.
 //
-// Or counted lost: the kernel skips a switch's tracepoint now and then (a
-// 6.18 guest: 2 of 750 switches in after a sleep, ftrace's own events
-// missing them too; this test, under ASan, lost one sleep in about a
-// hundred runs), and without kprobes the block's record is written there.
+// Or counted lost: a kernel can skip a switch's tracepoint (a 6.18 guest
+// never reported a switch out of one process's threads, and so the switch
+// in after it, ftrace's own events missing them too; this test, under
+// ASan, lost one sleep in about a hundred runs that way), and without
+// kprobes the block's record is written there.
 // Every sleep is a record or a count of stack_resume_unseen.
 TEST(StackMapsTest, AThreadThatSleepsLeavesItsStacksAndItsTimeOffTheCpu) {
   constexpr uint32_t kFlags = RS_STACKS_KERNEL | RS_STACKS_USER | RS_STACKS_BLOCKED;
