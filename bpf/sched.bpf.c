@@ -174,6 +174,23 @@ static __always_inline void count_unseen_resume(const struct rs_stack_blocked* b
   if (b->h.ts_ns != 0) count_stack_loss(RS_STACK_LOSS_RESUME_UNSEEN);
 }
 
+/* The task's switches out so far: the kernel counts each before the
+ * switch's tracepoint, and none while it is off the CPU. */
+static __always_inline __u64 switches_of(bool raw, struct task_struct* t) {
+  return (__u64)RS_READ(raw, t, nvcsw) + RS_READ(raw, t, nivcsw);
+}
+
+/* Whether the open block `b` is the one the thread now runs again from;
+ * if it left the CPU since (its resume unseen, then preempted), the block
+ * is closed and counted lost instead: its time would hold that run. */
+static __always_inline bool resumes_block(bool raw, struct rs_stack_blocked* b,
+                                          struct task_struct* t) {
+  if (switches_of(raw, t) == b->off_cpu_ns) return true;
+  b->h.ts_ns = 0;
+  count_stack_loss(RS_STACK_LOSS_RESUME_UNSEEN);
+  return false;
+}
+
 /* `prev` leaves the CPU: when it blocks, when and how are kept until it
  * runs again (with stacks_at_switch, its stacks too), in its entry of
  * `blocked_tasks`. An entry lives as long as its thread, written in place
@@ -188,7 +205,8 @@ static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
   if ((state & RS_TASK_REPORT_DEAD_STATES) != 0) {
     struct rs_stack_blocked* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
     if (b) {
-      count_unseen_resume(b);
+      /* Once stopping, the kprobe goes first: a resume since is unseen. */
+      if (!stopping[RS_EV_STACK_BLOCKED]) count_unseen_resume(b);
       bpf_map_delete_elem(&blocked_tasks, &tid);
     }
     return;
@@ -205,6 +223,7 @@ static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
     if (b) {
       b->h.cpu = bpf_get_smp_processor_id();
       b->state = state;
+      b->off_cpu_ns = switches_of(raw, prev);
       b->h.ts_ns = bpf_ktime_get_boot_ns();
       return;
     }
@@ -212,6 +231,7 @@ static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
     n.h.ts_ns = bpf_ktime_get_boot_ns();
     n.h.cpu = bpf_get_smp_processor_id();
     n.state = state;
+    n.off_cpu_ns = switches_of(raw, prev);
     err = bpf_map_update_elem(&blocked_tasks, &tid, &n, BPF_ANY);
   } else {
     const __u32 slot = 0;
@@ -222,6 +242,7 @@ static __always_inline void begin_blocked(void* ctx, bool raw, bool preempt,
     e->pid = tid;
     e->tgid = RS_READ(raw, prev, tgid);
     e->state = state;
+    e->off_cpu_ns = switches_of(raw, prev);
     take_stacks(ctx, e->frames, RS_READ(raw, prev, mm) != NULL, 0, &e->kernel_frames,
                 &e->user_frames, &e->kernel_status, &e->user_status);
     err = bpf_map_update_elem(&blocked_tasks, &tid, e, BPF_ANY);
@@ -236,7 +257,7 @@ static __always_inline void end_blocked(bool raw, struct task_struct* next) {
   __u32 tid = RS_READ(raw, next, pid);
   if (tid == 0) return;
   struct rs_stack_blocked* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
-  if (!b || b->h.ts_ns == 0) return;
+  if (!b || b->h.ts_ns == 0 || !resumes_block(raw, b, next)) return;
   const __u64 now = bpf_ktime_get_boot_ns();
   b->off_cpu_ns = now > b->h.ts_ns ? now - b->h.ts_ns : 0;
   b->weight_ns = b->off_cpu_ns;
@@ -255,6 +276,8 @@ int resume_blocked(struct pt_regs* ctx) {
   if (tid == 0) return 0;
   struct rs_stack_blocked* b = bpf_map_lookup_elem(&blocked_tasks, &tid);
   if (!b || b->h.ts_ns == 0) return 0;
+  struct task_struct* t = (struct task_struct*)bpf_get_current_task();
+  if (!resumes_block(true, b, t)) return 0;
   const __u64 now = bpf_ktime_get_boot_ns();
   const __u64 blocked_ts = b->h.ts_ns;
   const __u64 off = now > blocked_ts ? now - blocked_ts : 0;
@@ -287,7 +310,6 @@ int resume_blocked(struct pt_regs* ctx) {
   e->off_cpu_ns = off;
   e->weight_ns = weight;
   e->state = state;
-  struct task_struct* t = (struct task_struct*)bpf_get_current_task();
   /* The kprobe is on the function's first instruction (take_stacks). */
 #if defined(__TARGET_ARCH_arm64)
   const __u64 entry_caller = PT_REGS_RET(ctx);

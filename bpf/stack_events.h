@@ -38,9 +38,12 @@ struct rs_stack_blocked {
   struct rs_event_header h;
   __s32 pid;
   __s32 tgid;
-  __u64 off_cpu_ns; /* From leaving the CPU to running again. */
-  __u64 weight_ns;  /* off_cpu_ns, or the period for a sampled short block. */
-  __s64 state;      /* prev_state of the switch that took it off. */
+  /* From leaving the CPU to running again. In `blocked_tasks`, while the
+   * block is open: the thread's switches out so far (nvcsw + nivcsw, this
+   * one included), for the resume to tell whether it is this block's. */
+  __u64 off_cpu_ns;
+  __u64 weight_ns; /* off_cpu_ns, or the period for a sampled short block. */
+  __s64 state;     /* prev_state of the switch that took it off. */
   __u16 kernel_frames;
   __u16 user_frames;
   __s16 kernel_status; /* RS_STACK_TAKEN, RS_STACK_NOT_ASKED or -errno. */
@@ -75,8 +78,10 @@ enum rs_stack_loss {
    * kernel can skip the sched_switch tracepoint of some switches (a 6.18
    * guest never reported one out of a certain process's threads, ftrace's
    * events missing them too: 2 of 750 switches in after a sleep came after
-   * one), and a kprobe run can be skipped; the thread's next switch out
-   * finds its block still open. */
+   * one), and a kprobe run can be skipped. Counted where the thread is
+   * seen again with its block still open: at its next block or exit, or at
+   * a resume after it left the CPU another time (its switch count moved). A
+   * block whose own switch out went unreported is neither. */
   RS_STACK_LOSS_RESUME_UNSEEN = 5,
   RS_STACK_LOSS_MAX = 6,
 };

@@ -148,6 +148,14 @@ std::vector<std::vector<uint64_t>> StackMaps::losses_per_cpu() const {
       std::fill(out[kind].begin(), out[kind].end(), 0);
     }
   }
+  // Without the kprobe, no block gets a record (blocked_refused() says
+  // why): the switches still keep each block, and count every one as
+  // resumed unseen, or the table as full. Not losses of their own.
+  if (!blocked_refused_.empty()) {
+    for (uint32_t kind : {RS_STACK_LOSS_RESUME_UNSEEN, RS_STACK_LOSS_TASKS_FULL}) {
+      std::fill(out[kind].begin(), out[kind].end(), 0);
+    }
+  }
   return out;
 }
 

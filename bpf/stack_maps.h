@@ -78,7 +78,8 @@ class StackMaps {
     return (flags_ & RS_STACKS_BLOCKED) != 0 && resume_function_.empty();
   }
 
-  // Stacks lost by kind (index: rs_stack_loss), then CPU.
+  // Stacks lost by kind (index: rs_stack_loss), then CPU. With the blocked
+  // stacks refused (blocked_refused()), none is counted of their blocks.
   std::vector<std::vector<uint64_t>> losses_per_cpu() const;
   // Short blocks not sampled, over all CPUs: how many, and their ns.
   struct Unsampled {

@@ -86,8 +86,9 @@ std::vector<Blocked> BlockedOf(EventSource* source, pid_t tid) {
 // never reported a switch out of one process's threads, and so the switch
 // in after it, ftrace's own events missing them too; this test, under
 // ASan, lost one sleep in about a hundred runs that way), and without
-// kprobes the block's record is written there.
-// Every sleep is a record or a count of stack_resume_unseen.
+// kprobes the block's record is written there. Every sleep whose switch
+// out was reported (the sleeper's always were) is a record or a count of
+// stack_resume_unseen.
 TEST(StackMapsTest, AThreadThatSleepsLeavesItsStacksAndItsTimeOffTheCpu) {
   constexpr uint32_t kFlags = RS_STACKS_KERNEL | RS_STACKS_USER | RS_STACKS_BLOCKED;
   constexpr uint64_t kSleepNs = 40'000'000;
